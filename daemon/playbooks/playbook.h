@@ -1,0 +1,81 @@
+// Playbook: a named task the daemon knows how to run and to check.
+//
+// A playbook says which inputs it accepts, which artifacts a run must produce, how the
+// `reference` agent does the work without a model (files to place, commands to run), what a
+// model-driven agent is told, and how the daemon verifies the result. Playbooks are pure:
+// no I/O beyond what they are handed.
+//
+// Thread safe: all methods are const and stateless.
+#ifndef SANDGATE_PLAYBOOKS_PLAYBOOK_H_
+#define SANDGATE_PLAYBOOKS_PLAYBOOK_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sandgate::playbooks {
+
+struct InputFile {
+  std::string name;     // a plain file name, no directories
+  std::string content;
+};
+
+struct Check {
+  std::string name;     // stable, e.g. "calculated_metrics.values"
+  bool passed = false;
+  std::string detail;   // what was found; on failure, what is wrong and where
+};
+
+struct PlacedFile {
+  std::string path;     // relative to the workspace
+  std::string content;
+  int mode = 0644;
+};
+
+struct Step {
+  std::string name;                 // e.g. "analyze", "recompute"
+  std::vector<std::string> argv;
+  absl::Duration timeout = absl::Minutes(2);
+};
+
+// What the reference agent does: place files, then run the steps in order; a failing step
+// fails the run.
+struct ReferencePlan {
+  std::vector<PlacedFile> files;
+  std::vector<Step> steps;
+};
+
+// Artifact name -> its bytes, as downloaded from the sandbox.
+using Artifacts = std::map<std::string, std::string>;
+
+class Playbook {
+ public:
+  virtual ~Playbook() = default;
+  virtual std::string name() const = 0;
+  // Request-level checks on the inputs (count, names, encoding), before any sandbox exists.
+  virtual absl::Status ValidateInputs(const std::vector<InputFile>& inputs) const = 0;
+  // Files every successful run must produce, relative to the workspace.
+  virtual std::vector<std::string> ExpectedArtifacts() const = 0;
+  virtual ReferencePlan Reference(const std::vector<InputFile>& inputs,
+                                  const std::string& workdir) const = 0;
+  // The instructions a model-driven agent is given.
+  virtual std::string Instructions(const std::vector<InputFile>& inputs,
+                                   const std::string& workdir) const = 0;
+  // Every check the daemon makes on a finished run; a run passes when all pass. Missing
+  // artifacts are absent from the map and must produce failed checks, not errors.
+  virtual std::vector<Check> Verify(const std::vector<InputFile>& inputs,
+                                    const Artifacts& artifacts) const = 0;
+};
+
+// The built-in playbooks by name, or NOT_FOUND naming the known ones.
+absl::StatusOr<const Playbook*> FindPlaybook(const std::string& name);
+std::vector<std::string> PlaybookNames();
+
+}  // namespace sandgate::playbooks
+
+#endif  // SANDGATE_PLAYBOOKS_PLAYBOOK_H_
