@@ -1,0 +1,281 @@
+#include "store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+
+namespace sandgate::store {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS runs (
+  n INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  tenant TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  status INTEGER NOT NULL,
+  proto BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS runs_idempotency ON runs(tenant, idempotency_key)
+  WHERE idempotency_key != '';
+CREATE INDEX IF NOT EXISTS runs_tenant ON runs(tenant, n);
+CREATE TABLE IF NOT EXISTS events (
+  run_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  proto BLOB NOT NULL,
+  PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS journal (
+  id TEXT PRIMARY KEY,
+  provider TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  details TEXT NOT NULL);
+)sql";
+
+// One prepared statement, finalized on every return path.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  bool ok() const { return rc_ == SQLITE_OK; }
+  void Bind(int i, const std::string& s) {
+    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+  void BindBlob(int i, const std::string& s) {
+    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  }
+  void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  int Step() { return sqlite3_step(stmt_); }
+  std::string Text(int col) {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    int n = sqlite3_column_bytes(stmt_, col);
+    return p ? std::string(static_cast<const char*>(p), n) : std::string();
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+template <typename Message>
+absl::StatusOr<Message> ParseBlob(const std::string& blob, absl::string_view what) {
+  Message m;
+  if (!m.ParseFromString(blob)) return errors::Internal(absl::StrCat("corrupt ", what, " row"));
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return errors::Unavailable(absl::StrCat("cannot open state database ", path, ": ", msg));
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  absl::MutexLock lock(&store->mu_);
+  SANDGATE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+  SANDGATE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+  SANDGATE_RETURN_IF_ERROR(store->Exec(kSchema));
+  return store;
+}
+
+SqliteStore::~SqliteStore() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status SqliteStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return errors::Internal(absl::StrCat("sqlite: ", msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::Error(const char* what) {
+  return errors::Internal(absl::StrCat("sqlite ", what, ": ", sqlite3_errmsg(db_)));
+}
+
+absl::Status SqliteStore::PutRun(const v1::Run& run) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "INSERT INTO runs(id, tenant, idempotency_key, status, proto) VALUES(?,?,?,?,?) "
+         "ON CONFLICT(id) DO UPDATE SET status=excluded.status, proto=excluded.proto");
+  if (!s.ok()) return Error("prepare put run");
+  s.Bind(1, run.id());
+  s.Bind(2, run.tenant());
+  s.Bind(3, run.idempotency_key());
+  s.Bind(4, static_cast<int64_t>(run.status()));
+  s.BindBlob(5, run.SerializeAsString());
+  int rc = s.Step();
+  if (rc == SQLITE_CONSTRAINT) return errors::AlreadyExists("run idempotency key", run.idempotency_key());
+  if (rc != SQLITE_DONE) return Error("put run");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Run> SqliteStore::GetRun(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT proto FROM runs WHERE id = ?");
+  if (!s.ok()) return Error("prepare get run");
+  s.Bind(1, run_id);
+  int rc = s.Step();
+  if (rc == SQLITE_DONE) return errors::NotFound("run", run_id);
+  if (rc != SQLITE_ROW) return Error("get run");
+  return ParseBlob<v1::Run>(s.Text(0), "run");
+}
+
+absl::StatusOr<RunPage> SqliteStore::ListRuns(const std::string& tenant, uint32_t page_size,
+                                              const std::string& page_token) {
+  int64_t before = INT64_MAX;
+  if (!page_token.empty() && (!absl::SimpleAtoi(page_token, &before) || before <= 0)) {
+    return errors::InvalidArgument(absl::StrCat("page_token: not a token from ListRuns: '",
+                                                page_token, "'"));
+  }
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT n, proto FROM runs WHERE (?1 = '' OR tenant = ?1) AND n < ?2 "
+         "ORDER BY n DESC LIMIT ?3");
+  if (!s.ok()) return Error("prepare list runs");
+  s.Bind(1, tenant);
+  s.Bind(2, before);
+  s.Bind(3, static_cast<int64_t>(page_size) + 1);
+  RunPage page;
+  int64_t last_n = 0;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    if (page.runs.size() == page_size) {
+      page.next_page_token = absl::StrCat(last_n);
+      break;
+    }
+    last_n = s.Int(0);
+    SANDGATE_ASSIGN_OR_RETURN(v1::Run run, ParseBlob<v1::Run>(s.Text(1), "run"));
+    page.runs.push_back(std::move(run));
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("list runs");
+  return page;
+}
+
+absl::StatusOr<std::optional<std::string>> SqliteStore::FindRunByIdempotencyKey(
+    const std::string& tenant, const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT id FROM runs WHERE tenant = ? AND idempotency_key = ?");
+  if (!s.ok()) return Error("prepare find run");
+  s.Bind(1, tenant);
+  s.Bind(2, key);
+  int rc = s.Step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return Error("find run");
+  return std::optional<std::string>(s.Text(0));
+}
+
+absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT proto FROM runs WHERE status IN (?, ?) ORDER BY n");
+  if (!s.ok()) return Error("prepare unfinished runs");
+  s.Bind(1, static_cast<int64_t>(v1::QUEUED));
+  s.Bind(2, static_cast<int64_t>(v1::RUNNING));
+  std::vector<v1::Run> runs;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    SANDGATE_ASSIGN_OR_RETURN(v1::Run run, ParseBlob<v1::Run>(s.Text(0), "run"));
+    runs.push_back(std::move(run));
+  }
+  if (rc != SQLITE_DONE) return Error("unfinished runs");
+  return runs;
+}
+
+absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)");
+  if (!s.ok()) return Error("prepare append event");
+  s.Bind(1, event.run_id());
+  s.Bind(2, static_cast<int64_t>(event.seq()));
+  s.BindBlob(3, event.SerializeAsString());
+  int rc = s.Step();
+  if (rc == SQLITE_CONSTRAINT) {
+    return errors::AlreadyExists("event", absl::StrCat(event.run_id(), "#", event.seq()));
+  }
+  if (rc != SQLITE_DONE) return Error("append event");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::Event>> SqliteStore::ReadEvents(const std::string& run_id,
+                                                               int64_t after_seq,
+                                                               uint32_t limit) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT proto FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?");
+  if (!s.ok()) return Error("prepare read events");
+  s.Bind(1, run_id);
+  s.Bind(2, after_seq);
+  s.Bind(3, static_cast<int64_t>(limit));
+  std::vector<v1::Event> events;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    SANDGATE_ASSIGN_OR_RETURN(v1::Event e, ParseBlob<v1::Event>(s.Text(0), "event"));
+    events.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return Error("read events");
+  return events;
+}
+
+absl::StatusOr<int64_t> SqliteStore::LastSeq(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?");
+  if (!s.ok()) return Error("prepare last seq");
+  s.Bind(1, run_id);
+  if (s.Step() != SQLITE_ROW) return Error("last seq");
+  return s.Int(0);
+}
+
+absl::Status SqliteStore::Record(const JournalEntry& entry) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "INSERT INTO journal(id, provider, kind, details) VALUES(?,?,?,?) "
+         "ON CONFLICT(id) DO UPDATE SET details=excluded.details");
+  if (!s.ok()) return Error("prepare journal record");
+  s.Bind(1, entry.id);
+  s.Bind(2, entry.provider);
+  s.Bind(3, entry.kind);
+  s.Bind(4, entry.details.dump());
+  if (s.Step() != SQLITE_DONE) return Error("journal record");
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::Erase(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "DELETE FROM journal WHERE id = ?");
+  if (!s.ok()) return Error("prepare journal erase");
+  s.Bind(1, id);
+  if (s.Step() != SQLITE_DONE) return Error("journal erase");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<JournalEntry>> SqliteStore::List() {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT id, provider, kind, details FROM journal ORDER BY id");
+  if (!s.ok()) return Error("prepare journal list");
+  std::vector<JournalEntry> entries;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    JournalEntry e{s.Text(0), s.Text(1), s.Text(2)};
+    e.details = nlohmann::json::parse(s.Text(3), nullptr, /*allow_exceptions=*/false);
+    if (e.details.is_discarded()) return errors::Internal(absl::StrCat("corrupt journal row ", e.id));
+    entries.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return Error("journal list");
+  return entries;
+}
+
+}  // namespace sandgate::store

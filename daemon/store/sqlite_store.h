@@ -1,0 +1,53 @@
+// SqliteStore: Store on one SQLite database in WAL mode.
+//
+// Thread safe: one connection guarded by a mutex (SQLite serialises writers anyway, and the
+// daemon's write rate is a few events per command). Journal writes are synchronous=FULL so
+// a record is on disk before the resource it names exists.
+//
+//   SANDGATE_ASSIGN_OR_RETURN(auto store, SqliteStore::Open("/var/lib/sandgate/state.db"));
+#ifndef SANDGATE_STORE_SQLITE_STORE_H_
+#define SANDGATE_STORE_SQLITE_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "store/store.h"
+
+struct sqlite3;
+
+namespace sandgate::store {
+
+class SqliteStore : public Store {
+ public:
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  ~SqliteStore() override;
+
+  absl::Status PutRun(const v1::Run& run) override;
+  absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
+  absl::StatusOr<RunPage> ListRuns(const std::string& tenant, uint32_t page_size,
+                                   const std::string& page_token) override;
+  absl::StatusOr<std::optional<std::string>> FindRunByIdempotencyKey(
+      const std::string& tenant, const std::string& key) override;
+  absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() override;
+  absl::Status AppendEvent(const v1::Event& event) override;
+  absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
+                                                    uint32_t limit) override;
+  absl::StatusOr<int64_t> LastSeq(const std::string& run_id) override;
+
+  absl::Status Record(const JournalEntry& entry) override;
+  absl::Status Erase(const std::string& id) override;
+  absl::StatusOr<std::vector<JournalEntry>> List() override;
+
+ private:
+  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);
+};
+
+}  // namespace sandgate::store
+
+#endif  // SANDGATE_STORE_SQLITE_STORE_H_

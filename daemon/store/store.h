@@ -1,0 +1,52 @@
+// Store: the durable state of the daemon — runs, their event logs, the resource journal.
+//
+// The event log is the source of truth that every stream replays. Runs and events are kept
+// as their API messages (sandgate.v1.Run / Event), so what a caller reads after a restart is
+// byte for byte what it would have read before.
+//
+// Thread safe. The real implementation is SqliteStore; tests may use it on a temp file.
+#ifndef SANDGATE_STORE_STORE_H_
+#define SANDGATE_STORE_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/journal.h"
+#include "sandgate/v1/sandgate.pb.h"
+
+namespace sandgate::store {
+
+struct RunPage {
+  std::vector<v1::Run> runs;
+  std::string next_page_token;  // empty at the end
+};
+
+class Store : public ResourceJournal {
+ public:
+  // Inserts or replaces the run with run.id().
+  virtual absl::Status PutRun(const v1::Run& run) = 0;
+  virtual absl::StatusOr<v1::Run> GetRun(const std::string& run_id) = 0;
+  // Newest first. `tenant` empty = every tenant (operators).
+  virtual absl::StatusOr<RunPage> ListRuns(const std::string& tenant, uint32_t page_size,
+                                           const std::string& page_token) = 0;
+  virtual absl::StatusOr<std::optional<std::string>> FindRunByIdempotencyKey(
+      const std::string& tenant, const std::string& key) = 0;
+  // Runs whose status is QUEUED or RUNNING (to be failed after a restart).
+  virtual absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() = 0;
+
+  // Appends one event; its seq must be the run's next one (ALREADY_EXISTS otherwise).
+  virtual absl::Status AppendEvent(const v1::Event& event) = 0;
+  // Events with seq > after_seq, ascending, at most `limit`.
+  virtual absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id,
+                                                            int64_t after_seq,
+                                                            uint32_t limit) = 0;
+  virtual absl::StatusOr<int64_t> LastSeq(const std::string& run_id) = 0;
+};
+
+}  // namespace sandgate::store
+
+#endif  // SANDGATE_STORE_STORE_H_

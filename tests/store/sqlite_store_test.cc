@@ -1,0 +1,121 @@
+#include "store/sqlite_store.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace sandgate::store {
+namespace {
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sg-store-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/state.db";
+    auto s = SqliteStore::Open(path_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  static v1::Run MakeRun(const std::string& id, const std::string& tenant,
+                         const std::string& key = "") {
+    v1::Run run;
+    run.set_id(id);
+    run.set_tenant(tenant);
+    run.set_idempotency_key(key);
+    run.set_status(v1::RUNNING);
+    return run;
+  }
+  std::string dir_, path_;
+  std::unique_ptr<SqliteStore> store_;
+};
+
+TEST_F(SqliteStoreTest, RunsRoundTripAndSurviveReopen) {
+  ASSERT_TRUE(store_->PutRun(MakeRun("r1", "a")).ok());
+  v1::Run updated = MakeRun("r1", "a");
+  updated.set_status(v1::SUCCEEDED);
+  ASSERT_TRUE(store_->PutRun(updated).ok());
+  store_.reset();
+  store_ = *SqliteStore::Open(path_);
+  auto got = store_->GetRun("r1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status(), v1::SUCCEEDED);
+  EXPECT_EQ(store_->GetRun("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SqliteStoreTest, ListRunsIsTenantScopedNewestFirstAndPaged) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store_->PutRun(MakeRun("a" + std::to_string(i), "a")).ok());
+  ASSERT_TRUE(store_->PutRun(MakeRun("b0", "b")).ok());
+  auto page1 = store_->ListRuns("a", 3, "");
+  ASSERT_TRUE(page1.ok());
+  ASSERT_EQ(page1->runs.size(), 3u);
+  EXPECT_EQ(page1->runs[0].id(), "a4");
+  ASSERT_FALSE(page1->next_page_token.empty());
+  auto page2 = store_->ListRuns("a", 3, page1->next_page_token);
+  ASSERT_TRUE(page2.ok());
+  ASSERT_EQ(page2->runs.size(), 2u);
+  EXPECT_EQ(page2->runs[1].id(), "a0");
+  EXPECT_TRUE(page2->next_page_token.empty());
+  EXPECT_EQ(store_->ListRuns("", 50, "")->runs.size(), 6u);
+  EXPECT_EQ(store_->ListRuns("a", 3, "garbage").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SqliteStoreTest, IdempotencyKeyIsUniquePerTenant) {
+  ASSERT_TRUE(store_->PutRun(MakeRun("r1", "a", "k")).ok());
+  EXPECT_EQ(store_->PutRun(MakeRun("r2", "a", "k")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(store_->PutRun(MakeRun("r3", "b", "k")).ok());
+  EXPECT_EQ(**store_->FindRunByIdempotencyKey("a", "k"), "r1");
+  EXPECT_FALSE(store_->FindRunByIdempotencyKey("a", "other")->has_value());
+}
+
+TEST_F(SqliteStoreTest, EventsAreDensePerRunAndReadAfterSeq) {
+  for (int seq = 1; seq <= 4; ++seq) {
+    v1::Event e;
+    e.set_run_id("r1");
+    e.set_seq(seq);
+    e.set_type("notice");
+    ASSERT_TRUE(store_->AppendEvent(e).ok());
+  }
+  v1::Event dup;
+  dup.set_run_id("r1");
+  dup.set_seq(2);
+  EXPECT_EQ(store_->AppendEvent(dup).code(), absl::StatusCode::kAlreadyExists);
+  auto events = store_->ReadEvents("r1", 2, 10);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].seq(), 3);
+  EXPECT_EQ(*store_->LastSeq("r1"), 4);
+  EXPECT_EQ(*store_->LastSeq("none"), 0);
+}
+
+TEST_F(SqliteStoreTest, JournalRecordsAndErases) {
+  JournalEntry e{"local-session:x", "local", "session", {{"uid", 100001}}};
+  ASSERT_TRUE(store_->Record(e).ok());
+  auto entries = store_->List();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].details["uid"], 100001);
+  ASSERT_TRUE(store_->Erase("local-session:x").ok());
+  ASSERT_TRUE(store_->Erase("local-session:x").ok());
+  EXPECT_TRUE(store_->List()->empty());
+}
+
+TEST_F(SqliteStoreTest, UnfinishedRunsAreListed) {
+  ASSERT_TRUE(store_->PutRun(MakeRun("r1", "a")).ok());
+  v1::Run done = MakeRun("r2", "a");
+  done.set_status(v1::FAILED);
+  ASSERT_TRUE(store_->PutRun(done).ok());
+  auto runs = store_->ListUnfinishedRuns();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].id(), "r1");
+}
+
+}  // namespace
+}  // namespace sandgate::store
