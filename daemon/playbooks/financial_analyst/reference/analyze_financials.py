@@ -47,6 +47,7 @@ METRIC_COLUMNS = [
     "interest_coverage", "free_cash_flow", "fcf_margin", "cash_conversion",
     "receivables_growth", "inventory_growth",
 ]
+AMOUNT_METRICS = {"free_cash_flow"}  # in file units; every other metric is a ratio
 MOVEMENT_COLUMNS = ["year", "item", "rule", "previous_value", "current_value", "change",
                     "detail"]
 RULES = ["yoy_move_15pct", "operating_margin_2pp", "receivables_outpace_revenue_10pp"]
@@ -385,6 +386,21 @@ def fmt_number(value):
     return repr(value)
 
 
+def fmt_ratio(value):
+    """Full precision for ratios, padded to at least 6 significant digits: 0.66 -> 0.660000."""
+    text = fmt_number(value)
+    if not text or value == 0:
+        return text
+    text = repr(float(value))
+    mantissa, _, exponent = text.partition("e")
+    digits = mantissa.lstrip("-").replace(".", "").lstrip("0")
+    if len(digits) < 6:
+        if "." not in mantissa:
+            mantissa += "."
+        mantissa += "0" * (6 - len(digits))
+    return mantissa + ("e" + exponent if exponent else "")
+
+
 def fmt_amount(value):
     if value is None:
         return "n/a"
@@ -441,15 +457,18 @@ def csv_text(header, rows):
 
 
 def metrics_csv(metrics):
-    rows = [[str(m["year"])] + [fmt_number(m[name]) for name in METRIC_COLUMNS[1:]]
+    rows = [[str(m["year"])] + [(fmt_number if name in AMOUNT_METRICS else fmt_ratio)(m[name])
+                                for name in METRIC_COLUMNS[1:]]
             for m in metrics]
     return csv_text(METRIC_COLUMNS, rows)
 
 
 def movements_csv(hits):
-    rows = [[str(h["year"]), h["item"], h["rule"], fmt_number(h["previous_value"]),
-             fmt_number(h["current_value"]), fmt_number(h["change"]), h["detail"]]
-            for h in hits]
+    rows = []
+    for h in hits:
+        level = fmt_ratio if h["rule"] == "operating_margin_2pp" else fmt_number
+        rows.append([str(h["year"]), h["item"], h["rule"], level(h["previous_value"]),
+                     level(h["current_value"]), fmt_ratio(h["change"]), h["detail"]])
     return csv_text(MOVEMENT_COLUMNS, rows)
 
 
