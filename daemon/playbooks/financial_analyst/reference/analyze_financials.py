@@ -26,6 +26,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -87,17 +88,18 @@ class FatalInput(Exception):
 # Reading and validation
 
 
+PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+
+
 def parse_number(text):
-    """A finite float from a cell, or None (blank, not a number, inf or nan)."""
+    """A finite float from a plain decimal cell ("-12", "3.5", "1e6", blanks around allowed),
+    or None: blank, thousands separators, currency signs, "nan", "inf", "1_000", hex."""
     if text is None:
         return None
-    text = text.strip()
-    if not text:
+    text = text.strip(" \t\r\n\f\v")
+    if not PLAIN_DECIMAL.match(text):
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
+    value = float(text)
     return value if math.isfinite(value) else None
 
 
@@ -209,6 +211,7 @@ def validate(header, raw_rows, lines):
                          "sorted by year"))
 
     failures = []
+    equation_ok = True
     if all(name in index for name in ("total_assets", "total_liabilities",
                                       "shareholders_equity")):
         for rec in records:
@@ -219,13 +222,15 @@ def validate(header, raw_rows, lines):
                 continue
             tolerance = max(1.0, 1e-6 * abs(assets))
             if abs(assets - (liabilities + equity)) > tolerance:
+                equation_ok = False
                 label = rec.get("year")
-                failures.append(label if label is not None else rec["cells"]["year"].strip())
+                if label is not None:  # a row without an integer year is already fatal
+                    failures.append(label)
                 problems.append((False, "accounting equation fails in %s: total_assets %s vs "
                                  "total_liabilities + shareholders_equity %s" % (
                                      label if label is not None else "data row %d" % rec["row"],
                                      fmt_amount(assets), fmt_amount(liabilities + equity))))
-    failures.sort(key=lambda y: (not isinstance(y, int), y if isinstance(y, int) else 0))
+    failures.sort()
     at_least_two = len(records) >= 2
     if not at_least_two:
         problems.append((False, "only %d data row(s): growth, roa, roe and the unusual-movement "
@@ -238,7 +243,7 @@ def validate(header, raw_rows, lines):
         "bad_cells": bad_cells,
         "years_unique": years_unique,
         "years_ordered": years_ordered,
-        "accounting_equation_passed_every_row": not failures,
+        "accounting_equation_passed_every_row": equation_ok,
         "accounting_equation_failures": failures,
         "at_least_two_years": at_least_two,
     }
@@ -290,7 +295,8 @@ def build_values(table):
     for rec in table["records"]:
         row = {name: parse_number(rec["cells"][name]) for name in names}
         row["year"] = rec["year"]
-        gross = row.get("gross_profit")
+        # gross_profit when this row's cell is a number, else revenue - cost_of_revenue
+        gross = parse_number(rec["cells"].get("gross_profit"))
         row["_gross_profit_derived"] = gross is None
         if gross is None:
             gross = row["revenue"] - row["cost_of_revenue"]
@@ -364,11 +370,10 @@ def find_movements(names, values, metrics):
                 hits.append({
                     "year": year, "item": "accounts_receivable",
                     "rule": "receivables_outpace_revenue_10pp",
-                    "previous_value": prev["accounts_receivable"],
-                    "current_value": cur["accounts_receivable"], "change": diff,
+                    "previous_value": vg, "current_value": rg, "change": diff,
                     "detail": "accounts_receivable grew %s vs revenue %s, %s faster "
-                              "(previous/current values are accounts_receivable)" % (
-                                  fmt_growth(rg), fmt_growth(vg), fmt_pp(diff)),
+                              "(previous_value is revenue growth, current_value receivables "
+                              "growth)" % (fmt_growth(rg), fmt_growth(vg), fmt_pp(diff)),
                 })
     return hits
 
@@ -466,7 +471,7 @@ def metrics_csv(metrics):
 def movements_csv(hits):
     rows = []
     for h in hits:
-        level = fmt_ratio if h["rule"] == "operating_margin_2pp" else fmt_number
+        level = fmt_number if h["rule"] == "yoy_move_15pct" else fmt_ratio
         rows.append([str(h["year"]), h["item"], h["rule"], level(h["previous_value"]),
                      level(h["current_value"]), fmt_ratio(h["change"]), h["detail"]])
     return csv_text(MOVEMENT_COLUMNS, rows)
@@ -1196,6 +1201,7 @@ def run(argv):
         return EXIT_FATAL
     if header is None:
         results, problems, table, fatal = validate([], [], [])
+        results["all_values_numeric"] = False  # nothing to read, as the daemon reports it
         problems.insert(0, (True, "input %s is empty: expected a header row and yearly rows"
                             % args.input))
     else:
