@@ -324,8 +324,18 @@ class SampleRunTest(unittest.TestCase):
         ie = by_key[(2025, "interest_expense", "yoy_move_15pct")]
         self.assertEqual((float(ie["previous_value"]), float(ie["current_value"])), (4300, 6900))
         self.assertAlmostEqual(float(ie["change"]), 2600 / 4300, places=12)
-        for row in by_key.values():
+        for (year, item, rule), row in by_key.items():
             self.assertTrue(row["detail"].strip())
+            if rule == "yoy_move_15pct":
+                prev = [r for r in self.rows if r["year"] == year - 1][0][item]
+                cur = [r for r in self.rows if r["year"] == year][0][item]
+                self.assertEqual((float(row["previous_value"]), float(row["current_value"])),
+                                 (prev, cur))
+                self.assertAlmostEqual(float(row["change"]), (cur - prev) / abs(prev),
+                                       places=12, msg=(year, item))
+        # growth from a negative base divides by its absolute value: -5728 -> -1828 is +68%
+        self.assertGreater(float(by_key[(2021, "operating_income", "yoy_move_15pct")]["change"]),
+                           0)
 
     def test_memo_headings_and_ties_to_figures(self):
         memo = self.result.text("investment_analysis.md")

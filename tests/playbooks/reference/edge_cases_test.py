@@ -173,6 +173,35 @@ class WarningsTest(unittest.TestCase):
         assert_safe_svg(self, result.text("financial_trends.svg"))
 
 
+class ThresholdBoundaryTest(unittest.TestCase):
+    """Values that sit on a threshold, some a float rounding error below it: the 1e-12 slack
+    makes them fire; 14.9% (headcount) and 1.85 pp (2023 margin) do not."""
+
+    def test_hits_at_the_boundaries(self):
+        result = run_analyze(self, edge("boundary_thresholds.csv"))
+        self.assertEqual(result.rc, 0, result.stderr)
+        self.assertLess((0.69 - 0.6) / 0.6, 0.15)  # the file really holds below-threshold floats
+        self.assertLess(138 / 1150 - 100 / 1000, 0.02)
+        self.assertLess((15.5 - 12.4) / 12.4 - 0.15, 0.10)
+        self.assertEqual(result.hits(), [
+            (2022, "revenue", "yoy_move_15pct"),
+            (2022, "cost_of_revenue", "yoy_move_15pct"),
+            (2022, "operating_income", "yoy_move_15pct"),
+            (2022, "accounts_receivable", "yoy_move_15pct"),
+            (2022, "price_index", "yoy_move_15pct"),
+            (2022, "operating_margin", "operating_margin_2pp"),
+            (2022, "accounts_receivable", "receivables_outpace_revenue_10pp"),
+            (2023, "revenue", "yoy_move_15pct"),
+            (2023, "cost_of_revenue", "yoy_move_15pct"),
+        ])
+        columns, rows = read_input(edge("boundary_thresholds.csv"))
+        self.assertEqual(result.hits(), expected_hits(columns, rows))
+        recv = [r for r in result.dicts("unusual_movements.csv")
+                if r["rule"] == "receivables_outpace_revenue_10pp"][0]
+        self.assertAlmostEqual(float(recv["previous_value"]), 0.15, places=12)  # revenue growth
+        self.assertAlmostEqual(float(recv["current_value"]), 0.25, places=12)  # receivables
+
+
 class FatalInputsTest(unittest.TestCase):
     def fatal(self, name):
         result = run_analyze(self, edge(name))
