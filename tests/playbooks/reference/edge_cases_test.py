@@ -3,12 +3,13 @@ stay empty, sorting and equation failures are reported, odd layouts give the sam
 and fatal inputs exit 2 with a message naming the column, row or year while still writing
 analysis_run.json."""
 
+import csv
 import os
 import unittest
 
 from analyze_sample_test import (EDGE_DIR, SAMPLE, VALIDATION_KEYS,
                                  assert_memo_headings, assert_metrics_match, assert_safe_svg,
-                                 expected_hits, read_input, run_analyze)
+                                 expected_hits, read_input, run_analyze, temp_dir)
 
 
 def edge(name):
@@ -132,11 +133,39 @@ class LayoutVariantsTest(unittest.TestCase):
         assert_metrics_match(self, result, edge("required_columns_only.csv"))
         memo = result.text("investment_analysis.md")
         assert_memo_headings(self, memo)
-        self.assertIn("no deferred_revenue column", memo)
-        self.assertIn("no stock_based_compensation column", memo)
-        self.assertIn("no long_term_debt column", memo)
+        self.assertIn("no deferred_revenue figure for 2025", memo)
+        self.assertIn("no stock_based_compensation figure for 2025", memo)
+        self.assertIn("no long_term_debt figure for 2025", memo)
+        self.assertIn("optional column(s) absent: gross_profit, deferred_revenue, "
+                      "stock_based_compensation, long_term_debt, cash_and_equivalents", memo)
         for item in ("accounts_receivable", "capital_expenditures", "interest_expense"):
             self.assertIn(item, memo)
+
+
+class OptionalCellsTest(unittest.TestCase):
+    def test_bad_optional_cells_are_not_fatal(self):
+        """A text cell in gross_profit falls back to revenue - cost_of_revenue for that row; a
+        blank deferred_revenue cell only drops the growths that need it."""
+        work = temp_dir(self)
+        path = os.path.join(work, "optional_cells.csv")
+        with open(SAMPLE, newline="") as handle:
+            rows = list(csv.reader(handle))
+        gp, dr = rows[0].index("gross_profit"), rows[0].index("deferred_revenue")
+        rows[3][gp] = "n/a"  # 2022
+        rows[6][dr] = ""  # 2025
+        with open(path, "w", newline="") as handle:
+            csv.writer(handle, lineterminator="\n").writerows(rows)
+        result = run_analyze(self, path)
+        self.assertEqual(result.rc, 0, result.stderr)
+        self.assertTrue(result.manifest()["validation_results"]["all_values_numeric"])
+        m = result.metrics_by_year()
+        self.assertAlmostEqual(float(m[2022]["gross_margin"]), (148300 - 45973) / 148300,
+                               places=12)
+        hits = result.hits()
+        self.assertFalse([h for h in hits if h[1] == "gross_profit"])  # a text column now
+        self.assertIn((2021, "deferred_revenue", "yoy_move_15pct"), hits)
+        self.assertFalse([h for h in hits if h[1] == "deferred_revenue" and h[0] == 2025])
+        assert_memo_headings(self, result.text("investment_analysis.md"))
 
 
 class WarningsTest(unittest.TestCase):

@@ -586,7 +586,12 @@ class Memo:
         self.heading("Executive view")
         y = self.last["year"]
         lm = self.last_m
-        if self.prev is not None:
+        if self.prev is not None and lm["revenue_growth"] is None:
+            self.fact("revenue was %s in %d vs %s in %d %s; growth is undefined from a zero "
+                      "base." % (fmt_amount(self.last["revenue"]), y,
+                                 fmt_amount(self.prev["revenue"]), self.prev["year"],
+                                 self.cite(self.prev["year"], y)))
+        elif self.prev is not None:
             self.fact("revenue reached %s in %d, %s vs %d %s; it was %s in %d." % (
                 fmt_amount(self.last["revenue"]), y, fmt_signed_pct(lm["revenue_growth"]),
                 self.prev["year"], self.cite(self.prev["year"], y),
@@ -688,8 +693,8 @@ class Memo:
                                 fmt_amount(op_ex_sbc),
                                 fmt_pct(ratio(op_ex_sbc, self.last["revenue"]))))
         else:
-            self.fact("the file has no stock_based_compensation column, so dilution from equity "
-                      "pay cannot be measured.")
+            self.fact("the file has no stock_based_compensation figure for %d, so dilution from "
+                      "equity pay cannot be measured." % self.last["year"])
         if self.prev_m is not None and lm["operating_margin"] is not None and \
                 self.prev_m["operating_margin"] is not None:
             diff = lm["operating_margin"] - self.prev_m["operating_margin"]
@@ -725,8 +730,8 @@ class Memo:
                                     "the driver of the coverage change." % (
                                         fmt_amount(interest_added), fmt_amount(debt_added)))
         else:
-            self.fact("the file has no long_term_debt column; leverage is read from "
-                      "total_liabilities only.")
+            self.fact("the file has no long_term_debt figure for %d; leverage is read from "
+                      "total_liabilities only." % y)
         if lm["interest_coverage"] is not None:
             self.hypothesis("interest coverage of %s %s." % (
                 fmt_times(lm["interest_coverage"]),
@@ -793,8 +798,8 @@ class Memo:
                                     "possible lead indicator of slower growth." % (
                                         fmt_signed_pct(dg), fmt_signed_pct(lm["revenue_growth"])))
         else:
-            self.fact("the file has no deferred_revenue column, so billings cannot be compared "
-                      "with recognised revenue.")
+            self.fact("the file has no deferred_revenue figure for %d, so billings cannot be "
+                      "compared with recognised revenue." % y)
         if lm["cash_conversion"] is not None:
             self.hypothesis("cash conversion of %s %s." % (
                 fmt_times(lm["cash_conversion"]),
