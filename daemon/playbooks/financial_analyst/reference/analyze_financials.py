@@ -1065,7 +1065,7 @@ class Chart:
         values = []
         v = start
         while v <= end + step * 1e-9:
-            values.append(round(v, 10))
+            values.append(round(v, 10) + 0.0)  # + 0.0 turns -0.0 into 0.0
             v += step
         return values
 
@@ -1151,7 +1151,9 @@ class Chart:
         self.add('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
                  'viewBox="0 0 %d %d" font-family="sans-serif" role="img">'
                  % (self.WIDTH, self.HEIGHT, self.WIDTH, self.HEIGHT))
-        title = "Financial trends, %s (%s-%s)" % (self.source, self.years[0], self.years[-1])
+        span = (str(self.years[0]) if len(self.years) == 1
+                else "%s-%s" % (self.years[0], self.years[-1]))
+        title = "Financial trends, %s (%s)" % (self.source, span)
         self.add("<title>%s</title>" % xml_escape(title))
         self.add('<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>'
                  % (self.WIDTH, self.HEIGHT))
