@@ -1,0 +1,517 @@
+// sandgate: the command-line client of sandgated. Thin: flags, rendering, file download.
+//
+//   sandgate run examples/northstar_cloud_financial_statements.csv --out results/
+//   sandgate events RUN --follow
+//
+// Address: --addr, else $SANDGATE_ADDR, else unix:/run/sandgate/sandgated.sock.
+// Token: --token-file, else $SANDGATE_TOKEN (never a flag: it would show in `ps`).
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/render.h"
+#include "sandgate/v1/sandgate.grpc.pb.h"
+
+namespace sandgate::cli {
+namespace {
+
+constexpr char kUsage[] = R"(usage: sandgate [--addr ADDR] [--token-file FILE] COMMAND ...
+
+commands:
+  run FILE.csv [--out DIR] [--json] [--playbook NAME] [--agent NAME] [--provider NAME]
+               [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
+      start a run, show its progress, download its artifacts and events.jsonl into DIR
+      (default ./sandgate-<run id>), print a summary; exit 0 only if the run succeeded.
+      Ctrl-C detaches (the run goes on) unless --cancel-on-exit.
+  events RUN [--follow] [--after N] [--json]   show a run's events
+  runs [--limit N] [--json]                    list your runs, newest first
+  get RUN [--json]                             show one run
+  cancel RUN [--reason TEXT]                   cancel a run
+  download RUN [--out DIR]                     download a run's artifacts and events.jsonl
+
+environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN
+exit codes: 0 success, 1 the run did not succeed, 2 usage or connection error, 130 detached
+)";
+
+constexpr int kExitRunFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitDetached = 130;
+constexpr int kMaxMessageBytes = 80 << 20;
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;  // --name -> value ("" for switches)
+  bool Has(const std::string& name) const { return options.count(name) > 0; }
+  std::string Get(const std::string& name, const std::string& def = "") const {
+    auto it = options.find(name);
+    return it == options.end() ? def : it->second;
+  }
+};
+
+int Usage(const std::string& msg) {
+  std::fprintf(stderr, "sandgate: %s\n(see sandgate --help)\n", msg.c_str());
+  return kExitUsage;
+}
+
+int RpcError(const std::string& what, const grpc::Status& s) {
+  static const char* kCodes[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+                                 "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  int code = s.error_code();
+  std::fprintf(stderr, "sandgate: %s: %s: %s\n", what.c_str(),
+               code >= 0 && code <= 16 ? kCodes[code] : "ERROR", s.error_message().c_str());
+  return kExitUsage;
+}
+
+class Client {
+ public:
+  static std::unique_ptr<Client> Connect(const std::string& addr, std::string token) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
+    auto channel = grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
+    return std::unique_ptr<Client>(new Client(v1::Sandgate::NewStub(channel), std::move(token)));
+  }
+  void Prepare(grpc::ClientContext* ctx) const {
+    if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
+  }
+  v1::Sandgate::Stub& stub() { return *stub_; }
+
+ private:
+  Client(std::unique_ptr<v1::Sandgate::Stub> stub, std::string token)
+      : stub_(std::move(stub)), token_(std::move(token)) {}
+  std::unique_ptr<v1::Sandgate::Stub> stub_;
+  std::string token_;
+};
+
+// Ctrl-C: a watcher thread (signals blocked everywhere else) cancels the active stream.
+class Interrupt {
+ public:
+  Interrupt() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] {
+      int sig;
+      if (sigwait(&set_, &sig) != 0) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      fired_ = true;
+      if (ctx_) ctx_->TryCancel();
+    });
+    thread_.detach();
+  }
+  void Watch(grpc::ClientContext* ctx) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ctx_ = ctx;
+    if (fired_ && ctx_) ctx_->TryCancel();
+  }
+  bool fired() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fired_;
+  }
+
+ private:
+  sigset_t set_;
+  std::thread thread_;
+  std::mutex mu_;
+  grpc::ClientContext* ctx_ = nullptr;
+  bool fired_ = false;
+};
+
+bool WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+  return static_cast<bool>(out);
+}
+
+bool MakeDirs(const std::string& dir) {
+  std::string partial;
+  for (const auto& part : absl::StrSplit(dir, '/')) {
+    partial += std::string(part) + "/";
+    if (part.empty() || part == ".") continue;
+    if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+// Streams a run's events to `on_event` until the stream ends. Returns the final status.
+grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::string& run_id,
+                          int64_t after, bool follow,
+                          const std::function<void(const v1::Event&)>& on_event) {
+  grpc::ClientContext ctx;
+  client.Prepare(&ctx);
+  if (interrupt) interrupt->Watch(&ctx);
+  v1::StreamEventsRequest req;
+  req.set_run_id(run_id);
+  req.set_after_seq(after);
+  req.set_follow(follow);
+  auto reader = client.stub().StreamEvents(&ctx, req);
+  v1::Event e;
+  while (reader->Read(&e)) on_event(e);
+  grpc::Status st = reader->Finish();
+  if (interrupt) interrupt->Watch(nullptr);
+  return st;
+}
+
+grpc::Status Download(Client& client, const v1::Run& run, const std::string& dir) {
+  for (const v1::Artifact& a : run.artifacts()) {
+    grpc::ClientContext ctx;
+    client.Prepare(&ctx);
+    v1::DownloadArtifactRequest req;
+    req.set_run_id(run.id());
+    req.set_name(a.name());
+    auto reader = client.stub().DownloadArtifact(&ctx, req);
+    std::string data;
+    v1::ArtifactChunk chunk;
+    while (reader->Read(&chunk)) data += chunk.data();
+    grpc::Status st = reader->Finish();
+    if (!st.ok()) return st;
+    if (!WriteFile(dir + "/" + a.name(), data)) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot write " + dir + "/" + a.name());
+    }
+  }
+  std::string jsonl;
+  grpc::Status st = FollowEvents(client, nullptr, run.id(), 0, false, [&](const v1::Event& e) {
+    absl::StrAppend(&jsonl, ToJson(e), "\n");
+  });
+  if (!st.ok()) return st;
+  if (!WriteFile(dir + "/events.jsonl", jsonl)) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "cannot write " + dir + "/events.jsonl");
+  }
+  return grpc::Status::OK;
+}
+
+std::vector<std::string> SplitCsvLine(absl::string_view line) {
+  std::vector<std::string> cells(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cells.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cells.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      cells.emplace_back();
+    } else if (c != '\r') {
+      cells.back() += c;
+    }
+  }
+  return cells;
+}
+
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) rows.push_back(SplitCsvLine(line));
+  }
+  return rows;
+}
+
+// The latest year's key metrics and the flags, from the downloaded artifacts.
+void PrintFinancialSummary(const std::string& dir) {
+  auto metrics = ReadCsv(dir + "/calculated_metrics.csv");
+  if (metrics.size() >= 2) {
+    const auto& header = metrics[0];
+    const auto& last = metrics.back();
+    std::printf("\nlatest year %s\n", last[0].c_str());
+    static const char* kKey[] = {"revenue_growth", "gross_margin", "operating_margin", "net_margin",
+                                 "current_ratio", "liabilities_to_equity", "free_cash_flow",
+                                 "fcf_margin", "receivables_growth"};
+    for (const char* key : kKey) {
+      for (size_t i = 0; i < header.size() && i < last.size(); ++i) {
+        if (header[i] != key) continue;
+        double v;
+        std::string shown = last[i].empty() ? "n/a" : last[i];
+        bool ratio = std::string(key) != "free_cash_flow" && std::string(key) != "current_ratio" &&
+                     std::string(key) != "liabilities_to_equity";
+        if (!last[i].empty() && absl::SimpleAtod(last[i], &v)) {
+          shown = ratio ? absl::StrFormat("%.1f%%", v * 100) : absl::StrFormat("%.2f", v);
+        }
+        std::printf("  %-22s %s\n", key, shown.c_str());
+      }
+    }
+  }
+  auto flags = ReadCsv(dir + "/unusual_movements.csv");
+  if (flags.size() >= 2) {
+    std::printf("\nunusual movements: %zu\n", flags.size() - 1);
+    for (size_t r = 1; r < flags.size(); ++r) {
+      const auto& f = flags[r];
+      if (f.size() >= 6) std::printf("  %s %-28s %-34s change %s\n", f[0].c_str(), f[1].c_str(), f[2].c_str(), f[5].c_str());
+    }
+  }
+}
+
+absl::StatusOr<std::string> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int CmdRun(Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("run needs exactly one input file");
+  const std::string& path = args.positional[0];
+  absl::StatusOr<std::string> content = ReadAll(path);
+  if (!content.ok()) return Usage(std::string(content.status().message()));
+  bool json = args.Has("--json");
+  v1::RunAnalysisRequest req;
+  req.set_playbook(args.Get("--playbook"));
+  req.set_agent(args.Get("--agent"));
+  req.set_provider(args.Get("--provider"));
+  req.set_idempotency_key(args.Get("--idempotency-key"));
+  if (args.Has("--timeout")) {
+    int64_t s;
+    if (!absl::SimpleAtoi(args.Get("--timeout"), &s) || s <= 0) return Usage("--timeout needs a positive number of seconds");
+    req.mutable_run_timeout()->set_seconds(s);
+  }
+  auto* in = req.add_inputs();
+  in->set_name(path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1));
+  in->set_content(*content);
+
+  Interrupt interrupt;
+  v1::Run run;
+  {
+    grpc::ClientContext ctx;
+    client.Prepare(&ctx);
+    grpc::Status st = client.stub().RunAnalysis(&ctx, req, &run);
+    if (!st.ok()) return RpcError("run", st);
+  }
+  FILE* progress = json ? stderr : stdout;
+  std::fprintf(progress, "run %s started for %s\n", run.id().c_str(), in->name().c_str());
+  ProgressPrinter printer(progress);
+  int64_t last = 0;
+  bool finished = false;
+  // Reconnect with the last seq if the stream breaks: nothing is missed or seen twice.
+  for (int attempt = 0; !finished && attempt < 5; ++attempt) {
+    grpc::Status st = FollowEvents(client, &interrupt, run.id(), last, true, [&](const v1::Event& e) {
+      if (e.seq() > 0) last = e.seq();
+      if (json && e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
+      if (!json || e.seq() > 0) printer.Print(e);
+      if (e.type() == "run.finished") finished = true;
+    });
+    if (interrupt.fired()) break;
+    if (!st.ok() && !finished) {
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return RpcError("events", st);
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  if (interrupt.fired() && !finished) {
+    if (args.Has("--cancel-on-exit")) {
+      grpc::ClientContext ctx;
+      client.Prepare(&ctx);
+      v1::CancelRunRequest creq;
+      creq.set_run_id(run.id());
+      creq.set_reason("sandgate run interrupted with --cancel-on-exit");
+      v1::Run cancelled;
+      grpc::Status st = client.stub().CancelRun(&ctx, creq, &cancelled);
+      if (!st.ok()) return RpcError("cancel", st);
+      std::fprintf(stderr, "\ncancelled run %s\n", run.id().c_str());
+    } else {
+      std::fprintf(stderr, "\ndetached; the run goes on. Follow it with: sandgate events %s --follow\n",
+                   run.id().c_str());
+    }
+    return kExitDetached;
+  }
+  {
+    grpc::ClientContext ctx;
+    client.Prepare(&ctx);
+    v1::GetRunRequest greq;
+    greq.set_run_id(run.id());
+    grpc::Status st = client.stub().GetRun(&ctx, greq, &run);
+    if (!st.ok()) return RpcError("get", st);
+  }
+  std::string dir = args.Get("--out", "sandgate-" + run.id());
+  if (!MakeDirs(dir)) return Usage("cannot create output directory " + dir);
+  grpc::Status st = Download(client, run, dir);
+  if (!st.ok()) return RpcError("download", st);
+  if (json) {
+    std::printf("%s\n", ToJson(run).c_str());
+  } else {
+    if (run.playbook() == "financial-analyst") PrintFinancialSummary(dir);
+    std::printf("\n%s: %zu artifacts and events.jsonl in %s/\n", StatusName(run.status()).c_str(),
+                static_cast<size_t>(run.artifacts_size()), dir.c_str());
+    if (!run.status_reason().empty()) std::printf("reason: %s\n", run.status_reason().c_str());
+  }
+  return run.status() == v1::SUCCEEDED ? 0 : kExitRunFailed;
+}
+
+int CmdEvents(Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("events needs a run id");
+  int64_t after = 0;
+  if (args.Has("--after") && (!absl::SimpleAtoi(args.Get("--after"), &after) || after < 0)) {
+    return Usage("--after needs a whole number");
+  }
+  bool json = args.Has("--json");
+  Interrupt interrupt;
+  ProgressPrinter printer(stdout);
+  grpc::Status st = FollowEvents(client, &interrupt, args.positional[0], after, args.Has("--follow"),
+                                 [&](const v1::Event& e) {
+                                   if (json) {
+                                     if (e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
+                                   } else {
+                                     if (e.seq() > 0) std::printf("%4lld ", static_cast<long long>(e.seq()));
+                                     printer.Print(e);
+                                   }
+                                   std::fflush(stdout);
+                                 });
+  if (interrupt.fired()) return kExitDetached;
+  return st.ok() ? 0 : RpcError("events", st);
+}
+
+int CmdRuns(Client& client, const Args& args) {
+  uint32_t limit = 20;
+  if (args.Has("--limit") && !absl::SimpleAtoi(args.Get("--limit"), &limit)) return Usage("--limit needs a number");
+  grpc::ClientContext ctx;
+  client.Prepare(&ctx);
+  v1::ListRunsRequest req;
+  req.set_page_size(limit);
+  v1::ListRunsResponse resp;
+  grpc::Status st = client.stub().ListRuns(&ctx, req, &resp);
+  if (!st.ok()) return RpcError("runs", st);
+  if (args.Has("--json")) {
+    for (const auto& r : resp.runs()) std::printf("%s\n", ToJson(r).c_str());
+    return 0;
+  }
+  std::printf("%-22s %-10s %-18s %-24s %s\n", "RUN", "STATUS", "PLAYBOOK", "CREATED", "INPUTS");
+  for (const auto& r : resp.runs()) {
+    std::string inputs;
+    for (const auto& n : r.input_names()) absl::StrAppend(&inputs, inputs.empty() ? "" : ",", n);
+    std::printf("%-22s %-10s %-18s %-24s %s\n", r.id().c_str(), StatusName(r.status()).c_str(),
+                r.playbook().c_str(),
+                google::protobuf::util::TimeUtil::ToString(r.created_at()).substr(0, 19).c_str(),
+                inputs.c_str());
+  }
+  return 0;
+}
+
+int GetRun(Client& client, const std::string& id, v1::Run* run) {
+  grpc::ClientContext ctx;
+  client.Prepare(&ctx);
+  v1::GetRunRequest req;
+  req.set_run_id(id);
+  grpc::Status st = client.stub().GetRun(&ctx, req, run);
+  return st.ok() ? 0 : RpcError("get", st);
+}
+
+int CmdGet(Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("get needs a run id");
+  v1::Run run;
+  if (int rc = GetRun(client, args.positional[0], &run)) return rc;
+  if (args.Has("--json")) {
+    std::printf("%s\n", ToJson(run).c_str());
+  } else {
+    PrintRun(stdout, run);
+  }
+  return 0;
+}
+
+int CmdCancel(Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("cancel needs a run id");
+  grpc::ClientContext ctx;
+  client.Prepare(&ctx);
+  v1::CancelRunRequest req;
+  req.set_run_id(args.positional[0]);
+  req.set_reason(args.Get("--reason"));
+  v1::Run run;
+  grpc::Status st = client.stub().CancelRun(&ctx, req, &run);
+  if (!st.ok()) return RpcError("cancel", st);
+  std::printf("run %s: %s\n", run.id().c_str(), StatusName(run.status()).c_str());
+  return 0;
+}
+
+int CmdDownload(Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("download needs a run id");
+  v1::Run run;
+  if (int rc = GetRun(client, args.positional[0], &run)) return rc;
+  std::string dir = args.Get("--out", "sandgate-" + run.id());
+  if (!MakeDirs(dir)) return Usage("cannot create output directory " + dir);
+  grpc::Status st = Download(client, run, dir);
+  if (!st.ok()) return RpcError("download", st);
+  std::printf("%d artifacts and events.jsonl in %s/\n", run.artifacts_size(), dir.c_str());
+  return 0;
+}
+
+// Switches take no value; every other option takes the next argument.
+const std::map<std::string, bool> kOptions = {
+    {"--out", true},         {"--json", false},    {"--playbook", true},        {"--agent", true},
+    {"--provider", true},    {"--timeout", true},  {"--idempotency-key", true}, {"--cancel-on-exit", false},
+    {"--follow", false},     {"--after", true},    {"--limit", true},           {"--reason", true},
+    {"--addr", true},        {"--token-file", true}};
+
+}  // namespace
+}  // namespace sandgate::cli
+
+int main(int argc, char** argv) {
+  using namespace sandgate::cli;
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? kExitUsage : 0;
+  }
+  Args args;
+  std::string command;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) == 0) {
+      auto it = kOptions.find(a);
+      if (it == kOptions.end()) return Usage("unknown option " + a);
+      if (it->second) {
+        if (i + 1 >= argc) return Usage(a + " needs a value");
+        args.options[a] = argv[++i];
+      } else {
+        args.options[a] = "";
+      }
+    } else if (command.empty()) {
+      command = a;
+    } else {
+      args.positional.push_back(a);
+    }
+  }
+  const char* env_addr = std::getenv("SANDGATE_ADDR");
+  std::string addr = args.Get("--addr", env_addr ? env_addr : "unix:/run/sandgate/sandgated.sock");
+  std::string token;
+  if (args.Has("--token-file")) {
+    auto t = ReadAll(args.Get("--token-file"));
+    if (!t.ok()) return Usage(std::string(t.status().message()));
+    token = std::string(absl::StripAsciiWhitespace(*t));
+  } else if (const char* env_token = std::getenv("SANDGATE_TOKEN")) {
+    token = env_token;
+  }
+  auto client = Client::Connect(addr, token);
+  if (command == "run") return CmdRun(*client, args);
+  if (command == "events") return CmdEvents(*client, args);
+  if (command == "runs") return CmdRuns(*client, args);
+  if (command == "get") return CmdGet(*client, args);
+  if (command == "cancel") return CmdCancel(*client, args);
+  if (command == "download") return CmdDownload(*client, args);
+  return Usage("unknown command '" + command + "'");
+}

@@ -1,0 +1,63 @@
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/agent.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace sandgate::agent {
+
+using google::protobuf::util::TimeUtil;
+
+absl::StatusOr<sandbox::ExecResult> ExecWithEvents(sandbox::Session& session, EventSink& events,
+                                                   const std::string& step,
+                                                   const sandbox::ExecRequest& request,
+                                                   const CancelToken& cancel) {
+  const uint32_t command_id = events.NextCommandId();
+  v1::Event started;
+  started.set_type("command.started");
+  auto* s = started.mutable_command_started();
+  s->set_command_id(command_id);
+  s->set_step(step);
+  for (const auto& arg : request.argv) s->add_argv(arg);
+  events.Emit(std::move(started));
+
+  auto on_output = [&](sandbox::OutputStream stream, absl::string_view chunk) {
+    v1::Event out;
+    out.set_type("command.output");
+    auto* o = out.mutable_command_output();
+    o->set_command_id(command_id);
+    o->set_stream(stream == sandbox::OutputStream::kStdout ? v1::CommandOutput::STDOUT
+                                                           : v1::CommandOutput::STDERR);
+    o->set_data(std::string(chunk));
+    events.Emit(std::move(out));
+  };
+  absl::StatusOr<sandbox::ExecResult> result = session.Exec(request, on_output, &cancel);
+
+  v1::Event finished;
+  finished.set_type("command.finished");
+  auto* f = finished.mutable_command_finished();
+  f->set_command_id(command_id);
+  if (result.ok()) {
+    f->set_exit_code(result->term_signal ? -1 : result->exit_code);
+    f->set_signal(result->term_signal);
+    f->set_timed_out(result->timed_out);
+    f->set_oom_killed(result->oom_killed);
+    f->set_cancelled(result->cancelled);
+    f->set_output_truncated(result->stdout_truncated || result->stderr_truncated);
+    *f->mutable_duration() =
+        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(result->duration));
+  } else {
+    f->set_exit_code(-1);
+  }
+  events.Emit(std::move(finished));
+  return result;
+}
+
+std::string DescribeExit(const sandbox::ExecResult& result, absl::Duration timeout) {
+  if (result.cancelled) return "cancelled";
+  if (result.timed_out) return absl::StrCat("timed out after ", absl::FormatDuration(timeout));
+  if (result.oom_killed) return absl::StrCat("killed by signal ", result.term_signal, " (out of memory)");
+  if (result.term_signal != 0) return absl::StrCat("killed by signal ", result.term_signal);
+  return absl::StrCat("exited with status ", result.exit_code);
+}
+
+}  // namespace sandgate::agent

@@ -1,0 +1,97 @@
+#include "agent/reference_agent.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/errors.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace sandgate::agent {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+// Keeps the tail of a command's stderr so a failure can say what the program said.
+class StderrTail : public EventSink {
+ public:
+  explicit StderrTail(EventSink& next) : next_(next) {}
+  void Emit(v1::Event event) override {
+    if (event.has_command_output() &&
+        event.command_output().stream() == v1::CommandOutput::STDERR) {
+      tail_ += event.command_output().data();
+      if (tail_.size() > 4096) tail_.erase(0, tail_.size() - 4096);
+    }
+    next_.Emit(std::move(event));
+  }
+  uint32_t NextCommandId() override { return next_.NextCommandId(); }
+  std::string LastLine() const {
+    absl::string_view t = absl::StripTrailingAsciiWhitespace(tail_);
+    size_t nl = t.rfind('\n');
+    return std::string(nl == absl::string_view::npos ? t : t.substr(nl + 1));
+  }
+
+ private:
+  EventSink& next_;
+  std::string tail_;
+};
+
+}  // namespace
+
+absl::Status ReferenceAgent::Run(const AgentTask& task, sandbox::Session& session,
+                                 EventSink& events, const CancelToken& cancel) {
+  playbooks::ReferencePlan plan = task.playbook->Reference(*task.inputs, session.workdir());
+  for (const playbooks::PlacedFile& file : plan.files) {
+    absl::Status st = session.WriteFile(file.path, file.content, file.mode);
+    if (!st.ok()) return errors::Internal(absl::StrCat("placing ", file.path, ": ", st.message()));
+    v1::Event e;
+    e.set_type("file.transferred");
+    auto* f = e.mutable_file_transferred();
+    f->set_direction(v1::FileTransferred::INTO_SANDBOX);
+    f->set_path(file.path);
+    f->set_size_bytes(file.content.size());
+    events.Emit(std::move(e));
+  }
+  for (const playbooks::Step& step : plan.steps) {
+    if (cancel.cancelled()) return errors::Cancelled(cancel.reason());
+    v1::Event begin;
+    begin.set_type("step.started");
+    begin.mutable_step_started()->set_name(step.name);
+    begin.mutable_step_started()->set_description(absl::StrJoin(step.argv, " "));
+    events.Emit(std::move(begin));
+
+    absl::Time start = absl::Now();
+    sandbox::ExecRequest request;
+    request.argv = step.argv;
+    request.timeout = std::min(step.timeout, task.command_timeout);
+    StderrTail tail(events);
+    absl::StatusOr<sandbox::ExecResult> result =
+        ExecWithEvents(session, tail, step.name, request, cancel);
+
+    v1::Event end;
+    end.set_type("step.finished");
+    auto* f = end.mutable_step_finished();
+    f->set_name(step.name);
+    f->set_ok(result.ok() && result->ok());
+    *f->mutable_duration() =
+        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(absl::Now() - start));
+    if (!result.ok()) {
+      f->set_detail(std::string(result.status().message()));
+      events.Emit(std::move(end));
+      return result.status();
+    }
+    if (!result->ok()) f->set_detail(DescribeExit(*result, request.timeout));
+    events.Emit(std::move(end));
+    if (result->cancelled) return errors::Cancelled(cancel.reason());
+    if (!result->ok()) {
+      std::string msg = absl::StrCat("step ", step.name, " ", DescribeExit(*result, request.timeout));
+      std::string last = tail.LastLine();
+      if (!last.empty()) absl::StrAppend(&msg, ": ", last);
+      return errors::FailedPrecondition(msg);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sandgate::agent

@@ -1,0 +1,193 @@
+#include "core/config.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace sandgate::core {
+namespace {
+
+using nlohmann::json;
+
+// Reads the keys of one JSON object into fields, refusing keys nobody reads.
+class ObjectReader {
+ public:
+  ObjectReader(const json& obj, std::string path) : obj_(obj), path_(std::move(path)) {}
+
+  template <typename Fn>
+  void On(const std::string& key, Fn fn) {
+    handlers_[key] = fn;
+  }
+  absl::Status Run() {
+    if (!obj_.is_object()) return errors::InvalidArgument(absl::StrCat(Where(""), "expected an object"));
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      auto h = handlers_.find(it.key());
+      if (h == handlers_.end()) {
+        std::vector<std::string> known;
+        for (const auto& [k, _] : handlers_) known.push_back(k);
+        return errors::InvalidArgument(absl::StrCat(Where(it.key()), "unknown key (known: ",
+                                                    absl::StrJoin(known, ", "), ")"));
+      }
+      SANDGATE_RETURN_IF_ERROR(h->second(it.value(), Where(it.key())));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string Where(const std::string& key) const {
+    std::string p = path_.empty() ? key : (key.empty() ? path_ : absl::StrCat(path_, ".", key));
+    return p.empty() ? "" : absl::StrCat(p, ": ");
+  }
+  const json& obj_;
+  std::string path_;
+  std::map<std::string, std::function<absl::Status(const json&, const std::string&)>> handlers_;
+};
+
+auto String(std::string* out) {
+  return [out](const json& v, const std::string& where) -> absl::Status {
+    if (!v.is_string()) return errors::InvalidArgument(absl::StrCat(where, "expected a string"));
+    *out = v.get<std::string>();
+    return absl::OkStatus();
+  };
+}
+auto Bool(bool* out) {
+  return [out](const json& v, const std::string& where) -> absl::Status {
+    if (!v.is_boolean()) return errors::InvalidArgument(absl::StrCat(where, "expected true or false"));
+    *out = v.get<bool>();
+    return absl::OkStatus();
+  };
+}
+template <typename T>
+auto Whole(T* out, uint64_t min = 0) {
+  return [out, min](const json& v, const std::string& where) -> absl::Status {
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+      return errors::InvalidArgument(absl::StrCat(where, "expected a whole number"));
+    }
+    uint64_t x = v.get<uint64_t>();
+    if (x < min || x > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      return errors::InvalidArgument(absl::StrCat(where, "out of range: ", x));
+    }
+    *out = static_cast<T>(x);
+    return absl::OkStatus();
+  };
+}
+auto Seconds(absl::Duration* out) {
+  return [out](const json& v, const std::string& where) -> absl::Status {
+    if (!v.is_number() || v.get<double>() <= 0) {
+      return errors::InvalidArgument(absl::StrCat(where, "expected a positive number of seconds"));
+    }
+    *out = absl::Seconds(v.get<double>());
+    return absl::OkStatus();
+  };
+}
+
+absl::Status ReadTenant(const json& v, const std::string& where, TenantConfig* t) {
+  ObjectReader r(v, where);
+  r.On("name", String(&t->name));
+  r.On("token_sha256", String(&t->token_sha256));
+  r.On("operator", Bool(&t->is_operator));
+  SANDGATE_RETURN_IF_ERROR(r.Run());
+  if (t->name.empty()) return errors::InvalidArgument(absl::StrCat(where, ".name: required"));
+  t->token_sha256 = absl::AsciiStrToLower(t->token_sha256);
+  if (t->token_sha256.size() != 64 ||
+      t->token_sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return errors::InvalidArgument(absl::StrCat(
+        where, ".token_sha256: expected 64 hex digits (sha256 of the token, e.g. "
+               "`printf %s TOKEN | sha256sum`)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  if (doc.is_discarded()) return errors::InvalidArgument(absl::StrCat(origin, ": not valid JSON"));
+  Config c;
+  ObjectReader r(doc, "");
+  r.On("listen", String(&c.listen));
+  r.On("state_dir", String(&c.state_dir));
+  r.On("log_level", String(&c.log_level));
+  r.On("allow_unauthenticated_tcp", Bool(&c.allow_unauthenticated_tcp));
+  r.On("max_concurrent_runs", Whole(&c.max_concurrent_runs, 1));
+  r.On("max_input_bytes", Whole(&c.max_input_bytes, 1));
+  r.On("max_artifact_bytes", Whole(&c.max_artifact_bytes, 1));
+  r.On("tenants", [&c](const json& v, const std::string& where) -> absl::Status {
+    if (!v.is_array()) return errors::InvalidArgument(absl::StrCat(where, "expected a list"));
+    for (size_t i = 0; i < v.size(); ++i) {
+      TenantConfig t;
+      SANDGATE_RETURN_IF_ERROR(ReadTenant(v[i], absl::StrCat("tenants[", i, "]"), &t));
+      for (const auto& other : c.tenants) {
+        if (other.name == t.name) {
+          return errors::InvalidArgument(absl::StrCat("tenants[", i, "].name: duplicate tenant '", t.name, "'"));
+        }
+        if (other.token_sha256 == t.token_sha256) {
+          return errors::InvalidArgument(absl::StrCat("tenants[", i, "].token_sha256: same token as tenant '", other.name, "'"));
+        }
+      }
+      c.tenants.push_back(std::move(t));
+    }
+    return absl::OkStatus();
+  });
+  r.On("defaults", [&c](const json& v, const std::string& where) -> absl::Status {
+    ObjectReader d(v, "defaults");
+    d.On("memory_bytes", Whole(&c.memory_bytes, 16ull << 20));
+    d.On("max_processes", Whole(&c.max_processes, 8));
+    d.On("workspace_bytes", Whole(&c.workspace_bytes, 1ull << 20));
+    d.On("command_timeout_seconds", Seconds(&c.command_timeout));
+    d.On("run_timeout_seconds", Seconds(&c.run_timeout));
+    d.On("heartbeat_seconds", Seconds(&c.heartbeat_interval));
+    d.On("drain_grace_seconds", Seconds(&c.drain_grace));
+    return d.Run();
+  });
+  r.On("local", [&c](const json& v, const std::string& where) -> absl::Status {
+    ObjectReader l(v, "local");
+    l.On("bwrap", String(&c.bwrap_path));
+    l.On("init", String(&c.init_path));
+    l.On("uid_base", Whole(&c.uid_base, 1000));
+    l.On("uid_count", Whole(&c.uid_count, 1));
+    return l.Run();
+  });
+  absl::Status st = r.Run();
+  if (!st.ok()) return errors::InvalidArgument(absl::StrCat(origin, ": ", st.message()));
+  return c;
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return errors::NotFound("config file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseConfig(ss.str(), path);
+}
+
+absl::Status ValidateConfig(const Config& c) {
+  bool unix_socket = absl::StartsWith(c.listen, "unix:");
+  if (!unix_socket && !absl::StartsWith(c.listen, "tcp:")) {
+    return errors::InvalidArgument(absl::StrCat("listen: expected unix:/path or tcp:host:port, got '", c.listen, "'"));
+  }
+  if (!unix_socket && c.tenants.empty() && !c.allow_unauthenticated_tcp) {
+    return errors::InvalidArgument(
+        "listen: TCP without tenants would let anyone on the network run code; configure "
+        "tenants or set allow_unauthenticated_tcp");
+  }
+  static const char* kLevels[] = {"debug", "info", "warning", "error"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) == std::end(kLevels)) {
+    return errors::InvalidArgument(absl::StrCat("log_level: expected debug, info, warning or error, got '", c.log_level, "'"));
+  }
+  if (c.uid_base + static_cast<uint64_t>(c.uid_count) > 0xfffffffeull) {
+    return errors::InvalidArgument("local.uid_base + local.uid_count: beyond the uid range");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sandgate::core

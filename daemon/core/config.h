@@ -1,0 +1,62 @@
+// Config: everything the daemon is told at start, from a JSON file and flags.
+//
+// Unknown keys and wrong types are errors that name the key ("local.uid_base: expected a
+// whole number"), so a typo never silently falls back to a default.
+//
+//   {"listen": "unix:/run/sandgate/sandgated.sock", "state_dir": "/var/lib/sandgate",
+//    "tenants": [{"name": "team-a", "token_sha256": "…", "operator": false}]}
+#ifndef SANDGATE_CORE_CONFIG_H_
+#define SANDGATE_CORE_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sandgate::core {
+
+struct TenantConfig {
+  std::string name;
+  std::string token_sha256;  // lower-case hex of the bearer token; the token is never stored
+  bool is_operator = false;
+};
+
+struct Config {
+  // "unix:/path" or "tcp:host:port" (e.g. "tcp:127.0.0.1:7443", port 0 = any free port).
+  std::string listen = "unix:/run/sandgate/sandgated.sock";
+  std::string state_dir = "/var/lib/sandgate";
+  std::string log_level = "info";
+  std::vector<TenantConfig> tenants;  // empty = one "local" tenant, Unix socket only
+  bool allow_unauthenticated_tcp = false;
+
+  uint32_t max_concurrent_runs = 4;
+  uint64_t max_input_bytes = 64ull << 20;
+  uint64_t max_artifact_bytes = 32ull << 20;
+
+  // Sandbox defaults, used where a request leaves a field 0.
+  uint64_t memory_bytes = 1ull << 30;
+  uint32_t max_processes = 256;
+  uint64_t workspace_bytes = 256ull << 20;
+  absl::Duration command_timeout = absl::Minutes(5);
+  absl::Duration run_timeout = absl::Minutes(30);
+  absl::Duration heartbeat_interval = absl::Seconds(15);
+  absl::Duration drain_grace = absl::Seconds(20);
+
+  // Local provider.
+  std::string bwrap_path = "/usr/bin/bwrap";
+  std::string init_path;  // "" = sandgate-init beside the daemon, then libexec
+  uint32_t uid_base = 100000;
+  uint32_t uid_count = 1000;
+};
+
+// Parses a config file's text; `origin` names it in errors.
+absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin);
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+// Checks cross-field rules (e.g. TCP without tenants).
+absl::Status ValidateConfig(const Config& config);
+
+}  // namespace sandgate::core
+
+#endif  // SANDGATE_CORE_CONFIG_H_

@@ -1,0 +1,117 @@
+#include "core/event_log.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace sandgate::core {
+
+using google::protobuf::util::TimeUtil;
+
+EventLog::EventLog(store::Store* store, Clock* clock)
+    : store_(store), clock_(clock), timer_([this] { TimerLoop(); }) {}
+
+EventLog::~EventLog() {
+  Shutdown();
+  if (timer_.joinable()) timer_.join();
+}
+
+absl::StatusOr<int64_t> EventLog::LastSeqLocked(const std::string& run_id) {
+  auto it = last_seq_.find(run_id);
+  if (it != last_seq_.end()) return it->second;
+  SANDGATE_ASSIGN_OR_RETURN(int64_t last, store_->LastSeq(run_id));
+  last_seq_[run_id] = last;
+  return last;
+}
+
+absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
+  std::vector<WaitCallback> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    SANDGATE_ASSIGN_OR_RETURN(int64_t last, LastSeqLocked(event.run_id()));
+    event.set_seq(last + 1);
+    *event.mutable_time() =
+        TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
+    SANDGATE_RETURN_IF_ERROR(store_->AppendEvent(event));
+    last_seq_[event.run_id()] = event.seq();
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.run_id == event.run_id()) {
+        ready.push_back(std::move(it->second.cb));
+        it = waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& cb : ready) cb(WaitResult::kReady);
+  return event;
+}
+
+absl::StatusOr<std::vector<v1::Event>> EventLog::Read(const std::string& run_id,
+                                                      int64_t after_seq, uint32_t limit) {
+  return store_->ReadEvents(run_id, after_seq, limit);
+}
+
+uint64_t EventLog::Wait(const std::string& run_id, int64_t after_seq, absl::Duration timeout,
+                        WaitCallback cb) {
+  WaitResult immediate;
+  {
+    absl::MutexLock lock(&mu_);
+    uint64_t id = next_waiter_++;
+    if (shutdown_) {
+      immediate = WaitResult::kShutdown;
+    } else {
+      absl::StatusOr<int64_t> last = LastSeqLocked(run_id);
+      // A store error is reported as "ready": the follower's next Read surfaces it.
+      if (!last.ok() || *last > after_seq) {
+        immediate = WaitResult::kReady;
+      } else {
+        waiters_[id] = Waiter{run_id, clock_->Now() + timeout, std::move(cb)};
+        return id;
+      }
+    }
+  }
+  cb(immediate);
+  return 0;
+}
+
+bool EventLog::CancelWait(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  return waiters_.erase(id) > 0;
+}
+
+void EventLog::Shutdown() {
+  std::vector<WaitCallback> all;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+    for (auto& [id, w] : waiters_) all.push_back(std::move(w.cb));
+    waiters_.clear();
+  }
+  for (auto& cb : all) cb(WaitResult::kShutdown);
+}
+
+void EventLog::TimerLoop() {
+  for (;;) {
+    std::vector<WaitCallback> expired;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&shutdown_), absl::Milliseconds(200));
+      if (shutdown_) return;
+      absl::Time now = clock_->Now();
+      for (auto it = waiters_.begin(); it != waiters_.end();) {
+        if (it->second.deadline <= now) {
+          expired.push_back(std::move(it->second.cb));
+          it = waiters_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& cb : expired) cb(WaitResult::kTimeout);
+  }
+}
+
+}  // namespace sandgate::core

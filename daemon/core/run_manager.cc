@@ -1,0 +1,630 @@
+#include "core/run_manager.h"
+
+#include <atomic>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/errors.h"
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/time_util.h"
+#include "playbooks/playbook.h"
+#include "store/artifact_store.h"
+
+namespace sandgate::core {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+google::protobuf::Duration ToProto(absl::Duration d) {
+  return TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(d));
+}
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Nanoseconds(TimeUtil::DurationToNanoseconds(d));
+}
+
+bool Finished(v1::RunStatus s) {
+  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::TIMED_OUT;
+}
+
+template <typename Map>
+std::string Known(const Map& map) {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : map) names.push_back(name);
+  return absl::StrJoin(names, ", ");
+}
+
+std::string MiB(uint64_t bytes) { return absl::StrCat(bytes / (1 << 20), " MiB"); }
+
+}  // namespace
+
+struct RunManager::ActiveRun {
+  // Constant after Start.
+  v1::RunAnalysisRequest request;
+  std::vector<playbooks::InputFile> inputs;
+  const playbooks::Playbook* playbook = nullptr;
+  sandbox::Provider* provider = nullptr;
+  agent::Agent* agent = nullptr;
+  absl::Duration run_timeout;
+  absl::Duration command_timeout;
+
+  CancelToken cancel;
+  std::atomic<bool> timed_out{false};
+  std::atomic<uint32_t> next_command_id{0};
+
+  absl::Mutex mu;
+  v1::Run run ABSL_GUARDED_BY(mu);
+  absl::Time deadline ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
+};
+
+// Fills run and session ids in, appends to the log; a log failure is logged, not fatal to
+// the run (the run's final state is still persisted with the run record).
+class RunManager::RunEvents : public agent::EventSink {
+ public:
+  RunEvents(EventLog* log, ActiveRun* run) : log_(log), run_(run) {
+    absl::MutexLock lock(&run->mu);
+    run_id_ = run->run.id();
+    tenant_ = run->run.tenant();
+  }
+  void set_session_id(std::string id) { session_id_ = std::move(id); }
+  void Emit(v1::Event event) override {
+    event.set_run_id(run_id_);
+    event.set_session_id(session_id_);
+    absl::StatusOr<v1::Event> stored = log_->Append(std::move(event));
+    if (!stored.ok()) {
+      log::Error("event.append_failed",
+                 {{"run", run_id_}, {"tenant", tenant_}, {"error", stored.status().ToString()}});
+    }
+  }
+  uint32_t NextCommandId() override { return ++run_->next_command_id; }
+  void Notice(v1::Notice::Severity severity, std::string message) {
+    v1::Event e;
+    e.set_type("notice");
+    e.mutable_notice()->set_severity(severity);
+    e.mutable_notice()->set_message(std::move(message));
+    Emit(std::move(e));
+  }
+
+ private:
+  EventLog* const log_;
+  ActiveRun* const run_;
+  std::string run_id_, tenant_, session_id_;
+};
+
+RunManager::RunManager(RunManagerDeps deps)
+    : deps_(std::move(deps)),
+      executor_("runs", deps_.config->max_concurrent_runs, /*max_queue=*/1024),
+      watchdog_([this] { WatchdogLoop(); }) {}
+
+RunManager::~RunManager() {
+  Drain(absl::ZeroDuration());
+  {
+    absl::MutexLock lock(&mu_);
+    stop_watchdog_ = true;
+  }
+  watchdog_.join();
+  executor_.Shutdown();
+}
+
+absl::Status RunManager::Recover() {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<JournalEntry> entries, deps_.store->List());
+  for (const JournalEntry& entry : entries) {
+    auto it = deps_.providers.find(entry.provider);
+    if (it == deps_.providers.end()) {
+      log::Warning("sweep.unknown_provider", {{"resource", entry.id}, {"provider", entry.provider}});
+      continue;
+    }
+    absl::Status st = it->second->Sweep(entry);
+    if (st.ok()) {
+      log::Info("sweep.removed", {{"resource", entry.id}, {"provider", entry.provider}});
+    } else {
+      log::Error("sweep.failed", {{"resource", entry.id}, {"error", st.ToString()}});
+    }
+  }
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs, deps_.store->ListUnfinishedRuns());
+  for (v1::Run& run : runs) {
+    run.set_status(v1::FAILED);
+    run.set_status_reason("interrupted: the daemon stopped before the run finished");
+    *run.mutable_finished_at() = ToProto(deps_.clock->Now());
+    SANDGATE_RETURN_IF_ERROR(deps_.store->PutRun(run));
+    v1::Event e;
+    e.set_run_id(run.id());
+    e.set_session_id(run.session_id());
+    e.set_type("run.finished");
+    e.mutable_run_finished()->set_status(v1::FAILED);
+    e.mutable_run_finished()->set_reason(run.status_reason());
+    SANDGATE_RETURN_IF_ERROR(deps_.events->Append(std::move(e)).status());
+    log::Warning("run.interrupted", {{"run", run.id()}, {"tenant", run.tenant()}});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunManager::Validate(const v1::RunAnalysisRequest& req,
+                                  std::vector<playbooks::InputFile>* inputs) const {
+  const Config& cfg = *deps_.config;
+  if (!req.session_id().empty()) {
+    return errors::InvalidArgument(
+        "session_id: this daemon runs each run in its own ephemeral session; running in an "
+        "existing session arrives with the sessions API");
+  }
+  if (req.inputs().empty()) return errors::InvalidArgument("inputs: at least one input file is required");
+  uint64_t total = 0;
+  std::set<std::string> names;
+  for (int i = 0; i < req.inputs_size(); ++i) {
+    const v1::InputFile& f = req.inputs(i);
+    if (!store::IsPlainFileName(f.name()) || f.name()[0] == '.') {
+      return errors::InvalidArgument(absl::StrCat("inputs[", i, "].name: '", f.name(),
+                                                  "' is not a plain file name"));
+    }
+    if (!names.insert(f.name()).second) {
+      return errors::InvalidArgument(absl::StrCat("inputs[", i, "].name: duplicate name '", f.name(), "'"));
+    }
+    total += f.content().size();
+    inputs->push_back({f.name(), f.content()});
+  }
+  if (total > cfg.max_input_bytes) {
+    return errors::InvalidArgument(absl::StrCat("inputs: ", total, " bytes in total, above the ",
+                                                MiB(cfg.max_input_bytes), " limit"));
+  }
+  const v1::SandboxSpec& sb = req.sandbox();
+  uint64_t memory = sb.memory_bytes() ? sb.memory_bytes() : cfg.memory_bytes;
+  uint64_t workspace = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;
+  if (memory < (16ull << 20)) return errors::InvalidArgument("sandbox.memory_bytes: at least 16 MiB");
+  if (workspace >= memory) {
+    return errors::InvalidArgument(absl::StrCat(
+        "sandbox.workspace_bytes: must be below sandbox.memory_bytes (", MiB(memory),
+        "): the workspace lives in memory"));
+  }
+  if (sb.max_processes() != 0 && sb.max_processes() < 8) {
+    return errors::InvalidArgument("sandbox.max_processes: at least 8");
+  }
+  switch (sb.network().mode()) {
+    case v1::NetworkPolicy::MODE_UNSPECIFIED:
+    case v1::NetworkPolicy::DISABLED:
+      if (sb.network().allowed_domains_size() > 0) {
+        return errors::InvalidArgument("sandbox.network.allowed_domains: only with mode RESTRICTED");
+      }
+      break;
+    default:
+      return errors::InvalidArgument(absl::StrCat(
+          "sandbox.network.mode: ", v1::NetworkPolicy::Mode_Name(sb.network().mode()),
+          " is not supported by this daemon yet; only DISABLED"));
+  }
+  for (int i = 0; i < sb.files_size(); ++i) {
+    if (sb.files(i).path().empty() || sb.files(i).path()[0] == '/') {
+      return errors::InvalidArgument(absl::StrCat("sandbox.files[", i, "].path: must be relative to the workspace"));
+    }
+  }
+  if (sb.has_command_timeout() && FromProto(sb.command_timeout()) <= absl::ZeroDuration()) {
+    return errors::InvalidArgument("sandbox.command_timeout: must be positive");
+  }
+  if (req.has_run_timeout() && FromProto(req.run_timeout()) <= absl::ZeroDuration()) {
+    return errors::InvalidArgument("run_timeout: must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisRequest request) {
+  if (!request.idempotency_key().empty()) {
+    SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
+                              deps_.store->FindRunByIdempotencyKey(caller.tenant,
+                                                                   request.idempotency_key()));
+    if (existing) return Get(caller, *existing);
+  }
+  auto ar = std::make_shared<ActiveRun>();
+  if (request.playbook().empty()) request.set_playbook("financial-analyst");
+  if (request.provider().empty()) request.set_provider("local");
+  if (request.agent().empty()) request.set_agent("reference");
+  absl::StatusOr<const playbooks::Playbook*> playbook = playbooks::FindPlaybook(request.playbook());
+  if (!playbook.ok()) return errors::InvalidArgument(absl::StrCat("playbook: ", playbook.status().message()));
+  ar->playbook = *playbook;
+  auto provider = deps_.providers.find(request.provider());
+  if (provider == deps_.providers.end()) {
+    return errors::InvalidArgument(absl::StrCat("provider: '", request.provider(),
+                                                "' is not configured on this daemon (configured: ",
+                                                Known(deps_.providers), ")"));
+  }
+  ar->provider = provider->second;
+  auto agent = deps_.agents.find(request.agent());
+  if (agent == deps_.agents.end()) {
+    return errors::InvalidArgument(absl::StrCat("agent: '", request.agent(),
+                                                "' is not available on this daemon (available: ",
+                                                Known(deps_.agents), ")"));
+  }
+  ar->agent = agent->second;
+  if (request.agent() == "reference" && !request.model().empty()) {
+    return errors::InvalidArgument("model: the reference agent uses no model");
+  }
+  SANDGATE_RETURN_IF_ERROR(Validate(request, &ar->inputs));
+  absl::Status inputs_ok = ar->playbook->ValidateInputs(ar->inputs);
+  if (!inputs_ok.ok()) return errors::InvalidArgument(absl::StrCat("inputs: ", inputs_ok.message()));
+
+  const Config& cfg = *deps_.config;
+  ar->run_timeout = request.has_run_timeout() ? FromProto(request.run_timeout()) : cfg.run_timeout;
+  ar->command_timeout = request.sandbox().has_command_timeout()
+                            ? FromProto(request.sandbox().command_timeout())
+                            : cfg.command_timeout;
+  v1::Run run;
+  run.set_id(absl::StrCat("run-", RandomHex(8)));
+  run.set_tenant(caller.tenant);
+  run.set_playbook(request.playbook());
+  run.set_provider(request.provider());
+  run.set_agent(request.agent());
+  run.set_model(request.model());
+  run.set_status(v1::QUEUED);
+  *run.mutable_created_at() = ToProto(deps_.clock->Now());
+  *run.mutable_labels() = request.labels();
+  run.set_idempotency_key(request.idempotency_key());
+  for (const auto& in : ar->inputs) run.add_input_names(in.name);
+  // Inputs are held in memory by the active run only; the request copy drops them.
+  request.clear_inputs();
+  ar->request = std::move(request);
+
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) return errors::Unavailable("the daemon is shutting down; not accepting runs");
+  }
+  absl::Status put = deps_.store->PutRun(run);
+  if (put.code() == absl::StatusCode::kAlreadyExists) {
+    // A concurrent retry with the same idempotency key won the race: answer with its run.
+    SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
+                              deps_.store->FindRunByIdempotencyKey(caller.tenant,
+                                                                   run.idempotency_key()));
+    if (existing) return Get(caller, *existing);
+  }
+  SANDGATE_RETURN_IF_ERROR(put);
+  {
+    absl::MutexLock lock(&ar->mu);
+    ar->run = run;
+  }
+  uint32_t position;
+  {
+    absl::MutexLock lock(&mu_);
+    active_[run.id()] = ar;
+    position = 0;
+    for (const auto& [id, other] : active_) {
+      absl::MutexLock l(&other->mu);
+      if (other->run.status() == v1::QUEUED) ++position;
+    }
+  }
+  RunEvents events(deps_.events, ar.get());
+  v1::Event queued;
+  queued.set_type("run.queued");
+  queued.mutable_run_queued()->set_position(position);
+  events.Emit(std::move(queued));
+  log::Info("run.queued", {{"run", run.id()}, {"tenant", run.tenant()},
+                           {"playbook", run.playbook()}, {"agent", run.agent()}});
+  if (!executor_.Submit([this, ar] { Execute(ar); })) {
+    Finish(ar, events, v1::FAILED, "run queue is full");
+    return errors::ResourceExhausted("run queue is full (1024 runs waiting)");
+  }
+  return run;
+}
+
+void RunManager::PutRun(ActiveRun& ar) {
+  v1::Run copy;
+  {
+    absl::MutexLock lock(&ar.mu);
+    copy = ar.run;
+  }
+  absl::Status st = deps_.store->PutRun(copy);
+  if (!st.ok()) log::Error("run.persist_failed", {{"run", copy.id()}, {"error", st.ToString()}});
+}
+
+void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
+  RunEvents events(deps_.events, ar.get());
+  if (ar->cancel.cancelled()) {
+    Finish(ar, events, v1::CANCELLED, ar->cancel.reason());
+    return;
+  }
+  std::string session_id;
+  {
+    absl::MutexLock lock(&ar->mu);
+    ar->run.set_status(v1::RUNNING);
+    *ar->run.mutable_started_at() = ToProto(deps_.clock->Now());
+    ar->deadline = deps_.clock->Now() + ar->run_timeout;
+    // The session is named after the run: an ephemeral session lives and dies with it.
+    session_id = absl::StrCat("s", ar->run.id().substr(4));
+    ar->run.set_session_id(session_id);
+  }
+  PutRun(*ar);
+  events.set_session_id(session_id);
+  v1::Event started;
+  started.set_type("run.started");
+  auto* rs = started.mutable_run_started();
+  rs->set_playbook(ar->request.playbook());
+  rs->set_provider(ar->request.provider());
+  rs->set_agent(ar->request.agent());
+  rs->set_model(ar->request.model());
+  events.Emit(std::move(started));
+
+  const Config& cfg = *deps_.config;
+  const v1::SandboxSpec& sb = ar->request.sandbox();
+  sandbox::SessionSpec spec;
+  spec.id = session_id;
+  spec.memory_bytes = sb.memory_bytes() ? sb.memory_bytes() : cfg.memory_bytes;
+  spec.max_processes = sb.max_processes() ? sb.max_processes() : cfg.max_processes;
+  spec.workspace_bytes = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;
+  spec.env.insert(sb.env().begin(), sb.env().end());
+
+  absl::Time t0 = deps_.clock->Now();
+  absl::StatusOr<std::unique_ptr<sandbox::Session>> session = ar->provider->Create(spec, &ar->cancel);
+  if (!session.ok()) {
+    v1::RunStatus status = ar->cancel.cancelled() ? v1::CANCELLED : v1::FAILED;
+    Finish(ar, events, status, absl::StrCat("creating the sandbox: ", session.status().message()));
+    return;
+  }
+  v1::Event created;
+  created.set_type("session.created");
+  auto* sc = created.mutable_session_created();
+  sc->set_session_id(session_id);
+  sc->set_provider(ar->provider->name());
+  for (const std::string& w : (*session)->Warnings()) sc->add_unenforced(w);
+  *sc->mutable_create_duration() = ToProto(deps_.clock->Now() - t0);
+  events.Emit(std::move(created));
+  log::Info("session.created", {{"run", session_id}, {"session", session_id}});
+
+  absl::Status agent_status = RunInSession(*ar, **session, events);
+
+  absl::Status closed = (*session)->Close();
+  v1::Event closed_event;
+  closed_event.set_type("session.closed");
+  closed_event.mutable_session_closed()->set_session_id(session_id);
+  closed_event.mutable_session_closed()->set_reason(
+      closed.ok() ? "ephemeral session ends with its run" : std::string(closed.message()));
+  events.Emit(std::move(closed_event));
+  if (!closed.ok()) log::Error("session.close_failed", {{"session", session_id}, {"error", closed.ToString()}});
+  session->reset();
+
+  if (ar->timed_out.load()) {
+    Finish(ar, events, v1::TIMED_OUT,
+           absl::StrCat("run timed out after ", absl::FormatDuration(ar->run_timeout)));
+  } else if (ar->cancel.cancelled()) {
+    Finish(ar, events, v1::CANCELLED, ar->cancel.reason());
+  } else if (!agent_status.ok()) {
+    Finish(ar, events, v1::FAILED, std::string(agent_status.message()));
+  } else {
+    std::vector<std::string> failed;
+    {
+      absl::MutexLock lock(&ar->mu);
+      for (const auto& c : ar->run.checks()) {
+        if (!c.passed()) failed.push_back(c.name());
+      }
+    }
+    if (failed.empty()) {
+      Finish(ar, events, v1::SUCCEEDED, "");
+    } else {
+      Finish(ar, events, v1::FAILED,
+             absl::StrCat("verification failed: ", absl::StrJoin(failed, ", ")));
+    }
+  }
+}
+
+absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
+                                      RunEvents& events) {
+  auto transferred = [&](v1::FileTransferred::Direction dir, const std::string& path,
+                         uint64_t size) {
+    v1::Event e;
+    e.set_type("file.transferred");
+    e.mutable_file_transferred()->set_direction(dir);
+    e.mutable_file_transferred()->set_path(path);
+    e.mutable_file_transferred()->set_size_bytes(size);
+    events.Emit(std::move(e));
+  };
+  for (const playbooks::InputFile& in : ar.inputs) {
+    SANDGATE_RETURN_IF_ERROR(session.WriteFile(in.name, in.content));
+    transferred(v1::FileTransferred::INTO_SANDBOX, in.name, in.content.size());
+  }
+  const v1::SandboxSpec& sb = ar.request.sandbox();
+  for (int i = 0; i < sb.files_size(); ++i) {
+    const v1::InlineFile& f = sb.files(i);
+    absl::Status st = session.WriteFile(f.path(), f.content(), f.mode() ? static_cast<int>(f.mode()) : 0644);
+    if (!st.ok()) return errors::InvalidArgument(absl::StrCat("sandbox.files[", i, "]: ", st.message()));
+    transferred(v1::FileTransferred::INTO_SANDBOX, f.path(), f.content().size());
+  }
+  for (int i = 0; i < sb.setup_commands_size(); ++i) {
+    sandbox::ExecRequest req;
+    req.argv = {"/bin/sh", "-c", sb.setup_commands(i)};
+    req.timeout = ar.command_timeout;
+    SANDGATE_ASSIGN_OR_RETURN(sandbox::ExecResult r,
+                              agent::ExecWithEvents(session, events, "setup", req, ar.cancel));
+    if (!r.ok()) {
+      return errors::FailedPrecondition(absl::StrCat("setup command ", i + 1, " ",
+                                                     agent::DescribeExit(r, req.timeout)));
+    }
+  }
+
+  agent::AgentTask task;
+  task.playbook = ar.playbook;
+  task.inputs = &ar.inputs;
+  task.model = ar.request.model();
+  task.max_turns = ar.request.max_turns();
+  task.command_timeout = ar.command_timeout;
+  absl::Status agent_status = ar.agent->Run(task, session, events, ar.cancel);
+  if (ar.cancel.cancelled()) return agent_status;
+
+  // Collect whatever exists, also after a failed agent: a fatal validation still writes
+  // analysis_run.json, and the caller should see why.
+  playbooks::Artifacts collected;
+  for (const std::string& name : ar.playbook->ExpectedArtifacts()) {
+    absl::StatusOr<std::string> data = session.ReadFile(name, deps_.config->max_artifact_bytes);
+    if (!data.ok()) {
+      if (data.status().code() != absl::StatusCode::kNotFound) {
+        events.Notice(v1::Notice::WARNING, absl::StrCat("artifact ", name, " refused: ",
+                                                        data.status().message()));
+      }
+      continue;
+    }
+    std::string run_id;
+    {
+      absl::MutexLock lock(&ar.mu);
+      run_id = ar.run.id();
+    }
+    absl::StatusOr<v1::Artifact> stored = deps_.artifacts->Put(run_id, name, *data);
+    if (!stored.ok()) return stored.status();
+    v1::Event e;
+    e.set_type("artifact.collected");
+    *e.mutable_artifact_collected()->mutable_artifact() = *stored;
+    events.Emit(std::move(e));
+    {
+      absl::MutexLock lock(&ar.mu);
+      *ar.run.add_artifacts() = *stored;
+    }
+    collected[name] = std::move(*data);
+  }
+  if (!agent_status.ok()) return agent_status;
+
+  for (const playbooks::Check& check : ar.playbook->Verify(ar.inputs, collected)) {
+    v1::Event e;
+    e.set_type("check");
+    v1::CheckResult* c = e.mutable_check();
+    c->set_name(check.name);
+    c->set_passed(check.passed);
+    c->set_detail(check.detail);
+    {
+      absl::MutexLock lock(&ar.mu);
+      *ar.run.add_checks() = *c;
+    }
+    events.Emit(std::move(e));
+  }
+  return absl::OkStatus();
+}
+
+void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
+                        v1::RunStatus status, std::string reason) {
+  v1::Event e;
+  e.set_type("run.finished");
+  auto* f = e.mutable_run_finished();
+  std::string run_id, tenant;
+  {
+    absl::MutexLock lock(&ar->mu);
+    ar->run.set_status(status);
+    ar->run.set_status_reason(reason);
+    *ar->run.mutable_finished_at() = ToProto(deps_.clock->Now());
+    for (const auto& c : ar->run.checks()) {
+      if (!c.passed()) f->add_failed_checks(c.name());
+    }
+    run_id = ar->run.id();
+    tenant = ar->run.tenant();
+  }
+  // The record is final before the terminal event, so a caller that sees run.finished and
+  // then calls GetRun reads the final status.
+  PutRun(*ar);
+  f->set_status(status);
+  f->set_reason(reason);
+  events.Emit(std::move(e));
+  log::Info("run.finished", {{"run", run_id}, {"tenant", tenant},
+                             {"status", v1::RunStatus_Name(status)}, {"reason", reason}});
+  absl::MutexLock lock(&mu_);
+  active_.erase(run_id);
+}
+
+absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string& run_id) {
+  if (run_id.empty()) return errors::InvalidArgument("run_id: required");
+  std::shared_ptr<ActiveRun> ar;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(run_id);
+    if (it != active_.end()) ar = it->second;
+  }
+  v1::Run run;
+  if (ar) {
+    absl::MutexLock lock(&ar->mu);
+    run = ar->run;
+  } else {
+    SANDGATE_ASSIGN_OR_RETURN(run, deps_.store->GetRun(run_id));
+  }
+  if (run.tenant() != caller.tenant && !caller.is_operator) return errors::NotFound("run", run_id);
+  SANDGATE_ASSIGN_OR_RETURN(int64_t last, deps_.store->LastSeq(run_id));
+  run.set_last_seq(last);
+  return run;
+}
+
+absl::StatusOr<store::RunPage> RunManager::List(const Caller& caller, uint32_t page_size,
+                                                const std::string& page_token) {
+  if (page_size == 0) page_size = 50;
+  if (page_size > 500) return errors::InvalidArgument("page_size: at most 500");
+  SANDGATE_ASSIGN_OR_RETURN(
+      store::RunPage page,
+      deps_.store->ListRuns(caller.is_operator ? "" : caller.tenant, page_size, page_token));
+  for (v1::Run& run : page.runs) {
+    SANDGATE_ASSIGN_OR_RETURN(int64_t last, deps_.store->LastSeq(run.id()));
+    run.set_last_seq(last);
+  }
+  return page;
+}
+
+absl::StatusOr<v1::Run> RunManager::Cancel(const Caller& caller, const std::string& run_id,
+                                           const std::string& reason) {
+  SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, run_id));
+  if (Finished(run.status())) return run;
+  std::shared_ptr<ActiveRun> ar;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = active_.find(run_id);
+    if (it != active_.end()) ar = it->second;
+  }
+  if (ar) {
+    ar->cancel.Cancel(reason.empty() ? "cancelled by the caller"
+                                     : absl::StrCat("cancelled by the caller: ", reason));
+    log::Info("run.cancel_requested", {{"run", run_id}, {"tenant", caller.tenant}});
+  }
+  return Get(caller, run_id);
+}
+
+absl::StatusOr<std::string> RunManager::ReadArtifact(const Caller& caller,
+                                                     const std::string& run_id,
+                                                     const std::string& name, uint64_t offset,
+                                                     uint64_t max_bytes) {
+  SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, run_id));
+  for (const v1::Artifact& a : run.artifacts()) {
+    if (a.name() == name) return deps_.artifacts->Read(run_id, name, offset, max_bytes);
+  }
+  return errors::NotFound("artifact", absl::StrCat(run_id, "/", name));
+}
+
+size_t RunManager::active_runs() {
+  absl::MutexLock lock(&mu_);
+  return active_.size();
+}
+
+size_t RunManager::Drain(absl::Duration grace) {
+  std::vector<std::shared_ptr<ActiveRun>> runs;
+  {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    for (const auto& [id, ar] : active_) runs.push_back(ar);
+  }
+  for (const auto& ar : runs) ar->cancel.Cancel("the daemon is shutting down");
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(
+                           +[](absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>>* m) {
+                             return m->empty();
+                           },
+                           &active_),
+                       grace);
+  return active_.size();
+}
+
+void RunManager::WatchdogLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stop_watchdog_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stop_watchdog_), absl::Milliseconds(100));
+    absl::Time now = deps_.clock->Now();
+    for (const auto& [id, ar] : active_) {
+      absl::MutexLock l(&ar->mu);
+      if (ar->run.status() == v1::RUNNING && now >= ar->deadline && !ar->timed_out.load()) {
+        ar->timed_out.store(true);
+        ar->cancel.Cancel(absl::StrCat("run timed out after ", absl::FormatDuration(ar->run_timeout)));
+      }
+    }
+  }
+}
+
+}  // namespace sandgate::core

@@ -1,0 +1,95 @@
+// RunManager: the life of a run, from RunAnalysis to run.finished.
+//
+// A run is validated, persisted (QUEUED), executed on the bounded run executor (one thread per
+// running run, since sandbox calls block), and always finished with exactly one terminal
+// event `run.finished`, after its session has been closed. The steps are DESIGN.md's "A run,
+// end to end": session, inputs, setup, agent, collect, verify, finish.
+//
+// Thread safe. Every method that takes a Caller scopes to the caller's tenant: another
+// tenant's run is NOT_FOUND (operators see every run).
+#ifndef SANDGATE_CORE_RUN_MANAGER_H_
+#define SANDGATE_CORE_RUN_MANAGER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/agent.h"
+#include "common/cancel.h"
+#include "common/clock.h"
+#include "core/config.h"
+#include "core/event_log.h"
+#include "core/executor.h"
+#include "core/tenants.h"
+#include "sandbox/sandbox.h"
+#include "store/artifact_store.h"
+#include "store/store.h"
+
+namespace sandgate::core {
+
+// Everything a RunManager uses; all pointers are not owned and outlive it.
+struct RunManagerDeps {
+  const Config* config = nullptr;
+  store::Store* store = nullptr;
+  store::ArtifactStore* artifacts = nullptr;
+  EventLog* events = nullptr;
+  Clock* clock = nullptr;
+  std::map<std::string, sandbox::Provider*> providers;
+  std::map<std::string, agent::Agent*> agents;
+};
+
+class RunManager {
+ public:
+  explicit RunManager(RunManagerDeps deps);
+  ~RunManager();  // Drain(0)
+
+  // At start, before serving: sweeps what a previous daemon left (journal) and fails the
+  // runs it left unfinished, each with a terminal event saying why.
+  absl::Status Recover();
+
+  absl::StatusOr<v1::Run> Start(const Caller& caller, v1::RunAnalysisRequest request);
+  absl::StatusOr<v1::Run> Get(const Caller& caller, const std::string& run_id);
+  absl::StatusOr<store::RunPage> List(const Caller& caller, uint32_t page_size,
+                                      const std::string& page_token);
+  absl::StatusOr<v1::Run> Cancel(const Caller& caller, const std::string& run_id,
+                                 const std::string& reason);
+  absl::StatusOr<std::string> ReadArtifact(const Caller& caller, const std::string& run_id,
+                                           const std::string& name, uint64_t offset,
+                                           uint64_t max_bytes);
+
+  // Refuses new runs, cancels every active run, and waits up to `grace` for them to finish
+  // (sessions closed, terminal events written). Returns the number still active.
+  size_t Drain(absl::Duration grace);
+  size_t active_runs();
+
+ private:
+  struct ActiveRun;
+  class RunEvents;
+
+  absl::Status Validate(const v1::RunAnalysisRequest& request,
+                        std::vector<playbooks::InputFile>* inputs) const;
+  void Execute(const std::shared_ptr<ActiveRun>& run);
+  // Inputs, setup, agent, collect, verify. Returns the agent's status.
+  absl::Status RunInSession(ActiveRun& run, sandbox::Session& session, RunEvents& events);
+  void Finish(const std::shared_ptr<ActiveRun>& run, RunEvents& events, v1::RunStatus status,
+              std::string reason);
+  void PutRun(ActiveRun& run);
+  void WatchdogLoop();
+
+  const RunManagerDeps deps_;
+  Executor executor_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>> active_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_watchdog_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread watchdog_;
+};
+
+}  // namespace sandgate::core
+
+#endif  // SANDGATE_CORE_RUN_MANAGER_H_

@@ -1,0 +1,37 @@
+// Tenants: who is calling, from the bearer token.
+//
+// Tokens are compared by their sha256 (the config holds hashes, never tokens). With no
+// tenants configured every caller is the single tenant "local" (the daemon then listens
+// only on a Unix socket unless told otherwise).
+//
+// Thread safe (immutable after construction).
+#ifndef SANDGATE_CORE_TENANTS_H_
+#define SANDGATE_CORE_TENANTS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/config.h"
+
+namespace sandgate::core {
+
+struct Caller {
+  std::string tenant;
+  bool is_operator = false;
+};
+
+class Tenants {
+ public:
+  explicit Tenants(std::vector<TenantConfig> tenants) : tenants_(std::move(tenants)) {}
+  // `authorization` is the raw metadata value ("Bearer <token>"), or nullopt when absent.
+  absl::StatusOr<Caller> Authenticate(const std::optional<std::string>& authorization) const;
+
+ private:
+  const std::vector<TenantConfig> tenants_;
+};
+
+}  // namespace sandgate::core
+
+#endif  // SANDGATE_CORE_TENANTS_H_

@@ -1,0 +1,181 @@
+#include "server/daemon.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "agent/reference_agent.h"
+#include "common/errors.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "core/event_log.h"
+#include "core/executor.h"
+#include "core/run_manager.h"
+#include "core/tenants.h"
+#include "sandbox/local/bwrap_provider.h"
+#include "server/service.h"
+#include "store/artifact_store.h"
+#include "store/sqlite_store.h"
+
+namespace sandgate::server {
+namespace {
+
+// Inputs are up to 64 MiB per run and travel in the request: the limit is raised on purpose,
+// with room for the envelope.
+constexpr int kMaxMessageBytes = 80 << 20;
+
+absl::Status MakeDir(const std::string& path, mode_t mode) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return errors::FromErrno(errno, absl::StrCat("create directory ", path));
+  }
+  return absl::OkStatus();
+}
+
+// sandgate-init beside the running daemon (a build tree, or an install that keeps them
+// together), else the configured libexec default.
+std::string FindInit(const core::Config& config) {
+  if (!config.init_path.empty()) return config.init_path;
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/'));
+    std::string beside = dir + "/sandgate-init";
+    if (access(beside.c_str(), X_OK) == 0) return beside;
+    std::string libexec = dir + "/../libexec/sandgate/sandgate-init";
+    if (access(libexec.c_str(), X_OK) == 0) return libexec;
+  }
+  return sandbox::BwrapOptions().init_path;
+}
+
+}  // namespace
+
+struct Daemon::Parts {
+  core::Config config;
+  std::unique_ptr<store::SqliteStore> store;
+  std::unique_ptr<store::ArtifactStore> artifacts;
+  std::unique_ptr<core::EventLog> events;
+  std::unique_ptr<sandbox::BwrapProvider> local;
+  std::unique_ptr<agent::ReferenceAgent> reference;
+  std::unique_ptr<core::RunManager> runs;
+  std::unique_ptr<core::Tenants> tenants;
+  std::unique_ptr<core::Executor> io;
+  std::unique_ptr<SandgateService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+  bool drained = false;
+};
+
+Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+Daemon::~Daemon() { Drain(); }
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
+  SANDGATE_RETURN_IF_ERROR(core::ValidateConfig(config));
+  auto p = std::make_unique<Parts>();
+  p->config = std::move(config);
+  const core::Config& c = p->config;
+  SANDGATE_RETURN_IF_ERROR(MakeDir(c.state_dir, 0700));
+  SANDGATE_ASSIGN_OR_RETURN(p->store, store::SqliteStore::Open(c.state_dir + "/state.db"));
+  SANDGATE_ASSIGN_OR_RETURN(p->artifacts, store::ArtifactStore::Open(c.state_dir + "/artifacts"));
+  p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real());
+
+  sandbox::BwrapOptions local;
+  local.bwrap_path = c.bwrap_path;
+  local.init_path = FindInit(c);
+  local.uid_base = c.uid_base;
+  local.uid_pool_size = c.uid_count;
+  absl::StatusOr<std::unique_ptr<sandbox::BwrapProvider>> provider =
+      sandbox::BwrapProvider::Create(local, p->store.get());
+  if (!provider.ok()) {
+    return absl::Status(provider.status().code(),
+                        absl::StrCat("local provider: ", provider.status().message()));
+  }
+  p->local = std::move(*provider);
+  p->reference = std::make_unique<agent::ReferenceAgent>();
+
+  core::RunManagerDeps deps;
+  deps.config = &p->config;
+  deps.store = p->store.get();
+  deps.artifacts = p->artifacts.get();
+  deps.events = p->events.get();
+  deps.clock = Clock::Real();
+  deps.providers["local"] = p->local.get();
+  deps.agents["reference"] = p->reference.get();
+  p->runs = std::make_unique<core::RunManager>(std::move(deps));
+  p->tenants = std::make_unique<core::Tenants>(c.tenants);
+  p->io = std::make_unique<core::Executor>("io", 4, 4096);
+  ServiceDeps sd;
+  sd.tenants = p->tenants.get();
+  sd.runs = p->runs.get();
+  sd.events = p->events.get();
+  sd.io = p->io.get();
+  sd.heartbeat_interval = c.heartbeat_interval;
+  p->service = std::make_unique<SandgateService>(sd);
+  return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
+}
+
+absl::Status Daemon::Start() {
+  Parts& p = *parts_;
+  SANDGATE_RETURN_IF_ERROR(p.runs->Recover());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  std::string target;
+  int port = 0;
+  if (absl::StartsWith(p.config.listen, "unix:")) {
+    std::string path = p.config.listen.substr(5);
+    unlink(path.c_str());  // a socket left by a killed daemon
+    target = p.config.listen;
+    builder.AddListeningPort(target, grpc::InsecureServerCredentials());
+  } else {
+    target = p.config.listen.substr(4);
+    builder.AddListeningPort(target, grpc::InsecureServerCredentials(), &port);
+  }
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterService(p.service.get());
+  p.server = builder.BuildAndStart();
+  if (!p.server) return errors::Unavailable(absl::StrCat("cannot listen on ", p.config.listen));
+  if (absl::StartsWith(p.config.listen, "unix:")) {
+    // With no tenants the socket's permissions are the access control: owner only.
+    chmod(p.config.listen.substr(5).c_str(), 0600);
+    p.address = p.config.listen;
+  } else {
+    p.address = absl::StrCat("tcp:", target.substr(0, target.rfind(':')), ":", port);
+  }
+  p.server->GetHealthCheckService()->SetServingStatus(true);
+  log::Info("daemon.serving", {{"address", p.address}, {"state_dir", p.config.state_dir},
+                               {"tenants", p.config.tenants.size()}});
+  return absl::OkStatus();
+}
+
+std::string Daemon::address() const { return parts_->address; }
+
+void Daemon::Drain() {
+  Parts& p = *parts_;
+  if (p.drained) return;
+  p.drained = true;
+  log::Info("daemon.draining", {{"active_runs", p.runs->active_runs()}});
+  if (p.server) p.server->GetHealthCheckService()->SetServingStatus(false);
+  size_t left = p.runs->Drain(p.config.drain_grace);
+  if (left > 0) log::Error("daemon.drain_incomplete", {{"active_runs", left}});
+  // Every run has written its terminal event; give followers a moment to read it, then end
+  // the streams that are still open and stop.
+  if (p.server) p.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  p.events->Shutdown();
+  if (p.server) p.server->Wait();
+  p.io->Shutdown();
+  log::Info("daemon.stopped");
+}
+
+}  // namespace sandgate::server

@@ -1,0 +1,52 @@
+// SandgateService: the gRPC edge. Thin on purpose: authenticate, hand the request to core/
+// on the I/O executor, map the status. Streams use the callback API with reactors that pull
+// the next item when the previous write is done, so no stream pins a thread and no reaction
+// blocks.
+//
+// Thread safe. The service and everything it points to must outlive the grpc::Server.
+#ifndef SANDGATE_SERVER_SERVICE_H_
+#define SANDGATE_SERVER_SERVICE_H_
+
+#include "core/event_log.h"
+#include "core/executor.h"
+#include "core/run_manager.h"
+#include "core/tenants.h"
+#include "sandgate/v1/sandgate.grpc.pb.h"
+
+namespace sandgate::server {
+
+struct ServiceDeps {
+  const core::Tenants* tenants = nullptr;
+  core::RunManager* runs = nullptr;
+  core::EventLog* events = nullptr;
+  core::Executor* io = nullptr;  // blocking work of RPCs (SQLite, artifact files)
+  absl::Duration heartbeat_interval = absl::Seconds(15);
+};
+
+class SandgateService final : public v1::Sandgate::CallbackService {
+ public:
+  explicit SandgateService(ServiceDeps deps) : deps_(deps) {}
+
+  grpc::ServerUnaryReactor* RunAnalysis(grpc::CallbackServerContext* ctx,
+                                        const v1::RunAnalysisRequest* request,
+                                        v1::Run* response) override;
+  grpc::ServerUnaryReactor* GetRun(grpc::CallbackServerContext* ctx,
+                                   const v1::GetRunRequest* request, v1::Run* response) override;
+  grpc::ServerUnaryReactor* ListRuns(grpc::CallbackServerContext* ctx,
+                                     const v1::ListRunsRequest* request,
+                                     v1::ListRunsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelRun(grpc::CallbackServerContext* ctx,
+                                      const v1::CancelRunRequest* request,
+                                      v1::Run* response) override;
+  grpc::ServerWriteReactor<v1::Event>* StreamEvents(
+      grpc::CallbackServerContext* ctx, const v1::StreamEventsRequest* request) override;
+  grpc::ServerWriteReactor<v1::ArtifactChunk>* DownloadArtifact(
+      grpc::CallbackServerContext* ctx, const v1::DownloadArtifactRequest* request) override;
+
+ private:
+  const ServiceDeps deps_;
+};
+
+}  // namespace sandgate::server
+
+#endif  // SANDGATE_SERVER_SERVICE_H_

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what sandgate needs from Debian's archive (only what is missing; `apt-get update`
+# only when something must be installed), then configures and builds.
+#
+#   deploy/setup.sh [BUILD_DIR]     (default: build/ in the repo)
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$repo/build}
+
+packages=(
+  build-essential cmake pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libsqlite3-dev libseccomp-dev libexpat1-dev
+  bubblewrap python3 procps
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: must run as root to install packages (or install them first)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build "$build" --parallel "$(nproc)"
+echo "setup: built in $build"

@@ -1,0 +1,138 @@
+#include "tests/integration/daemon_harness.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/health_check_service_interface.h>
+
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+
+namespace sandgate::testing {
+
+DaemonHarness::DaemonHarness(nlohmann::json config) : config_(std::move(config)) {
+  char tmpl[] = "/tmp/sg-it-XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  state_dir_ = dir_ + "/state";
+  socket_ = dir_ + "/sandgated.sock";
+  config_path_ = dir_ + "/config.json";
+  log_path_ = dir_ + "/daemon.log";
+  config_["listen"] = "unix:" + socket_;
+  config_["state_dir"] = state_dir_;
+  std::ofstream(config_path_) << config_.dump(2);
+}
+
+DaemonHarness::~DaemonHarness() {
+  if (pid_ > 0) Stop(SIGKILL);
+  if (!::testing::Test::HasFailure()) std::system(("rm -rf " + dir_).c_str());
+}
+
+void DaemonHarness::Start() {
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    dup2(fd, 2);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    dup2(null, 1);
+    execl(SANDGATED_PATH, "sandgated", "--config", config_path_.c_str(), "--log-level", "debug",
+          nullptr);
+    _exit(127);
+  }
+  ASSERT_GT(pid_, 0);
+  auto channel = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  for (int i = 0; i < 300; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    grpc::health::v1::HealthCheckRequest req;
+    grpc::health::v1::HealthCheckResponse resp;
+    if (health->Check(&ctx, req, &resp).ok() &&
+        resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
+      return;
+    }
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      FAIL() << "sandgated exited during start:\n" << Log();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  FAIL() << "sandgated did not become healthy:\n" << Log();
+}
+
+int DaemonHarness::Stop(int sig) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, sig);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+std::unique_ptr<v1::Sandgate::Stub> DaemonHarness::Stub() {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(80 << 20);
+  args.SetMaxReceiveMessageSize(80 << 20);
+  return v1::Sandgate::NewStub(
+      grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), args));
+}
+
+std::unique_ptr<grpc::ClientContext> DaemonHarness::Context(const std::string& token) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  return ctx;
+}
+
+std::string DaemonHarness::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string SampleCsv() {
+  std::ifstream in(std::string(SANDGATE_SOURCE_DIR) +
+                   "/tests/data/northstar_cloud_financial_statements.csv");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+v1::RunAnalysisRequest SampleRequest() {
+  v1::RunAnalysisRequest req;
+  req.set_playbook("financial-analyst");
+  auto* in = req.add_inputs();
+  in->set_name("northstar_cloud_financial_statements.csv");
+  in->set_content(SampleCsv());
+  return req;
+}
+
+std::vector<v1::Event> FollowToEnd(v1::Sandgate::Stub& stub, const std::string& run_id,
+                                   const std::string& token, int64_t after) {
+  auto ctx = DaemonHarness::Context(token);
+  v1::StreamEventsRequest req;
+  req.set_run_id(run_id);
+  req.set_after_seq(after);
+  req.set_follow(true);
+  auto reader = stub.StreamEvents(ctx.get(), req);
+  std::vector<v1::Event> events;
+  v1::Event e;
+  while (reader->Read(&e)) {
+    if (e.seq() > 0) events.push_back(e);
+  }
+  grpc::Status st = reader->Finish();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return events;
+}
+
+std::string Sha256Hex(const std::string& data) { return Sha256::Hex(data); }
+
+}  // namespace sandgate::testing

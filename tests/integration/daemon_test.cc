@@ -1,0 +1,417 @@
+// The real daemon on a temporary Unix socket: runs, streams, cancel, errors, tenants.
+#include <dirent.h>
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+constexpr char kAlphaToken[] = "alpha-secret-token";
+constexpr char kBetaToken[] = "beta-secret-token";
+constexpr uint32_t kUidBase = 300000;
+constexpr uint32_t kUidCount = 64;
+
+nlohmann::json TenantConfig() {
+  return {{"tenants",
+           {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kAlphaToken)}},
+            {{"name", "beta"}, {"token_sha256", Sha256::Hex(kBetaToken)}}}},
+          {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}};
+}
+
+// Processes whose real uid is one of the daemon's sandbox uids.
+std::vector<std::string> SandboxProcesses() {
+  std::vector<std::string> found;
+  DIR* d = opendir("/proc");
+  while (dirent* e = readdir(d)) {
+    int pid;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::ifstream status(std::string("/proc/") + e->d_name + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (!absl::StartsWith(line, "Uid:")) continue;
+      std::vector<std::string> f = absl::StrSplit(line, absl::ByAnyChar("\t "), absl::SkipEmpty());
+      uint32_t uid;
+      if (f.size() > 1 && absl::SimpleAtoi(f[1], &uid) && uid >= kUidBase && uid < kUidBase + kUidCount) {
+        found.push_back(std::string(e->d_name) + " uid " + f[1]);
+      }
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// Cgroup directories named after a session anywhere in the cgroup mounts.
+std::vector<std::string> SessionCgroups(const std::string& session_id) {
+  std::vector<std::string> found;
+  std::string cmd = "find /sys/fs/cgroup -maxdepth 6 -type d -name '*" + session_id + "*' 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && fgets(buf, sizeof(buf), p)) found.push_back(buf);
+  if (p) pclose(p);
+  return found;
+}
+
+int JournalRows(const std::string& state_dir) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2((state_dir + "/state.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  int rows = -1;
+  if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM journal", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    rows = sqlite3_column_int(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return rows;
+}
+
+void ExpectDenseInOrder(const std::vector<v1::Event>& events) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    ASSERT_EQ(events[i].seq(), static_cast<int64_t>(i + 1)) << "event " << i;
+  }
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<DaemonHarness>(TenantConfig());
+    daemon_->Start();
+    stub_ = daemon_->Stub();
+  }
+  v1::Run StartRun(const v1::RunAnalysisRequest& req, const std::string& token = kAlphaToken) {
+    v1::Run run;
+    auto ctx = DaemonHarness::Context(token);
+    grpc::Status st = stub_->RunAnalysis(ctx.get(), req, &run);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return run;
+  }
+  grpc::Status GetRun(const std::string& id, const std::string& token, v1::Run* run) {
+    auto ctx = DaemonHarness::Context(token);
+    v1::GetRunRequest req;
+    req.set_run_id(id);
+    return stub_->GetRun(ctx.get(), req, run);
+  }
+  std::unique_ptr<DaemonHarness> daemon_;
+  std::unique_ptr<v1::Sandgate::Stub> stub_;
+};
+
+TEST_F(DaemonTest, FullRunSucceedsWithVerifiedArtifacts) {
+  v1::Run run = StartRun(SampleRequest());
+  ASSERT_FALSE(run.id().empty());
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
+  ASSERT_FALSE(events.empty());
+  ExpectDenseInOrder(events);
+  const v1::Event& last = events.back();
+  ASSERT_EQ(last.type(), "run.finished");
+  EXPECT_EQ(last.run_finished().status(), v1::SUCCEEDED)
+      << last.run_finished().reason() << "\n" << daemon_->Log();
+
+  int checks = 0, failed = 0;
+  std::set<std::string> types;
+  for (const auto& e : events) {
+    types.insert(e.type());
+    if (e.has_check()) {
+      ++checks;
+      if (!e.check().passed()) ++failed;
+    }
+  }
+  for (const char* t : {"run.queued", "run.started", "session.created", "step.started",
+                        "command.started", "command.output", "command.finished",
+                        "artifact.collected", "check", "session.closed", "run.finished"}) {
+    EXPECT_TRUE(types.count(t)) << "no " << t << " event";
+  }
+  EXPECT_GT(checks, 10);
+  EXPECT_EQ(failed, 0);
+
+  v1::Run done;
+  ASSERT_TRUE(GetRun(run.id(), kAlphaToken, &done).ok());
+  EXPECT_EQ(done.status(), v1::SUCCEEDED);
+  EXPECT_EQ(done.last_seq(), last.seq());
+  std::set<std::string> names;
+  for (const auto& a : done.artifacts()) {
+    names.insert(a.name());
+    auto ctx = DaemonHarness::Context(kAlphaToken);
+    v1::DownloadArtifactRequest req;
+    req.set_run_id(run.id());
+    req.set_name(a.name());
+    auto reader = stub_->DownloadArtifact(ctx.get(), req);
+    std::string data, sha;
+    v1::ArtifactChunk chunk;
+    while (reader->Read(&chunk)) {
+      EXPECT_EQ(chunk.offset(), data.size());
+      data += chunk.data();
+      if (!chunk.sha256().empty()) sha = chunk.sha256();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(data.size(), a.size_bytes());
+    EXPECT_EQ(sha, Sha256Hex(data));
+    EXPECT_GT(data.size(), 0u);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"analyze_financials.py", "calculated_metrics.csv",
+                                          "unusual_movements.csv", "investment_analysis.md",
+                                          "financial_trends.svg", "analysis_run.json"}));
+  EXPECT_TRUE(SandboxProcesses().empty());
+  EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
+}
+
+TEST_F(DaemonTest, TwoSubscribersAndAResumeEachSeeEveryEventOnce) {
+  v1::Run run = StartRun(SampleRequest());
+  std::vector<v1::Event> a, b;
+  std::thread ta([&] { a = FollowToEnd(*stub_, run.id(), kAlphaToken); });
+  std::thread tb([&] { b = FollowToEnd(*stub_, run.id(), kAlphaToken); });
+
+  // A third subscriber reads a few events, disconnects, and resumes from its last seq.
+  std::vector<v1::Event> c;
+  {
+    auto ctx = DaemonHarness::Context(kAlphaToken);
+    v1::StreamEventsRequest req;
+    req.set_run_id(run.id());
+    req.set_follow(true);
+    auto reader = stub_->StreamEvents(ctx.get(), req);
+    v1::Event e;
+    while (c.size() < 3 && reader->Read(&e)) {
+      if (e.seq() > 0) c.push_back(e);
+    }
+    ctx->TryCancel();
+    while (reader->Read(&e)) {
+    }
+    reader->Finish();
+  }
+  ASSERT_EQ(c.size(), 3u);
+  std::vector<v1::Event> rest = FollowToEnd(*stub_, run.id(), kAlphaToken, c.back().seq());
+  c.insert(c.end(), rest.begin(), rest.end());
+  ta.join();
+  tb.join();
+  ExpectDenseInOrder(a);
+  ExpectDenseInOrder(b);
+  ExpectDenseInOrder(c);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), c.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].SerializeAsString(), b[i].SerializeAsString());
+    EXPECT_EQ(a[i].SerializeAsString(), c[i].SerializeAsString());
+  }
+  EXPECT_EQ(a.back().type(), "run.finished");
+}
+
+TEST_F(DaemonTest, CancelMidRunEndsCancelledAndLeavesNothing) {
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.mutable_sandbox()->add_setup_commands("sleep 60 & sleep 60");
+  v1::Run run = StartRun(req);
+
+  auto ctx = DaemonHarness::Context(kAlphaToken);
+  v1::StreamEventsRequest sreq;
+  sreq.set_run_id(run.id());
+  sreq.set_follow(true);
+  auto reader = stub_->StreamEvents(ctx.get(), sreq);
+  std::vector<v1::Event> events;
+  v1::Event e;
+  std::string session_id;
+  bool cancelled = false;
+  while (reader->Read(&e)) {
+    if (e.seq() == 0) continue;
+    events.push_back(e);
+    if (e.has_session_created()) session_id = e.session_created().session_id();
+    if (e.has_command_started() && !cancelled) {
+      EXPECT_FALSE(SandboxProcesses().empty()) << "the sandbox should be running";
+      auto cctx = DaemonHarness::Context(kAlphaToken);
+      v1::CancelRunRequest creq;
+      creq.set_run_id(run.id());
+      creq.set_reason("test");
+      v1::Run r;
+      ASSERT_TRUE(stub_->CancelRun(cctx.get(), creq, &r).ok());
+      cancelled = true;
+    }
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ExpectDenseInOrder(events);
+  ASSERT_TRUE(cancelled);
+  ASSERT_EQ(events.back().type(), "run.finished");
+  EXPECT_EQ(events.back().run_finished().status(), v1::CANCELLED);
+  EXPECT_TRUE(absl::StrContains(events.back().run_finished().reason(), "cancelled by the caller"));
+  v1::Run done;
+  ASSERT_TRUE(GetRun(run.id(), kAlphaToken, &done).ok());
+  EXPECT_EQ(done.status(), v1::CANCELLED);
+  EXPECT_EQ(SandboxProcesses(), std::vector<std::string>{});
+  ASSERT_FALSE(session_id.empty());
+  EXPECT_EQ(SessionCgroups(session_id), std::vector<std::string>{});
+  EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
+}
+
+TEST_F(DaemonTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
+  struct Case {
+    std::function<void(v1::RunAnalysisRequest*)> mutate;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {[](auto* r) { r->clear_inputs(); }, "inputs"},
+      {[](auto* r) { r->mutable_inputs(0)->set_name("../escape.csv"); }, "inputs[0].name"},
+      {[](auto* r) { r->set_playbook("nope"); }, "playbook"},
+      {[](auto* r) { r->set_agent("nope"); }, "agent"},
+      {[](auto* r) { r->set_provider("nope"); }, "provider"},
+      {[](auto* r) { r->mutable_inputs(0)->set_name("statements.txt"); }, ".csv"},
+      {[](auto* r) { r->mutable_sandbox()->set_memory_bytes(1024); }, "sandbox.memory_bytes"},
+      {[](auto* r) {
+         r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::ENABLED);
+       }, "sandbox.network.mode"},
+      {[](auto* r) { r->mutable_inputs()->Add()->set_name("northstar_cloud_financial_statements.csv"); },
+       "duplicate"},
+  };
+  for (const auto& c : cases) {
+    v1::RunAnalysisRequest req = SampleRequest();
+    c.mutate(&req);
+    auto ctx = DaemonHarness::Context(kAlphaToken);
+    v1::Run run;
+    grpc::Status st = stub_->RunAnalysis(ctx.get(), req, &run);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.expect;
+    EXPECT_TRUE(absl::StrContains(st.error_message(), c.expect))
+        << "message '" << st.error_message() << "' does not name " << c.expect;
+  }
+  auto ctx = DaemonHarness::Context(kAlphaToken);
+  v1::ListRunsResponse list;
+  ASSERT_TRUE(stub_->ListRuns(ctx.get(), v1::ListRunsRequest(), &list).ok());
+  EXPECT_EQ(list.runs_size(), 0) << "a refused request must not leave a run behind";
+}
+
+TEST_F(DaemonTest, BadOrMissingTokenIsUnauthenticated) {
+  for (const std::string token : {"", "wrong-token"}) {
+    auto ctx = DaemonHarness::Context(token);
+    v1::ListRunsResponse list;
+    grpc::Status st = stub_->ListRuns(ctx.get(), v1::ListRunsRequest(), &list);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "token '" << token << "'";
+    auto sctx = DaemonHarness::Context(token);
+    v1::StreamEventsRequest req;
+    req.set_run_id("run-x");
+    auto reader = stub_->StreamEvents(sctx.get(), req);
+    v1::Event e;
+    while (reader->Read(&e)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+}
+
+TEST_F(DaemonTest, OneTenantCannotSeeAnothersRuns) {
+  v1::Run run = StartRun(SampleRequest(), kAlphaToken);
+  FollowToEnd(*stub_, run.id(), kAlphaToken);
+  v1::Run got;
+  EXPECT_EQ(GetRun(run.id(), kBetaToken, &got).error_code(), grpc::StatusCode::NOT_FOUND);
+  {
+    auto ctx = DaemonHarness::Context(kBetaToken);
+    v1::ListRunsResponse list;
+    ASSERT_TRUE(stub_->ListRuns(ctx.get(), v1::ListRunsRequest(), &list).ok());
+    EXPECT_EQ(list.runs_size(), 0);
+  }
+  {
+    auto ctx = DaemonHarness::Context(kBetaToken);
+    v1::CancelRunRequest req;
+    req.set_run_id(run.id());
+    v1::Run r;
+    EXPECT_EQ(stub_->CancelRun(ctx.get(), req, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    auto ctx = DaemonHarness::Context(kBetaToken);
+    v1::StreamEventsRequest req;
+    req.set_run_id(run.id());
+    auto reader = stub_->StreamEvents(ctx.get(), req);
+    v1::Event e;
+    EXPECT_FALSE(reader->Read(&e));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    auto ctx = DaemonHarness::Context(kBetaToken);
+    v1::DownloadArtifactRequest req;
+    req.set_run_id(run.id());
+    req.set_name("calculated_metrics.csv");
+    auto reader = stub_->DownloadArtifact(ctx.get(), req);
+    v1::ArtifactChunk c;
+    EXPECT_FALSE(reader->Read(&c));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    auto ctx = DaemonHarness::Context(kAlphaToken);
+    v1::ListRunsResponse list;
+    ASSERT_TRUE(stub_->ListRuns(ctx.get(), v1::ListRunsRequest(), &list).ok());
+    EXPECT_EQ(list.runs_size(), 1);
+  }
+}
+
+TEST_F(DaemonTest, IdempotencyKeyReturnsTheSameRun) {
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.set_idempotency_key("job-42");
+  v1::Run first = StartRun(req);
+  v1::Run second = StartRun(req);
+  EXPECT_EQ(first.id(), second.id());
+  FollowToEnd(*stub_, first.id(), kAlphaToken);
+}
+
+TEST_F(DaemonTest, SigtermDrainsEndsStreamsWithTerminalEventAndExitsCleanly) {
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.mutable_sandbox()->add_setup_commands("sleep 60");
+  v1::Run run = StartRun(req);
+  auto ctx = DaemonHarness::Context(kAlphaToken);
+  v1::StreamEventsRequest sreq;
+  sreq.set_run_id(run.id());
+  sreq.set_follow(true);
+  auto reader = stub_->StreamEvents(ctx.get(), sreq);
+  v1::Event e, last;
+  bool signalled = false;
+  while (reader->Read(&e)) {
+    if (e.seq() == 0) continue;
+    last = e;
+    if (e.has_command_started() && !signalled) {
+      kill(daemon_->pid(), SIGTERM);
+      signalled = true;
+    }
+  }
+  reader->Finish();
+  ASSERT_TRUE(signalled);
+  EXPECT_EQ(last.type(), "run.finished");
+  EXPECT_EQ(last.run_finished().status(), v1::CANCELLED);
+  int status = daemon_->Stop(0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon_->Log();
+  EXPECT_EQ(SandboxProcesses(), std::vector<std::string>{});
+  EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
+}
+
+TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunAndSweepsItsSandbox) {
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.mutable_sandbox()->add_setup_commands("setsid nohup sleep 300 >/dev/null 2>&1 & sleep 300");
+  v1::Run run = StartRun(req);
+  auto ctx = DaemonHarness::Context(kAlphaToken);
+  v1::StreamEventsRequest sreq;
+  sreq.set_run_id(run.id());
+  sreq.set_follow(true);
+  auto reader = stub_->StreamEvents(ctx.get(), sreq);
+  v1::Event e;
+  while (reader->Read(&e)) {
+    if (e.has_command_started()) break;
+  }
+  ctx->TryCancel();
+  reader->Finish();
+  daemon_->Stop(SIGKILL);
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  v1::Run after;
+  ASSERT_TRUE(GetRun(run.id(), kAlphaToken, &after).ok());
+  EXPECT_EQ(after.status(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(after.status_reason(), "interrupted"));
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
+  ExpectDenseInOrder(events);
+  EXPECT_EQ(events.back().type(), "run.finished");
+  EXPECT_EQ(SandboxProcesses(), std::vector<std::string>{});
+  EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
+}
+
+}  // namespace
+}  // namespace sandgate::testing
