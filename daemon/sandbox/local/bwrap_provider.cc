@@ -1,0 +1,144 @@
+#include "sandbox/local/bwrap_provider.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/errors.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "sandbox/local/bwrap_session.h"
+#include "sandbox/local/seccomp_filter.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+// Host pids of live (non-zombie) processes whose real, effective, saved or fs uid is `uid`.
+std::vector<pid_t> ProcessesOfUid(uid_t uid) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return out;
+  while (struct dirent* e = readdir(d)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+    std::string line;
+    bool zombie = false, match = false;
+    while (std::getline(in, line)) {
+      absl::string_view l = line;
+      if (absl::ConsumePrefix(&l, "State:")) zombie = absl::StrContains(l, "Z");
+      if (!absl::ConsumePrefix(&l, "Uid:")) continue;
+      for (absl::string_view f : absl::StrSplit(l, absl::ByAnyChar(" \t"), absl::SkipEmpty())) {
+        uid_t u = 0;
+        if (absl::SimpleAtoi(f, &u) && u == uid) match = true;
+      }
+      break;
+    }
+    if (match && !zombie) out.push_back(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+absl::Status KillUid(uid_t uid, absl::Duration wait) {
+  const absl::Time deadline = absl::Now() + wait;
+  for (;;) {
+    std::vector<pid_t> pids = ProcessesOfUid(uid);
+    if (pids.empty()) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      return errors::Unavailable(absl::StrCat(pids.size(), " processes of uid ", uid,
+                                              " survived SIGKILL"));
+    }
+    for (pid_t pid : pids) kill(pid, SIGKILL);
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+}  // namespace
+
+BwrapProvider::BwrapProvider(std::shared_ptr<Core> core) : core_(std::move(core)) {}
+BwrapProvider::~BwrapProvider() = default;
+
+absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const BwrapOptions& options,
+                                                                     ResourceJournal* journal) {
+  if (journal == nullptr) return errors::InvalidArgument("journal: required");
+  if (access(options.bwrap_path.c_str(), X_OK) != 0) {
+    return errors::FromErrno(errno, absl::StrCat("bwrap_path ", options.bwrap_path));
+  }
+  if (access(options.init_path.c_str(), R_OK | X_OK) != 0 || options.init_path.front() != '/') {
+    return errors::FailedPrecondition(
+        absl::StrCat("init_path ", options.init_path, ": not an absolute path to an executable"));
+  }
+  if (options.uid_base < 1000 || options.uid_pool_size == 0) {
+    return errors::InvalidArgument("uid_base must be >= 1000 and uid_pool_size > 0");
+  }
+  if (options.cgroup_parent.empty() || options.cgroup_parent.find('/') != std::string::npos) {
+    return errors::InvalidArgument("cgroup_parent: must be one path component");
+  }
+  auto core = std::make_shared<Core>();
+  core->options = options;
+  core->journal = journal;
+  SANDGATE_ASSIGN_OR_RETURN(core->cgroups, local::DetectCgroups(options.cgroup_parent));
+  core->bwrap.bwrap_path = options.bwrap_path;
+  core->bwrap.init_path = options.init_path;
+  core->bwrap.hostname = options.hostname;
+  SANDGATE_ASSIGN_OR_RETURN(core->bwrap.seccomp_bpf, local::BuildSeccompFilter());
+  core->bwrap.host_binds = local::HostBinds();
+  {
+    absl::MutexLock l(&core->mu);
+    core->uid_used.assign(options.uid_pool_size, false);
+  }
+  log::Info("sandbox.local_provider", {{"cgroups", local::CgroupLayoutName(core->cgroups.layout)},
+                                       {"memory_v1", core->cgroups.memory_v1},
+                                       {"unified", core->cgroups.unified}});
+  return std::unique_ptr<BwrapProvider>(new BwrapProvider(std::move(core)));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> BwrapProvider::Create(const SessionSpec& spec,
+                                                               const CancelToken* cancel) {
+  SANDGATE_ASSIGN_OR_RETURN(auto session, local::BwrapSession::Start(core_, spec, cancel));
+  return std::unique_ptr<Session>(std::move(session));
+}
+
+absl::Status BwrapProvider::Sweep(const JournalEntry& entry) {
+  if (entry.provider != "local" || entry.kind != "session") {
+    return errors::InvalidArgument(absl::StrCat("journal entry ", entry.id, " is not a local session"));
+  }
+  const nlohmann::json& d = entry.details;
+  if (!d.is_object() || !d.contains("uid") || !d["uid"].is_number_unsigned()) {
+    return errors::InvalidArgument(absl::StrCat("journal entry ", entry.id, ": no uid"));
+  }
+  const uint64_t uid = d["uid"].get<uint64_t>();
+  const Core& c = *core_;
+  // Never kill processes of a uid outside the pool, whatever the journal says.
+  if (uid < c.options.uid_base || uid >= c.options.uid_base + c.options.uid_pool_size) {
+    return errors::InvalidArgument(
+        absl::StrCat("journal entry ", entry.id, ": uid ", uid, " is outside the sandbox pool"));
+  }
+  {
+    absl::MutexLock l(&core_->mu);
+    if (core_->uid_used[uid - c.options.uid_base]) {
+      return errors::FailedPrecondition(
+          absl::StrCat("journal entry ", entry.id, ": uid ", uid, " belongs to a live session"));
+    }
+  }
+  std::vector<std::string> cgroups;
+  if (d.contains("cgroups") && d["cgroups"].is_array()) {
+    for (const nlohmann::json& p : d["cgroups"]) {
+      if (p.is_string()) cgroups.push_back(p.get<std::string>());
+    }
+  }
+  // The cgroups first (race-free kill), then whatever still runs as the uid elsewhere.
+  absl::Status status = local::KillAndRemoveCgroups(cgroups, absl::Seconds(5));
+  status.Update(KillUid(static_cast<uid_t>(uid), absl::Seconds(5)));
+  if (!status.ok()) return status;
+  log::Info("sandbox.swept", {{"entry", entry.id}, {"uid", uid}});
+  return core_->journal->Erase(entry.id);
+}
+
+}  // namespace sandgate::sandbox

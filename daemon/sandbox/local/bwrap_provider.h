@@ -1,0 +1,81 @@
+// BwrapProvider: the "local" sandbox provider, one bubblewrap sandbox per session.
+//
+// Each session is a bwrap process started from the provider's spawner thread as its own
+// unprivileged host uid (uid_base + slot; uid 1000 inside), with an empty environment, in
+// its own cgroups, running sandgate-init as PID 1. Commands are spawned by that init over a
+// socket (init_protocol.h); files move through openat2 below a dirfd of the workspace
+// (workspace_files.h). Design: /work/shared/specs/isolation.md (decision note, §1.3–§5, §7).
+//
+//   BwrapOptions opts;
+//   opts.init_path = "/usr/libexec/sandgate/sandgate-init";
+//   SANDGATE_ASSIGN_OR_RETURN(auto provider, BwrapProvider::Create(opts, journal));
+//   for (const JournalEntry& e : *journal->List()) if (e.provider == "local") provider->Sweep(e);
+//   SANDGATE_ASSIGN_OR_RETURN(auto session, provider->Create(spec, &cancel));
+//
+// Requirements: the daemon runs as root (it creates cgroups, switches to the pool uids and
+// reads /proc/<pid>/root); bwrap must be able to create user namespaces as those uids.
+//
+// Thread safe. The provider must outlive nothing: sessions share its internals, so a session
+// may outlive the BwrapProvider object (the spawner thread lives until the last one closes).
+#ifndef SANDGATE_SANDBOX_LOCAL_BWRAP_PROVIDER_H_
+#define SANDGATE_SANDBOX_LOCAL_BWRAP_PROVIDER_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/journal.h"
+#include "sandbox/sandbox.h"
+
+#ifndef SANDGATE_DEFAULT_INIT_PATH
+#define SANDGATE_DEFAULT_INIT_PATH "/usr/libexec/sandgate/sandgate-init"
+#endif
+
+namespace sandgate::sandbox {
+
+struct BwrapOptions {
+  std::string bwrap_path = "/usr/bin/bwrap";
+  // sandgate-init on the host; must be readable and executable by the pool uids.
+  std::string init_path = SANDGATE_DEFAULT_INIT_PATH;
+  // Session i runs as host uid/gid uid_base + slot, slot < uid_pool_size; none may be used
+  // by anything else on the host.
+  uid_t uid_base = 100000;
+  uint32_t uid_pool_size = 1000;
+  // Session cgroups go to "<daemon's cgroup>/<cgroup_parent>/sandgate-<id>".
+  std::string cgroup_parent = "sandgate";
+  std::string hostname = "sandgate";
+  // Longest wait for a new sandbox to report ready.
+  absl::Duration start_timeout = absl::Seconds(10);
+};
+
+class BwrapProvider : public Provider {
+ public:
+  // Checks the options and the host (bwrap and init present, cgroup layout), builds the
+  // seccomp filter and starts the spawner thread. `journal` is not owned and must outlive
+  // the provider and all its sessions.
+  static absl::StatusOr<std::unique_ptr<BwrapProvider>> Create(const BwrapOptions& options,
+                                                               ResourceJournal* journal);
+  ~BwrapProvider() override;
+
+  std::string name() const override { return "local"; }
+  // Fails with UNIMPLEMENTED for restricted or enabled networking (not supported yet).
+  absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
+                                                  const CancelToken* cancel) override;
+  // Kills every process running as the entry's uid, kills and removes its cgroups, then
+  // erases the entry. Call before creating sessions: a leftover process would share the uid
+  // with a new session.
+  absl::Status Sweep(const JournalEntry& entry) override;
+
+  struct Core;  // shared with the sessions; defined in bwrap_session.h
+
+ private:
+  explicit BwrapProvider(std::shared_ptr<Core> core);
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace sandgate::sandbox
+
+#endif  // SANDGATE_SANDBOX_LOCAL_BWRAP_PROVIDER_H_

@@ -1,0 +1,487 @@
+#include "sandbox/local/bwrap_session.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/errors.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "sandbox/local/init_protocol.h"
+
+namespace sandgate::sandbox {
+
+absl::StatusOr<uid_t> BwrapProvider::Core::AllocateUid() {
+  absl::MutexLock l(&mu);
+  for (size_t i = 0; i < uid_used.size(); ++i) {
+    if (uid_used[i]) continue;
+    uid_used[i] = true;
+    return options.uid_base + static_cast<uid_t>(i);
+  }
+  return errors::ResourceExhausted(
+      absl::StrCat("all ", uid_used.size(), " sandbox uids are in use"));
+}
+
+void BwrapProvider::Core::FreeUid(uid_t uid) {
+  absl::MutexLock l(&mu);
+  size_t slot = uid - options.uid_base;
+  if (uid >= options.uid_base && slot < uid_used.size()) uid_used[slot] = false;
+}
+
+namespace local {
+namespace {
+
+using initproto::MessageHeader;
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+void PidfdKill(const UniqueFd& pidfd) {
+  if (pidfd.valid()) syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+}
+
+int PollTimeoutMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+}
+
+bool ValidSessionId(absl::string_view id) {
+  if (id.empty() || id.size() > 40) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-';
+  });
+}
+
+absl::Status CheckNoNul(absl::string_view s, absl::string_view what) {
+  if (s.find('\0') != absl::string_view::npos) {
+    return errors::InvalidArgument(absl::StrCat(what, ": contains a NUL byte"));
+  }
+  return absl::OkStatus();
+}
+
+// The kExec message: header, cwd, argv, env (see init_protocol.h).
+absl::StatusOr<std::string> EncodeExec(const ExecRequest& req,
+                                       const std::map<std::string, std::string>& session_env) {
+  if (req.argv.empty()) return errors::InvalidArgument("argv: must not be empty");
+  std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+                                            {"HOME", "/work"},
+                                            {"LANG", "C.UTF-8"},
+                                            {"PYTHONUNBUFFERED", "1"}};
+  for (const auto& [k, v] : session_env) env[k] = v;
+  for (const auto& [k, v] : req.env) env[k] = v;
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> cwd, SplitWorkspacePath(req.cwd, true));
+  MessageHeader h;
+  h.type = initproto::kExec;
+  h.argc = static_cast<uint32_t>(req.argv.size());
+  h.envc = static_cast<uint32_t>(env.size());
+  std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
+  absl::StrAppend(&msg, "/work", cwd.empty() ? "" : "/", absl::StrJoin(cwd, "/"),
+                  absl::string_view("\0", 1));
+  for (const std::string& a : req.argv) {
+    SANDGATE_RETURN_IF_ERROR(CheckNoNul(a, "argv"));
+    absl::StrAppend(&msg, a, absl::string_view("\0", 1));
+  }
+  for (const auto& [k, v] : env) {
+    if (k.empty() || k.find('=') != std::string::npos) {
+      return errors::InvalidArgument(absl::StrCat("env: invalid variable name \"", k, "\""));
+    }
+    SANDGATE_RETURN_IF_ERROR(CheckNoNul(k, "env"));
+    SANDGATE_RETURN_IF_ERROR(CheckNoNul(v, absl::StrCat("env ", k)));
+    absl::StrAppend(&msg, k, "=", v, absl::string_view("\0", 1));
+  }
+  if (msg.size() > initproto::kMaxExecMessage) {
+    return errors::InvalidArgument(absl::StrCat("argv and env together exceed ",
+                                                initproto::kMaxExecMessage, " bytes"));
+  }
+  return msg;
+}
+
+std::string DrainText(int fd) {
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while (text.size() < 16384 && (n = read(fd, buf, sizeof(buf))) > 0) {
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return std::string(absl::StripTrailingAsciiWhitespace(text));
+}
+
+// One output pipe of a running command, with its byte cap.
+struct OutputPipe {
+  UniqueFd fd;
+  OutputStream stream;
+  uint64_t delivered = 0;
+  bool truncated = false;
+
+  // Reads what is there; returns false at EOF.
+  bool Read(uint64_t cap, const OutputCallback& on_output) {
+    char buf[65536];
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    if (n == 0) return false;
+    uint64_t keep = std::min<uint64_t>(static_cast<uint64_t>(n), cap - delivered);
+    if (keep < static_cast<uint64_t>(n)) truncated = true;
+    if (keep > 0 && on_output) on_output(stream, absl::string_view(buf, keep));
+    delivered += keep;
+    return true;
+  }
+};
+
+}  // namespace
+
+std::string BwrapSession::JournalId(absl::string_view session_id) {
+  return absl::StrCat("local-session:", session_id);
+}
+
+BwrapSession::BwrapSession(std::shared_ptr<BwrapProvider::Core> core, const SessionSpec& spec,
+                           uid_t uid)
+    : core_(std::move(core)), spec_(spec), uid_(uid) {}
+
+BwrapSession::~BwrapSession() {
+  absl::Status s = Close();
+  if (!s.ok()) log::Warning("sandbox.close_failed", {{"session", spec_.id}, {"error", s.ToString()}});
+}
+
+absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
+    std::shared_ptr<BwrapProvider::Core> core, const SessionSpec& spec,
+    const CancelToken* cancel) {
+  if (!ValidSessionId(spec.id)) {
+    return errors::InvalidArgument("id: must be 1-40 characters of [a-z0-9-]");
+  }
+  if (spec.network.mode != NetworkMode::kDisabled) {
+    return absl::UnimplementedError(absl::StrCat(
+        "network policy ", spec.network.mode == NetworkMode::kRestricted ? "restricted" : "enabled",
+        " is not supported yet by the local provider"));
+  }
+  if (spec.workspace_bytes == 0) return errors::InvalidArgument("workspace_bytes: must be > 0");
+  for (const auto& [k, v] : spec.env) {
+    if (k.empty() || k.find('=') != std::string::npos) {
+      return errors::InvalidArgument(absl::StrCat("env: invalid variable name \"", k, "\""));
+    }
+  }
+  SANDGATE_ASSIGN_OR_RETURN(uid_t uid, core->AllocateUid());
+  std::unique_ptr<BwrapSession> s(new BwrapSession(std::move(core), spec, uid));
+  s->cgroups_ = SessionCgroups::Plan(s->core_->cgroups, spec.id);
+
+  JournalEntry entry;
+  entry.id = JournalId(spec.id);
+  entry.provider = "local";
+  entry.kind = "session";
+  entry.details = {{"session", spec.id}, {"uid", uid}, {"cgroups", s->cgroups_.paths()}};
+  absl::Status status = s->core_->journal->Record(entry);
+  if (status.ok()) status = s->Launch(cancel);
+  if (!status.ok()) {
+    absl::Status cleanup = s->Close();
+    if (!cleanup.ok()) {
+      log::Error("sandbox.start_cleanup_failed", {{"session", spec.id}, {"error", cleanup.ToString()}});
+    }
+    return status;
+  }
+  log::Info("sandbox.started", {{"session", spec.id}, {"uid", uid}, {"bwrap_pid", s->bwrap_pid_}});
+  return s;
+}
+
+absl::Status BwrapSession::Launch(const CancelToken* cancel) {
+  warnings_ = cgroups_.Create(spec_.memory_bytes, spec_.max_processes);
+  const CgroupHost& host = core_->cgroups;
+  if (host.memory_v1.empty() && !host.unified_memory) {
+    warnings_.push_back(absl::StrCat("memory limit not enforced: ", host.memory_note));
+  }
+  if (host.pids_v1.empty() && !host.unified_pids) {
+    warnings_.push_back(absl::StrCat("process limit not enforced: ", host.pids_note));
+  }
+  if (host.unified.empty() && host.freezer_v1.empty()) {
+    warnings_.push_back(absl::StrCat(
+        "session processes are not tracked by a cgroup (killed through the sandbox's PID "
+        "namespace only): ", host.kill_note));
+  }
+  warnings_.push_back(absl::StrCat("workspace inode limit (", spec_.workspace_inodes,
+                                   ") not enforced: bubblewrap's tmpfs has no nr_inodes option"));
+
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return errors::FromErrno(errno, "socketpair");
+  }
+  control_.reset(sv[0]);
+  UniqueFd init_end(sv[1]);
+  int sndbuf = 2 * static_cast<int>(initproto::kMaxExecMessage);
+  if (setsockopt(control_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0) {
+    setsockopt(control_.get(), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+  }
+  // bwrap's stderr: read on failure to start. Non-blocking on both ends so a chatty writer
+  // can never block the sandbox or the daemon.
+  int ep[2];
+  if (pipe2(ep, O_CLOEXEC | O_NONBLOCK) != 0) return errors::FromErrno(errno, "pipe");
+  bwrap_stderr_.reset(ep[0]);
+  UniqueFd stderr_w(ep[1]);
+
+  SANDGATE_ASSIGN_OR_RETURN(
+      BwrapInvocation inv,
+      PrepareBwrap(core_->bwrap, spec_.workspace_bytes,
+                   {initproto::kInitPathInSandbox, absl::StrCat(init_end.get())}));
+  SpawnPlan plan;
+  plan.path = core_->options.bwrap_path;
+  plan.argv = inv.argv;
+  plan.keep_fds = inv.keep_fds();
+  plan.keep_fds.push_back(init_end.get());
+  plan.stderr_fd = stderr_w.get();
+  plan.cgroup_procs = cgroups_.procs_files();
+  plan.uid = uid_;
+  plan.gid = uid_;
+  SANDGATE_ASSIGN_OR_RETURN(bwrap_pid_, core_->spawner.Spawn(plan));
+  inv.child_fds.clear();
+  init_end.reset();
+  stderr_w.reset();
+  bwrap_pidfd_.reset(PidfdOpen(bwrap_pid_));
+  if (!bwrap_pidfd_.valid()) return errors::FromErrno(errno, "pidfd_open(bwrap)");
+
+  // Ready means bwrap finished the mount setup and the init runs: /proc/<init>/root is the
+  // sandbox root, and no untrusted code has run yet.
+  const absl::Time deadline = absl::Now() + core_->options.start_timeout;
+  for (;;) {
+    struct pollfd p[3] = {{control_.get(), POLLIN, 0},
+                          {bwrap_pidfd_.get(), POLLIN, 0},
+                          {cancel != nullptr ? cancel->fd() : -1, POLLIN, 0}};
+    int r = poll(p, 3, PollTimeoutMs(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errors::FromErrno(errno, "poll");
+    if (r == 0) return errors::DeadlineExceeded("sandbox did not start in time");
+    if (p[2].revents != 0) return errors::Cancelled("sandbox creation cancelled");
+    if (p[0].revents & POLLIN) {
+      MessageHeader h;
+      if (recv(control_.get(), &h, sizeof(h), 0) == sizeof(h) && h.type == initproto::kReady) break;
+    }
+    if (p[0].revents != 0 || p[1].revents != 0) {
+      return errors::Unavailable(
+          absl::StrCat("sandbox failed to start: ", DrainText(bwrap_stderr_.get())));
+    }
+  }
+  SANDGATE_ASSIGN_OR_RETURN(init_pid_, ReadChildPid(inv.info.get()));
+  const pid_t init_pid = init_pid_;
+  init_pidfd_.reset(PidfdOpen(init_pid));
+  if (!init_pidfd_.valid()) return errors::FromErrno(errno, "pidfd_open(init)");
+  SANDGATE_ASSIGN_OR_RETURN(UniqueFd root,
+                            WorkspaceFiles::OpenRoot(absl::StrCat("/proc/", init_pid, "/root/work")));
+  // The pid was ours when opened only if the init is still alive now.
+  struct pollfd alive = {init_pidfd_.get(), POLLIN, 0};
+  if (poll(&alive, 1, 0) != 0) return errors::Unavailable("sandbox init exited during start");
+  {
+    absl::MutexLock l(&mu_);
+    files_ = std::make_shared<const WorkspaceFiles>(std::move(root), uid_, uid_);
+  }
+  // Protects the init from the OOM killer; needs CAP_SYS_RESOURCE, which the daemon may lack.
+  // Commands reset their own score to 0, and a memory cgroup kills its largest task anyway.
+  UniqueFd adj(open(absl::StrCat("/proc/", init_pid, "/oom_score_adj").c_str(), O_WRONLY | O_CLOEXEC));
+  if (!adj.valid() || write(adj.get(), "-1000", 5) != 5) {
+    log::Debug("sandbox.init_oom_adj_failed", {{"session", spec_.id}, {"errno", errno}});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int out_fd,
+                                    int err_fd) {
+  const int fds[initproto::kExecFdCount] = {cmd_fd, out_fd, err_fd};
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
+  memset(cbuf, 0, sizeof(cbuf));
+  struct iovec iov = {const_cast<char*>(message.data()), message.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof(cbuf);
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(fds));
+  memcpy(CMSG_DATA(c), fds, sizeof(fds));
+  absl::MutexLock l(&send_mu_);
+  ssize_t n;
+  do {
+    n = sendmsg(control_.get(), &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " is gone: ", strerror(errno)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
+                                              const OutputCallback& on_output,
+                                              const CancelToken* cancel) {
+  SANDGATE_ASSIGN_OR_RETURN(std::string message, EncodeExec(request, spec_.env));
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
+  }
+  int sv[2], po[2], pe[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return errors::FromErrno(errno, "socketpair");
+  }
+  UniqueFd cmd(sv[0]), cmd_remote(sv[1]);
+  if (pipe2(po, O_CLOEXEC) != 0) return errors::FromErrno(errno, "pipe");
+  OutputPipe out{UniqueFd(po[0]), OutputStream::kStdout};
+  UniqueFd out_w(po[1]);
+  if (pipe2(pe, O_CLOEXEC) != 0) return errors::FromErrno(errno, "pipe");
+  OutputPipe err{UniqueFd(pe[0]), OutputStream::kStderr};
+  UniqueFd err_w(pe[1]);
+  fcntl(out.fd.get(), F_SETFL, O_NONBLOCK);
+  fcntl(err.fd.get(), F_SETFL, O_NONBLOCK);
+
+  const uint64_t oom_before = cgroups_.OomKillCount();
+  const absl::Time start = absl::Now();
+  SANDGATE_RETURN_IF_ERROR(SendExec(message, cmd_remote.get(), out_w.get(), err_w.get()));
+  // Only the command may hold the write ends now, so EOF means it (and its heirs) are done.
+  cmd_remote.reset();
+  out_w.reset();
+  err_w.reset();
+
+  ExecResult result;
+  const absl::Time deadline = start + request.timeout;
+  absl::Time drain_deadline = absl::InfiniteFuture();
+  absl::Time kill_deadline = absl::InfiniteFuture();
+  bool out_open = true, err_open = true, have_status = false, kill_sent = false;
+  int status = 0;
+  auto send_kill = [&] {
+    MessageHeader k;
+    k.type = initproto::kKill;
+    send(cmd.get(), &k, sizeof(k), MSG_NOSIGNAL);
+    kill_sent = true;
+    kill_deadline = absl::Now() + absl::Seconds(5);
+  };
+  for (;;) {
+    if (have_status && !out_open && !err_open) break;
+    const absl::Time now = absl::Now();
+    if (have_status && now >= drain_deadline) break;
+    if (!have_status && !kill_sent) {
+      if (now >= deadline) {
+        result.timed_out = true;
+        send_kill();
+      } else if (cancel != nullptr && cancel->cancelled()) {
+        result.cancelled = true;
+        send_kill();
+      }
+    }
+    if (!have_status && now >= kill_deadline) {
+      return errors::Internal(absl::StrCat("command in session ", spec_.id,
+                                           " did not end after SIGKILL"));
+    }
+    struct pollfd p[4] = {{out_open ? out.fd.get() : -1, POLLIN, 0},
+                          {err_open ? err.fd.get() : -1, POLLIN, 0},
+                          {have_status ? -1 : cmd.get(), POLLIN, 0},
+                          {cancel != nullptr && !kill_sent ? cancel->fd() : -1, POLLIN, 0}};
+    absl::Time wake = std::min({kill_sent ? kill_deadline : deadline, drain_deadline});
+    int r = poll(p, 4, PollTimeoutMs(wake));
+    if (r < 0 && errno != EINTR) return errors::FromErrno(errno, "poll");
+    if (r <= 0) continue;
+    if (p[0].revents != 0) out_open = out.Read(request.output_cap_bytes, on_output);
+    if (p[1].revents != 0) err_open = err.Read(request.output_cap_bytes, on_output);
+    if (p[2].revents != 0) {
+      MessageHeader h;
+      ssize_t n = recv(cmd.get(), &h, sizeof(h), MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kStarted) continue;
+      if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kExited) {
+        have_status = true;
+        status = h.value;
+        // Background processes may keep the pipes open; do not wait for them for long.
+        drain_deadline = absl::Now() + absl::Milliseconds(250);
+        continue;
+      }
+      if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kFailed) {
+        return errors::FromErrno(h.value, absl::StrCat("sandbox init could not start ", request.argv[0]));
+      }
+      // EOF: the init is gone, so is the command.
+      absl::MutexLock l(&mu_);
+      if (!closed_) return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " exited"));
+      result.cancelled = true;
+      result.term_signal = SIGKILL;
+      break;
+    }
+  }
+  result.duration = absl::Now() - start;
+  result.stdout_truncated = out.truncated;
+  result.stderr_truncated = err.truncated;
+  if (have_status) {
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) result.term_signal = WTERMSIG(status);
+  }
+  // Concurrent commands share the memory cgroup; an OOM kill is attributed to whichever
+  // command died of SIGKILL meanwhile.
+  result.oom_killed = result.term_signal == SIGKILL && !result.timed_out && !result.cancelled &&
+                      cgroups_.OomKillCount() > oom_before;
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<const WorkspaceFiles>> BwrapSession::Files() const {
+  absl::MutexLock l(&mu_);
+  if (closed_ || files_ == nullptr) {
+    return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
+  }
+  return files_;
+}
+
+absl::Status BwrapSession::WriteFile(absl::string_view path, absl::string_view data, int mode) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->WriteFile(path, data, mode);
+}
+
+absl::StatusOr<std::string> BwrapSession::ReadFile(absl::string_view path, uint64_t max_bytes) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->ReadFile(path, max_bytes);
+}
+
+absl::StatusOr<std::vector<FileEntry>> BwrapSession::ListFiles(absl::string_view dir) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->ListFiles(dir);
+}
+
+std::vector<std::string> BwrapSession::Warnings() const { return warnings_; }
+
+absl::Status BwrapSession::Close() {
+  absl::MutexLock close_lock(&close_mu_);
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return close_status_;
+    closed_ = true;
+    files_.reset();  // the last file call in flight releases the workspace
+  }
+  // Killing the init tears down the PID namespace; the cgroup kill also gets bwrap and any
+  // process that could have escaped the namespace (none should).
+  if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
+  PidfdKill(init_pidfd_);
+  PidfdKill(bwrap_pidfd_);
+  absl::Status status;
+  if (bwrap_pid_ > 0) {
+    struct pollfd p = {bwrap_pidfd_.get(), POLLIN, 0};
+    while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
+    }
+    // Reaped at once: a zombie would keep its pids charged to the session's cgroup.
+    if (waitpid(bwrap_pid_, nullptr, WNOHANG) == 0) {
+      status.Update(errors::Internal(absl::StrCat("bwrap ", bwrap_pid_, " did not exit")));
+    }
+  }
+  status.Update(cgroups_.KillAndRemove(absl::Seconds(5)));
+  if (status.ok()) {
+    // With something left behind, the uid stays taken and the record stays for Sweep.
+    core_->FreeUid(uid_);
+    status.Update(core_->journal->Erase(JournalId(spec_.id)));
+  }
+  log::Info("sandbox.closed", {{"session", spec_.id}, {"ok", status.ok()}});
+  absl::MutexLock l(&mu_);
+  close_status_ = status;
+  return status;
+}
+
+}  // namespace local
+}  // namespace sandgate::sandbox

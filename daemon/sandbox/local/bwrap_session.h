@@ -1,0 +1,103 @@
+// BwrapSession: one live local sandbox (see bwrap_provider.h), and the provider internals
+// the sessions share.
+//
+// Thread safe, as Session requires: Exec runs concurrently with Exec, file calls and Close;
+// Close is idempotent and makes running Execs end cancelled.
+#ifndef SANDGATE_SANDBOX_LOCAL_BWRAP_SESSION_H_
+#define SANDGATE_SANDBOX_LOCAL_BWRAP_SESSION_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/journal.h"
+#include "common/unique_fd.h"
+#include "sandbox/local/bwrap_command.h"
+#include "sandbox/local/bwrap_provider.h"
+#include "sandbox/local/cgroups.h"
+#include "sandbox/local/spawner.h"
+#include "sandbox/local/workspace_files.h"
+#include "sandbox/sandbox.h"
+
+namespace sandgate::sandbox {
+
+// Constant after construction except the uid pool.
+struct BwrapProvider::Core {
+  BwrapOptions options;
+  ResourceJournal* journal = nullptr;  // not owned
+  local::CgroupHost cgroups;
+  local::BwrapConfig bwrap;
+  local::Spawner spawner;
+
+  // Takes a free uid from the pool; RESOURCE_EXHAUSTED when all are in use.
+  absl::StatusOr<uid_t> AllocateUid();
+  void FreeUid(uid_t uid);
+
+  absl::Mutex mu;
+  std::vector<bool> uid_used ABSL_GUARDED_BY(mu);
+};
+
+namespace local {
+
+class BwrapSession : public Session {
+ public:
+  // Journals, creates the cgroups, starts the sandbox and waits for its init. On failure
+  // everything created so far is removed again.
+  static absl::StatusOr<std::unique_ptr<BwrapSession>> Start(
+      std::shared_ptr<BwrapProvider::Core> core, const SessionSpec& spec,
+      const CancelToken* cancel);
+  ~BwrapSession() override;
+
+  const std::string& id() const override { return spec_.id; }
+  std::string workdir() const override { return "/work"; }
+  absl::StatusOr<ExecResult> Exec(const ExecRequest& request, const OutputCallback& on_output,
+                                  const CancelToken* cancel) override;
+  absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
+  absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
+  absl::StatusOr<std::vector<FileEntry>> ListFiles(absl::string_view dir) override;
+  std::vector<std::string> Warnings() const override;
+  absl::Status Close() override;
+
+  // The session's host uid (also its gid).
+  uid_t host_uid() const { return uid_; }
+  // Host pid of the sandbox's PID 1 (sandgate-init); -1 before it started.
+  pid_t init_pid() const { return init_pid_; }
+  // The journal id of a session: "local-session:<id>".
+  static std::string JournalId(absl::string_view session_id);
+
+ private:
+  BwrapSession(std::shared_ptr<BwrapProvider::Core> core, const SessionSpec& spec, uid_t uid);
+  absl::Status Launch(const CancelToken* cancel);
+  absl::StatusOr<std::shared_ptr<const WorkspaceFiles>> Files() const;
+  absl::Status SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd);
+
+  // Constant after Start.
+  const std::shared_ptr<BwrapProvider::Core> core_;
+  const SessionSpec spec_;
+  const uid_t uid_;
+  SessionCgroups cgroups_;
+  pid_t bwrap_pid_ = -1;
+  pid_t init_pid_ = -1;
+  UniqueFd bwrap_pidfd_;
+  UniqueFd init_pidfd_;
+  UniqueFd control_;     // SOCK_SEQPACKET to the init; shut down (not closed) by Close
+  UniqueFd bwrap_stderr_;
+  std::vector<std::string> warnings_;
+
+  absl::Mutex send_mu_;   // one sendmsg on control_ at a time
+  absl::Mutex close_mu_;  // held for the whole of Close, so a second Close waits for the first
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status close_status_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const WorkspaceFiles> files_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace local
+}  // namespace sandgate::sandbox
+
+#endif  // SANDGATE_SANDBOX_LOCAL_BWRAP_SESSION_H_

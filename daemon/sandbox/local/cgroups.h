@@ -1,0 +1,97 @@
+// Control groups for local sandboxes: detecting the host's layout, creating one set of
+// cgroups per session with memory and pid limits, counting OOM kills, killing and removing.
+//
+// Three layouts (isolation.md §2):
+//   unified  /sys/fs/cgroup is cgroup2: one v2 cgroup per session with memory.max and
+//            pids.max (needs a delegated subtree with the controllers), killed via cgroup.kill.
+//   hybrid   v1 controllers plus a cgroup2 at /sys/fs/cgroup/unified without controllers:
+//            v1 memory and pids set the limits, a v2 cgroup tracks and kills (cgroup.kill).
+//   legacy   v1 only: memory and pids set the limits, the freezer (if mounted) kills.
+// Session cgroups are "<own cgroup>/<parent>/sandgate-<id>" in each hierarchy, where <own
+// cgroup> is the daemon's. Nothing here fails a session: what cannot be set up becomes a
+// warning that names the limit that is not enforced and why.
+//
+//   SANDGATE_ASSIGN_OR_RETURN(CgroupHost host, DetectCgroups("sandgate"));
+//   SessionCgroups cg = SessionCgroups::Plan(host, "abc");
+//   journal details <- cg.paths();
+//   std::vector<std::string> warnings = cg.Create(64 << 20, 256);
+//   ... child writes "0" to each of cg.procs_files() ...
+//   cg.KillAndRemove(absl::Seconds(2));
+//
+// Thread safety: CgroupHost is an immutable value. A SessionCgroups is not thread safe except
+// OomKillCount(), which only reads the kernel.
+#ifndef SANDGATE_SANDBOX_LOCAL_CGROUPS_H_
+#define SANDGATE_SANDBOX_LOCAL_CGROUPS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace sandgate::sandbox::local {
+
+enum class CgroupLayout { kLegacy, kHybrid, kUnified };
+
+absl::string_view CgroupLayoutName(CgroupLayout layout);
+
+// Where session cgroups go on this host. An empty directory means "not available"; the
+// matching *_note then says why, in words fit for a Warnings() line.
+struct CgroupHost {
+  CgroupLayout layout = CgroupLayout::kLegacy;
+  std::string memory_v1;  // parent directory in the v1 memory hierarchy
+  std::string pids_v1;
+  std::string freezer_v1;
+  std::string unified;    // parent directory in the v2 hierarchy
+  bool unified_memory = false;  // v2 parent offers the memory controller
+  bool unified_pids = false;
+  std::string memory_note;
+  std::string pids_note;
+  std::string kill_note;
+};
+
+// Reads statfs, /proc/self/mountinfo and /proc/self/cgroup, and creates the `parent_name`
+// directories under the daemon's own cgroups (kept for later sessions). Fails only when
+// /proc cannot be read.
+absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name);
+
+class SessionCgroups {
+ public:
+  SessionCgroups() = default;
+  // Computes the paths only; no I/O.
+  static SessionCgroups Plan(const CgroupHost& host, absl::string_view session_id);
+
+  // Every directory this session may create, for the journal.
+  std::vector<std::string> paths() const;
+  // Creates the directories and writes the limits. Returns one warning per limit or
+  // facility that is not in force.
+  std::vector<std::string> Create(uint64_t memory_bytes, uint32_t max_processes);
+  // The cgroup.procs files a new process writes "0" to, to place itself in this session.
+  const std::vector<std::string>& procs_files() const { return procs_files_; }
+  // OOM kills so far in the session's memory cgroup; 0 when there is none.
+  uint64_t OomKillCount() const;
+  // Kills every process in the session's cgroups, waits up to `wait` for them to be empty,
+  // and removes them. Idempotent.
+  absl::Status KillAndRemove(absl::Duration wait);
+
+ private:
+  std::string memory_;  // created directories; empty when absent
+  std::string pids_;
+  std::string freezer_;
+  std::string unified_;
+  bool unified_memory_ = false;
+  bool unified_pids_ = false;
+  std::vector<std::string> procs_files_;
+};
+
+// Kills, empties and removes the given cgroup directories (deepest first is the caller's
+// order). Only directories below /sys/fs/cgroup whose name starts with "sandgate-" are
+// touched: the paths come from a journal that this code does not otherwise trust.
+absl::Status KillAndRemoveCgroups(const std::vector<std::string>& dirs, absl::Duration wait);
+
+}  // namespace sandgate::sandbox::local
+
+#endif  // SANDGATE_SANDBOX_LOCAL_CGROUPS_H_

@@ -1,0 +1,302 @@
+// sandgate-init: PID 1 of a local sandbox.
+//
+// Usage: sandgate-init <control-fd>
+//
+// Started by bubblewrap (--as-pid-1) with every restriction already applied (namespaces,
+// no capabilities, seccomp, unprivileged uid). It spawns the commands the daemon asks for
+// over the control socket (protocol in init_protocol.h), reports their pids and exit
+// statuses, kills them on request, and reaps every process in the PID namespace, orphans
+// included. It exits when the control socket reaches EOF, which tears down the namespace.
+//
+// Single threaded; one poll loop. It trusts the daemon and nothing else: nothing inside the
+// sandbox can talk to it (the sockets are not reachable by path) or ptrace it (not dumpable).
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sandbox/local/init_protocol.h"
+
+namespace {
+
+using sandgate::sandbox::initproto::kExec;
+using sandgate::sandbox::initproto::kExecFdCount;
+using sandgate::sandbox::initproto::kExited;
+using sandgate::sandbox::initproto::kFailed;
+using sandgate::sandbox::initproto::kKill;
+using sandgate::sandbox::initproto::kMaxExecMessage;
+using sandgate::sandbox::initproto::kReady;
+using sandgate::sandbox::initproto::kStarted;
+using sandgate::sandbox::initproto::MessageHeader;
+
+struct Command {
+  pid_t pid = -1;     // also the process group id (the child calls setsid)
+  int sock = -1;      // -1 once the daemon closed its end
+  bool exited = false;
+};
+
+void Send(int sock, uint32_t type, int32_t value) {
+  MessageHeader m;
+  m.type = type;
+  m.value = value;
+  // A failure means the daemon stopped listening on this command; nothing to do.
+  (void)send(sock, &m, sizeof(m), MSG_NOSIGNAL);
+}
+
+void WriteAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+// Finds argv0 on the command's own PATH, as a shell would (the init's environment is empty,
+// so execvpe's view of PATH would be wrong).
+std::string Resolve(const std::string& argv0, const std::vector<char*>& env) {
+  if (argv0.find('/') != std::string::npos) return argv0;
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (char* e : env) {
+    if (e != nullptr && strncmp(e, "PATH=", 5) == 0) path = e + 5;
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + argv0;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return argv0;
+}
+
+// Runs in the forked child; never returns.
+[[noreturn]] void ExecChild(const std::string& cwd, std::vector<char*>& argv,
+                            std::vector<char*>& env, int out_fd, int err_fd) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  setsid();
+  int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (adj >= 0) {
+    (void)write(adj, "0", 1);
+    close(adj);
+  }
+  struct rlimit core = {0, 0};
+  setrlimit(RLIMIT_CORE, &core);
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+    _exit(127);
+  }
+  syscall(SYS_close_range, 3, ~0U, 0);
+  if (chdir(cwd.c_str()) != 0) {
+    WriteAll(2, "sandgate: cannot enter " + cwd + ": " + strerror(errno) + "\n");
+    _exit(126);
+  }
+  std::string file = Resolve(argv[0], env);
+  execve(file.c_str(), argv.data(), env.data());
+  int err = errno;
+  WriteAll(2, std::string("sandgate: ") + argv[0] + ": " + strerror(err) + "\n");
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+void CloseFds(const std::vector<int>& fds) {
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+// Handles one kExec message; takes ownership of `fds`.
+void StartCommand(const char* buf, size_t len, const std::vector<int>& fds,
+                  std::vector<Command>& commands) {
+  if (fds.size() != static_cast<size_t>(kExecFdCount) || len < sizeof(MessageHeader)) {
+    CloseFds(fds);
+    return;
+  }
+  MessageHeader h;
+  memcpy(&h, buf, sizeof(h));
+  std::vector<std::string> strings;
+  size_t off = sizeof(h);
+  while (off < len) {
+    const char* s = buf + off;
+    size_t n = strnlen(s, len - off);
+    if (off + n >= len) break;  // unterminated tail: malformed
+    strings.emplace_back(s, n);
+    off += n + 1;
+  }
+  if (h.argc == 0 || strings.size() != 1 + static_cast<size_t>(h.argc) + h.envc) {
+    Send(fds[0], kFailed, EINVAL);
+    CloseFds(fds);
+    return;
+  }
+  std::vector<char*> argv, env;
+  for (uint32_t i = 0; i < h.argc; ++i) argv.push_back(strings[1 + i].data());
+  for (uint32_t i = 0; i < h.envc; ++i) env.push_back(strings[1 + h.argc + i].data());
+  argv.push_back(nullptr);
+  env.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid == 0) ExecChild(strings[0], argv, env, fds[1], fds[2]);
+  close(fds[1]);
+  close(fds[2]);
+  if (pid < 0) {
+    Send(fds[0], kFailed, errno);
+    close(fds[0]);
+    return;
+  }
+  Send(fds[0], kStarted, pid);
+  commands.push_back(Command{pid, fds[0], false});
+}
+
+// Reads one message from the control socket. Returns false on EOF or a fatal error.
+bool HandleControl(int ctl, std::vector<Command>& commands) {
+  static char buf[kMaxExecMessage];
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kExecFdCount)];
+  struct iovec iov = {buf, sizeof(buf)};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof(cbuf);
+  ssize_t n = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return errno == EINTR || errno == EAGAIN;
+  if (n == 0) return false;
+  std::vector<int> fds;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds.push_back(fd);
+    }
+  }
+  MessageHeader h;
+  if (static_cast<size_t>(n) >= sizeof(h) && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0) {
+    memcpy(&h, buf, sizeof(h));
+    if (h.type == kExec) {
+      StartCommand(buf, static_cast<size_t>(n), fds, commands);
+      return true;
+    }
+  }
+  CloseFds(fds);
+  return true;
+}
+
+void KillCommand(const Command& c) {
+  kill(-c.pid, SIGKILL);
+  if (!c.exited) kill(c.pid, SIGKILL);
+}
+
+void HandleCommandSocket(Command& c) {
+  MessageHeader h;
+  ssize_t n = recv(c.sock, &h, sizeof(h), MSG_DONTWAIT);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n == static_cast<ssize_t>(sizeof(h)) && h.type == kKill) {
+    KillCommand(c);
+    return;
+  }
+  // EOF or garbage: the daemon gave up on this command; nothing of it may linger.
+  KillCommand(c);
+  close(c.sock);
+  c.sock = -1;
+}
+
+void ReapAll(std::vector<Command>& commands) {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (Command& c : commands) {
+      if (c.pid != pid || c.exited) continue;
+      c.exited = true;
+      if (c.sock >= 0) Send(c.sock, kExited, status);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (argc != 2) {
+    fprintf(stderr, "usage: sandgate-init <control-fd>\n");
+    return 2;
+  }
+  const int ctl = atoi(argv[1]);
+  if (fcntl(ctl, F_SETFD, FD_CLOEXEC) != 0) {
+    perror("sandgate-init: control fd");
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    perror("sandgate-init: signalfd");
+    return 2;
+  }
+  // Nothing the init does after this point may write to the terminal-less stdio it got.
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull >= 0) {
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    close(devnull);
+  }
+  Send(ctl, kReady, getpid());
+
+  std::vector<Command> commands;
+  std::vector<struct pollfd> pfds;
+  for (;;) {
+    pfds.clear();
+    pfds.push_back({sfd, POLLIN, 0});
+    pfds.push_back({ctl, POLLIN, 0});
+    for (const Command& c : commands) pfds.push_back({c.sock, POLLIN, 0});
+    if (poll(pfds.data(), pfds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (pfds[0].revents != 0) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof(si)) > 0) {
+      }
+      ReapAll(commands);
+    }
+    // Indices in pfds match `commands` as it was before this round; handle those first.
+    for (size_t i = 2; i < pfds.size(); ++i) {
+      if (pfds[i].revents != 0) HandleCommandSocket(commands[i - 2]);
+    }
+    if (pfds[1].revents != 0 && !HandleControl(ctl, commands)) break;
+    std::vector<Command> live;
+    for (Command& c : commands) {
+      if (c.sock >= 0 || !c.exited) live.push_back(c);
+    }
+    commands.swap(live);
+  }
+  // The daemon is gone: end every process in the namespace. Exiting does that too, but
+  // killing first makes the teardown not depend on the order the kernel chooses.
+  kill(-1, SIGKILL);
+  return 0;
+}

@@ -1,0 +1,52 @@
+// The wire protocol between the daemon and sandgate-init, the PID 1 of every local sandbox.
+//
+// Shared by both sides; plain C++ with no dependencies so the init stays tiny. All messages
+// travel over SOCK_SEQPACKET sockets, so one send is one message and message boundaries hold.
+//
+// Control socket (its fd number is argv[1] of the init):
+//   init -> daemon   kReady once, after the sandbox is fully set up (the daemon may then open
+//                    /proc/<init>/root/work; no untrusted code has run yet).
+//   daemon -> init   kExec: a MessageHeader, then `payload` bytes holding cwd, argv[argc] and
+//                    env[envc] as NUL-terminated strings, in that order. SCM_RIGHTS carries
+//                    exactly three fds: the command socket, the stdout and the stderr write ends.
+//   EOF              the daemon is gone or closed the session: the init exits, which makes
+//                    the kernel kill everything in the PID namespace.
+// Command socket (one per command, passed with kExec):
+//   init -> daemon   kStarted{value = pid inside the sandbox}, later kExited{value = wait
+//                    status}; or kFailed{value = errno} if the command could not be forked.
+//   daemon -> init   kKill: SIGKILL the command's process group.
+//   EOF              the daemon no longer waits: the init kills the command's process group.
+#ifndef SANDGATE_SANDBOX_LOCAL_INIT_PROTOCOL_H_
+#define SANDGATE_SANDBOX_LOCAL_INIT_PROTOCOL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sandgate::sandbox::initproto {
+
+enum MessageType : uint32_t {
+  kReady = 1,
+  kExec = 2,
+  kStarted = 3,
+  kExited = 4,
+  kFailed = 5,
+  kKill = 6,
+};
+
+struct MessageHeader {
+  uint32_t type = 0;
+  int32_t value = 0;  // pid, wait status or errno, by type
+  uint32_t argc = 0;  // kExec only
+  uint32_t envc = 0;  // kExec only
+};
+
+// Largest kExec message (header + strings). Bounded by the socket send buffer.
+constexpr size_t kMaxExecMessage = 128 * 1024;
+// File descriptors carried by one kExec message, in this order.
+constexpr int kExecFdCount = 3;
+// Where the init binary is mounted inside the sandbox.
+constexpr const char* kInitPathInSandbox = "/.sandgate/init";
+
+}  // namespace sandgate::sandbox::initproto
+
+#endif  // SANDGATE_SANDBOX_LOCAL_INIT_PROTOCOL_H_

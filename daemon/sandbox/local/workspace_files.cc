@@ -1,0 +1,268 @@
+#include "sandbox/local/workspace_files.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <linux/openat2.h>
+#include <sys/fsuid.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/errors.h"
+
+namespace sandgate::sandbox::local {
+namespace {
+
+constexpr uint64_t kResolve =
+    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+
+// openat2 below `dirfd`. Retries EAGAIN (the kernel's answer to a concurrent rename) and EINTR.
+// Returns the fd or -errno.
+int OpenBeneath(int dirfd, const std::string& path, uint64_t flags, mode_t mode = 0) {
+  struct open_how how;
+  memset(&how, 0, sizeof(how));
+  how.flags = flags | O_NOFOLLOW | O_CLOEXEC;
+  // O_PATH accepts no other flags in openat2.
+  if ((flags & O_PATH) == 0) how.flags |= O_NONBLOCK | O_NOCTTY;
+  how.mode = mode;
+  how.resolve = kResolve;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    long fd = syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof(how));
+    if (fd >= 0) return static_cast<int>(fd);
+    if (errno != EAGAIN && errno != EINTR) break;
+  }
+  return -errno;
+}
+
+// The message for a failed resolution, naming the path as the caller gave it.
+absl::Status OpenError(int err, absl::string_view path) {
+  switch (err) {
+    case ELOOP: return errors::InvalidArgument(absl::StrCat(path, ": refusing a symbolic link"));
+    case EXDEV: return errors::InvalidArgument(absl::StrCat(path, ": leads out of the workspace"));
+    case ENOENT: return errors::NotFound("file", path);
+    case ENOTDIR:
+      return errors::InvalidArgument(absl::StrCat(path, ": a parent is not a directory"));
+    default: return errors::FromErrno(err, path);
+  }
+}
+
+std::string RandomSuffix() {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r ^= static_cast<uint64_t>(absl::GetCurrentTimeNanos());
+  return absl::StrFormat("%016x", r);
+}
+
+// Makes this thread create files as the session's uid/gid for its lifetime. Needed, not just
+// tidy: the workspace tmpfs belongs to the sandbox's user namespace, where the daemon's uid 0
+// is unmapped, so the kernel refuses inodes created as root (EOVERFLOW). Credentials are per
+// thread in Linux and setfsuid is not broadcast by glibc, so other threads are unaffected.
+class ScopedFsIds {
+ public:
+  ScopedFsIds(uid_t uid, gid_t gid) {
+    old_gid_ = static_cast<gid_t>(setfsgid(gid));
+    old_uid_ = static_cast<uid_t>(setfsuid(uid));
+    ok_ = static_cast<uid_t>(setfsuid(static_cast<uid_t>(-1))) == uid &&
+          static_cast<gid_t>(setfsgid(static_cast<gid_t>(-1))) == gid;
+  }
+  ~ScopedFsIds() {
+    setfsuid(old_uid_);
+    setfsgid(old_gid_);
+  }
+  ScopedFsIds(const ScopedFsIds&) = delete;
+  ScopedFsIds& operator=(const ScopedFsIds&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  uid_t old_uid_;
+  gid_t old_gid_;
+  bool ok_ = false;
+};
+
+struct LinuxDirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+struct Walker {
+  const ListLimits& limits;
+  std::vector<FileEntry>* out;
+
+  absl::Status Walk(int dirfd, const std::string& prefix, int depth) {
+    if (depth > limits.max_depth) {
+      return errors::ResourceExhausted(
+          absl::StrCat(prefix, ": deeper than ", limits.max_depth, " directories"));
+    }
+    alignas(LinuxDirent64) char buf[16384];
+    for (;;) {
+      long n = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
+      if (n < 0) return errors::FromErrno(errno, prefix.empty() ? "." : prefix);
+      if (n == 0) return absl::OkStatus();
+      for (long off = 0; off < n;) {
+        auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
+        off += d->d_reclen;
+        const std::string name = d->d_name;
+        if (name == "." || name == "..") continue;
+        if (out->size() >= limits.max_entries) {
+          return errors::ResourceExhausted(
+              absl::StrCat("listing has more than ", limits.max_entries, " entries"));
+        }
+        struct stat st;
+        if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // raced away
+        FileEntry e;
+        e.path = prefix + name;
+        if (S_ISREG(st.st_mode)) {
+          e.type = FileType::kRegular;
+          e.size = static_cast<uint64_t>(st.st_size);
+        } else if (S_ISDIR(st.st_mode)) {
+          e.type = FileType::kDirectory;
+        } else if (S_ISLNK(st.st_mode)) {
+          e.type = FileType::kSymlink;
+        }
+        out->push_back(e);
+        if (e.type != FileType::kDirectory) continue;
+        int sub = OpenBeneath(dirfd, name, O_RDONLY | O_DIRECTORY);
+        if (sub == -ENOENT || sub == -ELOOP || sub == -ENOTDIR) continue;  // swapped meanwhile
+        if (sub < 0) return OpenError(-sub, e.path);
+        UniqueFd subfd(sub);
+        absl::Status s = Walk(subfd.get(), e.path + "/", depth + 1);
+        if (!s.ok()) return s;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> SplitWorkspacePath(absl::string_view path,
+                                                            bool allow_empty) {
+  if (path.find('\0') != absl::string_view::npos) {
+    return errors::InvalidArgument("path contains a NUL byte");
+  }
+  if (!path.empty() && path.front() == '/') {
+    return errors::InvalidArgument(absl::StrCat(path, ": must be relative to the workspace"));
+  }
+  if (path.size() > 4096) return errors::InvalidArgument("path longer than 4096 bytes");
+  std::vector<std::string> parts;
+  for (absl::string_view p : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (p == ".") continue;
+    if (p == "..") return errors::InvalidArgument(absl::StrCat(path, ": \"..\" is not allowed"));
+    parts.emplace_back(p);
+  }
+  if (parts.empty() && !allow_empty) {
+    return errors::InvalidArgument(absl::StrCat("\"", path, "\": names no file"));
+  }
+  return parts;
+}
+
+absl::StatusOr<UniqueFd> WorkspaceFiles::OpenRoot(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return errors::FromErrno(errno, path);
+  return fd;
+}
+
+absl::StatusOr<std::string> WorkspaceFiles::ReadFile(absl::string_view path,
+                                                     uint64_t max_bytes) const {
+  absl::StatusOr<std::vector<std::string>> parts = SplitWorkspacePath(path, false);
+  if (!parts.ok()) return parts.status();
+  int raw = OpenBeneath(root_.get(), absl::StrJoin(*parts, "/"), O_RDONLY);
+  if (raw < 0) return OpenError(-raw, path);
+  UniqueFd fd(raw);
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return errors::FromErrno(errno, path);
+  if (!S_ISREG(st.st_mode)) return errors::InvalidArgument(absl::StrCat(path, ": not a regular file"));
+  if (st.st_nlink != 1) {
+    return errors::InvalidArgument(absl::StrCat(path, ": refusing a file with several hard links"));
+  }
+  // The size is whatever read() delivers, not st_size: the file may grow while we read.
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) return errors::FromErrno(errno, path);
+    if (n == 0) return data;
+    if (data.size() + static_cast<uint64_t>(n) > max_bytes) {
+      return errors::ResourceExhausted(
+          absl::StrCat(path, ": larger than the limit of ", max_bytes, " bytes"));
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+}
+
+absl::Status WorkspaceFiles::WriteFile(absl::string_view path, absl::string_view data,
+                                       int mode) const {
+  absl::StatusOr<std::vector<std::string>> parts = SplitWorkspacePath(path, false);
+  if (!parts.ok()) return parts.status();
+  const std::string name = parts->back();
+  parts->pop_back();
+  ScopedFsIds ids(uid_, gid_);
+  if (!ids.ok()) return errors::Internal("cannot switch to the session's file system ids");
+
+  UniqueFd dir;
+  int cur = root_.get();
+  std::string walked;
+  for (const std::string& comp : *parts) {
+    absl::StrAppend(&walked, walked.empty() ? "" : "/", comp);
+    int fd = OpenBeneath(cur, comp, O_PATH | O_DIRECTORY);
+    if (fd == -ENOENT) {
+      if (mkdirat(cur, comp.c_str(), 0755) != 0 && errno != EEXIST) {
+        return errors::FromErrno(errno, walked);
+      }
+      fd = OpenBeneath(cur, comp, O_PATH | O_DIRECTORY);
+    }
+    if (fd < 0) return OpenError(-fd, walked);
+    dir.reset(fd);
+    cur = dir.get();
+  }
+
+  const std::string tmp = absl::StrCat(".sandgate-upload-", RandomSuffix());
+  int raw = OpenBeneath(cur, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (raw < 0) return OpenError(-raw, path);
+  UniqueFd fd(raw);
+  bool renamed = false;
+  absl::Cleanup remove_tmp = [&] {
+    if (!renamed) unlinkat(cur, tmp.c_str(), 0);
+  };
+  for (size_t off = 0; off < data.size();) {
+    ssize_t n = write(fd.get(), data.data() + off, data.size() - off);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) return errors::FromErrno(errno, path);
+    off += static_cast<size_t>(n);
+  }
+  if (fchmod(fd.get(), static_cast<mode_t>(mode) & 0777) != 0) return errors::FromErrno(errno, path);
+  if (renameat2(cur, tmp.c_str(), cur, name.c_str(), 0) != 0) return errors::FromErrno(errno, path);
+  renamed = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<FileEntry>> WorkspaceFiles::ListFiles(absl::string_view dir,
+                                                                 const ListLimits& limits) const {
+  absl::StatusOr<std::vector<std::string>> parts = SplitWorkspacePath(dir, true);
+  if (!parts.ok()) return parts.status();
+  const std::string rel = parts->empty() ? "." : absl::StrJoin(*parts, "/");
+  int raw = OpenBeneath(root_.get(), rel, O_RDONLY | O_DIRECTORY);
+  if (raw < 0) return OpenError(-raw, dir.empty() ? "." : dir);
+  UniqueFd fd(raw);
+  std::vector<FileEntry> out;
+  Walker walker{limits, &out};
+  absl::Status s = walker.Walk(fd.get(), parts->empty() ? "" : rel + "/", 0);
+  if (!s.ok()) return s;
+  std::sort(out.begin(), out.end(),
+            [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
+  return out;
+}
+
+}  // namespace sandgate::sandbox::local

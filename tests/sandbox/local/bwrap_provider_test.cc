@@ -1,0 +1,572 @@
+// End-to-end tests of the local provider: real bubblewrap sandboxes, run as root.
+#include "sandbox/local/bwrap_provider.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sandbox/local/bwrap_session.h"
+#include "sandbox/local/init_protocol.h"
+#include "sandbox/local/fake_journal.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+using ::sandgate::testing::FakeJournal;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Output {
+  ExecResult result;
+  std::string out;
+  std::string err;
+};
+
+// Host pids of live processes running as `uid` (any of real/effective/saved/fs).
+std::vector<pid_t> HostProcessesOf(uid_t uid) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  while (struct dirent* e = readdir(d)) {
+    pid_t pid = atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+    std::string line;
+    bool zombie = false;
+    while (std::getline(in, line)) {
+      if (absl::StartsWith(line, "State:") && absl::StrContains(line, "Z")) zombie = true;
+      if (!absl::StartsWith(line, "Uid:")) continue;
+      std::vector<std::string> f = absl::StrSplit(line.substr(4), '\t', absl::SkipEmpty());
+      for (const std::string& u : f) {
+        if (static_cast<uid_t>(atoi(u.c_str())) == uid && !zombie) out.push_back(pid);
+      }
+      break;
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+// Every directory named `name` below /sys/fs/cgroup (depth-limited walk).
+void FindDirs(const std::string& dir, const std::string& name, int depth,
+              std::vector<std::string>* out) {
+  if (depth > 6) return;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (struct dirent* e = readdir(d)) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    std::string path = absl::StrCat(dir, "/", e->d_name);
+    if (name == e->d_name) out->push_back(path);
+    FindDirs(path, name, depth + 1, out);
+  }
+  closedir(d);
+}
+
+// Test providers use uid pools of their own, away from the daemon's default.
+BwrapOptions TestOptions(uid_t uid_base, uint32_t pool_size) {
+  BwrapOptions opts;
+  opts.init_path = SANDGATE_TEST_INIT_PATH;
+  opts.uid_base = uid_base;
+  opts.uid_pool_size = pool_size;
+  opts.cgroup_parent = "sandgate-test";
+  return opts;
+}
+
+class BwrapProviderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = BwrapProvider::Create(TestOptions(160000, 64), &journal_);
+    ASSERT_TRUE(p.ok()) << p.status();
+    provider_ = std::move(*p);
+  }
+
+  std::unique_ptr<Session> NewSession(const std::string& id, SessionSpec spec = {}) {
+    spec.id = id;
+    auto s = provider_->Create(spec, nullptr);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  static Output Exec(Session* s, std::vector<std::string> argv, ExecRequest req = {},
+                  const CancelToken* cancel = nullptr) {
+    req.argv = std::move(argv);
+    Output run;
+    auto r = s->Exec(
+        req,
+        [&](OutputStream st, absl::string_view chunk) {
+          (st == OutputStream::kStdout ? run.out : run.err).append(chunk.data(), chunk.size());
+        },
+        cancel);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) run.result = *r;
+    return run;
+  }
+  static Output Sh(Session* s, const std::string& script, ExecRequest req = {}) {
+    return Exec(s, {"/bin/sh", "-c", script}, std::move(req));
+  }
+
+  FakeJournal journal_;
+  std::unique_ptr<BwrapProvider> provider_;
+};
+
+local::BwrapSession* Local(Session* s) { return dynamic_cast<local::BwrapSession*>(s); }
+
+TEST_F(BwrapProviderTest, EchoOutputCapturedInOrder) {
+  auto s = NewSession("echo");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->workdir(), "/work");
+  Output r = Exec(s.get(), {"echo", "hello", "sandbox"});
+  EXPECT_TRUE(r.result.ok());
+  EXPECT_EQ(r.out, "hello sandbox\n");
+  r = Sh(s.get(), "for i in 1 2 3 4 5; do echo line$i; done; exit 3");
+  EXPECT_EQ(r.out, "line1\nline2\nline3\nline4\nline5\n");
+  EXPECT_EQ(r.result.exit_code, 3);
+  EXPECT_EQ(r.result.term_signal, 0);
+  r = Exec(s.get(), {"pwd"});
+  EXPECT_EQ(r.out, "/work\n");
+}
+
+TEST_F(BwrapProviderTest, StdoutAndStderrStreamSeparatelyAsProduced) {
+  auto s = NewSession("stream");
+  ASSERT_NE(s, nullptr);
+  ExecRequest req;
+  req.argv = {"/bin/sh", "-c", "echo out1; echo err1 >&2; sleep 1; echo out2; echo err2 >&2"};
+  const absl::Time start = absl::Now();
+  absl::Duration first_chunk = absl::InfiniteDuration();
+  std::string out, err;
+  auto r = s->Exec(
+      req,
+      [&](OutputStream st, absl::string_view chunk) {
+        if (first_chunk == absl::InfiniteDuration()) first_chunk = absl::Now() - start;
+        (st == OutputStream::kStdout ? out : err).append(chunk.data(), chunk.size());
+      },
+      nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(out, "out1\nout2\n");
+  EXPECT_EQ(err, "err1\nerr2\n");
+  EXPECT_GE(r->duration, absl::Seconds(1));
+  EXPECT_LT(first_chunk, absl::Milliseconds(700)) << "output was not streamed";
+}
+
+TEST_F(BwrapProviderTest, EnvironmentHoldsNothingOfTheDaemon) {
+  setenv("SANDGATE_TEST_CANARY", "daemon-secret-4711", 1);
+  SessionSpec spec;
+  spec.env = {{"FROM_SESSION", "s"}, {"LANG", "C"}};
+  auto s = NewSession("env", spec);
+  ASSERT_NE(s, nullptr);
+  ExecRequest req;
+  req.env = {{"FROM_REQUEST", "r"}, {"FROM_SESSION", "overridden"}};
+  Output r = Exec(s.get(), {"env"}, req);
+  std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       "FROM_REQUEST=r", "FROM_SESSION=overridden", "HOME=/work", "LANG=C",
+                       "PATH=/usr/local/bin:/usr/bin:/bin", "PYTHONUNBUFFERED=1"}));
+  // PID 1's environment: unreadable (not dumpable) or at least free of the canary.
+  r = Sh(s.get(), "cat /proc/1/environ; for f in /proc/[0-9]*/environ; do cat $f; done");
+  EXPECT_THAT(r.out, Not(HasSubstr("daemon-secret-4711")));
+  EXPECT_THAT(r.out, Not(HasSubstr("SANDGATE_TEST_CANARY")));
+  EXPECT_THAT(r.err, HasSubstr("/proc/1/environ"));
+}
+
+TEST_F(BwrapProviderTest, OnlyWorkAndTmpAreWritable) {
+  auto s = NewSession("rofs");
+  ASSERT_NE(s, nullptr);
+  for (const char* path : {"/usr/x", "/etc/x", "/x", "/bin/x"}) {
+    Output r = Exec(s.get(), {"touch", path});
+    EXPECT_NE(r.result.exit_code, 0) << path;
+    EXPECT_THAT(r.err, HasSubstr("Read-only file system")) << path;
+  }
+  Output r = Sh(s.get(), "touch /work/ok /tmp/ok && echo fine");
+  EXPECT_EQ(r.out, "fine\n");
+}
+
+TEST_F(BwrapProviderTest, FilesInWorkBelongToTheSessionUidOnTheHost) {
+  auto s = NewSession("owner");
+  ASSERT_NE(s, nullptr);
+  local::BwrapSession* ls = Local(s.get());
+  ASSERT_NE(ls, nullptr);
+  EXPECT_GE(ls->host_uid(), 100000u);
+  Output r = Sh(s.get(), "echo hi > made-inside; id -u");
+  EXPECT_EQ(r.out, "1000\n");
+  absl::Status w = s->WriteFile("made-by-daemon", "x");
+  ASSERT_TRUE(w.ok()) << w;
+  for (const char* name : {"made-inside", "made-by-daemon"}) {
+    struct stat st;
+    ASSERT_EQ(stat(absl::StrCat("/proc/", ls->init_pid(), "/root/work/", name).c_str(), &st), 0)
+        << name;
+    EXPECT_EQ(st.st_uid, ls->host_uid()) << name;
+    EXPECT_NE(st.st_uid, 0u) << name;
+  }
+  r = Exec(s.get(), {"stat", "-c", "%u %a", "made-by-daemon"});
+  EXPECT_EQ(r.out, "1000 644\n");
+}
+
+TEST_F(BwrapProviderTest, ConcurrentSessionsHaveDistinctUidsAndCannotSeeEachOther) {
+  auto a = NewSession("iso-a");
+  auto b = NewSession("iso-b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(Local(a.get())->host_uid(), Local(b.get())->host_uid());
+  // A detached process that outlives its command in session a.
+  // (The pause lets setsid run before the command ends and its process group is killed.)
+  Sh(a.get(), "setsid sleep 30 >/dev/null 2>&1 < /dev/null & sleep 0.2");
+  const std::string ps = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '";
+  EXPECT_THAT(Sh(a.get(), ps).out, HasSubstr("sleep 30"));  // the probe can see its own
+  Output rb = Sh(b.get(), ps);
+  EXPECT_THAT(rb.out, Not(HasSubstr("sleep 30")));
+  EXPECT_THAT(rb.out, Not(HasSubstr("sandgate-init 3")));
+  // b sees only its init, its shell and cat.
+  Output ls = Sh(b.get(), "ls -d /proc/[0-9]* | wc -l");
+  EXPECT_LE(atoi(ls.out.c_str()), 4);
+}
+
+TEST_F(BwrapProviderTest, ReadFileRefusesPlantedSymlinks) {
+  auto s = NewSession("symlink");
+  ASSERT_NE(s, nullptr);
+  Sh(s.get(), "ln -s /etc/passwd out.txt; ln -s /etc dirlink; ln -s made.txt inside");
+  for (const char* path : {"out.txt", "dirlink/passwd", "inside"}) {
+    auto r = s->ReadFile(path, 1 << 20);
+    ASSERT_FALSE(r.ok()) << path << " returned: " << *r;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(path));
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("symbolic link"));
+  }
+  for (const char* path : {"../etc/passwd", "/etc/passwd"}) {
+    EXPECT_EQ(s->ReadFile(path, 1 << 20).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(s->ReadFile("missing.txt", 10).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(BwrapProviderTest, WriteFileRefusesSymlinkedDirectories) {
+  auto s = NewSession("wsymlink");
+  ASSERT_NE(s, nullptr);
+  Sh(s.get(), "ln -s /etc a; ln -s /proc/self p");
+  EXPECT_FALSE(s->WriteFile("a/sandgate-escape", "x").ok());
+  EXPECT_FALSE(s->WriteFile("p/sandgate-escape", "x").ok());
+  EXPECT_NE(access("/etc/sandgate-escape", F_OK), 0);
+  ASSERT_TRUE(s->WriteFile("d1/d2/f.txt", "nested").ok());
+  ASSERT_TRUE(s->WriteFile("d1/d2/f.txt", "replaced").ok());
+  EXPECT_EQ(Exec(s.get(), {"cat", "d1/d2/f.txt"}).out, "replaced");
+  auto list = s->ListFiles("");
+  ASSERT_TRUE(list.ok()) << list.status();
+  std::map<std::string, FileType> types;
+  for (const FileEntry& e : *list) types[e.path] = e.type;
+  EXPECT_EQ(types["a"], FileType::kSymlink);
+  EXPECT_EQ(types["d1"], FileType::kDirectory);
+  EXPECT_EQ(types["d1/d2/f.txt"], FileType::kRegular);
+  EXPECT_EQ(types.count("a/passwd"), 0u);
+}
+
+TEST_F(BwrapProviderTest, FifoIsRefusedImmediately) {
+  auto s = NewSession("fifo");
+  ASSERT_NE(s, nullptr);
+  Exec(s.get(), {"mkfifo", "f"});
+  const absl::Time start = absl::Now();
+  auto r = s->ReadFile("f", 1024);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "f: not a regular file");
+}
+
+TEST_F(BwrapProviderTest, ReadFileOverTheCapIsResourceExhausted) {
+  auto s = NewSession("cap");
+  ASSERT_NE(s, nullptr);
+  Sh(s.get(), "head -c 5000 /dev/zero > big; truncate -s 10G sparse");
+  EXPECT_EQ(s->ReadFile("big", 4999).status().code(), absl::StatusCode::kResourceExhausted);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(s->ReadFile("sparse", 1 << 20).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  auto r = s->ReadFile("big", 5000);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->size(), 5000u);
+}
+
+TEST_F(BwrapProviderTest, HardLinkedFilesAreRefused) {
+  auto s = NewSession("hardlink");
+  ASSERT_NE(s, nullptr);
+  Sh(s.get(), "echo x > a; ln a b");
+  auto r = s->ReadFile("b", 100);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+}
+
+TEST_F(BwrapProviderTest, NoNetwork) {
+  // A listener on the host's loopback that the sandbox must not reach.
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  ASSERT_GE(lfd, 0);
+  struct sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(lfd, 4), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+
+  auto s = NewSession("nonet");
+  ASSERT_NE(s, nullptr);
+  Output r = Sh(s.get(), "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  EXPECT_EQ(r.out, "lo\n");
+  r = Exec(s.get(), {"python3", "-c",
+                     absl::StrCat("import socket; socket.create_connection(('127.0.0.1', ", port,
+                                  "), timeout=2)")});
+  EXPECT_NE(r.result.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("Connection refused"));
+  r = Exec(s.get(), {"bash", "-c", absl::StrCat("echo x > /dev/tcp/127.0.0.1/", port)});
+  EXPECT_NE(r.result.exit_code, 0);
+  struct pollfd p = {lfd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "the host listener saw a connection";
+  close(lfd);
+}
+
+TEST_F(BwrapProviderTest, TimeoutKillsTheCommandQuickly) {
+  auto s = NewSession("timeout");
+  ASSERT_NE(s, nullptr);
+  ExecRequest req;
+  req.timeout = absl::Milliseconds(300);
+  Output r = Exec(s.get(), {"sleep", "100"}, req);
+  EXPECT_TRUE(r.result.timed_out);
+  EXPECT_FALSE(r.result.ok());
+  EXPECT_EQ(r.result.term_signal, SIGKILL);
+  EXPECT_LT(r.result.duration, absl::Seconds(2));
+  // The session is still usable.
+  EXPECT_EQ(Exec(s.get(), {"echo", "alive"}).out, "alive\n");
+}
+
+TEST_F(BwrapProviderTest, CancelTokenStopsARunningCommand) {
+  auto s = NewSession("cancel");
+  ASSERT_NE(s, nullptr);
+  CancelToken token;
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    token.Cancel("test");
+  });
+  ExecRequest req;
+  req.argv = {"sleep", "100"};
+  auto r = s->Exec(req, nullptr, &token);
+  canceller.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_LT(r->duration, absl::Seconds(2));
+}
+
+TEST_F(BwrapProviderTest, OutputBeyondTheCapIsDroppedAndFlagged) {
+  auto s = NewSession("outcap");
+  ASSERT_NE(s, nullptr);
+  ExecRequest req;
+  req.output_cap_bytes = 1 << 20;
+  uint64_t out_bytes = 0, err_bytes = 0;
+  req.argv = {"/bin/sh", "-c", "yes | head -c 50M; echo done >&2"};
+  auto r = s->Exec(
+      req,
+      [&](OutputStream st, absl::string_view chunk) {
+        (st == OutputStream::kStdout ? out_bytes : err_bytes) += chunk.size();
+      },
+      nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_TRUE(r->stdout_truncated);
+  EXPECT_FALSE(r->stderr_truncated);
+  EXPECT_EQ(out_bytes, 1u << 20);
+  EXPECT_EQ(err_bytes, 5u);
+}
+
+TEST_F(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
+  auto s = NewSession("closing");
+  ASSERT_NE(s, nullptr);
+  const uid_t uid = Local(s.get())->host_uid();
+  Sh(s.get(), "setsid sleep 100 >/dev/null 2>&1 </dev/null & sleep 0.2");
+  EXPECT_GE(HostProcessesOf(uid).size(), 3u);  // bwrap, init, sleep
+  std::vector<std::string> dirs;
+  FindDirs("/sys/fs/cgroup", "sandgate-closing", 0, &dirs);
+  EXPECT_FALSE(dirs.empty()) << "no session cgroup was created";
+  EXPECT_TRUE(journal_.Has("local-session:closing"));
+
+  ASSERT_TRUE(s->Close().ok());
+  ASSERT_TRUE(s->Close().ok());  // idempotent
+  EXPECT_TRUE(HostProcessesOf(uid).empty());
+  dirs.clear();
+  FindDirs("/sys/fs/cgroup", "sandgate-closing", 0, &dirs);
+  EXPECT_TRUE(dirs.empty()) << dirs[0];
+  EXPECT_FALSE(journal_.Has("local-session:closing"));
+  ExecRequest req;
+  req.argv = {"true"};
+  EXPECT_EQ(s->Exec(req, nullptr, nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(s->ReadFile("x", 1).ok());
+}
+
+TEST_F(BwrapProviderTest, CloseDuringExecEndsItCancelled) {
+  auto s = NewSession("close-exec");
+  ASSERT_NE(s, nullptr);
+  std::thread closer([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    EXPECT_TRUE(s->Close().ok());
+  });
+  ExecRequest req;
+  req.argv = {"sleep", "100"};
+  auto r = s->Exec(req, nullptr, nullptr);
+  closer.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_LT(r->duration, absl::Seconds(3));
+}
+
+TEST_F(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
+  SessionSpec spec;
+  spec.memory_bytes = 64 << 20;
+  spec.workspace_bytes = 8 << 20;
+  auto s = NewSession("oom", spec);
+  ASSERT_NE(s, nullptr);
+  bool unenforced = false;
+  for (const std::string& w : s->Warnings()) {
+    if (absl::StartsWith(w, "memory limit not enforced")) unenforced = true;
+  }
+  Output r = Exec(s.get(), {"python3", "-c", "b = b'x' * (256 << 20); print(len(b))"});
+  if (unenforced) {
+    GTEST_SKIP() << "memory cgroup unavailable here; Warnings() says so";
+  }
+  EXPECT_TRUE(r.result.oom_killed) << "exit " << r.result.exit_code << " signal "
+                                   << r.result.term_signal << " " << r.err;
+  EXPECT_EQ(r.result.term_signal, SIGKILL);
+  EXPECT_EQ(r.out, "");
+  // The session survives its command's OOM.
+  EXPECT_EQ(Exec(s.get(), {"echo", "after"}).out, "after\n");
+}
+
+TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
+  auto s = NewSession("warnings");
+  ASSERT_NE(s, nullptr);
+  std::vector<std::string> w = s->Warnings();
+  bool inodes = false;
+  for (const std::string& line : w) {
+    if (absl::StrContains(line, "inode limit")) inodes = true;
+  }
+  EXPECT_TRUE(inodes);
+}
+
+TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
+  FakeJournal journal;
+  const BwrapOptions opts = TestOptions(170000, 4);
+  auto first = BwrapProvider::Create(opts, &journal);
+  ASSERT_TRUE(first.ok()) << first.status();
+  SessionSpec spec;
+  spec.id = "lost";
+  auto s = (*first)->Create(spec, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const uid_t uid = Local(s->get())->host_uid();
+  Sh(s->get(), "setsid sleep 100 >/dev/null 2>&1 </dev/null & sleep 0.2");
+  // The daemon "crashes": the session is never closed and the provider goes away.
+  s->release();
+  first->reset();
+  ASSERT_FALSE(HostProcessesOf(uid).empty());
+  auto entries = journal.List();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+
+  auto second = BwrapProvider::Create(opts, &journal);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE((*second)->Sweep((*entries)[0]).ok());
+  EXPECT_TRUE(HostProcessesOf(uid).empty());
+  std::vector<std::string> dirs;
+  FindDirs("/sys/fs/cgroup", "sandgate-lost", 0, &dirs);
+  EXPECT_TRUE(dirs.empty());
+  EXPECT_TRUE(journal.List()->empty());
+  // A second sweep of the same entry finds nothing and is fine.
+  EXPECT_TRUE((*second)->Sweep((*entries)[0]).ok());
+}
+
+TEST_F(BwrapProviderTest, SweepRefusesUidsOutsideThePool) {
+  JournalEntry e;
+  e.id = "local-session:evil";
+  e.provider = "local";
+  e.kind = "session";
+  e.details = {{"uid", 0}, {"cgroups", {"/sys/fs/cgroup/memory"}}};
+  EXPECT_EQ(provider_->Sweep(e).code(), absl::StatusCode::kInvalidArgument);
+  e.details = {{"uid", 160001}, {"cgroups", {"/sys/fs/cgroup/memory"}}};
+  EXPECT_EQ(provider_->Sweep(e).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(BwrapProviderTest, RestrictedNetworkIsNotImplementedYet) {
+  SessionSpec spec;
+  spec.id = "net";
+  spec.network.mode = NetworkMode::kRestricted;
+  auto s = provider_->Create(spec, nullptr);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.status().message()),
+              HasSubstr("network policy restricted is not supported yet by the local provider"));
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
+TEST_F(BwrapProviderTest, InvalidRequestsAreRejected) {
+  SessionSpec spec;
+  spec.id = "Bad_Id";
+  EXPECT_EQ(provider_->Create(spec, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  auto s = NewSession("invalid");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->Exec({}, nullptr, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  ExecRequest req;
+  req.argv = {"true"};
+  req.env = {{"A=B", "c"}};
+  EXPECT_EQ(s->Exec(req, nullptr, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  req.env.clear();
+  req.cwd = "../..";
+  EXPECT_EQ(s->Exec(req, nullptr, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  Output r = Exec(s.get(), {"no-such-command-xyz"});
+  EXPECT_EQ(r.result.exit_code, 127);
+  EXPECT_THAT(r.err, HasSubstr("no-such-command-xyz"));
+}
+
+TEST_F(BwrapProviderTest, SandboxHardening) {
+  auto s = NewSession("hardening");
+  ASSERT_NE(s, nullptr);
+  // Nested namespaces, mount and ptrace of the init are refused.
+  EXPECT_NE(Exec(s.get(), {"unshare", "-Ur", "true"}).result.exit_code, 0);
+  EXPECT_NE(Exec(s.get(), {"unshare", "-n", "true"}).result.exit_code, 0);
+  // kill -9 1 does nothing; the next command still runs.
+  Exec(s.get(), {"kill", "-9", "1"});
+  EXPECT_EQ(Exec(s.get(), {"echo", "still"}).out, "still\n");
+  Output r = Sh(s.get(), "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; hostname");
+  EXPECT_THAT(r.out, HasSubstr("CapEff:\t0000000000000000"));
+  EXPECT_THAT(r.out, HasSubstr("NoNewPrivs:\t1"));
+  EXPECT_THAT(r.out, HasSubstr("Seccomp:\t2"));
+  EXPECT_THAT(r.out, HasSubstr("sandgate\n"));
+  r = Exec(s.get(), {"ls", "/sys/fs/cgroup", "/root", "/etc/shadow"});
+  EXPECT_NE(r.result.exit_code, 0);
+  EXPECT_EQ(r.out, "");
+  // Only the curated /etc is visible.
+  EXPECT_EQ(Exec(s.get(), {"grep", "-c", "", "/etc/passwd"}).out, "3\n");
+}
+
+TEST_F(BwrapProviderTest, ConcurrentExecsInOneSession) {
+  auto s = NewSession("concurrent");
+  ASSERT_NE(s, nullptr);
+  std::vector<std::thread> threads;
+  std::vector<std::string> outs(4);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      outs[i] = Sh(s.get(), absl::StrCat("sleep 0.2; echo ", i)).out;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(outs[i], absl::StrCat(i, "\n"));
+}
+
+}  // namespace
+}  // namespace sandgate::sandbox
