@@ -1,0 +1,356 @@
+#include "playbooks/financial_analyst/statements.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/errors.h"
+#include "playbooks/financial_analyst/text.h"
+
+namespace sandgate::playbooks::financial {
+namespace {
+
+std::string Quote(absl::string_view cell) { return absl::StrCat("\"", Excerpt(cell, 40), "\""); }
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+// Accepts [+-]? (digits [. digits?] | . digits) ([eE] [+-]? digits)?
+bool IsPlainDecimal(absl::string_view s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  size_t digits = 0;
+  while (i < s.size() && IsDigit(s[i])) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && IsDigit(s[i])) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    size_t exp_digits = 0;
+    while (i < s.size() && IsDigit(s[i])) ++i, ++exp_digits;
+    if (exp_digits == 0) return false;
+  }
+  return i == s.size();
+}
+
+std::string YearsList(const std::vector<int64_t>& years) { return absl::StrJoin(years, ", "); }
+
+}  // namespace
+
+const std::vector<std::string>& RequiredColumns() {
+  static const auto* const kColumns = new std::vector<std::string>{
+      "year",
+      "revenue",
+      "cost_of_revenue",
+      "operating_income",
+      "interest_expense",
+      "net_income",
+      "accounts_receivable",
+      "inventory",
+      "total_current_assets",
+      "total_assets",
+      "total_current_liabilities",
+      "total_liabilities",
+      "shareholders_equity",
+      "operating_cash_flow",
+      "capital_expenditures",
+  };
+  return *kColumns;
+}
+
+const std::vector<std::string>& ValidationKeys() {
+  static const auto* const kKeys = new std::vector<std::string>{
+      "required_columns_present",
+      "missing_columns",
+      "all_values_numeric",
+      "bad_cells",
+      "years_unique",
+      "years_ordered",
+      "accounting_equation_passed_every_row",
+      "accounting_equation_failures",
+      "at_least_two_years",
+  };
+  return *kKeys;
+}
+
+std::vector<std::vector<std::string>> ParseCsv(absl::string_view text) {
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  std::vector<std::vector<std::string>> records;
+  std::vector<std::string> record;
+  std::string field;
+  bool in_quotes = false;
+  bool record_started = false;  // an empty line is no record
+  auto end_record = [&] {
+    if (record_started) {
+      record.push_back(std::move(field));
+      records.push_back(std::move(record));
+    }
+    record.clear();
+    field.clear();
+    record_started = false;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_quotes) {
+      if (c != '"') {
+        field.push_back(c);
+      } else if (i + 1 < text.size() && text[i + 1] == '"') {
+        field.push_back('"');
+        ++i;
+      } else {
+        in_quotes = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        // Opens a quoted field only at its start; elsewhere it is a literal quote.
+        if (field.empty()) {
+          in_quotes = true;
+        } else {
+          field.push_back(c);
+        }
+        record_started = true;
+        break;
+      case ',':
+        record.push_back(std::move(field));
+        field.clear();
+        record_started = true;
+        break;
+      case '\r':
+        if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+        end_record();
+        break;
+      case '\n':
+        end_record();
+        break;
+      default:
+        field.push_back(c);
+        record_started = true;
+    }
+  }
+  end_record();
+  return records;
+}
+
+std::optional<double> ParseNumber(absl::string_view cell) {
+  absl::string_view s = absl::StripAsciiWhitespace(cell);
+  if (!IsPlainDecimal(s)) return std::nullopt;
+  if (s[0] == '+') s.remove_prefix(1);  // from_chars takes no '+'
+  double value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+nlohmann::json ValidationReport::ToJson() const {
+  nlohmann::json bad = nlohmann::json::array();
+  for (const BadCell& cell : bad_cells) {
+    bad.push_back({{"row", cell.row}, {"column", cell.column}, {"value", cell.value}});
+  }
+  nlohmann::json j = nlohmann::json::object();
+  j["required_columns_present"] = required_columns_present;
+  j["missing_columns"] = missing_columns;
+  j["all_values_numeric"] = all_values_numeric;
+  j["bad_cells"] = std::move(bad);
+  j["years_unique"] = years_unique;
+  j["years_ordered"] = years_ordered;
+  j["accounting_equation_passed_every_row"] = accounting_equation_passed_every_row;
+  j["accounting_equation_failures"] = accounting_equation_failures;
+  j["at_least_two_years"] = at_least_two_years;
+  return j;
+}
+
+Statements::Statements(std::vector<std::string> columns, std::vector<StatementRow> rows)
+    : columns_(std::move(columns)), rows_(std::move(rows)) {}
+
+int Statements::ColumnIndex(absl::string_view column) const {
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    if (columns_[i] == column) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::optional<double> Statements::Get(size_t row, absl::string_view column) const {
+  int col = ColumnIndex(column);
+  if (col < 0 || row >= rows_.size()) return std::nullopt;
+  return rows_[row].value[col];
+}
+
+absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationReport* report) {
+  *report = ValidationReport();
+  std::vector<std::vector<std::string>> records = ParseCsv(csv);
+  // A record whose every cell is blank is a blank line, wherever it is.
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [](const std::vector<std::string>& fields) {
+                                 for (const std::string& f : fields) {
+                                   if (!absl::StripAsciiWhitespace(f).empty()) return false;
+                                 }
+                                 return true;
+                               }),
+                records.end());
+  if (records.empty()) {
+    report->missing_columns = RequiredColumns();
+    report->errors.push_back("the file is empty: expected a header row and yearly rows");
+    return errors::InvalidArgument(report->errors.back());
+  }
+
+  // Columns: named, first occurrence wins; `positions` maps them to their fields.
+  std::vector<std::string> columns;
+  std::vector<size_t> positions;
+  const std::vector<std::string>& header = records[0];
+  for (size_t i = 0; i < header.size(); ++i) {
+    std::string name(absl::StripAsciiWhitespace(header[i]));
+    if (name.empty()) continue;
+    if (std::find(columns.begin(), columns.end(), name) != columns.end()) {
+      report->warnings.push_back(
+          absl::StrCat("column ", Quote(name), " appears more than once; the first one is used"));
+      continue;
+    }
+    columns.push_back(std::move(name));
+    positions.push_back(i);
+  }
+  std::vector<StatementRow> rows;
+  for (size_t r = 1; r < records.size(); ++r) {
+    const std::vector<std::string>& fields = records[r];
+    StatementRow row;
+    row.source_row = static_cast<int>(r);
+    for (size_t extra = header.size(); extra < fields.size(); ++extra) {
+      if (!absl::StripAsciiWhitespace(fields[extra]).empty()) {
+        report->warnings.push_back(absl::StrCat("data row ", r, " has ", fields.size(),
+                                                " cells for ", header.size(),
+                                                " columns; the extra cells are ignored"));
+        break;
+      }
+    }
+    for (size_t pos : positions) {
+      row.raw.push_back(pos < fields.size() ? fields[pos] : std::string());
+      row.value.push_back(ParseNumber(row.raw.back()));
+    }
+    rows.push_back(std::move(row));
+  }
+  Statements in_file_order(columns, rows);
+  report->row_count = static_cast<int>(rows.size());
+  report->has_data_rows = !rows.empty();
+  if (!report->has_data_rows) {
+    report->errors.push_back("no data rows: the file has a header but no yearly rows");
+  }
+
+  // Required columns.
+  for (const std::string& required : RequiredColumns()) {
+    if (!in_file_order.HasColumn(required)) report->missing_columns.push_back(required);
+  }
+  report->required_columns_present = report->missing_columns.empty();
+  if (!report->required_columns_present) {
+    report->errors.push_back(absl::StrCat("missing required column(s): ",
+                                          absl::StrJoin(report->missing_columns, ", ")));
+  }
+
+  // Numeric cells, in file order then the contract's column order.
+  for (const StatementRow& row : rows) {
+    for (const std::string& required : RequiredColumns()) {
+      int c = in_file_order.ColumnIndex(required);
+      if (c >= 0 && !row.value[c].has_value()) {
+        report->bad_cells.push_back({row.source_row, required, row.raw[c]});
+      }
+    }
+  }
+  report->all_values_numeric = report->bad_cells.empty();
+  for (const BadCell& cell : report->bad_cells) {
+    report->errors.push_back(
+        absl::StrCat("data row ", cell.row, ", column ", cell.column, ": ",
+                     absl::StripAsciiWhitespace(cell.value).empty() ? "empty value"
+                                                                    : "not a finite number ",
+                     absl::StripAsciiWhitespace(cell.value).empty() ? "" : Quote(cell.value)));
+  }
+
+  // Integer, unique years.
+  int year_col = in_file_order.ColumnIndex("year");
+  report->years_unique = year_col >= 0;
+  std::vector<int64_t> known_years;  // file order
+  if (year_col >= 0) {
+    std::map<int64_t, int> first_row;  // year -> data row it first appears in
+    for (StatementRow& row : rows) {
+      const std::optional<double>& y = row.value[year_col];
+      if (!y.has_value()) {
+        report->years_unique = false;  // reported as a bad cell above
+        continue;
+      }
+      if (*y != std::floor(*y) || std::fabs(*y) > 1e15) {
+        report->years_unique = false;
+        report->errors.push_back(absl::StrCat("data row ", row.source_row,
+                                              ": year is not an integer: ",
+                                              Quote(row.raw[year_col])));
+        continue;
+      }
+      row.year = static_cast<int64_t>(*y);
+      known_years.push_back(row.year);
+      auto [it, inserted] = first_row.emplace(row.year, row.source_row);
+      if (!inserted) {
+        report->years_unique = false;
+        report->errors.push_back(absl::StrCat("duplicate year ", row.year, " at data rows ",
+                                              it->second, " and ", row.source_row));
+      }
+    }
+  }
+  if (!known_years.empty()) {
+    auto [lo, hi] = std::minmax_element(known_years.begin(), known_years.end());
+    report->year_range = std::make_pair(*lo, *hi);
+  }
+  for (size_t i = 1; i < known_years.size(); ++i) {
+    if (known_years[i] <= known_years[i - 1]) report->years_ordered = false;
+  }
+  if (!report->years_ordered) {
+    report->warnings.push_back("years are not in ascending order in the file; rows were sorted");
+  }
+
+  // The accounting equation, on every row that has the three numbers.
+  int assets_col = in_file_order.ColumnIndex("total_assets");
+  int liabilities_col = in_file_order.ColumnIndex("total_liabilities");
+  int equity_col = in_file_order.ColumnIndex("shareholders_equity");
+  if (assets_col >= 0 && liabilities_col >= 0 && equity_col >= 0) {
+    for (const StatementRow& row : rows) {
+      std::optional<double> assets = row.value[assets_col];
+      std::optional<double> liabilities = row.value[liabilities_col];
+      std::optional<double> equity = row.value[equity_col];
+      if (!assets || !liabilities || !equity) continue;
+      if (std::fabs(*assets - (*liabilities + *equity)) > std::max(1.0, 1e-6 * std::fabs(*assets))) {
+        // A row without an integer year cannot be named by year; the fatal error names it.
+        if (year_col >= 0 && row.value[year_col] && *row.value[year_col] == row.year) {
+          report->accounting_equation_failures.push_back(row.year);
+        }
+        report->accounting_equation_passed_every_row = false;
+      }
+    }
+  }
+  std::sort(report->accounting_equation_failures.begin(),
+            report->accounting_equation_failures.end());
+  if (!report->accounting_equation_passed_every_row) {
+    report->warnings.push_back(
+        absl::StrCat("total_assets != total_liabilities + shareholders_equity in ",
+                     YearsList(report->accounting_equation_failures)));
+  }
+  report->at_least_two_years = rows.size() >= 2;
+  if (!report->at_least_two_years) {
+    report->warnings.push_back(absl::StrCat("only ", rows.size(),
+                                            " data row(s): growth, roa, roe and the "
+                                            "unusual-movement rules stay blank"));
+  }
+
+  if (report->fatal()) return errors::InvalidArgument(absl::StrJoin(report->errors, "; "));
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const StatementRow& a, const StatementRow& b) { return a.year < b.year; });
+  return Statements(std::move(columns), std::move(rows));
+}
+
+}  // namespace sandgate::playbooks::financial

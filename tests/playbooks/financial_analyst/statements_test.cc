@@ -1,0 +1,226 @@
+#include "playbooks/financial_analyst/statements.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test_util.h"
+
+namespace sandgate::playbooks::financial {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const char kHeader[] =
+    "year,revenue,cost_of_revenue,operating_income,interest_expense,net_income,"
+    "accounts_receivable,inventory,total_current_assets,total_assets,"
+    "total_current_liabilities,total_liabilities,shareholders_equity,operating_cash_flow,"
+    "capital_expenditures";
+
+// A balanced row for `year` (total_assets 2000 = 1200 + 800).
+std::string Row(int year) {
+  return absl::StrCat(year, ",1000,400,200,20,100,100,50,500,2000,250,1200,800,150,60");
+}
+
+std::string Csv(const std::vector<std::string>& rows, const std::string& header = kHeader) {
+  return absl::StrCat(header, "\n", absl::StrJoin(rows, "\n"), "\n");
+}
+
+TEST(ParseNumberTest, AcceptsPlainDecimalsOnly) {
+  EXPECT_EQ(ParseNumber(" 12.5 "), 12.5);
+  EXPECT_EQ(ParseNumber("-3"), -3);
+  EXPECT_EQ(ParseNumber("+4"), 4);
+  EXPECT_EQ(ParseNumber("1e3"), 1000);
+  EXPECT_EQ(ParseNumber(".5"), 0.5);
+  EXPECT_EQ(ParseNumber("5."), 5);
+  for (const char* bad : {"", " ", "1,000", "$5", "nan", "NaN", "inf", "-Infinity", "0x10",
+                          "1e400", "12a", "1e", "--1", "."}) {
+    EXPECT_FALSE(ParseNumber(bad).has_value()) << bad;
+  }
+}
+
+TEST(ParseCsvTest, QuotesBomCrlfAndBlankLines) {
+  auto records = ParseCsv("\xEF\xBB\xBF" "a,\"b,c\",\"say \"\"hi\"\"\"\r\n\r\n1,\"x\r\ny\",3\r\n");
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_THAT(records[0], ElementsAre("a", "b,c", "say \"hi\""));
+  EXPECT_THAT(records[1], ElementsAre("1", "x\r\ny", "3"));
+}
+
+TEST(StatementsTest, SampleIsValid) {
+  ValidationReport report;
+  auto st = LoadStatements(testing::SampleCsv(), &report);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->rows().size(), 6u);
+  EXPECT_EQ(st->columns().size(), 26u);
+  EXPECT_EQ(st->columns()[3], "gross_profit");  // input order kept
+  EXPECT_EQ(st->rows().front().year, 2020);
+  EXPECT_EQ(st->rows().back().year, 2025);
+  EXPECT_EQ(st->Get(5, "revenue"), 238700);
+  EXPECT_TRUE(report.required_columns_present && report.all_values_numeric &&
+              report.years_unique && report.years_ordered &&
+              report.accounting_equation_passed_every_row && report.at_least_two_years);
+  EXPECT_TRUE(report.warnings.empty()) << absl::StrJoin(report.warnings, "; ");
+  EXPECT_EQ(report.row_count, 6);
+  EXPECT_EQ(report.year_range, std::make_pair(int64_t{2020}, int64_t{2025}));
+  std::vector<std::string> keys;
+  nlohmann::json json = report.ToJson();
+  for (const auto& [key, value] : json.items()) keys.push_back(key);
+  std::vector<std::string> expected = ValidationKeys();
+  std::sort(expected.begin(), expected.end());
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, expected);
+}
+
+TEST(StatementsTest, BomCrlfQuotedHeaderAndExtraColumns) {
+  std::string csv = absl::StrCat("\xEF\xBB\xBF", "notes,", kHeader, ",\"customers\"\r\n",
+                                 "\"cloud, \"\"core\"\"\",", Row(2020), ",10\r\n", "x,",
+                                 Row(2021), ",12\r\n");
+  ValidationReport report;
+  auto st = LoadStatements(csv, &report);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->columns().front(), "notes");
+  EXPECT_EQ(st->columns().back(), "customers");
+  EXPECT_EQ(st->rows()[0].raw[0], "cloud, \"core\"");
+  EXPECT_EQ(st->Get(1, "customers"), 12);
+}
+
+TEST(StatementsTest, ReorderedColumns) {
+  // capital_expenditures first, year last.
+  std::string header = "capital_expenditures,revenue,cost_of_revenue,operating_income,"
+                       "interest_expense,net_income,accounts_receivable,inventory,"
+                       "total_current_assets,total_assets,total_current_liabilities,"
+                       "total_liabilities,shareholders_equity,operating_cash_flow,year";
+  std::string csv = absl::StrCat(header, "\n60,1000,400,200,20,100,100,50,500,2000,250,1200,800,150,2020\n");
+  ValidationReport report;
+  auto st = LoadStatements(csv, &report);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->rows()[0].year, 2020);
+  EXPECT_EQ(st->Get(0, "capital_expenditures"), 60);
+}
+
+TEST(StatementsTest, UnsortedYearsAreSortedAndReported) {
+  ValidationReport report;
+  auto st = LoadStatements(Csv({Row(2022), Row(2020), Row(2021)}), &report);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_FALSE(report.years_ordered);
+  EXPECT_EQ(st->rows()[0].year, 2020);
+  EXPECT_EQ(st->rows()[1].year, 2021);
+  EXPECT_EQ(st->rows()[2].year, 2022);
+  EXPECT_EQ(st->rows()[0].source_row, 2);
+  EXPECT_THAT(absl::StrJoin(report.warnings, ";"), HasSubstr("ascending"));
+}
+
+TEST(StatementsTest, BlankLinesAreNotRows) {
+  ValidationReport report;
+  auto st = LoadStatements(absl::StrCat(kHeader, "\n\n", Row(2020), "\n,,,\n", Row(2021), "\n"),
+                           &report);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->rows().size(), 2u);
+  EXPECT_EQ(st->rows()[1].source_row, 2);
+}
+
+TEST(StatementsTest, MissingColumnIsFatalAndNamed) {
+  std::string header = kHeader;
+  header.erase(header.find(",inventory"), std::string(",inventory").size());
+  std::string row = "2020,1000,400,200,20,100,100,500,2000,250,1200,800,150,60";
+  ValidationReport report;
+  auto st = LoadStatements(absl::StrCat(header, "\n", row, "\n"), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.status().message(), HasSubstr("inventory"));
+  EXPECT_FALSE(report.required_columns_present);
+  EXPECT_THAT(report.missing_columns, ElementsAre("inventory"));
+  EXPECT_TRUE(report.fatal());
+}
+
+TEST(StatementsTest, NonNumericCellIsFatalAndNamesRowColumnValue) {
+  std::string bad = Row(2021);
+  bad.replace(bad.find(",1000,"), 6, ",12a,");
+  ValidationReport report;
+  auto st = LoadStatements(Csv({Row(2020), bad}), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.status().message(), HasSubstr("data row 2"));
+  EXPECT_THAT(st.status().message(), HasSubstr("revenue"));
+  EXPECT_THAT(st.status().message(), HasSubstr("12a"));
+  EXPECT_FALSE(report.all_values_numeric);
+  ASSERT_EQ(report.bad_cells.size(), 1u);
+  EXPECT_EQ(report.bad_cells[0].row, 2);
+  EXPECT_EQ(report.bad_cells[0].column, "revenue");
+  EXPECT_EQ(report.bad_cells[0].value, "12a");
+}
+
+TEST(StatementsTest, EmptyAndInfiniteRequiredCellsAreFatal) {
+  std::string empty = Row(2020);
+  empty.replace(empty.find(",400,"), 5, ",,");
+  std::string inf = Row(2021);
+  inf.replace(inf.find(",100,100,"), 5, ",inf,");
+  ValidationReport report;
+  auto st = LoadStatements(Csv({empty, inf}), &report);
+  ASSERT_FALSE(st.ok());
+  ASSERT_EQ(report.bad_cells.size(), 2u);
+  EXPECT_EQ(report.bad_cells[0].column, "cost_of_revenue");
+  EXPECT_EQ(report.bad_cells[1].column, "net_income");
+  EXPECT_EQ(report.bad_cells[1].value, "inf");
+  EXPECT_THAT(st.status().message(), HasSubstr("empty value"));
+}
+
+TEST(StatementsTest, DuplicateYearIsFatalAndNamed) {
+  ValidationReport report;
+  auto st = LoadStatements(Csv({Row(2020), Row(2021), Row(2021)}), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.status().message(), HasSubstr("duplicate year 2021"));
+  EXPECT_FALSE(report.years_unique);
+  EXPECT_TRUE(report.all_values_numeric);
+}
+
+TEST(StatementsTest, NonIntegerYearIsFatal) {
+  std::string row = Row(2021);
+  row.replace(0, 4, "2021.5");
+  ValidationReport report;
+  auto st = LoadStatements(Csv({Row(2020), row}), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.status().message(), HasSubstr("2021.5"));
+  EXPECT_FALSE(report.years_unique);
+}
+
+TEST(StatementsTest, AccountingEquationFailuresListYears) {
+  // total_assets 2000 against 1200 + 800: off by 1 passes (tolerance max(1, 0.002)), 1.5 fails.
+  std::string off_by_one = Row(2021);
+  off_by_one.replace(off_by_one.find(",2000,"), 6, ",2001,");
+  std::string off = Row(2022);
+  off.replace(off.find(",2000,"), 6, ",2001.5,");
+  std::string big = "2023,1000,400,200,20,100,100,50,500,1000000999,250,600000000,400000000,150,60";
+  std::string big_off = "2024,1000,400,200,20,100,100,50,500,1000001001,250,600000000,400000000,150,60";
+  ValidationReport report;
+  auto st = LoadStatements(Csv({Row(2020), off_by_one, off, big, big_off}), &report);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_FALSE(report.accounting_equation_passed_every_row);
+  EXPECT_THAT(report.accounting_equation_failures, ElementsAre(2022, 2024));
+  EXPECT_THAT(absl::StrJoin(report.warnings, ";"), HasSubstr("2022, 2024"));
+}
+
+TEST(StatementsTest, SingleYearIsAWarning) {
+  ValidationReport report;
+  auto st = LoadStatements(Csv({Row(2020)}), &report);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_FALSE(report.at_least_two_years);
+  EXPECT_EQ(report.year_range, std::make_pair(int64_t{2020}, int64_t{2020}));
+}
+
+TEST(StatementsTest, EmptyFileAndHeaderOnlyAreFatal) {
+  ValidationReport report;
+  EXPECT_THAT(LoadStatements("", &report).status().message(), HasSubstr("empty"));
+  EXPECT_FALSE(report.required_columns_present);
+  auto st = LoadStatements(absl::StrCat(kHeader, "\n"), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.status().message(), HasSubstr("no data rows"));
+  EXPECT_TRUE(report.required_columns_present);
+  EXPECT_FALSE(report.at_least_two_years);
+}
+
+}  // namespace
+}  // namespace sandgate::playbooks::financial
