@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 namespace sandgate::sandbox::local {
@@ -324,6 +325,13 @@ std::vector<std::string> SessionCgroups::Create(uint64_t memory_bytes, uint32_t 
     if (unified_pids_ && !pids) pids = limit(unified_ + "/pids.max", max_processes, "process limit");
   }
   return warnings;
+}
+
+absl::Status SessionCgroups::Join(pid_t pid) const {
+  for (const std::string& file : procs_files_) {
+    SANDGATE_RETURN_IF_ERROR(WriteText(file, absl::StrCat(pid)));
+  }
+  return absl::OkStatus();
 }
 
 uint64_t SessionCgroups::OomKillCount() const {

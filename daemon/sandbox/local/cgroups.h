@@ -15,13 +15,15 @@
 //   SessionCgroups cg = SessionCgroups::Plan(host, "abc");
 //   journal details <- cg.paths();
 //   std::vector<std::string> warnings = cg.Create(64 << 20, 256);
-//   ... child writes "0" to each of cg.procs_files() ...
+//   cg.Join(pid);  // for each process of the sandbox that exists before untrusted code runs
 //   cg.KillAndRemove(absl::Seconds(2));
 //
 // Thread safety: CgroupHost is an immutable value. A SessionCgroups is not thread safe except
 // OomKillCount(), which only reads the kernel.
 #ifndef SANDGATE_SANDBOX_LOCAL_CGROUPS_H_
 #define SANDGATE_SANDBOX_LOCAL_CGROUPS_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -69,8 +71,8 @@ class SessionCgroups {
   // Creates the directories and writes the limits. Returns one warning per limit or
   // facility that is not in force.
   std::vector<std::string> Create(uint64_t memory_bytes, uint32_t max_processes);
-  // The cgroup.procs files a new process writes "0" to, to place itself in this session.
-  const std::vector<std::string>& procs_files() const { return procs_files_; }
+  // Moves process `pid` (not its existing children) into every cgroup of the session.
+  absl::Status Join(pid_t pid) const;
   // OOM kills so far in the session's memory cgroup; 0 when there is none.
   uint64_t OomKillCount() const;
   // Kills every process in the session's cgroups, waits up to `wait` for them to be empty,

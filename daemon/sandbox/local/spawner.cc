@@ -17,18 +17,14 @@
 namespace sandgate::sandbox::local {
 namespace {
 
-// What failed in the child, sent back over the error pipe.
+// What failed in the child, sent back over the error pipe. `stage` points to a string
+// literal, valid in the parent too: the child is a fork of it.
 struct ChildError {
-  int stage;
+  const char* stage;
   int err;
 };
 
-constexpr const char* kStages[] = {
-    "setpgid", "dup2 stdio",     "close_range", "keep fd",       "join cgroup",
-    "setgroups", "setresgid",    "setresuid",   "pdeathsig",     "daemon died", "execve",
-};
-
-[[noreturn]] void Fail(int pipe_fd, int stage) {
+[[noreturn]] void Fail(int pipe_fd, const char* stage) {
   ChildError e{stage, errno};
   (void)!write(pipe_fd, &e, sizeof(e));
   _exit(127);
@@ -37,11 +33,9 @@ constexpr const char* kStages[] = {
 // Runs between fork and exec of a multithreaded process: async-signal-safe calls only, no
 // allocation, raw syscalls for credentials (glibc's wrappers would try to sync threads).
 [[noreturn]] void Child(const char* path, char* const* argv, const int* stdio,
-                        const std::vector<int>& keep, const std::vector<const char*>& procs,
-                        uid_t uid, gid_t gid, pid_t parent, int err_fd) {
-  int stage = 0;
-  if (setpgid(0, 0) != 0) Fail(err_fd, stage);
-  ++stage;
+                        const std::vector<int>& keep, uid_t uid, gid_t gid, pid_t parent,
+                        int err_fd) {
+  if (setpgid(0, 0) != 0) Fail(err_fd, "setpgid");
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -50,42 +44,27 @@ constexpr const char* kStages[] = {
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);  // EINVAL for some: fine
   for (int i = 0; i < 3; ++i) {
-    if (dup2(stdio[i], i) < 0) Fail(err_fd, stage);
+    if (dup2(stdio[i], i) < 0) Fail(err_fd, "dup2 stdio");
   }
-  ++stage;
-  if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) Fail(err_fd, stage);
-  ++stage;
+  if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) Fail(err_fd, "close_range");
   for (int fd : keep) {
-    if (fcntl(fd, F_SETFD, 0) != 0) Fail(err_fd, stage);
+    if (fcntl(fd, F_SETFD, 0) != 0) Fail(err_fd, "keep fd");
   }
-  ++stage;
-  for (const char* file : procs) {
-    int fd = open(file, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, "0", 1) != 1) Fail(err_fd, stage);
-    close(fd);
-  }
-  ++stage;
   if (uid != 0) {
-    if (syscall(SYS_setgroups, 0, nullptr) != 0) Fail(err_fd, stage);
-    ++stage;
-    if (syscall(SYS_setresgid, gid, gid, gid) != 0) Fail(err_fd, stage);
-    ++stage;
-    if (syscall(SYS_setresuid, uid, uid, uid) != 0) Fail(err_fd, stage);
-    ++stage;
-  } else {
-    stage += 3;
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) Fail(err_fd, "setgroups");
+    if (syscall(SYS_setresgid, gid, gid, gid) != 0) Fail(err_fd, "setresgid");
+    if (syscall(SYS_setresuid, uid, uid, uid) != 0) Fail(err_fd, "setresuid");
   }
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) Fail(err_fd, stage);
-  ++stage;
+  // After the uid change: changing credentials clears the parent-death signal.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) Fail(err_fd, "pdeathsig");
   if (getppid() != parent) {
     errno = ESRCH;
-    Fail(err_fd, stage);
+    Fail(err_fd, "parent check (daemon exited)");
   }
-  ++stage;
-  if (chdir("/") != 0) Fail(err_fd, stage);
+  if (chdir("/") != 0) Fail(err_fd, "chdir");
   char* const empty_env[] = {nullptr};
   execve(path, argv, empty_env);
-  Fail(err_fd, stage);
+  Fail(err_fd, "execve");
 }
 
 }  // namespace
@@ -128,8 +107,6 @@ void Spawner::Loop() {
     std::vector<char*> argv;
     for (const std::string& a : p.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    std::vector<const char*> procs;
-    for (const std::string& f : p.cgroup_procs) procs.push_back(f.c_str());
     UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
     int pipefd[2];
     if (!devnull.valid() || pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -142,7 +119,7 @@ void Spawner::Loop() {
       const pid_t parent = getpid();
       pid_t pid = fork();
       if (pid == 0) {
-        Child(p.path.c_str(), argv.data(), stdio, p.keep_fds, procs, p.uid, p.gid, parent,
+        Child(p.path.c_str(), argv.data(), stdio, p.keep_fds, p.uid, p.gid, parent,
               err_w.get());
       }
       if (pid < 0) {
@@ -156,10 +133,7 @@ void Spawner::Loop() {
         } while (n < 0 && errno == EINTR);
         if (n == static_cast<ssize_t>(sizeof(e))) {
           waitpid(pid, nullptr, 0);
-          const char* stage = e.stage >= 0 && e.stage < static_cast<int>(std::size(kStages))
-                                  ? kStages[e.stage]
-                                  : "?";
-          result = errors::FromErrno(e.err, absl::StrCat("spawn ", p.path, ": ", stage));
+          result = errors::FromErrno(e.err, absl::StrCat("spawn ", p.path, ": ", e.stage));
         } else {
           result = pid;
         }

@@ -5,9 +5,8 @@
 // fork goes through this thread, which lives as long as the Spawner (isolation.md §5).
 //
 // The child, before exec: own process group; default signal mask and dispositions; stdio
-// dup2'ed; every other fd close-on-exec except `keep_fds`; "0" written to each cgroup.procs
-// file (joins the session's cgroups while still root); supplementary groups dropped, then
-// gid and uid set; PR_SET_PDEATHSIG(SIGKILL) (after the uid change, which would clear it)
+// dup2'ed; every other fd close-on-exec except `keep_fds`; supplementary groups dropped,
+// then gid and uid set; PR_SET_PDEATHSIG(SIGKILL) (after the uid change, which would clear it)
 // and a check that the daemon did not die meanwhile; chdir("/"); execve with an empty
 // environment. Any failure before exec is reported back as an error from Spawn().
 //
@@ -38,7 +37,6 @@ struct SpawnPlan {
   int stdout_fd = -1;
   int stderr_fd = -1;
   std::vector<int> keep_fds;      // inherited at the same numbers
-  std::vector<std::string> cgroup_procs;
   uid_t uid = 0;                  // 0 = keep the daemon's ids
   gid_t gid = 0;
 };
