@@ -22,12 +22,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/render.h"
+#include "google/protobuf/util/time_util.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 
 namespace sandgate::cli {
@@ -261,11 +263,23 @@ void PrintFinancialSummary(const std::string& dir) {
     }
   }
   auto flags = ReadCsv(dir + "/unusual_movements.csv");
-  if (flags.size() >= 2) {
-    std::printf("\nunusual movements: %zu\n", flags.size() - 1);
+  if (flags.size() >= 2 && metrics.size() >= 2) {
+    const std::string& latest = metrics.back()[0];
+    size_t in_latest = 0;
+    for (size_t r = 1; r < flags.size(); ++r) in_latest += flags[r][0] == latest ? 1 : 0;
+    std::printf("\nunusual movements: %zu in all, %zu in %s\n", flags.size() - 1, in_latest,
+                latest.c_str());
     for (size_t r = 1; r < flags.size(); ++r) {
       const auto& f = flags[r];
-      if (f.size() >= 6) std::printf("  %s %-28s %-34s change %s\n", f[0].c_str(), f[1].c_str(), f[2].c_str(), f[5].c_str());
+      double change;
+      if (f.size() < 6 || f[0] != latest) continue;
+      // Growth rules move by a percentage; the margin and receivables rules by points.
+      bool points = f[2] != "yoy_move_15pct";
+      std::string shown = f[5];
+      if (absl::SimpleAtod(f[5], &change)) {
+        shown = absl::StrFormat(points ? "%+.1f pp" : "%+.1f%%", change * 100);
+      }
+      std::printf("  %-28s %-34s %s\n", f[1].c_str(), f[2].c_str(), shown.c_str());
     }
   }
 }

@@ -73,6 +73,8 @@ class RunManager::RunEvents : public agent::EventSink {
     tenant_ = run->run.tenant();
   }
   void set_session_id(std::string id) { session_id_ = std::move(id); }
+  const std::string& run_id() const { return run_id_; }
+  const std::string& tenant() const { return tenant_; }
   void Emit(v1::Event event) override {
     event.set_run_id(run_id_);
     event.set_session_id(session_id_);
@@ -368,7 +370,7 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   for (const std::string& w : (*session)->Warnings()) sc->add_unenforced(w);
   *sc->mutable_create_duration() = ToProto(deps_.clock->Now() - t0);
   events.Emit(std::move(created));
-  log::Info("session.created", {{"run", session_id}, {"session", session_id}});
+  log::Info("session.created", {{"run", events.run_id()}, {"tenant", events.tenant()}, {"session", session_id}});
 
   absl::Status agent_status = RunInSession(*ar, **session, events);
 

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
@@ -84,7 +85,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   std::unique_ptr<SqliteStore> store(new SqliteStore(db));
   absl::MutexLock lock(&store->mu_);
   SANDGATE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
-  SANDGATE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+  // Runs and events survive a killed daemon with NORMAL in WAL mode (only a power loss can
+  // drop the newest commits); journal records are written with FULL, see Record.
+  SANDGATE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
   SANDGATE_RETURN_IF_ERROR(store->Exec(kSchema));
   return store;
 }
@@ -241,6 +244,11 @@ absl::StatusOr<int64_t> SqliteStore::LastSeq(const std::string& run_id) {
 
 absl::Status SqliteStore::Record(const JournalEntry& entry) {
   absl::MutexLock lock(&mu_);
+  // A record must be on disk before the resource it names exists.
+  SANDGATE_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
+  absl::Cleanup normal = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    (void)Exec("PRAGMA synchronous=NORMAL");
+  };
   Stmt s(db_,
          "INSERT INTO journal(id, provider, kind, details) VALUES(?,?,?,?) "
          "ON CONFLICT(id) DO UPDATE SET details=excluded.details");

@@ -2,7 +2,8 @@
 //
 // Thread safe: one connection guarded by a mutex (SQLite serialises writers anyway, and the
 // daemon's write rate is a few events per command). Journal writes are synchronous=FULL so
-// a record is on disk before the resource it names exists.
+// a record is on disk before the resource it names exists; runs and events use NORMAL (WAL),
+// which a killed daemon cannot lose, only a power cut — and that takes the sandboxes too.
 //
 //   SANDGATE_ASSIGN_OR_RETURN(auto store, SqliteStore::Open("/var/lib/sandgate/state.db"));
 #ifndef SANDGATE_STORE_SQLITE_STORE_H_

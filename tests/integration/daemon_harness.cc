@@ -1,21 +1,60 @@
 #include "tests/integration/daemon_harness.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
-#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 
 namespace sandgate::testing {
+
+namespace {
+
+// grpc.health.v1.Health/Check through the generic stub (Debian ships no generated health
+// stubs): an empty request asks about the whole server; the answer {status: SERVING} is the
+// two bytes 08 01.
+bool Healthy(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty;
+  request = grpc::ByteBuffer(&empty, 1);
+  grpc::Status status;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = s;
+                   done = true;
+                   cv.notify_one();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  if (!status.ok()) return false;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return false;
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  return bytes == std::string("\x08\x01", 2);
+}
+
+}  // namespace
 
 DaemonHarness::DaemonHarness(nlohmann::json config) : config_(std::move(config)) {
   char tmpl[] = "/tmp/sg-it-XXXXXX";
@@ -47,16 +86,8 @@ void DaemonHarness::Start() {
   }
   ASSERT_GT(pid_, 0);
   auto channel = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
-  auto health = grpc::health::v1::Health::NewStub(channel);
   for (int i = 0; i < 300; ++i) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-    grpc::health::v1::HealthCheckRequest req;
-    grpc::health::v1::HealthCheckResponse resp;
-    if (health->Check(&ctx, req, &resp).ok() &&
-        resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) {
-      return;
-    }
+    if (Healthy(channel)) return;
     int status;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
