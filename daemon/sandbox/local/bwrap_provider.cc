@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
   if (access(options.bwrap_path.c_str(), X_OK) != 0) {
     return errors::FromErrno(errno, absl::StrCat("bwrap_path ", options.bwrap_path));
   }
-  if (access(options.init_path.c_str(), R_OK | X_OK) != 0 || options.init_path.front() != '/') {
+  if (options.init_path.empty() || options.init_path.front() != '/' ||
+      access(options.init_path.c_str(), R_OK | X_OK) != 0) {
     return errors::FailedPrecondition(
         absl::StrCat("init_path ", options.init_path, ": not an absolute path to an executable"));
   }

@@ -51,6 +51,16 @@ void PidfdKill(const UniqueFd& pidfd) {
   if (pidfd.valid()) syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
 }
 
+// Waits until the process behind `pidfd` has exited; false on timeout.
+bool WaitExit(const UniqueFd& pidfd, absl::Duration timeout) {
+  struct pollfd p = {pidfd.get(), POLLIN, 0};
+  int r;
+  while ((r = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)))) < 0 &&
+         errno == EINTR) {
+  }
+  return r > 0;
+}
+
 int PollTimeoutMs(absl::Time deadline) {
   if (deadline == absl::InfiniteFuture()) return -1;
   absl::Duration left = deadline - absl::Now();
@@ -208,6 +218,12 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
         "session processes are not tracked by a cgroup (killed through the sandbox's PID "
         "namespace only): ", host.kill_note));
   }
+  // tmpfs pages are charged to the writer's memory cgroup (isolation.md §2).
+  if (2 * spec_.workspace_bytes >= spec_.memory_bytes) {
+    warnings_.push_back(absl::StrCat(
+        "/work and /tmp (", spec_.workspace_bytes, " bytes each) can fill the memory limit (",
+        spec_.memory_bytes, " bytes): a full workspace may end in an OOM kill, not ENOSPC"));
+  }
   warnings_.push_back(absl::StrCat("workspace inode limit (", spec_.workspace_inodes,
                                    ") not enforced: bubblewrap's tmpfs has no nr_inodes option"));
 
@@ -347,7 +363,12 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
 
   const uint64_t oom_before = cgroups_.OomKillCount();
   const absl::Time start = absl::Now();
-  SANDGATE_RETURN_IF_ERROR(SendExec(message, cmd_remote.get(), out_w.get(), err_w.get()));
+  absl::Status sent = SendExec(message, cmd_remote.get(), out_w.get(), err_w.get());
+  if (!sent.ok()) {
+    absl::MutexLock l(&mu_);
+    if (closed_) return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
+    return sent;
+  }
   // Only the command may hold the write ends now, so EOF means it (and its heirs) are done.
   cmd_remote.reset();
   out_w.reset();
@@ -463,15 +484,24 @@ absl::Status BwrapSession::Close() {
     closed_ = true;
     files_.reset();  // the last file call in flight releases the workspace
   }
-  // Killing the init tears down the PID namespace; the cgroup kill also gets bwrap and any
-  // process that could have escaped the namespace (none should).
+  // Killing the init tears down the PID namespace: once the init has exited, every process
+  // in it is gone. bwrap (the init's parent) then reaps it and exits by itself; killing bwrap
+  // first would orphan the init's zombie to a reaper that may be slow.
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
-  PidfdKill(init_pidfd_);
-  PidfdKill(bwrap_pidfd_);
   absl::Status status;
-  if (bwrap_pid_ > 0) {
-    struct pollfd p = {bwrap_pidfd_.get(), POLLIN, 0};
-    while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
+  if (init_pidfd_.valid()) {
+    PidfdKill(init_pidfd_);
+    if (!WaitExit(init_pidfd_, absl::Seconds(5))) {
+      status.Update(errors::Internal(absl::StrCat("sandbox init ", init_pid_, " did not exit")));
+    }
+  }
+  if (bwrap_pid_ > 0 && !bwrap_pidfd_.valid()) {
+    kill(bwrap_pid_, SIGKILL);  // still our unreaped child, so the pid cannot be reused
+    waitpid(bwrap_pid_, nullptr, 0);
+  } else if (bwrap_pid_ > 0) {
+    if (!init_pidfd_.valid() || !WaitExit(bwrap_pidfd_, absl::Seconds(1))) {
+      PidfdKill(bwrap_pidfd_);
+      WaitExit(bwrap_pidfd_, absl::Seconds(5));
     }
     // Reaped at once: a zombie would keep its pids charged to the session's cgroup.
     if (waitpid(bwrap_pid_, nullptr, WNOHANG) == 0) {

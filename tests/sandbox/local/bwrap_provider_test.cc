@@ -8,12 +8,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -76,7 +79,10 @@ void FindDirs(const std::string& dir, const std::string& name, int depth,
   closedir(d);
 }
 
-// Test providers use uid pools of their own, away from the daemon's default.
+// Test providers use uid pools of their own, away from the daemon's default and from other
+// test processes that ctest may run at the same time: 32 uids per pool, two pools per process.
+uid_t TestUidBase(int pool) { return 200000 + (getpid() % 1000) * 64 + pool * 32; }
+
 BwrapOptions TestOptions(uid_t uid_base, uint32_t pool_size) {
   BwrapOptions opts;
   opts.init_path = SANDGATE_TEST_INIT_PATH;
@@ -89,7 +95,7 @@ BwrapOptions TestOptions(uid_t uid_base, uint32_t pool_size) {
 class BwrapProviderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto p = BwrapProvider::Create(TestOptions(160000, 64), &journal_);
+    auto p = BwrapProvider::Create(TestOptions(TestUidBase(0), 32), &journal_);
     ASSERT_TRUE(p.ok()) << p.status();
     provider_ = std::move(*p);
   }
@@ -462,8 +468,11 @@ TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
 }
 
 TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
+  // As the daemon should be: a subreaper, so what the sweep kills is reaped here at once.
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  absl::Cleanup no_subreaper = [] { prctl(PR_SET_CHILD_SUBREAPER, 0); };
   FakeJournal journal;
-  const BwrapOptions opts = TestOptions(170000, 4);
+  const BwrapOptions opts = TestOptions(TestUidBase(1), 4);
   auto first = BwrapProvider::Create(opts, &journal);
   ASSERT_TRUE(first.ok()) << first.status();
   SessionSpec spec;
@@ -484,6 +493,10 @@ TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
   ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_TRUE((*second)->Sweep((*entries)[0]).ok());
   EXPECT_TRUE(HostProcessesOf(uid).empty());
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  while (waitpid(-1, nullptr, WNOHANG) >= 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));  // the leaked bwrap and its orphaned init
+  }
   std::vector<std::string> dirs;
   FindDirs("/sys/fs/cgroup", "sandgate-lost", 0, &dirs);
   EXPECT_TRUE(dirs.empty());
@@ -499,8 +512,15 @@ TEST_F(BwrapProviderTest, SweepRefusesUidsOutsideThePool) {
   e.kind = "session";
   e.details = {{"uid", 0}, {"cgroups", {"/sys/fs/cgroup/memory"}}};
   EXPECT_EQ(provider_->Sweep(e).code(), absl::StatusCode::kInvalidArgument);
-  e.details = {{"uid", 160001}, {"cgroups", {"/sys/fs/cgroup/memory"}}};
+  e.details = {{"uid", TestUidBase(0) + 40}, {"cgroups", {"/sys/fs/cgroup/memory"}}};
   EXPECT_EQ(provider_->Sweep(e).code(), absl::StatusCode::kInvalidArgument);
+  // A pool uid, but a cgroup that is not a session's: left alone.
+  const std::string foreign = absl::StrCat("/sys/fs/cgroup/pids/not-sandgate-", getpid());
+  ASSERT_EQ(mkdir(foreign.c_str(), 0755), 0);
+  e.details = {{"uid", TestUidBase(0) + 31}, {"cgroups", {foreign}}};
+  EXPECT_EQ(provider_->Sweep(e).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(access(foreign.c_str(), F_OK), 0);
+  rmdir(foreign.c_str());
 }
 
 TEST_F(BwrapProviderTest, RestrictedNetworkIsNotImplementedYet) {
