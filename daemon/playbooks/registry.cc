@@ -30,8 +30,8 @@ absl::StatusOr<const Playbook*> FindPlaybook(const std::string& name) {
     if (playbook->name() == name) return playbook.get();
   }
   return errors::NotFound(
-      "playbook", absl::StrCat("\"", financial::Excerpt(name, 80), "\" (known playbooks: ",
-                               absl::StrJoin(PlaybookNames(), ", "), ")"));
+      "playbook", absl::StrCat("\"", financial::Excerpt(name, 80),
+                               "\" (known playbooks: ", absl::StrJoin(PlaybookNames(), ", "), ")"));
 }
 
 std::vector<std::string> PlaybookNames() {

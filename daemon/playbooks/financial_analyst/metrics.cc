@@ -40,10 +40,22 @@ bool AtLeast(double value, double threshold) { return value >= threshold - kThre
 
 const std::vector<std::string>& MetricColumns() {
   static const auto* const kColumns = new std::vector<std::string>{
-      "year",           "revenue_growth",     "gross_margin",    "operating_margin",
-      "net_margin",     "current_ratio",      "quick_ratio",     "liabilities_to_equity",
-      "roa",            "roe",                "interest_coverage", "free_cash_flow",
-      "fcf_margin",     "cash_conversion",    "receivables_growth", "inventory_growth",
+      "year",
+      "revenue_growth",
+      "gross_margin",
+      "operating_margin",
+      "net_margin",
+      "current_ratio",
+      "quick_ratio",
+      "liabilities_to_equity",
+      "roa",
+      "roe",
+      "interest_coverage",
+      "free_cash_flow",
+      "fcf_margin",
+      "cash_conversion",
+      "receivables_growth",
+      "inventory_growth",
   };
   return *kColumns;
 }
@@ -87,8 +99,7 @@ std::vector<MetricsRow> ComputeMetrics(const Statements& st) {
         Div(get("operating_income"), revenue),
         Div(get("net_income"), revenue),
         Div(get("total_current_assets"), get("total_current_liabilities")),
-        Div(Minus(get("total_current_assets"), get("inventory")),
-            get("total_current_liabilities")),
+        Div(Minus(get("total_current_assets"), get("inventory")), get("total_current_liabilities")),
         Div(get("total_liabilities"), get("shareholders_equity")),
         Div(get("net_income"), Average(get("total_assets"), prev("total_assets"))),
         Div(get("net_income"), Average(get("shareholders_equity"), prev("shareholders_equity"))),
@@ -135,9 +146,9 @@ std::vector<UnusualMovement> FindUnusualMovements(const Statements& st) {
       Value t = st.Get(r, item);
       Value g = Growth(t, p);
       if (!g.has_value() || !AtLeast(std::fabs(*g), 0.15)) continue;
-      hits.push_back({year, item, kRuleYoyMove, *p, *t, *g,
-                      absl::StrFormat("%s moved %+.1f%% from %d to %d", item, *g * 100,
-                                      prev_year, year)});
+      hits.push_back(
+          {year, item, kRuleYoyMove, *p, *t, *g,
+           absl::StrFormat("%s moved %+.1f%% from %d to %d", item, *g * 100, prev_year, year)});
     }
     Value mp = metrics[r - 1].Get("operating_margin");
     Value mt = metrics[r].Get("operating_margin");
@@ -149,10 +160,10 @@ std::vector<UnusualMovement> FindUnusualMovements(const Statements& st) {
     Value rev = metrics[r].Get("revenue_growth");
     Value rec = metrics[r].Get("receivables_growth");
     if (rev.has_value() && rec.has_value() && AtLeast(*rec - *rev, 0.10)) {
-      hits.push_back(
-          {year, "accounts_receivable", kRuleReceivablesOutpaceRevenue, *rev, *rec, *rec - *rev,
-           absl::StrFormat("receivables grew %.1f%% against revenue %.1f%% in %d", *rec * 100,
-                           *rev * 100, year)});
+      hits.push_back({year, "accounts_receivable", kRuleReceivablesOutpaceRevenue, *rev, *rec,
+                      *rec - *rev,
+                      absl::StrFormat("receivables grew %.1f%% against revenue %.1f%% in %d",
+                                      *rec * 100, *rev * 100, year)});
     }
   }
   return hits;

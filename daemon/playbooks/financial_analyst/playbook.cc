@@ -18,8 +18,7 @@ namespace {
 namespace fin = financial;
 
 absl::Status BadInput(absl::string_view name, absl::string_view problem) {
-  return errors::InvalidArgument(
-      absl::StrCat("input \"", fin::Excerpt(name, 80), "\": ", problem));
+  return errors::InvalidArgument(absl::StrCat("input \"", fin::Excerpt(name, 80), "\": ", problem));
 }
 
 std::string InputName(const std::vector<InputFile>& inputs) {
@@ -27,7 +26,8 @@ std::string InputName(const std::vector<InputFile>& inputs) {
 }
 
 // The agent's brief. {{WORKDIR}}, {{INPUT}}, {{...}} are filled in by Instructions().
-constexpr char kInstructions[] = R"text(You are a skeptical financial analyst. A company's yearly financial statements are in the CSV file {{INPUT}} in your working directory {{WORKDIR}}. Analyse them inside this sandbox and leave six files in {{WORKDIR}}. Trust nothing you have not checked with code.
+constexpr char kInstructions[] =
+    R"text(You are a skeptical financial analyst. A company's yearly financial statements are in the CSV file {{INPUT}} in your working directory {{WORKDIR}}. Analyse them inside this sandbox and leave six files in {{WORKDIR}}. Trust nothing you have not checked with code.
 
 # How to work
 
@@ -81,16 +81,15 @@ The daemon recomputes the validation, every metric and every unusual movement fr
 
 absl::Status FinancialAnalystPlaybook::ValidateInputs(const std::vector<InputFile>& inputs) const {
   if (inputs.size() != 1) {
-    return errors::InvalidArgument(
-        absl::StrCat("inputs: the ", kName, " playbook takes exactly one CSV file, got ",
-                     inputs.size()));
+    return errors::InvalidArgument(absl::StrCat(
+        "inputs: the ", kName, " playbook takes exactly one CSV file, got ", inputs.size()));
   }
   const InputFile& in = inputs[0];
   const std::string& name = in.name;
   if (name.empty()) return errors::InvalidArgument("inputs[0]: the file name is empty");
   if (name.size() > kMaxNameBytes) {
-    return BadInput(name, absl::StrCat("the name is ", name.size(), " bytes, more than ",
-                                       kMaxNameBytes));
+    return BadInput(name,
+                    absl::StrCat("the name is ", name.size(), " bytes, more than ", kMaxNameBytes));
   }
   if (!fin::IsValidUtf8(name)) return BadInput(name, "the name is not valid UTF-8");
   for (char c : name) {
@@ -109,9 +108,9 @@ absl::Status FinancialAnalystPlaybook::ValidateInputs(const std::vector<InputFil
   }
   if (in.content.empty()) return BadInput(name, "the file is empty");
   if (in.content.size() > kMaxInputBytes) {
-    return BadInput(name, absl::StrCat("the file is ", in.content.size(),
-                                       " bytes, more than the limit of ", kMaxInputBytes,
-                                       " (64 MiB)"));
+    return BadInput(
+        name, absl::StrCat("the file is ", in.content.size(), " bytes, more than the limit of ",
+                           kMaxInputBytes, " (64 MiB)"));
   }
   if (!fin::IsValidUtf8(in.content)) return BadInput(name, "the file is not valid UTF-8");
   return absl::OkStatus();
@@ -125,12 +124,12 @@ ReferencePlan FinancialAnalystPlaybook::Reference(const std::vector<InputFile>& 
                                                   const std::string& /*workdir*/) const {
   const std::string input = InputName(inputs);
   ReferencePlan plan;
-  plan.files.push_back(
-      {fin::kScriptFile, std::string(fin::kAnalyzeFinancialsSource, fin::kAnalyzeFinancialsSize),
-       0644});
-  plan.files.push_back(
-      {fin::kRecomputeFile, std::string(fin::kRecomputeMetricsSource, fin::kRecomputeMetricsSize),
-       0644});
+  plan.files.push_back({fin::kScriptFile,
+                        std::string(fin::kAnalyzeFinancialsSource, fin::kAnalyzeFinancialsSize),
+                        0644});
+  plan.files.push_back({fin::kRecomputeFile,
+                        std::string(fin::kRecomputeMetricsSource, fin::kRecomputeMetricsSize),
+                        0644});
   Step analyze;
   analyze.name = "analyze";
   analyze.argv = {"python3", fin::kScriptFile, input, "--out-dir", "."};
@@ -145,13 +144,13 @@ std::string FinancialAnalystPlaybook::Instructions(const std::vector<InputFile>&
                                                    const std::string& workdir) const {
   std::vector<std::string> headings;
   for (const std::string& h : fin::MemoHeadings()) headings.push_back(absl::StrCat("## ", h));
-  return absl::StrReplaceAll(
-      kInstructions, {{"{{INPUT}}", InputName(inputs)},
-                      {"{{WORKDIR}}", workdir},
-                      {"{{REQUIRED}}", absl::StrJoin(fin::RequiredColumns(), ", ")},
-                      {"{{METRIC_COLUMNS}}", absl::StrJoin(fin::MetricColumns(), ",")},
-                      {"{{MOVEMENT_COLUMNS}}", absl::StrJoin(fin::MovementColumns(), ",")},
-                      {"{{HEADINGS}}", absl::StrJoin(headings, "; ")}});
+  return absl::StrReplaceAll(kInstructions,
+                             {{"{{INPUT}}", InputName(inputs)},
+                              {"{{WORKDIR}}", workdir},
+                              {"{{REQUIRED}}", absl::StrJoin(fin::RequiredColumns(), ", ")},
+                              {"{{METRIC_COLUMNS}}", absl::StrJoin(fin::MetricColumns(), ",")},
+                              {"{{MOVEMENT_COLUMNS}}", absl::StrJoin(fin::MovementColumns(), ",")},
+                              {"{{HEADINGS}}", absl::StrJoin(headings, "; ")}});
 }
 
 std::vector<Check> FinancialAnalystPlaybook::Verify(const std::vector<InputFile>& inputs,

@@ -16,6 +16,18 @@
 namespace sandgate::playbooks::financial {
 namespace {
 
+// Messages past this many are summarised in one line; a garbage file must not cost memory
+// in proportion to its cells.
+constexpr size_t kMaxMessages = 20;
+
+void Note(std::vector<std::string>* list, std::string message) {
+  if (list->size() < kMaxMessages) {
+    list->push_back(std::move(message));
+  } else if (list->size() == kMaxMessages) {
+    list->push_back("(further problems of this file are not listed)");
+  }
+}
+
 std::string Quote(absl::string_view cell) { return absl::StrCat("\"", Excerpt(cell, 40), "\""); }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -201,7 +213,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
                 records.end());
   if (records.empty()) {
     report->missing_columns = RequiredColumns();
-    report->errors.push_back("the file is empty: expected a header row and yearly rows");
+    Note(&report->errors, "the file is empty: expected a header row and yearly rows");
     return errors::InvalidArgument(report->errors.back());
   }
 
@@ -213,8 +225,8 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     std::string name(absl::StripAsciiWhitespace(header[i]));
     if (name.empty()) continue;
     if (std::find(columns.begin(), columns.end(), name) != columns.end()) {
-      report->warnings.push_back(
-          absl::StrCat("column ", Quote(name), " appears more than once; the first one is used"));
+      Note(&report->warnings,
+           absl::StrCat("column ", Quote(name), " appears more than once; the first one is used"));
       continue;
     }
     columns.push_back(std::move(name));
@@ -227,9 +239,9 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     row.source_row = static_cast<int>(r);
     for (size_t extra = header.size(); extra < fields.size(); ++extra) {
       if (!absl::StripAsciiWhitespace(fields[extra]).empty()) {
-        report->warnings.push_back(absl::StrCat("data row ", r, " has ", fields.size(),
-                                                " cells for ", header.size(),
-                                                " columns; the extra cells are ignored"));
+        Note(&report->warnings,
+             absl::StrCat("data row ", r, " has ", fields.size(), " cells for ", header.size(),
+                          " columns; the extra cells are ignored"));
         break;
       }
     }
@@ -243,7 +255,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   report->row_count = static_cast<int>(rows.size());
   report->has_data_rows = !rows.empty();
   if (!report->has_data_rows) {
-    report->errors.push_back("no data rows: the file has a header but no yearly rows");
+    Note(&report->errors, "no data rows: the file has a header but no yearly rows");
   }
 
   // Required columns.
@@ -252,8 +264,8 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   }
   report->required_columns_present = report->missing_columns.empty();
   if (!report->required_columns_present) {
-    report->errors.push_back(absl::StrCat("missing required column(s): ",
-                                          absl::StrJoin(report->missing_columns, ", ")));
+    Note(&report->errors, absl::StrCat("missing required column(s): ",
+                                       absl::StrJoin(report->missing_columns, ", ")));
   }
 
   // Numeric cells, in file order then the contract's column order.
@@ -261,17 +273,20 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     for (const std::string& required : RequiredColumns()) {
       int c = in_file_order.ColumnIndex(required);
       if (c >= 0 && !row.value[c].has_value()) {
-        report->bad_cells.push_back({row.source_row, required, row.raw[c]});
+        if (report->bad_cells.size() < kMaxBadCells) {
+          report->bad_cells.push_back({row.source_row, required, row.raw[c]});
+        }
+        ++report->bad_cell_count;
       }
     }
   }
-  report->all_values_numeric = report->bad_cells.empty();
+  report->all_values_numeric = report->bad_cell_count == 0;
   for (const BadCell& cell : report->bad_cells) {
-    report->errors.push_back(
-        absl::StrCat("data row ", cell.row, ", column ", cell.column, ": ",
-                     absl::StripAsciiWhitespace(cell.value).empty() ? "empty value"
-                                                                    : "not a finite number ",
-                     absl::StripAsciiWhitespace(cell.value).empty() ? "" : Quote(cell.value)));
+    Note(&report->errors,
+         absl::StrCat("data row ", cell.row, ", column ", cell.column, ": ",
+                      absl::StripAsciiWhitespace(cell.value).empty() ? "empty value"
+                                                                     : "not a finite number ",
+                      absl::StripAsciiWhitespace(cell.value).empty() ? "" : Quote(cell.value)));
   }
 
   // Integer, unique years.
@@ -288,9 +303,8 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       }
       if (*y != std::floor(*y) || std::fabs(*y) > 1e15) {
         report->years_unique = false;
-        report->errors.push_back(absl::StrCat("data row ", row.source_row,
-                                              ": year is not an integer: ",
-                                              Quote(row.raw[year_col])));
+        Note(&report->errors, absl::StrCat("data row ", row.source_row,
+                                           ": year is not an integer: ", Quote(row.raw[year_col])));
         continue;
       }
       row.year = static_cast<int64_t>(*y);
@@ -298,8 +312,8 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       auto [it, inserted] = first_row.emplace(row.year, row.source_row);
       if (!inserted) {
         report->years_unique = false;
-        report->errors.push_back(absl::StrCat("duplicate year ", row.year, " at data rows ",
-                                              it->second, " and ", row.source_row));
+        Note(&report->errors, absl::StrCat("duplicate year ", row.year, " at data rows ",
+                                           it->second, " and ", row.source_row));
       }
     }
   }
@@ -311,7 +325,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     if (known_years[i] <= known_years[i - 1]) report->years_ordered = false;
   }
   if (!report->years_ordered) {
-    report->warnings.push_back("years are not in ascending order in the file; rows were sorted");
+    Note(&report->warnings, "years are not in ascending order in the file; rows were sorted");
   }
 
   // The accounting equation, on every row that has the three numbers.
@@ -324,7 +338,8 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       std::optional<double> liabilities = row.value[liabilities_col];
       std::optional<double> equity = row.value[equity_col];
       if (!assets || !liabilities || !equity) continue;
-      if (std::fabs(*assets - (*liabilities + *equity)) > std::max(1.0, 1e-6 * std::fabs(*assets))) {
+      if (std::fabs(*assets - (*liabilities + *equity)) >
+          std::max(1.0, 1e-6 * std::fabs(*assets))) {
         // A row without an integer year cannot be named by year; the fatal error names it.
         if (year_col >= 0 && row.value[year_col] && *row.value[year_col] == row.year) {
           report->accounting_equation_failures.push_back(row.year);
@@ -336,15 +351,15 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   std::sort(report->accounting_equation_failures.begin(),
             report->accounting_equation_failures.end());
   if (!report->accounting_equation_passed_every_row) {
-    report->warnings.push_back(
-        absl::StrCat("total_assets != total_liabilities + shareholders_equity in ",
-                     YearsList(report->accounting_equation_failures)));
+    Note(&report->warnings,
+         absl::StrCat("total_assets != total_liabilities + shareholders_equity in ",
+                      YearsList(report->accounting_equation_failures)));
   }
   report->at_least_two_years = rows.size() >= 2;
   if (!report->at_least_two_years) {
-    report->warnings.push_back(absl::StrCat("only ", rows.size(),
-                                            " data row(s): growth, roa, roe and the "
-                                            "unusual-movement rules stay blank"));
+    Note(&report->warnings, absl::StrCat("only ", rows.size(),
+                                         " data row(s): growth, roa, roe and the "
+                                         "unusual-movement rules stay blank"));
   }
 
   if (report->fatal()) return errors::InvalidArgument(absl::StrJoin(report->errors, "; "));

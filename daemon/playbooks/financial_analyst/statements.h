@@ -40,10 +40,13 @@ std::vector<std::vector<std::string>> ParseCsv(absl::string_view text);
 // Rejects empty cells, thousands separators, currency signs, "nan", "inf" and hex.
 std::optional<double> ParseNumber(absl::string_view cell);
 
+// How many bad cells a report lists; a garbage file must not cost memory per cell.
+inline constexpr size_t kMaxBadCells = 1000;
+
 struct BadCell {
-  int row = 0;          // 1-based data row in file order (header and blank lines not counted)
+  int row = 0;  // 1-based data row in file order (header and blank lines not counted)
   std::string column;
-  std::string value;    // the cell as written
+  std::string value;  // the cell as written
 };
 
 // The validation results, with exactly the contract's keys (see ToJson). Every check runs on
@@ -51,12 +54,12 @@ struct BadCell {
 // left out of the checks that need them.
 struct ValidationReport {
   bool required_columns_present = false;
-  std::vector<std::string> missing_columns;     // in the contract's order
+  std::vector<std::string> missing_columns;  // in the contract's order
   bool all_values_numeric = false;
-  std::vector<BadCell> bad_cells;               // file order, then the contract's column order
-  bool years_unique = false;                    // false for a missing, non-numeric or
-                                                // non-integer year too
-  bool years_ordered = true;                    // the integer years, strictly ascending
+  std::vector<BadCell> bad_cells;  // file order, then the contract's column order
+  bool years_unique = false;       // false for a missing, non-numeric or
+                                   // non-integer year too
+  bool years_ordered = true;       // the integer years, strictly ascending
   bool accounting_equation_passed_every_row = true;
   std::vector<int64_t> accounting_equation_failures;  // years, ascending
   bool at_least_two_years = false;
@@ -64,7 +67,8 @@ struct ValidationReport {
   // Not contract keys. A file with a header and no data rows is fatal although no key says so
   // (nothing can be analysed; the reference program agrees).
   bool has_data_rows = false;
-  int row_count = 0;                            // data rows (blank lines not counted)
+  size_t bad_cell_count = 0;
+  int row_count = 0;                                      // data rows (blank lines not counted)
   std::optional<std::pair<int64_t, int64_t>> year_range;  // of the integer years, if any
   // What a person reads: errors explain the fatal failures (naming the column, row and value,
   // or the year); warnings the non-fatal ones.
@@ -114,7 +118,8 @@ class Statements {
 
 // Parses and validates `csv`. Always fills *report. Returns INVALID_ARGUMENT naming every fatal
 // problem (an empty file; missing columns; row, column and value of non-numeric cells;
-// duplicate or non-integer years; no data rows); otherwise the statements, with any warnings in report->warnings.
+// duplicate or non-integer years; no data rows); otherwise the statements, with any warnings in
+// report->warnings.
 absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationReport* report);
 
 }  // namespace sandgate::playbooks::financial

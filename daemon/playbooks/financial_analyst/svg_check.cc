@@ -33,11 +33,9 @@ struct State {
   std::vector<Element> stack;
   int open_panel_group = -1;  // index into stack, or -1
   bool panel_group_titled = false;
-  size_t dropped = 0;         // findings beyond kMaxFindings
+  size_t dropped = 0;  // findings beyond kMaxFindings
 
-  std::string Where() const {
-    return absl::StrCat("line ", XML_GetCurrentLineNumber(parser));
-  }
+  std::string Where() const { return absl::StrCat("line ", XML_GetCurrentLineNumber(parser)); }
   void Add(std::vector<std::string>* list, const std::string& what) {
     if (list->size() < kMaxFindings) {
       list->push_back(absl::StrCat(what, " at ", Where()));
@@ -88,8 +86,8 @@ void CheckUrls(State* s, absl::string_view text, absl::string_view where) {
   std::string lower = absl::AsciiStrToLower(text);
   for (size_t at = lower.find("url("); at != std::string::npos; at = lower.find("url(", at + 4)) {
     size_t i = at + 4;
-    while (i < lower.size() && (absl::ascii_isspace(lower[i]) || lower[i] == '"' ||
-                                lower[i] == '\'')) {
+    while (i < lower.size() &&
+           (absl::ascii_isspace(lower[i]) || lower[i] == '"' || lower[i] == '\'')) {
       ++i;
     }
     if (i >= lower.size() || lower[i] != '#') {
@@ -118,7 +116,8 @@ void XMLCALL OnStart(void* data, const XML_Char* name, const XML_Char** atts) {
     absl::string_view value = atts[i + 1];
     absl::string_view trimmed = absl::StripAsciiWhitespace(value);
     std::string on = absl::StrCat(Excerpt(atts[i], 40), " on ", element);
-    if (absl::StartsWith(attr, "on")) s->Add(&s->facts->scripts, absl::StrCat("event handler ", on));
+    if (absl::StartsWith(attr, "on"))
+      s->Add(&s->facts->scripts, absl::StrCat("event handler ", on));
     if (absl::StartsWithIgnoreCase(trimmed, "javascript:")) {
       s->Add(&s->facts->scripts, absl::StrCat("javascript: URL in ", on));
     } else if (attr == "href" && !absl::StartsWith(trimmed, "#")) {
@@ -139,8 +138,8 @@ void XMLCALL OnStart(void* data, const XML_Char* name, const XML_Char** atts) {
     e.title_candidate = !under_root && (parent == "g" || parent == "svg");
   } else if (e.name == "text") {
     e.title_candidate =
-        !under_root && (absl::StrContains(absl::AsciiStrToLower(id_class), "title") ||
-                        IsBold(weight));
+        !under_root &&
+        (absl::StrContains(absl::AsciiStrToLower(id_class), "title") || IsBold(weight));
   }
   if ((e.name == "g" || (e.name == "svg" && !s->stack.empty())) && s->open_panel_group < 0 &&
       NamesAPanel(id_class)) {
@@ -184,8 +183,8 @@ void XMLCALL OnDoctype(void* data, const XML_Char* /*name*/, const XML_Char* sys
                        const XML_Char* pubid, int has_internal_subset) {
   auto* s = static_cast<State*>(data);
   if (sysid == nullptr && pubid == nullptr) return;
-  bool svg_dtd = pubid != nullptr && absl::StartsWith(pubid, "-//W3C//DTD SVG") &&
-                 !has_internal_subset;
+  bool svg_dtd =
+      pubid != nullptr && absl::StartsWith(pubid, "-//W3C//DTD SVG") && !has_internal_subset;
   if (!svg_dtd) {
     s->Add(&s->facts->external_refs,
            absl::StrCat("DOCTYPE with external identifier \"",
@@ -236,8 +235,7 @@ SvgFacts InspectSvg(absl::string_view svg) {
   do {
     size_t n = std::min(kChunk, svg.size() - offset);
     bool last = offset + n == svg.size();
-    if (XML_Parse(parser.get(), svg.data() + offset, static_cast<int>(n), last) !=
-        XML_STATUS_OK) {
+    if (XML_Parse(parser.get(), svg.data() + offset, static_cast<int>(n), last) != XML_STATUS_OK) {
       ok = false;
       break;
     }
@@ -253,18 +251,18 @@ SvgFacts InspectSvg(absl::string_view svg) {
   }
   if (!ok) {
     XML_Error code = XML_GetErrorCode(parser.get());
-    facts.parse_error = absl::StrCat(
-        "line ", XML_GetCurrentLineNumber(parser.get()), ", column ",
-        XML_GetCurrentColumnNumber(parser.get()), ": ",
-        code == XML_ERROR_ABORTED ? "declares an entity, which is not allowed"
-                                  : XML_ErrorString(code));
+    facts.parse_error =
+        absl::StrCat("line ", XML_GetCurrentLineNumber(parser.get()), ", column ",
+                     XML_GetCurrentColumnNumber(parser.get()), ": ",
+                     code == XML_ERROR_ABORTED ? "declares an entity, which is not allowed"
+                                               : XML_ErrorString(code));
     return facts;
   }
   facts.well_formed = true;
   if (facts.root != "svg") {
     facts.well_formed = false;
-    facts.parse_error = absl::StrCat("the root element is <", Excerpt(facts.root, 40),
-                                     ">, not <svg>");
+    facts.parse_error =
+        absl::StrCat("the root element is <", Excerpt(facts.root, 40), ">, not <svg>");
   }
   return facts;
 }

@@ -24,13 +24,12 @@ const char kHeader[] =
 struct Figures {
   double year, revenue = 1000, cost = 400, op_income = 200, interest = 20, net_income = 100,
                receivables = 100, inventory = 50, current_assets = 500, assets = 2000,
-               current_liabilities = 250, liabilities = 1200, equity = 800, ocf = 150,
-               capex = 60;
+               current_liabilities = 250, liabilities = 1200, equity = 800, ocf = 150, capex = 60;
   std::string Row() const {
-    return absl::StrJoin({year, revenue, cost, op_income, interest, net_income, receivables,
-                          inventory, current_assets, assets, current_liabilities, liabilities,
-                          equity, ocf, capex},
-                         ",", [](std::string* out, double v) { absl::StrAppend(out, v); });
+    return absl::StrJoin(
+        {year, revenue, cost, op_income, interest, net_income, receivables, inventory,
+         current_assets, assets, current_liabilities, liabilities, equity, ocf, capex},
+        ",", [](std::string* out, double v) { absl::StrAppend(out, v); });
   }
 };
 
@@ -180,7 +179,8 @@ using Hit = std::tuple<int64_t, std::string, std::string>;
 
 std::vector<Hit> Hits(const Statements& st) {
   std::vector<Hit> out;
-  for (const UnusualMovement& m : FindUnusualMovements(st)) out.emplace_back(m.year, m.item, m.rule);
+  for (const UnusualMovement& m : FindUnusualMovements(st))
+    out.emplace_back(m.year, m.item, m.rule);
   return out;
 }
 
@@ -199,20 +199,18 @@ TEST(UnusualMovementsTest, SampleHitsByHand) {
   //   Operating margin 10.68% -> 8.25% (-2.43 pp); receivables - revenue growth = 28.2 pp.
   EXPECT_THAT(
       y2025,
-      ElementsAre(Hit{2025, "cost_of_revenue", kRuleYoyMove},
-                  Hit{2025, "sales_and_marketing", kRuleYoyMove},
-                  Hit{2025, "interest_expense", kRuleYoyMove},
-                  Hit{2025, "income_before_tax", kRuleYoyMove},
-                  Hit{2025, "income_tax_expense", kRuleYoyMove},
-                  Hit{2025, "net_income", kRuleYoyMove},
-                  Hit{2025, "stock_based_compensation", kRuleYoyMove},
-                  Hit{2025, "accounts_receivable", kRuleYoyMove},
-                  Hit{2025, "inventory", kRuleYoyMove}, Hit{2025, "accounts_payable", kRuleYoyMove},
-                  Hit{2025, "long_term_debt", kRuleYoyMove},
-                  Hit{2025, "total_liabilities", kRuleYoyMove},
-                  Hit{2025, "capital_expenditures", kRuleYoyMove},
-                  Hit{2025, "operating_margin", kRuleOperatingMargin},
-                  Hit{2025, "accounts_receivable", kRuleReceivablesOutpaceRevenue}));
+      ElementsAre(
+          Hit{2025, "cost_of_revenue", kRuleYoyMove},
+          Hit{2025, "sales_and_marketing", kRuleYoyMove},
+          Hit{2025, "interest_expense", kRuleYoyMove}, Hit{2025, "income_before_tax", kRuleYoyMove},
+          Hit{2025, "income_tax_expense", kRuleYoyMove}, Hit{2025, "net_income", kRuleYoyMove},
+          Hit{2025, "stock_based_compensation", kRuleYoyMove},
+          Hit{2025, "accounts_receivable", kRuleYoyMove}, Hit{2025, "inventory", kRuleYoyMove},
+          Hit{2025, "accounts_payable", kRuleYoyMove}, Hit{2025, "long_term_debt", kRuleYoyMove},
+          Hit{2025, "total_liabilities", kRuleYoyMove},
+          Hit{2025, "capital_expenditures", kRuleYoyMove},
+          Hit{2025, "operating_margin", kRuleOperatingMargin},
+          Hit{2025, "accounts_receivable", kRuleReceivablesOutpaceRevenue}));
   const UnusualMovement& last = hits.back();
   EXPECT_DOUBLE_EQ(last.change, (38900 - 27400) / 27400.0 - (238700 - 209800) / 209800.0);
   // Ordered by year.

@@ -29,10 +29,9 @@ absl::Status Validate(const std::vector<InputFile>& inputs) {
 TEST(FinancialAnalystPlaybookTest, NameAndArtifacts) {
   FinancialAnalystPlaybook p;
   EXPECT_EQ(p.name(), "financial-analyst");
-  EXPECT_THAT(p.ExpectedArtifacts(),
-              ElementsAre("analyze_financials.py", "calculated_metrics.csv",
-                          "unusual_movements.csv", "investment_analysis.md",
-                          "financial_trends.svg", "analysis_run.json"));
+  EXPECT_THAT(p.ExpectedArtifacts(), ElementsAre("analyze_financials.py", "calculated_metrics.csv",
+                                                 "unusual_movements.csv", "investment_analysis.md",
+                                                 "financial_trends.svg", "analysis_run.json"));
 }
 
 TEST(FinancialAnalystPlaybookTest, AcceptsOnePlainCsv) {

@@ -65,8 +65,8 @@ class ReferenceProgramTest : public ::testing::Test {
   // Copies `csv` in as `name`, runs analyze_financials.py and verifies what it wrote.
   std::vector<Check> Analyze(const std::string& name, const std::string& csv, int* exit_code) {
     std::ofstream(dir_ / name, std::ios::binary) << csv;
-    *exit_code = RunIn(absl::StrCat("python3 ", Quoted(absl::StrCat(kReferenceDir,
-                                                                     "/analyze_financials.py")),
+    *exit_code = RunIn(absl::StrCat("python3 ",
+                                    Quoted(absl::StrCat(kReferenceDir, "/analyze_financials.py")),
                                     " ", Quoted(name), " --out-dir out"));
     Artifacts artifacts;
     for (const std::string& artifact : ArtifactNames()) {

@@ -37,14 +37,16 @@ TEST(ParseNumberTest, AcceptsPlainDecimalsOnly) {
   EXPECT_EQ(ParseNumber("1e3"), 1000);
   EXPECT_EQ(ParseNumber(".5"), 0.5);
   EXPECT_EQ(ParseNumber("5."), 5);
-  for (const char* bad : {"", " ", "1,000", "$5", "nan", "NaN", "inf", "-Infinity", "0x10",
-                          "1e400", "12a", "1e", "--1", "."}) {
+  for (const char* bad : {"", " ", "1,000", "$5", "nan", "NaN", "inf", "-Infinity", "0x10", "1e400",
+                          "12a", "1e", "--1", "."}) {
     EXPECT_FALSE(ParseNumber(bad).has_value()) << bad;
   }
 }
 
 TEST(ParseCsvTest, QuotesBomCrlfAndBlankLines) {
-  auto records = ParseCsv("\xEF\xBB\xBF" "a,\"b,c\",\"say \"\"hi\"\"\"\r\n\r\n1,\"x\r\ny\",3\r\n");
+  auto records = ParseCsv(
+      "\xEF\xBB\xBF"
+      "a,\"b,c\",\"say \"\"hi\"\"\"\r\n\r\n1,\"x\r\ny\",3\r\n");
   ASSERT_EQ(records.size(), 2u);
   EXPECT_THAT(records[0], ElementsAre("a", "b,c", "say \"hi\""));
   EXPECT_THAT(records[1], ElementsAre("1", "x\r\ny", "3"));
@@ -60,9 +62,9 @@ TEST(StatementsTest, SampleIsValid) {
   EXPECT_EQ(st->rows().front().year, 2020);
   EXPECT_EQ(st->rows().back().year, 2025);
   EXPECT_EQ(st->Get(5, "revenue"), 238700);
-  EXPECT_TRUE(report.required_columns_present && report.all_values_numeric &&
-              report.years_unique && report.years_ordered &&
-              report.accounting_equation_passed_every_row && report.at_least_two_years);
+  EXPECT_TRUE(report.required_columns_present && report.all_values_numeric && report.years_unique &&
+              report.years_ordered && report.accounting_equation_passed_every_row &&
+              report.at_least_two_years);
   EXPECT_TRUE(report.warnings.empty()) << absl::StrJoin(report.warnings, "; ");
   EXPECT_EQ(report.row_count, 6);
   EXPECT_EQ(report.year_range, std::make_pair(int64_t{2020}, int64_t{2025}));
@@ -76,9 +78,9 @@ TEST(StatementsTest, SampleIsValid) {
 }
 
 TEST(StatementsTest, BomCrlfQuotedHeaderAndExtraColumns) {
-  std::string csv = absl::StrCat("\xEF\xBB\xBF", "notes,", kHeader, ",\"customers\"\r\n",
-                                 "\"cloud, \"\"core\"\"\",", Row(2020), ",10\r\n", "x,",
-                                 Row(2021), ",12\r\n");
+  std::string csv =
+      absl::StrCat("\xEF\xBB\xBF", "notes,", kHeader, ",\"customers\"\r\n",
+                   "\"cloud, \"\"core\"\"\",", Row(2020), ",10\r\n", "x,", Row(2021), ",12\r\n");
   ValidationReport report;
   auto st = LoadStatements(csv, &report);
   ASSERT_TRUE(st.ok()) << st.status();
@@ -90,11 +92,13 @@ TEST(StatementsTest, BomCrlfQuotedHeaderAndExtraColumns) {
 
 TEST(StatementsTest, ReorderedColumns) {
   // capital_expenditures first, year last.
-  std::string header = "capital_expenditures,revenue,cost_of_revenue,operating_income,"
-                       "interest_expense,net_income,accounts_receivable,inventory,"
-                       "total_current_assets,total_assets,total_current_liabilities,"
-                       "total_liabilities,shareholders_equity,operating_cash_flow,year";
-  std::string csv = absl::StrCat(header, "\n60,1000,400,200,20,100,100,50,500,2000,250,1200,800,150,2020\n");
+  std::string header =
+      "capital_expenditures,revenue,cost_of_revenue,operating_income,"
+      "interest_expense,net_income,accounts_receivable,inventory,"
+      "total_current_assets,total_assets,total_current_liabilities,"
+      "total_liabilities,shareholders_equity,operating_cash_flow,year";
+  std::string csv =
+      absl::StrCat(header, "\n60,1000,400,200,20,100,100,50,500,2000,250,1200,800,150,2020\n");
   ValidationReport report;
   auto st = LoadStatements(csv, &report);
   ASSERT_TRUE(st.ok()) << st.status();
@@ -116,8 +120,8 @@ TEST(StatementsTest, UnsortedYearsAreSortedAndReported) {
 
 TEST(StatementsTest, BlankLinesAreNotRows) {
   ValidationReport report;
-  auto st = LoadStatements(absl::StrCat(kHeader, "\n\n", Row(2020), "\n,,,\n", Row(2021), "\n"),
-                           &report);
+  auto st =
+      LoadStatements(absl::StrCat(kHeader, "\n\n", Row(2020), "\n,,,\n", Row(2021), "\n"), &report);
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->rows().size(), 2u);
   EXPECT_EQ(st->rows()[1].source_row, 2);
@@ -194,7 +198,8 @@ TEST(StatementsTest, AccountingEquationFailuresListYears) {
   std::string off = Row(2022);
   off.replace(off.find(",2000,"), 6, ",2001.5,");
   std::string big = "2023,1000,400,200,20,100,100,50,500,1000000999,250,600000000,400000000,150,60";
-  std::string big_off = "2024,1000,400,200,20,100,100,50,500,1000001001,250,600000000,400000000,150,60";
+  std::string big_off =
+      "2024,1000,400,200,20,100,100,50,500,1000001001,250,600000000,400000000,150,60";
   ValidationReport report;
   auto st = LoadStatements(Csv({Row(2020), off_by_one, off, big, big_off}), &report);
   ASSERT_TRUE(st.ok()) << st.status();
@@ -220,6 +225,22 @@ TEST(StatementsTest, EmptyFileAndHeaderOnlyAreFatal) {
   EXPECT_THAT(st.status().message(), HasSubstr("no data rows"));
   EXPECT_TRUE(report.required_columns_present);
   EXPECT_FALSE(report.at_least_two_years);
+}
+
+TEST(StatementsTest, ManyBadCellsAreCountedNotAllListed) {
+  std::vector<std::string> rows;
+  for (int year = 1; year <= 1500; ++year) {
+    std::string row = Row(year);
+    row.replace(row.find(",1000,"), 6, ",x,");
+    rows.push_back(row);
+  }
+  ValidationReport report;
+  auto st = LoadStatements(Csv(rows), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(report.bad_cell_count, 1500u);
+  EXPECT_EQ(report.bad_cells.size(), kMaxBadCells);
+  EXPECT_LE(report.errors.size(), 21u);
+  EXPECT_LT(st.status().message().size(), 4000u);
 }
 
 }  // namespace

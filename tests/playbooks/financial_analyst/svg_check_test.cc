@@ -50,7 +50,8 @@ TEST(SvgCheckTest, CountsPanelTitles) {
   // matplotlib-style axes groups with plain text.
   std::string axes;
   for (int i = 1; i <= 4; ++i) {
-    absl::StrAppend(&axes, "<g id=\"axes_", i, "\"><g id=\"text_1\"><text>T<tspan>x</tspan></text></g></g>");
+    absl::StrAppend(&axes, "<g id=\"axes_", i,
+                    "\"><g id=\"text_1\"><text>T<tspan>x</tspan></text></g></g>");
   }
   EXPECT_EQ(InspectSvg(Svg(axes)).titled_groups, 4);
 }
@@ -60,7 +61,8 @@ TEST(SvgCheckTest, FindsScripts) {
        {std::string("<script>alert(1)</script>"), std::string("<rect onclick=\"x()\"/>"),
         std::string("<svg:script xmlns:svg=\"http://www.w3.org/2000/svg\"/>"),
         std::string("<a href=\" javascript:alert(1)\"><text>x</text></a>"),
-        std::string("<foreignObject><div xmlns=\"http://www.w3.org/1999/xhtml\"/></foreignObject>")}) {
+        std::string(
+            "<foreignObject><div xmlns=\"http://www.w3.org/1999/xhtml\"/></foreignObject>")}) {
     SvgFacts f = InspectSvg(Svg(body));
     EXPECT_TRUE(f.well_formed) << body << ": " << f.parse_error;
     EXPECT_FALSE(f.scripts.empty()) << body;
@@ -81,9 +83,9 @@ TEST(SvgCheckTest, FindsExternalReferences) {
     EXPECT_TRUE(f.well_formed) << body << ": " << f.parse_error;
     EXPECT_FALSE(f.external_refs.empty()) << body;
   }
-  SvgFacts ok = InspectSvg(Svg(
-      "<defs><linearGradient id=\"g\"/><path id=\"p\"/></defs><use xlink:href=\"#p\"/>"
-      "<rect fill=\"url(#g)\" style=\"fill:url( '#g')\"/><style>rect{fill:url(#g)}</style>"));
+  SvgFacts ok = InspectSvg(
+      Svg("<defs><linearGradient id=\"g\"/><path id=\"p\"/></defs><use xlink:href=\"#p\"/>"
+          "<rect fill=\"url(#g)\" style=\"fill:url( '#g')\"/><style>rect{fill:url(#g)}</style>"));
   EXPECT_THAT(ok.external_refs, IsEmpty());
   EXPECT_THAT(InspectSvg("<?xml-stylesheet href=\"http://e/s.css\"?>" + Svg("")).external_refs,
               testing::Not(IsEmpty()));
@@ -91,15 +93,16 @@ TEST(SvgCheckTest, FindsExternalReferences) {
 
 TEST(SvgCheckTest, DoctypeAndEntities) {
   // matplotlib writes the standard SVG DTD; nothing fetches it.
-  SvgFacts dtd = InspectSvg(Svg("", "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
-                                    "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">"));
+  SvgFacts dtd = InspectSvg(Svg("",
+                                "<!DOCTYPE svg PUBLIC \"-//W3C//DTD SVG 1.1//EN\" "
+                                "\"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd\">"));
   EXPECT_TRUE(dtd.well_formed) << dtd.parse_error;
   EXPECT_THAT(dtd.external_refs, IsEmpty());
   SvgFacts system = InspectSvg(Svg("", "<!DOCTYPE svg SYSTEM \"http://evil/x.dtd\">"));
   EXPECT_THAT(system.external_refs, testing::Not(IsEmpty()));
   // An entity declaration stops the parse (no expansion, external or internal).
-  SvgFacts xxe = InspectSvg(Svg("<text>&x;</text>",
-                                "<!DOCTYPE svg [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>"));
+  SvgFacts xxe = InspectSvg(
+      Svg("<text>&x;</text>", "<!DOCTYPE svg [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>"));
   EXPECT_FALSE(xxe.well_formed);
   EXPECT_THAT(xxe.parse_error, HasSubstr("entity"));
   std::string laughs = "<!DOCTYPE svg [<!ENTITY a \"aaaaaaaaaa\">";

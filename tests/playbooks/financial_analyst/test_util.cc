@@ -68,7 +68,8 @@ Artifacts GoodArtifacts(const std::string& input_name, const std::string& csv) {
   for (int i = 0; i < 4; ++i) {
     absl::StrAppend(&svg, "<g class=\"panel\" transform=\"translate(", (i % 2) * 400, ",",
                     (i / 2) * 300, ")\">\n  <text class=\"panel-title\" x=\"10\" y=\"20\">Panel ",
-                    i + 1, "</text>\n  <rect width=\"380\" height=\"260\" fill=\"url(#g1)\"/>\n"
+                    i + 1,
+                    "</text>\n  <rect width=\"380\" height=\"260\" fill=\"url(#g1)\"/>\n"
                     "  <text x=\"190\" y=\"290\">Fiscal year</text>\n</g>\n");
   }
   absl::StrAppend(&svg, "</svg>\n");

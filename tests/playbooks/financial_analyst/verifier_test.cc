@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -21,11 +21,11 @@ namespace sandgate::playbooks::financial {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using testing::FailedChecks;
 using testing::FindCheck;
 using testing::GoodArtifacts;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using testing::kSampleName;
 using testing::SampleCsv;
 
@@ -40,6 +40,13 @@ class VerifierTest : public ::testing::Test {
     text.replace(at, from.size(), to);
   }
 
+  // Runs the verifier and expects exactly `check` to fail, with `detail` in its detail.
+  void ExpectOnlyFailure(const std::string& check, const std::string& detail) {
+    std::vector<Check> checks = Run();
+    EXPECT_THAT(FailedChecks(checks), ElementsAre(check));
+    EXPECT_THAT(FindCheck(checks, check).detail, HasSubstr(detail));
+  }
+
   std::string csv_ = SampleCsv();
   Artifacts artifacts_ = GoodArtifacts(kSampleName, csv_);
 };
@@ -49,18 +56,18 @@ TEST_F(VerifierTest, GoodArtifactsPassEveryCheck) {
   EXPECT_THAT(FailedChecks(checks), IsEmpty());
   std::vector<std::string> names;
   for (const Check& c : checks) names.push_back(c.name);
-  EXPECT_THAT(names,
-              ElementsAre("input.valid", "artifact.analyze_financials.py",
-                          "artifact.calculated_metrics.csv", "artifact.unusual_movements.csv",
-                          "artifact.investment_analysis.md", "artifact.financial_trends.svg",
-                          "artifact.analysis_run.json", "analysis_run.parses", "analysis_run.keys",
-                          "analysis_run.input_filename", "analysis_run.row_count",
-                          "analysis_run.year_range", "analysis_run.validation_matches",
-                          "analysis_run.generated_filenames", "calculated_metrics.columns",
-                          "calculated_metrics.rows", "calculated_metrics.values",
-                          "unusual_movements.columns", "unusual_movements.hits", "memo.headings",
-                          "memo.cites_input", "chart.well_formed", "chart.panels",
-                          "chart.no_script", "chart.no_external_refs"));
+  EXPECT_THAT(
+      names, ElementsAre("input.valid", "artifact.analyze_financials.py",
+                         "artifact.calculated_metrics.csv", "artifact.unusual_movements.csv",
+                         "artifact.investment_analysis.md", "artifact.financial_trends.svg",
+                         "artifact.analysis_run.json", "analysis_run.parses", "analysis_run.keys",
+                         "analysis_run.input_filename", "analysis_run.row_count",
+                         "analysis_run.year_range", "analysis_run.validation_matches",
+                         "analysis_run.generated_filenames", "calculated_metrics.columns",
+                         "calculated_metrics.rows", "calculated_metrics.values",
+                         "unusual_movements.columns", "unusual_movements.hits", "memo.headings",
+                         "memo.cites_input", "chart.well_formed", "chart.panels", "chart.no_script",
+                         "chart.no_external_refs"));
 }
 
 TEST_F(VerifierTest, MetricOffBy1e3) {
@@ -79,10 +86,11 @@ TEST_F(VerifierTest, SixSignificantDigitsPassFourDecimalsDoNot) {
   auto reformat = [&](std::string (*format)(double)) {
     ValidationReport report;
     Statements st = *LoadStatements(csv_, &report);
-    std::string metrics = "year,revenue_growth,gross_margin,operating_margin,net_margin,"
-                          "current_ratio,quick_ratio,liabilities_to_equity,roa,roe,"
-                          "interest_coverage,free_cash_flow,fcf_margin,cash_conversion,"
-                          "receivables_growth,inventory_growth\r\n";
+    std::string metrics =
+        "year,revenue_growth,gross_margin,operating_margin,net_margin,"
+        "current_ratio,quick_ratio,liabilities_to_equity,roa,roe,"
+        "interest_coverage,free_cash_flow,fcf_margin,cash_conversion,"
+        "receivables_growth,inventory_growth\r\n";
     for (const MetricsRow& row : ComputeMetrics(st)) {
       absl::StrAppend(&metrics, row.year);
       for (const auto& v : row.values) {
@@ -104,20 +112,15 @@ TEST_F(VerifierTest, SixSignificantDigitsPassFourDecimalsDoNot) {
 TEST_F(VerifierTest, EmptyAndDefinedCellsMustAgree) {
   // 2020's revenue_growth is undefined: the row starts "2020,," -- give it a value.
   Replace(kMetricsFile, "\n2020,,", "\n2020,0,");
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("calculated_metrics.values"));
-  EXPECT_THAT(FindCheck(checks, "calculated_metrics.values").detail,
-              HasSubstr("2020 revenue_growth: expected empty, found 0"));
+  ExpectOnlyFailure("calculated_metrics.values", "2020 revenue_growth: expected empty, found 0");
 
   artifacts_ = GoodArtifacts(kSampleName, csv_);
   Replace(kMetricsFile, absl::StrFormat(",%.17g,", 9800 - 7200.0), ",,");
-  checks = Run();
-  EXPECT_THAT(FindCheck(checks, "calculated_metrics.values").detail,
-              HasSubstr("2020 free_cash_flow: expected 2600, found empty"));
+  ExpectOnlyFailure("calculated_metrics.values", "2020 free_cash_flow: expected 2600, found empty");
 
   artifacts_ = GoodArtifacts(kSampleName, csv_);
   Replace(kMetricsFile, "\n2020,,", "\n2020,NaN,");
-  EXPECT_THAT(FindCheck(Run(), "calculated_metrics.values").detail, HasSubstr("not a number"));
+  ExpectOnlyFailure("calculated_metrics.values", "not a number");
 }
 
 TEST_F(VerifierTest, WrongHeaderOrder) {
@@ -131,9 +134,7 @@ TEST_F(VerifierTest, WrongHeaderOrder) {
     lines[i] = absl::StrJoin(cells, ",");
   }
   text = absl::StrJoin(lines, "\n");
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("calculated_metrics.columns"));
-  EXPECT_THAT(FindCheck(checks, "calculated_metrics.columns").detail, HasSubstr("wrong order"));
+  ExpectOnlyFailure("calculated_metrics.columns", "wrong order");
 }
 
 TEST_F(VerifierTest, RowsMustBeOnePerYearAscending) {
@@ -141,10 +142,7 @@ TEST_F(VerifierTest, RowsMustBeOnePerYearAscending) {
   std::vector<std::string> lines = absl::StrSplit(text, '\n');
   std::swap(lines[1], lines[2]);
   text = absl::StrJoin(lines, "\n");
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("calculated_metrics.rows"));
-  EXPECT_THAT(FindCheck(checks, "calculated_metrics.rows").detail,
-              HasSubstr("years are [2021, 2020, 2022"));
+  ExpectOnlyFailure("calculated_metrics.rows", "years are [2021, 2020, 2022");
 }
 
 TEST_F(VerifierTest, MissingHit) {
@@ -152,25 +150,18 @@ TEST_F(VerifierTest, MissingHit) {
   size_t at = text.find("2025,accounts_receivable,receivables_outpace_revenue_10pp");
   ASSERT_NE(at, std::string::npos);
   text.erase(at, text.find('\n', at) - at + 1);
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("unusual_movements.hits"));
-  EXPECT_THAT(FindCheck(checks, "unusual_movements.hits").detail,
-              HasSubstr("missing hits: 2025/accounts_receivable/receivables_outpace_revenue_10pp"));
+  ExpectOnlyFailure("unusual_movements.hits",
+                    "missing hits: 2025/accounts_receivable/receivables_outpace_revenue_10pp");
 }
 
 TEST_F(VerifierTest, ExtraHit) {
   artifacts_[kMovementsFile] += "2021,made_up_item,yoy_move_15pct,1,2,1,made up\n";
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("unusual_movements.hits"));
-  EXPECT_THAT(FindCheck(checks, "unusual_movements.hits").detail,
-              HasSubstr("unexpected hits: 2021/made_up_item/yoy_move_15pct"));
+  ExpectOnlyFailure("unusual_movements.hits", "unexpected hits: 2021/made_up_item/yoy_move_15pct");
 }
 
 TEST_F(VerifierTest, MissingHeading) {
   Replace(kMemoFile, "## Bear case\n", "## Bearish case\n");
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("memo.headings"));
-  EXPECT_THAT(FindCheck(checks, "memo.headings").detail, HasSubstr("missing headings: Bear case"));
+  ExpectOnlyFailure("memo.headings", "missing headings: Bear case");
 }
 
 TEST_F(VerifierTest, HeadingsOutOfOrderAndTolerantSpelling) {
@@ -180,9 +171,7 @@ TEST_F(VerifierTest, HeadingsOutOfOrderAndTolerantSpelling) {
   EXPECT_THAT(FailedChecks(Run()), IsEmpty());
   Replace(kMemoFile, "## Conclusion\n", "## Diligence notes\n");
   Replace(kMemoFile, "## KPI table\n", "## Conclusion\n## KPI table\n");
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("memo.headings"));
-  EXPECT_THAT(FindCheck(checks, "memo.headings").detail, HasSubstr("out of order: Conclusion"));
+  ExpectOnlyFailure("memo.headings", "out of order: Conclusion");
 }
 
 TEST_F(VerifierTest, MemoMustNameTheInput) {
@@ -192,24 +181,17 @@ TEST_F(VerifierTest, MemoMustNameTheInput) {
 
 TEST_F(VerifierTest, ScriptInChart) {
   Replace(kChartFile, "</svg>", "<script>fetch('x')</script></svg>");
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("chart.no_script"));
-  EXPECT_THAT(FindCheck(checks, "chart.no_script").detail, HasSubstr("<script>"));
+  ExpectOnlyFailure("chart.no_script", "<script>");
 }
 
 TEST_F(VerifierTest, ExternalHrefInChart) {
   Replace(kChartFile, "</svg>", "<use xlink:href=\"https://evil.example/x.svg#a\"/></svg>");
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("chart.no_external_refs"));
-  EXPECT_THAT(FindCheck(checks, "chart.no_external_refs").detail,
-              HasSubstr("https://evil.example/x.svg#a"));
+  ExpectOnlyFailure("chart.no_external_refs", "https://evil.example/x.svg#a");
 }
 
 TEST_F(VerifierTest, MalformedChart) {
   Replace(kChartFile, "</svg>", "</g>");
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("chart.well_formed"));
-  EXPECT_THAT(FindCheck(checks, "chart.well_formed").detail, HasSubstr("mismatched tag"));
+  ExpectOnlyFailure("chart.well_formed", "mismatched tag");
 }
 
 TEST_F(VerifierTest, TooFewPanels) {
@@ -217,20 +199,16 @@ TEST_F(VerifierTest, TooFewPanels) {
   std::string& svg = artifacts_[kChartFile];
   size_t last = svg.rfind("<g class=\"panel\"");
   svg.erase(last, svg.find("</svg>") - last);
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("chart.panels"));
-  EXPECT_THAT(FindCheck(checks, "chart.panels").detail, HasSubstr("found 3"));
+  ExpectOnlyFailure("chart.panels", "found 3");
 }
 
 TEST_F(VerifierTest, MissingArtifact) {
   artifacts_.erase(kMovementsFile);
-  std::vector<Check> checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("artifact.unusual_movements.csv"));
-  EXPECT_THAT(FindCheck(checks, "artifact.unusual_movements.csv").detail, HasSubstr("missing"));
+  ExpectOnlyFailure("artifact.unusual_movements.csv", "missing");
   artifacts_[kMovementsFile] = "";
-  EXPECT_THAT(FindCheck(Verify(kSampleName, csv_, artifacts_), "artifact.unusual_movements.csv")
-                  .detail,
-              HasSubstr("empty"));
+  EXPECT_THAT(
+      FindCheck(Verify(kSampleName, csv_, artifacts_), "artifact.unusual_movements.csv").detail,
+      HasSubstr("empty"));
 }
 
 TEST_F(VerifierTest, ManifestMismatches) {
@@ -254,7 +232,8 @@ TEST_F(VerifierTest, ManifestMismatches) {
   m["validation_results"].erase("bad_cells");
   artifacts_[kManifestFile] = m.dump();
   checks = Run();
-  EXPECT_THAT(FailedChecks(checks), ElementsAre("analysis_run.keys", "analysis_run.validation_matches"));
+  EXPECT_THAT(FailedChecks(checks),
+              ElementsAre("analysis_run.keys", "analysis_run.validation_matches"));
   EXPECT_THAT(FindCheck(checks, "analysis_run.keys").detail,
               HasSubstr("missing key execution_directory; validation_results lacks bad_cells"));
 
@@ -275,8 +254,7 @@ TEST_F(VerifierTest, FatalInputFailsAndNamesTheProblem) {
                              {"validation_results", report.ToJson()},
                              {"generated_filenames", {"analysis_run.json"}},
                              {"execution_directory", "/w"}};
-  std::vector<Check> checks =
-      Verify(kSampleName, csv, {{kManifestFile, manifest.dump()}});
+  std::vector<Check> checks = Verify(kSampleName, csv, {{kManifestFile, manifest.dump()}});
   Check input = FindCheck(checks, "input.valid");
   EXPECT_FALSE(input.passed);
   EXPECT_THAT(input.detail, HasSubstr("missing required column(s): capital_expenditures"));
@@ -291,15 +269,48 @@ TEST_F(VerifierTest, FatalInputFailsAndNamesTheProblem) {
               HasSubstr("required_columns_present: manifest has true"));
 }
 
+TEST_F(VerifierTest, ManyBadCellsStillMatchAFullList) {
+  std::string csv =
+      "year,revenue,cost_of_revenue,operating_income,interest_expense,net_income,"
+      "accounts_receivable,inventory,total_current_assets,total_assets,"
+      "total_current_liabilities,total_liabilities,shareholders_equity,"
+      "operating_cash_flow,capital_expenditures\n";
+  nlohmann::json bad = nlohmann::json::array();
+  for (int year = 1; year <= 1200; ++year) {
+    absl::StrAppend(&csv, year, ",x,400,200,20,100,100,50,500,2000,250,1200,800,150,60\n");
+    bad.push_back({{"row", year}, {"column", "revenue"}, {"value", "x"}});
+  }
+  ValidationReport report;
+  ASSERT_FALSE(LoadStatements(csv, &report).ok());
+  nlohmann::json results = report.ToJson();
+  results["bad_cells"] = bad;
+  nlohmann::json manifest = {{"input_filename", "many.csv"}, {"row_count", 1200},
+                             {"year_range", {1, 1200}},      {"validation_results", results},
+                             {"generated_filenames", {}},    {"execution_directory", "/w"}};
+  std::vector<Check> checks = Verify("many.csv", csv, {{kManifestFile, manifest.dump()}});
+  EXPECT_TRUE(FindCheck(checks, "analysis_run.validation_matches").passed);
+  bad.erase(bad.size() - 1);
+  results["bad_cells"] = bad;
+  manifest["validation_results"] = results;
+  checks = Verify("many.csv", csv, {{kManifestFile, manifest.dump()}});
+  EXPECT_FALSE(FindCheck(checks, "analysis_run.validation_matches").passed);
+}
+
 TEST_F(VerifierTest, GarbageArtifactsNeverCrash) {
   const Artifacts good = artifacts_;
   std::mt19937 rng(20261129);
   std::vector<std::string> specials = {
-      std::string(100000, '['), std::string(100000, '{'), "\xFF\xFE\x00garbage", "\"",
-      "year\n\"unterminated", std::string(1 << 16, ','), "{\"validation_results\": 5}",
+      std::string(100000, '['),
+      std::string(100000, '{'),
+      "\xFF\xFE\x00garbage",
+      "\"",
+      "year\n\"unterminated",
+      std::string(1 << 16, ','),
+      "{\"validation_results\": 5}",
       "{\"row_count\": \"x\", \"year_range\": [1], \"validation_results\": {\"bad_cells\": "
       "[5, {\"row\": \"a\"}]}, \"generated_filenames\": [1]}",
-      "<svg><!DOCTYPE x></svg>", "<?xml version=\"1.0\" encoding=\"x-unknown\"?><svg/>"};
+      "<svg><!DOCTYPE x></svg>",
+      "<?xml version=\"1.0\" encoding=\"x-unknown\"?><svg/>"};
   for (int iteration = 0; iteration < 300; ++iteration) {
     artifacts_ = good;
     for (const std::string& name : ArtifactNames()) {
