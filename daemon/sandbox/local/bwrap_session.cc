@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "sandbox/local/init_protocol.h"
+#include "sandbox/local/tmpfs_limits.h"
 
 namespace sandgate::sandbox {
 
@@ -224,8 +225,6 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
         "/work and /tmp (", spec_.workspace_bytes, " bytes each) can fill the memory limit (",
         spec_.memory_bytes, " bytes): a full workspace may end in an OOM kill, not ENOSPC"));
   }
-  warnings_.push_back(absl::StrCat("workspace inode limit (", spec_.workspace_inodes,
-                                   ") not enforced: bubblewrap's tmpfs has no nr_inodes option"));
 
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -301,6 +300,18 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   // The pid was ours when opened only if the init is still alive now.
   struct pollfd alive = {init_pidfd_.get(), POLLIN, 0};
   if (poll(&alive, 1, 0) != 0) return errors::Unavailable("sandbox init exited during start");
+  // bwrap can only size its tmpfs mounts; the inode caps are set here, before any command.
+  for (const char* dir : {"/work", "/tmp"}) {
+    UniqueFd mount_root(open(absl::StrCat("/proc/", init_pid, "/root", dir).c_str(),
+                             O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    absl::Status limited = mount_root.valid()
+                               ? SetTmpfsInodeLimit(mount_root.get(), spec_.workspace_inodes)
+                               : errors::FromErrno(errno, dir);
+    if (!limited.ok()) {
+      warnings_.push_back(absl::StrCat("inode limit of ", dir, " (", spec_.workspace_inodes,
+                                       ") not enforced: ", limited.message()));
+    }
+  }
   {
     absl::MutexLock l(&mu_);
     files_ = std::make_shared<const WorkspaceFiles>(std::move(root), uid_, uid_);

@@ -456,15 +456,38 @@ TEST_F(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
   EXPECT_EQ(Exec(s.get(), {"echo", "after"}).out, "after\n");
 }
 
-TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
-  auto s = NewSession("warnings");
+TEST_F(BwrapProviderTest, WorkspaceSizeAndInodesAreCapped) {
+  SessionSpec spec;
+  spec.workspace_bytes = 4 << 20;
+  spec.workspace_inodes = 64;
+  auto s = NewSession("wscaps", spec);
   ASSERT_NE(s, nullptr);
-  std::vector<std::string> w = s->Warnings();
-  bool inodes = false;
-  for (const std::string& line : w) {
-    if (absl::StrContains(line, "inode limit")) inodes = true;
+  for (const std::string& w : s->Warnings()) {
+    EXPECT_THAT(w, Not(HasSubstr("inode limit"))) << w;
   }
-  EXPECT_TRUE(inodes);
+  Output r = Sh(s.get(), "head -c 8M /dev/zero > big; echo $?");
+  EXPECT_THAT(r.err, HasSubstr("No space left on device"));
+  r = Sh(s.get(), "rm -f big; for i in $(seq 1 100); do touch f$i 2>/dev/null || break; done; "
+                  "ls | wc -l; touch /tmp/t1 && echo tmp-ok");
+  EXPECT_LT(atoi(r.out.c_str()), 64);
+  EXPECT_GT(atoi(r.out.c_str()), 50);
+  EXPECT_THAT(r.out, HasSubstr("tmp-ok"));
+  // The daemon's uploads hit the same caps as a clean error.
+  EXPECT_EQ(s->WriteFile("huge", std::string(5 << 20, 'x')).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
+  SessionSpec spec;
+  spec.memory_bytes = 64 << 20;
+  spec.workspace_bytes = 64 << 20;
+  auto s = NewSession("warnings", spec);
+  ASSERT_NE(s, nullptr);
+  bool tmpfs_vs_memory = false;
+  for (const std::string& line : s->Warnings()) {
+    if (absl::StrContains(line, "can fill the memory limit")) tmpfs_vs_memory = true;
+  }
+  EXPECT_TRUE(tmpfs_vs_memory);
 }
 
 TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
