@@ -53,6 +53,36 @@ bool IsPlainDecimal(absl::string_view s) {
   return i == s.size();
 }
 
+// Whether a plain decimal (IsPlainDecimal) is below 1 in magnitude, from its digits and
+// exponent alone: tells an underflow from an overflow.
+bool BelowOne(absl::string_view s) {
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.remove_prefix(1);
+  int64_t exponent = 0;
+  size_t e = s.find_first_of("eE");
+  if (e != absl::string_view::npos) {
+    absl::string_view digits = s.substr(e + 1);
+    bool negative = !digits.empty() && digits[0] == '-';
+    if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) digits.remove_prefix(1);
+    for (char c : digits) exponent = std::min<int64_t>(exponent * 10 + (c - '0'), 1000000);
+    if (negative) exponent = -exponent;
+    s = s.substr(0, e);
+  }
+  // The decimal position of the first significant digit, plus the exponent.
+  size_t point = s.find('.');
+  absl::string_view whole = s.substr(0, point);
+  size_t first = whole.find_first_not_of('0');
+  int64_t position;
+  if (first != absl::string_view::npos) {
+    position = static_cast<int64_t>(whole.size() - first);
+  } else {
+    absl::string_view fraction = point == absl::string_view::npos ? "" : s.substr(point + 1);
+    size_t nonzero = fraction.find_first_not_of('0');
+    if (nonzero == absl::string_view::npos) return true;  // zero
+    position = -static_cast<int64_t>(nonzero);
+  }
+  return position + exponent <= 0;
+}
+
 std::string YearsList(const std::vector<int64_t>& years) { return absl::StrJoin(years, ", "); }
 
 }  // namespace
@@ -159,6 +189,11 @@ std::optional<double> ParseNumber(absl::string_view cell) {
   if (s[0] == '+') s.remove_prefix(1);  // from_chars takes no '+'
   double value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    // Too small is zero (as Python's float() has it), too large is not finite.
+    if (!BelowOne(s)) return std::nullopt;
+    return s[0] == '-' ? -0.0 : 0.0;
+  }
   if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(value)) {
     return std::nullopt;
   }
@@ -251,7 +286,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     }
     rows.push_back(std::move(row));
   }
-  Statements in_file_order(columns, rows);
+  Statements in_file_order(columns, {});  // for column lookups only
   report->row_count = static_cast<int>(rows.size());
   report->has_data_rows = !rows.empty();
   if (!report->has_data_rows) {
@@ -301,7 +336,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
         report->years_unique = false;  // reported as a bad cell above
         continue;
       }
-      if (*y != std::floor(*y) || std::fabs(*y) > 1e15) {
+      if (*y != std::floor(*y) || std::fabs(*y) > 9007199254740992.0) {
         report->years_unique = false;
         Note(&report->errors, absl::StrCat("data row ", row.source_row,
                                            ": year is not an integer: ", Quote(row.raw[year_col])));

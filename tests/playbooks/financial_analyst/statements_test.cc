@@ -37,6 +37,11 @@ TEST(ParseNumberTest, AcceptsPlainDecimalsOnly) {
   EXPECT_EQ(ParseNumber("1e3"), 1000);
   EXPECT_EQ(ParseNumber(".5"), 0.5);
   EXPECT_EQ(ParseNumber("5."), 5);
+  // Underflow is zero, as Python's float() has it; overflow is not finite.
+  EXPECT_EQ(ParseNumber("1e-400"), 0);
+  EXPECT_EQ(ParseNumber("-0.0000001e-320"), 0);
+  EXPECT_FALSE(ParseNumber("1e400").has_value());
+  EXPECT_FALSE(ParseNumber("0.001e312").has_value());
   for (const char* bad : {"", " ", "1,000", "$5", "nan", "NaN", "inf", "-Infinity", "0x10", "1e400",
                           "12a", "1e", "--1", "."}) {
     EXPECT_FALSE(ParseNumber(bad).has_value()) << bad;
