@@ -1,0 +1,86 @@
+#include "core/config.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace sandgate::core {
+namespace {
+
+constexpr char kHash[] = "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8";
+
+TEST(ConfigTest, EmptyObjectGivesEmbeddedDefaults) {
+  auto c = ParseConfig("{}", "test.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->listen, "unix:/run/sandgate/sandgated.sock");
+  EXPECT_TRUE(c->tenants.empty());
+  EXPECT_TRUE(ValidateConfig(*c).ok());
+}
+
+TEST(ConfigTest, ReadsEverySection) {
+  auto c = ParseConfig(R"({
+    // comments are allowed
+    "listen": "tcp:127.0.0.1:0", "state_dir": "/tmp/x", "max_concurrent_runs": 2,
+    "tenants": [{"name": "a", "token_sha256": ")" + std::string(kHash) + R"(", "operator": true}],
+    "defaults": {"memory_bytes": 536870912, "command_timeout_seconds": 30},
+    "local": {"uid_base": 200000, "uid_count": 10}})",
+                       "test.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_concurrent_runs, 2u);
+  ASSERT_EQ(c->tenants.size(), 1u);
+  EXPECT_TRUE(c->tenants[0].is_operator);
+  EXPECT_EQ(c->memory_bytes, 536870912u);
+  EXPECT_EQ(c->command_timeout, absl::Seconds(30));
+  EXPECT_EQ(c->uid_base, 200000u);
+  EXPECT_TRUE(ValidateConfig(*c).ok());
+}
+
+TEST(ConfigTest, ErrorsNameTheKey) {
+  struct Case {
+    std::string text, expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"listn": "x"})", "listn: unknown key"},
+           {R"({"max_concurrent_runs": "4"})", "max_concurrent_runs: expected a whole number"},
+           {R"({"max_concurrent_runs": 0})", "max_concurrent_runs: out of range"},
+           {R"({"defaults": {"memory": 1}})", "defaults.memory: unknown key"},
+           {R"({"local": {"uid_base": -1}})", "local.uid_base: expected a whole number"},
+           {R"({"tenants": [{"name": "a", "token_sha256": "abc"}]})", "tenants[0].token_sha256"},
+           {R"({"tenants": [{"token_sha256": ")" + std::string(kHash) + R"("}]})", "tenants[0].name: required"},
+           {R"({"defaults": {"command_timeout_seconds": -3}})", "defaults.command_timeout_seconds"},
+           {"{", "not valid JSON"},
+       }) {
+    auto parsed = ParseConfig(c.text, "cfg.json");
+    ASSERT_FALSE(parsed.ok()) << c.text;
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.expect))
+        << "'" << parsed.status().message() << "' should contain '" << c.expect << "'";
+    EXPECT_TRUE(absl::StartsWith(parsed.status().message(), "cfg.json")) << parsed.status();
+  }
+}
+
+TEST(ConfigTest, DuplicateTenantsAreRefused) {
+  std::string t = R"({"name": "a", "token_sha256": ")" + std::string(kHash) + R"("})";
+  auto parsed = ParseConfig(R"({"tenants": [)" + t + "," + t + "]}", "c");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_TRUE(absl::StrContains(parsed.status().message(), "duplicate tenant 'a'"));
+}
+
+TEST(ConfigTest, TcpWithoutTenantsIsRefusedUnlessAllowed) {
+  Config c;
+  c.listen = "tcp:0.0.0.0:7443";
+  absl::Status st = ValidateConfig(c);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(st.message(), "tenants"));
+  c.allow_unauthenticated_tcp = true;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.listen = "http://x";
+  EXPECT_FALSE(ValidateConfig(c).ok());
+}
+
+TEST(ConfigTest, MissingFileIsNotFoundNamingIt) {
+  auto c = LoadConfigFile("/nonexistent/sandgated.json");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "/nonexistent/sandgated.json"));
+}
+
+}  // namespace
+}  // namespace sandgate::core

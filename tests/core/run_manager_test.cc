@@ -1,0 +1,268 @@
+// RunManager against the host fake provider: the life of a run without bubblewrap.
+#include "core/run_manager.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "agent/reference_agent.h"
+#include "gtest/gtest.h"
+#include "store/sqlite_store.h"
+#include "tests/fakes/host_sandbox.h"
+
+namespace sandgate::core {
+namespace {
+
+using testing::HostProvider;
+
+std::string ReadData(const std::string& rel) {
+  std::ifstream in(std::string(SANDGATE_SOURCE_DIR) + "/tests/data/" + rel);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// An agent that writes the artifacts itself, with one metric wrong: verification must fail.
+class TamperingAgent : public agent::Agent {
+ public:
+  std::string name() const override { return "tamper"; }
+  absl::Status Run(const agent::AgentTask& task, sandbox::Session& session,
+                   agent::EventSink& events, const CancelToken& cancel) override {
+    agent::ReferenceAgent ref;
+    absl::Status st = ref.Run(task, session, events, cancel);
+    if (!st.ok()) return st;
+    auto metrics = session.ReadFile("calculated_metrics.csv", 1 << 20);
+    if (!metrics.ok()) return metrics.status();
+    std::string m = *metrics;
+    size_t at = m.find("\n2025,");
+    m.replace(at + 6, 1, m[at + 6] == '9' ? "1" : "9");  // revenue_growth's first digit
+    return session.WriteFile("calculated_metrics.csv", m);
+  }
+};
+
+class RunManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sg-rm-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    store_ = *store::SqliteStore::Open(dir_ + "/s.db");
+    artifacts_ = *store::ArtifactStore::Open(dir_ + "/artifacts");
+    events_ = std::make_unique<EventLog>(store_.get(), Clock::Real());
+    provider_ = std::make_unique<HostProvider>(store_.get());
+    config_.max_concurrent_runs = 2;
+    Rebuild();
+  }
+  void Rebuild() {
+    runs_.reset();
+    RunManagerDeps deps;
+    deps.config = &config_;
+    deps.store = store_.get();
+    deps.artifacts = artifacts_.get();
+    deps.events = events_.get();
+    deps.clock = Clock::Real();
+    deps.providers["local"] = provider_.get();
+    deps.agents["reference"] = &reference_;
+    deps.agents["tamper"] = &tamper_;
+    runs_ = std::make_unique<RunManager>(std::move(deps));
+  }
+  void TearDown() override {
+    runs_.reset();
+    events_.reset();
+    store_.reset();
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  static v1::RunAnalysisRequest Sample() {
+    v1::RunAnalysisRequest req;
+    auto* in = req.add_inputs();
+    in->set_name("northstar_cloud_financial_statements.csv");
+    in->set_content(ReadData("northstar_cloud_financial_statements.csv"));
+    return req;
+  }
+  v1::Run WaitFinished(const std::string& id, const Caller* as = nullptr) {
+    for (int i = 0; i < 1500; ++i) {
+      auto run = runs_->Get(as ? *as : caller_, id);
+      EXPECT_TRUE(run.ok());
+      if (run->status() >= v1::SUCCEEDED) return *run;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "run did not finish";
+    return v1::Run();
+  }
+  std::vector<v1::Event> Events(const std::string& id) { return *events_->Read(id, 0, 10000); }
+
+  std::string dir_;
+  Config config_;
+  Caller caller_{"team-a", false};
+  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::ArtifactStore> artifacts_;
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<HostProvider> provider_;
+  agent::ReferenceAgent reference_;
+  TamperingAgent tamper_;
+  std::unique_ptr<RunManager> runs_;
+};
+
+TEST_F(RunManagerTest, SampleRunSucceedsVerifiedAndEndsWithOneTerminalEvent) {
+  auto started = runs_->Start(caller_, Sample());
+  ASSERT_TRUE(started.ok()) << started.status();
+  v1::Run run = WaitFinished(started->id());
+  EXPECT_EQ(run.status(), v1::SUCCEEDED) << run.status_reason();
+  EXPECT_EQ(run.artifacts_size(), 6);
+  EXPECT_GT(run.checks_size(), 10);
+  for (const auto& c : run.checks()) EXPECT_TRUE(c.passed()) << c.name() << ": " << c.detail();
+  auto events = Events(run.id());
+  int terminal = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].seq(), static_cast<int64_t>(i + 1));
+    if (events[i].type() == "run.finished") ++terminal;
+  }
+  EXPECT_EQ(terminal, 1);
+  EXPECT_EQ(events.back().type(), "run.finished");
+  EXPECT_EQ(run.last_seq(), events.back().seq());
+  EXPECT_EQ(provider_->live_sessions(), 0);
+  EXPECT_TRUE(store_->List()->empty()) << "the journal must be empty after the run";
+}
+
+TEST_F(RunManagerTest, FatalInputFailsNamingTheYearAndStillCollectsTheManifest) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_inputs(0)->set_name("dup.csv");
+  req.mutable_inputs(0)->set_content(ReadData("financial/duplicate_year.csv"));
+  v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "step analyze exited with status 2"))
+      << run.status_reason();
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "2023")) << run.status_reason();
+  // The program placed by the agent and the manifest that says why the input was refused.
+  std::set<std::string> names;
+  for (const auto& a : run.artifacts()) names.insert(a.name());
+  EXPECT_EQ(names, (std::set<std::string>{"analyze_financials.py", "analysis_run.json"}));
+  EXPECT_EQ(run.checks_size(), 0) << "a failed agent is not verified";
+}
+
+TEST_F(RunManagerTest, TamperedArtifactFailsVerificationByCheckName) {
+  v1::RunAnalysisRequest req = Sample();
+  req.set_agent("tamper");
+  v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "verification failed: calculated_metrics.values"))
+      << run.status_reason();
+  auto events = Events(run.id());
+  EXPECT_EQ(events.back().run_finished().failed_checks(0), "calculated_metrics.values");
+}
+
+TEST_F(RunManagerTest, CancelDuringACommandEndsCancelledAndClosesTheSession) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_sandbox()->add_setup_commands("sleep 30");
+  auto started = runs_->Start(caller_, req);
+  ASSERT_TRUE(started.ok());
+  for (int i = 0; i < 500; ++i) {
+    bool running = false;
+    for (const auto& e : Events(started->id())) running |= e.has_command_started();
+    if (running) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(runs_->Cancel(caller_, started->id(), "enough").ok());
+  v1::Run run = WaitFinished(started->id());
+  EXPECT_EQ(run.status(), v1::CANCELLED);
+  EXPECT_EQ(run.status_reason(), "cancelled by the caller: enough");
+  EXPECT_EQ(provider_->live_sessions(), 0);
+  // Cancelling a finished run returns it unchanged.
+  EXPECT_EQ(runs_->Cancel(caller_, run.id(), "")->status(), v1::CANCELLED);
+}
+
+TEST_F(RunManagerTest, RunTimeoutEndsTimedOut) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_sandbox()->add_setup_commands("sleep 30");
+  req.mutable_run_timeout()->set_seconds(1);
+  v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
+  EXPECT_EQ(run.status(), v1::TIMED_OUT);
+  EXPECT_EQ(run.status_reason(), "run timed out after 1s");
+  EXPECT_EQ(provider_->live_sessions(), 0);
+}
+
+TEST_F(RunManagerTest, FailingSetupCommandStopsTheRunWithItsOutputInEvents) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_sandbox()->add_setup_commands("echo preparing; echo broken >&2; exit 3");
+  v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status_reason(), "setup command 1 exited with status 3");
+  std::string output;
+  for (const auto& e : Events(run.id())) {
+    if (e.has_command_output()) output += e.command_output().data();
+  }
+  EXPECT_TRUE(absl::StrContains(output, "broken"));
+}
+
+TEST_F(RunManagerTest, ProviderFailureFailsTheRunSayingWhere) {
+  provider_->FailNextCreate(absl::UnavailableError("no uids left"));
+  v1::Run run = WaitFinished(runs_->Start(caller_, Sample())->id());
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status_reason(), "creating the sandbox: no uids left");
+}
+
+TEST_F(RunManagerTest, AnotherTenantsRunIsNotFound) {
+  auto started = runs_->Start(caller_, Sample());
+  Caller other{"team-b", false};
+  EXPECT_EQ(runs_->Get(other, started->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(runs_->Cancel(other, started->id(), "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(runs_->List(other, 0, "")->runs.empty());
+  Caller op{"ops", true};
+  EXPECT_TRUE(runs_->Get(op, started->id()).ok()) << "operators see every run";
+  WaitFinished(started->id());
+}
+
+TEST_F(RunManagerTest, RecoverFailsInterruptedRunsAndSweepsTheJournal) {
+  v1::Run orphan;
+  orphan.set_id("run-orphan");
+  orphan.set_tenant("team-a");
+  orphan.set_status(v1::RUNNING);
+  ASSERT_TRUE(store_->PutRun(orphan).ok());
+  v1::Event e;
+  e.set_run_id("run-orphan");
+  e.set_type("run.started");
+  ASSERT_TRUE(events_->Append(e).ok());
+  ASSERT_TRUE(store_->Record({"host:s1", "local", "session", {}}).ok());
+  ASSERT_TRUE(runs_->Recover().ok());
+  auto run = runs_->Get(caller_, "run-orphan");
+  EXPECT_EQ(run->status(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(run->status_reason(), "interrupted"));
+  auto events = Events("run-orphan");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].seq(), 2);
+  EXPECT_EQ(events[1].type(), "run.finished");
+  EXPECT_TRUE(store_->List()->empty());
+}
+
+TEST_F(RunManagerTest, DrainRefusesNewRunsAndCancelsActiveOnes) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_sandbox()->add_setup_commands("sleep 30");
+  auto started = runs_->Start(caller_, req);
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(runs_->Drain(absl::Seconds(20)), 0u);
+  EXPECT_EQ(runs_->Get(caller_, started->id())->status(), v1::CANCELLED);
+  EXPECT_EQ(runs_->Start(caller_, Sample()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(provider_->live_sessions(), 0);
+}
+
+TEST_F(RunManagerTest, IdempotencyKeyReturnsTheSameRunAlsoAfterARestart) {
+  v1::RunAnalysisRequest req = Sample();
+  req.set_idempotency_key("k1");
+  auto first = runs_->Start(caller_, req);
+  WaitFinished(first->id());
+  Rebuild();
+  auto again = runs_->Start(caller_, req);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id(), first->id());
+  EXPECT_EQ(provider_->created_sessions(), 1);
+  // The same key from another tenant is another run.
+  Caller team_b{"team-b", false};
+  auto other = runs_->Start(team_b, req);
+  EXPECT_NE(other->id(), first->id());
+  WaitFinished(other->id(), &team_b);
+}
+
+}  // namespace
+}  // namespace sandgate::core

@@ -1,0 +1,183 @@
+#include "tests/fakes/host_sandbox.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/errors.h"
+
+namespace sandgate::testing {
+namespace {
+
+class HostSession : public sandbox::Session {
+ public:
+  HostSession(HostProvider* provider, std::string id, std::string dir,
+              std::map<std::string, std::string> env)
+      : provider_(provider), id_(std::move(id)), dir_(std::move(dir)), env_(std::move(env)) {}
+  ~HostSession() override { (void)Close(); }
+
+  const std::string& id() const override { return id_; }
+  std::string workdir() const override { return dir_; }
+
+  absl::StatusOr<sandbox::ExecResult> Exec(const sandbox::ExecRequest& req,
+                                           const sandbox::OutputCallback& on_output,
+                                           const CancelToken* cancel) override {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      return errors::FromErrno(errno, "pipe");
+    }
+    std::vector<std::string> envs;
+    std::map<std::string, std::string> merged = env_;
+    for (const auto& [k, v] : req.env) merged[k] = v;
+    merged.emplace("PATH", "/usr/local/bin:/usr/bin:/bin");
+    for (const auto& [k, v] : merged) envs.push_back(k + "=" + v);
+    absl::Time start = absl::Now();
+    pid_t pid = fork();
+    if (pid == 0) {
+      setpgid(0, 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      std::string cwd = req.cwd.empty() ? dir_ : dir_ + "/" + req.cwd;
+      if (chdir(cwd.c_str()) != 0) _exit(126);
+      std::vector<char*> argv, envp;
+      for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      for (const auto& e : envs) envp.push_back(const_cast<char*>(e.c_str()));
+      envp.push_back(nullptr);
+      execvpe(argv[0], argv.data(), envp.data());
+      _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    sandbox::ExecResult result;
+    uint64_t sent[2] = {0, 0};
+    struct pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0},
+                            {cancel ? cancel->fd() : -1, POLLIN, 0}};
+    int open_fds = 2;
+    absl::Time deadline = start + req.timeout;
+    while (open_fds > 0) {
+      int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+      if (ms <= 0) {
+        result.timed_out = true;
+        kill(-pid, SIGKILL);
+        deadline = absl::InfiniteFuture();
+        continue;
+      }
+      poll(fds, 3, std::min(ms, 100));
+      if (fds[2].revents & POLLIN) {
+        result.cancelled = true;
+        kill(-pid, SIGKILL);
+        fds[2].fd = -1;
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+        char buf[65536];
+        ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+        if (n <= 0) {
+          close(fds[i].fd);
+          fds[i].fd = -1;
+          --open_fds;
+          continue;
+        }
+        uint64_t room = req.output_cap_bytes - std::min(req.output_cap_bytes, sent[i]);
+        uint64_t take = std::min<uint64_t>(room, n);
+        if (take < static_cast<uint64_t>(n)) (i == 0 ? result.stdout_truncated : result.stderr_truncated) = true;
+        if (take > 0) {
+          on_output(i == 0 ? sandbox::OutputStream::kStdout : sandbox::OutputStream::kStderr,
+                    absl::string_view(buf, take));
+        }
+        sent[i] += take;
+      }
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) {
+      result.term_signal = WTERMSIG(status);
+    } else {
+      result.exit_code = WEXITSTATUS(status);
+    }
+    result.duration = absl::Now() - start;
+    return result;
+  }
+
+  absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override {
+    if (absl::StartsWith(path, "/") || absl::StrContains(path, "..")) {
+      return errors::InvalidArgument(absl::StrCat(path, ": must stay inside the workspace"));
+    }
+    std::string full = absl::StrCat(dir_, "/", path);
+    std::string parent = full.substr(0, full.rfind('/'));
+    std::system(("mkdir -p '" + parent + "'").c_str());
+    std::ofstream(full, std::ios::binary) << data;
+    chmod(full.c_str(), mode);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override {
+    std::string full = absl::StrCat(dir_, "/", path);
+    struct stat st;
+    if (lstat(full.c_str(), &st) != 0) return errors::NotFound("file", path);
+    if (!S_ISREG(st.st_mode)) return errors::InvalidArgument(absl::StrCat(path, ": not a regular file"));
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+      return errors::ResourceExhausted(absl::StrCat(path, ": larger than ", max_bytes, " bytes"));
+    }
+    std::ifstream in(full, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  absl::StatusOr<std::vector<sandbox::FileEntry>> ListFiles(absl::string_view dir) override {
+    return errors::Unavailable("HostSession does not list files");
+  }
+  std::vector<std::string> Warnings() const override { return {"host session: no isolation"}; }
+
+  absl::Status Close() override {
+    if (closed_.exchange(true)) return absl::OkStatus();
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+    provider_->live()--;
+    if (provider_->journal()) return provider_->journal()->Erase("host:" + id_);
+    return absl::OkStatus();
+  }
+
+ private:
+  HostProvider* const provider_;
+  const std::string id_, dir_;
+  const std::map<std::string, std::string> env_;
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<sandbox::Session>> HostProvider::Create(
+    const sandbox::SessionSpec& spec, const CancelToken* cancel) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!fail_next_.ok()) return std::exchange(fail_next_, absl::OkStatus());
+  }
+  if (journal_) {
+    absl::Status st = journal_->Record({"host:" + spec.id, "local", "session", {{"id", spec.id}}});
+    if (!st.ok()) return st;
+  }
+  char tmpl[] = "/tmp/sg-host-XXXXXX";
+  if (!mkdtemp(tmpl)) return errors::FromErrno(errno, "mkdtemp");
+  ++live_;
+  ++created_;
+  return std::unique_ptr<sandbox::Session>(new HostSession(this, spec.id, tmpl, spec.env));
+}
+
+absl::Status HostProvider::Sweep(const JournalEntry& entry) {
+  if (journal_) return journal_->Erase(entry.id);
+  return absl::OkStatus();
+}
+
+}  // namespace sandgate::testing

@@ -1,0 +1,48 @@
+// HostProvider: a fake sandbox provider whose sessions are plain temporary directories on
+// the host, with commands run as ordinary child processes. No isolation at all — it exists so
+// core/ and agent/ can be tested against the Provider contract (streaming output, timeouts,
+// cancellation, files, journaling) without bubblewrap.
+//
+// Thread safe. Tests can make the next Create fail, and count live sessions.
+#ifndef SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
+#define SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "common/journal.h"
+#include "sandbox/sandbox.h"
+
+namespace sandgate::testing {
+
+class HostProvider : public sandbox::Provider {
+ public:
+  // `journal` is not owned and may be null.
+  explicit HostProvider(ResourceJournal* journal = nullptr) : journal_(journal) {}
+  std::string name() const override { return "local"; }
+  absl::StatusOr<std::unique_ptr<sandbox::Session>> Create(const sandbox::SessionSpec& spec,
+                                                           const CancelToken* cancel) override;
+  absl::Status Sweep(const JournalEntry& entry) override;
+
+  void FailNextCreate(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    fail_next_ = std::move(status);
+  }
+  int live_sessions() const { return live_.load(); }
+  int created_sessions() const { return created_.load(); }
+  std::atomic<int>& live() { return live_; }
+  ResourceJournal* journal() { return journal_; }
+
+ private:
+  ResourceJournal* const journal_;
+  absl::Mutex mu_;
+  absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> live_{0};
+  std::atomic<int> created_{0};
+};
+
+}  // namespace sandgate::testing
+
+#endif  // SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
