@@ -168,6 +168,25 @@ class OptionalCellsTest(unittest.TestCase):
         assert_memo_headings(self, result.text("investment_analysis.md"))
 
 
+class ExtremeValuesTest(unittest.TestCase):
+    def test_values_near_the_float_limits_still_give_every_file(self):
+        """Free cash flow of -1e308 next to operating cash flow of 1e308 spans more than a
+        double can hold; the chart's axis must cope instead of crashing before the manifest."""
+        work = temp_dir(self)
+        path = os.path.join(work, "extreme.csv")
+        with open(SAMPLE, newline="") as handle:
+            rows = list(csv.reader(handle))
+        ocf, capex = rows[0].index("operating_cash_flow"), rows[0].index("capital_expenditures")
+        rows[6][ocf] = "1e308"  # 2025
+        rows[5][capex] = "-1e308"  # 2024
+        with open(path, "w", newline="") as handle:
+            csv.writer(handle, lineterminator="\n").writerows(rows)
+        result = run_analyze(self, path)
+        self.assertEqual(result.rc, 0, result.stderr)
+        assert_safe_svg(self, result.text("financial_trends.svg"))
+        self.assertEqual(result.manifest()["row_count"], 6)
+
+
 class WarningsTest(unittest.TestCase):
     def test_broken_accounting_equation_lists_years(self):
         result = run_analyze(self, edge("broken_equation.csv"))

@@ -1052,8 +1052,10 @@ class Chart:
     def ticks(low, high, count=5):
         if low == high:
             low, high = low - 1, high + 1
-        span = high - low
-        raw = span / count
+        # Divided first: high - low overflows for values near the float limits.
+        raw = high / count - low / count
+        if not math.isfinite(raw) or raw <= 0:
+            raw = 1.0
         magnitude = 10 ** math.floor(math.log10(raw))
         step = magnitude
         for factor in (1, 2, 2.5, 5, 10):
@@ -1064,7 +1066,7 @@ class Chart:
         end = math.ceil(high / step) * step
         values = []
         v = start
-        while v <= end + step * 1e-9:
+        while v <= end + step * 1e-9 and math.isfinite(v) and len(values) < 64:
             values.append(round(v, 10) + 0.0)  # + 0.0 turns -0.0 into 0.0
             v += step
         return values
