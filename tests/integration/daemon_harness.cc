@@ -147,7 +147,8 @@ v1::RunAnalysisRequest SampleRequest() {
 }
 
 std::vector<v1::Event> FollowToEnd(v1::Sandgate::Stub& stub, const std::string& run_id,
-                                   const std::string& token, int64_t after) {
+                                   const std::string& token, int64_t after,
+                                   const std::function<void(const v1::Event&)>& on_event) {
   auto ctx = DaemonHarness::Context(token);
   v1::StreamEventsRequest req;
   req.set_run_id(run_id);
@@ -157,7 +158,9 @@ std::vector<v1::Event> FollowToEnd(v1::Sandgate::Stub& stub, const std::string& 
   std::vector<v1::Event> events;
   v1::Event e;
   while (reader->Read(&e)) {
-    if (e.seq() > 0) events.push_back(e);
+    if (e.seq() == 0) continue;
+    events.push_back(e);
+    if (on_event) on_event(e);
   }
   grpc::Status st = reader->Finish();
   EXPECT_TRUE(st.ok()) << st.error_message();

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,9 +47,11 @@ class DaemonHarness {
 // The sample statements shipped with the repo.
 std::string SampleCsv();
 v1::RunAnalysisRequest SampleRequest();
-// Reads every event of a run (follow) until run.finished; fails the test on error.
-std::vector<v1::Event> FollowToEnd(v1::Sandgate::Stub& stub, const std::string& run_id,
-                                   const std::string& token = "", int64_t after = 0);
+// Reads every event of a run (follow) until run.finished, calling `on_event` for each as it
+// arrives (heartbeats excluded); fails the test on a stream error.
+std::vector<v1::Event> FollowToEnd(
+    v1::Sandgate::Stub& stub, const std::string& run_id, const std::string& token = "",
+    int64_t after = 0, const std::function<void(const v1::Event&)>& on_event = nullptr);
 std::string Sha256Hex(const std::string& data);
 
 }  // namespace sandgate::testing

@@ -214,18 +214,9 @@ TEST_F(DaemonTest, CancelMidRunEndsCancelledAndLeavesNothing) {
   req.mutable_sandbox()->add_setup_commands("sleep 60 & sleep 60");
   v1::Run run = StartRun(req);
 
-  auto ctx = DaemonHarness::Context(kAlphaToken);
-  v1::StreamEventsRequest sreq;
-  sreq.set_run_id(run.id());
-  sreq.set_follow(true);
-  auto reader = stub_->StreamEvents(ctx.get(), sreq);
-  std::vector<v1::Event> events;
-  v1::Event e;
   std::string session_id;
   bool cancelled = false;
-  while (reader->Read(&e)) {
-    if (e.seq() == 0) continue;
-    events.push_back(e);
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken, 0, [&](const v1::Event& e) {
     if (e.has_session_created()) session_id = e.session_created().session_id();
     if (e.has_command_started() && !cancelled) {
       EXPECT_FALSE(SandboxProcesses().empty()) << "the sandbox should be running";
@@ -234,11 +225,10 @@ TEST_F(DaemonTest, CancelMidRunEndsCancelledAndLeavesNothing) {
       creq.set_run_id(run.id());
       creq.set_reason("test");
       v1::Run r;
-      ASSERT_TRUE(stub_->CancelRun(cctx.get(), creq, &r).ok());
+      EXPECT_TRUE(stub_->CancelRun(cctx.get(), creq, &r).ok());
       cancelled = true;
     }
-  }
-  ASSERT_TRUE(reader->Finish().ok());
+  });
   ExpectDenseInOrder(events);
   ASSERT_TRUE(cancelled);
   ASSERT_EQ(events.back().type(), "run.finished");
@@ -363,22 +353,15 @@ TEST_F(DaemonTest, SigtermDrainsEndsStreamsWithTerminalEventAndExitsCleanly) {
   v1::RunAnalysisRequest req = SampleRequest();
   req.mutable_sandbox()->add_setup_commands("sleep 60");
   v1::Run run = StartRun(req);
-  auto ctx = DaemonHarness::Context(kAlphaToken);
-  v1::StreamEventsRequest sreq;
-  sreq.set_run_id(run.id());
-  sreq.set_follow(true);
-  auto reader = stub_->StreamEvents(ctx.get(), sreq);
-  v1::Event e, last;
   bool signalled = false;
-  while (reader->Read(&e)) {
-    if (e.seq() == 0) continue;
-    last = e;
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken, 0, [&](const v1::Event& e) {
     if (e.has_command_started() && !signalled) {
       kill(daemon_->pid(), SIGTERM);
       signalled = true;
     }
-  }
-  reader->Finish();
+  });
+  ASSERT_FALSE(events.empty());
+  const v1::Event& last = events.back();
   ASSERT_TRUE(signalled);
   EXPECT_EQ(last.type(), "run.finished");
   EXPECT_EQ(last.run_finished().status(), v1::CANCELLED);
