@@ -51,7 +51,7 @@ absl::StatusOr<BwrapInvocation> PrepareBwrap(const BwrapConfig& config, uint64_t
                                              const std::vector<std::string>& command);
 
 // Reads bwrap's --info-fd JSON and returns "child-pid": the host pid of the sandbox's PID 1.
-// `fd` must be readable without blocking for long (call after the init reported ready).
+// bwrap writes it right after cloning that child; waits at most 5 s, and fails at EOF.
 absl::StatusOr<pid_t> ReadChildPid(int fd);
 
 }  // namespace sandgate::sandbox::local

@@ -253,19 +253,28 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   plan.keep_fds = inv.keep_fds();
   plan.keep_fds.push_back(init_end.get());
   plan.stderr_fd = stderr_w.get();
+  plan.join_v1 = cgroups_.v1_dirs();
+  plan.join_v2 = cgroups_.v2_dir();
   plan.uid = uid_;
   plan.gid = uid_;
   SANDGATE_ASSIGN_OR_RETURN(bwrap_pid_, core_->spawner.Spawn(plan));
-  // Placement happens here rather than in the child before exec: the first cgroup migration
-  // in a while waits for an RCU grace period (5-15 ms on the reference host), which then
-  // overlaps bwrap's own setup instead of adding to it. Nothing untrusted runs before the
-  // init, which joins below, so no work escapes the limits.
-  const absl::Status joined = cgroups_.Join(bwrap_pid_);
   inv.child_fds.clear();
   init_end.reset();
   stderr_w.reset();
   bwrap_pidfd_.reset(PidfdOpen(bwrap_pid_));
   if (!bwrap_pidfd_.valid()) return errors::FromErrno(errno, "pidfd_open(bwrap)");
+  auto start_failed = [&](absl::string_view what) {
+    WaitExit(bwrap_pidfd_, absl::Milliseconds(500));  // let bwrap finish its message
+    return errors::Unavailable(absl::StrCat("sandbox failed to start (", what,
+                                            "): ", DrainText(bwrap_stderr_.get())));
+  };
+
+  // bwrap reports the sandbox's PID 1 right after cloning it.
+  absl::StatusOr<pid_t> child = ReadChildPid(inv.info.get());
+  if (!child.ok()) return start_failed(child.status().message());
+  init_pid_ = *child;
+  init_pidfd_.reset(PidfdOpen(init_pid_));
+  if (!init_pidfd_.valid()) return start_failed("pidfd_open(init)");
 
   // Ready means bwrap finished the mount setup and the init runs: /proc/<init>/root is the
   // sandbox root, and no untrusted code has run yet.
@@ -283,21 +292,12 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
       MessageHeader h;
       if (recv(control_.get(), &h, sizeof(h), 0) == sizeof(h) && h.type == initproto::kReady) break;
     }
-    if (p[0].revents != 0 || p[1].revents != 0) {
-      return errors::Unavailable(
-          absl::StrCat("sandbox failed to start: ", DrainText(bwrap_stderr_.get())));
-    }
+    if (p[0].revents != 0 || p[1].revents != 0) return start_failed("no ready message");
   }
-  SANDGATE_RETURN_IF_ERROR(joined);
-  SANDGATE_ASSIGN_OR_RETURN(init_pid_, ReadChildPid(inv.info.get()));
   const pid_t init_pid = init_pid_;
-  // bwrap forked the init before it joined; the init has no children yet.
-  SANDGATE_RETURN_IF_ERROR(cgroups_.Join(init_pid));
-  init_pidfd_.reset(PidfdOpen(init_pid));
-  if (!init_pidfd_.valid()) return errors::FromErrno(errno, "pidfd_open(init)");
   SANDGATE_ASSIGN_OR_RETURN(UniqueFd root,
                             WorkspaceFiles::OpenRoot(absl::StrCat("/proc/", init_pid, "/root/work")));
-  // The pid was ours when opened only if the init is still alive now.
+  // The path went through the init's pid; it was the init's only if the init is alive now.
   struct pollfd alive = {init_pidfd_.get(), POLLIN, 0};
   if (poll(&alive, 1, 0) != 0) return errors::Unavailable("sandbox init exited during start");
   // bwrap can only size its tmpfs mounts; the inode caps are set here, before any command.

@@ -20,7 +20,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/errors.h"
-#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 namespace sandgate::sandbox::local {
@@ -297,7 +296,6 @@ std::vector<std::string> SessionCgroups::Create(uint64_t memory_bytes, uint32_t 
       dir->clear();
       return false;
     }
-    procs_files_.push_back(*dir + "/cgroup.procs");
     return true;
   };
   auto limit = [&](const std::string& file, uint64_t value, absl::string_view what) {
@@ -327,11 +325,12 @@ std::vector<std::string> SessionCgroups::Create(uint64_t memory_bytes, uint32_t 
   return warnings;
 }
 
-absl::Status SessionCgroups::Join(pid_t pid) const {
-  for (const std::string& file : procs_files_) {
-    SANDGATE_RETURN_IF_ERROR(WriteText(file, absl::StrCat(pid)));
+std::vector<std::string> SessionCgroups::v1_dirs() const {
+  std::vector<std::string> out;
+  for (const std::string* p : {&memory_, &pids_, &freezer_}) {
+    if (!p->empty()) out.push_back(*p);
   }
-  return absl::OkStatus();
+  return out;
 }
 
 uint64_t SessionCgroups::OomKillCount() const {

@@ -15,7 +15,7 @@
 //   SessionCgroups cg = SessionCgroups::Plan(host, "abc");
 //   journal details <- cg.paths();
 //   std::vector<std::string> warnings = cg.Create(64 << 20, 256);
-//   cg.Join(pid);  // for each process of the sandbox that exists before untrusted code runs
+//   plan.join_v1 = cg.v1_dirs(); plan.join_v2 = cg.v2_dir();  // the spawned child joins
 //   cg.KillAndRemove(absl::Seconds(2));
 //
 // Thread safety: CgroupHost is an immutable value. A SessionCgroups is not thread safe except
@@ -71,8 +71,10 @@ class SessionCgroups {
   // Creates the directories and writes the limits. Returns one warning per limit or
   // facility that is not in force.
   std::vector<std::string> Create(uint64_t memory_bytes, uint32_t max_processes);
-  // Moves process `pid` (not its existing children) into every cgroup of the session.
-  absl::Status Join(pid_t pid) const;
+  // Created v1 directories (memory, pids, freezer) and the v2 one ("" if none): where a new
+  // sandbox process must be placed.
+  std::vector<std::string> v1_dirs() const;
+  const std::string& v2_dir() const { return unified_; }
   // OOM kills so far in the session's memory cgroup; 0 when there is none.
   uint64_t OomKillCount() const;
   // Kills every process in the session's cgroups, waits up to `wait` for them to be empty,
@@ -86,7 +88,6 @@ class SessionCgroups {
   std::string unified_;
   bool unified_memory_ = false;
   bool unified_pids_ = false;
-  std::vector<std::string> procs_files_;
 };
 
 // Kills, empties and removes the given cgroup directories (deepest first is the caller's

@@ -1,6 +1,7 @@
 #include "sandbox/local/spawner.h"
 
 #include <fcntl.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -33,8 +34,8 @@ struct ChildError {
 // Runs between fork and exec of a multithreaded process: async-signal-safe calls only, no
 // allocation, raw syscalls for credentials (glibc's wrappers would try to sync threads).
 [[noreturn]] void Child(const char* path, char* const* argv, const int* stdio,
-                        const std::vector<int>& keep, uid_t uid, gid_t gid, pid_t parent,
-                        int err_fd) {
+                        const std::vector<int>& keep, const std::vector<const char*>& join,
+                        uid_t uid, gid_t gid, pid_t parent, int err_fd) {
   if (setpgid(0, 0) != 0) Fail(err_fd, "setpgid");
   sigset_t none;
   sigemptyset(&none);
@@ -49,6 +50,11 @@ struct ChildError {
   if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) Fail(err_fd, "close_range");
   for (int fd : keep) {
     if (fcntl(fd, F_SETFD, 0) != 0) Fail(err_fd, "keep fd");
+  }
+  for (const char* file : join) {
+    int fd = open(file, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) Fail(err_fd, "join cgroup");
+    close(fd);
   }
   if (uid != 0) {
     if (syscall(SYS_setgroups, 0, nullptr) != 0) Fail(err_fd, "setgroups");
@@ -65,6 +71,17 @@ struct ChildError {
   char* const empty_env[] = {nullptr};
   execve(path, argv, empty_env);
   Fail(err_fd, "execve");
+}
+
+// fork(), but with the child created directly in the v2 cgroup `cgroup_fd`. Raw clone3 is
+// fine here: the child only makes syscalls and execs.
+pid_t ForkIntoCgroup(int cgroup_fd) {
+  struct clone_args args;
+  memset(&args, 0, sizeof(args));
+  args.flags = CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<uint64_t>(cgroup_fd);
+  return static_cast<pid_t>(syscall(SYS_clone3, &args, sizeof(args)));
 }
 
 }  // namespace
@@ -116,10 +133,25 @@ void Spawner::Loop() {
       const int stdio[3] = {p.stdin_fd >= 0 ? p.stdin_fd : devnull.get(),
                             p.stdout_fd >= 0 ? p.stdout_fd : devnull.get(),
                             p.stderr_fd >= 0 ? p.stderr_fd : devnull.get()};
+      std::vector<std::string> join_files;
+      for (const std::string& dir : p.join_v1) join_files.push_back(dir + "/tasks");
+      pid_t pid = -1;
+      UniqueFd v2;
+      if (!p.join_v2.empty()) v2.reset(open(p.join_v2.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      std::vector<const char*> join;
+      for (const std::string& f : join_files) join.push_back(f.c_str());
       const pid_t parent = getpid();
-      pid_t pid = fork();
+      if (v2.valid()) pid = ForkIntoCgroup(v2.get());
+      if (pid < 0) {
+        if (!p.join_v2.empty()) {
+          join_files.push_back(p.join_v2 + "/cgroup.procs");
+          join.clear();
+          for (const std::string& f : join_files) join.push_back(f.c_str());
+        }
+        pid = fork();
+      }
       if (pid == 0) {
-        Child(p.path.c_str(), argv.data(), stdio, p.keep_fds, p.uid, p.gid, parent,
+        Child(p.path.c_str(), argv.data(), stdio, p.keep_fds, join, p.uid, p.gid, parent,
               err_w.get());
       }
       if (pid < 0) {

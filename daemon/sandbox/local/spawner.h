@@ -5,8 +5,8 @@
 // fork goes through this thread, which lives as long as the Spawner (isolation.md §5).
 //
 // The child, before exec: own process group; default signal mask and dispositions; stdio
-// dup2'ed; every other fd close-on-exec except `keep_fds`; supplementary groups dropped,
-// then gid and uid set; PR_SET_PDEATHSIG(SIGKILL) (after the uid change, which would clear it)
+// dup2'ed; every other fd close-on-exec except `keep_fds`; placed in the given cgroups;
+// supplementary groups dropped, then gid and uid set; PR_SET_PDEATHSIG(SIGKILL) (after the uid change, which would clear it)
 // and a check that the daemon did not die meanwhile; chdir("/"); execve with an empty
 // environment. Any failure before exec is reported back as an error from Spawn().
 //
@@ -37,6 +37,14 @@ struct SpawnPlan {
   int stdout_fd = -1;
   int stderr_fd = -1;
   std::vector<int> keep_fds;      // inherited at the same numbers
+  // Cgroup placement, done before exec so that everything the child starts is born inside.
+  // Both ways avoid the kernel's global cgroup_threadgroup_rwsem, whose write side waits for
+  // an RCU grace period (5-20 ms here) when a whole process is migrated:
+  // v1 directories: the child writes "0" to their `tasks` file (moving only itself, a single
+  // thread). v2 directory: the child is cloned straight into it (clone3 CLONE_INTO_CGROUP);
+  // where clone3 cannot do that, the child writes "0" to its cgroup.procs instead (slow).
+  std::vector<std::string> join_v1;
+  std::string join_v2;
   uid_t uid = 0;                  // 0 = keep the daemon's ids
   gid_t gid = 0;
 };

@@ -434,6 +434,47 @@ TEST_F(BwrapProviderTest, CloseDuringExecEndsItCancelled) {
   EXPECT_LT(r->duration, absl::Seconds(3));
 }
 
+TEST_F(BwrapProviderTest, SandboxProcessesAreInTheSessionCgroups) {
+  SessionSpec spec;
+  spec.max_processes = 32;
+  auto s = NewSession("placed", spec);
+  ASSERT_NE(s, nullptr);
+  std::ifstream in(absl::StrCat("/proc/", Local(s.get())->init_pid(), "/cgroup"));
+  std::string line;
+  int placed = 0;
+  while (std::getline(in, line)) {
+    if (absl::EndsWith(line, "/sandgate-placed")) ++placed;
+  }
+  for (const std::string& w : s->Warnings()) {
+    if (absl::StartsWith(w, "memory limit not enforced") ||
+        absl::StartsWith(w, "process limit not enforced")) {
+      GTEST_SKIP() << "cgroups unavailable here, and Warnings() says so: " << w;
+    }
+  }
+  EXPECT_GE(placed, 2) << "init is not in the memory and pids cgroups";
+  // A fork bomb stops at pids.max (32 here, init and python included) and the session stays
+  // usable.
+  Output r = Exec(s.get(), {"python3", "-c", R"(
+import os, signal, time
+pids = []
+for _ in range(64):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(5)
+        os._exit(0)
+    pids.append(pid)
+print(len(pids))
+for pid in pids:
+    os.kill(pid, signal.SIGKILL)
+)"});
+  EXPECT_LE(atoi(r.out.c_str()), 30) << r.out << r.err;
+  EXPECT_GE(atoi(r.out.c_str()), 20) << r.out << r.err;
+  EXPECT_EQ(Exec(s.get(), {"echo", "usable"}).out, "usable\n");
+}
+
 TEST_F(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
   SessionSpec spec;
   spec.memory_bytes = 64 << 20;
