@@ -1,15 +1,20 @@
 // The real daemon on a temporary Unix socket: runs, streams, cancel, errors, tenants.
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <signal.h>
 #include <sqlite3.h>
 
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "tests/integration/daemon_harness.h"
@@ -398,6 +403,99 @@ TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunAndSweepsItsSandbox)
   EXPECT_EQ(events.back().type(), "run.finished");
   EXPECT_EQ(SandboxProcesses(/*count_zombies=*/false), std::vector<std::string>{});
   EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
+}
+
+}  // namespace
+}  // namespace sandgate::testing
+
+namespace sandgate::testing {
+namespace {
+
+// Starts sandgated with `config` and returns its first stdout line and, once it exits or is
+// killed, its exit status and stderr.
+struct Launched {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+  std::string err_path;
+};
+
+Launched Launch(const nlohmann::json& config, const std::string& dir) {
+  std::string cfg = dir + "/config.json";
+  std::ofstream(cfg) << config.dump();
+  Launched l;
+  l.err_path = dir + "/stderr";
+  int pipefd[2];
+  EXPECT_EQ(pipe(pipefd), 0);
+  l.pid = fork();
+  if (l.pid == 0) {
+    dup2(pipefd[1], 1);
+    int err = open(l.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(err, 2);
+    close(pipefd[0]);
+    execl(SANDGATED_PATH, "sandgated", "--config", cfg.c_str(), nullptr);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  l.out = fdopen(pipefd[0], "r");
+  return l;
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/sg-start-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+TEST(DaemonStartTest, BadConfigExitsTwoNamingTheKey) {
+  std::string dir = TempDir();
+  Launched l = Launch({{"listn", "unix:/tmp/x.sock"}, {"state_dir", dir + "/state"}}, dir);
+  int status = 0;
+  waitpid(l.pid, &status, 0);
+  fclose(l.out);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream in(l.err_path);
+  std::stringstream err;
+  err << in.rdbuf();
+  EXPECT_TRUE(absl::StrContains(err.str(), "listn: unknown key")) << err.str();
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(DaemonStartTest, TcpWithTenantsServesAuthenticatedCallers) {
+  std::string dir = TempDir();
+  Launched l = Launch({{"listen", "tcp:127.0.0.1:0"},
+                       {"state_dir", dir + "/state"},
+                       {"tenants", {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kAlphaToken)}}}}},
+                      dir);
+  char line[256] = {0};
+  ASSERT_NE(fgets(line, sizeof(line), l.out), nullptr);
+  std::string said(line);
+  ASSERT_TRUE(absl::StartsWith(said, "sandgated listening on tcp:127.0.0.1:")) << said;
+  std::string target = std::string(absl::StripAsciiWhitespace(said.substr(said.find("tcp:") + 4)));
+  auto stub = v1::Sandgate::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  v1::ListRunsResponse resp;
+  EXPECT_TRUE(stub->ListRuns(DaemonHarness::Context(kAlphaToken).get(), v1::ListRunsRequest(), &resp).ok());
+  EXPECT_EQ(stub->ListRuns(DaemonHarness::Context().get(), v1::ListRunsRequest(), &resp).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  kill(l.pid, SIGINT);
+  int status = 0;
+  waitpid(l.pid, &status, 0);
+  fclose(l.out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "SIGINT drains and exits 0";
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(DaemonStartTest, TcpWithoutTenantsIsRefused) {
+  std::string dir = TempDir();
+  Launched l = Launch({{"listen", "tcp:127.0.0.1:0"}, {"state_dir", dir + "/state"}}, dir);
+  int status = 0;
+  waitpid(l.pid, &status, 0);
+  fclose(l.out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+  std::ifstream in(l.err_path);
+  std::stringstream err;
+  err << in.rdbuf();
+  EXPECT_TRUE(absl::StrContains(err.str(), "configure tenants")) << err.str();
+  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace
