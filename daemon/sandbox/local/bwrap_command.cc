@@ -19,10 +19,10 @@ namespace {
 
 // Harmless host files the usual tools need; everything else in /etc stays hidden.
 constexpr const char* kEtcFiles[] = {
-    "/etc/alternatives", "/etc/ld.so.cache",   "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-    "/etc/ssl",          "/etc/ca-certificates", "/etc/localtime", "/etc/timezone",
-    "/etc/nsswitch.conf", "/etc/mime.types",   "/etc/protocols",  "/etc/services",
-    "/etc/host.conf",    "/etc/inputrc",       "/etc/matplotlibrc",
+    "/etc/alternatives",  "/etc/ld.so.cache",     "/etc/ld.so.conf",   "/etc/ld.so.conf.d",
+    "/etc/ssl",           "/etc/ca-certificates", "/etc/localtime",    "/etc/timezone",
+    "/etc/nsswitch.conf", "/etc/mime.types",      "/etc/protocols",    "/etc/services",
+    "/etc/host.conf",     "/etc/inputrc",         "/etc/matplotlibrc",
 };
 
 std::string Passwd() {
@@ -88,10 +88,24 @@ absl::StatusOr<BwrapInvocation> PrepareBwrap(const BwrapConfig& config, uint64_t
     return absl::StrCat(inv.child_fds.back().get());
   };
   std::vector<std::string>& a = inv.argv;
-  a = {config.bwrap_path, "--unshare-all", "--unshare-user", "--disable-userns",
-       "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--as-pid-1",
-       "--uid", "1000", "--gid", "1000", "--hostname", config.hostname,
-       "--ro-bind", "/usr", "/usr"};
+  a = {config.bwrap_path,
+       "--unshare-all",
+       "--unshare-user",
+       "--disable-userns",
+       "--die-with-parent",
+       "--new-session",
+       "--cap-drop",
+       "ALL",
+       "--as-pid-1",
+       "--uid",
+       "1000",
+       "--gid",
+       "1000",
+       "--hostname",
+       config.hostname,
+       "--ro-bind",
+       "/usr",
+       "/usr"};
   a.insert(a.end(), config.host_binds.begin(), config.host_binds.end());
   for (const auto& [path, data] :
        {std::pair<const char*, std::string>{"/etc/passwd", Passwd()},
@@ -145,8 +159,8 @@ absl::StatusOr<pid_t> ReadChildPid(int fd) {
     size_t start = text.find_first_of("0123456789", key);
     size_t end = text.find_first_not_of("0123456789", start);
     int pid = 0;
-    if (start != std::string::npos &&
-        absl::SimpleAtoi(text.substr(start, end - start), &pid) && pid > 0) {
+    if (start != std::string::npos && absl::SimpleAtoi(text.substr(start, end - start), &pid) &&
+        pid > 0) {
       return pid;
     }
   }

@@ -8,8 +8,10 @@
 // bind-mounted read-only and run as PID 1.
 //
 //   BwrapConfig config = ...;  // once per provider
-//   SANDGATE_ASSIGN_OR_RETURN(BwrapInvocation inv, PrepareBwrap(config, 256 << 20, {"/.sandgate/init", "3"}));
-//   plan.argv = inv.argv; plan.keep_fds = inv.keep_fds();
+//   SANDGATE_ASSIGN_OR_RETURN(BwrapInvocation inv,
+//                             PrepareBwrap(config, 256 << 20, {"/.sandgate/init", "3"}));
+//   plan.argv = inv.argv;
+//   plan.keep_fds = inv.keep_fds();
 //
 // Thread safe: pure functions over immutable inputs.
 #ifndef SANDGATE_SANDBOX_LOCAL_BWRAP_COMMAND_H_

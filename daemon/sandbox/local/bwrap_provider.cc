@@ -51,8 +51,8 @@ absl::Status KillUid(uid_t uid, absl::Duration wait) {
     std::vector<pid_t> pids = ProcessesOfUid(uid);
     if (pids.empty()) return absl::OkStatus();
     if (absl::Now() > deadline) {
-      return errors::Unavailable(absl::StrCat(pids.size(), " processes of uid ", uid,
-                                              " survived SIGKILL"));
+      return errors::Unavailable(
+          absl::StrCat(pids.size(), " processes of uid ", uid, " survived SIGKILL"));
     }
     for (pid_t pid : pids) kill(pid, SIGKILL);
     absl::SleepFor(absl::Milliseconds(5));
@@ -108,7 +108,8 @@ absl::StatusOr<std::unique_ptr<Session>> BwrapProvider::Create(const SessionSpec
 
 absl::Status BwrapProvider::Sweep(const JournalEntry& entry) {
   if (entry.provider != "local" || entry.kind != "session") {
-    return errors::InvalidArgument(absl::StrCat("journal entry ", entry.id, " is not a local session"));
+    return errors::InvalidArgument(
+        absl::StrCat("journal entry ", entry.id, " is not a local session"));
   }
   const nlohmann::json& d = entry.details;
   if (!d.is_object() || !d.contains("uid") || !d["uid"].is_number_unsigned()) {

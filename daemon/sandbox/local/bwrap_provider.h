@@ -13,10 +13,14 @@
 //   SANDGATE_ASSIGN_OR_RETURN(auto session, provider->Create(spec, &cancel));
 //
 // Requirements: the daemon runs as root (it creates cgroups, switches to the pool uids and
-// reads /proc/<pid>/root); bwrap must be able to create user namespaces as those uids.
+// reads /proc/<pid>/root); bwrap must be able to create user namespaces as those uids;
+// SIGCHLD must not be ignored (sessions waitpid their bwrap). Recommended: the daemon is a
+// child subreaper (PR_SET_CHILD_SUBREAPER) that reaps unknown children, so processes a Sweep
+// kills are reaped at once; Close itself never leaves an orphan.
 //
-// Thread safe. The provider must outlive nothing: sessions share its internals, so a session
-// may outlive the BwrapProvider object (the spawner thread lives until the last one closes).
+// Thread safe. Sessions share the provider's internals (spawner thread, uid pool), so a
+// session may outlive the BwrapProvider object; the spawner thread, and with it every
+// sandbox's parent-death signal, lives until the provider and all its sessions are gone.
 #ifndef SANDGATE_SANDBOX_LOCAL_BWRAP_PROVIDER_H_
 #define SANDGATE_SANDBOX_LOCAL_BWRAP_PROVIDER_H_
 

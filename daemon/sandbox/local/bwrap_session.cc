@@ -114,8 +114,8 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req,
     absl::StrAppend(&msg, k, "=", v, absl::string_view("\0", 1));
   }
   if (msg.size() > initproto::kMaxExecMessage) {
-    return errors::InvalidArgument(absl::StrCat("argv and env together exceed ",
-                                                initproto::kMaxExecMessage, " bytes"));
+    return errors::InvalidArgument(
+        absl::StrCat("argv and env together exceed ", initproto::kMaxExecMessage, " bytes"));
   }
   return msg;
 }
@@ -163,12 +163,12 @@ BwrapSession::BwrapSession(std::shared_ptr<BwrapProvider::Core> core, const Sess
 
 BwrapSession::~BwrapSession() {
   absl::Status s = Close();
-  if (!s.ok()) log::Warning("sandbox.close_failed", {{"session", spec_.id}, {"error", s.ToString()}});
+  if (!s.ok())
+    log::Warning("sandbox.close_failed", {{"session", spec_.id}, {"error", s.ToString()}});
 }
 
 absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
-    std::shared_ptr<BwrapProvider::Core> core, const SessionSpec& spec,
-    const CancelToken* cancel) {
+    std::shared_ptr<BwrapProvider::Core> core, const SessionSpec& spec, const CancelToken* cancel) {
   if (!ValidSessionId(spec.id)) {
     return errors::InvalidArgument("id: must be 1-40 characters of [a-z0-9-]");
   }
@@ -197,7 +197,8 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
   if (!status.ok()) {
     absl::Status cleanup = s->Close();
     if (!cleanup.ok()) {
-      log::Error("sandbox.start_cleanup_failed", {{"session", spec.id}, {"error", cleanup.ToString()}});
+      log::Error("sandbox.start_cleanup_failed",
+                 {{"session", spec.id}, {"error", cleanup.ToString()}});
     }
     return status;
   }
@@ -217,7 +218,8 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   if (host.unified.empty() && host.freezer_v1.empty()) {
     warnings_.push_back(absl::StrCat(
         "session processes are not tracked by a cgroup (killed through the sandbox's PID "
-        "namespace only): ", host.kill_note));
+        "namespace only): ",
+        host.kill_note));
   }
   // tmpfs pages are charged to the writer's memory cgroup (isolation.md §2).
   if (2 * spec_.workspace_bytes >= spec_.memory_bytes) {
@@ -243,10 +245,9 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   bwrap_stderr_.reset(ep[0]);
   UniqueFd stderr_w(ep[1]);
 
-  SANDGATE_ASSIGN_OR_RETURN(
-      BwrapInvocation inv,
-      PrepareBwrap(core_->bwrap, spec_.workspace_bytes,
-                   {initproto::kInitPathInSandbox, absl::StrCat(init_end.get())}));
+  SANDGATE_ASSIGN_OR_RETURN(BwrapInvocation inv, PrepareBwrap(core_->bwrap, spec_.workspace_bytes,
+                                                              {initproto::kInitPathInSandbox,
+                                                               absl::StrCat(init_end.get())}));
   SpawnPlan plan;
   plan.path = core_->options.bwrap_path;
   plan.argv = inv.argv;
@@ -265,8 +266,8 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   if (!bwrap_pidfd_.valid()) return errors::FromErrno(errno, "pidfd_open(bwrap)");
   auto start_failed = [&](absl::string_view what) {
     WaitExit(bwrap_pidfd_, absl::Milliseconds(500));  // let bwrap finish its message
-    return errors::Unavailable(absl::StrCat("sandbox failed to start (", what,
-                                            "): ", DrainText(bwrap_stderr_.get())));
+    return errors::Unavailable(
+        absl::StrCat("sandbox failed to start (", what, "): ", DrainText(bwrap_stderr_.get())));
   };
 
   // bwrap reports the sandbox's PID 1 right after cloning it.
@@ -295,8 +296,8 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
     if (p[0].revents != 0 || p[1].revents != 0) return start_failed("no ready message");
   }
   const pid_t init_pid = init_pid_;
-  SANDGATE_ASSIGN_OR_RETURN(UniqueFd root,
-                            WorkspaceFiles::OpenRoot(absl::StrCat("/proc/", init_pid, "/root/work")));
+  SANDGATE_ASSIGN_OR_RETURN(
+      UniqueFd root, WorkspaceFiles::OpenRoot(absl::StrCat("/proc/", init_pid, "/root/work")));
   // The path went through the init's pid; it was the init's only if the init is alive now.
   struct pollfd alive = {init_pidfd_.get(), POLLIN, 0};
   if (poll(&alive, 1, 0) != 0) return errors::Unavailable("sandbox init exited during start");
@@ -318,7 +319,8 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   }
   // Protects the init from the OOM killer; needs CAP_SYS_RESOURCE, which the daemon may lack.
   // Commands reset their own score to 0, and a memory cgroup kills its largest task anyway.
-  UniqueFd adj(open(absl::StrCat("/proc/", init_pid, "/oom_score_adj").c_str(), O_WRONLY | O_CLOEXEC));
+  UniqueFd adj(
+      open(absl::StrCat("/proc/", init_pid, "/oom_score_adj").c_str(), O_WRONLY | O_CLOEXEC));
   if (!adj.valid() || write(adj.get(), "-1000", 5) != 5) {
     log::Debug("sandbox.init_oom_adj_failed", {{"session", spec_.id}, {"errno", errno}});
   }
@@ -346,7 +348,8 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
   do {
     n = sendmsg(control_.get(), &msg, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " is gone: ", strerror(errno)));
+  if (n < 0)
+    return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " is gone: ", strerror(errno)));
   return absl::OkStatus();
 }
 
@@ -356,7 +359,8 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
   SANDGATE_ASSIGN_OR_RETURN(std::string message, EncodeExec(request, spec_.env));
   {
     absl::MutexLock l(&mu_);
-    if (closed_) return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
+    if (closed_)
+      return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
   }
   int sv[2], po[2], pe[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -377,7 +381,8 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
   absl::Status sent = SendExec(message, cmd_remote.get(), out_w.get(), err_w.get());
   if (!sent.ok()) {
     absl::MutexLock l(&mu_);
-    if (closed_) return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
+    if (closed_)
+      return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
     return sent;
   }
   // Only the command may hold the write ends now, so EOF means it (and its heirs) are done.
@@ -412,8 +417,8 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
       }
     }
     if (!have_status && now >= kill_deadline) {
-      return errors::Internal(absl::StrCat("command in session ", spec_.id,
-                                           " did not end after SIGKILL"));
+      return errors::Internal(
+          absl::StrCat("command in session ", spec_.id, " did not end after SIGKILL"));
     }
     struct pollfd p[4] = {{out_open ? out.fd.get() : -1, POLLIN, 0},
                           {err_open ? err.fd.get() : -1, POLLIN, 0},
@@ -438,7 +443,8 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
         continue;
       }
       if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kFailed) {
-        return errors::FromErrno(h.value, absl::StrCat("sandbox init could not start ", request.argv[0]));
+        return errors::FromErrno(h.value,
+                                 absl::StrCat("sandbox init could not start ", request.argv[0]));
       }
       // EOF: the init is gone, so is the command.
       absl::MutexLock l(&mu_);

@@ -85,7 +85,7 @@ class BwrapSession : public Session {
   pid_t init_pid_ = -1;
   UniqueFd bwrap_pidfd_;
   UniqueFd init_pidfd_;
-  UniqueFd control_;     // SOCK_SEQPACKET to the init; shut down (not closed) by Close
+  UniqueFd control_;  // SOCK_SEQPACKET to the init; shut down (not closed) by Close
   UniqueFd bwrap_stderr_;
   std::vector<std::string> warnings_;
 

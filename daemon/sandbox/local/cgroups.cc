@@ -137,9 +137,12 @@ struct Mount {
 
 absl::string_view CgroupLayoutName(CgroupLayout layout) {
   switch (layout) {
-    case CgroupLayout::kUnified: return "unified";
-    case CgroupLayout::kHybrid: return "hybrid";
-    case CgroupLayout::kLegacy: return "legacy";
+    case CgroupLayout::kUnified:
+      return "unified";
+    case CgroupLayout::kHybrid:
+      return "hybrid";
+    case CgroupLayout::kLegacy:
+      return "legacy";
   }
   return "unknown";
 }
@@ -192,13 +195,13 @@ absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name) {
     auto m = mounts.find(controller);
     auto o = own.find(controller);
     if (m == mounts.end() || o == own.end()) {
-      *note = controller.empty() ? "no cgroup2 hierarchy is mounted"
-                                 : absl::StrCat("no cgroup v1 ", controller,
-                                                " controller is mounted");
+      *note = controller.empty()
+                  ? "no cgroup2 hierarchy is mounted"
+                  : absl::StrCat("no cgroup v1 ", controller, " controller is mounted");
       return "";
     }
-    std::string dir = absl::StrCat(Join(m->second.point, m->second.root, o->second), "/",
-                                   parent_name);
+    std::string dir =
+        absl::StrCat(Join(m->second.point, m->second.root, o->second), "/", parent_name);
     absl::Status s = MakeDir(dir);
     if (!s.ok()) {
       *note = absl::StrCat("cannot create ", dir, " (", s.message(), ")");
@@ -241,8 +244,8 @@ absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name) {
   }
   std::string available;
   ReadText(own_dir + "/cgroup.controllers", &available);
-  std::vector<std::string> ctl = absl::StrSplit(available, absl::ByAnyChar(" \n"),
-                                                absl::SkipEmpty());
+  std::vector<std::string> ctl =
+      absl::StrSplit(available, absl::ByAnyChar(" \n"), absl::SkipEmpty());
   auto has = [&](absl::string_view c) { return std::find(ctl.begin(), ctl.end(), c) != ctl.end(); };
   auto enable = [&](absl::string_view c, std::string* note) {
     if (!has(c)) {
@@ -320,7 +323,8 @@ std::vector<std::string> SessionCgroups::Create(uint64_t memory_bytes, uint32_t 
       memory = limit(unified_ + "/memory.max", memory_bytes, "memory limit");
       (void)WriteText(unified_ + "/memory.swap.max", "0");
     }
-    if (unified_pids_ && !pids) pids = limit(unified_ + "/pids.max", max_processes, "process limit");
+    if (unified_pids_ && !pids)
+      pids = limit(unified_ + "/pids.max", max_processes, "process limit");
   }
   return warnings;
 }
@@ -335,7 +339,8 @@ std::vector<std::string> SessionCgroups::v1_dirs() const {
 
 uint64_t SessionCgroups::OomKillCount() const {
   if (!memory_.empty()) return KeyedValue(memory_ + "/memory.oom_control", "oom_kill");
-  if (!unified_.empty() && unified_memory_) return KeyedValue(unified_ + "/memory.events", "oom_kill");
+  if (!unified_.empty() && unified_memory_)
+    return KeyedValue(unified_ + "/memory.events", "oom_kill");
   return 0;
 }
 

@@ -47,7 +47,7 @@ struct CgroupHost {
   std::string memory_v1;  // parent directory in the v1 memory hierarchy
   std::string pids_v1;
   std::string freezer_v1;
-  std::string unified;    // parent directory in the v2 hierarchy
+  std::string unified;          // parent directory in the v2 hierarchy
   bool unified_memory = false;  // v2 parent offers the memory controller
   bool unified_pids = false;
   std::string memory_note;

@@ -18,6 +18,7 @@
 namespace sandgate::sandbox::local {
 namespace {
 
+// clang-format off
 constexpr const char* kDenyEperm[] = {
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot",
     "swapon", "swapoff", "acct", "syslog", "quotactl", "quotactl_fd", "settimeofday",
@@ -34,10 +35,14 @@ constexpr const char* kDenyEnosys[] = {
     "clone3", "io_uring_setup", "io_uring_enter", "io_uring_register", "open_tree",
     "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
 };
-constexpr scmp_datum_t kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
-                                   CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
+// clang-format on
+constexpr scmp_datum_t kNamespaceFlags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
+                                            CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
+                                            CLONE_NEWCGROUP};
 // Families below AF_MAX that stay allowed: everything else gets EAFNOSUPPORT.
-bool AllowedFamily(int f) { return f == AF_UNIX || f == AF_INET || f == AF_INET6 || f == AF_NETLINK; }
+bool AllowedFamily(int f) {
+  return f == AF_UNIX || f == AF_INET || f == AF_INET6 || f == AF_NETLINK;
+}
 
 struct CtxDeleter {
   void operator()(scmp_filter_ctx c) const { seccomp_release(c); }
@@ -54,8 +59,8 @@ absl::StatusOr<std::string> BuildSeccompFilter() {
   std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) return errors::Internal("seccomp_init failed");
   scmp_filter_ctx c = ctx.get();
-  absl::Status s = Check(seccomp_attr_set(c, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS),
-                         "bad arch action");
+  absl::Status s =
+      Check(seccomp_attr_set(c, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS), "bad arch action");
   // bwrap sets no_new_privs itself; the filter must not try to.
   s.Update(Check(seccomp_attr_set(c, SCMP_FLTATR_CTL_NNP, 0), "nnp"));
   auto deny = [&](const char* name, int err) {
@@ -77,8 +82,9 @@ absl::StatusOr<std::string> BuildSeccompFilter() {
   }
   for (int family = 0; family < AF_MAX; ++family) {
     if (AllowedFamily(family)) continue;
-    s.Update(Check(seccomp_rule_add(c, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, static_cast<scmp_datum_t>(family))),
+    s.Update(Check(seccomp_rule_add(
+                       c, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, static_cast<scmp_datum_t>(family))),
                    "socket family"));
   }
   s.Update(Check(seccomp_rule_add(c, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,

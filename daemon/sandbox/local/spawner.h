@@ -6,9 +6,10 @@
 //
 // The child, before exec: own process group; default signal mask and dispositions; stdio
 // dup2'ed; every other fd close-on-exec except `keep_fds`; placed in the given cgroups;
-// supplementary groups dropped, then gid and uid set; PR_SET_PDEATHSIG(SIGKILL) (after the uid change, which would clear it)
-// and a check that the daemon did not die meanwhile; chdir("/"); execve with an empty
-// environment. Any failure before exec is reported back as an error from Spawn().
+// supplementary groups dropped, then gid and uid set; PR_SET_PDEATHSIG(SIGKILL) (after the uid
+// change, which would clear it) and a check that the daemon did not die meanwhile; chdir("/");
+// execve with an empty environment. Any failure before exec is reported back as an error from
+// Spawn().
 //
 // Thread safe: Spawn may be called from any thread; calls are serialised on the spawner
 // thread. Destroying the Spawner stops the thread, which SIGKILLs every live child that has
@@ -36,7 +37,7 @@ struct SpawnPlan {
   int stdin_fd = -1;              // dup2'ed to 0, 1, 2; -1 = /dev/null
   int stdout_fd = -1;
   int stderr_fd = -1;
-  std::vector<int> keep_fds;      // inherited at the same numbers
+  std::vector<int> keep_fds;  // inherited at the same numbers
   // Cgroup placement, done before exec so that everything the child starts is born inside.
   // Both ways avoid the kernel's global cgroup_threadgroup_rwsem, whose write side waits for
   // an RCU grace period (5-20 ms here) when a whole process is migrated:
@@ -45,7 +46,7 @@ struct SpawnPlan {
   // where clone3 cannot do that, the child writes "0" to its cgroup.procs instead (slow).
   std::vector<std::string> join_v1;
   std::string join_v2;
-  uid_t uid = 0;                  // 0 = keep the daemon's ids
+  uid_t uid = 0;  // 0 = keep the daemon's ids
   gid_t gid = 0;
 };
 

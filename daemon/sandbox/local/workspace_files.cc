@@ -1,8 +1,8 @@
 #include "sandbox/local/workspace_files.h"
 
 #include <fcntl.h>
-#include <stdio.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -47,18 +47,23 @@ int OpenBeneath(int dirfd, const std::string& path, uint64_t flags, mode_t mode 
 // The message for a failed resolution, naming the path as the caller gave it.
 absl::Status OpenError(int err, absl::string_view path) {
   switch (err) {
-    case ELOOP: return errors::InvalidArgument(absl::StrCat(path, ": refusing a symbolic link"));
-    case EXDEV: return errors::InvalidArgument(absl::StrCat(path, ": leads out of the workspace"));
-    case ENOENT: return errors::NotFound("file", path);
+    case ELOOP:
+      return errors::InvalidArgument(absl::StrCat(path, ": refusing a symbolic link"));
+    case EXDEV:
+      return errors::InvalidArgument(absl::StrCat(path, ": leads out of the workspace"));
+    case ENOENT:
+      return errors::NotFound("file", path);
     case ENOTDIR:
       return errors::InvalidArgument(absl::StrCat(path, ": a parent is not a directory"));
-    default: return errors::FromErrno(err, path);
+    default:
+      return errors::FromErrno(err, path);
   }
 }
 
 std::string RandomSuffix() {
   uint64_t r = 0;
-  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r ^= static_cast<uint64_t>(absl::GetCurrentTimeNanos());
+  if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+    r ^= static_cast<uint64_t>(absl::GetCurrentTimeNanos());
   return absl::StrFormat("%016x", r);
 }
 
@@ -182,7 +187,8 @@ absl::StatusOr<std::string> WorkspaceFiles::ReadFile(absl::string_view path,
   UniqueFd fd(raw);
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return errors::FromErrno(errno, path);
-  if (!S_ISREG(st.st_mode)) return errors::InvalidArgument(absl::StrCat(path, ": not a regular file"));
+  if (!S_ISREG(st.st_mode))
+    return errors::InvalidArgument(absl::StrCat(path, ": not a regular file"));
   if (st.st_nlink != 1) {
     return errors::InvalidArgument(absl::StrCat(path, ": refusing a file with several hard links"));
   }
@@ -242,7 +248,8 @@ absl::Status WorkspaceFiles::WriteFile(absl::string_view path, absl::string_view
     if (n < 0) return errors::FromErrno(errno, path);
     off += static_cast<size_t>(n);
   }
-  if (fchmod(fd.get(), static_cast<mode_t>(mode) & 0777) != 0) return errors::FromErrno(errno, path);
+  if (fchmod(fd.get(), static_cast<mode_t>(mode) & 0777) != 0)
+    return errors::FromErrno(errno, path);
   if (renameat2(cur, tmp.c_str(), cur, name.c_str(), 0) != 0) return errors::FromErrno(errno, path);
   renamed = true;
   return absl::OkStatus();

@@ -33,9 +33,7 @@ class NullJournal : public ResourceJournal {
  public:
   absl::Status Record(const JournalEntry&) override { return absl::OkStatus(); }
   absl::Status Erase(const std::string&) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<JournalEntry>> List() override {
-    return std::vector<JournalEntry>{};
-  }
+  absl::StatusOr<std::vector<JournalEntry>> List() override { return std::vector<JournalEntry>{}; }
 };
 
 double Median(std::vector<double> v) {
@@ -148,8 +146,9 @@ int Main(int argc, char** argv) {
          e - eb);
   printf("| session Close                    | %8.2f |        - | -        | -        |\n",
          Median(close_ms));
-  printf("\nbaselines: bare `bwrap <same flags> true` from a spawner thread as a pool uid;\n"
-         "fork+execve+waitpid of /bin/true from this process.\n");
+  printf(
+      "\nbaselines: bare `bwrap <same flags> true` from a spawner thread as a pool uid;\n"
+      "fork+execve+waitpid of /bin/true from this process.\n");
   const bool ok = c <= 1.3 * cb && e - eb <= 2.0;
   printf("targets %s\n", ok ? "met" : "NOT met");
   return ok ? 0 : 2;

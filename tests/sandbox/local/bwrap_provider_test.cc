@@ -7,8 +7,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,8 +24,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sandbox/local/bwrap_session.h"
-#include "sandbox/local/init_protocol.h"
 #include "sandbox/local/fake_journal.h"
+#include "sandbox/local/init_protocol.h"
 
 namespace sandgate::sandbox {
 namespace {
@@ -108,7 +108,7 @@ class BwrapProviderTest : public ::testing::Test {
   }
 
   static Output Exec(Session* s, std::vector<std::string> argv, ExecRequest req = {},
-                  const CancelToken* cancel = nullptr) {
+                     const CancelToken* cancel = nullptr) {
     req.argv = std::move(argv);
     Output run;
     auto r = s->Exec(
@@ -413,8 +413,7 @@ TEST_F(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
   EXPECT_FALSE(journal_.Has("local-session:closing"));
   ExecRequest req;
   req.argv = {"true"};
-  EXPECT_EQ(s->Exec(req, nullptr, nullptr).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->Exec(req, nullptr, nullptr).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(s->ReadFile("x", 1).ok());
 }
 
@@ -489,8 +488,8 @@ TEST_F(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
   if (unenforced) {
     GTEST_SKIP() << "memory cgroup unavailable here; Warnings() says so";
   }
-  EXPECT_TRUE(r.result.oom_killed) << "exit " << r.result.exit_code << " signal "
-                                   << r.result.term_signal << " " << r.err;
+  EXPECT_TRUE(r.result.oom_killed)
+      << "exit " << r.result.exit_code << " signal " << r.result.term_signal << " " << r.err;
   EXPECT_EQ(r.result.term_signal, SIGKILL);
   EXPECT_EQ(r.out, "");
   // The session survives its command's OOM.
@@ -508,8 +507,9 @@ TEST_F(BwrapProviderTest, WorkspaceSizeAndInodesAreCapped) {
   }
   Output r = Sh(s.get(), "head -c 8M /dev/zero > big; echo $?");
   EXPECT_THAT(r.err, HasSubstr("No space left on device"));
-  r = Sh(s.get(), "rm -f big; for i in $(seq 1 100); do touch f$i 2>/dev/null || break; done; "
-                  "ls | wc -l; touch /tmp/t1 && echo tmp-ok");
+  r = Sh(s.get(),
+         "rm -f big; for i in $(seq 1 100); do touch f$i 2>/dev/null || break; done; "
+         "ls | wc -l; touch /tmp/t1 && echo tmp-ok");
   EXPECT_LT(atoi(r.out.c_str()), 64);
   EXPECT_GT(atoi(r.out.c_str()), 50);
   EXPECT_THAT(r.out, HasSubstr("tmp-ok"));
@@ -644,9 +644,8 @@ TEST_F(BwrapProviderTest, ConcurrentExecsInOneSession) {
   std::vector<std::thread> threads;
   std::vector<std::string> outs(4);
   for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&, i] {
-      outs[i] = Sh(s.get(), absl::StrCat("sleep 0.2; echo ", i)).out;
-    });
+    threads.emplace_back(
+        [&, i] { outs[i] = Sh(s.get(), absl::StrCat("sleep 0.2; echo ", i)).out; });
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(outs[i], absl::StrCat(i, "\n"));

@@ -52,7 +52,11 @@ TEST_F(WorkspaceFilesTest, WriteCreatesOwnedFilesAndReplacesAtomically) {
   EXPECT_EQ(st.st_mode & 0777, 0640u);
   ASSERT_EQ(stat(P("x/y").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 12345u);
-  const ino_t before = [&] { struct stat s; stat(P("x/y/z.txt").c_str(), &s); return s.st_ino; }();
+  const ino_t before = [&] {
+    struct stat s;
+    stat(P("x/y/z.txt").c_str(), &s);
+    return s.st_ino;
+  }();
   ASSERT_TRUE(ws_->WriteFile("x/y/z.txt", "two", 0644).ok());
   ASSERT_EQ(stat(P("x/y/z.txt").c_str(), &st), 0);
   EXPECT_NE(st.st_ino, before) << "replaced in place instead of renamed";
@@ -80,7 +84,11 @@ TEST_F(WorkspaceFilesTest, RefusesLinksSpecialFilesAndOversizedReads) {
   ASSERT_EQ(unlink(P("big2").c_str()), 0);
   EXPECT_EQ(ws_->ReadFile("big", 99).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(ws_->ReadFile("big", 100).ok());
-  auto list = ws_->ListFiles("", [] { ListLimits l; l.max_entries = 2; return l; }());
+  auto list = ws_->ListFiles("", [] {
+    ListLimits l;
+    l.max_entries = 2;
+    return l;
+  }());
   EXPECT_EQ(list.status().code(), absl::StatusCode::kResourceExhausted);
 }
 

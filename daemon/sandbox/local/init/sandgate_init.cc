@@ -45,8 +45,8 @@ using sandgate::sandbox::initproto::kStarted;
 using sandgate::sandbox::initproto::MessageHeader;
 
 struct Command {
-  pid_t pid = -1;     // also the process group id (the child calls setsid)
-  int sock = -1;      // -1 once the daemon closed its end
+  pid_t pid = -1;  // also the process group id (the child calls setsid)
+  int sock = -1;   // -1 once the daemon closed its end
   bool exited = false;
 };
 
