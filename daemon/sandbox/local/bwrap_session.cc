@@ -24,19 +24,22 @@
 
 namespace sandgate::sandbox {
 
-absl::StatusOr<uid_t> BwrapProvider::Core::AllocateUid() {
+absl::StatusOr<uid_t> BwrapProvider::Core::Reserve(const std::string& session_id) {
   absl::MutexLock l(&mu);
+  if (live_ids.count(session_id) > 0) return errors::AlreadyExists("session", session_id);
   for (size_t i = 0; i < uid_used.size(); ++i) {
     if (uid_used[i]) continue;
     uid_used[i] = true;
+    live_ids.insert(session_id);
     return options.uid_base + static_cast<uid_t>(i);
   }
   return errors::ResourceExhausted(
       absl::StrCat("all ", uid_used.size(), " sandbox uids are in use"));
 }
 
-void BwrapProvider::Core::FreeUid(uid_t uid) {
+void BwrapProvider::Core::Release(const std::string& session_id, uid_t uid) {
   absl::MutexLock l(&mu);
+  live_ids.erase(session_id);
   size_t slot = uid - options.uid_base;
   if (uid >= options.uid_base && slot < uid_used.size()) uid_used[slot] = false;
 }
@@ -183,9 +186,15 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
       return errors::InvalidArgument(absl::StrCat("env: invalid variable name \"", k, "\""));
     }
   }
-  SANDGATE_ASSIGN_OR_RETURN(uid_t uid, core->AllocateUid());
+  SessionCgroups cgroups = SessionCgroups::Plan(core->cgroups, spec.id);
+  // Left by a daemon that was not swept, or by another process using the same parent: never
+  // adopt it (Close would kill what runs there).
+  for (const std::string& dir : cgroups.paths()) {
+    if (access(dir.c_str(), F_OK) == 0) return errors::AlreadyExists("session cgroup", dir);
+  }
+  SANDGATE_ASSIGN_OR_RETURN(uid_t uid, core->Reserve(spec.id));
   std::unique_ptr<BwrapSession> s(new BwrapSession(std::move(core), spec, uid));
-  s->cgroups_ = SessionCgroups::Plan(s->core_->cgroups, spec.id);
+  s->cgroups_ = std::move(cgroups);
 
   JournalEntry entry;
   entry.id = JournalId(spec.id);
@@ -528,7 +537,7 @@ absl::Status BwrapSession::Close() {
   status.Update(cgroups_.KillAndRemove(absl::Seconds(5)));
   if (status.ok()) {
     // With something left behind, the uid stays taken and the record stays for Sweep.
-    core_->FreeUid(uid_);
+    core_->Release(spec_.id, uid_);
     status.Update(core_->journal->Erase(JournalId(spec_.id)));
   }
   log::Info("sandbox.closed", {{"session", spec_.id}, {"ok", status.ok()}});

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,14 @@ struct BwrapProvider::Core {
   local::BwrapConfig bwrap;
   local::Spawner spawner;
 
-  // Takes a free uid from the pool; RESOURCE_EXHAUSTED when all are in use.
-  absl::StatusOr<uid_t> AllocateUid();
-  void FreeUid(uid_t uid);
+  // Claims `session_id` and a free uid from the pool: ALREADY_EXISTS when a live session has
+  // the id, RESOURCE_EXHAUSTED when all uids are in use.
+  absl::StatusOr<uid_t> Reserve(const std::string& session_id);
+  void Release(const std::string& session_id, uid_t uid);
 
   absl::Mutex mu;
   std::vector<bool> uid_used ABSL_GUARDED_BY(mu);
+  std::set<std::string> live_ids ABSL_GUARDED_BY(mu);
 };
 
 namespace local {

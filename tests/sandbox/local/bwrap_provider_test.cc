@@ -604,6 +604,9 @@ TEST_F(BwrapProviderTest, InvalidRequestsAreRejected) {
   EXPECT_EQ(provider_->Create(spec, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   auto s = NewSession("invalid");
   ASSERT_NE(s, nullptr);
+  spec.id = "invalid";  // a live session has it
+  EXPECT_EQ(provider_->Create(spec, nullptr).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Exec(s.get(), {"echo", "unharmed"}).out, "unharmed\n");
   EXPECT_EQ(s->Exec({}, nullptr, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   ExecRequest req;
   req.argv = {"true"};
