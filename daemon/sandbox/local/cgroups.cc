@@ -147,6 +147,40 @@ absl::string_view CgroupLayoutName(CgroupLayout layout) {
   return "unknown";
 }
 
+std::map<std::string, std::string> LocateOwnCgroups(absl::string_view mountinfo,
+                                                    absl::string_view self_cgroup) {
+  // Mount points: v1 by controller name, v2 under the key "". The first mount wins.
+  std::map<std::string, Mount> mounts;
+  for (absl::string_view line : absl::StrSplit(mountinfo, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    size_t dash = 0;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (f.size() < 5 || dash + 3 >= f.size()) continue;
+    const std::string& fstype = f[dash + 1];
+    const Mount m{f[4], f[3]};
+    if (fstype == "cgroup2") {
+      mounts.emplace("", m);
+    } else if (fstype == "cgroup") {
+      for (absl::string_view opt : absl::StrSplit(f[dash + 3], ',')) {
+        mounts.emplace(std::string(opt), m);
+      }
+    }
+  }
+  std::map<std::string, std::string> own;
+  for (absl::string_view line : absl::StrSplit(self_cgroup, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (f.size() != 3) continue;
+    // "0::/path" is v2; "4:memory:/path" or "1:cpu,cpuacct:/path" is v1.
+    std::vector<std::string> controllers = absl::StrSplit(f[1], ',');
+    if (f[0] == "0" && f[1].empty()) controllers = {""};
+    for (const std::string& c : controllers) {
+      auto m = mounts.find(c);
+      if (m != mounts.end()) own[c] = Join(m->second.point, m->second.root, f[2]);
+    }
+  }
+  return own;
+}
+
 absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name) {
   CgroupHost host;
   struct statfs sfs;
@@ -158,50 +192,23 @@ absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name) {
     host.layout = CgroupLayout::kHybrid;
   }
 
-  // Mount points: v1 by controller name, v2 under the key "".
-  std::string text;
-  if (!ReadText("/proc/self/mountinfo", &text)) {
-    return errors::Unavailable("cannot read /proc/self/mountinfo");
+  std::string mountinfo, self_cgroup;
+  if (!ReadText("/proc/self/mountinfo", &mountinfo) ||
+      !ReadText("/proc/self/cgroup", &self_cgroup)) {
+    return errors::Unavailable("cannot read /proc/self/mountinfo or /proc/self/cgroup");
   }
-  std::map<std::string, Mount> mounts;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, ' ');
-    size_t dash = 0;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 5 || dash + 3 >= f.size()) continue;
-    const std::string& fstype = f[dash + 1];
-    Mount m{f[4], f[3]};
-    if (fstype == "cgroup2") {
-      if (!mounts.count("")) mounts[""] = m;
-    } else if (fstype == "cgroup") {
-      for (absl::string_view opt : absl::StrSplit(f[dash + 3], ',')) {
-        if (!mounts.count(std::string(opt))) mounts[std::string(opt)] = m;
-      }
-    }
-  }
-  // The daemon's own cgroup per controller ("" = v2).
-  if (!ReadText("/proc/self/cgroup", &text)) {
-    return errors::Unavailable("cannot read /proc/self/cgroup");
-  }
-  std::map<std::string, std::string> own;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
-    if (f.size() != 3) continue;
-    for (absl::string_view c : absl::StrSplit(f[1], ',')) own[std::string(c)] = f[2];
-  }
+  const std::map<std::string, std::string> own = LocateOwnCgroups(mountinfo, self_cgroup);
 
   // Makes "<own>/<parent_name>" in one hierarchy; returns "" and sets *note on failure.
   auto parent_dir = [&](const std::string& controller, std::string* note) -> std::string {
-    auto m = mounts.find(controller);
     auto o = own.find(controller);
-    if (m == mounts.end() || o == own.end()) {
+    if (o == own.end()) {
       *note = controller.empty()
                   ? "no cgroup2 hierarchy is mounted"
                   : absl::StrCat("no cgroup v1 ", controller, " controller is mounted");
       return "";
     }
-    std::string dir =
-        absl::StrCat(Join(m->second.point, m->second.root, o->second), "/", parent_name);
+    std::string dir = absl::StrCat(o->second, "/", parent_name);
     absl::Status s = MakeDir(dir);
     if (!s.ok()) {
       *note = absl::StrCat("cannot create ", dir, " (", s.message(), ")");
@@ -227,21 +234,12 @@ absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name) {
   // "sandgate" parent. A cgroup that holds processes cannot enable controllers for its
   // children (no internal processes), so the daemon moves itself into "<own>/supervisor"
   // once, as systemd's DelegateSubgroup would.
-  std::string own_dir;
-  {
-    auto m = mounts.find("");
-    auto o = own.find("");
-    if (m == mounts.end() || o == own.end()) {
-      host.memory_note = host.pids_note = host.kill_note = "no cgroup2 hierarchy found";
-      return host;
-    }
-    own_dir = Join(m->second.point, m->second.root, o->second);
-  }
   host.unified = parent_dir("", &host.kill_note);
   if (host.unified.empty()) {
     host.memory_note = host.pids_note = host.kill_note;
     return host;
   }
+  const std::string& own_dir = own.at("");
   std::string available;
   ReadText(own_dir + "/cgroup.controllers", &available);
   std::vector<std::string> ctl =

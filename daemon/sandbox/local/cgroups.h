@@ -26,6 +26,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,12 @@ struct CgroupHost {
   std::string pids_note;
   std::string kill_note;
 };
+
+// The daemon's own cgroup directory per hierarchy, keyed by v1 controller name ("memory",
+// "pids", "name=systemd", ...) or "" for cgroup2, from the text of /proc/self/mountinfo and
+// /proc/self/cgroup. Hierarchies that are not mounted are absent.
+std::map<std::string, std::string> LocateOwnCgroups(absl::string_view mountinfo,
+                                                    absl::string_view self_cgroup);
 
 // Reads statfs, /proc/self/mountinfo and /proc/self/cgroup, and creates the `parent_name`
 // directories under the daemon's own cgroups (kept for later sessions). Fails only when
