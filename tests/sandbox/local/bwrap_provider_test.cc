@@ -637,6 +637,21 @@ TEST_F(BwrapProviderTest, SandboxHardening) {
   r = Exec(s.get(), {"ls", "/sys/fs/cgroup", "/root", "/etc/shadow"});
   EXPECT_NE(r.result.exit_code, 0);
   EXPECT_EQ(r.out, "");
+  // The seccomp filter: keyrings, io_uring, bpf and raw packet sockets are refused.
+  r = Exec(s.get(), {"python3", "-c", R"(
+import ctypes, errno, socket
+libc = ctypes.CDLL(None, use_errno=True)
+def err(nr, *args):
+    libc.syscall(nr, *args)
+    return errno.errorcode[ctypes.get_errno()]
+try:
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    packet = "allowed"
+except OSError as e:
+    packet = errno.errorcode[e.errno]
+print(err(250, 0), err(425, 1, 0), err(321, 0, 0, 0), packet)
+)"});
+  EXPECT_EQ(r.out, "EPERM ENOSYS EPERM EAFNOSUPPORT\n") << r.err;
   // Only the curated /etc is visible.
   EXPECT_EQ(Exec(s.get(), {"grep", "-c", "", "/etc/passwd"}).out, "3\n");
 }
