@@ -34,6 +34,9 @@ using ::sandgate::testing::FakeJournal;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// Every command line visible inside a sandbox, on one line.
+constexpr char kProcessList[] = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '";
+
 struct Output {
   ExecResult result;
   std::string out;
@@ -231,9 +234,8 @@ TEST_F(BwrapProviderTest, ConcurrentSessionsHaveDistinctUidsAndCannotSeeEachOthe
   // A detached process that outlives its command in session a.
   // (The pause lets setsid run before the command ends and its process group is killed.)
   Sh(a.get(), "setsid sleep 30 >/dev/null 2>&1 < /dev/null & sleep 0.2");
-  const std::string ps = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '";
-  EXPECT_THAT(Sh(a.get(), ps).out, HasSubstr("sleep 30"));  // the probe can see its own
-  Output rb = Sh(b.get(), ps);
+  EXPECT_THAT(Sh(a.get(), kProcessList).out, HasSubstr("sleep 30"));  // the probe can see its own
+  Output rb = Sh(b.get(), kProcessList);
   EXPECT_THAT(rb.out, Not(HasSubstr("sleep 30")));
   EXPECT_THAT(rb.out, Not(HasSubstr("sandgate-init 3")));
   // b sees only its init, its shell and cat.
@@ -391,6 +393,20 @@ TEST_F(BwrapProviderTest, OutputBeyondTheCapIsDroppedAndFlagged) {
   EXPECT_FALSE(r->stderr_truncated);
   EXPECT_EQ(out_bytes, 1u << 20);
   EXPECT_EQ(err_bytes, 5u);
+}
+
+TEST_F(BwrapProviderTest, BackgroundChildrenDoNotHoldExecOpenAndDieWithTheCommand) {
+  auto s = NewSession("background");
+  ASSERT_NE(s, nullptr);
+  // The background sleep inherits stdout; the command is over when the shell exits.
+  Output r = Sh(s.get(), "sleep 30 & echo started");
+  EXPECT_EQ(r.out, "started\n");
+  EXPECT_TRUE(r.result.ok());
+  EXPECT_LT(r.result.duration, absl::Seconds(2));
+  // The init killed the command's process group when the daemon stopped waiting.
+  absl::SleepFor(absl::Milliseconds(100));
+  r = Sh(s.get(), kProcessList);
+  EXPECT_THAT(r.out, Not(HasSubstr("sleep 30")));
 }
 
 TEST_F(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
