@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "sandbox/local/bwrap_command.h"
 #include "sandbox/local/bwrap_provider.h"
+#include "sandbox/local/cgroups.h"
 #include "sandbox/local/init_protocol.h"
 #include "sandbox/local/seccomp_filter.h"
 #include "sandbox/local/spawner.h"
@@ -133,6 +134,15 @@ int Main(int argc, char** argv) {
     absl::Status closed = (*session)->Close();
     if (!closed.ok()) Die(closed, "close");
     close_ms.push_back(Ms(absl::Now() - start));
+  }
+
+  provider->reset();
+  if (absl::StatusOr<local::CgroupHost> host = local::DetectCgroups(opts.cgroup_parent);
+      host.ok()) {
+    for (const std::string* dir :
+         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->unified}) {
+      if (!dir->empty()) rmdir(dir->c_str());
+    }
   }
 
   const double c = Median(create_first), cb = Median(bare_bwrap);

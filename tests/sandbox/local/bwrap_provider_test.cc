@@ -134,6 +134,22 @@ class BwrapProviderTest : public ::testing::Test {
 
 local::BwrapSession* Local(Session* s) { return dynamic_cast<local::BwrapSession*>(s); }
 
+// Removes the tests' cgroup parents once no test process uses them (rmdir fails while any
+// session cgroup of a parallel test process is still inside, which is fine).
+class CgroupParentCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    absl::StatusOr<local::CgroupHost> host = local::DetectCgroups("sandgate-test");
+    if (!host.ok()) return;
+    for (const std::string* dir :
+         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->unified}) {
+      if (!dir->empty()) rmdir(dir->c_str());
+    }
+  }
+};
+const ::testing::Environment* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new CgroupParentCleanup);
+
 TEST_F(BwrapProviderTest, EchoOutputCapturedInOrder) {
   auto s = NewSession("echo");
   ASSERT_NE(s, nullptr);
