@@ -397,6 +397,13 @@ class State:
 
     # ---- files
 
+    def prune_files(self):
+        for fid in list(self.files):
+            try:
+                self.live_file(fid)
+            except ApiError:
+                pass
+
     def live_file(self, fid):
         f = self.files.get(fid)
         if f and f["obj"]["expires_at"] is not None and self.now() >= f["obj"]["expires_at"]:
@@ -1302,11 +1309,7 @@ def files_create(h):
 @route("GET", "/v1/files")
 def files_list(h):
     with STATE.lock:
-        for fid in list(STATE.files):
-            try:
-                STATE.live_file(fid)
-            except ApiError:
-                pass
+        STATE.prune_files()
         items = [copy.deepcopy(f["obj"]) for f in STATE.files.values()]
         if h.query.get("purpose"):
             items = [o for o in items if o["purpose"] == h.query["purpose"]]
@@ -1498,7 +1501,6 @@ def cfiles_create(h, cid):
         if upload is not None:
             name, data = upload["filename"] or "upload", upload["data"]
         else:
-            f = STATE.files.get(file_id)
             try:
                 f = STATE.live_file(file_id)
             except ApiError:
@@ -1885,11 +1887,7 @@ def admin_state(h):
             cs.append({"id": c["obj"]["id"], "name": c["obj"]["name"],
                        "status": c["obj"]["status"],
                        "last_active_at": c["obj"]["last_active_at"]})
-        for fid in list(STATE.files):
-            try:
-                STATE.live_file(fid)
-            except ApiError:
-                pass
+        STATE.prune_files()
         out = {"containers": cs, "files": list(STATE.files),
                "responses": [{"id": r["obj"]["id"], "status": r["obj"]["status"]}
                              for r in STATE.responses.values()],
