@@ -482,7 +482,16 @@ TEST_F(BwrapProviderTest, SandboxProcessesAreInTheSessionCgroups) {
       GTEST_SKIP() << "cgroups unavailable here, and Warnings() says so: " << w;
     }
   }
-  EXPECT_GE(placed, 2) << "init is not in the memory and pids cgroups";
+  // Every hierarchy the provider uses on this host: v1 memory and pids, and v2 (or, on a
+  // legacy host, the freezer).
+  auto host = local::DetectCgroups("sandgate-test");
+  ASSERT_TRUE(host.ok());
+  int expected = 0;
+  for (const std::string* dir : {&host->memory_v1, &host->pids_v1, &host->unified}) {
+    if (!dir->empty()) ++expected;
+  }
+  if (host->unified.empty() && !host->freezer_v1.empty()) ++expected;
+  EXPECT_EQ(placed, expected) << "the init is not in every session cgroup";
   // A fork bomb stops at pids.max (32 here, init and python included) and the session stays
   // usable.
   Output r = Exec(s.get(), {"python3", "-c", R"(
