@@ -30,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "client/render.h"
 #include "google/protobuf/util/time_util.h"
+#include "nlohmann/json.hpp"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 
 namespace sandgate::cli {
@@ -38,10 +39,14 @@ namespace {
 constexpr char kUsage[] = R"(usage: sandgate [--addr ADDR] [--token-file FILE] COMMAND ...
 
 commands:
-  run FILE.csv [--out DIR] [--json] [--playbook NAME] [--agent NAME] [--provider NAME]
-               [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
+  run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME] [--provider NAME]
+           [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
+           [--env NAME=VALUE]... [--setup COMMAND]... [--network disabled|restricted|enabled]
+           [--allow DOMAIN]... [--memory-mib N]
       start a run, show its progress, download its artifacts and events.jsonl into DIR
       (default ./sandgate-<run id>), print a summary; exit 0 only if the run succeeded.
+      Playbooks: financial-analyst (default; FILE is a CSV of yearly statements) and
+      sandbox-probe (checks the sandbox itself; FILE is any file it should read).
       Ctrl-C detaches (the run goes on) unless --cancel-on-exit.
   events RUN [--follow] [--after N] [--json]   show a run's events
   runs [--limit N] [--json]                    list your runs, newest first
@@ -60,11 +65,17 @@ constexpr int kMaxMessageBytes = 80 << 20;
 
 struct Args {
   std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // --name -> value ("" for switches)
+  std::multimap<std::string, std::string> options;  // --name -> value ("" for switches)
   bool Has(const std::string& name) const { return options.count(name) > 0; }
+  // The last value given for `name`.
   std::string Get(const std::string& name, const std::string& def = "") const {
-    auto it = options.find(name);
-    return it == options.end() ? def : it->second;
+    auto range = options.equal_range(name);
+    return range.first == range.second ? def : std::prev(range.second)->second;
+  }
+  std::vector<std::string> All(const std::string& name) const {
+    std::vector<std::string> values;
+    for (auto [it, end] = options.equal_range(name); it != end; ++it) values.push_back(it->second);
+    return values;
   }
 };
 
@@ -284,6 +295,34 @@ void PrintFinancialSummary(const std::string& dir) {
   }
 }
 
+// The probe's findings, from the downloaded checks.json.
+void PrintProbeSummary(const std::string& dir) {
+  std::ifstream in(dir + "/checks.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (!doc.is_object() || !doc.contains("facts")) return;
+  const auto& f = doc["facts"];
+  auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  std::printf("\nsandbox: %s, kernel %s, python %s, node %s, cwd %s, uid %s\n", str(f["os"]).c_str(),
+              str(f["kernel"]).c_str(), str(f["python"]).c_str(),
+              f["node"].is_string() ? f["node"].get<std::string>().c_str() : "not available",
+              str(f["cwd"]).c_str(), str(f["uid"]).c_str());
+  if (doc.contains("network") && doc["network"].is_object()) {
+    const auto& n = doc["network"];
+    std::printf("network (%s): %s exit %s: %s\n", str(doc.value("expected_network", nlohmann::json("?"))).c_str(),
+                str(n.value("tool", nlohmann::json("?"))).c_str(), str(n.value("exit_code", nlohmann::json())).c_str(),
+                str(n.value("message", nlohmann::json(""))).c_str());
+  }
+  if (doc.contains("checks") && doc["checks"].is_array()) {
+    for (const auto& c : doc["checks"]) {
+      if (!c.is_object()) continue;
+      std::printf("  %s %-16s %s\n", c.value("ok", false) ? "ok  " : "FAIL", str(c.value("name", nlohmann::json(""))).c_str(),
+                  str(c.value("detail", nlohmann::json(""))).c_str());
+    }
+  }
+}
+
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
@@ -307,6 +346,33 @@ int CmdRun(Client& client, const Args& args) {
     int64_t s;
     if (!absl::SimpleAtoi(args.Get("--timeout"), &s) || s <= 0) return Usage("--timeout needs a positive number of seconds");
     req.mutable_run_timeout()->set_seconds(s);
+  }
+  v1::SandboxSpec* sandbox = req.mutable_sandbox();
+  for (const std::string& kv : args.All("--env")) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return Usage("--env needs NAME=VALUE, got '" + kv + "'");
+    (*sandbox->mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const std::string& cmd : args.All("--setup")) sandbox->add_setup_commands(cmd);
+  if (args.Has("--network")) {
+    std::string mode = args.Get("--network");
+    v1::NetworkPolicy::Mode m;
+    if (mode == "disabled") {
+      m = v1::NetworkPolicy::DISABLED;
+    } else if (mode == "restricted") {
+      m = v1::NetworkPolicy::RESTRICTED;
+    } else if (mode == "enabled") {
+      m = v1::NetworkPolicy::ENABLED;
+    } else {
+      return Usage("--network takes disabled, restricted or enabled, got '" + mode + "'");
+    }
+    sandbox->mutable_network()->set_mode(m);
+  }
+  for (const std::string& d : args.All("--allow")) sandbox->mutable_network()->add_allowed_domains(d);
+  if (args.Has("--memory-mib")) {
+    uint64_t mib;
+    if (!absl::SimpleAtoi(args.Get("--memory-mib"), &mib) || mib == 0) return Usage("--memory-mib needs a positive number");
+    sandbox->set_memory_bytes(mib << 20);
   }
   auto* in = req.add_inputs();
   in->set_name(path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1));
@@ -372,6 +438,7 @@ int CmdRun(Client& client, const Args& args) {
     std::printf("%s\n", ToJson(run).c_str());
   } else {
     if (run.playbook() == "financial-analyst") PrintFinancialSummary(dir);
+    if (run.playbook() == "sandbox-probe") PrintProbeSummary(dir);
     std::printf("\n%s: %zu artifacts and events.jsonl in %s/\n", StatusName(run.status()).c_str(),
                 static_cast<size_t>(run.artifacts_size()), dir.c_str());
     if (!run.status_reason().empty()) std::printf("reason: %s\n", run.status_reason().c_str());
@@ -480,7 +547,8 @@ const std::map<std::string, bool> kOptions = {
     {"--out", true},         {"--json", false},    {"--playbook", true},        {"--agent", true},
     {"--provider", true},    {"--timeout", true},  {"--idempotency-key", true}, {"--cancel-on-exit", false},
     {"--follow", false},     {"--after", true},    {"--limit", true},           {"--reason", true},
-    {"--addr", true},        {"--token-file", true}};
+    {"--addr", true},        {"--token-file", true}, {"--env", true},            {"--setup", true},
+    {"--network", true},     {"--allow", true},    {"--memory-mib", true}};
 
 }  // namespace
 }  // namespace sandgate::cli
@@ -500,9 +568,9 @@ int main(int argc, char** argv) {
       if (it == kOptions.end()) return Usage("unknown option " + a);
       if (it->second) {
         if (i + 1 >= argc) return Usage(a + " needs a value");
-        args.options[a] = argv[++i];
+        args.options.emplace(a, argv[++i]);
       } else {
-        args.options[a] = "";
+        args.options.emplace(a, "");
       }
     } else if (command.empty()) {
       command = a;

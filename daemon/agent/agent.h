@@ -35,6 +35,7 @@ class EventSink {
 struct AgentTask {
   const playbooks::Playbook* playbook = nullptr;           // not owned; outlives the call
   const std::vector<playbooks::InputFile>* inputs = nullptr;  // not owned
+  const playbooks::TaskSettings* settings = nullptr;          // not owned
   std::string model;
   uint32_t max_turns = 0;
   absl::Duration command_timeout = absl::Minutes(5);

@@ -41,7 +41,7 @@ class StderrTail : public EventSink {
 
 absl::Status ReferenceAgent::Run(const AgentTask& task, sandbox::Session& session,
                                  EventSink& events, const CancelToken& cancel) {
-  playbooks::ReferencePlan plan = task.playbook->Reference(*task.inputs, session.workdir());
+  playbooks::ReferencePlan plan = task.playbook->Reference(*task.inputs, session.workdir(), *task.settings);
   for (const playbooks::PlacedFile& file : plan.files) {
     absl::Status st = session.WriteFile(file.path, file.content, file.mode);
     if (!st.ok()) return errors::Internal(absl::StrCat("placing ", file.path, ": ", st.message()));

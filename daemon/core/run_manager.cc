@@ -49,6 +49,7 @@ struct RunManager::ActiveRun {
   v1::RunAnalysisRequest request;
   std::vector<playbooks::InputFile> inputs;
   const playbooks::Playbook* playbook = nullptr;
+  playbooks::TaskSettings settings;
   sandbox::Provider* provider = nullptr;
   agent::Agent* agent = nullptr;
   absl::Duration run_timeout;
@@ -264,6 +265,14 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
   *run.mutable_labels() = request.labels();
   run.set_idempotency_key(request.idempotency_key());
   for (const auto& in : ar->inputs) run.add_input_names(in.name);
+  const v1::SandboxSpec& sb = request.sandbox();
+  ar->settings.env.insert(sb.env().begin(), sb.env().end());
+  ar->settings.setup_commands.assign(sb.setup_commands().begin(), sb.setup_commands().end());
+  ar->settings.network = sb.network().mode() == v1::NetworkPolicy::RESTRICTED ? "restricted"
+                         : sb.network().mode() == v1::NetworkPolicy::ENABLED  ? "enabled"
+                                                                              : "disabled";
+  ar->settings.allowed_domains.assign(sb.network().allowed_domains().begin(),
+                                      sb.network().allowed_domains().end());
   // Inputs are held in memory by the active run only; the request copy drops them.
   request.clear_inputs();
   ar->request = std::move(request);
@@ -445,6 +454,7 @@ absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
   agent::AgentTask task;
   task.playbook = ar.playbook;
   task.inputs = &ar.inputs;
+  task.settings = &ar.settings;
   task.model = ar.request.model();
   task.max_turns = ar.request.max_turns();
   task.command_timeout = ar.command_timeout;
@@ -482,7 +492,7 @@ absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
   }
   if (!agent_status.ok()) return agent_status;
 
-  for (const playbooks::Check& check : ar.playbook->Verify(ar.inputs, collected)) {
+  for (const playbooks::Check& check : ar.playbook->Verify(ar.inputs, ar.settings, collected)) {
     v1::Event e;
     e.set_type("check");
     v1::CheckResult* c = e.mutable_check();

@@ -53,6 +53,15 @@ struct ReferencePlan {
 // Artifact name -> its bytes, as downloaded from the sandbox.
 using Artifacts = std::map<std::string, std::string>;
 
+// How the caller set up the run's sandbox, for playbooks whose work or checks depend on it
+// (the sandbox probe verifies that the environment, setup and network are as requested).
+struct TaskSettings {
+  std::map<std::string, std::string> env;
+  std::vector<std::string> setup_commands;
+  std::string network = "disabled";  // "disabled", "restricted" or "enabled"
+  std::vector<std::string> allowed_domains;
+};
+
 class Playbook {
  public:
   virtual ~Playbook() = default;
@@ -62,13 +71,16 @@ class Playbook {
   // Files every successful run must produce, relative to the workspace.
   virtual std::vector<std::string> ExpectedArtifacts() const = 0;
   virtual ReferencePlan Reference(const std::vector<InputFile>& inputs,
-                                  const std::string& workdir) const = 0;
+                                  const std::string& workdir,
+                                  const TaskSettings& settings) const = 0;
   // The instructions a model-driven agent is given.
   virtual std::string Instructions(const std::vector<InputFile>& inputs,
-                                   const std::string& workdir) const = 0;
+                                   const std::string& workdir,
+                                   const TaskSettings& settings) const = 0;
   // Every check the daemon makes on a finished run; a run passes when all pass. Missing
   // artifacts are absent from the map and must produce failed checks, not errors.
   virtual std::vector<Check> Verify(const std::vector<InputFile>& inputs,
+                                    const TaskSettings& settings,
                                     const Artifacts& artifacts) const = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "playbooks/financial_analyst/playbook.h"
 #include "playbooks/financial_analyst/text.h"
 #include "playbooks/playbook.h"
+#include "playbooks/sandbox_probe/playbook.h"
 
 namespace sandgate::playbooks {
 namespace {
@@ -18,6 +19,7 @@ const std::vector<std::unique_ptr<Playbook>>& All() {
   static const auto* const kAll = [] {
     auto* all = new std::vector<std::unique_ptr<Playbook>>();
     all->push_back(std::make_unique<FinancialAnalystPlaybook>());
+    all->push_back(std::make_unique<SandboxProbePlaybook>());
     return all;
   }();
   return *kAll;

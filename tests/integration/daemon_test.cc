@@ -345,6 +345,27 @@ TEST_F(DaemonTest, OneTenantCannotSeeAnothersRuns) {
   }
 }
 
+TEST_F(DaemonTest, SandboxProbePassesWithTheNetworkDisabled) {
+  v1::RunAnalysisRequest req;
+  req.set_playbook("sandbox-probe");
+  auto* in = req.add_inputs();
+  in->set_name("notes.txt");
+  in->set_content("probe me\n");
+  (*req.mutable_sandbox()->mutable_env())["PROBE_VAR"] = "visible";
+  req.mutable_sandbox()->add_setup_commands("echo ready > setup-output.txt");
+  v1::Run run = StartRun(req);
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_finished().status(), v1::SUCCEEDED) << events.back().run_finished().reason();
+  std::set<std::string> passed;
+  for (const auto& e : events) {
+    if (e.has_check() && e.check().passed()) passed.insert(e.check().name());
+  }
+  for (const char* c : {"probe.inputs", "probe.env", "probe.setup_output", "probe.network_blocked"}) {
+    EXPECT_TRUE(passed.count(c)) << c;
+  }
+}
+
 TEST_F(DaemonTest, IdempotencyKeyReturnsTheSameRun) {
   v1::RunAnalysisRequest req = SampleRequest();
   req.set_idempotency_key("job-42");

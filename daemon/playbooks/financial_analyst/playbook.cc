@@ -121,7 +121,8 @@ std::vector<std::string> FinancialAnalystPlaybook::ExpectedArtifacts() const {
 }
 
 ReferencePlan FinancialAnalystPlaybook::Reference(const std::vector<InputFile>& inputs,
-                                                  const std::string& /*workdir*/) const {
+                                                  const std::string& /*workdir*/,
+                                                  const TaskSettings& /*settings*/) const {
   const std::string input = InputName(inputs);
   ReferencePlan plan;
   plan.files.push_back({fin::kScriptFile,
@@ -141,7 +142,8 @@ ReferencePlan FinancialAnalystPlaybook::Reference(const std::vector<InputFile>& 
 }
 
 std::string FinancialAnalystPlaybook::Instructions(const std::vector<InputFile>& inputs,
-                                                   const std::string& workdir) const {
+                                                   const std::string& workdir,
+                                                   const TaskSettings& /*settings*/) const {
   std::vector<std::string> headings;
   for (const std::string& h : fin::MemoHeadings()) headings.push_back(absl::StrCat("## ", h));
   return absl::StrReplaceAll(kInstructions,
@@ -154,6 +156,7 @@ std::string FinancialAnalystPlaybook::Instructions(const std::vector<InputFile>&
 }
 
 std::vector<Check> FinancialAnalystPlaybook::Verify(const std::vector<InputFile>& inputs,
+                                                    const TaskSettings& /*settings*/,
                                                     const Artifacts& artifacts) const {
   if (inputs.size() != 1) {
     Check c;

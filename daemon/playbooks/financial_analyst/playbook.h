@@ -28,11 +28,11 @@ class FinancialAnalystPlaybook : public Playbook {
   std::vector<std::string> ExpectedArtifacts() const override;
   // Places analyze_financials.py and recompute_metrics.py (embedded at build time) and runs
   // "analyze" then "recompute" on the input.
-  ReferencePlan Reference(const std::vector<InputFile>& inputs,
-                          const std::string& workdir) const override;
-  std::string Instructions(const std::vector<InputFile>& inputs,
-                           const std::string& workdir) const override;
-  std::vector<Check> Verify(const std::vector<InputFile>& inputs,
+  ReferencePlan Reference(const std::vector<InputFile>& inputs, const std::string& workdir,
+                          const TaskSettings& settings) const override;
+  std::string Instructions(const std::vector<InputFile>& inputs, const std::string& workdir,
+                           const TaskSettings& settings) const override;
+  std::vector<Check> Verify(const std::vector<InputFile>& inputs, const TaskSettings& settings,
                             const Artifacts& artifacts) const override;
 };
 

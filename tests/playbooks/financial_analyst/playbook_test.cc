@@ -71,7 +71,7 @@ TEST(FinancialAnalystPlaybookTest, RejectsBadInputsNamingFileAndProblem) {
 }
 
 TEST(FinancialAnalystPlaybookTest, ReferencePlanPlacesEmbeddedProgramsAndRunsThem) {
-  ReferencePlan plan = FinancialAnalystPlaybook().Reference({{"in.csv", kCsv}}, "/workspace");
+  ReferencePlan plan = FinancialAnalystPlaybook().Reference({{"in.csv", kCsv}}, "/workspace", {});
   ASSERT_EQ(plan.files.size(), 2u);
   EXPECT_EQ(plan.files[0].path, "analyze_financials.py");
   EXPECT_EQ(plan.files[1].path, "recompute_metrics.py");
@@ -93,7 +93,7 @@ TEST(FinancialAnalystPlaybookTest, ReferencePlanPlacesEmbeddedProgramsAndRunsThe
 }
 
 TEST(FinancialAnalystPlaybookTest, InstructionsCarryTheContract) {
-  std::string text = FinancialAnalystPlaybook().Instructions({{"acme.csv", kCsv}}, "/work/dir");
+  std::string text = FinancialAnalystPlaybook().Instructions({{"acme.csv", kCsv}}, "/work/dir", {});
   EXPECT_THAT(text, HasSubstr("/work/dir"));
   EXPECT_THAT(text, HasSubstr("acme.csv"));
   EXPECT_THAT(text, testing::Not(HasSubstr("{{")));
@@ -115,9 +115,9 @@ TEST(FinancialAnalystPlaybookTest, VerifyDelegatesToTheVerifier) {
   std::string csv = financial::testing::SampleCsv();
   FinancialAnalystPlaybook p;
   std::vector<Check> checks =
-      p.Verify({{"s.csv", csv}}, financial::testing::GoodArtifacts("s.csv", csv));
+      p.Verify({{"s.csv", csv}}, {}, financial::testing::GoodArtifacts("s.csv", csv));
   EXPECT_THAT(financial::testing::FailedChecks(checks), IsEmpty());
-  checks = p.Verify({}, {});
+  checks = p.Verify({}, {}, {});
   ASSERT_EQ(checks.size(), 1u);
   EXPECT_FALSE(checks[0].passed);
 }
