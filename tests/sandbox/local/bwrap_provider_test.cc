@@ -24,7 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sandbox/local/bwrap_session.h"
-#include "sandbox/local/fake_journal.h"
+#include "tests/fakes/fake_journal.h"
 #include "sandbox/local/init_protocol.h"
 
 namespace sandgate::sandbox {

@@ -1,8 +1,8 @@
 // FakeJournal: an in-memory ResourceJournal for tests (nothing is durable).
 //
-// Thread safe. Lives here until tests/fakes/ adopts it.
-#ifndef SANDGATE_TESTS_SANDBOX_LOCAL_FAKE_JOURNAL_H_
-#define SANDGATE_TESTS_SANDBOX_LOCAL_FAKE_JOURNAL_H_
+// Thread safe.
+#ifndef SANDGATE_TESTS_FAKES_FAKE_JOURNAL_H_
+#define SANDGATE_TESTS_FAKES_FAKE_JOURNAL_H_
 
 #include <map>
 #include <string>
@@ -43,4 +43,4 @@ class FakeJournal : public ResourceJournal {
 
 }  // namespace sandgate::testing
 
-#endif  // SANDGATE_TESTS_SANDBOX_LOCAL_FAKE_JOURNAL_H_
+#endif  // SANDGATE_TESTS_FAKES_FAKE_JOURNAL_H_
