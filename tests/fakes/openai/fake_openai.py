@@ -232,6 +232,10 @@ def probe_bwrap(root):
     return None
 
 
+RUNNING = set()  # Popen objects of hosted commands still running
+RUNNING_LOCK = threading.Lock()
+
+
 def kill_group(proc):
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -249,6 +253,16 @@ def run_command(workspace, cmd, timeout_ms, use_bwrap, on_chunk=None, cancel=Non
                                 start_new_session=True)
     except OSError as e:
         return "", "fake-openai: cannot start command: %s\n" % e, {"type": "exit", "exit_code": 127}
+    with RUNNING_LOCK:
+        RUNNING.add(proc)
+    try:
+        return _collect(proc, deadline, on_chunk, cancel)
+    finally:
+        with RUNNING_LOCK:
+            RUNNING.discard(proc)
+
+
+def _collect(proc, deadline, on_chunk, cancel):
     q = queue.Queue()
 
     def reader(name, f):
@@ -1597,7 +1611,7 @@ def responses_create(h):
         # validate the outputs against the pending calls of the previous response
         if prev_id is not None:
             prev = STATE.responses.get(prev_id)
-            if prev is None:
+            if prev is None or not prev["obj"]["store"]:
                 raise bad("Previous response with id '%s' not found." % prev_id,
                           param="previous_response_id", code="previous_response_not_found")
             if prev["obj"]["status"] in ("queued", "in_progress"):
@@ -1737,7 +1751,7 @@ def responses_create(h):
 def responses_get(h, rid):
     with STATE.lock:
         rec = STATE.responses.get(rid)
-        if not rec:
+        if not rec or not rec["obj"]["store"]:
             raise not_found("Response with id '%s' not found." % rid)
         obj = copy.deepcopy(rec["obj"])
     h.send_json(200, obj)
@@ -2009,6 +2023,9 @@ def main(argv=None):
                 rec["cancel"].set()
             for cid in list(STATE.containers):
                 STATE.delete_container(cid)
+        with RUNNING_LOCK:
+            for proc in list(RUNNING):
+                kill_group(proc)
         if own_root:
             shutil.rmtree(root, ignore_errors=True)
         log("stopped")

@@ -540,6 +540,14 @@ class LocalShellAndFunctionTest(Base):
                           400, param="max_output_tokens")
         self.assert_error(self.req("POST", "/v1/responses", {"input": "x"}), 400, param="model")
 
+    def test_store_false_is_neither_retrievable_nor_chainable(self):
+        self.scenario({"message": "a"}, {"message": "b"})
+        r = self.ok("POST", "/v1/responses", {"model": "m", "input": "x", "store": False})
+        self.assert_error(self.req("GET", "/v1/responses/" + r["id"]), 404)
+        self.assert_error(self.req("POST", "/v1/responses", {"model": "m", "input": "y",
+                                                             "previous_response_id": r["id"]}),
+                          400, param="previous_response_id")
+
     def test_usage_is_deterministic(self):
         self.scenario({"message": "same answer"})
         a = self.ok("POST", "/v1/responses", {"model": "m", "input": "same question"})
@@ -839,6 +847,22 @@ class AdminAndConcurrencyTest(Base):
         self.assertFalse(any(n.startswith(c["id"]) for n in os.listdir(workdir)))
 
 
+class NoBwrapFallbackTest(Base):
+    @classmethod
+    def setUpClass(cls):
+        cls.fake = Fake("--no-bwrap")
+
+    def test_commands_run_in_the_workspace_and_the_log_says_so(self):
+        c = self.container()
+        self.scenario({"shell": ["echo hi > made.txt; cat made.txt"]}, {"message": "ok"})
+        r = self.ok("POST", "/v1/responses", {"model": "m", "input": "x", "tools": self.hosted_tools(c["id"])})
+        self.assertEqual(r["output"][1]["output"][0]["stdout"], "hi\n")
+        paths = [f["path"] for f in self.ok("GET", "/v1/containers/%s/files" % c["id"])["data"]]
+        self.assertEqual(paths, ["/mnt/data/made.txt"])
+        self.assertEqual(self.admin("GET", "/_fake/state")["isolation"], "none")
+        self.assertIn(b"UNISOLATED", b"".join(self.fake.stderr_chunks))
+
+
 class StartupTest(unittest.TestCase):
     def test_prints_one_line_and_stops_on_sigterm_removing_its_workdir(self):
         f = Fake()
@@ -853,6 +877,42 @@ class StartupTest(unittest.TestCase):
         log = b"".join(f.stderr_chunks).decode()
         workdir = log.split("workdir ")[1].split(")")[0]
         self.assertFalse(os.path.exists(workdir))
+
+    def test_sigterm_kills_running_hosted_commands(self):
+        marker = "sleep 41.%d" % os.getpid()
+        for extra in ((), ("--no-bwrap",)):
+            with self.subTest(extra=extra):
+                f = Fake(*extra)
+                base = Base()
+                base.fake = f
+                try:
+                    c = base.ok("POST", "/v1/containers", {"name": "x"})
+                    base.admin("POST", "/_fake/scenario", {"turns": [
+                        {"shell": [marker], "timeout_ms": 60000}, {"message": "x"}]})
+                    base.ok("POST", "/v1/responses", {"model": "m", "input": "x", "background": True,
+                                                     "tools": base.hosted_tools(c["id"])})
+                    deadline = time.monotonic() + 10
+                    while not self.running(marker) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    self.assertTrue(self.running(marker))
+                finally:
+                    f.stop()
+                deadline = time.monotonic() + 10
+                while self.running(marker) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertFalse(self.running(marker))
+
+    @staticmethod
+    def running(marker):
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                        if fh.read().replace(b"\0", b" ").strip() == marker.encode():
+                            return True
+                except OSError:
+                    pass
+        return False
 
 
 if __name__ == "__main__":
