@@ -1,0 +1,147 @@
+#include "upstream/retry.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/errors.h"
+#include "common/log.h"
+
+namespace sandgate::upstream {
+namespace {
+
+constexpr absl::Duration kMaxServerWait = absl::Seconds(120);
+constexpr double kInitialBackoffSeconds = 0.5;
+constexpr double kMaxBackoffSeconds = 8.0;
+
+std::optional<double> ParseFiniteDouble(absl::string_view text) {
+  double value = 0;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(text), &value) || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+double DefaultUniform01() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+bool DefaultSleep(absl::Duration d, const CancelToken* cancel) {
+  if (cancel != nullptr) return cancel->WaitFor(d);
+  absl::SleepFor(d);
+  return false;
+}
+
+absl::Duration Backoff(int retries_so_far, double uniform01) {
+  const double base = std::min(kInitialBackoffSeconds * std::pow(2.0, std::min(retries_so_far, 60)),
+                               kMaxBackoffSeconds);
+  const double jitter = 1.0 - 0.25 * std::clamp(uniform01, 0.0, 1.0);
+  return absl::Seconds(base * jitter);
+}
+
+bool RetryableStatus(int status) {
+  return status == 408 || status == 409 || status == 429 || status >= 500;
+}
+
+}  // namespace
+
+std::optional<absl::Duration> ParseRetryAfter(const HttpHeaders& headers, absl::Time now) {
+  if (const std::string* ms = headers.Find("retry-after-ms")) {
+    if (std::optional<double> v = ParseFiniteDouble(*ms)) return absl::Milliseconds(*v);
+  }
+  const std::string* value = headers.Find("retry-after");
+  if (value == nullptr) return std::nullopt;
+  if (std::optional<double> v = ParseFiniteDouble(*value)) return absl::Seconds(*v);
+  // An HTTP date (RFC 9110 IMF-fixdate), e.g. "Wed, 21 Oct 2015 07:28:00 GMT".
+  absl::Time when;
+  std::string err;
+  if (absl::ParseTime("%a, %d %b %Y %H:%M:%S GMT", absl::StripAsciiWhitespace(*value),
+                      absl::UTCTimeZone(), &when, &err)) {
+    return when - now;
+  }
+  return std::nullopt;
+}
+
+RetryDecision DecideRetry(const absl::StatusOr<HttpResponse>& outcome, int retries_so_far,
+                          double uniform01, absl::Time now) {
+  RetryDecision decision;
+  if (!outcome.ok()) {
+    // Only a connection error is worth repeating; a timeout, a cancellation or a refused
+    // argument would fail the same way again.
+    decision.retry = outcome.status().code() == absl::StatusCode::kUnavailable;
+    decision.wait = Backoff(retries_so_far, uniform01);
+    return decision;
+  }
+  const HttpHeaders& headers = outcome->headers;
+  const std::optional<absl::Duration> server_wait = ParseRetryAfter(headers, now);
+  const std::string should_retry = headers.Get("x-should-retry");
+  if (absl::EqualsIgnoreCase(should_retry, "true")) {
+    decision.retry = true;
+  } else if (absl::EqualsIgnoreCase(should_retry, "false")) {
+    decision.retry = false;
+  } else {
+    decision.retry = RetryableStatus(outcome->status) &&
+                     !(server_wait.has_value() && *server_wait > kMaxServerWait);
+  }
+  if (server_wait.has_value() && *server_wait > absl::ZeroDuration() &&
+      *server_wait <= kMaxServerWait) {
+    decision.wait = *server_wait;
+  } else {
+    decision.wait = Backoff(retries_so_far, uniform01);
+  }
+  return decision;
+}
+
+RetryingHttpClient::RetryingHttpClient(HttpClient* inner, RetryOptions options)
+    : inner_(inner), options_([&options] {
+        if (!options.sleep) options.sleep = DefaultSleep;
+        if (!options.uniform01) options.uniform01 = DefaultUniform01;
+        if (options.clock == nullptr) options.clock = Clock::Real();
+        return std::move(options);
+      }()) {}
+
+absl::StatusOr<HttpResponse> RetryingHttpClient::Send(const HttpRequest& request,
+                                                      const CancelToken* cancel) {
+  // Watch the body callback: once the caller has seen part of a body, a repeat would hand it
+  // the same bytes twice.
+  bool body_delivered = false;
+  HttpRequest attempt_request = request;
+  if (request.on_body_chunk) {
+    attempt_request.on_body_chunk = [&body_delivered,
+                                     &request](absl::string_view chunk) -> bool {
+      if (!chunk.empty()) body_delivered = true;
+      return request.on_body_chunk(chunk);
+    };
+  }
+  for (int retries = 0;; ++retries) {
+    absl::StatusOr<HttpResponse> outcome = inner_->Send(attempt_request, cancel);
+    if (outcome.ok() && outcome->status < 300) return outcome;
+    if (retries >= options_.max_retries || body_delivered) return outcome;
+    if (cancel != nullptr && cancel->cancelled()) return outcome;
+    const RetryDecision decision =
+        DecideRetry(outcome, retries, options_.uniform01(), options_.clock->Now());
+    if (!decision.retry) return outcome;
+    log::Warning("upstream.retry",
+                 {{"method", request.method},
+                  {"url", request.url},
+                  {"attempt", retries + 1},
+                  {"status", outcome.ok() ? outcome->status : 0},
+                  {"error", outcome.ok() ? "" : std::string(outcome.status().message())},
+                  {"request_id", outcome.ok() ? outcome->headers.Get("x-request-id") : ""},
+                  {"wait_ms", absl::ToInt64Milliseconds(decision.wait)}});
+    if (options_.sleep(decision.wait, cancel)) {
+      return errors::Cancelled(absl::StrCat("waiting to retry ", request.method, " ", request.url,
+                                            ": ", cancel != nullptr ? cancel->reason() : ""));
+    }
+  }
+}
+
+}  // namespace sandgate::upstream
