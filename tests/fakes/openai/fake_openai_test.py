@@ -170,7 +170,7 @@ class Base(unittest.TestCase):
     def hosted_tools(self, cid):
         return [{"type": "shell", "environment": {"type": "container_reference", "container_id": cid}}]
 
-    def stream(self, path, body, chunk=7, timeout=30):
+    def stream(self, path, body, chunk=7, timeout=30, times=None):
         """POSTs with stream:true; reads in small pieces; returns (frames, complete)."""
         c = self.conn(timeout)
         c.request("POST", path, body=json.dumps(body).encode(),
@@ -181,7 +181,7 @@ class Base(unittest.TestCase):
         buf, frames, complete = b"", [], True
         try:
             while True:
-                piece = r.read(chunk)
+                piece = r.read1(chunk)  # read() would wait for the next chunk header
                 if not piece:
                     break
                 buf += piece
@@ -194,6 +194,8 @@ class Base(unittest.TestCase):
                         elif line.startswith("data: "):
                             data.append(line[len("data: "):])
                     frames.append((ev, "\n".join(data)))
+                    if times is not None:
+                        times.append(time.monotonic())
         except (http.client.IncompleteRead, ConnectionError, OSError):
             complete = False
         finally:
@@ -604,6 +606,19 @@ class StreamingTest(Base):
         final = events[-1]["response"]
         self.assertEqual([i["type"] for i in final["output"]], ["shell_call", "shell_call_output", "message"])
         self.assertEqual(self.ok("GET", "/v1/responses/" + final["id"]), final)
+
+    def test_command_output_streams_while_the_command_runs(self):
+        c = self.container()
+        self.scenario({"shell": ["echo first; sleep 1.5; echo second"]}, {"message": "ok"})
+        times = []
+        frames, complete = self.stream("/v1/responses", {"model": "m", "input": "x", "stream": True,
+                                                         "tools": self.hosted_tools(c["id"])}, times=times)
+        self.assertTrue(complete)
+        events = [json.loads(d) for _, d in frames]
+        first = next(i for i, e in enumerate(events)
+                     if e["type"] == "response.shell_call_output_content.delta")
+        self.assertEqual(events[first]["delta"], {"stdout": "first\n"})
+        self.assertGreater(times[-1] - times[first], 1.0)
 
     def test_function_call_stream_and_failed_terminal(self):
         self.scenario({"function": {"name": "f", "arguments": "{\"a\": 1, \"b\": \"a long-ish argument\"}"}},

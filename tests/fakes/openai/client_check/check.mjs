@@ -71,6 +71,7 @@ async function main() {
 
   step = 'files';
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-openai-check-'));
+  process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
   const csvPath = path.join(tmp, 'input.csv');
   fs.writeFileSync(csvPath, CSV);
   const f1 = await client.files.create({ file: fs.createReadStream(csvPath), purpose: 'user_data' });
@@ -257,7 +258,6 @@ async function main() {
   await expectApiError(client.files.retrieve(f1.id), 404, 'deleted file');
   const st = await admin('GET', '/_fake/state');
   eq([st.containers, st.files], [[], []], 'nothing left alive');
-  fs.rmSync(tmp, { recursive: true, force: true });
 }
 
 main().then(
