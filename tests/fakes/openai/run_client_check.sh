@@ -1,8 +1,12 @@
 #!/bin/sh
 # Checks the fake OpenAI server with the official `openai` npm client: installs the pinned client
 # (npm ci) if needed, starts the fake on a free port, runs client_check/check.mjs, stops the fake.
-# Exits with check.mjs's status (or 2 when the setup fails).
+# Exits with check.mjs's status (or 2 when the setup fails, 77 = skipped: no node/npm here).
 set -eu
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "run_client_check: node and npm are needed; skipping" >&2
+  exit 77
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 key=check-key
 cd "$here/client_check"
