@@ -1,6 +1,8 @@
 #include "upstream/http_client.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 
 namespace sandgate::upstream {
 namespace {
@@ -31,6 +33,20 @@ std::vector<std::pair<std::string, std::string>> RedactedHeaders(const HttpHeade
   out.reserve(headers.fields().size());
   for (const auto& [name, value] : headers.fields()) {
     out.emplace_back(name, IsSecretHeader(name) ? std::string("[REDACTED]") : value);
+  }
+  return out;
+}
+
+std::string RedactSecrets(absl::string_view text, const HttpHeaders& headers) {
+  std::string out(text);
+  for (const auto& [name, value] : headers.fields()) {
+    if (!IsSecretHeader(name)) continue;
+    absl::string_view token = value;
+    absl::ConsumePrefix(&token, "Bearer ");
+    token = absl::StripAsciiWhitespace(token);
+    // Longest first, so the whole value is replaced before its token part.
+    if (!value.empty()) out = absl::StrReplaceAll(out, {{value, "[REDACTED]"}});
+    if (!token.empty()) out = absl::StrReplaceAll(out, {{token, "[REDACTED]"}});
   }
   return out;
 }

@@ -100,6 +100,11 @@ class HttpClient {
 // replaced by "[REDACTED]", as a JSON-friendly list for debug logs.
 std::vector<std::pair<std::string, std::string>> RedactedHeaders(const HttpHeaders& headers);
 
+// `text` with every credential carried in `headers` (the whole value, and the token after
+// "Bearer ") replaced by "[REDACTED]": for messages that came from elsewhere (a transport, a
+// server) and are about to be logged.
+std::string RedactSecrets(absl::string_view text, const HttpHeaders& headers);
+
 }  // namespace sandgate::upstream
 
 #endif  // SANDGATE_UPSTREAM_HTTP_CLIENT_H_

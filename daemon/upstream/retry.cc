@@ -134,8 +134,12 @@ absl::StatusOr<HttpResponse> RetryingHttpClient::Send(const HttpRequest& request
                   {"url", request.url},
                   {"attempt", retries + 1},
                   {"status", outcome.ok() ? outcome->status : 0},
-                  {"error", outcome.ok() ? "" : std::string(outcome.status().message())},
-                  {"request_id", outcome.ok() ? outcome->headers.Get("x-request-id") : ""},
+                  {"error", outcome.ok() ? std::string()
+                                         : RedactSecrets(outcome.status().message(),
+                                                         request.headers)},
+                  {"request_id", outcome.ok() ? RedactSecrets(outcome->headers.Get("x-request-id"),
+                                                              request.headers)
+                                              : std::string()},
                   {"wait_ms", absl::ToInt64Milliseconds(decision.wait)}});
     if (options_.sleep(decision.wait, cancel)) {
       return errors::Cancelled(absl::StrCat("waiting to retry ", request.method, " ", request.url,
