@@ -18,7 +18,8 @@ namespace {
 // refused. `source` names where the key came from; the key itself is never quoted.
 absl::StatusOr<std::string> CheckedKey(absl::string_view raw, absl::string_view source) {
   absl::string_view key = absl::StripAsciiWhitespace(raw);
-  if (key.empty()) return errors::FailedPrecondition(absl::StrCat(source, ": the API key is empty"));
+  if (key.empty())
+    return errors::FailedPrecondition(absl::StrCat(source, ": the API key is empty"));
   for (char c : key) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
       return errors::FailedPrecondition(
@@ -46,8 +47,8 @@ absl::StatusOr<std::string> FileCredentials::ApiKey() const {
     if (n == 0) break;
     content.append(buf, static_cast<size_t>(n));
     if (content.size() > kMaxKeyFileBytes) {
-      return errors::FailedPrecondition(absl::StrCat(source, ": larger than ", kMaxKeyFileBytes,
-                                                     " bytes, not an API key"));
+      return errors::FailedPrecondition(
+          absl::StrCat(source, ": larger than ", kMaxKeyFileBytes, " bytes, not an API key"));
     }
   }
   return CheckedKey(content, source);

@@ -128,9 +128,7 @@ bool HasLineBreak(absl::string_view s) {
 }
 
 // The URL without its query, for messages: a query may carry cursors nobody needs to read.
-absl::string_view UrlForMessages(absl::string_view url) {
-  return url.substr(0, url.find('?'));
-}
+absl::string_view UrlForMessages(absl::string_view url) { return url.substr(0, url.find('?')); }
 
 void InitCurlOnce() {
   static std::once_flag once;
@@ -145,8 +143,7 @@ CurlHttpClient::CurlHttpClient(CurlHttpClientOptions options) : options_(std::mo
 
 absl::StatusOr<HttpResponse> CurlHttpClient::Send(const HttpRequest& request,
                                                   const CancelToken* cancel) {
-  const std::string what =
-      absl::StrCat(request.method, " ", UrlForMessages(request.url));
+  const std::string what = absl::StrCat(request.method, " ", UrlForMessages(request.url));
   if (request.method.empty() || HasLineBreak(request.method) || HasLineBreak(request.url)) {
     return errors::InvalidArgument(absl::StrCat("malformed HTTP request line: ", what));
   }
@@ -172,7 +169,8 @@ absl::StatusOr<HttpResponse> CurlHttpClient::Send(const HttpRequest& request,
       return errors::InvalidArgument(absl::StrCat("malformed header ", name, " in ", what));
     }
     // "Name;" is libcurl's spelling of a header sent with an empty value.
-    const std::string field = value.empty() ? absl::StrCat(name, ";") : absl::StrCat(name, ": ", value);
+    const std::string field =
+        value.empty() ? absl::StrCat(name, ";") : absl::StrCat(name, ": ", value);
     header_list = curl_slist_append(header_list, field.c_str());
   }
   // No "Expect: 100-continue" round trip before uploads.
@@ -269,14 +267,13 @@ absl::StatusOr<HttpResponse> CurlHttpClient::Send(const HttpRequest& request,
 
   long status = 0;
   curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-  log::Debug("upstream.http",
-             {{"method", request.method},
-              {"url", std::string(UrlForMessages(request.url))},
-              {"request_headers", RedactedHeaders(request.headers)},
-              {"status", status},
-              {"curl_result", static_cast<int>(result)},
-              {"request_id", transfer.response.headers.Get("x-request-id")},
-              {"ms", absl::ToInt64Milliseconds(Clock::Real()->Now() - started)}});
+  log::Debug("upstream.http", {{"method", request.method},
+                               {"url", std::string(UrlForMessages(request.url))},
+                               {"request_headers", RedactedHeaders(request.headers)},
+                               {"status", status},
+                               {"curl_result", static_cast<int>(result)},
+                               {"request_id", transfer.response.headers.Get("x-request-id")},
+                               {"ms", absl::ToInt64Milliseconds(Clock::Real()->Now() - started)}});
 
   if (cancelled || result == CURLE_ABORTED_BY_CALLBACK ||
       (cancel != nullptr && cancel->cancelled() && result != CURLE_OK)) {
@@ -287,8 +284,8 @@ absl::StatusOr<HttpResponse> CurlHttpClient::Send(const HttpRequest& request,
     // errors.h has no ABORTED constructor; this is the one place the transport needs it.
     return absl::AbortedError(absl::StrCat(what, ": the body consumer stopped the transfer"));
   }
-  const std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer)
-                                                     : std::string(curl_easy_strerror(result));
+  const std::string detail =
+      error_buffer[0] != '\0' ? std::string(error_buffer) : std::string(curl_easy_strerror(result));
   switch (result) {
     case CURLE_OK:
       break;

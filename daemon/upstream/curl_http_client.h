@@ -33,8 +33,7 @@ class CurlHttpClient : public HttpClient {
   // connect or total timeout is DEADLINE_EXCEEDED; `cancel` firing is CANCELLED; a header name
   // or value containing CR/LF is INVALID_ARGUMENT. Logs one debug line per exchange with the
   // credential-bearing headers redacted.
-  absl::StatusOr<HttpResponse> Send(const HttpRequest& request,
-                                    const CancelToken* cancel) override;
+  absl::StatusOr<HttpResponse> Send(const HttpRequest& request, const CancelToken* cancel) override;
 
  private:
   const CurlHttpClientOptions options_;

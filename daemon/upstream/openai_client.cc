@@ -27,7 +27,9 @@ struct OpenAiClient::Call {
   std::string accept;
   BodyChunkCallback on_chunk;
 
-  std::string Name() const { return absl::StrCat("openai ", method, " ", path.substr(0, path.find('?'))); }
+  std::string Name() const {
+    return absl::StrCat("openai ", method, " ", path.substr(0, path.find('?')));
+  }
 };
 
 namespace {
@@ -68,9 +70,7 @@ absl::Status WithMessage(const absl::Status& status, absl::string_view message) 
   return absl::Status(status.code(), message);
 }
 
-std::string Dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string StringField(const json& j, const char* key) {
   if (!j.is_object()) return "";
@@ -90,14 +90,22 @@ int64_t IntField(const json& j, const char* key) {
 
 absl::StatusCode CodeForHttpStatus(int status) {
   switch (status) {
-    case 400: return absl::StatusCode::kInvalidArgument;
-    case 401: return absl::StatusCode::kUnauthenticated;
-    case 403: return absl::StatusCode::kPermissionDenied;
-    case 404: return absl::StatusCode::kNotFound;
-    case 408: return absl::StatusCode::kDeadlineExceeded;
-    case 409: return absl::StatusCode::kAborted;
-    case 429: return absl::StatusCode::kResourceExhausted;
-    default: break;
+    case 400:
+      return absl::StatusCode::kInvalidArgument;
+    case 401:
+      return absl::StatusCode::kUnauthenticated;
+    case 403:
+      return absl::StatusCode::kPermissionDenied;
+    case 404:
+      return absl::StatusCode::kNotFound;
+    case 408:
+      return absl::StatusCode::kDeadlineExceeded;
+    case 409:
+      return absl::StatusCode::kAborted;
+    case 429:
+      return absl::StatusCode::kResourceExhausted;
+    default:
+      break;
   }
   if (status >= 500) return absl::StatusCode::kUnavailable;
   if (status >= 400) return absl::StatusCode::kFailedPrecondition;
@@ -153,8 +161,9 @@ absl::Status ErrorFromResponse(absl::string_view op, const HttpResponse& resp,
     detail = DescribeError(body["error"], request_id);
     code = StringField(body["error"], "code");
   } else {
-    detail = absl::StrCat(resp.body.empty() ? "empty body" : Excerpt(resp.body),
-                          request_id.empty() ? "" : absl::StrCat(" (request id: ", request_id, ")"));
+    detail =
+        absl::StrCat(resp.body.empty() ? "empty body" : Excerpt(resp.body),
+                     request_id.empty() ? "" : absl::StrCat(" (request id: ", request_id, ")"));
   }
   log::Warning("openai.error", {{"op", std::string(op)},
                                 {"http_status", resp.status},
@@ -242,8 +251,8 @@ json ChatCompletionResult::MessageJson() const {
   return message;
 }
 
-OpenAiClient::OpenAiClient(HttpClient* http, const Credentials* credentials,
-                           std::string base_url, OpenAiOptions options)
+OpenAiClient::OpenAiClient(HttpClient* http, const Credentials* credentials, std::string base_url,
+                           OpenAiOptions options)
     : http_(http),
       credentials_(credentials),
       base_url_(std::string(absl::StripSuffix(base_url, "/"))),
@@ -300,8 +309,7 @@ absl::StatusOr<json> OpenAiClient::JsonCall(absl::string_view method, std::strin
   return parsed;
 }
 
-absl::StatusOr<json> OpenAiClient::MultipartCall(std::string path,
-                                                 std::vector<MultipartPart> parts,
+absl::StatusOr<json> OpenAiClient::MultipartCall(std::string path, std::vector<MultipartPart> parts,
                                                  const CancelToken* cancel) {
   Call call;
   call.method = "POST";
@@ -343,8 +351,8 @@ absl::Status OpenAiClient::StreamCall(
       if (event.data.empty()) continue;
       json data = json::parse(event.data, nullptr, /*allow_exceptions=*/false);
       if (data.is_discarded()) {
-        stream_status = errors::Internal(
-            absl::StrCat(op, ": stream event is not JSON: ", Excerpt(event.data)));
+        stream_status =
+            errors::Internal(absl::StrCat(op, ": stream event is not JSON: ", Excerpt(event.data)));
         return;
       }
       stream_status = on_event(event.event, data, &done);
@@ -381,8 +389,8 @@ absl::StatusOr<File> OpenAiClient::UploadFile(absl::string_view filename, absl::
                                               const CancelToken* cancel) {
   std::vector<MultipartPart> parts;
   parts.push_back(MultipartPart{"purpose", "", "", std::string(purpose)});
-  parts.push_back(MultipartPart{"file", std::string(filename), "application/octet-stream",
-                                std::string(bytes)});
+  parts.push_back(
+      MultipartPart{"file", std::string(filename), "application/octet-stream", std::string(bytes)});
   SANDGATE_ASSIGN_OR_RETURN(json j, MultipartCall("/files", std::move(parts), cancel));
   return ParseFile("openai POST /files", j);
 }
@@ -448,8 +456,8 @@ absl::StatusOr<ContainerFile> OpenAiClient::UploadContainerFile(absl::string_vie
                                                                 absl::string_view bytes,
                                                                 const CancelToken* cancel) {
   std::vector<MultipartPart> parts;
-  parts.push_back(MultipartPart{"file", std::string(filename), "application/octet-stream",
-                                std::string(bytes)});
+  parts.push_back(
+      MultipartPart{"file", std::string(filename), "application/octet-stream", std::string(bytes)});
   const std::string path = absl::StrCat("/containers/", Escape(container_id), "/files");
   SANDGATE_ASSIGN_OR_RETURN(json j, MultipartCall(path, std::move(parts), cancel));
   return ParseContainerFile(absl::StrCat("openai POST ", path), j);
@@ -476,8 +484,8 @@ absl::StatusOr<std::vector<ContainerFile>> OpenAiClient::ListContainerFiles(
     const bool has_more = j.is_object() && j.value("has_more", false);
     if (!has_more) return files;
     if (last_id.empty() || last_id == params.after) {
-      return errors::Internal(absl::StrCat("openai GET ", path,
-                                           ": has_more without a new cursor; refusing to loop"));
+      return errors::Internal(
+          absl::StrCat("openai GET ", path, ": has_more without a new cursor; refusing to loop"));
     }
     params.after = std::move(last_id);
   }
@@ -491,8 +499,8 @@ absl::StatusOr<std::string> OpenAiClient::ContainerFileContent(absl::string_view
                                                                const CancelToken* cancel) {
   Call call;
   call.method = "GET";
-  call.path = absl::StrCat("/containers/", Escape(container_id), "/files/", Escape(file_id),
-                           "/content");
+  call.path =
+      absl::StrCat("/containers/", Escape(container_id), "/files/", Escape(file_id), "/content");
   call.accept = "application/binary";
   std::string content;
   bool too_big = false;
@@ -512,8 +520,8 @@ absl::StatusOr<std::string> OpenAiClient::ContainerFileContent(absl::string_view
     if (!too_big) content += response->body;
   }
   if (too_big) {
-    return errors::ResourceExhausted(absl::StrCat(op, ": file ", file_id, " is larger than ",
-                                                  max_bytes, " bytes"));
+    return errors::ResourceExhausted(
+        absl::StrCat(op, ": file ", file_id, " is larger than ", max_bytes, " bytes"));
   }
   if (!response.ok()) return response.status();
   return content;

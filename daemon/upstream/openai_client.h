@@ -78,8 +78,8 @@ struct NetworkPolicy {
 struct ContainerSpec {
   std::string name;  // required
   std::vector<std::string> file_ids;
-  std::string memory_limit;        // "1g" | "4g" | "16g" | "64g"; empty: server default
-  int expires_after_minutes = 0;   // anchor last_active_at; 0: server default (20)
+  std::string memory_limit;       // "1g" | "4g" | "16g" | "64g"; empty: server default
+  int expires_after_minutes = 0;  // anchor last_active_at; 0: server default (20)
   std::optional<NetworkPolicy> network_policy;  // nullopt: server default
 };
 
@@ -88,14 +88,14 @@ struct Container {
   std::string name;
   std::string status;  // a free string upstream: "running", "active", "expired", ...
   int64_t created_at = 0;
-  int64_t last_active_at = 0;  // 0 when absent
+  int64_t last_active_at = 0;     // 0 when absent
   int expires_after_minutes = 0;  // 0 when absent
   std::string memory_limit;
 };
 
 struct ContainerFile {
   std::string id;
-  std::string path;    // where it is in the container, e.g. /mnt/data/...
+  std::string path;  // where it is in the container, e.g. /mnt/data/...
   int64_t bytes = 0;
   std::string source;  // "user" or "assistant"
 };
@@ -124,7 +124,7 @@ struct ChatToolCall {
 
 // What a Chat Completions stream adds up to (choice 0).
 struct ChatCompletionResult {
-  std::optional<std::string> content;  // nullopt when the model sent no text
+  std::optional<std::string> content;    // nullopt when the model sent no text
   std::vector<ChatToolCall> tool_calls;  // ordered by index
   std::string finish_reason;             // "stop" | "length" | "tool_calls" | ... | "" if none
   nlohmann::json usage;                  // null unless the server sent usage
@@ -160,8 +160,7 @@ class OpenAiClient {
                                             const CancelToken* cancel = nullptr);
   absl::StatusOr<Container> RetrieveContainer(absl::string_view container_id,
                                               const CancelToken* cancel = nullptr);
-  absl::Status DeleteContainer(absl::string_view container_id,
-                               const CancelToken* cancel = nullptr);
+  absl::Status DeleteContainer(absl::string_view container_id, const CancelToken* cancel = nullptr);
   absl::StatusOr<ContainerPage> ListContainers(const ListParams& params = {},
                                                const CancelToken* cancel = nullptr);
 
@@ -214,16 +213,14 @@ class OpenAiClient {
   struct Call;
   absl::StatusOr<HttpResponse> Execute(Call& call, const CancelToken* cancel);
   absl::StatusOr<nlohmann::json> JsonCall(absl::string_view method, std::string path,
-                                          const nlohmann::json* body,
-                                          const CancelToken* cancel);
-  absl::StatusOr<nlohmann::json> MultipartCall(std::string path,
-                                               std::vector<MultipartPart> parts,
+                                          const nlohmann::json* body, const CancelToken* cancel);
+  absl::StatusOr<nlohmann::json> MultipartCall(std::string path, std::vector<MultipartPart> parts,
                                                const CancelToken* cancel);
-  absl::Status StreamCall(std::string path, const nlohmann::json& request,
-                          const std::function<absl::Status(const std::string& event_type,
-                                                           const nlohmann::json& data,
-                                                           bool* done)>& on_event,
-                          const CancelToken* cancel);
+  absl::Status StreamCall(
+      std::string path, const nlohmann::json& request,
+      const std::function<absl::Status(const std::string& event_type, const nlohmann::json& data,
+                                       bool* done)>& on_event,
+      const CancelToken* cancel);
 
   HttpClient* const http_;
   const Credentials* const credentials_;

@@ -112,35 +112,37 @@ absl::StatusOr<HttpResponse> RetryingHttpClient::Send(const HttpRequest& request
                                                       const CancelToken* cancel) {
   // Watch the body callback: once the caller has seen part of a body, a repeat would hand it
   // the same bytes twice.
+  // Only a streaming request is copied (to wrap its callback); uploads can be large.
   bool body_delivered = false;
-  HttpRequest attempt_request = request;
+  std::optional<HttpRequest> watched;
   if (request.on_body_chunk) {
-    attempt_request.on_body_chunk = [&body_delivered,
-                                     &request](absl::string_view chunk) -> bool {
+    watched.emplace(request);
+    watched->on_body_chunk = [&body_delivered, &request](absl::string_view chunk) -> bool {
       if (!chunk.empty()) body_delivered = true;
       return request.on_body_chunk(chunk);
     };
   }
+  const HttpRequest& to_send = watched.has_value() ? *watched : request;
   for (int retries = 0;; ++retries) {
-    absl::StatusOr<HttpResponse> outcome = inner_->Send(attempt_request, cancel);
+    absl::StatusOr<HttpResponse> outcome = inner_->Send(to_send, cancel);
     if (outcome.ok() && outcome->status < 300) return outcome;
     if (retries >= options_.max_retries || body_delivered) return outcome;
     if (cancel != nullptr && cancel->cancelled()) return outcome;
     const RetryDecision decision =
         DecideRetry(outcome, retries, options_.uniform01(), options_.clock->Now());
     if (!decision.retry) return outcome;
-    log::Warning("upstream.retry",
-                 {{"method", request.method},
-                  {"url", request.url},
-                  {"attempt", retries + 1},
-                  {"status", outcome.ok() ? outcome->status : 0},
-                  {"error", outcome.ok() ? std::string()
-                                         : RedactSecrets(outcome.status().message(),
-                                                         request.headers)},
-                  {"request_id", outcome.ok() ? RedactSecrets(outcome->headers.Get("x-request-id"),
-                                                              request.headers)
-                                              : std::string()},
-                  {"wait_ms", absl::ToInt64Milliseconds(decision.wait)}});
+    log::Warning(
+        "upstream.retry",
+        {{"method", request.method},
+         {"url", request.url},
+         {"attempt", retries + 1},
+         {"status", outcome.ok() ? outcome->status : 0},
+         {"error", outcome.ok() ? std::string()
+                                : RedactSecrets(outcome.status().message(), request.headers)},
+         {"request_id", outcome.ok()
+                            ? RedactSecrets(outcome->headers.Get("x-request-id"), request.headers)
+                            : std::string()},
+         {"wait_ms", absl::ToInt64Milliseconds(decision.wait)}});
     if (options_.sleep(decision.wait, cancel)) {
       return errors::Cancelled(absl::StrCat("waiting to retry ", request.method, " ", request.url,
                                             ": ", cancel != nullptr ? cancel->reason() : ""));

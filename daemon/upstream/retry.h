@@ -63,8 +63,7 @@ class RetryingHttpClient : public HttpClient {
 
   // The outcome of the last attempt: a response (possibly an HTTP error status after the
   // retries ran out) or the transport's failure. CANCELLED when `cancel` fires during a wait.
-  absl::StatusOr<HttpResponse> Send(const HttpRequest& request,
-                                    const CancelToken* cancel) override;
+  absl::StatusOr<HttpResponse> Send(const HttpRequest& request, const CancelToken* cancel) override;
 
  private:
   HttpClient* const inner_;

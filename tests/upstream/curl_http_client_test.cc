@@ -115,9 +115,8 @@ TEST(CurlHttpClientTest, TotalTimeoutIsDeadlineExceeded) {
 TEST(CurlHttpClientTest, CancelMidTransferReturnsCancelledQuickly) {
   absl::Notification first_chunk_seen;
   LoopbackHttpServer server([](const ReceivedRequest&, int fd, int stop_fd) {
-    LoopbackHttpServer::WriteAll(fd,
-                                 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                                     LoopbackHttpServer::Chunk("data: 1\n\n"));
+    LoopbackHttpServer::WriteAll(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                                         LoopbackHttpServer::Chunk("data: 1\n\n"));
     LoopbackHttpServer::WaitForPeerClose(fd, stop_fd);
   });
   CurlHttpClient client;
@@ -178,13 +177,14 @@ TEST(CurlHttpClientTest, StreamingCallbackSeesChunksBeforeTheEnd) {
   std::atomic<bool> seen_before_second{false};
   LoopbackHttpServer server([&](const ReceivedRequest&, int fd, int) {
     LoopbackHttpServer::WriteAll(
-        fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
-            "chunked\r\nConnection: close\r\n\r\n" +
-                LoopbackHttpServer::Chunk("event: a\ndata: 1\n\n"));
+        fd,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+        "chunked\r\nConnection: close\r\n\r\n" +
+            LoopbackHttpServer::Chunk("event: a\ndata: 1\n\n"));
     // The second chunk is only written once the client has seen the first one.
     seen_before_second = first_chunk_seen.WaitForNotificationWithTimeout(absl::Seconds(20));
-    LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk("event: b\ndata: 2\n\n") +
-                                         "0\r\n\r\n");
+    LoopbackHttpServer::WriteAll(fd,
+                                 LoopbackHttpServer::Chunk("event: b\ndata: 2\n\n") + "0\r\n\r\n");
   });
   CurlHttpClient client;
   HttpRequest req = Request(server, "/v1/responses", "POST");
@@ -316,7 +316,8 @@ TEST(CurlHttpClientTest, MultipartBodyAsTheServerSeesIt) {
   const std::string boundary = content_type.substr(content_type.find('=') + 1);
   auto parts = ParseMultipart(got.body, boundary);
   ASSERT_EQ(parts.size(), 2u) << got.body;
-  EXPECT_THAT(parts["purpose"].first, HasSubstr("Content-Disposition: form-data; name=\"purpose\""));
+  EXPECT_THAT(parts["purpose"].first,
+              HasSubstr("Content-Disposition: form-data; name=\"purpose\""));
   EXPECT_THAT(parts["purpose"].first, Not(HasSubstr("filename")));
   EXPECT_EQ(parts["purpose"].second, "user_data");
   EXPECT_THAT(parts["file"].first,

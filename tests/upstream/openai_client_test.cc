@@ -88,15 +88,15 @@ TEST_F(OpenAiClientTest, DeleteFile) {
 // --- Containers ---
 
 TEST_F(OpenAiClientTest, CreateContainerSendsTheSpecAsJson) {
-  http_.Push(ScriptedReply::Json(
-      200, {{"id", "cntr_1"},
-            {"object", "container"},
-            {"name", "run-42"},
-            {"created_at", 1760000000},
-            {"status", "running"},
-            {"last_active_at", 1760000005},
-            {"expires_after", {{"anchor", "last_active_at"}, {"minutes", 30}}},
-            {"memory_limit", "4g"}}));
+  http_.Push(
+      ScriptedReply::Json(200, {{"id", "cntr_1"},
+                                {"object", "container"},
+                                {"name", "run-42"},
+                                {"created_at", 1760000000},
+                                {"status", "running"},
+                                {"last_active_at", 1760000005},
+                                {"expires_after", {{"anchor", "last_active_at"}, {"minutes", 30}}},
+                                {"memory_limit", "4g"}}));
   ContainerSpec spec;
   spec.name = "run-42";
   spec.file_ids = {"file-1", "file-2"};
@@ -301,10 +301,11 @@ TEST_F(OpenAiClientTest, CreateResponseStreamReturnsTheTerminalResponse) {
             {{"sequence_number", 3},
              {"response", {{"id", "resp_1"}, {"status", "completed"}, {"output", json::array()}}}});
   // Split awkwardly, as a network would.
-  http_.Push(ScriptedReply::Stream({stream.substr(0, 7), stream.substr(7, 150), stream.substr(157)}));
+  http_.Push(
+      ScriptedReply::Stream({stream.substr(0, 7), stream.substr(7, 150), stream.substr(157)}));
   std::vector<std::string> types;
-  absl::StatusOr<json> final_response = client_.CreateResponseStream(
-      {{"model", "gpt-5.5"}, {"input", "hi"}}, [&](const json& event) {
+  absl::StatusOr<json> final_response =
+      client_.CreateResponseStream({{"model", "gpt-5.5"}, {"input", "hi"}}, [&](const json& event) {
         types.push_back(event["type"]);
         return absl::OkStatus();
       });
@@ -334,7 +335,8 @@ TEST_F(OpenAiClientTest, CreateResponseStreamReturnsFailedAndIncompleteResponses
 TEST_F(OpenAiClientTest, CreateResponseStreamErrorEventFails) {
   http_.Push(ScriptedReply::Stream(
       {Frame("response.created", {{"response", {{"id", "resp_1"}}}}),
-       Frame("error", {{"code", "rate_limit_exceeded"}, {"message", "Slow down."}, {"param", nullptr}}),
+       Frame("error",
+             {{"code", "rate_limit_exceeded"}, {"message", "Slow down."}, {"param", nullptr}}),
        Frame("response.completed", {{"response", {{"id", "resp_1"}}}})}));
   int events = 0;
   absl::StatusOr<json> r = client_.CreateResponseStream({{"model", "m"}}, [&](const json&) {
@@ -348,8 +350,9 @@ TEST_F(OpenAiClientTest, CreateResponseStreamErrorEventFails) {
 }
 
 TEST_F(OpenAiClientTest, CreateResponseStreamTopLevelErrorKeyFails) {
-  http_.Push(ScriptedReply::Stream(
-      {"data: {\"error\":{\"message\":\"The server had an error\",\"type\":\"server_error\"}}\n\n"}));
+  http_.Push(
+      ScriptedReply::Stream({"data: {\"error\":{\"message\":\"The server had an "
+                             "error\",\"type\":\"server_error\"}}\n\n"}));
   absl::StatusOr<json> r = client_.CreateResponseStream({{"model", "m"}}, nullptr);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(r.status().message(), HasSubstr("The server had an error"));
@@ -362,9 +365,8 @@ TEST_F(OpenAiClientTest, CreateResponseStreamWithoutTerminalEventIsUnavailable) 
 }
 
 TEST_F(OpenAiClientTest, CreateResponseStreamCallbackErrorStopsTheStream) {
-  http_.Push(ScriptedReply::Stream(
-      {Frame("response.created", {{"response", {{"id", "r"}}}}),
-       Frame("response.completed", {{"response", {{"id", "r"}}}})}));
+  http_.Push(ScriptedReply::Stream({Frame("response.created", {{"response", {{"id", "r"}}}}),
+                                    Frame("response.completed", {{"response", {{"id", "r"}}}})}));
   int events = 0;
   absl::StatusOr<json> r = client_.CreateResponseStream({{"model", "m"}}, [&](const json&) {
     ++events;
@@ -413,7 +415,8 @@ TEST_F(OpenAiClientTest, CreateChatCompletionStreamAssemblesToolCallsByIndex) {
                     {"id", "call_B"},
                     {"type", "function"},
                     {"function", {{"name", "run_shell"}, {"arguments", ""}}}}}}}),
-      ChatChunk({{"tool_calls", {{{"index", 1}, {"function", {{"arguments", "{\"cmd\":\"pwd\"}"}}}}}}}),
+      ChatChunk(
+          {{"tool_calls", {{{"index", 1}, {"function", {{"arguments", "{\"cmd\":\"pwd\"}"}}}}}}}),
       ChatChunk({{"tool_calls", {{{"index", 0}, {"function", {{"arguments", "\"ls\"}"}}}}}}}),
       ChatChunk(json::object(), "tool_calls"),
       "data: " + json{{"id", "chatcmpl-9"}, {"choices", json::array()}, {"usage", usage}}.dump() +
@@ -469,14 +472,13 @@ class OpenAiErrorMappingTest : public OpenAiClientTest,
 
 TEST_P(OpenAiErrorMappingTest, HttpErrorsBecomeStatusesWithUpstreamDetails) {
   const ErrorCase c = GetParam();
-  http_.Push(ScriptedReply::Json(
-      c.status,
-      {{"error",
-        {{"message", "Container is expired."},
-         {"type", "invalid_request_error"},
-         {"param", nullptr},
-         {"code", "container_expired"}}}},
-      {{"x-request-id", "req_abc123"}}));
+  http_.Push(ScriptedReply::Json(c.status,
+                                 {{"error",
+                                   {{"message", "Container is expired."},
+                                    {"type", "invalid_request_error"},
+                                    {"param", nullptr},
+                                    {"code", "container_expired"}}}},
+                                 {{"x-request-id", "req_abc123"}}));
   absl::Status s = client_.RetrieveContainer("cntr_1").status();
   EXPECT_EQ(s.code(), c.code) << c.status;
   EXPECT_THAT(s.message(), HasSubstr("Container is expired."));
@@ -486,18 +488,17 @@ TEST_P(OpenAiErrorMappingTest, HttpErrorsBecomeStatusesWithUpstreamDetails) {
   EXPECT_THAT(s.message(), HasSubstr(std::to_string(c.status)));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Statuses, OpenAiErrorMappingTest,
-    ::testing::Values(ErrorCase{400, absl::StatusCode::kInvalidArgument},
-                      ErrorCase{401, absl::StatusCode::kUnauthenticated},
-                      ErrorCase{403, absl::StatusCode::kPermissionDenied},
-                      ErrorCase{404, absl::StatusCode::kNotFound},
-                      ErrorCase{408, absl::StatusCode::kDeadlineExceeded},
-                      ErrorCase{409, absl::StatusCode::kAborted},
-                      ErrorCase{422, absl::StatusCode::kFailedPrecondition},
-                      ErrorCase{429, absl::StatusCode::kResourceExhausted},
-                      ErrorCase{500, absl::StatusCode::kUnavailable},
-                      ErrorCase{503, absl::StatusCode::kUnavailable}));
+INSTANTIATE_TEST_SUITE_P(Statuses, OpenAiErrorMappingTest,
+                         ::testing::Values(ErrorCase{400, absl::StatusCode::kInvalidArgument},
+                                           ErrorCase{401, absl::StatusCode::kUnauthenticated},
+                                           ErrorCase{403, absl::StatusCode::kPermissionDenied},
+                                           ErrorCase{404, absl::StatusCode::kNotFound},
+                                           ErrorCase{408, absl::StatusCode::kDeadlineExceeded},
+                                           ErrorCase{409, absl::StatusCode::kAborted},
+                                           ErrorCase{422, absl::StatusCode::kFailedPrecondition},
+                                           ErrorCase{429, absl::StatusCode::kResourceExhausted},
+                                           ErrorCase{500, absl::StatusCode::kUnavailable},
+                                           ErrorCase{503, absl::StatusCode::kUnavailable}));
 
 TEST_F(OpenAiClientTest, NonJsonErrorBodyIsQuoted) {
   ScriptedReply reply = ScriptedReply::Status(502, {{"x-request-id", "req_9"}});
@@ -510,7 +511,8 @@ TEST_F(OpenAiClientTest, NonJsonErrorBodyIsQuoted) {
 }
 
 TEST_F(OpenAiClientTest, StreamingRequestGetsHttpErrorsToo) {
-  http_.Push(ScriptedReply::Json(429, {{"error", {{"message", "quota"}, {"code", "insufficient_quota"}}}}));
+  http_.Push(ScriptedReply::Json(
+      429, {{"error", {{"message", "quota"}, {"code", "insufficient_quota"}}}}));
   absl::Status s = client_.CreateResponseStream({{"model", "m"}}, nullptr).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("insufficient_quota"));
@@ -522,6 +524,15 @@ TEST_F(OpenAiClientTest, TransportFailuresKeepTheirCodeAndNameTheCall) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(s.message(), HasSubstr("POST /responses"));
   EXPECT_THAT(s.message(), HasSubstr("Operation timed out"));
+}
+
+TEST_F(OpenAiClientTest, CancellationIsCancelledAndNamesTheCall) {
+  http_.Push(ScriptedReply::Json(200, {{"id", "cntr_1"}}));
+  CancelToken cancel;
+  http_.OnSend([&cancel](const HttpRequest&) { cancel.Cancel("run cancelled"); });
+  absl::Status s = client_.RetrieveContainer("cntr_1", &cancel).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(s.message(), HasSubstr("GET /containers/cntr_1"));
 }
 
 TEST_F(OpenAiClientTest, CredentialErrorsStopTheCallAndNameTheSource) {
@@ -583,10 +594,12 @@ TEST(OpenAiClientOverCurlTest, StreamsAResponseFromALoopbackServer) {
         "Connection: close\r\n\r\n";
     LoopbackHttpServer::WriteAll(fd, head);
     const std::string frames[] = {
-        "event: response.created\r\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r1\"}}\r\n\r\n",
+        "event: response.created\r\ndata: "
+        "{\"type\":\"response.created\",\"response\":{\"id\":\"r1\"}}\r\n\r\n",
         "event: response.completed\r\ndata: {\"type\":\"response.completed\",",
         "\"response\":{\"id\":\"r1\",\"status\":\"completed\"}}\r\n\r\n"};
-    for (const std::string& f : frames) LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk(f));
+    for (const std::string& f : frames)
+      LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk(f));
     LoopbackHttpServer::WriteAll(fd, "0\r\n\r\n");
   });
   CurlHttpClient curl;

@@ -20,8 +20,8 @@ using ::testing::ElementsAre;
 
 const absl::Time kNow = absl::FromUnixSeconds(1800000000);
 
-absl::StatusOr<HttpResponse> Response(int status,
-                                      std::vector<std::pair<std::string, std::string>> headers = {}) {
+absl::StatusOr<HttpResponse> Response(
+    int status, std::vector<std::pair<std::string, std::string>> headers = {}) {
   HttpResponse r;
   r.status = status;
   for (auto& [k, v] : headers) r.headers.Add(k, v);
@@ -62,8 +62,8 @@ TEST(RetryPolicyTest, ShouldRetryHeaderOverridesEverything) {
   EXPECT_FALSE(DecideRetry(Response(500, {{"X-Should-Retry", "false"}}), 0, 0.0, kNow).retry);
   EXPECT_FALSE(DecideRetry(Response(429, {{"x-should-retry", "false"}}), 0, 0.0, kNow).retry);
   // Even a Retry-After beyond 120 s: retried, but after the ordinary backoff.
-  RetryDecision d =
-      DecideRetry(Response(503, {{"x-should-retry", "true"}, {"retry-after", "300"}}), 0, 0.0, kNow);
+  RetryDecision d = DecideRetry(Response(503, {{"x-should-retry", "true"}, {"retry-after", "300"}}),
+                                0, 0.0, kNow);
   EXPECT_TRUE(d.retry);
   EXPECT_EQ(d.wait, absl::Milliseconds(500));
   // Any other value is ignored.
@@ -99,8 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
         WaitCase{{{"retry-after", "3600"}}, false, absl::ZeroDuration()},
         WaitCase{{{"retry-after-ms", "200000"}}, false, absl::ZeroDuration()},
         // retry-after-ms wins over Retry-After.
-        WaitCase{{{"retry-after", "3600"}, {"retry-after-ms", "250"}}, true,
-                 absl::Milliseconds(250)},
+        WaitCase{
+            {{"retry-after", "3600"}, {"retry-after-ms", "250"}}, true, absl::Milliseconds(250)},
         // A zero, negative or unparsable value falls back to the backoff.
         WaitCase{{{"retry-after", "0"}}, true, absl::Milliseconds(500)},
         WaitCase{{{"retry-after", "-3"}}, true, absl::Milliseconds(500)},
@@ -108,11 +108,10 @@ INSTANTIATE_TEST_SUITE_P(
         WaitCase{{{"retry-after-ms", "abc"}, {"retry-after", "3"}}, true, absl::Seconds(3)},
         // An HTTP date 30 s after kNow (2027-01-15T08:00:00Z), and one 10 minutes after.
         WaitCase{{{"retry-after", "Fri, 15 Jan 2027 08:00:30 GMT"}}, true, absl::Seconds(30)},
-        WaitCase{{{"retry-after", "Fri, 15 Jan 2027 08:10:00 GMT"}}, false,
-                 absl::ZeroDuration()},
+        WaitCase{{{"retry-after", "Fri, 15 Jan 2027 08:10:00 GMT"}}, false, absl::ZeroDuration()},
         // A date in the past: backoff.
-        WaitCase{{{"retry-after", "Thu, 01 Jan 2026 00:00:00 GMT"}}, true,
-                 absl::Milliseconds(500)}));
+        WaitCase{
+            {{"retry-after", "Thu, 01 Jan 2026 00:00:00 GMT"}}, true, absl::Milliseconds(500)}));
 
 TEST(RetryPolicyTest, BackoffDoublesUpToEightSeconds) {
   const absl::Duration expected[] = {absl::Milliseconds(500), absl::Seconds(1), absl::Seconds(2),

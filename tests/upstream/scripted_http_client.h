@@ -99,10 +99,9 @@ class ScriptedHttpClient : public HttpClient {
     std::function<void(const HttpRequest&)> hook;
     {
       absl::MutexLock lock(&mu_);
-      requests_.push_back(RecordedRequest{request.method, request.url, request.headers,
-                                          request.body, request.multipart,
-                                          static_cast<bool>(request.on_body_chunk),
-                                          request.total_timeout});
+      requests_.push_back(RecordedRequest{
+          request.method, request.url, request.headers, request.body, request.multipart,
+          static_cast<bool>(request.on_body_chunk), request.total_timeout});
       if (replies_.empty()) {
         return absl::InternalError("ScriptedHttpClient: no reply scripted for " + request.url);
       }

@@ -79,7 +79,8 @@ class SseSplitTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(SseSplitTest, ByteByByteGivesTheSameEvents) {
   const std::string stream = WithLineEnds(kStream, GetParam());
   std::vector<absl::string_view> chunks;
-  for (size_t i = 0; i < stream.size(); ++i) chunks.push_back(absl::string_view(stream).substr(i, 1));
+  for (size_t i = 0; i < stream.size(); ++i)
+    chunks.push_back(absl::string_view(stream).substr(i, 1));
   EXPECT_EQ(ParseChunks(chunks), Expected());
 }
 
@@ -108,13 +109,13 @@ INSTANTIATE_TEST_SUITE_P(LineEnds, SseSplitTest, ::testing::Values("\n", "\r\n",
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param) == "\n"     ? std::string("LF")
                                   : std::string(info.param) == "\r\n" ? std::string("CRLF")
-                                                                       : std::string("CR");
+                                                                      : std::string("CR");
                          });
 
 TEST(SseParserTest, MixedLineEndsInOneStream) {
-  EXPECT_THAT(ParseWhole("data: a\r\ndata: b\rdata: c\n\r\nevent: x\r\rdata: y\n\n"),
-              ElementsAre(SseEvent{"", "a\nb\nc", ""}, SseEvent{"x", "", ""},
-                          SseEvent{"", "y", ""}));
+  EXPECT_THAT(
+      ParseWhole("data: a\r\ndata: b\rdata: c\n\r\nevent: x\r\rdata: y\n\n"),
+      ElementsAre(SseEvent{"", "a\nb\nc", ""}, SseEvent{"x", "", ""}, SseEvent{"", "y", ""}));
 }
 
 TEST(SseParserTest, CrAtChunkEndFollowedByLfIsOneLineEnd) {
@@ -124,9 +125,9 @@ TEST(SseParserTest, CrAtChunkEndFollowedByLfIsOneLineEnd) {
 }
 
 TEST(SseParserTest, FieldValueKeepsAllButOneLeadingSpace) {
-  EXPECT_THAT(ParseWhole("data:no-space\n\ndata:  two\n\ndata: a:b\n\n"),
-              ElementsAre(SseEvent{"", "no-space", ""}, SseEvent{"", " two", ""},
-                          SseEvent{"", "a:b", ""}));
+  EXPECT_THAT(
+      ParseWhole("data:no-space\n\ndata:  two\n\ndata: a:b\n\n"),
+      ElementsAre(SseEvent{"", "no-space", ""}, SseEvent{"", " two", ""}, SseEvent{"", "a:b", ""}));
 }
 
 TEST(SseParserTest, CommentsAndBlankLinesAloneDispatchNothing) {
