@@ -146,6 +146,9 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     d.On("command_timeout_seconds", Seconds(&c.command_timeout));
     d.On("run_timeout_seconds", Seconds(&c.run_timeout));
     d.On("heartbeat_seconds", Seconds(&c.heartbeat_interval));
+    d.On("session_idle_timeout_seconds", Seconds(&c.session_idle_timeout));
+    d.On("session_max_lifetime_seconds", Seconds(&c.session_max_lifetime));
+    d.On("session_max_lifetime_limit_seconds", Seconds(&c.session_max_lifetime_limit));
     d.On("drain_grace_seconds", Seconds(&c.drain_grace));
     return d.Run();
   });

@@ -42,6 +42,10 @@ struct Config {
   absl::Duration command_timeout = absl::Minutes(5);
   absl::Duration run_timeout = absl::Minutes(30);
   absl::Duration heartbeat_interval = absl::Seconds(15);
+  // Kept sessions (CreateSession): defaults, and the longest lifetime a caller may ask for.
+  absl::Duration session_idle_timeout = absl::Minutes(10);
+  absl::Duration session_max_lifetime = absl::Hours(2);
+  absl::Duration session_max_lifetime_limit = absl::Hours(24);
   absl::Duration drain_grace = absl::Seconds(20);
 
   // Local provider.

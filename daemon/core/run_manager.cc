@@ -13,21 +13,12 @@
 #include "google/protobuf/util/time_util.h"
 #include "playbooks/playbook.h"
 #include "store/artifact_store.h"
+#include "core/sandbox_spec.h"
 
 namespace sandgate::core {
 namespace {
 
 using google::protobuf::util::TimeUtil;
-
-google::protobuf::Timestamp ToProto(absl::Time t) {
-  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
-}
-google::protobuf::Duration ToProto(absl::Duration d) {
-  return TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(d));
-}
-absl::Duration FromProto(const google::protobuf::Duration& d) {
-  return absl::Nanoseconds(TimeUtil::DurationToNanoseconds(d));
-}
 
 bool Finished(v1::RunStatus s) {
   return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::TIMED_OUT;
@@ -175,38 +166,7 @@ absl::Status RunManager::Validate(const v1::RunAnalysisRequest& req,
     return errors::InvalidArgument(absl::StrCat("inputs: ", total, " bytes in total, above the ",
                                                 MiB(cfg.max_input_bytes), " limit"));
   }
-  const v1::SandboxSpec& sb = req.sandbox();
-  uint64_t memory = sb.memory_bytes() ? sb.memory_bytes() : cfg.memory_bytes;
-  uint64_t workspace = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;
-  if (memory < (16ull << 20)) return errors::InvalidArgument("sandbox.memory_bytes: at least 16 MiB");
-  if (workspace >= memory) {
-    return errors::InvalidArgument(absl::StrCat(
-        "sandbox.workspace_bytes: must be below sandbox.memory_bytes (", MiB(memory),
-        "): the workspace lives in memory"));
-  }
-  if (sb.max_processes() != 0 && sb.max_processes() < 8) {
-    return errors::InvalidArgument("sandbox.max_processes: at least 8");
-  }
-  switch (sb.network().mode()) {
-    case v1::NetworkPolicy::MODE_UNSPECIFIED:
-    case v1::NetworkPolicy::DISABLED:
-      if (sb.network().allowed_domains_size() > 0) {
-        return errors::InvalidArgument("sandbox.network.allowed_domains: only with mode RESTRICTED");
-      }
-      break;
-    default:
-      return errors::InvalidArgument(absl::StrCat(
-          "sandbox.network.mode: ", v1::NetworkPolicy::Mode_Name(sb.network().mode()),
-          " is not supported by this daemon yet; only DISABLED"));
-  }
-  for (int i = 0; i < sb.files_size(); ++i) {
-    if (sb.files(i).path().empty() || sb.files(i).path()[0] == '/') {
-      return errors::InvalidArgument(absl::StrCat("sandbox.files[", i, "].path: must be relative to the workspace"));
-    }
-  }
-  if (sb.has_command_timeout() && FromProto(sb.command_timeout()) <= absl::ZeroDuration()) {
-    return errors::InvalidArgument("sandbox.command_timeout: must be positive");
-  }
+  SANDGATE_RETURN_IF_ERROR(ValidateSandboxSpec(req.sandbox(), cfg));
   if (req.has_run_timeout() && FromProto(req.run_timeout()) <= absl::ZeroDuration()) {
     return errors::InvalidArgument("run_timeout: must be positive");
   }
@@ -250,9 +210,7 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
 
   const Config& cfg = *deps_.config;
   ar->run_timeout = request.has_run_timeout() ? FromProto(request.run_timeout()) : cfg.run_timeout;
-  ar->command_timeout = request.sandbox().has_command_timeout()
-                            ? FromProto(request.sandbox().command_timeout())
-                            : cfg.command_timeout;
+  ar->command_timeout = CommandTimeout(request.sandbox(), cfg);
   v1::Run run;
   run.set_id(absl::StrCat("run-", RandomHex(8)));
   run.set_tenant(caller.tenant);
@@ -355,14 +313,7 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   rs->set_model(ar->request.model());
   events.Emit(std::move(started));
 
-  const Config& cfg = *deps_.config;
-  const v1::SandboxSpec& sb = ar->request.sandbox();
-  sandbox::SessionSpec spec;
-  spec.id = session_id;
-  spec.memory_bytes = sb.memory_bytes() ? sb.memory_bytes() : cfg.memory_bytes;
-  spec.max_processes = sb.max_processes() ? sb.max_processes() : cfg.max_processes;
-  spec.workspace_bytes = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;
-  spec.env.insert(sb.env().begin(), sb.env().end());
+  sandbox::SessionSpec spec = ToSessionSpec(session_id, ar->request.sandbox(), *deps_.config);
 
   absl::Time t0 = deps_.clock->Now();
   absl::StatusOr<std::unique_ptr<sandbox::Session>> session = ar->provider->Create(spec, &ar->cancel);

@@ -24,6 +24,15 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE UNIQUE INDEX IF NOT EXISTS runs_idempotency ON runs(tenant, idempotency_key)
   WHERE idempotency_key != '';
 CREATE INDEX IF NOT EXISTS runs_tenant ON runs(tenant, n);
+CREATE TABLE IF NOT EXISTS sessions (
+  n INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  tenant TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL,
+  status INTEGER NOT NULL,
+  proto BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS sessions_idempotency ON sessions(tenant, idempotency_key)
+  WHERE idempotency_key != '';
 CREATE TABLE IF NOT EXISTS events (
   run_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
@@ -197,6 +206,69 @@ absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
   }
   if (rc != SQLITE_DONE) return Error("unfinished runs");
   return runs;
+}
+
+absl::Status SqliteStore::PutSession(const v1::Session& session) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "INSERT INTO sessions(id, tenant, idempotency_key, status, proto) VALUES(?,?,?,?,?) "
+         "ON CONFLICT(id) DO UPDATE SET status=excluded.status, proto=excluded.proto");
+  if (!s.ok()) return Error("prepare put session");
+  s.Bind(1, session.id());
+  s.Bind(2, session.tenant());
+  s.Bind(3, session.idempotency_key());
+  s.Bind(4, static_cast<int64_t>(session.status()));
+  s.BindBlob(5, session.SerializeAsString());
+  int rc = s.Step();
+  if (rc == SQLITE_CONSTRAINT) {
+    return errors::AlreadyExists("session idempotency key", session.idempotency_key());
+  }
+  if (rc != SQLITE_DONE) return Error("put session");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Session> SqliteStore::GetSession(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT proto FROM sessions WHERE id = ?");
+  if (!s.ok()) return Error("prepare get session");
+  s.Bind(1, session_id);
+  int rc = s.Step();
+  if (rc == SQLITE_DONE) return errors::NotFound("session", session_id);
+  if (rc != SQLITE_ROW) return Error("get session");
+  return ParseBlob<v1::Session>(s.Text(0), "session");
+}
+
+absl::StatusOr<std::vector<v1::Session>> SqliteStore::ListSessions(const std::string& tenant,
+                                                                   bool include_closed) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_,
+         "SELECT proto FROM sessions WHERE (?1 = '' OR tenant = ?1) AND (?2 OR status = ?3) "
+         "ORDER BY n DESC LIMIT 1000");
+  if (!s.ok()) return Error("prepare list sessions");
+  s.Bind(1, tenant);
+  s.Bind(2, static_cast<int64_t>(include_closed));
+  s.Bind(3, static_cast<int64_t>(v1::SESSION_ACTIVE));
+  std::vector<v1::Session> sessions;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    SANDGATE_ASSIGN_OR_RETURN(v1::Session session, ParseBlob<v1::Session>(s.Text(0), "session"));
+    sessions.push_back(std::move(session));
+  }
+  if (rc != SQLITE_DONE) return Error("list sessions");
+  return sessions;
+}
+
+absl::StatusOr<std::optional<std::string>> SqliteStore::FindSessionByIdempotencyKey(
+    const std::string& tenant, const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT id FROM sessions WHERE tenant = ? AND idempotency_key = ?");
+  if (!s.ok()) return Error("prepare find session");
+  s.Bind(1, tenant);
+  s.Bind(2, key);
+  int rc = s.Step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return Error("find session");
+  return std::optional<std::string>(s.Text(0));
 }
 
 absl::Status SqliteStore::AppendEvent(const v1::Event& event) {

@@ -31,6 +31,12 @@ class SqliteStore : public Store {
   absl::StatusOr<std::optional<std::string>> FindRunByIdempotencyKey(
       const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() override;
+  absl::Status PutSession(const v1::Session& session) override;
+  absl::StatusOr<v1::Session> GetSession(const std::string& session_id) override;
+  absl::StatusOr<std::vector<v1::Session>> ListSessions(const std::string& tenant,
+                                                        bool include_closed) override;
+  absl::StatusOr<std::optional<std::string>> FindSessionByIdempotencyKey(
+      const std::string& tenant, const std::string& key) override;
   absl::Status AppendEvent(const v1::Event& event) override;
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
                                                     uint32_t limit) override;

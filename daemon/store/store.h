@@ -38,6 +38,15 @@ class Store : public ResourceJournal {
   // Runs whose status is QUEUED or RUNNING (to be failed after a restart).
   virtual absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() = 0;
 
+  // Sessions, like runs, are kept as their API message.
+  virtual absl::Status PutSession(const v1::Session& session) = 0;
+  virtual absl::StatusOr<v1::Session> GetSession(const std::string& session_id) = 0;
+  // Newest first; `tenant` empty = every tenant.
+  virtual absl::StatusOr<std::vector<v1::Session>> ListSessions(const std::string& tenant,
+                                                                bool include_closed) = 0;
+  virtual absl::StatusOr<std::optional<std::string>> FindSessionByIdempotencyKey(
+      const std::string& tenant, const std::string& key) = 0;
+
   // Appends one event; its seq must be the run's next one (ALREADY_EXISTS otherwise).
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;
   // Events with seq > after_seq, ascending, at most `limit`.

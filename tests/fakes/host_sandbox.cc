@@ -57,6 +57,8 @@ class HostSession : public sandbox::Session {
       execvpe(argv[0], argv.data(), envp.data());
       _exit(127);
     }
+    // Both sides set the group, so a kill(-pid) right after fork cannot miss the child.
+    setpgid(pid, pid);
     close(out[1]);
     close(err[1]);
     sandbox::ExecResult result;

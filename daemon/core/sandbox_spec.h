@@ -1,0 +1,32 @@
+// The API's SandboxSpec, checked against the daemon's limits and turned into the provider's
+// SessionSpec. One place, so runs and sessions accept exactly the same requests.
+#ifndef SANDGATE_CORE_SANDBOX_SPEC_H_
+#define SANDGATE_CORE_SANDBOX_SPEC_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/config.h"
+#include "sandbox/sandbox.h"
+#include "sandgate/v1/sandgate.pb.h"
+
+namespace sandgate::core {
+
+// INVALID_ARGUMENT naming the field ("sandbox.memory_bytes: at least 16 MiB").
+absl::Status ValidateSandboxSpec(const v1::SandboxSpec& spec, const Config& config);
+// With the config's defaults where the request left a field 0.
+sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& spec,
+                                   const Config& config);
+absl::Duration CommandTimeout(const v1::SandboxSpec& spec, const Config& config);
+absl::Duration IdleTimeout(const v1::SandboxSpec& spec, const Config& config);
+absl::Duration MaxLifetime(const v1::SandboxSpec& spec, const Config& config);
+
+absl::Duration FromProto(const google::protobuf::Duration& d);
+google::protobuf::Duration ToProto(absl::Duration d);
+google::protobuf::Timestamp ToProto(absl::Time t);
+absl::Time FromProto(const google::protobuf::Timestamp& t);
+
+}  // namespace sandgate::core
+
+#endif  // SANDGATE_CORE_SANDBOX_SPEC_H_

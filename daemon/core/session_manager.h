@@ -1,0 +1,104 @@
+// SessionManager: kept sessions — created, used, kept alive, reaped, closed.
+//
+// A session is idle only when nothing is in flight: no run, no command, no transfer, no
+// open stream (each holds a Lease) — and then only after `idle_timeout` since the last lease
+// ended or the last KeepAlive. It is never kept past `max_lifetime`, in use or not. When it is
+// closed or reaped, every lease's watched CancelToken fires with the reason, so a run or a
+// command in it ends saying why, and the sandbox is deleted.
+//
+// Three clocks, never mixed: the caller's RPC deadline belongs to the RPC (server/); the
+// per-command timeout to sandbox::ExecRequest; idle_timeout and max_lifetime to this class.
+//
+// Thread safe. Time comes from the injected clock; the reaper checks every 100 ms.
+#ifndef SANDGATE_CORE_SESSION_MANAGER_H_
+#define SANDGATE_CORE_SESSION_MANAGER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/cancel.h"
+#include "common/clock.h"
+#include "core/config.h"
+#include "core/tenants.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+namespace sandgate::core {
+
+struct SessionManagerDeps {
+  const Config* config = nullptr;  // all not owned; outlive the manager
+  store::Store* store = nullptr;
+  Clock* clock = nullptr;
+  std::map<std::string, sandbox::Provider*> providers;
+};
+
+class SessionManager {
+ public:
+  class Lease;
+
+  explicit SessionManager(SessionManagerDeps deps);
+  ~SessionManager();  // CloseAll, then stops the reaper
+
+  // At start: sessions a previous daemon left ACTIVE are EXPIRED (their sandboxes were swept
+  // from the journal).
+  absl::Status Recover();
+
+  // Creates the sandbox, places sandbox.files and runs sandbox.setup_commands (a failing one
+  // deletes the sandbox and fails the call with the command's stderr). Blocks.
+  absl::StatusOr<v1::Session> Create(const Caller& caller, const v1::CreateSessionRequest& req,
+                                     const CancelToken* cancel);
+  absl::StatusOr<v1::Session> Get(const Caller& caller, const std::string& id);
+  absl::StatusOr<std::vector<v1::Session>> List(const Caller& caller, bool include_closed);
+  absl::StatusOr<v1::Session> KeepAlive(const Caller& caller, const std::string& id);
+  absl::StatusOr<v1::Session> Close(const Caller& caller, const std::string& id,
+                                    const std::string& reason);
+
+  // Marks one use of a live session. `watch`, if given, is cancelled (with the reason) when
+  // the session closes or expires while the lease is held; it must outlive the lease.
+  // FAILED_PRECONDITION when the session is closed or expired, NOT_FOUND when unknown.
+  absl::StatusOr<std::unique_ptr<Lease>> Acquire(const Caller& caller, const std::string& id,
+                                                 CancelToken* watch);
+
+  // Closes every live session (drain). Blocks until their sandboxes are deleted.
+  void CloseAll(const std::string& reason);
+  size_t live();
+
+ private:
+  struct Entry;
+  v1::Session Snapshot(Entry& e);
+  void Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus status, const std::string& reason);
+  void ReaperLoop();
+
+  const SessionManagerDeps deps_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Entry>> live_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
+};
+
+// One use of a session; ends (and refreshes last_active_at) when destroyed.
+class SessionManager::Lease {
+ public:
+  ~Lease();
+  sandbox::Session& session() const;
+  const std::string& id() const;
+  absl::Duration command_timeout() const;
+
+ private:
+  friend class SessionManager;
+  Lease(SessionManager* manager, std::shared_ptr<Entry> entry, CancelToken* watch)
+      : manager_(manager), entry_(std::move(entry)), watch_(watch) {}
+  SessionManager* const manager_;
+  const std::shared_ptr<Entry> entry_;
+  CancelToken* const watch_;
+};
+
+}  // namespace sandgate::core
+
+#endif  // SANDGATE_CORE_SESSION_MANAGER_H_

@@ -1,0 +1,196 @@
+// SessionManager on the host fake provider and a fake clock: the three clocks, leases,
+// keep-alives, idempotency, closing.
+#include "core/session_manager.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "store/sqlite_store.h"
+#include "tests/fakes/fake_clock.h"
+#include "tests/fakes/host_sandbox.h"
+
+namespace sandgate::core {
+namespace {
+
+using testing::FakeClock;
+using testing::HostProvider;
+
+class SessionManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sg-sm-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    store_ = *store::SqliteStore::Open(dir_ + "/s.db");
+    provider_ = std::make_unique<HostProvider>(store_.get());
+    Build();
+  }
+  void Build() {
+    sessions_.reset();
+    SessionManagerDeps deps{&config_, store_.get(), &clock_, {{"local", provider_.get()}}};
+    sessions_ = std::make_unique<SessionManager>(deps);
+  }
+  void TearDown() override {
+    sessions_.reset();
+    store_.reset();
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  v1::Session Create(int idle_s = 60, int life_s = 600, const std::string& key = "") {
+    v1::CreateSessionRequest req;
+    req.mutable_sandbox()->mutable_idle_timeout()->set_seconds(idle_s);
+    req.mutable_sandbox()->mutable_max_lifetime()->set_seconds(life_s);
+    req.set_idempotency_key(key);
+    auto s = sessions_->Create(caller_, req, nullptr);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return *s;
+  }
+  // The reaper polls every 100 ms of real time; give it a few rounds after the fake clock moved.
+  v1::SessionStatus StatusAfterReaper(const std::string& id) {
+    for (int i = 0; i < 50; ++i) {
+      auto s = sessions_->Get(caller_, id);
+      if (s->status() != v1::SESSION_ACTIVE) return s->status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return sessions_->Get(caller_, id)->status();
+  }
+
+  std::string dir_;
+  Config config_;
+  FakeClock clock_;
+  Caller caller_{"team-a", false};
+  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<HostProvider> provider_;
+  std::unique_ptr<SessionManager> sessions_;
+};
+
+TEST_F(SessionManagerTest, IdleSessionIsReapedAfterIdleTimeoutNotBefore) {
+  v1::Session s = Create(/*idle_s=*/60);
+  EXPECT_EQ(s.status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(s.expires_at().seconds() - s.created_at().seconds(), 60);
+  clock_.Advance(absl::Seconds(59));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
+  auto after = sessions_->Get(caller_, s.id());
+  EXPECT_TRUE(absl::StrContains(after->status_reason(), "idle_timeout")) << after->status_reason();
+  EXPECT_EQ(provider_->live_sessions(), 0);
+}
+
+TEST_F(SessionManagerTest, ALeaseInFlightIsNeverIdle) {
+  v1::Session s = Create(/*idle_s=*/60);
+  auto lease = sessions_->Acquire(caller_, s.id(), nullptr);
+  ASSERT_TRUE(lease.ok());
+  clock_.Advance(absl::Minutes(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->in_flight(), 1u);
+  lease->reset();  // the idle clock starts now
+  clock_.Advance(absl::Seconds(30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
+  clock_.Advance(absl::Seconds(31));
+  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
+}
+
+TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
+  v1::Session s = Create(/*idle_s=*/60, /*life_s=*/100);
+  clock_.Advance(absl::Seconds(50));
+  auto kept = sessions_->KeepAlive(caller_, s.id());
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->expires_at().seconds() - s.created_at().seconds(), 100) << "capped by max_lifetime";
+  clock_.Advance(absl::Seconds(40));  // 90 s in: idle only 40 s
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
+  auto lease = sessions_->Acquire(caller_, s.id(), nullptr);
+  CancelToken watched;
+  auto watching = sessions_->Acquire(caller_, s.id(), &watched);
+  clock_.Advance(absl::Seconds(11));  // past max_lifetime, although in use
+  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
+  EXPECT_TRUE(watched.cancelled());
+  EXPECT_TRUE(absl::StrContains(watched.reason(), "max_lifetime")) << watched.reason();
+  EXPECT_EQ(sessions_->Acquire(caller_, s.id(), nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sessions_->KeepAlive(caller_, s.id()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionManagerTest, CloseIsIdempotentAndOtherTenantsSeeNothing) {
+  v1::Session s = Create();
+  Caller other{"team-b", false};
+  EXPECT_EQ(sessions_->Get(other, s.id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->Close(other, s.id(), "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->Acquire(other, s.id(), nullptr).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(sessions_->List(other, true)->empty());
+  auto closed = sessions_->Close(caller_, s.id(), "done");
+  ASSERT_TRUE(closed.ok());
+  EXPECT_EQ(closed->status(), v1::SESSION_CLOSED);
+  EXPECT_EQ(closed->status_reason(), "closed by the caller: done");
+  EXPECT_EQ(sessions_->Close(caller_, s.id(), "again")->status_reason(), "closed by the caller: done");
+  EXPECT_EQ(provider_->live_sessions(), 0);
+  EXPECT_EQ(sessions_->List(caller_, false)->size(), 0u);
+  EXPECT_EQ(sessions_->List(caller_, true)->size(), 1u);
+}
+
+TEST_F(SessionManagerTest, IdempotencyKeyMakesOneSandboxAlsoAfterARestart) {
+  v1::Session a = Create(60, 600, "k");
+  v1::Session b = Create(60, 600, "k");
+  EXPECT_EQ(a.id(), b.id());
+  EXPECT_EQ(provider_->created_sessions(), 1);
+  Build();  // a restarted daemon (a drain closed the session); the key still holds
+  ASSERT_TRUE(sessions_->Recover().ok());
+  v1::Session c = Create(60, 600, "k");
+  EXPECT_EQ(c.id(), a.id());
+  EXPECT_EQ(c.status(), v1::SESSION_CLOSED);
+  EXPECT_EQ(c.status_reason(), "the daemon is shutting down");
+  EXPECT_EQ(provider_->created_sessions(), 1);
+}
+
+TEST_F(SessionManagerTest, RecoverExpiresSessionsAKilledDaemonLeftActive) {
+  v1::Session left;
+  left.set_id("s-left");
+  left.set_tenant("team-a");
+  left.set_status(v1::SESSION_ACTIVE);
+  ASSERT_TRUE(store_->PutSession(left).ok());
+  ASSERT_TRUE(sessions_->Recover().ok());
+  auto s = sessions_->Get(caller_, "s-left");
+  EXPECT_EQ(s->status(), v1::SESSION_EXPIRED);
+  EXPECT_TRUE(absl::StrContains(s->status_reason(), "restarted"));
+}
+
+TEST_F(SessionManagerTest, SetupCommandsRunAndAFailingOneFailsCreation) {
+  v1::CreateSessionRequest req;
+  auto* f = req.mutable_sandbox()->add_files();
+  f->set_path("conf/app.ini");
+  f->set_content("x=1\n");
+  req.mutable_sandbox()->add_setup_commands("cat conf/app.ini > copied.txt");
+  auto ok = sessions_->Create(caller_, req, nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  auto lease = sessions_->Acquire(caller_, ok->id(), nullptr);
+  EXPECT_EQ(*(*lease)->session().ReadFile("copied.txt", 100), "x=1\n");
+  lease->reset();
+
+  req.mutable_sandbox()->add_setup_commands("echo nope >&2; exit 4");
+  auto bad = sessions_->Create(caller_, req, nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "sandbox.setup_commands[1] exited with status 4: nope"))
+      << bad.status();
+  EXPECT_EQ(provider_->live_sessions(), 1) << "the failed session's sandbox is deleted";
+}
+
+TEST_F(SessionManagerTest, BadSpecsNameTheField) {
+  v1::CreateSessionRequest req;
+  req.mutable_sandbox()->mutable_idle_timeout()->set_seconds(7200);
+  req.mutable_sandbox()->mutable_max_lifetime()->set_seconds(60);
+  EXPECT_TRUE(absl::StrContains(sessions_->Create(caller_, req, nullptr).status().message(),
+                                "sandbox.idle_timeout"));
+  req.mutable_sandbox()->mutable_max_lifetime()->set_seconds(100 * 3600);
+  EXPECT_TRUE(absl::StrContains(sessions_->Create(caller_, req, nullptr).status().message(),
+                                "sandbox.max_lifetime: at most"));
+  req.Clear();
+  req.set_provider("mars");
+  EXPECT_EQ(sessions_->Create(caller_, req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sandgate::core
