@@ -31,10 +31,53 @@ namespace sandgate::sandbox {
 
 enum class NetworkMode { kDisabled, kRestricted, kEnabled };
 
+// kRestricted and kEnabled: commands reach the outside only through an HTTP proxy that the
+// daemon serves inside the session's own network namespace at 127.0.0.1:3128 (CONNECT and
+// absolute-URI requests); HTTP_PROXY, HTTPS_PROXY, ALL_PROXY (upper and lower case) and
+// NO_PROXY=localhost,127.0.0.1 are set for every command. There is no other route out: no
+// DNS, no raw IP. The proxy resolves names itself and refuses loopback, private, link-local,
+// CGNAT, ULA, multicast, reserved and unspecified addresses in every mode.
 struct NetworkPolicy {
   NetworkMode mode = NetworkMode::kDisabled;
-  // kRestricted: exact host names and "*.suffix" patterns.
+  // kRestricted: exact host names and "*.suffix" patterns ("*.example.com" matches
+  // "a.example.com", not "example.com"). Lower-cased, trailing dot dropped; a pattern with
+  // spaces, CR/LF or characters outside [a-z0-9.-] is INVALID_ARGUMENT at Create.
+  // Ignored for kEnabled (every public destination).
   std::vector<std::string> allowed_domains;
+  // Destination ports the proxy connects to (restricted and enabled).
+  std::vector<uint16_t> allowed_ports = {443, 80};
+  // Per session: proxied connections open at once, and bytes through the proxy in both
+  // directions over the session's life. Beyond them requests are refused (403,
+  // X-Proxy-Error: connection-limit / byte-limit) and, for bytes, open connections closed.
+  uint32_t max_connections = 64;
+  uint64_t max_bytes = 1ull << 30;
+};
+
+// One decision of a session's network proxy, reported through
+// SessionSpec::on_network_decision. A connection yields one kAllowed, kDenied or kFailed
+// decision and, if it was allowed, one kClosed with the byte counts.
+struct NetworkDecision {
+  enum class Verdict {
+    kAllowed,  // policy allowed it and the upstream connection is open
+    kDenied,   // refused by policy or malformed; `reason` is the X-Proxy-Error sent
+    kFailed,   // allowed by policy but the upstream could not be reached (502)
+    kClosed,   // an allowed connection ended; bytes_up/bytes_down are final
+  };
+  std::string session_id;
+  uint64_t connection = 0;  // per session, from 1; ties kAllowed to its kClosed
+  Verdict verdict = Verdict::kDenied;
+  std::string method;  // "CONNECT", "GET", …; "" when the request could not be parsed
+  std::string host;    // normalised; "" when unparseable
+  uint16_t port = 0;
+  std::string ip;  // the checked address connected to (or refused); "" when not resolved
+  // kDenied: "blocked-by-allowlist", "blocked-by-ssrf-guard", "bad-request",
+  // "connection-limit" or "byte-limit"; kFailed: "upstream-unreachable" or
+  // "resolution-failed"; kAllowed: "allowlist" or "enabled"; kClosed: why it ended.
+  std::string reason;
+  std::string detail;  // human-readable specifics, e.g. "10.0.0.1 is private (RFC 1918)"
+  int http_status = 0;  // what the proxy answered (200 for CONNECT, 400, 403, 502); 0 if none
+  uint64_t bytes_up = 0;    // kClosed: client to upstream
+  uint64_t bytes_down = 0;  // kClosed: upstream to client
 };
 
 struct SessionSpec {
@@ -46,8 +89,17 @@ struct SessionSpec {
   uint64_t workspace_inodes = 16384;
   NetworkPolicy network;
   // Environment given to every command (merged under ExecRequest::env). Nothing of the
-  // daemon's own environment ever reaches a sandbox.
+  // daemon's own environment ever reaches a sandbox. With a restricted or enabled network
+  // the proxy variables are set over both.
   std::map<std::string, std::string> env;
+  // CPU seconds each process of a command may use (RLIMIT_CPU, set by the sandbox's init
+  // for every command and inherited by what it starts): SIGXCPU at the limit, SIGKILL one
+  // second later. 0 = no limit. ExecResult::cpu_time_exceeded reports it.
+  uint32_t cpu_seconds_per_process = 0;
+  // Receives every decision of the network proxy (restricted/enabled only). May be empty.
+  // Called on the proxy's single thread, shared by all sessions: it must not block (queue
+  // the event, do not write to a database inline) and must not call back into the session.
+  std::function<void(const NetworkDecision&)> on_network_decision;
 };
 
 enum class OutputStream { kStdout, kStderr };
@@ -58,6 +110,9 @@ struct ExecRequest {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // over SessionSpec::env
   std::string cwd;                         // relative to the workspace; "" = workspace root
+  // Wall clock. At the timeout the command's process group is killed and so is every process
+  // of the session that no other running command owns (background workers the command
+  // left, also `setsid`/`nohup` ones).
   absl::Duration timeout = absl::Minutes(5);
   uint64_t output_cap_bytes = 4ull << 20;  // per stream; beyond it output is dropped, not buffered
 };
@@ -68,6 +123,7 @@ struct ExecResult {
   bool timed_out = false;
   bool cancelled = false;
   bool oom_killed = false;
+  bool cpu_time_exceeded = false;  // ended by SIGXCPU (SessionSpec::cpu_seconds_per_process)
   bool stdout_truncated = false;
   bool stderr_truncated = false;
   absl::Duration duration;

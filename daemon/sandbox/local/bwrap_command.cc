@@ -22,7 +22,7 @@ constexpr const char* kEtcFiles[] = {
     "/etc/alternatives",  "/etc/ld.so.cache",     "/etc/ld.so.conf",   "/etc/ld.so.conf.d",
     "/etc/ssl",           "/etc/ca-certificates", "/etc/localtime",    "/etc/timezone",
     "/etc/nsswitch.conf", "/etc/mime.types",      "/etc/protocols",    "/etc/services",
-    "/etc/host.conf",     "/etc/inputrc",         "/etc/matplotlibrc",
+    "/etc/host.conf",     "/etc/inputrc",         "/etc/matplotlibrc", "/etc/os-release",
 };
 
 std::string Passwd() {

@@ -89,6 +89,23 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
   core->bwrap.init_path = options.init_path;
   core->bwrap.hostname = options.hostname;
   SANDGATE_ASSIGN_OR_RETURN(core->bwrap.seccomp_bpf, local::BuildSeccompFilter());
+  if (options.disable_seccomp_for_benchmarks) {
+    core->bwrap.seccomp_bpf.clear();
+    log::Warning("sandbox.seccomp_disabled", {{"why", "disable_seccomp_for_benchmarks"}});
+  }
+  for (const std::string& cidr : options.proxy_ssrf_exempt_cidrs) {
+    absl::StatusOr<local::Cidr> c = local::Cidr::Parse(cidr);
+    if (!c.ok()) {
+      return errors::InvalidArgument(
+          absl::StrCat("proxy_ssrf_exempt_cidrs: ", c.status().message()));
+    }
+    core->ssrf_exempt.push_back(*c);
+  }
+  SANDGATE_ASSIGN_OR_RETURN(
+      core->proxy,
+      local::NetProxy::Create(options.resolver != nullptr ? options.resolver
+                                                          : local::NewSystemResolver(),
+                              options.proxy_options));
   core->bwrap.host_binds = local::HostBinds();
   {
     absl::MutexLock l(&core->mu);

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/journal.h"
+#include "sandbox/local/net_proxy.h"
 #include "sandbox/sandbox.h"
 
 #ifndef SANDGATE_DEFAULT_INIT_PATH
@@ -53,6 +54,19 @@ struct BwrapOptions {
   std::string hostname = "sandgate";
   // Longest wait for a new sandbox to report ready.
   absl::Duration start_timeout = absl::Seconds(10);
+
+  // Network proxy of restricted/enabled sessions (net_proxy.h). null = getaddrinfo.
+  std::shared_ptr<local::Resolver> resolver;
+  // Port of the proxy inside each session's network namespace (127.0.0.1).
+  uint16_t proxy_port = 3128;
+  // CIDRs ("198.51.100.0/24") the proxy's SSRF guard lets through. TESTS ONLY: a test's own
+  // upstream lives in a documentation range, which the guard otherwise refuses. Leave empty
+  // in the daemon.
+  std::vector<std::string> proxy_ssrf_exempt_cidrs;
+  local::NetProxyOptions proxy_options;
+
+  // BENCHMARKS ONLY: run sandboxes without the seccomp filter, to measure what it costs.
+  bool disable_seccomp_for_benchmarks = false;
 };
 
 class BwrapProvider : public Provider {
@@ -65,7 +79,8 @@ class BwrapProvider : public Provider {
   ~BwrapProvider() override;
 
   std::string name() const override { return "local"; }
-  // Fails with UNIMPLEMENTED for restricted or enabled networking (not supported yet).
+  // Restricted and enabled networking are served by the provider's NetProxy (one thread for
+  // all sessions); INVALID_ARGUMENT for a malformed allowlist.
   absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                   const CancelToken* cancel) override;
   // Kills every process running as the entry's uid, kills and removes its cgroups, then

@@ -87,8 +87,9 @@ absl::Status CheckNoNul(absl::string_view s, absl::string_view what) {
 }
 
 // The kExec message: header, cwd, argv, env (see init_protocol.h).
-absl::StatusOr<std::string> EncodeExec(const ExecRequest& req,
-                                       const std::map<std::string, std::string>& session_env) {
+absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec& spec,
+                                       uint16_t proxy_port) {
+  const std::map<std::string, std::string>& session_env = spec.env;
   if (req.argv.empty()) return errors::InvalidArgument("argv: must not be empty");
   std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
                                             {"HOME", "/work"},
@@ -96,11 +97,21 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req,
                                             {"PYTHONUNBUFFERED", "1"}};
   for (const auto& [k, v] : session_env) env[k] = v;
   for (const auto& [k, v] : req.env) env[k] = v;
+  if (spec.network.mode != NetworkMode::kDisabled) {
+    // Over both: the proxy is the only way out, so a command must always be told of it.
+    const std::string proxy = absl::StrCat("http://127.0.0.1:", proxy_port);
+    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                             "https_proxy", "all_proxy"}) {
+      env[name] = proxy;
+    }
+    env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1";
+  }
   SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> cwd, SplitWorkspacePath(req.cwd, true));
   MessageHeader h;
   h.type = initproto::kExec;
   h.argc = static_cast<uint32_t>(req.argv.size());
   h.envc = static_cast<uint32_t>(env.size());
+  h.cpu_seconds = spec.cpu_seconds_per_process;
   std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
   absl::StrAppend(&msg, "/work", cwd.empty() ? "" : "/", absl::StrJoin(cwd, "/"),
                   absl::string_view("\0", 1));
@@ -175,10 +186,19 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
   if (!ValidSessionId(spec.id)) {
     return errors::InvalidArgument("id: must be 1-40 characters of [a-z0-9-]");
   }
+  ProxyPolicy proxy_policy;
   if (spec.network.mode != NetworkMode::kDisabled) {
-    return absl::UnimplementedError(absl::StrCat(
-        "network policy ", spec.network.mode == NetworkMode::kRestricted ? "restricted" : "enabled",
-        " is not supported yet by the local provider"));
+    proxy_policy.mode = spec.network.mode;
+    SANDGATE_ASSIGN_OR_RETURN(proxy_policy.allowed_domains,
+                              NormaliseAllowlist(spec.network.allowed_domains));
+    if (spec.network.allowed_ports.empty() || spec.network.max_connections == 0) {
+      return errors::InvalidArgument(
+          "network: allowed_ports must not be empty and max_connections must be > 0");
+    }
+    proxy_policy.allowed_ports = spec.network.allowed_ports;
+    proxy_policy.max_connections = spec.network.max_connections;
+    proxy_policy.max_bytes = spec.network.max_bytes;
+    proxy_policy.ssrf_exempt = core->ssrf_exempt;
   }
   if (spec.workspace_bytes == 0) return errors::InvalidArgument("workspace_bytes: must be > 0");
   for (const auto& [k, v] : spec.env) {
@@ -195,6 +215,7 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
   SANDGATE_ASSIGN_OR_RETURN(uid_t uid, core->Reserve(spec.id));
   std::unique_ptr<BwrapSession> s(new BwrapSession(std::move(core), spec, uid));
   s->cgroups_ = std::move(cgroups);
+  s->proxy_policy_ = std::move(proxy_policy);
 
   JournalEntry entry;
   entry.id = JournalId(spec.id);
@@ -333,6 +354,18 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   if (!adj.valid() || write(adj.get(), "-1000", 5) != 5) {
     log::Debug("sandbox.init_oom_adj_failed", {{"session", spec_.id}, {"errno", errno}});
   }
+  if (spec_.network.mode != NetworkMode::kDisabled) {
+    // The listener is bound before any command runs, so nothing inside can take the port.
+    UniqueFd netns(
+        open(absl::StrCat("/proc/", init_pid, "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    if (!netns.valid()) return errors::FromErrno(errno, "open sandbox netns");
+    if (poll(&alive, 1, 0) != 0) return errors::Unavailable("sandbox init exited during start");
+    SANDGATE_ASSIGN_OR_RETURN(UniqueFd listener,
+                              ListenInNetns(netns.get(), core_->options.proxy_port));
+    SANDGATE_RETURN_IF_ERROR(core_->proxy->AddSession(spec_.id, std::move(listener),
+                                                      proxy_policy_, spec_.on_network_decision));
+    proxied_ = true;
+  }
   return absl::OkStatus();
 }
 
@@ -365,7 +398,7 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
 absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
                                               const OutputCallback& on_output,
                                               const CancelToken* cancel) {
-  SANDGATE_ASSIGN_OR_RETURN(std::string message, EncodeExec(request, spec_.env));
+  SANDGATE_ASSIGN_OR_RETURN(std::string message, EncodeExec(request, spec_, core_->options.proxy_port));
   {
     absl::MutexLock l(&mu_);
     if (closed_)
@@ -405,9 +438,9 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
   absl::Time kill_deadline = absl::InfiniteFuture();
   bool out_open = true, err_open = true, have_status = false, kill_sent = false;
   int status = 0;
-  auto send_kill = [&] {
+  auto send_kill = [&](bool all) {
     MessageHeader k;
-    k.type = initproto::kKill;
+    k.type = all ? initproto::kKillAll : initproto::kKill;
     send(cmd.get(), &k, sizeof(k), MSG_NOSIGNAL);
     kill_sent = true;
     kill_deadline = absl::Now() + absl::Seconds(5);
@@ -419,10 +452,10 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
     if (!have_status && !kill_sent) {
       if (now >= deadline) {
         result.timed_out = true;
-        send_kill();
+        send_kill(true);
       } else if (cancel != nullptr && cancel->cancelled()) {
         result.cancelled = true;
-        send_kill();
+        send_kill(false);
       }
     }
     if (!have_status && now >= kill_deadline) {
@@ -472,6 +505,7 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
   }
   // Concurrent commands share the memory cgroup; an OOM kill is attributed to whichever
   // command died of SIGKILL meanwhile.
+  result.cpu_time_exceeded = result.term_signal == SIGXCPU;
   result.oom_killed = result.term_signal == SIGKILL && !result.timed_out && !result.cancelled &&
                       cgroups_.OomKillCount() > oom_before;
   return result;
@@ -513,6 +547,7 @@ absl::Status BwrapSession::Close() {
   // Killing the init tears down the PID namespace: once the init has exited, every process
   // in it is gone. bwrap (the init's parent) then reaps it and exits by itself; killing bwrap
   // first would orphan the init's zombie to a reaper that may be slow.
+  if (proxied_) core_->proxy->RemoveSession(spec_.id);
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
   absl::Status status;
   if (init_pidfd_.valid()) {

@@ -21,6 +21,7 @@
 #include "sandbox/local/bwrap_command.h"
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/local/cgroups.h"
+#include "sandbox/local/net_proxy.h"
 #include "sandbox/local/spawner.h"
 #include "sandbox/local/workspace_files.h"
 #include "sandbox/sandbox.h"
@@ -34,6 +35,8 @@ struct BwrapProvider::Core {
   local::CgroupHost cgroups;
   local::BwrapConfig bwrap;
   local::Spawner spawner;
+  std::unique_ptr<local::NetProxy> proxy;
+  std::vector<local::Cidr> ssrf_exempt;
 
   // Claims `session_id` and a free uid from the pool: ALREADY_EXISTS when a live session has
   // the id, RESOURCE_EXHAUSTED when all uids are in use.
@@ -91,6 +94,8 @@ class BwrapSession : public Session {
   UniqueFd control_;  // SOCK_SEQPACKET to the init; shut down (not closed) by Close
   UniqueFd bwrap_stderr_;
   std::vector<std::string> warnings_;
+  local::ProxyPolicy proxy_policy_;  // normalised; used when the network is not disabled
+  bool proxied_ = false;             // the proxy serves this session (RemoveSession on Close)
 
   absl::Mutex send_mu_;   // one sendmsg on control_ at a time
   absl::Mutex close_mu_;  // held for the whole of Close, so a second Close waits for the first

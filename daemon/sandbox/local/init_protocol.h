@@ -15,6 +15,10 @@
 //   init -> daemon   kStarted{value = pid inside the sandbox}, later kExited{value = wait
 //                    status}; or kFailed{value = errno} if the command could not be forked.
 //   daemon -> init   kKill: SIGKILL the command's process group.
+//   daemon -> init   kKillAll (wall-clock timeout): SIGKILL the command's process group and
+//                    every other process of the sandbox except the init and the process
+//                    groups of the other running commands, so that background workers the
+//                    command left (also `setsid`/`nohup` ones) die with it.
 //   EOF              the daemon no longer waits: the init kills the command's process group.
 #ifndef SANDGATE_SANDBOX_LOCAL_INIT_PROTOCOL_H_
 #define SANDGATE_SANDBOX_LOCAL_INIT_PROTOCOL_H_
@@ -31,6 +35,7 @@ enum MessageType : uint32_t {
   kExited = 4,
   kFailed = 5,
   kKill = 6,
+  kKillAll = 7,
 };
 
 struct MessageHeader {
@@ -38,6 +43,7 @@ struct MessageHeader {
   int32_t value = 0;  // pid, wait status or errno, by type
   uint32_t argc = 0;  // kExec only
   uint32_t envc = 0;  // kExec only
+  uint32_t cpu_seconds = 0;  // kExec only: RLIMIT_CPU of the command (soft; hard = +1); 0 = none
 };
 
 // Largest kExec message (header + strings). Bounded by the socket send buffer.

@@ -628,15 +628,48 @@ TEST_F(BwrapProviderTest, SweepRefusesUidsOutsideThePool) {
   rmdir(foreign.c_str());
 }
 
-TEST_F(BwrapProviderTest, RestrictedNetworkIsNotImplementedYet) {
+TEST_F(BwrapProviderTest, RestrictedNetworkRejectsABadAllowlistBeforeJournaling) {
   SessionSpec spec;
   spec.id = "net";
   spec.network.mode = NetworkMode::kRestricted;
+  spec.network.allowed_domains = {"ok.example", "bad host\r\nX: y"};
   auto s = provider_->Create(spec, nullptr);
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(s.status().message()),
-              HasSubstr("network policy restricted is not supported yet by the local provider"));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("allowed_domains"));
   EXPECT_TRUE(journal_.List()->empty());
+}
+
+// The proxy answers inside the sandbox without any upstream: a host outside the allowlist is
+// refused by the daemon itself. (Allowed traffic is tested in tests/security with a test
+// network namespace.)
+TEST_F(BwrapProviderTest, RestrictedNetworkSetsProxyVariablesAndDeniesUnlistedHosts) {
+  SessionSpec spec;
+  spec.network.mode = NetworkMode::kRestricted;
+  spec.network.allowed_domains = {"*.allowed.example"};
+  std::vector<NetworkDecision> decisions;
+  absl::Mutex mu;
+  spec.on_network_decision = [&](const NetworkDecision& d) {
+    absl::MutexLock l(&mu);
+    decisions.push_back(d);
+  };
+  auto s = NewSession("proxyenv", spec);
+  ASSERT_NE(s, nullptr);
+  Output r = Sh(s.get(), "env | grep -i _proxy= | LC_ALL=C sort");
+  EXPECT_EQ(r.out,
+            "ALL_PROXY=http://127.0.0.1:3128\nHTTPS_PROXY=http://127.0.0.1:3128\n"
+            "HTTP_PROXY=http://127.0.0.1:3128\nNO_PROXY=localhost,127.0.0.1\n"
+            "all_proxy=http://127.0.0.1:3128\nhttp_proxy=http://127.0.0.1:3128\n"
+            "https_proxy=http://127.0.0.1:3128\nno_proxy=localhost,127.0.0.1\n");
+  r = Exec(s.get(), {"curl", "-sS", "-o", "/dev/null", "-D", "-", "http://evil.example/"});
+  EXPECT_THAT(r.out, HasSubstr("403 Forbidden"));
+  EXPECT_THAT(r.out, HasSubstr("X-Proxy-Error: blocked-by-allowlist"));
+  absl::MutexLock l(&mu);
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(decisions[0].session_id, "proxyenv");
+  EXPECT_EQ(decisions[0].verdict, NetworkDecision::Verdict::kDenied);
+  EXPECT_EQ(decisions[0].host, "evil.example");
+  EXPECT_EQ(decisions[0].port, 80);
+  EXPECT_EQ(decisions[0].reason, "blocked-by-allowlist");
 }
 
 TEST_F(BwrapProviderTest, InvalidRequestsAreRejected) {

@@ -39,6 +39,7 @@ using sandgate::sandbox::initproto::kExecFdCount;
 using sandgate::sandbox::initproto::kExited;
 using sandgate::sandbox::initproto::kFailed;
 using sandgate::sandbox::initproto::kKill;
+using sandgate::sandbox::initproto::kKillAll;
 using sandgate::sandbox::initproto::kMaxExecMessage;
 using sandgate::sandbox::initproto::kReady;
 using sandgate::sandbox::initproto::kStarted;
@@ -90,7 +91,8 @@ std::string Resolve(const std::string& argv0, const std::vector<char*>& env) {
 
 // Runs in the forked child; never returns.
 [[noreturn]] void ExecChild(const std::string& cwd, std::vector<char*>& argv,
-                            std::vector<char*>& env, int out_fd, int err_fd) {
+                            std::vector<char*>& env, int out_fd, int err_fd,
+                            uint32_t cpu_seconds) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -103,6 +105,11 @@ std::string Resolve(const std::string& argv0, const std::vector<char*>& env) {
   }
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
+  if (cpu_seconds > 0) {
+    // Hard one second above soft: SIGXCPU first, SIGKILL if that is ignored.
+    struct rlimit cpu = {cpu_seconds, static_cast<rlim_t>(cpu_seconds) + 1};
+    setrlimit(RLIMIT_CPU, &cpu);
+  }
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
     _exit(127);
@@ -155,7 +162,7 @@ void StartCommand(const char* buf, size_t len, const std::vector<int>& fds,
   env.push_back(nullptr);
 
   pid_t pid = fork();
-  if (pid == 0) ExecChild(strings[0], argv, env, fds[1], fds[2]);
+  if (pid == 0) ExecChild(strings[0], argv, env, fds[1], fds[2], h.cpu_seconds);
   close(fds[1]);
   close(fds[2]);
   if (pid < 0) {
@@ -207,12 +214,59 @@ void KillCommand(const Command& c) {
   if (!c.exited) kill(c.pid, SIGKILL);
 }
 
-void HandleCommandSocket(Command& c) {
+// The process group of the process `pid` (from /proc/<pid>/stat), or -1.
+pid_t ProcessGroupOf(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  // "pid (comm) state ppid pgrp ...": comm may hold spaces and ')', so parse after the last.
+  const char* p = strrchr(buf, ')');
+  if (p == nullptr) return -1;
+  char state;
+  int ppid, pgrp;
+  if (sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return -1;
+  return pgrp;
+}
+
+// Kills `c` and every process that belongs to no other running command: what `c` left in
+// the background, wherever it moved (setsid). A few rounds, for processes forked meanwhile.
+void KillCommandAndStragglers(const Command& c, const std::vector<Command>& commands) {
+  KillCommand(c);
+  for (int round = 0; round < 3; ++round) {
+    DIR* d = opendir("/proc");
+    if (d == nullptr) return;
+    int killed = 0;
+    while (struct dirent* e = readdir(d)) {
+      pid_t pid = atoi(e->d_name);
+      if (pid <= 1) continue;
+      pid_t pgrp = ProcessGroupOf(pid);
+      if (pgrp < 0) continue;
+      bool other = false;
+      for (const Command& o : commands) {
+        if (&o != &c && !o.exited && o.pid == pgrp) other = true;
+      }
+      if (!other && kill(pid, SIGKILL) == 0) ++killed;
+    }
+    closedir(d);
+    if (killed == 0) return;
+  }
+}
+
+void HandleCommandSocket(Command& c, const std::vector<Command>& commands) {
   MessageHeader h;
   ssize_t n = recv(c.sock, &h, sizeof(h), MSG_DONTWAIT);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n == static_cast<ssize_t>(sizeof(h)) && h.type == kKill) {
     KillCommand(c);
+    return;
+  }
+  if (n == static_cast<ssize_t>(sizeof(h)) && h.type == kKillAll) {
+    KillCommandAndStragglers(c, commands);
     return;
   }
   // EOF or garbage: the daemon gave up on this command; nothing of it may linger.
@@ -286,7 +340,7 @@ int main(int argc, char** argv) {
     }
     // Indices in pfds match `commands` as it was before this round; handle those first.
     for (size_t i = 2; i < pfds.size(); ++i) {
-      if (pfds[i].revents != 0) HandleCommandSocket(commands[i - 2]);
+      if (pfds[i].revents != 0) HandleCommandSocket(commands[i - 2], commands);
     }
     if (pfds[1].revents != 0 && !HandleControl(ctl, commands)) break;
     std::vector<Command> live;
