@@ -37,6 +37,8 @@ std::string MiB(uint64_t bytes) { return absl::StrCat(bytes / (1 << 20), " MiB")
 
 struct RunManager::ActiveRun {
   // Constant after Start.
+  Caller caller;
+  std::string request_run_id;
   v1::RunAnalysisRequest request;
   std::vector<playbooks::InputFile> inputs;
   const playbooks::Playbook* playbook = nullptr;
@@ -143,9 +145,11 @@ absl::Status RunManager::Validate(const v1::RunAnalysisRequest& req,
                                   std::vector<playbooks::InputFile>* inputs) const {
   const Config& cfg = *deps_.config;
   if (!req.session_id().empty()) {
-    return errors::InvalidArgument(
-        "session_id: this daemon runs each run in its own ephemeral session; running in an "
-        "existing session arrives with the sessions API");
+    if (deps_.sessions == nullptr) return errors::InvalidArgument("session_id: this daemon keeps no sessions");
+    if (req.has_sandbox()) {
+      return errors::InvalidArgument(
+          "sandbox: a run in an existing session uses that session's sandbox; leave sandbox unset");
+    }
   }
   if (req.inputs().empty()) return errors::InvalidArgument("inputs: at least one input file is required");
   uint64_t total = 0;
@@ -205,6 +209,13 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
     return errors::InvalidArgument("model: the reference agent uses no model");
   }
   SANDGATE_RETURN_IF_ERROR(Validate(request, &ar->inputs));
+  if (!request.session_id().empty()) {
+    SANDGATE_ASSIGN_OR_RETURN(v1::Session session, deps_.sessions->Get(caller, request.session_id()));
+    if (session.status() != v1::SESSION_ACTIVE) {
+      return errors::FailedPrecondition(absl::StrCat("session_id: session ", session.id(),
+                                                     " has ended: ", session.status_reason()));
+    }
+  }
   absl::Status inputs_ok = ar->playbook->ValidateInputs(ar->inputs);
   if (!inputs_ok.ok()) return errors::InvalidArgument(absl::StrCat("inputs: ", inputs_ok.message()));
 
@@ -248,6 +259,8 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
     if (existing) return Get(caller, *existing);
   }
   SANDGATE_RETURN_IF_ERROR(put);
+  ar->caller = caller;
+  ar->request_run_id = run.id();
   {
     absl::MutexLock lock(&ar->mu);
     ar->run = run;
@@ -292,14 +305,15 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
     Finish(ar, events, v1::CANCELLED, ar->cancel.reason());
     return;
   }
-  std::string session_id;
+  const bool kept = !ar->request.session_id().empty();
+  // An ephemeral session is named after the run and lives and dies with it; a kept one is
+  // the caller's, used under a lease and left open for follow-up runs.
+  std::string session_id = kept ? ar->request.session_id() : absl::StrCat("s", ar->request_run_id.substr(4));
   {
     absl::MutexLock lock(&ar->mu);
     ar->run.set_status(v1::RUNNING);
     *ar->run.mutable_started_at() = ToProto(deps_.clock->Now());
     ar->deadline = deps_.clock->Now() + ar->run_timeout;
-    // The session is named after the run: an ephemeral session lives and dies with it.
-    session_id = absl::StrCat("s", ar->run.id().substr(4));
     ar->run.set_session_id(session_id);
   }
   PutRun(*ar);
@@ -313,36 +327,57 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   rs->set_model(ar->request.model());
   events.Emit(std::move(started));
 
-  sandbox::SessionSpec spec = ToSessionSpec(session_id, ar->request.sandbox(), *deps_.config);
-
-  absl::Time t0 = deps_.clock->Now();
-  absl::StatusOr<std::unique_ptr<sandbox::Session>> session = ar->provider->Create(spec, &ar->cancel);
-  if (!session.ok()) {
-    v1::RunStatus status = ar->cancel.cancelled() ? v1::CANCELLED : v1::FAILED;
-    Finish(ar, events, status, absl::StrCat("creating the sandbox: ", session.status().message()));
-    return;
+  std::unique_ptr<SessionManager::Lease> lease;
+  std::unique_ptr<sandbox::Session> ephemeral;
+  sandbox::Session* session = nullptr;
+  if (kept) {
+    absl::StatusOr<std::unique_ptr<SessionManager::Lease>> acquired =
+        deps_.sessions->Acquire(ar->caller, session_id, &ar->cancel);
+    if (!acquired.ok()) {
+      Finish(ar, events, v1::FAILED, std::string(acquired.status().message()));
+      return;
+    }
+    lease = std::move(*acquired);
+    session = &lease->session();
+    if (!ar->request.sandbox().has_command_timeout()) ar->command_timeout = lease->command_timeout();
+    events.Notice(v1::Notice::INFO, absl::StrCat("running in kept session ", session_id,
+                                                 "; its workspace stays after the run"));
+  } else {
+    sandbox::SessionSpec spec = ToSessionSpec(session_id, ar->request.sandbox(), *deps_.config);
+    absl::Time t0 = deps_.clock->Now();
+    absl::StatusOr<std::unique_ptr<sandbox::Session>> created_session = ar->provider->Create(spec, &ar->cancel);
+    if (!created_session.ok()) {
+      v1::RunStatus status = ar->cancel.cancelled() ? v1::CANCELLED : v1::FAILED;
+      Finish(ar, events, status, absl::StrCat("creating the sandbox: ", created_session.status().message()));
+      return;
+    }
+    ephemeral = std::move(*created_session);
+    session = ephemeral.get();
+    v1::Event created;
+    created.set_type("session.created");
+    auto* sc = created.mutable_session_created();
+    sc->set_session_id(session_id);
+    sc->set_provider(ar->provider->name());
+    for (const std::string& w : ephemeral->Warnings()) sc->add_unenforced(w);
+    *sc->mutable_create_duration() = ToProto(deps_.clock->Now() - t0);
+    events.Emit(std::move(created));
+    log::Info("session.created", {{"run", events.run_id()}, {"tenant", events.tenant()}, {"session", session_id}});
   }
-  v1::Event created;
-  created.set_type("session.created");
-  auto* sc = created.mutable_session_created();
-  sc->set_session_id(session_id);
-  sc->set_provider(ar->provider->name());
-  for (const std::string& w : (*session)->Warnings()) sc->add_unenforced(w);
-  *sc->mutable_create_duration() = ToProto(deps_.clock->Now() - t0);
-  events.Emit(std::move(created));
-  log::Info("session.created", {{"run", events.run_id()}, {"tenant", events.tenant()}, {"session", session_id}});
 
-  absl::Status agent_status = RunInSession(*ar, **session, events);
+  absl::Status agent_status = RunInSession(*ar, *session, events);
 
-  absl::Status closed = (*session)->Close();
-  v1::Event closed_event;
-  closed_event.set_type("session.closed");
-  closed_event.mutable_session_closed()->set_session_id(session_id);
-  closed_event.mutable_session_closed()->set_reason(
-      closed.ok() ? "ephemeral session ends with its run" : std::string(closed.message()));
-  events.Emit(std::move(closed_event));
-  if (!closed.ok()) log::Error("session.close_failed", {{"session", session_id}, {"error", closed.ToString()}});
-  session->reset();
+  if (ephemeral) {
+    absl::Status closed = ephemeral->Close();
+    v1::Event closed_event;
+    closed_event.set_type("session.closed");
+    closed_event.mutable_session_closed()->set_session_id(session_id);
+    closed_event.mutable_session_closed()->set_reason(
+        closed.ok() ? "ephemeral session ends with its run" : std::string(closed.message()));
+    events.Emit(std::move(closed_event));
+    if (!closed.ok()) log::Error("session.close_failed", {{"session", session_id}, {"error", closed.ToString()}});
+    ephemeral.reset();
+  }
+  lease.reset();
 
   if (ar->timed_out.load()) {
     Finish(ar, events, v1::TIMED_OUT,

@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/event_log.h"
 #include "core/executor.h"
+#include "core/session_manager.h"
 #include "core/tenants.h"
 #include "sandbox/sandbox.h"
 #include "store/artifact_store.h"
@@ -40,6 +41,7 @@ struct RunManagerDeps {
   Clock* clock = nullptr;
   std::map<std::string, sandbox::Provider*> providers;
   std::map<std::string, agent::Agent*> agents;
+  SessionManager* sessions = nullptr;  // null: runs with a session_id are refused
 };
 
 class RunManager {

@@ -57,6 +57,7 @@ class RunManagerTest : public ::testing::Test {
   }
   void Rebuild() {
     runs_.reset();
+    sessions_.reset();
     RunManagerDeps deps;
     deps.config = &config_;
     deps.store = store_.get();
@@ -66,10 +67,14 @@ class RunManagerTest : public ::testing::Test {
     deps.providers["local"] = provider_.get();
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
+    sessions_ = std::make_unique<SessionManager>(
+        SessionManagerDeps{&config_, store_.get(), Clock::Real(), {{"local", provider_.get()}}});
+    deps.sessions = sessions_.get();
     runs_ = std::make_unique<RunManager>(std::move(deps));
   }
   void TearDown() override {
     runs_.reset();
+    sessions_.reset();
     events_.reset();
     store_.reset();
     std::system(("rm -rf " + dir_).c_str());
@@ -102,6 +107,7 @@ class RunManagerTest : public ::testing::Test {
   std::unique_ptr<HostProvider> provider_;
   agent::ReferenceAgent reference_;
   TamperingAgent tamper_;
+  std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<RunManager> runs_;
 };
 
@@ -262,6 +268,52 @@ TEST_F(RunManagerTest, IdempotencyKeyReturnsTheSameRunAlsoAfterARestart) {
   auto other = runs_->Start(team_b, req);
   EXPECT_NE(other->id(), first->id());
   WaitFinished(other->id(), &team_b);
+}
+
+TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {
+  auto session = sessions_->Create(caller_, v1::CreateSessionRequest(), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  v1::RunAnalysisRequest req = Sample();
+  req.set_session_id(session->id());
+  v1::Run first = WaitFinished(runs_->Start(caller_, req)->id());
+  EXPECT_EQ(first.status(), v1::SUCCEEDED) << first.status_reason();
+  EXPECT_EQ(first.session_id(), session->id());
+  EXPECT_EQ(sessions_->Get(caller_, session->id())->status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(provider_->live_sessions(), 1);
+  for (const auto& e : Events(first.id())) EXPECT_NE(e.type(), "session.closed");
+  // The follow-up sees the first run's files.
+  auto lease = sessions_->Acquire(caller_, session->id(), nullptr);
+  EXPECT_TRUE((*lease)->session().ReadFile("calculated_metrics.csv", 1 << 20).ok());
+  lease->reset();
+  v1::Run second = WaitFinished(runs_->Start(caller_, req)->id());
+  EXPECT_EQ(second.status(), v1::SUCCEEDED);
+
+  req.mutable_sandbox()->set_memory_bytes(1 << 30);
+  EXPECT_TRUE(absl::StrContains(runs_->Start(caller_, req).status().message(), "leave sandbox unset"));
+  req.clear_sandbox();
+  EXPECT_EQ(runs_->Start(Caller{"team-b", false}, req).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(RunManagerTest, ClosingTheSessionCancelsTheRunInIt) {
+  v1::CreateSessionRequest create;
+  auto session = sessions_->Create(caller_, create, nullptr);
+  ASSERT_TRUE(session.ok());
+  v1::RunAnalysisRequest req = Sample();
+  req.set_session_id(session->id());
+  req.set_agent("tamper");  // any agent; closing happens during the analysis
+  auto started = runs_->Start(caller_, req);
+  ASSERT_TRUE(started.ok());
+  for (int i = 0; i < 500; ++i) {
+    bool running = false;
+    for (const auto& e : Events(started->id())) running |= e.has_command_started();
+    if (running) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(sessions_->Close(caller_, session->id(), "enough").ok());
+  v1::Run run = WaitFinished(started->id());
+  EXPECT_EQ(run.status(), v1::CANCELLED);
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "closed by the caller: enough")) << run.status_reason();
+  EXPECT_EQ(runs_->Start(caller_, req).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
