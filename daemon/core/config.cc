@@ -4,6 +4,8 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <algorithm>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -107,6 +109,36 @@ absl::Status ReadTenant(const json& v, const std::string& where, TenantConfig* t
   return absl::OkStatus();
 }
 
+absl::Status ReadUpstream(const json& v, const std::string& section, bool with_containers,
+                          UpstreamConfig* u) {
+  ObjectReader r(v, section);
+  r.On("base_url", String(&u->base_url));
+  r.On("api_key_file", String(&u->api_key_file));
+  r.On("api_key_env", String(&u->api_key_env));
+  r.On("model", String(&u->model));
+  r.On("max_turns", Whole(&u->max_turns, 1));
+  r.On("request_timeout_seconds", Seconds(&u->request_timeout));
+  if (with_containers) {
+    r.On("container_memory_limit", String(&u->container_memory_limit));
+    r.On("container_expires_after_minutes", Whole(&u->container_expires_after_minutes, 1));
+  }
+  SANDGATE_RETURN_IF_ERROR(r.Run());
+  if (!u->api_key_file.empty() && !u->api_key_env.empty()) {
+    return errors::InvalidArgument(absl::StrCat(section, ": set api_key_file or api_key_env, not both"));
+  }
+  if (!u->base_url.empty() && !absl::StartsWith(u->base_url, "http://") &&
+      !absl::StartsWith(u->base_url, "https://")) {
+    return errors::InvalidArgument(absl::StrCat(section, ".base_url: expected http:// or https://, got '", u->base_url, "'"));
+  }
+  if (with_containers) {
+    static const char* kLimits[] = {"1g", "4g", "16g", "64g"};
+    if (std::find(std::begin(kLimits), std::end(kLimits), u->container_memory_limit) == std::end(kLimits)) {
+      return errors::InvalidArgument(absl::StrCat(section, ".container_memory_limit: one of 1g, 4g, 16g, 64g"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin) {
@@ -160,8 +192,13 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     l.On("uid_count", Whole(&c.uid_count, 1));
     return l.Run();
   });
+  r.On("openai", [&c](const json& v, const std::string&) { return ReadUpstream(v, "openai", true, &c.openai); });
+  r.On("chat", [&c](const json& v, const std::string&) { return ReadUpstream(v, "chat", false, &c.chat); });
   absl::Status st = r.Run();
   if (!st.ok()) return errors::InvalidArgument(absl::StrCat(origin, ": ", st.message()));
+  if (c.chat.configured() && c.chat.base_url.empty()) {
+    return errors::InvalidArgument(absl::StrCat(origin, ": chat.base_url: required (the OpenAI-compatible endpoint)"));
+  }
   return c;
 }
 

@@ -23,6 +23,22 @@ struct TenantConfig {
   bool is_operator = false;
 };
 
+// An OpenAI-compatible upstream. It exists only when a key source is configured; the key
+// itself is read from the file (re-read on each use, so it can be rotated) or the
+// environment variable, and never appears in the config, a log line or an event.
+struct UpstreamConfig {
+  bool configured() const { return !api_key_file.empty() || !api_key_env.empty(); }
+  std::string base_url;
+  std::string api_key_file;
+  std::string api_key_env;
+  std::string model;
+  uint32_t max_turns = 30;
+  absl::Duration request_timeout = absl::Seconds(600);
+  // The openai provider's containers.
+  std::string container_memory_limit = "1g";
+  uint32_t container_expires_after_minutes = 20;
+};
+
 struct Config {
   // "unix:/path" or "tcp:host:port" (e.g. "tcp:127.0.0.1:7443", port 0 = any free port).
   std::string listen = "unix:/run/sandgate/sandgated.sock";
@@ -47,6 +63,14 @@ struct Config {
   absl::Duration session_max_lifetime = absl::Hours(2);
   absl::Duration session_max_lifetime_limit = absl::Hours(24);
   absl::Duration drain_grace = absl::Seconds(20);
+
+  // The `openai` provider and agent, and the `chat` agent (any OpenAI-compatible endpoint).
+  UpstreamConfig openai = [] {
+    UpstreamConfig u;
+    u.base_url = "https://api.openai.com/v1";
+    return u;
+  }();
+  UpstreamConfig chat;
 
   // Local provider.
   std::string bwrap_path = "/usr/bin/bwrap";

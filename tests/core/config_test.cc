@@ -57,6 +57,27 @@ TEST(ConfigTest, ErrorsNameTheKey) {
   }
 }
 
+TEST(ConfigTest, UpstreamsExistOnlyWithAKeySource) {
+  auto c = ParseConfig(R"({"openai": {"api_key_file": "/etc/sandgate/openai.key", "model": "gpt-5.5"},
+                          "chat": {"base_url": "http://127.0.0.1:8000/v1", "api_key_env": "VLLM_KEY"}})", "c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->openai.configured());
+  EXPECT_EQ(c->openai.base_url, "https://api.openai.com/v1");
+  EXPECT_TRUE(c->chat.configured());
+  EXPECT_FALSE(ParseConfig("{}", "c")->openai.configured());
+  for (const auto& [text, expect] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"openai": {"api_key_file": "a", "api_key_env": "B"}})", "not both"},
+           {R"({"openai": {"base_url": "ftp://x"}})", "openai.base_url"},
+           {R"({"openai": {"container_memory_limit": "2g"}})", "openai.container_memory_limit"},
+           {R"({"chat": {"api_key_env": "K"}})", "chat.base_url: required"},
+           {R"({"chat": {"container_memory_limit": "1g"}})", "chat.container_memory_limit: unknown key"},
+       }) {
+    auto bad = ParseConfig(text, "c");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), expect)) << bad.status();
+  }
+}
+
 TEST(ConfigTest, DuplicateTenantsAreRefused) {
   std::string t = R"({"name": "a", "token_sha256": ")" + std::string(kHash) + R"("})";
   auto parsed = ParseConfig(R"({"tenants": [)" + t + "," + t + "]}", "c");
