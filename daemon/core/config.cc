@@ -151,6 +151,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
   r.On("log_level", String(&c.log_level));
   r.On("allow_unauthenticated_tcp", Bool(&c.allow_unauthenticated_tcp));
   r.On("max_concurrent_runs", Whole(&c.max_concurrent_runs, 1));
+  r.On("max_concurrent_execs", Whole(&c.max_concurrent_execs, 1));
   r.On("max_input_bytes", Whole(&c.max_input_bytes, 1));
   r.On("max_artifact_bytes", Whole(&c.max_artifact_bytes, 1));
   r.On("tenants", [&c](const json& v, const std::string& where) -> absl::Status {

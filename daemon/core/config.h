@@ -48,6 +48,7 @@ struct Config {
   bool allow_unauthenticated_tcp = false;
 
   uint32_t max_concurrent_runs = 4;
+  uint32_t max_concurrent_execs = 32;  // Exec RPCs running at once (each holds a thread)
   uint64_t max_input_bytes = 64ull << 20;
   uint64_t max_artifact_bytes = 32ull << 20;
 

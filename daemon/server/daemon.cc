@@ -65,9 +65,11 @@ struct Daemon::Parts {
   std::unique_ptr<core::EventLog> events;
   std::unique_ptr<sandbox::BwrapProvider> local;
   std::unique_ptr<agent::ReferenceAgent> reference;
+  std::unique_ptr<core::SessionManager> sessions;
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
   std::unique_ptr<core::Executor> io;
+  std::unique_ptr<core::Executor> exec;
   std::unique_ptr<SandgateService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
@@ -102,6 +104,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->local = std::move(*provider);
   p->reference = std::make_unique<agent::ReferenceAgent>();
 
+  core::SessionManagerDeps session_deps;
+  session_deps.config = &p->config;
+  session_deps.store = p->store.get();
+  session_deps.clock = Clock::Real();
+  session_deps.providers["local"] = p->local.get();
+  p->sessions = std::make_unique<core::SessionManager>(session_deps);
+
   core::RunManagerDeps deps;
   deps.config = &p->config;
   deps.store = p->store.get();
@@ -110,14 +119,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.clock = Clock::Real();
   deps.providers["local"] = p->local.get();
   deps.agents["reference"] = p->reference.get();
+  deps.sessions = p->sessions.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   p->io = std::make_unique<core::Executor>("io", 4, 4096);
+  p->exec = std::make_unique<core::Executor>("exec", c.max_concurrent_execs, 1024);
   ServiceDeps sd;
   sd.tenants = p->tenants.get();
   sd.runs = p->runs.get();
   sd.events = p->events.get();
+  sd.sessions = p->sessions.get();
   sd.io = p->io.get();
+  sd.exec = p->exec.get();
+  sd.max_transfer_bytes = c.max_input_bytes;
   sd.heartbeat_interval = c.heartbeat_interval;
   p->service = std::make_unique<SandgateService>(sd);
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
@@ -126,6 +140,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
 absl::Status Daemon::Start() {
   Parts& p = *parts_;
   SANDGATE_RETURN_IF_ERROR(p.runs->Recover());
+  SANDGATE_RETURN_IF_ERROR(p.sessions->Recover());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -169,12 +184,15 @@ void Daemon::Drain() {
   if (p.server) p.server->GetHealthCheckService()->SetServingStatus(false);
   size_t left = p.runs->Drain(p.config.drain_grace);
   if (left > 0) log::Error("daemon.drain_incomplete", {{"active_runs", left}});
+  // Kept sessions end too: their commands are cancelled and their sandboxes deleted.
+  p.sessions->CloseAll("the daemon is shutting down");
   // Every run has written its terminal event; give followers a moment to read it, then end
   // the streams that are still open and stop.
   if (p.server) p.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   p.events->Shutdown();
   if (p.server) p.server->Wait();
   p.io->Shutdown();
+  p.exec->Shutdown();
   log::Info("daemon.stopped");
 }
 

@@ -8,7 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/errors.h"
+#include "common/sha256.h"
+#include "core/sandbox_spec.h"
 #include "server/status.h"
+#include "absl/strings/match.h"
 
 namespace sandgate::server {
 namespace {
@@ -315,21 +318,310 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
   v1::ArtifactChunk chunk_;
 };
 
+// A stream that only reports an error.
+template <typename T>
+class FailedWriter : public grpc::ServerWriteReactor<T> {
+ public:
+  explicit FailedWriter(const absl::Status& s) { this->Finish(ToGrpc(s)); }
+  void OnDone() override { delete this; }
+};
+
 template <typename Reactor, typename Request, typename T>
 grpc::ServerWriteReactor<T>* StartStream(const ServiceDeps& deps,
                                          grpc::CallbackServerContext* ctx, const Request& req) {
   absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
-  if (!caller.ok()) {
-    // A reactor that only reports the error.
-    class Failed : public grpc::ServerWriteReactor<T> {
-     public:
-      explicit Failed(grpc::Status s) { this->Finish(s); }
-      void OnDone() override { delete this; }
-    };
-    return new Failed(ToGrpc(caller.status()));
-  }
+  if (!caller.ok()) return new FailedWriter<T>(caller.status());
   return new Reactor(deps, *caller, req);
 }
+
+v1::FileInfo::Type ToProto(sandbox::FileType t) {
+  switch (t) {
+    case sandbox::FileType::kRegular: return v1::FileInfo::REGULAR;
+    case sandbox::FileType::kDirectory: return v1::FileInfo::DIRECTORY;
+    case sandbox::FileType::kSymlink: return v1::FileInfo::SYMLINK;
+    case sandbox::FileType::kOther: return v1::FileInfo::OTHER;
+  }
+  return v1::FileInfo::OTHER;
+}
+
+// Exec: the command runs on the exec executor under a session lease; its output is queued
+// and written one message at a time. A full queue blocks the command's output callback, so a
+// slow reader slows the command (its pipe fills) instead of growing the daemon's memory.
+class ExecStream final : public PullWriter<v1::ExecResponse> {
+ public:
+  ExecStream(const ServiceDeps& deps, core::Caller caller, v1::ExecRequest req)
+      : deps_(deps), caller_(std::move(caller)), req_(std::move(req)) {
+    if (req_.session_id().empty()) {
+      FinishOnce(ToGrpc(errors::InvalidArgument("session_id: required")));
+    } else if (req_.argv().empty() == req_.command().empty()) {
+      FinishOnce(ToGrpc(errors::InvalidArgument("argv, command: give exactly one")));
+    } else if (req_.has_timeout() && req_.timeout().seconds() <= 0 && req_.timeout().nanos() <= 0) {
+      FinishOnce(ToGrpc(errors::InvalidArgument("timeout: must be positive")));
+    } else {
+      Schedule(deps_.exec, [this] { Run(); });
+    }
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      cancel_.Cancel("the caller went away");
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+    }
+    Pump();
+  }
+  void OnCancel() override {
+    cancel_.Cancel("the caller cancelled the stream");
+    bool writing;
+    {
+      absl::MutexLock lock(&mu_);
+      writing = writing_;
+    }
+    if (!writing) FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+  }
+
+ private:
+  static constexpr size_t kMaxQueuedBytes = 1 << 20;
+
+  void Run() {
+    absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
+        deps_.sessions->Acquire(caller_, req_.session_id(), &cancel_);
+    if (!lease.ok()) {
+      FinishOnce(ToGrpc(lease.status()));
+      return;
+    }
+    sandbox::ExecRequest exec;
+    if (req_.argv().empty()) {
+      exec.argv = {"/bin/sh", "-c", req_.command()};
+    } else {
+      exec.argv.assign(req_.argv().begin(), req_.argv().end());
+    }
+    exec.env.insert(req_.env().begin(), req_.env().end());
+    exec.cwd = req_.cwd();
+    exec.timeout = req_.has_timeout() ? core::FromProto(req_.timeout()) : (*lease)->command_timeout();
+    if (req_.output_cap_bytes() > 0) exec.output_cap_bytes = req_.output_cap_bytes();
+    absl::StatusOr<sandbox::ExecResult> result = (*lease)->session().Exec(
+        exec,
+        [this](sandbox::OutputStream stream, absl::string_view data) {
+          v1::ExecResponse msg;
+          auto* out = msg.mutable_output();
+          out->set_stream(stream == sandbox::OutputStream::kStdout ? v1::CommandOutput::STDOUT
+                                                                  : v1::CommandOutput::STDERR);
+          out->set_data(std::string(data));
+          Enqueue(std::move(msg), /*wait_for_room=*/true);
+        },
+        &cancel_);
+    lease->reset();
+    grpc::Status final_status = grpc::Status::OK;
+    if (!result.ok()) {
+      final_status = ToGrpc(result.status());
+    } else {
+      v1::ExecResponse msg;
+      auto* f = msg.mutable_finished();
+      f->set_exit_code(result->term_signal ? -1 : result->exit_code);
+      f->set_signal(result->term_signal);
+      f->set_timed_out(result->timed_out);
+      f->set_oom_killed(result->oom_killed);
+      f->set_cancelled(result->cancelled);
+      f->set_output_truncated(result->stdout_truncated || result->stderr_truncated);
+      *f->mutable_duration() = core::ToProto(result->duration);
+      Enqueue(std::move(msg), /*wait_for_room=*/false);
+      // A command ended by its session's end says so in the stream's status.
+      if (result->cancelled && absl::StartsWith(cancel_.reason(), "session ")) {
+        final_status = grpc::Status(grpc::StatusCode::ABORTED, cancel_.reason());
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      final_status_ = final_status;
+    }
+    Pump();
+  }
+
+  void Enqueue(v1::ExecResponse msg, bool wait_for_room) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (wait_for_room) {
+        auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return queued_bytes_ < kMaxQueuedBytes || cancel_.cancelled();
+        };
+        while (!room()) mu_.AwaitWithTimeout(absl::Condition(&room), absl::Milliseconds(100));
+        if (cancel_.cancelled()) return;
+      }
+      queued_bytes_ += msg.ByteSizeLong();
+      queue_.push_back(std::move(msg));
+    }
+    Pump();
+  }
+
+  void Pump() {
+    grpc::Status finish;
+    bool do_finish = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_) return;
+      if (!queue_.empty()) {
+        current_ = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= current_.ByteSizeLong();
+        writing_ = true;
+      } else if (done_) {
+        do_finish = true;
+        finish = final_status_;
+      } else {
+        return;
+      }
+    }
+    if (do_finish) {
+      FinishOnce(finish);
+    } else if (!finished()) {
+      StartWrite(&current_);
+    }
+  }
+
+  const ServiceDeps deps_;
+  const core::Caller caller_;
+  const v1::ExecRequest req_;
+  CancelToken cancel_;
+  std::deque<v1::ExecResponse> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  v1::ExecResponse current_;  // the write in flight
+};
+
+// DownloadFile: the file is read from the workspace under a lease (regular files only, capped),
+// then written in chunks.
+class FileDownload final : public PullWriter<v1::FileChunk> {
+ public:
+  FileDownload(const ServiceDeps& deps, core::Caller caller, v1::DownloadFileRequest req)
+      : deps_(deps), caller_(std::move(caller)), req_(std::move(req)) {
+    Schedule(deps_.io, [this] { Read(); });
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok || offset_ >= data_.size()) {
+      FinishOnce(ok ? grpc::Status::OK : grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
+      return;
+    }
+    WriteNext();
+  }
+  void OnCancel() override { FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client")); }
+
+ private:
+  void Read() {
+    if (req_.path().empty()) {
+      FinishOnce(ToGrpc(errors::InvalidArgument("path: required")));
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
+        deps_.sessions->Acquire(caller_, req_.session_id(), nullptr);
+    if (!lease.ok()) {
+      FinishOnce(ToGrpc(lease.status()));
+      return;
+    }
+    uint64_t cap = req_.max_bytes() ? std::min(req_.max_bytes(), deps_.max_transfer_bytes) : deps_.max_transfer_bytes;
+    absl::StatusOr<std::string> data = (*lease)->session().ReadFile(req_.path(), cap);
+    if (!data.ok()) {
+      FinishOnce(ToGrpc(data.status()));
+      return;
+    }
+    data_ = std::move(*data);
+    sha256_ = Sha256::Hex(data_);
+    WriteNext();
+  }
+  void WriteNext() {
+    chunk_.Clear();
+    chunk_.set_offset(offset_);
+    chunk_.set_total_size(data_.size());
+    size_t n = std::min<size_t>(kChunkBytes, data_.size() - offset_);
+    chunk_.set_data(data_.substr(offset_, n));
+    offset_ += n;
+    if (offset_ >= data_.size()) chunk_.set_sha256(sha256_);
+    StartWrite(&chunk_);
+  }
+
+  const ServiceDeps deps_;
+  const core::Caller caller_;
+  const v1::DownloadFileRequest req_;
+  // Touched only by the one task or reaction in flight at a time.
+  std::string data_, sha256_;
+  size_t offset_ = 0;
+  v1::FileChunk chunk_;
+};
+
+// UploadFile: a header, then data, gathered up to the transfer cap and written in one
+// workspace write (a temp file renamed into place) when the client half-closes.
+class FileUpload final : public grpc::ServerReadReactor<v1::UploadFileRequest> {
+ public:
+  FileUpload(const ServiceDeps& deps, core::Caller caller, v1::FileInfo* response)
+      : deps_(deps), caller_(std::move(caller)), response_(response) {
+    StartRead(&msg_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client has sent everything
+      if (!have_header_) {
+        Finish(ToGrpc(errors::InvalidArgument("header: the first message must carry session_id and path")));
+        return;
+      }
+      if (!deps_.io->Submit([this] { Write(); })) {
+        Finish(ToGrpc(errors::ResourceExhausted("the daemon is overloaded; retry")));
+      }
+      return;
+    }
+    if (!have_header_) {
+      if (!msg_.has_header() || msg_.header().session_id().empty() || msg_.header().path().empty()) {
+        Finish(ToGrpc(errors::InvalidArgument("header: the first message must carry session_id and path")));
+        return;
+      }
+      header_ = msg_.header();
+      have_header_ = true;
+    } else if (msg_.has_header()) {
+      Finish(ToGrpc(errors::InvalidArgument("header: only the first message carries one")));
+      return;
+    } else {
+      if (data_.size() + msg_.data().size() > deps_.max_transfer_bytes) {
+        Finish(ToGrpc(errors::ResourceExhausted(absl::StrCat(
+            "upload of ", header_.path(), " is larger than the ", deps_.max_transfer_bytes, "-byte limit"))));
+        return;
+      }
+      data_.append(msg_.data());
+    }
+    StartRead(&msg_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Write() {
+    absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
+        deps_.sessions->Acquire(caller_, header_.session_id(), nullptr);
+    if (!lease.ok()) {
+      Finish(ToGrpc(lease.status()));
+      return;
+    }
+    absl::Status st = (*lease)->session().WriteFile(header_.path(), data_, header_.mode() ? static_cast<int>(header_.mode()) : 0644);
+    if (st.ok()) {
+      response_->set_path(header_.path());
+      response_->set_type(v1::FileInfo::REGULAR);
+      response_->set_size_bytes(data_.size());
+      response_->set_sha256(Sha256::Hex(data_));
+    }
+    lease->reset();
+    Finish(ToGrpc(st));
+  }
+
+  const ServiceDeps deps_;
+  const core::Caller caller_;
+  v1::FileInfo* const response_;
+  v1::UploadFileRequest msg_;
+  v1::UploadFileRequest::Header header_;
+  bool have_header_ = false;
+  std::string data_;
+};
 
 }  // namespace
 
@@ -379,13 +671,8 @@ grpc::ServerUnaryReactor* SandgateService::CancelRun(grpc::CallbackServerContext
 grpc::ServerWriteReactor<v1::Event>* SandgateService::StreamEvents(
     grpc::CallbackServerContext* ctx, const v1::StreamEventsRequest* request) {
   if (request->run_id().empty() || request->after_seq() < 0) {
-    class Failed : public grpc::ServerWriteReactor<v1::Event> {
-     public:
-      explicit Failed(grpc::Status s) { this->Finish(s); }
-      void OnDone() override { delete this; }
-    };
-    return new Failed(ToGrpc(errors::InvalidArgument(
-        request->run_id().empty() ? "run_id: required" : "after_seq: must not be negative")));
+    return new FailedWriter<v1::Event>(errors::InvalidArgument(
+        request->run_id().empty() ? "run_id: required" : "after_seq: must not be negative"));
   }
   return StartStream<EventStream, v1::StreamEventsRequest, v1::Event>(deps_, ctx, *request);
 }
@@ -394,6 +681,100 @@ grpc::ServerWriteReactor<v1::ArtifactChunk>* SandgateService::DownloadArtifact(
     grpc::CallbackServerContext* ctx, const v1::DownloadArtifactRequest* request) {
   return StartStream<ArtifactStream, v1::DownloadArtifactRequest, v1::ArtifactChunk>(deps_, ctx,
                                                                                      *request);
+}
+
+grpc::ServerUnaryReactor* SandgateService::CreateSession(grpc::CallbackServerContext* ctx,
+                                                         const v1::CreateSessionRequest* request,
+                                                         v1::Session* response) {
+  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+    absl::StatusOr<v1::Session> s = deps_.sessions->Create(caller, *request, nullptr);
+    if (s.ok()) *response = std::move(*s);
+    return s.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SandgateService::GetSession(grpc::CallbackServerContext* ctx,
+                                                      const v1::GetSessionRequest* request,
+                                                      v1::Session* response) {
+  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+    absl::StatusOr<v1::Session> s = deps_.sessions->Get(caller, request->session_id());
+    if (s.ok()) *response = std::move(*s);
+    return s.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SandgateService::ListSessions(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListSessionsRequest* request,
+                                                        v1::ListSessionsResponse* response) {
+  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+    absl::StatusOr<std::vector<v1::Session>> all = deps_.sessions->List(caller, request->include_closed());
+    if (!all.ok()) return all.status();
+    for (auto& s : *all) *response->add_sessions() = std::move(s);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* SandgateService::KeepAlive(grpc::CallbackServerContext* ctx,
+                                                     const v1::KeepAliveRequest* request,
+                                                     v1::Session* response) {
+  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+    absl::StatusOr<v1::Session> s = deps_.sessions->KeepAlive(caller, request->session_id());
+    if (s.ok()) *response = std::move(*s);
+    return s.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SandgateService::CloseSession(grpc::CallbackServerContext* ctx,
+                                                        const v1::CloseSessionRequest* request,
+                                                        v1::Session* response) {
+  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+    absl::StatusOr<v1::Session> s = deps_.sessions->Close(caller, request->session_id(), request->reason());
+    if (s.ok()) *response = std::move(*s);
+    return s.status();
+  });
+}
+
+grpc::ServerUnaryReactor* SandgateService::ListFiles(grpc::CallbackServerContext* ctx,
+                                                     const v1::ListFilesRequest* request,
+                                                     v1::ListFilesResponse* response) {
+  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
+        deps_.sessions->Acquire(caller, request->session_id(), nullptr);
+    if (!lease.ok()) return lease.status();
+    absl::StatusOr<std::vector<sandbox::FileEntry>> files = (*lease)->session().ListFiles(request->dir());
+    if (!files.ok()) return files.status();
+    for (const auto& f : *files) {
+      v1::FileInfo* info = response->add_files();
+      info->set_path(f.path);
+      info->set_type(ToProto(f.type));
+      info->set_size_bytes(f.size);
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<v1::ExecResponse>* SandgateService::Exec(grpc::CallbackServerContext* ctx,
+                                                                  const v1::ExecRequest* request) {
+  return StartStream<ExecStream, v1::ExecRequest, v1::ExecResponse>(deps_, ctx, *request);
+}
+
+grpc::ServerReadReactor<v1::UploadFileRequest>* SandgateService::UploadFile(
+    grpc::CallbackServerContext* ctx, v1::FileInfo* response) {
+  absl::StatusOr<core::Caller> caller = Authenticate(*deps_.tenants, ctx);
+  if (!caller.ok()) {
+    class Failed : public grpc::ServerReadReactor<v1::UploadFileRequest> {
+     public:
+      explicit Failed(const absl::Status& s) { Finish(ToGrpc(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Failed(caller.status());
+  }
+  return new FileUpload(deps_, *caller, response);
+}
+
+grpc::ServerWriteReactor<v1::FileChunk>* SandgateService::DownloadFile(
+    grpc::CallbackServerContext* ctx, const v1::DownloadFileRequest* request) {
+  return StartStream<FileDownload, v1::DownloadFileRequest, v1::FileChunk>(deps_, ctx, *request);
 }
 
 }  // namespace sandgate::server

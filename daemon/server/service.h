@@ -10,6 +10,7 @@
 #include "core/event_log.h"
 #include "core/executor.h"
 #include "core/run_manager.h"
+#include "core/session_manager.h"
 #include "core/tenants.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 
@@ -19,7 +20,10 @@ struct ServiceDeps {
   const core::Tenants* tenants = nullptr;
   core::RunManager* runs = nullptr;
   core::EventLog* events = nullptr;
-  core::Executor* io = nullptr;  // blocking work of RPCs (SQLite, artifact files)
+  core::SessionManager* sessions = nullptr;
+  core::Executor* io = nullptr;    // short blocking work of RPCs (SQLite, files, sandbox create)
+  core::Executor* exec = nullptr;  // commands of Exec, each holding a thread while it runs
+  uint64_t max_transfer_bytes = 64ull << 20;  // UploadFile / DownloadFile
   absl::Duration heartbeat_interval = absl::Seconds(15);
 };
 
@@ -42,6 +46,31 @@ class SandgateService final : public v1::Sandgate::CallbackService {
       grpc::CallbackServerContext* ctx, const v1::StreamEventsRequest* request) override;
   grpc::ServerWriteReactor<v1::ArtifactChunk>* DownloadArtifact(
       grpc::CallbackServerContext* ctx, const v1::DownloadArtifactRequest* request) override;
+
+  grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
+                                          const v1::CreateSessionRequest* request,
+                                          v1::Session* response) override;
+  grpc::ServerUnaryReactor* GetSession(grpc::CallbackServerContext* ctx,
+                                       const v1::GetSessionRequest* request,
+                                       v1::Session* response) override;
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* ctx,
+                                         const v1::ListSessionsRequest* request,
+                                         v1::ListSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* ctx,
+                                      const v1::KeepAliveRequest* request,
+                                      v1::Session* response) override;
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx,
+                                         const v1::CloseSessionRequest* request,
+                                         v1::Session* response) override;
+  grpc::ServerUnaryReactor* ListFiles(grpc::CallbackServerContext* ctx,
+                                      const v1::ListFilesRequest* request,
+                                      v1::ListFilesResponse* response) override;
+  grpc::ServerWriteReactor<v1::ExecResponse>* Exec(grpc::CallbackServerContext* ctx,
+                                                   const v1::ExecRequest* request) override;
+  grpc::ServerReadReactor<v1::UploadFileRequest>* UploadFile(grpc::CallbackServerContext* ctx,
+                                                             v1::FileInfo* response) override;
+  grpc::ServerWriteReactor<v1::FileChunk>* DownloadFile(
+      grpc::CallbackServerContext* ctx, const v1::DownloadFileRequest* request) override;
 
  private:
   const ServiceDeps deps_;

@@ -1,0 +1,239 @@
+// The sessions API on the real daemon: create, exec, files, keep-alive, the three clocks.
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+constexpr char kToken[] = "sessions-token";
+constexpr char kOtherToken[] = "other-token";
+
+struct ExecOutcome {
+  std::string out, err;
+  v1::CommandFinished finished;
+  bool has_finished = false;
+  grpc::Status status;
+};
+
+class SessionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
+        {"tenants",
+         {{{"name", "a"}, {"token_sha256", Sha256::Hex(kToken)}},
+          {{"name", "b"}, {"token_sha256", Sha256::Hex(kOtherToken)}}}},
+        {"local", {{"uid_base", 300200}, {"uid_count", 16}}}});
+    daemon_->Start();
+    stub_ = daemon_->Stub();
+  }
+  v1::Session Create(int idle_s = 600, int life_s = 3600, const std::string& key = "") {
+    v1::CreateSessionRequest req;
+    req.mutable_sandbox()->mutable_idle_timeout()->set_seconds(idle_s);
+    req.mutable_sandbox()->mutable_max_lifetime()->set_seconds(life_s);
+    req.set_idempotency_key(key);
+    v1::Session s;
+    grpc::Status st = stub_->CreateSession(DaemonHarness::Context(kToken).get(), req, &s);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return s;
+  }
+  v1::Session Get(const std::string& id) {
+    v1::GetSessionRequest req;
+    req.set_session_id(id);
+    v1::Session s;
+    EXPECT_TRUE(stub_->GetSession(DaemonHarness::Context(kToken).get(), req, &s).ok());
+    return s;
+  }
+  ExecOutcome Exec(const std::string& id, const std::string& command, int deadline_ms = 60000,
+                   const std::string& token = kToken) {
+    auto ctx = DaemonHarness::Context(token);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+    v1::ExecRequest req;
+    req.set_session_id(id);
+    req.set_command(command);
+    auto reader = stub_->Exec(ctx.get(), req);
+    ExecOutcome o;
+    v1::ExecResponse r;
+    while (reader->Read(&r)) {
+      if (r.has_output()) (r.output().stream() == v1::CommandOutput::STDOUT ? o.out : o.err) += r.output().data();
+      if (r.has_finished()) {
+        o.finished = r.finished();
+        o.has_finished = true;
+      }
+    }
+    o.status = reader->Finish();
+    return o;
+  }
+  std::unique_ptr<DaemonHarness> daemon_;
+  std::unique_ptr<v1::Sandgate::Stub> stub_;
+};
+
+TEST_F(SessionsTest, ExecFilesKeepAliveAndClose) {
+  v1::Session s = Create();
+  EXPECT_EQ(s.status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(s.workdir(), "/work");
+
+  ExecOutcome hi = Exec(s.id(), "echo hello; echo oops >&2; exit 3");
+  ASSERT_TRUE(hi.status.ok()) << hi.status.error_message();
+  EXPECT_EQ(hi.out, "hello\n");
+  EXPECT_EQ(hi.err, "oops\n");
+  ASSERT_TRUE(hi.has_finished);
+  EXPECT_EQ(hi.finished.exit_code(), 3);
+
+  {  // upload in two data messages
+    auto ctx = DaemonHarness::Context(kToken);
+    v1::FileInfo info;
+    auto writer = stub_->UploadFile(ctx.get(), &info);
+    v1::UploadFileRequest m;
+    m.mutable_header()->set_session_id(s.id());
+    m.mutable_header()->set_path("in/data.txt");
+    ASSERT_TRUE(writer->Write(m));
+    m.Clear();
+    m.set_data("line one\n");
+    ASSERT_TRUE(writer->Write(m));
+    m.set_data("line two\n");
+    ASSERT_TRUE(writer->Write(m));
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+    EXPECT_EQ(info.size_bytes(), 18u);
+    EXPECT_EQ(info.sha256(), Sha256::Hex("line one\nline two\n"));
+  }
+  ExecOutcome wc = Exec(s.id(), "wc -l < in/data.txt > count.txt && cat count.txt");
+  EXPECT_EQ(wc.out, "2\n");
+  {
+    auto ctx = DaemonHarness::Context(kToken);
+    v1::DownloadFileRequest req;
+    req.set_session_id(s.id());
+    req.set_path("count.txt");
+    auto reader = stub_->DownloadFile(ctx.get(), req);
+    v1::FileChunk c;
+    std::string data, sha;
+    while (reader->Read(&c)) {
+      data += c.data();
+      if (!c.sha256().empty()) sha = c.sha256();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(data, "2\n");
+    EXPECT_EQ(sha, Sha256::Hex("2\n"));
+  }
+  {
+    v1::ListFilesRequest req;
+    req.set_session_id(s.id());
+    v1::ListFilesResponse resp;
+    ASSERT_TRUE(stub_->ListFiles(DaemonHarness::Context(kToken).get(), req, &resp).ok());
+    std::set<std::string> paths;
+    for (const auto& f : resp.files()) paths.insert(f.path());
+    EXPECT_TRUE(paths.count("count.txt"));
+    EXPECT_TRUE(paths.count("in/data.txt"));
+  }
+  {  // a planted symlink is refused on download
+    Exec(s.id(), "ln -s /etc/passwd leak.txt");
+    auto ctx = DaemonHarness::Context(kToken);
+    v1::DownloadFileRequest req;
+    req.set_session_id(s.id());
+    req.set_path("leak.txt");
+    auto reader = stub_->DownloadFile(ctx.get(), req);
+    v1::FileChunk c;
+    EXPECT_FALSE(reader->Read(&c));
+    EXPECT_FALSE(reader->Finish().ok());
+  }
+  v1::KeepAliveRequest ka;
+  ka.set_session_id(s.id());
+  v1::Session kept;
+  ASSERT_TRUE(stub_->KeepAlive(DaemonHarness::Context(kToken).get(), ka, &kept).ok());
+  EXPECT_EQ(kept.status(), v1::SESSION_ACTIVE);
+
+  v1::CloseSessionRequest close;
+  close.set_session_id(s.id());
+  v1::Session closed;
+  ASSERT_TRUE(stub_->CloseSession(DaemonHarness::Context(kToken).get(), close, &closed).ok());
+  EXPECT_EQ(closed.status(), v1::SESSION_CLOSED);
+  ExecOutcome after = Exec(s.id(), "true");
+  EXPECT_EQ(after.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(after.status.error_message(), "closed")) << after.status.error_message();
+}
+
+TEST_F(SessionsTest, AnIdleSessionIsReapedButNotWhileACommandRuns) {
+  v1::Session s = Create(/*idle_s=*/1);
+  ExecOutcome busy = Exec(s.id(), "sleep 2; echo done");
+  EXPECT_EQ(busy.out, "done\n") << "in flight for 2 s: not idle";
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_ACTIVE);
+  v1::SessionStatus status = v1::SESSION_ACTIVE;
+  for (int i = 0; i < 50 && status == v1::SESSION_ACTIVE; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    status = Get(s.id()).status();
+  }
+  EXPECT_EQ(status, v1::SESSION_EXPIRED);
+  EXPECT_TRUE(absl::StrContains(Get(s.id()).status_reason(), "idle_timeout"));
+}
+
+TEST_F(SessionsTest, MaxLifetimeEndsARunningCommandAndTheStreamSaysWhy) {
+  v1::Session s = Create(/*idle_s=*/1, /*life_s=*/2);
+  ExecOutcome o = Exec(s.id(), "sleep 30");
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_TRUE(absl::StrContains(o.status.error_message(), "max_lifetime")) << o.status.error_message();
+  ASSERT_TRUE(o.has_finished);
+  EXPECT_TRUE(o.finished.cancelled());
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_EXPIRED);
+}
+
+TEST_F(SessionsTest, TheRpcDeadlineEndsTheStreamAndTheCommandButNotTheSession) {
+  v1::Session s = Create();
+  ExecOutcome o = Exec(s.id(), "sleep 30", /*deadline_ms=*/1000);
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ExecOutcome ps = Exec(s.id(), "ps -eo comm | grep -c sleep || true");
+  EXPECT_EQ(ps.out, "0\n") << "the command was killed with the stream";
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_ACTIVE);
+}
+
+TEST_F(SessionsTest, RunsInASessionKeepItsWorkspace) {
+  v1::Session s = Create();
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.set_session_id(s.id());
+  v1::Run run;
+  ASSERT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kToken).get(), req, &run).ok());
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kToken);
+  EXPECT_EQ(events.back().run_finished().status(), v1::SUCCEEDED) << events.back().run_finished().reason();
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_ACTIVE);
+  ExecOutcome ls = Exec(s.id(), "head -1 calculated_metrics.csv");
+  EXPECT_TRUE(absl::StartsWith(ls.out, "year,revenue_growth")) << ls.out;
+}
+
+TEST_F(SessionsTest, IdempotentCreateAndTenantIsolation) {
+  v1::Session a = Create(600, 3600, "key-1");
+  v1::Session b = Create(600, 3600, "key-1");
+  EXPECT_EQ(a.id(), b.id());
+  v1::GetSessionRequest req;
+  req.set_session_id(a.id());
+  v1::Session s;
+  EXPECT_EQ(stub_->GetSession(DaemonHarness::Context(kOtherToken).get(), req, &s).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Exec(a.id(), "true", 60000, kOtherToken).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::ListSessionsResponse list;
+  ASSERT_TRUE(stub_->ListSessions(DaemonHarness::Context(kOtherToken).get(), v1::ListSessionsRequest(), &list).ok());
+  EXPECT_EQ(list.sessions_size(), 0);
+  ASSERT_TRUE(stub_->ListSessions(DaemonHarness::Context(kToken).get(), v1::ListSessionsRequest(), &list).ok());
+  EXPECT_EQ(list.sessions_size(), 1);
+}
+
+TEST_F(SessionsTest, BadExecRequestsNameTheProblem) {
+  v1::Session s = Create();
+  auto ctx = DaemonHarness::Context(kToken);
+  v1::ExecRequest req;
+  req.set_session_id(s.id());
+  auto reader = stub_->Exec(ctx.get(), req);
+  v1::ExecResponse r;
+  while (reader->Read(&r)) {
+  }
+  grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "argv, command")) << st.error_message();
+}
+
+}  // namespace
+}  // namespace sandgate::testing
