@@ -953,6 +953,8 @@ class NetProxy::Loop {
     } else {
       c->to_up = c->req.upstream_head + c->to_up;
     }
+    // What goes up now (the rewritten head, early data) counts like any later byte.
+    if (!c->to_up.empty() && !Count(c, c->to_up.size(), true)) return;
     c->deadline = absl::Now() + options_.idle_timeout;
     if (!Flush(c->client.get(), &c->to_client)) return Close(c, "client-reset");
     if (!Flush(c->upstream.get(), &c->to_up)) return Close(c, "upstream-reset");

@@ -25,62 +25,21 @@
 #include "gtest/gtest.h"
 #include "sandbox/local/bwrap_session.h"
 #include "tests/fakes/fake_journal.h"
+#include "tests/sandbox/local/sandbox_test_util.h"
 #include "sandbox/local/init_protocol.h"
 
 namespace sandgate::sandbox {
 namespace {
 
 using ::sandgate::testing::FakeJournal;
+using ::sandgate::testing::FindDirs;
+using ::sandgate::testing::HostProcessesOf;
+using ::sandgate::testing::Output;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 // Every command line visible inside a sandbox, on one line.
 constexpr char kProcessList[] = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '";
-
-struct Output {
-  ExecResult result;
-  std::string out;
-  std::string err;
-};
-
-// Host pids of live processes running as `uid` (any of real/effective/saved/fs).
-std::vector<pid_t> HostProcessesOf(uid_t uid) {
-  std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  while (struct dirent* e = readdir(d)) {
-    pid_t pid = atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-    std::string line;
-    bool zombie = false;
-    while (std::getline(in, line)) {
-      if (absl::StartsWith(line, "State:") && absl::StrContains(line, "Z")) zombie = true;
-      if (!absl::StartsWith(line, "Uid:")) continue;
-      std::vector<std::string> f = absl::StrSplit(line.substr(4), '\t', absl::SkipEmpty());
-      for (const std::string& u : f) {
-        if (static_cast<uid_t>(atoi(u.c_str())) == uid && !zombie) out.push_back(pid);
-      }
-      break;
-    }
-  }
-  closedir(d);
-  return out;
-}
-
-// Every directory named `name` below /sys/fs/cgroup (depth-limited walk).
-void FindDirs(const std::string& dir, const std::string& name, int depth,
-              std::vector<std::string>* out) {
-  if (depth > 6) return;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
-  while (struct dirent* e = readdir(d)) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-    std::string path = absl::StrCat(dir, "/", e->d_name);
-    if (name == e->d_name) out->push_back(path);
-    FindDirs(path, name, depth + 1, out);
-  }
-  closedir(d);
-}
 
 // Test providers use uid pools of their own, away from the daemon's default and from other
 // test processes that ctest may run at the same time: 32 uids per pool, two pools per process.
@@ -112,17 +71,7 @@ class BwrapProviderTest : public ::testing::Test {
 
   static Output Exec(Session* s, std::vector<std::string> argv, ExecRequest req = {},
                      const CancelToken* cancel = nullptr) {
-    req.argv = std::move(argv);
-    Output run;
-    auto r = s->Exec(
-        req,
-        [&](OutputStream st, absl::string_view chunk) {
-          (st == OutputStream::kStdout ? run.out : run.err).append(chunk.data(), chunk.size());
-        },
-        cancel);
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (r.ok()) run.result = *r;
-    return run;
+    return ::sandgate::testing::RunCommand(s, std::move(argv), std::move(req), cancel);
   }
   static Output Sh(Session* s, const std::string& script, ExecRequest req = {}) {
     return Exec(s, {"/bin/sh", "-c", script}, std::move(req));
@@ -134,21 +83,8 @@ class BwrapProviderTest : public ::testing::Test {
 
 local::BwrapSession* Local(Session* s) { return dynamic_cast<local::BwrapSession*>(s); }
 
-// Removes the tests' cgroup parents once no test process uses them (rmdir fails while any
-// session cgroup of a parallel test process is still inside, which is fine).
-class CgroupParentCleanup : public ::testing::Environment {
- public:
-  void TearDown() override {
-    absl::StatusOr<local::CgroupHost> host = local::DetectCgroups("sandgate-test");
-    if (!host.ok()) return;
-    for (const std::string* dir :
-         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->unified}) {
-      if (!dir->empty()) rmdir(dir->c_str());
-    }
-  }
-};
-const ::testing::Environment* const kCleanup =
-    ::testing::AddGlobalTestEnvironment(new CgroupParentCleanup);
+const ::testing::Environment* const kCleanup = ::testing::AddGlobalTestEnvironment(
+    new ::sandgate::testing::CgroupParentCleanup("sandgate-test"));
 
 TEST_F(BwrapProviderTest, EchoOutputCapturedInOrder) {
   auto s = NewSession("echo");
