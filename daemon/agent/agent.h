@@ -58,6 +58,10 @@ absl::StatusOr<sandbox::ExecResult> ExecWithEvents(sandbox::Session& session, Ev
                                                    const sandbox::ExecRequest& request,
                                                    const CancelToken& cancel);
 
+// The API's view of how a command ended (command_id left 0), and of an output stream.
+v1::CommandFinished ToCommandFinished(const sandbox::ExecResult& result);
+v1::CommandOutput::Stream ToProto(sandbox::OutputStream stream);
+
 // "exited with status 2", "killed by signal 9 (out of memory)", "timed out after 30s", …
 std::string DescribeExit(const sandbox::ExecResult& result, absl::Duration timeout);
 

@@ -25,8 +25,7 @@ absl::StatusOr<sandbox::ExecResult> ExecWithEvents(sandbox::Session& session, Ev
     out.set_type("command.output");
     auto* o = out.mutable_command_output();
     o->set_command_id(command_id);
-    o->set_stream(stream == sandbox::OutputStream::kStdout ? v1::CommandOutput::STDOUT
-                                                           : v1::CommandOutput::STDERR);
+    o->set_stream(ToProto(stream));
     o->set_data(std::string(chunk));
     events.Emit(std::move(out));
   };
@@ -35,21 +34,31 @@ absl::StatusOr<sandbox::ExecResult> ExecWithEvents(sandbox::Session& session, Ev
   v1::Event finished;
   finished.set_type("command.finished");
   auto* f = finished.mutable_command_finished();
-  f->set_command_id(command_id);
   if (result.ok()) {
-    f->set_exit_code(result->term_signal ? -1 : result->exit_code);
-    f->set_signal(result->term_signal);
-    f->set_timed_out(result->timed_out);
-    f->set_oom_killed(result->oom_killed);
-    f->set_cancelled(result->cancelled);
-    f->set_output_truncated(result->stdout_truncated || result->stderr_truncated);
-    *f->mutable_duration() =
-        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(result->duration));
+    *f = ToCommandFinished(*result);
   } else {
     f->set_exit_code(-1);
   }
+  f->set_command_id(command_id);
   events.Emit(std::move(finished));
   return result;
+}
+
+v1::CommandFinished ToCommandFinished(const sandbox::ExecResult& result) {
+  v1::CommandFinished f;
+  f.set_exit_code(result.term_signal ? -1 : result.exit_code);
+  f.set_signal(result.term_signal);
+  f.set_timed_out(result.timed_out);
+  f.set_oom_killed(result.oom_killed);
+  f.set_cancelled(result.cancelled);
+  f.set_output_truncated(result.stdout_truncated || result.stderr_truncated);
+  *f.mutable_duration() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(result.duration));
+  return f;
+}
+
+v1::CommandOutput::Stream ToProto(sandbox::OutputStream stream) {
+  return stream == sandbox::OutputStream::kStdout ? v1::CommandOutput::STDOUT
+                                                  : v1::CommandOutput::STDERR;
 }
 
 std::string DescribeExit(const sandbox::ExecResult& result, absl::Duration timeout) {

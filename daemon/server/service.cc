@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/errors.h"
+#include "agent/agent.h"
 #include "common/sha256.h"
 #include "core/sandbox_spec.h"
 #include "server/status.h"
@@ -408,8 +409,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse> {
         [this](sandbox::OutputStream stream, absl::string_view data) {
           v1::ExecResponse msg;
           auto* out = msg.mutable_output();
-          out->set_stream(stream == sandbox::OutputStream::kStdout ? v1::CommandOutput::STDOUT
-                                                                  : v1::CommandOutput::STDERR);
+          out->set_stream(agent::ToProto(stream));
           out->set_data(std::string(data));
           Enqueue(std::move(msg), /*wait_for_room=*/true);
         },
@@ -420,14 +420,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse> {
       final_status = ToGrpc(result.status());
     } else {
       v1::ExecResponse msg;
-      auto* f = msg.mutable_finished();
-      f->set_exit_code(result->term_signal ? -1 : result->exit_code);
-      f->set_signal(result->term_signal);
-      f->set_timed_out(result->timed_out);
-      f->set_oom_killed(result->oom_killed);
-      f->set_cancelled(result->cancelled);
-      f->set_output_truncated(result->stdout_truncated || result->stderr_truncated);
-      *f->mutable_duration() = core::ToProto(result->duration);
+      *msg.mutable_finished() = agent::ToCommandFinished(*result);
       Enqueue(std::move(msg), /*wait_for_room=*/false);
       // A command ended by its session's end says so in the stream's status.
       if (result->cancelled && absl::StartsWith(cancel_.reason(), "session ")) {
