@@ -1,0 +1,371 @@
+// bench_security: what the local sandbox's security layers cost, each next to a baseline
+// measured in the same run.
+//
+// Usage (as root): bench_security [seccomp|proxy|burst|all] [runs=5]
+//
+//   seccomp  a static program making 2,000,000 getppid() and 2,000,000 ioctl(FIONREAD) calls
+//            inside a session, with the provider's seccomp filter and without it
+//            (BwrapOptions::disable_seccomp_for_benchmarks); ns per call, median of `runs`.
+//   proxy    against an HTTP server in a throwaway network namespace (198.51.100.2, see
+//            tests/security/test_netns.h): one request per connection, directly and through
+//            NetProxy (absolute URI and CONNECT), 500 times each (median, p99); then a 256 MiB
+//            download directly and through a CONNECT tunnel (MiB/s, best of `runs`). The proxy
+//            here listens on the host's loopback (the same code path as inside a session's
+//            namespace, without the sandbox around the client).
+//   burst    100 sessions created at once from 100 threads: time until all are ready (target
+//            <= 1 s), against one session created alone (median of `runs`).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "sandbox/local/bwrap_provider.h"
+#include "sandbox/local/cgroups.h"
+#include "sandbox/local/net_proxy.h"
+#include "tests/security/test_netns.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+using ::sandgate::testing::TestNetwork;
+
+class NullJournal : public ResourceJournal {
+ public:
+  absl::Status Record(const JournalEntry&) override { return absl::OkStatus(); }
+  absl::Status Erase(const std::string&) override { return absl::OkStatus(); }
+  absl::StatusOr<std::vector<JournalEntry>> List() override { return std::vector<JournalEntry>{}; }
+};
+
+class BenchResolver : public local::Resolver {
+ public:
+  absl::StatusOr<std::vector<local::IpAddress>> Resolve(const std::string&) override {
+    return std::vector<local::IpAddress>{*local::IpAddress::Parse(TestNetwork::kUpstreamIp)};
+  }
+};
+
+[[noreturn]] void Die(const absl::Status& s, const char* what) {
+  fprintf(stderr, "bench_security: %s: %s\n", what, s.ToString().c_str());
+  exit(1);
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
+
+BwrapOptions Options(uid_t base, uint32_t pool) {
+  BwrapOptions o;
+  o.init_path = SANDGATE_BENCH_INIT_PATH;
+  o.uid_base = base;
+  o.uid_pool_size = pool;
+  o.cgroup_parent = "sandgate-bench";
+  return o;
+}
+
+void RemoveCgroupParent() {
+  if (absl::StatusOr<local::CgroupHost> host = local::DetectCgroups("sandgate-bench"); host.ok()) {
+    for (const std::string* dir :
+         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->unified}) {
+      if (!dir->empty()) rmdir(dir->c_str());
+    }
+  }
+}
+
+// --- seccomp -------------------------------------------------------------------------------
+
+// Seconds for `probe loop n name` in `session`, from the command's own duration.
+double LoopSeconds(Session* s, long n, const char* name) {
+  ExecRequest req;
+  req.argv = {"/work/probe", "loop", absl::StrCat(n), name};
+  req.timeout = absl::Minutes(2);
+  auto r = s->Exec(req, nullptr, nullptr);
+  if (!r.ok() || !r->ok()) Die(r.status(), "probe loop");
+  return absl::ToDoubleSeconds(r->duration);
+}
+
+void BenchSeccomp(int runs) {
+  std::ifstream in(SANDGATE_BENCH_PROBE_PATH, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string probe = ss.str();
+  const long n = 2000000;
+  printf("## seccomp: ns per system call, %ld calls, median of %d\n\n", n, runs);
+  printf("| call              | no filter | filter | added   |\n");
+  printf("|-------------------|----------:|-------:|--------:|\n");
+  NullJournal journal;
+  std::vector<std::unique_ptr<BwrapProvider>> providers;
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (bool filter : {false, true}) {
+    BwrapOptions o = Options(181000 + (filter ? 8 : 0), 8);
+    o.disable_seccomp_for_benchmarks = !filter;
+    auto p = BwrapProvider::Create(o, &journal);
+    if (!p.ok()) Die(p.status(), "provider");
+    SessionSpec spec;
+    spec.id = filter ? "bench-seccomp-on" : "bench-seccomp-off";
+    auto s = (*p)->Create(spec, nullptr);
+    if (!s.ok()) Die(s.status(), "session");
+    if (absl::Status w = (*s)->WriteFile("probe", probe, 0755); !w.ok()) Die(w, "upload probe");
+    providers.push_back(std::move(*p));
+    sessions.push_back(std::move(*s));
+  }
+  for (const char* call : {"getppid", "ioctl_fionread"}) {
+    double ns[2];
+    for (int f = 0; f < 2; ++f) {
+      std::vector<double> v;
+      for (int i = 0; i < runs; ++i) {
+        const double base = LoopSeconds(sessions[f].get(), 0, call);
+        v.push_back((LoopSeconds(sessions[f].get(), n, call) - base) * 1e9 / n);
+      }
+      ns[f] = Median(v);
+    }
+    printf("| %-17s | %9.1f | %6.1f | %+5.1f%% |\n", call, ns[0], ns[1],
+           100.0 * (ns[1] - ns[0]) / ns[0]);
+  }
+  for (auto& s : sessions) (void)s->Close();
+  printf("\n");
+}
+
+// --- proxy ---------------------------------------------------------------------------------
+
+int Connect(const char* ip, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    perror("connect");
+    exit(1);
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+void SendAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) {
+      perror("send");
+      exit(1);
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+// Reads until EOF; returns the byte count.
+uint64_t Drain(int fd) {
+  static char buf[1 << 16];
+  uint64_t total = 0;
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) total += static_cast<uint64_t>(n);
+  return total;
+}
+
+// Reads the proxy's "200 Connection established" answer, exactly up to its empty line.
+void ReadConnectReply(int fd) {
+  std::string head;
+  char c;
+  while (head.size() < 4096 && read(fd, &c, 1) == 1) {
+    head.push_back(c);
+    if (head.size() >= 4 && head.compare(head.size() - 4, 4, "\r\n\r\n") == 0) break;
+  }
+  if (head.rfind("HTTP/1.1 200", 0) != 0) {
+    fprintf(stderr, "bench_security: CONNECT refused: %s\n", head.c_str());
+    exit(1);
+  }
+}
+
+enum class Path { kDirect, kAbsoluteUri, kConnect };
+
+// One request on a fresh connection; returns the response size.
+uint64_t Fetch(Path path, int proxy_port, const std::string& target) {
+  int fd;
+  if (path == Path::kDirect) {
+    fd = Connect(TestNetwork::kUpstreamIp, 80);
+    SendAll(fd, absl::StrCat("GET ", target, " HTTP/1.1\r\nHost: allowed.test\r\n\r\n"));
+  } else if (path == Path::kAbsoluteUri) {
+    fd = Connect("127.0.0.1", proxy_port);
+    SendAll(fd, absl::StrCat("GET http://allowed.test", target,
+                             " HTTP/1.1\r\nHost: allowed.test\r\n\r\n"));
+  } else {
+    fd = Connect("127.0.0.1", proxy_port);
+    SendAll(fd, "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n");
+    ReadConnectReply(fd);
+    SendAll(fd, absl::StrCat("GET ", target, " HTTP/1.1\r\nHost: allowed.test\r\n\r\n"));
+  }
+  uint64_t n = Drain(fd);
+  close(fd);
+  return n;
+}
+
+void BenchProxy(int runs) {
+  std::string error;
+  auto net = TestNetwork::Create(&error);
+  if (net == nullptr) Die(absl::UnavailableError(error), "test network");
+  auto proxy = local::NetProxy::Create(std::make_shared<BenchResolver>(), {});
+  if (!proxy.ok()) Die(proxy.status(), "proxy");
+  // A listener on the host's loopback, served exactly like a session's in-netns listener.
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(l, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  listen(l, 128);
+  socklen_t len = sizeof(a);
+  getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  local::ProxyPolicy policy;
+  policy.mode = NetworkMode::kRestricted;
+  policy.allowed_domains = {"allowed.test"};
+  policy.ssrf_exempt = {*local::Cidr::Parse("198.51.100.2/32")};
+  policy.max_bytes = ~0ull;
+  uint64_t decisions = 0;
+  if (absl::Status s = (*proxy)->AddSession("bench", UniqueFd(l), policy,
+                                            [&](const NetworkDecision&) { ++decisions; });
+      !s.ok()) {
+    Die(s, "add session");
+  }
+  const int requests = 500;
+  printf("## proxy: one small request per connection, %d each (ms)\n\n", requests);
+  printf("| path                      | median | p99   | added (median) |\n");
+  printf("|---------------------------|-------:|------:|---------------:|\n");
+  double direct_median = 0;
+  for (Path p : {Path::kDirect, Path::kAbsoluteUri, Path::kConnect}) {
+    std::vector<double> ms;
+    for (int i = 0; i < requests; ++i) {
+      absl::Time t = absl::Now();
+      Fetch(p, port, "/");
+      ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t));
+    }
+    const char* name = p == Path::kDirect        ? "direct"
+                       : p == Path::kAbsoluteUri ? "proxy, absolute URI"
+                                                 : "proxy, CONNECT tunnel";
+    if (p == Path::kDirect) direct_median = Median(ms);
+    printf("| %-25s | %6.3f | %5.3f | %+13.3f |\n", name, Median(ms), Percentile(ms, 0.99),
+           Median(ms) - direct_median);
+  }
+  const uint64_t bytes = 256ull << 20;
+  printf("\n## proxy: one %llu MiB download, best of %d (MiB/s)\n\n",
+         static_cast<unsigned long long>(bytes >> 20), runs);
+  printf("| path                  | MiB/s  |\n|-----------------------|-------:|\n");
+  for (Path p : {Path::kDirect, Path::kConnect}) {
+    double best = 0;
+    for (int i = 0; i < runs; ++i) {
+      absl::Time t = absl::Now();
+      uint64_t got = Fetch(p, port, absl::StrCat("/bytes/", bytes));
+      if (got < bytes) {
+        fprintf(stderr, "bench_security: short download (%llu)\n",
+                static_cast<unsigned long long>(got));
+        exit(1);
+      }
+      best = std::max(best, static_cast<double>(got) / (1 << 20) /
+                                absl::ToDoubleSeconds(absl::Now() - t));
+    }
+    printf("| %-21s | %6.0f |\n", p == Path::kDirect ? "direct" : "proxy, CONNECT tunnel",
+           best);
+  }
+  (*proxy)->RemoveSession("bench");
+  printf("\n(%llu proxy decisions reported)\n\n", static_cast<unsigned long long>(decisions));
+}
+
+// --- burst ---------------------------------------------------------------------------------
+
+void BenchBurst(int runs, NetworkMode mode) {
+  const int n = 100;
+  NullJournal journal;
+  auto p = BwrapProvider::Create(Options(182000, n + 8), &journal);
+  if (!p.ok()) Die(p.status(), "provider");
+  std::vector<double> alone;
+  for (int i = 0; i < runs; ++i) {
+    SessionSpec spec;
+    spec.id = absl::StrCat("bench-alone-", i);
+    spec.network.mode = mode;
+    absl::Time t = absl::Now();
+    auto s = (*p)->Create(spec, nullptr);
+    if (!s.ok()) Die(s.status(), "session");
+    alone.push_back(absl::ToDoubleMilliseconds(absl::Now() - t));
+    (void)(*s)->Close();
+  }
+  std::vector<double> bursts, closes;
+  std::vector<double> each_ms(n);
+  for (int round = 0; round < runs; ++round) {
+    std::vector<std::unique_ptr<Session>> sessions(n);
+    std::vector<std::thread> threads;
+    const absl::Time start = absl::Now();
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        SessionSpec spec;
+        spec.id = absl::StrCat("bench-burst-", i);
+        spec.memory_bytes = 256ull << 20;
+        spec.workspace_bytes = 32ull << 20;
+        spec.network.mode = mode;
+        spec.network.allowed_domains = {"pypi.org", "*.pythonhosted.org"};
+        auto s = (*p)->Create(spec, nullptr);
+        if (!s.ok()) Die(s.status(), "burst session");
+        each_ms[i] = absl::ToDoubleMilliseconds(absl::Now() - start);
+        sessions[i] = std::move(*s);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    bursts.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    // Every session answers a command.
+    for (auto& s : sessions) {
+      ExecRequest req;
+      req.argv = {"true"};
+      auto r = s->Exec(req, nullptr, nullptr);
+      if (!r.ok() || !r->ok()) Die(r.status(), "burst command");
+    }
+    const absl::Time c = absl::Now();
+    threads.clear();
+    for (int i = 0; i < n; ++i) threads.emplace_back([&, i] { (void)sessions[i]->Close(); });
+    for (std::thread& t : threads) t.join();
+    closes.push_back(absl::ToDoubleMilliseconds(absl::Now() - c));
+  }
+  printf("## burst: %d sessions (network %s) created at once, %d rounds (ms)\n\n", n,
+         mode == NetworkMode::kDisabled ? "disabled" : "restricted: + proxy listener each", runs);
+  printf("| measure                                   | ms      |\n");
+  printf("|-------------------------------------------|--------:|\n");
+  printf("| one session alone (median)                | %7.1f |\n", Median(alone));
+  printf("| all %d ready (median round)              | %7.1f |\n", n, Median(bursts));
+  printf("| all %d ready (worst round)               | %7.1f |\n", n,
+         *std::max_element(bursts.begin(), bursts.end()));
+  printf("| last round: median session ready at       | %7.1f |\n", Median(each_ms));
+  printf("| all %d closed at once (median round)     | %7.1f |\n", n, Median(closes));
+  printf("\ntarget: all ready within 1000 ms: %s\n\n",
+         Median(bursts) <= 1000 ? "met" : "NOT met");
+}
+
+int Main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "all";
+  const int runs = argc > 2 ? std::max(1, atoi(argv[2])) : 5;
+  if (what == "seccomp" || what == "all") BenchSeccomp(runs);
+  if (what == "proxy" || what == "all") BenchProxy(runs);
+  if (what == "burst" || what == "all") {
+    BenchBurst(runs, NetworkMode::kDisabled);
+    BenchBurst(runs, NetworkMode::kRestricted);
+  }
+  RemoveCgroupParent();
+  return 0;
+}
+
+}  // namespace
+}  // namespace sandgate::sandbox
+
+int main(int argc, char** argv) { return sandgate::sandbox::Main(argc, argv); }
