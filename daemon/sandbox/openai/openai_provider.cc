@@ -1,0 +1,396 @@
+#include "sandbox/openai/openai_provider.h"
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/errors.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+constexpr absl::string_view kWorkdirPrefix = "/mnt/data/";
+
+struct MemoryLimit {
+  const char* name;
+  uint64_t bytes;
+};
+constexpr MemoryLimit kMemoryLimits[] = {
+    {"1g", 1ull << 30}, {"4g", 4ull << 30}, {"16g", 16ull << 30}, {"64g", 64ull << 30}};
+
+std::string ContainerName(const std::string& session_id) {
+  return absl::StrCat("sandgate-", session_id);
+}
+
+bool ValidSessionId(absl::string_view id) {
+  if (id.empty() || id.size() > 40) return false;
+  for (char c : id) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) return false;
+  }
+  return true;
+}
+
+// A workspace-relative path: not empty, not absolute, no "." or ".." component.
+absl::Status CheckRelative(absl::string_view path) {
+  if (path.empty()) return errors::InvalidArgument("path: empty");
+  if (path.front() == '/') {
+    return errors::InvalidArgument(absl::StrCat("path '", path, "': must be relative to /mnt/data"));
+  }
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part.empty() || part == "." || part == "..") {
+      return errors::InvalidArgument(absl::StrCat("path '", path, "': '", part,
+                                                  "' components are not allowed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string MiB(uint64_t bytes) {
+  if (bytes % (1ull << 30) == 0) return absl::StrCat(bytes >> 30, " GiB");
+  return absl::StrCat(bytes >> 20, " MiB");
+}
+
+// Upstream expresses a gone container as 404 after deletion; either way it is deleted.
+absl::Status DeleteIgnoringMissing(upstream::OpenAiClient* client, const std::string& id,
+                                   const CancelToken* cancel) {
+  absl::Status st = client->DeleteContainer(id, cancel);
+  if (st.code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+  return st;
+}
+
+}  // namespace
+
+std::string OpenAiContainerJournalId(const std::string& session_id) {
+  return absl::StrCat("openai-container:", session_id);
+}
+
+absl::StatusOr<std::string> MapMemoryLimit(uint64_t memory_bytes, const std::string& floor) {
+  uint64_t floor_bytes = 0;
+  for (const MemoryLimit& m : kMemoryLimits) {
+    if (floor == m.name) floor_bytes = m.bytes;
+  }
+  if (floor_bytes == 0) {
+    return errors::InvalidArgument(
+        absl::StrCat("memory_limit '", floor, "': expected 1g, 4g, 16g or 64g"));
+  }
+  for (const MemoryLimit& m : kMemoryLimits) {
+    if (m.bytes >= memory_bytes && m.bytes >= floor_bytes) return std::string(m.name);
+  }
+  return errors::InvalidArgument(absl::StrCat("memory_bytes: ", MiB(memory_bytes),
+                                              " is above the largest hosted container (64g)"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenAiSession
+
+OpenAiSession::OpenAiSession(upstream::OpenAiClient* client, ResourceJournal* journal,
+                             std::string id, std::string container_id,
+                             std::vector<std::string> warnings, OpenAiProviderOptions options)
+    : client_(client),
+      journal_(journal),
+      id_(std::move(id)),
+      container_id_(std::move(container_id)),
+      warnings_(std::move(warnings)),
+      options_(std::move(options)) {}
+
+OpenAiSession::~OpenAiSession() {
+  absl::Status st = Close();
+  if (!st.ok()) {
+    log::Error("sandbox.openai_close_failed",
+               {{"session", id_}, {"container", container_id_}, {"error", st.ToString()}});
+  }
+}
+
+void OpenAiSession::StartKeeper() { keeper_ = std::thread([this] { KeeperLoop(); }); }
+
+void OpenAiSession::KeeperLoop() {
+  while (!stop_.WaitFor(options_.keepalive_interval)) {
+    if (!CheckUsable().ok()) return;
+    // A container-file list is cheap and counts as activity; a bare retrieve may not.
+    absl::StatusOr<std::vector<upstream::ContainerFile>> files =
+        client_->ListContainerFiles(container_id_, &stop_);
+    if (stop_.cancelled()) return;
+    if (files.ok()) continue;
+    if (IsExpiredError(files.status())) {
+      MarkExpired().IgnoreError();
+      log::Warning("sandbox.openai_container_expired",
+                   {{"session", id_}, {"container", container_id_}});
+      return;
+    }
+    absl::StatusOr<upstream::Container> c = client_->RetrieveContainer(container_id_, &stop_);
+    if (c.ok() && c->status == "expired") {
+      MarkExpired().IgnoreError();
+      log::Warning("sandbox.openai_container_expired",
+                   {{"session", id_}, {"container", container_id_}});
+      return;
+    }
+    // Transient (the retrying client already retried): try again next interval.
+    log::Warning("sandbox.openai_keepalive_failed", {{"session", id_},
+                                                     {"container", container_id_},
+                                                     {"error", files.status().ToString()}});
+  }
+}
+
+bool OpenAiSession::IsExpiredError(const absl::Status& status) {
+  return !status.ok() && absl::StrContains(absl::AsciiStrToLower(status.message()), "expired");
+}
+
+absl::Status OpenAiSession::ExpiredError() const {
+  return errors::FailedPrecondition(
+      absl::StrCat("container ", container_id_, " expired (idle longer than ",
+                   options_.expires_after_minutes, " minutes); its files are lost"));
+}
+
+absl::Status OpenAiSession::MarkExpired() {
+  absl::MutexLock l(&mu_);
+  expired_ = true;
+  return ExpiredError();
+}
+
+absl::Status OpenAiSession::CheckUsable() const {
+  absl::MutexLock l(&mu_);
+  if (closed_) return errors::FailedPrecondition(absl::StrCat("session ", id_, " is closed"));
+  if (expired_) return ExpiredError();
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiSession::Upstream(absl::Status status, absl::string_view what) {
+  if (IsExpiredError(status)) return MarkExpired();
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+}
+
+absl::StatusOr<ExecResult> OpenAiSession::Exec(const ExecRequest&, const OutputCallback&,
+                                               const CancelToken*) {
+  return absl::UnimplementedError("the openai provider runs commands only through the openai agent");
+}
+
+absl::Status OpenAiSession::WriteFile(absl::string_view path, absl::string_view data, int) {
+  SANDGATE_RETURN_IF_ERROR(CheckRelative(path));
+  if (absl::StrContains(path, '/')) {
+    return errors::InvalidArgument(absl::StrCat(
+        "path '", path,
+        "': the openai provider places files only directly in /mnt/data (container file "
+        "uploads take no directory)"));
+  }
+  if (data.size() > options_.max_file_bytes) {
+    return errors::ResourceExhausted(absl::StrCat("file ", path, ": ", data.size(),
+                                                  " bytes, above the ", options_.max_file_bytes,
+                                                  "-byte upload limit"));
+  }
+  SANDGATE_RETURN_IF_ERROR(CheckUsable());
+  absl::StatusOr<upstream::ContainerFile> f =
+      client_->UploadContainerFile(container_id_, path, data, &stop_);
+  if (!f.ok()) return Upstream(f.status(), absl::StrCat("uploading ", path));
+  if (f->path != absl::StrCat(kWorkdirPrefix, path)) {
+    // Upstream may rename uploads; the model is told the names it was given.
+    log::Warning("sandbox.openai_upload_renamed",
+                 {{"session", id_}, {"container", container_id_}, {"path", std::string(path)},
+                  {"container_path", f->path}});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<FileEntry>> OpenAiSession::ListFiles(absl::string_view dir) {
+  std::string prefix(kWorkdirPrefix);
+  if (!dir.empty()) {
+    SANDGATE_RETURN_IF_ERROR(CheckRelative(dir));
+    absl::StrAppend(&prefix, dir, "/");
+  }
+  SANDGATE_RETURN_IF_ERROR(CheckUsable());
+  absl::StatusOr<std::vector<upstream::ContainerFile>> files =
+      client_->ListContainerFiles(container_id_, &stop_);
+  if (!files.ok()) return Upstream(files.status(), "listing container files");
+  std::vector<FileEntry> out;
+  for (const upstream::ContainerFile& f : *files) {
+    if (!absl::StartsWith(f.path, prefix)) continue;
+    FileEntry e;
+    e.path = f.path.substr(kWorkdirPrefix.size());
+    e.type = FileType::kRegular;
+    e.size = f.bytes < 0 ? 0 : static_cast<uint64_t>(f.bytes);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> OpenAiSession::ReadFile(absl::string_view path, uint64_t max_bytes) {
+  SANDGATE_RETURN_IF_ERROR(CheckRelative(path));
+  SANDGATE_RETURN_IF_ERROR(CheckUsable());
+  absl::StatusOr<std::vector<upstream::ContainerFile>> files =
+      client_->ListContainerFiles(container_id_, &stop_);
+  if (!files.ok()) return Upstream(files.status(), absl::StrCat("reading ", path));
+  const std::string want = absl::StrCat(kWorkdirPrefix, path);
+  for (const upstream::ContainerFile& f : *files) {
+    if (f.path != want) continue;
+    if (f.bytes >= 0 && static_cast<uint64_t>(f.bytes) > max_bytes) {
+      return errors::ResourceExhausted(absl::StrCat("file ", path, ": ", f.bytes,
+                                                    " bytes, above the ", max_bytes,
+                                                    "-byte limit"));
+    }
+    absl::StatusOr<std::string> data =
+        client_->ContainerFileContent(container_id_, f.id, max_bytes, &stop_);
+    if (!data.ok()) {
+      if (data.status().code() == absl::StatusCode::kResourceExhausted) {
+        return errors::ResourceExhausted(
+            absl::StrCat("file ", path, ": above the ", max_bytes, "-byte limit"));
+      }
+      return Upstream(data.status(), absl::StrCat("reading ", path));
+    }
+    return data;
+  }
+  return errors::NotFound("file", path);
+}
+
+absl::Status OpenAiSession::Close() {
+  absl::MutexLock close_lock(&close_mu_);
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return absl::OkStatus();
+    closed_ = true;
+  }
+  stop_.Cancel("session closed");
+  if (keeper_.joinable()) keeper_.join();
+  // Not cancellable: the container must go whatever happened to the run.
+  absl::Status st = DeleteIgnoringMissing(client_, container_id_, nullptr);
+  if (!st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("deleting container ", container_id_, ": ",
+                                                st.message(), " (left for the journal sweep)"));
+  }
+  log::Info("sandbox.openai_container_deleted", {{"session", id_}, {"container", container_id_}});
+  return journal_->Erase(OpenAiContainerJournalId(id_));
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenAiProvider
+
+absl::StatusOr<std::unique_ptr<OpenAiProvider>> OpenAiProvider::Create(
+    upstream::OpenAiClient* client, ResourceJournal* journal, OpenAiProviderOptions options) {
+  if (client == nullptr) return errors::InvalidArgument("openai client: required");
+  if (journal == nullptr) return errors::InvalidArgument("journal: required");
+  SANDGATE_RETURN_IF_ERROR(MapMemoryLimit(0, options.memory_limit).status());
+  if (options.expires_after_minutes < 1) {
+    return errors::InvalidArgument("container_expires_after_minutes: at least 1");
+  }
+  if (options.keepalive_interval <= absl::ZeroDuration() ||
+      options.keepalive_interval >= absl::Minutes(options.expires_after_minutes) / 2) {
+    return errors::InvalidArgument(
+        absl::StrCat("keepalive_interval ", absl::FormatDuration(options.keepalive_interval),
+                     ": must be positive and under half of expires_after (",
+                     options.expires_after_minutes, " minutes)"));
+  }
+  return std::unique_ptr<OpenAiProvider>(new OpenAiProvider(client, journal, std::move(options)));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpec& spec,
+                                                                const CancelToken* cancel) {
+  if (!ValidSessionId(spec.id)) {
+    return errors::InvalidArgument(absl::StrCat("session id '", spec.id, "': expected [a-z0-9-]{1,40}"));
+  }
+  std::vector<std::string> warnings;
+  upstream::ContainerSpec cs;
+  cs.name = ContainerName(spec.id);
+  cs.expires_after_minutes = options_.expires_after_minutes;
+  SANDGATE_ASSIGN_OR_RETURN(cs.memory_limit, MapMemoryLimit(spec.memory_bytes, options_.memory_limit));
+  warnings.push_back(absl::StrCat("memory ", MiB(spec.memory_bytes), " mapped to the hosted container size ",
+                                  cs.memory_limit, " (1g, 4g, 16g or 64g, rounded up)"));
+  upstream::NetworkPolicy np;
+  switch (spec.network.mode) {
+    case NetworkMode::kDisabled:
+      np.type = upstream::NetworkPolicy::Type::kDisabled;
+      break;
+    case NetworkMode::kRestricted:
+      if (spec.network.allowed_domains.empty()) {
+        np.type = upstream::NetworkPolicy::Type::kDisabled;
+        warnings.push_back("network restricted with no allowed domains: the container has none");
+      } else {
+        np.type = upstream::NetworkPolicy::Type::kAllowlist;
+        np.allowed_domains = spec.network.allowed_domains;
+      }
+      warnings.push_back(
+          "network ports and connection/byte caps are not enforced by hosted containers; "
+          "OpenAI's egress proxy applies the domain allowlist");
+      break;
+    case NetworkMode::kEnabled:
+      return errors::InvalidArgument(
+          "sandbox.network: 'enabled' is not available on the openai provider (hosted "
+          "containers take 'disabled' or an allowlist; use 'restricted' with allowed_domains)");
+  }
+  cs.network_policy = np;
+  if (!spec.env.empty()) {
+    warnings.push_back("environment variables not applied: hosted containers take none");
+  }
+  warnings.push_back("process, workspace size/inode and CPU-time limits are OpenAI's, not sandgate's");
+
+  JournalEntry entry;
+  entry.id = OpenAiContainerJournalId(spec.id);
+  entry.provider = "openai";
+  entry.kind = "container";
+  entry.details = {{"name", cs.name}, {"session", spec.id}};
+  SANDGATE_RETURN_IF_ERROR(journal_->Record(entry));
+
+  absl::StatusOr<upstream::Container> created = client_->CreateContainer(cs, cancel);
+  if (!created.ok()) {
+    // The request may have reached OpenAI before failing: clean up by name now.
+    absl::Status swept = Sweep(entry);
+    if (!swept.ok()) {
+      log::Error("sandbox.openai_create_cleanup_failed",
+                 {{"session", spec.id}, {"error", swept.ToString()}});
+    }
+    return absl::Status(created.status().code(),
+                        absl::StrCat("creating container: ", created.status().message()));
+  }
+  entry.details["container_id"] = created->id;
+  absl::Status recorded = journal_->Record(entry);
+  if (!recorded.ok()) {
+    // The name-only entry still lets a sweep find it; delete now anyway.
+    absl::Status st = DeleteIgnoringMissing(client_, created->id, nullptr);
+    if (st.ok()) journal_->Erase(entry.id).IgnoreError();
+    return recorded;
+  }
+  log::Info("sandbox.openai_container_created",
+            {{"session", spec.id}, {"container", created->id}, {"memory_limit", cs.memory_limit}});
+  std::unique_ptr<OpenAiSession> session(
+      new OpenAiSession(client_, journal_, spec.id, created->id, std::move(warnings), options_));
+  session->StartKeeper();
+  return std::unique_ptr<Session>(std::move(session));
+}
+
+absl::Status OpenAiProvider::Sweep(const JournalEntry& entry) {
+  if (entry.provider != "openai" || entry.kind != "container") {
+    return errors::InvalidArgument(
+        absl::StrCat("journal entry ", entry.id, " is not an openai container"));
+  }
+  const nlohmann::json& d = entry.details;
+  if (d.is_object() && d.contains("container_id") && d["container_id"].is_string()) {
+    const std::string id = d["container_id"].get<std::string>();
+    SANDGATE_RETURN_IF_ERROR(DeleteIgnoringMissing(client_, id, nullptr));
+    log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
+    return journal_->Erase(entry.id);
+  }
+  if (!d.is_object() || !d.contains("name") || !d["name"].is_string()) {
+    return errors::InvalidArgument(absl::StrCat("journal entry ", entry.id, ": no container name"));
+  }
+  // The daemon died between asking for the container and learning its id: find it by name.
+  const std::string name = d["name"].get<std::string>();
+  std::vector<std::string> doomed;
+  upstream::ListParams page;
+  page.limit = 100;
+  for (int guard = 0; guard < 1000; ++guard) {
+    SANDGATE_ASSIGN_OR_RETURN(upstream::ContainerPage p, client_->ListContainers(page, nullptr));
+    for (const upstream::Container& c : p.data) {
+      if (c.name == name) doomed.push_back(c.id);
+    }
+    if (!p.has_more || p.last_id.empty()) break;
+    page.after = p.last_id;
+  }
+  for (const std::string& id : doomed) {
+    SANDGATE_RETURN_IF_ERROR(DeleteIgnoringMissing(client_, id, nullptr));
+    log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
+  }
+  return journal_->Erase(entry.id);
+}
+
+}  // namespace sandgate::sandbox

@@ -1,0 +1,165 @@
+// The `openai` sandbox provider: a session is an OpenAI-hosted container (Containers API).
+//
+// What a session does with each Session call:
+//  - Create: journals the container ("openai-container:<session id>", kind "container") before
+//    asking for it, then records its id; creates it named "sandgate-<session id>" with the
+//    mapped memory_limit, expires_after {last_active_at, options.expires_after_minutes} and the
+//    mapped network_policy. A keeper thread then touches the container (a container-file
+//    list, which counts as activity) every keepalive_interval, well within expires_after, for
+//    as long as the session is held.
+//  - WriteFile: uploads the bytes straight to the container (POST /containers/{id}/files,
+//    multipart); no Files API object is made, so nothing but the container needs deleting.
+//    Container-file uploads take no destination path, so only plain names ("input.csv") are
+//    accepted: they land at /mnt/data/<name>. File modes are not kept.
+//  - Exec: UNIMPLEMENTED. A hosted container runs only the commands the model chooses, inside
+//    a Responses API call; the `openai` agent drives that. A run's setup_commands therefore
+//    fail clearly on this provider.
+//  - ListFiles / ReadFile: the container-file listing (regular files under /mnt/data; there
+//    are no directory, link or mode entries), contents downloaded with the size cap enforced
+//    as bytes arrive.
+//  - Close (and the destructor): stops the keeper, deletes the container (and with it every
+//    file in it) and erases the journal entry; a container that is already gone counts as
+//    deleted. If the delete fails the entry stays for the next daemon's Sweep.
+//  - Expiry: once the container has expired (the keeper saw it, or an upstream call said
+//    "Container is expired."), every later call fails with FAILED_PRECONDITION
+//    "container cntr_… expired"; it is never silently replaced.
+//
+// Mapping of SessionSpec:
+//  - memory_bytes → the smallest memory_limit of 1g/4g/16g/64g that holds it (and at least
+//    options.memory_limit); above 64 GiB is INVALID_ARGUMENT. Warnings() states the mapping.
+//  - network kDisabled → {"type":"disabled"}; kRestricted → {"type":"allowlist",
+//    allowed_domains} (an empty list becomes disabled); kEnabled → INVALID_ARGUMENT (a hosted
+//    container has no "everything" policy). Ports and byte/connection caps are not enforced.
+//  - env, max_processes, workspace_bytes/inodes, cpu_seconds_per_process, on_network_decision:
+//    not applicable to hosted containers; named in Warnings() when set.
+//
+// Thread safe. The OpenAiClient and the journal are not owned and outlive the provider and
+// every session it made.
+//
+//   auto provider = OpenAiProvider::Create(&openai_client, &journal, {});
+//   auto session = (*provider)->Create(spec, &cancel);
+//   SANDGATE_RETURN_IF_ERROR((*session)->WriteFile("input.csv", csv));
+//   ... the openai agent runs the model against the container ...
+//   auto memo = (*session)->ReadFile("investment_analysis.md", 1 << 20);
+//   (*session)->Close();
+#ifndef SANDGATE_SANDBOX_OPENAI_OPENAI_PROVIDER_H_
+#define SANDGATE_SANDBOX_OPENAI_OPENAI_PROVIDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/cancel.h"
+#include "common/journal.h"
+#include "sandbox/sandbox.h"
+#include "upstream/openai_client.h"
+
+namespace sandgate::sandbox {
+
+struct OpenAiProviderOptions {
+  // The smallest container memory_limit asked for ("1g", "4g", "16g" or "64g").
+  std::string memory_limit = "1g";
+  // The container's idle expiry (anchor last_active_at).
+  int expires_after_minutes = 20;
+  // How often a held session's keeper touches its container; must be below expires_after.
+  absl::Duration keepalive_interval = absl::Minutes(5);
+  // Largest file WriteFile uploads.
+  uint64_t max_file_bytes = 64ull << 20;
+};
+
+// The journal entry id of a session's container.
+std::string OpenAiContainerJournalId(const std::string& session_id);
+
+// The memory_limit for `memory_bytes`: the smallest of 1g/4g/16g/64g holding it and at
+// least `floor` (one of those four). INVALID_ARGUMENT above 64 GiB or for a bad floor.
+absl::StatusOr<std::string> MapMemoryLimit(uint64_t memory_bytes, const std::string& floor);
+
+class OpenAiProvider;
+
+// A session on a hosted container (see the file comment). Thread safe.
+class OpenAiSession : public Session {
+ public:
+  ~OpenAiSession() override;
+
+  const std::string& id() const override { return id_; }
+  std::string workdir() const override { return "/mnt/data"; }
+  absl::StatusOr<ExecResult> Exec(const ExecRequest& request, const OutputCallback& on_output,
+                                  const CancelToken* cancel) override;
+  absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
+  absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
+  absl::StatusOr<std::vector<FileEntry>> ListFiles(absl::string_view dir) override;
+  std::vector<std::string> Warnings() const override { return warnings_; }
+  absl::Status Close() override;
+
+  // For the openai agent, which points the Responses API shell tool at this container.
+  const std::string& container_id() const { return container_id_; }
+  // OK while the container is usable; FAILED_PRECONDITION "container cntr_… expired" once it
+  // has expired, or "session … is closed".
+  absl::Status CheckUsable() const;
+  // Records that upstream reported the container expired (e.g. a Responses call answered
+  // "Container is expired."); returns the FAILED_PRECONDITION every later call gets.
+  absl::Status MarkExpired();
+  // True when `status` is upstream's way of saying the container expired.
+  static bool IsExpiredError(const absl::Status& status);
+
+ private:
+  friend class OpenAiProvider;
+  OpenAiSession(upstream::OpenAiClient* client, ResourceJournal* journal, std::string id,
+                std::string container_id, std::vector<std::string> warnings,
+                OpenAiProviderOptions options);
+  void StartKeeper();
+  void KeeperLoop();
+  absl::Status ExpiredError() const;
+  // Maps an upstream failure: an expiry marks the session expired.
+  absl::Status Upstream(absl::Status status, absl::string_view what);
+
+  upstream::OpenAiClient* const client_;
+  ResourceJournal* const journal_;
+  const std::string id_;
+  const std::string container_id_;
+  const std::vector<std::string> warnings_;
+  const OpenAiProviderOptions options_;
+
+  CancelToken stop_;  // fired by Close: ends the keeper and aborts its in-flight call
+  std::thread keeper_;
+
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool expired_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Mutex close_mu_;  // serialises Close
+};
+
+// Thread safe.
+class OpenAiProvider : public Provider {
+ public:
+  // `client` and `journal` are not owned and must outlive the provider and its sessions.
+  static absl::StatusOr<std::unique_ptr<OpenAiProvider>> Create(upstream::OpenAiClient* client,
+                                                                ResourceJournal* journal,
+                                                                OpenAiProviderOptions options);
+
+  std::string name() const override { return "openai"; }
+  absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
+                                                  const CancelToken* cancel) override;
+  // kind "container": deletes the container by id (or, when the daemon died before learning
+  // the id, every container named "sandgate-<session id>"), then erases the entry.
+  absl::Status Sweep(const JournalEntry& entry) override;
+
+ private:
+  OpenAiProvider(upstream::OpenAiClient* client, ResourceJournal* journal,
+                 OpenAiProviderOptions options)
+      : client_(client), journal_(journal), options_(std::move(options)) {}
+
+  upstream::OpenAiClient* const client_;
+  ResourceJournal* const journal_;
+  const OpenAiProviderOptions options_;
+};
+
+}  // namespace sandgate::sandbox
+
+#endif  // SANDGATE_SANDBOX_OPENAI_OPENAI_PROVIDER_H_

@@ -1,0 +1,113 @@
+// FakeOpenAiServer: starts tests/fakes/openai/fake_openai.py on a free loopback port for one
+// test and talks to its admin API (/_fake/*). Header-only; used by the provider, agent and
+// integration tests.
+//
+//   FakeOpenAiServer fake("test-key");
+//   ASSERT_TRUE(fake.Start());
+//   fake.Post("/_fake/scenario", {{"turns", …}});
+//   nlohmann::json state = fake.State();   // containers, files, requests, …
+//
+// Not thread safe for Start/Stop; Post/Get may be called from any thread.
+#ifndef SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_
+#define SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+#include "upstream/curl_http_client.h"
+
+#ifndef SANDGATE_SOURCE_DIR
+#error "SANDGATE_SOURCE_DIR must be defined to the source tree"
+#endif
+
+namespace sandgate::testing {
+
+class FakeOpenAiServer {
+ public:
+  explicit FakeOpenAiServer(std::string api_key) : api_key_(std::move(api_key)) {}
+  ~FakeOpenAiServer() { Stop(); }
+
+  // Starts the server and waits for its "listening on" line. False on failure.
+  bool Start() {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return false;
+    pid_ = fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      setpgid(0, 0);
+      const std::string script =
+          std::string(SANDGATE_SOURCE_DIR) + "/tests/fakes/openai/fake_openai.py";
+      execlp("python3", "python3", script.c_str(), "--port", "0", "--api-key", api_key_.c_str(),
+             static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    char line[512];
+    bool ok = f != nullptr && fgets(line, sizeof(line), f) != nullptr;
+    if (f != nullptr) fclose(f);
+    if (!ok) return false;
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&l, "listening on ")) return false;
+    root_ = std::string(l);
+    return true;
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    int status;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  const std::string& api_key() const { return api_key_; }
+  std::string root() const { return root_; }              // http://127.0.0.1:PORT
+  std::string base_url() const { return root_ + "/v1"; }  // what clients use
+
+  nlohmann::json Post(const std::string& path, const nlohmann::json& body) {
+    return Call("POST", path, body.dump());
+  }
+  nlohmann::json Get(const std::string& path) { return Call("GET", path, ""); }
+  nlohmann::json Delete(const std::string& path) { return Call("DELETE", path, ""); }
+  nlohmann::json State() { return Get("/_fake/state"); }
+  void Scenario(const nlohmann::json& turns) { Post("/_fake/scenario", {{"turns", turns}}); }
+  void Fault(const nlohmann::json& fault) { Post("/_fake/faults", fault); }
+  void AdvanceClock(int seconds) { Post("/_fake/clock", {{"advance_seconds", seconds}}); }
+
+ private:
+  nlohmann::json Call(const std::string& method, const std::string& path,
+                      const std::string& body) {
+    upstream::HttpRequest req;
+    req.method = method;
+    req.url = root_ + path;
+    if (!body.empty()) {
+      req.headers.Add("Content-Type", "application/json");
+      req.body = body;
+    }
+    absl::StatusOr<upstream::HttpResponse> resp = curl_.Send(req, nullptr);
+    if (!resp.ok()) return nlohmann::json{{"transport_error", resp.status().ToString()}};
+    nlohmann::json j = nlohmann::json::parse(resp->body, nullptr, false);
+    if (j.is_discarded()) return nlohmann::json{{"status", resp->status}, {"body", resp->body}};
+    return j;
+  }
+
+  const std::string api_key_;
+  upstream::CurlHttpClient curl_;
+  pid_t pid_ = -1;
+  std::string root_;
+};
+
+}  // namespace sandgate::testing
+
+#endif  // SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_

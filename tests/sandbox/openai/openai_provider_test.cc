@@ -1,0 +1,270 @@
+// The openai provider against the fake OpenAI server (real HTTP on 127.0.0.1).
+#include "sandbox/openai/openai_provider.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/fake_journal.h"
+#include "tests/sandbox/openai/fake_openai_server.h"
+#include "upstream/credentials.h"
+#include "upstream/curl_http_client.h"
+#include "upstream/retry.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+using ::testing::HasSubstr;
+
+class OpenAiProviderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fake_.Start());
+    upstream::RetryOptions ro;
+    ro.sleep = [](absl::Duration, const CancelToken*) { return false; };
+    http_ = std::make_unique<upstream::RetryingHttpClient>(&curl_, ro);
+    client_ = std::make_unique<upstream::OpenAiClient>(http_.get(), &creds_, fake_.base_url());
+  }
+  void TearDown() override {
+    // Whatever a test did, nothing may be left upstream.
+    nlohmann::json state = fake_.State();
+    EXPECT_TRUE(state["containers"].empty()) << state.dump();
+    EXPECT_TRUE(state["files"].empty()) << state.dump();
+  }
+
+  std::unique_ptr<OpenAiProvider> Provider(OpenAiProviderOptions options = {}) {
+    auto p = OpenAiProvider::Create(client_.get(), &journal_, options);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? std::move(*p) : nullptr;
+  }
+  static SessionSpec Spec(const std::string& id) {
+    SessionSpec spec;
+    spec.id = id;
+    return spec;
+  }
+
+  testing::FakeOpenAiServer fake_{"sk-provider-test-key"};
+  upstream::CurlHttpClient curl_;
+  upstream::StaticCredentials creds_{"sk-provider-test-key"};
+  std::unique_ptr<upstream::RetryingHttpClient> http_;
+  std::unique_ptr<upstream::OpenAiClient> client_;
+  testing::FakeJournal journal_;
+};
+
+TEST(MapMemoryLimitTest, RoundsUpToAHostedSize) {
+  EXPECT_EQ(*MapMemoryLimit(16ull << 20, "1g"), "1g");
+  EXPECT_EQ(*MapMemoryLimit(1ull << 30, "1g"), "1g");
+  EXPECT_EQ(*MapMemoryLimit((1ull << 30) + 1, "1g"), "4g");
+  EXPECT_EQ(*MapMemoryLimit(5ull << 30, "1g"), "16g");
+  EXPECT_EQ(*MapMemoryLimit(17ull << 30, "1g"), "64g");
+  EXPECT_EQ(*MapMemoryLimit(1ull << 30, "4g"), "4g");  // the configured floor
+  EXPECT_EQ(MapMemoryLimit(65ull << 30, "1g").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MapMemoryLimit(1ull << 30, "2g").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(OpenAiProviderTest, CreateRejectsAKeepaliveNotWellWithinExpiry) {
+  OpenAiProviderOptions o;
+  o.expires_after_minutes = 20;
+  o.keepalive_interval = absl::Minutes(10);
+  EXPECT_EQ(OpenAiProvider::Create(client_.get(), &journal_, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.memory_limit = "3g";
+  o.keepalive_interval = absl::Minutes(1);
+  EXPECT_EQ(OpenAiProvider::Create(client_.get(), &journal_, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(OpenAiProviderTest, SessionLifecycleUploadsListsReadsAndDeletesEverything) {
+  auto provider = Provider();
+  ASSERT_NE(provider, nullptr);
+  EXPECT_EQ(provider->name(), "openai");
+  SessionSpec spec = Spec("life-1");
+  spec.memory_bytes = 3ull << 30;
+  auto session = provider->Create(spec, nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto* s = dynamic_cast<OpenAiSession*>(session->get());
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->workdir(), "/mnt/data");
+  EXPECT_TRUE(absl::StartsWith(s->container_id(), "cntr_"));
+
+  // Journaled with the container id, provider "openai".
+  auto entries = journal_.List();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].provider, "openai");
+  EXPECT_EQ((*entries)[0].kind, "container");
+  EXPECT_EQ((*entries)[0].details["container_id"], s->container_id());
+
+  // Memory mapped up to 4g, and the mapping is a warning.
+  auto c = client_->RetrieveContainer(s->container_id());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->memory_limit, "4g");
+  EXPECT_EQ(c->name, "sandgate-life-1");
+  EXPECT_EQ(c->expires_after_minutes, 20);
+  bool mapped = false;
+  for (const auto& w : s->Warnings()) mapped |= absl::StrContains(w, "4g");
+  EXPECT_TRUE(mapped);
+
+  ASSERT_TRUE(s->WriteFile("input.csv", "year,revenue\n2024,1\n", 0644).ok());
+  auto files = s->ListFiles("");
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->size(), 1u);
+  EXPECT_EQ((*files)[0].path, "input.csv");
+  EXPECT_EQ((*files)[0].type, FileType::kRegular);
+  EXPECT_EQ((*files)[0].size, 20u);
+
+  auto data = s->ReadFile("input.csv", 1024);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(*data, "year,revenue\n2024,1\n");
+  EXPECT_EQ(s->ReadFile("input.csv", 10).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s->ReadFile("missing.csv", 10).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s->ReadFile("../etc/passwd", 10).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->ReadFile("/etc/passwd", 10).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->WriteFile("sub/x.txt", "x", 0644).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->WriteFile("../x.txt", "x", 0644).code(), absl::StatusCode::kInvalidArgument);
+
+  ExecRequest req;
+  req.argv = {"true"};
+  auto exec = s->Exec(req, nullptr, nullptr);
+  EXPECT_EQ(exec.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(exec.status().message(), HasSubstr("only through the openai agent"));
+
+  ASSERT_TRUE(s->Close().ok());
+  EXPECT_TRUE(s->Close().ok());  // idempotent
+  EXPECT_TRUE(fake_.State()["containers"].empty());
+  EXPECT_TRUE(journal_.List()->empty());
+  EXPECT_EQ(s->ReadFile("input.csv", 1024).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(OpenAiProviderTest, DestructorDeletesTheContainer) {
+  auto provider = Provider();
+  {
+    auto session = provider->Create(Spec("dtor-1"), nullptr);
+    ASSERT_TRUE(session.ok()) << session.status();
+    EXPECT_EQ(fake_.State()["containers"].size(), 1u);
+  }
+  EXPECT_TRUE(fake_.State()["containers"].empty());
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
+TEST_F(OpenAiProviderTest, NetworkPolicyMapping) {
+  auto provider = Provider();
+  SessionSpec spec = Spec("net-1");
+  spec.network.mode = NetworkMode::kEnabled;
+  auto enabled = provider->Create(spec, nullptr);
+  EXPECT_EQ(enabled.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(enabled.status().message(), HasSubstr("'enabled' is not available"));
+  EXPECT_TRUE(journal_.List()->empty());
+
+  spec.network.mode = NetworkMode::kRestricted;
+  spec.network.allowed_domains = {"pypi.org"};
+  auto restricted = provider->Create(spec, nullptr);
+  ASSERT_TRUE(restricted.ok()) << restricted.status();
+  // The fake validates the allowlist shape (type, non-empty allowed_domains) at create.
+  bool noted = false;
+  for (const auto& w : (*restricted)->Warnings()) noted |= absl::StrContains(w, "ports");
+  EXPECT_TRUE(noted);
+}
+
+TEST_F(OpenAiProviderTest, KeeperKeepsAHeldContainerAlive) {
+  OpenAiProviderOptions o;
+  o.keepalive_interval = absl::Milliseconds(100);
+  auto provider = Provider(o);
+  auto session = provider->Create(Spec("keep-1"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->WriteFile("a.txt", "hello", 0644).ok());
+  // Three idle stretches of 15 minutes each; expiry is 20 minutes after the last activity.
+  for (int i = 0; i < 3; ++i) {
+    fake_.AdvanceClock(15 * 60);
+    absl::SleepFor(absl::Milliseconds(400));  // the keeper touches the container meanwhile
+  }
+  EXPECT_EQ(fake_.State()["containers"][0]["status"], "running");
+  auto data = (*session)->ReadFile("a.txt", 100);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(*data, "hello");
+}
+
+TEST_F(OpenAiProviderTest, AnExpiredContainerIsReportedNeverReused) {
+  auto provider = Provider();  // keeper every 5 minutes of real time: it will not run here
+  auto session = provider->Create(Spec("exp-1"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto* s = dynamic_cast<OpenAiSession*>(session->get());
+  fake_.AdvanceClock(21 * 60);
+  absl::Status st = s->ReadFile("a.txt", 100).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("container " + s->container_id() + " expired"));
+  EXPECT_EQ(s->WriteFile("b.txt", "x", 0644).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->CheckUsable().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(s->Close().ok());  // the expired container is still deleted
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
+TEST_F(OpenAiProviderTest, KeeperNoticesExpiry) {
+  OpenAiProviderOptions o;
+  o.keepalive_interval = absl::Milliseconds(100);
+  auto provider = Provider(o);
+  auto session = provider->Create(Spec("exp-2"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto* s = dynamic_cast<OpenAiSession*>(session->get());
+  fake_.AdvanceClock(25 * 60);
+  for (int i = 0; i < 50 && s->CheckUsable().ok(); ++i) absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_THAT(s->CheckUsable().message(), HasSubstr("expired"));
+}
+
+TEST_F(OpenAiProviderTest, SweepDeletesWhatAKilledDaemonLeft) {
+  auto provider = Provider();
+  // A container whose id was journaled, and one the daemon died before learning about.
+  upstream::ContainerSpec cs;
+  cs.name = "sandgate-left-1";
+  auto known = client_->CreateContainer(cs);
+  ASSERT_TRUE(known.ok()) << known.status();
+  cs.name = "sandgate-left-2";
+  auto unknown = client_->CreateContainer(cs);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  cs.name = "someone-else";
+  auto other = client_->CreateContainer(cs);
+  ASSERT_TRUE(other.ok());
+
+  JournalEntry a{OpenAiContainerJournalId("left-1"), "openai", "container",
+                 {{"name", "sandgate-left-1"}, {"container_id", known->id}}};
+  JournalEntry b{OpenAiContainerJournalId("left-2"), "openai", "container",
+                 {{"name", "sandgate-left-2"}}};
+  JournalEntry gone{OpenAiContainerJournalId("left-3"), "openai", "container",
+                    {{"name", "sandgate-left-3"}, {"container_id", "cntr_doesnotexist"}}};
+  for (const auto& e : {a, b, gone}) ASSERT_TRUE(journal_.Record(e).ok());
+  for (const auto& e : {a, b, gone}) EXPECT_TRUE(provider->Sweep(e).ok()) << e.id;
+  EXPECT_TRUE(journal_.List()->empty());
+  auto state = fake_.State();
+  ASSERT_EQ(state["containers"].size(), 1u);
+  EXPECT_EQ(state["containers"][0]["id"], other->id);
+  EXPECT_TRUE(client_->DeleteContainer(other->id).ok());
+
+  JournalEntry foreign{"local-session:x", "local", "session", {}};
+  EXPECT_EQ(provider->Sweep(foreign).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(OpenAiProviderTest, FailedCreateLeavesNothing) {
+  auto provider = Provider();
+  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"status", 500},
+               {"times", 3}});
+  auto session = provider->Create(Spec("fail-1"), nullptr);
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(session.status().message(), HasSubstr("creating container"));
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
+TEST_F(OpenAiProviderTest, RetriesA429WithRetryAfter) {
+  auto provider = Provider();
+  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"status", 429},
+               {"retry_after", "1"}});
+  auto session = provider->Create(Spec("rl-1"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+}
+
+}  // namespace
+}  // namespace sandgate::sandbox
