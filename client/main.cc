@@ -54,6 +54,15 @@ commands:
   cancel RUN [--reason TEXT]                   cancel a run
   download RUN [--out DIR]                     download a run's artifacts and events.jsonl
 
+  session create [--idle S] [--lifetime S] [--command-timeout S] [--env K=V]... [--setup CMD]...
+                 [--network MODE] [--memory-mib N] [--idempotency-key K] [--json]   prints the id
+  session list [--all] | get ID | keepalive ID | close ID [--reason TEXT]
+  session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...
+      one COMMAND word runs as `sh -c COMMAND`; exits with the command's status
+  session upload ID LOCAL_FILE [WORKSPACE_PATH] | download ID WORKSPACE_PATH [--out FILE]
+  session ls ID [DIR]
+  run ... --session ID     runs in that session; its workspace stays for the next run
+
 environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN
 exit codes: 0 success, 1 the run did not succeed, 2 usage or connection error, 130 detached
 )";
@@ -331,23 +340,8 @@ absl::StatusOr<std::string> ReadAll(const std::string& path) {
   return ss.str();
 }
 
-int CmdRun(Client& client, const Args& args) {
-  if (args.positional.size() != 1) return Usage("run needs exactly one input file");
-  const std::string& path = args.positional[0];
-  absl::StatusOr<std::string> content = ReadAll(path);
-  if (!content.ok()) return Usage(std::string(content.status().message()));
-  bool json = args.Has("--json");
-  v1::RunAnalysisRequest req;
-  req.set_playbook(args.Get("--playbook"));
-  req.set_agent(args.Get("--agent"));
-  req.set_provider(args.Get("--provider"));
-  req.set_idempotency_key(args.Get("--idempotency-key"));
-  if (args.Has("--timeout")) {
-    int64_t s;
-    if (!absl::SimpleAtoi(args.Get("--timeout"), &s) || s <= 0) return Usage("--timeout needs a positive number of seconds");
-    req.mutable_run_timeout()->set_seconds(s);
-  }
-  v1::SandboxSpec* sandbox = req.mutable_sandbox();
+// --env, --setup, --network, --allow, --memory-mib, --idle, --lifetime, --command-timeout.
+int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
   for (const std::string& kv : args.All("--env")) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) return Usage("--env needs NAME=VALUE, got '" + kv + "'");
@@ -374,6 +368,48 @@ int CmdRun(Client& client, const Args& args) {
     if (!absl::SimpleAtoi(args.Get("--memory-mib"), &mib) || mib == 0) return Usage("--memory-mib needs a positive number");
     sandbox->set_memory_bytes(mib << 20);
   }
+  struct DurationFlag {
+    const char* flag;
+    google::protobuf::Duration* (v1::SandboxSpec::*field)();
+  };
+  for (const DurationFlag& d : {DurationFlag{"--idle", &v1::SandboxSpec::mutable_idle_timeout},
+                                DurationFlag{"--lifetime", &v1::SandboxSpec::mutable_max_lifetime},
+                                DurationFlag{"--command-timeout", &v1::SandboxSpec::mutable_command_timeout}}) {
+    if (!args.Has(d.flag)) continue;
+    int64_t seconds;
+    if (!absl::SimpleAtoi(args.Get(d.flag), &seconds) || seconds <= 0) {
+      return Usage(std::string(d.flag) + " needs a positive number of seconds");
+    }
+    (sandbox->*d.field)()->set_seconds(seconds);
+  }
+  return 0;
+}
+
+int CmdRun(Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("run needs exactly one input file");
+  const std::string& path = args.positional[0];
+  bool json = args.Has("--json");
+  v1::RunAnalysisRequest req;
+  req.set_playbook(args.Get("--playbook"));
+  req.set_agent(args.Get("--agent"));
+  req.set_provider(args.Get("--provider"));
+  req.set_idempotency_key(args.Get("--idempotency-key"));
+  if (args.Has("--timeout")) {
+    int64_t s;
+    if (!absl::SimpleAtoi(args.Get("--timeout"), &s) || s <= 0) return Usage("--timeout needs a positive number of seconds");
+    req.mutable_run_timeout()->set_seconds(s);
+  }
+  if (args.Has("--session")) {
+    for (const char* flag : {"--env", "--setup", "--network", "--allow", "--memory-mib", "--idle",
+                             "--lifetime", "--command-timeout"}) {
+      if (args.Has(flag)) return Usage(std::string(flag) + " does not apply with --session: the run uses that session's sandbox");
+    }
+    req.set_session_id(args.Get("--session"));
+  } else if (int rc = ParseSandbox(args, req.mutable_sandbox())) {
+    return rc;
+  }
+  absl::StatusOr<std::string> content = ReadAll(path);
+  if (!content.ok()) return Usage(std::string(content.status().message()));
   auto* in = req.add_inputs();
   in->set_name(path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1));
   in->set_content(*content);
@@ -542,13 +578,191 @@ int CmdDownload(Client& client, const Args& args) {
   return 0;
 }
 
+void PrintSession(const v1::Session& s, bool json) {
+  if (json) {
+    std::printf("%s\n", ToJson(s).c_str());
+    return;
+  }
+  using google::protobuf::util::TimeUtil;
+  std::printf("session    %s\n", s.id().c_str());
+  std::printf("status     %s%s\n", v1::SessionStatus_Name(s.status()).c_str(),
+              s.status_reason().empty() ? "" : (" (" + s.status_reason() + ")").c_str());
+  std::printf("provider   %s  workdir %s  in flight %u\n", s.provider().c_str(), s.workdir().c_str(), s.in_flight());
+  std::printf("clocks     idle_timeout %s, max_lifetime %s\n", TimeUtil::ToString(s.idle_timeout()).c_str(),
+              TimeUtil::ToString(s.max_lifetime()).c_str());
+  if (s.has_expires_at()) std::printf("expires    %s unless used\n", TimeUtil::ToString(s.expires_at()).c_str());
+  for (const auto& u : s.unenforced()) std::printf("! not enforced: %s\n", u.c_str());
+}
+
+// sandgate session create|list|get|exec|upload|download|ls|keepalive|close ...
+int CmdSession(Client& client, const Args& args) {
+  const std::vector<std::string>& p = args.positional;
+  if (p.empty()) return Usage("session needs a subcommand: create, list, get, exec, upload, download, ls, keepalive, close");
+  const std::string& sub = p[0];
+  bool json = args.Has("--json");
+  auto need = [&](size_t n, const char* usage) { return p.size() == n ? 0 : Usage(std::string("usage: sandgate session ") + usage); };
+  grpc::ClientContext ctx;
+  client.Prepare(&ctx);
+  if (sub == "create") {
+    if (int rc = need(1, "create [--idle S] [--lifetime S] [--env K=V]... [--setup CMD]... [--idempotency-key K]")) return rc;
+    v1::CreateSessionRequest req;
+    req.set_provider(args.Get("--provider"));
+    req.set_idempotency_key(args.Get("--idempotency-key"));
+    if (int rc = ParseSandbox(args, req.mutable_sandbox())) return rc;
+    v1::Session s;
+    grpc::Status st = client.stub().CreateSession(&ctx, req, &s);
+    if (!st.ok()) return RpcError("session create", st);
+    if (json) {
+      PrintSession(s, true);
+    } else {
+      std::printf("%s\n", s.id().c_str());
+    }
+    return 0;
+  }
+  if (sub == "list") {
+    v1::ListSessionsRequest req;
+    req.set_include_closed(args.Has("--all"));
+    v1::ListSessionsResponse resp;
+    grpc::Status st = client.stub().ListSessions(&ctx, req, &resp);
+    if (!st.ok()) return RpcError("session list", st);
+    for (const auto& s : resp.sessions()) {
+      if (json) {
+        PrintSession(s, true);
+      } else {
+        std::printf("%-20s %-16s %-8s in flight %u\n", s.id().c_str(), v1::SessionStatus_Name(s.status()).c_str(),
+                    s.provider().c_str(), s.in_flight());
+      }
+    }
+    return 0;
+  }
+  if (p.size() < 2) return Usage("session " + sub + " needs a session id");
+  const std::string& id = p[1];
+  if (sub == "get" || sub == "keepalive" || sub == "close") {
+    if (int rc = need(2, (sub + " ID").c_str())) return rc;
+    v1::Session s;
+    grpc::Status st;
+    if (sub == "get") {
+      v1::GetSessionRequest req;
+      req.set_session_id(id);
+      st = client.stub().GetSession(&ctx, req, &s);
+    } else if (sub == "keepalive") {
+      v1::KeepAliveRequest req;
+      req.set_session_id(id);
+      st = client.stub().KeepAlive(&ctx, req, &s);
+    } else {
+      v1::CloseSessionRequest req;
+      req.set_session_id(id);
+      req.set_reason(args.Get("--reason"));
+      st = client.stub().CloseSession(&ctx, req, &s);
+    }
+    if (!st.ok()) return RpcError("session " + sub, st);
+    PrintSession(s, json);
+    return 0;
+  }
+  if (sub == "exec") {
+    if (p.size() < 3) return Usage("usage: sandgate session exec ID [--] COMMAND [ARG]...");
+    v1::ExecRequest req;
+    req.set_session_id(id);
+    if (p.size() == 3) {
+      req.set_command(p[2]);  // one word: a shell command line
+    } else {
+      for (size_t i = 2; i < p.size(); ++i) req.add_argv(p[i]);
+    }
+    if (args.Has("--timeout")) {
+      int64_t seconds;
+      if (!absl::SimpleAtoi(args.Get("--timeout"), &seconds) || seconds <= 0) return Usage("--timeout needs a positive number of seconds");
+      req.mutable_timeout()->set_seconds(seconds);
+    }
+    for (const std::string& kv : args.All("--env")) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) return Usage("--env needs NAME=VALUE, got '" + kv + "'");
+      (*req.mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    Interrupt interrupt;
+    interrupt.Watch(&ctx);
+    auto reader = client.stub().Exec(&ctx, req);
+    v1::ExecResponse r;
+    int exit_code = 0;
+    while (reader->Read(&r)) {
+      if (r.has_output()) {
+        FILE* f = r.output().stream() == v1::CommandOutput::STDERR ? stderr : stdout;
+        std::fwrite(r.output().data().data(), 1, r.output().data().size(), f);
+        std::fflush(f);
+      } else if (r.has_finished()) {
+        const auto& fin = r.finished();
+        exit_code = fin.timed_out() ? 124 : fin.signal() ? 128 + fin.signal() : fin.exit_code();
+        if (fin.timed_out()) std::fprintf(stderr, "sandgate: the command timed out\n");
+        if (fin.output_truncated()) std::fprintf(stderr, "sandgate: output truncated at the cap\n");
+      }
+    }
+    interrupt.Watch(nullptr);
+    grpc::Status st = reader->Finish();
+    if (!st.ok()) return RpcError("session exec", st);
+    return exit_code;  // the command's own exit status
+  }
+  if (sub == "upload") {
+    if (p.size() != 3 && p.size() != 4) return Usage("usage: sandgate session upload ID LOCAL_FILE [WORKSPACE_PATH]");
+    absl::StatusOr<std::string> data = ReadAll(p[2]);
+    if (!data.ok()) return Usage(std::string(data.status().message()));
+    std::string remote = p.size() == 4 ? p[3] : p[2].substr(p[2].rfind('/') == std::string::npos ? 0 : p[2].rfind('/') + 1);
+    v1::FileInfo info;
+    auto writer = client.stub().UploadFile(&ctx, &info);
+    v1::UploadFileRequest m;
+    m.mutable_header()->set_session_id(id);
+    m.mutable_header()->set_path(remote);
+    bool ok = writer->Write(m);
+    constexpr size_t kChunk = 1 << 20;
+    for (size_t off = 0; ok && off < data->size(); off += kChunk) {
+      m.Clear();
+      m.set_data(data->substr(off, kChunk));
+      ok = writer->Write(m);
+    }
+    writer->WritesDone();
+    grpc::Status st = writer->Finish();
+    if (!st.ok()) return RpcError("session upload", st);
+    std::printf("uploaded %s (%s, sha256 %s)\n", info.path().c_str(), HumanBytes(info.size_bytes()).c_str(), info.sha256().c_str());
+    return 0;
+  }
+  if (sub == "download") {
+    if (int rc = need(3, "download ID WORKSPACE_PATH [--out FILE]")) return rc;
+    v1::DownloadFileRequest req;
+    req.set_session_id(id);
+    req.set_path(p[2]);
+    auto reader = client.stub().DownloadFile(&ctx, req);
+    std::string data;
+    v1::FileChunk c;
+    while (reader->Read(&c)) data += c.data();
+    grpc::Status st = reader->Finish();
+    if (!st.ok()) return RpcError("session download", st);
+    std::string out = args.Get("--out", p[2].substr(p[2].rfind('/') == std::string::npos ? 0 : p[2].rfind('/') + 1));
+    if (!WriteFile(out, data)) return Usage("cannot write " + out);
+    std::printf("downloaded %s to %s (%s)\n", p[2].c_str(), out.c_str(), HumanBytes(data.size()).c_str());
+    return 0;
+  }
+  if (sub == "ls") {
+    v1::ListFilesRequest req;
+    req.set_session_id(id);
+    if (p.size() > 2) req.set_dir(p[2]);
+    v1::ListFilesResponse resp;
+    grpc::Status st = client.stub().ListFiles(&ctx, req, &resp);
+    if (!st.ok()) return RpcError("session ls", st);
+    for (const auto& f : resp.files()) {
+      const char* kind = f.type() == v1::FileInfo::DIRECTORY ? "dir " : f.type() == v1::FileInfo::SYMLINK ? "link" : f.type() == v1::FileInfo::REGULAR ? "file" : "other";
+      std::printf("%s %10s  %s\n", kind, HumanBytes(f.size_bytes()).c_str(), f.path().c_str());
+    }
+    return 0;
+  }
+  return Usage("unknown session subcommand '" + sub + "'");
+}
+
 // Switches take no value; every other option takes the next argument.
 const std::map<std::string, bool> kOptions = {
     {"--out", true},         {"--json", false},    {"--playbook", true},        {"--agent", true},
     {"--provider", true},    {"--timeout", true},  {"--idempotency-key", true}, {"--cancel-on-exit", false},
     {"--follow", false},     {"--after", true},    {"--limit", true},           {"--reason", true},
     {"--addr", true},        {"--token-file", true}, {"--env", true},            {"--setup", true},
-    {"--network", true},     {"--allow", true},    {"--memory-mib", true}};
+    {"--network", true},     {"--allow", true},    {"--memory-mib", true},      {"--session", true},
+    {"--idle", true},        {"--lifetime", true}, {"--all", false},            {"--command-timeout", true}};
 
 }  // namespace
 }  // namespace sandgate::cli
@@ -561,9 +775,12 @@ int main(int argc, char** argv) {
   }
   Args args;
   std::string command;
+  bool options_done = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--", 0) == 0) {
+    if (a == "--" && !options_done) {
+      options_done = true;
+    } else if (!options_done && a.rfind("--", 0) == 0) {
       auto it = kOptions.find(a);
       if (it == kOptions.end()) return Usage("unknown option " + a);
       if (it->second) {
@@ -595,5 +812,6 @@ int main(int argc, char** argv) {
   if (command == "get") return CmdGet(*client, args);
   if (command == "cancel") return CmdCancel(*client, args);
   if (command == "download") return CmdDownload(*client, args);
+  if (command == "session") return CmdSession(*client, args);
   return Usage("unknown command '" + command + "'");
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/daemon_harness.h"
@@ -119,6 +120,38 @@ TEST_F(CliTest, BadUsageAndUnknownRunsSayWhatIsWrong) {
   Result flag = Cli("runs --bogus");
   EXPECT_EQ(flag.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(flag.out, "unknown option --bogus")) << flag.out;
+}
+
+TEST_F(CliTest, SessionCommandsDriveAKeptSandbox) {
+  Result created = Cli("session create --idle 300 --env GREETING=hi");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  std::string id(absl::StripAsciiWhitespace(created.out));
+  ASSERT_TRUE(absl::StartsWith(id, "s")) << id;
+  Result echo = Cli("session exec " + id + " 'echo $GREETING; echo warn >&2'");
+  EXPECT_EQ(echo.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(echo.out, "hi\n")) << echo.out;
+  EXPECT_TRUE(absl::StrContains(echo.out, "warn")) << echo.out;
+  EXPECT_EQ(Cli("session exec " + id + " -- sh -c 'exit 7'").exit_code, 7) << "the command's own status";
+  Result up = Cli("session upload " + id + " " + std::string(SANDGATE_SOURCE_DIR) +
+                  "/examples/northstar_cloud_financial_statements.csv in.csv");
+  EXPECT_EQ(up.exit_code, 0) << up.out;
+  Result run = Cli("run --session " + id + " " + std::string(SANDGATE_SOURCE_DIR) +
+                   "/examples/northstar_cloud_financial_statements.csv --out " + daemon_->dir() + "/s");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  Result ls = Cli("session ls " + id);
+  EXPECT_TRUE(absl::StrContains(ls.out, "in.csv")) << ls.out;
+  EXPECT_TRUE(absl::StrContains(ls.out, "calculated_metrics.csv")) << ls.out;
+  Result down = Cli("session download " + id + " in.csv --out " + daemon_->dir() + "/back.csv");
+  EXPECT_EQ(down.exit_code, 0) << down.out;
+  EXPECT_EQ(Slurp(daemon_->dir() + "/back.csv"),
+            Slurp(std::string(SANDGATE_SOURCE_DIR) + "/examples/northstar_cloud_financial_statements.csv"));
+  Result mixed = Cli("run --session " + id + " --env X=1 in.csv");
+  EXPECT_EQ(mixed.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(mixed.out, "--env does not apply with --session")) << mixed.out;
+  EXPECT_TRUE(absl::StrContains(Cli("session close " + id).out, "SESSION_CLOSED"));
+  Result gone = Cli("session exec " + id + " true");
+  EXPECT_EQ(gone.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(gone.out, "FAILED_PRECONDITION")) << gone.out;
 }
 
 }  // namespace
