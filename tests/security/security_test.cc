@@ -53,20 +53,31 @@ using ::testing::Not;
 
 constexpr char kProcessList[] = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '";
 
+// The test host of this process's current TestNetwork (one at a time per process).
+absl::Mutex g_net_mu;
+std::string g_upstream_ip ABSL_GUARDED_BY(g_net_mu) = "198.51.100.2";
+std::string g_host_ip ABSL_GUARDED_BY(g_net_mu) = "198.51.100.1";
+
 // Names the tests' resolver knows. Everything else fails to resolve.
 class FakeResolver : public local::Resolver {
  public:
   absl::StatusOr<std::vector<local::IpAddress>> Resolve(const std::string& host) override {
-    static const std::map<std::string, std::vector<std::string>> kNames = {
-        {"allowed.test", {TestNetwork::kUpstreamIp}},
-        {"api.allowed.test", {TestNetwork::kUpstreamIp}},
-        {"other.test", {TestNetwork::kUpstreamIp}},
+    std::string up, gw;
+    {
+      absl::MutexLock l(&g_net_mu);
+      up = g_upstream_ip;
+      gw = g_host_ip;
+    }
+    const std::map<std::string, std::vector<std::string>> kNames = {
+        {"allowed.test", {up}},
+        {"api.allowed.test", {up}},
+        {"other.test", {up}},
         {"private.test", {"10.0.0.1"}},
         {"metadata.test", {"169.254.169.254"}},
         {"loopback.test", {"127.0.0.1"}},
         {"ula.test", {"fd00::1"}},
-        {"mixed.test", {TestNetwork::kUpstreamIp, "192.168.1.1"}},
-        {"gateway.test", {TestNetwork::kHostIp}},
+        {"mixed.test", {up, "192.168.1.1"}},
+        {"gateway.test", {gw}},
     };
     auto it = kNames.find(host);
     if (it == kNames.end()) return absl::UnavailableError("unknown test name " + host);
@@ -95,8 +106,9 @@ BwrapOptions SecurityOptions(uid_t base) {
   o.uid_pool_size = 32;
   o.cgroup_parent = "sandgate-sec";
   o.resolver = std::make_shared<FakeResolver>();
-  // Only the test host itself; 198.51.100.1 (the host side) stays refused.
-  o.proxy_ssrf_exempt_cidrs = {absl::StrCat(TestNetwork::kUpstreamIp, "/32")};
+  // The test range; 198.51.100.1 (the host's side of the veth) stays refused all the same,
+  // being an address of the host.
+  o.proxy_ssrf_exempt_cidrs = {"198.51.100.0/24"};
   return o;
 }
 
@@ -419,7 +431,7 @@ TEST_F(SecurityTest, A14_DisabledNetworkReachesNothing) {
   Output r = Exec(s.get(), {"python3", "-c",
                             absl::StrCat("import socket\n"
                                          "for a in [('127.0.0.1', ",
-                                         host.port(), "), ('", TestNetwork::kUpstreamIp,
+                                         host.port(), "), ('", net->upstream_ip(),
                                          "', 80)]:\n"
                                          "  try: socket.create_connection(a, timeout=2); "
                                          "print('connected')\n"
@@ -440,6 +452,9 @@ class RestrictedNetworkTest : public SecurityTest {
     std::string error;
     net_ = TestNetwork::Create(&error);
     ASSERT_NE(net_, nullptr) << error;
+    absl::MutexLock l(&g_net_mu);
+    g_upstream_ip = net_->upstream_ip();
+    g_host_ip = net_->host_ip();
   }
   void TearDown() override { net_.reset(); }
 
@@ -494,7 +509,7 @@ TEST_F(RestrictedNetworkTest, A15a_AllowedHostWorksAndIsRecorded) {
     EXPECT_EQ(x.session_id, "a15a");
     if (x.verdict == NetworkDecision::Verdict::kAllowed) {
       ++allowed;
-      EXPECT_EQ(x.ip, TestNetwork::kUpstreamIp);
+      EXPECT_EQ(x.ip, net_->upstream_ip());
       EXPECT_EQ(x.reason, "allowlist");
     }
     if (x.verdict == NetworkDecision::Verdict::kClosed) {
@@ -526,7 +541,7 @@ TEST_F(RestrictedNetworkTest, A15b_DeniedHostAndDirectConnectionsFail) {
   EXPECT_THAT(Raw(s.get(), "CONNECT allowed.test:22 HTTP/1.1\r\n\r\n"), HasSubstr("403"));
   // Direct, proxy bypassed.
   Output d = Exec(s.get(), {"curl", "-sS", "-m", "3", "--noproxy", "*",
-                            absl::StrCat("http://", TestNetwork::kUpstreamIp, "/")});
+                            absl::StrCat("http://", net_->upstream_ip(), "/")});
   EXPECT_NE(d.result.exit_code, 0);
   EXPECT_EQ(Sh(s.get(), "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").out, "lo\n");
   EXPECT_EQ(net_->connections(), 0);

@@ -1,9 +1,12 @@
 // TestNetwork: a throwaway upstream for proxy tests and benchmarks.
 //
-// Creates the network namespace "sg-test-<pid>" and a veth pair: 198.51.100.1/24 on the host
-// side (root namespace), 198.51.100.2/24 inside (TEST-NET-2, a documentation range nothing
-// real uses), and serves a tiny HTTP server at 198.51.100.2 ports 80 and 443 (plain HTTP on
-// both; 443 is reached through CONNECT tunnels). Tests send traffic to this host only.
+// Creates the network namespace "sg-test-<pid>" and a veth pair on a /30 of 198.51.100.0/24
+// (TEST-NET-2, a documentation range nothing real uses): 198.51.100.<4k+1> on the host side
+// (root namespace), 198.51.100.<4k+2> inside, and serves a tiny HTTP server there on ports
+// 80 and 443 (plain HTTP on both; 443 is reached through CONNECT tunnels). Slot k is held
+// with an flock on /tmp/sg-test-net-<k>.lock, so test processes running at the same time
+// never share a subnet (two veths on one subnet would route one test's traffic to the
+// other's server). Tests send traffic to this host only.
 //
 //   GET /            -> 200 "hello from upstream\n"
 //   GET /bytes/N     -> 200 with N bytes of 'x'
@@ -20,6 +23,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,8 +45,7 @@ namespace sandgate::testing {
 
 class TestNetwork {
  public:
-  static constexpr const char* kHostIp = "198.51.100.1";
-  static constexpr const char* kUpstreamIp = "198.51.100.2";
+  static constexpr int kSlots = 63;
 
   // Returns null (with `error` set) when the namespace cannot be made.
   static std::unique_ptr<TestNetwork> Create(std::string* error) {
@@ -52,13 +55,28 @@ class TestNetwork {
     n->veth_host_ = absl::StrCat("sgt", pid, "h");
     n->veth_ns_ = absl::StrCat("sgt", pid, "n");
     n->Teardown();  // left by an earlier run of the same pid
+    for (int slot = 0; slot < kSlots && n->lock_ < 0; ++slot) {
+      int fd = open(absl::StrCat("/tmp/sg-test-net-", slot, ".lock").c_str(),
+                    O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        n->lock_ = fd;
+        n->host_ip_ = absl::StrCat("198.51.100.", 4 * slot + 1);
+        n->upstream_ip_ = absl::StrCat("198.51.100.", 4 * slot + 2);
+      } else if (fd >= 0) {
+        close(fd);
+      }
+    }
+    if (n->lock_ < 0) {
+      *error = "all test network slots are taken";
+      return nullptr;
+    }
     const std::vector<std::string> cmds = {
         absl::StrCat("ip netns add ", n->ns_),
         absl::StrCat("ip link add ", n->veth_host_, " type veth peer name ", n->veth_ns_),
         absl::StrCat("ip link set ", n->veth_ns_, " netns ", n->ns_),
-        absl::StrCat("ip addr add ", kHostIp, "/24 dev ", n->veth_host_),
+        absl::StrCat("ip addr add ", n->host_ip_, "/30 dev ", n->veth_host_),
         absl::StrCat("ip link set ", n->veth_host_, " up"),
-        absl::StrCat("ip -n ", n->ns_, " addr add ", kUpstreamIp, "/24 dev ", n->veth_ns_),
+        absl::StrCat("ip -n ", n->ns_, " addr add ", n->upstream_ip_, "/30 dev ", n->veth_ns_),
         absl::StrCat("ip -n ", n->ns_, " link set ", n->veth_ns_, " up"),
         absl::StrCat("ip -n ", n->ns_, " link set lo up"),
     };
@@ -86,11 +104,15 @@ class TestNetwork {
     for (std::thread& t : TakeWorkers()) t.join();
     if (stop_ >= 0) close(stop_);
     Teardown();
+    if (lock_ >= 0) close(lock_);  // releases the slot, after the addresses are gone
   }
 
   // Connections the server accepted so far.
   int connections() const { return connections_.load(); }
   const std::string& ns_name() const { return ns_; }
+  // The upstream's address, and the host's side of the veth.
+  const std::string& upstream_ip() const { return upstream_ip_; }
+  const std::string& host_ip() const { return host_ip_; }
 
  private:
   TestNetwork() = default;
@@ -128,9 +150,9 @@ class TestNetwork {
         struct sockaddr_in a = {};
         a.sin_family = AF_INET;
         a.sin_port = htons(port);
-        inet_pton(AF_INET, kUpstreamIp, &a.sin_addr);
+        inet_pton(AF_INET, upstream_ip_.c_str(), &a.sin_addr);
         if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 64) != 0) {
-          err = absl::StrCat("bind/listen ", kUpstreamIp, ":", port, " failed");
+          err = absl::StrCat("bind/listen ", upstream_ip_, ":", port, " failed");
           ready.Notify();
           return;
         }
@@ -210,7 +232,8 @@ class TestNetwork {
     close(c);
   }
 
-  std::string ns_, veth_host_, veth_ns_;
+  std::string ns_, veth_host_, veth_ns_, host_ip_, upstream_ip_;
+  int lock_ = -1;
   bool created_ = false;
   int stop_ = -1;
   std::thread server_;

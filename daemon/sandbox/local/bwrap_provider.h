@@ -61,7 +61,7 @@ struct BwrapOptions {
   uint16_t proxy_port = 3128;
   // CIDRs ("198.51.100.0/24") the proxy's SSRF guard lets through. TESTS ONLY: a test's own
   // upstream lives in a documentation range, which the guard otherwise refuses. Leave empty
-  // in the daemon.
+  // in the daemon. The host's own addresses stay refused regardless.
   std::vector<std::string> proxy_ssrf_exempt_cidrs;
   local::NetProxyOptions proxy_options;
 

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -411,6 +412,24 @@ absl::StatusOr<UniqueFd> ListenInNetns(int netns_fd, uint16_t port) {
 // The proxy thread
 
 namespace {
+
+// Whether `ip` is an address of one of this host's interfaces (in the daemon's namespace):
+// a public address of the host itself would reach the host's own services.
+bool IsHostAddress(const IpAddress& ip) {
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (struct ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != ip.family) continue;
+    const void* bytes =
+        ip.family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr);
+    found = memcmp(bytes, ip.bytes, ip.family == AF_INET ? 4 : 16) == 0;
+  }
+  freeifaddrs(list);
+  return found;
+}
 
 constexpr size_t kMaxHead = 8192;
 constexpr size_t kChunk = 65536;
@@ -881,11 +900,15 @@ class NetProxy::Loop {
     const ProxyPolicy& p = c->session->policy;
     if (addrs.empty()) return Deny(c, 502, "Bad Gateway", "resolution-failed", "no address");
     for (const IpAddress& ip : addrs) {
-      std::string why = NonPublicReason(ip);
-      if (why.empty()) continue;
-      bool exempt = std::any_of(p.ssrf_exempt.begin(), p.ssrf_exempt.end(),
-                                [&](const Cidr& r) { return r.Contains(ip); });
-      if (exempt) continue;
+      // The host's own addresses are refused whatever the exemptions say.
+      std::string why = IsHostAddress(ip) ? "an address of the daemon's host" : "";
+      if (why.empty()) {
+        why = NonPublicReason(ip);
+        if (why.empty()) continue;
+        bool exempt = std::any_of(p.ssrf_exempt.begin(), p.ssrf_exempt.end(),
+                                  [&](const Cidr& r) { return r.Contains(ip); });
+        if (exempt) continue;
+      }
       c->d.ip = ip.ToString();
       return Deny(c, 403, "Forbidden", "blocked-by-ssrf-guard",
                   absl::StrCat(c->req.host, " resolves to ", c->d.ip, ", ", why));

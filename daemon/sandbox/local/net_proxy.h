@@ -14,7 +14,8 @@
 // against the allowlist (restricted) and the port against the allowed ports (else 403 +
 // "X-Proxy-Error: blocked-by-allowlist"); the name is resolved by the daemon (Resolver, on a
 // worker thread) and every address checked against the SSRF denylist (else 403 +
-// "X-Proxy-Error: blocked-by-ssrf-guard"); the proxy then connects to the checked address
+// "X-Proxy-Error: blocked-by-ssrf-guard"; so is any address of the daemon's own host, even a
+// public one); the proxy then connects to the checked address
 // itself, so a DNS answer that changes later (rebinding) cannot redirect it; 502 if that
 // fails. Every decision goes to the session's callback (NetworkDecision in sandbox.h).
 //
@@ -100,7 +101,7 @@ struct ProxyPolicy {
   std::vector<std::string> allowed_domains;  // normalised
   std::vector<uint16_t> allowed_ports = {443, 80};
   // Ranges the SSRF guard lets through. For tests only (a test upstream on
-  // 198.51.100.0/24); empty in production.
+  // 198.51.100.0/24); empty in production. Never exempts the host's own addresses.
   std::vector<Cidr> ssrf_exempt;
   uint32_t max_connections = 64;
   uint64_t max_bytes = 1ull << 30;

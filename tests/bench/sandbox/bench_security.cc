@@ -49,11 +49,16 @@ class NullJournal : public ResourceJournal {
   absl::StatusOr<std::vector<JournalEntry>> List() override { return std::vector<JournalEntry>{}; }
 };
 
+// Every name is the test host.
 class BenchResolver : public local::Resolver {
  public:
+  explicit BenchResolver(std::string ip) : ip_(std::move(ip)) {}
   absl::StatusOr<std::vector<local::IpAddress>> Resolve(const std::string&) override {
-    return std::vector<local::IpAddress>{*local::IpAddress::Parse(TestNetwork::kUpstreamIp)};
+    return std::vector<local::IpAddress>{*local::IpAddress::Parse(ip_)};
   }
+
+ private:
+  const std::string ip_;
 };
 
 [[noreturn]] void Die(const absl::Status& s, const char* what) {
@@ -195,10 +200,11 @@ void ReadConnectReply(int fd) {
 enum class Path { kDirect, kAbsoluteUri, kConnect };
 
 // One request on a fresh connection; returns the response size.
-uint64_t Fetch(Path path, int proxy_port, const std::string& target) {
+uint64_t Fetch(Path path, int proxy_port, const std::string& target,
+               const std::string& upstream_ip) {
   int fd;
   if (path == Path::kDirect) {
-    fd = Connect(TestNetwork::kUpstreamIp, 80);
+    fd = Connect(upstream_ip.c_str(), 80);
     SendAll(fd, absl::StrCat("GET ", target, " HTTP/1.1\r\nHost: allowed.test\r\n\r\n"));
   } else if (path == Path::kAbsoluteUri) {
     fd = Connect("127.0.0.1", proxy_port);
@@ -219,7 +225,7 @@ void BenchProxy(int runs) {
   std::string error;
   auto net = TestNetwork::Create(&error);
   if (net == nullptr) Die(absl::UnavailableError(error), "test network");
-  auto proxy = local::NetProxy::Create(std::make_shared<BenchResolver>(), {});
+  auto proxy = local::NetProxy::Create(std::make_shared<BenchResolver>(net->upstream_ip()), {});
   if (!proxy.ok()) Die(proxy.status(), "proxy");
   // A listener on the host's loopback, served exactly like a session's in-netns listener.
   int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -234,7 +240,7 @@ void BenchProxy(int runs) {
   local::ProxyPolicy policy;
   policy.mode = NetworkMode::kRestricted;
   policy.allowed_domains = {"allowed.test"};
-  policy.ssrf_exempt = {*local::Cidr::Parse("198.51.100.2/32")};
+  policy.ssrf_exempt = {*local::Cidr::Parse(net->upstream_ip() + "/32")};
   policy.max_bytes = ~0ull;
   uint64_t decisions = 0;
   if (absl::Status s = (*proxy)->AddSession("bench", UniqueFd(l), policy,
@@ -251,7 +257,7 @@ void BenchProxy(int runs) {
     std::vector<double> ms;
     for (int i = 0; i < requests; ++i) {
       absl::Time t = absl::Now();
-      Fetch(p, port, "/");
+      Fetch(p, port, "/", net->upstream_ip());
       ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t));
     }
     const char* name = p == Path::kDirect        ? "direct"
@@ -269,7 +275,7 @@ void BenchProxy(int runs) {
     double best = 0;
     for (int i = 0; i < runs; ++i) {
       absl::Time t = absl::Now();
-      uint64_t got = Fetch(p, port, absl::StrCat("/bytes/", bytes));
+      uint64_t got = Fetch(p, port, absl::StrCat("/bytes/", bytes), net->upstream_ip());
       if (got < bytes) {
         fprintf(stderr, "bench_security: short download (%llu)\n",
                 static_cast<unsigned long long>(got));
