@@ -94,6 +94,11 @@ static long Probe(const char* name) {
     printf("i386 ALIVE %ld\n", ret);
     return 0;
   }
+  if (!strcmp(name, "x32")) {
+    long ret = syscall(0x40000000L | 39 /* x32 getpid */);
+    printf("x32 ALIVE %ld\n", ret);
+    return 0;
+  }
 #endif
   errno = EINVAL;
   return -1;
@@ -108,7 +113,7 @@ int main(int argc, char** argv) {
   }
   for (int i = 1; i < argc; ++i) {
     long rc = Probe(argv[i]);
-    if (!strcmp(argv[i], "i386")) continue;
+    if (!strcmp(argv[i], "i386") || !strcmp(argv[i], "x32")) continue;
     Report(argv[i], rc);
   }
   return 0;

@@ -707,9 +707,11 @@ TEST_F(SecurityTest, A18_SeccompDeniesKernelAttackSurface) {
   EXPECT_THAT(out, HasSubstr("af_vsock EAFNOSUPPORT"));
   EXPECT_THAT(out, HasSubstr("af_inet OK"));
 #if defined(__x86_64__)
-  Output r = Exec(s.get(), {"/work/probe", "i386"});
-  EXPECT_EQ(r.result.term_signal, SIGSYS) << r.out;
-  EXPECT_THAT(r.out, Not(HasSubstr("ALIVE")));
+  for (const char* abi : {"i386", "x32"}) {
+    Output r = Exec(s.get(), {"/work/probe", abi});
+    EXPECT_EQ(r.result.term_signal, SIGSYS) << abi << ": " << r.out;
+    EXPECT_THAT(r.out, Not(HasSubstr("ALIVE"))) << abi;
+  }
 #endif
 }
 
