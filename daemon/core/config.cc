@@ -92,11 +92,47 @@ auto Seconds(absl::Duration* out) {
   };
 }
 
+auto Strings(std::vector<std::string>* out) {
+  return [out](const json& v, const std::string& where) -> absl::Status {
+    if (!v.is_array()) return errors::InvalidArgument(absl::StrCat(where, "expected a list of strings"));
+    for (const json& e : v) {
+      if (!e.is_string()) return errors::InvalidArgument(absl::StrCat(where, "expected a list of strings"));
+      out->push_back(e.get<std::string>());
+    }
+    return absl::OkStatus();
+  };
+}
+
 absl::Status ReadTenant(const json& v, const std::string& where, TenantConfig* t) {
   ObjectReader r(v, where);
   r.On("name", String(&t->name));
   r.On("token_sha256", String(&t->token_sha256));
   r.On("operator", Bool(&t->is_operator));
+  r.On("policy", [t, where](const json& p, const std::string&) -> absl::Status {
+    ObjectReader pr(p, where + ".policy");
+    pr.On("providers", Strings(&t->policy.providers));
+    pr.On("agents", Strings(&t->policy.agents));
+    pr.On("models", Strings(&t->policy.models));
+    pr.On("network_modes", Strings(&t->policy.network_modes));
+    pr.On("domains", Strings(&t->policy.domains));
+    pr.On("max_memory_bytes", Whole(&t->policy.max_memory_bytes, 16ull << 20));
+    pr.On("max_run_seconds", Seconds(&t->policy.max_run_time));
+    SANDGATE_RETURN_IF_ERROR(pr.Run());
+    for (const std::string& m : t->policy.network_modes) {
+      if (m != "disabled" && m != "restricted" && m != "enabled") {
+        return errors::InvalidArgument(absl::StrCat(where, ".policy.network_modes: '", m,
+                                                    "' is not disabled, restricted or enabled"));
+      }
+    }
+    return absl::OkStatus();
+  });
+  r.On("quotas", [t, where](const json& q, const std::string&) -> absl::Status {
+    ObjectReader qr(q, where + ".quotas");
+    qr.On("concurrent_runs", Whole(&t->quotas.concurrent_runs));
+    qr.On("live_sessions", Whole(&t->quotas.live_sessions));
+    qr.On("runs_per_minute", Whole(&t->quotas.runs_per_minute));
+    return qr.Run();
+  });
   SANDGATE_RETURN_IF_ERROR(r.Run());
   if (t->name.empty()) return errors::InvalidArgument(absl::StrCat(where, ".name: required"));
   t->token_sha256 = absl::AsciiStrToLower(t->token_sha256);
@@ -152,6 +188,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
   r.On("allow_unauthenticated_tcp", Bool(&c.allow_unauthenticated_tcp));
   r.On("max_concurrent_runs", Whole(&c.max_concurrent_runs, 1));
   r.On("max_concurrent_execs", Whole(&c.max_concurrent_execs, 1));
+  r.On("max_queued_runs", Whole(&c.max_queued_runs, 1));
+  r.On("max_sandboxes", Whole(&c.max_sandboxes, 1));
   r.On("max_input_bytes", Whole(&c.max_input_bytes, 1));
   r.On("max_artifact_bytes", Whole(&c.max_artifact_bytes, 1));
   r.On("tenants", [&c](const json& v, const std::string& where) -> absl::Status {

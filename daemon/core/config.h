@@ -17,10 +17,30 @@
 
 namespace sandgate::core {
 
+// What a tenant may ask for. An empty list allows anything; 0 means no limit.
+struct TenantPolicy {
+  std::vector<std::string> providers;
+  std::vector<std::string> agents;
+  std::vector<std::string> models;
+  std::vector<std::string> network_modes;  // "disabled", "restricted", "enabled"
+  std::vector<std::string> domains;        // allowed in restricted mode: names or "*.suffix"
+  uint64_t max_memory_bytes = 0;
+  absl::Duration max_run_time = absl::ZeroDuration();
+};
+
+// How much a tenant may use at once. 0 means no limit of the tenant's own.
+struct TenantQuotas {
+  uint32_t concurrent_runs = 0;  // more wait in the fair queue
+  uint32_t live_sessions = 0;    // kept sessions; more are refused
+  uint32_t runs_per_minute = 0;  // more are refused
+};
+
 struct TenantConfig {
   std::string name;
   std::string token_sha256;  // lower-case hex of the bearer token; the token is never stored
   bool is_operator = false;
+  TenantPolicy policy;
+  TenantQuotas quotas;
 };
 
 // An OpenAI-compatible upstream. It exists only when a key source is configured; the key
@@ -48,6 +68,9 @@ struct Config {
   bool allow_unauthenticated_tcp = false;
 
   uint32_t max_concurrent_runs = 4;
+  uint32_t max_queued_runs = 1024;  // beyond it RunAnalysis is RESOURCE_EXHAUSTED
+  // The machine's budget: sandboxes alive at once (running runs' own plus kept sessions).
+  uint32_t max_sandboxes = 64;
   uint32_t max_concurrent_execs = 32;  // Exec RPCs running at once (each holds a thread)
   uint64_t max_input_bytes = 64ull << 20;
   uint64_t max_artifact_bytes = 32ull << 20;

@@ -1,5 +1,6 @@
 #include "core/run_manager.h"
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "playbooks/playbook.h"
 #include "store/artifact_store.h"
+#include "core/policy.h"
 #include "core/sandbox_spec.h"
 
 namespace sandgate::core {
@@ -50,6 +52,9 @@ struct RunManager::ActiveRun {
 
   CancelToken cancel;
   std::atomic<bool> timed_out{false};
+  AdmissionQueue::Ticket ticket;
+  std::atomic<bool> admitted{false};
+  std::atomic<uint32_t> position{0};  // last position told in run.queued
   std::atomic<uint32_t> next_command_id{0};
 
   absl::Mutex mu;
@@ -95,11 +100,16 @@ class RunManager::RunEvents : public agent::EventSink {
 
 RunManager::RunManager(RunManagerDeps deps)
     : deps_(std::move(deps)),
-      executor_("runs", deps_.config->max_concurrent_runs, /*max_queue=*/1024),
-      watchdog_([this] { WatchdogLoop(); }) {}
+      executor_("runs", deps_.config->max_concurrent_runs, /*max_queue=*/deps_.config->max_concurrent_runs),
+      admission_(deps_.config->max_concurrent_runs, deps_.config->max_queued_runs, deps_.budget),
+      watchdog_([this] { WatchdogLoop(); }) {
+  // A sandbox freed by a closing kept session may let a queued run start.
+  deps_.budget->set_on_release([this] { Dispatch(); });
+}
 
 RunManager::~RunManager() {
   Drain(absl::ZeroDuration());
+  deps_.budget->set_on_release(nullptr);
   {
     absl::MutexLock lock(&mu_);
     stop_watchdog_ = true;
@@ -218,6 +228,9 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
   }
   absl::Status inputs_ok = ar->playbook->ValidateInputs(ar->inputs);
   if (!inputs_ok.ok()) return errors::InvalidArgument(absl::StrCat("inputs: ", inputs_ok.message()));
+  PolicyRequest policy{request.provider(), request.agent(), request.model(), &request.sandbox(),
+                       request.has_run_timeout() ? FromProto(request.run_timeout()) : deps_.config->run_timeout};
+  SANDGATE_RETURN_IF_ERROR(CheckPolicy(caller, policy, *deps_.config));
 
   const Config& cfg = *deps_.config;
   ar->run_timeout = request.has_run_timeout() ? FromProto(request.run_timeout()) : cfg.run_timeout;
@@ -250,6 +263,11 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
     absl::MutexLock lock(&mu_);
     if (draining_) return errors::Unavailable("the daemon is shutting down; not accepting runs");
   }
+  if (admission_.waiting() >= deps_.config->max_queued_runs) {
+    return errors::ResourceExhausted(absl::StrCat("the run queue is full (max_queued_runs ",
+                                                  deps_.config->max_queued_runs, ")"));
+  }
+  SANDGATE_RETURN_IF_ERROR(CheckRate(caller));
   absl::Status put = deps_.store->PutRun(run);
   if (put.code() == absl::StatusCode::kAlreadyExists) {
     // A concurrent retry with the same idempotency key won the race: answer with its run.
@@ -261,32 +279,89 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
   SANDGATE_RETURN_IF_ERROR(put);
   ar->caller = caller;
   ar->request_run_id = run.id();
+  ar->ticket = {run.id(), caller.tenant, caller.config ? caller.config->quotas.concurrent_runs : 0,
+                /*needs_sandbox=*/ar->request.session_id().empty()};
   {
     absl::MutexLock lock(&ar->mu);
     ar->run = run;
   }
-  uint32_t position;
   {
     absl::MutexLock lock(&mu_);
     active_[run.id()] = ar;
-    position = 0;
-    for (const auto& [id, other] : active_) {
-      absl::MutexLock l(&other->mu);
-      if (other->run.status() == v1::QUEUED) ++position;
-    }
   }
-  RunEvents events(deps_.events, ar.get());
-  v1::Event queued;
-  queued.set_type("run.queued");
-  queued.mutable_run_queued()->set_position(position);
-  events.Emit(std::move(queued));
   log::Info("run.queued", {{"run", run.id()}, {"tenant", run.tenant()},
                            {"playbook", run.playbook()}, {"agent", run.agent()}});
-  if (!executor_.Submit([this, ar] { Execute(ar); })) {
-    Finish(ar, events, v1::FAILED, "run queue is full");
-    return errors::ResourceExhausted("run queue is full (1024 runs waiting)");
+  RunEvents events(deps_.events, ar.get());
+  absl::Status queued = admission_.Enqueue(ar->ticket);
+  if (!queued.ok()) {
+    Finish(ar, events, v1::FAILED, std::string(queued.message()));
+    return queued;
   }
+  std::vector<std::string> order = admission_.Order();
+  uint32_t position = static_cast<uint32_t>(
+      std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
+  ar->position.store(position);
+  v1::Event queued_event;
+  queued_event.set_type("run.queued");
+  queued_event.mutable_run_queued()->set_position(position);
+  events.Emit(std::move(queued_event));
+  Dispatch();
   return run;
+}
+
+absl::Status RunManager::CheckRate(const Caller& caller) {
+  uint32_t limit = caller.config ? caller.config->quotas.runs_per_minute : 0;
+  if (limit == 0) return absl::OkStatus();
+  absl::Time now = deps_.clock->Now();
+  absl::MutexLock lock(&mu_);
+  std::deque<absl::Time>& starts = recent_starts_[caller.tenant];
+  while (!starts.empty() && starts.front() <= now - absl::Minutes(1)) starts.pop_front();
+  if (starts.size() >= limit) {
+    absl::Duration wait = starts.front() + absl::Minutes(1) - now;
+    return errors::ResourceExhausted(absl::StrCat(
+        "quota runs_per_minute (", limit, ") of tenant ", caller.tenant, " is used up; retry in ",
+        absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1))), "s"));
+  }
+  starts.push_back(now);
+  return absl::OkStatus();
+}
+
+void RunManager::Dispatch() {
+  for (const AdmissionQueue::Ticket& t : admission_.Admit()) {
+    std::shared_ptr<ActiveRun> ar;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = active_.find(t.run_id);
+      if (it != active_.end()) ar = it->second;
+    }
+    if (!ar) {  // finished while being admitted
+      admission_.Done(t);
+      continue;
+    }
+    ar->admitted.store(true);
+    // The executor has a thread for every run the admission lets through.
+    if (!executor_.Submit([this, ar] { Execute(ar); })) {
+      RunEvents events(deps_.events, ar.get());
+      Finish(ar, events, v1::FAILED, "the daemon is shutting down");
+    }
+  }
+  // Tell waiting runs where they stand now (only those whose position changed).
+  std::vector<std::string> order = admission_.Order();
+  for (size_t i = 0; i < order.size(); ++i) {
+    std::shared_ptr<ActiveRun> ar;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = active_.find(order[i]);
+      if (it != active_.end()) ar = it->second;
+    }
+    uint32_t position = static_cast<uint32_t>(i + 1);
+    if (!ar || ar->position.exchange(position) == position) continue;
+    RunEvents events(deps_.events, ar.get());
+    v1::Event queued;
+    queued.set_type("run.queued");
+    queued.mutable_run_queued()->set_position(position);
+    events.Emit(std::move(queued));
+  }
 }
 
 void RunManager::PutRun(ActiveRun& ar) {
@@ -519,8 +594,16 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   events.Emit(std::move(e));
   log::Info("run.finished", {{"run", run_id}, {"tenant", tenant},
                              {"status", v1::RunStatus_Name(status)}, {"reason", reason}});
-  absl::MutexLock lock(&mu_);
-  active_.erase(run_id);
+  {
+    absl::MutexLock lock(&mu_);
+    active_.erase(run_id);
+  }
+  if (ar->admitted.exchange(false)) {
+    admission_.Done(ar->ticket);
+    Dispatch();
+  } else {
+    admission_.Remove(run_id);
+  }
 }
 
 absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string& run_id) {
@@ -569,9 +652,13 @@ absl::StatusOr<v1::Run> RunManager::Cancel(const Caller& caller, const std::stri
     if (it != active_.end()) ar = it->second;
   }
   if (ar) {
-    ar->cancel.Cancel(reason.empty() ? "cancelled by the caller"
-                                     : absl::StrCat("cancelled by the caller: ", reason));
+    std::string why = reason.empty() ? "cancelled by the caller" : absl::StrCat("cancelled by the caller: ", reason);
+    ar->cancel.Cancel(why);
     log::Info("run.cancel_requested", {{"run", run_id}, {"tenant", caller.tenant}});
+    if (admission_.Remove(run_id)) {  // still waiting: it ends now, without a sandbox
+      RunEvents events(deps_.events, ar.get());
+      Finish(ar, events, v1::CANCELLED, why);
+    }
   }
   return Get(caller, run_id);
 }
@@ -599,7 +686,13 @@ size_t RunManager::Drain(absl::Duration grace) {
     draining_ = true;
     for (const auto& [id, ar] : active_) runs.push_back(ar);
   }
-  for (const auto& ar : runs) ar->cancel.Cancel("the daemon is shutting down");
+  for (const auto& ar : runs) {
+    ar->cancel.Cancel("the daemon is shutting down");
+    if (admission_.Remove(ar->request_run_id)) {
+      RunEvents events(deps_.events, ar.get());
+      Finish(ar, events, v1::CANCELLED, "the daemon is shutting down");
+    }
+  }
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithTimeout(absl::Condition(
                            +[](absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>>* m) {

@@ -10,6 +10,7 @@
 #ifndef SANDGATE_CORE_RUN_MANAGER_H_
 #define SANDGATE_CORE_RUN_MANAGER_H_
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 #include "agent/agent.h"
 #include "common/cancel.h"
 #include "common/clock.h"
+#include "core/admission.h"
 #include "core/config.h"
 #include "core/event_log.h"
 #include "core/executor.h"
@@ -42,6 +44,7 @@ struct RunManagerDeps {
   std::map<std::string, sandbox::Provider*> providers;
   std::map<std::string, agent::Agent*> agents;
   SessionManager* sessions = nullptr;  // null: runs with a session_id are refused
+  SandboxBudget* budget = nullptr;     // required; shared with the SessionManager
 };
 
 class RunManager {
@@ -81,13 +84,19 @@ class RunManager {
               std::string reason);
   void PutRun(ActiveRun& run);
   void WatchdogLoop();
+  // Starts every queued run that now has room, then tells the others their new position.
+  void Dispatch();
+  absl::Status CheckRate(const Caller& caller);
 
   const RunManagerDeps deps_;
   Executor executor_;
+  AdmissionQueue admission_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>> active_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Start times of each tenant's runs in the last minute (runs_per_minute).
+  absl::flat_hash_map<std::string, std::deque<absl::Time>> recent_starts_ ABSL_GUARDED_BY(mu_);
   bool stop_watchdog_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watchdog_;
 };

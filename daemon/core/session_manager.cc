@@ -10,7 +10,9 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "core/policy.h"
 #include "core/sandbox_spec.h"
+#include "absl/cleanup/cleanup.h"
 
 namespace sandgate::core {
 
@@ -81,6 +83,24 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     return errors::InvalidArgument(absl::StrCat("provider: '", provider_name, "' is not configured on this daemon"));
   }
   SANDGATE_RETURN_IF_ERROR(ValidateSandboxSpec(req.sandbox(), cfg));
+  SANDGATE_RETURN_IF_ERROR(CheckPolicy(caller, PolicyRequest{provider_name, "", "", &req.sandbox()}, cfg));
+  if (uint32_t quota = caller.config ? caller.config->quotas.live_sessions : 0) {
+    uint32_t live = 0;
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, e] : live_) live += e->tenant == caller.tenant ? 1 : 0;
+    if (live >= quota) {
+      return errors::ResourceExhausted(absl::StrCat("quota live_sessions (", quota, ") of tenant ",
+                                                    caller.tenant, " is reached; close a session first"));
+    }
+  }
+  if (deps_.budget && !deps_.budget->TryTake()) {
+    return errors::ResourceExhausted(absl::StrCat("the machine's sandbox budget (max_sandboxes ",
+                                                  deps_.budget->max(), ") is used up; retry later"));
+  }
+  // The budget taken above is given back when the session ends, or now if it never starts.
+  auto give_back = absl::MakeCleanup([this] {
+    if (deps_.budget) deps_.budget->Give();
+  });
 
   auto e = std::make_shared<Entry>();
   e->id = absl::StrCat("s", RandomHex(8));
@@ -161,6 +181,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     absl::MutexLock lock(&mu_);
     live_[e->id] = e;
   }
+  std::move(give_back).Cancel();
   log::Info("session.created", {{"session", e->id}, {"tenant", caller.tenant}, {"provider", provider_name}});
   return Snapshot(*e);
 }
@@ -271,6 +292,7 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
   // Ends running commands (they report cancelled) and deletes the sandbox.
   absl::Status closed = e->sandbox->Close();
   if (!closed.ok()) log::Error("session.close_failed", {{"session", e->id}, {"error", closed.ToString()}});
+  if (deps_.budget) deps_.budget->Give();
   absl::Status st = deps_.store->PutSession(record);
   if (!st.ok()) log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
   log::Info(status == v1::SESSION_EXPIRED ? "session.expired" : "session.closed",

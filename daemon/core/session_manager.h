@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/cancel.h"
 #include "common/clock.h"
+#include "core/admission.h"
 #include "core/config.h"
 #include "core/tenants.h"
 #include "sandbox/sandbox.h"
@@ -36,6 +37,7 @@ struct SessionManagerDeps {
   store::Store* store = nullptr;
   Clock* clock = nullptr;
   std::map<std::string, sandbox::Provider*> providers;
+  SandboxBudget* budget = nullptr;  // may be null: no machine-wide budget
 };
 
 class SessionManager {

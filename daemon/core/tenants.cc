@@ -10,7 +10,7 @@ namespace sandgate::core {
 
 absl::StatusOr<Caller> Tenants::Authenticate(
     const std::optional<std::string>& authorization) const {
-  if (tenants_.empty()) return Caller{"local", true};
+  if (tenants_.empty()) return Caller{"local", true, nullptr};
   if (!authorization) return errors::Unauthenticated("missing authorization metadata (Bearer token)");
   constexpr absl::string_view kBearer = "Bearer ";
   if (!absl::StartsWith(*authorization, kBearer) || authorization->size() == kBearer.size()) {
@@ -19,7 +19,7 @@ absl::StatusOr<Caller> Tenants::Authenticate(
   std::string digest = Sha256::Hex(absl::string_view(*authorization).substr(kBearer.size()));
   for (const TenantConfig& t : tenants_) {
     if (CRYPTO_memcmp(digest.data(), t.token_sha256.data(), digest.size()) == 0) {
-      return Caller{t.name, t.is_operator};
+      return Caller{t.name, t.is_operator, &t};
     }
   }
   return errors::Unauthenticated("unknown token");

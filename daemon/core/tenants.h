@@ -20,6 +20,9 @@ namespace sandgate::core {
 struct Caller {
   std::string tenant;
   bool is_operator = false;
+  // The tenant's configuration (owned by Tenants, which outlives every call); null for the
+  // default local tenant, which has no policy and no quotas.
+  const TenantConfig* config = nullptr;
 };
 
 class Tenants {

@@ -65,6 +65,7 @@ struct Daemon::Parts {
   std::unique_ptr<core::EventLog> events;
   std::unique_ptr<sandbox::BwrapProvider> local;
   std::unique_ptr<agent::ReferenceAgent> reference;
+  std::unique_ptr<core::SandboxBudget> budget;
   std::unique_ptr<core::SessionManager> sessions;
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
@@ -104,7 +105,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->local = std::move(*provider);
   p->reference = std::make_unique<agent::ReferenceAgent>();
 
+  p->budget = std::make_unique<core::SandboxBudget>(c.max_sandboxes);
   core::SessionManagerDeps session_deps;
+  session_deps.budget = p->budget.get();
   session_deps.config = &p->config;
   session_deps.store = p->store.get();
   session_deps.clock = Clock::Real();
@@ -120,6 +123,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.providers["local"] = p->local.get();
   deps.agents["reference"] = p->reference.get();
   deps.sessions = p->sessions.get();
+  deps.budget = p->budget.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   p->io = std::make_unique<core::Executor>("io", 4, 4096);

@@ -68,8 +68,9 @@ class RunManagerTest : public ::testing::Test {
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
     sessions_ = std::make_unique<SessionManager>(
-        SessionManagerDeps{&config_, store_.get(), Clock::Real(), {{"local", provider_.get()}}});
+        SessionManagerDeps{&config_, store_.get(), Clock::Real(), {{"local", provider_.get()}}, &budget_});
     deps.sessions = sessions_.get();
+    deps.budget = &budget_;
     runs_ = std::make_unique<RunManager>(std::move(deps));
   }
   void TearDown() override {
@@ -107,6 +108,7 @@ class RunManagerTest : public ::testing::Test {
   std::unique_ptr<HostProvider> provider_;
   agent::ReferenceAgent reference_;
   TamperingAgent tamper_;
+  SandboxBudget budget_{16};
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<RunManager> runs_;
 };

@@ -14,7 +14,13 @@ TEST(TenantsTest, NoTenantsMeansOneLocalOperator) {
 }
 
 TEST(TenantsTest, TokensMapToTheirTenantByHash) {
-  Tenants t({{"a", Sha256::Hex("tok-a"), false}, {"ops", Sha256::Hex("tok-ops"), true}});
+  TenantConfig a, ops;
+  a.name = "a";
+  a.token_sha256 = Sha256::Hex("tok-a");
+  ops.name = "ops";
+  ops.token_sha256 = Sha256::Hex("tok-ops");
+  ops.is_operator = true;
+  Tenants t({a, ops});
   EXPECT_EQ(t.Authenticate(std::string("Bearer tok-a"))->tenant, "a");
   EXPECT_FALSE(t.Authenticate(std::string("Bearer tok-a"))->is_operator);
   EXPECT_TRUE(t.Authenticate(std::string("Bearer tok-ops"))->is_operator);

@@ -1,0 +1,78 @@
+#include "core/admission.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace sandgate::core {
+namespace {
+
+std::vector<std::string> Ids(const std::vector<AdmissionQueue::Ticket>& tickets) {
+  std::vector<std::string> ids;
+  for (const auto& t : tickets) ids.push_back(t.run_id);
+  return ids;
+}
+
+TEST(AdmissionTest, RoundRobinAcrossTenantsSoOneQueueCannotStarveAnother) {
+  SandboxBudget budget(100);
+  AdmissionQueue q(/*max_running=*/1, /*max_queued=*/100, &budget);
+  for (int i = 1; i <= 4; ++i) ASSERT_TRUE(q.Enqueue({"a" + std::to_string(i), "a", 0, true}).ok());
+  ASSERT_TRUE(q.Enqueue({"b1", "b", 0, true}).ok());
+  ASSERT_TRUE(q.Enqueue({"c1", "c", 0, true}).ok());
+  std::vector<std::string> order;
+  auto admitted = q.Admit();
+  ASSERT_EQ(admitted.size(), 1u);
+  EXPECT_EQ(q.Order(), (std::vector<std::string>{"b1", "c1", "a2", "a3", "a4"}));
+  while (!admitted.empty()) {
+    order.push_back(admitted[0].run_id);
+    q.Done(admitted[0]);
+    admitted = q.Admit();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "c1", "a2", "a3", "a4"}));
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+TEST(AdmissionTest, TenantQuotaAndGlobalLimitBothHold) {
+  SandboxBudget budget(100);
+  AdmissionQueue q(/*max_running=*/3, 100, &budget);
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(q.Enqueue({"a" + std::to_string(i), "a", /*limit=*/1, true}).ok());
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(q.Enqueue({"b" + std::to_string(i), "b", 0, true}).ok());
+  auto first = q.Admit();
+  EXPECT_EQ(Ids(first), (std::vector<std::string>{"a1", "b1", "b2"}));
+  EXPECT_EQ(q.running(), 3u);
+  EXPECT_TRUE(q.Admit().empty());
+  q.Done(first[1]);  // b1 ends: a is at its quota, so b3 goes
+  EXPECT_EQ(Ids(q.Admit()), (std::vector<std::string>{"b3"}));
+  q.Done(first[0]);  // a1 ends
+  EXPECT_EQ(Ids(q.Admit()), (std::vector<std::string>{"a2"}));
+}
+
+TEST(AdmissionTest, TheSandboxBudgetHoldsRunsThatNeedASandbox) {
+  SandboxBudget budget(1);
+  AdmissionQueue q(10, 100, &budget);
+  ASSERT_TRUE(budget.TryTake());  // a kept session holds the only sandbox
+  ASSERT_TRUE(q.Enqueue({"r1", "a", 0, /*needs_sandbox=*/true}).ok());
+  ASSERT_TRUE(q.Enqueue({"r2", "b", 0, /*needs_sandbox=*/false}).ok());
+  EXPECT_EQ(Ids(q.Admit()), (std::vector<std::string>{"r2"})) << "a run in a kept session needs no new sandbox";
+  int released = 0;
+  budget.set_on_release([&] { ++released; });
+  budget.Give();
+  EXPECT_EQ(released, 1);
+  EXPECT_EQ(Ids(q.Admit()), (std::vector<std::string>{"r1"}));
+  EXPECT_FALSE(budget.TryTake());
+}
+
+TEST(AdmissionTest, TheQueueIsBoundedAndNamesTheLimit) {
+  SandboxBudget budget(1);
+  AdmissionQueue q(1, /*max_queued=*/2, &budget);
+  ASSERT_TRUE(q.Enqueue({"r1", "a", 0, true}).ok());
+  ASSERT_TRUE(q.Enqueue({"r2", "a", 0, true}).ok());
+  absl::Status full = q.Enqueue({"r3", "a", 0, true});
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(full.message(), "max_queued_runs 2")) << full;
+  EXPECT_TRUE(q.Remove("r2"));
+  EXPECT_FALSE(q.Remove("r2"));
+  EXPECT_TRUE(q.Enqueue({"r3", "a", 0, true}).ok());
+}
+
+}  // namespace
+}  // namespace sandgate::core
