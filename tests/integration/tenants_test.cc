@@ -1,0 +1,97 @@
+// Several tenants on one daemon: fair queueing, quotas and policy, end to end.
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+constexpr char kBusy[] = "busy-token";
+constexpr char kSmall[] = "small-token";
+
+class TenantsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
+        {"max_concurrent_runs", 1},
+        {"tenants",
+         {{{"name", "busy"}, {"token_sha256", Sha256::Hex(kBusy)}},
+          {{"name", "small"},
+           {"token_sha256", Sha256::Hex(kSmall)},
+           {"policy", {{"agents", {"reference"}}, {"network_modes", {"disabled"}}, {"max_memory_bytes", 1ull << 30}}},
+           {"quotas", {{"live_sessions", 1}, {"runs_per_minute", 3}}}}}},
+        {"local", {{"uid_base", 300300}, {"uid_count", 16}}}});
+    daemon_->Start();
+    stub_ = daemon_->Stub();
+  }
+  v1::Run Start(const std::string& token, const std::string& setup = "") {
+    v1::RunAnalysisRequest req = SampleRequest();
+    if (!setup.empty()) req.mutable_sandbox()->add_setup_commands(setup);
+    v1::Run run;
+    grpc::Status st = stub_->RunAnalysis(DaemonHarness::Context(token).get(), req, &run);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return run;
+  }
+  std::unique_ptr<DaemonHarness> daemon_;
+  std::unique_ptr<v1::Sandgate::Stub> stub_;
+};
+
+TEST_F(TenantsTest, AQueuedRunOfAnotherTenantGoesBeforeTheBusyTenantsBacklog) {
+  v1::Run a1 = Start(kBusy, "sleep 1");
+  v1::Run a2 = Start(kBusy);
+  v1::Run a3 = Start(kBusy);
+  v1::Run b1 = Start(kSmall);
+  std::vector<v1::Event> b_events = FollowToEnd(*stub_, b1.id(), kSmall);
+  std::vector<v1::Event> a3_events = FollowToEnd(*stub_, a3.id(), kBusy);
+  EXPECT_EQ(b_events.back().run_finished().status(), v1::SUCCEEDED);
+  EXPECT_EQ(a3_events.back().run_finished().status(), v1::SUCCEEDED);
+  // b1 was told it is next in line, although two of busy's runs were queued before it.
+  ASSERT_TRUE(b_events[0].has_run_queued());
+  EXPECT_EQ(b_events[0].run_queued().position(), 1u);
+  EXPECT_LT(b_events.back().time().seconds() * 1000000000LL + b_events.back().time().nanos(),
+            a3_events.back().time().seconds() * 1000000000LL + a3_events.back().time().nanos())
+      << "round robin: small's run finishes before busy's third";
+  // a3 waited behind a2 and b1 and was told as its position moved.
+  std::vector<uint32_t> positions;
+  for (const auto& e : a3_events) {
+    if (e.has_run_queued()) positions.push_back(e.run_queued().position());
+  }
+  ASSERT_FALSE(positions.empty());
+  EXPECT_GT(positions.front(), 1u);
+  EXPECT_EQ(positions.back(), 1u);
+  FollowToEnd(*stub_, a1.id(), kBusy);
+  FollowToEnd(*stub_, a2.id(), kBusy);
+}
+
+TEST_F(TenantsTest, QuotasAndPolicyAreEnforcedNamingTheRule) {
+  // runs_per_minute: 3
+  for (int i = 0; i < 3; ++i) FollowToEnd(*stub_, Start(kSmall).id(), kSmall);
+  v1::Run run;
+  grpc::Status st = stub_->RunAnalysis(DaemonHarness::Context(kSmall).get(), SampleRequest(), &run);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "quota runs_per_minute (3) of tenant small")) << st.error_message();
+  // another tenant is not affected
+  EXPECT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), SampleRequest(), &run).ok());
+  FollowToEnd(*stub_, run.id(), kBusy);
+
+  // policy
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.mutable_sandbox()->set_memory_bytes(2ull << 30);
+  st = stub_->RunAnalysis(DaemonHarness::Context(kSmall).get(), req, &run);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "policy of tenant small: sandbox.memory_bytes")) << st.error_message();
+
+  // live_sessions: 1
+  v1::CreateSessionRequest create;
+  v1::Session s;
+  ASSERT_TRUE(stub_->CreateSession(DaemonHarness::Context(kSmall).get(), create, &s).ok());
+  st = stub_->CreateSession(DaemonHarness::Context(kSmall).get(), create, &s);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "quota live_sessions (1) of tenant small")) << st.error_message();
+}
+
+}  // namespace
+}  // namespace sandgate::testing
