@@ -1,0 +1,429 @@
+#include "agent/openai_agent.h"
+
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/model_events.h"
+#include "agent/shell_output.h"
+#include "common/errors.h"
+#include "common/log.h"
+#include "google/protobuf/util/time_util.h"
+#include "sandbox/openai/openai_provider.h"
+
+namespace sandgate::agent {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+using nlohmann::json;
+
+// A stream that broke mid-way is retried as a whole turn this many times.
+constexpr int kStreamRetries = 2;
+
+std::string Str(const json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::optional<int64_t> Int(const json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+const json& Obj(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+std::vector<std::string> Commands(const json& shell_call) {
+  std::vector<std::string> out;
+  const json& cmds = Obj(Obj(shell_call, "action"), "commands");
+  if (cmds.is_array()) {
+    for (const json& c : cmds) {
+      if (c.is_string()) out.push_back(c.get<std::string>());
+    }
+  }
+  return out;
+}
+
+// The text of a `message` output item.
+std::string MessageText(const json& item) {
+  std::string text;
+  const json& content = Obj(item, "content");
+  if (!content.is_array()) return text;
+  for (const json& part : content) {
+    const std::string type = Str(part, "type");
+    if (type == "output_text") absl::StrAppend(&text, Str(part, "text"));
+    if (type == "refusal") absl::StrAppend(&text, Str(part, "refusal"));
+  }
+  return text;
+}
+
+// Relays the commands OpenAI runs in a hosted container, as the response streams, into
+// command.* events. Commands of one call run in order: command i+1 starts when i finishes.
+class HostedRelay {
+ public:
+  explicit HostedRelay(EventSink& events) : events_(events) {}
+  ~HostedRelay() { AbortOpen(false); }
+
+  void CallKnown(const json& shell_call) {
+    const std::string call_id = Str(shell_call, "call_id");
+    if (call_id.empty() || calls_.count(call_id)) return;
+    Call& c = calls_[call_id];
+    c.commands = Commands(shell_call);
+    c.ids.assign(c.commands.size(), 0);
+    c.state.assign(c.commands.size(), kPending);
+    c.start.assign(c.commands.size(), absl::Time());
+    if (!c.commands.empty()) Start(c, 0);
+  }
+  void OutputItemAdded(const json& item) {
+    const std::string id = Str(item, "id");
+    if (!id.empty()) output_item_call_[id] = Str(item, "call_id");
+  }
+  void Delta(const json& ev) {
+    Call* c = Find(ev);
+    std::optional<int64_t> i = Int(ev, "command_index");
+    if (c == nullptr || !i || *i < 0 || static_cast<size_t>(*i) >= c->commands.size()) return;
+    StartThrough(*c, static_cast<size_t>(*i));
+    const json& delta = Obj(ev, "delta");
+    for (const auto& [key, stream] :
+         {std::pair<const char*, v1::CommandOutput::Stream>{"stdout", v1::CommandOutput::STDOUT},
+          {"stderr", v1::CommandOutput::STDERR}}) {
+      std::string data = Str(delta, key);
+      if (data.empty()) continue;
+      v1::Event out;
+      out.set_type("command.output");
+      auto* o = out.mutable_command_output();
+      o->set_command_id(c->ids[*i]);
+      o->set_stream(stream);
+      o->set_data(std::move(data));
+      events_.Emit(std::move(out));
+    }
+  }
+  void CommandDone(const json& ev) {
+    Call* c = Find(ev);
+    std::optional<int64_t> i = Int(ev, "command_index");
+    if (c == nullptr || !i || *i < 0 || static_cast<size_t>(*i) >= c->commands.size()) return;
+    const json& output = Obj(ev, "output");
+    const json& outcome =
+        output.is_array() && !output.empty() ? Obj(output[0], "outcome") : Obj(ev, "outcome");
+    StartThrough(*c, static_cast<size_t>(*i));
+    Finish(*c, static_cast<size_t>(*i), outcome, false);
+    if (static_cast<size_t>(*i) + 1 < c->commands.size()) Start(*c, *i + 1);
+  }
+  void OutputItemDone(const json& item) {
+    auto it = calls_.find(Str(item, "call_id"));
+    if (it == calls_.end()) return;
+    Call& c = it->second;
+    const json& output = Obj(item, "output");
+    for (size_t i = 0; i < c.commands.size(); ++i) {
+      if (c.state[i] == kFinished) continue;
+      const json& outcome = output.is_array() && i < output.size() ? Obj(output[i], "outcome")
+                                                                     : json();
+      if (c.state[i] == kPending) Start(c, i);
+      Finish(c, i, outcome, false);
+    }
+  }
+  // The stream ended or broke: every command still open ends without an exit code.
+  void AbortOpen(bool cancelled) {
+    for (auto& [id, c] : calls_) {
+      for (size_t i = 0; i < c.commands.size(); ++i) {
+        if (c.state[i] == kRunning) Finish(c, i, json(), cancelled);
+      }
+    }
+  }
+
+ private:
+  enum State { kPending, kRunning, kFinished };
+  struct Call {
+    std::vector<std::string> commands;
+    std::vector<uint32_t> ids;
+    std::vector<State> state;
+    std::vector<absl::Time> start;
+  };
+
+  Call* Find(const json& ev) {
+    auto it = output_item_call_.find(Str(ev, "item_id"));
+    if (it == output_item_call_.end()) return nullptr;
+    auto c = calls_.find(it->second);
+    return c == calls_.end() ? nullptr : &c->second;
+  }
+  void StartThrough(Call& c, size_t i) {
+    for (size_t k = 0; k <= i; ++k) {
+      if (c.state[k] == kPending) Start(c, k);
+    }
+  }
+  void Start(Call& c, size_t i) {
+    if (c.state[i] != kPending) return;
+    c.state[i] = kRunning;
+    c.ids[i] = events_.NextCommandId();
+    c.start[i] = absl::Now();
+    v1::Event e;
+    e.set_type("command.started");
+    auto* s = e.mutable_command_started();
+    s->set_command_id(c.ids[i]);
+    s->set_step("agent");
+    for (const char* arg : {"/bin/sh", "-c"}) s->add_argv(arg);
+    s->add_argv(c.commands[i]);
+    events_.Emit(std::move(e));
+  }
+  void Finish(Call& c, size_t i, const json& outcome, bool cancelled) {
+    if (c.state[i] != kRunning) return;
+    c.state[i] = kFinished;
+    v1::Event e;
+    e.set_type("command.finished");
+    auto* f = e.mutable_command_finished();
+    f->set_command_id(c.ids[i]);
+    const std::string type = Str(outcome, "type");
+    if (type == "exit") {
+      f->set_exit_code(static_cast<int32_t>(Int(outcome, "exit_code").value_or(-1)));
+    } else {
+      f->set_exit_code(-1);
+      f->set_timed_out(type == "timeout");
+      f->set_cancelled(cancelled);
+    }
+    *f->mutable_duration() =
+        TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(absl::Now() - c.start[i]));
+    events_.Emit(std::move(e));
+  }
+
+  EventSink& events_;
+  std::map<std::string, Call> calls_;                    // by call_id
+  std::map<std::string, std::string> output_item_call_;  // output item id -> call_id
+};
+
+// One run of the agent.
+class OpenAiRun {
+ public:
+  OpenAiRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,
+            EventSink& events, const CancelToken& cancel, ModelChoice choice)
+      : client_(client),
+        task_(task),
+        session_(session),
+        events_(events),
+        cancel_(cancel),
+        hosted_(dynamic_cast<sandbox::OpenAiSession*>(&session)),
+        model_(std::move(choice.model)),
+        max_turns_(choice.max_turns) {}
+
+  absl::Status Run() {
+    const std::string workdir = session_.workdir();
+    const std::string instructions =
+        task_.playbook->Instructions(*task_.inputs, workdir, *task_.settings);
+    json tool = {{"type", "shell"}};
+    if (hosted_ != nullptr) {
+      tool["environment"] = {{"type", "container_reference"},
+                             {"container_id", hosted_->container_id()}};
+    } else {
+      tool["environment"] = {{"type", "local"}};
+    }
+    json input = json::array({{{"role", "user"},
+                               {"content", absl::StrCat("Do the task now, working in ", workdir,
+                                                        " with the shell tool. When every file "
+                                                        "is written, reply with a short summary.")}}});
+    std::string previous_id;
+    absl::Status result = errors::FailedPrecondition(
+        absl::StrCat("the model did not finish within ", max_turns_, " turns"));
+    for (uint32_t turn = 1; turn <= max_turns_; ++turn) {
+      if (cancel_.cancelled()) return errors::Cancelled(cancel_.reason());
+      if (hosted_ != nullptr) {
+        absl::Status usable = hosted_->CheckUsable();
+        if (!usable.ok()) return usable;
+      }
+      json request = {{"model", model_},
+                      {"instructions", instructions},
+                      {"tools", json::array({tool})},
+                      {"tool_choice", turn == 1 ? "required" : "auto"},
+                      {"parallel_tool_calls", false},
+                      {"input", input}};
+      if (!previous_id.empty()) request["previous_response_id"] = previous_id;
+      absl::StatusOr<json> response = Turn(request);
+      if (!response.ok()) {
+        result = response.status();
+        break;
+      }
+      previous_id = Str(*response, "id");
+      absl::StatusOr<std::optional<json>> next = NextInput(*response);
+      if (!next.ok()) {
+        result = next.status();
+        break;
+      }
+      if (!next->has_value()) {
+        result = absl::OkStatus();
+        break;
+      }
+      input = std::move(**next);
+    }
+    tally_.Finish(events_, model_, "responses");
+    return result;
+  }
+
+ private:
+  // One streamed response, retried as a whole when the stream breaks.
+  absl::StatusOr<json> Turn(const json& request) {
+    for (int attempt = 0;; ++attempt) {
+      HostedRelay relay(events_);
+      auto on_event = [&](const json& ev) -> absl::Status {
+        const std::string type = Str(ev, "type");
+        if (type == "response.output_item.added") {
+          if (hosted_ != nullptr && Str(Obj(ev, "item"), "type") == "shell_call_output") {
+            relay.OutputItemAdded(Obj(ev, "item"));
+          }
+        } else if (type == "response.output_item.done") {
+          const json& item = Obj(ev, "item");
+          const std::string item_type = Str(item, "type");
+          if (item_type == "message") {
+            EmitAssistantMessage(events_, MessageText(item));
+          } else if (hosted_ != nullptr && item_type == "shell_call") {
+            relay.CallKnown(item);
+          } else if (hosted_ != nullptr && item_type == "shell_call_output") {
+            relay.OutputItemDone(item);
+          }
+        } else if (hosted_ != nullptr && type == "response.shell_call_output_content.delta") {
+          relay.Delta(ev);
+        } else if (hosted_ != nullptr && type == "response.shell_call_output_content.done") {
+          relay.CommandDone(ev);
+        }
+        return absl::OkStatus();
+      };
+      absl::StatusOr<json> response = client_->CreateResponseStream(request, on_event, &cancel_);
+      relay.AbortOpen(cancel_.cancelled());
+      if (cancel_.cancelled()) return errors::Cancelled(cancel_.reason());
+      if (response.ok()) {
+        CountUsage(Obj(*response, "usage"));
+        return Check(*response);
+      }
+      const absl::Status& st = response.status();
+      if (hosted_ != nullptr && sandbox::OpenAiSession::IsExpiredError(st)) {
+        return hosted_->MarkExpired();
+      }
+      if (st.code() == absl::StatusCode::kUnavailable && attempt < kStreamRetries) {
+        EmitNotice(events_, v1::Notice::WARNING,
+               absl::StrCat("the model's response stream broke (", st.message(),
+                            "); retrying the turn (attempt ", attempt + 2, " of ",
+                            kStreamRetries + 1, ")"));
+        continue;
+      }
+      return absl::Status(st.code(), absl::StrCat("the OpenAI Responses API: ", st.message()));
+    }
+  }
+
+  absl::StatusOr<json> Check(json response) {
+    const std::string status = Str(response, "status");
+    if (status == "completed") return response;
+    if (status == "failed") {
+      const json& error = Obj(response, "error");
+      const std::string message = Str(error, "message");
+      if (hosted_ != nullptr &&
+          sandbox::OpenAiSession::IsExpiredError(errors::FailedPrecondition(message))) {
+        return hosted_->MarkExpired();
+      }
+      return errors::FailedPrecondition(absl::StrCat(
+          "the model's response failed: ", Str(error, "code"), ": ", message));
+    }
+    if (status == "incomplete") {
+      std::string reason = Str(Obj(response, "incomplete_details"), "reason");
+      if (reason.empty()) reason = "no reason given";
+      return errors::FailedPrecondition(
+          absl::StrCat("the model's response was cut off (incomplete: ", reason, ")"));
+    }
+    return errors::FailedPrecondition(
+        absl::StrCat("the model's response ended with status '", status, "'"));
+  }
+
+  // What the next turn sends, or nullopt when the model is done.
+  absl::StatusOr<std::optional<json>> NextInput(const json& response) {
+    const json& output = Obj(response, "output");
+    json next = json::array();
+    bool said_something = false;
+    std::map<std::string, bool> answered;  // hosted calls come with their outputs
+    if (output.is_array()) {
+      for (const json& item : output) {
+        if (Str(item, "type") == "shell_call_output") answered[Str(item, "call_id")] = true;
+      }
+      for (const json& item : output) {
+        const std::string type = Str(item, "type");
+        if (type == "message") said_something = true;
+        if (type == "shell_call" && !answered[Str(item, "call_id")]) {
+          if (hosted_ != nullptr) {
+            return errors::FailedPrecondition(
+                "the model's hosted shell call came back without its output");
+          }
+          absl::StatusOr<json> out = RunLocal(item);
+          if (!out.ok()) return out.status();
+          next.push_back(std::move(*out));
+        } else if (type == "function_call") {
+          next.push_back({{"type", "function_call_output"},
+                          {"call_id", Str(item, "call_id")},
+                          {"output", absl::StrCat("error: there is no function '",
+                                                  Str(item, "name"),
+                                                  "'; use the shell tool")}});
+        }
+      }
+    }
+    if (!next.empty()) return std::optional<json>(std::move(next));
+    if (said_something) return std::optional<json>();
+    // Neither a call to answer nor a final word (e.g. the hosted tool-call cap was hit).
+    return std::optional<json>(json::array(
+        {{{"role", "user"},
+          {"content", "Continue the task; reply with a short summary when it is done."}}}));
+  }
+
+  absl::StatusOr<json> RunLocal(const json& shell_call) {
+    ShellCall call;
+    call.commands = Commands(shell_call);
+    const json& action = Obj(shell_call, "action");
+    call.timeout_ms = Int(action, "timeout_ms");
+    call.max_output_length = Int(action, "max_output_length");
+    absl::StatusOr<json> outputs =
+        RunShellCall(session_, events_, call, task_.command_timeout, cancel_);
+    if (!outputs.ok()) return outputs.status();
+    json item = {{"type", "shell_call_output"},
+                 {"call_id", Str(shell_call, "call_id")},
+                 {"output", std::move(*outputs)}};
+    item["max_output_length"] =
+        call.max_output_length ? json(*call.max_output_length) : json(nullptr);
+    return item;
+  }
+
+  void CountUsage(const json& usage) {
+    const uint64_t in = static_cast<uint64_t>(Int(usage, "input_tokens").value_or(0));
+    const uint64_t out = static_cast<uint64_t>(Int(usage, "output_tokens").value_or(0));
+    tally_.Add(events_, in, out,
+               static_cast<uint64_t>(Int(usage, "total_tokens").value_or(in + out)));
+  }
+
+  upstream::OpenAiClient* const client_;
+  const AgentTask& task_;
+  sandbox::Session& session_;
+  EventSink& events_;
+  const CancelToken& cancel_;
+  sandbox::OpenAiSession* const hosted_;  // null on a non-hosted session
+  const std::string model_;
+  const uint32_t max_turns_;
+  TokenTally tally_;
+};
+
+}  // namespace
+
+OpenAiAgent::OpenAiAgent(upstream::OpenAiClient* client, OpenAiAgentOptions options)
+    : client_(client), options_(std::move(options)) {}
+
+absl::Status OpenAiAgent::Run(const AgentTask& task, sandbox::Session& session,
+                              EventSink& events, const CancelToken& cancel) {
+  absl::StatusOr<ModelChoice> choice =
+      ChooseModel(task, options_.default_model, options_.max_turns, "openai");
+  if (!choice.ok()) return choice.status();
+  OpenAiRun run(client_, task, session, events, cancel, std::move(*choice));
+  return run.Run();
+}
+
+}  // namespace sandgate::agent

@@ -1,0 +1,200 @@
+// The openai agent against the fake OpenAI server: hosted shell on the openai provider, local
+// shell on a host session, and every failure path.
+#include "agent/openai_agent.h"
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/agent/agent_fixture.h"
+
+namespace sandgate::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+class OpenAiAgentTest : public testing::AgentFixture {
+ protected:
+  absl::Status RunAgent(sandbox::Session& session) {
+    OpenAiAgent agent(client_.get(), {"fake-model", 30});
+    EXPECT_EQ(agent.name(), "openai");
+    return agent.Run(task_, session, events_, cancel_);
+  }
+  bool HasNotice(const std::string& text) {
+    for (const auto& e : events_.OfType("notice")) {
+      if (absl::StrContains(e.notice().message(), text)) return true;
+    }
+    return false;
+  }
+};
+
+TEST_F(OpenAiAgentTest, HostedShellProducesVerifiedArtifactsAndRelaysCommands) {
+  sandbox::Session& session = NewSession(true, "oa-hosted");
+  fake_.Scenario(testing::AnalystTurns(testing::kInputName));
+  absl::Status st = RunAgent(session);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_THAT(VerifyArtifacts(), IsEmpty());
+
+  auto started = events_.OfType("command.started");
+  auto finished = events_.OfType("command.finished");
+  ASSERT_EQ(started.size(), 2u);
+  ASSERT_EQ(finished.size(), 2u);
+  EXPECT_THAT(started[0].command_started().argv(2), StartsWith("cat > analyze_financials.py"));
+  EXPECT_EQ(started[0].command_started().step(), "agent");
+  for (const auto& f : finished) EXPECT_EQ(f.command_finished().exit_code(), 0);
+  // Output streamed from shell_call_output_content deltas (the `ls` after the program).
+  EXPECT_THAT(events_.Output(started[1].command_started().command_id()),
+              HasSubstr("calculated_metrics.csv"));
+  auto messages = events_.OfType("agent_message");
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].agent_message().text(), "The six artifacts are written.");
+  EXPECT_EQ(messages[0].agent_message().role(), "assistant");
+  auto usage = events_.OfType("token_usage");
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_GT(usage[0].token_usage().total_tokens(), 0u);
+  EXPECT_TRUE(HasNotice("tokens in total"));
+}
+
+TEST_F(OpenAiAgentTest, HostedTimeoutsAndExitCodesAreRelayed) {
+  sandbox::Session& session = NewSession(true, "oa-timeout");
+  fake_.Scenario({{{"shell", {"echo out; echo err >&2; exit 4", "sleep 5"}}, {"timeout_ms", 300}},
+                  {{"message", "done"}}});
+  absl::Status st = RunAgent(session);
+  ASSERT_TRUE(st.ok()) << st;
+  auto started = events_.OfType("command.started");
+  auto finished = events_.OfType("command.finished");
+  ASSERT_EQ(finished.size(), 2u);
+  EXPECT_EQ(finished[0].command_finished().exit_code(), 4);
+  EXPECT_TRUE(finished[1].command_finished().timed_out());
+  const std::string output = events_.Output(started[0].command_started().command_id());
+  EXPECT_THAT(output, HasSubstr("out\n"));
+  EXPECT_THAT(output, HasSubstr("err\n"));
+}
+
+TEST_F(OpenAiAgentTest, LocalShellRunsCommandsInTheSessionAndPostsOutputs) {
+  sandbox::Session& session = NewSession(false, "oa-local");
+  fake_.Scenario(testing::AnalystTurns(testing::kInputName));
+  absl::Status st = RunAgent(session);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_THAT(VerifyArtifacts(), IsEmpty());
+  EXPECT_EQ(events_.OfType("command.started").size(), 2u);
+  EXPECT_EQ(events_.OfType("token_usage").size(), 2u);  // the shell_call, then the message
+  EXPECT_EQ(events_.OfType("agent_message").size(), 1u);
+}
+
+TEST_F(OpenAiAgentTest, LocalOutputIsCutToMaxOutputLength) {
+  sandbox::Session& session = NewSession(false, "oa-cut");
+  fake_.Scenario({{{"shell", {"head -c 5000 /dev/zero | tr '\\0' x"}}, {"max_output_length", 100}},
+                  {{"message", "ok"}}});
+  absl::Status st = RunAgent(session);
+  ASSERT_TRUE(st.ok()) << st;  // the fake validates the shell_call_output we posted
+}
+
+TEST_F(OpenAiAgentTest, GivesUpAfterMaxTurns) {
+  sandbox::Session& session = NewSession(false, "oa-turns");
+  nlohmann::json turns = nlohmann::json::array();
+  for (int i = 0; i < 5; ++i) turns.push_back({{"shell", {"true"}}});
+  fake_.Scenario(turns);
+  task_.max_turns = 2;
+  absl::Status st = RunAgent(session);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "the model did not finish within 2 turns");
+}
+
+TEST_F(OpenAiAgentTest, FailedAndIncompleteResponsesFailClearly) {
+  sandbox::Session& session = NewSession(false, "oa-fail");
+  fake_.Scenario({{{"fail", {{"code", "server_error"}, {"message", "the model broke"}}}}});
+  absl::Status st = RunAgent(session);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.message(), "the model's response failed: server_error: the model broke");
+
+  fake_.Scenario({{{"shell", {"true"}}}, {{"incomplete", "max_output_tokens"}}});
+  st = RunAgent(session);
+  EXPECT_EQ(st.message(), "the model's response was cut off (incomplete: max_output_tokens)");
+}
+
+TEST_F(OpenAiAgentTest, AnExpiredContainerFailsTheRun) {
+  sandbox::Session& session = NewSession(true, "oa-expired");
+  auto* hosted = dynamic_cast<sandbox::OpenAiSession*>(&session);
+  fake_.Scenario(testing::AnalystTurns(testing::kInputName));
+  fake_.AdvanceClock(21 * 60);
+  absl::Status st = RunAgent(session);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("container " + hosted->container_id() + " expired"));
+  EXPECT_EQ(session.ReadFile(testing::kInputName, 1 << 20).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(OpenAiAgentTest, ABrokenStreamIsRetriedAsAWholeTurn) {
+  sandbox::Session& session = NewSession(true, "oa-drop");
+  fake_.Scenario(testing::AnalystTurns(testing::kInputName));
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"drop_mid_stream", true}, {"after_frames", 12}});
+  absl::Status st = RunAgent(session);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(HasNotice("stream broke"));
+  EXPECT_THAT(VerifyArtifacts(), IsEmpty());
+  // Every relayed command was closed, also those of the broken attempt.
+  EXPECT_EQ(events_.OfType("command.started").size(), events_.OfType("command.finished").size());
+}
+
+TEST_F(OpenAiAgentTest, RateLimitsServerErrorsAndSlowAnswersAreRetried) {
+  sandbox::Session& session = NewSession(false, "oa-faults");
+  fake_.Scenario(testing::AnalystTurns(testing::kInputName));
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 429}, {"retry_after", "1"}});
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 500}});
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"delay_ms", 1500}});
+  absl::Status st = RunAgent(session);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_THAT(VerifyArtifacts(), IsEmpty());
+}
+
+TEST_F(OpenAiAgentTest, PersistentServerErrorsFailTheRun) {
+  sandbox::Session& session = NewSession(false, "oa-500");
+  fake_.Scenario(testing::AnalystTurns(testing::kInputName));
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 500}, {"times", 10}});
+  absl::Status st = RunAgent(session);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(st.message()), StartsWith("the OpenAI Responses API: "));
+  EXPECT_THAT(st.message(), HasSubstr("500"));
+}
+
+TEST_F(OpenAiAgentTest, AFunctionCallIsAnsweredWithAnError) {
+  sandbox::Session& session = NewSession(false, "oa-func");
+  fake_.Scenario({{{"function", {{"name", "search"}, {"arguments", "{}"}}}}, {{"message", "ok"}}});
+  absl::Status st = RunAgent(session);
+  EXPECT_TRUE(st.ok()) << st;
+}
+
+TEST_F(OpenAiAgentTest, CancellationStopsAHostedCommandStream) {
+  sandbox::Session& session = NewSession(true, "oa-cancel");
+  fake_.Scenario({{{"shell", {"echo started; sleep 20"}}, {"timeout_ms", 25000}},
+                  {{"message", "never"}}});
+  absl::Time t0 = absl::Now();
+  absl::Status st = RunCancelledAfter([&] { return RunAgent(session); }, absl::Seconds(1));
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  auto finished = events_.OfType("command.finished");
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_TRUE(finished[0].command_finished().cancelled());
+}
+
+TEST_F(OpenAiAgentTest, CancellationStopsALocalCommand) {
+  sandbox::Session& session = NewSession(false, "oa-cancel-local");
+  fake_.Scenario({{{"shell", {"sleep 20"}}}, {{"message", "never"}}});
+  absl::Time t0 = absl::Now();
+  absl::Status st = RunCancelledAfter([&] { return RunAgent(session); }, absl::Seconds(1));
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+}
+
+TEST_F(OpenAiAgentTest, NoModelAtAll) {
+  sandbox::Session& session = NewSession(false, "oa-nomodel");
+  OpenAiAgent agent(client_.get(), {"", 30});
+  EXPECT_EQ(agent.Run(task_, session, events_, cancel_).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sandgate::agent
