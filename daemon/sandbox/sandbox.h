@@ -74,8 +74,8 @@ struct NetworkDecision {
   // "connection-limit" or "byte-limit"; kFailed: "upstream-unreachable" or
   // "resolution-failed"; kAllowed: "allowlist" or "enabled"; kClosed: why it ended.
   std::string reason;
-  std::string detail;  // human-readable specifics, e.g. "10.0.0.1 is private (RFC 1918)"
-  int http_status = 0;  // what the proxy answered (200 for CONNECT, 400, 403, 502); 0 if none
+  std::string detail;       // human-readable specifics, e.g. "10.0.0.1 is private (RFC 1918)"
+  int http_status = 0;      // what the proxy answered (200 for CONNECT, 400, 403, 502); 0 if none
   uint64_t bytes_up = 0;    // kClosed: client to upstream
   uint64_t bytes_down = 0;  // kClosed: upstream to client
 };
@@ -118,8 +118,8 @@ struct ExecRequest {
 };
 
 struct ExecResult {
-  int exit_code = -1;    // valid when term_signal == 0
-  int term_signal = 0;   // the signal that ended the command, if any
+  int exit_code = -1;   // valid when term_signal == 0
+  int term_signal = 0;  // the signal that ended the command, if any
   bool timed_out = false;
   bool cancelled = false;
   bool oom_killed = false;

@@ -33,8 +33,8 @@ class FileJournal : public ResourceJournal {
     const std::string tmp = Path(e.id) + ".tmp";
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return absl::InternalError(absl::StrCat("open ", tmp, ": errno ", errno));
-    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-              fsync(fd) == 0;
+    bool ok =
+        write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
     close(fd);
     if (!ok || rename(tmp.c_str(), Path(e.id).c_str()) != 0) {
       return absl::InternalError(absl::StrCat("write ", tmp));

@@ -42,10 +42,10 @@ namespace sandgate::sandbox {
 namespace {
 
 using ::sandgate::testing::FakeJournal;
+using ::sandgate::testing::FileJournal;
 using ::sandgate::testing::FindDirs;
 using ::sandgate::testing::HostProcessesOf;
 using ::sandgate::testing::Output;
-using ::sandgate::testing::FileJournal;
 using ::sandgate::testing::TestNetwork;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
@@ -204,8 +204,8 @@ TEST_F(SecurityTest, A02_ProcListsOnlySandboxPidsAndKillingPid1DoesNothing) {
 TEST_F(SecurityTest, A03_HostSecretsAreAbsentOrUnreadable) {
   auto s = NewSession("a03");
   ASSERT_NE(s, nullptr);
-  for (const char* path : {"/etc/shadow", "/root", "/var/lib/sandgate", "/sys/fs/cgroup",
-                           "/home", "/var/run/netns"}) {
+  for (const char* path :
+       {"/etc/shadow", "/root", "/var/lib/sandgate", "/sys/fs/cgroup", "/home", "/var/run/netns"}) {
     Output r = Sh(s.get(), absl::StrCat("ls -d ", path));
     EXPECT_NE(r.result.exit_code, 0) << path << " is visible";
   }
@@ -265,8 +265,7 @@ TEST_F(SecurityTest, A07_SwappingADirectoryAndASymlinkNeverLeavesTheWorkspace) {
   });
   absl::SleepFor(absl::Milliseconds(300));  // the swapper is running
   int ok_reads = 0, ok_writes = 0, tries = 0;
-  for (const absl::Time end = absl::Now() + absl::Milliseconds(1500); absl::Now() < end;
-       ++tries) {
+  for (const absl::Time end = absl::Now() + absl::Milliseconds(1500); absl::Now() < end; ++tries) {
     auto r = s->ReadFile("d/f", 4096);
     if (r.ok()) {
       EXPECT_EQ(*r, "inside\n");
@@ -340,8 +339,8 @@ TEST_F(SecurityTest, A11_MemoryHogIsReportedAsOomAndOthersAreUnaffected) {
     }
   }
   Output r = Exec(s.get(), {"python3", "-c", "a = b'x' * (400 << 20); print(len(a))"});
-  EXPECT_TRUE(r.result.oom_killed) << "exit " << r.result.exit_code << " signal "
-                                   << r.result.term_signal << " " << r.err;
+  EXPECT_TRUE(r.result.oom_killed)
+      << "exit " << r.result.exit_code << " signal " << r.result.term_signal << " " << r.err;
   EXPECT_EQ(r.result.term_signal, SIGKILL);
   EXPECT_EQ(Exec(s.get(), {"echo", "usable"}).out, "usable\n");
   EXPECT_EQ(Exec(bystander.get(), {"echo", "fine"}).out, "fine\n");
@@ -557,14 +556,14 @@ TEST_F(RestrictedNetworkTest, A15b_DeniedHostAndDirectConnectionsFail) {
 // §8.15: loopback, metadata, private and ULA targets, by literal or by a name that resolves
 // there, are refused even when allowlisted.
 TEST_F(RestrictedNetworkTest, A15c_SsrfTargetsAreRefusedEvenWhenAllowlisted) {
-  auto s = Restricted("a15c", {"127.0.0.1", "169.254.169.254", "10.0.0.1", "localhost",
-                               "private.test", "metadata.test", "loopback.test", "ula.test",
-                               "mixed.test", "gateway.test"});
+  auto s = Restricted("a15c",
+                      {"127.0.0.1", "169.254.169.254", "10.0.0.1", "localhost", "private.test",
+                       "metadata.test", "loopback.test", "ula.test", "mixed.test", "gateway.test"});
   ASSERT_NE(s, nullptr);
   for (const char* target :
-       {"127.0.0.1:443", "169.254.169.254:443", "10.0.0.1:443", "localhost:443",
-        "private.test:443", "metadata.test:80", "loopback.test:443", "ula.test:443",
-        "mixed.test:443", "gateway.test:443"}) {
+       {"127.0.0.1:443", "169.254.169.254:443", "10.0.0.1:443", "localhost:443", "private.test:443",
+        "metadata.test:80", "loopback.test:443", "ula.test:443", "mixed.test:443",
+        "gateway.test:443"}) {
     std::string r = Raw(s.get(), absl::StrCat("CONNECT ", target, " HTTP/1.1\r\n\r\n"));
     EXPECT_THAT(r, HasSubstr("403 Forbidden")) << target;
   }
@@ -595,8 +594,8 @@ TEST_F(RestrictedNetworkTest, A15d_CrlfInjectionIsBadRequest) {
        }) {
     EXPECT_THAT(Raw(s.get(), head), HasSubstr("400 Bad Request")) << absl::CEscape(head);
   }
-  std::string big = absl::StrCat("GET http://allowed.test/ HTTP/1.1\r\nX: ",
-                                 std::string(9000, 'a'), "\r\n\r\n");
+  std::string big =
+      absl::StrCat("GET http://allowed.test/ HTTP/1.1\r\nX: ", std::string(9000, 'a'), "\r\n\r\n");
   EXPECT_THAT(Raw(s.get(), big), HasSubstr("400 Bad Request"));
   EXPECT_EQ(net_->connections(), 0);
 }
@@ -698,9 +697,8 @@ TEST_F(SecurityTest, A17_NamespacesAndMountsAreDenied) {
 TEST_F(SecurityTest, A18_SeccompDeniesKernelAttackSurface) {
   auto s = NewSession("a18");
   ASSERT_NE(s, nullptr);
-  std::string out = Probe(s.get(), {"keyctl", "add_key", "io_uring_setup", "bpf",
-                                    "perf_event_open", "userfaultfd", "af_packet", "af_vsock",
-                                    "af_inet"});
+  std::string out = Probe(s.get(), {"keyctl", "add_key", "io_uring_setup", "bpf", "perf_event_open",
+                                    "userfaultfd", "af_packet", "af_vsock", "af_inet"});
   EXPECT_THAT(out, HasSubstr("keyctl EPERM"));
   EXPECT_THAT(out, HasSubstr("add_key EPERM"));
   EXPECT_THAT(out, HasSubstr("io_uring_setup ENOSYS"));
@@ -742,8 +740,9 @@ TEST_F(SecurityTest, A20_SetuidBinariesGainNothing) {
   EXPECT_THAT(r.out, HasSubstr("CapBnd:\t0000000000000000"));
   r = Sh(s.get(), "su -c id root </dev/null; echo rc=$?");
   EXPECT_THAT(r.out, Not(HasSubstr("uid=0")));
-  r = Sh(s.get(), "cp /usr/bin/id /work/id && chmod u+s /work/id; /work/id -u; "
-                  "cat /proc/self/uid_map");
+  r = Sh(s.get(),
+         "cp /usr/bin/id /work/id && chmod u+s /work/id; /work/id -u; "
+         "cat /proc/self/uid_map");
   EXPECT_THAT(r.out, HasSubstr("1000\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("uid=0")));
 }
@@ -879,9 +878,9 @@ TEST_F(SecurityTest, A24_SessionsHaveOwnUidsAndCannotSeeEachOther) {
   }
   ASSERT_TRUE(a->WriteFile("up.txt", "from daemon").ok());
   struct stat st;
-  ASSERT_EQ(stat(absl::StrCat("/proc/", Local(a.get())->init_pid(), "/root/work/up.txt").c_str(),
-                 &st),
-            0);
+  ASSERT_EQ(
+      stat(absl::StrCat("/proc/", Local(a.get())->init_pid(), "/root/work/up.txt").c_str(), &st),
+      0);
   EXPECT_EQ(st.st_uid, ua);
   std::thread bg([&] {
     ExecRequest req;
@@ -891,8 +890,8 @@ TEST_F(SecurityTest, A24_SessionsHaveOwnUidsAndCannotSeeEachOther) {
   absl::SleepFor(absl::Milliseconds(300));
   Output procs = Sh(b.get(), kProcessList);
   Output files = Exec(b.get(), {"ls", "-a", "/work"});
-  Output peek = Exec(b.get(), {"cat", absl::StrCat("/proc/", Local(a.get())->init_pid(),
-                                                   "/root/work/a.txt")});
+  Output peek = Exec(
+      b.get(), {"cat", absl::StrCat("/proc/", Local(a.get())->init_pid(), "/root/work/a.txt")});
   bg.join();
   EXPECT_THAT(procs.out, Not(HasSubstr("sleep")));
   EXPECT_EQ(files.out, ".\n..\n");
@@ -907,8 +906,9 @@ TEST_F(SecurityTest, A25_ClockAndHostnameCannotBeChanged) {
   std::string out = Probe(s.get(), {"settime", "sethostname"});
   EXPECT_THAT(out, HasSubstr("settime EPERM"));
   EXPECT_THAT(out, HasSubstr("sethostname EPERM"));
-  Output r = Sh(s.get(), "date -s '2001-01-01' >/dev/null; echo rc=$?; hostname x; echo rc=$?; "
-                         "uname -n");
+  Output r = Sh(s.get(),
+                "date -s '2001-01-01' >/dev/null; echo rc=$?; hostname x; echo rc=$?; "
+                "uname -n");
   EXPECT_THAT(r.out, HasSubstr("rc=1\nrc=1\nsandgate\n"));
 }
 

@@ -160,8 +160,8 @@ class TestNetwork {
       }
       ready.Notify();
       for (;;) {
-        struct pollfd p[3] = {{stop_, POLLIN, 0}, {listeners[0], POLLIN, 0},
-                              {listeners[1], POLLIN, 0}};
+        struct pollfd p[3] = {
+            {stop_, POLLIN, 0}, {listeners[0], POLLIN, 0}, {listeners[1], POLLIN, 0}};
         if (poll(p, 3, -1) < 0) continue;
         if (p[0].revents) break;
         for (int i = 1; i < 3; ++i) {

@@ -102,10 +102,9 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
     core->ssrf_exempt.push_back(*c);
   }
   SANDGATE_ASSIGN_OR_RETURN(
-      core->proxy,
-      local::NetProxy::Create(options.resolver != nullptr ? options.resolver
-                                                          : local::NewSystemResolver(),
-                              options.proxy_options));
+      core->proxy, local::NetProxy::Create(
+                       options.resolver != nullptr ? options.resolver : local::NewSystemResolver(),
+                       options.proxy_options));
   core->bwrap.host_binds = local::HostBinds();
   {
     absl::MutexLock l(&core->mu);

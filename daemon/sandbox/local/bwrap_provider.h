@@ -12,6 +12,12 @@
 //   for (const JournalEntry& e : *journal->List()) if (e.provider == "local") provider->Sweep(e);
 //   SANDGATE_ASSIGN_OR_RETURN(auto session, provider->Create(spec, &cancel));
 //
+// Networking: disabled sessions have an empty network namespace (only lo). Restricted and
+// enabled sessions get, in that same empty namespace, a listener at 127.0.0.1:proxy_port served
+// by the provider's NetProxy (net_proxy.h; one epoll thread for all sessions), and every
+// command gets the proxy variables; each decision goes to SessionSpec::on_network_decision.
+// Nothing is created on the host for it (no veth, no iptables), so nothing to sweep.
+//
 // Requirements: the daemon runs as root (it creates cgroups, switches to the pool uids and
 // reads /proc/<pid>/root); bwrap must be able to create user namespaces as those uids;
 // SIGCHLD must not be ignored (sessions waitpid their bwrap). Recommended: the daemon is a

@@ -100,8 +100,8 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec
   if (spec.network.mode != NetworkMode::kDisabled) {
     // Over both: the proxy is the only way out, so a command must always be told of it.
     const std::string proxy = absl::StrCat("http://127.0.0.1:", proxy_port);
-    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
-                             "https_proxy", "all_proxy"}) {
+    for (const char* name :
+         {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}) {
       env[name] = proxy;
     }
     env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1";
@@ -356,14 +356,13 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   }
   if (spec_.network.mode != NetworkMode::kDisabled) {
     // The listener is bound before any command runs, so nothing inside can take the port.
-    UniqueFd netns(
-        open(absl::StrCat("/proc/", init_pid, "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd netns(open(absl::StrCat("/proc/", init_pid, "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
     if (!netns.valid()) return errors::FromErrno(errno, "open sandbox netns");
     if (poll(&alive, 1, 0) != 0) return errors::Unavailable("sandbox init exited during start");
     SANDGATE_ASSIGN_OR_RETURN(UniqueFd listener,
                               ListenInNetns(netns.get(), core_->options.proxy_port));
-    SANDGATE_RETURN_IF_ERROR(core_->proxy->AddSession(spec_.id, std::move(listener),
-                                                      proxy_policy_, spec_.on_network_decision));
+    SANDGATE_RETURN_IF_ERROR(core_->proxy->AddSession(spec_.id, std::move(listener), proxy_policy_,
+                                                      spec_.on_network_decision));
     proxied_ = true;
   }
   return absl::OkStatus();
@@ -398,7 +397,8 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
 absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
                                               const OutputCallback& on_output,
                                               const CancelToken* cancel) {
-  SANDGATE_ASSIGN_OR_RETURN(std::string message, EncodeExec(request, spec_, core_->options.proxy_port));
+  SANDGATE_ASSIGN_OR_RETURN(std::string message,
+                            EncodeExec(request, spec_, core_->options.proxy_port));
   {
     absl::MutexLock l(&mu_);
     if (closed_)

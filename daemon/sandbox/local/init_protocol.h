@@ -40,9 +40,9 @@ enum MessageType : uint32_t {
 
 struct MessageHeader {
   uint32_t type = 0;
-  int32_t value = 0;  // pid, wait status or errno, by type
-  uint32_t argc = 0;  // kExec only
-  uint32_t envc = 0;  // kExec only
+  int32_t value = 0;         // pid, wait status or errno, by type
+  uint32_t argc = 0;         // kExec only
+  uint32_t envc = 0;         // kExec only
   uint32_t cpu_seconds = 0;  // kExec only: RLIMIT_CPU of the command (soft; hard = +1); 0 = none
 };
 

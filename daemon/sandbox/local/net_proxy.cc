@@ -64,8 +64,8 @@ absl::StatusOr<Cidr> Cidr::Parse(absl::string_view text) {
   c.base = *base;
   const int max = base->family == AF_INET ? 32 : 128;
   c.prefix = max;
-  if (!parts.second.empty() && (!absl::SimpleAtoi(parts.second, &c.prefix) || c.prefix < 0 ||
-                                c.prefix > max)) {
+  if (!parts.second.empty() &&
+      (!absl::SimpleAtoi(parts.second, &c.prefix) || c.prefix < 0 || c.prefix > max)) {
     return errors::InvalidArgument(absl::StrCat("bad CIDR prefix: \"", text, "\""));
   }
   return c;
@@ -268,8 +268,7 @@ bool IsTokenChar(char c) {
 }
 
 // "host:port" or "[v6]:port"; port required unless default_port != 0.
-absl::Status ParseAuthority(absl::string_view authority, uint16_t default_port,
-                            ProxyRequest* req) {
+absl::Status ParseAuthority(absl::string_view authority, uint16_t default_port, ProxyRequest* req) {
   absl::string_view host = authority, port_text;
   if (!authority.empty() && authority.front() == '[') {
     size_t close = authority.find(']');
@@ -316,7 +315,8 @@ absl::StatusOr<ProxyRequest> ParseProxyRequest(absl::string_view head) {
     }
   }
   std::vector<absl::string_view> parts = absl::StrSplit(lines[0], ' ');
-  if (parts.size() != 3) return errors::InvalidArgument("request line is not METHOD TARGET VERSION");
+  if (parts.size() != 3)
+    return errors::InvalidArgument("request line is not METHOD TARGET VERSION");
   ProxyRequest req;
   req.method = std::string(parts[0]);
   if (req.method.empty() || !std::all_of(req.method.begin(), req.method.end(), IsTokenChar)) {
@@ -350,8 +350,8 @@ absl::StatusOr<ProxyRequest> ParseProxyRequest(absl::string_view head) {
   const bool v6 = req.host.find(':') != std::string::npos;
   std::string host_header = v6 ? absl::StrCat("[", req.host, "]") : req.host;
   if (req.port != 80) absl::StrAppend(&host_header, ":", req.port);
-  req.upstream_head = absl::StrCat(req.method, " ", path, " ", parts[2], "\r\nHost: ", host_header,
-                                   "\r\n");
+  req.upstream_head =
+      absl::StrCat(req.method, " ", path, " ", parts[2], "\r\nHost: ", host_header, "\r\n");
   for (size_t i = 1; i < lines.size(); ++i) {
     absl::string_view line = lines[i];
     size_t colon = line.find(':');
@@ -436,9 +436,8 @@ constexpr size_t kChunk = 65536;
 
 std::string Response(int code, absl::string_view phrase, absl::string_view proxy_error,
                      absl::string_view detail) {
-  std::string body = absl::StrCat(code, " ", phrase, ": ", proxy_error,
-                                  detail.empty() ? "" : " (", detail, detail.empty() ? "" : ")",
-                                  "\n");
+  std::string body = absl::StrCat(code, " ", phrase, ": ", proxy_error, detail.empty() ? "" : " (",
+                                  detail, detail.empty() ? "" : ")", "\n");
   // The detail comes from our own messages, never from the request, so no CR/LF gets in.
   return absl::StrCat("HTTP/1.1 ", code, " ", phrase, "\r\nX-Proxy-Error: ", proxy_error,
                       "\r\nContent-Type: text/plain\r\nContent-Length: ", body.size(),
@@ -879,8 +878,7 @@ class NetProxy::Loop {
     c->state = State::kResolving;
     c->deadline = absl::Now() + options_.connect_timeout;
     Interest(c);
-    std::thread([mailbox = mailbox_, resolver = resolver_, host = c->req.host, key = c->key,
-                 this] {
+    std::thread([mailbox = mailbox_, resolver = resolver_, host = c->req.host, key = c->key, this] {
       absl::StatusOr<std::vector<IpAddress>> r = resolver->Resolve(host);
       // `this` is used only on the proxy thread, which runs the task only while alive
       // (pending tasks die with the mailbox's last owner otherwise).

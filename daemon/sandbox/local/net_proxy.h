@@ -46,7 +46,7 @@ namespace sandgate::sandbox::local {
 
 // An IPv4 or IPv6 address.
 struct IpAddress {
-  int family = 0;        // AF_INET or AF_INET6
+  int family = 0;          // AF_INET or AF_INET6
   uint8_t bytes[16] = {};  // network order; 4 used for AF_INET
   static absl::StatusOr<IpAddress> Parse(absl::string_view text);
   std::string ToString() const;

@@ -281,11 +281,10 @@ void BenchProxy(int runs) {
                 static_cast<unsigned long long>(got));
         exit(1);
       }
-      best = std::max(best, static_cast<double>(got) / (1 << 20) /
-                                absl::ToDoubleSeconds(absl::Now() - t));
+      best = std::max(
+          best, static_cast<double>(got) / (1 << 20) / absl::ToDoubleSeconds(absl::Now() - t));
     }
-    printf("| %-21s | %6.0f |\n", p == Path::kDirect ? "direct" : "proxy, CONNECT tunnel",
-           best);
+    printf("| %-21s | %6.0f |\n", p == Path::kDirect ? "direct" : "proxy, CONNECT tunnel", best);
   }
   (*proxy)->RemoveSession("bench");
   printf("\n(%llu proxy decisions reported)\n\n", static_cast<unsigned long long>(decisions));
@@ -354,8 +353,7 @@ void BenchBurst(int runs, NetworkMode mode) {
          *std::max_element(bursts.begin(), bursts.end()));
   printf("| last round: median session ready at       | %7.1f |\n", Median(each_ms));
   printf("| all %d closed at once (median round)     | %7.1f |\n", n, Median(closes));
-  printf("\ntarget: all ready within 1000 ms: %s\n\n",
-         Median(bursts) <= 1000 ? "met" : "NOT met");
+  printf("\ntarget: all ready within 1000 ms: %s\n\n", Median(bursts) <= 1000 ? "met" : "NOT met");
 }
 
 int Main(int argc, char** argv) {

@@ -24,9 +24,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sandbox/local/bwrap_session.h"
+#include "sandbox/local/init_protocol.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/sandbox/local/sandbox_test_util.h"
-#include "sandbox/local/init_protocol.h"
 
 namespace sandgate::sandbox {
 namespace {

@@ -15,8 +15,8 @@ TEST(NetProxyTest, NormaliseHostLowercasesAndStripsOneTrailingDot) {
   EXPECT_EQ(*NormaliseHost("[::1]"), "::1");
   EXPECT_EQ(*NormaliseHost("[2001:DB8::1]"), "2001:db8::1");
   EXPECT_EQ(*NormaliseHost("10.0.0.1"), "10.0.0.1");
-  for (const char* bad : {"", ".", "a..b", "a b", "a\r\nb", "a%0d", "under_score", "-a.b",
-                          "a-.b", "ü.example", "[10.0.0.1]", "a.b/c", "a:b"}) {
+  for (const char* bad : {"", ".", "a..b", "a b", "a\r\nb", "a%0d", "under_score", "-a.b", "a-.b",
+                          "ü.example", "[10.0.0.1]", "a.b/c", "a:b"}) {
     EXPECT_FALSE(NormaliseHost(bad).ok()) << bad;
   }
   EXPECT_FALSE(NormaliseHost(std::string(64, 'a') + ".com").ok());
@@ -59,23 +59,24 @@ TEST(NetProxyTest, ParsesConnectAndAbsoluteUriRequests) {
             "Connection: close\r\n\r\n");
   g = ParseProxyRequest("POST http://example.com:8080 HTTP/1.0\r\n\r\n");
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(g->upstream_head, "POST / HTTP/1.0\r\nHost: example.com:8080\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(g->upstream_head,
+            "POST / HTTP/1.0\r\nHost: example.com:8080\r\nConnection: close\r\n\r\n");
 }
 
 TEST(NetProxyTest, RejectsMalformedAndInjectedRequests) {
   for (const char* head : {
-           "CONNECT example.com:443 HTTP/1.1\r\n",           // no empty line
-           "CONNECT example.com HTTP/1.1\r\n\r\n",            // no port
-           "CONNECT example.com:0 HTTP/1.1\r\n\r\n",          // port 0
-           "CONNECT example.com:99999 HTTP/1.1\r\n\r\n",      // port too large
-           "CONNECT example.com:+443 HTTP/1.1\r\n\r\n",       // sign
-           "CONNECT example.com:443 HTTP/2\r\n\r\n",          // version
-           "CONNECT  example.com:443 HTTP/1.1\r\n\r\n",       // double space
-           "CONNECT example.com:443\nX: y HTTP/1.1\r\n\r\n",  // bare LF
-           "GET http://example.com/\rX HTTP/1.1\r\n\r\n",     // bare CR
-           "GET https://example.com/ HTTP/1.1\r\n\r\n",       // TLS URL without CONNECT
+           "CONNECT example.com:443 HTTP/1.1\r\n",             // no empty line
+           "CONNECT example.com HTTP/1.1\r\n\r\n",             // no port
+           "CONNECT example.com:0 HTTP/1.1\r\n\r\n",           // port 0
+           "CONNECT example.com:99999 HTTP/1.1\r\n\r\n",       // port too large
+           "CONNECT example.com:+443 HTTP/1.1\r\n\r\n",        // sign
+           "CONNECT example.com:443 HTTP/2\r\n\r\n",           // version
+           "CONNECT  example.com:443 HTTP/1.1\r\n\r\n",        // double space
+           "CONNECT example.com:443\nX: y HTTP/1.1\r\n\r\n",   // bare LF
+           "GET http://example.com/\rX HTTP/1.1\r\n\r\n",      // bare CR
+           "GET https://example.com/ HTTP/1.1\r\n\r\n",        // TLS URL without CONNECT
            "GET /path HTTP/1.1\r\nHost: example.com\r\n\r\n",  // origin form
-           "GET http://u:p@example.com/ HTTP/1.1\r\n\r\n",    // user info
+           "GET http://u:p@example.com/ HTTP/1.1\r\n\r\n",     // user info
            "GET http://example.com/ HTTP/1.1\r\nBad Header: x\r\n\r\n",
            "GET http://example.com/ HTTP/1.1\r\nX: \x01\r\n\r\n",
            "G(T http://example.com/ HTTP/1.1\r\n\r\n",
@@ -85,13 +86,36 @@ TEST(NetProxyTest, RejectsMalformedAndInjectedRequests) {
 }
 
 TEST(NetProxyTest, SsrfGuardRefusesEveryNonPublicRange) {
-  for (const char* ip :
-       {"0.0.0.0", "10.1.2.3", "100.64.0.1", "127.0.0.1", "127.255.255.254", "169.254.169.254",
-        "172.16.0.1", "172.31.255.255", "192.0.0.8", "192.0.2.1", "192.168.1.1", "198.18.0.1",
-        "198.51.100.2", "203.0.113.9", "224.0.0.1", "239.255.255.250", "255.255.255.255", "::",
-        "::1", "fe80::1", "fd00::1", "fc00::1", "ff02::1", "::ffff:127.0.0.1",
-        "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:c0a8:0101::1", "2001:db8::1",
-        "::10.0.0.1", "100::1"}) {
+  for (const char* ip : {"0.0.0.0",
+                         "10.1.2.3",
+                         "100.64.0.1",
+                         "127.0.0.1",
+                         "127.255.255.254",
+                         "169.254.169.254",
+                         "172.16.0.1",
+                         "172.31.255.255",
+                         "192.0.0.8",
+                         "192.0.2.1",
+                         "192.168.1.1",
+                         "198.18.0.1",
+                         "198.51.100.2",
+                         "203.0.113.9",
+                         "224.0.0.1",
+                         "239.255.255.250",
+                         "255.255.255.255",
+                         "::",
+                         "::1",
+                         "fe80::1",
+                         "fd00::1",
+                         "fc00::1",
+                         "ff02::1",
+                         "::ffff:127.0.0.1",
+                         "::ffff:10.0.0.1",
+                         "64:ff9b::a9fe:a9fe",
+                         "2002:c0a8:0101::1",
+                         "2001:db8::1",
+                         "::10.0.0.1",
+                         "100::1"}) {
     auto a = IpAddress::Parse(ip);
     ASSERT_TRUE(a.ok()) << ip;
     EXPECT_NE(NonPublicReason(*a), "") << ip;

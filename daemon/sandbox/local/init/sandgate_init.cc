@@ -91,8 +91,7 @@ std::string Resolve(const std::string& argv0, const std::vector<char*>& env) {
 
 // Runs in the forked child; never returns.
 [[noreturn]] void ExecChild(const std::string& cwd, std::vector<char*>& argv,
-                            std::vector<char*>& env, int out_fd, int err_fd,
-                            uint32_t cpu_seconds) {
+                            std::vector<char*>& env, int out_fd, int err_fd, uint32_t cpu_seconds) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
