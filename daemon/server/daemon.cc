@@ -12,6 +12,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/chat_agent.h"
+#include "agent/openai_agent.h"
 #include "agent/reference_agent.h"
 #include "common/errors.h"
 #include "common/log.h"
@@ -21,9 +23,14 @@
 #include "core/run_manager.h"
 #include "core/tenants.h"
 #include "sandbox/local/bwrap_provider.h"
+#include "sandbox/openai/openai_provider.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
 #include "store/sqlite_store.h"
+#include "upstream/credentials.h"
+#include "upstream/curl_http_client.h"
+#include "upstream/openai_client.h"
+#include "upstream/retry.h"
 
 namespace sandgate::server {
 namespace {
@@ -56,6 +63,29 @@ std::string FindInit(const core::Config& config) {
   return sandbox::BwrapOptions().init_path;
 }
 
+// One OpenAI-compatible upstream: where its key comes from, its HTTP stack, its client.
+struct Upstream {
+  std::unique_ptr<upstream::Credentials> credentials;
+  std::unique_ptr<upstream::CurlHttpClient> curl;
+  std::unique_ptr<upstream::RetryingHttpClient> http;
+  std::unique_ptr<upstream::OpenAiClient> client;
+};
+
+std::unique_ptr<Upstream> MakeUpstream(const core::UpstreamConfig& c) {
+  auto u = std::make_unique<Upstream>();
+  if (!c.api_key_file.empty()) {
+    u->credentials = std::make_unique<upstream::FileCredentials>(c.api_key_file);
+  } else {
+    u->credentials = std::make_unique<upstream::EnvCredentials>(c.api_key_env);
+  }
+  u->curl = std::make_unique<upstream::CurlHttpClient>(upstream::CurlHttpClientOptions{});
+  u->http = std::make_unique<upstream::RetryingHttpClient>(u->curl.get(), upstream::RetryOptions{});
+  upstream::OpenAiOptions options;
+  options.timeout = c.request_timeout;
+  u->client = std::make_unique<upstream::OpenAiClient>(u->http.get(), u->credentials.get(), c.base_url, options);
+  return u;
+}
+
 }  // namespace
 
 struct Daemon::Parts {
@@ -65,6 +95,10 @@ struct Daemon::Parts {
   std::unique_ptr<core::EventLog> events;
   std::unique_ptr<sandbox::BwrapProvider> local;
   std::unique_ptr<agent::ReferenceAgent> reference;
+  std::unique_ptr<Upstream> openai_upstream, chat_upstream;
+  std::unique_ptr<sandbox::OpenAiProvider> openai_provider;
+  std::unique_ptr<agent::OpenAiAgent> openai_agent;
+  std::unique_ptr<agent::ChatAgent> chat_agent;
   std::unique_ptr<core::SandboxBudget> budget;
   std::unique_ptr<core::SessionManager> sessions;
   std::unique_ptr<core::RunManager> runs;
@@ -104,6 +138,28 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   }
   p->local = std::move(*provider);
   p->reference = std::make_unique<agent::ReferenceAgent>();
+  std::map<std::string, sandbox::Provider*> providers = {{"local", p->local.get()}};
+  std::map<std::string, agent::Agent*> agents = {{"reference", p->reference.get()}};
+  if (c.openai.configured()) {
+    p->openai_upstream = MakeUpstream(c.openai);
+    sandbox::OpenAiProviderOptions options;
+    options.memory_limit = c.openai.container_memory_limit;
+    options.expires_after_minutes = static_cast<int>(c.openai.container_expires_after_minutes);
+    options.keepalive_interval = std::min(absl::Minutes(5), absl::Minutes(c.openai.container_expires_after_minutes) / 4);
+    options.max_file_bytes = c.max_input_bytes;
+    SANDGATE_ASSIGN_OR_RETURN(p->openai_provider,
+                              sandbox::OpenAiProvider::Create(p->openai_upstream->client.get(), p->store.get(), options));
+    p->openai_agent = std::make_unique<agent::OpenAiAgent>(
+        p->openai_upstream->client.get(), agent::OpenAiAgentOptions{c.openai.model, c.openai.max_turns});
+    providers["openai"] = p->openai_provider.get();
+    agents["openai"] = p->openai_agent.get();
+  }
+  if (c.chat.configured()) {
+    p->chat_upstream = MakeUpstream(c.chat);
+    p->chat_agent = std::make_unique<agent::ChatAgent>(
+        p->chat_upstream->client.get(), agent::ChatAgentOptions{c.chat.model, c.chat.max_turns});
+    agents["chat"] = p->chat_agent.get();
+  }
 
   p->budget = std::make_unique<core::SandboxBudget>(c.max_sandboxes);
   core::SessionManagerDeps session_deps;
@@ -111,7 +167,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   session_deps.config = &p->config;
   session_deps.store = p->store.get();
   session_deps.clock = Clock::Real();
-  session_deps.providers["local"] = p->local.get();
+  session_deps.providers = providers;
   p->sessions = std::make_unique<core::SessionManager>(session_deps);
 
   core::RunManagerDeps deps;
@@ -120,8 +176,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.artifacts = p->artifacts.get();
   deps.events = p->events.get();
   deps.clock = Clock::Real();
-  deps.providers["local"] = p->local.get();
-  deps.agents["reference"] = p->reference.get();
+  deps.providers = providers;
+  deps.agents = agents;
   deps.sessions = p->sessions.get();
   deps.budget = p->budget.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
