@@ -47,9 +47,17 @@ absl::Status WriteText(const std::string& path, absl::string_view value) {
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
+// Creates `path`; if its parent is gone (removed by another process sharing the parent name,
+// e.g. a test binary's cleanup, between DetectCgroups and now), recreates the parent first.
 absl::Status MakeDir(const std::string& path) {
-  if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return errors::FromErrno(errno, path);
-  return absl::OkStatus();
+  for (int attempt = 0;; ++attempt) {
+    if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+    if (errno != ENOENT || attempt == 3) return errors::FromErrno(errno, path);
+    const std::string parent = path.substr(0, path.rfind('/'));
+    if (mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+      return errors::FromErrno(errno, parent);
+    }
+  }
 }
 
 // Joins a mount point and a cgroup path from /proc/self/cgroup, minus the mount's root.
