@@ -79,12 +79,21 @@ class FakeResolver : public local::Resolver {
         {"mixed.test", {up, "192.168.1.1"}},
         {"gateway.test", {gw}},
     };
+    // A rebinding name: the test host on the first lookup, loopback on every later one.
+    if (host == "rebind.test") {
+      absl::MutexLock l(&g_net_mu);
+      return std::vector<local::IpAddress>{
+          *local::IpAddress::Parse(rebind_lookups_++ == 0 ? up : "127.0.0.1")};
+    }
     auto it = kNames.find(host);
     if (it == kNames.end()) return absl::UnavailableError("unknown test name " + host);
     std::vector<local::IpAddress> out;
     for (const std::string& ip : it->second) out.push_back(*local::IpAddress::Parse(ip));
     return out;
   }
+
+ private:
+  int rebind_lookups_ ABSL_GUARDED_BY(g_net_mu) = 0;
 };
 
 uint64_t VmRssKiB() {
@@ -644,6 +653,45 @@ TEST_F(RestrictedNetworkTest, A15f_ConnectionAndByteCaps) {
   }
   EXPECT_TRUE(saw_conn_limit);
   EXPECT_TRUE(saw_byte_close);
+}
+
+// §8.15: the proxy connects to the address it checked, so a name that changes its answer
+// (DNS rebinding) cannot turn an allowed connection into one to loopback.
+TEST_F(RestrictedNetworkTest, A15g_DnsRebindingCannotRedirectAConnection) {
+  auto s = Restricted("a15g", {"rebind.test"});
+  ASSERT_NE(s, nullptr);
+  EXPECT_THAT(Curl(s.get(), {"-p", "http://rebind.test:443/"}), HasSubstr("hello from upstream"));
+  EXPECT_THAT(Curl(s.get(), {"-p", "http://rebind.test:443/"}),
+              HasSubstr("X-Proxy-Error: blocked-by-ssrf-guard"));
+  std::vector<NetworkDecision> d = Decisions();
+  ASSERT_GE(d.size(), 3u);
+  EXPECT_EQ(d[0].verdict, NetworkDecision::Verdict::kAllowed);
+  EXPECT_EQ(d[0].ip, net_->upstream_ip());
+  EXPECT_EQ(d.back().verdict, NetworkDecision::Verdict::kDenied);
+  EXPECT_EQ(d.back().ip, "127.0.0.1");
+  EXPECT_EQ(net_->connections(), 1);
+}
+
+// §8.15: a client that opens connections and never sends a request (slowloris) is answered
+// 400 at the head timeout; with the connection cap, it cannot pin the proxy.
+TEST_F(RestrictedNetworkTest, A15h_SilentClientsAreCutAtTheHeadTimeout) {
+  BwrapOptions o = SecurityOptions(SecurityUidBase(1));
+  o.proxy_options.head_timeout = absl::Milliseconds(300);
+  FakeJournal journal;
+  auto p = BwrapProvider::Create(o, &journal);
+  ASSERT_TRUE(p.ok()) << p.status();
+  SessionSpec spec;
+  spec.id = "a15h";
+  spec.network.mode = NetworkMode::kRestricted;
+  auto s = (*p)->Create(spec, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  Output r = Exec(s->get(), {"python3", "-c",
+                             "import socket, time\n"
+                             "c = socket.create_connection(('127.0.0.1', 3128), timeout=5)\n"
+                             "t = time.time(); line = c.recv(100).decode().split('\\r\\n')[0]\n"
+                             "print(line, round(time.time() - t, 1))\n"});
+  EXPECT_THAT(r.out, HasSubstr("HTTP/1.1 400 Bad Request"));
+  EXPECT_THAT(r.out, Not(HasSubstr(" 5.0"))) << "not cut at the head timeout";
 }
 
 // §8.16
