@@ -802,17 +802,21 @@ class NetProxy::Loop {
     if ((events & EPOLLOUT) && !to_self->empty() && !Flush(self, to_self)) {
       return Close(c, self_reset);
     }
-    if ((events & (EPOLLIN | EPOLLHUP)) && to_other->empty() && !*eof) {
-      char buf[kChunk];
-      ssize_t n = recv(self, buf, sizeof(buf), 0);
+    // A few chunks per wake-up while the other side takes everything: fewer epoll rounds.
+    for (int round = 0; round < 8 && (events & (EPOLLIN | EPOLLHUP)) && to_other->empty() && !*eof;
+         ++round) {
+      to_other->resize(kChunk);
+      ssize_t n = recv(self, to_other->data(), kChunk, 0);
+      to_other->resize(n > 0 ? static_cast<size_t>(n) : 0);
       if (n > 0) {
         if (!Count(c, static_cast<size_t>(n), client_side)) return;
-        to_other->assign(buf, static_cast<size_t>(n));
         if (!Flush(other, to_other)) return Close(c, other_reset);
       } else if (n == 0) {
         *eof = true;
       } else if (errno != EAGAIN && errno != EINTR) {
         return Close(c, self_reset);
+      } else {
+        break;
       }
     }
     AfterTunnelIo(c);
