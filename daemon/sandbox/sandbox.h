@@ -96,6 +96,10 @@ struct SessionSpec {
   // for every command and inherited by what it starts): SIGXCPU at the limit, SIGKILL one
   // second later. 0 = no limit. ExecResult::cpu_time_exceeded reports it.
   uint32_t cpu_seconds_per_process = 0;
+  // The session's CPU share across all its processes, in thousandths of a core (1500 = one
+  // and a half cores), enforced by the CPU cgroup controller (v1 cpu.cfs_quota_us, v2
+  // cpu.max, 100 ms period): a session above it is throttled, not killed. 0 = no cap.
+  uint32_t cpu_millicores = 0;
   // Receives every decision of the network proxy (restricted/enabled only). May be empty.
   // Called on the proxy's single thread, shared by all sessions: it must not block (queue
   // the event, do not write to a database inline) and must not call back into the session.

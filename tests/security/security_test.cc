@@ -405,6 +405,34 @@ TEST_F(SecurityTest, A13b_CpuTimeLimitEndsABusyLoop) {
   EXPECT_EQ(Exec(s.get(), {"echo", "usable"}).out, "usable\n");
 }
 
+// §8.13, CPU share: the session's cgroup throttles it to its cap, however many processes.
+TEST_F(SecurityTest, A13c_CpuShareIsCappedForTheWholeSession) {
+  SessionSpec spec;
+  spec.cpu_millicores = 250;
+  auto s = NewSession("a13c", spec);
+  ASSERT_NE(s, nullptr);
+  for (const std::string& w : s->Warnings()) {
+    if (absl::StartsWith(w, "CPU limit not enforced")) {
+      GTEST_SKIP() << w;
+    }
+  }
+  // Two busy processes for 1.5 s of wall time; their CPU time together is the session's.
+  Output r =
+      Exec(s.get(), {"python3", "-c",
+                     "import os, time\n"
+                     "end = time.time() + 1.5\n"
+                     "pid = os.fork()\n"
+                     "while time.time() < end: pass\n"
+                     "if pid == 0: os._exit(0)\n"
+                     "os.waitpid(pid, 0)\n"
+                     "t = os.times()\n"
+                     "print(round(t.user + t.system + t.children_user + t.children_system, 2))\n"});
+  const double cpu = atof(r.out.c_str());
+  EXPECT_GT(cpu, 0.1) << r.out << r.err;
+  EXPECT_LT(cpu, 0.6) << "2 busy processes used " << cpu << " s of CPU in 1.5 s at 0.25 cores";
+  std::cout << "CPU used in 1.5 s by 2 busy processes at 250 millicores: " << cpu << " s\n";
+}
+
 // A loopback listener on the host that no sandbox may reach.
 class HostListener {
  public:

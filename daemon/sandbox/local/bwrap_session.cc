@@ -206,7 +206,7 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
       return errors::InvalidArgument(absl::StrCat("env: invalid variable name \"", k, "\""));
     }
   }
-  SessionCgroups cgroups = SessionCgroups::Plan(core->cgroups, spec.id);
+  SessionCgroups cgroups = SessionCgroups::Plan(core->cgroups, spec.id, spec.cpu_millicores > 0);
   // Left by a daemon that was not swept, or by another process using the same parent: never
   // adopt it (Close would kill what runs there).
   for (const std::string& dir : cgroups.paths()) {
@@ -237,7 +237,7 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
 }
 
 absl::Status BwrapSession::Launch(const CancelToken* cancel) {
-  warnings_ = cgroups_.Create(spec_.memory_bytes, spec_.max_processes);
+  warnings_ = cgroups_.Create(spec_.memory_bytes, spec_.max_processes, spec_.cpu_millicores);
   const CgroupHost& host = core_->cgroups;
   if (host.memory_v1.empty() && !host.unified_memory) {
     warnings_.push_back(absl::StrCat("memory limit not enforced: ", host.memory_note));

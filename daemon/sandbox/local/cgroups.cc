@@ -230,6 +230,7 @@ absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name) {
     host.pids_v1 = parent_dir("pids", &host.pids_note);
     std::string freezer_note;
     host.freezer_v1 = parent_dir("freezer", &freezer_note);
+    host.cpu_v1 = parent_dir("cpu", &host.cpu_note);
     if (host.layout == CgroupLayout::kHybrid) {
       host.unified = parent_dir("", &host.kill_note);
     } else if (host.freezer_v1.empty()) {
@@ -244,7 +245,7 @@ absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name) {
   // once, as systemd's DelegateSubgroup would.
   host.unified = parent_dir("", &host.kill_note);
   if (host.unified.empty()) {
-    host.memory_note = host.pids_note = host.kill_note;
+    host.memory_note = host.pids_note = host.cpu_note = host.kill_note;
     return host;
   }
   const std::string& own_dir = own.at("");
@@ -271,31 +272,36 @@ absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name) {
   };
   host.unified_memory = enable("memory", &host.memory_note);
   host.unified_pids = enable("pids", &host.pids_note);
+  host.unified_cpu = enable("cpu", &host.cpu_note);
   return host;
 }
 
-SessionCgroups SessionCgroups::Plan(const CgroupHost& host, absl::string_view session_id) {
+SessionCgroups SessionCgroups::Plan(const CgroupHost& host, absl::string_view session_id,
+                                    bool cpu) {
   SessionCgroups cg;
   const std::string leaf = absl::StrCat("/sandgate-", session_id);
   if (!host.memory_v1.empty()) cg.memory_ = host.memory_v1 + leaf;
   if (!host.pids_v1.empty()) cg.pids_ = host.pids_v1 + leaf;
   // The freezer is only needed to kill on legacy hosts; elsewhere cgroup.kill does it.
   if (!host.freezer_v1.empty() && host.unified.empty()) cg.freezer_ = host.freezer_v1 + leaf;
+  if (cpu && !host.cpu_v1.empty()) cg.cpu_ = host.cpu_v1 + leaf;
   if (!host.unified.empty()) cg.unified_ = host.unified + leaf;
   cg.unified_memory_ = host.unified_memory;
   cg.unified_pids_ = host.unified_pids;
+  cg.unified_cpu_ = cpu && host.unified_cpu;
   return cg;
 }
 
 std::vector<std::string> SessionCgroups::paths() const {
   std::vector<std::string> out;
-  for (const std::string* p : {&memory_, &pids_, &freezer_, &unified_}) {
+  for (const std::string* p : {&memory_, &pids_, &freezer_, &cpu_, &unified_}) {
     if (!p->empty()) out.push_back(*p);
   }
   return out;
 }
 
-std::vector<std::string> SessionCgroups::Create(uint64_t memory_bytes, uint32_t max_processes) {
+std::vector<std::string> SessionCgroups::Create(uint64_t memory_bytes, uint32_t max_processes,
+                                                uint32_t cpu_millicores) {
   std::vector<std::string> warnings;
   auto make = [&](std::string* dir, absl::string_view what) {
     if (dir->empty()) return false;
@@ -324,6 +330,14 @@ std::vector<std::string> SessionCgroups::Create(uint64_t memory_bytes, uint32_t 
     pids = limit(pids_ + "/pids.max", max_processes, "process limit");
   }
   make(&freezer_, "cgroup kill (freezer)");
+  // Quota per 100 ms period; the kernel's minimum quota is 1 ms.
+  const uint64_t period = 100000, quota = std::max<uint64_t>(1000, cpu_millicores * 100ull);
+  const bool cpu_v1_planned = !cpu_.empty();
+  bool cpu = false;
+  if (cpu_millicores > 0 && make(&cpu_, "CPU limit")) {
+    cpu = limit(cpu_ + "/cpu.cfs_period_us", period, "CPU limit") &&
+          limit(cpu_ + "/cpu.cfs_quota_us", quota, "CPU limit");
+  }
   if (make(&unified_, "cgroup tracking")) {
     if (unified_memory_ && !memory) {
       memory = limit(unified_ + "/memory.max", memory_bytes, "memory limit");
@@ -331,13 +345,21 @@ std::vector<std::string> SessionCgroups::Create(uint64_t memory_bytes, uint32_t 
     }
     if (unified_pids_ && !pids)
       pids = limit(unified_ + "/pids.max", max_processes, "process limit");
+    if (unified_cpu_ && cpu_millicores > 0 && !cpu) {
+      absl::Status st = WriteText(unified_ + "/cpu.max", absl::StrCat(quota, " ", period));
+      cpu = st.ok();
+      if (!st.ok()) warnings.push_back(absl::StrCat("CPU limit not enforced: ", st.message()));
+    }
+  }
+  if (cpu_millicores > 0 && !cpu_v1_planned && !unified_cpu_) {
+    warnings.push_back("CPU limit not enforced: no cpu controller available");
   }
   return warnings;
 }
 
 std::vector<std::string> SessionCgroups::v1_dirs() const {
   std::vector<std::string> out;
-  for (const std::string* p : {&memory_, &pids_, &freezer_}) {
+  for (const std::string* p : {&memory_, &pids_, &freezer_, &cpu_}) {
     if (!p->empty()) out.push_back(*p);
   }
   return out;
@@ -353,7 +375,7 @@ uint64_t SessionCgroups::OomKillCount() const {
 absl::Status SessionCgroups::KillAndRemove(absl::Duration wait) {
   // The tracking cgroup (v2 or freezer) goes first: it kills race-free.
   std::vector<std::string> dirs;
-  for (const std::string* p : {&unified_, &freezer_, &memory_, &pids_}) {
+  for (const std::string* p : {&unified_, &freezer_, &memory_, &pids_, &cpu_}) {
     if (!p->empty()) dirs.push_back(*p);
   }
   return KillAndRemoveDirs(dirs, wait);

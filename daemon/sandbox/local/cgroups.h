@@ -7,6 +7,7 @@
 //   hybrid   v1 controllers plus a cgroup2 at /sys/fs/cgroup/unified without controllers:
 //            v1 memory and pids set the limits, a v2 cgroup tracks and kills (cgroup.kill).
 //   legacy   v1 only: memory and pids set the limits, the freezer (if mounted) kills.
+// A CPU share cap, when asked for, is v1 cpu (cfs quota) or v2 cpu.max.
 // Session cgroups are "<own cgroup>/<parent>/sandgate-<id>" in each hierarchy, where <own
 // cgroup> is the daemon's. Nothing here fails a session: what cannot be set up becomes a
 // warning that names the limit that is not enforced and why.
@@ -48,11 +49,14 @@ struct CgroupHost {
   std::string memory_v1;  // parent directory in the v1 memory hierarchy
   std::string pids_v1;
   std::string freezer_v1;
+  std::string cpu_v1;
   std::string unified;          // parent directory in the v2 hierarchy
   bool unified_memory = false;  // v2 parent offers the memory controller
   bool unified_pids = false;
+  bool unified_cpu = false;
   std::string memory_note;
   std::string pids_note;
+  std::string cpu_note;
   std::string kill_note;
 };
 
@@ -70,16 +74,21 @@ absl::StatusOr<CgroupHost> DetectCgroups(absl::string_view parent_name);
 class SessionCgroups {
  public:
   SessionCgroups() = default;
-  // Computes the paths only; no I/O.
-  static SessionCgroups Plan(const CgroupHost& host, absl::string_view session_id);
+  // Computes the paths only; no I/O. `cpu`: the session will have a CPU cap (a v1 cpu
+  // cgroup is then part of the plan).
+  static SessionCgroups Plan(const CgroupHost& host, absl::string_view session_id,
+                             bool cpu = false);
 
   // Every directory this session may create, for the journal.
   std::vector<std::string> paths() const;
-  // Creates the directories and writes the limits. Returns one warning per limit or
+  // Creates the directories and writes the limits. `cpu_millicores` caps the session's CPU
+  // share (1000 = one core, as v1 cpu.cfs_quota_us / v2 cpu.max over a 100 ms period); 0 =
+  // no cap (and Plan should not have planned a cpu cgroup). Returns one warning per limit or
   // facility that is not in force.
-  std::vector<std::string> Create(uint64_t memory_bytes, uint32_t max_processes);
-  // Created v1 directories (memory, pids, freezer) and the v2 one ("" if none): where a new
-  // sandbox process must be placed.
+  std::vector<std::string> Create(uint64_t memory_bytes, uint32_t max_processes,
+                                  uint32_t cpu_millicores = 0);
+  // Created v1 directories (memory, pids, freezer, cpu) and the v2 one ("" if none): where a
+  // new sandbox process must be placed.
   std::vector<std::string> v1_dirs() const;
   const std::string& v2_dir() const { return unified_; }
   // OOM kills so far in the session's memory cgroup; 0 when there is none.
@@ -92,9 +101,11 @@ class SessionCgroups {
   std::string memory_;  // created directories; empty when absent
   std::string pids_;
   std::string freezer_;
+  std::string cpu_;
   std::string unified_;
   bool unified_memory_ = false;
   bool unified_pids_ = false;
+  bool unified_cpu_ = false;
 };
 
 // Kills, empties and removes the given cgroup directories (deepest first is the caller's

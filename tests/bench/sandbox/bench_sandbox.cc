@@ -140,7 +140,7 @@ int Main(int argc, char** argv) {
   if (absl::StatusOr<local::CgroupHost> host = local::DetectCgroups(opts.cgroup_parent);
       host.ok()) {
     for (const std::string* dir :
-         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->unified}) {
+         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->cpu_v1, &host->unified}) {
       if (!dir->empty()) rmdir(dir->c_str());
     }
   }

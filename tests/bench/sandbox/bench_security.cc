@@ -85,7 +85,7 @@ BwrapOptions Options(uid_t base, uint32_t pool) {
 void RemoveCgroupParent() {
   if (absl::StatusOr<local::CgroupHost> host = local::DetectCgroups("sandgate-bench"); host.ok()) {
     for (const std::string* dir :
-         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->unified}) {
+         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->cpu_v1, &host->unified}) {
       if (!dir->empty()) rmdir(dir->c_str());
     }
   }

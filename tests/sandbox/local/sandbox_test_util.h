@@ -99,7 +99,7 @@ class CgroupParentCleanup : public ::testing::Environment {
     absl::StatusOr<sandbox::local::CgroupHost> host = sandbox::local::DetectCgroups(parent_);
     if (!host.ok()) return;
     for (const std::string* dir :
-         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->unified}) {
+         {&host->memory_v1, &host->pids_v1, &host->freezer_v1, &host->cpu_v1, &host->unified}) {
       if (!dir->empty()) rmdir(dir->c_str());
     }
   }
