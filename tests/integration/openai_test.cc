@@ -1,0 +1,305 @@
+// The real daemon with the openai provider and the openai/chat agents, against the fake OpenAI
+// server: the three paths end with verified financial-analyst artifacts; faults are retried
+// or end in a clear FAILED; the fake holds no container and no file after every test, also
+// after a SIGKILLed daemon is restarted; the API key shows up nowhere.
+#include <sys/stat.h>
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/daemon_harness.h"
+#include "tests/sandbox/openai/analyst_scenario.h"
+#include "tests/sandbox/openai/fake_openai_server.h"
+
+namespace sandgate::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kApiKey[] = "sk-it-SECRET-5f1d9a7c3e2b4d6f8a0c1e3b5d7f9a2c";
+constexpr char kInput[] = "northstar_cloud_financial_statements.csv";
+
+class OpenAiIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fake_.Start());
+    char tmpl[] = "/tmp/sg-openai-it-XXXXXX";
+    key_dir_ = mkdtemp(tmpl);
+    key_file_ = key_dir_ + "/openai.key";
+    std::ofstream(key_file_) << kApiKey << "\n";
+    chmod(key_file_.c_str(), 0600);
+    nlohmann::json upstream = {{"base_url", fake_.base_url()}, {"api_key_file", key_file_}};
+    nlohmann::json openai = upstream, chat = upstream;
+    openai["model"] = "fake-model";
+    openai["max_turns"] = 10;
+    chat["model"] = "fake-chat-model";
+    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
+        {"local", {{"uid_base", 310000}, {"uid_count", 64}}}, {"openai", openai}, {"chat", chat}});
+    daemon_->Start();
+    stub_ = daemon_->Stub();
+  }
+
+  void TearDown() override {
+    daemon_->Stop(SIGTERM);
+    // Nothing may be left upstream.
+    nlohmann::json state = fake_.State();
+    EXPECT_TRUE(state["containers"].empty()) << state.dump();
+    EXPECT_TRUE(state["files"].empty()) << state.dump();
+    std::system(("rm -rf " + key_dir_).c_str());
+  }
+
+  v1::RunAnalysisRequest Request(const std::string& provider, const std::string& agent) {
+    v1::RunAnalysisRequest req = SampleRequest();
+    req.set_provider(provider);
+    req.set_agent(agent);
+    return req;
+  }
+
+  std::string Start(const v1::RunAnalysisRequest& req) {
+    auto ctx = DaemonHarness::Context();
+    v1::Run run;
+    grpc::Status st = stub_->RunAnalysis(ctx.get(), req, &run);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return run.id();
+  }
+
+  // Runs to the end; returns the final run record, and the events in *events.
+  v1::Run RunToEnd(const v1::RunAnalysisRequest& req, std::vector<v1::Event>* events = nullptr,
+                   const std::function<void(const v1::Event&)>& on_event = nullptr) {
+    const std::string id = Start(req);
+    std::vector<v1::Event> ev = FollowToEnd(*stub_, id, "", 0, on_event);
+    v1::GetRunRequest get;
+    get.set_run_id(id);
+    v1::Run run;
+    auto ctx = DaemonHarness::Context();
+    EXPECT_TRUE(stub_->GetRun(ctx.get(), get, &run).ok());
+    if (events != nullptr) *events = std::move(ev);
+    return run;
+  }
+
+  std::string Download(const v1::Run& run, const std::string& name) {
+    auto ctx = DaemonHarness::Context();
+    v1::DownloadArtifactRequest req;
+    req.set_run_id(run.id());
+    req.set_name(name);
+    auto reader = stub_->DownloadArtifact(ctx.get(), req);
+    std::string data;
+    v1::ArtifactChunk chunk;
+    while (reader->Read(&chunk)) data += chunk.data();
+    EXPECT_TRUE(reader->Finish().ok());
+    return data;
+  }
+
+  static int Count(const std::vector<v1::Event>& events, const std::string& type) {
+    int n = 0;
+    for (const auto& e : events) n += e.type() == type ? 1 : 0;
+    return n;
+  }
+
+  // Succeeded with all six artifacts and every check passed.
+  void ExpectVerified(const v1::Run& run, const std::vector<v1::Event>& events) {
+    EXPECT_EQ(run.status(), v1::SUCCEEDED) << run.status_reason() << "\n" << daemon_->Log();
+    EXPECT_EQ(run.artifacts_size(), 6);
+    EXPECT_GT(run.checks_size(), 0);
+    for (const auto& c : run.checks()) EXPECT_TRUE(c.passed()) << c.name() << ": " << c.detail();
+    EXPECT_GE(Count(events, "command.started"), 2);
+    EXPECT_EQ(Count(events, "command.started"), Count(events, "command.finished"));
+    EXPECT_GE(Count(events, "token_usage"), 1);
+    EXPECT_GE(Count(events, "agent_message"), 1);
+  }
+
+  FakeOpenAiServer fake_{kApiKey};
+  std::string key_dir_, key_file_;
+  std::unique_ptr<DaemonHarness> daemon_;
+  std::unique_ptr<v1::Sandgate::Stub> stub_;
+};
+
+TEST_F(OpenAiIntegrationTest, OpenAiAgentOnHostedContainerVerifies) {
+  fake_.Scenario(AnalystTurns(kInput));
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  ExpectVerified(run, events);
+  bool mapped = false;
+  for (const auto& e : events) {
+    if (e.type() != "session.created") continue;
+    EXPECT_EQ(e.session_created().provider(), "openai");
+    for (const auto& w : e.session_created().unenforced()) mapped |= absl::StrContains(w, "1g");
+  }
+  EXPECT_TRUE(mapped);
+}
+
+TEST_F(OpenAiIntegrationTest, OpenAiAgentOnLocalSessionVerifies) {
+  fake_.Scenario(AnalystTurns(kInput));
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("local", "openai"), &events);
+  ExpectVerified(run, events);
+}
+
+TEST_F(OpenAiIntegrationTest, ChatAgentOnLocalSessionVerifies) {
+  fake_.Scenario(AnalystTurns(kInput));
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("local", "chat"), &events);
+  ExpectVerified(run, events);
+}
+
+TEST_F(OpenAiIntegrationTest, FaultsAreRetried) {
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"status", 429},
+               {"retry_after", "1"}});
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 500}});
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"delay_ms", 2000}});
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"drop_mid_stream", true}, {"after_frames", 10}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  ExpectVerified(run, events);
+  bool retried = false;
+  for (const auto& e : events) {
+    retried |= e.type() == "notice" && absl::StrContains(e.notice().message(), "stream broke");
+  }
+  EXPECT_TRUE(retried);
+}
+
+TEST_F(OpenAiIntegrationTest, ChatFaultsAreRetried) {
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 429}, {"retry_after", "1"}});
+  fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 503}});
+  fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"drop_mid_stream", true},
+               {"after_frames", 4}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("local", "chat"), &events);
+  ExpectVerified(run, events);
+}
+
+TEST_F(OpenAiIntegrationTest, PersistentServerErrorsFailClearly) {
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 500}, {"times", 20}});
+  v1::Run run = RunToEnd(Request("openai", "openai"));
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_THAT(run.status_reason(), HasSubstr("the OpenAI Responses API"));
+  EXPECT_THAT(run.status_reason(), HasSubstr("500"));
+}
+
+TEST_F(OpenAiIntegrationTest, ModelFailureAndTurnLimitFailClearly) {
+  fake_.Scenario({{{"fail", {{"code", "server_error"}, {"message", "model exploded"}}}}});
+  v1::Run run = RunToEnd(Request("local", "openai"));
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status_reason(), "the model's response failed: server_error: model exploded");
+
+  nlohmann::json turns = nlohmann::json::array();
+  for (int i = 0; i < 5; ++i) turns.push_back({{"shell", {"true"}}});
+  fake_.Scenario(turns);
+  v1::RunAnalysisRequest req = Request("local", "chat");
+  req.set_max_turns(3);
+  run = RunToEnd(req);
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status_reason(), "the model did not finish within 3 turns");
+}
+
+TEST_F(OpenAiIntegrationTest, AnExpiredContainerFailsTheRunClearly) {
+  fake_.Scenario(AnalystTurns(kInput));
+  // Hold the model's first request while the container's idle time runs out.
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"delay_ms", 3000}});
+  std::atomic<bool> advanced{false};
+  v1::Run run = RunToEnd(Request("openai", "openai"), nullptr, [&](const v1::Event& e) {
+    if (e.type() == "file.transferred" && !advanced.exchange(true)) fake_.AdvanceClock(21 * 60);
+  });
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_THAT(run.status_reason(), HasSubstr("container cntr_"));
+  EXPECT_THAT(run.status_reason(), HasSubstr("expired"));
+}
+
+TEST_F(OpenAiIntegrationTest, SetupCommandsOnTheOpenAiProviderFailClearly) {
+  fake_.Scenario(AnalystTurns(kInput));
+  v1::RunAnalysisRequest req = Request("openai", "openai");
+  req.mutable_sandbox()->add_setup_commands("pip install pandas");
+  v1::Run run = RunToEnd(req);
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_THAT(run.status_reason(), HasSubstr("only through the openai agent"));
+}
+
+TEST_F(OpenAiIntegrationTest, ASigkilledDaemonsContainerIsSweptOnRestart) {
+  fake_.Scenario({{{"shell", {"sleep 30"}}, {"timeout_ms", 60000}}, {{"message", "done"}}});
+  const std::string id = Start(Request("openai", "openai"));
+  // Wait for the hosted command to start, then kill the daemon.
+  auto ctx = DaemonHarness::Context();
+  v1::StreamEventsRequest req;
+  req.set_run_id(id);
+  req.set_follow(true);
+  auto reader = stub_->StreamEvents(ctx.get(), req);
+  v1::Event e;
+  bool started = false;
+  while (!started && reader->Read(&e)) started = e.type() == "command.started";
+  ASSERT_TRUE(started);
+  daemon_->Stop(SIGKILL);
+  ctx->TryCancel();
+  reader->Finish();
+  ASSERT_EQ(fake_.State()["containers"].size(), 1u);
+
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  for (int i = 0; i < 100 && !fake_.State()["containers"].empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(fake_.State()["containers"].empty());
+  v1::GetRunRequest get;
+  get.set_run_id(id);
+  v1::Run run;
+  auto gctx = DaemonHarness::Context();
+  ASSERT_TRUE(stub_->GetRun(gctx.get(), get, &run).ok());
+  EXPECT_EQ(run.status(), v1::FAILED);
+}
+
+TEST_F(OpenAiIntegrationTest, TheApiKeyIsNowhere) {
+  std::string everything;
+  auto take = [&](const std::vector<v1::Event>& events) {
+    for (const auto& e : events) everything += e.DebugString() + e.SerializeAsString();
+  };
+  // The sandbox's environment, as the chat agent's commands see it.
+  fake_.Scenario({{{"shell", {"env", "cat /proc/self/environ | tr '\\0' '\\n'", "cat /proc/1/environ 2>/dev/null | tr '\\0' '\\n'; true"}}},
+                  {{"message", "that is the environment"}}});
+  std::vector<v1::Event> events;
+  RunToEnd(Request("local", "chat"), &events);
+  std::string env_output;
+  for (const auto& e : events) {
+    if (e.type() == "command.output") env_output += e.command_output().data();
+  }
+  EXPECT_THAT(env_output, HasSubstr("PATH="));  // the commands did run
+  take(events);
+
+  // All three paths, with their artifacts.
+  for (const auto& [provider, agent] : std::vector<std::pair<std::string, std::string>>{
+           {"openai", "openai"}, {"local", "openai"}, {"local", "chat"}}) {
+    fake_.Scenario(AnalystTurns(kInput));
+    v1::Run run = RunToEnd(Request(provider, agent), &events);
+    EXPECT_EQ(run.status(), v1::SUCCEEDED) << provider << "/" << agent << ": " << run.status_reason();
+    take(events);
+    everything += run.DebugString();
+    for (const auto& a : run.artifacts()) everything += Download(run, a.name());
+  }
+  // A failing upstream call too: its error message must not carry the key either.
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 500}, {"times", 20}});
+  v1::Run failed = RunToEnd(Request("local", "openai"), &events);
+  take(events);
+  everything += failed.DebugString();
+
+  EXPECT_FALSE(absl::StrContains(everything, kApiKey));
+  EXPECT_FALSE(absl::StrContains(env_output, kApiKey));
+  const std::string log = daemon_->Log();
+  EXPECT_GT(log.size(), 0u);
+  EXPECT_FALSE(absl::StrContains(log, kApiKey));
+  // Nor in anything the daemon stored (SQLite state, artifacts).
+  std::string grep = absl::StrCat("grep -rqa -- '", kApiKey, "' ", daemon_->state_dir());
+  EXPECT_NE(std::system(grep.c_str()), 0) << "the key is in " << daemon_->state_dir();
+}
+
+}  // namespace
+}  // namespace sandgate::testing
