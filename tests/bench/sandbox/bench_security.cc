@@ -6,6 +6,7 @@
 //   seccomp  a static program making 2,000,000 getppid() and 2,000,000 ioctl(FIONREAD) calls
 //            inside a session, with the provider's seccomp filter and without it
 //            (BwrapOptions::disable_seccomp_for_benchmarks); ns per call, median of `runs`.
+// The sides of each comparison alternate run by run, so load from elsewhere hits them alike.
 //   proxy    against an HTTP server in a throwaway network namespace (198.51.100.2, see
 //            tests/security/test_netns.h): one request per connection, directly and through
 //            NetProxy (absolute URI and CONNECT), 500 times each (median, p99); then a 256 MiB
@@ -129,15 +130,14 @@ void BenchSeccomp(int runs) {
     sessions.push_back(std::move(*s));
   }
   for (const char* call : {"getppid", "ioctl_fionread"}) {
-    double ns[2];
-    for (int f = 0; f < 2; ++f) {
-      std::vector<double> v;
-      for (int i = 0; i < runs; ++i) {
+    std::vector<double> v[2];
+    for (int i = 0; i < runs; ++i) {
+      for (int f = 0; f < 2; ++f) {
         const double base = LoopSeconds(sessions[f].get(), 0, call);
-        v.push_back((LoopSeconds(sessions[f].get(), n, call) - base) * 1e9 / n);
+        v[f].push_back((LoopSeconds(sessions[f].get(), n, call) - base) * 1e9 / n);
       }
-      ns[f] = Median(v);
     }
+    const double ns[2] = {Median(v[0]), Median(v[1])};
     printf("| %-17s | %9.1f | %6.1f | %+5.1f%% |\n", call, ns[0], ns[1],
            100.0 * (ns[1] - ns[0]) / ns[0]);
   }
@@ -252,40 +252,41 @@ void BenchProxy(int runs) {
   printf("## proxy: one small request per connection, %d each (ms)\n\n", requests);
   printf("| path                      | median | p99   | added (median) |\n");
   printf("|---------------------------|-------:|------:|---------------:|\n");
-  double direct_median = 0;
-  for (Path p : {Path::kDirect, Path::kAbsoluteUri, Path::kConnect}) {
-    std::vector<double> ms;
-    for (int i = 0; i < requests; ++i) {
+  const Path paths[3] = {Path::kDirect, Path::kAbsoluteUri, Path::kConnect};
+  std::vector<double> ms[3];
+  for (int i = 0; i < requests; ++i) {
+    for (int k = 0; k < 3; ++k) {
       absl::Time t = absl::Now();
-      Fetch(p, port, "/", net->upstream_ip());
-      ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t));
+      Fetch(paths[k], port, "/", net->upstream_ip());
+      ms[k].push_back(absl::ToDoubleMilliseconds(absl::Now() - t));
     }
-    const char* name = p == Path::kDirect        ? "direct"
-                       : p == Path::kAbsoluteUri ? "proxy, absolute URI"
-                                                 : "proxy, CONNECT tunnel";
-    if (p == Path::kDirect) direct_median = Median(ms);
-    printf("| %-25s | %6.3f | %5.3f | %+13.3f |\n", name, Median(ms), Percentile(ms, 0.99),
-           Median(ms) - direct_median);
+  }
+  const char* names[3] = {"direct", "proxy, absolute URI", "proxy, CONNECT tunnel"};
+  for (int k = 0; k < 3; ++k) {
+    printf("| %-25s | %6.3f | %5.3f | %+13.3f |\n", names[k], Median(ms[k]),
+           Percentile(ms[k], 0.99), Median(ms[k]) - Median(ms[0]));
   }
   const uint64_t bytes = 256ull << 20;
   printf("\n## proxy: one %llu MiB download, best of %d (MiB/s)\n\n",
          static_cast<unsigned long long>(bytes >> 20), runs);
   printf("| path                  | MiB/s  |\n|-----------------------|-------:|\n");
-  for (Path p : {Path::kDirect, Path::kConnect}) {
-    double best = 0;
-    for (int i = 0; i < runs; ++i) {
+  double best[2] = {0, 0};
+  for (int i = 0; i < runs; ++i) {
+    for (int k = 0; k < 2; ++k) {
       absl::Time t = absl::Now();
-      uint64_t got = Fetch(p, port, absl::StrCat("/bytes/", bytes), net->upstream_ip());
+      uint64_t got = Fetch(k == 0 ? Path::kDirect : Path::kConnect, port,
+                           absl::StrCat("/bytes/", bytes), net->upstream_ip());
       if (got < bytes) {
         fprintf(stderr, "bench_security: short download (%llu)\n",
                 static_cast<unsigned long long>(got));
         exit(1);
       }
-      best = std::max(
-          best, static_cast<double>(got) / (1 << 20) / absl::ToDoubleSeconds(absl::Now() - t));
+      best[k] = std::max(
+          best[k], static_cast<double>(got) / (1 << 20) / absl::ToDoubleSeconds(absl::Now() - t));
     }
-    printf("| %-21s | %6.0f |\n", p == Path::kDirect ? "direct" : "proxy, CONNECT tunnel", best);
   }
+  printf("| %-21s | %6.0f |\n| %-21s | %6.0f |\n", "direct", best[0], "proxy, CONNECT tunnel",
+         best[1]);
   (*proxy)->RemoveSession("bench");
   printf("\n(%llu proxy decisions reported)\n\n", static_cast<unsigned long long>(decisions));
 }
