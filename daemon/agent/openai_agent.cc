@@ -82,6 +82,7 @@ class HostedRelay {
     c.ids.assign(c.commands.size(), 0);
     c.state.assign(c.commands.size(), kPending);
     c.start.assign(c.commands.size(), absl::Time());
+    c.streamed.assign(c.commands.size(), false);
     if (!c.commands.empty()) Start(c, 0);
   }
   void OutputItemAdded(const json& item) {
@@ -97,15 +98,8 @@ class HostedRelay {
     for (const auto& [key, stream] :
          {std::pair<const char*, v1::CommandOutput::Stream>{"stdout", v1::CommandOutput::STDOUT},
           {"stderr", v1::CommandOutput::STDERR}}) {
-      std::string data = Str(delta, key);
-      if (data.empty()) continue;
-      v1::Event out;
-      out.set_type("command.output");
-      auto* o = out.mutable_command_output();
-      o->set_command_id(c->ids[*i]);
-      o->set_stream(stream);
-      o->set_data(std::move(data));
-      events_.Emit(std::move(out));
+      c->streamed[*i] = true;
+      Output(*c, static_cast<size_t>(*i), stream, Str(delta, key));
     }
   }
   void CommandDone(const json& ev) {
@@ -116,6 +110,7 @@ class HostedRelay {
     const json& outcome =
         output.is_array() && !output.empty() ? Obj(output[0], "outcome") : Obj(ev, "outcome");
     StartThrough(*c, static_cast<size_t>(*i));
+    if (output.is_array() && !output.empty()) Unstreamed(*c, static_cast<size_t>(*i), output[0]);
     Finish(*c, static_cast<size_t>(*i), outcome, false);
     if (static_cast<size_t>(*i) + 1 < c->commands.size()) Start(*c, *i + 1);
   }
@@ -129,6 +124,7 @@ class HostedRelay {
       const json& outcome = output.is_array() && i < output.size() ? Obj(output[i], "outcome")
                                                                      : json();
       if (c.state[i] == kPending) Start(c, i);
+      if (output.is_array() && i < output.size()) Unstreamed(c, i, output[i]);
       Finish(c, i, outcome, false);
     }
   }
@@ -148,7 +144,26 @@ class HostedRelay {
     std::vector<uint32_t> ids;
     std::vector<State> state;
     std::vector<absl::Time> start;
+    std::vector<bool> streamed;  // output arrived as deltas
   };
+
+  void Output(Call& c, size_t i, v1::CommandOutput::Stream stream, std::string data) {
+    if (data.empty()) return;
+    v1::Event out;
+    out.set_type("command.output");
+    auto* o = out.mutable_command_output();
+    o->set_command_id(c.ids[i]);
+    o->set_stream(stream);
+    o->set_data(std::move(data));
+    events_.Emit(std::move(out));
+  }
+  // A command whose output came only with its result (no deltas): report it from there.
+  void Unstreamed(Call& c, size_t i, const json& result) {
+    if (c.streamed[i]) return;
+    c.streamed[i] = true;
+    Output(c, i, v1::CommandOutput::STDOUT, Str(result, "stdout"));
+    Output(c, i, v1::CommandOutput::STDERR, Str(result, "stderr"));
+  }
 
   Call* Find(const json& ev) {
     auto it = output_item_call_.find(Str(ev, "item_id"));

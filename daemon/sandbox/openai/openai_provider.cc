@@ -136,7 +136,10 @@ void OpenAiSession::KeeperLoop() {
 }
 
 bool OpenAiSession::IsExpiredError(const absl::Status& status) {
-  return !status.ok() && absl::StrContains(absl::AsciiStrToLower(status.message()), "expired");
+  if (status.ok()) return false;
+  // Upstream says "Container is expired." (spec §3); an expired API key must not count.
+  const std::string m = absl::AsciiStrToLower(status.message());
+  return absl::StrContains(m, "container") && absl::StrContains(m, "expired");
 }
 
 absl::Status OpenAiSession::ExpiredError() const {

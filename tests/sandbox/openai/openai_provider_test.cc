@@ -66,6 +66,13 @@ TEST(MapMemoryLimitTest, RoundsUpToAHostedSize) {
   EXPECT_EQ(MapMemoryLimit(1ull << 30, "2g").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(OpenAiSessionTest, OnlyAContainerExpiryCountsAsExpired) {
+  EXPECT_TRUE(OpenAiSession::IsExpiredError(absl::InvalidArgumentError(
+      "POST /containers/cntr_1/files: HTTP 400: Container is expired.")));
+  EXPECT_FALSE(OpenAiSession::IsExpiredError(absl::UnauthenticatedError("API key expired")));
+  EXPECT_FALSE(OpenAiSession::IsExpiredError(absl::OkStatus()));
+}
+
 TEST_F(OpenAiProviderTest, CreateRejectsAKeepaliveNotWellWithinExpiry) {
   OpenAiProviderOptions o;
   o.expires_after_minutes = 20;
