@@ -510,6 +510,7 @@ class NetProxy::Loop {
       auto it = sessions_.find(id);
       if (it != sessions_.end()) {
         Session* s = it->second.get();
+        s->removed = true;  // its listener may still have an event in this round
         std::vector<uint64_t> keys(s->conns.begin(), s->conns.end());
         for (uint64_t k : keys) Close(conns_[k].get(), "session-closed");
         epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s->listener.get(), nullptr);
@@ -538,6 +539,8 @@ class NetProxy::Loop {
     uint64_t next_number = 1;
     uint64_t bytes = 0;
     std::set<uint64_t> conns;  // keys into conns_
+    bool removed = false;      // RemoveSession ran; freed at the end of the round
+    absl::Time resume_at = absl::InfiniteFuture();  // listening paused until then
   };
   enum class State { kHead, kResolving, kConnecting, kTunnel, kReplyThenClose };
   struct Conn {
@@ -632,10 +635,25 @@ class NetProxy::Loop {
     if (c->session->cb) c->session->cb(c->d);
   }
 
+  void Listen(Session* s, bool on) {
+    struct epoll_event ev = {};
+    ev.events = on ? static_cast<uint32_t>(EPOLLIN) : 0u;
+    ev.data.ptr = &s->handle;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, s->listener.get(), &ev);
+  }
+
   void Accept(Session* s) {
-    for (;;) {
+    while (!s->removed) {
       UniqueFd fd(accept4(s->listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (!fd.valid()) return;  // EAGAIN, or a transient error: epoll calls again
+      if (!fd.valid()) {
+        if (errno == EMFILE || errno == ENFILE) {
+          // Out of descriptors: stop listening for a moment rather than spin on the backlog.
+          log::Warning("sandbox.proxy_out_of_fds", {{"session", s->id}});
+          Listen(s, false);
+          s->resume_at = absl::Now() + absl::Milliseconds(200);
+        }
+        return;  // EAGAIN, or a transient error: epoll calls again
+      }
       auto c = std::make_unique<Conn>();
       c->key = next_key_++;
       c->session = s;
@@ -990,6 +1008,12 @@ class NetProxy::Loop {
     const absl::Time now = absl::Now();
     if (now < next_check_) return;
     next_check_ = now + absl::Milliseconds(200);
+    for (auto& [id, s] : sessions_) {
+      if (s->resume_at <= now) {
+        s->resume_at = absl::InfiniteFuture();
+        Listen(s.get(), true);
+      }
+    }
     std::vector<Conn*> expired;
     for (auto& [key, c] : conns_) {
       if (c->deadline <= now) expired.push_back(c.get());
