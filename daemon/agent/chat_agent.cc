@@ -128,9 +128,9 @@ class ChatRun {
       }
       if (r.status().code() == absl::StatusCode::kUnavailable && attempt < kStreamRetries) {
         EmitNotice(events_, v1::Notice::WARNING,
-               absl::StrCat("the model's completion stream broke (", r.status().message(),
-                            "); retrying the turn (attempt ", attempt + 2, " of ",
-                            kStreamRetries + 1, ")"));
+                   absl::StrCat("the model's completion stream broke (", r.status().message(),
+                                "); retrying the turn (attempt ", attempt + 2, " of ",
+                                kStreamRetries + 1, ")"));
         continue;
       }
       return absl::Status(r.status().code(),
@@ -142,14 +142,14 @@ class ChatRun {
     for (const upstream::ChatToolCall& tc : calls) {
       std::string content;
       absl::StatusOr<ShellCall> call =
-          tc.name == "shell"
-              ? ParseShellArguments(tc.arguments)
-              : absl::StatusOr<ShellCall>(errors::InvalidArgument(
-                    absl::StrCat("there is no tool '", tc.name, "'; the only tool is shell")));
+          tc.name == "shell" ? ParseShellArguments(tc.arguments)
+                             : absl::StatusOr<ShellCall>(errors::InvalidArgument(absl::StrCat(
+                                   "there is no tool '", tc.name, "'; the only tool is shell")));
       if (!call.ok()) {
         content = absl::StrCat("error: ", call.status().message());
         EmitNotice(events_, v1::Notice::WARNING,
-               absl::StrCat("the model's tool call ", tc.id, " was refused: ", call.status().message()));
+                   absl::StrCat("the model's tool call ", tc.id,
+                                " was refused: ", call.status().message()));
       } else {
         absl::StatusOr<json> outputs =
             RunShellCall(session_, events_, *call, task_.command_timeout, cancel_);

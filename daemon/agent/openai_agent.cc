@@ -121,8 +121,8 @@ class HostedRelay {
     const json& output = Obj(item, "output");
     for (size_t i = 0; i < c.commands.size(); ++i) {
       if (c.state[i] == kFinished) continue;
-      const json& outcome = output.is_array() && i < output.size() ? Obj(output[i], "outcome")
-                                                                     : json();
+      const json& outcome =
+          output.is_array() && i < output.size() ? Obj(output[i], "outcome") : json();
       if (c.state[i] == kPending) Start(c, i);
       if (output.is_array() && i < output.size()) Unstreamed(c, i, output[i]);
       Finish(c, i, outcome, false);
@@ -240,10 +240,11 @@ class OpenAiRun {
     } else {
       tool["environment"] = {{"type", "local"}};
     }
-    json input = json::array({{{"role", "user"},
-                               {"content", absl::StrCat("Do the task now, working in ", workdir,
-                                                        " with the shell tool. When every file "
-                                                        "is written, reply with a short summary.")}}});
+    json input =
+        json::array({{{"role", "user"},
+                      {"content", absl::StrCat("Do the task now, working in ", workdir,
+                                               " with the shell tool. When every file "
+                                               "is written, reply with a short summary.")}}});
     std::string previous_id;
     absl::Status result = errors::FailedPrecondition(
         absl::StrCat("the model did not finish within ", max_turns_, " turns"));
@@ -322,9 +323,9 @@ class OpenAiRun {
       }
       if (st.code() == absl::StatusCode::kUnavailable && attempt < kStreamRetries) {
         EmitNotice(events_, v1::Notice::WARNING,
-               absl::StrCat("the model's response stream broke (", st.message(),
-                            "); retrying the turn (attempt ", attempt + 2, " of ",
-                            kStreamRetries + 1, ")"));
+                   absl::StrCat("the model's response stream broke (", st.message(),
+                                "); retrying the turn (attempt ", attempt + 2, " of ",
+                                kStreamRetries + 1, ")"));
         continue;
       }
       return absl::Status(st.code(), absl::StrCat("the OpenAI Responses API: ", st.message()));
@@ -341,8 +342,8 @@ class OpenAiRun {
           sandbox::OpenAiSession::IsExpiredError(errors::FailedPrecondition(message))) {
         return hosted_->MarkExpired();
       }
-      return errors::FailedPrecondition(absl::StrCat(
-          "the model's response failed: ", Str(error, "code"), ": ", message));
+      return errors::FailedPrecondition(
+          absl::StrCat("the model's response failed: ", Str(error, "code"), ": ", message));
     }
     if (status == "incomplete") {
       std::string reason = Str(Obj(response, "incomplete_details"), "reason");
@@ -379,8 +380,7 @@ class OpenAiRun {
           next.push_back({{"type", "function_call_output"},
                           {"call_id", Str(item, "call_id")},
                           {"output", absl::StrCat("error: there is no function '",
-                                                  Str(item, "name"),
-                                                  "'; use the shell tool")}});
+                                                  Str(item, "name"), "'; use the shell tool")}});
         }
       }
     }
@@ -432,8 +432,8 @@ class OpenAiRun {
 OpenAiAgent::OpenAiAgent(upstream::OpenAiClient* client, OpenAiAgentOptions options)
     : client_(client), options_(std::move(options)) {}
 
-absl::Status OpenAiAgent::Run(const AgentTask& task, sandbox::Session& session,
-                              EventSink& events, const CancelToken& cancel) {
+absl::Status OpenAiAgent::Run(const AgentTask& task, sandbox::Session& session, EventSink& events,
+                              const CancelToken& cancel) {
   absl::StatusOr<ModelChoice> choice =
       ChooseModel(task, options_.default_model, options_.max_turns, "openai");
   if (!choice.ok()) return choice.status();

@@ -129,8 +129,7 @@ class CapturingSink : public EventSink {
 }  // namespace
 
 absl::StatusOr<nlohmann::json> RunShellCall(sandbox::Session& session, EventSink& events,
-                                            const ShellCall& call,
-                                            absl::Duration command_timeout,
+                                            const ShellCall& call, absl::Duration command_timeout,
                                             const CancelToken& cancel) {
   nlohmann::json outputs = nlohmann::json::array();
   for (const std::string& command : call.commands) {
@@ -145,9 +144,9 @@ absl::StatusOr<nlohmann::json> RunShellCall(sandbox::Session& session, EventSink
     absl::StatusOr<sandbox::ExecResult> result =
         ExecWithEvents(session, sink, "agent", request, cancel);
     if (!result.ok()) {
-      return absl::Status(result.status().code(),
-                          absl::StrCat("running a shell command for the model: ",
-                                       result.status().message()));
+      return absl::Status(
+          result.status().code(),
+          absl::StrCat("running a shell command for the model: ", result.status().message()));
     }
     if (result->cancelled || cancel.cancelled()) return errors::Cancelled(cancel.reason());
     std::string out = Utf8Clean(sink.out), err = Utf8Clean(sink.err);
@@ -166,7 +165,8 @@ absl::StatusOr<nlohmann::json> RunShellCall(sandbox::Session& session, EventSink
       cap = static_cast<size_t>(*call.max_output_length);
     }
     CapCombined(&out, &err, cap);
-    outputs.push_back({{"stdout", std::move(out)}, {"stderr", std::move(err)}, {"outcome", outcome}});
+    outputs.push_back(
+        {{"stdout", std::move(out)}, {"stderr", std::move(err)}, {"outcome", outcome}});
   }
   return outputs;
 }

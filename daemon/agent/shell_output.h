@@ -57,8 +57,7 @@ struct ShellCall {
 // A command ended by a signal reports exit_code 128+signal and says so on stderr. Errors:
 // CANCELLED when `cancel` fired; the session's error when it could not run a command.
 absl::StatusOr<nlohmann::json> RunShellCall(sandbox::Session& session, EventSink& events,
-                                            const ShellCall& call,
-                                            absl::Duration command_timeout,
+                                            const ShellCall& call, absl::Duration command_timeout,
                                             const CancelToken& cancel);
 
 }  // namespace sandgate::agent

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-
 #include "agent/agent.h"
 #include "gtest/gtest.h"
 #include "playbooks/playbook.h"
@@ -34,9 +33,7 @@ class AgentFixture : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(fake_.Start());
     upstream::RetryOptions ro;
-    ro.sleep = [](absl::Duration, const CancelToken* c) {
-      return c != nullptr && c->cancelled();
-    };
+    ro.sleep = [](absl::Duration, const CancelToken* c) { return c != nullptr && c->cancelled(); };
     http_ = std::make_unique<upstream::RetryingHttpClient>(&curl_, ro);
     client_ = std::make_unique<upstream::OpenAiClient>(http_.get(), &creds_, fake_.base_url());
     auto p = sandbox::OpenAiProvider::Create(client_.get(), &journal_, {});
@@ -63,7 +60,8 @@ class AgentFixture : public ::testing::Test {
   sandbox::Session& NewSession(bool hosted, const std::string& id) {
     sandbox::SessionSpec spec;
     spec.id = id;
-    auto s = hosted ? hosted_provider_->Create(spec, nullptr) : local_provider_.Create(spec, nullptr);
+    auto s =
+        hosted ? hosted_provider_->Create(spec, nullptr) : local_provider_.Create(spec, nullptr);
     EXPECT_TRUE(s.ok()) << s.status();
     session_ = std::move(*s);
     EXPECT_TRUE(session_->WriteFile(kInputName, inputs_[0].content, 0644).ok());

@@ -55,11 +55,13 @@ TEST_F(ChatAgentTest, ProducesVerifiedArtifacts) {
 
 TEST_F(ChatAgentTest, MalformedArgumentsAreAnsweredNotFatal) {
   sandbox::Session& session = NewSession(false, "chat-bad");
-  fake_.Scenario({{{"function", {{"name", "shell"}, {"arguments", "{\"commands\":[\"ls\"]"}}}},
-                  {{"function", {{"name", "shell"}, {"arguments", "{\"commands\":\"ls\"}"}}}},
-                  {{"function", {{"name", "shell"}, {"arguments", "{\"commands\":[\"ls\"],\"timeout_ms\":\"x\"}"}}}},
-                  {{"function", {{"name", "python"}, {"arguments", "{}"}}}},
-                  {{"message", "giving up"}}});
+  fake_.Scenario(
+      {{{"function", {{"name", "shell"}, {"arguments", "{\"commands\":[\"ls\"]"}}}},
+       {{"function", {{"name", "shell"}, {"arguments", "{\"commands\":\"ls\"}"}}}},
+       {{"function",
+         {{"name", "shell"}, {"arguments", "{\"commands\":[\"ls\"],\"timeout_ms\":\"x\"}"}}}},
+       {{"function", {{"name", "python"}, {"arguments", "{}"}}}},
+       {{"message", "giving up"}}});
   absl::Status st = RunAgent(session);
   ASSERT_TRUE(st.ok()) << st;
   std::vector<std::string> notices = Notices();
@@ -89,8 +91,8 @@ TEST_F(ChatAgentTest, ServerErrorsFailAfterRetries) {
 TEST_F(ChatAgentTest, ABrokenStreamIsRetried) {
   sandbox::Session& session = NewSession(false, "chat-drop");
   fake_.Scenario(testing::AnalystTurns(testing::kInputName));
-  fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"drop_mid_stream", true},
-               {"after_frames", 5}});
+  fake_.Fault(
+      {{"path_prefix", "/v1/chat/completions"}, {"drop_mid_stream", true}, {"after_frames", 5}});
   fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 429}, {"retry_after", "1"}});
   absl::Status st = RunAgent(session);
   ASSERT_TRUE(st.ok()) << st;

@@ -169,8 +169,8 @@ TEST_F(OpenAiAgentTest, AFunctionCallIsAnsweredWithAnError) {
 
 TEST_F(OpenAiAgentTest, CancellationStopsAHostedCommandStream) {
   sandbox::Session& session = NewSession(true, "oa-cancel");
-  fake_.Scenario({{{"shell", {"echo started; sleep 20"}}, {"timeout_ms", 25000}},
-                  {{"message", "never"}}});
+  fake_.Scenario(
+      {{{"shell", {"echo started; sleep 20"}}, {"timeout_ms", 25000}}, {{"message", "never"}}});
   absl::Time t0 = absl::Now();
   absl::Status st = RunCancelledAfter([&] { return RunAgent(session); }, absl::Seconds(1));
   EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
@@ -192,8 +192,7 @@ TEST_F(OpenAiAgentTest, CancellationStopsALocalCommand) {
 TEST_F(OpenAiAgentTest, NoModelAtAll) {
   sandbox::Session& session = NewSession(false, "oa-nomodel");
   OpenAiAgent agent(client_.get(), {"", 30});
-  EXPECT_EQ(agent.Run(task_, session, events_, cancel_).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(agent.Run(task_, session, events_, cancel_).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -15,8 +15,11 @@ using ::testing::HasSubstr;
 TEST(ShellOutputTest, Utf8CleanReplacesInvalidBytesOnly) {
   EXPECT_EQ(Utf8Clean("plain"), "plain");
   EXPECT_EQ(Utf8Clean("caf\xC3\xA9"), "caf\xC3\xA9");
-  EXPECT_EQ(Utf8Clean("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(Utf8Clean("\xC3"), "\xEF\xBF\xBD");            // truncated sequence
+  EXPECT_EQ(Utf8Clean("a\xFF"
+                      "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(Utf8Clean("\xC3"), "\xEF\xBF\xBD");  // truncated sequence
   EXPECT_EQ(Utf8Clean("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
   EXPECT_EQ(Utf8Length("caf\xC3\xA9"), 4u);
 }

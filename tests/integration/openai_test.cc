@@ -153,7 +153,9 @@ TEST_F(OpenAiIntegrationTest, ChatAgentOnLocalSessionVerifies) {
 
 TEST_F(OpenAiIntegrationTest, FaultsAreRetried) {
   fake_.Scenario(AnalystTurns(kInput));
-  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"status", 429},
+  fake_.Fault({{"path_prefix", "/v1/containers"},
+               {"method", "POST"},
+               {"status", 429},
                {"retry_after", "1"}});
   fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 500}});
   fake_.Fault({{"path_prefix", "/v1/responses"}, {"delay_ms", 2000}});
@@ -172,8 +174,8 @@ TEST_F(OpenAiIntegrationTest, ChatFaultsAreRetried) {
   fake_.Scenario(AnalystTurns(kInput));
   fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 429}, {"retry_after", "1"}});
   fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 503}});
-  fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"drop_mid_stream", true},
-               {"after_frames", 4}});
+  fake_.Fault(
+      {{"path_prefix", "/v1/chat/completions"}, {"drop_mid_stream", true}, {"after_frames", 4}});
   std::vector<v1::Event> events;
   v1::Run run = RunToEnd(Request("local", "chat"), &events);
   ExpectVerified(run, events);
@@ -264,7 +266,9 @@ TEST_F(OpenAiIntegrationTest, TheApiKeyIsNowhere) {
     for (const auto& e : events) everything += e.DebugString() + e.SerializeAsString();
   };
   // The sandbox's environment, as the chat agent's commands see it.
-  fake_.Scenario({{{"shell", {"env", "cat /proc/self/environ | tr '\\0' '\\n'", "cat /proc/1/environ 2>/dev/null | tr '\\0' '\\n'; true"}}},
+  fake_.Scenario({{{"shell",
+                    {"env", "cat /proc/self/environ | tr '\\0' '\\n'",
+                     "cat /proc/1/environ 2>/dev/null | tr '\\0' '\\n'; true"}}},
                   {{"message", "that is the environment"}}});
   std::vector<v1::Event> events;
   RunToEnd(Request("local", "chat"), &events);
@@ -280,7 +284,8 @@ TEST_F(OpenAiIntegrationTest, TheApiKeyIsNowhere) {
            {"openai", "openai"}, {"local", "openai"}, {"local", "chat"}}) {
     fake_.Scenario(AnalystTurns(kInput));
     v1::Run run = RunToEnd(Request(provider, agent), &events);
-    EXPECT_EQ(run.status(), v1::SUCCEEDED) << provider << "/" << agent << ": " << run.status_reason();
+    EXPECT_EQ(run.status(), v1::SUCCEEDED)
+        << provider << "/" << agent << ": " << run.status_reason();
     take(events);
     everything += run.DebugString();
     for (const auto& a : run.artifacts()) everything += Download(run, a.name());

@@ -38,12 +38,13 @@ bool ValidSessionId(absl::string_view id) {
 absl::Status CheckRelative(absl::string_view path) {
   if (path.empty()) return errors::InvalidArgument("path: empty");
   if (path.front() == '/') {
-    return errors::InvalidArgument(absl::StrCat("path '", path, "': must be relative to /mnt/data"));
+    return errors::InvalidArgument(
+        absl::StrCat("path '", path, "': must be relative to /mnt/data"));
   }
   for (absl::string_view part : absl::StrSplit(path, '/')) {
     if (part.empty() || part == "." || part == "..") {
-      return errors::InvalidArgument(absl::StrCat("path '", path, "': '", part,
-                                                  "' components are not allowed"));
+      return errors::InvalidArgument(
+          absl::StrCat("path '", path, "': '", part, "' components are not allowed"));
     }
   }
   return absl::OkStatus();
@@ -105,7 +106,9 @@ OpenAiSession::~OpenAiSession() {
   }
 }
 
-void OpenAiSession::StartKeeper() { keeper_ = std::thread([this] { KeeperLoop(); }); }
+void OpenAiSession::StartKeeper() {
+  keeper_ = std::thread([this] { KeeperLoop(); });
+}
 
 void OpenAiSession::KeeperLoop() {
   while (!stop_.WaitFor(options_.keepalive_interval)) {
@@ -129,9 +132,9 @@ void OpenAiSession::KeeperLoop() {
       return;
     }
     // Transient (the retrying client already retried): try again next interval.
-    log::Warning("sandbox.openai_keepalive_failed", {{"session", id_},
-                                                     {"container", container_id_},
-                                                     {"error", files.status().ToString()}});
+    log::Warning(
+        "sandbox.openai_keepalive_failed",
+        {{"session", id_}, {"container", container_id_}, {"error", files.status().ToString()}});
   }
 }
 
@@ -168,7 +171,8 @@ absl::Status OpenAiSession::Upstream(absl::Status status, absl::string_view what
 
 absl::StatusOr<ExecResult> OpenAiSession::Exec(const ExecRequest&, const OutputCallback&,
                                                const CancelToken*) {
-  return absl::UnimplementedError("the openai provider runs commands only through the openai agent");
+  return absl::UnimplementedError(
+      "the openai provider runs commands only through the openai agent");
 }
 
 absl::Status OpenAiSession::WriteFile(absl::string_view path, absl::string_view data, int) {
@@ -190,9 +194,10 @@ absl::Status OpenAiSession::WriteFile(absl::string_view path, absl::string_view 
   if (!f.ok()) return Upstream(f.status(), absl::StrCat("uploading ", path));
   if (f->path != absl::StrCat(kWorkdirPrefix, path)) {
     // Upstream may rename uploads; the model is told the names it was given.
-    log::Warning("sandbox.openai_upload_renamed",
-                 {{"session", id_}, {"container", container_id_}, {"path", std::string(path)},
-                  {"container_path", f->path}});
+    log::Warning("sandbox.openai_upload_renamed", {{"session", id_},
+                                                   {"container", container_id_},
+                                                   {"path", std::string(path)},
+                                                   {"container_path", f->path}});
   }
   return absl::OkStatus();
 }
@@ -229,9 +234,8 @@ absl::StatusOr<std::string> OpenAiSession::ReadFile(absl::string_view path, uint
   for (const upstream::ContainerFile& f : *files) {
     if (f.path != want) continue;
     if (f.bytes >= 0 && static_cast<uint64_t>(f.bytes) > max_bytes) {
-      return errors::ResourceExhausted(absl::StrCat("file ", path, ": ", f.bytes,
-                                                    " bytes, above the ", max_bytes,
-                                                    "-byte limit"));
+      return errors::ResourceExhausted(absl::StrCat(
+          "file ", path, ": ", f.bytes, " bytes, above the ", max_bytes, "-byte limit"));
     }
     absl::StatusOr<std::string> data =
         client_->ContainerFileContent(container_id_, f.id, max_bytes, &stop_);
@@ -290,15 +294,18 @@ absl::StatusOr<std::unique_ptr<OpenAiProvider>> OpenAiProvider::Create(
 absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpec& spec,
                                                                 const CancelToken* cancel) {
   if (!ValidSessionId(spec.id)) {
-    return errors::InvalidArgument(absl::StrCat("session id '", spec.id, "': expected [a-z0-9-]{1,40}"));
+    return errors::InvalidArgument(
+        absl::StrCat("session id '", spec.id, "': expected [a-z0-9-]{1,40}"));
   }
   std::vector<std::string> warnings;
   upstream::ContainerSpec cs;
   cs.name = ContainerName(spec.id);
   cs.expires_after_minutes = options_.expires_after_minutes;
-  SANDGATE_ASSIGN_OR_RETURN(cs.memory_limit, MapMemoryLimit(spec.memory_bytes, options_.memory_limit));
-  warnings.push_back(absl::StrCat("memory ", MiB(spec.memory_bytes), " mapped to the hosted container size ",
-                                  cs.memory_limit, " (1g, 4g, 16g or 64g, rounded up)"));
+  SANDGATE_ASSIGN_OR_RETURN(cs.memory_limit,
+                            MapMemoryLimit(spec.memory_bytes, options_.memory_limit));
+  warnings.push_back(absl::StrCat("memory ", MiB(spec.memory_bytes),
+                                  " mapped to the hosted container size ", cs.memory_limit,
+                                  " (1g, 4g, 16g or 64g, rounded up)"));
   upstream::NetworkPolicy np;
   switch (spec.network.mode) {
     case NetworkMode::kDisabled:
@@ -325,7 +332,8 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
   if (!spec.env.empty()) {
     warnings.push_back("environment variables not applied: hosted containers take none");
   }
-  warnings.push_back("process, workspace size/inode and CPU-time limits are OpenAI's, not sandgate's");
+  warnings.push_back(
+      "process, workspace size/inode and CPU-time limits are OpenAI's, not sandgate's");
 
   JournalEntry entry;
   entry.id = OpenAiContainerJournalId(spec.id);

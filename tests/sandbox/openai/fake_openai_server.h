@@ -86,8 +86,7 @@ class FakeOpenAiServer {
   void AdvanceClock(int seconds) { Post("/_fake/clock", {{"advance_seconds", seconds}}); }
 
  private:
-  nlohmann::json Call(const std::string& method, const std::string& path,
-                      const std::string& body) {
+  nlohmann::json Call(const std::string& method, const std::string& path, const std::string& body) {
     upstream::HttpRequest req;
     req.method = method;
     req.url = root_ + path;

@@ -61,8 +61,7 @@ TEST(MapMemoryLimitTest, RoundsUpToAHostedSize) {
   EXPECT_EQ(*MapMemoryLimit(5ull << 30, "1g"), "16g");
   EXPECT_EQ(*MapMemoryLimit(17ull << 30, "1g"), "64g");
   EXPECT_EQ(*MapMemoryLimit(1ull << 30, "4g"), "4g");  // the configured floor
-  EXPECT_EQ(MapMemoryLimit(65ull << 30, "1g").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MapMemoryLimit(65ull << 30, "1g").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MapMemoryLimit(1ull << 30, "2g").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -144,8 +143,7 @@ TEST_F(OpenAiProviderTest, SessionLifecycleUploadsListsReadsAndDeletesEverything
   EXPECT_TRUE(s->Close().ok());  // idempotent
   EXPECT_TRUE(fake_.State()["containers"].empty());
   EXPECT_TRUE(journal_.List()->empty());
-  EXPECT_EQ(s->ReadFile("input.csv", 1024).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->ReadFile("input.csv", 1024).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(OpenAiProviderTest, DestructorDeletesTheContainer) {
@@ -237,11 +235,15 @@ TEST_F(OpenAiProviderTest, SweepDeletesWhatAKilledDaemonLeft) {
   auto other = client_->CreateContainer(cs);
   ASSERT_TRUE(other.ok());
 
-  JournalEntry a{OpenAiContainerJournalId("left-1"), "openai", "container",
+  JournalEntry a{OpenAiContainerJournalId("left-1"),
+                 "openai",
+                 "container",
                  {{"name", "sandgate-left-1"}, {"container_id", known->id}}};
-  JournalEntry b{OpenAiContainerJournalId("left-2"), "openai", "container",
-                 {{"name", "sandgate-left-2"}}};
-  JournalEntry gone{OpenAiContainerJournalId("left-3"), "openai", "container",
+  JournalEntry b{
+      OpenAiContainerJournalId("left-2"), "openai", "container", {{"name", "sandgate-left-2"}}};
+  JournalEntry gone{OpenAiContainerJournalId("left-3"),
+                    "openai",
+                    "container",
                     {{"name", "sandgate-left-3"}, {"container_id", "cntr_doesnotexist"}}};
   for (const auto& e : {a, b, gone}) ASSERT_TRUE(journal_.Record(e).ok());
   for (const auto& e : {a, b, gone}) EXPECT_TRUE(provider->Sweep(e).ok()) << e.id;
@@ -257,8 +259,8 @@ TEST_F(OpenAiProviderTest, SweepDeletesWhatAKilledDaemonLeft) {
 
 TEST_F(OpenAiProviderTest, FailedCreateLeavesNothing) {
   auto provider = Provider();
-  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"status", 500},
-               {"times", 3}});
+  fake_.Fault(
+      {{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"status", 500}, {"times", 3}});
   auto session = provider->Create(Spec("fail-1"), nullptr);
   EXPECT_EQ(session.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(session.status().message(), HasSubstr("creating container"));
@@ -267,7 +269,9 @@ TEST_F(OpenAiProviderTest, FailedCreateLeavesNothing) {
 
 TEST_F(OpenAiProviderTest, RetriesA429WithRetryAfter) {
   auto provider = Provider();
-  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"status", 429},
+  fake_.Fault({{"path_prefix", "/v1/containers"},
+               {"method", "POST"},
+               {"status", 429},
                {"retry_after", "1"}});
   auto session = provider->Create(Spec("rl-1"), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
