@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_join.h"
 #include "common/errors.h"
 #include "common/ids.h"
@@ -35,6 +36,27 @@ std::string Known(const Map& map) {
 
 std::string MiB(uint64_t bytes) { return absl::StrCat(bytes / (1 << 20), " MiB"); }
 
+v1::NetworkDecision ToProto(const sandbox::NetworkDecision& d) {
+  v1::NetworkDecision p;
+  p.set_connection(d.connection);
+  switch (d.verdict) {
+    case sandbox::NetworkDecision::Verdict::kAllowed: p.set_verdict("allowed"); break;
+    case sandbox::NetworkDecision::Verdict::kDenied: p.set_verdict("denied"); break;
+    case sandbox::NetworkDecision::Verdict::kFailed: p.set_verdict("failed"); break;
+    case sandbox::NetworkDecision::Verdict::kClosed: p.set_verdict("closed"); break;
+  }
+  p.set_method(d.method);
+  p.set_host(d.host);
+  p.set_port(d.port);
+  p.set_ip(d.ip);
+  p.set_reason(d.reason);
+  p.set_detail(d.detail);
+  p.set_http_status(d.http_status);
+  p.set_bytes_up(d.bytes_up);
+  p.set_bytes_down(d.bytes_down);
+  return p;
+}
+
 }  // namespace
 
 struct RunManager::ActiveRun {
@@ -55,6 +77,9 @@ struct RunManager::ActiveRun {
   AdmissionQueue::Ticket ticket;
   std::atomic<bool> admitted{false};
   std::atomic<uint32_t> position{0};  // last position told in run.queued
+  // Set once the session is closed: a proxy decision arriving later is logged, not appended,
+  // so run.finished stays the last event.
+  std::atomic<bool> network_closed{false};
   std::atomic<uint32_t> next_command_id{0};
 
   absl::Mutex mu;
@@ -102,6 +127,7 @@ RunManager::RunManager(RunManagerDeps deps)
     : deps_(std::move(deps)),
       executor_("runs", deps_.config->max_concurrent_runs, /*max_queue=*/deps_.config->max_concurrent_runs),
       admission_(deps_.config->max_concurrent_runs, deps_.config->max_queued_runs, deps_.budget),
+      network_events_("network-events", 1, 10000),
       watchdog_([this] { WatchdogLoop(); }) {
   // A sandbox freed by a closing kept session may let a queued run start.
   deps_.budget->set_on_release([this] { Dispatch(); });
@@ -116,6 +142,7 @@ RunManager::~RunManager() {
   }
   watchdog_.join();
   executor_.Shutdown();
+  network_events_.Shutdown();
 }
 
 absl::Status RunManager::Recover() {
@@ -419,6 +446,21 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
                                                  "; its workspace stays after the run"));
   } else {
     sandbox::SessionSpec spec = ToSessionSpec(session_id, ar->request.sandbox(), *deps_.config);
+    // Proxy decisions arrive on the proxy's thread, which must not block: they are appended
+    // to the run's log on the network-events executor. The run outlives its session.
+    spec.on_network_decision = [this, ar, session_id](const sandbox::NetworkDecision& d) {
+      v1::Event e;
+      e.set_type("network.decision");
+      *e.mutable_network() = ToProto(d);
+      if (!network_events_.Submit([this, ar, session_id, e = std::move(e)]() mutable {
+            if (ar->network_closed.load()) return;
+            RunEvents events(deps_.events, ar.get());
+            events.set_session_id(session_id);
+            events.Emit(std::move(e));
+          })) {
+        log::Warning("network.decision_dropped", {{"run", ar->request_run_id}, {"host", d.host}});
+      }
+    };
     absl::Time t0 = deps_.clock->Now();
     absl::StatusOr<std::unique_ptr<sandbox::Session>> created_session = ar->provider->Create(spec, &ar->cancel);
     if (!created_session.ok()) {
@@ -443,6 +485,10 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
 
   if (ephemeral) {
     absl::Status closed = ephemeral->Close();
+    // Every decision queued before the close is appended before session.closed.
+    absl::Notification flushed;
+    if (network_events_.Submit([&flushed] { flushed.Notify(); })) flushed.WaitForNotification();
+    ar->network_closed.store(true);
     v1::Event closed_event;
     closed_event.set_type("session.closed");
     closed_event.mutable_session_closed()->set_session_id(session_id);

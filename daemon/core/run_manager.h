@@ -91,6 +91,7 @@ class RunManager {
   const RunManagerDeps deps_;
   Executor executor_;
   AdmissionQueue admission_;
+  Executor network_events_;  // appends proxy decisions off the proxy's thread
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>> active_ ABSL_GUARDED_BY(mu_);

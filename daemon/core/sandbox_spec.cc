@@ -1,5 +1,6 @@
 #include "core/sandbox_spec.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "google/protobuf/util/time_util.h"
@@ -48,14 +49,28 @@ absl::Status ValidateSandboxSpec(const v1::SandboxSpec& sb, const Config& cfg) {
   switch (sb.network().mode()) {
     case v1::NetworkPolicy::MODE_UNSPECIFIED:
     case v1::NetworkPolicy::DISABLED:
+    case v1::NetworkPolicy::ENABLED:
       if (sb.network().allowed_domains_size() > 0) {
         return errors::InvalidArgument("sandbox.network.allowed_domains: only with mode RESTRICTED");
       }
       break;
+    case v1::NetworkPolicy::RESTRICTED:
+      if (sb.network().allowed_domains_size() == 0) {
+        return errors::InvalidArgument("sandbox.network.allowed_domains: RESTRICTED needs at least one domain");
+      }
+      for (int i = 0; i < sb.network().allowed_domains_size(); ++i) {
+        const std::string& d = sb.network().allowed_domains(i);
+        absl::string_view name = absl::StartsWith(d, "*.") ? absl::string_view(d).substr(2) : d;
+        if (name.empty() || name.size() > 253 ||
+            name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+                absl::string_view::npos) {
+          return errors::InvalidArgument(absl::StrCat("sandbox.network.allowed_domains[", i, "]: '", d,
+                                                      "' is not a host name or *.suffix pattern"));
+        }
+      }
+      break;
     default:
-      return errors::InvalidArgument(absl::StrCat(
-          "sandbox.network.mode: ", v1::NetworkPolicy::Mode_Name(sb.network().mode()),
-          " is not supported by this daemon yet; only DISABLED"));
+      return errors::InvalidArgument("sandbox.network.mode: unknown mode");
   }
   for (int i = 0; i < sb.files_size(); ++i) {
     if (sb.files(i).path().empty() || sb.files(i).path()[0] == '/') {
@@ -88,6 +103,17 @@ sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec&
   spec.max_processes = sb.max_processes() ? sb.max_processes() : cfg.max_processes;
   spec.workspace_bytes = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;
   spec.env.insert(sb.env().begin(), sb.env().end());
+  switch (sb.network().mode()) {
+    case v1::NetworkPolicy::RESTRICTED:
+      spec.network.mode = sandbox::NetworkMode::kRestricted;
+      break;
+    case v1::NetworkPolicy::ENABLED:
+      spec.network.mode = sandbox::NetworkMode::kEnabled;
+      break;
+    default:
+      spec.network.mode = sandbox::NetworkMode::kDisabled;
+  }
+  spec.network.allowed_domains.assign(sb.network().allowed_domains().begin(), sb.network().allowed_domains().end());
   return spec;
 }
 

@@ -262,8 +262,12 @@ TEST_F(DaemonTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
       {[](auto* r) { r->mutable_inputs(0)->set_name("statements.txt"); }, ".csv"},
       {[](auto* r) { r->mutable_sandbox()->set_memory_bytes(1024); }, "sandbox.memory_bytes"},
       {[](auto* r) {
-         r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::ENABLED);
-       }, "sandbox.network.mode"},
+         r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::RESTRICTED);
+       }, "sandbox.network.allowed_domains: RESTRICTED needs at least one domain"},
+      {[](auto* r) {
+         r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::RESTRICTED);
+         r->mutable_sandbox()->mutable_network()->add_allowed_domains("bad host\r\n");
+       }, "sandbox.network.allowed_domains[0]"},
       {[](auto* r) { r->mutable_inputs()->Add()->set_name("northstar_cloud_financial_statements.csv"); },
        "duplicate"},
   };
@@ -364,6 +368,33 @@ TEST_F(DaemonTest, SandboxProbePassesWithTheNetworkDisabled) {
   for (const char* c : {"probe.inputs", "probe.env", "probe.setup_output", "probe.network_blocked"}) {
     EXPECT_TRUE(passed.count(c)) << c;
   }
+}
+
+// Restricted networking through the real daemon. The only host allowed is 127.0.0.2: a
+// literal, so no DNS query leaves the machine, and a loopback address the proxy's SSRF guard
+// refuses (it is not in NO_PROXY, so the probe's curl goes through the proxy); the decision
+// must be in the run's events.
+TEST_F(DaemonTest, RestrictedNetworkDecisionsAreRunEvents) {
+  v1::RunAnalysisRequest req;
+  req.set_playbook("sandbox-probe");
+  auto* in = req.add_inputs();
+  in->set_name("notes.txt");
+  in->set_content("probe me\n");
+  req.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::RESTRICTED);
+  req.mutable_sandbox()->mutable_network()->add_allowed_domains("127.0.0.2");
+  v1::Run run = StartRun(req);
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
+  ExpectDenseInOrder(events);
+  EXPECT_EQ(events.back().type(), "run.finished");
+  EXPECT_EQ(events.back().run_finished().status(), v1::SUCCEEDED) << events.back().run_finished().reason();
+  bool refused = false;
+  for (const auto& e : events) {
+    if (e.has_network() && e.network().host() == "127.0.0.2" && e.network().verdict() == "denied" &&
+        e.network().reason() == "blocked-by-ssrf-guard") {
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2";
 }
 
 TEST_F(DaemonTest, IdempotencyKeyReturnsTheSameRun) {
