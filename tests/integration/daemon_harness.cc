@@ -69,7 +69,17 @@ DaemonHarness::DaemonHarness(nlohmann::json config) : config_(std::move(config))
 }
 
 DaemonHarness::~DaemonHarness() {
-  if (pid_ > 0) Stop(SIGKILL);
+  // A drain, so kept sessions are closed and nothing is left on the machine; SIGKILL only if
+  // the daemon does not exit in time (then its sandboxes die with it but their cgroup
+  // directories stay until a daemon on this state directory sweeps them).
+  if (pid_ > 0) {
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 300 && pid_ > 0; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
+      if (pid_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (pid_ > 0) Stop(SIGKILL);
+  }
   if (!::testing::Test::HasFailure()) std::system(("rm -rf " + dir_).c_str());
 }
 
