@@ -28,13 +28,44 @@ namespace sandgate::testing {
 
 inline constexpr char kInputName[] = "statements.csv";
 
+// Passes requests to `inner` and keeps the JSON bodies of those whose URL ends with a suffix.
+class RecordingHttpClient : public upstream::HttpClient {
+ public:
+  explicit RecordingHttpClient(upstream::HttpClient* inner) : inner_(inner) {}
+  absl::StatusOr<upstream::HttpResponse> Send(const upstream::HttpRequest& request,
+                                              const CancelToken* cancel) override {
+    {
+      absl::MutexLock l(&mu_);
+      requests_.push_back({request.url, request.body});
+    }
+    return inner_->Send(request, cancel);
+  }
+  // Bodies of the POSTs to URLs ending in `suffix`, parsed, in order.
+  std::vector<nlohmann::json> Bodies(const std::string& suffix) const {
+    absl::MutexLock l(&mu_);
+    std::vector<nlohmann::json> out;
+    for (const auto& [url, body] : requests_) {
+      if (url.size() >= suffix.size() &&
+          url.compare(url.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        out.push_back(nlohmann::json::parse(body, nullptr, false));
+      }
+    }
+    return out;
+  }
+
+ private:
+  upstream::HttpClient* const inner_;
+  mutable absl::Mutex mu_;
+  std::vector<std::pair<std::string, std::string>> requests_ ABSL_GUARDED_BY(mu_);
+};
+
 class AgentFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fake_.Start());
     upstream::RetryOptions ro;
     ro.sleep = [](absl::Duration, const CancelToken* c) { return c != nullptr && c->cancelled(); };
-    http_ = std::make_unique<upstream::RetryingHttpClient>(&curl_, ro);
+    http_ = std::make_unique<upstream::RetryingHttpClient>(&recorder_, ro);
     client_ = std::make_unique<upstream::OpenAiClient>(http_.get(), &creds_, fake_.base_url());
     auto p = sandbox::OpenAiProvider::Create(client_.get(), &journal_, {});
     ASSERT_TRUE(p.ok()) << p.status();
@@ -96,6 +127,7 @@ class AgentFixture : public ::testing::Test {
 
   FakeOpenAiServer fake_{"sk-agent-test-key-0123456789"};
   upstream::CurlHttpClient curl_;
+  RecordingHttpClient recorder_{&curl_};
   upstream::StaticCredentials creds_{"sk-agent-test-key-0123456789"};
   std::unique_ptr<upstream::RetryingHttpClient> http_;
   std::unique_ptr<upstream::OpenAiClient> client_;

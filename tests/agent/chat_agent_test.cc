@@ -69,6 +69,18 @@ TEST_F(ChatAgentTest, MalformedArgumentsAreAnsweredNotFatal) {
   for (const auto& n : notices) refused += absl::StrContains(n, "was refused") ? 1 : 0;
   EXPECT_EQ(refused, 4);
   EXPECT_TRUE(events_.OfType("command.started").empty());
+  // The last request carries four tool answers, each an error for the model.
+  std::vector<nlohmann::json> sent = recorder_.Bodies("/chat/completions");
+  ASSERT_EQ(sent.size(), 5u);
+  int errors = 0;
+  for (const auto& m : sent[4]["messages"]) {
+    if (m["role"] != "tool") continue;
+    EXPECT_THAT(m["content"].get<std::string>(), StartsWith("error: "));
+    ++errors;
+  }
+  EXPECT_EQ(errors, 4);
+  EXPECT_EQ(sent[0]["tools"][0], nlohmann::json::parse(kShellToolJson));
+  EXPECT_EQ(sent[0]["messages"][0]["role"], "system");
 }
 
 TEST_F(ChatAgentTest, CutOffAnswerFails) {

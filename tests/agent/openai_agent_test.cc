@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
+#include "agent/shell_output.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/agent_fixture.h"
@@ -84,12 +85,47 @@ TEST_F(OpenAiAgentTest, LocalShellRunsCommandsInTheSessionAndPostsOutputs) {
   EXPECT_EQ(events_.OfType("agent_message").size(), 1u);
 }
 
-TEST_F(OpenAiAgentTest, LocalOutputIsCutToMaxOutputLength) {
-  sandbox::Session& session = NewSession(false, "oa-cut");
-  fake_.Scenario({{{"shell", {"head -c 5000 /dev/zero | tr '\\0' x"}}, {"max_output_length", 100}},
+TEST_F(OpenAiAgentTest, RequestsAskForAToolFirstThenChainWithTheOutputs) {
+  sandbox::Session& session = NewSession(false, "oa-shape");
+  fake_.Scenario({{{"shell", {"head -c 5000 /dev/zero | tr '\\0' x", "echo small"}},
+                   {"max_output_length", 100}},
                   {{"message", "ok"}}});
   absl::Status st = RunAgent(session);
-  ASSERT_TRUE(st.ok()) << st;  // the fake validates the shell_call_output we posted
+  ASSERT_TRUE(st.ok()) << st;  // the fake also validates the shell_call_output we posted
+  std::vector<nlohmann::json> sent = recorder_.Bodies("/responses");
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0]["tool_choice"], "required");
+  EXPECT_EQ(sent[0]["model"], "fake-model");
+  EXPECT_EQ(sent[0]["stream"], true);
+  EXPECT_EQ(sent[0]["tools"][0]["type"], "shell");
+  EXPECT_EQ(sent[0]["tools"][0]["environment"]["type"], "local");
+  EXPECT_THAT(sent[0]["instructions"].get<std::string>(), HasSubstr(session.workdir()));
+  EXPECT_FALSE(sent[0].contains("previous_response_id"));
+  EXPECT_EQ(sent[1]["tool_choice"], "auto");
+  EXPECT_TRUE(sent[1]["previous_response_id"].is_string());
+  const nlohmann::json& out = sent[1]["input"][0];
+  EXPECT_EQ(out["type"], "shell_call_output");
+  EXPECT_EQ(out["max_output_length"], 100);
+  ASSERT_EQ(out["output"].size(), 2u);
+  const std::string cut = out["output"][0]["stdout"];
+  EXPECT_EQ(Utf8Length(cut), 100u);  // head and tail of 5000 x's, the omission marked
+  EXPECT_THAT(cut, HasSubstr("omitted"));
+  EXPECT_EQ(cut.front(), 'x');
+  EXPECT_EQ(cut.back(), 'x');
+  EXPECT_EQ(out["output"][1]["stdout"], "small\n");
+  EXPECT_EQ(out["output"][1]["outcome"]["exit_code"], 0);
+}
+
+TEST_F(OpenAiAgentTest, HostedRequestsReferenceTheSessionsContainer) {
+  sandbox::Session& session = NewSession(true, "oa-shape-hosted");
+  fake_.Scenario({{{"shell", {"true"}}}, {{"message", "ok"}}});
+  ASSERT_TRUE(RunAgent(session).ok());
+  std::vector<nlohmann::json> sent = recorder_.Bodies("/responses");
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0]["tools"][0]["environment"]["type"], "container_reference");
+  EXPECT_EQ(sent[0]["tools"][0]["environment"]["container_id"],
+            dynamic_cast<sandbox::OpenAiSession&>(session).container_id());
+  EXPECT_THAT(sent[0]["instructions"].get<std::string>(), HasSubstr("/mnt/data"));
 }
 
 TEST_F(OpenAiAgentTest, GivesUpAfterMaxTurns) {
