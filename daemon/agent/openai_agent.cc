@@ -10,7 +10,6 @@
 #include "agent/model_events.h"
 #include "agent/shell_output.h"
 #include "common/errors.h"
-#include "common/log.h"
 #include "google/protobuf/util/time_util.h"
 #include "sandbox/openai/openai_provider.h"
 
