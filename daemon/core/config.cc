@@ -185,6 +185,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
   r.On("listen", String(&c.listen));
   r.On("state_dir", String(&c.state_dir));
   r.On("log_level", String(&c.log_level));
+  r.On("metrics_listen", String(&c.metrics_listen));
   r.On("allow_unauthenticated_tcp", Bool(&c.allow_unauthenticated_tcp));
   r.On("max_concurrent_runs", Whole(&c.max_concurrent_runs, 1));
   r.On("max_concurrent_execs", Whole(&c.max_concurrent_execs, 1));

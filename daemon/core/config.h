@@ -64,6 +64,7 @@ struct Config {
   std::string listen = "unix:/run/sandgate/sandgated.sock";
   std::string state_dir = "/var/lib/sandgate";
   std::string log_level = "info";
+  std::string metrics_listen;  // "127.0.0.1:9464" serves GET /metrics; "" = off
   std::vector<TenantConfig> tenants;  // empty = one "local" tenant, Unix socket only
   bool allow_unauthenticated_tcp = false;
 

@@ -158,6 +158,7 @@ absl::Status RunManager::Recover() {
       log::Info("sweep.removed", {{"resource", entry.id}, {"provider", entry.provider}});
     } else {
       log::Error("sweep.failed", {{"resource", entry.id}, {"error", st.ToString()}});
+      if (deps_.metrics) deps_.metrics->cleanup_failures.Add({{"where", "sweep"}});
     }
   }
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs, deps_.store->ListUnfinishedRuns());
@@ -470,6 +471,7 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
     }
     ephemeral = std::move(*created_session);
     session = ephemeral.get();
+    if (deps_.metrics) deps_.metrics->sandbox_create_seconds.Observe(absl::ToDoubleSeconds(deps_.clock->Now() - t0));
     v1::Event created;
     created.set_type("session.created");
     auto* sc = created.mutable_session_created();
@@ -482,6 +484,19 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   }
 
   absl::Status agent_status = RunInSession(*ar, *session, events);
+  if (deps_.metrics && !agent_status.ok() && ar->agent->name() != "reference") {
+    switch (agent_status.code()) {
+      case absl::StatusCode::kUnavailable:
+      case absl::StatusCode::kResourceExhausted:
+      case absl::StatusCode::kDeadlineExceeded:
+      case absl::StatusCode::kUnauthenticated:
+      case absl::StatusCode::kPermissionDenied:
+        deps_.metrics->upstream_errors.Add({{"agent", ar->agent->name()}});
+        break;
+      default:
+        break;
+    }
+  }
 
   if (ephemeral) {
     absl::Status closed = ephemeral->Close();
@@ -495,7 +510,10 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
     closed_event.mutable_session_closed()->set_reason(
         closed.ok() ? "ephemeral session ends with its run" : std::string(closed.message()));
     events.Emit(std::move(closed_event));
-    if (!closed.ok()) log::Error("session.close_failed", {{"session", session_id}, {"error", closed.ToString()}});
+    if (!closed.ok()) {
+      log::Error("session.close_failed", {{"session", session_id}, {"error", closed.ToString()}});
+      if (deps_.metrics) deps_.metrics->cleanup_failures.Add({{"where", "session_close"}});
+    }
     ephemeral.reset();
   }
   lease.reset();
@@ -631,6 +649,14 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
     }
     run_id = ar->run.id();
     tenant = ar->run.tenant();
+  }
+  if (deps_.metrics) {
+    deps_.metrics->runs_finished.Add({{"status", v1::RunStatus_Name(status)}});
+    absl::MutexLock lock(&ar->mu);
+    if (ar->run.has_started_at()) {
+      deps_.metrics->run_seconds.Observe(
+          absl::ToDoubleSeconds(FromProto(ar->run.finished_at()) - FromProto(ar->run.started_at())));
+    }
   }
   // The record is final before the terminal event, so a caller that sees run.finished and
   // then calls GetRun reads the final status.

@@ -26,6 +26,7 @@
 #include "core/config.h"
 #include "core/event_log.h"
 #include "core/executor.h"
+#include "core/metrics.h"
 #include "core/session_manager.h"
 #include "core/tenants.h"
 #include "sandbox/sandbox.h"
@@ -45,6 +46,7 @@ struct RunManagerDeps {
   std::map<std::string, agent::Agent*> agents;
   SessionManager* sessions = nullptr;  // null: runs with a session_id are refused
   SandboxBudget* budget = nullptr;     // required; shared with the SessionManager
+  Metrics* metrics = nullptr;          // may be null
 };
 
 class RunManager {
@@ -70,6 +72,7 @@ class RunManager {
   // (sessions closed, terminal events written). Returns the number still active.
   size_t Drain(absl::Duration grace);
   size_t active_runs();
+  size_t queued_runs() { return admission_.waiting(); }
 
  private:
   struct ActiveRun;

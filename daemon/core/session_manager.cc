@@ -285,16 +285,17 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
     for (CancelToken* w : e->watchers) w->Cancel(absl::StrCat("session ", e->id, " ended: ", reason));
     record = e->record;
   }
-  {
-    absl::MutexLock lock(&mu_);
-    live_.erase(e->id);
-  }
+  // The final record is stored before the entry leaves live_, so Get never reads an older one.
+  absl::Status st = deps_.store->PutSession(record);
+  if (!st.ok()) log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
   // Ends running commands (they report cancelled) and deletes the sandbox.
   absl::Status closed = e->sandbox->Close();
   if (!closed.ok()) log::Error("session.close_failed", {{"session", e->id}, {"error", closed.ToString()}});
   if (deps_.budget) deps_.budget->Give();
-  absl::Status st = deps_.store->PutSession(record);
-  if (!st.ok()) log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
+  {
+    absl::MutexLock lock(&mu_);
+    live_.erase(e->id);
+  }
   log::Info(status == v1::SESSION_EXPIRED ? "session.expired" : "session.closed",
             {{"session", e->id}, {"tenant", e->tenant}, {"reason", reason}});
 }

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -24,6 +25,8 @@
 #include "core/tenants.h"
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/openai/openai_provider.h"
+#include "core/metrics.h"
+#include "server/metrics_http.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
 #include "store/sqlite_store.h"
@@ -99,6 +102,8 @@ struct Daemon::Parts {
   std::unique_ptr<sandbox::OpenAiProvider> openai_provider;
   std::unique_ptr<agent::OpenAiAgent> openai_agent;
   std::unique_ptr<agent::ChatAgent> chat_agent;
+  std::unique_ptr<core::Metrics> metrics;
+  std::unique_ptr<MetricsHttpServer> metrics_http;
   std::unique_ptr<core::SandboxBudget> budget;
   std::unique_ptr<core::SessionManager> sessions;
   std::unique_ptr<core::RunManager> runs;
@@ -161,6 +166,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     agents["chat"] = p->chat_agent.get();
   }
 
+  p->metrics = std::make_unique<core::Metrics>();
   p->budget = std::make_unique<core::SandboxBudget>(c.max_sandboxes);
   core::SessionManagerDeps session_deps;
   session_deps.budget = p->budget.get();
@@ -180,6 +186,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.agents = agents;
   deps.sessions = p->sessions.get();
   deps.budget = p->budget.get();
+  deps.metrics = p->metrics.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   p->io = std::make_unique<core::Executor>("io", 4, 4096);
@@ -229,6 +236,22 @@ absl::Status Daemon::Start() {
     p.address = absl::StrCat("tcp:", target.substr(0, target.rfind(':')), ":", port);
   }
   p.server->GetHealthCheckService()->SetServingStatus(true);
+  if (!p.config.metrics_listen.empty()) {
+    core::RunManager* runs = p.runs.get();
+    core::SessionManager* sessions = p.sessions.get();
+    core::SandboxBudget* budget = p.budget.get();
+    p.metrics->AddGauge("sandgate_runs_active", "Runs queued or running.", [runs] { return runs->active_runs(); });
+    p.metrics->AddGauge("sandgate_queue_depth", "Runs waiting for admission.", [runs] { return runs->queued_runs(); });
+    p.metrics->AddGauge("sandgate_sessions_live", "Kept sessions alive.", [sessions] { return sessions->live(); });
+    p.metrics->AddGauge("sandgate_sandboxes_in_use", "Sandboxes alive (runs' own and kept sessions).",
+                        [budget] { return budget->used(); });
+    core::Metrics* metrics = p.metrics.get();
+    SANDGATE_ASSIGN_OR_RETURN(p.metrics_http,
+                              MetricsHttpServer::Start(p.config.metrics_listen, [metrics] { return metrics->Render(); }));
+    log::Info("daemon.metrics", {{"address", absl::StrCat(p.config.metrics_listen.substr(0, p.config.metrics_listen.rfind(':')), ":", p.metrics_http->port())}});
+    std::fprintf(stdout, "sandgated metrics on http://%s:%d/metrics\n",
+                 p.config.metrics_listen.substr(0, p.config.metrics_listen.rfind(':')).c_str(), p.metrics_http->port());
+  }
   log::Info("daemon.serving", {{"address", p.address}, {"state_dir", p.config.state_dir},
                                {"tenants", p.config.tenants.size()}});
   return absl::OkStatus();
@@ -253,6 +276,7 @@ void Daemon::Drain() {
   if (p.server) p.server->Wait();
   p.io->Shutdown();
   p.exec->Shutdown();
+  if (p.metrics_http) p.metrics_http->Stop();
   log::Info("daemon.stopped");
 }
 

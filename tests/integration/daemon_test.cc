@@ -1,5 +1,8 @@
 // The real daemon on a temporary Unix socket: runs, streams, cancel, errors, tenants.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -495,6 +498,57 @@ Launched Launch(const nlohmann::json& config, const std::string& dir) {
 std::string TempDir() {
   char tmpl[] = "/tmp/sg-start-XXXXXX";
   return mkdtemp(tmpl);
+}
+
+// GET http://127.0.0.1:port/path over a plain socket.
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)!write(fd, req.data(), req.size());
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
+  DaemonHarness daemon(nlohmann::json{{"metrics_listen", "127.0.0.1:0"},
+                                      {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
+  daemon.Start();
+  std::string log = daemon.Log();
+  size_t at = log.find("\"event\":\"daemon.metrics\"");
+  ASSERT_NE(at, std::string::npos) << log;
+  size_t addr = log.rfind("127.0.0.1:", at);
+  ASSERT_NE(addr, std::string::npos);
+  int port = std::atoi(log.c_str() + addr + 10);
+  ASSERT_GT(port, 0);
+  auto stub = daemon.Stub();
+  v1::Run run;
+  ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), SampleRequest(), &run).ok());
+  FollowToEnd(*stub, run.id());
+  // run.finished is written before the run leaves the active set: wait for the gauges to settle.
+  std::string page;
+  for (int i = 0; i < 100; ++i) {
+    page = HttpGet(port, "/metrics");
+    if (absl::StrContains(page, "sandgate_sandboxes_in_use 0") && absl::StrContains(page, "sandgate_runs_active 0")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(absl::StartsWith(page, "HTTP/1.1 200 OK")) << page;
+  for (const char* line : {"sandgate_runs_finished_total{status=\"SUCCEEDED\"} 1",
+                           "sandgate_sandbox_create_seconds_count 1", "sandgate_run_seconds_count 1",
+                           "sandgate_runs_active 0", "sandgate_queue_depth 0", "sandgate_sessions_live 0",
+                           "sandgate_sandboxes_in_use 0", "# TYPE sandgate_sandbox_create_seconds histogram"}) {
+    EXPECT_TRUE(absl::StrContains(page, line)) << "no '" << line << "' in\n" << page;
+  }
+  EXPECT_TRUE(absl::StartsWith(HttpGet(port, "/other"), "HTTP/1.1 404"));
 }
 
 TEST(DaemonStartTest, BadConfigExitsTwoNamingTheKey) {
