@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
+
+#include "absl/time/clock.h"
 
 #include "absl/strings/match.h"
 #include "common/log.h"
@@ -90,6 +93,15 @@ int main(int argc, char** argv) {
     sandgate::log::Info("daemon.sighup_ignored");
   }
   sandgate::log::Info("daemon.signal", {{"signal", strsignal(sig)}});
+  // A drain that cannot finish (a stuck upstream, a bug) must not keep the process forever:
+  // past the grace period and a margin it exits, and the sandboxes die with it (their
+  // parent-death signal); the next start sweeps what the journal still names.
+  absl::Duration limit = config.drain_grace + absl::Seconds(15);
+  std::thread([limit] {
+    absl::SleepFor(limit);
+    sandgate::log::Error("daemon.drain_timeout", {{"seconds", absl::ToInt64Seconds(limit)}});
+    std::_Exit(1);
+  }).detach();
   (*daemon)->Drain();
   daemon->reset();
   return 0;

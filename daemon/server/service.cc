@@ -220,8 +220,20 @@ class EventStream final : public PullWriter<v1::Event> {
     Release();
   }
 
-  // Starts the next write, or the next fetch when nothing is buffered.
+  // Starts the next write, or the next fetch when nothing is buffered; ends a cancelled
+  // stream once no write is in flight (every reactor must reach Finish, or Server::Shutdown
+  // waits for it forever).
   void Pump() {
+    bool end = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_) return;
+      end = cancelled_;
+    }
+    if (end) {
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+      return;
+    }
     {
       absl::MutexLock lock(&mu_);
       if (writing_ || cancelled_) return;
@@ -274,7 +286,9 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
     }
     Schedule(deps_.io, [this] { Next(); });
   }
-  void OnCancel() override { FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client")); }
+  // A write or a read task is always in flight until Finish; the failed write that follows
+  // a cancellation ends the stream.
+  void OnCancel() override {}
 
  private:
   void Next() {
@@ -503,7 +517,8 @@ class FileDownload final : public PullWriter<v1::FileChunk> {
     }
     WriteNext();
   }
-  void OnCancel() override { FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client")); }
+  // As for artifacts: the read task or the write in flight ends the stream.
+  void OnCancel() override {}
 
  private:
   void Read() {
