@@ -320,8 +320,9 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
         np.allowed_domains = spec.network.allowed_domains;
       }
       warnings.push_back(
-          "network ports and connection/byte caps are not enforced by hosted containers; "
-          "OpenAI's egress proxy applies the domain allowlist");
+          "network ports and connection/byte caps are not enforced by hosted containers, and "
+          "no per-connection decisions are reported; OpenAI's egress proxy applies the domain "
+          "allowlist");
       break;
     case NetworkMode::kEnabled:
       return errors::InvalidArgument(
@@ -333,7 +334,8 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
     warnings.push_back("environment variables not applied: hosted containers take none");
   }
   warnings.push_back(
-      "process, workspace size/inode and CPU-time limits are OpenAI's, not sandgate's");
+      "process count, workspace size/inodes, CPU time and CPU share are the hosted container's "
+      "own (OpenAI's), not sandgate's limits");
 
   JournalEntry entry;
   entry.id = OpenAiContainerJournalId(spec.id);

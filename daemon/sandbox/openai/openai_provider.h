@@ -30,8 +30,9 @@
 //  - network kDisabled → {"type":"disabled"}; kRestricted → {"type":"allowlist",
 //    allowed_domains} (an empty list becomes disabled); kEnabled → INVALID_ARGUMENT (a hosted
 //    container has no "everything" policy). Ports and byte/connection caps are not enforced.
-//  - env, max_processes, workspace_bytes/inodes, cpu_seconds_per_process, on_network_decision:
-//    not applicable to hosted containers; named in Warnings() when set.
+//  - env (not applied; a warning when set), max_processes, workspace_bytes/inodes,
+//    cpu_seconds_per_process, cpu_millicores, on_network_decision: not applicable to hosted
+//    containers; Warnings() says so.
 //
 // Thread safe. The OpenAiClient and the journal are not owned and outlive the provider and
 // every session it made.
