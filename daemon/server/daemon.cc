@@ -103,6 +103,7 @@ struct Daemon::Parts {
   std::unique_ptr<agent::OpenAiAgent> openai_agent;
   std::unique_ptr<agent::ChatAgent> chat_agent;
   std::unique_ptr<core::Metrics> metrics;
+  std::unique_ptr<core::AuditLog> audit;
   std::unique_ptr<MetricsHttpServer> metrics_http;
   std::unique_ptr<core::SandboxBudget> budget;
   std::unique_ptr<core::SessionManager> sessions;
@@ -129,6 +130,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   SANDGATE_ASSIGN_OR_RETURN(p->store, store::SqliteStore::Open(c.state_dir + "/state.db"));
   SANDGATE_ASSIGN_OR_RETURN(p->artifacts, store::ArtifactStore::Open(c.state_dir + "/artifacts"));
   p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real());
+  SANDGATE_ASSIGN_OR_RETURN(p->audit, core::AuditLog::Open(c.state_dir + "/audit.log", Clock::Real()));
 
   sandbox::BwrapOptions local;
   local.bwrap_path = c.bwrap_path;
@@ -196,6 +198,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   sd.runs = p->runs.get();
   sd.events = p->events.get();
   sd.sessions = p->sessions.get();
+  sd.audit = p->audit.get();
   sd.io = p->io.get();
   sd.exec = p->exec.get();
   sd.max_transfer_bytes = c.max_input_bytes;

@@ -29,17 +29,23 @@ absl::StatusOr<core::Caller> Authenticate(const core::Tenants& tenants,
   return tenants.Authenticate(authorization);
 }
 
-// Runs `fn(caller)` on the I/O executor and finishes the unary call with its status.
+// Runs `fn(caller)` on the I/O executor and finishes the unary call with its status. With an
+// `action`, the call is written to the audit log (`target()` is read after `fn` ran).
 grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerContext* ctx,
-                                std::function<absl::Status(const core::Caller&)> fn) {
+                                std::function<absl::Status(const core::Caller&)> fn,
+                                const char* action = nullptr,
+                                std::function<std::string()> target = nullptr) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
   if (!caller.ok()) {
     reactor->Finish(ToGrpc(caller.status()));
     return reactor;
   }
-  bool queued = deps.io->Submit([reactor, fn = std::move(fn), caller = *caller] {
-    reactor->Finish(ToGrpc(fn(caller)));
+  bool queued = deps.io->Submit([&deps, reactor, fn = std::move(fn), caller = *caller, action,
+                                 target = std::move(target)] {
+    absl::Status st = fn(caller);
+    if (action != nullptr && deps.audit != nullptr) deps.audit->Record(caller.tenant, action, target ? target() : "", st);
+    reactor->Finish(ToGrpc(st));
   });
   if (!queued) reactor->Finish(ToGrpc(errors::ResourceExhausted("the daemon is overloaded; retry")));
   return reactor;
@@ -441,6 +447,10 @@ class ExecStream final : public PullWriter<v1::ExecResponse> {
         final_status = grpc::Status(grpc::StatusCode::ABORTED, cancel_.reason());
       }
     }
+    if (deps_.audit) {
+      absl::Status outcome = result.ok() ? absl::OkStatus() : result.status();
+      deps_.audit->Record(caller_.tenant, "Exec", req_.session_id(), outcome);
+    }
     {
       absl::MutexLock lock(&mu_);
       done_ = true;
@@ -619,6 +629,7 @@ class FileUpload final : public grpc::ServerReadReactor<v1::UploadFileRequest> {
       response_->set_sha256(Sha256::Hex(data_));
     }
     lease->reset();
+    if (deps_.audit) deps_.audit->Record(caller_.tenant, "UploadFile", absl::StrCat(header_.session_id(), ":", header_.path()), st);
     Finish(ToGrpc(st));
   }
 
@@ -640,7 +651,7 @@ grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerConte
     absl::StatusOr<v1::Run> run = deps_.runs->Start(caller, *request);
     if (run.ok()) *response = std::move(*run);
     return run.status();
-  });
+  }, "RunAnalysis", [response] { return response->id(); });
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetRun(grpc::CallbackServerContext* ctx,
@@ -673,7 +684,7 @@ grpc::ServerUnaryReactor* SandgateService::CancelRun(grpc::CallbackServerContext
     absl::StatusOr<v1::Run> run = deps_.runs->Cancel(caller, request->run_id(), request->reason());
     if (run.ok()) *response = std::move(*run);
     return run.status();
-  });
+  }, "CancelRun", [request] { return request->run_id(); });
 }
 
 grpc::ServerWriteReactor<v1::Event>* SandgateService::StreamEvents(
@@ -698,7 +709,7 @@ grpc::ServerUnaryReactor* SandgateService::CreateSession(grpc::CallbackServerCon
     absl::StatusOr<v1::Session> s = deps_.sessions->Create(caller, *request, nullptr);
     if (s.ok()) *response = std::move(*s);
     return s.status();
-  });
+  }, "CreateSession", [response] { return response->id(); });
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetSession(grpc::CallbackServerContext* ctx,
@@ -729,7 +740,7 @@ grpc::ServerUnaryReactor* SandgateService::KeepAlive(grpc::CallbackServerContext
     absl::StatusOr<v1::Session> s = deps_.sessions->KeepAlive(caller, request->session_id());
     if (s.ok()) *response = std::move(*s);
     return s.status();
-  });
+  }, "KeepAlive", [request] { return request->session_id(); });
 }
 
 grpc::ServerUnaryReactor* SandgateService::CloseSession(grpc::CallbackServerContext* ctx,
@@ -739,7 +750,7 @@ grpc::ServerUnaryReactor* SandgateService::CloseSession(grpc::CallbackServerCont
     absl::StatusOr<v1::Session> s = deps_.sessions->Close(caller, request->session_id(), request->reason());
     if (s.ok()) *response = std::move(*s);
     return s.status();
-  });
+  }, "CloseSession", [request] { return request->session_id(); });
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListFiles(grpc::CallbackServerContext* ctx,

@@ -7,6 +7,7 @@
 #ifndef SANDGATE_SERVER_SERVICE_H_
 #define SANDGATE_SERVER_SERVICE_H_
 
+#include "core/audit.h"
 #include "core/event_log.h"
 #include "core/executor.h"
 #include "core/run_manager.h"
@@ -21,6 +22,7 @@ struct ServiceDeps {
   core::RunManager* runs = nullptr;
   core::EventLog* events = nullptr;
   core::SessionManager* sessions = nullptr;
+  core::AuditLog* audit = nullptr;  // may be null
   core::Executor* io = nullptr;    // short blocking work of RPCs (SQLite, files, sandbox create)
   core::Executor* exec = nullptr;  // commands of Exec, each holding a thread while it runs
   uint64_t max_transfer_bytes = 64ull << 20;  // UploadFile / DownloadFile

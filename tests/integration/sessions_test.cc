@@ -1,5 +1,6 @@
 // The sessions API on the real daemon: create, exec, files, keep-alive, the three clocks.
 #include <chrono>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -219,6 +220,34 @@ TEST_F(SessionsTest, IdempotentCreateAndTenantIsolation) {
   EXPECT_EQ(list.sessions_size(), 0);
   ASSERT_TRUE(stub_->ListSessions(DaemonHarness::Context(kToken).get(), v1::ListSessionsRequest(), &list).ok());
   EXPECT_EQ(list.sessions_size(), 1);
+}
+
+TEST_F(SessionsTest, TheAuditLogSaysWhoDidWhat) {
+  v1::Session s = Create();
+  Exec(s.id(), "echo secret-value-not-audited");
+  Exec(s.id(), "true", 60000, kOtherToken);  // refused: another tenant's session
+  v1::CloseSessionRequest close;
+  close.set_session_id(s.id());
+  v1::Session closed;
+  ASSERT_TRUE(stub_->CloseSession(DaemonHarness::Context(kToken).get(), close, &closed).ok());
+  std::ifstream in(daemon_->state_dir() + "/audit.log");
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  std::string all;
+  while (std::getline(in, line)) {
+    lines.push_back(nlohmann::json::parse(line));
+    all += line;
+  }
+  auto has = [&](const std::string& tenant, const std::string& action, const std::string& outcome) {
+    for (const auto& l : lines) {
+      if (l["tenant"] == tenant && l["action"] == action && l["target"] == s.id() && l["outcome"] == outcome) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("a", "CreateSession", "OK")) << all;
+  EXPECT_TRUE(has("a", "Exec", "OK")) << all;
+  EXPECT_TRUE(has("a", "CloseSession", "OK")) << all;
+  EXPECT_FALSE(absl::StrContains(all, "secret-value-not-audited")) << "command lines are not audited";
 }
 
 TEST_F(SessionsTest, BadExecRequestsNameTheProblem) {
