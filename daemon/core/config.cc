@@ -186,6 +186,11 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
   r.On("state_dir", String(&c.state_dir));
   r.On("log_level", String(&c.log_level));
   r.On("metrics_listen", String(&c.metrics_listen));
+  r.On("retention_hours", [&c](const json& v, const std::string& where) -> absl::Status {
+    if (!v.is_number() || v.get<double>() < 0) return errors::InvalidArgument(absl::StrCat(where, "expected hours, 0 or more"));
+    c.retention = absl::Hours(v.get<double>());
+    return absl::OkStatus();
+  });
   r.On("allow_unauthenticated_tcp", Bool(&c.allow_unauthenticated_tcp));
   r.On("max_concurrent_runs", Whole(&c.max_concurrent_runs, 1));
   r.On("max_concurrent_execs", Whole(&c.max_concurrent_execs, 1));

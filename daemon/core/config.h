@@ -88,6 +88,8 @@ struct Config {
   absl::Duration session_max_lifetime = absl::Hours(2);
   absl::Duration session_max_lifetime_limit = absl::Hours(24);
   absl::Duration drain_grace = absl::Seconds(20);
+  // Runs (events, artifacts) and ended sessions older than this are deleted; 0 = kept forever.
+  absl::Duration retention = absl::ZeroDuration();
 
   // The `openai` provider and agent, and the `chat` agent (any OpenAI-compatible endpoint).
   UpstreamConfig openai = [] {

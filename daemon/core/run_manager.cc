@@ -746,6 +746,16 @@ absl::StatusOr<std::string> RunManager::ReadArtifact(const Caller& caller,
   return errors::NotFound("artifact", absl::StrCat(run_id, "/", name));
 }
 
+absl::StatusOr<size_t> RunManager::PurgeBefore(absl::Time cutoff) {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> runs, deps_.store->PurgeBefore(cutoff));
+  for (const std::string& id : runs) {
+    absl::Status st = deps_.artifacts->RemoveRun(id);
+    if (!st.ok()) log::Error("retention.artifacts_failed", {{"run", id}, {"error", st.ToString()}});
+  }
+  if (!runs.empty()) log::Info("retention.purged", {{"runs", runs.size()}});
+  return runs.size();
+}
+
 size_t RunManager::active_runs() {
   absl::MutexLock lock(&mu_);
   return active_.size();
@@ -777,9 +787,18 @@ size_t RunManager::Drain(absl::Duration grace) {
 
 void RunManager::WatchdogLoop() {
   absl::MutexLock lock(&mu_);
+  absl::Time next_purge = deps_.clock->Now();
   while (!stop_watchdog_) {
     mu_.AwaitWithTimeout(absl::Condition(&stop_watchdog_), absl::Milliseconds(100));
     absl::Time now = deps_.clock->Now();
+    if (deps_.config->retention > absl::ZeroDuration() && now >= next_purge) {
+      next_purge = now + absl::Minutes(1);
+      mu_.Unlock();
+      absl::StatusOr<size_t> purged = PurgeBefore(now - deps_.config->retention);
+      if (!purged.ok()) log::Error("retention.failed", {{"error", purged.status().ToString()}});
+      mu_.Lock();
+      continue;
+    }
     for (const auto& [id, ar] : active_) {
       absl::MutexLock l(&ar->mu);
       if (ar->run.status() == v1::RUNNING && now >= ar->deadline && !ar->timed_out.load()) {

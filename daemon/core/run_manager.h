@@ -72,6 +72,9 @@ class RunManager {
   // (sessions closed, terminal events written). Returns the number still active.
   size_t Drain(absl::Duration grace);
   size_t active_runs();
+  // Retention: deletes runs (events, artifacts) finished, and sessions ended, before `cutoff`.
+  // Returns how many runs went.
+  absl::StatusOr<size_t> PurgeBefore(absl::Time cutoff);
   size_t queued_runs() { return admission_.waiting(); }
 
  private:

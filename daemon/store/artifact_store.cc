@@ -1,5 +1,6 @@
 #include "store/artifact_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -62,6 +63,25 @@ absl::StatusOr<v1::Artifact> ArtifactStore::Put(const std::string& run_id,
   artifact.set_size_bytes(data.size());
   artifact.set_sha256(Sha256::Hex(data));
   return artifact;
+}
+
+absl::Status ArtifactStore::RemoveRun(const std::string& run_id) {
+  if (!IsPlainFileName(run_id)) return errors::InvalidArgument(absl::StrCat("run id: '", run_id, "'"));
+  std::string dir = absl::StrCat(root_, "/", run_id);
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return errno == ENOENT ? absl::OkStatus() : errors::FromErrno(errno, absl::StrCat("open ", dir));
+  // Only plain files are ever written here (Put); nothing is followed.
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (unlinkat(dirfd(d), name.c_str(), 0) != 0 && errno != ENOENT) {
+      closedir(d);
+      return errors::FromErrno(errno, absl::StrCat("remove ", dir, "/", name));
+    }
+  }
+  closedir(d);
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) return errors::FromErrno(errno, absl::StrCat("remove ", dir));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ArtifactStore::Read(const std::string& run_id,

@@ -26,6 +26,8 @@ class ArtifactStore {
   absl::StatusOr<std::string> Read(const std::string& run_id, const std::string& name,
                                    uint64_t offset, uint64_t max_bytes);
   std::string PathOf(const std::string& run_id, const std::string& name) const;
+  // Deletes every artifact of the run (retention). OK when there are none.
+  absl::Status RemoveRun(const std::string& run_id);
 
  private:
   explicit ArtifactStore(std::string root) : root_(std::move(root)) {}

@@ -271,6 +271,57 @@ absl::StatusOr<std::optional<std::string>> SqliteStore::FindSessionByIdempotency
   return std::optional<std::string>(s.Text(0));
 }
 
+absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cutoff) {
+  const int64_t cutoff_s = absl::ToUnixSeconds(cutoff);
+  std::vector<std::string> runs, sessions;
+  absl::MutexLock lock(&mu_);
+  {
+    Stmt s(db_, "SELECT id, proto FROM runs WHERE status NOT IN (?, ?)");
+    if (!s.ok()) return Error("prepare purge runs");
+    s.Bind(1, static_cast<int64_t>(v1::QUEUED));
+    s.Bind(2, static_cast<int64_t>(v1::RUNNING));
+    while (s.Step() == SQLITE_ROW) {
+      v1::Run run;
+      if (run.ParseFromString(s.Text(1)) && run.has_finished_at() && run.finished_at().seconds() < cutoff_s) {
+        runs.push_back(s.Text(0));
+      }
+    }
+  }
+  {
+    Stmt s(db_, "SELECT id, proto FROM sessions WHERE status != ?");
+    if (!s.ok()) return Error("prepare purge sessions");
+    s.Bind(1, static_cast<int64_t>(v1::SESSION_ACTIVE));
+    while (s.Step() == SQLITE_ROW) {
+      v1::Session session;
+      if (session.ParseFromString(s.Text(1)) && session.has_closed_at() &&
+          session.closed_at().seconds() < cutoff_s) {
+        sessions.push_back(s.Text(0));
+      }
+    }
+  }
+  SANDGATE_RETURN_IF_ERROR(Exec("BEGIN"));
+  for (const std::string& id : runs) {
+    for (const char* sql : {"DELETE FROM events WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
+      Stmt d(db_, sql);
+      d.Bind(1, id);
+      if (!d.ok() || d.Step() != SQLITE_DONE) {
+        (void)Exec("ROLLBACK");
+        return Error("purge run");
+      }
+    }
+  }
+  for (const std::string& id : sessions) {
+    Stmt d(db_, "DELETE FROM sessions WHERE id = ?");
+    d.Bind(1, id);
+    if (!d.ok() || d.Step() != SQLITE_DONE) {
+      (void)Exec("ROLLBACK");
+      return Error("purge session");
+    }
+  }
+  SANDGATE_RETURN_IF_ERROR(Exec("COMMIT"));
+  return runs;
+}
+
 absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
   absl::MutexLock lock(&mu_);
   Stmt s(db_, "INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)");

@@ -37,6 +37,7 @@ class SqliteStore : public Store {
                                                         bool include_closed) override;
   absl::StatusOr<std::optional<std::string>> FindSessionByIdempotencyKey(
       const std::string& tenant, const std::string& key) override;
+  absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) override;
   absl::Status AppendEvent(const v1::Event& event) override;
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
                                                     uint32_t limit) override;

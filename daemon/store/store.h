@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/journal.h"
 #include "sandgate/v1/sandgate.pb.h"
 
@@ -46,6 +47,10 @@ class Store : public ResourceJournal {
                                                                 bool include_closed) = 0;
   virtual absl::StatusOr<std::optional<std::string>> FindSessionByIdempotencyKey(
       const std::string& tenant, const std::string& key) = 0;
+
+  // Retention: deletes runs that finished before `cutoff` with their events, and sessions
+  // that ended before it. Returns the deleted runs' ids (their artifacts are the caller's).
+  virtual absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) = 0;
 
   // Appends one event; its seq must be the run's next one (ALREADY_EXISTS otherwise).
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;

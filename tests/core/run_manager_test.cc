@@ -318,5 +318,26 @@ TEST_F(RunManagerTest, ClosingTheSessionCancelsTheRunInIt) {
   EXPECT_EQ(runs_->Start(caller_, req).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(RunManagerTest, RetentionDeletesOldRunsWithTheirEventsAndArtifacts) {
+  v1::Run done = WaitFinished(runs_->Start(caller_, Sample())->id());
+  ASSERT_EQ(done.status(), v1::SUCCEEDED);
+  EXPECT_EQ(*runs_->PurgeBefore(absl::Now() - absl::Hours(1)), 0u) << "not old enough";
+  EXPECT_TRUE(runs_->Get(caller_, done.id()).ok());
+  EXPECT_EQ(*runs_->PurgeBefore(absl::Now() + absl::Seconds(5)), 1u);
+  EXPECT_EQ(runs_->Get(caller_, done.id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Events(done.id()).empty());
+  EXPECT_EQ(artifacts_->Read(done.id(), "calculated_metrics.csv", 0, 10).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_sandbox()->add_setup_commands("sleep 30");
+  req.mutable_sandbox()->mutable_command_timeout()->set_seconds(1);
+  v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
+  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status_reason(), "setup command 1 timed out after 1s");
+}
+
 }  // namespace
 }  // namespace sandgate::core

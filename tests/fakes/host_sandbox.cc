@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -68,14 +69,13 @@ class HostSession : public sandbox::Session {
     int open_fds = 2;
     absl::Time deadline = start + req.timeout;
     while (open_fds > 0) {
-      int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-      if (ms <= 0) {
+      int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (ms <= 0 && !result.timed_out) {
         result.timed_out = true;
         kill(-pid, SIGKILL);
-        deadline = absl::InfiniteFuture();
         continue;
       }
-      poll(fds, 3, std::min(ms, 100));
+      poll(fds, 3, static_cast<int>(std::clamp<int64_t>(ms, 0, 100)));
       if (fds[2].revents & POLLIN) {
         result.cancelled = true;
         kill(-pid, SIGKILL);
