@@ -75,6 +75,10 @@ TEST_F(SessionManagerTest, IdleSessionIsReapedAfterIdleTimeoutNotBefore) {
   EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
   auto after = sessions_->Get(caller_, s.id());
   EXPECT_TRUE(absl::StrContains(after->status_reason(), "idle_timeout")) << after->status_reason();
+  // The status is final before the sandbox is deleted; the deletion follows at once.
+  for (int i = 0; i < 100 && provider_->live_sessions() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(provider_->live_sessions(), 0);
 }
 
