@@ -1,5 +1,6 @@
 #include "client/render.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -69,9 +70,15 @@ void ProgressPrinter::Print(const v1::Event& e) {
         absl::FPrintF(out_, "step %s failed: %s\n", e.step_finished().name(), e.step_finished().detail());
       }
       break;
-    case v1::Event::kCommandStarted:
-      absl::FPrintF(out_, "  $ %s\n", absl::StrJoin(e.command_started().argv(), " "));
+    case v1::Event::kCommandStarted: {
+      // A model's command can be a whole program in a heredoc: show its first line.
+      std::string line = absl::StrJoin(e.command_started().argv(), " ");
+      size_t nl = line.find('\n');
+      bool cut = nl != std::string::npos || line.size() > 160;
+      line = line.substr(0, std::min<size_t>(nl, 160));
+      absl::FPrintF(out_, "  $ %s%s\n", line, cut ? " …" : "");
       break;
+    }
     case v1::Event::kCommandOutput: {
       std::string& buf = output_[e.command_output().command_id()];
       buf += e.command_output().data();
