@@ -120,32 +120,63 @@ absl::Status SqliteStore::Error(const char* what) {
   return errors::Internal(absl::StrCat("sqlite ", what, ": ", sqlite3_errmsg(db_)));
 }
 
-absl::Status SqliteStore::PutRun(const v1::Run& run) {
+template <typename Message>
+absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const Message& m,
+                                    int64_t status) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_,
-         "INSERT INTO runs(id, tenant, idempotency_key, status, proto) VALUES(?,?,?,?,?) "
-         "ON CONFLICT(id) DO UPDATE SET status=excluded.status, proto=excluded.proto");
-  if (!s.ok()) return Error("prepare put run");
-  s.Bind(1, run.id());
-  s.Bind(2, run.tenant());
-  s.Bind(3, run.idempotency_key());
-  s.Bind(4, static_cast<int64_t>(run.status()));
-  s.BindBlob(5, run.SerializeAsString());
+  std::string sql = absl::StrCat(
+      "INSERT INTO ", table, "(id, tenant, idempotency_key, status, proto) VALUES(?,?,?,?,?) "
+      "ON CONFLICT(id) DO UPDATE SET status=excluded.status, proto=excluded.proto");
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return Error("prepare put");
+  s.Bind(1, m.id());
+  s.Bind(2, m.tenant());
+  s.Bind(3, m.idempotency_key());
+  s.Bind(4, status);
+  s.BindBlob(5, m.SerializeAsString());
   int rc = s.Step();
-  if (rc == SQLITE_CONSTRAINT) return errors::AlreadyExists("run idempotency key", run.idempotency_key());
-  if (rc != SQLITE_DONE) return Error("put run");
+  if (rc == SQLITE_CONSTRAINT) {
+    return errors::AlreadyExists(absl::StrCat(kind, " idempotency key"), m.idempotency_key());
+  }
+  if (rc != SQLITE_DONE) return Error("put");
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Run> SqliteStore::GetRun(const std::string& run_id) {
+template <typename Message>
+absl::StatusOr<Message> SqliteStore::GetRecord(const char* table, const char* kind,
+                                               const std::string& id) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT proto FROM runs WHERE id = ?");
-  if (!s.ok()) return Error("prepare get run");
-  s.Bind(1, run_id);
+  std::string sql = absl::StrCat("SELECT proto FROM ", table, " WHERE id = ?");
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return Error("prepare get");
+  s.Bind(1, id);
   int rc = s.Step();
-  if (rc == SQLITE_DONE) return errors::NotFound("run", run_id);
-  if (rc != SQLITE_ROW) return Error("get run");
-  return ParseBlob<v1::Run>(s.Text(0), "run");
+  if (rc == SQLITE_DONE) return errors::NotFound(kind, id);
+  if (rc != SQLITE_ROW) return Error("get");
+  return ParseBlob<Message>(s.Text(0), kind);
+}
+
+absl::StatusOr<std::optional<std::string>> SqliteStore::FindByKey(const char* table,
+                                                                  const std::string& tenant,
+                                                                  const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  std::string sql = absl::StrCat("SELECT id FROM ", table, " WHERE tenant = ? AND idempotency_key = ?");
+  Stmt s(db_, sql.c_str());
+  if (!s.ok()) return Error("prepare find by key");
+  s.Bind(1, tenant);
+  s.Bind(2, key);
+  int rc = s.Step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return Error("find by key");
+  return std::optional<std::string>(s.Text(0));
+}
+
+absl::Status SqliteStore::PutRun(const v1::Run& run) {
+  return PutRecord("runs", "run", run, static_cast<int64_t>(run.status()));
+}
+
+absl::StatusOr<v1::Run> SqliteStore::GetRun(const std::string& run_id) {
+  return GetRecord<v1::Run>("runs", "run", run_id);
 }
 
 absl::StatusOr<RunPage> SqliteStore::ListRuns(const std::string& tenant, uint32_t page_size,
@@ -181,15 +212,7 @@ absl::StatusOr<RunPage> SqliteStore::ListRuns(const std::string& tenant, uint32_
 
 absl::StatusOr<std::optional<std::string>> SqliteStore::FindRunByIdempotencyKey(
     const std::string& tenant, const std::string& key) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT id FROM runs WHERE tenant = ? AND idempotency_key = ?");
-  if (!s.ok()) return Error("prepare find run");
-  s.Bind(1, tenant);
-  s.Bind(2, key);
-  int rc = s.Step();
-  if (rc == SQLITE_DONE) return std::optional<std::string>();
-  if (rc != SQLITE_ROW) return Error("find run");
-  return std::optional<std::string>(s.Text(0));
+  return FindByKey("runs", tenant, key);
 }
 
 absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
@@ -209,33 +232,11 @@ absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
 }
 
 absl::Status SqliteStore::PutSession(const v1::Session& session) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(db_,
-         "INSERT INTO sessions(id, tenant, idempotency_key, status, proto) VALUES(?,?,?,?,?) "
-         "ON CONFLICT(id) DO UPDATE SET status=excluded.status, proto=excluded.proto");
-  if (!s.ok()) return Error("prepare put session");
-  s.Bind(1, session.id());
-  s.Bind(2, session.tenant());
-  s.Bind(3, session.idempotency_key());
-  s.Bind(4, static_cast<int64_t>(session.status()));
-  s.BindBlob(5, session.SerializeAsString());
-  int rc = s.Step();
-  if (rc == SQLITE_CONSTRAINT) {
-    return errors::AlreadyExists("session idempotency key", session.idempotency_key());
-  }
-  if (rc != SQLITE_DONE) return Error("put session");
-  return absl::OkStatus();
+  return PutRecord("sessions", "session", session, static_cast<int64_t>(session.status()));
 }
 
 absl::StatusOr<v1::Session> SqliteStore::GetSession(const std::string& session_id) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT proto FROM sessions WHERE id = ?");
-  if (!s.ok()) return Error("prepare get session");
-  s.Bind(1, session_id);
-  int rc = s.Step();
-  if (rc == SQLITE_DONE) return errors::NotFound("session", session_id);
-  if (rc != SQLITE_ROW) return Error("get session");
-  return ParseBlob<v1::Session>(s.Text(0), "session");
+  return GetRecord<v1::Session>("sessions", "session", session_id);
 }
 
 absl::StatusOr<std::vector<v1::Session>> SqliteStore::ListSessions(const std::string& tenant,
@@ -260,15 +261,7 @@ absl::StatusOr<std::vector<v1::Session>> SqliteStore::ListSessions(const std::st
 
 absl::StatusOr<std::optional<std::string>> SqliteStore::FindSessionByIdempotencyKey(
     const std::string& tenant, const std::string& key) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT id FROM sessions WHERE tenant = ? AND idempotency_key = ?");
-  if (!s.ok()) return Error("prepare find session");
-  s.Bind(1, tenant);
-  s.Bind(2, key);
-  int rc = s.Step();
-  if (rc == SQLITE_DONE) return std::optional<std::string>();
-  if (rc != SQLITE_ROW) return Error("find session");
-  return std::optional<std::string>(s.Text(0));
+  return FindByKey("sessions", tenant, key);
 }
 
 absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cutoff) {

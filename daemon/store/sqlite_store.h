@@ -50,6 +50,13 @@ class SqliteStore : public Store {
  private:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs and sessions share one table shape: id, tenant, idempotency_key, status, proto.
+  template <typename Message>
+  absl::Status PutRecord(const char* table, const char* kind, const Message& m, int64_t status);
+  template <typename Message>
+  absl::StatusOr<Message> GetRecord(const char* table, const char* kind, const std::string& id);
+  absl::StatusOr<std::optional<std::string>> FindByKey(const char* table, const std::string& tenant,
+                                                       const std::string& key);
   absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;

@@ -117,5 +117,31 @@ TEST_F(SqliteStoreTest, UnfinishedRunsAreListed) {
   EXPECT_EQ((*runs)[0].id(), "r1");
 }
 
+TEST_F(SqliteStoreTest, SessionsRoundTripListAndKeepTheirIdempotencyKey) {
+  v1::Session s;
+  s.set_id("s1");
+  s.set_tenant("a");
+  s.set_idempotency_key("k");
+  s.set_status(v1::SESSION_ACTIVE);
+  ASSERT_TRUE(store_->PutSession(s).ok());
+  v1::Session other = s;
+  other.set_id("s2");
+  EXPECT_EQ(store_->PutSession(other).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(**store_->FindSessionByIdempotencyKey("a", "k"), "s1");
+  s.set_status(v1::SESSION_CLOSED);
+  *s.mutable_closed_at() = google::protobuf::Timestamp();
+  s.mutable_closed_at()->set_seconds(1000);
+  ASSERT_TRUE(store_->PutSession(s).ok());
+  EXPECT_EQ(store_->GetSession("s1")->status(), v1::SESSION_CLOSED);
+  EXPECT_TRUE(store_->ListSessions("a", false)->empty());
+  EXPECT_EQ(store_->ListSessions("a", true)->size(), 1u);
+  EXPECT_EQ(store_->GetSession("nope").status().code(), absl::StatusCode::kNotFound);
+  // Retention: the session ended at t=1000 s goes with a later cutoff.
+  ASSERT_TRUE(store_->PurgeBefore(absl::FromUnixSeconds(999)).ok());
+  EXPECT_TRUE(store_->GetSession("s1").ok());
+  ASSERT_TRUE(store_->PurgeBefore(absl::FromUnixSeconds(1001)).ok());
+  EXPECT_EQ(store_->GetSession("s1").status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace sandgate::store
