@@ -63,6 +63,9 @@ commands:
   session ls ID [DIR]
   run ... --session ID     runs in that session; its workspace stays for the next run
 
+  admin drain                                  operators: drain and stop the daemon
+  admin purge --older-than-hours N             operators: delete old runs and ended sessions
+
 environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN
 exit codes: 0 success, 1 the run did not succeed, 2 usage or connection error, 130 detached
 )";
@@ -755,6 +758,34 @@ int CmdSession(Client& client, const Args& args) {
   return Usage("unknown session subcommand '" + sub + "'");
 }
 
+// sandgate admin drain | purge --older-than-hours N   (operator tokens only)
+int CmdAdmin(Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("usage: sandgate admin drain | purge --older-than-hours N");
+  grpc::ClientContext ctx;
+  client.Prepare(&ctx);
+  if (args.positional[0] == "drain") {
+    v1::DrainResponse resp;
+    grpc::Status st = client.stub().Drain(&ctx, v1::DrainRequest(), &resp);
+    if (!st.ok()) return RpcError("admin drain", st);
+    std::printf("draining: %u active runs are being cancelled; the daemon exits when done\n", resp.active_runs());
+    return 0;
+  }
+  if (args.positional[0] == "purge") {
+    double hours;
+    if (!absl::SimpleAtod(args.Get("--older-than-hours", ""), &hours) || hours < 0) {
+      return Usage("purge needs --older-than-hours N (0 or more)");
+    }
+    v1::PurgeRequest req;
+    req.mutable_older_than()->set_seconds(static_cast<int64_t>(hours * 3600));
+    v1::PurgeResponse resp;
+    grpc::Status st = client.stub().Purge(&ctx, req, &resp);
+    if (!st.ok()) return RpcError("admin purge", st);
+    std::printf("purged %u runs\n", resp.runs_deleted());
+    return 0;
+  }
+  return Usage("unknown admin command '" + args.positional[0] + "'");
+}
+
 // Switches take no value; every other option takes the next argument.
 const std::map<std::string, bool> kOptions = {
     {"--out", true},         {"--json", false},    {"--playbook", true},        {"--agent", true},
@@ -762,7 +793,8 @@ const std::map<std::string, bool> kOptions = {
     {"--follow", false},     {"--after", true},    {"--limit", true},           {"--reason", true},
     {"--addr", true},        {"--token-file", true}, {"--env", true},            {"--setup", true},
     {"--network", true},     {"--allow", true},    {"--memory-mib", true},      {"--session", true},
-    {"--idle", true},        {"--lifetime", true}, {"--all", false},            {"--command-timeout", true}};
+    {"--idle", true},        {"--lifetime", true}, {"--all", false},            {"--command-timeout", true},
+    {"--older-than-hours", true}};
 
 }  // namespace
 }  // namespace sandgate::cli
@@ -813,5 +845,6 @@ int main(int argc, char** argv) {
   if (command == "cancel") return CmdCancel(*client, args);
   if (command == "download") return CmdDownload(*client, args);
   if (command == "session") return CmdSession(*client, args);
+  if (command == "admin") return CmdAdmin(*client, args);
   return Usage("unknown command '" + command + "'");
 }

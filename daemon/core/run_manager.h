@@ -75,6 +75,7 @@ class RunManager {
   // Retention: deletes runs (events, artifacts) finished, and sessions ended, before `cutoff`.
   // Returns how many runs went.
   absl::StatusOr<size_t> PurgeBefore(absl::Time cutoff);
+  absl::StatusOr<size_t> PurgeOlderThan(absl::Duration age) { return PurgeBefore(deps_.clock->Now() - age); }
   size_t queued_runs() { return admission_.waiting(); }
 
  private:

@@ -1,5 +1,6 @@
 #include "server/daemon.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -199,6 +200,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   sd.events = p->events.get();
   sd.sessions = p->sessions.get();
   sd.audit = p->audit.get();
+  // The signal thread in main drains; an operator's Drain takes the same path.
+  sd.request_drain = [] { kill(getpid(), SIGTERM); };
   sd.io = p->io.get();
   sd.exec = p->exec.get();
   sd.max_transfer_bytes = c.max_input_bytes;

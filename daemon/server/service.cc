@@ -796,4 +796,30 @@ grpc::ServerWriteReactor<v1::FileChunk>* SandgateService::DownloadFile(
   return StartStream<FileDownload, v1::DownloadFileRequest, v1::FileChunk>(deps_, ctx, *request);
 }
 
+grpc::ServerUnaryReactor* SandgateService::Drain(grpc::CallbackServerContext* ctx,
+                                                 const v1::DrainRequest* request,
+                                                 v1::DrainResponse* response) {
+  return Unary(deps_, ctx, [this, response](const core::Caller& caller) -> absl::Status {
+    if (!caller.is_operator) return errors::PermissionDenied("Drain: the operator role is required");
+    response->set_active_runs(static_cast<uint32_t>(deps_.runs->active_runs()));
+    if (!deps_.request_drain) return errors::Unavailable("Drain: this daemon cannot be drained over the API");
+    deps_.request_drain();
+    return absl::OkStatus();
+  }, "Drain", [] { return std::string("daemon"); });
+}
+
+grpc::ServerUnaryReactor* SandgateService::Purge(grpc::CallbackServerContext* ctx,
+                                                 const v1::PurgeRequest* request,
+                                                 v1::PurgeResponse* response) {
+  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+    if (!caller.is_operator) return errors::PermissionDenied("Purge: the operator role is required");
+    absl::Duration older_than = core::FromProto(request->older_than());
+    if (older_than < absl::ZeroDuration()) return errors::InvalidArgument("older_than: must not be negative");
+    absl::StatusOr<size_t> purged = deps_.runs->PurgeOlderThan(older_than);
+    if (!purged.ok()) return purged.status();
+    response->set_runs_deleted(static_cast<uint32_t>(*purged));
+    return absl::OkStatus();
+  }, "Purge", [request] { return absl::StrCat("older_than ", request->older_than().seconds(), "s"); });
+}
+
 }  // namespace sandgate::server

@@ -7,6 +7,8 @@
 #ifndef SANDGATE_SERVER_SERVICE_H_
 #define SANDGATE_SERVER_SERVICE_H_
 
+#include <functional>
+
 #include "core/audit.h"
 #include "core/event_log.h"
 #include "core/executor.h"
@@ -26,6 +28,7 @@ struct ServiceDeps {
   core::Executor* io = nullptr;    // short blocking work of RPCs (SQLite, files, sandbox create)
   core::Executor* exec = nullptr;  // commands of Exec, each holding a thread while it runs
   uint64_t max_transfer_bytes = 64ull << 20;  // UploadFile / DownloadFile
+  std::function<void()> request_drain;         // starts the daemon's drain (Drain RPC)
   absl::Duration heartbeat_interval = absl::Seconds(15);
 };
 
@@ -73,6 +76,10 @@ class SandgateService final : public v1::Sandgate::CallbackService {
                                                              v1::FileInfo* response) override;
   grpc::ServerWriteReactor<v1::FileChunk>* DownloadFile(
       grpc::CallbackServerContext* ctx, const v1::DownloadFileRequest* request) override;
+  grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx, const v1::DrainRequest* request,
+                                  v1::DrainResponse* response) override;
+  grpc::ServerUnaryReactor* Purge(grpc::CallbackServerContext* ctx, const v1::PurgeRequest* request,
+                                  v1::PurgeResponse* response) override;
 
  private:
   const ServiceDeps deps_;

@@ -265,7 +265,10 @@ absl::StatusOr<std::optional<std::string>> SqliteStore::FindSessionByIdempotency
 }
 
 absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cutoff) {
-  const int64_t cutoff_s = absl::ToUnixSeconds(cutoff);
+  const int64_t cutoff_ns = absl::ToUnixNanos(cutoff);
+  auto before = [cutoff_ns](const google::protobuf::Timestamp& t) {
+    return t.seconds() * 1000000000LL + t.nanos() < cutoff_ns;
+  };
   std::vector<std::string> runs, sessions;
   absl::MutexLock lock(&mu_);
   {
@@ -275,7 +278,7 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
     s.Bind(2, static_cast<int64_t>(v1::RUNNING));
     while (s.Step() == SQLITE_ROW) {
       v1::Run run;
-      if (run.ParseFromString(s.Text(1)) && run.has_finished_at() && run.finished_at().seconds() < cutoff_s) {
+      if (run.ParseFromString(s.Text(1)) && run.has_finished_at() && before(run.finished_at())) {
         runs.push_back(s.Text(0));
       }
     }
@@ -286,8 +289,7 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
     s.Bind(1, static_cast<int64_t>(v1::SESSION_ACTIVE));
     while (s.Step() == SQLITE_ROW) {
       v1::Session session;
-      if (session.ParseFromString(s.Text(1)) && session.has_closed_at() &&
-          session.closed_at().seconds() < cutoff_s) {
+      if (session.ParseFromString(s.Text(1)) && session.has_closed_at() && before(session.closed_at())) {
         sessions.push_back(s.Text(0));
       }
     }

@@ -27,13 +27,15 @@ namespace {
 
 constexpr char kAlphaToken[] = "alpha-secret-token";
 constexpr char kBetaToken[] = "beta-secret-token";
+constexpr char kOpsToken[] = "ops-secret-token";
 constexpr uint32_t kUidBase = 300000;
 constexpr uint32_t kUidCount = 64;
 
 nlohmann::json TenantConfig() {
   return {{"tenants",
            {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kAlphaToken)}},
-            {{"name", "beta"}, {"token_sha256", Sha256::Hex(kBetaToken)}}}},
+            {{"name", "beta"}, {"token_sha256", Sha256::Hex(kBetaToken)}},
+            {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOpsToken)}, {"operator", true}}}},
           {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}};
 }
 
@@ -398,6 +400,35 @@ TEST_F(DaemonTest, RestrictedNetworkDecisionsAreRunEvents) {
     }
   }
   EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2";
+}
+
+TEST_F(DaemonTest, OperatorsSeeEverythingPurgeAndDrain) {
+  v1::Run run = StartRun(SampleRequest(), kAlphaToken);
+  FollowToEnd(*stub_, run.id(), kAlphaToken);
+  v1::Run seen;
+  EXPECT_TRUE(GetRun(run.id(), kOpsToken, &seen).ok()) << "operators see every tenant's runs";
+  v1::PurgeRequest purge;
+  v1::PurgeResponse purged;
+  EXPECT_EQ(stub_->Purge(DaemonHarness::Context(kAlphaToken).get(), purge, &purged).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  purge.mutable_older_than()->set_seconds(3600);
+  ASSERT_TRUE(stub_->Purge(DaemonHarness::Context(kOpsToken).get(), purge, &purged).ok());
+  EXPECT_EQ(purged.runs_deleted(), 0u) << "the run is not an hour old";
+  purge.mutable_older_than()->set_seconds(0);
+  ASSERT_TRUE(stub_->Purge(DaemonHarness::Context(kOpsToken).get(), purge, &purged).ok());
+  EXPECT_EQ(purged.runs_deleted(), 1u);
+  EXPECT_EQ(GetRun(run.id(), kAlphaToken, &seen).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  v1::DrainResponse drained;
+  EXPECT_EQ(stub_->Drain(DaemonHarness::Context(kAlphaToken).get(), v1::DrainRequest(), &drained).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_TRUE(stub_->Drain(DaemonHarness::Context(kOpsToken).get(), v1::DrainRequest(), &drained).ok());
+  int status = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (waitpid(daemon_->pid(), &status, WNOHANG) == daemon_->pid()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon_->Log();
 }
 
 TEST_F(DaemonTest, IdempotencyKeyReturnsTheSameRun) {
