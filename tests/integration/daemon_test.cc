@@ -31,19 +31,19 @@ constexpr char kOpsToken[] = "ops-secret-token";
 constexpr uint32_t kUidBase = 300000;
 constexpr uint32_t kUidCount = 64;
 
-nlohmann::json TenantConfig() {
+nlohmann::json TenantConfig(uint32_t uid_base = kUidBase) {
   return {{"tenants",
            {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kAlphaToken)}},
             {{"name", "beta"}, {"token_sha256", Sha256::Hex(kBetaToken)}},
             {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOpsToken)}, {"operator", true}}}},
-          {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}};
+          {"local", {{"uid_base", uid_base}, {"uid_count", kUidCount}}}};
 }
 
 // Processes whose real uid is one of the daemon's sandbox uids. A daemon that closes a
 // sandbox reaps it at once, so zombies count too, except after a SIGKILLed daemon: its
 // orphans' zombies belong to the machine's PID 1, which on this VM reaps them late
 // (isolation.md §2), and no daemon can reap them; they run nothing.
-std::vector<std::string> SandboxProcesses(bool count_zombies = true) {
+std::vector<std::string> SandboxProcesses(bool count_zombies = true, uint32_t uid_base = kUidBase) {
   std::vector<std::string> found;
   DIR* d = opendir("/proc");
   while (dirent* e = readdir(d)) {
@@ -56,7 +56,7 @@ std::vector<std::string> SandboxProcesses(bool count_zombies = true) {
       if (!absl::StartsWith(line, "Uid:")) continue;
       std::vector<std::string> f = absl::StrSplit(line, absl::ByAnyChar("\t "), absl::SkipEmpty());
       uint32_t uid;
-      if (f.size() > 1 && absl::SimpleAtoi(f[1], &uid) && uid >= kUidBase && uid < kUidBase + kUidCount) {
+      if (f.size() > 1 && absl::SimpleAtoi(f[1], &uid) && uid >= uid_base && uid < uid_base + kUidCount) {
         found.push_back(std::string(e->d_name) + " uid " + f[1]);
       }
     }
@@ -462,7 +462,14 @@ TEST_F(DaemonTest, SigtermDrainsEndsStreamsWithTerminalEventAndExitsCleanly) {
   EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
 }
 
+// Its own daemon and uid range: a SIGKILLed daemon's orphans become zombies of the machine's
+// PID 1, reaped late on this VM, and must not be counted by the other tests.
 TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunAndSweepsItsSandbox) {
+  constexpr uint32_t kOwnUids = kUidBase + 500;
+  daemon_->Stop(SIGTERM);
+  daemon_ = std::make_unique<DaemonHarness>(TenantConfig(kOwnUids));
+  daemon_->Start();
+  stub_ = daemon_->Stub();
   v1::RunAnalysisRequest req = SampleRequest();
   req.mutable_sandbox()->add_setup_commands("setsid nohup sleep 300 >/dev/null 2>&1 & sleep 300");
   v1::Run run = StartRun(req);
@@ -487,7 +494,7 @@ TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunAndSweepsItsSandbox)
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
   ExpectDenseInOrder(events);
   EXPECT_EQ(events.back().type(), "run.finished");
-  EXPECT_EQ(SandboxProcesses(/*count_zombies=*/false), std::vector<std::string>{});
+  EXPECT_EQ(SandboxProcesses(/*count_zombies=*/false, kOwnUids), std::vector<std::string>{});
   EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
 }
 

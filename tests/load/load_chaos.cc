@@ -44,7 +44,7 @@ using Clock = std::chrono::steady_clock;
 using sandgate::v1::Sandgate;
 namespace v1 = sandgate::v1;
 
-constexpr uint32_t kUidBase = 310000;
+constexpr uint32_t kUidBase = 330000;
 constexpr uint32_t kUidCount = 256;
 
 struct Options {

@@ -106,7 +106,9 @@ uint64_t VmRssKiB() {
 }
 
 // Pools of their own, away from the daemon's and from bwrap_provider_test's (200000+).
-uid_t SecurityUidBase(int pool) { return 300000 + (getpid() % 1000) * 64 + pool * 32; }
+// 400000+: clear of the integration tests' pools (300000–330255), whose checks count every
+// process of their uids, zombies included.
+uid_t SecurityUidBase(int pool) { return 400000 + (getpid() % 1000) * 64 + pool * 32; }
 
 BwrapOptions SecurityOptions(uid_t base) {
   BwrapOptions o;
