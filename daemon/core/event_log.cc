@@ -34,7 +34,13 @@ absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
     *event.mutable_time() =
         TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
     SANDGATE_RETURN_IF_ERROR(store_->AppendEvent(event));
-    last_seq_[event.run_id()] = event.seq();
+    // The terminal event is a run's last: its cached seq goes, so the cache holds live runs
+    // only (an event appended later still finds its seq in the store).
+    if (event.type() == "run.finished") {
+      last_seq_.erase(event.run_id());
+    } else {
+      last_seq_[event.run_id()] = event.seq();
+    }
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       if (it->second.run_id == event.run_id()) {
         ready.push_back(std::move(it->second.cb));

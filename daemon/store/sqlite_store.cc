@@ -78,6 +78,19 @@ absl::StatusOr<Message> ParseBlob(const std::string& blob, absl::string_view wha
   return m;
 }
 
+// Every row's first column parsed as a Message, in order.
+template <typename Message>
+absl::StatusOr<std::vector<Message>> CollectProtos(Stmt& s, absl::string_view what) {
+  std::vector<Message> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    SANDGATE_ASSIGN_OR_RETURN(Message m, ParseBlob<Message>(s.Text(0), what));
+    out.push_back(std::move(m));
+  }
+  if (rc != SQLITE_DONE) return errors::Internal(absl::StrCat("sqlite: reading ", what, " rows failed"));
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
@@ -221,14 +234,7 @@ absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
   if (!s.ok()) return Error("prepare unfinished runs");
   s.Bind(1, static_cast<int64_t>(v1::QUEUED));
   s.Bind(2, static_cast<int64_t>(v1::RUNNING));
-  std::vector<v1::Run> runs;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    SANDGATE_ASSIGN_OR_RETURN(v1::Run run, ParseBlob<v1::Run>(s.Text(0), "run"));
-    runs.push_back(std::move(run));
-  }
-  if (rc != SQLITE_DONE) return Error("unfinished runs");
-  return runs;
+  return CollectProtos<v1::Run>(s, "run");
 }
 
 absl::Status SqliteStore::PutSession(const v1::Session& session) {
@@ -249,14 +255,7 @@ absl::StatusOr<std::vector<v1::Session>> SqliteStore::ListSessions(const std::st
   s.Bind(1, tenant);
   s.Bind(2, static_cast<int64_t>(include_closed));
   s.Bind(3, static_cast<int64_t>(v1::SESSION_ACTIVE));
-  std::vector<v1::Session> sessions;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    SANDGATE_ASSIGN_OR_RETURN(v1::Session session, ParseBlob<v1::Session>(s.Text(0), "session"));
-    sessions.push_back(std::move(session));
-  }
-  if (rc != SQLITE_DONE) return Error("list sessions");
-  return sessions;
+  return CollectProtos<v1::Session>(s, "session");
 }
 
 absl::StatusOr<std::optional<std::string>> SqliteStore::FindSessionByIdempotencyKey(
@@ -341,14 +340,7 @@ absl::StatusOr<std::vector<v1::Event>> SqliteStore::ReadEvents(const std::string
   s.Bind(1, run_id);
   s.Bind(2, after_seq);
   s.Bind(3, static_cast<int64_t>(limit));
-  std::vector<v1::Event> events;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    SANDGATE_ASSIGN_OR_RETURN(v1::Event e, ParseBlob<v1::Event>(s.Text(0), "event"));
-    events.push_back(std::move(e));
-  }
-  if (rc != SQLITE_DONE) return Error("read events");
-  return events;
+  return CollectProtos<v1::Event>(s, "event");
 }
 
 absl::StatusOr<int64_t> SqliteStore::LastSeq(const std::string& run_id) {
