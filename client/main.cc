@@ -691,6 +691,10 @@ int CmdSession(Client& client, const Args& args) {
         FILE* f = r.output().stream() == v1::CommandOutput::STDERR ? stderr : stdout;
         std::fwrite(r.output().data().data(), 1, r.output().data().size(), f);
         std::fflush(f);
+      } else if (r.has_expiring()) {
+        std::fprintf(stderr, "sandgate: session %s %s at %s; the command is killed then\n",
+                     r.expiring().session_id().c_str(), r.expiring().reason().c_str(),
+                     google::protobuf::util::TimeUtil::ToString(r.expiring().expires_at()).c_str());
       } else if (r.has_finished()) {
         const auto& fin = r.finished();
         exit_code = fin.timed_out() ? 124 : fin.signal() ? 128 + fin.signal() : fin.exit_code();

@@ -62,6 +62,11 @@ void ProgressPrinter::Print(const v1::Event& e) {
     case v1::Event::kSessionClosed:
       absl::FPrintF(out_, "sandbox %s closed\n", e.session_closed().session_id());
       break;
+    case v1::Event::kSessionExpiring:
+      absl::FPrintF(out_, "  ! session %s %s at %s; save what matters before then\n",
+                    e.session_expiring().session_id(), e.session_expiring().reason(),
+                    google::protobuf::util::TimeUtil::ToString(e.session_expiring().expires_at()));
+      break;
     case v1::Event::kStepStarted:
       absl::FPrintF(out_, "step %s\n", e.step_started().name());
       break;

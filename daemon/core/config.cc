@@ -226,6 +226,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     d.On("session_idle_timeout_seconds", Seconds(&c.session_idle_timeout));
     d.On("session_max_lifetime_seconds", Seconds(&c.session_max_lifetime));
     d.On("session_max_lifetime_limit_seconds", Seconds(&c.session_max_lifetime_limit));
+    d.On("session_expiry_warning_seconds", Seconds(&c.session_expiry_warning));
     d.On("drain_grace_seconds", Seconds(&c.drain_grace));
     return d.Run();
   });

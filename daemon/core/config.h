@@ -87,6 +87,8 @@ struct Config {
   absl::Duration session_idle_timeout = absl::Minutes(10);
   absl::Duration session_max_lifetime = absl::Hours(2);
   absl::Duration session_max_lifetime_limit = absl::Hours(24);
+  // How long before max_lifetime a session's open streams are warned (at most half of it).
+  absl::Duration session_expiry_warning = absl::Seconds(60);
   absl::Duration drain_grace = absl::Seconds(20);
   // Runs (events, artifacts) and ended sessions older than this are deleted; 0 = kept forever.
   absl::Duration retention = absl::ZeroDuration();

@@ -77,9 +77,9 @@ struct RunManager::ActiveRun {
   AdmissionQueue::Ticket ticket;
   std::atomic<bool> admitted{false};
   std::atomic<uint32_t> position{0};  // last position told in run.queued
-  // Set once the session is closed: a proxy decision arriving later is logged, not appended,
-  // so run.finished stays the last event.
-  std::atomic<bool> network_closed{false};
+  // Set once the run is done with its session: a proxy decision or expiry warning arriving
+  // later is dropped, so run.finished stays the last event.
+  std::atomic<bool> side_closed{false};
   std::atomic<uint32_t> next_command_id{0};
 
   absl::Mutex mu;
@@ -127,7 +127,7 @@ RunManager::RunManager(RunManagerDeps deps)
     : deps_(std::move(deps)),
       executor_("runs", deps_.config->max_concurrent_runs, /*max_queue=*/deps_.config->max_concurrent_runs),
       admission_(deps_.config->max_concurrent_runs, deps_.config->max_queued_runs, deps_.budget),
-      network_events_("network-events", 1, 10000),
+      side_events_("side-events", 1, 10000),
       watchdog_([this] { WatchdogLoop(); }) {
   // A sandbox freed by a closing kept session may let a queued run start.
   deps_.budget->set_on_release([this] { Dispatch(); });
@@ -142,7 +142,7 @@ RunManager::~RunManager() {
   }
   watchdog_.join();
   executor_.Shutdown();
-  network_events_.Shutdown();
+  side_events_.Shutdown();
 }
 
 absl::Status RunManager::Recover() {
@@ -435,7 +435,12 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   sandbox::Session* session = nullptr;
   if (kept) {
     absl::StatusOr<std::unique_ptr<SessionManager::Lease>> acquired =
-        deps_.sessions->Acquire(ar->caller, session_id, &ar->cancel);
+        deps_.sessions->Acquire(ar->caller, session_id, {&ar->cancel, [this, ar, session_id](const v1::SessionExpiring& x) {
+                                  v1::Event e;
+                                  e.set_type("session.expiring");
+                                  *e.mutable_session_expiring() = x;
+                                  EmitSide(ar, session_id, std::move(e));
+                                }});
     if (!acquired.ok()) {
       Finish(ar, events, v1::FAILED, std::string(acquired.status().message()));
       return;
@@ -447,20 +452,11 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
                                                  "; its workspace stays after the run"));
   } else {
     sandbox::SessionSpec spec = ToSessionSpec(session_id, ar->request.sandbox(), *deps_.config);
-    // Proxy decisions arrive on the proxy's thread, which must not block: they are appended
-    // to the run's log on the network-events executor. The run outlives its session.
     spec.on_network_decision = [this, ar, session_id](const sandbox::NetworkDecision& d) {
       v1::Event e;
       e.set_type("network.decision");
       *e.mutable_network() = ToProto(d);
-      if (!network_events_.Submit([this, ar, session_id, e = std::move(e)]() mutable {
-            if (ar->network_closed.load()) return;
-            RunEvents events(deps_.events, ar.get());
-            events.set_session_id(session_id);
-            events.Emit(std::move(e));
-          })) {
-        log::Warning("network.decision_dropped", {{"run", ar->request_run_id}, {"host", d.host}});
-      }
+      EmitSide(ar, session_id, std::move(e));
     };
     absl::Time t0 = deps_.clock->Now();
     absl::StatusOr<std::unique_ptr<sandbox::Session>> created_session = ar->provider->Create(spec, &ar->cancel);
@@ -500,10 +496,7 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
 
   if (ephemeral) {
     absl::Status closed = ephemeral->Close();
-    // Every decision queued before the close is appended before session.closed.
-    absl::Notification flushed;
-    if (network_events_.Submit([&flushed] { flushed.Notify(); })) flushed.WaitForNotification();
-    ar->network_closed.store(true);
+    CloseSide(*ar);  // every decision queued before the close is appended before session.closed
     v1::Event closed_event;
     closed_event.set_type("session.closed");
     closed_event.mutable_session_closed()->set_session_id(session_id);
@@ -516,7 +509,10 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
     }
     ephemeral.reset();
   }
-  lease.reset();
+  if (lease) {
+    lease.reset();  // no expiry warning is queued after this
+    CloseSide(*ar);
+  }
 
   if (ar->timed_out.load()) {
     Finish(ar, events, v1::TIMED_OUT,
@@ -540,6 +536,25 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
              absl::StrCat("verification failed: ", absl::StrJoin(failed, ", ")));
     }
   }
+}
+
+void RunManager::EmitSide(const std::shared_ptr<ActiveRun>& ar, const std::string& session_id,
+                          v1::Event event) {
+  std::string type = event.type();
+  if (!side_events_.Submit([this, ar, session_id, e = std::move(event)]() mutable {
+        if (ar->side_closed.load()) return;
+        RunEvents events(deps_.events, ar.get());
+        events.set_session_id(session_id);
+        events.Emit(std::move(e));
+      })) {
+    log::Warning("event.dropped", {{"run", ar->request_run_id}, {"type", type}});
+  }
+}
+
+void RunManager::CloseSide(ActiveRun& ar) {
+  absl::Notification flushed;
+  if (side_events_.Submit([&flushed] { flushed.Notify(); })) flushed.WaitForNotification();
+  ar.side_closed.store(true);
 }
 
 absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,

@@ -90,6 +90,10 @@ class RunManager {
   void Finish(const std::shared_ptr<ActiveRun>& run, RunEvents& events, v1::RunStatus status,
               std::string reason);
   void PutRun(ActiveRun& run);
+  // Appends `event` to the run's log from the side-events executor (dropped once CloseSide ran).
+  void EmitSide(const std::shared_ptr<ActiveRun>& run, const std::string& session_id, v1::Event event);
+  // Waits for the side events queued so far, then drops any later ones.
+  void CloseSide(ActiveRun& run);
   void WatchdogLoop();
   // Starts every queued run that now has room, then tells the others their new position.
   void Dispatch();
@@ -98,7 +102,9 @@ class RunManager {
   const RunManagerDeps deps_;
   Executor executor_;
   AdmissionQueue admission_;
-  Executor network_events_;  // appends proxy decisions off the proxy's thread
+  // Appends events that arrive off the run's thread (proxy decisions, session expiry
+  // warnings), whose callers must not block.
+  Executor side_events_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>> active_ ABSL_GUARDED_BY(mu_);

@@ -1,7 +1,7 @@
 #include "core/session_manager.h"
 
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,13 +22,24 @@ struct SessionManager::Entry {
   std::string id, tenant;
   absl::Time created;
   absl::Duration idle_timeout, max_lifetime, command_timeout;
+  absl::Time warn_at;  // when lease holders are told max_lifetime is near
 
   absl::Mutex mu;
   v1::Session record ABSL_GUARDED_BY(mu);
   absl::Time last_active ABSL_GUARDED_BY(mu);
   int in_flight ABSL_GUARDED_BY(mu) = 0;
   bool ended ABSL_GUARDED_BY(mu) = false;
-  std::multiset<CancelToken*> watchers ABSL_GUARDED_BY(mu);
+  bool warned ABSL_GUARDED_BY(mu) = false;
+  std::map<uint64_t, LeaseWatch> watchers ABSL_GUARDED_BY(mu);  // by lease
+  uint64_t next_watch ABSL_GUARDED_BY(mu) = 0;
+
+  v1::SessionExpiring Expiring() const {
+    v1::SessionExpiring x;
+    x.set_session_id(id);
+    *x.mutable_expires_at() = ToProto(created + max_lifetime);
+    x.set_reason(absl::StrCat("reaches its max_lifetime of ", absl::FormatDuration(max_lifetime)));
+    return x;
+  }
 };
 
 SessionManager::SessionManager(SessionManagerDeps deps)
@@ -109,6 +120,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   e->idle_timeout = IdleTimeout(req.sandbox(), cfg);
   e->max_lifetime = MaxLifetime(req.sandbox(), cfg);
   e->command_timeout = CommandTimeout(req.sandbox(), cfg);
+  e->warn_at = e->created + e->max_lifetime - std::min(cfg.session_expiry_warning, e->max_lifetime / 2);
   v1::Session record;
   record.set_id(e->id);
   record.set_tenant(caller.tenant);
@@ -217,7 +229,7 @@ absl::StatusOr<std::vector<v1::Session>> SessionManager::List(const Caller& call
 }
 
 absl::StatusOr<std::unique_ptr<SessionManager::Lease>> SessionManager::Acquire(
-    const Caller& caller, const std::string& id, CancelToken* watch) {
+    const Caller& caller, const std::string& id, LeaseWatch watch) {
   std::shared_ptr<Entry> e;
   {
     absl::MutexLock lock(&mu_);
@@ -236,25 +248,25 @@ absl::StatusOr<std::unique_ptr<SessionManager::Lease>> SessionManager::Acquire(
     return errors::FailedPrecondition(absl::StrCat("session ", id, " ended: ", e->record.status_reason()));
   }
   ++e->in_flight;
-  if (watch) e->watchers.insert(watch);
-  return std::unique_ptr<Lease>(new Lease(this, e, watch));
+  uint64_t watch_id = e->next_watch++;
+  // Already in the warning window: this holder is told now, before it sees anything else.
+  if (e->warned && watch.expiring) watch.expiring(e->Expiring());
+  e->watchers.emplace(watch_id, std::move(watch));
+  return std::unique_ptr<Lease>(new Lease(this, e, watch_id));
 }
 
 SessionManager::Lease::~Lease() {
   absl::MutexLock lock(&entry_->mu);
   --entry_->in_flight;
   entry_->last_active = manager_->deps_.clock->Now();
-  if (watch_) {
-    auto it = entry_->watchers.find(watch_);
-    if (it != entry_->watchers.end()) entry_->watchers.erase(it);
-  }
+  entry_->watchers.erase(watch_id_);
 }
 sandbox::Session& SessionManager::Lease::session() const { return *entry_->sandbox; }
 const std::string& SessionManager::Lease::id() const { return entry_->id; }
 absl::Duration SessionManager::Lease::command_timeout() const { return entry_->command_timeout; }
 
 absl::StatusOr<v1::Session> SessionManager::KeepAlive(const Caller& caller, const std::string& id) {
-  SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<Lease> lease, Acquire(caller, id, nullptr));
+  SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<Lease> lease, Acquire(caller, id));
   lease.reset();  // releasing stamps last_active: the idle clock starts again from now
   return Get(caller, id);
 }
@@ -282,7 +294,9 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
     e->record.set_status(status);
     e->record.set_status_reason(reason);
     *e->record.mutable_closed_at() = ToProto(deps_.clock->Now());
-    for (CancelToken* w : e->watchers) w->Cancel(absl::StrCat("session ", e->id, " ended: ", reason));
+    for (const auto& [id, w] : e->watchers) {
+      if (w.cancel) w.cancel->Cancel(absl::StrCat("session ", e->id, " ended: ", reason));
+    }
     record = e->record;
   }
   // The final record is stored before the entry leaves live_, so Get never reads an older one.
@@ -298,6 +312,17 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
   }
   log::Info(status == v1::SESSION_EXPIRED ? "session.expired" : "session.closed",
             {{"session", e->id}, {"tenant", e->tenant}, {"reason", reason}});
+}
+
+void SessionManager::Warn(const std::shared_ptr<Entry>& e) {
+  absl::MutexLock lock(&e->mu);
+  if (e->warned || e->ended) return;
+  e->warned = true;
+  const v1::SessionExpiring x = e->Expiring();
+  for (const auto& [id, w] : e->watchers) {
+    if (w.expiring) w.expiring(x);
+  }
+  log::Info("session.expiring", {{"session", e->id}, {"tenant", e->tenant}, {"reason", x.reason()}});
 }
 
 void SessionManager::CloseAll(const std::string& reason) {
@@ -317,6 +342,7 @@ size_t SessionManager::live() {
 void SessionManager::ReaperLoop() {
   for (;;) {
     std::vector<std::pair<std::shared_ptr<Entry>, std::string>> due;
+    std::vector<std::shared_ptr<Entry>> warn;
     {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(100));
@@ -325,12 +351,16 @@ void SessionManager::ReaperLoop() {
       for (const auto& [id, e] : live_) {
         absl::MutexLock l(&e->mu);
         if (now >= e->created + e->max_lifetime) {
+          if (!e->warned) warn.push_back(e);  // a late reaper still warns first
           due.emplace_back(e, absl::StrCat("reached its max_lifetime of ", absl::FormatDuration(e->max_lifetime)));
         } else if (e->in_flight == 0 && now >= e->last_active + e->idle_timeout) {
           due.emplace_back(e, absl::StrCat("idle for its idle_timeout of ", absl::FormatDuration(e->idle_timeout)));
+        } else if (!e->warned && now >= e->warn_at) {
+          warn.push_back(e);
         }
       }
     }
+    for (const auto& e : warn) Warn(e);
     for (const auto& [e, why] : due) Expire(e, v1::SESSION_EXPIRED, why);
   }
 }

@@ -2,9 +2,11 @@
 //
 // A session is idle only when nothing is in flight: no run, no command, no transfer, no
 // open stream (each holds a Lease) — and then only after `idle_timeout` since the last lease
-// ended or the last KeepAlive. It is never kept past `max_lifetime`, in use or not. When it is
-// closed or reaped, every lease's watched CancelToken fires with the reason, so a run or a
-// command in it ends saying why, and the sandbox is deleted.
+// ended or the last KeepAlive. It is never kept past `max_lifetime`, in use or not; shortly
+// before that (config.session_expiry_warning, at most half the lifetime) every lease holder is
+// warned once, so open streams can say so. When it is closed or reaped, every lease's watched
+// CancelToken fires with the reason, so a run or a command in it ends saying why, and the
+// sandbox is deleted.
 //
 // Three clocks, never mixed: the caller's RPC deadline belongs to the RPC (server/); the
 // per-command timeout to sandbox::ExecRequest; idle_timeout and max_lifetime to this class.
@@ -13,6 +15,7 @@
 #ifndef SANDGATE_CORE_SESSION_MANAGER_H_
 #define SANDGATE_CORE_SESSION_MANAGER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +43,17 @@ struct SessionManagerDeps {
   SandboxBudget* budget = nullptr;  // may be null: no machine-wide budget
 };
 
+// What the holder of a lease is told while it holds it.
+struct LeaseWatch {
+  // Cancelled (with the reason) when the session closes or expires. Must outlive the lease.
+  CancelToken* cancel = nullptr;
+  // Called once when max_lifetime is near: from the reaper's thread, or from Acquire when
+  // the session is already in the warning window. Never after the lease is destroyed (it
+  // runs under the session's lock, which the lease's destructor takes), so it must be quick
+  // and must not call back into the manager.
+  std::function<void(const v1::SessionExpiring&)> expiring;
+};
+
 class SessionManager {
  public:
   class Lease;
@@ -61,11 +75,11 @@ class SessionManager {
   absl::StatusOr<v1::Session> Close(const Caller& caller, const std::string& id,
                                     const std::string& reason);
 
-  // Marks one use of a live session. `watch`, if given, is cancelled (with the reason) when
-  // the session closes or expires while the lease is held; it must outlive the lease.
+
+  // Marks one use of a live session, watched as `watch` says.
   // FAILED_PRECONDITION when the session is closed or expired, NOT_FOUND when unknown.
   absl::StatusOr<std::unique_ptr<Lease>> Acquire(const Caller& caller, const std::string& id,
-                                                 CancelToken* watch);
+                                                 LeaseWatch watch = {});
 
   // Closes every live session (drain). Blocks until their sandboxes are deleted.
   void CloseAll(const std::string& reason);
@@ -75,6 +89,8 @@ class SessionManager {
   struct Entry;
   v1::Session Snapshot(Entry& e);
   void Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus status, const std::string& reason);
+  // Tells every lease holder of `e` that max_lifetime is near, once.
+  void Warn(const std::shared_ptr<Entry>& e);
   void ReaperLoop();
 
   const SessionManagerDeps deps_;
@@ -94,11 +110,11 @@ class SessionManager::Lease {
 
  private:
   friend class SessionManager;
-  Lease(SessionManager* manager, std::shared_ptr<Entry> entry, CancelToken* watch)
-      : manager_(manager), entry_(std::move(entry)), watch_(watch) {}
+  Lease(SessionManager* manager, std::shared_ptr<Entry> entry, uint64_t watch_id)
+      : manager_(manager), entry_(std::move(entry)), watch_id_(watch_id) {}
   SessionManager* const manager_;
   const std::shared_ptr<Entry> entry_;
-  CancelToken* const watch_;
+  const uint64_t watch_id_;
 };
 
 }  // namespace sandgate::core

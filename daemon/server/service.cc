@@ -409,7 +409,11 @@ class ExecStream final : public PullWriter<v1::ExecResponse> {
 
   void Run() {
     absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
-        deps_.sessions->Acquire(caller_, req_.session_id(), &cancel_);
+        deps_.sessions->Acquire(caller_, req_.session_id(), {&cancel_, [this](const v1::SessionExpiring& x) {
+                                  v1::ExecResponse msg;
+                                  *msg.mutable_expiring() = x;
+                                  Enqueue(std::move(msg), /*wait_for_room=*/false);
+                                }});
     if (!lease.ok()) {
       FinishOnce(ToGrpc(lease.status()));
       return;
@@ -537,7 +541,7 @@ class FileDownload final : public PullWriter<v1::FileChunk> {
       return;
     }
     absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
-        deps_.sessions->Acquire(caller_, req_.session_id(), nullptr);
+        deps_.sessions->Acquire(caller_, req_.session_id());
     if (!lease.ok()) {
       FinishOnce(ToGrpc(lease.status()));
       return;
@@ -616,7 +620,7 @@ class FileUpload final : public grpc::ServerReadReactor<v1::UploadFileRequest> {
  private:
   void Write() {
     absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
-        deps_.sessions->Acquire(caller_, header_.session_id(), nullptr);
+        deps_.sessions->Acquire(caller_, header_.session_id());
     if (!lease.ok()) {
       Finish(ToGrpc(lease.status()));
       return;
@@ -758,7 +762,7 @@ grpc::ServerUnaryReactor* SandgateService::ListFiles(grpc::CallbackServerContext
                                                      v1::ListFilesResponse* response) {
   return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
-        deps_.sessions->Acquire(caller, request->session_id(), nullptr);
+        deps_.sessions->Acquire(caller, request->session_id());
     if (!lease.ok()) return lease.status();
     absl::StatusOr<std::vector<sandbox::FileEntry>> files = (*lease)->session().ListFiles(request->dir());
     if (!files.ok()) return files.status();

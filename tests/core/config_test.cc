@@ -34,6 +34,14 @@ TEST(ConfigTest, ReadsEverySection) {
   EXPECT_TRUE(ValidateConfig(*c).ok());
 }
 
+TEST(ConfigTest, TheShippedExampleParsesAndValidates) {
+  auto c = LoadConfigFile(std::string(SANDGATE_SOURCE_DIR) + "/deploy/sandgated.example.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->session_expiry_warning, absl::Seconds(60));
+  EXPECT_EQ(c->session_max_lifetime, absl::Hours(2));
+  EXPECT_TRUE(ValidateConfig(*c).ok());
+}
+
 TEST(ConfigTest, ErrorsNameTheKey) {
   struct Case {
     std::string text, expect;

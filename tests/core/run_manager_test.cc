@@ -284,7 +284,7 @@ TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {
   EXPECT_EQ(provider_->live_sessions(), 1);
   for (const auto& e : Events(first.id())) EXPECT_NE(e.type(), "session.closed");
   // The follow-up sees the first run's files.
-  auto lease = sessions_->Acquire(caller_, session->id(), nullptr);
+  auto lease = sessions_->Acquire(caller_, session->id());
   EXPECT_TRUE((*lease)->session().ReadFile("calculated_metrics.csv", 1 << 20).ok());
   lease->reset();
   v1::Run second = WaitFinished(runs_->Start(caller_, req)->id());

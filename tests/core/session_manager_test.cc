@@ -84,7 +84,7 @@ TEST_F(SessionManagerTest, IdleSessionIsReapedAfterIdleTimeoutNotBefore) {
 
 TEST_F(SessionManagerTest, ALeaseInFlightIsNeverIdle) {
   v1::Session s = Create(/*idle_s=*/60);
-  auto lease = sessions_->Acquire(caller_, s.id(), nullptr);
+  auto lease = sessions_->Acquire(caller_, s.id());
   ASSERT_TRUE(lease.ok());
   clock_.Advance(absl::Minutes(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -107,16 +107,94 @@ TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
   clock_.Advance(absl::Seconds(40));  // 90 s in: idle only 40 s
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
-  auto lease = sessions_->Acquire(caller_, s.id(), nullptr);
+  auto lease = sessions_->Acquire(caller_, s.id());
   CancelToken watched;
-  auto watching = sessions_->Acquire(caller_, s.id(), &watched);
+  auto watching = sessions_->Acquire(caller_, s.id(), {&watched, nullptr});
   clock_.Advance(absl::Seconds(11));  // past max_lifetime, although in use
   EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
   EXPECT_TRUE(watched.cancelled());
   EXPECT_TRUE(absl::StrContains(watched.reason(), "max_lifetime")) << watched.reason();
-  EXPECT_EQ(sessions_->Acquire(caller_, s.id(), nullptr).status().code(),
+  EXPECT_EQ(sessions_->Acquire(caller_, s.id()).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(sessions_->KeepAlive(caller_, s.id()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Records the expiry warnings one lease holder receives, and whether its CancelToken had
+// already fired when each arrived.
+struct WarningRecorder {
+  CancelToken cancel;
+  absl::Mutex mu;
+  std::vector<v1::SessionExpiring> got ABSL_GUARDED_BY(mu);
+  bool cancelled_before_warning ABSL_GUARDED_BY(mu) = false;
+
+  LeaseWatch watch() {
+    return {&cancel, [this](const v1::SessionExpiring& x) {
+              absl::MutexLock lock(&mu);
+              got.push_back(x);
+              cancelled_before_warning |= cancel.cancelled();
+            }};
+  }
+  size_t count() {
+    absl::MutexLock lock(&mu);
+    return got.size();
+  }
+  // The reaper polls every 100 ms of real time.
+  size_t CountAfterReaper(size_t want) {
+    for (int i = 0; i < 50 && count() < want; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // and nothing more arrives
+    return count();
+  }
+};
+
+TEST_F(SessionManagerTest, HoldersAreWarnedOnceBeforeMaxLifetimeAndLateComersAtOnce) {
+  v1::Session s = Create(/*idle_s=*/60, /*life_s=*/600);  // warning 60 s before the end
+  WarningRecorder a, b, late;
+  auto lease_a = sessions_->Acquire(caller_, s.id(), a.watch());
+  auto lease_b = sessions_->Acquire(caller_, s.id(), b.watch());
+  ASSERT_TRUE(lease_a.ok() && lease_b.ok());
+  clock_.Advance(absl::Seconds(539));
+  EXPECT_EQ(a.CountAfterReaper(0), 0u) << "not yet in the warning window";
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(a.CountAfterReaper(1), 1u);
+  EXPECT_EQ(b.CountAfterReaper(1), 1u);
+  {
+    absl::MutexLock lock(&a.mu);
+    EXPECT_EQ(a.got[0].session_id(), s.id());
+    EXPECT_EQ(a.got[0].expires_at().seconds(), s.created_at().seconds() + 600);
+    EXPECT_TRUE(absl::StrContains(a.got[0].reason(), "max_lifetime of 10m")) << a.got[0].reason();
+  }
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE) << "warned, not reaped";
+  // A stream opened inside the window is told before Acquire returns.
+  auto lease_late = sessions_->Acquire(caller_, s.id(), late.watch());
+  ASSERT_TRUE(lease_late.ok());
+  EXPECT_EQ(late.count(), 1u);
+  clock_.Advance(absl::Seconds(60));
+  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
+  EXPECT_EQ(a.count(), 1u) << "once per holder";
+  EXPECT_TRUE(a.cancel.cancelled());
+}
+
+TEST_F(SessionManagerTest, WarningLeadIsAtMostHalfTheLifetimeAndALateReaperStillWarnsFirst) {
+  v1::Session s = Create(/*idle_s=*/10, /*life_s=*/20);  // 60 s lead capped at 10 s
+  WarningRecorder r;
+  auto lease = sessions_->Acquire(caller_, s.id(), r.watch());
+  ASSERT_TRUE(lease.ok());
+  clock_.Advance(absl::Seconds(9));
+  EXPECT_EQ(r.CountAfterReaper(0), 0u);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(r.CountAfterReaper(1), 1u);
+
+  // The clock jumps past max_lifetime between two reaper rounds: the warning still comes
+  // before the session's end cancels the holder.
+  v1::Session t = Create(/*idle_s=*/60, /*life_s=*/600);
+  WarningRecorder jumped;
+  auto lease_t = sessions_->Acquire(caller_, t.id(), jumped.watch());
+  ASSERT_TRUE(lease_t.ok());
+  clock_.Advance(absl::Seconds(601));
+  EXPECT_EQ(StatusAfterReaper(t.id()), v1::SESSION_EXPIRED);
+  EXPECT_EQ(jumped.count(), 1u);
+  absl::MutexLock l(&jumped.mu);
+  EXPECT_FALSE(jumped.cancelled_before_warning);
 }
 
 TEST_F(SessionManagerTest, CloseIsIdempotentAndOtherTenantsSeeNothing) {
@@ -124,7 +202,7 @@ TEST_F(SessionManagerTest, CloseIsIdempotentAndOtherTenantsSeeNothing) {
   Caller other{"team-b", false};
   EXPECT_EQ(sessions_->Get(other, s.id()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(sessions_->Close(other, s.id(), "").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(sessions_->Acquire(other, s.id(), nullptr).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->Acquire(other, s.id()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(sessions_->List(other, true)->empty());
   auto closed = sessions_->Close(caller_, s.id(), "done");
   ASSERT_TRUE(closed.ok());
@@ -170,7 +248,7 @@ TEST_F(SessionManagerTest, SetupCommandsRunAndAFailingOneFailsCreation) {
   req.mutable_sandbox()->add_setup_commands("cat conf/app.ini > copied.txt");
   auto ok = sessions_->Create(caller_, req, nullptr);
   ASSERT_TRUE(ok.ok()) << ok.status();
-  auto lease = sessions_->Acquire(caller_, ok->id(), nullptr);
+  auto lease = sessions_->Acquire(caller_, ok->id());
   EXPECT_EQ(*(*lease)->session().ReadFile("copied.txt", 100), "x=1\n");
   lease->reset();
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "tests/integration/daemon_harness.h"
@@ -19,6 +20,7 @@ struct ExecOutcome {
   std::string out, err;
   v1::CommandFinished finished;
   bool has_finished = false;
+  std::vector<v1::SessionExpiring> expiring;
   grpc::Status status;
 };
 
@@ -50,8 +52,9 @@ class SessionsTest : public ::testing::Test {
     EXPECT_TRUE(stub_->GetSession(DaemonHarness::Context(kToken).get(), req, &s).ok());
     return s;
   }
+  // `warned`, if given, is notified at the stream's first expiry warning.
   ExecOutcome Exec(const std::string& id, const std::string& command, int deadline_ms = 60000,
-                   const std::string& token = kToken) {
+                   const std::string& token = kToken, absl::Notification* warned = nullptr) {
     auto ctx = DaemonHarness::Context(token);
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
     v1::ExecRequest req;
@@ -65,6 +68,11 @@ class SessionsTest : public ::testing::Test {
       if (r.has_finished()) {
         o.finished = r.finished();
         o.has_finished = true;
+      }
+      if (r.has_expiring()) {
+        EXPECT_FALSE(o.has_finished) << "a warning after the command's end";
+        o.expiring.push_back(r.expiring());
+        if (warned != nullptr && o.expiring.size() == 1) warned->Notify();
       }
     }
     o.status = reader->Finish();
@@ -181,6 +189,36 @@ TEST_F(SessionsTest, MaxLifetimeEndsARunningCommandAndTheStreamSaysWhy) {
   ASSERT_TRUE(o.has_finished);
   EXPECT_TRUE(o.finished.cancelled());
   EXPECT_EQ(Get(s.id()).status(), v1::SESSION_EXPIRED);
+}
+
+TEST_F(SessionsTest, OpenStreamsAreWarnedOnceBeforeMaxLifetimeReapsTheSession) {
+  // max_lifetime 4 s: the default 60 s warning is capped at half of it, so it comes at 2 s.
+  v1::Session s = Create(/*idle_s=*/1, /*life_s=*/4);
+  absl::Notification warned;
+  ExecOutcome exec;
+  std::thread busy([&] { exec = Exec(s.id(), "sleep 30", 60000, kToken, &warned); });
+  ASSERT_TRUE(warned.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // A run started inside the warning window is told at once, in its own events.
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.set_session_id(s.id());
+  v1::Run run;
+  ASSERT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kToken).get(), req, &run).ok());
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kToken);
+  busy.join();
+
+  ASSERT_EQ(exec.expiring.size(), 1u);
+  EXPECT_EQ(exec.expiring[0].session_id(), s.id());
+  EXPECT_EQ(exec.expiring[0].expires_at().seconds(), s.created_at().seconds() + 4);
+  EXPECT_TRUE(absl::StrContains(exec.expiring[0].reason(), "max_lifetime of 4s")) << exec.expiring[0].reason();
+  EXPECT_EQ(exec.status.error_code(), grpc::StatusCode::ABORTED) << "then reaped";
+  int warnings = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].type() != "session.expiring") continue;
+    ++warnings;
+    EXPECT_EQ(events[i].session_expiring().expires_at().seconds(), s.created_at().seconds() + 4);
+    EXPECT_LT(i + 1, events.size()) << "run.finished stays last";
+  }
+  EXPECT_EQ(warnings, 1);
 }
 
 TEST_F(SessionsTest, TheRpcDeadlineEndsTheStreamAndTheCommandButNotTheSession) {
