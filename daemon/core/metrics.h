@@ -51,7 +51,8 @@ class Histogram {
 class Metrics {
  public:
   Counter runs_finished{"sandgate_runs_finished_total", "Runs that reached a final status, by status."};
-  Counter upstream_errors{"sandgate_upstream_errors_total", "Runs ended by an upstream (model API) error, by agent."};
+  Counter upstream_errors{"sandgate_upstream_errors_total",
+                          "Failed upstream HTTP attempts (error statuses, connection failures, timeouts), by upstream, endpoint, kind and whether they were retried."};
   Counter cleanup_failures{"sandgate_cleanup_failures_total", "Sandboxes or journal records that could not be removed, by where."};
   Counter rpcs{"sandgate_rpcs_total", "RPCs answered, by method and code."};
   Histogram sandbox_create_seconds{"sandgate_sandbox_create_seconds", "Time to create a sandbox.",

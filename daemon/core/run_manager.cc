@@ -480,19 +480,6 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   }
 
   absl::Status agent_status = RunInSession(*ar, *session, events);
-  if (deps_.metrics && !agent_status.ok() && ar->agent->name() != "reference") {
-    switch (agent_status.code()) {
-      case absl::StatusCode::kUnavailable:
-      case absl::StatusCode::kResourceExhausted:
-      case absl::StatusCode::kDeadlineExceeded:
-      case absl::StatusCode::kUnauthenticated:
-      case absl::StatusCode::kPermissionDenied:
-        deps_.metrics->upstream_errors.Add({{"agent", ar->agent->name()}});
-        break;
-      default:
-        break;
-    }
-  }
 
   if (ephemeral) {
     absl::Status closed = ephemeral->Close();

@@ -75,7 +75,9 @@ struct Upstream {
   std::unique_ptr<upstream::OpenAiClient> client;
 };
 
-std::unique_ptr<Upstream> MakeUpstream(const core::UpstreamConfig& c) {
+// `name` ("openai", "chat") labels its failed attempts in sandgate_upstream_errors_total.
+std::unique_ptr<Upstream> MakeUpstream(const core::UpstreamConfig& c, const std::string& name,
+                                       core::Metrics* metrics) {
   auto u = std::make_unique<Upstream>();
   if (!c.api_key_file.empty()) {
     u->credentials = std::make_unique<upstream::FileCredentials>(c.api_key_file);
@@ -83,7 +85,18 @@ std::unique_ptr<Upstream> MakeUpstream(const core::UpstreamConfig& c) {
     u->credentials = std::make_unique<upstream::EnvCredentials>(c.api_key_env);
   }
   u->curl = std::make_unique<upstream::CurlHttpClient>(upstream::CurlHttpClientOptions{});
-  u->http = std::make_unique<upstream::RetryingHttpClient>(u->curl.get(), upstream::RetryOptions{});
+  upstream::RetryOptions retry;
+  retry.on_failed_attempt = [name, metrics](const upstream::HttpRequest& request,
+                                            const absl::StatusOr<upstream::HttpResponse>& outcome,
+                                            bool retrying) {
+    std::optional<std::string> kind = upstream::UpstreamErrorKind(request, outcome);
+    if (!kind) return;
+    metrics->upstream_errors.Add({{"upstream", name},
+                                  {"endpoint", upstream::EndpointLabel(request.url)},
+                                  {"kind", *kind},
+                                  {"retried", retrying ? "true" : "false"}});
+  };
+  u->http = std::make_unique<upstream::RetryingHttpClient>(u->curl.get(), std::move(retry));
   upstream::OpenAiOptions options;
   options.timeout = c.request_timeout;
   u->client = std::make_unique<upstream::OpenAiClient>(u->http.get(), u->credentials.get(), c.base_url, options);
@@ -146,10 +159,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   }
   p->local = std::move(*provider);
   p->reference = std::make_unique<agent::ReferenceAgent>();
+  p->metrics = std::make_unique<core::Metrics>();
   std::map<std::string, sandbox::Provider*> providers = {{"local", p->local.get()}};
   std::map<std::string, agent::Agent*> agents = {{"reference", p->reference.get()}};
   if (c.openai.configured()) {
-    p->openai_upstream = MakeUpstream(c.openai);
+    p->openai_upstream = MakeUpstream(c.openai, "openai", p->metrics.get());
     sandbox::OpenAiProviderOptions options;
     options.memory_limit = c.openai.container_memory_limit;
     options.expires_after_minutes = static_cast<int>(c.openai.container_expires_after_minutes);
@@ -163,13 +177,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     agents["openai"] = p->openai_agent.get();
   }
   if (c.chat.configured()) {
-    p->chat_upstream = MakeUpstream(c.chat);
+    p->chat_upstream = MakeUpstream(c.chat, "chat", p->metrics.get());
     p->chat_agent = std::make_unique<agent::ChatAgent>(
         p->chat_upstream->client.get(), agent::ChatAgentOptions{c.chat.model, c.chat.max_turns});
     agents["chat"] = p->chat_agent.get();
   }
 
-  p->metrics = std::make_unique<core::Metrics>();
   p->budget = std::make_unique<core::SandboxBudget>(c.max_sandboxes);
   core::SessionManagerDeps session_deps;
   session_deps.budget = p->budget.get();

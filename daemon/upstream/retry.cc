@@ -5,10 +5,13 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/errors.h"
@@ -100,6 +103,42 @@ RetryDecision DecideRetry(const absl::StatusOr<HttpResponse>& outcome, int retri
   return decision;
 }
 
+std::optional<std::string> UpstreamErrorKind(const HttpRequest& request,
+                                             const absl::StatusOr<HttpResponse>& outcome) {
+  if (outcome.ok()) {
+    if (outcome->status < 400) return std::nullopt;
+    if (outcome->status == 404 && request.method == "DELETE") return std::nullopt;
+    return absl::StrCat(outcome->status);
+  }
+  switch (outcome.status().code()) {
+    case absl::StatusCode::kUnavailable:
+      return "connection";
+    case absl::StatusCode::kDeadlineExceeded:
+      return "timeout";
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string EndpointLabel(absl::string_view url) {
+  size_t scheme = url.find("://");
+  if (scheme != absl::string_view::npos) url.remove_prefix(scheme + 3);
+  size_t end = url.find_first_of("?#");
+  if (end != absl::string_view::npos) url = url.substr(0, end);
+  size_t slash = url.find('/');
+  url = slash == absl::string_view::npos ? absl::string_view() : url.substr(slash + 1);
+  std::vector<absl::string_view> segments = absl::StrSplit(url, '/', absl::SkipEmpty());
+  size_t i = 0;
+  while (i < segments.size() && segments[i] != "v1") ++i;
+  absl::string_view pick = i + 1 < segments.size() ? segments[i + 1] : segments.empty() ? "" : segments[0];
+  std::string label;
+  for (char c : pick.substr(0, 32)) {
+    if (!absl::ascii_isalnum(c) && c != '_') return "other";
+    label.push_back(absl::ascii_tolower(c));
+  }
+  return label.empty() ? "other" : label;
+}
+
 RetryingHttpClient::RetryingHttpClient(HttpClient* inner, RetryOptions options)
     : inner_(inner), options_([&options] {
         if (!options.sleep) options.sleep = DefaultSleep;
@@ -126,10 +165,11 @@ absl::StatusOr<HttpResponse> RetryingHttpClient::Send(const HttpRequest& request
   for (int retries = 0;; ++retries) {
     absl::StatusOr<HttpResponse> outcome = inner_->Send(to_send, cancel);
     if (outcome.ok() && outcome->status < 300) return outcome;
-    if (retries >= options_.max_retries || body_delivered) return outcome;
-    if (cancel != nullptr && cancel->cancelled()) return outcome;
-    const RetryDecision decision =
-        DecideRetry(outcome, retries, options_.uniform01(), options_.clock->Now());
+    RetryDecision decision;
+    if (retries < options_.max_retries && !body_delivered && (cancel == nullptr || !cancel->cancelled())) {
+      decision = DecideRetry(outcome, retries, options_.uniform01(), options_.clock->Now());
+    }
+    if (options_.on_failed_attempt) options_.on_failed_attempt(request, outcome, decision.retry);
     if (!decision.retry) return outcome;
     log::Warning(
         "upstream.retry",

@@ -53,7 +53,24 @@ struct RetryOptions {
   std::function<double()> uniform01;
   // For HTTP-date Retry-After values. Null: Clock::Real(). Not owned; must outlive the client.
   const Clock* clock = nullptr;
+  // Told of every attempt that did not succeed, and whether it will be retried (metrics).
+  // Called on the sending thread; may be null.
+  std::function<void(const HttpRequest& request, const absl::StatusOr<HttpResponse>& outcome,
+                     bool retrying)>
+      on_failed_attempt;
 };
+
+// What kind of upstream error an attempt's outcome is, for counting: the HTTP status ("429",
+// "500", …), "connection" (could not connect or the connection broke) or "timeout"; nullopt
+// when it is not the upstream's failure: a success, our own cancellation or a stopped body
+// callback, a malformed request, or a DELETE answered 404 (already gone: what was asked).
+std::optional<std::string> UpstreamErrorKind(const HttpRequest& request,
+                                             const absl::StatusOr<HttpResponse>& outcome);
+
+// The API a URL addresses, for a metric label: the first path segment after "v1"
+// ("https://api.openai.com/v1/containers/c1/files" → "containers"), else the first segment;
+// lower-case letters, digits and '_' only, at most 32 characters; "other" when none.
+std::string EndpointLabel(absl::string_view url);
 
 // Thread safe if `inner` is and the injected functions are. Does not own `inner`, which must
 // outlive it.

@@ -1,6 +1,9 @@
 #include "tests/integration/daemon_harness.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -138,6 +141,35 @@ std::string DaemonHarness::Log() const {
   ss << in.rdbuf();
   return ss.str();
 }
+
+// GET http://127.0.0.1:port/path over a plain socket.
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)!write(fd, req.data(), req.size());
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+int DaemonHarness::MetricsPort() const {
+  std::string log = Log();
+  size_t at = log.find("\"event\":\"daemon.metrics\"");
+  if (at == std::string::npos) return -1;
+  size_t addr = log.rfind("127.0.0.1:", at);
+  return addr == std::string::npos ? -1 : std::atoi(log.c_str() + addr + 10);
+}
+
+std::string DaemonHarness::Metrics() const { return HttpGet(MetricsPort(), "/metrics"); }
 
 std::string SampleCsv() {
   std::ifstream in(std::string(SANDGATE_SOURCE_DIR) +

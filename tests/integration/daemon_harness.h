@@ -37,6 +37,10 @@ class DaemonHarness {
   // A context carrying `token` (none when empty).
   static std::unique_ptr<grpc::ClientContext> Context(const std::string& token = "");
   std::string Log() const;  // the daemon's stderr so far
+  // With "metrics_listen": "127.0.0.1:0" in the config: the port it chose (from the log), or
+  // -1; and the /metrics page (the whole HTTP answer).
+  int MetricsPort() const;
+  std::string Metrics() const;
 
  private:
   nlohmann::json config_;
@@ -53,6 +57,8 @@ std::vector<v1::Event> FollowToEnd(
     v1::Sandgate::Stub& stub, const std::string& run_id, const std::string& token = "",
     int64_t after = 0, const std::function<void(const v1::Event&)>& on_event = nullptr);
 std::string Sha256Hex(const std::string& data);
+// GET http://127.0.0.1:port/path over a plain socket; the whole answer, headers included.
+std::string HttpGet(int port, const std::string& path);
 
 }  // namespace sandgate::testing
 

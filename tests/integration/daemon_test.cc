@@ -538,36 +538,12 @@ std::string TempDir() {
   return mkdtemp(tmpl);
 }
 
-// GET http://127.0.0.1:port/path over a plain socket.
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in addr = {};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
-    (void)!write(fd, req.data(), req.size());
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
-
 TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
   DaemonHarness daemon(nlohmann::json{{"metrics_listen", "127.0.0.1:0"},
                                       {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
   daemon.Start();
-  std::string log = daemon.Log();
-  size_t at = log.find("\"event\":\"daemon.metrics\"");
-  ASSERT_NE(at, std::string::npos) << log;
-  size_t addr = log.rfind("127.0.0.1:", at);
-  ASSERT_NE(addr, std::string::npos);
-  int port = std::atoi(log.c_str() + addr + 10);
-  ASSERT_GT(port, 0);
+  int port = daemon.MetricsPort();
+  ASSERT_GT(port, 0) << daemon.Log();
   auto stub = daemon.Stub();
   v1::Run run;
   ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), SampleRequest(), &run).ok());

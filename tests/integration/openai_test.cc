@@ -43,7 +43,8 @@ class OpenAiIntegrationTest : public ::testing::Test {
     openai["max_turns"] = 10;
     chat["model"] = "fake-chat-model";
     daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
-        {"local", {{"uid_base", 310000}, {"uid_count", 64}}}, {"openai", openai}, {"chat", chat}});
+        {"local", {{"uid_base", 310000}, {"uid_count", 64}}}, {"openai", openai}, {"chat", chat},
+        {"metrics_listen", "127.0.0.1:0"}});
     daemon_->Start();
     stub_ = daemon_->Stub();
   }
@@ -168,6 +169,13 @@ TEST_F(OpenAiIntegrationTest, FaultsAreRetried) {
     retried |= e.type() == "notice" && absl::StrContains(e.notice().message(), "stream broke");
   }
   EXPECT_TRUE(retried);
+  // Each failed HTTP attempt is counted where it happened (labels in name order).
+  std::string page = daemon_->Metrics();
+  for (const char* line :
+       {"sandgate_upstream_errors_total{endpoint=\"containers\",kind=\"429\",retried=\"true\",upstream=\"openai\"} 1",
+        "sandgate_upstream_errors_total{endpoint=\"responses\",kind=\"500\",retried=\"true\",upstream=\"openai\"} 1"}) {
+    EXPECT_TRUE(absl::StrContains(page, line)) << "no '" << line << "' in\n" << page;
+  }
 }
 
 TEST_F(OpenAiIntegrationTest, ChatFaultsAreRetried) {

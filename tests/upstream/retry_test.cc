@@ -298,4 +298,60 @@ TEST(RetryingHttpClientTest, StreamingRequestFailingBeforeDataIsRetried) {
 }
 
 }  // namespace
+TEST(RetryingHttpClientTest, EveryFailedAttemptIsReportedWithWhetherItIsRetried) {
+  ScriptedHttpClient inner;
+  inner.Push(ScriptedReply::Status(429));
+  inner.Push(ScriptedReply::Fail(absl::UnavailableError("connection reset")));
+  inner.Push(ScriptedReply::Status(500));  // the last retry: reported as not retried
+  RecordingSleeper sleeper;
+  RetryOptions options = sleeper.Options();
+  std::vector<std::pair<std::string, bool>> seen;
+  options.on_failed_attempt = [&seen](const HttpRequest& req, const absl::StatusOr<HttpResponse>& outcome,
+                                      bool retrying) {
+    seen.emplace_back(UpstreamErrorKind(req, outcome).value_or("-"), retrying);
+  };
+  RetryingHttpClient client(&inner, options);
+  EXPECT_EQ(client.Send(Get(), nullptr)->status, 500);
+  EXPECT_THAT(seen, ElementsAre(std::make_pair(std::string("429"), true),
+                                std::make_pair(std::string("connection"), true),
+                                std::make_pair(std::string("500"), false)));
+
+  ScriptedHttpClient ok;
+  ok.Push(ScriptedReply::Json(200, {{"ok", true}}));
+  seen.clear();
+  RetryingHttpClient quiet(&ok, options);
+  ASSERT_TRUE(quiet.Send(Get(), nullptr).ok());
+  EXPECT_TRUE(seen.empty()) << "a success is not reported";
+}
+
+TEST(UpstreamErrorKindTest, CountsOnlyTheUpstreamsFailures) {
+  HttpRequest get = Get();
+  HttpRequest del = Get();
+  del.method = "DELETE";
+  auto response = [](int status) {
+    HttpResponse r;
+    r.status = status;
+    return absl::StatusOr<HttpResponse>(r);
+  };
+  EXPECT_EQ(UpstreamErrorKind(get, response(200)), std::nullopt);
+  EXPECT_EQ(UpstreamErrorKind(get, response(429)), "429");
+  EXPECT_EQ(UpstreamErrorKind(get, response(404)), "404");
+  EXPECT_EQ(UpstreamErrorKind(del, response(404)), std::nullopt) << "already gone is what was asked";
+  EXPECT_EQ(UpstreamErrorKind(del, response(500)), "500");
+  EXPECT_EQ(UpstreamErrorKind(get, absl::UnavailableError("refused")), "connection");
+  EXPECT_EQ(UpstreamErrorKind(get, absl::DeadlineExceededError("slow")), "timeout");
+  EXPECT_EQ(UpstreamErrorKind(get, absl::CancelledError("ours")), std::nullopt);
+  EXPECT_EQ(UpstreamErrorKind(get, absl::AbortedError("consumer stopped")), std::nullopt);
+}
+
+TEST(EndpointLabelTest, NamesTheApiNotTheObject) {
+  EXPECT_EQ(EndpointLabel("https://api.openai.com/v1/containers/cntr_1/files?limit=5"), "containers");
+  EXPECT_EQ(EndpointLabel("https://api.openai.com/v1/responses"), "responses");
+  EXPECT_EQ(EndpointLabel("http://127.0.0.1:8080/openai/v1/chat/completions"), "chat");
+  EXPECT_EQ(EndpointLabel("http://llm.internal/generate"), "generate");
+  EXPECT_EQ(EndpointLabel("http://llm.internal"), "other");
+  EXPECT_EQ(EndpointLabel("http://llm.internal/v1/Weird-Name"), "other");
+  EXPECT_EQ(EndpointLabel("http://h/v1/Files"), "files");
+}
+
 }  // namespace sandgate::upstream
