@@ -145,7 +145,7 @@ RunManager::~RunManager() {
   side_events_.Shutdown();
 }
 
-absl::Status RunManager::Recover() {
+absl::Status RunManager::Recover(const Tenants& tenants) {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<JournalEntry> entries, deps_.store->List());
   for (const JournalEntry& entry : entries) {
     auto it = deps_.providers.find(entry.provider);
@@ -163,8 +163,23 @@ absl::Status RunManager::Recover() {
   }
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs, deps_.store->ListUnfinishedRuns());
   for (v1::Run& run : runs) {
+    std::string why = "interrupted: the daemon stopped before the run finished";
+    if (run.status() == v1::QUEUED) {
+      absl::StatusOr<v1::RunAnalysisRequest> request = deps_.store->GetRunRequest(run.id());
+      std::optional<Caller> caller = tenants.Find(run.tenant());
+      absl::Status requeued =
+          !request.ok() ? request.status()
+          : !caller     ? errors::FailedPrecondition(absl::StrCat("tenant ", run.tenant(), " is no longer configured"))
+                        : Requeue(*caller, run, std::move(*request));
+      if (requeued.ok()) {
+        log::Info("run.requeued", {{"run", run.id()}, {"tenant", run.tenant()}});
+        continue;
+      }
+      why = absl::StrCat("the daemon restarted while the run waited, and it could not be queued again: ",
+                         requeued.message());
+    }
     run.set_status(v1::FAILED);
-    run.set_status_reason("interrupted: the daemon stopped before the run finished");
+    run.set_status_reason(why);
     *run.mutable_finished_at() = ToProto(deps_.clock->Now());
     SANDGATE_RETURN_IF_ERROR(deps_.store->PutRun(run));
     v1::Event e;
@@ -215,13 +230,8 @@ absl::Status RunManager::Validate(const v1::RunAnalysisRequest& req,
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisRequest request) {
-  if (!request.idempotency_key().empty()) {
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
-                              deps_.store->FindRunByIdempotencyKey(caller.tenant,
-                                                                   request.idempotency_key()));
-    if (existing) return Get(caller, *existing);
-  }
+absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
+    const Caller& caller, v1::RunAnalysisRequest request) const {
   auto ar = std::make_shared<ActiveRun>();
   if (request.playbook().empty()) request.set_playbook("financial-analyst");
   if (request.provider().empty()) request.set_provider("local");
@@ -283,10 +293,32 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
                                                                               : "disabled";
   ar->settings.allowed_domains.assign(sb.network().allowed_domains().begin(),
                                       sb.network().allowed_domains().end());
-  // Inputs are held in memory by the active run only; the request copy drops them.
+  // Inputs are held in memory by the active run (and kept in the store while it is queued);
+  // the request copy drops them.
   request.clear_inputs();
   ar->request = std::move(request);
+  ar->caller = caller;
+  ar->request_run_id = run.id();
+  {
+    absl::MutexLock lock(&ar->mu);
+    ar->run = run;
+  }
+  return ar;
+}
 
+absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisRequest request) {
+  if (!request.idempotency_key().empty()) {
+    SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
+                              deps_.store->FindRunByIdempotencyKey(caller.tenant,
+                                                                   request.idempotency_key()));
+    if (existing) return Get(caller, *existing);
+  }
+  SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar, Prepare(caller, std::move(request)));
+  v1::Run run;
+  {
+    absl::MutexLock lock(&ar->mu);
+    run = ar->run;
+  }
   {
     absl::MutexLock lock(&mu_);
     if (draining_) return errors::Unavailable("the daemon is shutting down; not accepting runs");
@@ -305,14 +337,21 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
     if (existing) return Get(caller, *existing);
   }
   SANDGATE_RETURN_IF_ERROR(put);
-  ar->caller = caller;
-  ar->request_run_id = run.id();
-  ar->ticket = {run.id(), caller.tenant, caller.config ? caller.config->quotas.concurrent_runs : 0,
-                /*needs_sandbox=*/ar->request.session_id().empty()};
+  // Kept while the run waits, so a restarted daemon can queue it again.
+  absl::Status kept = deps_.store->PutRunRequest(run.id(), WithInputs(*ar));
+  if (!kept.ok()) log::Error("run.request_not_kept", {{"run", run.id()}, {"error", kept.ToString()}});
+  return Admit(ar);
+}
+
+absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) {
+  v1::Run run;
   {
     absl::MutexLock lock(&ar->mu);
-    ar->run = run;
+    run = ar->run;
   }
+  const Caller& caller = ar->caller;
+  ar->ticket = {run.id(), caller.tenant, caller.config ? caller.config->quotas.concurrent_runs : 0,
+                /*needs_sandbox=*/ar->request.session_id().empty()};
   {
     absl::MutexLock lock(&mu_);
     active_[run.id()] = ar;
@@ -335,6 +374,32 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
   events.Emit(std::move(queued_event));
   Dispatch();
   return run;
+}
+
+v1::RunAnalysisRequest RunManager::WithInputs(const ActiveRun& ar) {
+  v1::RunAnalysisRequest full = ar.request;
+  for (const playbooks::InputFile& in : ar.inputs) {
+    v1::InputFile* f = full.add_inputs();
+    f->set_name(in.name);
+    f->set_content(in.content);
+  }
+  return full;
+}
+
+absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
+                                 v1::RunAnalysisRequest request) {
+  // Checked again: the daemon's configuration (and the tenant's policy) may have changed.
+  SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar, Prepare(caller, std::move(request)));
+  ar->request_run_id = run.id();
+  {
+    absl::MutexLock lock(&ar->mu);
+    ar->run = run;
+  }
+  {
+    RunEvents events(deps_.events, ar.get());
+    events.Notice(v1::Notice::WARNING, "the daemon restarted while this run waited; it is queued again");
+  }
+  return Admit(ar).status();
 }
 
 absl::Status RunManager::CheckRate(const Caller& caller) {
@@ -771,9 +836,20 @@ size_t RunManager::Drain(absl::Duration grace) {
     for (const auto& [id, ar] : active_) runs.push_back(ar);
   }
   for (const auto& ar : runs) {
-    ar->cancel.Cancel("the daemon is shutting down");
-    if (admission_.Remove(ar->request_run_id)) {
-      RunEvents events(deps_.events, ar.get());
+    if (!admission_.Remove(ar->request_run_id)) {  // running: its sandbox cannot outlive us
+      ar->cancel.Cancel("the daemon is shutting down");
+      continue;
+    }
+    RunEvents events(deps_.events, ar.get());
+    if (deps_.store->GetRunRequest(ar->request_run_id).ok()) {
+      // Waiting and kept: it stays QUEUED and is queued again when the daemon is back.
+      events.Notice(v1::Notice::WARNING,
+                    "the daemon is shutting down; this run stays queued and starts when it is back "
+                    "(follow again from the last seq seen)");
+      log::Info("run.shelved", {{"run", ar->request_run_id}, {"tenant", events.tenant()}});
+      absl::MutexLock lock(&mu_);
+      active_.erase(ar->request_run_id);
+    } else {
       Finish(ar, events, v1::CANCELLED, "the daemon is shutting down");
     }
   }

@@ -54,9 +54,12 @@ class RunManager {
   explicit RunManager(RunManagerDeps deps);
   ~RunManager();  // Drain(0)
 
-  // At start, before serving: sweeps what a previous daemon left (journal) and fails the
-  // runs it left unfinished, each with a terminal event saying why.
-  absl::Status Recover();
+  // At start, before serving and after SessionManager::Recover: sweeps what a previous daemon
+  // left (journal); queues again the runs it left queued (from their kept requests, checked
+  // again against today's configuration, for the tenant named in `tenants`); fails the runs
+  // it left running, and those that cannot be queued again, each with a terminal event
+  // saying why.
+  absl::Status Recover(const Tenants& tenants);
 
   absl::StatusOr<v1::Run> Start(const Caller& caller, v1::RunAnalysisRequest request);
   absl::StatusOr<v1::Run> Get(const Caller& caller, const std::string& run_id);
@@ -68,8 +71,10 @@ class RunManager {
                                            const std::string& name, uint64_t offset,
                                            uint64_t max_bytes);
 
-  // Refuses new runs, cancels every active run, and waits up to `grace` for them to finish
-  // (sessions closed, terminal events written). Returns the number still active.
+  // Refuses new runs, cancels every running run, and waits up to `grace` for them to finish
+  // (sessions closed, terminal events written). A waiting run whose request is kept stays
+  // QUEUED for the next start (Recover), with a notice; one without is cancelled. Returns the
+  // number still active.
   size_t Drain(absl::Duration grace);
   size_t active_runs();
   // Retention: deletes runs (events, artifacts) finished, and sessions ended, before `cutoff`.
@@ -84,6 +89,15 @@ class RunManager {
 
   absl::Status Validate(const v1::RunAnalysisRequest& request,
                         std::vector<playbooks::InputFile>* inputs) const;
+  // Checks `request` for `caller` and builds its run (a new QUEUED record, not stored).
+  absl::StatusOr<std::shared_ptr<ActiveRun>> Prepare(const Caller& caller,
+                                                     v1::RunAnalysisRequest request) const;
+  // Queues a prepared run whose record is stored, and tells its events where it stands.
+  absl::StatusOr<v1::Run> Admit(const std::shared_ptr<ActiveRun>& run);
+  // Queues again a run a previous daemon left queued.
+  absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request);
+  // The run's request with its inputs put back (to keep it in the store).
+  static v1::RunAnalysisRequest WithInputs(const ActiveRun& run);
   void Execute(const std::shared_ptr<ActiveRun>& run);
   // Inputs, setup, agent, collect, verify. Returns the agent's status.
   absl::Status RunInSession(ActiveRun& run, sandbox::Session& session, RunEvents& events);

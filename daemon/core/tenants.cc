@@ -25,4 +25,12 @@ absl::StatusOr<Caller> Tenants::Authenticate(
   return errors::Unauthenticated("unknown token");
 }
 
+std::optional<Caller> Tenants::Find(const std::string& name) const {
+  if (tenants_.empty()) return name == "local" ? std::optional<Caller>(Caller{"local", true, nullptr}) : std::nullopt;
+  for (const TenantConfig& t : tenants_) {
+    if (t.name == name) return Caller{t.name, t.is_operator, &t};
+  }
+  return std::nullopt;
+}
+
 }  // namespace sandgate::core

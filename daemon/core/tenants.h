@@ -30,6 +30,9 @@ class Tenants {
   explicit Tenants(std::vector<TenantConfig> tenants) : tenants_(std::move(tenants)) {}
   // `authorization` is the raw metadata value ("Bearer <token>"), or nullopt when absent.
   absl::StatusOr<Caller> Authenticate(const std::optional<std::string>& authorization) const;
+  // The caller a tenant's stored work runs as (after a restart), or nullopt when no such
+  // tenant is configured now.
+  std::optional<Caller> Find(const std::string& name) const;
 
  private:
   const std::vector<TenantConfig> tenants_;

@@ -225,8 +225,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
 
 absl::Status Daemon::Start() {
   Parts& p = *parts_;
-  SANDGATE_RETURN_IF_ERROR(p.runs->Recover());
+  // Sessions first: a queued run that targets a session the restart ended fails saying so.
   SANDGATE_RETURN_IF_ERROR(p.sessions->Recover());
+  SANDGATE_RETURN_IF_ERROR(p.runs->Recover(*p.tenants));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

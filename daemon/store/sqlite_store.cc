@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS events (
   seq INTEGER NOT NULL,
   proto BLOB NOT NULL,
   PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS run_requests (
+  run_id TEXT PRIMARY KEY,
+  proto BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS journal (
   id TEXT PRIMARY KEY,
   provider TEXT NOT NULL,
@@ -185,7 +188,34 @@ absl::StatusOr<std::optional<std::string>> SqliteStore::FindByKey(const char* ta
 }
 
 absl::Status SqliteStore::PutRun(const v1::Run& run) {
-  return PutRecord("runs", "run", run, static_cast<int64_t>(run.status()));
+  SANDGATE_RETURN_IF_ERROR(PutRecord("runs", "run", run, static_cast<int64_t>(run.status())));
+  if (run.status() == v1::QUEUED) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  Stmt d(db_, "DELETE FROM run_requests WHERE run_id = ?");
+  d.Bind(1, run.id());
+  if (!d.ok() || d.Step() != SQLITE_DONE) return Error("delete run request");
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::PutRunRequest(const std::string& run_id,
+                                        const v1::RunAnalysisRequest& request) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "INSERT OR REPLACE INTO run_requests(run_id, proto) VALUES(?, ?)");
+  s.Bind(1, run_id);
+  s.BindBlob(2, request.SerializeAsString());
+  if (!s.ok() || s.Step() != SQLITE_DONE) return Error("put run request");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::RunAnalysisRequest> SqliteStore::GetRunRequest(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT proto FROM run_requests WHERE run_id = ?");
+  if (!s.ok()) return Error("prepare get run request");
+  s.Bind(1, run_id);
+  int rc = s.Step();
+  if (rc == SQLITE_DONE) return errors::NotFound("request of run", run_id);
+  if (rc != SQLITE_ROW) return Error("get run request");
+  return ParseBlob<v1::RunAnalysisRequest>(s.Text(0), "run request");
 }
 
 absl::StatusOr<v1::Run> SqliteStore::GetRun(const std::string& run_id) {
@@ -295,7 +325,8 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
   }
   SANDGATE_RETURN_IF_ERROR(Exec("BEGIN"));
   for (const std::string& id : runs) {
-    for (const char* sql : {"DELETE FROM events WHERE run_id = ?", "DELETE FROM runs WHERE id = ?"}) {
+    for (const char* sql : {"DELETE FROM events WHERE run_id = ?", "DELETE FROM run_requests WHERE run_id = ?",
+                            "DELETE FROM runs WHERE id = ?"}) {
       Stmt d(db_, sql);
       d.Bind(1, id);
       if (!d.ok() || d.Step() != SQLITE_DONE) {

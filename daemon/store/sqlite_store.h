@@ -26,6 +26,8 @@ class SqliteStore : public Store {
 
   absl::Status PutRun(const v1::Run& run) override;
   absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
+  absl::Status PutRunRequest(const std::string& run_id, const v1::RunAnalysisRequest& request) override;
+  absl::StatusOr<v1::RunAnalysisRequest> GetRunRequest(const std::string& run_id) override;
   absl::StatusOr<RunPage> ListRuns(const std::string& tenant, uint32_t page_size,
                                    const std::string& page_token) override;
   absl::StatusOr<std::optional<std::string>> FindRunByIdempotencyKey(

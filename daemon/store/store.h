@@ -28,7 +28,8 @@ struct RunPage {
 
 class Store : public ResourceJournal {
  public:
-  // Inserts or replaces the run with run.id().
+  // Inserts or replaces the run with run.id(). A status other than QUEUED also deletes the
+  // run's kept request (PutRunRequest): once a run has started it cannot be queued again.
   virtual absl::Status PutRun(const v1::Run& run) = 0;
   virtual absl::StatusOr<v1::Run> GetRun(const std::string& run_id) = 0;
   // Newest first. `tenant` empty = every tenant (operators).
@@ -36,8 +37,13 @@ class Store : public ResourceJournal {
                                            const std::string& page_token) = 0;
   virtual absl::StatusOr<std::optional<std::string>> FindRunByIdempotencyKey(
       const std::string& tenant, const std::string& key) = 0;
-  // Runs whose status is QUEUED or RUNNING (to be failed after a restart).
+  // Runs whose status is QUEUED or RUNNING (after a restart: queued ones are queued again
+  // from their kept request, the others failed).
   virtual absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() = 0;
+  // Keeps a queued run's request, inputs included, so it survives a restart.
+  virtual absl::Status PutRunRequest(const std::string& run_id, const v1::RunAnalysisRequest& request) = 0;
+  // NOT_FOUND when none is kept.
+  virtual absl::StatusOr<v1::RunAnalysisRequest> GetRunRequest(const std::string& run_id) = 0;
 
   // Sessions, like runs, are kept as their API message.
   virtual absl::Status PutSession(const v1::Session& session) = 0;

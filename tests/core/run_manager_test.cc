@@ -18,6 +18,13 @@ namespace {
 
 using testing::HostProvider;
 
+TenantConfig Tenant(const std::string& name) {
+  TenantConfig t;
+  t.name = name;
+  t.token_sha256 = std::string(64, name[name.size() - 1]);
+  return t;
+}
+
 std::string ReadData(const std::string& rel) {
   std::ifstream in(std::string(SANDGATE_SOURCE_DIR) + "/tests/data/" + rel);
   std::stringstream ss;
@@ -233,7 +240,7 @@ TEST_F(RunManagerTest, RecoverFailsInterruptedRunsAndSweepsTheJournal) {
   e.set_type("run.started");
   ASSERT_TRUE(events_->Append(e).ok());
   ASSERT_TRUE(store_->Record({"host:s1", "local", "session", {}}).ok());
-  ASSERT_TRUE(runs_->Recover().ok());
+  ASSERT_TRUE(runs_->Recover(Tenants({Tenant("team-a")})).ok());
   auto run = runs_->Get(caller_, "run-orphan");
   EXPECT_EQ(run->status(), v1::FAILED);
   EXPECT_TRUE(absl::StrContains(run->status_reason(), "interrupted"));
@@ -253,6 +260,64 @@ TEST_F(RunManagerTest, DrainRefusesNewRunsAndCancelsActiveOnes) {
   EXPECT_EQ(runs_->Get(caller_, started->id())->status(), v1::CANCELLED);
   EXPECT_EQ(runs_->Start(caller_, Sample()).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(provider_->live_sessions(), 0);
+}
+
+TEST_F(RunManagerTest, AQueuedRunSurvivesARestartAndRunsAfterIt) {
+  config_.max_concurrent_runs = 1;
+  Rebuild();
+  v1::RunAnalysisRequest slow = Sample();
+  slow.mutable_sandbox()->add_setup_commands("sleep 30");
+  auto running = runs_->Start(caller_, slow);
+  ASSERT_TRUE(running.ok());
+  auto queued = runs_->Start(caller_, Sample());
+  ASSERT_TRUE(queued.ok());
+  EXPECT_EQ(queued->status(), v1::QUEUED);
+
+  runs_.reset();  // a drain: the running run is cancelled, the queued one stays queued
+  EXPECT_EQ(store_->GetRun(running->id())->status(), v1::CANCELLED);
+  EXPECT_EQ(store_->GetRun(queued->id())->status(), v1::QUEUED);
+  Rebuild();
+  ASSERT_TRUE(runs_->Recover(Tenants({Tenant("team-a")})).ok());
+  v1::Run done = WaitFinished(queued->id());
+  EXPECT_EQ(done.status(), v1::SUCCEEDED) << done.status_reason();
+  EXPECT_EQ(done.created_at().seconds(), queued->created_at().seconds()) << "the same run";
+  EXPECT_EQ(store_->GetRunRequest(queued->id()).status().code(), absl::StatusCode::kNotFound)
+      << "the kept request goes when the run starts";
+
+  std::vector<v1::Event> events = Events(queued->id());
+  std::vector<std::string> notices;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].seq(), static_cast<int64_t>(i + 1)) << "dense across the restart";
+    if (events[i].type() == "notice") notices.push_back(events[i].notice().message());
+  }
+  ASSERT_GE(notices.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(notices[0], "stays queued")) << notices[0];
+  EXPECT_TRUE(absl::StrContains(notices[1], "queued again")) << notices[1];
+  EXPECT_EQ(events.back().type(), "run.finished");
+}
+
+TEST_F(RunManagerTest, AQueuedRunThatCannotBeQueuedAgainFailsSayingWhy) {
+  config_.max_concurrent_runs = 1;
+  Rebuild();
+  v1::RunAnalysisRequest slow = Sample();
+  slow.mutable_sandbox()->add_setup_commands("sleep 30");
+  ASSERT_TRUE(runs_->Start(caller_, slow).ok());
+  auto gone = runs_->Start(caller_, Sample());
+  Caller other{"team-b", false};
+  auto refused = runs_->Start(other, Sample());
+  ASSERT_TRUE(gone.ok() && refused.ok());
+  runs_.reset();
+  Rebuild();
+  // team-a is no longer configured; team-b's policy now refuses the reference agent.
+  TenantConfig b = Tenant("team-b");
+  b.policy.agents = {"openai"};
+  ASSERT_TRUE(runs_->Recover(Tenants({b})).ok());
+  v1::Run a = WaitFinished(gone->id());
+  EXPECT_EQ(a.status(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(a.status_reason(), "tenant team-a is no longer configured")) << a.status_reason();
+  v1::Run r = WaitFinished(refused->id(), &other);
+  EXPECT_EQ(r.status(), v1::FAILED);
+  EXPECT_TRUE(absl::StrContains(r.status_reason(), "agent 'reference' is not allowed")) << r.status_reason();
 }
 
 TEST_F(RunManagerTest, IdempotencyKeyReturnsTheSameRunAlsoAfterARestart) {

@@ -464,15 +464,19 @@ TEST_F(DaemonTest, SigtermDrainsEndsStreamsWithTerminalEventAndExitsCleanly) {
 
 // Its own daemon and uid range: a SIGKILLed daemon's orphans become zombies of the machine's
 // PID 1, reaped late on this VM, and must not be counted by the other tests.
-TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunAndSweepsItsSandbox) {
+TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunRequeuesTheWaitingOneAndSweeps) {
   constexpr uint32_t kOwnUids = kUidBase + 500;
   daemon_->Stop(SIGTERM);
-  daemon_ = std::make_unique<DaemonHarness>(TenantConfig(kOwnUids));
+  nlohmann::json config = TenantConfig(kOwnUids);
+  config["max_concurrent_runs"] = 1;  // the second run waits
+  daemon_ = std::make_unique<DaemonHarness>(config);
   daemon_->Start();
   stub_ = daemon_->Stub();
   v1::RunAnalysisRequest req = SampleRequest();
   req.mutable_sandbox()->add_setup_commands("setsid nohup sleep 300 >/dev/null 2>&1 & sleep 300");
   v1::Run run = StartRun(req);
+  v1::Run waiting = StartRun(SampleRequest());
+  EXPECT_EQ(waiting.status(), v1::QUEUED);
   auto ctx = DaemonHarness::Context(kAlphaToken);
   v1::StreamEventsRequest sreq;
   sreq.set_run_id(run.id());
@@ -494,6 +498,14 @@ TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunAndSweepsItsSandbox)
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
   ExpectDenseInOrder(events);
   EXPECT_EQ(events.back().type(), "run.finished");
+  // The waiting run's request was kept: the new daemon queued it again and it ran.
+  std::vector<v1::Event> requeued = FollowToEnd(*stub_, waiting.id(), kAlphaToken);
+  ExpectDenseInOrder(requeued);
+  ASSERT_FALSE(requeued.empty());
+  EXPECT_EQ(requeued.back().run_finished().status(), v1::SUCCEEDED) << requeued.back().run_finished().reason();
+  bool told = false;
+  for (const auto& ev : requeued) told |= ev.type() == "notice" && absl::StrContains(ev.notice().message(), "queued again");
+  EXPECT_TRUE(told);
   EXPECT_EQ(SandboxProcesses(/*count_zombies=*/false, kOwnUids), std::vector<std::string>{});
   EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
 }

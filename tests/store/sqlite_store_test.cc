@@ -117,6 +117,29 @@ TEST_F(SqliteStoreTest, UnfinishedRunsAreListed) {
   EXPECT_EQ((*runs)[0].id(), "r1");
 }
 
+TEST_F(SqliteStoreTest, AQueuedRunsRequestSurvivesReopenUntilTheRunStarts) {
+  v1::Run queued = MakeRun("r1", "a");
+  queued.set_status(v1::QUEUED);
+  ASSERT_TRUE(store_->PutRun(queued).ok());
+  v1::RunAnalysisRequest req;
+  req.set_playbook("financial-analyst");
+  auto* in = req.add_inputs();
+  in->set_name("data.csv");
+  in->set_content(std::string("a,b\n\0\xff", 6));  // bytes, not text
+  ASSERT_TRUE(store_->PutRunRequest("r1", req).ok());
+  store_.reset();
+  store_ = *SqliteStore::Open(path_);
+  auto got = store_->GetRunRequest("r1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->inputs(0).content(), std::string("a,b\n\0\xff", 6));
+  ASSERT_TRUE(store_->PutRun(queued).ok()) << "still queued: kept";
+  EXPECT_TRUE(store_->GetRunRequest("r1").ok());
+  queued.set_status(v1::RUNNING);
+  ASSERT_TRUE(store_->PutRun(queued).ok());
+  EXPECT_EQ(store_->GetRunRequest("r1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetRunRequest("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(SqliteStoreTest, SessionsRoundTripListAndKeepTheirIdempotencyKey) {
   v1::Session s;
   s.set_id("s1");
