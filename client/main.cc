@@ -430,8 +430,9 @@ int CmdRun(Client& client, const Args& args) {
   ProgressPrinter printer(progress);
   int64_t last = 0;
   bool finished = false;
-  // Reconnect with the last seq if the stream breaks: nothing is missed or seen twice.
-  for (int attempt = 0; !finished && attempt < 5; ++attempt) {
+  // Reconnect with the last seq if the stream breaks (a daemon restarting keeps waiting runs):
+  // nothing is missed or seen twice. Gives up after about a minute without the daemon.
+  for (int attempt = 0; !finished && attempt < 60; ++attempt) {
     grpc::Status st = FollowEvents(client, &interrupt, run.id(), last, true, [&](const v1::Event& e) {
       if (e.seq() > 0) last = e.seq();
       if (json && e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
@@ -441,6 +442,7 @@ int CmdRun(Client& client, const Args& args) {
     if (interrupt.fired()) break;
     if (!st.ok() && !finished) {
       if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return RpcError("events", st);
+      if (attempt == 0) std::fprintf(stderr, "sandgate: the daemon is unavailable (%s); reconnecting…\n", st.error_message().c_str());
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   }

@@ -289,10 +289,11 @@ void Daemon::Drain() {
   if (left > 0) log::Error("daemon.drain_incomplete", {{"active_runs", left}});
   // Kept sessions end too: their commands are cancelled and their sandboxes deleted.
   p.sessions->CloseAll("the daemon is shutting down");
-  // Every run has written its terminal event; give followers a moment to read it, then end
-  // the streams that are still open and stop.
-  if (p.server) p.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Every running run has written its terminal event. A stream still waiting for events
+  // follows a run left queued: it ends UNAVAILABLE now. Give the others a moment to read
+  // what is buffered, then end whatever is still open and stop.
   p.events->Shutdown();
+  if (p.server) p.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (p.server) p.server->Wait();
   p.io->Shutdown();
   p.exec->Shutdown();

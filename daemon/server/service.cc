@@ -220,7 +220,9 @@ class EventStream final : public PullWriter<v1::Event> {
         break;
       }
       case core::EventLog::WaitResult::kShutdown:
-        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the daemon is shutting down"));
+        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                "the daemon is shutting down; the run stays queued: follow again "
+                                "with after_seq once it is back"));
         break;
     }
     Release();

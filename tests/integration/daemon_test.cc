@@ -440,10 +440,32 @@ TEST_F(DaemonTest, IdempotencyKeyReturnsTheSameRun) {
   FollowToEnd(*stub_, first.id(), kAlphaToken);
 }
 
-TEST_F(DaemonTest, SigtermDrainsEndsStreamsWithTerminalEventAndExitsCleanly) {
+TEST_F(DaemonTest, SigtermCancelsRunningRunsKeepsWaitingOnesAndExitsCleanly) {
+  daemon_->Stop(SIGTERM);
+  nlohmann::json config = TenantConfig();
+  config["max_concurrent_runs"] = 1;  // the second run waits
+  daemon_ = std::make_unique<DaemonHarness>(config);
+  daemon_->Start();
+  stub_ = daemon_->Stub();
   v1::RunAnalysisRequest req = SampleRequest();
   req.mutable_sandbox()->add_setup_commands("sleep 60");
   v1::Run run = StartRun(req);
+  v1::Run waiting = StartRun(SampleRequest());
+  // A follower of the waiting run: its stream ends UNAVAILABLE, after a notice saying why.
+  std::vector<v1::Event> waited;
+  grpc::Status waited_status;
+  std::thread follower([&] {
+    auto ctx = DaemonHarness::Context(kAlphaToken);
+    v1::StreamEventsRequest sreq;
+    sreq.set_run_id(waiting.id());
+    sreq.set_follow(true);
+    auto reader = stub_->StreamEvents(ctx.get(), sreq);
+    v1::Event e;
+    while (reader->Read(&e)) {
+      if (e.seq() > 0) waited.push_back(e);
+    }
+    waited_status = reader->Finish();
+  });
   bool signalled = false;
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken, 0, [&](const v1::Event& e) {
     if (e.has_command_started() && !signalled) {
@@ -460,6 +482,18 @@ TEST_F(DaemonTest, SigtermDrainsEndsStreamsWithTerminalEventAndExitsCleanly) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon_->Log();
   EXPECT_EQ(SandboxProcesses(), std::vector<std::string>{});
   EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
+  follower.join();
+  EXPECT_EQ(waited_status.error_code(), grpc::StatusCode::UNAVAILABLE) << waited_status.error_message();
+  ASSERT_FALSE(waited.empty());
+  EXPECT_TRUE(absl::StrContains(waited.back().notice().message(), "stays queued")) << waited.back().DebugString();
+
+  // Back up: the waiting run is queued again and runs; its events continue where they were.
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  std::vector<v1::Event> rest = FollowToEnd(*stub_, waiting.id(), kAlphaToken, waited.back().seq());
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().seq(), waited.back().seq() + 1);
+  EXPECT_EQ(rest.back().run_finished().status(), v1::SUCCEEDED) << rest.back().run_finished().reason();
 }
 
 // Its own daemon and uid range: a SIGKILLed daemon's orphans become zombies of the machine's
