@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_journal.h"
-#include "tests/sandbox/openai/fake_openai_server.h"
+#include "tests/fakes/openai/fake_openai_server.h"
 #include "upstream/credentials.h"
 #include "upstream/curl_http_client.h"
 #include "upstream/retry.h"

@@ -8,8 +8,8 @@
 //   nlohmann::json state = fake.State();   // containers, files, requests, …
 //
 // Not thread safe for Start/Stop; Post/Get may be called from any thread.
-#ifndef SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_
-#define SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_
+#ifndef SANDGATE_TESTS_FAKES_OPENAI_FAKE_OPENAI_SERVER_H_
+#define SANDGATE_TESTS_FAKES_OPENAI_FAKE_OPENAI_SERVER_H_
 
 #include <fcntl.h>
 #include <signal.h>
@@ -109,4 +109,4 @@ class FakeOpenAiServer {
 
 }  // namespace sandgate::testing
 
-#endif  // SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_
+#endif  // SANDGATE_TESTS_FAKES_OPENAI_FAKE_OPENAI_SERVER_H_
