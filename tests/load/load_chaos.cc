@@ -158,6 +158,10 @@ constexpr Flavor kHostedReference = {"openai", "reference"};
 // The fake's scripted model with its shell calls run in a local sandbox.
 constexpr Flavor kModelOnLocal = {"local", "openai"};
 
+// When a run is cancelled: at its first command, or as soon as it starts (on the openai
+// provider: while its container is being made).
+enum class CancelAt { kNever, kFirstCommand, kStart };
+
 struct Stats {
   std::mutex mu;
   std::map<std::string, int> by_status;
@@ -190,9 +194,10 @@ class Client {
       int dice = std::uniform_int_distribution<int>(0, 9)(rng_);
       if (dice < 6) {
         static constexpr Flavor kOpenAiRuns[] = {kHosted, kHostedReference, kModelOnLocal};
-        Run(openai ? kOpenAiRuns[dice % 3] : kLocal, /*cancel=*/false, /*disconnect=*/dice == 5);
+        Run(openai ? kOpenAiRuns[dice % 3] : kLocal, CancelAt::kNever, /*disconnect=*/dice == 5);
       } else if (dice < 8) {
-        Run(openai ? kHosted : kLocal, /*cancel=*/true, false);
+        Run(openai ? kHosted : kLocal, openai && dice == 6 ? CancelAt::kStart : CancelAt::kFirstCommand,
+            false);
       } else {
         Session(openai ? "openai" : "local");
       }
@@ -215,8 +220,8 @@ class Client {
 
   // RunAnalysis (in the kept session `session_id` when given), retried with the same
   // idempotency key across daemon restarts; then followed (resuming after disconnects and
-  // restarts) until run.finished. A cancel is sent at the first command.
-  void Run(const Flavor& flavor, bool cancel, bool disconnect, const std::string& session_id = "") {
+  // restarts) until run.finished.
+  void Run(const Flavor& flavor, CancelAt cancel, bool disconnect, const std::string& session_id = "") {
     auto t0 = Clock::now();
     const std::string label = absl::StrCat(flavor.provider, "/", flavor.agent,
                                            session_id.empty() ? "" : " (kept session)");
@@ -229,7 +234,7 @@ class Client {
     in->set_name(kInput);
     in->set_content(csv_);
     // A hosted container takes no setup commands; the model's own commands are cancelled there.
-    if (cancel && std::string(flavor.provider) == "local") {
+    if (cancel != CancelAt::kNever && std::string(flavor.provider) == "local") {
       req.mutable_sandbox()->add_setup_commands("sleep 5");
     }
     v1::Run run;
@@ -282,7 +287,9 @@ class Client {
           reader->Finish();
           return;
         }
-        if (cancel && !cancelled && e.has_command_started()) {
+        const bool cancel_now = cancel == CancelAt::kStart ? e.has_run_started()
+                                : cancel == CancelAt::kFirstCommand && e.has_command_started();
+        if (cancel_now && !cancelled) {
           grpc::ClientContext cctx;
           Prepare(&cctx);
           v1::CancelRunRequest creq;
@@ -345,7 +352,7 @@ class Client {
       if (st.ok()) ++stats_->execs;
       if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) ++stats_->execs_refused;
     }
-    if (hosted) Run(kHosted, /*cancel=*/false, /*disconnect=*/false, s.id());
+    if (hosted) Run(kHosted, CancelAt::kNever, /*disconnect=*/false, s.id());
     // Half the sessions are closed, the rest are abandoned to the idle reaper (or a kill).
     if (std::uniform_int_distribution<int>(0, 1)(rng_)) {
       grpc::ClientContext ctx;
@@ -448,6 +455,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   fake.Scenario(sandgate::testing::AnalystTurns(kInput));
+  // Making a container takes upstream a while (the fake, no time at all): the window in which
+  // a kill or a cancel may leave the daemon without the id of a container upstream still
+  // makes. (The prefix also slows uploads into containers.)
+  fake.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"delay_ms", 200}, {"times", 1 << 30}});
   Daemon daemon(dir, fake.base_url());
   const std::string csv = sandgate::testing::SampleStatementsCsv();
   // Other programs on this machine may have left session cgroups; only new ones count.
