@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -34,10 +35,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/sha256.h"
 #include "nlohmann/json.hpp"
 #include "sandgate/v1/sandgate.grpc.pb.h"
@@ -404,22 +407,40 @@ std::set<std::string> SessionCgroups() {
   std::set<std::string> dirs;
   FILE* p = popen("find /sys/fs/cgroup -maxdepth 7 -type d -name 'sandgate-s*' 2>/dev/null", "r");
   char line[4096];
-  while (p && fgets(line, sizeof(line), p)) dirs.insert(line);
+  while (p && fgets(line, sizeof(line), p)) dirs.insert(std::string(absl::StripTrailingAsciiWhitespace(line)));
   if (p) pclose(p);
   return dirs;
 }
 
-int Count(const std::string& db_path, const char* sql) {
+// Runs `sql` on the daemon's database, read only; `row` sees each result row.
+void Query(const std::string& db_path, const char* sql, const std::function<void(sqlite3_stmt*)>& row) {
   sqlite3* db = nullptr;
   sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   sqlite3_stmt* st = nullptr;
-  int n = -1;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
-    n = sqlite3_column_int(st, 0);
+  if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW) row(st);
   }
   sqlite3_finalize(st);
   sqlite3_close(db);
+}
+
+int Count(const std::string& db_path, const char* sql) {
+  int n = -1;
+  Query(db_path, sql, [&](sqlite3_stmt* st) { n = sqlite3_column_int(st, 0); });
   return n;
+}
+
+// The sessions this test's daemon may have made: the kept ones, and each run's own ("s" and
+// the hex of the run id), all stored before their sandbox exists.
+std::set<std::string> OurSessions(const std::string& db_path) {
+  std::set<std::string> ids;
+  auto text = [](sqlite3_stmt* st) { return std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))); };
+  Query(db_path, "SELECT id FROM sessions", [&](sqlite3_stmt* st) { ids.insert(text(st)); });
+  Query(db_path, "SELECT id FROM runs", [&](sqlite3_stmt* st) {
+    std::string run = text(st);
+    if (absl::StartsWith(run, "run-")) ids.insert("s" + run.substr(4));
+  });
+  return ids;
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -461,8 +482,6 @@ int main(int argc, char** argv) {
   fake.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"delay_ms", 200}, {"times", 1 << 30}});
   Daemon daemon(dir, fake.base_url());
   const std::string csv = sandgate::testing::SampleStatementsCsv();
-  // Other programs on this machine may have left session cgroups; only new ones count.
-  const std::set<std::string> cgroups_before = SessionCgroups();
   daemon.Start();
   auto t0 = Clock::now();
 
@@ -494,11 +513,15 @@ int main(int argc, char** argv) {
 
   std::string db = daemon.dir() + "/state/state.db";
   int leaked_processes = LeakedProcesses();
+  // Only this daemon's sessions count: other programs on this machine (tests of another
+  // checkout running at the same time) make and leave session cgroups of their own.
+  const std::set<std::string> ours = OurSessions(db);
   int leaked_cgroups = 0;
   for (const std::string& dir : SessionCgroups()) {
-    if (!cgroups_before.count(dir)) {
+    const std::string name = dir.substr(dir.rfind('/') + 1);
+    if (ours.count(std::string(absl::StripPrefix(name, "sandgate-"))) != 0) {
       ++leaked_cgroups;
-      std::fprintf(stderr, "leaked cgroup %s", dir.c_str());
+      std::fprintf(stderr, "leaked cgroup %s\n", dir.c_str());
     }
   }
   int journal = Count(db, "SELECT COUNT(*) FROM journal");
