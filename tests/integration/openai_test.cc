@@ -16,9 +16,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/integration/daemon_harness.h"
 #include "tests/sandbox/openai/analyst_scenario.h"
-#include "tests/sandbox/openai/fake_openai_server.h"
 
 namespace sandgate::testing {
 namespace {

@@ -1,11 +1,13 @@
 #include "sandbox/openai/openai_provider.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -61,6 +63,23 @@ absl::Status DeleteIgnoringMissing(upstream::OpenAiClient* client, const std::st
   absl::Status st = client->DeleteContainer(id, cancel);
   if (st.code() == absl::StatusCode::kNotFound) return absl::OkStatus();
   return st;
+}
+
+// The ids of every container called `name`.
+absl::StatusOr<std::vector<std::string>> ContainersNamed(upstream::OpenAiClient* client,
+                                                         const std::string& name) {
+  std::vector<std::string> ids;
+  upstream::ListParams page;
+  page.limit = 100;
+  for (int guard = 0; guard < 1000; ++guard) {
+    SANDGATE_ASSIGN_OR_RETURN(upstream::ContainerPage p, client->ListContainers(page, nullptr));
+    for (const upstream::Container& c : p.data) {
+      if (c.name == name) ids.push_back(c.id);
+    }
+    if (!p.has_more || p.last_id.empty()) break;
+    page.after = p.last_id;
+  }
+  return ids;
 }
 
 }  // namespace
@@ -341,13 +360,17 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
   entry.id = OpenAiContainerJournalId(spec.id);
   entry.provider = "openai";
   entry.kind = "container";
-  entry.details = {{"name", cs.name}, {"session", spec.id}};
+  entry.details = {{"name", cs.name},
+                   {"session", spec.id},
+                   {"requested_at_ms", absl::ToUnixMillis(clock_->Now())}};
   SANDGATE_RETURN_IF_ERROR(journal_->Record(entry));
 
-  absl::StatusOr<upstream::Container> created = client_->CreateContainer(cs, cancel);
+  // Not cancellable (see the file comment): aborting the request would not stop upstream
+  // from making the container, only keep its id from us.
+  absl::StatusOr<upstream::Container> created = client_->CreateContainer(cs, nullptr);
   if (!created.ok()) {
     // The request may have reached OpenAI before failing: clean up by name now.
-    absl::Status swept = Sweep(entry);
+    absl::Status swept = SweepByName(entry, absl::InfinitePast());
     if (!swept.ok()) {
       log::Error("sandbox.openai_create_cleanup_failed",
                  {{"session", spec.id}, {"error", swept.ToString()}});
@@ -357,11 +380,14 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
   }
   entry.details["container_id"] = created->id;
   absl::Status recorded = journal_->Record(entry);
-  if (!recorded.ok()) {
-    // The name-only entry still lets a sweep find it; delete now anyway.
+  const bool cancelled = cancel != nullptr && cancel->cancelled();
+  if (!recorded.ok() || cancelled) {
+    // Cancelled while upstream made it, or its id is not journaled (the name-only entry
+    // still lets a sweep find it): delete it now.
     absl::Status st = DeleteIgnoringMissing(client_, created->id, nullptr);
     if (st.ok()) journal_->Erase(entry.id).IgnoreError();
-    return recorded;
+    if (!recorded.ok()) return recorded;
+    return errors::Cancelled(cancel->reason());
   }
   log::Info("sandbox.openai_container_created",
             {{"session", spec.id}, {"container", created->id}, {"memory_limit", cs.memory_limit}});
@@ -383,21 +409,35 @@ absl::Status OpenAiProvider::Sweep(const JournalEntry& entry) {
     log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
     return journal_->Erase(entry.id);
   }
+  // The daemon died between asking for the container and learning its id: find it by name.
+  // Its request may still be carried out after it died, so until create_settle has passed
+  // since the request, finding nothing proves nothing. (Entries without the request time
+  // are from before it was journaled.)
+  absl::Time settle_until = absl::InfinitePast();
+  if (d.is_object() && d.contains("requested_at_ms") &&
+      d["requested_at_ms"].is_number_integer()) {
+    settle_until =
+        absl::FromUnixMillis(d["requested_at_ms"].get<int64_t>()) + options_.create_settle;
+  }
+  return SweepByName(entry, settle_until);
+}
+
+absl::Status OpenAiProvider::SweepByName(const JournalEntry& entry, absl::Time settle_until) {
+  const nlohmann::json& d = entry.details;
   if (!d.is_object() || !d.contains("name") || !d["name"].is_string()) {
     return errors::InvalidArgument(absl::StrCat("journal entry ", entry.id, ": no container name"));
   }
-  // The daemon died between asking for the container and learning its id: find it by name.
   const std::string name = d["name"].get<std::string>();
+  constexpr absl::Duration kPoll = absl::Milliseconds(250);
+  // Counted rather than timed, so a clock that does not move cannot keep it looking; never
+  // longer than create_settle, whatever the entry says.
+  const absl::Duration left = std::min(settle_until - clock_->Now(), options_.create_settle);
+  const int64_t polls = left > absl::ZeroDuration() ? left / kPoll + 1 : 0;
   std::vector<std::string> doomed;
-  upstream::ListParams page;
-  page.limit = 100;
-  for (int guard = 0; guard < 1000; ++guard) {
-    SANDGATE_ASSIGN_OR_RETURN(upstream::ContainerPage p, client_->ListContainers(page, nullptr));
-    for (const upstream::Container& c : p.data) {
-      if (c.name == name) doomed.push_back(c.id);
-    }
-    if (!p.has_more || p.last_id.empty()) break;
-    page.after = p.last_id;
+  for (int64_t i = 0;; ++i) {
+    SANDGATE_ASSIGN_OR_RETURN(doomed, ContainersNamed(client_, name));
+    if (!doomed.empty() || i >= polls) break;
+    absl::SleepFor(kPoll);
   }
   for (const std::string& id : doomed) {
     SANDGATE_RETURN_IF_ERROR(DeleteIgnoringMissing(client_, id, nullptr));

@@ -1,12 +1,15 @@
 // The `openai` sandbox provider: a session is an OpenAI-hosted container (Containers API).
 //
 // What a session does with each Session call:
-//  - Create: journals the container ("openai-container:<session id>", kind "container") before
-//    asking for it, then records its id; creates it named "sandgate-<session id>" with the
-//    mapped memory_limit, expires_after {last_active_at, options.expires_after_minutes} and the
-//    mapped network_policy. A keeper thread then touches the container (a container-file
-//    list, which counts as activity) every keepalive_interval, well within expires_after, for
-//    as long as the session is held.
+//  - Create: journals the container ("openai-container:<session id>", kind "container", with
+//    the time of the request) before asking for it, then records its id; creates it named
+//    "sandgate-<session id>" with the mapped memory_limit, expires_after {last_active_at,
+//    options.expires_after_minutes} and the mapped network_policy. The create request itself
+//    is not cancelled: upstream may carry out a create whose caller hung up, after any
+//    cleanup by name has looked. A cancel is honoured once the answer is in, by deleting the
+//    container by id. A keeper thread then touches the container (a container-file list,
+//    which counts as activity) every keepalive_interval, well within expires_after, for as
+//    long as the session is held.
 //  - WriteFile: uploads the bytes straight to the container (POST /containers/{id}/files,
 //    multipart); no Files API object is made, so nothing but the container needs deleting.
 //    Container-file uploads take no destination path, so only plain names ("input.csv") are
@@ -57,6 +60,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/cancel.h"
+#include "common/clock.h"
 #include "common/journal.h"
 #include "sandbox/sandbox.h"
 #include "upstream/openai_client.h"
@@ -72,6 +76,11 @@ struct OpenAiProviderOptions {
   absl::Duration keepalive_interval = absl::Minutes(5);
   // Largest file WriteFile uploads.
   uint64_t max_file_bytes = 64ull << 20;
+  // How long after a dead daemon sent a create upstream may still carry it out: until then a
+  // sweep by name that finds nothing looks again (every 250 ms) before it gives up.
+  absl::Duration create_settle = absl::Seconds(10);
+  // The time of journaled requests. Null: Clock::Real(). Not owned; outlives the provider.
+  const Clock* clock = nullptr;
 };
 
 // The journal entry id of a session's container.
@@ -148,17 +157,27 @@ class OpenAiProvider : public Provider {
   absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                   const CancelToken* cancel) override;
   // kind "container": deletes the container by id (or, when the daemon died before learning
-  // the id, every container named "sandgate-<session id>"), then erases the entry.
+  // the id, every container named "sandgate-<session id>"), then erases the entry. By name,
+  // finding nothing is not final until create_settle has passed since the request: blocks
+  // until a container of that name shows up or that time has passed.
   absl::Status Sweep(const JournalEntry& entry) override;
 
  private:
   OpenAiProvider(upstream::OpenAiClient* client, ResourceJournal* journal,
                  OpenAiProviderOptions options)
-      : client_(client), journal_(journal), options_(std::move(options)) {}
+      : client_(client),
+        journal_(journal),
+        options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+
+  // Deletes every container named like the entry's, looking until `settle_until` while
+  // there is none, then erases the entry.
+  absl::Status SweepByName(const JournalEntry& entry, absl::Time settle_until);
 
   upstream::OpenAiClient* const client_;
   ResourceJournal* const journal_;
   const OpenAiProviderOptions options_;
+  const Clock* const clock_;
 };
 
 }  // namespace sandgate::sandbox

@@ -3,13 +3,14 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_journal.h"
-#include "tests/sandbox/openai/fake_openai_server.h"
+#include "tests/fakes/openai/fake_openai_server.h"
 #include "upstream/credentials.h"
 #include "upstream/curl_http_client.h"
 #include "upstream/retry.h"
@@ -44,6 +45,16 @@ class OpenAiProviderTest : public ::testing::Test {
     SessionSpec spec;
     spec.id = id;
     return spec;
+  }
+  // The entry of a daemon that asked for session `id`'s container just now and died before
+  // the answer.
+  static JournalEntry RequestedJustNow(const std::string& id) {
+    return {OpenAiContainerJournalId(id),
+            "openai",
+            "container",
+            {{"name", "sandgate-" + id},
+             {"session", id},
+             {"requested_at_ms", absl::ToUnixMillis(absl::Now())}}};
   }
 
   testing::FakeOpenAiServer fake_{"sk-provider-test-key"};
@@ -264,6 +275,53 @@ TEST_F(OpenAiProviderTest, FailedCreateLeavesNothing) {
   auto session = provider->Create(Spec("fail-1"), nullptr);
   EXPECT_EQ(session.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(session.status().message(), HasSubstr("creating container"));
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
+TEST_F(OpenAiProviderTest, ACreateCancelledMidRequestLeavesNothing) {
+  auto provider = Provider();
+  // Upstream carries out a create whose caller has given up waiting for the answer.
+  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"delay_ms", 500}});
+  CancelToken cancel;
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    cancel.Cancel("the run was cancelled");
+  });
+  auto session = provider->Create(Spec("cancel-1"), &cancel);
+  canceller.join();
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kCancelled) << session.status();
+  absl::SleepFor(absl::Milliseconds(600));  // past the fake's delay
+  EXPECT_TRUE(fake_.State()["containers"].empty());
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
+// A daemon asked for a container and died before the answer; the next daemon sweeps while
+// upstream is still making it.
+TEST_F(OpenAiProviderTest, SweepByNameWaitsForACreateStillInFlight) {
+  auto provider = Provider();
+  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"delay_ms", 700}});
+  JournalEntry entry = RequestedJustNow("inflight-1");
+  ASSERT_TRUE(journal_.Record(entry).ok());
+  upstream::ContainerSpec cs;
+  cs.name = "sandgate-inflight-1";
+  std::thread dead_daemon([&] { EXPECT_TRUE(client_->CreateContainer(cs).ok()); });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(provider->Sweep(entry).ok());
+  dead_daemon.join();
+  EXPECT_TRUE(fake_.State()["containers"].empty());
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
+TEST_F(OpenAiProviderTest, SweepByNameGivesUpOnceTheCreateCannotLandAnyMore) {
+  OpenAiProviderOptions o;
+  o.create_settle = absl::Milliseconds(600);
+  auto provider = Provider(o);
+  JournalEntry entry = RequestedJustNow("never-1");
+  ASSERT_TRUE(journal_.Record(entry).ok());
+  absl::Time t0 = absl::Now();
+  EXPECT_TRUE(provider->Sweep(entry).ok());
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(400));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
   EXPECT_TRUE(journal_.List()->empty());
 }
 

@@ -1,6 +1,6 @@
 // FakeOpenAiServer: starts tests/fakes/openai/fake_openai.py on a free loopback port for one
-// test and talks to its admin API (/_fake/*). Header-only; used by the provider, agent and
-// integration tests.
+// test and talks to its admin API (/_fake/*). Header-only; used by the provider, agent,
+// integration and load tests.
 //
 //   FakeOpenAiServer fake("test-key");
 //   ASSERT_TRUE(fake.Start());
@@ -8,11 +8,12 @@
 //   nlohmann::json state = fake.State();   // containers, files, requests, …
 //
 // Not thread safe for Start/Stop; Post/Get may be called from any thread.
-#ifndef SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_
-#define SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_
+#ifndef SANDGATE_TESTS_FAKES_OPENAI_FAKE_OPENAI_SERVER_H_
+#define SANDGATE_TESTS_FAKES_OPENAI_FAKE_OPENAI_SERVER_H_
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,15 +37,23 @@ class FakeOpenAiServer {
   explicit FakeOpenAiServer(std::string api_key) : api_key_(std::move(api_key)) {}
   ~FakeOpenAiServer() { Stop(); }
 
-  // Starts the server and waits for its "listening on" line. False on failure.
-  bool Start() {
+  // Starts the server and waits for its "listening on" line. False on failure. Its request
+  // log (stderr) goes to `log_path` when given, else to this process's stderr. The server
+  // gets SIGTERM when the thread that called Start ends, so a test that exits without
+  // Stop (std::exit, a crash) leaves no server behind.
+  bool Start(const std::string& log_path = "") {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return false;
     pid_ = fork();
     if (pid_ < 0) return false;
     if (pid_ == 0) {
       dup2(out[1], 1);
+      if (!log_path.empty()) {
+        int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (log >= 0) dup2(log, 2);
+      }
       setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
       const std::string script =
           std::string(SANDGATE_SOURCE_DIR) + "/tests/fakes/openai/fake_openai.py";
       execlp("python3", "python3", script.c_str(), "--port", "0", "--api-key", api_key_.c_str(),
@@ -109,4 +118,4 @@ class FakeOpenAiServer {
 
 }  // namespace sandgate::testing
 
-#endif  // SANDGATE_TESTS_SANDBOX_OPENAI_FAKE_OPENAI_SERVER_H_
+#endif  // SANDGATE_TESTS_FAKES_OPENAI_FAKE_OPENAI_SERVER_H_
