@@ -45,6 +45,9 @@ class Agent {
  public:
   virtual ~Agent() = default;
   virtual std::string name() const = 0;
+  // Whether it can work in a sandbox whose provider does not run commands
+  // (Provider::runs_commands): only an agent whose commands run upstream can.
+  virtual bool works_without_exec() const { return false; }
   // OK when the agent believes the task is done. CANCELLED when `cancel` fired; any other
   // error fails the run with its message.
   virtual absl::Status Run(const AgentTask& task, sandbox::Session& session, EventSink& events,

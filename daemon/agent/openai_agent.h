@@ -54,6 +54,7 @@ class OpenAiAgent : public Agent {
   OpenAiAgent(upstream::OpenAiClient* client, OpenAiAgentOptions options);
 
   std::string name() const override { return "openai"; }
+  bool works_without_exec() const override { return true; }  // hosted shell calls run upstream
   absl::Status Run(const AgentTask& task, sandbox::Session& session, EventSink& events,
                    const CancelToken& cancel) override;
 

@@ -145,8 +145,42 @@ RunManager::~RunManager() {
   side_events_.Shutdown();
 }
 
+void RunManager::LogSweep(const JournalEntry& entry, const absl::Status& st) {
+  if (st.ok()) {
+    log::Info("sweep.removed", {{"resource", entry.id}, {"provider", entry.provider}});
+  } else {
+    log::Error("sweep.failed", {{"resource", entry.id}, {"error", st.ToString()}});
+    if (deps_.metrics) deps_.metrics->cleanup_failures.Add({{"where", "sweep"}});
+  }
+}
+
+void RunManager::LateSweep(std::vector<JournalEntry> entries) {
+  constexpr absl::Duration kRound = absl::Milliseconds(250);
+  constexpr absl::Duration kGiveUpAfter = absl::Minutes(1);
+  const absl::Time give_up = absl::Now() + kGiveUpAfter;
+  while (!entries.empty()) {
+    absl::SleepFor(kRound);
+    absl::Time until;
+    {
+      absl::MutexLock lock(&mu_);
+      until = std::min(give_up, late_sweep_until_);
+    }
+    std::vector<JournalEntry> still;
+    for (const JournalEntry& entry : entries) {
+      absl::Status st = deps_.providers.at(entry.provider)->Sweep(entry);
+      if (st.code() == absl::StatusCode::kUnavailable && absl::Now() < until) {
+        still.push_back(entry);
+      } else {
+        LogSweep(entry, st);  // UNAVAILABLE past the deadline: the next start sweeps it
+      }
+    }
+    entries = std::move(still);
+  }
+}
+
 absl::Status RunManager::Recover(const Tenants& tenants) {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<JournalEntry> entries, deps_.store->List());
+  std::vector<JournalEntry> later;
   for (const JournalEntry& entry : entries) {
     auto it = deps_.providers.find(entry.provider);
     if (it == deps_.providers.end()) {
@@ -154,13 +188,15 @@ absl::Status RunManager::Recover(const Tenants& tenants) {
       continue;
     }
     absl::Status st = it->second->Sweep(entry);
-    if (st.ok()) {
-      log::Info("sweep.removed", {{"resource", entry.id}, {"provider", entry.provider}});
+    if (st.code() == absl::StatusCode::kUnavailable) {
+      log::Info("sweep.deferred", {{"resource", entry.id}, {"why", std::string(st.message())}});
+      later.push_back(entry);
     } else {
-      log::Error("sweep.failed", {{"resource", entry.id}, {"error", st.ToString()}});
-      if (deps_.metrics) deps_.metrics->cleanup_failures.Add({{"where", "sweep"}});
+      LogSweep(entry, st);
     }
   }
+  // What cannot be told yet is asked again in the background: the daemon serves meanwhile.
+  if (!later.empty()) late_sweeper_ = std::thread([this, later] { LateSweep(later); });
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs, deps_.store->ListUnfinishedRuns());
   for (v1::Run& run : runs) {
     std::string why = "interrupted: the daemon stopped before the run finished";
@@ -234,8 +270,22 @@ absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
     const Caller& caller, v1::RunAnalysisRequest request) const {
   auto ar = std::make_shared<ActiveRun>();
   if (request.playbook().empty()) request.set_playbook("financial-analyst");
-  if (request.provider().empty()) request.set_provider("local");
   if (request.agent().empty()) request.set_agent("reference");
+  if (!request.session_id().empty() && deps_.sessions != nullptr) {
+    // A run in a kept session uses that session's sandbox, so its provider.
+    SANDGATE_ASSIGN_OR_RETURN(v1::Session session, deps_.sessions->Get(caller, request.session_id()));
+    if (session.status() != v1::SESSION_ACTIVE) {
+      return errors::FailedPrecondition(absl::StrCat("session_id: session ", session.id(),
+                                                     " has ended: ", session.status_reason()));
+    }
+    if (request.provider().empty()) request.set_provider(session.provider());
+    if (request.provider() != session.provider()) {
+      return errors::InvalidArgument(absl::StrCat("provider: '", request.provider(), "' is not session ",
+                                                  session.id(), "'s provider '", session.provider(),
+                                                  "'; leave it empty"));
+    }
+  }
+  if (request.provider().empty()) request.set_provider("local");
   absl::StatusOr<const playbooks::Playbook*> playbook = playbooks::FindPlaybook(request.playbook());
   if (!playbook.ok()) return errors::InvalidArgument(absl::StrCat("playbook: ", playbook.status().message()));
   ar->playbook = *playbook;
@@ -253,17 +303,16 @@ absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
                                                 Known(deps_.agents), ")"));
   }
   ar->agent = agent->second;
+  if (!ar->provider->runs_commands() && !ar->agent->works_without_exec()) {
+    return errors::InvalidArgument(absl::StrCat(
+        "agent: '", request.agent(), "' runs its commands in the sandbox, and the '", request.provider(),
+        "' provider runs commands only through the openai agent; use agent 'openai', or provider 'local'"));
+  }
+  SANDGATE_RETURN_IF_ERROR(CheckProviderRunsCommands(*ar->provider, request.sandbox()));
   if (request.agent() == "reference" && !request.model().empty()) {
     return errors::InvalidArgument("model: the reference agent uses no model");
   }
   SANDGATE_RETURN_IF_ERROR(Validate(request, &ar->inputs));
-  if (!request.session_id().empty()) {
-    SANDGATE_ASSIGN_OR_RETURN(v1::Session session, deps_.sessions->Get(caller, request.session_id()));
-    if (session.status() != v1::SESSION_ACTIVE) {
-      return errors::FailedPrecondition(absl::StrCat("session_id: session ", session.id(),
-                                                     " has ended: ", session.status_reason()));
-    }
-  }
   absl::Status inputs_ok = ar->playbook->ValidateInputs(ar->inputs);
   if (!inputs_ok.ok()) return errors::InvalidArgument(absl::StrCat("inputs: ", inputs_ok.message()));
   PolicyRequest policy{request.provider(), request.agent(), request.model(), &request.sandbox(),
@@ -853,14 +902,22 @@ size_t RunManager::Drain(absl::Duration grace) {
       Finish(ar, events, v1::CANCELLED, "the daemon is shutting down");
     }
   }
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(
-                           +[](absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>>* m) {
-                             return m->empty();
-                           },
-                           &active_),
-                       grace);
-  return active_.size();
+  const absl::Time deadline = absl::Now() + grace;
+  size_t left;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>>* m) {
+                               return m->empty();
+                             },
+                             &active_),
+                         grace);
+    left = active_.size();
+    // A late sweep still waiting for upstream may go on until the grace is over.
+    late_sweep_until_ = std::min(late_sweep_until_, deadline);
+  }
+  if (late_sweeper_.joinable()) late_sweeper_.join();
+  return left;
 }
 
 void RunManager::WatchdogLoop() {

@@ -109,6 +109,10 @@ class RunManager {
   // Waits for the side events queued so far, then drops any later ones.
   void CloseSide(ActiveRun& run);
   void WatchdogLoop();
+  void LogSweep(const JournalEntry& entry, const absl::Status& swept);
+  // Asks again, every 250 ms, about journal entries a provider could not tell at start
+  // (Sweep said UNAVAILABLE), for at most a minute or until a drain's grace is over.
+  void LateSweep(std::vector<JournalEntry> entries);
   // Starts every queued run that now has room, then tells the others their new position.
   void Dispatch();
   absl::Status CheckRate(const Caller& caller);
@@ -127,6 +131,8 @@ class RunManager {
   absl::flat_hash_map<std::string, std::deque<absl::Time>> recent_starts_ ABSL_GUARDED_BY(mu_);
   bool stop_watchdog_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watchdog_;
+  absl::Time late_sweep_until_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::thread late_sweeper_;
 };
 
 }  // namespace sandgate::core

@@ -34,6 +34,13 @@ absl::Time FromProto(const google::protobuf::Timestamp& t) {
   return absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(t));
 }
 
+absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider, const v1::SandboxSpec& sb) {
+  if (provider.runs_commands() || sb.setup_commands().empty()) return absl::OkStatus();
+  return errors::InvalidArgument(absl::StrCat(
+      "sandbox.setup_commands: the '", provider.name(),
+      "' provider runs commands only through the openai agent; leave them out, or use provider 'local'"));
+}
+
 absl::Status ValidateSandboxSpec(const v1::SandboxSpec& sb, const Config& cfg) {
   uint64_t memory = sb.memory_bytes() ? sb.memory_bytes() : cfg.memory_bytes;
   uint64_t workspace = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;

@@ -94,6 +94,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     return errors::InvalidArgument(absl::StrCat("provider: '", provider_name, "' is not configured on this daemon"));
   }
   SANDGATE_RETURN_IF_ERROR(ValidateSandboxSpec(req.sandbox(), cfg));
+  SANDGATE_RETURN_IF_ERROR(CheckProviderRunsCommands(*provider->second, req.sandbox()));
   SANDGATE_RETURN_IF_ERROR(CheckPolicy(caller, PolicyRequest{provider_name, "", "", &req.sandbox()}, cfg));
   if (uint32_t quota = caller.config ? caller.config->quotas.live_sessions : 0) {
     uint32_t live = 0;

@@ -176,11 +176,16 @@ class Provider {
  public:
   virtual ~Provider() = default;
   virtual std::string name() const = 0;
+  // Whether Session::Exec runs commands. The openai provider's containers run commands only
+  // through the Responses API's shell tool (the openai agent), so requests that need Exec
+  // there (another agent, setup commands) are refused before anything is made.
+  virtual bool runs_commands() const { return true; }
   // Journals the session before creating anything. `cancel` may abort a slow creation.
   virtual absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                           const CancelToken* cancel) = 0;
   // Deletes whatever a previous daemon left for one of this provider's journal entries,
-  // then erases the entry. OK when nothing was left.
+  // then erases the entry. OK when nothing was left. UNAVAILABLE when it cannot tell yet
+  // (upstream unreachable, or a create that may still land): the entry stays; ask again.
   virtual absl::Status Sweep(const JournalEntry& entry) = 0;
 };
 

@@ -50,6 +50,27 @@ class TamperingAgent : public agent::Agent {
   }
 };
 
+// A provider whose sweeps cannot tell until `ready` (an upstream create that may still land).
+class LateSweepProvider : public sandbox::Provider {
+ public:
+  explicit LateSweepProvider(ResourceJournal* journal) : journal_(journal) {}
+  std::string name() const override { return "late"; }
+  absl::StatusOr<std::unique_ptr<sandbox::Session>> Create(const sandbox::SessionSpec&,
+                                                           const CancelToken*) override {
+    return absl::UnimplementedError("sweeps only");
+  }
+  absl::Status Sweep(const JournalEntry& entry) override {
+    ++sweeps;
+    if (!ready.load()) return absl::UnavailableError("may still land");
+    return journal_->Erase(entry.id);
+  }
+  std::atomic<bool> ready{false};
+  std::atomic<int> sweeps{0};
+
+ private:
+  ResourceJournal* const journal_;
+};
+
 class RunManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,13 +119,18 @@ class RunManagerTest : public ::testing::Test {
     for (int i = 0; i < 1500; ++i) {
       auto run = runs_->Get(as ? *as : caller_, id);
       EXPECT_TRUE(run.ok());
-      if (run->status() >= v1::SUCCEEDED) return *run;
+      // The record is final just before run.finished is appended: wait for both.
+      if (run->status() >= v1::SUCCEEDED && LastEventIsTerminal(id)) return *run;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     ADD_FAILURE() << "run did not finish";
     return v1::Run();
   }
   std::vector<v1::Event> Events(const std::string& id) { return *events_->Read(id, 0, 10000); }
+  bool LastEventIsTerminal(const std::string& id) {
+    std::vector<v1::Event> events = Events(id);
+    return !events.empty() && events.back().type() == "run.finished";
+  }
 
   std::string dir_;
   Config config_;
@@ -260,6 +286,39 @@ TEST_F(RunManagerTest, DrainRefusesNewRunsAndCancelsActiveOnes) {
   EXPECT_EQ(runs_->Get(caller_, started->id())->status(), v1::CANCELLED);
   EXPECT_EQ(runs_->Start(caller_, Sample()).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(provider_->live_sessions(), 0);
+}
+
+TEST_F(RunManagerTest, WhatASweepCannotTellYetIsAskedAgainInTheBackground) {
+  LateSweepProvider late(store_.get());
+  auto restart = [&] {
+    runs_.reset();
+    RunManagerDeps deps;
+    deps.config = &config_;
+    deps.store = store_.get();
+    deps.artifacts = artifacts_.get();
+    deps.events = events_.get();
+    deps.clock = Clock::Real();
+    deps.providers["late"] = &late;
+    deps.budget = &budget_;
+    runs_ = std::make_unique<RunManager>(std::move(deps));
+    return runs_->Recover(Tenants({}));
+  };
+  ASSERT_TRUE(store_->Record({"late:c1", "late", "container", {}}).ok());
+  ASSERT_TRUE(restart().ok()) << "returns without waiting for the sweep";
+  EXPECT_EQ(store_->List()->size(), 1u);
+  for (int i = 0; i < 100 && late.sweeps.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GE(late.sweeps.load(), 3) << "asked again";
+  late.ready = true;
+  for (int i = 0; i < 100 && !store_->List()->empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(store_->List()->empty());
+
+  // One that never settles is left for the next start when the daemon drains.
+  late.ready = false;
+  ASSERT_TRUE(store_->Record({"late:c2", "late", "container", {}}).ok());
+  ASSERT_TRUE(restart().ok());
+  EXPECT_EQ(runs_->Drain(absl::ZeroDuration()), 0u);
+  EXPECT_EQ(store_->List()->size(), 1u);
+  runs_.reset();
 }
 
 TEST_F(RunManagerTest, AQueuedRunSurvivesARestartAndRunsAfterIt) {

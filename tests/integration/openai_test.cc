@@ -227,13 +227,51 @@ TEST_F(OpenAiIntegrationTest, AnExpiredContainerFailsTheRunClearly) {
   EXPECT_THAT(run.status_reason(), HasSubstr("expired"));
 }
 
-TEST_F(OpenAiIntegrationTest, SetupCommandsOnTheOpenAiProviderFailClearly) {
+TEST_F(OpenAiIntegrationTest, WhatHostedContainersCannotDoIsRefusedBeforeAnythingIsMade) {
   fake_.Scenario(AnalystTurns(kInput));
-  v1::RunAnalysisRequest req = Request("openai", "openai");
-  req.mutable_sandbox()->add_setup_commands("pip install pandas");
-  v1::Run run = RunToEnd(req);
-  EXPECT_EQ(run.status(), v1::FAILED);
-  EXPECT_THAT(run.status_reason(), HasSubstr("only through the openai agent"));
+  auto refused = [&](const v1::RunAnalysisRequest& req) {
+    v1::Run run;
+    return stub_->RunAnalysis(DaemonHarness::Context().get(), req, &run);
+  };
+  v1::RunAnalysisRequest setup = Request("openai", "openai");
+  setup.mutable_sandbox()->add_setup_commands("pip install pandas");
+  grpc::Status st = refused(setup);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("sandbox.setup_commands: the 'openai' provider runs commands only through the openai agent"));
+  for (const char* agent : {"reference", "chat"}) {
+    st = refused(Request("openai", agent));
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << agent;
+    EXPECT_THAT(st.error_message(), HasSubstr(std::string("agent: '") + agent + "' runs its commands in the sandbox"));
+  }
+  v1::CreateSessionRequest session;
+  session.set_provider("openai");
+  session.mutable_sandbox()->add_setup_commands("true");
+  v1::Session s;
+  st = stub_->CreateSession(DaemonHarness::Context().get(), session, &s);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("sandbox.setup_commands"));
+  EXPECT_TRUE(fake_.State()["containers"].empty()) << "nothing was made upstream";
+
+  // A run in a kept hosted session takes the session's provider, and is checked against it.
+  session.mutable_sandbox()->clear_setup_commands();
+  ASSERT_TRUE(stub_->CreateSession(DaemonHarness::Context().get(), session, &s).ok());
+  v1::RunAnalysisRequest in_session = Request("", "reference");
+  in_session.set_session_id(s.id());
+  st = refused(in_session);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("the 'openai' provider runs commands only through the openai agent"));
+  in_session.set_provider("local");
+  st = refused(in_session);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("provider: 'local' is not session"));
+  in_session.clear_provider();
+  in_session.set_agent("openai");
+  v1::Run ok = RunToEnd(in_session);
+  EXPECT_EQ(ok.status(), v1::SUCCEEDED) << ok.status_reason();
+  EXPECT_EQ(ok.provider(), "openai");
+  v1::CloseSessionRequest close;
+  close.set_session_id(s.id());
+  EXPECT_TRUE(stub_->CloseSession(DaemonHarness::Context().get(), close, &s).ok());
 }
 
 TEST_F(OpenAiIntegrationTest, ASigkilledDaemonsContainerIsSweptOnRestart) {

@@ -155,9 +155,6 @@ struct Flavor {
 constexpr Flavor kLocal = {"local", "reference"};
 // The fake's scripted model runs the analysis as hosted commands in the container.
 constexpr Flavor kHosted = {"openai", "openai"};
-// The reference agent's first command fails on a hosted container (the openai provider runs
-// commands only through the openai agent), after the container is made and filled.
-constexpr Flavor kHostedReference = {"openai", "reference"};
 // The fake's scripted model with its shell calls run in a local sandbox.
 constexpr Flavor kModelOnLocal = {"local", "openai"};
 
@@ -196,7 +193,7 @@ class Client {
       const bool openai = std::uniform_int_distribution<int>(0, 3)(rng_) == 0;
       int dice = std::uniform_int_distribution<int>(0, 9)(rng_);
       if (dice < 6) {
-        static constexpr Flavor kOpenAiRuns[] = {kHosted, kHostedReference, kModelOnLocal};
+        static constexpr Flavor kOpenAiRuns[] = {kHosted, kHosted, kModelOnLocal};
         Run(openai ? kOpenAiRuns[dice % 3] : kLocal, CancelAt::kNever, /*disconnect=*/dice == 5);
       } else if (dice < 8) {
         Run(openai ? kHosted : kLocal, openai && dice == 6 ? CancelAt::kStart : CancelAt::kFirstCommand,

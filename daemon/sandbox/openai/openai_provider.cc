@@ -1,13 +1,11 @@
 #include "sandbox/openai/openai_provider.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -428,16 +426,10 @@ absl::Status OpenAiProvider::SweepByName(const JournalEntry& entry, absl::Time s
     return errors::InvalidArgument(absl::StrCat("journal entry ", entry.id, ": no container name"));
   }
   const std::string name = d["name"].get<std::string>();
-  constexpr absl::Duration kPoll = absl::Milliseconds(250);
-  // Counted rather than timed, so a clock that does not move cannot keep it looking; never
-  // longer than create_settle, whatever the entry says.
-  const absl::Duration left = std::min(settle_until - clock_->Now(), options_.create_settle);
-  const int64_t polls = left > absl::ZeroDuration() ? left / kPoll + 1 : 0;
-  std::vector<std::string> doomed;
-  for (int64_t i = 0;; ++i) {
-    SANDGATE_ASSIGN_OR_RETURN(doomed, ContainersNamed(client_, name));
-    if (!doomed.empty() || i >= polls) break;
-    absl::SleepFor(kPoll);
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> doomed, ContainersNamed(client_, name));
+  if (doomed.empty() && clock_->Now() < settle_until) {
+    return errors::Unavailable(absl::StrCat("no container named ", name,
+                                            " yet, and its create may still land: look again"));
   }
   for (const std::string& id : doomed) {
     SANDGATE_RETURN_IF_ERROR(DeleteIgnoringMissing(client_, id, nullptr));

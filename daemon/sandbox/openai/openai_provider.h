@@ -154,12 +154,13 @@ class OpenAiProvider : public Provider {
                                                                 OpenAiProviderOptions options);
 
   std::string name() const override { return "openai"; }
+  bool runs_commands() const override { return false; }
   absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                   const CancelToken* cancel) override;
   // kind "container": deletes the container by id (or, when the daemon died before learning
   // the id, every container named "sandgate-<session id>"), then erases the entry. By name,
-  // finding nothing is not final until create_settle has passed since the request: blocks
-  // until a container of that name shows up or that time has passed.
+  // finding nothing is not final until create_settle has passed since the request: until
+  // then it answers UNAVAILABLE and keeps the entry, to be asked again (Provider::Sweep).
   absl::Status Sweep(const JournalEntry& entry) override;
 
  private:
@@ -170,8 +171,8 @@ class OpenAiProvider : public Provider {
         options_(std::move(options)),
         clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
 
-  // Deletes every container named like the entry's, looking until `settle_until` while
-  // there is none, then erases the entry.
+  // Deletes every container named like the entry's, then erases the entry; UNAVAILABLE
+  // (entry kept) when there is none and it is not yet `settle_until`.
   absl::Status SweepByName(const JournalEntry& entry, absl::Time settle_until);
 
   upstream::OpenAiClient* const client_;

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "upstream/credentials.h"
@@ -297,7 +298,7 @@ TEST_F(OpenAiProviderTest, ACreateCancelledMidRequestLeavesNothing) {
 
 // A daemon asked for a container and died before the answer; the next daemon sweeps while
 // upstream is still making it.
-TEST_F(OpenAiProviderTest, SweepByNameWaitsForACreateStillInFlight) {
+TEST_F(OpenAiProviderTest, SweepByNameSaysLookAgainWhileACreateMayStillLand) {
   auto provider = Provider();
   fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"delay_ms", 700}});
   JournalEntry entry = RequestedJustNow("inflight-1");
@@ -306,22 +307,29 @@ TEST_F(OpenAiProviderTest, SweepByNameWaitsForACreateStillInFlight) {
   cs.name = "sandgate-inflight-1";
   std::thread dead_daemon([&] { EXPECT_TRUE(client_->CreateContainer(cs).ok()); });
   absl::SleepFor(absl::Milliseconds(100));
-  EXPECT_TRUE(provider->Sweep(entry).ok());
+  absl::Status early = provider->Sweep(entry);
+  EXPECT_EQ(early.code(), absl::StatusCode::kUnavailable) << early;
+  EXPECT_THAT(early.message(), HasSubstr("may still land"));
+  EXPECT_EQ(journal_.List()->size(), 1u) << "kept, to be asked again";
   dead_daemon.join();
+  EXPECT_TRUE(provider->Sweep(entry).ok());
   EXPECT_TRUE(fake_.State()["containers"].empty());
   EXPECT_TRUE(journal_.List()->empty());
 }
 
 TEST_F(OpenAiProviderTest, SweepByNameGivesUpOnceTheCreateCannotLandAnyMore) {
+  testing::FakeClock clock(absl::Now());
   OpenAiProviderOptions o;
-  o.create_settle = absl::Milliseconds(600);
+  o.create_settle = absl::Seconds(10);
+  o.clock = &clock;
   auto provider = Provider(o);
   JournalEntry entry = RequestedJustNow("never-1");
   ASSERT_TRUE(journal_.Record(entry).ok());
-  absl::Time t0 = absl::Now();
+  EXPECT_EQ(provider->Sweep(entry).code(), absl::StatusCode::kUnavailable);
+  clock.Advance(absl::Seconds(9));
+  EXPECT_EQ(provider->Sweep(entry).code(), absl::StatusCode::kUnavailable);
+  clock.Advance(absl::Seconds(2));
   EXPECT_TRUE(provider->Sweep(entry).ok());
-  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(400));
-  EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
   EXPECT_TRUE(journal_.List()->empty());
 }
 
