@@ -83,7 +83,8 @@ class RunManagerTest : public ::testing::Test {
     config_.max_concurrent_runs = 2;
     Rebuild();
   }
-  void Rebuild() {
+  // `extra`, if given, is offered beside the local provider.
+  void Rebuild(sandbox::Provider* extra = nullptr) {
     runs_.reset();
     sessions_.reset();
     RunManagerDeps deps;
@@ -93,6 +94,7 @@ class RunManagerTest : public ::testing::Test {
     deps.events = events_.get();
     deps.clock = Clock::Real();
     deps.providers["local"] = provider_.get();
+    if (extra != nullptr) deps.providers[extra->name()] = extra;
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
     sessions_ = std::make_unique<SessionManager>(
@@ -291,16 +293,7 @@ TEST_F(RunManagerTest, DrainRefusesNewRunsAndCancelsActiveOnes) {
 TEST_F(RunManagerTest, WhatASweepCannotTellYetIsAskedAgainInTheBackground) {
   LateSweepProvider late(store_.get());
   auto restart = [&] {
-    runs_.reset();
-    RunManagerDeps deps;
-    deps.config = &config_;
-    deps.store = store_.get();
-    deps.artifacts = artifacts_.get();
-    deps.events = events_.get();
-    deps.clock = Clock::Real();
-    deps.providers["late"] = &late;
-    deps.budget = &budget_;
-    runs_ = std::make_unique<RunManager>(std::move(deps));
+    Rebuild(&late);
     return runs_->Recover(Tenants({}));
   };
   ASSERT_TRUE(store_->Record({"late:c1", "late", "container", {}}).ok());
