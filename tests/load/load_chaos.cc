@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -165,6 +166,7 @@ enum class CancelAt { kNever, kFirstCommand, kStart };
 struct Stats {
   std::mutex mu;
   std::map<std::string, int> by_status;
+  std::map<std::string, int> failed_why;  // FAILED runs by reason, ids and numbers masked
   std::map<std::string, std::map<std::string, int>> by_flavor;  // "provider/agent" -> status
   std::vector<double> latency_ms;
   std::set<std::string> started;
@@ -175,6 +177,22 @@ struct Stats {
     std::lock_guard<std::mutex> lock(mu);
     ++by_status[status];
     ++by_flavor[flavor][status];
+  }
+  void FailedBecause(const std::string& reason) {
+    std::string shape;  // "session s1a2b3 ended" and "session s9f8e7 ended" count as one
+    bool in_word_with_digit = false;
+    for (size_t i = 0; i < reason.size() && shape.size() < 120; ++i) {
+      char c = reason[i];
+      size_t end = reason.find_first_of(" :,;()'\"", i);
+      std::string word = reason.substr(i, end == std::string::npos ? std::string::npos : end - i);
+      if (i == 0 || !std::isalnum(static_cast<unsigned char>(reason[i - 1]))) {
+        in_word_with_digit = word.find_first_of("0123456789") != std::string::npos;
+        if (in_word_with_digit) shape += '#';
+      }
+      if (!in_word_with_digit || !std::isalnum(static_cast<unsigned char>(c))) shape += c;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    ++failed_why[shape];
   }
 };
 
@@ -279,6 +297,7 @@ class Client {
         if (e.has_run_finished()) {
           double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
           stats_->Finished(label, StatusName(e.run_finished().status()));
+          if (e.run_finished().status() == v1::FAILED) stats_->FailedBecause(e.run_finished().reason());
           {
             std::lock_guard<std::mutex> lock(stats_->mu);
             stats_->latency_ms.push_back(ms);
@@ -550,6 +569,7 @@ int main(int argc, char** argv) {
     std::printf("\n  %s:", flavor.c_str());
     for (const auto& [status, n] : statuses) std::printf(" %s %d", status.c_str(), n);
   }
+  for (const auto& [why, n] : stats.failed_why) std::printf("\n  FAILED %d: %s", n, why.c_str());
   std::printf("\nrun latency (RunAnalysis to run.finished): p50 %.0f ms, p99 %.0f ms\n",
               Percentile(stats.latency_ms, 0.5), Percentile(stats.latency_ms, 0.99));
   std::printf("sessions %d, execs %d (hosted, refused: %d), cancels %d, disconnects %d, rpc errors:",
