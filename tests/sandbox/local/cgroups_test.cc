@@ -1,6 +1,15 @@
 // Layout detection from /proc text: hybrid (this project's hosts), legacy, pure v2, and a
-// container whose cgroup mounts show a non-root subtree.
+// container whose cgroup mounts show a non-root subtree. And the limits a session's cgroups
+// get on a pure v2 and a legacy host, written into a directory standing in for cgroupfs
+// (this hybrid VM cannot mount either).
 #include "sandbox/local/cgroups.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "gtest/gtest.h"
 
@@ -62,6 +71,89 @@ TEST(DetectCgroupsTest, ThisHostIsDetected) {
   if (host->layout == CgroupLayout::kHybrid) {
     EXPECT_FALSE(host->unified.empty());
   }
+}
+
+// A temporary directory playing the cgroup hierarchies' parents.
+class FakeCgroupFs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sg-cgfs-XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::system(("rm -rf " + root_).c_str()); }
+  std::string Read(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // What the kernel does on mkdir in a cgroupfs: the control files appear (Create only
+  // writes files that exist, as cgroupfs offers no O_CREAT).
+  void KernelMakes(const std::string& dir, std::initializer_list<const char*> files) {
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0) << dir;
+    for (const char* f : files) std::ofstream(dir + "/" + f);
+  }
+  std::string root_;
+};
+
+TEST_F(FakeCgroupFs, PureV2SessionGetsMemorySwapPidsAndCpuInOneCgroup) {
+  CgroupHost host;
+  host.layout = CgroupLayout::kUnified;
+  host.unified = root_;
+  host.unified_memory = host.unified_pids = host.unified_cpu = true;
+  SessionCgroups cg = SessionCgroups::Plan(host, "s1", /*cpu=*/true);
+  EXPECT_EQ(cg.paths(), std::vector<std::string>{root_ + "/sandgate-s1"});
+  EXPECT_TRUE(cg.v1_dirs().empty()) << "no v1 hierarchy to join";
+  KernelMakes(root_ + "/sandgate-s1", {"memory.max", "memory.swap.max", "pids.max", "cpu.max", "cgroup.kill"});
+  std::vector<std::string> warnings = cg.Create(64 << 20, 256, /*cpu_millicores=*/500);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  const std::string dir = root_ + "/sandgate-s1";
+  EXPECT_EQ(cg.v2_dir(), dir);
+  EXPECT_EQ(Read(dir + "/memory.max"), "67108864");
+  EXPECT_EQ(Read(dir + "/memory.swap.max"), "0");
+  EXPECT_EQ(Read(dir + "/pids.max"), "256");
+  EXPECT_EQ(Read(dir + "/cpu.max"), "50000 100000") << "half a core per 100 ms";
+  std::ofstream(dir + "/memory.events") << "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\n";
+  EXPECT_EQ(cg.OomKillCount(), 2u);
+}
+
+TEST_F(FakeCgroupFs, PureV2WithoutDelegatedControllersSaysWhatIsNotEnforced) {
+  CgroupHost host;
+  host.layout = CgroupLayout::kUnified;
+  host.unified = root_;  // tracking and cgroup.kill only
+  SessionCgroups cg = SessionCgroups::Plan(host, "s2", /*cpu=*/true);
+  std::vector<std::string> warnings = cg.Create(64 << 20, 256, 500);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], "CPU limit not enforced: no cpu controller available");
+  EXPECT_EQ(Read(root_ + "/sandgate-s2/memory.max"), "") << "not written where it is not offered";
+  EXPECT_EQ(cg.OomKillCount(), 0u);
+}
+
+TEST_F(FakeCgroupFs, LegacySessionUsesV1ControllersAndTheFreezer) {
+  for (const char* h : {"memory", "pids", "freezer", "cpu"}) {
+    ASSERT_EQ(mkdir((root_ + "/" + h).c_str(), 0755), 0);
+  }
+  CgroupHost host;
+  host.layout = CgroupLayout::kLegacy;
+  host.memory_v1 = root_ + "/memory";
+  host.pids_v1 = root_ + "/pids";
+  host.freezer_v1 = root_ + "/freezer";
+  host.cpu_v1 = root_ + "/cpu";
+  SessionCgroups cg = SessionCgroups::Plan(host, "s3", /*cpu=*/true);
+  EXPECT_EQ(cg.v1_dirs().size(), 4u);
+  EXPECT_EQ(cg.v2_dir(), "");
+  KernelMakes(root_ + "/memory/sandgate-s3", {"memory.limit_in_bytes"});  // no memsw: not written
+  KernelMakes(root_ + "/pids/sandgate-s3", {"pids.max"});
+  KernelMakes(root_ + "/cpu/sandgate-s3", {"cpu.cfs_period_us", "cpu.cfs_quota_us"});
+  std::vector<std::string> warnings = cg.Create(32 << 20, 64, 2000);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  EXPECT_EQ(Read(root_ + "/memory/sandgate-s3/memory.limit_in_bytes"), "33554432");
+  EXPECT_EQ(Read(root_ + "/pids/sandgate-s3/pids.max"), "64");
+  EXPECT_EQ(access((root_ + "/freezer/sandgate-s3").c_str(), F_OK), 0) << "made, for the kill";
+  EXPECT_EQ(Read(root_ + "/cpu/sandgate-s3/cpu.cfs_period_us"), "100000");
+  EXPECT_EQ(Read(root_ + "/cpu/sandgate-s3/cpu.cfs_quota_us"), "200000") << "two cores";
+  std::ofstream(root_ + "/memory/sandgate-s3/memory.oom_control") << "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
+  EXPECT_EQ(cg.OomKillCount(), 1u);
 }
 
 }  // namespace
