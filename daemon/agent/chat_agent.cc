@@ -56,17 +56,9 @@ absl::StatusOr<ShellCall> ParseShellArguments(const std::string& arguments) {
   return call;
 }
 
-class ChatRun {
+class ChatRun : public ModelRun {
  public:
-  ChatRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,
-          EventSink& events, const CancelToken& cancel, ModelChoice choice)
-      : client_(client),
-        task_(task),
-        session_(session),
-        events_(events),
-        cancel_(cancel),
-        model_(std::move(choice.model)),
-        max_turns_(choice.max_turns) {}
+  using ModelRun::ModelRun;
 
   absl::Status Run() {
     const std::string workdir = session_.workdir();
@@ -188,15 +180,6 @@ class ChatRun {
     const uint64_t in = get("prompt_tokens"), out = get("completion_tokens");
     tally_.Add(events_, in, out, usage.contains("total_tokens") ? get("total_tokens") : in + out);
   }
-
-  upstream::OpenAiClient* const client_;
-  const AgentTask& task_;
-  sandbox::Session& session_;
-  EventSink& events_;
-  const CancelToken& cancel_;
-  const std::string model_;
-  const uint32_t max_turns_;
-  TokenTally tally_;
 };
 
 }  // namespace
@@ -206,11 +189,8 @@ ChatAgent::ChatAgent(upstream::OpenAiClient* client, ChatAgentOptions options)
 
 absl::Status ChatAgent::Run(const AgentTask& task, sandbox::Session& session, EventSink& events,
                             const CancelToken& cancel) {
-  absl::StatusOr<ModelChoice> choice =
-      ChooseModel(task, options_.default_model, options_.max_turns, "chat");
-  if (!choice.ok()) return choice.status();
-  ChatRun run(client_, task, session, events, cancel, std::move(*choice));
-  return run.Run();
+  return RunModelAgent<ChatRun>(client_, options_.default_model, options_.max_turns, "chat", task,
+                                session, events, cancel);
 }
 
 }  // namespace sandgate::agent

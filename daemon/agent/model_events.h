@@ -1,5 +1,5 @@
 // Events the model-driven agents (openai, chat) emit, built one way for both: the model's
-// text, token usage per model call and its total, and notices.
+// text, token usage per model call and its total, and notices; and the run object both build on.
 //
 //   TokenTally tally;
 //   tally.Add(events, 1200, 80, 1280);       // a token_usage event for this call
@@ -11,8 +11,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "agent/agent.h"
+#include "upstream/openai_client.h"
 
 namespace sandgate::agent {
 
@@ -43,6 +45,39 @@ class TokenTally {
   int calls_ = 0;
   uint64_t input_ = 0, output_ = 0, total_ = 0;
 };
+
+// What one model-driven run works with: the openai and chat agents' run objects derive from
+// it, and their agents start one with RunModelAgent.
+class ModelRun {
+ public:
+  ModelRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,
+           EventSink& events, const CancelToken& cancel, ModelChoice choice)
+      : client_(client), task_(task), session_(session), events_(events), cancel_(cancel),
+        model_(std::move(choice.model)), max_turns_(choice.max_turns) {}
+
+ protected:
+  upstream::OpenAiClient* const client_;
+  const AgentTask& task_;
+  sandbox::Session& session_;
+  EventSink& events_;
+  const CancelToken& cancel_;
+  const std::string model_;
+  const uint32_t max_turns_;
+  TokenTally tally_;
+};
+
+// Chooses the model (ChooseModel), then runs one `Run` object (a ModelRun with the same
+// constructor and a Run() method) to its end.
+template <typename Run>
+absl::Status RunModelAgent(upstream::OpenAiClient* client, const std::string& default_model,
+                           uint32_t default_max_turns, const std::string& agent,
+                           const AgentTask& task, sandbox::Session& session, EventSink& events,
+                           const CancelToken& cancel) {
+  absl::StatusOr<ModelChoice> choice = ChooseModel(task, default_model, default_max_turns, agent);
+  if (!choice.ok()) return choice.status();
+  Run run(client, task, session, events, cancel, std::move(*choice));
+  return run.Run();
+}
 
 }  // namespace sandgate::agent
 

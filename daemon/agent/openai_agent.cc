@@ -215,18 +215,12 @@ class HostedRelay {
 };
 
 // One run of the agent.
-class OpenAiRun {
+class OpenAiRun : public ModelRun {
  public:
   OpenAiRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,
             EventSink& events, const CancelToken& cancel, ModelChoice choice)
-      : client_(client),
-        task_(task),
-        session_(session),
-        events_(events),
-        cancel_(cancel),
-        hosted_(dynamic_cast<sandbox::OpenAiSession*>(&session)),
-        model_(std::move(choice.model)),
-        max_turns_(choice.max_turns) {}
+      : ModelRun(client, task, session, events, cancel, std::move(choice)),
+        hosted_(dynamic_cast<sandbox::OpenAiSession*>(&session)) {}
 
   absl::Status Run() {
     const std::string workdir = session_.workdir();
@@ -415,15 +409,7 @@ class OpenAiRun {
                static_cast<uint64_t>(Int(usage, "total_tokens").value_or(in + out)));
   }
 
-  upstream::OpenAiClient* const client_;
-  const AgentTask& task_;
-  sandbox::Session& session_;
-  EventSink& events_;
-  const CancelToken& cancel_;
   sandbox::OpenAiSession* const hosted_;  // null on a non-hosted session
-  const std::string model_;
-  const uint32_t max_turns_;
-  TokenTally tally_;
 };
 
 }  // namespace
@@ -433,11 +419,8 @@ OpenAiAgent::OpenAiAgent(upstream::OpenAiClient* client, OpenAiAgentOptions opti
 
 absl::Status OpenAiAgent::Run(const AgentTask& task, sandbox::Session& session, EventSink& events,
                               const CancelToken& cancel) {
-  absl::StatusOr<ModelChoice> choice =
-      ChooseModel(task, options_.default_model, options_.max_turns, "openai");
-  if (!choice.ok()) return choice.status();
-  OpenAiRun run(client_, task, session, events, cancel, std::move(*choice));
-  return run.Run();
+  return RunModelAgent<OpenAiRun>(client_, options_.default_model, options_.max_turns, "openai",
+                                  task, session, events, cancel);
 }
 
 }  // namespace sandgate::agent
