@@ -609,7 +609,7 @@ int CmdSession(Client& client, const Args& args) {
   grpc::ClientContext ctx;
   client.Prepare(&ctx);
   if (sub == "create") {
-    if (int rc = need(1, "create [--idle S] [--lifetime S] [--env K=V]... [--setup CMD]... [--idempotency-key K]")) return rc;
+    if (int rc = need(1, "create [--provider NAME] [--idle S] [--lifetime S] [--env K=V]... [--setup CMD]... [--idempotency-key K]")) return rc;
     v1::CreateSessionRequest req;
     req.set_provider(args.Get("--provider"));
     req.set_idempotency_key(args.Get("--idempotency-key"));
