@@ -195,6 +195,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
   r.On("max_concurrent_runs", Whole(&c.max_concurrent_runs, 1));
   r.On("max_concurrent_execs", Whole(&c.max_concurrent_execs, 1));
   r.On("max_queued_runs", Whole(&c.max_queued_runs, 1));
+  r.On("max_queued_input_bytes", Whole(&c.max_queued_input_bytes, 1));
   r.On("max_sandboxes", Whole(&c.max_sandboxes, 1));
   r.On("max_input_bytes", Whole(&c.max_input_bytes, 1));
   r.On("max_artifact_bytes", Whole(&c.max_artifact_bytes, 1));

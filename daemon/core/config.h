@@ -70,6 +70,9 @@ struct Config {
 
   uint32_t max_concurrent_runs = 4;
   uint32_t max_queued_runs = 1024;  // beyond it RunAnalysis is RESOURCE_EXHAUSTED
+  // Input bytes held by waiting runs (in memory and in the state database); beyond it
+  // RunAnalysis is RESOURCE_EXHAUSTED. One run is always let in, whatever its size.
+  uint64_t max_queued_input_bytes = 1ull << 30;
   // The machine's budget: sandboxes alive at once (running runs' own plus kept sessions).
   uint32_t max_sandboxes = 64;
   uint32_t max_concurrent_execs = 32;  // Exec RPCs running at once (each holds a thread)

@@ -76,6 +76,7 @@ struct RunManager::ActiveRun {
   std::atomic<bool> timed_out{false};
   AdmissionQueue::Ticket ticket;
   std::atomic<bool> admitted{false};
+  std::atomic<uint64_t> queued_bytes{0};  // its inputs, counted in queued_input_bytes_ while it waits
   std::atomic<uint32_t> position{0};  // last position told in run.queued
   // Set once the run is done with its session: a proxy decision or expiry warning arriving
   // later is dropped, so run.finished stays the last event.
@@ -376,8 +377,14 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
     return errors::ResourceExhausted(absl::StrCat("the run queue is full (max_queued_runs ",
                                                   deps_.config->max_queued_runs, ")"));
   }
-  SANDGATE_RETURN_IF_ERROR(CheckRate(caller));
+  SANDGATE_RETURN_IF_ERROR(HoldQueuedBytes(*ar, /*enforce=*/true));
+  absl::Status rate = CheckRate(caller);
+  if (!rate.ok()) {
+    ReleaseQueuedBytes(*ar);
+    return rate;
+  }
   absl::Status put = deps_.store->PutRun(run);
+  if (!put.ok()) ReleaseQueuedBytes(*ar);
   if (put.code() == absl::StatusCode::kAlreadyExists) {
     // A concurrent retry with the same idempotency key won the race: answer with its run.
     SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
@@ -444,11 +451,34 @@ absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
     absl::MutexLock lock(&ar->mu);
     ar->run = run;
   }
+  (void)HoldQueuedBytes(*ar, /*enforce=*/false);  // accepted before: never refused now
   {
     RunEvents events(deps_.events, ar.get());
     events.Notice(v1::Notice::WARNING, "the daemon restarted while this run waited; it is queued again");
   }
   return Admit(ar).status();
+}
+
+absl::Status RunManager::HoldQueuedBytes(ActiveRun& ar, bool enforce) {
+  uint64_t bytes = 0;
+  for (const playbooks::InputFile& in : ar.inputs) bytes += in.content.size();
+  const uint64_t max = deps_.config->max_queued_input_bytes;
+  absl::MutexLock lock(&mu_);
+  if (enforce && queued_input_bytes_ > 0 && queued_input_bytes_ + bytes > max) {
+    return errors::ResourceExhausted(absl::StrCat(
+        "waiting runs already hold ", queued_input_bytes_ >> 20, " MiB of inputs and this run's ",
+        (bytes + (1 << 20) - 1) >> 20, " MiB would pass max_queued_input_bytes (", max >> 20, " MiB); retry later"));
+  }
+  queued_input_bytes_ += bytes;
+  ar.queued_bytes.store(bytes);
+  return absl::OkStatus();
+}
+
+void RunManager::ReleaseQueuedBytes(ActiveRun& ar) {
+  const uint64_t bytes = ar.queued_bytes.exchange(0);
+  if (bytes == 0) return;
+  absl::MutexLock lock(&mu_);
+  queued_input_bytes_ -= bytes;
 }
 
 absl::Status RunManager::CheckRate(const Caller& caller) {
@@ -481,6 +511,7 @@ void RunManager::Dispatch() {
       continue;
     }
     ar->admitted.store(true);
+    ReleaseQueuedBytes(*ar);
     // The executor has a thread for every run the admission lets through.
     if (!executor_.Submit([this, ar] { Execute(ar); })) {
       RunEvents events(deps_.events, ar.get());
@@ -792,6 +823,7 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   } else {
     admission_.Remove(run_id);
   }
+  ReleaseQueuedBytes(*ar);
 }
 
 absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string& run_id) {
@@ -896,6 +928,7 @@ size_t RunManager::Drain(absl::Duration grace) {
                     "the daemon is shutting down; this run stays queued and starts when it is back "
                     "(follow again from the last seq seen)");
       log::Info("run.shelved", {{"run", ar->request_run_id}, {"tenant", events.tenant()}});
+      ReleaseQueuedBytes(*ar);
       absl::MutexLock lock(&mu_);
       active_.erase(ar->request_run_id);
     } else {

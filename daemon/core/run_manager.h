@@ -116,6 +116,10 @@ class RunManager {
   // Starts every queued run that now has room, then tells the others their new position.
   void Dispatch();
   absl::Status CheckRate(const Caller& caller);
+  // Counts a waiting run's input bytes (RESOURCE_EXHAUSTED past max_queued_input_bytes when
+  // `enforce`); released, once, when it leaves the queue.
+  absl::Status HoldQueuedBytes(ActiveRun& run, bool enforce);
+  void ReleaseQueuedBytes(ActiveRun& run);
 
   const RunManagerDeps deps_;
   Executor executor_;
@@ -127,6 +131,7 @@ class RunManager {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>> active_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t queued_input_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Start times of each tenant's runs in the last minute (runs_per_minute).
   absl::flat_hash_map<std::string, std::deque<absl::Time>> recent_starts_ ABSL_GUARDED_BY(mu_);
   bool stop_watchdog_ ABSL_GUARDED_BY(mu_) = false;

@@ -38,6 +38,7 @@ TEST(ConfigTest, TheShippedExampleParsesAndValidates) {
   auto c = LoadConfigFile(std::string(SANDGATE_SOURCE_DIR) + "/deploy/sandgated.example.json");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->session_expiry_warning, absl::Seconds(60));
+  EXPECT_EQ(c->max_queued_input_bytes, 1ull << 30);
   EXPECT_EQ(c->session_max_lifetime, absl::Hours(2));
   EXPECT_TRUE(ValidateConfig(*c).ok());
 }

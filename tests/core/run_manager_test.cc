@@ -314,6 +314,29 @@ TEST_F(RunManagerTest, WhatASweepCannotTellYetIsAskedAgainInTheBackground) {
   runs_.reset();
 }
 
+TEST_F(RunManagerTest, WaitingRunsInputsAreBoundedInBytes) {
+  config_.max_concurrent_runs = 1;
+  const uint64_t one = Sample().inputs(0).content().size();
+  config_.max_queued_input_bytes = 2 * one;  // two waiting samples fit, a third does not
+  Rebuild();
+  v1::RunAnalysisRequest slow = Sample();
+  slow.mutable_sandbox()->add_setup_commands("sleep 30");
+  auto running = runs_->Start(caller_, slow);
+  ASSERT_TRUE(running.ok());
+  for (int i = 0; i < 200 && runs_->Get(caller_, running->id())->status() == v1::QUEUED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto first = runs_->Start(caller_, Sample());
+  auto second = runs_->Start(caller_, Sample());
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto third = runs_->Start(caller_, Sample());
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(third.status().message(), "max_queued_input_bytes")) << third.status();
+  // Room comes back as soon as a waiting run leaves the queue, here by being cancelled.
+  ASSERT_TRUE(runs_->Cancel(caller_, first->id(), "make room").ok());
+  EXPECT_TRUE(runs_->Start(caller_, Sample()).ok());
+}
+
 TEST_F(RunManagerTest, AQueuedRunSurvivesARestartAndRunsAfterIt) {
   config_.max_concurrent_runs = 1;
   Rebuild();
