@@ -82,6 +82,10 @@ class RunManager {
   absl::StatusOr<size_t> PurgeBefore(absl::Time cutoff);
   absl::StatusOr<size_t> PurgeOlderThan(absl::Duration age) { return PurgeBefore(deps_.clock->Now() - age); }
   size_t queued_runs() { return admission_.waiting(); }
+  uint64_t queued_input_bytes() {
+    absl::MutexLock lock(&mu_);
+    return queued_input_bytes_;
+  }
 
  private:
   struct ActiveRun;

@@ -262,6 +262,8 @@ absl::Status Daemon::Start() {
     core::SandboxBudget* budget = p.budget.get();
     p.metrics->AddGauge("sandgate_runs_active", "Runs queued or running.", [runs] { return runs->active_runs(); });
     p.metrics->AddGauge("sandgate_queue_depth", "Runs waiting for admission.", [runs] { return runs->queued_runs(); });
+    p.metrics->AddGauge("sandgate_queued_input_bytes", "Input bytes held by waiting runs (max_queued_input_bytes).",
+                        [runs] { return static_cast<double>(runs->queued_input_bytes()); });
     p.metrics->AddGauge("sandgate_sessions_live", "Kept sessions alive.", [sessions] { return sessions->live(); });
     p.metrics->AddGauge("sandgate_sandboxes_in_use", "Sandboxes alive (runs' own and kept sessions).",
                         [budget] { return budget->used(); });

@@ -604,7 +604,7 @@ TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
   EXPECT_TRUE(absl::StartsWith(page, "HTTP/1.1 200 OK")) << page;
   for (const char* line : {"sandgate_runs_finished_total{status=\"SUCCEEDED\"} 1",
                            "sandgate_sandbox_create_seconds_count 1", "sandgate_run_seconds_count 1",
-                           "sandgate_runs_active 0", "sandgate_queue_depth 0", "sandgate_sessions_live 0",
+                           "sandgate_runs_active 0", "sandgate_queue_depth 0", "sandgate_queued_input_bytes 0", "sandgate_sessions_live 0",
                            "sandgate_sandboxes_in_use 0", "# TYPE sandgate_sandbox_create_seconds histogram"}) {
     EXPECT_TRUE(absl::StrContains(page, line)) << "no '" << line << "' in\n" << page;
   }
