@@ -198,6 +198,32 @@ grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::strin
   return st;
 }
 
+// Follows a run from `after` to its run.finished, reconnecting from the last seq seen when
+// the daemon is unavailable (a restarting daemon keeps waiting runs): nothing is missed or
+// seen twice. Gives up after about a minute without the daemon. Sets *finished when
+// run.finished arrived; otherwise returns why not (OK when interrupted).
+grpc::Status FollowToEnd(Client& client, Interrupt* interrupt, const std::string& run_id,
+                         int64_t after, bool* finished,
+                         const std::function<void(const v1::Event&)>& on_event) {
+  int64_t last = after;
+  *finished = false;
+  grpc::Status st;
+  for (int attempt = 0; !*finished && attempt < 60; ++attempt) {
+    st = FollowEvents(client, interrupt, run_id, last, true, [&](const v1::Event& e) {
+      if (e.seq() > 0) last = e.seq();
+      if (e.type() == "run.finished") *finished = true;
+      on_event(e);
+    });
+    if (interrupt != nullptr && interrupt->fired()) return grpc::Status::OK;
+    if (!st.ok() && !*finished) {
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return st;
+      if (attempt == 0) std::fprintf(stderr, "sandgate: the daemon is unavailable (%s); reconnecting…\n", st.error_message().c_str());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  return *finished ? grpc::Status::OK : st;
+}
+
 grpc::Status Download(Client& client, const v1::Run& run, const std::string& dir) {
   for (const v1::Artifact& a : run.artifacts()) {
     grpc::ClientContext ctx;
@@ -428,24 +454,12 @@ int CmdRun(Client& client, const Args& args) {
   FILE* progress = json ? stderr : stdout;
   std::fprintf(progress, "run %s started for %s\n", run.id().c_str(), in->name().c_str());
   ProgressPrinter printer(progress);
-  int64_t last = 0;
   bool finished = false;
-  // Reconnect with the last seq if the stream breaks (a daemon restarting keeps waiting runs):
-  // nothing is missed or seen twice. Gives up after about a minute without the daemon.
-  for (int attempt = 0; !finished && attempt < 60; ++attempt) {
-    grpc::Status st = FollowEvents(client, &interrupt, run.id(), last, true, [&](const v1::Event& e) {
-      if (e.seq() > 0) last = e.seq();
-      if (json && e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
-      if (!json || e.seq() > 0) printer.Print(e);
-      if (e.type() == "run.finished") finished = true;
-    });
-    if (interrupt.fired()) break;
-    if (!st.ok() && !finished) {
-      if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return RpcError("events", st);
-      if (attempt == 0) std::fprintf(stderr, "sandgate: the daemon is unavailable (%s); reconnecting…\n", st.error_message().c_str());
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-    }
-  }
+  grpc::Status followed = FollowToEnd(client, &interrupt, run.id(), 0, &finished, [&](const v1::Event& e) {
+    if (json && e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
+    if (!json || e.seq() > 0) printer.Print(e);
+  });
+  if (!followed.ok()) return RpcError("events", followed);
   if (interrupt.fired() && !finished) {
     if (args.Has("--cancel-on-exit")) {
       grpc::ClientContext ctx;
@@ -496,16 +510,20 @@ int CmdEvents(Client& client, const Args& args) {
   bool json = args.Has("--json");
   Interrupt interrupt;
   ProgressPrinter printer(stdout);
-  grpc::Status st = FollowEvents(client, &interrupt, args.positional[0], after, args.Has("--follow"),
-                                 [&](const v1::Event& e) {
-                                   if (json) {
-                                     if (e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
-                                   } else {
-                                     if (e.seq() > 0) std::printf("%4lld ", static_cast<long long>(e.seq()));
-                                     printer.Print(e);
-                                   }
-                                   std::fflush(stdout);
-                                 });
+  auto print = [&](const v1::Event& e) {
+    if (json) {
+      if (e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
+    } else {
+      if (e.seq() > 0) std::printf("%4lld ", static_cast<long long>(e.seq()));
+      printer.Print(e);
+    }
+    std::fflush(stdout);
+  };
+  bool finished = false;
+  // --follow rides out a daemon restart as `run` does.
+  grpc::Status st = args.Has("--follow")
+                        ? FollowToEnd(client, &interrupt, args.positional[0], after, &finished, print)
+                        : FollowEvents(client, &interrupt, args.positional[0], after, false, print);
   if (interrupt.fired()) return kExitDetached;
   return st.ok() ? 0 : RpcError("events", st);
 }

@@ -1,10 +1,12 @@
 // The sandgate CLI against the real daemon: what a person at a terminal gets.
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -152,6 +154,30 @@ TEST_F(CliTest, SessionCommandsDriveAKeptSandbox) {
   Result gone = Cli("session exec " + id + " true");
   EXPECT_EQ(gone.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(gone.out, "FAILED_PRECONDITION")) << gone.out;
+}
+
+TEST_F(CliTest, EventsFollowRidesOutADaemonRestart) {
+  daemon_->Stop(SIGTERM);
+  daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
+      {"local", {{"uid_base", 300100}, {"uid_count", 16}}}, {"max_concurrent_runs", 1}});
+  daemon_->Start();
+  auto stub = daemon_->Stub();
+  v1::RunAnalysisRequest slow = SampleRequest();
+  slow.mutable_sandbox()->add_setup_commands("sleep 60");
+  v1::Run busy, waiting;
+  ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), slow, &busy).ok());
+  ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), SampleRequest(), &waiting).ok());
+  ASSERT_EQ(waiting.status(), v1::QUEUED);
+  Result followed;
+  std::thread follower([&] { followed = Cli("events " + waiting.id() + " --follow"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the follower is connected
+  ASSERT_EQ(daemon_->Stop(SIGTERM), 0);  // drains: the waiting run stays queued
+  daemon_->Start();
+  follower.join();
+  EXPECT_EQ(followed.exit_code, 0) << followed.out;
+  for (const char* expect : {"stays queued", "reconnecting", "queued again", "run SUCCEEDED"}) {
+    EXPECT_TRUE(absl::StrContains(followed.out, expect)) << "no '" << expect << "' in:\n" << followed.out;
+  }
 }
 
 }  // namespace
