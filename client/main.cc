@@ -199,9 +199,9 @@ grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::strin
 }
 
 // Follows a run from `after` to its run.finished, reconnecting from the last seq seen when
-// the daemon is unavailable (a restarting daemon keeps waiting runs): nothing is missed or
-// seen twice. Gives up after about a minute without the daemon. Sets *finished when
-// run.finished arrived; otherwise returns why not (OK when interrupted).
+// the daemon is unavailable or ends the stream (a restarting daemon keeps waiting runs):
+// nothing is missed or seen twice. Gives up after about a minute without the daemon. Sets
+// *finished when run.finished arrived; otherwise returns why not (OK when interrupted).
 grpc::Status FollowToEnd(Client& client, Interrupt* interrupt, const std::string& run_id,
                          int64_t after, bool* finished,
                          const std::function<void(const v1::Event&)>& on_event) {
@@ -216,7 +216,8 @@ grpc::Status FollowToEnd(Client& client, Interrupt* interrupt, const std::string
     });
     if (interrupt != nullptr && interrupt->fired()) return grpc::Status::OK;
     if (!st.ok() && !*finished) {
-      if (st.error_code() != grpc::StatusCode::UNAVAILABLE) return st;
+      // Not interrupted here, so a CANCELLED came from a server shutting down.
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::CANCELLED) return st;
       if (attempt == 0) std::fprintf(stderr, "sandgate: the daemon is unavailable (%s); reconnecting…\n", st.error_message().c_str());
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
