@@ -184,7 +184,7 @@ class ChatRun : public ModelRun {
 
 }  // namespace
 
-ChatAgent::ChatAgent(upstream::OpenAiClient* client, ChatAgentOptions options)
+ChatAgent::ChatAgent(upstream::OpenAiClient* client, ModelAgentOptions options)
     : client_(client), options_(std::move(options)) {}
 
 absl::Status ChatAgent::Run(const AgentTask& task, sandbox::Session& session, EventSink& events,

@@ -39,6 +39,7 @@
 #include <string>
 
 #include "agent/agent.h"
+#include "agent/model_events.h"
 #include "upstream/openai_client.h"
 
 namespace sandgate::agent {
@@ -46,15 +47,10 @@ namespace sandgate::agent {
 // The `shell` function tool offered to the model, as JSON text.
 extern const char kShellToolJson[];
 
-struct ChatAgentOptions {
-  std::string default_model;  // used when AgentTask.model is empty
-  uint32_t max_turns = 30;    // used when AgentTask.max_turns is 0
-};
-
 class ChatAgent : public Agent {
  public:
   // `client` is not owned and outlives the agent.
-  ChatAgent(upstream::OpenAiClient* client, ChatAgentOptions options);
+  ChatAgent(upstream::OpenAiClient* client, ModelAgentOptions options);
 
   std::string name() const override { return "chat"; }
   absl::Status Run(const AgentTask& task, sandbox::Session& session, EventSink& events,
@@ -62,7 +58,7 @@ class ChatAgent : public Agent {
 
  private:
   upstream::OpenAiClient* const client_;
-  const ChatAgentOptions options_;
+  const ModelAgentOptions options_;
 };
 
 }  // namespace sandgate::agent

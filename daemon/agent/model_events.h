@@ -21,6 +21,11 @@ namespace sandgate::agent {
 // The model and turn budget of a run: AgentTask.model, else the agent's default model;
 // AgentTask.max_turns, else the agent's default, else 30. INVALID_ARGUMENT when there is no
 // model at all.
+struct ModelAgentOptions {
+  std::string default_model;  // used when AgentTask.model is empty
+  uint32_t max_turns = 30;    // used when AgentTask.max_turns is 0
+};
+
 struct ModelChoice {
   std::string model;
   uint32_t max_turns = 30;

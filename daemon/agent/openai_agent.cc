@@ -414,7 +414,7 @@ class OpenAiRun : public ModelRun {
 
 }  // namespace
 
-OpenAiAgent::OpenAiAgent(upstream::OpenAiClient* client, OpenAiAgentOptions options)
+OpenAiAgent::OpenAiAgent(upstream::OpenAiClient* client, ModelAgentOptions options)
     : client_(client), options_(std::move(options)) {}
 
 absl::Status OpenAiAgent::Run(const AgentTask& task, sandbox::Session& session, EventSink& events,

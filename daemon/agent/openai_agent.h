@@ -39,19 +39,15 @@
 #include <string>
 
 #include "agent/agent.h"
+#include "agent/model_events.h"
 #include "upstream/openai_client.h"
 
 namespace sandgate::agent {
 
-struct OpenAiAgentOptions {
-  std::string default_model;  // used when AgentTask.model is empty
-  uint32_t max_turns = 30;    // used when AgentTask.max_turns is 0
-};
-
 class OpenAiAgent : public Agent {
  public:
   // `client` is not owned and outlives the agent.
-  OpenAiAgent(upstream::OpenAiClient* client, OpenAiAgentOptions options);
+  OpenAiAgent(upstream::OpenAiClient* client, ModelAgentOptions options);
 
   std::string name() const override { return "openai"; }
   bool works_without_exec() const override { return true; }  // hosted shell calls run upstream
@@ -60,7 +56,7 @@ class OpenAiAgent : public Agent {
 
  private:
   upstream::OpenAiClient* const client_;
-  const OpenAiAgentOptions options_;
+  const ModelAgentOptions options_;
 };
 
 }  // namespace sandgate::agent

@@ -76,7 +76,8 @@ struct RunManager::ActiveRun {
   std::atomic<bool> timed_out{false};
   AdmissionQueue::Ticket ticket;
   std::atomic<bool> admitted{false};
-  std::atomic<uint64_t> queued_bytes{0};  // its inputs, counted in queued_input_bytes_ while it waits
+  std::atomic<uint64_t> queued_bytes{0};
+  std::atomic<bool> request_kept{false};  // in the store (PutRunRequest) until it starts  // its inputs, counted in queued_input_bytes_ while it waits
   std::atomic<uint32_t> position{0};  // last position told in run.queued
   // Set once the run is done with its session: a proxy decision or expiry warning arriving
   // later is dropped, so run.finished stays the last event.
@@ -395,6 +396,7 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
   SANDGATE_RETURN_IF_ERROR(put);
   // Kept while the run waits, so a restarted daemon can queue it again.
   absl::Status kept = deps_.store->PutRunRequest(run.id(), WithInputs(*ar));
+  ar->request_kept.store(kept.ok());
   if (!kept.ok()) log::Error("run.request_not_kept", {{"run", run.id()}, {"error", kept.ToString()}});
   return Admit(ar);
 }
@@ -452,6 +454,7 @@ absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
     ar->run = run;
   }
   (void)HoldQueuedBytes(*ar, /*enforce=*/false);  // accepted before: never refused now
+  ar->request_kept.store(true);  // read from the store just now
   {
     RunEvents events(deps_.events, ar.get());
     events.Notice(v1::Notice::WARNING, "the daemon restarted while this run waited; it is queued again");
@@ -922,7 +925,7 @@ size_t RunManager::Drain(absl::Duration grace) {
       continue;
     }
     RunEvents events(deps_.events, ar.get());
-    if (deps_.store->GetRunRequest(ar->request_run_id).ok()) {
+    if (ar->request_kept.load()) {
       // Waiting and kept: it stays QUEUED and is queued again when the daemon is back.
       events.Notice(v1::Notice::WARNING,
                     "the daemon is shutting down; this run stays queued and starts when it is back "

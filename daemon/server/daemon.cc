@@ -172,14 +172,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     SANDGATE_ASSIGN_OR_RETURN(p->openai_provider,
                               sandbox::OpenAiProvider::Create(p->openai_upstream->client.get(), p->store.get(), options));
     p->openai_agent = std::make_unique<agent::OpenAiAgent>(
-        p->openai_upstream->client.get(), agent::OpenAiAgentOptions{c.openai.model, c.openai.max_turns});
+        p->openai_upstream->client.get(), agent::ModelAgentOptions{c.openai.model, c.openai.max_turns});
     providers["openai"] = p->openai_provider.get();
     agents["openai"] = p->openai_agent.get();
   }
   if (c.chat.configured()) {
     p->chat_upstream = MakeUpstream(c.chat, "chat", p->metrics.get());
     p->chat_agent = std::make_unique<agent::ChatAgent>(
-        p->chat_upstream->client.get(), agent::ChatAgentOptions{c.chat.model, c.chat.max_turns});
+        p->chat_upstream->client.get(), agent::ModelAgentOptions{c.chat.model, c.chat.max_turns});
     agents["chat"] = p->chat_agent.get();
   }
 

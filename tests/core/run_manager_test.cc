@@ -129,6 +129,15 @@ class RunManagerTest : public ::testing::Test {
     return v1::Run();
   }
   std::vector<v1::Event> Events(const std::string& id) { return *events_->Read(id, 0, 10000); }
+  // Until the run's first command has started (at most 5 s).
+  void WaitForFirstCommand(const std::string& id) {
+    for (int i = 0; i < 500; ++i) {
+      for (const auto& e : Events(id)) {
+        if (e.has_command_started()) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   bool LastEventIsTerminal(const std::string& id) {
     std::vector<v1::Event> events = Events(id);
     return !events.empty() && events.back().type() == "run.finished";
@@ -201,12 +210,7 @@ TEST_F(RunManagerTest, CancelDuringACommandEndsCancelledAndClosesTheSession) {
   req.mutable_sandbox()->add_setup_commands("sleep 30");
   auto started = runs_->Start(caller_, req);
   ASSERT_TRUE(started.ok());
-  for (int i = 0; i < 500; ++i) {
-    bool running = false;
-    for (const auto& e : Events(started->id())) running |= e.has_command_started();
-    if (running) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  WaitForFirstCommand(started->id());
   ASSERT_TRUE(runs_->Cancel(caller_, started->id(), "enough").ok());
   v1::Run run = WaitFinished(started->id());
   EXPECT_EQ(run.status(), v1::CANCELLED);
@@ -445,12 +449,7 @@ TEST_F(RunManagerTest, ClosingTheSessionCancelsTheRunInIt) {
   req.set_agent("tamper");  // any agent; closing happens during the analysis
   auto started = runs_->Start(caller_, req);
   ASSERT_TRUE(started.ok());
-  for (int i = 0; i < 500; ++i) {
-    bool running = false;
-    for (const auto& e : Events(started->id())) running |= e.has_command_started();
-    if (running) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  WaitForFirstCommand(started->id());
   ASSERT_TRUE(sessions_->Close(caller_, session->id(), "enough").ok());
   v1::Run run = WaitFinished(started->id());
   EXPECT_EQ(run.status(), v1::CANCELLED);

@@ -179,17 +179,18 @@ struct Stats {
     ++by_flavor[flavor][status];
   }
   void FailedBecause(const std::string& reason) {
-    std::string shape;  // "session s1a2b3 ended" and "session s9f8e7 ended" count as one
-    bool in_word_with_digit = false;
-    for (size_t i = 0; i < reason.size() && shape.size() < 120; ++i) {
-      char c = reason[i];
-      size_t end = reason.find_first_of(" :,;()'\"", i);
-      std::string word = reason.substr(i, end == std::string::npos ? std::string::npos : end - i);
-      if (i == 0 || !std::isalnum(static_cast<unsigned char>(reason[i - 1]))) {
-        in_word_with_digit = word.find_first_of("0123456789") != std::string::npos;
-        if (in_word_with_digit) shape += '#';
+    // Words with a digit become '#': "session s1a2b3 ended" and "session s9f8e7 ended" count as one.
+    std::string shape;
+    for (size_t i = 0; i < reason.size() && shape.size() < 120;) {
+      size_t j = i;
+      while (j < reason.size() && std::isalnum(static_cast<unsigned char>(reason[j]))) ++j;
+      if (j == i) {
+        shape += reason[i++];
+        continue;
       }
-      if (!in_word_with_digit || !std::isalnum(static_cast<unsigned char>(c))) shape += c;
+      const std::string word = reason.substr(i, j - i);
+      shape += word.find_first_of("0123456789") == std::string::npos ? word : "#";
+      i = j;
     }
     std::lock_guard<std::mutex> lock(mu);
     ++failed_why[shape];

@@ -77,9 +77,9 @@ struct OpenAiProviderOptions {
   // Largest file WriteFile uploads.
   uint64_t max_file_bytes = 64ull << 20;
   // How long after a dead daemon sent a create upstream may still carry it out: until then a
-  // sweep by name that finds nothing looks again (every 250 ms) before it gives up.
+  // sweep by name that finds nothing answers UNAVAILABLE (ask again) instead of giving up.
   absl::Duration create_settle = absl::Seconds(10);
-  // The time of journaled requests. Null: Clock::Real(). Not owned; outlives the provider.
+  // The time of journaled requests and of the create_settle check. Null: Clock::Real(). Not owned; outlives the provider.
   const Clock* clock = nullptr;
 };
 
