@@ -31,6 +31,7 @@
 #include "client/render.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
+#include "sandgate/v1/labels.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 
 namespace sandgate::cli {
@@ -382,11 +383,11 @@ int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
     std::string mode = args.Get("--network");
     v1::NetworkPolicy::Mode m;
     if (mode == "disabled") {
-      m = v1::NetworkPolicy::DISABLED;
+      m = v1::NetworkPolicy::MODE_DISABLED;
     } else if (mode == "restricted") {
-      m = v1::NetworkPolicy::RESTRICTED;
+      m = v1::NetworkPolicy::MODE_RESTRICTED;
     } else if (mode == "enabled") {
-      m = v1::NetworkPolicy::ENABLED;
+      m = v1::NetworkPolicy::MODE_ENABLED;
     } else {
       return Usage("--network takes disabled, restricted or enabled, got '" + mode + "'");
     }
@@ -499,7 +500,7 @@ int CmdRun(Client& client, const Args& args) {
                 static_cast<size_t>(run.artifacts_size()), dir.c_str());
     if (!run.status_reason().empty()) std::printf("reason: %s\n", run.status_reason().c_str());
   }
-  return run.status() == v1::SUCCEEDED ? 0 : kExitRunFailed;
+  return run.status() == v1::RUN_STATUS_SUCCEEDED ? 0 : kExitRunFailed;
 }
 
 int CmdEvents(Client& client, const Args& args) {
@@ -609,7 +610,7 @@ void PrintSession(const v1::Session& s, bool json) {
   }
   using google::protobuf::util::TimeUtil;
   std::printf("session    %s\n", s.id().c_str());
-  std::printf("status     %s%s\n", v1::SessionStatus_Name(s.status()).c_str(),
+  std::printf("status     %s%s\n", v1::SessionStatusLabel(s.status()).c_str(),
               s.status_reason().empty() ? "" : (" (" + s.status_reason() + ")").c_str());
   std::printf("provider   %s  workdir %s  in flight %u\n", s.provider().c_str(), s.workdir().c_str(), s.in_flight());
   std::printf("clocks     idle_timeout %s, max_lifetime %s\n", TimeUtil::ToString(s.idle_timeout()).c_str(),
@@ -653,7 +654,7 @@ int CmdSession(Client& client, const Args& args) {
       if (json) {
         PrintSession(s, true);
       } else {
-        std::printf("%-20s %-16s %-8s in flight %u\n", s.id().c_str(), v1::SessionStatus_Name(s.status()).c_str(),
+        std::printf("%-20s %-16s %-8s in flight %u\n", s.id().c_str(), v1::SessionStatusLabel(s.status()).c_str(),
                     s.provider().c_str(), s.in_flight());
       }
     }
@@ -709,7 +710,7 @@ int CmdSession(Client& client, const Args& args) {
     int exit_code = 0;
     while (reader->Read(&r)) {
       if (r.has_output()) {
-        FILE* f = r.output().stream() == v1::CommandOutput::STDERR ? stderr : stdout;
+        FILE* f = r.output().stream() == v1::CommandOutput::STREAM_STDERR ? stderr : stdout;
         std::fwrite(r.output().data().data(), 1, r.output().data().size(), f);
         std::fflush(f);
       } else if (r.has_expiring()) {
@@ -775,7 +776,7 @@ int CmdSession(Client& client, const Args& args) {
     grpc::Status st = client.stub().ListFiles(&ctx, req, &resp);
     if (!st.ok()) return RpcError("session ls", st);
     for (const auto& f : resp.files()) {
-      const char* kind = f.type() == v1::FileInfo::DIRECTORY ? "dir " : f.type() == v1::FileInfo::SYMLINK ? "link" : f.type() == v1::FileInfo::REGULAR ? "file" : "other";
+      const char* kind = f.type() == v1::FileInfo::TYPE_DIRECTORY ? "dir " : f.type() == v1::FileInfo::TYPE_SYMLINK ? "link" : f.type() == v1::FileInfo::TYPE_REGULAR ? "file" : "other";
       std::printf("%s %10s  %s\n", kind, HumanBytes(f.size_bytes()).c_str(), f.path().c_str());
     }
     return 0;

@@ -33,7 +33,7 @@ std::string ToJson(const google::protobuf::Message& m) {
   return out;
 }
 
-std::string StatusName(v1::RunStatus s) { return v1::RunStatus_Name(s); }
+std::string StatusName(v1::RunStatus s) { return v1::RunStatusLabel(s); }
 
 std::string HumanBytes(uint64_t n) {
   if (n < 1024) return absl::StrCat(n, " B");

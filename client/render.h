@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "sandgate/v1/labels.h"
 #include "sandgate/v1/sandgate.pb.h"
 
 namespace sandgate::cli {

@@ -119,7 +119,7 @@ class ChatRun : public ModelRun {
         return r;
       }
       if (r.status().code() == absl::StatusCode::kUnavailable && attempt < kStreamRetries) {
-        EmitNotice(events_, v1::Notice::WARNING,
+        EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
                    absl::StrCat("the model's completion stream broke (", r.status().message(),
                                 "); retrying the turn (attempt ", attempt + 2, " of ",
                                 kStreamRetries + 1, ")"));
@@ -139,7 +139,7 @@ class ChatRun : public ModelRun {
                                    "there is no tool '", tc.name, "'; the only tool is shell")));
       if (!call.ok()) {
         content = absl::StrCat("error: ", call.status().message());
-        EmitNotice(events_, v1::Notice::WARNING,
+        EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
                    absl::StrCat("the model's tool call ", tc.id,
                                 " was refused: ", call.status().message()));
       } else {

@@ -57,8 +57,8 @@ v1::CommandFinished ToCommandFinished(const sandbox::ExecResult& result) {
 }
 
 v1::CommandOutput::Stream ToProto(sandbox::OutputStream stream) {
-  return stream == sandbox::OutputStream::kStdout ? v1::CommandOutput::STDOUT
-                                                  : v1::CommandOutput::STDERR;
+  return stream == sandbox::OutputStream::kStdout ? v1::CommandOutput::STREAM_STDOUT
+                                                  : v1::CommandOutput::STREAM_STDERR;
 }
 
 std::string DescribeExit(const sandbox::ExecResult& result, absl::Duration timeout) {

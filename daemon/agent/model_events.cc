@@ -52,7 +52,7 @@ void TokenTally::Add(EventSink& events, uint64_t input, uint64_t output, uint64_
 void TokenTally::Finish(EventSink& events, const std::string& model,
                         const std::string& calls) const {
   if (calls_ == 0) return;
-  EmitNotice(events, v1::Notice::INFO,
+  EmitNotice(events, v1::Notice::SEVERITY_INFO,
              absl::StrCat("model ", model, ": ", calls_, " ", calls, ", tokens in total: ", input_,
                           " input, ", output_, " output, ", total_, " total"));
 }

@@ -95,8 +95,8 @@ class HostedRelay {
     StartThrough(*c, static_cast<size_t>(*i));
     const json& delta = Obj(ev, "delta");
     for (const auto& [key, stream] :
-         {std::pair<const char*, v1::CommandOutput::Stream>{"stdout", v1::CommandOutput::STDOUT},
-          {"stderr", v1::CommandOutput::STDERR}}) {
+         {std::pair<const char*, v1::CommandOutput::Stream>{"stdout", v1::CommandOutput::STREAM_STDOUT},
+          {"stderr", v1::CommandOutput::STREAM_STDERR}}) {
       c->streamed[*i] = true;
       Output(*c, static_cast<size_t>(*i), stream, Str(delta, key));
     }
@@ -160,8 +160,8 @@ class HostedRelay {
   void Unstreamed(Call& c, size_t i, const json& result) {
     if (c.streamed[i]) return;
     c.streamed[i] = true;
-    Output(c, i, v1::CommandOutput::STDOUT, Str(result, "stdout"));
-    Output(c, i, v1::CommandOutput::STDERR, Str(result, "stderr"));
+    Output(c, i, v1::CommandOutput::STREAM_STDOUT, Str(result, "stdout"));
+    Output(c, i, v1::CommandOutput::STREAM_STDERR, Str(result, "stderr"));
   }
 
   Call* Find(const json& ev) {
@@ -315,7 +315,7 @@ class OpenAiRun : public ModelRun {
         return hosted_->MarkExpired();
       }
       if (st.code() == absl::StatusCode::kUnavailable && attempt < kStreamRetries) {
-        EmitNotice(events_, v1::Notice::WARNING,
+        EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
                    absl::StrCat("the model's response stream broke (", st.message(),
                                 "); retrying the turn (attempt ", attempt + 2, " of ",
                                 kStreamRetries + 1, ")"));

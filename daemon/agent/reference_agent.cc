@@ -19,7 +19,7 @@ class StderrTail : public EventSink {
   explicit StderrTail(EventSink& next) : next_(next) {}
   void Emit(v1::Event event) override {
     if (event.has_command_output() &&
-        event.command_output().stream() == v1::CommandOutput::STDERR) {
+        event.command_output().stream() == v1::CommandOutput::STREAM_STDERR) {
       tail_ += event.command_output().data();
       if (tail_.size() > 4096) tail_.erase(0, tail_.size() - 4096);
     }
@@ -48,7 +48,7 @@ absl::Status ReferenceAgent::Run(const AgentTask& task, sandbox::Session& sessio
     v1::Event e;
     e.set_type("file.transferred");
     auto* f = e.mutable_file_transferred();
-    f->set_direction(v1::FileTransferred::INTO_SANDBOX);
+    f->set_direction(v1::FileTransferred::DIRECTION_INTO_SANDBOX);
     f->set_path(file.path);
     f->set_size_bytes(file.content.size());
     events.Emit(std::move(e));

@@ -26,8 +26,8 @@ absl::Status CheckList(const Caller& caller, const char* kind, const std::string
 
 std::string ModeName(v1::NetworkPolicy::Mode m) {
   switch (m) {
-    case v1::NetworkPolicy::RESTRICTED: return "restricted";
-    case v1::NetworkPolicy::ENABLED: return "enabled";
+    case v1::NetworkPolicy::MODE_RESTRICTED: return "restricted";
+    case v1::NetworkPolicy::MODE_ENABLED: return "enabled";
     default: return "disabled";
   }
 }

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
+#include "sandgate/v1/labels.h"
 #include "playbooks/playbook.h"
 #include "store/artifact_store.h"
 #include "core/policy.h"
@@ -24,7 +25,7 @@ namespace {
 using google::protobuf::util::TimeUtil;
 
 bool Finished(v1::RunStatus s) {
-  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::TIMED_OUT;
+  return s == v1::RUN_STATUS_SUCCEEDED || s == v1::RUN_STATUS_FAILED || s == v1::RUN_STATUS_CANCELLED || s == v1::RUN_STATUS_TIMED_OUT;
 }
 
 template <typename Map>
@@ -202,7 +203,7 @@ absl::Status RunManager::Recover(const Tenants& tenants) {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs, deps_.store->ListUnfinishedRuns());
   for (v1::Run& run : runs) {
     std::string why = "interrupted: the daemon stopped before the run finished";
-    if (run.status() == v1::QUEUED) {
+    if (run.status() == v1::RUN_STATUS_QUEUED) {
       absl::StatusOr<v1::RunAnalysisRequest> request = deps_.store->GetRunRequest(run.id());
       std::optional<Caller> caller = tenants.Find(run.tenant());
       absl::Status requeued =
@@ -216,7 +217,7 @@ absl::Status RunManager::Recover(const Tenants& tenants) {
       why = absl::StrCat("the daemon restarted while the run waited, and it could not be queued again: ",
                          requeued.message());
     }
-    run.set_status(v1::FAILED);
+    run.set_status(v1::RUN_STATUS_FAILED);
     run.set_status_reason(why);
     *run.mutable_finished_at() = ToProto(deps_.clock->Now());
     SANDGATE_RETURN_IF_ERROR(deps_.store->PutRun(run));
@@ -224,7 +225,7 @@ absl::Status RunManager::Recover(const Tenants& tenants) {
     e.set_run_id(run.id());
     e.set_session_id(run.session_id());
     e.set_type("run.finished");
-    e.mutable_run_finished()->set_status(v1::FAILED);
+    e.mutable_run_finished()->set_status(v1::RUN_STATUS_FAILED);
     e.mutable_run_finished()->set_reason(run.status_reason());
     SANDGATE_RETURN_IF_ERROR(deps_.events->Append(std::move(e)).status());
     log::Warning("run.interrupted", {{"run", run.id()}, {"tenant", run.tenant()}});
@@ -276,7 +277,7 @@ absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
   if (!request.session_id().empty() && deps_.sessions != nullptr) {
     // A run in a kept session uses that session's sandbox, so its provider.
     SANDGATE_ASSIGN_OR_RETURN(v1::Session session, deps_.sessions->Get(caller, request.session_id()));
-    if (session.status() != v1::SESSION_ACTIVE) {
+    if (session.status() != v1::SESSION_STATUS_ACTIVE) {
       return errors::FailedPrecondition(absl::StrCat("session_id: session ", session.id(),
                                                      " has ended: ", session.status_reason()));
     }
@@ -331,7 +332,7 @@ absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
   run.set_provider(request.provider());
   run.set_agent(request.agent());
   run.set_model(request.model());
-  run.set_status(v1::QUEUED);
+  run.set_status(v1::RUN_STATUS_QUEUED);
   *run.mutable_created_at() = ToProto(deps_.clock->Now());
   *run.mutable_labels() = request.labels();
   run.set_idempotency_key(request.idempotency_key());
@@ -339,8 +340,8 @@ absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
   const v1::SandboxSpec& sb = request.sandbox();
   ar->settings.env.insert(sb.env().begin(), sb.env().end());
   ar->settings.setup_commands.assign(sb.setup_commands().begin(), sb.setup_commands().end());
-  ar->settings.network = sb.network().mode() == v1::NetworkPolicy::RESTRICTED ? "restricted"
-                         : sb.network().mode() == v1::NetworkPolicy::ENABLED  ? "enabled"
+  ar->settings.network = sb.network().mode() == v1::NetworkPolicy::MODE_RESTRICTED ? "restricted"
+                         : sb.network().mode() == v1::NetworkPolicy::MODE_ENABLED  ? "enabled"
                                                                               : "disabled";
   ar->settings.allowed_domains.assign(sb.network().allowed_domains().begin(),
                                       sb.network().allowed_domains().end());
@@ -419,7 +420,7 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
   RunEvents events(deps_.events, ar.get());
   absl::Status queued = admission_.Enqueue(ar->ticket);
   if (!queued.ok()) {
-    Finish(ar, events, v1::FAILED, std::string(queued.message()));
+    Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(queued.message()));
     return queued;
   }
   std::vector<std::string> order = admission_.Order();
@@ -457,7 +458,7 @@ absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
   ar->request_kept.store(true);  // read from the store just now
   {
     RunEvents events(deps_.events, ar.get());
-    events.Notice(v1::Notice::WARNING, "the daemon restarted while this run waited; it is queued again");
+    events.Notice(v1::Notice::SEVERITY_WARNING, "the daemon restarted while this run waited; it is queued again");
   }
   return Admit(ar).status();
 }
@@ -518,7 +519,7 @@ void RunManager::Dispatch() {
     // The executor has a thread for every run the admission lets through.
     if (!executor_.Submit([this, ar] { Execute(ar); })) {
       RunEvents events(deps_.events, ar.get());
-      Finish(ar, events, v1::FAILED, "the daemon is shutting down");
+      Finish(ar, events, v1::RUN_STATUS_FAILED, "the daemon is shutting down");
     }
   }
   // Tell waiting runs where they stand now (only those whose position changed).
@@ -553,7 +554,7 @@ void RunManager::PutRun(ActiveRun& ar) {
 void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   RunEvents events(deps_.events, ar.get());
   if (ar->cancel.cancelled()) {
-    Finish(ar, events, v1::CANCELLED, ar->cancel.reason());
+    Finish(ar, events, v1::RUN_STATUS_CANCELLED, ar->cancel.reason());
     return;
   }
   const bool kept = !ar->request.session_id().empty();
@@ -562,7 +563,7 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   std::string session_id = kept ? ar->request.session_id() : absl::StrCat("s", ar->request_run_id.substr(4));
   {
     absl::MutexLock lock(&ar->mu);
-    ar->run.set_status(v1::RUNNING);
+    ar->run.set_status(v1::RUN_STATUS_RUNNING);
     *ar->run.mutable_started_at() = ToProto(deps_.clock->Now());
     ar->deadline = deps_.clock->Now() + ar->run_timeout;
     ar->run.set_session_id(session_id);
@@ -590,13 +591,13 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
                                   EmitSide(ar, session_id, std::move(e));
                                 }});
     if (!acquired.ok()) {
-      Finish(ar, events, v1::FAILED, std::string(acquired.status().message()));
+      Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(acquired.status().message()));
       return;
     }
     lease = std::move(*acquired);
     session = &lease->session();
     if (!ar->request.sandbox().has_command_timeout()) ar->command_timeout = lease->command_timeout();
-    events.Notice(v1::Notice::INFO, absl::StrCat("running in kept session ", session_id,
+    events.Notice(v1::Notice::SEVERITY_INFO, absl::StrCat("running in kept session ", session_id,
                                                  "; its workspace stays after the run"));
   } else {
     sandbox::SessionSpec spec = ToSessionSpec(session_id, ar->request.sandbox(), *deps_.config);
@@ -609,7 +610,7 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
     absl::Time t0 = deps_.clock->Now();
     absl::StatusOr<std::unique_ptr<sandbox::Session>> created_session = ar->provider->Create(spec, &ar->cancel);
     if (!created_session.ok()) {
-      v1::RunStatus status = ar->cancel.cancelled() ? v1::CANCELLED : v1::FAILED;
+      v1::RunStatus status = ar->cancel.cancelled() ? v1::RUN_STATUS_CANCELLED : v1::RUN_STATUS_FAILED;
       Finish(ar, events, status, absl::StrCat("creating the sandbox: ", created_session.status().message()));
       return;
     }
@@ -650,12 +651,12 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   }
 
   if (ar->timed_out.load()) {
-    Finish(ar, events, v1::TIMED_OUT,
+    Finish(ar, events, v1::RUN_STATUS_TIMED_OUT,
            absl::StrCat("run timed out after ", absl::FormatDuration(ar->run_timeout)));
   } else if (ar->cancel.cancelled()) {
-    Finish(ar, events, v1::CANCELLED, ar->cancel.reason());
+    Finish(ar, events, v1::RUN_STATUS_CANCELLED, ar->cancel.reason());
   } else if (!agent_status.ok()) {
-    Finish(ar, events, v1::FAILED, std::string(agent_status.message()));
+    Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(agent_status.message()));
   } else {
     std::vector<std::string> failed;
     {
@@ -665,9 +666,9 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
       }
     }
     if (failed.empty()) {
-      Finish(ar, events, v1::SUCCEEDED, "");
+      Finish(ar, events, v1::RUN_STATUS_SUCCEEDED, "");
     } else {
-      Finish(ar, events, v1::FAILED,
+      Finish(ar, events, v1::RUN_STATUS_FAILED,
              absl::StrCat("verification failed: ", absl::StrJoin(failed, ", ")));
     }
   }
@@ -705,14 +706,14 @@ absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
   };
   for (const playbooks::InputFile& in : ar.inputs) {
     SANDGATE_RETURN_IF_ERROR(session.WriteFile(in.name, in.content));
-    transferred(v1::FileTransferred::INTO_SANDBOX, in.name, in.content.size());
+    transferred(v1::FileTransferred::DIRECTION_INTO_SANDBOX, in.name, in.content.size());
   }
   const v1::SandboxSpec& sb = ar.request.sandbox();
   for (int i = 0; i < sb.files_size(); ++i) {
     const v1::InlineFile& f = sb.files(i);
     absl::Status st = session.WriteFile(f.path(), f.content(), f.mode() ? static_cast<int>(f.mode()) : 0644);
     if (!st.ok()) return errors::InvalidArgument(absl::StrCat("sandbox.files[", i, "]: ", st.message()));
-    transferred(v1::FileTransferred::INTO_SANDBOX, f.path(), f.content().size());
+    transferred(v1::FileTransferred::DIRECTION_INTO_SANDBOX, f.path(), f.content().size());
   }
   for (int i = 0; i < sb.setup_commands_size(); ++i) {
     sandbox::ExecRequest req;
@@ -743,7 +744,7 @@ absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
     absl::StatusOr<std::string> data = session.ReadFile(name, deps_.config->max_artifact_bytes);
     if (!data.ok()) {
       if (data.status().code() != absl::StatusCode::kNotFound) {
-        events.Notice(v1::Notice::WARNING, absl::StrCat("artifact ", name, " refused: ",
+        events.Notice(v1::Notice::SEVERITY_WARNING, absl::StrCat("artifact ", name, " refused: ",
                                                         data.status().message()));
       }
       continue;
@@ -801,7 +802,7 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
     tenant = ar->run.tenant();
   }
   if (deps_.metrics) {
-    deps_.metrics->runs_finished.Add({{"status", v1::RunStatus_Name(status)}});
+    deps_.metrics->runs_finished.Add({{"status", v1::RunStatusLabel(status)}});
     absl::MutexLock lock(&ar->mu);
     if (ar->run.has_started_at()) {
       deps_.metrics->run_seconds.Observe(
@@ -815,7 +816,7 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   f->set_reason(reason);
   events.Emit(std::move(e));
   log::Info("run.finished", {{"run", run_id}, {"tenant", tenant},
-                             {"status", v1::RunStatus_Name(status)}, {"reason", reason}});
+                             {"status", v1::RunStatusLabel(status)}, {"reason", reason}});
   {
     absl::MutexLock lock(&mu_);
     active_.erase(run_id);
@@ -880,7 +881,7 @@ absl::StatusOr<v1::Run> RunManager::Cancel(const Caller& caller, const std::stri
     log::Info("run.cancel_requested", {{"run", run_id}, {"tenant", caller.tenant}});
     if (admission_.Remove(run_id)) {  // still waiting: it ends now, without a sandbox
       RunEvents events(deps_.events, ar.get());
-      Finish(ar, events, v1::CANCELLED, why);
+      Finish(ar, events, v1::RUN_STATUS_CANCELLED, why);
     }
   }
   return Get(caller, run_id);
@@ -927,7 +928,7 @@ size_t RunManager::Drain(absl::Duration grace) {
     RunEvents events(deps_.events, ar.get());
     if (ar->request_kept.load()) {
       // Waiting and kept: it stays QUEUED and is queued again when the daemon is back.
-      events.Notice(v1::Notice::WARNING,
+      events.Notice(v1::Notice::SEVERITY_WARNING,
                     "the daemon is shutting down; this run stays queued and starts when it is back "
                     "(follow again from the last seq seen)");
       log::Info("run.shelved", {{"run", ar->request_run_id}, {"tenant", events.tenant()}});
@@ -935,7 +936,7 @@ size_t RunManager::Drain(absl::Duration grace) {
       absl::MutexLock lock(&mu_);
       active_.erase(ar->request_run_id);
     } else {
-      Finish(ar, events, v1::CANCELLED, "the daemon is shutting down");
+      Finish(ar, events, v1::RUN_STATUS_CANCELLED, "the daemon is shutting down");
     }
   }
   const absl::Time deadline = absl::Now() + grace;
@@ -972,7 +973,7 @@ void RunManager::WatchdogLoop() {
     }
     for (const auto& [id, ar] : active_) {
       absl::MutexLock l(&ar->mu);
-      if (ar->run.status() == v1::RUNNING && now >= ar->deadline && !ar->timed_out.load()) {
+      if (ar->run.status() == v1::RUN_STATUS_RUNNING && now >= ar->deadline && !ar->timed_out.load()) {
         ar->timed_out.store(true);
         ar->cancel.Cancel(absl::StrCat("run timed out after ", absl::FormatDuration(ar->run_timeout)));
       }

@@ -55,13 +55,13 @@ absl::Status ValidateSandboxSpec(const v1::SandboxSpec& sb, const Config& cfg) {
   }
   switch (sb.network().mode()) {
     case v1::NetworkPolicy::MODE_UNSPECIFIED:
-    case v1::NetworkPolicy::DISABLED:
-    case v1::NetworkPolicy::ENABLED:
+    case v1::NetworkPolicy::MODE_DISABLED:
+    case v1::NetworkPolicy::MODE_ENABLED:
       if (sb.network().allowed_domains_size() > 0) {
         return errors::InvalidArgument("sandbox.network.allowed_domains: only with mode RESTRICTED");
       }
       break;
-    case v1::NetworkPolicy::RESTRICTED:
+    case v1::NetworkPolicy::MODE_RESTRICTED:
       if (sb.network().allowed_domains_size() == 0) {
         return errors::InvalidArgument("sandbox.network.allowed_domains: RESTRICTED needs at least one domain");
       }
@@ -111,10 +111,10 @@ sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec&
   spec.workspace_bytes = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;
   spec.env.insert(sb.env().begin(), sb.env().end());
   switch (sb.network().mode()) {
-    case v1::NetworkPolicy::RESTRICTED:
+    case v1::NetworkPolicy::MODE_RESTRICTED:
       spec.network.mode = sandbox::NetworkMode::kRestricted;
       break;
-    case v1::NetworkPolicy::ENABLED:
+    case v1::NetworkPolicy::MODE_ENABLED:
       spec.network.mode = sandbox::NetworkMode::kEnabled;
       break;
     default:

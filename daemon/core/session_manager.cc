@@ -59,7 +59,7 @@ v1::Session SessionManager::Snapshot(Entry& e) {
   v1::Session s = e.record;
   *s.mutable_last_active_at() = ToProto(e.last_active);
   s.set_in_flight(static_cast<uint32_t>(e.in_flight));
-  if (s.status() == v1::SESSION_ACTIVE) {
+  if (s.status() == v1::SESSION_STATUS_ACTIVE) {
     absl::Time end = e.created + e.max_lifetime;
     if (e.in_flight == 0) end = std::min(end, e.last_active + e.idle_timeout);
     *s.mutable_expires_at() = ToProto(end);
@@ -70,7 +70,7 @@ v1::Session SessionManager::Snapshot(Entry& e) {
 absl::Status SessionManager::Recover() {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open, deps_.store->ListSessions("", false));
   for (v1::Session& s : open) {
-    s.set_status(v1::SESSION_EXPIRED);
+    s.set_status(v1::SESSION_STATUS_EXPIRED);
     s.set_status_reason("the daemon restarted; its sandbox was deleted");
     *s.mutable_closed_at() = ToProto(deps_.clock->Now());
     SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(s));
@@ -126,7 +126,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   record.set_id(e->id);
   record.set_tenant(caller.tenant);
   record.set_provider(provider_name);
-  record.set_status(v1::SESSION_ACTIVE);
+  record.set_status(v1::SESSION_STATUS_ACTIVE);
   *record.mutable_created_at() = ToProto(e->created);
   *record.mutable_idle_timeout() = ToProto(e->idle_timeout);
   *record.mutable_max_lifetime() = ToProto(e->max_lifetime);
@@ -145,7 +145,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   SANDGATE_RETURN_IF_ERROR(put);
 
   auto fail = [&](const absl::Status& why) {
-    record.set_status(v1::SESSION_EXPIRED);
+    record.set_status(v1::SESSION_STATUS_EXPIRED);
     record.set_status_reason(absl::StrCat("creation failed: ", why.message()));
     *record.mutable_closed_at() = ToProto(deps_.clock->Now());
     (void)deps_.store->PutSession(record);
@@ -240,7 +240,7 @@ absl::StatusOr<std::unique_ptr<SessionManager::Lease>> SessionManager::Acquire(
   if (!e) {
     SANDGATE_ASSIGN_OR_RETURN(v1::Session s, Get(caller, id));
     return errors::FailedPrecondition(absl::StrCat("session ", id, " is ",
-                                                   s.status() == v1::SESSION_CLOSED ? "closed" : "expired",
+                                                   s.status() == v1::SESSION_STATUS_CLOSED ? "closed" : "expired",
                                                    ": ", s.status_reason()));
   }
   if (e->tenant != caller.tenant && !caller.is_operator) return errors::NotFound("session", id);
@@ -281,7 +281,7 @@ absl::StatusOr<v1::Session> SessionManager::Close(const Caller& caller, const st
     auto it = live_.find(id);
     if (it != live_.end()) e = it->second;
   }
-  if (e) Expire(e, v1::SESSION_CLOSED, reason.empty() ? "closed by the caller" : absl::StrCat("closed by the caller: ", reason));
+  if (e) Expire(e, v1::SESSION_STATUS_CLOSED, reason.empty() ? "closed by the caller" : absl::StrCat("closed by the caller: ", reason));
   return Get(caller, id);
 }
 
@@ -311,7 +311,7 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
     absl::MutexLock lock(&mu_);
     live_.erase(e->id);
   }
-  log::Info(status == v1::SESSION_EXPIRED ? "session.expired" : "session.closed",
+  log::Info(status == v1::SESSION_STATUS_EXPIRED ? "session.expired" : "session.closed",
             {{"session", e->id}, {"tenant", e->tenant}, {"reason", reason}});
 }
 
@@ -332,7 +332,7 @@ void SessionManager::CloseAll(const std::string& reason) {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, e] : live_) all.push_back(e);
   }
-  for (const auto& e : all) Expire(e, v1::SESSION_CLOSED, reason);
+  for (const auto& e : all) Expire(e, v1::SESSION_STATUS_CLOSED, reason);
 }
 
 size_t SessionManager::live() {
@@ -362,7 +362,7 @@ void SessionManager::ReaperLoop() {
       }
     }
     for (const auto& e : warn) Warn(e);
-    for (const auto& [e, why] : due) Expire(e, v1::SESSION_EXPIRED, why);
+    for (const auto& [e, why] : due) Expire(e, v1::SESSION_STATUS_EXPIRED, why);
   }
 }
 

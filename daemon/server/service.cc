@@ -359,12 +359,12 @@ grpc::ServerWriteReactor<T>* StartStream(const ServiceDeps& deps,
 
 v1::FileInfo::Type ToProto(sandbox::FileType t) {
   switch (t) {
-    case sandbox::FileType::kRegular: return v1::FileInfo::REGULAR;
-    case sandbox::FileType::kDirectory: return v1::FileInfo::DIRECTORY;
-    case sandbox::FileType::kSymlink: return v1::FileInfo::SYMLINK;
-    case sandbox::FileType::kOther: return v1::FileInfo::OTHER;
+    case sandbox::FileType::kRegular: return v1::FileInfo::TYPE_REGULAR;
+    case sandbox::FileType::kDirectory: return v1::FileInfo::TYPE_DIRECTORY;
+    case sandbox::FileType::kSymlink: return v1::FileInfo::TYPE_SYMLINK;
+    case sandbox::FileType::kOther: return v1::FileInfo::TYPE_OTHER;
   }
-  return v1::FileInfo::OTHER;
+  return v1::FileInfo::TYPE_OTHER;
 }
 
 // Exec: the command runs on the exec executor under a session lease; its output is queued
@@ -630,7 +630,7 @@ class FileUpload final : public grpc::ServerReadReactor<v1::UploadFileRequest> {
     absl::Status st = (*lease)->session().WriteFile(header_.path(), data_, header_.mode() ? static_cast<int>(header_.mode()) : 0644);
     if (st.ok()) {
       response_->set_path(header_.path());
-      response_->set_type(v1::FileInfo::REGULAR);
+      response_->set_type(v1::FileInfo::TYPE_REGULAR);
       response_->set_size_bytes(data_.size());
       response_->set_sha256(Sha256::Hex(data_));
     }

@@ -189,7 +189,7 @@ absl::StatusOr<std::optional<std::string>> SqliteStore::FindByKey(const char* ta
 
 absl::Status SqliteStore::PutRun(const v1::Run& run) {
   SANDGATE_RETURN_IF_ERROR(PutRecord("runs", "run", run, static_cast<int64_t>(run.status())));
-  if (run.status() == v1::QUEUED) return absl::OkStatus();
+  if (run.status() == v1::RUN_STATUS_QUEUED) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   Stmt d(db_, "DELETE FROM run_requests WHERE run_id = ?");
   d.Bind(1, run.id());
@@ -262,8 +262,8 @@ absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
   absl::MutexLock lock(&mu_);
   Stmt s(db_, "SELECT proto FROM runs WHERE status IN (?, ?) ORDER BY n");
   if (!s.ok()) return Error("prepare unfinished runs");
-  s.Bind(1, static_cast<int64_t>(v1::QUEUED));
-  s.Bind(2, static_cast<int64_t>(v1::RUNNING));
+  s.Bind(1, static_cast<int64_t>(v1::RUN_STATUS_QUEUED));
+  s.Bind(2, static_cast<int64_t>(v1::RUN_STATUS_RUNNING));
   return CollectProtos<v1::Run>(s, "run");
 }
 
@@ -284,7 +284,7 @@ absl::StatusOr<std::vector<v1::Session>> SqliteStore::ListSessions(const std::st
   if (!s.ok()) return Error("prepare list sessions");
   s.Bind(1, tenant);
   s.Bind(2, static_cast<int64_t>(include_closed));
-  s.Bind(3, static_cast<int64_t>(v1::SESSION_ACTIVE));
+  s.Bind(3, static_cast<int64_t>(v1::SESSION_STATUS_ACTIVE));
   return CollectProtos<v1::Session>(s, "session");
 }
 
@@ -303,8 +303,8 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
   {
     Stmt s(db_, "SELECT id, proto FROM runs WHERE status NOT IN (?, ?)");
     if (!s.ok()) return Error("prepare purge runs");
-    s.Bind(1, static_cast<int64_t>(v1::QUEUED));
-    s.Bind(2, static_cast<int64_t>(v1::RUNNING));
+    s.Bind(1, static_cast<int64_t>(v1::RUN_STATUS_QUEUED));
+    s.Bind(2, static_cast<int64_t>(v1::RUN_STATUS_RUNNING));
     while (s.Step() == SQLITE_ROW) {
       v1::Run run;
       if (run.ParseFromString(s.Text(1)) && run.has_finished_at() && before(run.finished_at())) {
@@ -315,7 +315,7 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
   {
     Stmt s(db_, "SELECT id, proto FROM sessions WHERE status != ?");
     if (!s.ok()) return Error("prepare purge sessions");
-    s.Bind(1, static_cast<int64_t>(v1::SESSION_ACTIVE));
+    s.Bind(1, static_cast<int64_t>(v1::SESSION_STATUS_ACTIVE));
     while (s.Step() == SQLITE_ROW) {
       v1::Session session;
       if (session.ParseFromString(s.Text(1)) && session.has_closed_at() && before(session.closed_at())) {

@@ -56,7 +56,7 @@ double OneRun(sandgate::v1::Sandgate::Stub& stub, const std::string& csv) {
   sandgate::v1::Event e;
   bool ok = false;
   while (reader->Read(&e)) {
-    if (e.has_run_finished()) ok = e.run_finished().status() == sandgate::v1::SUCCEEDED;
+    if (e.has_run_finished()) ok = e.run_finished().status() == sandgate::v1::RUN_STATUS_SUCCEEDED;
   }
   reader->Finish();
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();

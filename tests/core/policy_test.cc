@@ -40,7 +40,7 @@ TEST(PolicyTest, EachRuleIsEnforcedAndNamed) {
   v1::SandboxSpec big = sb;
   big.set_memory_bytes(2ull << 30);
   v1::SandboxSpec net = sb;
-  net.mutable_network()->set_mode(v1::NetworkPolicy::ENABLED);
+  net.mutable_network()->set_mode(v1::NetworkPolicy::MODE_ENABLED);
   for (const Case& c : std::vector<Case>{
            {{"openai", "reference", "", &sb, absl::Minutes(5)}, "provider 'openai' is not allowed (allowed: local)"},
            {{"local", "openai", "", &sb, absl::Minutes(5)}, "agent 'openai'"},

@@ -122,7 +122,7 @@ class RunManagerTest : public ::testing::Test {
       auto run = runs_->Get(as ? *as : caller_, id);
       EXPECT_TRUE(run.ok());
       // The record is final just before run.finished is appended: wait for both.
-      if (run->status() >= v1::SUCCEEDED && LastEventIsTerminal(id)) return *run;
+      if (run->status() >= v1::RUN_STATUS_SUCCEEDED && LastEventIsTerminal(id)) return *run;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     ADD_FAILURE() << "run did not finish";
@@ -161,7 +161,7 @@ TEST_F(RunManagerTest, SampleRunSucceedsVerifiedAndEndsWithOneTerminalEvent) {
   auto started = runs_->Start(caller_, Sample());
   ASSERT_TRUE(started.ok()) << started.status();
   v1::Run run = WaitFinished(started->id());
-  EXPECT_EQ(run.status(), v1::SUCCEEDED) << run.status_reason();
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_SUCCEEDED) << run.status_reason();
   EXPECT_EQ(run.artifacts_size(), 6);
   EXPECT_GT(run.checks_size(), 10);
   for (const auto& c : run.checks()) EXPECT_TRUE(c.passed()) << c.name() << ": " << c.detail();
@@ -183,7 +183,7 @@ TEST_F(RunManagerTest, FatalInputFailsNamingTheYearAndStillCollectsTheManifest) 
   req.mutable_inputs(0)->set_name("dup.csv");
   req.mutable_inputs(0)->set_content(ReadData("financial/duplicate_year.csv"));
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(run.status_reason(), "step analyze exited with status 2"))
       << run.status_reason();
   EXPECT_TRUE(absl::StrContains(run.status_reason(), "2023")) << run.status_reason();
@@ -198,7 +198,7 @@ TEST_F(RunManagerTest, TamperedArtifactFailsVerificationByCheckName) {
   v1::RunAnalysisRequest req = Sample();
   req.set_agent("tamper");
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(run.status_reason(), "verification failed: calculated_metrics.values"))
       << run.status_reason();
   auto events = Events(run.id());
@@ -213,11 +213,11 @@ TEST_F(RunManagerTest, CancelDuringACommandEndsCancelledAndClosesTheSession) {
   WaitForFirstCommand(started->id());
   ASSERT_TRUE(runs_->Cancel(caller_, started->id(), "enough").ok());
   v1::Run run = WaitFinished(started->id());
-  EXPECT_EQ(run.status(), v1::CANCELLED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_CANCELLED);
   EXPECT_EQ(run.status_reason(), "cancelled by the caller: enough");
   EXPECT_EQ(provider_->live_sessions(), 0);
   // Cancelling a finished run returns it unchanged.
-  EXPECT_EQ(runs_->Cancel(caller_, run.id(), "")->status(), v1::CANCELLED);
+  EXPECT_EQ(runs_->Cancel(caller_, run.id(), "")->status(), v1::RUN_STATUS_CANCELLED);
 }
 
 TEST_F(RunManagerTest, RunTimeoutEndsTimedOut) {
@@ -225,7 +225,7 @@ TEST_F(RunManagerTest, RunTimeoutEndsTimedOut) {
   req.mutable_sandbox()->add_setup_commands("sleep 30");
   req.mutable_run_timeout()->set_seconds(1);
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
-  EXPECT_EQ(run.status(), v1::TIMED_OUT);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_TIMED_OUT);
   EXPECT_EQ(run.status_reason(), "run timed out after 1s");
   EXPECT_EQ(provider_->live_sessions(), 0);
 }
@@ -234,7 +234,7 @@ TEST_F(RunManagerTest, FailingSetupCommandStopsTheRunWithItsOutputInEvents) {
   v1::RunAnalysisRequest req = Sample();
   req.mutable_sandbox()->add_setup_commands("echo preparing; echo broken >&2; exit 3");
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(run.status_reason(), "setup command 1 exited with status 3");
   std::string output;
   for (const auto& e : Events(run.id())) {
@@ -246,7 +246,7 @@ TEST_F(RunManagerTest, FailingSetupCommandStopsTheRunWithItsOutputInEvents) {
 TEST_F(RunManagerTest, ProviderFailureFailsTheRunSayingWhere) {
   provider_->FailNextCreate(absl::UnavailableError("no uids left"));
   v1::Run run = WaitFinished(runs_->Start(caller_, Sample())->id());
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(run.status_reason(), "creating the sandbox: no uids left");
 }
 
@@ -265,7 +265,7 @@ TEST_F(RunManagerTest, RecoverFailsInterruptedRunsAndSweepsTheJournal) {
   v1::Run orphan;
   orphan.set_id("run-orphan");
   orphan.set_tenant("team-a");
-  orphan.set_status(v1::RUNNING);
+  orphan.set_status(v1::RUN_STATUS_RUNNING);
   ASSERT_TRUE(store_->PutRun(orphan).ok());
   v1::Event e;
   e.set_run_id("run-orphan");
@@ -274,7 +274,7 @@ TEST_F(RunManagerTest, RecoverFailsInterruptedRunsAndSweepsTheJournal) {
   ASSERT_TRUE(store_->Record({"host:s1", "local", "session", {}}).ok());
   ASSERT_TRUE(runs_->Recover(Tenants({Tenant("team-a")})).ok());
   auto run = runs_->Get(caller_, "run-orphan");
-  EXPECT_EQ(run->status(), v1::FAILED);
+  EXPECT_EQ(run->status(), v1::RUN_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(run->status_reason(), "interrupted"));
   auto events = Events("run-orphan");
   ASSERT_EQ(events.size(), 2u);
@@ -289,7 +289,7 @@ TEST_F(RunManagerTest, DrainRefusesNewRunsAndCancelsActiveOnes) {
   auto started = runs_->Start(caller_, req);
   ASSERT_TRUE(started.ok());
   EXPECT_EQ(runs_->Drain(absl::Seconds(20)), 0u);
-  EXPECT_EQ(runs_->Get(caller_, started->id())->status(), v1::CANCELLED);
+  EXPECT_EQ(runs_->Get(caller_, started->id())->status(), v1::RUN_STATUS_CANCELLED);
   EXPECT_EQ(runs_->Start(caller_, Sample()).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(provider_->live_sessions(), 0);
 }
@@ -327,7 +327,7 @@ TEST_F(RunManagerTest, WaitingRunsInputsAreBoundedInBytes) {
   slow.mutable_sandbox()->add_setup_commands("sleep 30");
   auto running = runs_->Start(caller_, slow);
   ASSERT_TRUE(running.ok());
-  for (int i = 0; i < 200 && runs_->Get(caller_, running->id())->status() == v1::QUEUED; ++i) {
+  for (int i = 0; i < 200 && runs_->Get(caller_, running->id())->status() == v1::RUN_STATUS_QUEUED; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   auto first = runs_->Start(caller_, Sample());
@@ -350,15 +350,15 @@ TEST_F(RunManagerTest, AQueuedRunSurvivesARestartAndRunsAfterIt) {
   ASSERT_TRUE(running.ok());
   auto queued = runs_->Start(caller_, Sample());
   ASSERT_TRUE(queued.ok());
-  EXPECT_EQ(queued->status(), v1::QUEUED);
+  EXPECT_EQ(queued->status(), v1::RUN_STATUS_QUEUED);
 
   runs_.reset();  // a drain: the running run is cancelled, the queued one stays queued
-  EXPECT_EQ(store_->GetRun(running->id())->status(), v1::CANCELLED);
-  EXPECT_EQ(store_->GetRun(queued->id())->status(), v1::QUEUED);
+  EXPECT_EQ(store_->GetRun(running->id())->status(), v1::RUN_STATUS_CANCELLED);
+  EXPECT_EQ(store_->GetRun(queued->id())->status(), v1::RUN_STATUS_QUEUED);
   Rebuild();
   ASSERT_TRUE(runs_->Recover(Tenants({Tenant("team-a")})).ok());
   v1::Run done = WaitFinished(queued->id());
-  EXPECT_EQ(done.status(), v1::SUCCEEDED) << done.status_reason();
+  EXPECT_EQ(done.status(), v1::RUN_STATUS_SUCCEEDED) << done.status_reason();
   EXPECT_EQ(done.created_at().seconds(), queued->created_at().seconds()) << "the same run";
   EXPECT_EQ(store_->GetRunRequest(queued->id()).status().code(), absl::StatusCode::kNotFound)
       << "the kept request goes when the run starts";
@@ -392,10 +392,10 @@ TEST_F(RunManagerTest, AQueuedRunThatCannotBeQueuedAgainFailsSayingWhy) {
   b.policy.agents = {"openai"};
   ASSERT_TRUE(runs_->Recover(Tenants({b})).ok());
   v1::Run a = WaitFinished(gone->id());
-  EXPECT_EQ(a.status(), v1::FAILED);
+  EXPECT_EQ(a.status(), v1::RUN_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(a.status_reason(), "tenant team-a is no longer configured")) << a.status_reason();
   v1::Run r = WaitFinished(refused->id(), &other);
-  EXPECT_EQ(r.status(), v1::FAILED);
+  EXPECT_EQ(r.status(), v1::RUN_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(r.status_reason(), "agent 'reference' is not allowed")) << r.status_reason();
 }
 
@@ -422,9 +422,9 @@ TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {
   v1::RunAnalysisRequest req = Sample();
   req.set_session_id(session->id());
   v1::Run first = WaitFinished(runs_->Start(caller_, req)->id());
-  EXPECT_EQ(first.status(), v1::SUCCEEDED) << first.status_reason();
+  EXPECT_EQ(first.status(), v1::RUN_STATUS_SUCCEEDED) << first.status_reason();
   EXPECT_EQ(first.session_id(), session->id());
-  EXPECT_EQ(sessions_->Get(caller_, session->id())->status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(sessions_->Get(caller_, session->id())->status(), v1::SESSION_STATUS_ACTIVE);
   EXPECT_EQ(provider_->live_sessions(), 1);
   for (const auto& e : Events(first.id())) EXPECT_NE(e.type(), "session.closed");
   // The follow-up sees the first run's files.
@@ -432,7 +432,7 @@ TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {
   EXPECT_TRUE((*lease)->session().ReadFile("calculated_metrics.csv", 1 << 20).ok());
   lease->reset();
   v1::Run second = WaitFinished(runs_->Start(caller_, req)->id());
-  EXPECT_EQ(second.status(), v1::SUCCEEDED);
+  EXPECT_EQ(second.status(), v1::RUN_STATUS_SUCCEEDED);
 
   req.mutable_sandbox()->set_memory_bytes(1 << 30);
   EXPECT_TRUE(absl::StrContains(runs_->Start(caller_, req).status().message(), "leave sandbox unset"));
@@ -452,14 +452,14 @@ TEST_F(RunManagerTest, ClosingTheSessionCancelsTheRunInIt) {
   WaitForFirstCommand(started->id());
   ASSERT_TRUE(sessions_->Close(caller_, session->id(), "enough").ok());
   v1::Run run = WaitFinished(started->id());
-  EXPECT_EQ(run.status(), v1::CANCELLED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_CANCELLED);
   EXPECT_TRUE(absl::StrContains(run.status_reason(), "closed by the caller: enough")) << run.status_reason();
   EXPECT_EQ(runs_->Start(caller_, req).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RunManagerTest, RetentionDeletesOldRunsWithTheirEventsAndArtifacts) {
   v1::Run done = WaitFinished(runs_->Start(caller_, Sample())->id());
-  ASSERT_EQ(done.status(), v1::SUCCEEDED);
+  ASSERT_EQ(done.status(), v1::RUN_STATUS_SUCCEEDED);
   EXPECT_EQ(*runs_->PurgeBefore(absl::Now() - absl::Hours(1)), 0u) << "not old enough";
   EXPECT_TRUE(runs_->Get(caller_, done.id()).ok());
   EXPECT_EQ(*runs_->PurgeBefore(absl::Now() + absl::Seconds(5)), 1u);
@@ -474,7 +474,7 @@ TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
   req.mutable_sandbox()->add_setup_commands("sleep 30");
   req.mutable_sandbox()->mutable_command_timeout()->set_seconds(1);
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(run.status_reason(), "setup command 1 timed out after 1s");
 }
 

@@ -49,7 +49,7 @@ class SessionManagerTest : public ::testing::Test {
   v1::SessionStatus StatusAfterReaper(const std::string& id) {
     for (int i = 0; i < 50; ++i) {
       auto s = sessions_->Get(caller_, id);
-      if (s->status() != v1::SESSION_ACTIVE) return s->status();
+      if (s->status() != v1::SESSION_STATUS_ACTIVE) return s->status();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return sessions_->Get(caller_, id)->status();
@@ -66,13 +66,13 @@ class SessionManagerTest : public ::testing::Test {
 
 TEST_F(SessionManagerTest, IdleSessionIsReapedAfterIdleTimeoutNotBefore) {
   v1::Session s = Create(/*idle_s=*/60);
-  EXPECT_EQ(s.status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(s.status(), v1::SESSION_STATUS_ACTIVE);
   EXPECT_EQ(s.expires_at().seconds() - s.created_at().seconds(), 60);
   clock_.Advance(absl::Seconds(59));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
   clock_.Advance(absl::Seconds(2));
-  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
+  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
   auto after = sessions_->Get(caller_, s.id());
   EXPECT_TRUE(absl::StrContains(after->status_reason(), "idle_timeout")) << after->status_reason();
   // The status is final before the sandbox is deleted; the deletion follows at once.
@@ -88,14 +88,14 @@ TEST_F(SessionManagerTest, ALeaseInFlightIsNeverIdle) {
   ASSERT_TRUE(lease.ok());
   clock_.Advance(absl::Minutes(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
   EXPECT_EQ(sessions_->Get(caller_, s.id())->in_flight(), 1u);
   lease->reset();  // the idle clock starts now
   clock_.Advance(absl::Seconds(30));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
   clock_.Advance(absl::Seconds(31));
-  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
+  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
 }
 
 TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
@@ -106,12 +106,12 @@ TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
   EXPECT_EQ(kept->expires_at().seconds() - s.created_at().seconds(), 100) << "capped by max_lifetime";
   clock_.Advance(absl::Seconds(40));  // 90 s in: idle only 40 s
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
   auto lease = sessions_->Acquire(caller_, s.id());
   CancelToken watched;
   auto watching = sessions_->Acquire(caller_, s.id(), {&watched, nullptr});
   clock_.Advance(absl::Seconds(11));  // past max_lifetime, although in use
-  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
+  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(watched.cancelled());
   EXPECT_TRUE(absl::StrContains(watched.reason(), "max_lifetime")) << watched.reason();
   EXPECT_EQ(sessions_->Acquire(caller_, s.id()).status().code(),
@@ -163,13 +163,13 @@ TEST_F(SessionManagerTest, HoldersAreWarnedOnceBeforeMaxLifetimeAndLateComersAtO
     EXPECT_EQ(a.got[0].expires_at().seconds(), s.created_at().seconds() + 600);
     EXPECT_TRUE(absl::StrContains(a.got[0].reason(), "max_lifetime of 10m")) << a.got[0].reason();
   }
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_ACTIVE) << "warned, not reaped";
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE) << "warned, not reaped";
   // A stream opened inside the window is told before Acquire returns.
   auto lease_late = sessions_->Acquire(caller_, s.id(), late.watch());
   ASSERT_TRUE(lease_late.ok());
   EXPECT_EQ(late.count(), 1u);
   clock_.Advance(absl::Seconds(60));
-  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_EXPIRED);
+  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_EQ(a.count(), 1u) << "once per holder";
   EXPECT_TRUE(a.cancel.cancelled());
 }
@@ -191,7 +191,7 @@ TEST_F(SessionManagerTest, WarningLeadIsAtMostHalfTheLifetimeAndALateReaperStill
   auto lease_t = sessions_->Acquire(caller_, t.id(), jumped.watch());
   ASSERT_TRUE(lease_t.ok());
   clock_.Advance(absl::Seconds(601));
-  EXPECT_EQ(StatusAfterReaper(t.id()), v1::SESSION_EXPIRED);
+  EXPECT_EQ(StatusAfterReaper(t.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_EQ(jumped.count(), 1u);
   absl::MutexLock l(&jumped.mu);
   EXPECT_FALSE(jumped.cancelled_before_warning);
@@ -206,7 +206,7 @@ TEST_F(SessionManagerTest, CloseIsIdempotentAndOtherTenantsSeeNothing) {
   EXPECT_TRUE(sessions_->List(other, true)->empty());
   auto closed = sessions_->Close(caller_, s.id(), "done");
   ASSERT_TRUE(closed.ok());
-  EXPECT_EQ(closed->status(), v1::SESSION_CLOSED);
+  EXPECT_EQ(closed->status(), v1::SESSION_STATUS_CLOSED);
   EXPECT_EQ(closed->status_reason(), "closed by the caller: done");
   EXPECT_EQ(sessions_->Close(caller_, s.id(), "again")->status_reason(), "closed by the caller: done");
   EXPECT_EQ(provider_->live_sessions(), 0);
@@ -223,7 +223,7 @@ TEST_F(SessionManagerTest, IdempotencyKeyMakesOneSandboxAlsoAfterARestart) {
   ASSERT_TRUE(sessions_->Recover().ok());
   v1::Session c = Create(60, 600, "k");
   EXPECT_EQ(c.id(), a.id());
-  EXPECT_EQ(c.status(), v1::SESSION_CLOSED);
+  EXPECT_EQ(c.status(), v1::SESSION_STATUS_CLOSED);
   EXPECT_EQ(c.status_reason(), "the daemon is shutting down");
   EXPECT_EQ(provider_->created_sessions(), 1);
 }
@@ -232,11 +232,11 @@ TEST_F(SessionManagerTest, RecoverExpiresSessionsAKilledDaemonLeftActive) {
   v1::Session left;
   left.set_id("s-left");
   left.set_tenant("team-a");
-  left.set_status(v1::SESSION_ACTIVE);
+  left.set_status(v1::SESSION_STATUS_ACTIVE);
   ASSERT_TRUE(store_->PutSession(left).ok());
   ASSERT_TRUE(sessions_->Recover().ok());
   auto s = sessions_->Get(caller_, "s-left");
-  EXPECT_EQ(s->status(), v1::SESSION_EXPIRED);
+  EXPECT_EQ(s->status(), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(absl::StrContains(s->status_reason(), "restarted"));
 }
 

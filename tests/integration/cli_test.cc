@@ -95,7 +95,7 @@ TEST_F(CliTest, RunsGetEventsAndJson) {
   nlohmann::json final_run = nlohmann::json::parse(lines.back(), nullptr, false);
   ASSERT_FALSE(final_run.is_discarded()) << lines.back();
   std::string id = final_run["id"];
-  EXPECT_EQ(final_run["status"], "SUCCEEDED");
+  EXPECT_EQ(final_run["status"], "RUN_STATUS_SUCCEEDED");  // proto3 JSON names
 
   Result runs = Cli("runs");
   EXPECT_EQ(runs.exit_code, 0);
@@ -150,7 +150,7 @@ TEST_F(CliTest, SessionCommandsDriveAKeptSandbox) {
   Result mixed = Cli("run --session " + id + " --env X=1 in.csv");
   EXPECT_EQ(mixed.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(mixed.out, "--env does not apply with --session")) << mixed.out;
-  EXPECT_TRUE(absl::StrContains(Cli("session close " + id).out, "SESSION_CLOSED"));
+  EXPECT_TRUE(absl::StrContains(Cli("session close " + id).out, "status     CLOSED"));
   Result gone = Cli("session exec " + id + " true");
   EXPECT_EQ(gone.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(gone.out, "FAILED_PRECONDITION")) << gone.out;
@@ -167,7 +167,7 @@ TEST_F(CliTest, EventsFollowRidesOutADaemonRestart) {
   v1::Run busy, waiting;
   ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), slow, &busy).ok());
   ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), SampleRequest(), &waiting).ok());
-  ASSERT_EQ(waiting.status(), v1::QUEUED);
+  ASSERT_EQ(waiting.status(), v1::RUN_STATUS_QUEUED);
   Result followed;
   std::thread follower([&] { followed = Cli("events " + waiting.id() + " --follow"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the follower is connected

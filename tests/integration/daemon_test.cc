@@ -128,7 +128,7 @@ TEST_F(DaemonTest, FullRunSucceedsWithVerifiedArtifacts) {
   ExpectDenseInOrder(events);
   const v1::Event& last = events.back();
   ASSERT_EQ(last.type(), "run.finished");
-  EXPECT_EQ(last.run_finished().status(), v1::SUCCEEDED)
+  EXPECT_EQ(last.run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
       << last.run_finished().reason() << "\n" << daemon_->Log();
 
   int checks = 0, failed = 0;
@@ -150,7 +150,7 @@ TEST_F(DaemonTest, FullRunSucceedsWithVerifiedArtifacts) {
 
   v1::Run done;
   ASSERT_TRUE(GetRun(run.id(), kAlphaToken, &done).ok());
-  EXPECT_EQ(done.status(), v1::SUCCEEDED);
+  EXPECT_EQ(done.status(), v1::RUN_STATUS_SUCCEEDED);
   EXPECT_EQ(done.last_seq(), last.seq());
   std::set<std::string> names;
   for (const auto& a : done.artifacts()) {
@@ -242,11 +242,11 @@ TEST_F(DaemonTest, CancelMidRunEndsCancelledAndLeavesNothing) {
   ExpectDenseInOrder(events);
   ASSERT_TRUE(cancelled);
   ASSERT_EQ(events.back().type(), "run.finished");
-  EXPECT_EQ(events.back().run_finished().status(), v1::CANCELLED);
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_CANCELLED);
   EXPECT_TRUE(absl::StrContains(events.back().run_finished().reason(), "cancelled by the caller"));
   v1::Run done;
   ASSERT_TRUE(GetRun(run.id(), kAlphaToken, &done).ok());
-  EXPECT_EQ(done.status(), v1::CANCELLED);
+  EXPECT_EQ(done.status(), v1::RUN_STATUS_CANCELLED);
   EXPECT_EQ(SandboxProcesses(), std::vector<std::string>{});
   ASSERT_FALSE(session_id.empty());
   EXPECT_EQ(SessionCgroups(session_id), std::vector<std::string>{});
@@ -267,10 +267,10 @@ TEST_F(DaemonTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
       {[](auto* r) { r->mutable_inputs(0)->set_name("statements.txt"); }, ".csv"},
       {[](auto* r) { r->mutable_sandbox()->set_memory_bytes(1024); }, "sandbox.memory_bytes"},
       {[](auto* r) {
-         r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::RESTRICTED);
+         r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
        }, "sandbox.network.allowed_domains: RESTRICTED needs at least one domain"},
       {[](auto* r) {
-         r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::RESTRICTED);
+         r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
          r->mutable_sandbox()->mutable_network()->add_allowed_domains("bad host\r\n");
        }, "sandbox.network.allowed_domains[0]"},
       {[](auto* r) { r->mutable_inputs()->Add()->set_name("northstar_cloud_financial_statements.csv"); },
@@ -365,7 +365,7 @@ TEST_F(DaemonTest, SandboxProbePassesWithTheNetworkDisabled) {
   v1::Run run = StartRun(req);
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
   ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back().run_finished().status(), v1::SUCCEEDED) << events.back().run_finished().reason();
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << events.back().run_finished().reason();
   std::set<std::string> passed;
   for (const auto& e : events) {
     if (e.has_check() && e.check().passed()) passed.insert(e.check().name());
@@ -385,13 +385,13 @@ TEST_F(DaemonTest, RestrictedNetworkDecisionsAreRunEvents) {
   auto* in = req.add_inputs();
   in->set_name("notes.txt");
   in->set_content("probe me\n");
-  req.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::RESTRICTED);
+  req.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
   req.mutable_sandbox()->mutable_network()->add_allowed_domains("127.0.0.2");
   v1::Run run = StartRun(req);
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
   ExpectDenseInOrder(events);
   EXPECT_EQ(events.back().type(), "run.finished");
-  EXPECT_EQ(events.back().run_finished().status(), v1::SUCCEEDED) << events.back().run_finished().reason();
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << events.back().run_finished().reason();
   bool refused = false;
   for (const auto& e : events) {
     if (e.has_network() && e.network().host() == "127.0.0.2" && e.network().verdict() == "denied" &&
@@ -477,7 +477,7 @@ TEST_F(DaemonTest, SigtermCancelsRunningRunsKeepsWaitingOnesAndExitsCleanly) {
   const v1::Event& last = events.back();
   ASSERT_TRUE(signalled);
   EXPECT_EQ(last.type(), "run.finished");
-  EXPECT_EQ(last.run_finished().status(), v1::CANCELLED);
+  EXPECT_EQ(last.run_finished().status(), v1::RUN_STATUS_CANCELLED);
   int status = daemon_->Stop(0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon_->Log();
   EXPECT_EQ(SandboxProcesses(), std::vector<std::string>{});
@@ -493,7 +493,7 @@ TEST_F(DaemonTest, SigtermCancelsRunningRunsKeepsWaitingOnesAndExitsCleanly) {
   std::vector<v1::Event> rest = FollowToEnd(*stub_, waiting.id(), kAlphaToken, waited.back().seq());
   ASSERT_FALSE(rest.empty());
   EXPECT_EQ(rest.front().seq(), waited.back().seq() + 1);
-  EXPECT_EQ(rest.back().run_finished().status(), v1::SUCCEEDED) << rest.back().run_finished().reason();
+  EXPECT_EQ(rest.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << rest.back().run_finished().reason();
 }
 
 // Its own daemon and uid range: a SIGKILLed daemon's orphans become zombies of the machine's
@@ -510,7 +510,7 @@ TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunRequeuesTheWaitingOn
   req.mutable_sandbox()->add_setup_commands("setsid nohup sleep 300 >/dev/null 2>&1 & sleep 300");
   v1::Run run = StartRun(req);
   v1::Run waiting = StartRun(SampleRequest());
-  EXPECT_EQ(waiting.status(), v1::QUEUED);
+  EXPECT_EQ(waiting.status(), v1::RUN_STATUS_QUEUED);
   auto ctx = DaemonHarness::Context(kAlphaToken);
   v1::StreamEventsRequest sreq;
   sreq.set_run_id(run.id());
@@ -527,7 +527,7 @@ TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunRequeuesTheWaitingOn
   stub_ = daemon_->Stub();
   v1::Run after;
   ASSERT_TRUE(GetRun(run.id(), kAlphaToken, &after).ok());
-  EXPECT_EQ(after.status(), v1::FAILED);
+  EXPECT_EQ(after.status(), v1::RUN_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(after.status_reason(), "interrupted"));
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
   ExpectDenseInOrder(events);
@@ -536,7 +536,7 @@ TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunRequeuesTheWaitingOn
   std::vector<v1::Event> requeued = FollowToEnd(*stub_, waiting.id(), kAlphaToken);
   ExpectDenseInOrder(requeued);
   ASSERT_FALSE(requeued.empty());
-  EXPECT_EQ(requeued.back().run_finished().status(), v1::SUCCEEDED) << requeued.back().run_finished().reason();
+  EXPECT_EQ(requeued.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << requeued.back().run_finished().reason();
   bool told = false;
   for (const auto& ev : requeued) told |= ev.type() == "notice" && absl::StrContains(ev.notice().message(), "queued again");
   EXPECT_TRUE(told);

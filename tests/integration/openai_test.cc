@@ -108,7 +108,7 @@ class OpenAiIntegrationTest : public ::testing::Test {
 
   // Succeeded with all six artifacts and every check passed.
   void ExpectVerified(const v1::Run& run, const std::vector<v1::Event>& events) {
-    EXPECT_EQ(run.status(), v1::SUCCEEDED) << run.status_reason() << "\n" << daemon_->Log();
+    EXPECT_EQ(run.status(), v1::RUN_STATUS_SUCCEEDED) << run.status_reason() << "\n" << daemon_->Log();
     EXPECT_EQ(run.artifacts_size(), 6);
     EXPECT_GT(run.checks_size(), 0);
     for (const auto& c : run.checks()) EXPECT_TRUE(c.passed()) << c.name() << ": " << c.detail();
@@ -193,7 +193,7 @@ TEST_F(OpenAiIntegrationTest, PersistentServerErrorsFailClearly) {
   fake_.Scenario(AnalystTurns(kInput));
   fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 500}, {"times", 20}});
   v1::Run run = RunToEnd(Request("openai", "openai"));
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_THAT(run.status_reason(), HasSubstr("the OpenAI Responses API"));
   EXPECT_THAT(run.status_reason(), HasSubstr("500"));
 }
@@ -201,7 +201,7 @@ TEST_F(OpenAiIntegrationTest, PersistentServerErrorsFailClearly) {
 TEST_F(OpenAiIntegrationTest, ModelFailureAndTurnLimitFailClearly) {
   fake_.Scenario({{{"fail", {{"code", "server_error"}, {"message", "model exploded"}}}}});
   v1::Run run = RunToEnd(Request("local", "openai"));
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(run.status_reason(), "the model's response failed: server_error: model exploded");
 
   nlohmann::json turns = nlohmann::json::array();
@@ -210,7 +210,7 @@ TEST_F(OpenAiIntegrationTest, ModelFailureAndTurnLimitFailClearly) {
   v1::RunAnalysisRequest req = Request("local", "chat");
   req.set_max_turns(3);
   run = RunToEnd(req);
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(run.status_reason(), "the model did not finish within 3 turns");
 }
 
@@ -222,7 +222,7 @@ TEST_F(OpenAiIntegrationTest, AnExpiredContainerFailsTheRunClearly) {
   v1::Run run = RunToEnd(Request("openai", "openai"), nullptr, [&](const v1::Event& e) {
     if (e.type() == "file.transferred" && !advanced.exchange(true)) fake_.AdvanceClock(21 * 60);
   });
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_THAT(run.status_reason(), HasSubstr("container cntr_"));
   EXPECT_THAT(run.status_reason(), HasSubstr("expired"));
 }
@@ -267,7 +267,7 @@ TEST_F(OpenAiIntegrationTest, WhatHostedContainersCannotDoIsRefusedBeforeAnythin
   in_session.clear_provider();
   in_session.set_agent("openai");
   v1::Run ok = RunToEnd(in_session);
-  EXPECT_EQ(ok.status(), v1::SUCCEEDED) << ok.status_reason();
+  EXPECT_EQ(ok.status(), v1::RUN_STATUS_SUCCEEDED) << ok.status_reason();
   EXPECT_EQ(ok.provider(), "openai");
   v1::CloseSessionRequest close;
   close.set_session_id(s.id());
@@ -303,7 +303,7 @@ TEST_F(OpenAiIntegrationTest, ASigkilledDaemonsContainerIsSweptOnRestart) {
   v1::Run run;
   auto gctx = DaemonHarness::Context();
   ASSERT_TRUE(stub_->GetRun(gctx.get(), get, &run).ok());
-  EXPECT_EQ(run.status(), v1::FAILED);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
 }
 
 TEST_F(OpenAiIntegrationTest, TheApiKeyIsNowhere) {
@@ -330,7 +330,7 @@ TEST_F(OpenAiIntegrationTest, TheApiKeyIsNowhere) {
            {"openai", "openai"}, {"local", "openai"}, {"local", "chat"}}) {
     fake_.Scenario(AnalystTurns(kInput));
     v1::Run run = RunToEnd(Request(provider, agent), &events);
-    EXPECT_EQ(run.status(), v1::SUCCEEDED)
+    EXPECT_EQ(run.status(), v1::RUN_STATUS_SUCCEEDED)
         << provider << "/" << agent << ": " << run.status_reason();
     take(events);
     everything += run.DebugString();

@@ -64,7 +64,7 @@ class SessionsTest : public ::testing::Test {
     ExecOutcome o;
     v1::ExecResponse r;
     while (reader->Read(&r)) {
-      if (r.has_output()) (r.output().stream() == v1::CommandOutput::STDOUT ? o.out : o.err) += r.output().data();
+      if (r.has_output()) (r.output().stream() == v1::CommandOutput::STREAM_STDOUT ? o.out : o.err) += r.output().data();
       if (r.has_finished()) {
         o.finished = r.finished();
         o.has_finished = true;
@@ -84,7 +84,7 @@ class SessionsTest : public ::testing::Test {
 
 TEST_F(SessionsTest, ExecFilesKeepAliveAndClose) {
   v1::Session s = Create();
-  EXPECT_EQ(s.status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(s.status(), v1::SESSION_STATUS_ACTIVE);
   EXPECT_EQ(s.workdir(), "/work");
 
   ExecOutcome hi = Exec(s.id(), "echo hello; echo oops >&2; exit 3");
@@ -155,13 +155,13 @@ TEST_F(SessionsTest, ExecFilesKeepAliveAndClose) {
   ka.set_session_id(s.id());
   v1::Session kept;
   ASSERT_TRUE(stub_->KeepAlive(DaemonHarness::Context(kToken).get(), ka, &kept).ok());
-  EXPECT_EQ(kept.status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(kept.status(), v1::SESSION_STATUS_ACTIVE);
 
   v1::CloseSessionRequest close;
   close.set_session_id(s.id());
   v1::Session closed;
   ASSERT_TRUE(stub_->CloseSession(DaemonHarness::Context(kToken).get(), close, &closed).ok());
-  EXPECT_EQ(closed.status(), v1::SESSION_CLOSED);
+  EXPECT_EQ(closed.status(), v1::SESSION_STATUS_CLOSED);
   ExecOutcome after = Exec(s.id(), "true");
   EXPECT_EQ(after.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(absl::StrContains(after.status.error_message(), "closed")) << after.status.error_message();
@@ -171,13 +171,13 @@ TEST_F(SessionsTest, AnIdleSessionIsReapedButNotWhileACommandRuns) {
   v1::Session s = Create(/*idle_s=*/1);
   ExecOutcome busy = Exec(s.id(), "sleep 2; echo done");
   EXPECT_EQ(busy.out, "done\n") << "in flight for 2 s: not idle";
-  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_ACTIVE);
-  v1::SessionStatus status = v1::SESSION_ACTIVE;
-  for (int i = 0; i < 50 && status == v1::SESSION_ACTIVE; ++i) {
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_ACTIVE);
+  v1::SessionStatus status = v1::SESSION_STATUS_ACTIVE;
+  for (int i = 0; i < 50 && status == v1::SESSION_STATUS_ACTIVE; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     status = Get(s.id()).status();
   }
-  EXPECT_EQ(status, v1::SESSION_EXPIRED);
+  EXPECT_EQ(status, v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(absl::StrContains(Get(s.id()).status_reason(), "idle_timeout"));
 }
 
@@ -188,7 +188,7 @@ TEST_F(SessionsTest, MaxLifetimeEndsARunningCommandAndTheStreamSaysWhy) {
   EXPECT_TRUE(absl::StrContains(o.status.error_message(), "max_lifetime")) << o.status.error_message();
   ASSERT_TRUE(o.has_finished);
   EXPECT_TRUE(o.finished.cancelled());
-  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_EXPIRED);
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_EXPIRED);
 }
 
 TEST_F(SessionsTest, OpenStreamsAreWarnedOnceBeforeMaxLifetimeReapsTheSession) {
@@ -227,7 +227,7 @@ TEST_F(SessionsTest, TheRpcDeadlineEndsTheStreamAndTheCommandButNotTheSession) {
   EXPECT_EQ(o.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   ExecOutcome ps = Exec(s.id(), "ps -eo comm | grep -c sleep || true");
   EXPECT_EQ(ps.out, "0\n") << "the command was killed with the stream";
-  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_ACTIVE);
 }
 
 TEST_F(SessionsTest, RunsInASessionKeepItsWorkspace) {
@@ -237,8 +237,8 @@ TEST_F(SessionsTest, RunsInASessionKeepItsWorkspace) {
   v1::Run run;
   ASSERT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kToken).get(), req, &run).ok());
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kToken);
-  EXPECT_EQ(events.back().run_finished().status(), v1::SUCCEEDED) << events.back().run_finished().reason();
-  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_ACTIVE);
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << events.back().run_finished().reason();
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_ACTIVE);
   ExecOutcome ls = Exec(s.id(), "head -1 calculated_metrics.csv");
   EXPECT_TRUE(absl::StartsWith(ls.out, "year,revenue_growth")) << ls.out;
 }

@@ -46,8 +46,8 @@ TEST_F(TenantsTest, AQueuedRunOfAnotherTenantGoesBeforeTheBusyTenantsBacklog) {
   v1::Run b1 = Start(kSmall);
   std::vector<v1::Event> b_events = FollowToEnd(*stub_, b1.id(), kSmall);
   std::vector<v1::Event> a3_events = FollowToEnd(*stub_, a3.id(), kBusy);
-  EXPECT_EQ(b_events.back().run_finished().status(), v1::SUCCEEDED);
-  EXPECT_EQ(a3_events.back().run_finished().status(), v1::SUCCEEDED);
+  EXPECT_EQ(b_events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED);
+  EXPECT_EQ(a3_events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED);
   // b1 was told it is next in line, although two of busy's runs were queued before it.
   ASSERT_TRUE(b_events[0].has_run_queued());
   EXPECT_EQ(b_events[0].run_queued().position(), 1u);

@@ -44,6 +44,7 @@
 #include "absl/strings/strip.h"
 #include "common/sha256.h"
 #include "nlohmann/json.hpp"
+#include "sandgate/v1/labels.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/sandbox/openai/analyst_scenario.h"
@@ -197,7 +198,7 @@ struct Stats {
   }
 };
 
-std::string StatusName(v1::RunStatus s) { return v1::RunStatus_Name(s); }
+std::string StatusName(v1::RunStatus s) { return v1::RunStatusLabel(s); }
 
 class Client {
  public:
@@ -298,7 +299,7 @@ class Client {
         if (e.has_run_finished()) {
           double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
           stats_->Finished(label, StatusName(e.run_finished().status()));
-          if (e.run_finished().status() == v1::FAILED) stats_->FailedBecause(e.run_finished().reason());
+          if (e.run_finished().status() == v1::RUN_STATUS_FAILED) stats_->FailedBecause(e.run_finished().reason());
           {
             std::lock_guard<std::mutex> lock(stats_->mu);
             stats_->latency_ms.push_back(ms);

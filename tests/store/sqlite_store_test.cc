@@ -28,7 +28,7 @@ class SqliteStoreTest : public ::testing::Test {
     run.set_id(id);
     run.set_tenant(tenant);
     run.set_idempotency_key(key);
-    run.set_status(v1::RUNNING);
+    run.set_status(v1::RUN_STATUS_RUNNING);
     return run;
   }
   std::string dir_, path_;
@@ -38,13 +38,13 @@ class SqliteStoreTest : public ::testing::Test {
 TEST_F(SqliteStoreTest, RunsRoundTripAndSurviveReopen) {
   ASSERT_TRUE(store_->PutRun(MakeRun("r1", "a")).ok());
   v1::Run updated = MakeRun("r1", "a");
-  updated.set_status(v1::SUCCEEDED);
+  updated.set_status(v1::RUN_STATUS_SUCCEEDED);
   ASSERT_TRUE(store_->PutRun(updated).ok());
   store_.reset();
   store_ = *SqliteStore::Open(path_);
   auto got = store_->GetRun("r1");
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->status(), v1::SUCCEEDED);
+  EXPECT_EQ(got->status(), v1::RUN_STATUS_SUCCEEDED);
   EXPECT_EQ(store_->GetRun("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -109,7 +109,7 @@ TEST_F(SqliteStoreTest, JournalRecordsAndErases) {
 TEST_F(SqliteStoreTest, UnfinishedRunsAreListed) {
   ASSERT_TRUE(store_->PutRun(MakeRun("r1", "a")).ok());
   v1::Run done = MakeRun("r2", "a");
-  done.set_status(v1::FAILED);
+  done.set_status(v1::RUN_STATUS_FAILED);
   ASSERT_TRUE(store_->PutRun(done).ok());
   auto runs = store_->ListUnfinishedRuns();
   ASSERT_TRUE(runs.ok());
@@ -119,7 +119,7 @@ TEST_F(SqliteStoreTest, UnfinishedRunsAreListed) {
 
 TEST_F(SqliteStoreTest, AQueuedRunsRequestSurvivesReopenUntilTheRunStarts) {
   v1::Run queued = MakeRun("r1", "a");
-  queued.set_status(v1::QUEUED);
+  queued.set_status(v1::RUN_STATUS_QUEUED);
   ASSERT_TRUE(store_->PutRun(queued).ok());
   v1::RunAnalysisRequest req;
   req.set_playbook("financial-analyst");
@@ -134,7 +134,7 @@ TEST_F(SqliteStoreTest, AQueuedRunsRequestSurvivesReopenUntilTheRunStarts) {
   EXPECT_EQ(got->inputs(0).content(), std::string("a,b\n\0\xff", 6));
   ASSERT_TRUE(store_->PutRun(queued).ok()) << "still queued: kept";
   EXPECT_TRUE(store_->GetRunRequest("r1").ok());
-  queued.set_status(v1::RUNNING);
+  queued.set_status(v1::RUN_STATUS_RUNNING);
   ASSERT_TRUE(store_->PutRun(queued).ok());
   EXPECT_EQ(store_->GetRunRequest("r1").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->GetRunRequest("nope").status().code(), absl::StatusCode::kNotFound);
@@ -145,17 +145,17 @@ TEST_F(SqliteStoreTest, SessionsRoundTripListAndKeepTheirIdempotencyKey) {
   s.set_id("s1");
   s.set_tenant("a");
   s.set_idempotency_key("k");
-  s.set_status(v1::SESSION_ACTIVE);
+  s.set_status(v1::SESSION_STATUS_ACTIVE);
   ASSERT_TRUE(store_->PutSession(s).ok());
   v1::Session other = s;
   other.set_id("s2");
   EXPECT_EQ(store_->PutSession(other).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(**store_->FindSessionByIdempotencyKey("a", "k"), "s1");
-  s.set_status(v1::SESSION_CLOSED);
+  s.set_status(v1::SESSION_STATUS_CLOSED);
   *s.mutable_closed_at() = google::protobuf::Timestamp();
   s.mutable_closed_at()->set_seconds(1000);
   ASSERT_TRUE(store_->PutSession(s).ok());
-  EXPECT_EQ(store_->GetSession("s1")->status(), v1::SESSION_CLOSED);
+  EXPECT_EQ(store_->GetSession("s1")->status(), v1::SESSION_STATUS_CLOSED);
   EXPECT_TRUE(store_->ListSessions("a", false)->empty());
   EXPECT_EQ(store_->ListSessions("a", true)->size(), 1u);
   EXPECT_EQ(store_->GetSession("nope").status().code(), absl::StatusCode::kNotFound);
