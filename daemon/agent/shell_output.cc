@@ -4,40 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/utf8.h"
 
 namespace sandgate::agent {
 namespace {
-
-// Length of the valid UTF-8 sequence starting at text[i], or 0 when it is not one.
-size_t SequenceLength(absl::string_view text, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > text.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF)) {
-    return 0;
-  }
-  return n;
-}
 
 // Byte offset of the character `chars` characters into valid UTF-8 `text` (or its size).
 size_t ByteOffset(absl::string_view text, size_t chars) {
@@ -56,7 +26,7 @@ std::string Utf8Clean(absl::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
-    size_t n = SequenceLength(text, i);
+    size_t n = Utf8SequenceLength(text, i);
     if (n == 0) {
       out += "\xEF\xBF\xBD";
       ++i;

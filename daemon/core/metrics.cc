@@ -32,6 +32,11 @@ void Counter::Add(const Labels& labels, double v) {
   values_[labels] += v;
 }
 
+void Counter::Declare(const Labels& labels) {
+  absl::MutexLock lock(&mu_);
+  values_.emplace(labels, 0);
+}
+
 void Counter::Render(std::string* out) {
   Header(out, name_, help_, "counter");
   absl::MutexLock lock(&mu_);
@@ -55,6 +60,11 @@ void Histogram::Render(std::string* out) {
   }
   absl::StrAppend(out, name_, "_bucket{le=\"+Inf\"} ", count_, "\n", name_, "_sum ", Number(sum_), "\n",
                   name_, "_count ", count_, "\n");
+}
+
+Metrics::Metrics() {
+  // Where core/ counts a failed cleanup (run_manager.cc).
+  for (const char* where : {"sweep", "session_close"}) cleanup_failures.Declare({{"where", where}});
 }
 
 void Metrics::AddGauge(std::string name, std::string help, std::function<double()> read) {

@@ -24,6 +24,9 @@ class Counter {
  public:
   Counter(std::string name, std::string help) : name_(std::move(name)), help_(std::move(help)) {}
   void Add(const Labels& labels = {}, double v = 1);
+  // Starts a label set at 0, so that it has a sample (and rate() a start) before the first
+  // event: for counters of rare events whose label values are known up front.
+  void Declare(const Labels& labels);
   void Render(std::string* out);
 
  private:
@@ -50,6 +53,8 @@ class Histogram {
 
 class Metrics {
  public:
+  Metrics();
+
   Counter runs_finished{"sandgate_runs_finished_total", "Runs that reached a final status, by status."};
   Counter upstream_errors{"sandgate_upstream_errors_total",
                           "Failed upstream HTTP attempts (error statuses, connection failures, timeouts), by upstream, endpoint, kind and whether they were retried."};

@@ -137,9 +137,21 @@ struct ExecResult {
 enum class FileType { kRegular, kDirectory, kSymlink, kOther };
 
 struct FileEntry {
-  std::string path;  // relative to the workspace
+  // Relative to the workspace, the name's bytes as they are: sandbox code chooses them, so
+  // they need not be UTF-8 (the gRPC edge escapes them for a response).
+  std::string path;
   FileType type = FileType::kOther;
   uint64_t size = 0;
+  // For a directory the listing did not descend into, why ("deeper than 64 levels");
+  // empty otherwise.
+  std::string not_listed;
+};
+
+// A listing always succeeds over what the sandbox put there: what it did not show is marked
+// (FileEntry::not_listed, truncated) instead of failing the whole listing.
+struct FileListing {
+  std::vector<FileEntry> entries;  // sorted by path
+  bool truncated = false;          // an entry cap stopped the listing early
 };
 
 // One live sandbox. Thread safe: Exec may run concurrently with Exec and file calls; Close
@@ -162,7 +174,7 @@ class Session {
   // RESOURCE_EXHAUSTED when the file is larger than max_bytes.
   virtual absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) = 0;
   // Recursive listing below `dir` ("" = workspace); links are listed, never followed.
-  virtual absl::StatusOr<std::vector<FileEntry>> ListFiles(absl::string_view dir) = 0;
+  virtual absl::StatusOr<FileListing> ListFiles(absl::string_view dir) = 0;
   // Human-readable notes about promises this session cannot keep on this host, e.g.
   // "memory limit not enforced: no memory cgroup controller available".
   virtual std::vector<std::string> Warnings() const = 0;

@@ -27,7 +27,10 @@
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/openai/openai_provider.h"
 #include "core/metrics.h"
+#include "grpc/health/v1/health.pb.h"
 #include "server/metrics_http.h"
+#include "server/reflection_v1.h"
+#include "server/rpc_observer.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
 #include "store/sqlite_store.h"
@@ -126,6 +129,7 @@ struct Daemon::Parts {
   std::unique_ptr<core::Executor> io;
   std::unique_ptr<core::Executor> exec;
   std::unique_ptr<SandgateService> service;
+  std::unique_ptr<ReflectionV1> reflection_v1;
   std::unique_ptr<grpc::Server> server;
   std::string address;
   bool drained = false;
@@ -230,7 +234,14 @@ absl::Status Daemon::Start() {
   SANDGATE_RETURN_IF_ERROR(p.runs->Recover(*p.tenants));
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // v1alpha
+  // gRPC's health service has no protobuf descriptor of its own; naming one of health.proto's
+  // types links ours into the binary (and so into the pool reflection answers from).
+  const std::string health_service =
+      grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0)->full_name();
+  p.reflection_v1 = std::make_unique<ReflectionV1>(std::vector<std::string>{
+      v1::Sandgate::service_full_name(), health_service,
+      grpc::reflection::v1::ServerReflection::service_full_name(), "grpc.reflection.v1alpha.ServerReflection"});
   grpc::ServerBuilder builder;
   std::string target;
   int port = 0;
@@ -246,6 +257,8 @@ absl::Status Daemon::Start() {
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(p.service.get());
+  builder.RegisterService(p.reflection_v1.get());
+  builder.experimental().SetInterceptorCreators(RpcObserver::Factories(p.metrics.get()));
   p.server = builder.BuildAndStart();
   if (!p.server) return errors::Unavailable(absl::StrCat("cannot listen on ", p.config.listen));
   if (absl::StartsWith(p.config.listen, "unix:")) {
@@ -255,7 +268,10 @@ absl::Status Daemon::Start() {
   } else {
     p.address = absl::StrCat("tcp:", target.substr(0, target.rfind(':')), ":", port);
   }
+  // Per service as well as overall: clients (and load balancers) ask for the service they
+  // use. Drain sets them all NOT_SERVING.
   p.server->GetHealthCheckService()->SetServingStatus(true);
+  p.server->GetHealthCheckService()->SetServingStatus(v1::Sandgate::service_full_name(), true);
   if (!p.config.metrics_listen.empty()) {
     core::RunManager* runs = p.runs.get();
     core::SessionManager* sessions = p.sessions.get();

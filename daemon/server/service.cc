@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -10,8 +11,10 @@
 #include "common/errors.h"
 #include "agent/agent.h"
 #include "common/sha256.h"
+#include "common/utf8.h"
 #include "core/sandbox_spec.h"
 #include "server/status.h"
+#include "server/utf8_fields.h"
 #include "absl/strings/match.h"
 
 namespace sandgate::server {
@@ -19,6 +22,12 @@ namespace {
 
 constexpr uint64_t kChunkBytes = 256 * 1024;
 constexpr uint32_t kEventBatch = 256;
+
+// The executor's queue of blocking work is at its limit. Says "queue full" so a caller can
+// tell it from gRPC's own RESOURCE_EXHAUSTED for a message over the size limit.
+absl::Status QueueFull() {
+  return errors::ResourceExhausted("queue full: the daemon's queue of blocking work is at its limit; retry");
+}
 
 absl::StatusOr<core::Caller> Authenticate(const core::Tenants& tenants,
                                           grpc::CallbackServerContext* ctx) {
@@ -29,9 +38,11 @@ absl::StatusOr<core::Caller> Authenticate(const core::Tenants& tenants,
   return tenants.Authenticate(authorization);
 }
 
-// Runs `fn(caller)` on the I/O executor and finishes the unary call with its status. With an
-// `action`, the call is written to the audit log (`target()` is read after `fn` ran).
+// Runs `fn(caller)` on the I/O executor and finishes the unary call with its status and
+// `response` (its strings escaped to UTF-8). With an `action`, the call is written to the
+// audit log (`target()` is read after `fn` ran).
 grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerContext* ctx,
+                                google::protobuf::Message* response,
                                 std::function<absl::Status(const core::Caller&)> fn,
                                 const char* action = nullptr,
                                 std::function<std::string()> target = nullptr) {
@@ -41,13 +52,14 @@ grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerCon
     reactor->Finish(ToGrpc(caller.status()));
     return reactor;
   }
-  bool queued = deps.io->Submit([&deps, reactor, fn = std::move(fn), caller = *caller, action,
+  bool queued = deps.io->Submit([&deps, reactor, response, fn = std::move(fn), caller = *caller, action,
                                  target = std::move(target)] {
     absl::Status st = fn(caller);
+    if (st.ok()) EscapeStringFields(response);
     if (action != nullptr && deps.audit != nullptr) deps.audit->Record(caller.tenant, action, target ? target() : "", st);
     reactor->Finish(ToGrpc(st));
   });
-  if (!queued) reactor->Finish(ToGrpc(errors::ResourceExhausted("the daemon is overloaded; retry")));
+  if (!queued) reactor->Finish(ToGrpc(QueueFull()));
   return reactor;
 }
 
@@ -79,7 +91,7 @@ class PullWriter : public grpc::ServerWriteReactor<T> {
           fn();
           Release();
         })) {
-      FinishOnce(ToGrpc(errors::ResourceExhausted("the daemon is overloaded; retry")));
+      FinishOnce(ToGrpc(QueueFull()));
       Release();
     }
   }
@@ -258,6 +270,7 @@ class EventStream final : public PullWriter<v1::Event> {
       have = writing_;
     }
     if (have) {
+      EscapeStringFields(&current_);
       StartWrite(&current_);
     } else {
       Schedule(deps_.io, [this] { Fetch(); });
@@ -578,71 +591,170 @@ class FileDownload final : public PullWriter<v1::FileChunk> {
   v1::FileChunk chunk_;
 };
 
-// UploadFile: a header, then data, gathered up to the transfer cap and written in one
-// workspace write (a temp file renamed into place) when the client half-closes.
-class FileUpload final : public grpc::ServerReadReactor<v1::UploadFileRequest> {
+// UploadFile: a header, then data, gathered up to the transfer cap. The file appears under
+// its name only when the client half-closed the stream (not when it was cancelled or broke)
+// and the bytes match the header's size_bytes and sha256 when given; the workspace write
+// itself goes through a temporary name (Session::WriteFile), so nothing partial is ever seen.
+//
+// The method is registered raw and each message parsed here: in the callback API a message
+// that does not parse reads as OnReadDone(false), exactly like the end of the stream, and
+// would commit what came before it.
+class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  FileUpload(const ServiceDeps& deps, core::Caller caller, v1::FileInfo* response)
-      : deps_(deps), caller_(std::move(caller)), response_(response) {
-    StartRead(&msg_);
+  FileUpload(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, core::Caller caller,
+             grpc::ByteBuffer* response)
+      : deps_(deps), ctx_(ctx), caller_(std::move(caller)), response_(response) {
+    StartRead(&buf_);
   }
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client has sent everything
-      if (!have_header_) {
-        Finish(ToGrpc(errors::InvalidArgument("header: the first message must carry session_id and path")));
-        return;
-      }
-      if (!deps_.io->Submit([this] { Write(); })) {
-        Finish(ToGrpc(errors::ResourceExhausted("the daemon is overloaded; retry")));
-      }
+    if (!ok) {
+      EndOfStream();
+      return;
+    }
+    ++messages_;
+    v1::UploadFileRequest msg;
+    if (!grpc::SerializationTraits<v1::UploadFileRequest>::Deserialize(&buf_, &msg).ok()) {
+      Fail(errors::InvalidArgument(absl::StrCat(
+          "message ", messages_, " is not a valid sandgate.v1.UploadFileRequest (a string field "
+          "that is not UTF-8, or bytes that are not one); nothing was written")));
       return;
     }
     if (!have_header_) {
-      if (!msg_.has_header() || msg_.header().session_id().empty() || msg_.header().path().empty()) {
-        Finish(ToGrpc(errors::InvalidArgument("header: the first message must carry session_id and path")));
+      if (!msg.has_header() || msg.header().session_id().empty() || msg.header().path().empty()) {
+        Fail(errors::InvalidArgument("header: the first message must carry session_id and path"));
         return;
       }
-      header_ = msg_.header();
+      header_ = msg.header();
       have_header_ = true;
-    } else if (msg_.has_header()) {
-      Finish(ToGrpc(errors::InvalidArgument("header: only the first message carries one")));
+      absl::Status valid = CheckHeader();
+      if (!valid.ok()) {
+        Fail(valid);
+        return;
+      }
+    } else if (msg.has_header()) {
+      Fail(errors::InvalidArgument("header: only the first message carries one"));
       return;
     } else {
-      if (data_.size() + msg_.data().size() > deps_.max_transfer_bytes) {
-        Finish(ToGrpc(errors::ResourceExhausted(absl::StrCat(
-            "upload of ", header_.path(), " is larger than the ", deps_.max_transfer_bytes, "-byte limit"))));
+      if (data_.size() + msg.data().size() > deps_.max_transfer_bytes) {
+        Fail(errors::ResourceExhausted(absl::StrCat("upload of ", header_.path(), " is larger than the ",
+                                                    deps_.max_transfer_bytes, "-byte limit")));
         return;
       }
-      data_.append(msg_.data());
+      if (header_.has_size_bytes() && data_.size() + msg.data().size() > header_.size_bytes()) {
+        Fail(errors::FailedPrecondition(absl::StrCat("upload of ", header_.path(),
+                                                     ": more bytes than header.size_bytes (",
+                                                     header_.size_bytes(), "); nothing was written")));
+        return;
+      }
+      data_.append(msg.data());
     }
-    StartRead(&msg_);
+    StartRead(&buf_);
   }
+  void OnCancel() override { cancelled_.store(true); }
   void OnDone() override { delete this; }
 
  private:
-  void Write() {
-    absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
-        deps_.sessions->Acquire(caller_, header_.session_id());
-    if (!lease.ok()) {
-      Finish(ToGrpc(lease.status()));
+  absl::Status CheckHeader() const {
+    if (absl::EndsWith(header_.path(), "/")) {
+      return errors::InvalidArgument(absl::StrCat("header.path: \"", header_.path(),
+                                                  "\" ends with \"/\"; name a file, not a directory"));
+    }
+    if (!header_.sha256().empty() && !IsSha256Hex(header_.sha256())) {
+      return errors::InvalidArgument("header.sha256: must be 64 lowercase hex digits");
+    }
+    if (header_.has_size_bytes() && header_.size_bytes() > deps_.max_transfer_bytes) {
+      return errors::InvalidArgument(absl::StrCat("header.size_bytes: ", header_.size_bytes(),
+                                                  " is larger than the ", deps_.max_transfer_bytes,
+                                                  "-byte limit"));
+    }
+    return absl::OkStatus();
+  }
+  static bool IsSha256Hex(absl::string_view s) {
+    if (s.size() != 64) return false;
+    for (char c : s) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    }
+    return true;
+  }
+  // A cancelled RPC (the client's TryCancel, a dropped connection, the deadline) also ends
+  // the reads with ok=false; only a half-close of a live call means the client sent all.
+  bool Cut() const { return cancelled_.load() || ctx_->IsCancelled(); }
+
+  void EndOfStream() {
+    if (!have_header_) {
+      Fail(errors::InvalidArgument("header: the first message must carry session_id and path"));
       return;
     }
-    absl::Status st = (*lease)->session().WriteFile(header_.path(), data_, header_.mode() ? static_cast<int>(header_.mode()) : 0644);
-    if (st.ok()) {
-      response_->set_path(header_.path());
-      response_->set_type(v1::FileInfo::TYPE_REGULAR);
-      response_->set_size_bytes(data_.size());
-      response_->set_sha256(Sha256::Hex(data_));
+    if (Cut()) {
+      Fail(CutError());
+      return;
     }
-    lease->reset();
-    if (deps_.audit) deps_.audit->Record(caller_.tenant, "UploadFile", absl::StrCat(header_.session_id(), ":", header_.path()), st);
+    if (!deps_.io->Submit([this] { Write(); })) Fail(QueueFull());
+  }
+  absl::Status CutError() const {
+    return errors::Cancelled(absl::StrCat("upload of ", header_.path(), " was cancelled after ", data_.size(),
+                                          " bytes; nothing was written"));
+  }
+  // Size and digest, when the header gave them, against what arrived.
+  absl::Status CheckReceived(const std::string& sha256) const {
+    if (header_.has_size_bytes() && data_.size() != header_.size_bytes()) {
+      return errors::FailedPrecondition(absl::StrCat("upload of ", header_.path(), ": header.size_bytes says ",
+                                                     header_.size_bytes(), " bytes, got ", data_.size(),
+                                                     "; nothing was written"));
+    }
+    if (!header_.sha256().empty() && sha256 != header_.sha256()) {
+      return errors::FailedPrecondition(absl::StrCat("upload of ", header_.path(), ": header.sha256 says ",
+                                                     header_.sha256(), ", got ", sha256, "; nothing was written"));
+    }
+    return absl::OkStatus();
+  }
+
+  void Write() {
+    const std::string sha256 = Sha256::Hex(data_);
+    absl::Status st = CheckReceived(sha256);
+    if (st.ok() && Cut()) st = CutError();
+    if (st.ok()) {
+      absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
+          deps_.sessions->Acquire(caller_, header_.session_id());
+      st = lease.status();
+      if (st.ok()) {
+        st = (*lease)->session().WriteFile(header_.path(), data_,
+                                           header_.mode() ? static_cast<int>(header_.mode()) : 0644);
+      }
+    }
+    if (!st.ok()) {
+      Fail(st);
+      return;
+    }
+    v1::FileInfo info;
+    info.set_path(header_.path());
+    info.set_type(v1::FileInfo::TYPE_REGULAR);
+    info.set_size_bytes(data_.size());
+    info.set_sha256(sha256);
+    bool own = false;
+    grpc::Status serialized = grpc::SerializationTraits<v1::FileInfo>::Serialize(info, response_, &own);
+    Audit(absl::OkStatus());
+    Finish(serialized);
+  }
+  // Every upload the daemon ends is audited, also one cut before its header arrived.
+  void Audit(const absl::Status& st) {
+    if (deps_.audit == nullptr) return;
+    deps_.audit->Record(caller_.tenant, "UploadFile",
+                        have_header_ ? absl::StrCat(header_.session_id(), ":", header_.path()) : "(no header)", st);
+  }
+  void Fail(const absl::Status& st) {
+    Audit(st);
     Finish(ToGrpc(st));
   }
 
   const ServiceDeps deps_;
+  grpc::CallbackServerContext* const ctx_;  // gRPC's, valid until OnDone
   const core::Caller caller_;
-  v1::FileInfo* const response_;
-  v1::UploadFileRequest msg_;
+  grpc::ByteBuffer* const response_;
+  std::atomic<bool> cancelled_{false};
+  // Touched only by the one reaction or task in flight at a time.
+  grpc::ByteBuffer buf_;
+  int messages_ = 0;
   v1::UploadFileRequest::Header header_;
   bool have_header_ = false;
   std::string data_;
@@ -653,7 +765,7 @@ class FileUpload final : public grpc::ServerReadReactor<v1::UploadFileRequest> {
 grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerContext* ctx,
                                                        const v1::RunAnalysisRequest* request,
                                                        v1::Run* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<v1::Run> run = deps_.runs->Start(caller, *request);
     if (run.ok()) *response = std::move(*run);
     return run.status();
@@ -663,7 +775,7 @@ grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* SandgateService::GetRun(grpc::CallbackServerContext* ctx,
                                                   const v1::GetRunRequest* request,
                                                   v1::Run* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<v1::Run> run = deps_.runs->Get(caller, request->run_id());
     if (run.ok()) *response = std::move(*run);
     return run.status();
@@ -673,7 +785,7 @@ grpc::ServerUnaryReactor* SandgateService::GetRun(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* SandgateService::ListRuns(grpc::CallbackServerContext* ctx,
                                                     const v1::ListRunsRequest* request,
                                                     v1::ListRunsResponse* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<store::RunPage> page =
         deps_.runs->List(caller, request->page_size(), request->page_token());
     if (!page.ok()) return page.status();
@@ -686,7 +798,7 @@ grpc::ServerUnaryReactor* SandgateService::ListRuns(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* SandgateService::CancelRun(grpc::CallbackServerContext* ctx,
                                                      const v1::CancelRunRequest* request,
                                                      v1::Run* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<v1::Run> run = deps_.runs->Cancel(caller, request->run_id(), request->reason());
     if (run.ok()) *response = std::move(*run);
     return run.status();
@@ -711,7 +823,7 @@ grpc::ServerWriteReactor<v1::ArtifactChunk>* SandgateService::DownloadArtifact(
 grpc::ServerUnaryReactor* SandgateService::CreateSession(grpc::CallbackServerContext* ctx,
                                                          const v1::CreateSessionRequest* request,
                                                          v1::Session* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<v1::Session> s = deps_.sessions->Create(caller, *request, nullptr);
     if (s.ok()) *response = std::move(*s);
     return s.status();
@@ -721,7 +833,7 @@ grpc::ServerUnaryReactor* SandgateService::CreateSession(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* SandgateService::GetSession(grpc::CallbackServerContext* ctx,
                                                       const v1::GetSessionRequest* request,
                                                       v1::Session* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<v1::Session> s = deps_.sessions->Get(caller, request->session_id());
     if (s.ok()) *response = std::move(*s);
     return s.status();
@@ -731,7 +843,7 @@ grpc::ServerUnaryReactor* SandgateService::GetSession(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* SandgateService::ListSessions(grpc::CallbackServerContext* ctx,
                                                         const v1::ListSessionsRequest* request,
                                                         v1::ListSessionsResponse* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<std::vector<v1::Session>> all = deps_.sessions->List(caller, request->include_closed());
     if (!all.ok()) return all.status();
     for (auto& s : *all) *response->add_sessions() = std::move(s);
@@ -742,7 +854,7 @@ grpc::ServerUnaryReactor* SandgateService::ListSessions(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SandgateService::KeepAlive(grpc::CallbackServerContext* ctx,
                                                      const v1::KeepAliveRequest* request,
                                                      v1::Session* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<v1::Session> s = deps_.sessions->KeepAlive(caller, request->session_id());
     if (s.ok()) *response = std::move(*s);
     return s.status();
@@ -752,7 +864,7 @@ grpc::ServerUnaryReactor* SandgateService::KeepAlive(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SandgateService::CloseSession(grpc::CallbackServerContext* ctx,
                                                         const v1::CloseSessionRequest* request,
                                                         v1::Session* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<v1::Session> s = deps_.sessions->Close(caller, request->session_id(), request->reason());
     if (s.ok()) *response = std::move(*s);
     return s.status();
@@ -762,18 +874,23 @@ grpc::ServerUnaryReactor* SandgateService::CloseSession(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SandgateService::ListFiles(grpc::CallbackServerContext* ctx,
                                                      const v1::ListFilesRequest* request,
                                                      v1::ListFilesResponse* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
         deps_.sessions->Acquire(caller, request->session_id());
     if (!lease.ok()) return lease.status();
-    absl::StatusOr<std::vector<sandbox::FileEntry>> files = (*lease)->session().ListFiles(request->dir());
+    absl::StatusOr<sandbox::FileListing> files = (*lease)->session().ListFiles(request->dir());
     if (!files.ok()) return files.status();
-    for (const auto& f : *files) {
+    for (const auto& f : files->entries) {
       v1::FileInfo* info = response->add_files();
-      info->set_path(f.path);
+      // Sandbox code names its files: a name need not be UTF-8, which a proto3 string must be.
+      bool escaped = false;
+      info->set_path(EscapeInvalidUtf8(f.path, &escaped));
+      info->set_path_escaped(escaped);
       info->set_type(ToProto(f.type));
       info->set_size_bytes(f.size);
+      info->set_not_listed(f.not_listed);
     }
+    response->set_truncated(files->truncated);
     return absl::OkStatus();
   });
 }
@@ -783,18 +900,18 @@ grpc::ServerWriteReactor<v1::ExecResponse>* SandgateService::Exec(grpc::Callback
   return StartStream<ExecStream, v1::ExecRequest, v1::ExecResponse>(deps_, ctx, *request);
 }
 
-grpc::ServerReadReactor<v1::UploadFileRequest>* SandgateService::UploadFile(
-    grpc::CallbackServerContext* ctx, v1::FileInfo* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* SandgateService::UploadFile(grpc::CallbackServerContext* ctx,
+                                                                      grpc::ByteBuffer* response) {
   absl::StatusOr<core::Caller> caller = Authenticate(*deps_.tenants, ctx);
   if (!caller.ok()) {
-    class Failed : public grpc::ServerReadReactor<v1::UploadFileRequest> {
+    class Failed : public grpc::ServerReadReactor<grpc::ByteBuffer> {
      public:
       explicit Failed(const absl::Status& s) { Finish(ToGrpc(s)); }
       void OnDone() override { delete this; }
     };
     return new Failed(caller.status());
   }
-  return new FileUpload(deps_, *caller, response);
+  return new FileUpload(deps_, ctx, *caller, response);
 }
 
 grpc::ServerWriteReactor<v1::FileChunk>* SandgateService::DownloadFile(
@@ -805,7 +922,7 @@ grpc::ServerWriteReactor<v1::FileChunk>* SandgateService::DownloadFile(
 grpc::ServerUnaryReactor* SandgateService::Drain(grpc::CallbackServerContext* ctx,
                                                  const v1::DrainRequest* request,
                                                  v1::DrainResponse* response) {
-  return Unary(deps_, ctx, [this, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, response](const core::Caller& caller) -> absl::Status {
     if (!caller.is_operator) return errors::PermissionDenied("Drain: the operator role is required");
     response->set_active_runs(static_cast<uint32_t>(deps_.runs->active_runs()));
     if (!deps_.request_drain) return errors::Unavailable("Drain: this daemon cannot be drained over the API");
@@ -817,7 +934,7 @@ grpc::ServerUnaryReactor* SandgateService::Drain(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* SandgateService::Purge(grpc::CallbackServerContext* ctx,
                                                  const v1::PurgeRequest* request,
                                                  v1::PurgeResponse* response) {
-  return Unary(deps_, ctx, [this, request, response](const core::Caller& caller) -> absl::Status {
+  return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
     if (!caller.is_operator) return errors::PermissionDenied("Purge: the operator role is required");
     absl::Duration older_than = core::FromProto(request->older_than());
     if (older_than < absl::ZeroDuration()) return errors::InvalidArgument("older_than: must not be negative");

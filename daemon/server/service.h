@@ -32,7 +32,10 @@ struct ServiceDeps {
   absl::Duration heartbeat_interval = absl::Seconds(15);
 };
 
-class SandgateService final : public v1::Sandgate::CallbackService {
+// UploadFile is registered raw (ByteBuffer messages) so that it can tell a message that does
+// not parse from the end of the stream (see FileUpload in service.cc).
+class SandgateService final
+    : public v1::Sandgate::WithRawCallbackMethod_UploadFile<v1::Sandgate::CallbackService> {
  public:
   explicit SandgateService(ServiceDeps deps) : deps_(deps) {}
 
@@ -72,8 +75,8 @@ class SandgateService final : public v1::Sandgate::CallbackService {
                                       v1::ListFilesResponse* response) override;
   grpc::ServerWriteReactor<v1::ExecResponse>* Exec(grpc::CallbackServerContext* ctx,
                                                    const v1::ExecRequest* request) override;
-  grpc::ServerReadReactor<v1::UploadFileRequest>* UploadFile(grpc::CallbackServerContext* ctx,
-                                                             v1::FileInfo* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UploadFile(grpc::CallbackServerContext* ctx,
+                                                        grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<v1::FileChunk>* DownloadFile(
       grpc::CallbackServerContext* ctx, const v1::DownloadFileRequest* request) override;
   grpc::ServerUnaryReactor* Drain(grpc::CallbackServerContext* ctx, const v1::DrainRequest* request,

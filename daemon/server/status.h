@@ -5,12 +5,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "common/utf8.h"
 
 namespace sandgate::server {
 
+// Messages often quote a path or a name that sandbox code chose; they are escaped to valid
+// UTF-8 here, the one place every status passes, as clients decode them as text.
 inline grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), EscapeInvalidUtf8(s.message()));
 }
 
 }  // namespace sandgate::server

@@ -138,7 +138,7 @@ class HostSession : public sandbox::Session {
     return ss.str();
   }
 
-  absl::StatusOr<std::vector<sandbox::FileEntry>> ListFiles(absl::string_view dir) override {
+  absl::StatusOr<sandbox::FileListing> ListFiles(absl::string_view dir) override {
     return errors::Unavailable("HostSession does not list files");
   }
   std::vector<std::string> Warnings() const override { return {"host session: no isolation"}; }

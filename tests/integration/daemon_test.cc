@@ -15,10 +15,15 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/sha256.h"
+#include <google/protobuf/descriptor.pb.h>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/integration/daemon_harness.h"
 
@@ -609,6 +614,168 @@ TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
     EXPECT_TRUE(absl::StrContains(page, line)) << "no '" << line << "' in\n" << page;
   }
   EXPECT_TRUE(absl::StartsWith(HttpGet(port, "/other"), "HTTP/1.1 404"));
+}
+
+// Every metric the registry declares (each "# TYPE" line of the page, not a list written
+// here) has at least one sample after a run, a chat run whose upstream refuses connections
+// (upstream errors) and a few RPCs: a metric declared and never updated fails this.
+TEST(DaemonMetricsTest, EveryDeclaredMetricHasASample) {
+  char tmpl[] = "/tmp/sg-metrics-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string key_file = std::string(tmpl) + "/key";
+  std::ofstream(key_file) << "sk-test";
+  // Port 1 on loopback: nothing listens, every attempt fails at once.
+  DaemonHarness daemon(nlohmann::json{
+      {"metrics_listen", "127.0.0.1:0"},
+      {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}},
+      {"chat", {{"base_url", "http://127.0.0.1:1/v1"}, {"api_key_file", key_file}, {"model", "m"}}}});
+  daemon.Start();
+  auto stub = daemon.Stub();
+  v1::Run run;
+  ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), SampleRequest(), &run).ok());
+  FollowToEnd(*stub, run.id());
+  v1::RunAnalysisRequest chat = SampleRequest();
+  chat.set_agent("chat");
+  v1::Run chat_run;
+  ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), chat, &chat_run).ok());
+  EXPECT_EQ(FollowToEnd(*stub, chat_run.id()).back().run_finished().status(), v1::RUN_STATUS_FAILED);
+  v1::GetRunRequest missing;
+  missing.set_run_id("run_missing");
+  v1::Run out;
+  EXPECT_EQ(stub->GetRun(DaemonHarness::Context().get(), missing, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  const std::string page = daemon.Metrics();
+  std::vector<std::string> families;
+  for (absl::string_view line : absl::StrSplit(page, '\n')) {
+    if (absl::ConsumePrefix(&line, "# TYPE ")) families.emplace_back(line.substr(0, line.find(' ')));
+  }
+  EXPECT_GE(families.size(), 11u) << page;
+  for (const std::string& name : families) {
+    bool sampled = false;
+    for (absl::string_view line : absl::StrSplit(page, '\n')) {
+      if (!absl::StartsWith(line, "#") && absl::StartsWith(line, name)) sampled = true;
+    }
+    EXPECT_TRUE(sampled) << name << " has no sample in\n" << page;
+  }
+  EXPECT_TRUE(absl::StrContains(page, "sandgate_rpcs_total{code=\"OK\",method=\"/sandgate.v1.Sandgate/RunAnalysis\"} 2"))
+      << page;
+  EXPECT_TRUE(absl::StrContains(page, "sandgate_rpcs_total{code=\"NOT_FOUND\",method=\"/sandgate.v1.Sandgate/GetRun\"} 1"))
+      << page;
+  std::system(absl::StrCat("rm -rf ", tmpl).c_str());
+}
+
+// Reflection as outside tools use it: v1 (what grpcurl and buf curl ask for first) and
+// v1alpha, which carry the same messages (so v1's types speak both), and health per service.
+class DaemonReflectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_.Start();
+    channel_ = grpc::CreateChannel(daemon_.address(), grpc::InsecureChannelCredentials());
+  }
+  std::vector<grpc::reflection::v1::ServerReflectionResponse> Ask(
+      const std::string& method, const std::vector<grpc::reflection::v1::ServerReflectionRequest>& requests) {
+    grpc::ClientContext ctx;
+    auto stream = grpc::internal::ClientReaderWriterFactory<
+        grpc::reflection::v1::ServerReflectionRequest,
+        grpc::reflection::v1::ServerReflectionResponse>::Create(channel_.get(),
+                                                                grpc::internal::RpcMethod(
+                                                                    method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING),
+                                                                &ctx);
+    std::vector<grpc::reflection::v1::ServerReflectionResponse> out;
+    for (const auto& r : requests) {
+      EXPECT_TRUE(stream->Write(r));
+      grpc::reflection::v1::ServerReflectionResponse resp;
+      EXPECT_TRUE(stream->Read(&resp));
+      out.push_back(resp);
+    }
+    stream->WritesDone();
+    grpc::Status st = stream->Finish();
+    EXPECT_TRUE(st.ok()) << method << ": " << st.error_code() << " " << st.error_message();
+    return out;
+  }
+  DaemonHarness daemon_{nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}}};
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(DaemonReflectionTest, BothVersionsListEveryServiceAndDescribeHealth) {
+  for (const char* method : {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                             "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"}) {
+    SCOPED_TRACE(method);
+    grpc::reflection::v1::ServerReflectionRequest list, health, sandgate, missing;
+    list.set_list_services("");
+    health.set_file_containing_symbol("grpc.health.v1.Health");
+    sandgate.set_file_containing_symbol("sandgate.v1.Sandgate.RunAnalysis");
+    missing.set_file_containing_symbol("no.such.Thing");
+    auto answers = Ask(method, {list, health, sandgate, missing});
+    ASSERT_EQ(answers.size(), 4u);
+    std::set<std::string> services;
+    for (const auto& s : answers[0].list_services_response().service()) services.insert(s.name());
+    for (const char* want : {"sandgate.v1.Sandgate", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+                             "grpc.reflection.v1alpha.ServerReflection"}) {
+      EXPECT_TRUE(services.count(want)) << want;
+    }
+    for (int i : {1, 2}) {
+      ASSERT_GT(answers[i].file_descriptor_response().file_descriptor_proto_size(), 0) << i;
+      google::protobuf::FileDescriptorProto file;
+      ASSERT_TRUE(file.ParseFromString(answers[i].file_descriptor_response().file_descriptor_proto(0)));
+      EXPECT_EQ(file.name(), i == 1 ? "grpc/health/v1/health.proto" : "sandgate/v1/sandgate.proto");
+    }
+    EXPECT_EQ(answers[3].error_response().error_code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  }
+}
+
+TEST_F(DaemonReflectionTest, HealthIsReportedPerService) {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  for (const char* service : {"", "sandgate.v1.Sandgate"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(service);
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::Status st = health->Check(&ctx, req, &resp);
+    ASSERT_TRUE(st.ok()) << "'" << service << "': " << st.error_message();
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+  grpc::ClientContext ctx;
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service("no.such.Service");
+  grpc::health::v1::HealthCheckResponse resp;
+  EXPECT_EQ(health->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// The same, through a client that is not ours: Python's grpcio with hand-encoded reflection
+// messages (tests/integration/reflection_client.py).
+TEST_F(DaemonReflectionTest, APythonClientListsServicesAndChecksHealth) {
+  const std::string cmd = absl::StrCat("python3 ", SANDGATE_SOURCE_DIR, "/tests/integration/reflection_client.py ",
+                                       daemon_.address(), " 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "v1 services: grpc.health.v1.Health grpc.reflection.v1.ServerReflection "
+                                     "grpc.reflection.v1alpha.ServerReflection sandgate.v1.Sandgate"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "v1alpha services: grpc.health.v1.Health")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "health sandgate.v1.Sandgate: SERVING")) << out;
+}
+
+// What gRPC itself says for a message over the daemon's 80 MiB limit: RESOURCE_EXHAUSTED, as
+// for a full queue, but its message says which ("larger than max"); the daemon's own
+// RESOURCE_EXHAUSTED for a full queue says "queue full".
+TEST(DaemonLimitsTest, AMessageOverTheSizeLimitSaysSoNotQueueFull) {
+  DaemonHarness daemon(nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
+  daemon.Start();
+  auto stub = daemon.Stub();
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.mutable_inputs(0)->set_content(std::string(81 << 20, 'x'));
+  v1::Run run;
+  grpc::Status st = stub->RunAnalysis(DaemonHarness::Context().get(), req, &run);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "larger than max")) << st.error_message();
+  EXPECT_FALSE(absl::StrContains(st.error_message(), "queue full")) << st.error_message();
 }
 
 TEST(DaemonStartTest, BadConfigExitsTwoNamingTheKey) {

@@ -1,10 +1,12 @@
 // The sessions API on the real daemon: create, exec, files, keep-alive, the three clocks.
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
@@ -77,6 +79,49 @@ class SessionsTest : public ::testing::Test {
     }
     o.status = reader->Finish();
     return o;
+  }
+  // Uploads `data` in two messages, with the header's size and sha256 when given.
+  grpc::Status Upload(const std::string& id, const std::string& path, const std::string& data,
+                      std::optional<uint64_t> size = std::nullopt, const std::string& sha256 = "",
+                      v1::FileInfo* info = nullptr) {
+    auto ctx = DaemonHarness::Context(kToken);
+    v1::FileInfo ignored;
+    auto writer = stub_->UploadFile(ctx.get(), info ? info : &ignored);
+    v1::UploadFileRequest m;
+    m.mutable_header()->set_session_id(id);
+    m.mutable_header()->set_path(path);
+    if (size) m.mutable_header()->set_size_bytes(*size);
+    m.mutable_header()->set_sha256(sha256);
+    writer->Write(m);
+    m.Clear();
+    m.set_data(data.substr(0, data.size() / 2));
+    writer->Write(m);
+    m.set_data(data.substr(data.size() / 2));
+    writer->Write(m);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+  v1::ListFilesResponse List(const std::string& id) {
+    v1::ListFilesRequest req;
+    req.set_session_id(id);
+    v1::ListFilesResponse resp;
+    grpc::Status st = stub_->ListFiles(DaemonHarness::Context(kToken).get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message();
+    return resp;
+  }
+  bool Listed(const std::string& id, const std::string& path) {
+    const v1::ListFilesResponse listed = List(id);
+    for (const auto& f : listed.files()) {
+      if (f.path() == path) return true;
+    }
+    return false;
+  }
+  std::vector<nlohmann::json> AuditLines() {
+    std::ifstream in(daemon_->state_dir() + "/audit.log");
+    std::vector<nlohmann::json> lines;
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(nlohmann::json::parse(line));
+    return lines;
   }
   std::unique_ptr<DaemonHarness> daemon_;
   std::unique_ptr<v1::Sandgate::Stub> stub_;
@@ -300,6 +345,130 @@ TEST_F(SessionsTest, BadExecRequestsNameTheProblem) {
   grpc::Status st = reader->Finish();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(st.error_message(), "argv, command")) << st.error_message();
+}
+
+// A client that sends half a file and then cancels the call (what killing `sandgate session
+// upload` does) must leave nothing: gRPC ends the reads with ok=false for a cancelled call as
+// for a finished one, and the daemon used to commit the half and audit it OK.
+TEST_F(SessionsTest, ACutUploadLeavesNoFileAndTheAuditSaysItFailed) {
+  v1::Session s = Create();
+  auto ctx = DaemonHarness::Context(kToken);
+  v1::FileInfo info;
+  auto writer = stub_->UploadFile(ctx.get(), &info);
+  v1::UploadFileRequest m;
+  m.mutable_header()->set_session_id(s.id());
+  m.mutable_header()->set_path("cut.txt");  // no size_bytes: the cut alone must be enough
+  ASSERT_TRUE(writer->Write(m));
+  m.Clear();
+  m.set_data(std::string(64 << 10, 'a'));
+  ASSERT_TRUE(writer->Write(m));
+  ctx->TryCancel();
+  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+
+  // The daemon audits every upload it ends; wait for that line, then look.
+  std::optional<nlohmann::json> audited;
+  for (int i = 0; i < 500 && !audited; ++i) {
+    for (const auto& l : AuditLines()) {
+      if (l["action"] == "UploadFile") audited = l;
+    }
+    if (!audited) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(audited) << "no audit line for the cut upload";
+  EXPECT_NE((*audited)["outcome"], "OK") << audited->dump();
+  v1::ListFilesResponse files = List(s.id());
+  for (const auto& f : files.files()) {
+    EXPECT_NE(f.path(), "cut.txt") << "a cut upload was committed";
+    EXPECT_FALSE(absl::StrContains(f.path(), "sandgate-upload")) << "temporary left: " << f.path();
+  }
+}
+
+TEST_F(SessionsTest, AnUploadThatDoesNotMatchItsHeaderIsRefusedAndLeavesNoFile) {
+  v1::Session s = Create();
+  const std::string data = "year,revenue\n2024,1\n";
+  grpc::Status short_size = Upload(s.id(), "a.csv", data, data.size() + 5);
+  EXPECT_EQ(short_size.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(short_size.error_message(),
+                                absl::StrCat("header.size_bytes says ", data.size() + 5, " bytes, got ", data.size())))
+      << short_size.error_message();
+  grpc::Status wrong_sha = Upload(s.id(), "b.csv", data, data.size(), Sha256::Hex("other"));
+  EXPECT_EQ(wrong_sha.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(wrong_sha.error_message(),
+                                absl::StrCat("header.sha256 says ", Sha256::Hex("other"), ", got ", Sha256::Hex(data))))
+      << wrong_sha.error_message();
+  grpc::Status too_long = Upload(s.id(), "c.csv", data, data.size() - 1);
+  EXPECT_EQ(too_long.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << too_long.error_message();
+  EXPECT_FALSE(Listed(s.id(), "a.csv"));
+  EXPECT_FALSE(Listed(s.id(), "b.csv"));
+  EXPECT_FALSE(Listed(s.id(), "c.csv"));
+
+  v1::FileInfo info;
+  grpc::Status good = Upload(s.id(), "d.csv", data, data.size(), Sha256::Hex(data), &info);
+  ASSERT_TRUE(good.ok()) << good.error_message();
+  EXPECT_EQ(info.sha256(), Sha256::Hex(data));
+  EXPECT_TRUE(Listed(s.id(), "d.csv"));
+}
+
+TEST_F(SessionsTest, AnUploadToADirectoryPathIsRefused) {
+  v1::Session s = Create();
+  grpc::Status st = Upload(s.id(), "x/", "data");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "header.path")) << st.error_message();
+  EXPECT_FALSE(Listed(s.id(), "x"));
+  grpc::Status bad_sha = Upload(s.id(), "y", "data", std::nullopt, "ABC");
+  EXPECT_EQ(bad_sha.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(bad_sha.error_message(), "header.sha256")) << bad_sha.error_message();
+}
+
+// Sandbox code names its files: a name that is not UTF-8 used to make the response
+// unserializable (the caller saw "UNIMPLEMENTED: No message returned"), and a tree deeper
+// than 64 failed the whole listing.
+TEST_F(SessionsTest, AListingSurvivesNamesThatAreNotUtf8AndDeepTrees) {
+  v1::Session s = Create();
+  ExecOutcome made = Exec(s.id(),
+                          "printf x > \"$(printf 'caf\\351')\" && "
+                          "d=deep; for i in $(seq 70); do d=$d/d; done; mkdir -p $d && touch $d/f && echo ok");
+  ASSERT_EQ(made.out, "ok\n") << made.err;
+  v1::ListFilesRequest req;
+  req.set_session_id(s.id());
+  v1::ListFilesResponse resp;
+  grpc::Status st = stub_->ListFiles(DaemonHarness::Context(kToken).get(), req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message();
+  EXPECT_FALSE(resp.truncated());
+  bool escaped = false, marked = false;
+  for (const auto& f : resp.files()) {
+    if (f.path() == "caf\\xE9") {
+      escaped = true;
+      EXPECT_TRUE(f.path_escaped());
+      EXPECT_EQ(f.type(), v1::FileInfo::TYPE_REGULAR);
+    } else {
+      EXPECT_FALSE(f.path_escaped()) << f.path();
+    }
+    if (!f.not_listed().empty()) {
+      marked = true;
+      EXPECT_EQ(f.type(), v1::FileInfo::TYPE_DIRECTORY);
+      EXPECT_EQ(f.not_listed(), "deeper than 64 levels");
+    }
+  }
+  EXPECT_TRUE(escaped) << "the name is listed, escaped";
+  EXPECT_TRUE(marked) << "the directory it did not descend into is marked";
+}
+
+// A request whose string field is not UTF-8 does not parse; gRPC's callback handlers used to
+// answer UNIMPLEMENTED with no message.
+TEST_F(SessionsTest, ARequestThatIsNotValidUtf8IsInvalidArgument) {
+  v1::GetSessionRequest req;
+  req.set_session_id("ses_\xff");  // the C++ client logs, and sends it anyway
+  v1::Session out;
+  grpc::Status st = stub_->GetSession(DaemonHarness::Context(kToken).get(), req, &out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "not a valid sandgate.v1.GetSessionRequest"))
+      << st.error_message();
+
+  v1::Session s = Create();
+  ExecOutcome exec = Exec(s.id(), "echo \xff");
+  EXPECT_EQ(exec.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << exec.status.error_message();
+  EXPECT_TRUE(absl::StrContains(exec.status.error_message(), "not a valid sandgate.v1.ExecRequest"))
+      << exec.status.error_message();
 }
 
 }  // namespace

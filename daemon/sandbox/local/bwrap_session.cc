@@ -529,7 +529,7 @@ absl::StatusOr<std::string> BwrapSession::ReadFile(absl::string_view path, uint6
   return files->ReadFile(path, max_bytes);
 }
 
-absl::StatusOr<std::vector<FileEntry>> BwrapSession::ListFiles(absl::string_view dir) {
+absl::StatusOr<FileListing> BwrapSession::ListFiles(absl::string_view dir) {
   SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
   return files->ListFiles(dir);
 }

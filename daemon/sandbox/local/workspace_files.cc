@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
 
 namespace sandgate::sandbox::local {
 namespace {
@@ -101,28 +102,35 @@ struct LinuxDirent64 {
   char d_name[];
 };
 
+// Lists below one directory, depth first. Whatever the sandbox planted there (names that
+// are not UTF-8, trees deeper than the limit, more entries than the cap, directories that
+// cannot be opened) marks the listing instead of failing it: the caller always gets what
+// could be listed.
 struct Walker {
   const ListLimits& limits;
-  std::vector<FileEntry>* out;
+  FileListing* out;
 
-  absl::Status Walk(int dirfd, const std::string& prefix, int depth) {
-    if (depth > limits.max_depth) {
-      return errors::ResourceExhausted(
-          absl::StrCat(prefix, ": deeper than ", limits.max_depth, " directories"));
-    }
+  // `dir_index` is the entry of the directory being walked in out->entries (-1 for the
+  // listed directory itself, whose failures are the caller's).
+  absl::Status Walk(int dirfd, const std::string& prefix, int depth, long dir_index) {
     alignas(LinuxDirent64) char buf[16384];
     for (;;) {
       long n = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
-      if (n < 0) return errors::FromErrno(errno, prefix.empty() ? "." : prefix);
+      if (n < 0) {
+        if (dir_index < 0) return errors::FromErrno(errno, prefix.empty() ? "." : prefix);
+        out->entries[static_cast<size_t>(dir_index)].not_listed =
+            absl::StrCat("cannot be read: ", strerror(errno));
+        return absl::OkStatus();
+      }
       if (n == 0) return absl::OkStatus();
       for (long off = 0; off < n;) {
         auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
         off += d->d_reclen;
         const std::string name = d->d_name;
         if (name == "." || name == "..") continue;
-        if (out->size() >= limits.max_entries) {
-          return errors::ResourceExhausted(
-              absl::StrCat("listing has more than ", limits.max_entries, " entries"));
+        if (out->entries.size() >= limits.max_entries) {
+          out->truncated = true;
+          return absl::OkStatus();
         }
         struct stat st;
         if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // raced away
@@ -136,14 +144,25 @@ struct Walker {
         } else if (S_ISLNK(st.st_mode)) {
           e.type = FileType::kSymlink;
         }
-        out->push_back(e);
-        if (e.type != FileType::kDirectory) continue;
+        const bool descend = e.type == FileType::kDirectory;
+        if (descend && depth + 1 > limits.max_depth) {
+          e.not_listed = absl::StrCat("deeper than ", limits.max_depth, " levels");
+        }
+        const std::string path = e.path;
+        const bool too_deep = !e.not_listed.empty();
+        out->entries.push_back(std::move(e));
+        if (!descend || too_deep) continue;
+        const long index = static_cast<long>(out->entries.size()) - 1;
         int sub = OpenBeneath(dirfd, name, O_RDONLY | O_DIRECTORY);
         if (sub == -ENOENT || sub == -ELOOP || sub == -ENOTDIR) continue;  // swapped meanwhile
-        if (sub < 0) return OpenError(-sub, e.path);
+        if (sub < 0) {
+          out->entries[static_cast<size_t>(index)].not_listed =
+              absl::StrCat("cannot be opened: ", strerror(-sub));
+          continue;
+        }
         UniqueFd subfd(sub);
-        absl::Status s = Walk(subfd.get(), e.path + "/", depth + 1);
-        if (!s.ok()) return s;
+        SANDGATE_RETURN_IF_ERROR(Walk(subfd.get(), path + "/", depth + 1, index));
+        if (out->truncated) return absl::OkStatus();
       }
     }
   }
@@ -255,19 +274,18 @@ absl::Status WorkspaceFiles::WriteFile(absl::string_view path, absl::string_view
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<FileEntry>> WorkspaceFiles::ListFiles(absl::string_view dir,
-                                                                 const ListLimits& limits) const {
+absl::StatusOr<FileListing> WorkspaceFiles::ListFiles(absl::string_view dir,
+                                                     const ListLimits& limits) const {
   absl::StatusOr<std::vector<std::string>> parts = SplitWorkspacePath(dir, true);
   if (!parts.ok()) return parts.status();
   const std::string rel = parts->empty() ? "." : absl::StrJoin(*parts, "/");
   int raw = OpenBeneath(root_.get(), rel, O_RDONLY | O_DIRECTORY);
   if (raw < 0) return OpenError(-raw, dir.empty() ? "." : dir);
   UniqueFd fd(raw);
-  std::vector<FileEntry> out;
+  FileListing out;
   Walker walker{limits, &out};
-  absl::Status s = walker.Walk(fd.get(), parts->empty() ? "" : rel + "/", 0);
-  if (!s.ok()) return s;
-  std::sort(out.begin(), out.end(),
+  SANDGATE_RETURN_IF_ERROR(walker.Walk(fd.get(), parts->empty() ? "" : rel + "/", 0, -1));
+  std::sort(out.entries.begin(), out.entries.end(),
             [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
   return out;
 }

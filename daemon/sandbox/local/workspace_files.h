@@ -50,9 +50,11 @@ class WorkspaceFiles {
   // fsuid/fsgid switched to the session's ids, so the sandbox's own permissions apply and
   // what is created belongs to the session.
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) const;
-  // Every entry below `dir`, sorted by path; symlinks are listed, never followed.
-  absl::StatusOr<std::vector<FileEntry>> ListFiles(absl::string_view dir,
-                                                   const ListLimits& limits = {}) const;
+  // Every entry below `dir`, sorted by path; symlinks are listed, never followed. Fails only
+  // when `dir` itself cannot be listed: a directory deeper than max_depth or one that
+  // cannot be opened is listed with FileEntry::not_listed set, and reaching max_entries
+  // ends the listing with truncated set.
+  absl::StatusOr<FileListing> ListFiles(absl::string_view dir, const ListLimits& limits = {}) const;
 
  private:
   UniqueFd root_;

@@ -219,7 +219,7 @@ absl::Status OpenAiSession::WriteFile(absl::string_view path, absl::string_view 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<FileEntry>> OpenAiSession::ListFiles(absl::string_view dir) {
+absl::StatusOr<FileListing> OpenAiSession::ListFiles(absl::string_view dir) {
   std::string prefix(kWorkdirPrefix);
   if (!dir.empty()) {
     SANDGATE_RETURN_IF_ERROR(CheckRelative(dir));
@@ -229,14 +229,14 @@ absl::StatusOr<std::vector<FileEntry>> OpenAiSession::ListFiles(absl::string_vie
   absl::StatusOr<std::vector<upstream::ContainerFile>> files =
       client_->ListContainerFiles(container_id_, &stop_);
   if (!files.ok()) return Upstream(files.status(), "listing container files");
-  std::vector<FileEntry> out;
+  FileListing out;
   for (const upstream::ContainerFile& f : *files) {
     if (!absl::StartsWith(f.path, prefix)) continue;
     FileEntry e;
     e.path = f.path.substr(kWorkdirPrefix.size());
     e.type = FileType::kRegular;
     e.size = f.bytes < 0 ? 0 : static_cast<uint64_t>(f.bytes);
-    out.push_back(std::move(e));
+    out.entries.push_back(std::move(e));
   }
   return out;
 }

@@ -103,7 +103,7 @@ class OpenAiSession : public Session {
                                   const CancelToken* cancel) override;
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
-  absl::StatusOr<std::vector<FileEntry>> ListFiles(absl::string_view dir) override;
+  absl::StatusOr<FileListing> ListFiles(absl::string_view dir) override;
   std::vector<std::string> Warnings() const override { return warnings_; }
   absl::Status Close() override;
 

@@ -225,7 +225,7 @@ TEST_F(BwrapProviderTest, WriteFileRefusesSymlinkedDirectories) {
   auto list = s->ListFiles("");
   ASSERT_TRUE(list.ok()) << list.status();
   std::map<std::string, FileType> types;
-  for (const FileEntry& e : *list) types[e.path] = e.type;
+  for (const FileEntry& e : list->entries) types[e.path] = e.type;
   EXPECT_EQ(types["a"], FileType::kSymlink);
   EXPECT_EQ(types["d1"], FileType::kDirectory);
   EXPECT_EQ(types["d1/d2/f.txt"], FileType::kRegular);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -65,9 +66,9 @@ TEST_F(WorkspaceFilesTest, WriteCreatesOwnedFilesAndReplacesAtomically) {
   EXPECT_EQ(*r, "two");
   auto list = ws_->ListFiles("");
   ASSERT_TRUE(list.ok());
-  ASSERT_EQ(list->size(), 3u);  // no temporary file left behind
-  EXPECT_EQ((*list)[2].path, "x/y/z.txt");
-  EXPECT_EQ((*list)[2].size, 3u);
+  ASSERT_EQ(list->entries.size(), 3u);  // no temporary file left behind
+  EXPECT_EQ(list->entries[2].path, "x/y/z.txt");
+  EXPECT_EQ(list->entries[2].size, 3u);
 }
 
 TEST_F(WorkspaceFilesTest, RefusesLinksSpecialFilesAndOversizedReads) {
@@ -84,12 +85,36 @@ TEST_F(WorkspaceFilesTest, RefusesLinksSpecialFilesAndOversizedReads) {
   ASSERT_EQ(unlink(P("big2").c_str()), 0);
   EXPECT_EQ(ws_->ReadFile("big", 99).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(ws_->ReadFile("big", 100).ok());
-  auto list = ws_->ListFiles("", [] {
-    ListLimits l;
-    l.max_entries = 2;
-    return l;
-  }());
-  EXPECT_EQ(list.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// A listing is of what sandbox code planted: more entries than the cap, a tree deeper than
+// the limit and names that are not UTF-8 are shown (or marked), never a failed listing.
+TEST_F(WorkspaceFilesTest, AListingAlwaysSucceedsAndMarksWhatItLeftOut) {
+  std::string deep = "d";
+  for (int i = 0; i < 5; ++i) deep += "/d";
+  ASSERT_EQ(system(absl::StrCat("mkdir -p ", P(deep), " && touch ", P(deep), "/f").c_str()), 0);
+  std::ofstream(P("caf\xE9-\xFF")) << "x";  // Latin-1, not UTF-8
+
+  ListLimits shallow;
+  shallow.max_depth = 3;
+  auto list = ws_->ListFiles("", shallow);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_FALSE(list->truncated);
+  std::map<std::string, FileEntry> by_path;
+  for (const FileEntry& e : list->entries) by_path[e.path] = e;
+  ASSERT_TRUE(by_path.count("d/d/d/d"));
+  EXPECT_EQ(by_path["d/d/d/d"].not_listed, "deeper than 3 levels");
+  EXPECT_TRUE(by_path["d/d/d"].not_listed.empty());
+  EXPECT_FALSE(by_path.count("d/d/d/d/d"));
+  ASSERT_TRUE(by_path.count("caf\xE9-\xFF")) << "the name's own bytes, for the edge to escape";
+  EXPECT_EQ(by_path["caf\xE9-\xFF"].type, FileType::kRegular);
+
+  ListLimits few;
+  few.max_entries = 2;
+  auto capped = ws_->ListFiles("", few);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_TRUE(capped->truncated);
+  EXPECT_EQ(capped->entries.size(), 2u);
 }
 
 }  // namespace

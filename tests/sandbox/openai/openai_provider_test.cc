@@ -130,10 +130,10 @@ TEST_F(OpenAiProviderTest, SessionLifecycleUploadsListsReadsAndDeletesEverything
   ASSERT_TRUE(s->WriteFile("input.csv", "year,revenue\n2024,1\n", 0644).ok());
   auto files = s->ListFiles("");
   ASSERT_TRUE(files.ok()) << files.status();
-  ASSERT_EQ(files->size(), 1u);
-  EXPECT_EQ((*files)[0].path, "input.csv");
-  EXPECT_EQ((*files)[0].type, FileType::kRegular);
-  EXPECT_EQ((*files)[0].size, 20u);
+  ASSERT_EQ(files->entries.size(), 1u);
+  EXPECT_EQ(files->entries[0].path, "input.csv");
+  EXPECT_EQ(files->entries[0].type, FileType::kRegular);
+  EXPECT_EQ(files->entries[0].size, 20u);
 
   auto data = s->ReadFile("input.csv", 1024);
   ASSERT_TRUE(data.ok()) << data.status();
