@@ -1,9 +1,9 @@
 #include "server/reflection_v1.h"
 
-#include <set>
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
+
+#include <set>
 
 namespace sandgate::server {
 namespace {
@@ -14,8 +14,8 @@ using google::protobuf::FileDescriptor;
 
 // One reflection stream: each request is answered from the generated pool as it is read;
 // one write in flight, the next read starts when it is done.
-class ReflectionStream final : public grpc::ServerBidiReactor<rv1::ServerReflectionRequest,
-                                                              rv1::ServerReflectionResponse> {
+class ReflectionStream final
+    : public grpc::ServerBidiReactor<rv1::ServerReflectionRequest, rv1::ServerReflectionResponse> {
  public:
   explicit ReflectionStream(const std::vector<std::string>* services) : services_(services) {
     StartRead(&request_);
@@ -52,12 +52,15 @@ class ReflectionStream final : public grpc::ServerBidiReactor<rv1::ServerReflect
       case rv1::ServerReflectionRequest::kFileByFilename:
         return SendFile(pool->FindFileByName(request_.file_by_filename()), "file");
       case rv1::ServerReflectionRequest::kFileContainingSymbol:
-        return SendFile(pool->FindFileContainingSymbol(request_.file_containing_symbol()), "symbol");
+        return SendFile(pool->FindFileContainingSymbol(request_.file_containing_symbol()),
+                        "symbol");
       case rv1::ServerReflectionRequest::kFileContainingExtension: {
-        const auto* type = pool->FindMessageTypeByName(request_.file_containing_extension().containing_type());
-        const auto* ext = type == nullptr ? nullptr
-                                          : pool->FindExtensionByNumber(
-                                                type, request_.file_containing_extension().extension_number());
+        const auto* type =
+            pool->FindMessageTypeByName(request_.file_containing_extension().containing_type());
+        const auto* ext = type == nullptr
+                              ? nullptr
+                              : pool->FindExtensionByNumber(
+                                    type, request_.file_containing_extension().extension_number());
         return SendFile(ext == nullptr ? nullptr : ext->file(), "extension");
       }
       case rv1::ServerReflectionRequest::kAllExtensionNumbersOfType: {
@@ -77,7 +80,8 @@ class ReflectionStream final : public grpc::ServerBidiReactor<rv1::ServerReflect
   // The file and, once per stream, each file it depends on (the protocol lets a server skip
   // what it sent before).
   void SendFile(const FileDescriptor* file, const char* what) {
-    if (file == nullptr) return Error(grpc::StatusCode::NOT_FOUND, std::string(what) + " not found");
+    if (file == nullptr)
+      return Error(grpc::StatusCode::NOT_FOUND, std::string(what) + " not found");
     std::vector<const FileDescriptor*> todo = {file};
     while (!todo.empty()) {
       const FileDescriptor* f = todo.back();
@@ -85,7 +89,8 @@ class ReflectionStream final : public grpc::ServerBidiReactor<rv1::ServerReflect
       if (!sent_.insert(f->name()).second && f != file) continue;
       google::protobuf::FileDescriptorProto proto;
       f->CopyTo(&proto);
-      proto.SerializeToString(response_.mutable_file_descriptor_response()->add_file_descriptor_proto());
+      proto.SerializeToString(
+          response_.mutable_file_descriptor_response()->add_file_descriptor_proto());
       for (int i = 0; i < f->dependency_count(); ++i) todo.push_back(f->dependency(i));
     }
   }

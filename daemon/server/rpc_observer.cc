@@ -33,11 +33,14 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
 }  // namespace
 
 RpcObserver::RpcObserver(grpc::experimental::ServerRpcInfo* info, core::Metrics* metrics)
-    : info_(info), metrics_(metrics), method_(FindMethod(info->method()) ? info->method() : "unknown") {}
+    : info_(info),
+      metrics_(metrics),
+      method_(FindMethod(info->method()) ? info->method() : "unknown") {}
 
 void RpcObserver::Intercept(grpc::experimental::InterceptorBatchMethods* methods) {
   using Type = grpc::experimental::ServerRpcInfo::Type;
-  const bool single_request = info_->type() == Type::UNARY || info_->type() == Type::SERVER_STREAMING;
+  const bool single_request =
+      info_->type() == Type::UNARY || info_->type() == Type::SERVER_STREAMING;
   if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
     if (single_request && first_message_) request_missing_ = methods->GetRecvMessage() == nullptr;
     first_message_ = false;
@@ -55,15 +58,16 @@ void RpcObserver::Intercept(grpc::experimental::InterceptorBatchMethods* methods
       methods->ModifySendStatus(status);
     }
     if (metrics_ != nullptr) {
-      metrics_->rpcs.Add({{"method", method_},
-                          {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()))}});
+      metrics_->rpcs.Add(
+          {{"method", method_},
+           {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()))}});
     }
   }
   methods->Proceed();
 }
 
-std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> RpcObserver::Factories(
-    core::Metrics* metrics) {
+std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+RpcObserver::Factories(core::Metrics* metrics) {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> out;
   out.push_back(std::make_unique<Factory>(metrics));
   return out;

@@ -18,11 +18,11 @@
 #ifndef SANDGATE_SERVER_RPC_OBSERVER_H_
 #define SANDGATE_SERVER_RPC_OBSERVER_H_
 
+#include <grpcpp/support/server_interceptor.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/support/server_interceptor.h>
 
 #include "core/metrics.h"
 

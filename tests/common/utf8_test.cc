@@ -7,7 +7,8 @@ namespace {
 
 TEST(Utf8Test, ValidTextIsLeftAlone) {
   bool escaped = true;
-  EXPECT_EQ(EscapeInvalidUtf8("caf\xC3\xA9 \xF0\x9F\x98\x80", &escaped), "caf\xC3\xA9 \xF0\x9F\x98\x80");
+  EXPECT_EQ(EscapeInvalidUtf8("caf\xC3\xA9 \xF0\x9F\x98\x80", &escaped),
+            "caf\xC3\xA9 \xF0\x9F\x98\x80");
   EXPECT_FALSE(escaped);
   EXPECT_TRUE(IsValidUtf8(""));
 }

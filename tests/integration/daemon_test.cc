@@ -745,6 +745,26 @@ TEST_F(DaemonReflectionTest, HealthIsReportedPerService) {
   EXPECT_EQ(health->Check(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A balancer watching the service sees it go NOT_SERVING as soon as the daemon drains.
+TEST_F(DaemonReflectionTest, HealthTurnsNotServingWhenTheDaemonDrains) {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service("sandgate.v1.Sandgate");
+  auto watch = health->Watch(&ctx, req);
+  grpc::health::v1::HealthCheckResponse resp;
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ASSERT_EQ(kill(daemon_.pid(), SIGTERM), 0);
+  ASSERT_TRUE(watch->Read(&resp));
+  EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  ctx.TryCancel();
+  watch->Finish();
+  int status = daemon_.Stop(0);  // already draining: wait for it
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 // The same, through a client that is not ours: Python's grpcio with hand-encoded reflection
 // messages (tests/integration/reflection_client.py). Debian's python3-grpcio (deploy/setup.sh
 // installs it) is for Debian's python3, which a pyenv or venv earlier on PATH would hide.

@@ -387,16 +387,19 @@ TEST_F(SessionsTest, AnUploadThatDoesNotMatchItsHeaderIsRefusedAndLeavesNoFile) 
   const std::string data = "year,revenue\n2024,1\n";
   grpc::Status short_size = Upload(s.id(), "a.csv", data, data.size() + 5);
   EXPECT_EQ(short_size.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_TRUE(absl::StrContains(short_size.error_message(),
-                                absl::StrCat("header.size_bytes says ", data.size() + 5, " bytes, got ", data.size())))
+  EXPECT_TRUE(absl::StrContains(
+      short_size.error_message(),
+      absl::StrCat("header.size_bytes says ", data.size() + 5, " bytes, got ", data.size())))
       << short_size.error_message();
   grpc::Status wrong_sha = Upload(s.id(), "b.csv", data, data.size(), Sha256::Hex("other"));
   EXPECT_EQ(wrong_sha.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_TRUE(absl::StrContains(wrong_sha.error_message(),
-                                absl::StrCat("header.sha256 says ", Sha256::Hex("other"), ", got ", Sha256::Hex(data))))
+  EXPECT_TRUE(absl::StrContains(
+      wrong_sha.error_message(),
+      absl::StrCat("header.sha256 says ", Sha256::Hex("other"), ", got ", Sha256::Hex(data))))
       << wrong_sha.error_message();
   grpc::Status too_long = Upload(s.id(), "c.csv", data, data.size() - 1);
-  EXPECT_EQ(too_long.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << too_long.error_message();
+  EXPECT_EQ(too_long.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << too_long.error_message();
   EXPECT_FALSE(Listed(s.id(), "a.csv"));
   EXPECT_FALSE(Listed(s.id(), "b.csv"));
   EXPECT_FALSE(Listed(s.id(), "c.csv"));
@@ -416,7 +419,8 @@ TEST_F(SessionsTest, AnUploadToADirectoryPathIsRefused) {
   EXPECT_FALSE(Listed(s.id(), "x"));
   grpc::Status bad_sha = Upload(s.id(), "y", "data", std::nullopt, "ABC");
   EXPECT_EQ(bad_sha.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(absl::StrContains(bad_sha.error_message(), "header.sha256")) << bad_sha.error_message();
+  EXPECT_TRUE(absl::StrContains(bad_sha.error_message(), "header.sha256"))
+      << bad_sha.error_message();
 }
 
 // Sandbox code names its files: a name that is not UTF-8 used to make the response
@@ -424,9 +428,10 @@ TEST_F(SessionsTest, AnUploadToADirectoryPathIsRefused) {
 // than 64 failed the whole listing.
 TEST_F(SessionsTest, AListingSurvivesNamesThatAreNotUtf8AndDeepTrees) {
   v1::Session s = Create();
-  ExecOutcome made = Exec(s.id(),
-                          "printf x > \"$(printf 'caf\\351')\" && "
-                          "d=deep; for i in $(seq 70); do d=$d/d; done; mkdir -p $d && touch $d/f && echo ok");
+  ExecOutcome made =
+      Exec(s.id(),
+           "printf x > \"$(printf 'caf\\351')\" && "
+           "d=deep; for i in $(seq 70); do d=$d/d; done; mkdir -p $d && touch $d/f && echo ok");
   ASSERT_EQ(made.out, "ok\n") << made.err;
   v1::ListFilesRequest req;
   req.set_session_id(s.id());
@@ -466,7 +471,8 @@ TEST_F(SessionsTest, ARequestThatIsNotValidUtf8IsInvalidArgument) {
 
   v1::Session s = Create();
   ExecOutcome exec = Exec(s.id(), "echo \xff");
-  EXPECT_EQ(exec.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << exec.status.error_message();
+  EXPECT_EQ(exec.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << exec.status.error_message();
   EXPECT_TRUE(absl::StrContains(exec.status.error_message(), "not a valid sandgate.v1.ExecRequest"))
       << exec.status.error_message();
 }

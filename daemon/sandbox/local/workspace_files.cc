@@ -275,7 +275,7 @@ absl::Status WorkspaceFiles::WriteFile(absl::string_view path, absl::string_view
 }
 
 absl::StatusOr<FileListing> WorkspaceFiles::ListFiles(absl::string_view dir,
-                                                     const ListLimits& limits) const {
+                                                      const ListLimits& limits) const {
   absl::StatusOr<std::vector<std::string>> parts = SplitWorkspacePath(dir, true);
   if (!parts.ok()) return parts.status();
   const std::string rel = parts->empty() ? "." : absl::StrJoin(*parts, "/");
