@@ -792,14 +792,22 @@ TEST_F(DaemonReflectionTest, APythonClientListsServicesAndChecksHealth) {
 TEST(DaemonLimitsTest, AMessageOverTheSizeLimitSaysSoNotQueueFull) {
   DaemonHarness daemon(nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
   daemon.Start();
-  auto stub = daemon.Stub();
   v1::RunAnalysisRequest req = SampleRequest();
   req.mutable_inputs(0)->set_content(std::string(81 << 20, 'x'));
-  v1::Run run;
-  grpc::Status st = stub->RunAnalysis(DaemonHarness::Context().get(), req, &run);
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_TRUE(absl::StrContains(st.error_message(), "larger than max")) << st.error_message();
-  EXPECT_FALSE(absl::StrContains(st.error_message(), "queue full")) << st.error_message();
+  // The harness's stub refuses to send it (its own 80 MiB limit: "Sent message larger than
+  // max"); a default channel has no send limit, so the daemon refuses it ("Received ...").
+  auto limited = daemon.Stub();
+  auto unlimited =
+      v1::Sandgate::NewStub(grpc::CreateChannel(daemon.address(), grpc::InsecureChannelCredentials()));
+  for (auto* stub : {limited.get(), unlimited.get()}) {
+    v1::Run run;
+    grpc::Status st = stub->RunAnalysis(DaemonHarness::Context().get(), req, &run);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_TRUE(absl::StrContains(st.error_message(), stub == limited.get() ? "Sent message larger than max"
+                                                                             : "Received message larger than max"))
+        << st.error_message();
+    EXPECT_FALSE(absl::StrContains(st.error_message(), "queue full")) << st.error_message();
+  }
 }
 
 TEST(DaemonStartTest, BadConfigExitsTwoNamingTheKey) {
