@@ -681,19 +681,19 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   bool Cut() const { return cancelled_.load() || ctx_->IsCancelled(); }
 
   void EndOfStream() {
-    if (!have_header_) {
-      Fail(errors::InvalidArgument("header: the first message must carry session_id and path"));
-      return;
-    }
     if (Cut()) {
       Fail(CutError());
+      return;
+    }
+    if (!have_header_) {
+      Fail(errors::InvalidArgument("header: the first message must carry session_id and path"));
       return;
     }
     if (!deps_.io->Submit([this] { Write(); })) Fail(QueueFull());
   }
   absl::Status CutError() const {
-    return errors::Cancelled(absl::StrCat("upload of ", header_.path(), " was cancelled after ", data_.size(),
-                                          " bytes; nothing was written"));
+    return errors::Cancelled(absl::StrCat("upload of ", have_header_ ? header_.path() : "(no header yet)",
+                                          " was cancelled after ", data_.size(), " bytes; nothing was written"));
   }
   // Size and digest, when the header gave them, against what arrived.
   absl::Status CheckReceived(const std::string& sha256) const {
