@@ -21,6 +21,10 @@ namespace sandgate::server {
 namespace {
 
 constexpr uint64_t kChunkBytes = 256 * 1024;
+// gRPC clients refuse a message over 4 MiB unless told otherwise, and a default workspace
+// holds 16384 names of up to 255 bytes: a listing ends (truncated) before that, so that any
+// client can read it.
+constexpr size_t kMaxListingBytes = 3 << 20;
 constexpr uint32_t kEventBatch = 256;
 
 // The executor's queue of blocking work is at its limit. Says "queue full" so a caller can
@@ -880,17 +884,24 @@ grpc::ServerUnaryReactor* SandgateService::ListFiles(grpc::CallbackServerContext
     if (!lease.ok()) return lease.status();
     absl::StatusOr<sandbox::FileListing> files = (*lease)->session().ListFiles(request->dir());
     if (!files.ok()) return files.status();
+    response->set_truncated(files->truncated);
+    size_t bytes = 0;
     for (const auto& f : files->entries) {
-      v1::FileInfo* info = response->add_files();
+      v1::FileInfo info;
       // Sandbox code names its files: a name need not be UTF-8, which a proto3 string must be.
       bool escaped = false;
-      info->set_path(EscapeInvalidUtf8(f.path, &escaped));
-      info->set_path_escaped(escaped);
-      info->set_type(ToProto(f.type));
-      info->set_size_bytes(f.size);
-      info->set_not_listed(f.not_listed);
+      info.set_path(EscapeInvalidUtf8(f.path, &escaped));
+      info.set_path_escaped(escaped);
+      info.set_type(ToProto(f.type));
+      info.set_size_bytes(f.size);
+      info.set_not_listed(f.not_listed);
+      bytes += info.ByteSizeLong() + 4;  // with the field's tag and length
+      if (bytes > kMaxListingBytes) {
+        response->set_truncated(true);
+        break;
+      }
+      *response->add_files() = std::move(info);
     }
-    response->set_truncated(files->truncated);
     return absl::OkStatus();
   });
 }

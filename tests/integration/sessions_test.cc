@@ -458,6 +458,25 @@ TEST_F(SessionsTest, AListingSurvivesNamesThatAreNotUtf8AndDeepTrees) {
   EXPECT_TRUE(marked) << "the directory it did not descend into is marked";
 }
 
+// A default gRPC client reads at most 4 MiB per message; 10,000 paths of 450 bytes (within
+// the default 16,384 inodes) used to make a listing it could not receive.
+TEST_F(SessionsTest, AListingFitsADefaultClientsMessageLimit) {
+  v1::Session s = Create();
+  ExecOutcome made = Exec(s.id(),
+                          "python3 -c \"import os; d = 'd' * 200; os.mkdir(d); "
+                          "[open(d + '/%0250d' % i, 'w').close() for i in range(10000)]\" && echo ok");
+  ASSERT_EQ(made.out, "ok\n") << made.err;
+  auto plain = v1::Sandgate::NewStub(grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+  v1::ListFilesRequest req;
+  req.set_session_id(s.id());
+  v1::ListFilesResponse resp;
+  grpc::Status st = plain->ListFiles(DaemonHarness::Context(kToken).get(), req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message();
+  EXPECT_TRUE(resp.truncated());
+  EXPECT_GT(resp.files_size(), 6000);
+  EXPECT_LT(resp.ByteSizeLong(), 4u << 20);
+}
+
 // A request whose string field is not UTF-8 does not parse; gRPC's callback handlers used to
 // answer UNIMPLEMENTED with no message.
 TEST_F(SessionsTest, ARequestThatIsNotValidUtf8IsInvalidArgument) {
