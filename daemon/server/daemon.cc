@@ -11,6 +11,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "agent/reference_agent.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "common/status_macros.h"
 #include "core/event_log.h"
 #include "core/executor.h"
@@ -106,6 +108,17 @@ std::unique_ptr<Upstream> MakeUpstream(const core::UpstreamConfig& c, const std:
   return u;
 }
 
+// protobuf reports each request that does not parse (a string that is not UTF-8) on
+// stderr in its own format; the daemon's log is one JSON object per line.
+void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+  nlohmann::json fields = {{"message", EscapeInvalidUtf8(message)}, {"at", absl::StrCat(file, ":", line)}};
+  if (level >= google::protobuf::LOGLEVEL_ERROR) {
+    log::Warning("protobuf", fields);
+  } else {
+    log::Info("protobuf", fields);
+  }
+}
+
 }  // namespace
 
 struct Daemon::Parts {
@@ -141,6 +154,7 @@ Daemon::~Daemon() { Drain(); }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   SANDGATE_RETURN_IF_ERROR(core::ValidateConfig(config));
+  google::protobuf::SetLogHandler(&ProtobufLog);
   auto p = std::make_unique<Parts>();
   p->config = std::move(config);
   const core::Config& c = p->config;

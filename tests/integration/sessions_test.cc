@@ -494,6 +494,10 @@ TEST_F(SessionsTest, ARequestThatIsNotValidUtf8IsInvalidArgument) {
       << exec.status.error_message();
   EXPECT_TRUE(absl::StrContains(exec.status.error_message(), "not a valid sandgate.v1.ExecRequest"))
       << exec.status.error_message();
+  // The daemon says so in its own log format, one JSON object per line.
+  const std::string log = daemon_->Log();
+  EXPECT_FALSE(absl::StrContains(log, "[libprotobuf")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "\"protobuf\"")) << log;
 }
 
 }  // namespace
