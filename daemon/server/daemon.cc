@@ -17,6 +17,7 @@
 #include "agent/chat_agent.h"
 #include "agent/openai_agent.h"
 #include "agent/reference_agent.h"
+#include "common/address.h"
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -232,29 +233,26 @@ absl::Status Daemon::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  std::string target;
+  SANDGATE_ASSIGN_OR_RETURN(Address listen, ParseAddress(p.config.listen));
   int port = 0;
-  if (absl::StartsWith(p.config.listen, "unix:")) {
-    std::string path = p.config.listen.substr(5);
-    unlink(path.c_str());  // a socket left by a killed daemon
-    target = p.config.listen;
-    builder.AddListeningPort(target, grpc::InsecureServerCredentials());
+  if (listen.unix_socket) {
+    unlink(listen.path.c_str());  // a socket left by a killed daemon
+    builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials());
   } else {
-    target = p.config.listen.substr(4);
-    builder.AddListeningPort(target, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials(), &port);
   }
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(p.service.get());
   p.server = builder.BuildAndStart();
   if (!p.server) return errors::Unavailable(absl::StrCat("cannot listen on ", p.config.listen));
-  if (absl::StartsWith(p.config.listen, "unix:")) {
+  if (listen.unix_socket) {
     // With no tenants the socket's permissions are the access control: owner only.
-    chmod(p.config.listen.substr(5).c_str(), 0600);
-    p.address = p.config.listen;
+    chmod(listen.path.c_str(), 0600);
   } else {
-    p.address = absl::StrCat("tcp:", target.substr(0, target.rfind(':')), ":", port);
+    listen.port = port;
   }
+  p.address = listen.ToString();
   p.server->GetHealthCheckService()->SetServingStatus(true);
   if (!p.config.metrics_listen.empty()) {
     core::RunManager* runs = p.runs.get();
