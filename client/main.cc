@@ -804,7 +804,7 @@ int ExecStatus(const v1::CommandFinished& f) {
 
 int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
   const std::vector<std::string>& p = args.positional;
-  if (p.size() < 2) return Usage("usage: sandgate session exec ID [--] COMMAND [ARG]...");
+  if (p.size() < 2) return Usage("needs a session id and a command: ID [--] COMMAND [ARG]...");
   v1::ExecRequest req;
   req.set_session_id(p[0]);
   if (p.size() == 2) {
@@ -858,7 +858,7 @@ int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
 
 int SessionUpload(Client& client, grpc::ClientContext& ctx, const Args& args) {
   const std::vector<std::string>& p = args.positional;
-  if (p.size() != 2 && p.size() != 3) return Usage("usage: sandgate session upload ID LOCAL_FILE [WORKSPACE_PATH]");
+  if (p.size() != 2 && p.size() != 3) return Usage("needs ID LOCAL_FILE [WORKSPACE_PATH]");
   const std::string& local = p[1];
   // Size and hash first, so the daemon can refuse a file that did not arrive whole; the
   // file is then read a second time, in chunks (a file changed in between is refused too).
@@ -895,7 +895,7 @@ int SessionUpload(Client& client, grpc::ClientContext& ctx, const Args& args) {
 
 int SessionDownload(Client& client, grpc::ClientContext& ctx, const Args& args) {
   const std::vector<std::string>& p = args.positional;
-  if (p.size() != 2) return Usage("usage: sandgate session download ID WORKSPACE_PATH [--out FILE]");
+  if (p.size() != 2) return Usage("needs ID WORKSPACE_PATH");
   v1::DownloadFileRequest req;
   req.set_session_id(p[0]);
   req.set_path(p[1]);
@@ -917,7 +917,7 @@ int SessionDownload(Client& client, grpc::ClientContext& ctx, const Args& args) 
 
 int SessionLs(Client& client, grpc::ClientContext& ctx, const Args& args) {
   const std::vector<std::string>& p = args.positional;
-  if (p.empty() || p.size() > 2) return Usage("usage: sandgate session ls ID [DIR]");
+  if (p.empty() || p.size() > 2) return Usage("needs ID [DIR]");
   v1::ListFilesRequest req;
   req.set_session_id(p[0]);
   if (p.size() > 1) req.set_dir(p[1]);

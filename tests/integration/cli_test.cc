@@ -92,13 +92,14 @@ class Child {
     return ReadUntil([&](const std::string& out) { return absl::StrContains(out, text); }, timeout);
   }
   void Write(const std::string& bytes) { ASSERT_EQ(write(fd_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size())); }
-  // Reads to the end of the output, then reaps: the exit code, or 128 + the signal.
+  // Reads to the end of the output, then reaps: the exit code, or minus the signal that
+  // killed it (so that 130 means the CLI chose to exit 130, not that SIGINT killed it).
   int Wait() {
     ReadUntil([](const std::string&) { return false; }, std::chrono::seconds(120));
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   }
   const std::string& out() const { return out_; }
 
