@@ -119,14 +119,15 @@ absl::Status ParseArgs(const std::vector<std::string>& argv, const ArgsGrammar& 
       for (const auto& [option, takes_value] : grammar.arity) candidates.push_back(option);
     }
     std::string near = Nearest(name, candidates);
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown option ", name, near.empty() ? "" : absl::StrCat("; did you mean ", near, "?")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown option ", name, near.empty() ? "" : absl::StrCat("; did you mean ", near, "?")));
   }
   if (!first_error.empty()) return absl::InvalidArgumentError(first_error);
   if (args.spec) {
     for (const auto& [name, value] : args.options) {
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(where, " does not take ", name, " (see ", where, " --help)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, " does not take ", name, " (see ", where, " --help)"));
       }
     }
   }

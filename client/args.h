@@ -28,12 +28,12 @@ struct CommandSpec {
 };
 
 struct Args {
-  std::string command;  // "run", "session exec"; empty when none was given
-  const CommandSpec* spec = nullptr;  // the command's, when it is known
-  std::vector<std::string> positional;  // after the command word(s)
+  std::string command;                              // "run", "session exec"; empty when none was given
+  const CommandSpec* spec = nullptr;                // the command's, when it is known
+  std::vector<std::string> positional;              // after the command word(s)
   std::multimap<std::string, std::string> options;  // --name -> value ("" for switches)
-  bool help = false;     // --help or -h was given
-  bool version = false;  // --version was given
+  bool help = false;                                // --help or -h was given
+  bool version = false;                             // --version was given
 
   bool Has(const std::string& name) const { return options.count(name) > 0; }
   // The last value given for `name`, or `def`.

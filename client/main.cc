@@ -84,7 +84,8 @@ commands:
 Every command answers --help. --version prints the version.
 ADDR: unix:PATH, tcp:HOST:PORT (as sandgated prints it) or HOST:PORT.
 environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN
-exit codes: 0 success, 1 the run did not succeed, 2 usage or connection error, 130 detached
+exit codes: 0 success, 1 the run did not succeed (or a download did not match its sha256),
+            2 usage or connection error, 130 detached
 )";
 
 constexpr char kGlobalUsage[] = R"(
@@ -109,6 +110,7 @@ std::vector<std::string> With(std::vector<std::string> a, const std::vector<std:
 
 const ArgsGrammar& Grammar() {
   static const ArgsGrammar* const grammar = new ArgsGrammar{
+      // clang-format off
       {{"--out", true},           {"--json", false},        {"--playbook", true},  {"--agent", true},
        {"--provider", true},      {"--timeout", true},      {"--idempotency-key", true},
        {"--cancel-on-exit", false}, {"--follow", false},    {"--after", true},     {"--limit", true},
@@ -116,6 +118,7 @@ const ArgsGrammar& Grammar() {
        {"--setup", true},         {"--network", true},      {"--allow", true},     {"--memory-mib", true},
        {"--session", true},       {"--idle", true},         {"--lifetime", true},  {"--all", false},
        {"--command-timeout", true}, {"--older-than-hours", true}},
+      // clang-format on
       {"--addr", "--token-file"},
       {
           {"run",
@@ -142,23 +145,28 @@ const ArgsGrammar& Grammar() {
                         kGlobalUsage),
            {"--follow", "--after", "--json"}},
           {"runs",
-           absl::StrCat("usage: sandgate runs [--limit N] [--json]\nLists your runs, newest first (default 20).\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate runs [--limit N] [--json]\nLists your runs, newest first (default 20).\n",
+               kGlobalUsage),
            {"--limit", "--json"}},
-          {"get", absl::StrCat("usage: sandgate get RUN [--json]\nShows one run.\n", kGlobalUsage), {"--json"}},
+          {"get",
+           absl::StrCat("usage: sandgate get RUN [--json]\nShows one run.\n", kGlobalUsage),
+           {"--json"}},
           {"cancel",
            absl::StrCat("usage: sandgate cancel RUN [--reason TEXT]\nCancels a run.\n", kGlobalUsage),
            {"--reason"}},
           {"download",
-           absl::StrCat("usage: sandgate download RUN [--out DIR]\n"
-                        "Downloads a run's artifacts (each checked against its sha256) and events.jsonl into\n"
-                        "DIR (default ./sandgate-<run id>).\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate download RUN [--out DIR]\n"
+               "Downloads a run's artifacts (each checked against its sha256) and events.jsonl into\n"
+               "DIR (default ./sandgate-<run id>).\n",
+               kGlobalUsage),
            {"--out"}},
           {"session",
-           absl::StrCat("usage: sandgate session create|list|get|exec|upload|download|ls|keepalive|close ...\n"
-                        "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate session create|list|get|exec|upload|download|ls|keepalive|close ...\n"
+               "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
+               kGlobalUsage),
            {}},
           {"session create",
            absl::StrCat("usage: sandgate session create [--provider NAME] [--idempotency-key KEY] [--json]\n"
@@ -171,7 +179,8 @@ const ArgsGrammar& Grammar() {
                         "Lists your live sessions; --all includes closed and expired ones.\n",
                         kGlobalUsage),
            {"--all", "--json"}},
-          {"session get", absl::StrCat("usage: sandgate session get ID [--json]\nShows one session.\n", kGlobalUsage),
+          {"session get",
+           absl::StrCat("usage: sandgate session get ID [--json]\nShows one session.\n", kGlobalUsage),
            {"--json"}},
           {"session keepalive",
            absl::StrCat("usage: sandgate session keepalive ID [--json]\n"
@@ -184,12 +193,13 @@ const ArgsGrammar& Grammar() {
                         kGlobalUsage),
            {"--reason", "--json"}},
           {"session exec",
-           absl::StrCat("usage: sandgate session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...\n"
-                        "Runs a command in the session; one COMMAND word runs as `sh -c COMMAND`. Its stdout\n"
-                        "and stderr are passed through unchanged, as they arrive; how it ended (timeout,\n"
-                        "signal, out of memory) goes to stderr. Exits with the command's status (124 timed\n"
-                        "out, 128+N killed by signal N). Put -- before a command that has options.\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...\n"
+               "Runs a command in the session; one COMMAND word runs as `sh -c COMMAND`. Its stdout\n"
+               "and stderr are passed through unchanged, as they arrive; how it ended (timeout,\n"
+               "signal, out of memory) goes to stderr. Exits with the command's status (124 timed\n"
+               "out, 128+N killed by signal N). Put -- before a command that has options.\n",
+               kGlobalUsage),
            {"--timeout", "--env"}},
           {"session upload",
            absl::StrCat("usage: sandgate session upload ID LOCAL_FILE [WORKSPACE_PATH]\n"
@@ -204,7 +214,8 @@ const ArgsGrammar& Grammar() {
                         kGlobalUsage),
            {"--out"}},
           {"session ls",
-           absl::StrCat("usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n", kGlobalUsage),
+           absl::StrCat("usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n",
+                        kGlobalUsage),
            {}},
           {"admin",
            absl::StrCat("usage: sandgate admin drain | purge --older-than-hours N\n"
@@ -212,7 +223,8 @@ const ArgsGrammar& Grammar() {
                         "purge: delete runs and ended sessions older than N hours.\n",
                         kGlobalUsage),
            {}},
-          {"admin drain", absl::StrCat("usage: sandgate admin drain\nDrains and stops the daemon.\n", kGlobalUsage),
+          {"admin drain",
+           absl::StrCat("usage: sandgate admin drain\nDrains and stops the daemon.\n", kGlobalUsage),
            {}},
           {"admin purge",
            absl::StrCat("usage: sandgate admin purge --older-than-hours N\n"
@@ -246,7 +258,7 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-// One line on stderr naming the command the user typed. The daemon says "run not found: ID"
+// One line on stderr naming the command the user typed; the exit code. The daemon says "run not found: ID"
 // (common/errors.h); a person reads "sandgate get: no run ID".
 int Fail(const absl::Status& s) {
   std::string msg(s.message());
@@ -257,7 +269,8 @@ int Fail(const absl::Status& s) {
     msg = absl::StrCat(absl::StatusCodeToString(s.code()), ": ", msg);
   }
   std::fprintf(stderr, "sandgate %s: %s\n", CommandName().c_str(), TerminalSafe(msg).c_str());
-  return kExitUsage;
+  // A download that does not match its hash is not a usage problem: the files are not good.
+  return s.code() == absl::StatusCode::kDataLoss ? kExitRunFailed : kExitUsage;
 }
 int Fail(const grpc::Status& s) { return Fail(FromGrpc(s)); }
 
@@ -319,7 +332,8 @@ absl::Status ReceiveFile(grpc::ClientContext& ctx, grpc::ClientReaderInterface<C
   absl::StatusOr<std::unique_ptr<DownloadSink>> sink = DownloadSink::Create(path);
   absl::Status written = sink.status();
   Chunk chunk;
-  while (written.ok() && reader.Read(&chunk)) written = (*sink)->Add(chunk.data(), chunk.total_size(), chunk.sha256());
+  while (written.ok() && reader.Read(&chunk))
+    written = (*sink)->Add(chunk.data(), chunk.total_size(), chunk.sha256());
   if (!written.ok()) ctx.TryCancel();
   grpc::Status st = reader.Finish();
   if (!written.ok()) return written;
@@ -370,7 +384,8 @@ grpc::Status FollowToEnd(Client& client, const std::string& run_id, int64_t afte
     if (client.interrupt().fired()) return grpc::Status::OK;
     if (!st.ok() && !*finished) {
       // Not interrupted here, so a CANCELLED came from a server shutting down.
-      if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::CANCELLED) {
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          st.error_code() != grpc::StatusCode::CANCELLED) {
         return st;
       }
       if (attempt == 0) {
@@ -388,7 +403,8 @@ grpc::Status FollowToEnd(Client& client, const std::string& run_id, int64_t afte
 absl::Status Download(Client& client, const v1::Run& run, const std::string& dir) {
   for (const v1::Artifact& a : run.artifacts()) {
     if (a.name().empty() || a.name() == "." || a.name() == ".." || absl::StrContains(a.name(), '/')) {
-      return absl::DataLossError(absl::StrCat("the daemon named an artifact '", a.name(), "'; not a file name"));
+      return absl::DataLossError(
+          absl::StrCat("the daemon named an artifact '", a.name(), "'; not a file name"));
     }
     grpc::ClientContext ctx;
     client.Prepare(&ctx);
@@ -497,11 +513,13 @@ void PrintProbeSummary(const std::string& dir) {
   if (!doc.is_object() || !doc.contains("facts")) return;
   const auto& f = doc["facts"];
   // checks.json is written inside the sandbox: every value is shown escaped.
-  auto str = [](const nlohmann::json& v) { return TerminalSafe(v.is_string() ? v.get<std::string>() : v.dump()); };
+  auto str = [](const nlohmann::json& v) {
+    return TerminalSafe(v.is_string() ? v.get<std::string>() : v.dump());
+  };
   std::printf("\nsandbox: %s, kernel %s, python %s, node %s, cwd %s, uid %s\n", str(f["os"]).c_str(),
               str(f["kernel"]).c_str(), str(f["python"]).c_str(),
-              f["node"].is_string() ? str(f["node"]).c_str() : "not available",
-              str(f["cwd"]).c_str(), str(f["uid"]).c_str());
+              f["node"].is_string() ? str(f["node"]).c_str() : "not available", str(f["cwd"]).c_str(),
+              str(f["uid"]).c_str());
   if (doc.contains("network") && doc["network"].is_object()) {
     const auto& n = doc["network"];
     std::printf("network (%s): %s exit %s: %s\n", str(doc.value("expected_network", nlohmann::json("?"))).c_str(),
@@ -593,7 +611,8 @@ int CmdRun(Client& client, const Args& args) {
   }
   if (args.Has("--session")) {
     for (const std::string& flag : kSandboxFlags) {
-      if (args.Has(flag)) return Usage(flag + " does not apply with --session: the run uses that session's sandbox");
+      if (args.Has(flag))
+        return Usage(flag + " does not apply with --session: the run uses that session's sandbox");
     }
     req.set_session_id(args.Get("--session"));
   } else if (int rc = ParseSandbox(args, req.mutable_sandbox())) {
@@ -613,7 +632,8 @@ int CmdRun(Client& client, const Args& args) {
     if (!st.ok()) return Fail(st);
   }
   FILE* progress = json ? stderr : stdout;
-  std::fprintf(progress, "run %s started for %s\n", TerminalSafe(run.id()).c_str(), TerminalSafe(in->name()).c_str());
+  std::fprintf(progress, "run %s started for %s\n", TerminalSafe(run.id()).c_str(),
+               TerminalSafe(in->name()).c_str());
   std::fflush(progress);
   ProgressPrinter printer(progress);
   bool finished = false;
@@ -791,7 +811,8 @@ std::string HowItEnded(const v1::CommandFinished& f) {
   if (f.timed_out()) return "the command timed out (killed)";
   if (f.oom_killed()) return "the command was killed: out of memory (the session's memory limit)";
   if (f.cancelled()) return "the command was cancelled";
-  if (f.signal() != 0) return absl::StrCat("the command was killed by signal ", f.signal(), " (", strsignal(f.signal()), ")");
+  if (f.signal() != 0)
+    return absl::StrCat("the command was killed by signal ", f.signal(), " (", strsignal(f.signal()), ")");
   return "";
 }
 
@@ -836,7 +857,8 @@ int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
       std::fflush(f);
     } else if (r.has_expiring()) {
       std::fprintf(stderr, "sandgate: session %s %s at %s; the command is killed then\n",
-                   TerminalSafe(r.expiring().session_id()).c_str(), TerminalSafe(r.expiring().reason()).c_str(),
+                   TerminalSafe(r.expiring().session_id()).c_str(),
+                   TerminalSafe(r.expiring().reason()).c_str(),
                    google::protobuf::util::TimeUtil::ToString(r.expiring().expires_at()).c_str());
     } else if (r.has_finished()) {
       const auto& fin = r.finished();
@@ -844,7 +866,8 @@ int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
       if (std::string how = HowItEnded(fin); !how.empty()) {
         std::fprintf(stderr, "sandgate session exec: %s\n", how.c_str());
       }
-      if (fin.output_truncated()) std::fprintf(stderr, "sandgate session exec: output truncated at the cap\n");
+      if (fin.output_truncated())
+        std::fprintf(stderr, "sandgate session exec: output truncated at the cap\n");
     }
   }
   grpc::Status st = reader->Finish();
@@ -928,11 +951,14 @@ int SessionLs(Client& client, grpc::ClientContext& ctx, const Args& args) {
     const char* kind = f.type() == v1::FileInfo::TYPE_DIRECTORY ? "dir "
                        : f.type() == v1::FileInfo::TYPE_SYMLINK ? "link"
                        : f.type() == v1::FileInfo::TYPE_REGULAR ? "file"
-                                                                 : "other";
+                                                                : "other";
     std::printf("%s %10s  %s%s\n", kind, HumanBytes(f.size_bytes()).c_str(), TerminalSafe(f.path()).c_str(),
-                f.not_listed().empty() ? "" : absl::StrCat("  (not listed: ", TerminalSafe(f.not_listed()), ")").c_str());
+                f.not_listed().empty()
+                    ? ""
+                    : absl::StrCat("  (not listed: ", TerminalSafe(f.not_listed()), ")").c_str());
   }
-  if (resp.truncated()) std::fprintf(stderr, "sandgate session ls: the listing stopped early (a cap on entries)\n");
+  if (resp.truncated())
+    std::fprintf(stderr, "sandgate session ls: the listing stopped early (a cap on entries)\n");
   return 0;
 }
 
@@ -971,7 +997,8 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
         PrintSession(s, true);
       } else {
         std::printf("%-20s %-16s %-8s in flight %u\n", TerminalSafe(s.id()).c_str(),
-                    v1::SessionStatusLabel(s.status()).c_str(), TerminalSafe(s.provider()).c_str(), s.in_flight());
+                    v1::SessionStatusLabel(s.status()).c_str(), TerminalSafe(s.provider()).c_str(),
+                    s.in_flight());
       }
     }
     return 0;
@@ -1032,7 +1059,8 @@ std::vector<std::string> CommandNames(const std::string& group) {
   std::vector<std::string> names;
   for (const CommandSpec& c : Grammar().commands) {
     if (group.empty() && !absl::StrContains(c.name, ' ')) names.push_back(c.name);
-    if (!group.empty() && absl::StartsWith(c.name, group + " ")) names.push_back(c.name.substr(group.size() + 1));
+    if (!group.empty() && absl::StartsWith(c.name, group + " "))
+      names.push_back(c.name.substr(group.size() + 1));
   }
   return names;
 }

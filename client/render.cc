@@ -121,7 +121,8 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
       const auto& f = e.command_finished();
       Output& o = output_[f.command_id()];
       if (!absl::StripAsciiWhitespace(o.partial).empty()) AddLine(o, o.partial, &out);
-      if (o.held > o.tail.size()) absl::StrAppendFormat(&out, "    │ … %d more lines\n", o.held - o.tail.size());
+      if (o.held > o.tail.size())
+        absl::StrAppendFormat(&out, "    │ … %d more lines\n", o.held - o.tail.size());
       for (const std::string& line : o.tail) out += line;
       output_.erase(f.command_id());
       std::string how = f.timed_out()    ? "timed out"
@@ -136,8 +137,8 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
     }
     case v1::Event::kArtifactCollected: {
       const auto& a = e.artifact_collected().artifact();
-      absl::StrAppendFormat(&out, "  collected %-28s %10s  sha256 %s\n", Safe(a.name()), HumanBytes(a.size_bytes()),
-                            Safe(a.sha256().substr(0, 12)));
+      absl::StrAppendFormat(&out, "  collected %-28s %10s  sha256 %s\n", Safe(a.name()),
+                            HumanBytes(a.size_bytes()), Safe(a.sha256().substr(0, 12)));
       break;
     }
     case v1::Event::kCheck:
@@ -184,13 +185,15 @@ void PrintRun(FILE* out, const v1::Run& run) {
   absl::FPrintF(out, "status     %s%s\n", StatusName(run.status()),
                 run.status_reason().empty() ? "" : absl::StrCat(" (", Safe(run.status_reason()), ")"));
   absl::FPrintF(out, "tenant     %s\n", Safe(run.tenant()));
-  absl::FPrintF(out, "playbook   %s  agent %s  provider %s\n", Safe(run.playbook()), Safe(run.agent()), Safe(run.provider()));
+  absl::FPrintF(out, "playbook   %s  agent %s  provider %s\n", Safe(run.playbook()), Safe(run.agent()),
+                Safe(run.provider()));
   absl::FPrintF(out, "inputs     %s\n", Safe(absl::StrJoin(run.input_names(), ", ")));
   absl::FPrintF(out, "created    %s\n", TimeUtil::ToString(run.created_at()));
   if (run.has_finished_at()) absl::FPrintF(out, "finished   %s\n", TimeUtil::ToString(run.finished_at()));
   absl::FPrintF(out, "events     %d\n", run.last_seq());
   for (const auto& a : run.artifacts()) {
-    absl::FPrintF(out, "artifact   %-28s %10s  %s\n", Safe(a.name()), HumanBytes(a.size_bytes()), Safe(a.sha256()));
+    absl::FPrintF(out, "artifact   %-28s %10s  %s\n", Safe(a.name()), HumanBytes(a.size_bytes()),
+                  Safe(a.sha256()));
   }
   int failed = 0;
   for (const auto& c : run.checks()) failed += c.passed() ? 0 : 1;

@@ -38,9 +38,9 @@ class ProgressPrinter {
 
  private:
   struct Output {
-    std::string partial;          // the line being received, not yet ended by '\n'
-    size_t shown = 0;             // lines shown live
-    size_t held = 0;              // lines past kLiveLines
+    std::string partial;           // the line being received, not yet ended by '\n'
+    size_t shown = 0;              // lines shown live
+    size_t held = 0;               // lines past kLiveLines
     std::deque<std::string> tail;  // the last kTailLines of those
   };
   void AddLine(Output& o, std::string line, std::string* out);

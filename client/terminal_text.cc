@@ -38,9 +38,9 @@ size_t DecodeUtf8(absl::string_view s, uint32_t* cp) {
 // A code point at or above DEL that a terminal acts on or that reorders the line.
 bool IsActiveAboveAscii(uint32_t cp) {
   return cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) ||  // DEL, C1 (0x9b is CSI)
-         cp == 0x2028 || cp == 0x2029 ||                // line and paragraph separators
-         (cp >= 0x202A && cp <= 0x202E) ||              // bidi embeddings and overrides
-         (cp >= 0x2066 && cp <= 0x2069);                // bidi isolates
+         cp == 0x2028 || cp == 0x2029 ||              // line and paragraph separators
+         (cp >= 0x202A && cp <= 0x202E) ||            // bidi embeddings and overrides
+         (cp >= 0x2066 && cp <= 0x2069);              // bidi isolates
 }
 
 }  // namespace

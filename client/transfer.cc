@@ -14,7 +14,8 @@ namespace sandgate::cli {
 namespace {
 
 absl::Status Errno(absl::string_view what, const std::string& path) {
-  return absl::Status(absl::ErrnoToStatusCode(errno), absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+  return absl::Status(absl::ErrnoToStatusCode(errno),
+                      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
 
 }  // namespace
@@ -56,7 +57,8 @@ absl::Status DownloadSink::Commit(absl::string_view expected_sha256) {
   if (committed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": already committed"));
   std::string got = hash_.HexDigest();
   if (announced_sha256_.empty()) {
-    return absl::DataLossError(absl::StrCat(path_, ": the daemon sent no sha256 to check the download against (",
+    return absl::DataLossError(absl::StrCat(path_,
+                                            ": the daemon sent no sha256 to check the download against (",
                                             bytes_, " bytes received, sha256 ", got, "); not saved"));
   }
   if (bytes_ != announced_size_) {
@@ -65,8 +67,8 @@ absl::Status DownloadSink::Commit(absl::string_view expected_sha256) {
   }
   for (absl::string_view want : {absl::string_view(announced_sha256_), expected_sha256}) {
     if (!want.empty() && want != got) {
-      return absl::DataLossError(absl::StrCat(path_, ": sha256 mismatch: expected ", want, ", received ", got,
-                                              "; not saved"));
+      return absl::DataLossError(
+          absl::StrCat(path_, ": sha256 mismatch: expected ", want, ", received ", got, "; not saved"));
     }
   }
   int fd = fd_;

@@ -18,8 +18,8 @@ std::string Address::GrpcTarget() const {
 
 absl::StatusOr<Address> ParseAddress(absl::string_view text) {
   auto bad = [&](absl::string_view why) {
-    return errors::InvalidArgument(absl::StrCat("expected unix:PATH, tcp:HOST:PORT or HOST:PORT, got '",
-                                                text, "' (", why, ")"));
+    return errors::InvalidArgument(
+        absl::StrCat("expected unix:PATH, tcp:HOST:PORT or HOST:PORT, got '", text, "' (", why, ")"));
   };
   Address a;
   absl::string_view rest = text;

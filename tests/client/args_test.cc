@@ -8,8 +8,12 @@ namespace sandgate::cli {
 namespace {
 
 ArgsGrammar TestGrammar() {
-  return ArgsGrammar{{{"--timeout", true}, {"--json", false}, {"--out", true}, {"--all", false},
-                      {"--addr", true}, {"--follow", false}},
+  return ArgsGrammar{{{"--timeout", true},
+                      {"--json", false},
+                      {"--out", true},
+                      {"--all", false},
+                      {"--addr", true},
+                      {"--follow", false}},
                      {"--addr"},
                      {{"run", "usage: run", {"--timeout", "--json", "--out"}},
                       {"runs", "usage: runs", {"--json"}},
@@ -58,8 +62,8 @@ TEST(ArgsTest, HelpAndVersionWinOverEverythingElse) {
 }
 
 TEST(ArgsTest, ValuesSubcommandsAndTheDoubleDash) {
-  absl::StatusOr<Args> a = Parse({"--addr", "tcp:127.0.0.1:1", "run", "--timeout=30", "x.csv", "--out", "d",
-                                  "--", "--json", "-la"});
+  absl::StatusOr<Args> a = Parse(
+      {"--addr", "tcp:127.0.0.1:1", "run", "--timeout=30", "x.csv", "--out", "d", "--", "--json", "-la"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->command, "run");
   EXPECT_EQ(a->Get("--addr"), "tcp:127.0.0.1:1");

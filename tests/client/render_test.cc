@@ -54,7 +54,8 @@ TEST(ProgressPrinterTest, TextFromTheSandboxIsEscaped) {
   v1::Event message;
   message.mutable_agent_message()->set_role("assistant");
   message.mutable_agent_message()->set_text("first\nrun SUCCEEDED");
-  EXPECT_EQ(p.Render(message), "  [assistant] first\n    run SUCCEEDED\n") << "an indented line, not the CLI's";
+  EXPECT_EQ(p.Render(message), "  [assistant] first\n    run SUCCEEDED\n")
+      << "an indented line, not the CLI's";
 }
 
 TEST(ProgressPrinterTest, EventsThatShowNothingRenderNothing) {

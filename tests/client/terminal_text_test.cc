@@ -14,12 +14,20 @@ TEST(TerminalSafeTest, EscapeSequencesAndFakeLinesAreShownNotObeyed) {
 }
 
 TEST(TerminalSafeTest, C1ControlsBidiOverridesAndBrokenUtf8) {
-  EXPECT_EQ(TerminalSafe("\xc2\x9b" "31m"), "\\u009b31m");  // U+009B is CSI
-  EXPECT_EQ(TerminalSafe("\x9b" "31m"), "\\x9b31m");        // CSI in a legacy encoding
-  EXPECT_EQ(TerminalSafe("txt.\xe2\x80\xae" "exe"), "txt.\\u202eexe");
-  EXPECT_EQ(TerminalSafe("a\xe2\x80\xa8" "b"), "a\\u2028b");
+  EXPECT_EQ(TerminalSafe("\xc2\x9b"
+                         "31m"),
+            "\\u009b31m");  // U+009B is CSI
+  EXPECT_EQ(TerminalSafe("\x9b"
+                         "31m"),
+            "\\x9b31m");  // CSI in a legacy encoding
+  EXPECT_EQ(TerminalSafe("txt.\xe2\x80\xae"
+                         "exe"),
+            "txt.\\u202eexe");
+  EXPECT_EQ(TerminalSafe("a\xe2\x80\xa8"
+                         "b"),
+            "a\\u2028b");
   EXPECT_EQ(TerminalSafe("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate is not UTF-8
-  EXPECT_EQ(TerminalSafe("\xc0\xaf"), "\\xc0\\xaf");            // nor an overlong '/'
+  EXPECT_EQ(TerminalSafe("\xc0\xaf"), "\\xc0\\xaf");           // nor an overlong '/'
 }
 
 TEST(TerminalSafeTest, PrintableTextIsUnchanged) {
@@ -30,7 +38,12 @@ TEST(TerminalSafeTest, PrintableTextIsUnchanged) {
 }
 
 TEST(TerminalSafeJsonTest, StaysTheSameJsonWithoutActiveCharacters) {
-  nlohmann::json doc = {{"name", "a\x7f" "b\xc2\x9b" "c\xe2\x80\xae" "d"}, {"n", 1}};
+  nlohmann::json doc = {{"name",
+                         "a\x7f"
+                         "b\xc2\x9b"
+                         "c\xe2\x80\xae"
+                         "d"},
+                        {"n", 1}};
   std::string raw = doc.dump();  // nlohmann leaves DEL, C1 and U+202E raw
   std::string safe = TerminalSafeJson(raw);
   EXPECT_EQ(safe.find('\x7f'), std::string::npos);

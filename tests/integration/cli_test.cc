@@ -74,7 +74,8 @@ class Child {
   bool ReadUntil(const std::function<bool(const std::string&)>& done, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!done(out_)) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0 || eof_) return false;
       pollfd pfd{fd_, POLLIN, 0};
       if (poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -91,7 +92,9 @@ class Child {
   bool ReadUntilContains(const std::string& text, std::chrono::milliseconds timeout) {
     return ReadUntil([&](const std::string& out) { return absl::StrContains(out, text); }, timeout);
   }
-  void Write(const std::string& bytes) { ASSERT_EQ(write(fd_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size())); }
+  void Write(const std::string& bytes) {
+    ASSERT_EQ(write(fd_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
   // Reads to the end of the output, then reaps: the exit code, or minus the signal that
   // killed it (so that 130 means the CLI chose to exit 130, not that SIGINT killed it).
   int Wait() {
@@ -311,7 +314,8 @@ TEST_F(CliTest, CtrlCWithCancelOnExitCancelsTheRun) {
 constexpr char kTicking[] = "for i in 1 2 3 4 5 6; do echo tick-$i; sleep 1; done";
 
 TEST_F(CliTest, CommandOutputIsShownAsItArrives) {
-  auto cli = Start({"run", Sample(), "--out", daemon_->dir() + "/live", "--setup", kTicking}, Child::Io::kPipe);
+  auto cli =
+      Start({"run", Sample(), "--out", daemon_->dir() + "/live", "--setup", kTicking}, Child::Io::kPipe);
   ASSERT_TRUE(cli->ReadUntilContains("│ tick-1\n", std::chrono::seconds(60))) << cli->out();
   // Seen while the command still runs: its last line and its end are still to come.
   EXPECT_FALSE(absl::StrContains(cli->out(), "tick-6")) << cli->out();
@@ -342,10 +346,10 @@ TEST_F(CliTest, EventsNumberOnlyWhatTheyShow) {
 }
 
 TEST_F(CliTest, EveryCommandAnswersHelpAndVersion) {
-  for (const char* cmd : {"run", "events", "runs", "get", "cancel", "download", "session", "session create",
-                          "session list", "session get", "session exec", "session upload", "session download",
-                          "session ls", "session keepalive", "session close", "admin", "admin drain",
-                          "admin purge"}) {
+  for (const char* cmd :
+       {"run", "events", "runs", "get", "cancel", "download", "session", "session create", "session list",
+        "session get", "session exec", "session upload", "session download", "session ls",
+        "session keepalive", "session close", "admin", "admin drain", "admin purge"}) {
     Result help = Cli(std::string(cmd) + " --help");
     EXPECT_EQ(help.exit_code, 0) << cmd << ": " << help.out;
     EXPECT_TRUE(absl::StartsWith(help.out, std::string("usage: sandgate ") + cmd)) << cmd << ": " << help.out;
@@ -398,7 +402,8 @@ TEST_F(CliTest, NamesFromTheSandboxAreEscapedAndExecOutputIsNot) {
   ASSERT_EQ(created.exit_code, 0) << created.out;
   std::string id(absl::StripAsciiWhitespace(created.out));
   // A name that retitles the terminal, clears it, and fakes a line of its own.
-  Result touch = Cli("session exec " + id + " 'touch \"$(printf \"evil\\033]0;pwned\\007\\033[2J\\nfake\")\"; "
+  Result touch = Cli("session exec " + id +
+                     " 'touch \"$(printf \"evil\\033]0;pwned\\007\\033[2J\\nfake\")\"; "
                      "printf \"raw\\033[1mbold\\n\"'");
   ASSERT_EQ(touch.exit_code, 0) << touch.out;
   EXPECT_TRUE(absl::StrContains(touch.out, "raw\x1b[1mbold")) << "the command's own bytes pass through";
@@ -416,7 +421,8 @@ TEST_F(CliTest, ExecSaysHowACommandEnded) {
   std::string id(absl::StripAsciiWhitespace(created.out));
   Result oom = Cli("session exec " + id + " -- python3 -c 'b = b\"x\" * (1 << 31)'");
   EXPECT_NE(oom.exit_code, 0) << oom.out;
-  EXPECT_TRUE(absl::StrContains(oom.out, "sandgate session exec: the command was killed: out of memory")) << oom.out;
+  EXPECT_TRUE(absl::StrContains(oom.out, "sandgate session exec: the command was killed: out of memory"))
+      << oom.out;
   Result killed = Cli("session exec " + id + " 'kill -9 $$'");
   EXPECT_EQ(killed.exit_code, 137) << killed.out;
   EXPECT_TRUE(absl::StrContains(killed.out, "killed by signal 9")) << killed.out;
@@ -430,10 +436,12 @@ TEST_F(CliTest, AnUnknownRunIsNamedWithTheCommandTyped) {
   for (const char* cmd : {"get", "events", "cancel", "download"}) {
     Result r = Cli(std::string(cmd) + " run-doesnotexist");
     EXPECT_EQ(r.exit_code, 2) << cmd;
-    EXPECT_TRUE(absl::StrContains(r.out, std::string("sandgate ") + cmd + ": no run run-doesnotexist")) << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, std::string("sandgate ") + cmd + ": no run run-doesnotexist"))
+        << r.out;
   }
   Result session = Cli("session get sdoesnotexist");
-  EXPECT_TRUE(absl::StrContains(session.out, "sandgate session get: no session sdoesnotexist")) << session.out;
+  EXPECT_TRUE(absl::StrContains(session.out, "sandgate session get: no session sdoesnotexist"))
+      << session.out;
 }
 
 }  // namespace
