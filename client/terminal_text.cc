@@ -43,30 +43,20 @@ bool IsActiveAboveAscii(uint32_t cp) {
          (cp >= 0x2066 && cp <= 0x2069);              // bidi isolates
 }
 
-}  // namespace
-
-std::string TerminalSafe(absl::string_view text) {
+// Rewrites `text` one character at a time: `escape(cp, &out)` appends a replacement for a
+// valid UTF-8 character and returns true, or returns false to keep its bytes;
+// `invalid(byte, &out)` replaces a byte that starts no valid sequence.
+template <typename Escape, typename Invalid>
+std::string Rewrite(absl::string_view text, Escape escape, Invalid invalid) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     uint32_t cp = 0;
     size_t n = DecodeUtf8(text.substr(i), &cp);
     if (n == 0) {
-      absl::StrAppendFormat(&out, "\\x%02x", static_cast<uint8_t>(text[i]));
-      ++i;
-      continue;
-    }
-    if (cp == '\n') {
-      out += "\\n";
-    } else if (cp == '\r') {
-      out += "\\r";
-    } else if (cp == '\t') {
-      out += "\\t";
-    } else if (cp < 0x20 || cp == 0x7F) {
-      absl::StrAppendFormat(&out, "\\x%02x", cp);
-    } else if (IsActiveAboveAscii(cp)) {
-      absl::StrAppendFormat(&out, "\\u%04x", cp);
-    } else {
+      invalid(static_cast<uint8_t>(text[i]), &out);
+      n = 1;
+    } else if (!escape(cp, &out)) {
       out.append(text.data() + i, n);
     }
     i += n;
@@ -74,29 +64,44 @@ std::string TerminalSafe(absl::string_view text) {
   return out;
 }
 
+}  // namespace
+
+std::string TerminalSafe(absl::string_view text) {
+  return Rewrite(
+      text,
+      [](uint32_t cp, std::string* out) {
+        if (cp == '\n') {
+          *out += "\\n";
+        } else if (cp == '\r') {
+          *out += "\\r";
+        } else if (cp == '\t') {
+          *out += "\\t";
+        } else if (cp < 0x20 || cp == 0x7F) {
+          absl::StrAppendFormat(out, "\\x%02x", cp);
+        } else if (IsActiveAboveAscii(cp)) {
+          absl::StrAppendFormat(out, "\\u%04x", cp);
+        } else {
+          return false;
+        }
+        return true;
+      },
+      [](uint8_t byte, std::string* out) { absl::StrAppendFormat(out, "\\x%02x", byte); });
+}
+
 std::string TerminalSafeJson(absl::string_view json) {
-  std::string out;
-  out.reserve(json.size());
-  for (size_t i = 0; i < json.size();) {
-    uint32_t cp = 0;
-    size_t n = DecodeUtf8(json.substr(i), &cp);
-    if (n == 0) {
-      // Not from a JSON serializer (which writes valid UTF-8); keep it visible, not active.
-      absl::StrAppendFormat(&out, "\\u%04x", 0xFFFD);
-      ++i;
-      continue;
-    }
-    // Tab, newline and return can only be whitespace between tokens here (a serializer
-    // escapes them inside strings), where \uXXXX would not be JSON.
-    bool whitespace = cp == '\t' || cp == '\n' || cp == '\r';
-    if ((cp < 0x20 && !whitespace) || IsActiveAboveAscii(cp)) {
-      absl::StrAppendFormat(&out, "\\u%04x", cp);
-    } else {
-      out.append(json.data() + i, n);
-    }
-    i += n;
-  }
-  return out;
+  return Rewrite(
+      json,
+      [](uint32_t cp, std::string* out) {
+        // Tab, newline and return can only be whitespace between tokens here (a serializer
+        // escapes them inside strings), where \uXXXX would not be JSON.
+        bool whitespace = cp == '\t' || cp == '\n' || cp == '\r';
+        if ((cp >= 0x20 || whitespace) && !IsActiveAboveAscii(cp)) return false;
+        absl::StrAppendFormat(out, "\\u%04x", cp);
+        return true;
+      },
+      // Not from a JSON serializer (which writes valid UTF-8): shown as the replacement
+      // character, never passed on raw.
+      [](uint8_t, std::string* out) { *out += "\\ufffd"; });
 }
 
 }  // namespace sandgate::cli

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -24,8 +25,8 @@ class TransferTest : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override {
-    for (const std::string& f : Files()) unlink((dir_ + "/" + f).c_str());
-    rmdir(dir_.c_str());
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
   }
   std::vector<std::string> Files() const {
     std::vector<std::string> names;
