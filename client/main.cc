@@ -8,7 +8,6 @@
 // flag: it would show in `ps`). Everything shown to a person from the daemon or a sandbox
 // goes through TerminalSafe (client/terminal_text.h); `session exec` passes the command's
 // output through as bytes.
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -16,12 +15,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -40,7 +38,6 @@
 #include "client/transfer.h"
 #include "common/address.h"
 #include "google/protobuf/util/time_util.h"
-#include "nlohmann/json.hpp"
 #include "sandgate/v1/labels.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 
