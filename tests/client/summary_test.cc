@@ -1,33 +1,18 @@
 #include "client/summary.h"
 
-#include <stdlib.h>
-
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/client/temp_dir_test_base.h"
 
 namespace sandgate::cli {
 namespace {
 
 // What a summary prints for the files in a fresh directory.
-class SummaryTest : public ::testing::Test {
+class SummaryTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sandgate_summary_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  void Put(const std::string& name, const std::string& content) {
-    std::ofstream(dir_ + "/" + name, std::ios::binary) << content;
-  }
   std::string Printed(void (*print)(FILE*, const std::string&)) {
     FILE* f = std::tmpfile();
     print(f, dir_);
@@ -38,7 +23,6 @@ class SummaryTest : public ::testing::Test {
     std::fclose(f);
     return out;
   }
-  std::string dir_;
 };
 
 TEST_F(SummaryTest, CsvCellsWrittenInTheSandboxAreEscaped) {

@@ -1,33 +1,21 @@
 #include "client/transfer.h"
 
 #include <dirent.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
+#include "tests/client/temp_dir_test_base.h"
 
 namespace sandgate::cli {
 namespace {
 
-class TransferTest : public ::testing::Test {
+class TransferTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sandgate_transfer_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
   std::vector<std::string> Files() const {
     std::vector<std::string> names;
     DIR* d = opendir(dir_.c_str());
@@ -37,13 +25,6 @@ class TransferTest : public ::testing::Test {
     if (d) closedir(d);
     return names;
   }
-  static std::string Slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  std::string dir_;
 };
 
 TEST_F(TransferTest, AVerifiedDownloadAppearsUnderItsNameOnlyAtCommit) {
@@ -111,7 +92,7 @@ TEST_F(TransferTest, ACutStreamOrAMissingHashLeavesNothing) {
 TEST_F(TransferTest, DigestFileReadsInChunks) {
   std::string path = dir_ + "/in.bin";
   std::string data(3 * 1024 * 1024 + 17, 'x');
-  std::ofstream(path, std::ios::binary) << data;
+  Put("in.bin", data);
   absl::StatusOr<FileDigest> d = DigestFile(path);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->size_bytes, data.size());
