@@ -1,21 +1,20 @@
-// sandgate: the command-line client of sandgated. Thin: flags, rendering, file download.
+// sandgate: the command-line client of sandgated. Thin: flags, rendering, file transfer.
 //
 //   sandgate run examples/northstar_cloud_financial_statements.csv --out results/
 //   sandgate events RUN --follow
 //
-// Address: --addr, else $SANDGATE_ADDR, else unix:/run/sandgate/sandgated.sock.
-// Token: --token-file, else $SANDGATE_TOKEN (never a flag: it would show in `ps`).
+// Address: --addr, else $SANDGATE_ADDR, else unix:/run/sandgate/sandgated.sock, in the
+// daemon's own syntax (common/address.h). Token: --token-file, else $SANDGATE_TOKEN (never a
+// flag: it would show in `ps`). Everything shown to a person from the daemon or a sandbox
+// goes through TerminalSafe (client/terminal_text.h); `session exec` passes the command's
+// output through as bytes.
 #include <signal.h>
 #include <sys/stat.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <map>
-#include <mutex>
-#include <sstream>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,16 +22,28 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/args.h"
+#include "client/interrupt.h"
 #include "client/render.h"
+#include "client/summary.h"
+#include "client/terminal_text.h"
+#include "client/transfer.h"
+#include "common/address.h"
 #include "google/protobuf/util/time_util.h"
-#include "nlohmann/json.hpp"
 #include "sandgate/v1/labels.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
+
+#ifndef SANDGATE_VERSION
+#define SANDGATE_VERSION "unknown"
+#endif
 
 namespace sandgate::cli {
 namespace {
@@ -43,7 +54,7 @@ commands:
   run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME] [--provider NAME]
            [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
            [--env NAME=VALUE]... [--setup COMMAND]... [--network disabled|restricted|enabled]
-           [--allow DOMAIN]... [--memory-mib N]
+           [--allow DOMAIN]... [--memory-mib N] [--session ID]
       start a run, show its progress, download its artifacts and events.jsonl into DIR
       (default ./sandgate-<run id>), print a summary; exit 0 only if the run succeeded.
       Playbooks: financial-analyst (default; FILE is a CSV of yearly statements) and
@@ -67,108 +78,237 @@ commands:
   admin drain                                  operators: drain and stop the daemon
   admin purge --older-than-hours N             operators: delete old runs and ended sessions
 
+Every command answers --help. --version prints the version.
+ADDR: unix:PATH, tcp:HOST:PORT (as sandgated prints it) or HOST:PORT.
 environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN
-exit codes: 0 success, 1 the run did not succeed, 2 usage or connection error, 130 detached
+exit codes: 0 success, 1 the run did not succeed (or a download did not match its sha256),
+            2 usage or connection error, 130 detached
 )";
+
+constexpr char kGlobalUsage[] = R"(
+global options: --addr ADDR (unix:PATH, tcp:HOST:PORT or HOST:PORT), --token-file FILE
+)";
+
+constexpr char kSandboxOptions[] = R"(
+sandbox:  --env NAME=VALUE   (repeatable)  set in every command's environment
+          --setup COMMAND    (repeatable)  run before anything else, in order
+          --network disabled|restricted|enabled   --allow DOMAIN (repeatable, restricted)
+          --memory-mib N     memory limit
+          --idle S  --lifetime S  --command-timeout S   the session's clocks, in seconds
+)";
+
+const std::vector<std::string> kSandboxFlags = {"--env",        "--setup", "--network",  "--allow",
+                                                "--memory-mib", "--idle",  "--lifetime", "--command-timeout"};
+
+std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const ArgsGrammar& Grammar() {
+  static const ArgsGrammar* const grammar = new ArgsGrammar{
+      // clang-format off
+      {{"--out", true},           {"--json", false},        {"--playbook", true},  {"--agent", true},
+       {"--provider", true},      {"--timeout", true},      {"--idempotency-key", true},
+       {"--cancel-on-exit", false}, {"--follow", false},    {"--after", true},     {"--limit", true},
+       {"--reason", true},        {"--addr", true},         {"--token-file", true}, {"--env", true},
+       {"--setup", true},         {"--network", true},      {"--allow", true},     {"--memory-mib", true},
+       {"--session", true},       {"--idle", true},         {"--lifetime", true},  {"--all", false},
+       {"--command-timeout", true}, {"--older-than-hours", true}},
+      // clang-format on
+      {"--addr", "--token-file"},
+      {
+          {"run",
+           absl::StrCat(
+               "usage: sandgate run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME]\n"
+               "                         [--provider NAME] [--timeout SECONDS] [--idempotency-key KEY]\n"
+               "                         [--cancel-on-exit] [--session ID] [sandbox options]\n"
+               "Starts a run on FILE, shows its progress as it happens, downloads its artifacts and\n"
+               "events.jsonl into DIR (default ./sandgate-<run id>), checking each one's sha256, and\n"
+               "prints a summary. Exit 0 only if the run succeeded, 1 if not.\n"
+               "Playbooks: financial-analyst (default; FILE is a CSV of yearly statements) and\n"
+               "sandbox-probe (checks the sandbox itself; FILE is any file it should read).\n"
+               "--json prints each event as a JSON line on stdout, then the run; progress goes to\n"
+               "stderr. --session ID runs in a kept session (no sandbox options then).\n"
+               "Ctrl-C detaches (exit 130; the run goes on); with --cancel-on-exit it cancels the run.\n",
+               kSandboxOptions, kGlobalUsage),
+           With({"--out", "--json", "--playbook", "--agent", "--provider", "--timeout", "--idempotency-key",
+                 "--cancel-on-exit", "--session"},
+                kSandboxFlags)},
+          {"events",
+           absl::StrCat("usage: sandgate events RUN [--follow] [--after N] [--json]\n"
+                        "Shows a run's events: from the start, or after event N; --follow keeps going until\n"
+                        "the run finishes (and rides out a daemon restart). Ctrl-C stops (exit 130).\n",
+                        kGlobalUsage),
+           {"--follow", "--after", "--json"}},
+          {"runs",
+           absl::StrCat(
+               "usage: sandgate runs [--limit N] [--json]\nLists your runs, newest first (default 20).\n",
+               kGlobalUsage),
+           {"--limit", "--json"}},
+          {"get",
+           absl::StrCat("usage: sandgate get RUN [--json]\nShows one run.\n", kGlobalUsage),
+           {"--json"}},
+          {"cancel",
+           absl::StrCat("usage: sandgate cancel RUN [--reason TEXT]\nCancels a run.\n", kGlobalUsage),
+           {"--reason"}},
+          {"download",
+           absl::StrCat(
+               "usage: sandgate download RUN [--out DIR]\n"
+               "Downloads a run's artifacts (each checked against its sha256) and events.jsonl into\n"
+               "DIR (default ./sandgate-<run id>).\n",
+               kGlobalUsage),
+           {"--out"}},
+          {"session",
+           absl::StrCat(
+               "usage: sandgate session create|list|get|exec|upload|download|ls|keepalive|close ...\n"
+               "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
+               kGlobalUsage),
+           {}},
+          {"session create",
+           absl::StrCat("usage: sandgate session create [--provider NAME] [--idempotency-key KEY] [--json]\n"
+                        "                               [sandbox options]\n"
+                        "Creates a kept session and prints its id (or the session as JSON).\n",
+                        kSandboxOptions, kGlobalUsage),
+           With({"--provider", "--idempotency-key", "--json"}, kSandboxFlags)},
+          {"session list",
+           absl::StrCat("usage: sandgate session list [--all] [--json]\n"
+                        "Lists your live sessions; --all includes closed and expired ones.\n",
+                        kGlobalUsage),
+           {"--all", "--json"}},
+          {"session get",
+           absl::StrCat("usage: sandgate session get ID [--json]\nShows one session.\n", kGlobalUsage),
+           {"--json"}},
+          {"session keepalive",
+           absl::StrCat("usage: sandgate session keepalive ID [--json]\n"
+                        "Restarts the session's idle clock (never past its lifetime).\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"session close",
+           absl::StrCat("usage: sandgate session close ID [--reason TEXT] [--json]\n"
+                        "Closes the session and deletes its sandbox and workspace.\n",
+                        kGlobalUsage),
+           {"--reason", "--json"}},
+          {"session exec",
+           absl::StrCat(
+               "usage: sandgate session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...\n"
+               "Runs a command in the session; one COMMAND word runs as `sh -c COMMAND`. Its stdout\n"
+               "and stderr are passed through unchanged, as they arrive; how it ended (timeout,\n"
+               "signal, out of memory) goes to stderr. Exits with the command's status (124 timed\n"
+               "out, 128+N killed by signal N). Put -- before a command that has options.\n",
+               kGlobalUsage),
+           {"--timeout", "--env"}},
+          {"session upload",
+           absl::StrCat("usage: sandgate session upload ID LOCAL_FILE [WORKSPACE_PATH]\n"
+                        "Uploads a file into the workspace (default: under its own name). The daemon checks\n"
+                        "its size and sha256 before the file appears.\n",
+                        kGlobalUsage),
+           {}},
+          {"session download",
+           absl::StrCat("usage: sandgate session download ID WORKSPACE_PATH [--out FILE]\n"
+                        "Downloads a workspace file (default: under its own name here), checked against the\n"
+                        "sha256 the daemon sends; nothing is left under FILE when the check fails.\n",
+                        kGlobalUsage),
+           {"--out"}},
+          {"session ls",
+           absl::StrCat("usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n",
+                        kGlobalUsage),
+           {}},
+          {"admin",
+           absl::StrCat("usage: sandgate admin drain | purge --older-than-hours N\n"
+                        "Operators only. drain: refuse new runs, cancel the active ones, stop the daemon.\n"
+                        "purge: delete runs and ended sessions older than N hours.\n",
+                        kGlobalUsage),
+           {}},
+          {"admin drain",
+           absl::StrCat("usage: sandgate admin drain\nDrains and stops the daemon.\n", kGlobalUsage),
+           {}},
+          {"admin purge",
+           absl::StrCat("usage: sandgate admin purge --older-than-hours N\n"
+                        "Deletes runs and ended sessions older than N hours (0 or more).\n",
+                        kGlobalUsage),
+           {"--older-than-hours"}},
+      }};
+  return *grammar;
+}
 
 constexpr int kExitRunFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitDetached = 130;
 constexpr int kMaxMessageBytes = 80 << 20;
+constexpr size_t kUploadChunkBytes = 1 << 20;
 
-struct Args {
-  std::vector<std::string> positional;
-  std::multimap<std::string, std::string> options;  // --name -> value ("" for switches)
-  bool Has(const std::string& name) const { return options.count(name) > 0; }
-  // The last value given for `name`.
-  std::string Get(const std::string& name, const std::string& def = "") const {
-    auto range = options.equal_range(name);
-    return range.first == range.second ? def : std::prev(range.second)->second;
-  }
-  std::vector<std::string> All(const std::string& name) const {
-    std::vector<std::string> values;
-    for (auto [it, end] = options.equal_range(name); it != end; ++it) values.push_back(it->second);
-    return values;
-  }
-};
+// What the user typed ("get", "session exec"), for every message: set once in main before
+// any command runs.
+std::string& CommandName() {
+  static std::string* const name = new std::string("sandgate");
+  return *name;
+}
 
 int Usage(const std::string& msg) {
-  std::fprintf(stderr, "sandgate: %s\n(see sandgate --help)\n", msg.c_str());
+  std::string where = CommandName() == "sandgate" ? "sandgate" : "sandgate " + CommandName();
+  std::fprintf(stderr, "%s: %s\n(see %s --help)\n", where.c_str(), TerminalSafe(msg).c_str(), where.c_str());
   return kExitUsage;
 }
 
-int RpcError(const std::string& what, const grpc::Status& s) {
-  static const char* kCodes[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-                                 "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
-  int code = s.error_code();
-  std::fprintf(stderr, "sandgate: %s: %s: %s\n", what.c_str(),
-               code >= 0 && code <= 16 ? kCodes[code] : "ERROR", s.error_message().c_str());
-  return kExitUsage;
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
+
+// One line on stderr naming the command the user typed; the exit code. The daemon says "run not found: ID"
+// (common/errors.h); a person reads "sandgate get: no run ID".
+int Fail(const absl::Status& s) {
+  std::string msg(s.message());
+  std::vector<std::string> not_found = absl::StrSplit(msg, absl::MaxSplits(" not found: ", 1));
+  if (s.code() == absl::StatusCode::kNotFound && not_found.size() == 2) {
+    msg = absl::StrCat("no ", not_found[0], " ", not_found[1]);
+  } else if (s.code() != absl::StatusCode::kDataLoss) {
+    msg = absl::StrCat(absl::StatusCodeToString(s.code()), ": ", msg);
+  }
+  std::fprintf(stderr, "sandgate %s: %s\n", CommandName().c_str(), TerminalSafe(msg).c_str());
+  // A download that does not match its hash is not a usage problem: the files are not good.
+  return s.code() == absl::StatusCode::kDataLoss ? kExitRunFailed : kExitUsage;
+}
+int Fail(const grpc::Status& s) { return Fail(FromGrpc(s)); }
 
 class Client {
  public:
-  static std::unique_ptr<Client> Connect(const std::string& addr, std::string token) {
+  static std::unique_ptr<Client> Connect(const Address& addr, std::string token, Interrupt* interrupt) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
     args.SetMaxSendMessageSize(kMaxMessageBytes);
-    auto channel = grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args);
-    return std::unique_ptr<Client>(new Client(v1::Sandgate::NewStub(channel), std::move(token)));
+    auto channel = grpc::CreateCustomChannel(addr.GrpcTarget(), grpc::InsecureChannelCredentials(), args);
+    return std::unique_ptr<Client>(new Client(v1::Sandgate::NewStub(channel), std::move(token), interrupt));
   }
   void Prepare(grpc::ClientContext* ctx) const {
     if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
   }
   v1::Sandgate::Stub& stub() { return *stub_; }
+  Interrupt& interrupt() { return *interrupt_; }
 
  private:
-  Client(std::unique_ptr<v1::Sandgate::Stub> stub, std::string token)
-      : stub_(std::move(stub)), token_(std::move(token)) {}
+  Client(std::unique_ptr<v1::Sandgate::Stub> stub, std::string token, Interrupt* interrupt)
+      : stub_(std::move(stub)), token_(std::move(token)), interrupt_(interrupt) {}
   std::unique_ptr<v1::Sandgate::Stub> stub_;
   std::string token_;
+  Interrupt* const interrupt_;  // lives as long as the process
 };
 
-// Ctrl-C: a watcher thread (signals blocked everywhere else) cancels the active stream.
-class Interrupt {
+// Stops watching the call on every return path.
+class Watching {
  public:
-  Interrupt() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
-    thread_ = std::thread([this] {
-      int sig;
-      if (sigwait(&set_, &sig) != 0) return;
-      std::lock_guard<std::mutex> lock(mu_);
-      fired_ = true;
-      if (ctx_) ctx_->TryCancel();
-    });
-    thread_.detach();
+  Watching(Interrupt* interrupt, grpc::ClientContext* ctx) : interrupt_(interrupt) {
+    if (interrupt_ != nullptr) interrupt_->Watch(ctx);
   }
-  void Watch(grpc::ClientContext* ctx) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ctx_ = ctx;
-    if (fired_ && ctx_) ctx_->TryCancel();
+  ~Watching() {
+    if (interrupt_ != nullptr) interrupt_->Watch(nullptr);
   }
-  bool fired() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return fired_;
-  }
+  Watching(const Watching&) = delete;
+  Watching& operator=(const Watching&) = delete;
 
  private:
-  sigset_t set_;
-  std::thread thread_;
-  std::mutex mu_;
-  grpc::ClientContext* ctx_ = nullptr;
-  bool fired_ = false;
+  Interrupt* const interrupt_;
 };
-
-bool WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-  return static_cast<bool>(out);
-}
 
 bool MakeDirs(const std::string& dir) {
   std::string partial;
@@ -180,13 +320,39 @@ bool MakeDirs(const std::string& dir) {
   return true;
 }
 
+// Receives one download stream (ArtifactChunk or FileChunk) into `path` through a
+// DownloadSink: nothing appears under `path` unless the stream ended cleanly and the bytes
+// match the sha256 its last chunk carries (and `expected_sha256`, when known).
+template <typename Chunk>
+absl::Status ReceiveFile(grpc::ClientContext& ctx, grpc::ClientReaderInterface<Chunk>& reader,
+                         const std::string& path, absl::string_view expected_sha256 = "") {
+  absl::StatusOr<std::unique_ptr<DownloadSink>> sink = DownloadSink::Create(path);
+  absl::Status written = sink.status();
+  Chunk chunk;
+  while (written.ok() && reader.Read(&chunk))
+    written = (*sink)->Add(chunk.data(), chunk.total_size(), chunk.sha256());
+  if (!written.ok()) ctx.TryCancel();
+  grpc::Status st = reader.Finish();
+  if (!written.ok()) return written;
+  if (!st.ok()) return FromGrpc(st);
+  return (*sink)->Commit(expected_sha256);
+}
+
+// Writes `data` to `path` through a temporary name, so that a half-written file never
+// stands under the final name.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
+  absl::StatusOr<std::unique_ptr<DownloadSink>> sink = DownloadSink::Create(path);
+  if (!sink.ok()) return sink.status();
+  if (absl::Status st = (*sink)->Add(data, data.size(), Sha256::Hex(data)); !st.ok()) return st;
+  return (*sink)->Commit();
+}
+
 // Streams a run's events to `on_event` until the stream ends. Returns the final status.
-grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::string& run_id,
-                          int64_t after, bool follow,
-                          const std::function<void(const v1::Event&)>& on_event) {
+grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::string& run_id, int64_t after,
+                          bool follow, const std::function<void(const v1::Event&)>& on_event) {
   grpc::ClientContext ctx;
   client.Prepare(&ctx);
-  if (interrupt) interrupt->Watch(&ctx);
+  Watching watching(interrupt, &ctx);
   v1::StreamEventsRequest req;
   req.set_run_id(run_id);
   req.set_after_seq(after);
@@ -194,181 +360,78 @@ grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::strin
   auto reader = client.stub().StreamEvents(&ctx, req);
   v1::Event e;
   while (reader->Read(&e)) on_event(e);
-  grpc::Status st = reader->Finish();
-  if (interrupt) interrupt->Watch(nullptr);
-  return st;
+  return reader->Finish();
 }
 
 // Follows a run from `after` to its run.finished, reconnecting from the last seq seen when
 // the daemon is unavailable or ends the stream (a restarting daemon keeps waiting runs):
 // nothing is missed or seen twice. Gives up after about a minute without the daemon. Sets
 // *finished when run.finished arrived; otherwise returns why not (OK when interrupted).
-grpc::Status FollowToEnd(Client& client, Interrupt* interrupt, const std::string& run_id,
-                         int64_t after, bool* finished,
+grpc::Status FollowToEnd(Client& client, const std::string& run_id, int64_t after, bool* finished,
                          const std::function<void(const v1::Event&)>& on_event) {
   int64_t last = after;
   *finished = false;
   grpc::Status st;
   for (int attempt = 0; !*finished && attempt < 60; ++attempt) {
-    st = FollowEvents(client, interrupt, run_id, last, true, [&](const v1::Event& e) {
+    st = FollowEvents(client, &client.interrupt(), run_id, last, true, [&](const v1::Event& e) {
       if (e.seq() > 0) last = e.seq();
       if (e.type() == "run.finished") *finished = true;
       on_event(e);
     });
-    if (interrupt != nullptr && interrupt->fired()) return grpc::Status::OK;
+    if (client.interrupt().fired()) return grpc::Status::OK;
     if (!st.ok() && !*finished) {
       // Not interrupted here, so a CANCELLED came from a server shutting down.
-      if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::CANCELLED) return st;
-      if (attempt == 0) std::fprintf(stderr, "sandgate: the daemon is unavailable (%s); reconnecting…\n", st.error_message().c_str());
+      if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          st.error_code() != grpc::StatusCode::CANCELLED) {
+        return st;
+      }
+      if (attempt == 0) {
+        std::fprintf(stderr, "sandgate: the daemon is unavailable (%s); reconnecting…\n",
+                     TerminalSafe(st.error_message()).c_str());
+      }
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   }
   return *finished ? grpc::Status::OK : st;
 }
 
-grpc::Status Download(Client& client, const v1::Run& run, const std::string& dir) {
+// The run's artifacts, each checked against the sha256 of the run's record and of its
+// stream, and its events as events.jsonl, into `dir`.
+absl::Status Download(Client& client, const v1::Run& run, const std::string& dir) {
   for (const v1::Artifact& a : run.artifacts()) {
+    if (a.name().empty() || a.name() == "." || a.name() == ".." || absl::StrContains(a.name(), '/')) {
+      return absl::DataLossError(
+          absl::StrCat("the daemon named an artifact '", a.name(), "'; not a file name"));
+    }
     grpc::ClientContext ctx;
     client.Prepare(&ctx);
+    Watching watching(&client.interrupt(), &ctx);
     v1::DownloadArtifactRequest req;
     req.set_run_id(run.id());
     req.set_name(a.name());
     auto reader = client.stub().DownloadArtifact(&ctx, req);
-    std::string data;
-    v1::ArtifactChunk chunk;
-    while (reader->Read(&chunk)) data += chunk.data();
-    grpc::Status st = reader->Finish();
-    if (!st.ok()) return st;
-    if (!WriteFile(dir + "/" + a.name(), data)) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot write " + dir + "/" + a.name());
-    }
+    if (absl::Status st = ReceiveFile(ctx, *reader, dir + "/" + a.name(), a.sha256()); !st.ok()) return st;
   }
   std::string jsonl;
-  grpc::Status st = FollowEvents(client, nullptr, run.id(), 0, false, [&](const v1::Event& e) {
-    absl::StrAppend(&jsonl, ToJson(e), "\n");
-  });
-  if (!st.ok()) return st;
-  if (!WriteFile(dir + "/events.jsonl", jsonl)) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "cannot write " + dir + "/events.jsonl");
-  }
-  return grpc::Status::OK;
-}
-
-std::vector<std::string> SplitCsvLine(absl::string_view line) {
-  std::vector<std::string> cells(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cells.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cells.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      cells.emplace_back();
-    } else if (c != '\r') {
-      cells.back() += c;
-    }
-  }
-  return cells;
-}
-
-std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::vector<std::string>> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) rows.push_back(SplitCsvLine(line));
-  }
-  return rows;
-}
-
-// The latest year's key metrics and the flags, from the downloaded artifacts.
-void PrintFinancialSummary(const std::string& dir) {
-  auto metrics = ReadCsv(dir + "/calculated_metrics.csv");
-  if (metrics.size() >= 2) {
-    const auto& header = metrics[0];
-    const auto& last = metrics.back();
-    std::printf("\nlatest year %s\n", last[0].c_str());
-    static const char* kKey[] = {"revenue_growth", "gross_margin", "operating_margin", "net_margin",
-                                 "current_ratio", "liabilities_to_equity", "free_cash_flow",
-                                 "fcf_margin", "receivables_growth"};
-    for (const char* key : kKey) {
-      for (size_t i = 0; i < header.size() && i < last.size(); ++i) {
-        if (header[i] != key) continue;
-        double v;
-        std::string shown = last[i].empty() ? "n/a" : last[i];
-        bool ratio = std::string(key) != "free_cash_flow" && std::string(key) != "current_ratio" &&
-                     std::string(key) != "liabilities_to_equity";
-        if (!last[i].empty() && absl::SimpleAtod(last[i], &v)) {
-          shown = ratio ? absl::StrFormat("%.1f%%", v * 100) : absl::StrFormat("%.2f", v);
-        }
-        std::printf("  %-22s %s\n", key, shown.c_str());
-      }
-    }
-  }
-  auto flags = ReadCsv(dir + "/unusual_movements.csv");
-  if (flags.size() >= 2 && metrics.size() >= 2) {
-    const std::string& latest = metrics.back()[0];
-    size_t in_latest = 0;
-    for (size_t r = 1; r < flags.size(); ++r) in_latest += flags[r][0] == latest ? 1 : 0;
-    std::printf("\nunusual movements: %zu in all, %zu in %s\n", flags.size() - 1, in_latest,
-                latest.c_str());
-    for (size_t r = 1; r < flags.size(); ++r) {
-      const auto& f = flags[r];
-      double change;
-      if (f.size() < 6 || f[0] != latest) continue;
-      // Growth rules move by a percentage; the margin and receivables rules by points.
-      bool points = f[2] != "yoy_move_15pct";
-      std::string shown = f[5];
-      if (absl::SimpleAtod(f[5], &change)) {
-        shown = absl::StrFormat(points ? "%+.1f pp" : "%+.1f%%", change * 100);
-      }
-      std::printf("  %-28s %-34s %s\n", f[1].c_str(), f[2].c_str(), shown.c_str());
-    }
-  }
-}
-
-// The probe's findings, from the downloaded checks.json.
-void PrintProbeSummary(const std::string& dir) {
-  std::ifstream in(dir + "/checks.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (!doc.is_object() || !doc.contains("facts")) return;
-  const auto& f = doc["facts"];
-  auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
-  std::printf("\nsandbox: %s, kernel %s, python %s, node %s, cwd %s, uid %s\n", str(f["os"]).c_str(),
-              str(f["kernel"]).c_str(), str(f["python"]).c_str(),
-              f["node"].is_string() ? f["node"].get<std::string>().c_str() : "not available",
-              str(f["cwd"]).c_str(), str(f["uid"]).c_str());
-  if (doc.contains("network") && doc["network"].is_object()) {
-    const auto& n = doc["network"];
-    std::printf("network (%s): %s exit %s: %s\n", str(doc.value("expected_network", nlohmann::json("?"))).c_str(),
-                str(n.value("tool", nlohmann::json("?"))).c_str(), str(n.value("exit_code", nlohmann::json())).c_str(),
-                str(n.value("message", nlohmann::json(""))).c_str());
-  }
-  if (doc.contains("checks") && doc["checks"].is_array()) {
-    for (const auto& c : doc["checks"]) {
-      if (!c.is_object()) continue;
-      std::printf("  %s %-16s %s\n", c.value("ok", false) ? "ok  " : "FAIL", str(c.value("name", nlohmann::json(""))).c_str(),
-                  str(c.value("detail", nlohmann::json(""))).c_str());
-    }
-  }
+  grpc::Status st = FollowEvents(client, &client.interrupt(), run.id(), 0, false,
+                                 [&](const v1::Event& e) { absl::StrAppend(&jsonl, ToJson(e), "\n"); });
+  if (!st.ok()) return FromGrpc(st);
+  return WriteFileAtomically(dir + "/events.jsonl", jsonl);
 }
 
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string data;
+  absl::Status st = ReadFileChunks(path, 1 << 20, [&](absl::string_view chunk) {
+    data.append(chunk.data(), chunk.size());
+    return true;
+  });
+  if (!st.ok()) return st;
+  return data;
+}
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 // --env, --setup, --network, --allow, --memory-mib, --idle, --lifetime, --command-timeout.
@@ -431,9 +494,9 @@ int CmdRun(Client& client, const Args& args) {
     req.mutable_run_timeout()->set_seconds(s);
   }
   if (args.Has("--session")) {
-    for (const char* flag : {"--env", "--setup", "--network", "--allow", "--memory-mib", "--idle",
-                             "--lifetime", "--command-timeout"}) {
-      if (args.Has(flag)) return Usage(std::string(flag) + " does not apply with --session: the run uses that session's sandbox");
+    for (const std::string& flag : kSandboxFlags) {
+      if (args.Has(flag))
+        return Usage(flag + " does not apply with --session: the run uses that session's sandbox");
     }
     req.set_session_id(args.Get("--session"));
   } else if (int rc = ParseSandbox(args, req.mutable_sandbox())) {
@@ -442,27 +505,31 @@ int CmdRun(Client& client, const Args& args) {
   absl::StatusOr<std::string> content = ReadAll(path);
   if (!content.ok()) return Usage(std::string(content.status().message()));
   auto* in = req.add_inputs();
-  in->set_name(path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1));
+  in->set_name(BaseName(path));
   in->set_content(*content);
 
-  Interrupt interrupt;
   v1::Run run;
   {
     grpc::ClientContext ctx;
     client.Prepare(&ctx);
     grpc::Status st = client.stub().RunAnalysis(&ctx, req, &run);
-    if (!st.ok()) return RpcError("run", st);
+    if (!st.ok()) return Fail(st);
   }
   FILE* progress = json ? stderr : stdout;
-  std::fprintf(progress, "run %s started for %s\n", run.id().c_str(), in->name().c_str());
+  std::fprintf(progress, "run %s started for %s\n", TerminalSafe(run.id()).c_str(),
+               TerminalSafe(in->name()).c_str());
+  std::fflush(progress);
   ProgressPrinter printer(progress);
   bool finished = false;
-  grpc::Status followed = FollowToEnd(client, &interrupt, run.id(), 0, &finished, [&](const v1::Event& e) {
-    if (json && e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
+  grpc::Status followed = FollowToEnd(client, run.id(), 0, &finished, [&](const v1::Event& e) {
+    if (json && e.seq() > 0) {
+      std::printf("%s\n", ToJson(e).c_str());
+      std::fflush(stdout);  // a program reading the pipe sees each event as it happens
+    }
     if (!json || e.seq() > 0) printer.Print(e);
   });
-  if (!followed.ok()) return RpcError("events", followed);
-  if (interrupt.fired() && !finished) {
+  if (!followed.ok()) return Fail(followed);
+  if (client.interrupt().fired() && !finished) {
     if (args.Has("--cancel-on-exit")) {
       grpc::ClientContext ctx;
       client.Prepare(&ctx);
@@ -471,11 +538,11 @@ int CmdRun(Client& client, const Args& args) {
       creq.set_reason("sandgate run interrupted with --cancel-on-exit");
       v1::Run cancelled;
       grpc::Status st = client.stub().CancelRun(&ctx, creq, &cancelled);
-      if (!st.ok()) return RpcError("cancel", st);
-      std::fprintf(stderr, "\ncancelled run %s\n", run.id().c_str());
+      if (!st.ok()) return Fail(st);
+      std::fprintf(stderr, "\ncancelled run %s\n", TerminalSafe(run.id()).c_str());
     } else {
       std::fprintf(stderr, "\ndetached; the run goes on. Follow it with: sandgate events %s --follow\n",
-                   run.id().c_str());
+                   TerminalSafe(run.id()).c_str());
     }
     return kExitDetached;
   }
@@ -485,20 +552,22 @@ int CmdRun(Client& client, const Args& args) {
     v1::GetRunRequest greq;
     greq.set_run_id(run.id());
     grpc::Status st = client.stub().GetRun(&ctx, greq, &run);
-    if (!st.ok()) return RpcError("get", st);
+    if (!st.ok()) return Fail(st);
   }
   std::string dir = args.Get("--out", "sandgate-" + run.id());
   if (!MakeDirs(dir)) return Usage("cannot create output directory " + dir);
-  grpc::Status st = Download(client, run, dir);
-  if (!st.ok()) return RpcError("download", st);
+  if (absl::Status st = Download(client, run, dir); !st.ok()) {
+    if (client.interrupt().fired()) return kExitDetached;
+    return Fail(st);
+  }
   if (json) {
     std::printf("%s\n", ToJson(run).c_str());
   } else {
-    if (run.playbook() == "financial-analyst") PrintFinancialSummary(dir);
-    if (run.playbook() == "sandbox-probe") PrintProbeSummary(dir);
+    if (run.playbook() == "financial-analyst") PrintFinancialSummary(stdout, dir);
+    if (run.playbook() == "sandbox-probe") PrintProbeSummary(stdout, dir);
     std::printf("\n%s: %zu artifacts and events.jsonl in %s/\n", StatusName(run.status()).c_str(),
-                static_cast<size_t>(run.artifacts_size()), dir.c_str());
-    if (!run.status_reason().empty()) std::printf("reason: %s\n", run.status_reason().c_str());
+                static_cast<size_t>(run.artifacts_size()), TerminalSafe(dir).c_str());
+    if (!run.status_reason().empty()) std::printf("reason: %s\n", TerminalSafe(run.status_reason()).c_str());
   }
   return run.status() == v1::RUN_STATUS_SUCCEEDED ? 0 : kExitRunFailed;
 }
@@ -510,24 +579,27 @@ int CmdEvents(Client& client, const Args& args) {
     return Usage("--after needs a whole number");
   }
   bool json = args.Has("--json");
-  Interrupt interrupt;
   ProgressPrinter printer(stdout);
   auto print = [&](const v1::Event& e) {
-    if (json) {
-      if (e.seq() > 0) std::printf("%s\n", ToJson(e).c_str());
-    } else {
-      if (e.seq() > 0) std::printf("%4lld ", static_cast<long long>(e.seq()));
-      printer.Print(e);
+    if (e.seq() == 0) return;  // heartbeats
+    std::string text = json ? ToJson(e) + "\n" : printer.Render(e);
+    if (text.empty()) return;  // nothing to show: no number either
+    if (!json) {
+      // The seq on the event's first line; its further lines (a command's output, a
+      // model's paragraphs) indented under it.
+      text = absl::StrCat(absl::StrFormat("%4d ", e.seq()), absl::StrReplaceAll(text, {{"\n", "\n     "}}));
+      text.resize(text.size() - 5);
     }
+    std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };
   bool finished = false;
   // --follow rides out a daemon restart as `run` does.
   grpc::Status st = args.Has("--follow")
-                        ? FollowToEnd(client, &interrupt, args.positional[0], after, &finished, print)
-                        : FollowEvents(client, &interrupt, args.positional[0], after, false, print);
-  if (interrupt.fired()) return kExitDetached;
-  return st.ok() ? 0 : RpcError("events", st);
+                        ? FollowToEnd(client, args.positional[0], after, &finished, print)
+                        : FollowEvents(client, &client.interrupt(), args.positional[0], after, false, print);
+  if (client.interrupt().fired()) return kExitDetached;
+  return st.ok() ? 0 : Fail(st);
 }
 
 int CmdRuns(Client& client, const Args& args) {
@@ -539,19 +611,17 @@ int CmdRuns(Client& client, const Args& args) {
   req.set_page_size(limit);
   v1::ListRunsResponse resp;
   grpc::Status st = client.stub().ListRuns(&ctx, req, &resp);
-  if (!st.ok()) return RpcError("runs", st);
+  if (!st.ok()) return Fail(st);
   if (args.Has("--json")) {
     for (const auto& r : resp.runs()) std::printf("%s\n", ToJson(r).c_str());
     return 0;
   }
   std::printf("%-22s %-10s %-18s %-24s %s\n", "RUN", "STATUS", "PLAYBOOK", "CREATED", "INPUTS");
   for (const auto& r : resp.runs()) {
-    std::string inputs;
-    for (const auto& n : r.input_names()) absl::StrAppend(&inputs, inputs.empty() ? "" : ",", n);
-    std::printf("%-22s %-10s %-18s %-24s %s\n", r.id().c_str(), StatusName(r.status()).c_str(),
-                r.playbook().c_str(),
+    std::printf("%-22s %-10s %-18s %-24s %s\n", TerminalSafe(r.id()).c_str(), StatusName(r.status()).c_str(),
+                TerminalSafe(r.playbook()).c_str(),
                 google::protobuf::util::TimeUtil::ToString(r.created_at()).substr(0, 19).c_str(),
-                inputs.c_str());
+                TerminalSafe(absl::StrJoin(r.input_names(), ",")).c_str());
   }
   return 0;
 }
@@ -562,7 +632,7 @@ int GetRun(Client& client, const std::string& id, v1::Run* run) {
   v1::GetRunRequest req;
   req.set_run_id(id);
   grpc::Status st = client.stub().GetRun(&ctx, req, run);
-  return st.ok() ? 0 : RpcError("get", st);
+  return st.ok() ? 0 : Fail(st);
 }
 
 int CmdGet(Client& client, const Args& args) {
@@ -586,8 +656,8 @@ int CmdCancel(Client& client, const Args& args) {
   req.set_reason(args.Get("--reason"));
   v1::Run run;
   grpc::Status st = client.stub().CancelRun(&ctx, req, &run);
-  if (!st.ok()) return RpcError("cancel", st);
-  std::printf("run %s: %s\n", run.id().c_str(), StatusName(run.status()).c_str());
+  if (!st.ok()) return Fail(st);
+  std::printf("run %s: %s\n", TerminalSafe(run.id()).c_str(), StatusName(run.status()).c_str());
   return 0;
 }
 
@@ -597,9 +667,8 @@ int CmdDownload(Client& client, const Args& args) {
   if (int rc = GetRun(client, args.positional[0], &run)) return rc;
   std::string dir = args.Get("--out", "sandgate-" + run.id());
   if (!MakeDirs(dir)) return Usage("cannot create output directory " + dir);
-  grpc::Status st = Download(client, run, dir);
-  if (!st.ok()) return RpcError("download", st);
-  std::printf("%d artifacts and events.jsonl in %s/\n", run.artifacts_size(), dir.c_str());
+  if (absl::Status st = Download(client, run, dir); !st.ok()) return Fail(st);
+  std::printf("%d artifacts and events.jsonl in %s/\n", run.artifacts_size(), TerminalSafe(dir).c_str());
   return 0;
 }
 
@@ -609,252 +678,319 @@ void PrintSession(const v1::Session& s, bool json) {
     return;
   }
   using google::protobuf::util::TimeUtil;
-  std::printf("session    %s\n", s.id().c_str());
+  std::printf("session    %s\n", TerminalSafe(s.id()).c_str());
   std::printf("status     %s%s\n", v1::SessionStatusLabel(s.status()).c_str(),
-              s.status_reason().empty() ? "" : (" (" + s.status_reason() + ")").c_str());
-  std::printf("provider   %s  workdir %s  in flight %u\n", s.provider().c_str(), s.workdir().c_str(), s.in_flight());
+              s.status_reason().empty() ? "" : (" (" + TerminalSafe(s.status_reason()) + ")").c_str());
+  std::printf("provider   %s  workdir %s  in flight %u\n", TerminalSafe(s.provider()).c_str(),
+              TerminalSafe(s.workdir()).c_str(), s.in_flight());
   std::printf("clocks     idle_timeout %s, max_lifetime %s\n", TimeUtil::ToString(s.idle_timeout()).c_str(),
               TimeUtil::ToString(s.max_lifetime()).c_str());
   if (s.has_expires_at()) std::printf("expires    %s unless used\n", TimeUtil::ToString(s.expires_at()).c_str());
-  for (const auto& u : s.unenforced()) std::printf("! not enforced: %s\n", u.c_str());
+  for (const auto& u : s.unenforced()) std::printf("! not enforced: %s\n", TerminalSafe(u).c_str());
+}
+
+// How a command of `session exec` ended, for stderr: the exit status alone cannot tell an
+// out-of-memory kill from a `kill -9` or a command that exits 137 itself.
+std::string HowItEnded(const v1::CommandFinished& f) {
+  if (f.timed_out()) return "the command timed out (killed)";
+  if (f.oom_killed()) return "the command was killed: out of memory (the session's memory limit)";
+  if (f.cancelled()) return "the command was cancelled";
+  if (f.signal() != 0)
+    return absl::StrCat("the command was killed by signal ", f.signal(), " (", strsignal(f.signal()), ")");
+  return "";
+}
+
+int ExecStatus(const v1::CommandFinished& f) {
+  if (f.timed_out()) return 124;  // as timeout(1)
+  if (f.signal() != 0) return 128 + f.signal();
+  if (f.oom_killed()) return 128 + SIGKILL;
+  return f.exit_code();
+}
+
+int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
+  const std::vector<std::string>& p = args.positional;
+  if (p.size() < 2) return Usage("needs a session id and a command: ID [--] COMMAND [ARG]...");
+  v1::ExecRequest req;
+  req.set_session_id(p[0]);
+  if (p.size() == 2) {
+    req.set_command(p[1]);  // one word: a shell command line
+  } else {
+    for (size_t i = 1; i < p.size(); ++i) req.add_argv(p[i]);
+  }
+  if (args.Has("--timeout")) {
+    int64_t seconds;
+    if (!absl::SimpleAtoi(args.Get("--timeout"), &seconds) || seconds <= 0) {
+      return Usage("--timeout needs a positive number of seconds");
+    }
+    req.mutable_timeout()->set_seconds(seconds);
+  }
+  for (const std::string& kv : args.All("--env")) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return Usage("--env needs NAME=VALUE, got '" + kv + "'");
+    (*req.mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  Watching watching(&client.interrupt(), &ctx);
+  auto reader = client.stub().Exec(&ctx, req);
+  v1::ExecResponse r;
+  int exit_code = 0;
+  while (reader->Read(&r)) {
+    if (r.has_output()) {
+      // The command's own bytes, unescaped: what it prints is what the user asked to see.
+      FILE* f = r.output().stream() == v1::CommandOutput::STREAM_STDERR ? stderr : stdout;
+      std::fwrite(r.output().data().data(), 1, r.output().data().size(), f);
+      std::fflush(f);
+    } else if (r.has_expiring()) {
+      std::fprintf(stderr, "sandgate: session %s %s at %s; the command is killed then\n",
+                   TerminalSafe(r.expiring().session_id()).c_str(),
+                   TerminalSafe(r.expiring().reason()).c_str(),
+                   google::protobuf::util::TimeUtil::ToString(r.expiring().expires_at()).c_str());
+    } else if (r.has_finished()) {
+      const auto& fin = r.finished();
+      exit_code = ExecStatus(fin);
+      if (std::string how = HowItEnded(fin); !how.empty()) {
+        std::fprintf(stderr, "sandgate session exec: %s\n", how.c_str());
+      }
+      if (fin.output_truncated())
+        std::fprintf(stderr, "sandgate session exec: output truncated at the cap\n");
+    }
+  }
+  grpc::Status st = reader->Finish();
+  if (client.interrupt().fired()) {
+    std::fprintf(stderr, "\nsandgate session exec: interrupted\n");
+    return kExitDetached;
+  }
+  if (!st.ok()) return Fail(st);
+  return exit_code;  // the command's own exit status
+}
+
+int SessionUpload(Client& client, grpc::ClientContext& ctx, const Args& args) {
+  const std::vector<std::string>& p = args.positional;
+  if (p.size() != 2 && p.size() != 3) return Usage("needs ID LOCAL_FILE [WORKSPACE_PATH]");
+  const std::string& local = p[1];
+  // Size and hash first, so the daemon can refuse a file that did not arrive whole; the
+  // file is then read a second time, in chunks (a file changed in between is refused too).
+  absl::StatusOr<FileDigest> digest = DigestFile(local);
+  if (!digest.ok()) return Usage(std::string(digest.status().message()));
+  v1::FileInfo info;
+  Watching watching(&client.interrupt(), &ctx);
+  auto writer = client.stub().UploadFile(&ctx, &info);
+  v1::UploadFileRequest m;
+  m.mutable_header()->set_session_id(p[0]);
+  m.mutable_header()->set_path(p.size() == 3 ? p[2] : BaseName(local));
+  m.mutable_header()->set_size_bytes(digest->size_bytes);
+  m.mutable_header()->set_sha256(digest->sha256);
+  bool ok = writer->Write(m);
+  absl::Status read = ReadFileChunks(local, kUploadChunkBytes, [&](absl::string_view chunk) {
+    m.Clear();
+    m.set_data(chunk.data(), chunk.size());
+    return ok = ok && writer->Write(m);
+  });
+  // A file that could not be read whole must not be committed: cancel instead of ending.
+  if (!read.ok()) ctx.TryCancel();
+  if (read.ok() && ok) writer->WritesDone();
+  grpc::Status st = writer->Finish();
+  if (!read.ok()) return Usage(std::string(read.message()));
+  if (client.interrupt().fired()) {
+    std::fprintf(stderr, "\nsandgate session upload: interrupted; nothing was uploaded\n");
+    return kExitDetached;
+  }
+  if (!st.ok()) return Fail(st);
+  std::printf("uploaded %s (%s, sha256 %s)\n", TerminalSafe(info.path()).c_str(),
+              HumanBytes(info.size_bytes()).c_str(), TerminalSafe(info.sha256()).c_str());
+  return 0;
+}
+
+int SessionDownload(Client& client, grpc::ClientContext& ctx, const Args& args) {
+  const std::vector<std::string>& p = args.positional;
+  if (p.size() != 2) return Usage("needs ID WORKSPACE_PATH");
+  v1::DownloadFileRequest req;
+  req.set_session_id(p[0]);
+  req.set_path(p[1]);
+  std::string out = args.Get("--out", BaseName(p[1]));
+  Watching watching(&client.interrupt(), &ctx);
+  auto reader = client.stub().DownloadFile(&ctx, req);
+  absl::Status st = ReceiveFile(ctx, *reader, out);
+  if (client.interrupt().fired()) {
+    std::fprintf(stderr, "\nsandgate session download: interrupted; nothing was saved\n");
+    return kExitDetached;
+  }
+  if (!st.ok()) return Fail(st);
+  struct stat sb;
+  uint64_t size = stat(out.c_str(), &sb) == 0 ? static_cast<uint64_t>(sb.st_size) : 0;
+  std::printf("downloaded %s to %s (%s)\n", TerminalSafe(p[1]).c_str(), TerminalSafe(out).c_str(),
+              HumanBytes(size).c_str());
+  return 0;
+}
+
+int SessionLs(Client& client, grpc::ClientContext& ctx, const Args& args) {
+  const std::vector<std::string>& p = args.positional;
+  if (p.empty() || p.size() > 2) return Usage("needs ID [DIR]");
+  v1::ListFilesRequest req;
+  req.set_session_id(p[0]);
+  if (p.size() > 1) req.set_dir(p[1]);
+  v1::ListFilesResponse resp;
+  grpc::Status st = client.stub().ListFiles(&ctx, req, &resp);
+  if (!st.ok()) return Fail(st);
+  for (const auto& f : resp.files()) {
+    const char* kind = f.type() == v1::FileInfo::TYPE_DIRECTORY ? "dir "
+                       : f.type() == v1::FileInfo::TYPE_SYMLINK ? "link"
+                       : f.type() == v1::FileInfo::TYPE_REGULAR ? "file"
+                                                                : "other";
+    std::printf("%s %10s  %s%s\n", kind, HumanBytes(f.size_bytes()).c_str(), TerminalSafe(f.path()).c_str(),
+                f.not_listed().empty()
+                    ? ""
+                    : absl::StrCat("  (not listed: ", TerminalSafe(f.not_listed()), ")").c_str());
+  }
+  if (resp.truncated())
+    std::fprintf(stderr, "sandgate session ls: the listing stopped early (a cap on entries)\n");
+  return 0;
 }
 
 // sandgate session create|list|get|exec|upload|download|ls|keepalive|close ...
-int CmdSession(Client& client, const Args& args) {
+// args.positional starts after the subcommand: the session id first.
+int CmdSession(Client& client, const std::string& sub, const Args& args) {
   const std::vector<std::string>& p = args.positional;
-  if (p.empty()) return Usage("session needs a subcommand: create, list, get, exec, upload, download, ls, keepalive, close");
-  const std::string& sub = p[0];
   bool json = args.Has("--json");
-  auto need = [&](size_t n, const char* usage) { return p.size() == n ? 0 : Usage(std::string("usage: sandgate session ") + usage); };
   grpc::ClientContext ctx;
   client.Prepare(&ctx);
   if (sub == "create") {
-    if (int rc = need(1, "create [--provider NAME] [--idle S] [--lifetime S] [--env K=V]... [--setup CMD]... [--idempotency-key K]")) return rc;
+    if (!p.empty()) return Usage("create takes no arguments, only options");
     v1::CreateSessionRequest req;
     req.set_provider(args.Get("--provider"));
     req.set_idempotency_key(args.Get("--idempotency-key"));
     if (int rc = ParseSandbox(args, req.mutable_sandbox())) return rc;
     v1::Session s;
     grpc::Status st = client.stub().CreateSession(&ctx, req, &s);
-    if (!st.ok()) return RpcError("session create", st);
+    if (!st.ok()) return Fail(st);
     if (json) {
       PrintSession(s, true);
     } else {
-      std::printf("%s\n", s.id().c_str());
+      std::printf("%s\n", TerminalSafe(s.id()).c_str());
     }
     return 0;
   }
   if (sub == "list") {
+    if (!p.empty()) return Usage("list takes no arguments");
     v1::ListSessionsRequest req;
     req.set_include_closed(args.Has("--all"));
     v1::ListSessionsResponse resp;
     grpc::Status st = client.stub().ListSessions(&ctx, req, &resp);
-    if (!st.ok()) return RpcError("session list", st);
+    if (!st.ok()) return Fail(st);
     for (const auto& s : resp.sessions()) {
       if (json) {
         PrintSession(s, true);
       } else {
-        std::printf("%-20s %-16s %-8s in flight %u\n", s.id().c_str(), v1::SessionStatusLabel(s.status()).c_str(),
-                    s.provider().c_str(), s.in_flight());
+        std::printf("%-20s %-16s %-8s in flight %u\n", TerminalSafe(s.id()).c_str(),
+                    v1::SessionStatusLabel(s.status()).c_str(), TerminalSafe(s.provider()).c_str(),
+                    s.in_flight());
       }
     }
     return 0;
   }
-  if (p.size() < 2) return Usage("session " + sub + " needs a session id");
-  const std::string& id = p[1];
-  if (sub == "get" || sub == "keepalive" || sub == "close") {
-    if (int rc = need(2, (sub + " ID").c_str())) return rc;
-    v1::Session s;
-    grpc::Status st;
-    if (sub == "get") {
-      v1::GetSessionRequest req;
-      req.set_session_id(id);
-      st = client.stub().GetSession(&ctx, req, &s);
-    } else if (sub == "keepalive") {
-      v1::KeepAliveRequest req;
-      req.set_session_id(id);
-      st = client.stub().KeepAlive(&ctx, req, &s);
-    } else {
-      v1::CloseSessionRequest req;
-      req.set_session_id(id);
-      req.set_reason(args.Get("--reason"));
-      st = client.stub().CloseSession(&ctx, req, &s);
-    }
-    if (!st.ok()) return RpcError("session " + sub, st);
-    PrintSession(s, json);
-    return 0;
-  }
-  if (sub == "exec") {
-    if (p.size() < 3) return Usage("usage: sandgate session exec ID [--] COMMAND [ARG]...");
-    v1::ExecRequest req;
+  if (sub == "exec") return SessionExec(client, ctx, args);
+  if (sub == "upload") return SessionUpload(client, ctx, args);
+  if (sub == "download") return SessionDownload(client, ctx, args);
+  if (sub == "ls") return SessionLs(client, ctx, args);
+  if (p.size() != 1) return Usage("needs exactly one session id");
+  const std::string& id = p[0];
+  v1::Session s;
+  grpc::Status st;
+  if (sub == "get") {
+    v1::GetSessionRequest req;
     req.set_session_id(id);
-    if (p.size() == 3) {
-      req.set_command(p[2]);  // one word: a shell command line
-    } else {
-      for (size_t i = 2; i < p.size(); ++i) req.add_argv(p[i]);
-    }
-    if (args.Has("--timeout")) {
-      int64_t seconds;
-      if (!absl::SimpleAtoi(args.Get("--timeout"), &seconds) || seconds <= 0) return Usage("--timeout needs a positive number of seconds");
-      req.mutable_timeout()->set_seconds(seconds);
-    }
-    for (const std::string& kv : args.All("--env")) {
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) return Usage("--env needs NAME=VALUE, got '" + kv + "'");
-      (*req.mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    Interrupt interrupt;
-    interrupt.Watch(&ctx);
-    auto reader = client.stub().Exec(&ctx, req);
-    v1::ExecResponse r;
-    int exit_code = 0;
-    while (reader->Read(&r)) {
-      if (r.has_output()) {
-        FILE* f = r.output().stream() == v1::CommandOutput::STREAM_STDERR ? stderr : stdout;
-        std::fwrite(r.output().data().data(), 1, r.output().data().size(), f);
-        std::fflush(f);
-      } else if (r.has_expiring()) {
-        std::fprintf(stderr, "sandgate: session %s %s at %s; the command is killed then\n",
-                     r.expiring().session_id().c_str(), r.expiring().reason().c_str(),
-                     google::protobuf::util::TimeUtil::ToString(r.expiring().expires_at()).c_str());
-      } else if (r.has_finished()) {
-        const auto& fin = r.finished();
-        exit_code = fin.timed_out() ? 124 : fin.signal() ? 128 + fin.signal() : fin.exit_code();
-        if (fin.timed_out()) std::fprintf(stderr, "sandgate: the command timed out\n");
-        if (fin.output_truncated()) std::fprintf(stderr, "sandgate: output truncated at the cap\n");
-      }
-    }
-    interrupt.Watch(nullptr);
-    grpc::Status st = reader->Finish();
-    if (!st.ok()) return RpcError("session exec", st);
-    return exit_code;  // the command's own exit status
-  }
-  if (sub == "upload") {
-    if (p.size() != 3 && p.size() != 4) return Usage("usage: sandgate session upload ID LOCAL_FILE [WORKSPACE_PATH]");
-    absl::StatusOr<std::string> data = ReadAll(p[2]);
-    if (!data.ok()) return Usage(std::string(data.status().message()));
-    std::string remote = p.size() == 4 ? p[3] : p[2].substr(p[2].rfind('/') == std::string::npos ? 0 : p[2].rfind('/') + 1);
-    v1::FileInfo info;
-    auto writer = client.stub().UploadFile(&ctx, &info);
-    v1::UploadFileRequest m;
-    m.mutable_header()->set_session_id(id);
-    m.mutable_header()->set_path(remote);
-    bool ok = writer->Write(m);
-    constexpr size_t kChunk = 1 << 20;
-    for (size_t off = 0; ok && off < data->size(); off += kChunk) {
-      m.Clear();
-      m.set_data(data->substr(off, kChunk));
-      ok = writer->Write(m);
-    }
-    writer->WritesDone();
-    grpc::Status st = writer->Finish();
-    if (!st.ok()) return RpcError("session upload", st);
-    std::printf("uploaded %s (%s, sha256 %s)\n", info.path().c_str(), HumanBytes(info.size_bytes()).c_str(), info.sha256().c_str());
-    return 0;
-  }
-  if (sub == "download") {
-    if (int rc = need(3, "download ID WORKSPACE_PATH [--out FILE]")) return rc;
-    v1::DownloadFileRequest req;
+    st = client.stub().GetSession(&ctx, req, &s);
+  } else if (sub == "keepalive") {
+    v1::KeepAliveRequest req;
     req.set_session_id(id);
-    req.set_path(p[2]);
-    auto reader = client.stub().DownloadFile(&ctx, req);
-    std::string data;
-    v1::FileChunk c;
-    while (reader->Read(&c)) data += c.data();
-    grpc::Status st = reader->Finish();
-    if (!st.ok()) return RpcError("session download", st);
-    std::string out = args.Get("--out", p[2].substr(p[2].rfind('/') == std::string::npos ? 0 : p[2].rfind('/') + 1));
-    if (!WriteFile(out, data)) return Usage("cannot write " + out);
-    std::printf("downloaded %s to %s (%s)\n", p[2].c_str(), out.c_str(), HumanBytes(data.size()).c_str());
-    return 0;
-  }
-  if (sub == "ls") {
-    v1::ListFilesRequest req;
+    st = client.stub().KeepAlive(&ctx, req, &s);
+  } else {
+    v1::CloseSessionRequest req;
     req.set_session_id(id);
-    if (p.size() > 2) req.set_dir(p[2]);
-    v1::ListFilesResponse resp;
-    grpc::Status st = client.stub().ListFiles(&ctx, req, &resp);
-    if (!st.ok()) return RpcError("session ls", st);
-    for (const auto& f : resp.files()) {
-      const char* kind = f.type() == v1::FileInfo::TYPE_DIRECTORY ? "dir " : f.type() == v1::FileInfo::TYPE_SYMLINK ? "link" : f.type() == v1::FileInfo::TYPE_REGULAR ? "file" : "other";
-      std::printf("%s %10s  %s\n", kind, HumanBytes(f.size_bytes()).c_str(), f.path().c_str());
-    }
-    return 0;
+    req.set_reason(args.Get("--reason"));
+    st = client.stub().CloseSession(&ctx, req, &s);
   }
-  return Usage("unknown session subcommand '" + sub + "'");
+  if (!st.ok()) return Fail(st);
+  PrintSession(s, json);
+  return 0;
 }
 
 // sandgate admin drain | purge --older-than-hours N   (operator tokens only)
-int CmdAdmin(Client& client, const Args& args) {
-  if (args.positional.size() != 1) return Usage("usage: sandgate admin drain | purge --older-than-hours N");
+int CmdAdmin(Client& client, const std::string& sub, const Args& args) {
+  if (!args.positional.empty()) return Usage("takes no arguments");
   grpc::ClientContext ctx;
   client.Prepare(&ctx);
-  if (args.positional[0] == "drain") {
+  if (sub == "drain") {
     v1::DrainResponse resp;
     grpc::Status st = client.stub().Drain(&ctx, v1::DrainRequest(), &resp);
-    if (!st.ok()) return RpcError("admin drain", st);
+    if (!st.ok()) return Fail(st);
     std::printf("draining: %u active runs are being cancelled; the daemon exits when done\n", resp.active_runs());
     return 0;
   }
-  if (args.positional[0] == "purge") {
-    double hours;
-    if (!absl::SimpleAtod(args.Get("--older-than-hours", ""), &hours) || hours < 0) {
-      return Usage("purge needs --older-than-hours N (0 or more)");
-    }
-    v1::PurgeRequest req;
-    req.mutable_older_than()->set_seconds(static_cast<int64_t>(hours * 3600));
-    v1::PurgeResponse resp;
-    grpc::Status st = client.stub().Purge(&ctx, req, &resp);
-    if (!st.ok()) return RpcError("admin purge", st);
-    std::printf("purged %u runs\n", resp.runs_deleted());
-    return 0;
+  double hours;
+  if (!absl::SimpleAtod(args.Get("--older-than-hours", ""), &hours) || hours < 0) {
+    return Usage("purge needs --older-than-hours N (0 or more)");
   }
-  return Usage("unknown admin command '" + args.positional[0] + "'");
+  v1::PurgeRequest req;
+  req.mutable_older_than()->set_seconds(static_cast<int64_t>(hours * 3600));
+  v1::PurgeResponse resp;
+  grpc::Status st = client.stub().Purge(&ctx, req, &resp);
+  if (!st.ok()) return Fail(st);
+  std::printf("purged %u runs\n", resp.runs_deleted());
+  return 0;
 }
 
-// Switches take no value; every other option takes the next argument.
-const std::map<std::string, bool> kOptions = {
-    {"--out", true},         {"--json", false},    {"--playbook", true},        {"--agent", true},
-    {"--provider", true},    {"--timeout", true},  {"--idempotency-key", true}, {"--cancel-on-exit", false},
-    {"--follow", false},     {"--after", true},    {"--limit", true},           {"--reason", true},
-    {"--addr", true},        {"--token-file", true}, {"--env", true},            {"--setup", true},
-    {"--network", true},     {"--allow", true},    {"--memory-mib", true},      {"--session", true},
-    {"--idle", true},        {"--lifetime", true}, {"--all", false},            {"--command-timeout", true},
-    {"--older-than-hours", true}};
-
-}  // namespace
-}  // namespace sandgate::cli
-
-int main(int argc, char** argv) {
-  using namespace sandgate::cli;
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? kExitUsage : 0;
+std::vector<std::string> CommandNames(const std::string& group) {
+  std::vector<std::string> names;
+  for (const CommandSpec& c : Grammar().commands) {
+    if (group.empty() && !absl::StrContains(c.name, ' ')) names.push_back(c.name);
+    if (!group.empty() && absl::StartsWith(c.name, group + " "))
+      names.push_back(c.name.substr(group.size() + 1));
   }
+  return names;
+}
+
+int Main(int argc, char** argv) {
+  // Before anything else, while this is the only thread: every thread gRPC starts later
+  // inherits the blocked signals, and the one waiting thread takes them (client/interrupt.h).
+  Interrupt& interrupt = Interrupt::Install(kExitDetached);
   Args args;
-  std::string command;
-  bool options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--" && !options_done) {
-      options_done = true;
-    } else if (!options_done && a.rfind("--", 0) == 0) {
-      auto it = kOptions.find(a);
-      if (it == kOptions.end()) return Usage("unknown option " + a);
-      if (it->second) {
-        if (i + 1 >= argc) return Usage(a + " needs a value");
-        args.options.emplace(a, argv[++i]);
-      } else {
-        args.options.emplace(a, "");
-      }
-    } else if (command.empty()) {
-      command = a;
-    } else {
-      args.positional.push_back(a);
-    }
+  absl::Status parsed = ParseArgs(std::vector<std::string>(argv, argv + argc), Grammar(), &args);
+  if (args.spec) CommandName() = args.command;
+  if (!parsed.ok()) return Usage(std::string(parsed.message()));
+  if (args.version) {
+    std::printf("sandgate %s\n", SANDGATE_VERSION);
+    return 0;
   }
+  if (args.command.empty()) {
+    std::fputs(kUsage, args.help ? stdout : stderr);
+    return args.help ? 0 : kExitUsage;
+  }
+  if (!args.spec) {
+    std::string near = Nearest(args.command, CommandNames(""));
+    return Usage(absl::StrCat("unknown command '", args.command, "'",
+                              near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?")));
+  }
+  if (args.help) {
+    std::fputs(args.spec->usage.c_str(), stdout);
+    return 0;
+  }
+  // "session" or "admin" without a subcommand it knows.
+  std::vector<std::string> subcommands = CommandNames(args.command);
+  if (!subcommands.empty()) {
+    if (args.positional.empty()) {
+      return Usage(absl::StrCat("needs a subcommand: ", absl::StrJoin(subcommands, ", ")));
+    }
+    std::string near = Nearest(args.positional[0], subcommands);
+    return Usage(absl::StrCat("unknown subcommand '", args.positional[0], "'",
+                              near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?")));
+  }
+
   const char* env_addr = std::getenv("SANDGATE_ADDR");
-  std::string addr = args.Get("--addr", env_addr ? env_addr : "unix:/run/sandgate/sandgated.sock");
+  std::string addr_text = args.Get("--addr", env_addr ? env_addr : "unix:/run/sandgate/sandgated.sock");
+  absl::StatusOr<Address> addr = ParseAddress(addr_text);
+  if (!addr.ok()) {
+    return Usage(absl::StrCat(args.Has("--addr") ? "--addr: " : "SANDGATE_ADDR: ", addr.status().message()));
+  }
   std::string token;
   if (args.Has("--token-file")) {
     auto t = ReadAll(args.Get("--token-file"));
@@ -863,14 +999,20 @@ int main(int argc, char** argv) {
   } else if (const char* env_token = std::getenv("SANDGATE_TOKEN")) {
     token = env_token;
   }
-  auto client = Client::Connect(addr, token);
-  if (command == "run") return CmdRun(*client, args);
-  if (command == "events") return CmdEvents(*client, args);
-  if (command == "runs") return CmdRuns(*client, args);
-  if (command == "get") return CmdGet(*client, args);
-  if (command == "cancel") return CmdCancel(*client, args);
-  if (command == "download") return CmdDownload(*client, args);
-  if (command == "session") return CmdSession(*client, args);
-  if (command == "admin") return CmdAdmin(*client, args);
-  return Usage("unknown command '" + command + "'");
+  auto client = Client::Connect(*addr, token, &interrupt);
+  const std::string& c = args.command;
+  if (c == "run") return CmdRun(*client, args);
+  if (c == "events") return CmdEvents(*client, args);
+  if (c == "runs") return CmdRuns(*client, args);
+  if (c == "get") return CmdGet(*client, args);
+  if (c == "cancel") return CmdCancel(*client, args);
+  if (c == "download") return CmdDownload(*client, args);
+  if (absl::StartsWith(c, "session ")) return CmdSession(*client, c.substr(8), args);
+  if (absl::StartsWith(c, "admin ")) return CmdAdmin(*client, c.substr(6), args);
+  return Usage("unknown command");
 }
+
+}  // namespace
+}  // namespace sandgate::cli
+
+int main(int argc, char** argv) { return sandgate::cli::Main(argc, argv); }

@@ -20,8 +20,8 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: sandgated [--config FILE] [--listen unix:/path|tcp:host:port] [--state-dir DIR]\n"
-    "                 [--log-level debug|info|warning|error]\n"
+    "usage: sandgated [--config FILE] [--listen unix:PATH|tcp:HOST:PORT|HOST:PORT] [--state-dir DIR]\n"
+    "                 [--log-level debug|info|warning|error] [--version]\n"
     "Runs the sandgate daemon. Flags override the config file; without a config file the\n"
     "embedded defaults apply (Unix socket, one local tenant).\n";
 
@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
     };
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--version") {
+      std::printf("sandgated %s\n", SANDGATE_VERSION);
       return 0;
     } else if (arg == "--config") {
       if (!value(&config_path)) return Fail("--config needs a file");

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/address.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -258,10 +259,10 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
 }
 
 absl::Status ValidateConfig(const Config& c) {
-  bool unix_socket = absl::StartsWith(c.listen, "unix:");
-  if (!unix_socket && !absl::StartsWith(c.listen, "tcp:")) {
-    return errors::InvalidArgument(absl::StrCat("listen: expected unix:/path or tcp:host:port, got '", c.listen, "'"));
-  }
+  // The CLI's --addr takes the same forms (common/address.h).
+  absl::StatusOr<Address> listen = ParseAddress(c.listen);
+  if (!listen.ok()) return errors::InvalidArgument(absl::StrCat("listen: ", listen.status().message()));
+  bool unix_socket = listen->unix_socket;
   if (!unix_socket && c.tenants.empty() && !c.allow_unauthenticated_tcp) {
     return errors::InvalidArgument(
         "listen: TCP without tenants would let anyone on the network run code; configure "

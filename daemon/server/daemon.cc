@@ -18,6 +18,7 @@
 #include "agent/chat_agent.h"
 #include "agent/openai_agent.h"
 #include "agent/reference_agent.h"
+#include "common/address.h"
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/utf8.h"
@@ -257,16 +258,13 @@ absl::Status Daemon::Start() {
       v1::Sandgate::service_full_name(), health_service,
       grpc::reflection::v1::ServerReflection::service_full_name(), "grpc.reflection.v1alpha.ServerReflection"});
   grpc::ServerBuilder builder;
-  std::string target;
+  SANDGATE_ASSIGN_OR_RETURN(Address listen, ParseAddress(p.config.listen));
   int port = 0;
-  if (absl::StartsWith(p.config.listen, "unix:")) {
-    std::string path = p.config.listen.substr(5);
-    unlink(path.c_str());  // a socket left by a killed daemon
-    target = p.config.listen;
-    builder.AddListeningPort(target, grpc::InsecureServerCredentials());
+  if (listen.unix_socket) {
+    unlink(listen.path.c_str());  // a socket left by a killed daemon
+    builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials());
   } else {
-    target = p.config.listen.substr(4);
-    builder.AddListeningPort(target, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials(), &port);
   }
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -275,13 +273,13 @@ absl::Status Daemon::Start() {
   builder.experimental().SetInterceptorCreators(RpcObserver::Factories(p.metrics.get()));
   p.server = builder.BuildAndStart();
   if (!p.server) return errors::Unavailable(absl::StrCat("cannot listen on ", p.config.listen));
-  if (absl::StartsWith(p.config.listen, "unix:")) {
+  if (listen.unix_socket) {
     // With no tenants the socket's permissions are the access control: owner only.
-    chmod(p.config.listen.substr(5).c_str(), 0600);
-    p.address = p.config.listen;
+    chmod(listen.path.c_str(), 0600);
   } else {
-    p.address = absl::StrCat("tcp:", target.substr(0, target.rfind(':')), ":", port);
+    listen.port = port;
   }
+  p.address = listen.ToString();
   // Per service as well as overall: clients (and load balancers) ask for the service they
   // use. Drain sets them all NOT_SERVING.
   p.server->GetHealthCheckService()->SetServingStatus(true);

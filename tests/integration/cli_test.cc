@@ -1,14 +1,22 @@
 // The sandgate CLI against the real daemon: what a person at a terminal gets.
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -22,6 +30,94 @@ struct Result {
   int exit_code;
   std::string out;
 };
+
+// A process whose output the test reads as it comes: on a pipe, or on a pseudo-terminal
+// (then it is the session leader with the terminal as its controlling one, so a ^C written
+// to the master reaches it as SIGINT from the line discipline, as a person's would).
+class Child {
+ public:
+  enum class Io { kPipe, kTerminal };
+  // Runs argv[0] with `env` added to the environment; stdout and stderr together.
+  Child(const std::vector<std::string>& argv, const std::vector<std::string>& env, Io io) {
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    auto exec = [&] {
+      for (const std::string& kv : env) putenv(const_cast<char*>(kv.c_str()));
+      execv(args[0], args.data());
+      _exit(127);
+    };
+    if (io == Io::kTerminal) {
+      pid_ = forkpty(&fd_, nullptr, nullptr, nullptr);
+      if (pid_ == 0) exec();
+    } else {
+      int p[2];
+      if (pipe2(p, O_CLOEXEC) != 0) return;
+      pid_ = fork();
+      if (pid_ == 0) {
+        dup2(p[1], STDOUT_FILENO);
+        dup2(p[1], STDERR_FILENO);
+        exec();
+      }
+      close(p[1]);
+      fd_ = p[0];
+    }
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+  // Reads until `done(output so far)` holds, the output ends, or `timeout` passes.
+  bool ReadUntil(const std::function<bool(const std::string&)>& done, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done(out_)) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || eof_) return false;
+      pollfd pfd{fd_, POLLIN, 0};
+      if (poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      ssize_t n = read(fd_, buf, sizeof(buf));
+      if (n <= 0) {
+        eof_ = true;  // a pipe's end, or EIO once the terminal's last user is gone
+      } else {
+        out_.append(buf, static_cast<size_t>(n));
+      }
+    }
+    return true;
+  }
+  bool ReadUntilContains(const std::string& text, std::chrono::milliseconds timeout) {
+    return ReadUntil([&](const std::string& out) { return absl::StrContains(out, text); }, timeout);
+  }
+  void Write(const std::string& bytes) {
+    ASSERT_EQ(write(fd_, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  }
+  // Reads to the end of the output, then reaps: the exit code, or minus the signal that
+  // killed it (so that 130 means the CLI chose to exit 130, not that SIGINT killed it).
+  int Wait() {
+    ReadUntil([](const std::string&) { return false; }, std::chrono::seconds(120));
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  const std::string& out() const { return out_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  bool eof_ = false;
+  std::string out_;
+};
+
+// "run run-1234 started for x.csv" -> "run-1234".
+std::string RunIdFrom(const std::string& out) {
+  std::smatch m;
+  return std::regex_search(out, m, std::regex("run (\\S+) started for")) ? m[1].str() : "";
+}
 
 class CliTest : public ::testing::Test {
  protected:
@@ -41,6 +137,19 @@ class CliTest : public ::testing::Test {
     while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
     int status = pclose(p);
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  }
+  std::unique_ptr<Child> Start(std::vector<std::string> args, Child::Io io) {
+    std::vector<std::string> argv = {SANDGATE_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return std::make_unique<Child>(argv, std::vector<std::string>{"SANDGATE_ADDR=" + daemon_->address()}, io);
+  }
+  v1::RunStatus FinalStatus(const std::string& run_id) {
+    auto stub = daemon_->Stub();
+    std::vector<v1::Event> events = FollowToEnd(*stub, run_id);
+    return events.empty() ? v1::RUN_STATUS_UNSPECIFIED : events.back().run_finished().status();
+  }
+  static std::string Sample() {
+    return std::string(SANDGATE_SOURCE_DIR) + "/examples/northstar_cloud_financial_statements.csv";
   }
   static std::string Slurp(const std::string& path) {
     std::ifstream in(path);
@@ -104,8 +213,8 @@ TEST_F(CliTest, RunsGetEventsAndJson) {
   EXPECT_TRUE(absl::StrContains(get.out, "status     SUCCEEDED")) << get.out;
   Result events = Cli("events " + id + " --after 3");
   EXPECT_EQ(events.exit_code, 0);
-  EXPECT_TRUE(absl::StrContains(events.out, "   4 ")) << events.out;
-  EXPECT_FALSE(absl::StrContains(events.out, "   3 ")) << events.out;
+  EXPECT_TRUE(absl::StrContains(events.out, "step analyze")) << events.out;
+  EXPECT_FALSE(std::regex_search(events.out, std::regex("(^|\n) +[1-3] "))) << events.out;
   Result dl = Cli("download " + id + " --out " + daemon_->dir() + "/dl");
   EXPECT_EQ(dl.exit_code, 0) << dl.out;
   EXPECT_EQ(Slurp(daemon_->dir() + "/dl/calculated_metrics.csv"),
@@ -116,9 +225,6 @@ TEST_F(CliTest, BadUsageAndUnknownRunsSayWhatIsWrong) {
   Result missing = Cli("run /nonexistent.csv");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(missing.out, "cannot read /nonexistent.csv")) << missing.out;
-  Result unknown = Cli("get run-doesnotexist");
-  EXPECT_EQ(unknown.exit_code, 2);
-  EXPECT_TRUE(absl::StrContains(unknown.out, "NOT_FOUND")) << unknown.out;
   Result flag = Cli("runs --bogus");
   EXPECT_EQ(flag.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(flag.out, "unknown option --bogus")) << flag.out;
@@ -178,6 +284,164 @@ TEST_F(CliTest, EventsFollowRidesOutADaemonRestart) {
   for (const char* expect : {"stays queued", "reconnecting", "queued again", "run SUCCEEDED"}) {
     EXPECT_TRUE(absl::StrContains(followed.out, expect)) << "no '" << expect << "' in:\n" << followed.out;
   }
+}
+
+// Ctrl-C on a real terminal: the line discipline signals the whole foreground process
+// group, so every thread of the CLI, gRPC's included, could take the SIGINT.
+TEST_F(CliTest, CtrlCOnATerminalDetachesAndTheRunGoesOn) {
+  auto cli = Start({"run", Sample(), "--out", daemon_->dir() + "/detached", "--setup", "sleep 4"},
+                   Child::Io::kTerminal);
+  ASSERT_TRUE(cli->ReadUntilContains("sleep 4", std::chrono::seconds(60))) << cli->out();
+  std::string id = RunIdFrom(cli->out());
+  ASSERT_FALSE(id.empty()) << cli->out();
+  cli->Write("\x03");
+  EXPECT_EQ(cli->Wait(), 130) << cli->out();
+  EXPECT_TRUE(absl::StrContains(cli->out(), "detached; the run goes on")) << cli->out();
+  EXPECT_EQ(FinalStatus(id), v1::RUN_STATUS_SUCCEEDED);
+}
+
+TEST_F(CliTest, CtrlCWithCancelOnExitCancelsTheRun) {
+  auto cli = Start({"run", Sample(), "--cancel-on-exit", "--setup", "sleep 60"}, Child::Io::kTerminal);
+  ASSERT_TRUE(cli->ReadUntilContains("sleep 60", std::chrono::seconds(60))) << cli->out();
+  std::string id = RunIdFrom(cli->out());
+  ASSERT_FALSE(id.empty()) << cli->out();
+  cli->Write("\x03");
+  EXPECT_EQ(cli->Wait(), 130) << cli->out();
+  EXPECT_TRUE(absl::StrContains(cli->out(), "cancelled run " + id)) << cli->out();
+  EXPECT_EQ(FinalStatus(id), v1::RUN_STATUS_CANCELLED);
+}
+
+constexpr char kTicking[] = "for i in 1 2 3 4 5 6; do echo tick-$i; sleep 1; done";
+
+TEST_F(CliTest, CommandOutputIsShownAsItArrives) {
+  auto cli =
+      Start({"run", Sample(), "--out", daemon_->dir() + "/live", "--setup", kTicking}, Child::Io::kPipe);
+  ASSERT_TRUE(cli->ReadUntilContains("│ tick-1\n", std::chrono::seconds(60))) << cli->out();
+  // Seen while the command still runs: its last line and its end are still to come.
+  EXPECT_FALSE(absl::StrContains(cli->out(), "tick-6")) << cli->out();
+  EXPECT_FALSE(absl::StrContains(cli->out(), "ok exit 0")) << cli->out();
+  EXPECT_EQ(cli->Wait(), 0) << cli->out();
+  EXPECT_TRUE(absl::StrContains(cli->out(), "│ tick-6\n")) << cli->out();
+}
+
+TEST_F(CliTest, RunJsonIntoAPipeIsFlushedPerEvent) {
+  auto cli = Start({"run", Sample(), "--json", "--out", daemon_->dir() + "/jsonlive", "--setup", kTicking},
+                   Child::Io::kPipe);
+  // command.output events carry base64; the first one for the setup is enough to know.
+  ASSERT_TRUE(cli->ReadUntilContains("\"type\":\"command.output\"", std::chrono::seconds(60))) << cli->out();
+  EXPECT_FALSE(absl::StrContains(cli->out(), "\"type\":\"command.finished\"")) << cli->out();
+  EXPECT_EQ(cli->Wait(), 0) << cli->out();
+}
+
+TEST_F(CliTest, EventsNumberOnlyWhatTheyShow) {
+  Result run = Cli("run " + Sample() + " --out " + daemon_->dir() + "/ev");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  std::string id = RunIdFrom(run.out);
+  Result events = Cli("events " + id);
+  ASSERT_EQ(events.exit_code, 0) << events.out;
+  // "   4    5   $ python3 ..." was two events that show nothing, numbered anyway.
+  EXPECT_FALSE(std::regex_search(events.out, std::regex("(^|\n) *[0-9]+ +[0-9]+ "))) << events.out;
+  EXPECT_FALSE(std::regex_search(events.out, std::regex("(^|\n) *[0-9]+ *(\n|$)"))) << events.out;
+  EXPECT_TRUE(absl::StrContains(events.out, "run SUCCEEDED")) << events.out;
+}
+
+TEST_F(CliTest, EveryCommandAnswersHelpAndVersion) {
+  for (const char* cmd :
+       {"run", "events", "runs", "get", "cancel", "download", "session", "session create", "session list",
+        "session get", "session exec", "session upload", "session download", "session ls",
+        "session keepalive", "session close", "admin", "admin drain", "admin purge"}) {
+    Result help = Cli(std::string(cmd) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << cmd << ": " << help.out;
+    EXPECT_TRUE(absl::StartsWith(help.out, std::string("usage: sandgate ") + cmd)) << cmd << ": " << help.out;
+  }
+  Result version = Cli("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_TRUE(absl::StartsWith(version.out, "sandgate ")) << version.out;
+  FILE* p = popen((std::string(SANDGATED_PATH) + " --version").c_str(), "r");
+  char buf[128] = {};
+  ASSERT_NE(std::fgets(buf, sizeof(buf), p), nullptr);
+  EXPECT_EQ(pclose(p), 0);
+  EXPECT_TRUE(absl::StartsWith(buf, "sandgated ")) << buf;
+}
+
+TEST_F(CliTest, AMistypedOptionGetsTheNearestOne) {
+  Result r = Cli("run x.csv --tiemout 5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "unknown option --tiemout; did you mean --timeout?")) << r.out;
+  Result other = Cli("runs --follow");
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(other.out, "sandgate runs does not take --follow")) << other.out;
+}
+
+TEST_F(CliTest, TheAddressTheDaemonPrintsIsTheAddressTheCliTakes) {
+  std::string dir = daemon_->dir() + "/tcp";
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  std::ofstream(dir + "/config.json") << R"({"allow_unauthenticated_tcp": true})";
+  // Plain HOST:PORT on the daemon's side too.
+  Child daemon({SANDGATED_PATH, "--config", dir + "/config.json", "--listen", "127.0.0.1:0", "--state-dir",
+                dir + "/state"},
+               {}, Child::Io::kPipe);
+  std::regex listening("listening on (tcp:127\\.0\\.0\\.1:([0-9]+))\n");
+  ASSERT_TRUE(daemon.ReadUntil([&](const std::string& out) { return std::regex_search(out, listening); },
+                               std::chrono::seconds(30)))
+      << daemon.out();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(daemon.out(), m, listening));
+  for (const std::string& addr : {m[1].str(), "127.0.0.1:" + m[2].str()}) {
+    Result runs = Cli("--addr " + addr + " runs");
+    EXPECT_EQ(runs.exit_code, 0) << addr << ": " << runs.out;
+    EXPECT_TRUE(absl::StrContains(runs.out, "RUN")) << runs.out;
+  }
+  Result bad = Cli("--addr tcp:127.0.0.1 runs");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad.out, "expected unix:PATH, tcp:HOST:PORT or HOST:PORT")) << bad.out;
+}
+
+TEST_F(CliTest, NamesFromTheSandboxAreEscapedAndExecOutputIsNot) {
+  Result created = Cli("session create --idle 300");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  std::string id(absl::StripAsciiWhitespace(created.out));
+  // A name that retitles the terminal, clears it, and fakes a line of its own.
+  Result touch = Cli("session exec " + id +
+                     " 'touch \"$(printf \"evil\\033]0;pwned\\007\\033[2J\\nfake\")\"; "
+                     "printf \"raw\\033[1mbold\\n\"'");
+  ASSERT_EQ(touch.exit_code, 0) << touch.out;
+  EXPECT_TRUE(absl::StrContains(touch.out, "raw\x1b[1mbold")) << "the command's own bytes pass through";
+  Result ls = Cli("session ls " + id);
+  ASSERT_EQ(ls.exit_code, 0) << ls.out;
+  EXPECT_EQ(ls.out.find('\x1b'), std::string::npos) << ls.out;
+  EXPECT_EQ(ls.out.find('\x07'), std::string::npos) << ls.out;
+  EXPECT_TRUE(absl::StrContains(ls.out, "evil\\x1b]0;pwned\\x07\\x1b[2J\\nfake")) << ls.out;
+  Cli("session close " + id);
+}
+
+TEST_F(CliTest, ExecSaysHowACommandEnded) {
+  Result created = Cli("session create --idle 300 --memory-mib 512");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  std::string id(absl::StripAsciiWhitespace(created.out));
+  Result oom = Cli("session exec " + id + " -- python3 -c 'b = b\"x\" * (1 << 31)'");
+  EXPECT_NE(oom.exit_code, 0) << oom.out;
+  EXPECT_TRUE(absl::StrContains(oom.out, "sandgate session exec: the command was killed: out of memory"))
+      << oom.out;
+  Result killed = Cli("session exec " + id + " 'kill -9 $$'");
+  EXPECT_EQ(killed.exit_code, 137) << killed.out;
+  EXPECT_TRUE(absl::StrContains(killed.out, "killed by signal 9")) << killed.out;
+  Result slow = Cli("session exec " + id + " --timeout 1 'sleep 30'");
+  EXPECT_EQ(slow.exit_code, 124) << slow.out;
+  EXPECT_TRUE(absl::StrContains(slow.out, "the command timed out")) << slow.out;
+  Cli("session close " + id);
+}
+
+TEST_F(CliTest, AnUnknownRunIsNamedWithTheCommandTyped) {
+  for (const char* cmd : {"get", "events", "cancel", "download"}) {
+    Result r = Cli(std::string(cmd) + " run-doesnotexist");
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_TRUE(absl::StrContains(r.out, std::string("sandgate ") + cmd + ": no run run-doesnotexist"))
+        << r.out;
+  }
+  Result session = Cli("session get sdoesnotexist");
+  EXPECT_TRUE(absl::StrContains(session.out, "sandgate session get: no session sdoesnotexist"))
+      << session.out;
 }
 
 }  // namespace

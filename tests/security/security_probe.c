@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
@@ -86,6 +87,21 @@ static long Probe(const char* name) {
   if (!strcmp(name, "ioctl_fionread")) {
     int n;
     return ioctl(0, FIONREAD, &n);
+  }
+  if (!strcmp(name, "inotify_init")) return syscall(SYS_inotify_init);
+  if (!strcmp(name, "inotify_init1")) return syscall(SYS_inotify_init1, IN_CLOEXEC);
+  if (!strcmp(name, "fanotify_init")) return syscall(SYS_fanotify_init, 0, O_RDONLY);
+  if (!strcmp(name, "dnotify")) {
+    int dir = open("/usr", O_RDONLY | O_DIRECTORY);
+    if (dir < 0) return -1;
+    return fcntl(dir, F_NOTIFY, DN_CREATE | DN_MODIFY | DN_DELETE | DN_MULTISHOT);
+  }
+  // The kernel reads fcntl's cmd as an unsigned int: high bits must not slip past the filter.
+  if (!strcmp(name, "dnotify_highbits")) {
+    int dir = open("/usr", O_RDONLY | O_DIRECTORY);
+    if (dir < 0) return -1;
+    return syscall(SYS_fcntl, dir, (1UL << 32) | F_NOTIFY,
+                   DN_CREATE | DN_MODIFY | DN_DELETE | DN_MULTISHOT);
   }
 #if defined(__x86_64__)
   if (!strcmp(name, "i386")) {

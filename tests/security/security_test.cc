@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -988,6 +989,134 @@ TEST_F(SecurityTest, A25_ClockAndHostnameCannotBeChanged) {
                 "date -s '2001-01-01' >/dev/null; echo rc=$?; hostname x; echo rc=$?; "
                 "uname -n");
   EXPECT_THAT(r.out, HasSubstr("rc=1\nrc=1\nsandgate\n"));
+}
+
+// Issue 9, item 5: /dev is read-only, and /dev/shm is a tmpfs of its own with small byte and
+// inode caps instead of bwrap's unsized one (which took 600 MiB past a 256 MiB workspace cap).
+TEST_F(SecurityTest, A26_DevIsReadOnlyAndDevShmIsCapped) {
+  SessionSpec spec;
+  spec.workspace_bytes = 256 << 20;
+  auto s = NewSession("a26", spec);
+  ASSERT_NE(s, nullptr);
+  for (const std::string& w : s->Warnings()) EXPECT_THAT(w, Not(HasSubstr("/dev/shm"))) << w;
+  Output r = Sh(s.get(), "touch /dev/evil; mkdir /dev/evildir; ls /dev");
+  EXPECT_THAT(r.err, HasSubstr("touch: cannot touch '/dev/evil': Read-only file system"));
+  EXPECT_THAT(r.err, HasSubstr("Read-only file system"));
+  EXPECT_THAT(r.out, Not(HasSubstr("evil")));
+  // The devices still work.
+  EXPECT_EQ(Sh(s.get(), "echo x > /dev/null && head -c 3 /dev/zero | wc -c").out, "3\n");
+  r = Sh(s.get(), "head -c 100M /dev/zero > /dev/shm/big; echo rc=$?; du -sm /dev/shm/big");
+  EXPECT_THAT(r.err, HasSubstr("No space left on device"));
+  EXPECT_THAT(r.out, HasSubstr("rc=1"));
+  int mib = atoi(r.out.substr(r.out.find('\n') + 1).c_str());
+  EXPECT_LE(mib, local::kDevShmBytes >> 20) << r.out;
+  r = Sh(s.get(),
+         "rm -f /dev/shm/big; for i in $(seq 1 5000); do touch /dev/shm/f$i 2>/dev/null || "
+         "break; done; ls /dev/shm | wc -l");
+  EXPECT_LT(atoi(r.out.c_str()), static_cast<int>(local::kDevShmInodes)) << r.out;
+  EXPECT_GT(atoi(r.out.c_str()), 10) << r.out;
+  // POSIX shared memory and semaphores (what /dev/shm is for) still work.
+  r = Sh(s.get(),
+         "rm -f /dev/shm/f*; python3 -c 'import multiprocessing as m; l = m.Lock(); "
+         "print(\"sem\", l.acquire())'");
+  EXPECT_EQ(r.out, "sem True\n") << r.err;
+  // ptys too, from the session's own devpts.
+  r = Sh(s.get(), "python3 -c 'import os, pty; m, t = pty.openpty(); print(os.ttyname(t))'");
+  EXPECT_EQ(r.out, "/dev/pts/0\n") << r.err;
+}
+
+// Issue 9, item 6: inotify on the host-bound /usr saw the host's file activity. The filter
+// answers inotify_init/inotify_init1 (and fanotify) so that no watch can exist, and dnotify's
+// F_NOTIFY too; tools fall back to polling.
+TEST_F(SecurityTest, A27_NoWatchOnHostFiles) {
+  auto s = NewSession("a27");
+  ASSERT_NE(s, nullptr);
+  std::string out = Probe(
+      s.get(), {"inotify_init", "inotify_init1", "fanotify_init", "dnotify", "dnotify_highbits"});
+  EXPECT_THAT(out, HasSubstr("inotify_init ENOSYS"));
+  EXPECT_THAT(out, HasSubstr("inotify_init1 ENOSYS"));
+  EXPECT_THAT(out, HasSubstr("fanotify_init EPERM"));
+  EXPECT_THAT(out, HasSubstr("dnotify EINVAL"));
+  EXPECT_THAT(out, HasSubstr("dnotify_highbits EINVAL"));
+  // tail -f keeps following (by polling) instead of failing: timeout ends it, not an error.
+  Output r = Sh(s.get(), "echo one > f; timeout 1 tail -f f; echo rc=$?");
+  EXPECT_EQ(r.out, "one\nrc=124\n") << r.err;
+}
+
+// Issue 9, item 7: /proc/self/mountinfo named the session's host uid (tmpfs uid=), the host
+// path of sandgate-init (a bind mount's root) and the host's RAM (an unsized tmpfs).
+TEST_F(SecurityTest, A28_MountinfoShowsNothingOfTheHost) {
+  auto s = NewSession("a28");
+  ASSERT_NE(s, nullptr);
+  const uid_t uid = Local(s.get())->host_uid();
+  Output r = Sh(s.get(), "cat /proc/self/mountinfo /proc/self/mounts");
+  ASSERT_EQ(r.result.exit_code, 0) << r.err;
+  ASSERT_THAT(r.out, HasSubstr("/work"));
+  EXPECT_THAT(r.out, Not(HasSubstr(absl::StrCat(uid)))) << r.out;
+  // Where the test's sandgate-init lives on the host, and every component of that path
+  // longer than a few letters (the clone, the build directory).
+  const std::string init = SANDGATE_TEST_INIT_PATH;
+  EXPECT_THAT(r.out, Not(HasSubstr(init))) << r.out;
+  EXPECT_THAT(r.out, Not(HasSubstr("sandgate-init"))) << r.out;
+  for (absl::string_view part : absl::StrSplit(init, '/', absl::SkipEmpty())) {
+    if (part.size() > 4 && part != "sandgate-init") {
+      EXPECT_THAT(r.out, Not(HasSubstr(absl::StrCat("/", part, "/")))) << part << "\n" << r.out;
+    }
+  }
+  // Half of the host's RAM is what an unsized tmpfs (and the host's devtmpfs, sized at boot)
+  // reports: no size in the mount options or from statfs may come near it.
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t total_kib = 0;
+  meminfo >> key >> total_kib;
+  ASSERT_GT(total_kib, 0u);
+  auto near_half_ram = [&](uint64_t kib) { return kib > total_kib * 2 / 5 && kib < total_kib; };
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    const bool memory_fs = absl::StrContains(line, " - tmpfs ") ||
+                           absl::StrContains(line, " - devtmpfs ") ||
+                           absl::StartsWith(line, "tmpfs ") || absl::StartsWith(line, "devtmpfs ");
+    if (!memory_fs) continue;
+    // Every one states its size, so none falls back to the RAM-derived default.
+    size_t at = line.find("size=");
+    ASSERT_NE(at, absl::string_view::npos) << line;
+    uint64_t kib = strtoull(std::string(line.substr(at + 5)).c_str(), nullptr, 10);
+    EXPECT_FALSE(near_half_ram(kib)) << line << " (MemTotal " << total_kib << " kB)";
+  }
+  // What df shows inside is the sandbox's own caps.
+  r = Sh(s.get(), "df -k --output=size / /dev /dev/shm /tmp /work | tail -n +2");
+  for (absl::string_view size : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    EXPECT_FALSE(near_half_ram(strtoull(std::string(size).c_str(), nullptr, 10)))
+        << size << " (MemTotal " << total_kib << " kB)";
+  }
+}
+
+// Issue 9, item 11: when the host's own addresses cannot be listed (getifaddrs failing), the
+// SSRF guard refuses every destination, saying why, instead of letting them all through.
+TEST_F(RestrictedNetworkTest, A15i_SsrfGuardFailsClosedWhenHostAddressesAreUnknown) {
+  provider_.reset();
+  auto listings = std::make_shared<std::atomic<int>>(0);
+  BwrapOptions o = SecurityOptions(SecurityUidBase(0));
+  o.proxy_options.host_addresses = [listings]() -> absl::StatusOr<std::vector<local::IpAddress>> {
+    ++*listings;
+    return absl::UnavailableError("getifaddrs: injected failure");
+  };
+  auto p = BwrapProvider::Create(o, &journal_);
+  ASSERT_TRUE(p.ok()) << p.status();
+  provider_ = std::move(*p);
+  auto s = Restricted("a15i", {"allowed.test"});
+  ASSERT_NE(s, nullptr);
+  std::string r = Curl(s.get(), {"http://allowed.test/"});
+  EXPECT_THAT(r, HasSubstr("403 Forbidden"));
+  EXPECT_THAT(r, HasSubstr("X-Proxy-Error: blocked-by-ssrf-guard"));
+  EXPECT_THAT(r, HasSubstr("could not be listed (getifaddrs: injected failure)"));
+  EXPECT_GT(listings->load(), 0);
+  EXPECT_EQ(net_->connections(), 0);
+  std::vector<NetworkDecision> d = Decisions();
+  ASSERT_FALSE(d.empty());
+  for (const NetworkDecision& x : d) {
+    EXPECT_EQ(x.verdict, NetworkDecision::Verdict::kDenied);
+    EXPECT_EQ(x.reason, "blocked-by-ssrf-guard");
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/match.h"
@@ -72,13 +73,17 @@ std::vector<std::string> HostBinds() {
   return out;
 }
 
+uint64_t DevShmBytes(uint64_t workspace_bytes) {
+  return std::min<uint64_t>(kDevShmBytes, workspace_bytes);
+}
+
 std::vector<int> BwrapInvocation::keep_fds() const {
   std::vector<int> fds;
   for (const UniqueFd& fd : child_fds) fds.push_back(fd.get());
   return fds;
 }
 
-absl::StatusOr<BwrapInvocation> PrepareBwrap(const BwrapConfig& config, uint64_t workspace_bytes,
+absl::StatusOr<BwrapInvocation> PrepareBwrap(const BwrapConfig& config, const SessionMounts& mounts,
                                              const std::vector<std::string>& command) {
   BwrapInvocation inv;
   auto data_fd = [&](const std::string& data) -> absl::StatusOr<std::string> {
@@ -103,6 +108,11 @@ absl::StatusOr<BwrapInvocation> PrepareBwrap(const BwrapConfig& config, uint64_t
        "1000",
        "--hostname",
        config.hostname,
+       // First: the daemon's tmpfs replaces bwrap's own root, whose options would name the
+       // session's host uid and show no size (tmpfs_limits.h).
+       "--bind",
+       mounts.path("root"),
+       "/",
        "--ro-bind",
        "/usr",
        "/usr"};
@@ -115,14 +125,28 @@ absl::StatusOr<BwrapInvocation> PrepareBwrap(const BwrapConfig& config, uint64_t
                                     "\n::1 localhost ip6-localhost\n")}}) {
     absl::StatusOr<std::string> fd = data_fd(data);
     if (!fd.ok()) return fd.status();
-    a.insert(a.end(), {"--ro-bind-data", *fd, path});
+    // Copied into the root (read-only below) rather than bind-mounted: one mount fewer in
+    // the sandbox's mountinfo.
+    a.insert(a.end(), {"--perms", "0444", "--file", *fd, path});
   }
-  const std::string size = absl::StrCat(workspace_bytes);
-  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
-                     "--size", size, "--tmpfs", "/work", "--chdir", "/work"});
-  // The root is bwrap's own tmpfs; only /work and /tmp (own mounts) stay writable.
+  // Every tmpfs and the devpts are the daemon's mounts (tmpfs_limits.h), not bwrap's --dev
+  // and --tmpfs: no mount option names the host uid or the host's RAM. /dev is read-only
+  // (the daemon's mount is: bwrap's --remount-ro would add nodev); /dev/shm, /tmp and /work
+  // are writable with their own byte and inode caps.
+  a.insert(a.end(), {"--proc", "/proc", "--dev-bind", config.device_dir, "/dev", "--bind",
+                     mounts.path("shm"), "/dev/shm", "--dev-bind", mounts.path("pts"), "/dev/pts",
+                     "--bind", mounts.path("tmp"), "/tmp", "--bind", mounts.path("work"), "/work",
+                     "--chdir", "/work"});
+  // Only /work, /tmp and /dev/shm (own mounts) stay writable.
   if (!config.init_path.empty()) {
-    a.insert(a.end(), {"--ro-bind", config.init_path, initproto::kInitPathInSandbox});
+    // Opened here by the daemon (root) and copied in by bwrap from the descriptor, so the
+    // sandbox uid needs no access to the host path (the clone may sit in a 0700 directory),
+    // and no mount names that path in the sandbox's mountinfo.
+    UniqueFd init(open(config.init_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!init.valid()) return errors::FromErrno(errno, absl::StrCat("open ", config.init_path));
+    inv.child_fds.push_back(std::move(init));
+    a.insert(a.end(), {"--perms", "0555", "--file", absl::StrCat(inv.child_fds.back().get()),
+                       initproto::kInitPathInSandbox});
   }
   a.insert(a.end(), {"--remount-ro", "/"});
   if (!config.seccomp_bpf.empty()) {

@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "sandbox/local/bwrap_session.h"
 #include "sandbox/local/seccomp_filter.h"
+#include "sandbox/local/tmpfs_limits.h"
 
 namespace sandgate::sandbox {
 namespace {
@@ -88,6 +89,8 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
   core->bwrap.bwrap_path = options.bwrap_path;
   core->bwrap.init_path = options.init_path;
   core->bwrap.hostname = options.hostname;
+  SANDGATE_RETURN_IF_ERROR(local::PrepareDeviceNodes(options.mount_dir));
+  core->bwrap.device_dir = absl::StrCat(options.mount_dir, "/dev");
   SANDGATE_ASSIGN_OR_RETURN(core->bwrap.seccomp_bpf, local::BuildSeccompFilter());
   if (options.disable_seccomp_for_benchmarks) {
     core->bwrap.seccomp_bpf.clear();
@@ -154,6 +157,9 @@ absl::Status BwrapProvider::Sweep(const JournalEntry& entry) {
   // The cgroups first (race-free kill), then whatever still runs as the uid elsewhere.
   absl::Status status = local::KillAndRemoveCgroups(cgroups, absl::Seconds(5));
   status.Update(KillUid(static_cast<uid_t>(uid), absl::Seconds(5)));
+  if (status.ok()) {
+    status = local::SessionMounts::Plan(c.options.mount_dir, static_cast<uid_t>(uid)).Unmount();
+  }
   if (!status.ok()) return status;
   log::Info("sandbox.swept", {{"entry", entry.id}, {"uid", uid}});
   return core_->journal->Erase(entry.id);

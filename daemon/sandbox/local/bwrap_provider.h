@@ -58,6 +58,11 @@ struct BwrapOptions {
   // Session cgroups go to "<daemon's cgroup>/<cgroup_parent>/sandgate-<id>".
   std::string cgroup_parent = "sandgate";
   std::string hostname = "sandgate";
+  // Where the provider mounts the sandboxes' own file systems: the shared /dev, and per
+  // session its root, /work, /tmp, /dev/shm and devpts (tmpfs_limits.h). Each directory
+  // above it must be searchable by others (bwrap binds them as the session's uid): not under
+  // the daemon's 0700 runtime or state directory. Providers may share it.
+  std::string mount_dir = "/run/sandgate-sandboxes";
   // Longest wait for a new sandbox to report ready.
   absl::Duration start_timeout = absl::Seconds(10);
 
@@ -89,9 +94,9 @@ class BwrapProvider : public Provider {
   // all sessions); INVALID_ARGUMENT for a malformed allowlist.
   absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                   const CancelToken* cancel) override;
-  // Kills every process running as the entry's uid, kills and removes its cgroups, then
-  // erases the entry. Call before creating sessions: a leftover process would share the uid
-  // with a new session.
+  // Kills every process running as the entry's uid, kills and removes its cgroups, unmounts
+  // its file systems, then erases the entry. Call before creating sessions: a leftover process
+  // would share the uid with a new session.
   absl::Status Sweep(const JournalEntry& entry) override;
 
   struct Core;  // shared with the sessions; defined in bwrap_session.h

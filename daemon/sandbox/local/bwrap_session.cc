@@ -252,9 +252,10 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
         host.kill_note));
   }
   // tmpfs pages are charged to the writer's memory cgroup (isolation.md §2).
-  if (2 * spec_.workspace_bytes >= spec_.memory_bytes) {
+  if (2 * spec_.workspace_bytes + DevShmBytes(spec_.workspace_bytes) >= spec_.memory_bytes) {
     warnings_.push_back(absl::StrCat(
-        "/work and /tmp (", spec_.workspace_bytes, " bytes each) can fill the memory limit (",
+        "/work and /tmp (", spec_.workspace_bytes, " bytes each) and /dev/shm (",
+        DevShmBytes(spec_.workspace_bytes), " bytes) can fill the memory limit (",
         spec_.memory_bytes, " bytes): a full workspace may end in an OOM kill, not ENOSPC"));
   }
 
@@ -275,7 +276,17 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   bwrap_stderr_.reset(ep[0]);
   UniqueFd stderr_w(ep[1]);
 
-  SANDGATE_ASSIGN_OR_RETURN(BwrapInvocation inv, PrepareBwrap(core_->bwrap, spec_.workspace_bytes,
+  // Every tmpfs of the sandbox, with its caps, before bwrap (which binds them) starts.
+  mounts_ = SessionMounts::Plan(core_->options.mount_dir, uid_);
+  SessionMountSizes sizes;
+  sizes.root_bytes = kRootTmpfsBytes;
+  sizes.root_inodes = kRootTmpfsInodes;
+  sizes.workspace_bytes = spec_.workspace_bytes;
+  sizes.workspace_inodes = spec_.workspace_inodes;
+  sizes.shm_bytes = DevShmBytes(spec_.workspace_bytes);
+  sizes.shm_inodes = std::min<uint64_t>(kDevShmInodes, spec_.workspace_inodes);
+  SANDGATE_RETURN_IF_ERROR(mounts_.Mount(sizes));
+  SANDGATE_ASSIGN_OR_RETURN(BwrapInvocation inv, PrepareBwrap(core_->bwrap, mounts_,
                                                               {initproto::kInitPathInSandbox,
                                                                absl::StrCat(init_end.get())}));
   SpawnPlan plan;
@@ -325,24 +336,15 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
     }
     if (p[0].revents != 0 || p[1].revents != 0) return start_failed("no ready message");
   }
+  // bwrap has bound the file systems into the sandbox: off the host with them, so that they
+  // live exactly as long as the sandbox (tmpfs_limits.h).
+  SANDGATE_RETURN_IF_ERROR(mounts_.Unmount());
   const pid_t init_pid = init_pid_;
   SANDGATE_ASSIGN_OR_RETURN(
       UniqueFd root, WorkspaceFiles::OpenRoot(absl::StrCat("/proc/", init_pid, "/root/work")));
   // The path went through the init's pid; it was the init's only if the init is alive now.
   struct pollfd alive = {init_pidfd_.get(), POLLIN, 0};
   if (poll(&alive, 1, 0) != 0) return errors::Unavailable("sandbox init exited during start");
-  // bwrap can only size its tmpfs mounts; the inode caps are set here, before any command.
-  for (const char* dir : {"/work", "/tmp"}) {
-    UniqueFd mount_root(open(absl::StrCat("/proc/", init_pid, "/root", dir).c_str(),
-                             O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    absl::Status limited = mount_root.valid()
-                               ? SetTmpfsInodeLimit(mount_root.get(), spec_.workspace_inodes)
-                               : errors::FromErrno(errno, dir);
-    if (!limited.ok()) {
-      warnings_.push_back(absl::StrCat("inode limit of ", dir, " (", spec_.workspace_inodes,
-                                       ") not enforced: ", limited.message()));
-    }
-  }
   {
     absl::MutexLock l(&mu_);
     files_ = std::make_shared<const WorkspaceFiles>(std::move(root), uid_, uid_);
@@ -570,6 +572,8 @@ absl::Status BwrapSession::Close() {
     }
   }
   status.Update(cgroups_.KillAndRemove(absl::Seconds(5)));
+  // Left on the host only by a start that failed before the sandbox was ready.
+  status.Update(mounts_.Unmount());
   if (status.ok()) {
     // With something left behind, the uid stays taken and the record stays for Sweep.
     core_->Release(spec_.id, uid_);

@@ -23,6 +23,7 @@
 #include "sandbox/local/cgroups.h"
 #include "sandbox/local/net_proxy.h"
 #include "sandbox/local/spawner.h"
+#include "sandbox/local/tmpfs_limits.h"
 #include "sandbox/local/workspace_files.h"
 #include "sandbox/sandbox.h"
 
@@ -87,6 +88,7 @@ class BwrapSession : public Session {
   const SessionSpec spec_;
   const uid_t uid_;
   SessionCgroups cgroups_;
+  SessionMounts mounts_;  // planned in Launch; unmounted by Close
   pid_t bwrap_pid_ = -1;
   pid_t init_pid_ = -1;
   UniqueFd bwrap_pidfd_;

@@ -408,28 +408,45 @@ absl::StatusOr<UniqueFd> ListenInNetns(int netns_fd, uint16_t port) {
   return result;
 }
 
+absl::StatusOr<std::vector<IpAddress>> ListHostAddresses() {
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return errors::FromErrno(errno, "getifaddrs");
+  std::vector<IpAddress> out;
+  for (struct ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    IpAddress ip;
+    ip.family = a->ifa_addr->sa_family;
+    if (ip.family == AF_INET) {
+      memcpy(ip.bytes, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, 4);
+    } else if (ip.family == AF_INET6) {
+      memcpy(ip.bytes, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    out.push_back(ip);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+std::string HostAddressReason(const IpAddress& ip,
+                              const absl::StatusOr<std::vector<IpAddress>>& host_addresses) {
+  if (!host_addresses.ok()) {
+    return absl::StrCat("the host's own addresses could not be listed (",
+                        host_addresses.status().message(), "), so no address is let through");
+  }
+  for (const IpAddress& h : *host_addresses) {
+    if (h.family == ip.family && memcmp(h.bytes, ip.bytes, ip.family == AF_INET ? 4 : 16) == 0) {
+      return "an address of the daemon's host";
+    }
+  }
+  return "";
+}
+
 // ---------------------------------------------------------------------------------------------
 // The proxy thread
 
 namespace {
-
-// Whether `ip` is an address of one of this host's interfaces (in the daemon's namespace):
-// a public address of the host itself would reach the host's own services.
-bool IsHostAddress(const IpAddress& ip) {
-  struct ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return false;
-  bool found = false;
-  for (struct ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != ip.family) continue;
-    const void* bytes =
-        ip.family == AF_INET
-            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr)
-            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr);
-    found = memcmp(bytes, ip.bytes, ip.family == AF_INET ? 4 : 16) == 0;
-  }
-  freeifaddrs(list);
-  return found;
-}
 
 constexpr size_t kMaxHead = 8192;
 constexpr size_t kChunk = 65536;
@@ -919,9 +936,12 @@ class NetProxy::Loop {
   void Resolved(Conn* c, std::vector<IpAddress> addrs) {
     const ProxyPolicy& p = c->session->policy;
     if (addrs.empty()) return Deny(c, 502, "Bad Gateway", "resolution-failed", "no address");
+    // Listed afresh for each request: interfaces come and go.
+    const absl::StatusOr<std::vector<IpAddress>> host_addresses =
+        options_.host_addresses ? options_.host_addresses() : ListHostAddresses();
     for (const IpAddress& ip : addrs) {
       // The host's own addresses are refused whatever the exemptions say.
-      std::string why = IsHostAddress(ip) ? "an address of the daemon's host" : "";
+      std::string why = HostAddressReason(ip, host_addresses);
       if (why.empty()) {
         why = NonPublicReason(ip);
         if (why.empty()) continue;

@@ -64,6 +64,15 @@ struct Cidr {
 // it is public. IPv4-mapped and NAT64 IPv6 addresses are judged by their IPv4 part.
 std::string NonPublicReason(const IpAddress& ip);
 
+// The addresses of this host's interfaces (getifaddrs, in the daemon's network namespace).
+absl::StatusOr<std::vector<IpAddress>> ListHostAddresses();
+
+// Why the SSRF guard refuses `ip` as the host's own: "" if it is none of `host_addresses`.
+// Fails closed: when the host's addresses could not be listed, every address is refused
+// (any of them might be the host's), and the reason says so.
+std::string HostAddressReason(const IpAddress& ip,
+                              const absl::StatusOr<std::vector<IpAddress>>& host_addresses);
+
 // Name resolution for the proxy. Resolve is called on a worker thread and may block.
 class Resolver {
  public:
@@ -111,6 +120,9 @@ struct NetProxyOptions {
   absl::Duration head_timeout = absl::Seconds(30);     // client must send its head by then
   absl::Duration connect_timeout = absl::Seconds(10);  // upstream connect
   absl::Duration idle_timeout = absl::Minutes(10);     // tunnel without traffic
+  // Lists the host's own addresses for the SSRF guard, once per resolved request; null =
+  // ListHostAddresses. TESTS ONLY: lets a test make the listing fail.
+  std::function<absl::StatusOr<std::vector<IpAddress>>()> host_addresses;
 };
 
 // Binds 127.0.0.1:`port` (SO_REUSEADDR, listen backlog 128, non-blocking, close-on-exec)

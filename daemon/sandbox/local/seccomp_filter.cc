@@ -1,6 +1,7 @@
 #include "sandbox/local/seccomp_filter.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
@@ -31,9 +32,15 @@ constexpr const char* kDenyEperm[] = {
 };
 // ENOSYS makes callers fall back: glibc retries clone3 as clone, and nothing needs io_uring
 // or the new mount API.
+// inotify too: a watch on the host-bound /usr (or /etc files) would report the host's own file
+// activity to the sandbox. ENOSYS reads as "kernel without inotify", which tools handle by
+// polling (tail -f, watchdog, libuv/node fs.watch, inotifywait's callers); EPERM or EACCES
+// would read as a failure to report. fanotify (EPERM below) and dnotify (fcntl F_NOTIFY,
+// EINVAL below, as on a file system that does not support it) watch the same events.
 constexpr const char* kDenyEnosys[] = {
     "clone3", "io_uring_setup", "io_uring_enter", "io_uring_register", "open_tree",
     "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "inotify_init", "inotify_init1",
 };
 // clang-format on
 constexpr scmp_datum_t kNamespaceFlags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
@@ -75,6 +82,11 @@ absl::StatusOr<std::string> BuildSeccompFilter() {
                                     SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)),
                    "clone flags"));
   }
+  // Masked: the kernel reads the command as 32 bits, so high bits set by the caller must not
+  // slip past the comparison.
+  s.Update(Check(seccomp_rule_add(c, SCMP_ACT_ERRNO(EINVAL), SCMP_SYS(fcntl), 1,
+                                  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, F_NOTIFY)),
+                 "fcntl F_NOTIFY"));
   for (unsigned long req : {TIOCSTI, TIOCLINUX}) {
     s.Update(Check(seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                                     SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, req)),

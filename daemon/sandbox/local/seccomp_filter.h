@@ -2,7 +2,8 @@
 // libseccomp to classic BPF for bubblewrap's --seccomp FD.
 //
 // Default allow; denies what lets code leave or attack the sandbox (mount, namespaces,
-// keyrings, bpf, perf, userfaultfd, io_uring, module and clock calls, TIOCSTI), returns
+// keyrings, bpf, perf, userfaultfd, io_uring, module and clock calls, TIOCSTI, and every
+// file-watching API: inotify, fanotify, dnotify), returns
 // EAFNOSUPPORT for socket families other than unix, inet, inet6 and netlink, and kills the
 // process on a foreign architecture's syscall.
 //

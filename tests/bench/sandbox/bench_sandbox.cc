@@ -49,11 +49,22 @@ double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
   exit(1);
 }
 
-// bwrap with the provider's flags running /usr/bin/true, forked from a spawner thread as a
+// bwrap with the provider's flags running /usr/bin/true on the session file systems a
+// session gets (mounted and unmounted within the time), forked from a spawner thread as a
 // pool uid, exec'd, and reaped.
-double BareBwrapTrue(local::Spawner& spawner, const local::BwrapConfig& config, uid_t uid) {
+double BareBwrapTrue(local::Spawner& spawner, const local::BwrapConfig& config,
+                     const std::string& mount_dir, uid_t uid) {
   const absl::Time start = absl::Now();
-  auto inv = local::PrepareBwrap(config, 256ull << 20, {"/usr/bin/true"});
+  const local::SessionMounts mounts = local::SessionMounts::Plan(mount_dir, uid);
+  local::SessionMountSizes sizes;
+  sizes.root_bytes = local::kRootTmpfsBytes;
+  sizes.root_inodes = local::kRootTmpfsInodes;
+  sizes.workspace_bytes = 256ull << 20;
+  sizes.workspace_inodes = 16384;
+  sizes.shm_bytes = local::DevShmBytes(sizes.workspace_bytes);
+  sizes.shm_inodes = local::kDevShmInodes;
+  if (absl::Status s = mounts.Mount(sizes); !s.ok()) Die(s, "mount session file systems");
+  auto inv = local::PrepareBwrap(config, mounts, {"/usr/bin/true"});
   if (!inv.ok()) Die(inv.status(), "prepare bwrap");
   local::SpawnPlan plan;
   plan.path = config.bwrap_path;
@@ -70,6 +81,7 @@ double BareBwrapTrue(local::Spawner& spawner, const local::BwrapConfig& config, 
     fprintf(stderr, "bench_sandbox: bare bwrap failed (status %d)\n", status);
     exit(1);
   }
+  if (absl::Status s = mounts.Unmount(); !s.ok()) Die(s, "unmount session file systems");
   return Ms(absl::Now() - start);
 }
 
@@ -100,8 +112,9 @@ int Main(int argc, char** argv) {
 
   local::BwrapConfig bare;
   bare.bwrap_path = opts.bwrap_path;
-  bare.init_path = opts.init_path;  // bound as in a session; the command is still `true`
+  bare.init_path = opts.init_path;  // copied in as in a session; the command is still `true`
   bare.hostname = opts.hostname;
+  bare.device_dir = opts.mount_dir + "/dev";  // prepared by the provider
   bare.host_binds = local::HostBinds();
   auto bpf = local::BuildSeccompFilter();
   if (!bpf.ok()) Die(bpf.status(), "seccomp");
@@ -112,7 +125,8 @@ int Main(int argc, char** argv) {
   true_req.argv = {"true"};
   std::vector<double> create_first, bare_bwrap, exec_one, fork_exec, close_ms;
   for (int i = 0; i < runs; ++i) {
-    bare_bwrap.push_back(BareBwrapTrue(spawner, bare, opts.uid_base + opts.uid_pool_size - 1));
+    bare_bwrap.push_back(
+        BareBwrapTrue(spawner, bare, opts.mount_dir, opts.uid_base + opts.uid_pool_size - 1));
 
     SessionSpec spec;
     spec.id = absl::StrCat("bench-", i);

@@ -666,6 +666,45 @@ print(err(250, 0), err(425, 1, 0), err(321, 0, 0, 0), packet)
   EXPECT_EQ(Exec(s.get(), {"grep", "-c", "", "/etc/passwd"}).out, "3\n");
 }
 
+// Issue 9, item 1: a clone in a 0700 home. bwrap runs as the session's uid, which cannot
+// traverse such a directory, so nothing of it may be bound into the sandbox: the daemon opens
+// the init and bwrap copies it in from the descriptor.
+TEST(BwrapProviderPathsTest, InitInADirectoryTheSandboxUidCannotTraverse) {
+  char tmpl[] = "/tmp/sandgate-0700-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string init = dir + "/bin/sandgate-init";
+  absl::Cleanup rm = [&] {
+    unlink(init.c_str());
+    rmdir((dir + "/bin").c_str());
+    rmdir(dir.c_str());
+  };
+  ASSERT_EQ(chmod(dir.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((dir + "/bin").c_str(), 0755), 0);
+  {
+    std::ifstream in(SANDGATE_TEST_INIT_PATH, std::ios::binary);
+    std::ofstream out(init, std::ios::binary);
+    out << in.rdbuf();
+  }
+  ASSERT_EQ(chmod(init.c_str(), 0755), 0);
+
+  FakeJournal journal;
+  BwrapOptions opts = TestOptions(TestUidBase(1) + 8, 2);
+  opts.init_path = init;
+  auto provider = BwrapProvider::Create(opts, &journal);
+  ASSERT_TRUE(provider.ok()) << provider.status();
+  SessionSpec spec;
+  spec.id = "home0700";
+  auto s = (*provider)->Create(spec, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // The init is a copy in the read-only root; the host directory is not there at all.
+  Output r = ::sandgate::testing::RunCommand(
+      s->get(), {"/bin/sh", "-c", absl::StrCat("echo ran; ls -l /.sandgate/init; ls ", dir)});
+  EXPECT_THAT(r.out, HasSubstr("ran\n-r-xr-xr-x"));
+  EXPECT_THAT(r.err, HasSubstr("No such file or directory"));
+  EXPECT_TRUE((*s)->Close().ok());
+}
+
 TEST_F(BwrapProviderTest, ConcurrentExecsInOneSession) {
   auto s = NewSession("concurrent");
   ASSERT_NE(s, nullptr);

@@ -128,6 +128,27 @@ TEST(NetProxyTest, SsrfGuardRefusesEveryNonPublicRange) {
   EXPECT_THAT(NonPublicReason(*IpAddress::Parse("::ffff:192.168.0.1")), HasSubstr("RFC 1918"));
 }
 
+// Issue 9, item 11: the host's own addresses are refused, and when they cannot be listed the
+// guard refuses every address instead of letting all of them through.
+TEST(NetProxyTest, HostAddressGuardFailsClosed) {
+  auto host = ListHostAddresses();
+  ASSERT_TRUE(host.ok()) << host.status();
+  const IpAddress loopback = *IpAddress::Parse("127.0.0.1");
+  const IpAddress public_ip = *IpAddress::Parse("8.8.8.8");
+  EXPECT_EQ(HostAddressReason(loopback, host), "an address of the daemon's host");
+  EXPECT_EQ(HostAddressReason(public_ip, host), "");
+  // Same address bytes, other family: not a match.
+  EXPECT_EQ(HostAddressReason(*IpAddress::Parse("7f00:1::"), host), "");
+  const absl::StatusOr<std::vector<IpAddress>> failed =
+      absl::UnavailableError("getifaddrs: Cannot allocate memory");
+  for (const IpAddress& ip : {loopback, public_ip, *IpAddress::Parse("2606:4700::1111")}) {
+    std::string why = HostAddressReason(ip, failed);
+    EXPECT_THAT(why, HasSubstr("could not be listed")) << ip.ToString();
+    EXPECT_THAT(why, HasSubstr("getifaddrs: Cannot allocate memory")) << ip.ToString();
+  }
+  EXPECT_NE(HostAddressReason(public_ip, std::vector<IpAddress>{public_ip}), "");
+}
+
 TEST(NetProxyTest, CidrContains) {
   auto c = Cidr::Parse("198.51.100.0/24");
   ASSERT_TRUE(c.ok());
