@@ -123,33 +123,46 @@ const std::vector<std::string>& ValidationKeys() {
   return *kKeys;
 }
 
-std::vector<std::vector<std::string>> ParseCsv(absl::string_view text) {
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
-  std::vector<std::vector<std::string>> records;
-  std::vector<std::string> record;
+CsvReader::CsvReader(absl::string_view text) : text_(text) {
+  if (text_.substr(0, 3) == "\xEF\xBB\xBF") text_.remove_prefix(3);
+}
+
+bool CsvReader::Next(std::vector<std::string>* record) {
+  record->clear();
   std::string field;
   bool in_quotes = false;
+  int quote_line = 0;
   bool record_started = false;  // an empty line is no record
-  auto end_record = [&] {
-    if (record_started) {
-      record.push_back(std::move(field));
-      records.push_back(std::move(record));
-    }
-    record.clear();
-    field.clear();
-    record_started = false;
+  // Ends the physical line at text_[pos_] ("\r\n" counts once); true when a record ended.
+  auto end_line = [&] {
+    if (text_[pos_] == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n') ++pos_;
+    ++pos_;
+    ++line_;
+    return record_started;
   };
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
+  while (pos_ < text_.size()) {
+    char c = text_[pos_];
+    if (!record_started && c != '\r' && c != '\n') record_line_ = line_;
     if (in_quotes) {
+      if (c == '\r' || c == '\n') {
+        field.push_back(c);
+        if (c == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n') {
+          field.push_back('\n');
+          ++pos_;
+        }
+        ++pos_;
+        ++line_;
+        continue;
+      }
       if (c != '"') {
         field.push_back(c);
-      } else if (i + 1 < text.size() && text[i + 1] == '"') {
+      } else if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '"') {
         field.push_back('"');
-        ++i;
+        ++pos_;
       } else {
         in_quotes = false;
       }
+      ++pos_;
       continue;
     }
     switch (c) {
@@ -157,29 +170,41 @@ std::vector<std::vector<std::string>> ParseCsv(absl::string_view text) {
         // Opens a quoted field only at its start; elsewhere it is a literal quote.
         if (field.empty()) {
           in_quotes = true;
+          quote_line = line_;
         } else {
           field.push_back(c);
         }
         record_started = true;
         break;
       case ',':
-        record.push_back(std::move(field));
+        record->push_back(std::move(field));
         field.clear();
         record_started = true;
         break;
       case '\r':
-        if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
-        end_record();
-        break;
       case '\n':
-        end_record();
-        break;
+        if (end_line()) {
+          record->push_back(std::move(field));
+          return true;
+        }
+        continue;
       default:
         field.push_back(c);
         record_started = true;
     }
+    ++pos_;
   }
-  end_record();
+  if (in_quotes) unterminated_quote_line_ = quote_line;
+  if (!record_started) return false;
+  record->push_back(std::move(field));
+  return true;
+}
+
+std::vector<std::vector<std::string>> ParseCsv(absl::string_view text) {
+  std::vector<std::vector<std::string>> records;
+  CsvReader reader(text);
+  std::vector<std::string> record;
+  while (reader.Next(&record)) records.push_back(record);
   return records;
 }
 
@@ -236,17 +261,19 @@ std::optional<double> Statements::Get(size_t row, absl::string_view column) cons
 
 absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationReport* report) {
   *report = ValidationReport();
-  std::vector<std::vector<std::string>> records = ParseCsv(csv);
+  CsvReader reader(csv);
+  std::vector<std::string> header;
+  std::vector<std::string> fields;
   // A record whose every cell is blank is a blank line, wherever it is.
-  records.erase(std::remove_if(records.begin(), records.end(),
-                               [](const std::vector<std::string>& fields) {
-                                 for (const std::string& f : fields) {
-                                   if (!absl::StripAsciiWhitespace(f).empty()) return false;
-                                 }
-                                 return true;
-                               }),
-                records.end());
-  if (records.empty()) {
+  auto next_record = [&](std::vector<std::string>* out) {
+    while (reader.Next(out)) {
+      for (const std::string& f : *out) {
+        if (!absl::StripAsciiWhitespace(f).empty()) return true;
+      }
+    }
+    return false;
+  };
+  if (!next_record(&header)) {
     report->missing_columns = RequiredColumns();
     Note(&report->errors, "the file is empty: expected a header row and yearly rows");
     return errors::InvalidArgument(report->errors.back());
@@ -255,7 +282,6 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   // Columns: named, first occurrence wins; `positions` maps them to their fields.
   std::vector<std::string> columns;
   std::vector<size_t> positions;
-  const std::vector<std::string>& header = records[0];
   for (size_t i = 0; i < header.size(); ++i) {
     std::string name(absl::StripAsciiWhitespace(header[i]));
     if (name.empty()) continue;
@@ -267,24 +293,59 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     columns.push_back(std::move(name));
     positions.push_back(i);
   }
+  // The last field position a required column reads: a shorter row lacks required cells.
+  size_t required_width = 0;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (std::find(RequiredColumns().begin(), RequiredColumns().end(), columns[i]) !=
+        RequiredColumns().end()) {
+      required_width = std::max(required_width, positions[i] + 1);
+    }
+  }
   std::vector<StatementRow> rows;
-  for (size_t r = 1; r < records.size(); ++r) {
-    const std::vector<std::string>& fields = records[r];
+  while (next_record(&fields)) {
     StatementRow row;
-    row.source_row = static_cast<int>(r);
-    for (size_t extra = header.size(); extra < fields.size(); ++extra) {
-      if (!absl::StripAsciiWhitespace(fields[extra]).empty()) {
-        Note(&report->warnings,
-             absl::StrCat("data row ", r, " has ", fields.size(), " cells for ", header.size(),
-                          " columns; the extra cells are ignored"));
-        break;
+    row.source_row = static_cast<int>(rows.size()) + 1;
+    row.line = reader.record_line();
+    if (rows.size() == kMaxDataRows) {
+      report->too_many_rows = true;
+      Note(&report->errors,
+           absl::StrCat("more than ", kMaxDataRows, " data rows (CSV line ", row.line,
+                        " is data row ", kMaxDataRows + 1,
+                        "): the financial-analyst playbook's limit, which keeps "
+                        "calculated_metrics.csv under the artifact size cap"));
+      break;
+    }
+    // A ragged row is almost always a missing or unquoted comma; say so instead of letting
+    // it read as empty or shifted cells only.
+    bool extra = false;
+    for (size_t i = header.size(); i < fields.size() && !extra; ++i) {
+      extra = !absl::StripAsciiWhitespace(fields[i]).empty();
+    }
+    if (extra || fields.size() < header.size()) {
+      std::string what = absl::StrCat("ragged row: data row ", row.source_row, " (CSV line ",
+                                      row.line, ") has ", fields.size(), " cells, the header has ",
+                                      header.size(), " columns");
+      if (extra) {
+        Note(&report->warnings, absl::StrCat(what, "; the extra cells are ignored"));
+      } else if (fields.size() < required_width) {
+        Note(&report->errors, absl::StrCat(what, "; the required cells past the last one are "
+                                                 "missing"));
+      } else {
+        Note(&report->warnings, absl::StrCat(what, "; the missing optional cells are blank"));
       }
     }
     for (size_t pos : positions) {
-      row.raw.push_back(pos < fields.size() ? fields[pos] : std::string());
+      row.raw.push_back(pos < fields.size() ? std::move(fields[pos]) : std::string());
       row.value.push_back(ParseNumber(row.raw.back()));
     }
     rows.push_back(std::move(row));
+  }
+  if (reader.unterminated_quote_line() > 0) {
+    report->unterminated_quote_line = reader.unterminated_quote_line();
+    Note(&report->errors,
+         absl::StrCat("unterminated quote: the quoted field that opens on CSV line ",
+                      reader.unterminated_quote_line(),
+                      " never closes, so it runs to the end of the file"));
   }
   Statements in_file_order(columns, {});  // for column lookups only
   report->row_count = static_cast<int>(rows.size());
@@ -309,7 +370,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       int c = in_file_order.ColumnIndex(required);
       if (c >= 0 && !row.value[c].has_value()) {
         if (report->bad_cells.size() < kMaxBadCells) {
-          report->bad_cells.push_back({row.source_row, required, row.raw[c]});
+          report->bad_cells.push_back({row.source_row, required, row.raw[c], row.line});
         }
         ++report->bad_cell_count;
       }
@@ -318,7 +379,8 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   report->all_values_numeric = report->bad_cell_count == 0;
   for (const BadCell& cell : report->bad_cells) {
     Note(&report->errors,
-         absl::StrCat("data row ", cell.row, ", column ", cell.column, ": ",
+         absl::StrCat("data row ", cell.row, " (CSV line ", cell.line, "), column ", cell.column,
+                      ": ",
                       absl::StripAsciiWhitespace(cell.value).empty() ? "empty value"
                                                                      : "not a finite number ",
                       absl::StripAsciiWhitespace(cell.value).empty() ? "" : Quote(cell.value)));
@@ -329,7 +391,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   report->years_unique = year_col >= 0;
   std::vector<int64_t> known_years;  // file order
   if (year_col >= 0) {
-    std::map<int64_t, int> first_row;  // year -> data row it first appears in
+    std::map<int64_t, const StatementRow*> first_row;  // year -> the row it first appears in
     for (StatementRow& row : rows) {
       const std::optional<double>& y = row.value[year_col];
       if (!y.has_value()) {
@@ -338,17 +400,19 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       }
       if (*y != std::floor(*y) || std::fabs(*y) > 9007199254740992.0) {
         report->years_unique = false;
-        Note(&report->errors, absl::StrCat("data row ", row.source_row,
-                                           ": year is not an integer: ", Quote(row.raw[year_col])));
+        Note(&report->errors, absl::StrCat("data row ", row.source_row, " (CSV line ", row.line,
+                                           "): year is not an integer: ", Quote(row.raw[year_col])));
         continue;
       }
       row.year = static_cast<int64_t>(*y);
       known_years.push_back(row.year);
-      auto [it, inserted] = first_row.emplace(row.year, row.source_row);
+      auto [it, inserted] = first_row.emplace(row.year, &row);
       if (!inserted) {
         report->years_unique = false;
         Note(&report->errors, absl::StrCat("duplicate year ", row.year, " at data rows ",
-                                           it->second, " and ", row.source_row));
+                                           it->second->source_row, " and ", row.source_row,
+                                           " (CSV lines ", it->second->line, " and ", row.line,
+                                           ")"));
       }
     }
   }
