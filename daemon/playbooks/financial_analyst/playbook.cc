@@ -127,8 +127,8 @@ absl::Status FinancialAnalystPlaybook::ValidateInputs(const std::vector<InputFil
       return absl::StripAsciiWhitespace(f).empty();
     });
     if (!blank && ++records > fin::kMaxDataRows + 1) {
-      return BadInput(name, absl::StrCat("more than ", fin::kMaxDataRows,
-                                         " data rows (CSV line ", reader.record_line(),
+      return BadInput(name, absl::StrCat("more than ", fin::kMaxDataRows, " data rows (CSV line ",
+                                         reader.record_line(),
                                          "): the financial-analyst playbook's row limit"));
     }
   }

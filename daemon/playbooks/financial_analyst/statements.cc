@@ -308,11 +308,10 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     row.line = reader.record_line();
     if (rows.size() == kMaxDataRows) {
       report->too_many_rows = true;
-      Note(&report->errors,
-           absl::StrCat("more than ", kMaxDataRows, " data rows (CSV line ", row.line,
-                        " is data row ", kMaxDataRows + 1,
-                        "): the financial-analyst playbook's limit, which keeps "
-                        "calculated_metrics.csv under the artifact size cap"));
+      Note(&report->errors, absl::StrCat("more than ", kMaxDataRows, " data rows (CSV line ",
+                                         row.line, " is data row ", kMaxDataRows + 1,
+                                         "): the financial-analyst playbook's limit, which keeps "
+                                         "calculated_metrics.csv under the artifact size cap"));
       break;
     }
     // A ragged row is almost always a missing or unquoted comma; say so instead of letting
@@ -322,14 +321,15 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       extra = !absl::StripAsciiWhitespace(fields[i]).empty();
     }
     if (extra || fields.size() < header.size()) {
-      std::string what = absl::StrCat("ragged row: data row ", row.source_row, " (CSV line ",
-                                      row.line, ") has ", fields.size(), " cells, the header has ",
-                                      header.size(), " columns");
+      std::string what =
+          absl::StrCat("ragged row: data row ", row.source_row, " (CSV line ", row.line, ") has ",
+                       fields.size(), " cells, the header has ", header.size(), " columns");
       if (extra) {
         Note(&report->warnings, absl::StrCat(what, "; the extra cells are ignored"));
       } else if (fields.size() < required_width) {
-        Note(&report->errors, absl::StrCat(what, "; the required cells past the last one are "
-                                                 "missing"));
+        Note(&report->errors, absl::StrCat(what,
+                                           "; the required cells past the last one are "
+                                           "missing"));
       } else {
         Note(&report->warnings, absl::StrCat(what, "; the missing optional cells are blank"));
       }
@@ -378,12 +378,12 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   }
   report->all_values_numeric = report->bad_cell_count == 0;
   for (const BadCell& cell : report->bad_cells) {
-    Note(&report->errors,
-         absl::StrCat("data row ", cell.row, " (CSV line ", cell.line, "), column ", cell.column,
-                      ": ",
-                      absl::StripAsciiWhitespace(cell.value).empty() ? "empty value"
-                                                                     : "not a finite number ",
-                      absl::StripAsciiWhitespace(cell.value).empty() ? "" : Quote(cell.value)));
+    Note(
+        &report->errors,
+        absl::StrCat(
+            "data row ", cell.row, " (CSV line ", cell.line, "), column ", cell.column, ": ",
+            absl::StripAsciiWhitespace(cell.value).empty() ? "empty value" : "not a finite number ",
+            absl::StripAsciiWhitespace(cell.value).empty() ? "" : Quote(cell.value)));
   }
 
   // Integer, unique years.
@@ -400,8 +400,9 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       }
       if (*y != std::floor(*y) || std::fabs(*y) > 9007199254740992.0) {
         report->years_unique = false;
-        Note(&report->errors, absl::StrCat("data row ", row.source_row, " (CSV line ", row.line,
-                                           "): year is not an integer: ", Quote(row.raw[year_col])));
+        Note(&report->errors,
+             absl::StrCat("data row ", row.source_row, " (CSV line ", row.line,
+                          "): year is not an integer: ", Quote(row.raw[year_col])));
         continue;
       }
       row.year = static_cast<int64_t>(*y);
@@ -409,10 +410,10 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       auto [it, inserted] = first_row.emplace(row.year, &row);
       if (!inserted) {
         report->years_unique = false;
-        Note(&report->errors, absl::StrCat("duplicate year ", row.year, " at data rows ",
-                                           it->second->source_row, " and ", row.source_row,
-                                           " (CSV lines ", it->second->line, " and ", row.line,
-                                           ")"));
+        Note(&report->errors,
+             absl::StrCat("duplicate year ", row.year, " at data rows ", it->second->source_row,
+                          " and ", row.source_row, " (CSV lines ", it->second->line, " and ",
+                          row.line, ")"));
       }
     }
   }

@@ -158,8 +158,8 @@ class Statements {
 // Parses and validates `csv`. Always fills *report. Returns INVALID_ARGUMENT naming every fatal
 // problem (an empty file; missing columns; row, CSV line, column and value of non-numeric
 // cells; a ragged row that lacks required cells; an unterminated quote; duplicate or
-// non-integer years; no data rows; more than kMaxDataRows rows); otherwise the statements, with any warnings in
-// report->warnings.
+// non-integer years; no data rows; more than kMaxDataRows rows); otherwise the statements, with any
+// warnings in report->warnings.
 absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationReport* report);
 
 }  // namespace sandgate::playbooks::financial

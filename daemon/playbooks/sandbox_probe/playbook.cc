@@ -93,7 +93,8 @@ std::string SandboxProbePlaybook::Instructions(const std::vector<InputFile>& inp
       "Inputs, Environment variables, Setup, Network, Checks, Outputs) and checks.json with "
       "the keys facts{os,kernel,cwd,python,node}, inputs[{name,sha256,readable}], "
       "env{NAME: matches|differs|missing}, network{tool,exit_code,message,reached}, "
-      "workspace[{path,bytes}], setup{commands,ran}, checks[{name,ok,detail}]. Do not stop until both files exist.");
+      "workspace[{path,bytes}], setup{commands,ran}, checks[{name,ok,detail}]. Do not stop "
+      "until both files exist.");
 }
 
 std::vector<Check> SandboxProbePlaybook::Verify(const std::vector<InputFile>& inputs,

@@ -142,7 +142,9 @@ TEST(AtLimitTest, RealDaemonAnalysesTheLimitInputWithDefaultLimits) {
   for (const v1::Event& e : events) {
     if (!e.has_check()) continue;
     ++checks;
-    if (!e.check().passed()) failed.push_back(absl::StrCat(e.check().name(), ": ", e.check().detail()));
+    if (!e.check().passed()) {
+      failed.push_back(absl::StrCat(e.check().name(), ": ", e.check().detail()));
+    }
   }
   EXPECT_EQ(last.run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
       << last.run_finished().reason() << "\n" << daemon.Log();
@@ -173,10 +175,10 @@ TEST(AtLimitTest, VerifierTimeAndMemoryAtTheLimit) {
   ASSERT_NE(mkdtemp(pattern), nullptr);
   fs::path dir = pattern;
   { std::ofstream(dir / "limit.csv", std::ios::binary) << Input(); }
-  std::string command = absl::StrCat(
-      "cd '", dir.string(), "' && python3 '", SANDGATE_SOURCE_DIR,
-      "/daemon/playbooks/financial_analyst/reference/analyze_financials.py' limit.csv "
-      "--out-dir out > output.txt 2>&1");
+  std::string command =
+      absl::StrCat("cd '", dir.string(), "' && python3 '", SANDGATE_SOURCE_DIR,
+                   "/daemon/playbooks/financial_analyst/reference/analyze_financials.py' limit.csv "
+                   "--out-dir out > output.txt 2>&1");
   int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(dir / "output.txt");
   Artifacts artifacts;

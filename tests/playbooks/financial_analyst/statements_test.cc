@@ -248,12 +248,6 @@ TEST(StatementsTest, ManyBadCellsAreCountedNotAllListed) {
   EXPECT_LT(st.status().message().size(), 4000u);
 }
 
-}  // namespace
-}  // namespace sandgate::playbooks::financial
-
-namespace sandgate::playbooks::financial {
-namespace {
-
 TEST(CsvReaderTest, RecordLinesCountQuotedLineBreaks) {
   CsvReader reader("a,b\n\n\"x\ny\",2\r\n3,4\n");
   std::vector<std::string> record;

@@ -36,7 +36,9 @@ class SandboxProbeTest : public ::testing::Test {
     for (const auto& in : inputs_) std::ofstream(dir_ + "/" + in.name) << in.content;
     std::string env = "env -i PATH=/usr/bin:/bin TEAM=research";
     for (const std::string& setup : settings_.setup_commands) {
-      EXPECT_EQ(std::system(("cd " + dir_ + " && " + env + " sh -c '" + setup + "' >/dev/null").c_str()), 0);
+      EXPECT_EQ(
+          std::system(("cd " + dir_ + " && " + env + " sh -c '" + setup + "' >/dev/null").c_str()),
+          0);
     }
     for (const auto& step : plan.steps) {
       std::string cmd = "cd " + dir_ + " && " + env;
@@ -89,8 +91,8 @@ TEST_F(SandboxProbeTest, ReferenceProbePassesEveryCheck) {
 // A setup that ran but left no file is what was asked for (`--setup 'echo setup-ran'` used to
 // fail with "the setup commands left no file"); so is no setup at all.
 TEST_F(SandboxProbeTest, SetupThatLeavesNoFilePasses) {
-  for (std::vector<std::string> setup : {std::vector<std::string>{"echo setup-ran"},
-                                         std::vector<std::string>{}}) {
+  for (std::vector<std::string> setup :
+       {std::vector<std::string>{"echo setup-ran"}, std::vector<std::string>{}}) {
     settings_.setup_commands = setup;
     std::system(("rm -rf " + dir_ + "/*").c_str());
     Artifacts artifacts = RunReference();
@@ -115,7 +117,8 @@ TEST_F(SandboxProbeTest, EachTamperedFindingFailsItsCheck) {
       {[](nlohmann::json& d) { d["network"]["reached"] = true; }, "probe.network_blocked"},
       {[](nlohmann::json& d) { d["env"]["TEAM"] = "missing"; }, "probe.env"},
       {[](nlohmann::json& d) { d["inputs"][0]["sha256"] = std::string(64, '0'); }, "probe.inputs"},
-      {[](nlohmann::json& d) { d["setup"]["commands"] = {"something else"}; }, "probe.setup_output"},
+      {[](nlohmann::json& d) { d["setup"]["commands"] = {"something else"}; },
+       "probe.setup_output"},
       {[](nlohmann::json& d) { d.erase("setup"); }, "probe.setup_output"},
       {[](nlohmann::json& d) { d["facts"].erase("kernel"); }, "probe.facts"},
   };
