@@ -50,6 +50,16 @@ class CsvErrorsTest(unittest.TestCase):
         self.assertIn("warning: ragged row: data row 2 (CSV line 3) has 17 cells, the header "
                       "has 15 columns; the extra cells are ignored", result.stderr)
 
+    def test_invalid_utf8_deep_in_the_file_is_fatal_not_a_traceback(self):
+        path = os.path.join(temp_dir(self), "input.csv")
+        with open(path, "wb") as handle:
+            handle.write(("\n".join([HEADER] + [row(y) for y in range(1, 3001)]) + "\n").encode())
+            handle.write(b"3001,\xff\xfe\n")
+        result = run_analyze(self, path)
+        self.assertEqual(result.rc, 2, result.stderr)
+        self.assertIn("is not UTF-8 text", result.stderr)
+        self.assertNotIn("Traceback", result.stderr)
+
     def test_messages_are_capped(self):
         rows = [HEADER] + ["%d,x,400,200,20,100,100,50,500,2000,250,1200,800,150,60" % y
                            for y in range(1000, 1500)]

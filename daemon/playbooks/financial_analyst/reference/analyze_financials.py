@@ -298,6 +298,10 @@ def read_table(path, problems):
         except csv.Error as error:
             raise FatalInput("input %s is not valid CSV at line %d: %s"
                              % (path, reader.line_num, error))
+        except UnicodeDecodeError:
+            # Read as a stream, so the position is a line, not a byte of the file.
+            raise FatalInput("input %s is not UTF-8 text (after CSV line %d)"
+                             % (path, lines.line))
         if lines.in_quotes:
             problems.add(True, "unterminated quote: the quoted field that opens on CSV line %d "
                          "never closes, so it runs to the end of the file" % lines.opened_line)
