@@ -1,7 +1,5 @@
 #include "playbooks/financial_analyst/playbook.h"
 
-#include <algorithm>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -120,12 +118,9 @@ absl::Status FinancialAnalystPlaybook::ValidateInputs(const std::vector<InputFil
   // Refused here rather than failed after a sandbox ran: past this many rows the metrics file
   // could exceed the artifact cap (statements.h says why).
   fin::CsvReader reader(in.content);
-  std::vector<std::string> record;
   size_t records = 0;
-  while (reader.Next(&record)) {
-    bool blank = std::all_of(record.begin(), record.end(), [](const std::string& f) {
-      return absl::StripAsciiWhitespace(f).empty();
-    });
+  bool blank = false;
+  while (reader.Skip(&blank)) {
     if (!blank && ++records > fin::kMaxDataRows + 1) {
       return BadInput(name, absl::StrCat("more than ", fin::kMaxDataRows, " data rows (CSV line ",
                                          reader.record_line(),

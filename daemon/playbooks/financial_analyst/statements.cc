@@ -127,9 +127,8 @@ CsvReader::CsvReader(absl::string_view text) : text_(text) {
   if (text_.substr(0, 3) == "\xEF\xBB\xBF") text_.remove_prefix(3);
 }
 
-bool CsvReader::Next(std::vector<std::string>* record) {
-  record->clear();
-  std::string field;
+template <typename Sink>
+bool CsvReader::Read(Sink& sink) {
   bool in_quotes = false;
   int quote_line = 0;
   bool record_started = false;  // an empty line is no record
@@ -145,9 +144,9 @@ bool CsvReader::Next(std::vector<std::string>* record) {
     if (!record_started && c != '\r' && c != '\n') record_line_ = line_;
     if (in_quotes) {
       if (c == '\r' || c == '\n') {
-        field.push_back(c);
+        sink.Add(c);
         if (c == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n') {
-          field.push_back('\n');
+          sink.Add('\n');
           ++pos_;
         }
         ++pos_;
@@ -155,9 +154,9 @@ bool CsvReader::Next(std::vector<std::string>* record) {
         continue;
       }
       if (c != '"') {
-        field.push_back(c);
+        sink.Add(c);
       } else if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '"') {
-        field.push_back('"');
+        sink.Add('"');
         ++pos_;
       } else {
         in_quotes = false;
@@ -168,36 +167,76 @@ bool CsvReader::Next(std::vector<std::string>* record) {
     switch (c) {
       case '"':
         // Opens a quoted field only at its start; elsewhere it is a literal quote.
-        if (field.empty()) {
+        if (sink.FieldEmpty()) {
           in_quotes = true;
           quote_line = line_;
         } else {
-          field.push_back(c);
+          sink.Add(c);
         }
         record_started = true;
         break;
       case ',':
-        record->push_back(std::move(field));
-        field.clear();
+        sink.EndField();
         record_started = true;
         break;
       case '\r':
       case '\n':
         if (end_line()) {
-          record->push_back(std::move(field));
+          sink.EndField();
           return true;
         }
         continue;
       default:
-        field.push_back(c);
+        sink.Add(c);
         record_started = true;
     }
     ++pos_;
   }
   if (in_quotes) unterminated_quote_line_ = quote_line;
   if (!record_started) return false;
-  record->push_back(std::move(field));
+  sink.EndField();
   return true;
+}
+
+namespace {
+
+// Keeps the fields.
+struct FieldSink {
+  std::vector<std::string>* record;
+  std::string field;
+  void Add(char c) { field.push_back(c); }
+  bool FieldEmpty() const { return field.empty(); }
+  void EndField() {
+    record->push_back(std::move(field));
+    field.clear();
+  }
+};
+
+// Keeps only whether every field is blank (what StripAsciiWhitespace would leave empty).
+struct BlankSink {
+  bool blank = true;
+  size_t field_size = 0;
+  void Add(char c) {
+    ++field_size;
+    if (!absl::ascii_isspace(static_cast<unsigned char>(c))) blank = false;
+  }
+  bool FieldEmpty() const { return field_size == 0; }
+  void EndField() { field_size = 0; }
+};
+
+}  // namespace
+
+bool CsvReader::Next(std::vector<std::string>* record) {
+  record->clear();
+  FieldSink sink{record, {}};
+  return Read(sink);
+}
+
+bool CsvReader::Skip(bool* blank) {
+  BlankSink sink;
+  bool read = Read(sink);
+  *blank = sink.blank;
+  return read;
 }
 
 std::vector<std::vector<std::string>> ParseCsv(absl::string_view text) {

@@ -257,6 +257,15 @@ TEST(CsvReaderTest, RecordLinesCountQuotedLineBreaks) {
   EXPECT_EQ(reader.unterminated_quote_line(), 0);
 }
 
+TEST(CsvReaderTest, SkipTellsBlankRecordsWithoutKeepingThem) {
+  CsvReader reader("a,b\n , \n\"\",\"\"\n\"x\ny\",2\n");
+  std::vector<bool> blanks;
+  bool blank = false;
+  while (reader.Skip(&blank)) blanks.push_back(blank);
+  EXPECT_THAT(blanks, ElementsAre(false, true, true, false));
+  EXPECT_EQ(reader.record_line(), 4);
+}
+
 TEST(CsvReaderTest, UnterminatedQuoteIsReportedWithItsLine) {
   CsvReader reader("a,b\n1,2\n3,\"4\n5,6\n");
   std::vector<std::string> record;
