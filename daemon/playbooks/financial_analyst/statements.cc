@@ -282,6 +282,24 @@ nlohmann::json ValidationReport::ToJson() const {
   return j;
 }
 
+absl::string_view StatementRow::Raw(size_t col) const {
+  auto it = std::lower_bound(
+      raw_.begin(), raw_.end(), col,
+      [](const std::pair<size_t, std::string>& cell, size_t c) { return cell.first < c; });
+  return it != raw_.end() && it->first == col ? absl::string_view(it->second) : "";
+}
+
+void StatementRow::KeepRaw(size_t col, std::string text) {
+  auto it = std::lower_bound(
+      raw_.begin(), raw_.end(), col,
+      [](const std::pair<size_t, std::string>& cell, size_t c) { return cell.first < c; });
+  if (it != raw_.end() && it->first == col) {
+    it->second = std::move(text);
+  } else {
+    raw_.insert(it, {col, std::move(text)});
+  }
+}
+
 Statements::Statements(std::vector<std::string> columns, std::vector<StatementRow> rows)
     : columns_(std::move(columns)), rows_(std::move(rows)) {}
 
@@ -340,6 +358,10 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       required_width = std::max(required_width, positions[i] + 1);
     }
   }
+  int year_position = -1;  // in `columns`
+  for (size_t c = 0; c < columns.size(); ++c) {
+    if (columns[c] == "year") year_position = static_cast<int>(c);
+  }
   std::vector<StatementRow> rows;
   while (next_record(&fields)) {
     StatementRow row;
@@ -373,9 +395,13 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
         Note(&report->warnings, absl::StrCat(what, "; the missing optional cells are blank"));
       }
     }
-    for (size_t pos : positions) {
-      row.raw.push_back(pos < fields.size() ? std::move(fields[pos]) : std::string());
-      row.value.push_back(ParseNumber(row.raw.back()));
+    for (size_t c = 0; c < positions.size(); ++c) {
+      size_t pos = positions[c];
+      absl::string_view cell = pos < fields.size() ? absl::string_view(fields[pos]) : "";
+      row.value.push_back(ParseNumber(cell));
+      if (!row.value.back().has_value() || static_cast<int>(c) == year_position) {
+        row.KeepRaw(c, std::string(cell));
+      }
     }
     rows.push_back(std::move(row));
   }
@@ -409,7 +435,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       int c = in_file_order.ColumnIndex(required);
       if (c >= 0 && !row.value[c].has_value()) {
         if (report->bad_cells.size() < kMaxBadCells) {
-          report->bad_cells.push_back({row.source_row, required, row.raw[c], row.line});
+          report->bad_cells.push_back({row.source_row, required, std::string(row.Raw(c)), row.line});
         }
         ++report->bad_cell_count;
       }
@@ -441,7 +467,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
         report->years_unique = false;
         Note(&report->errors,
              absl::StrCat("data row ", row.source_row, " (CSV line ", row.line,
-                          "): year is not an integer: ", Quote(row.raw[year_col])));
+                          "): year is not an integer: ", Quote(row.Raw(year_col))));
         continue;
       }
       row.year = static_cast<int64_t>(*y);

@@ -138,8 +138,17 @@ struct StatementRow {
   int64_t year = 0;
   int source_row = 0;                        // 1-based data row in the file
   int line = 0;                              // the CSV line it starts on
-  std::vector<std::string> raw;              // one per column, as written
   std::vector<std::optional<double>> value;  // one per column; nullopt if not a number
+
+  // The cell of column `col` as written when it is not a number, or is the year; empty for
+  // other numbers (which nothing needs as text: keeping every cell's text cost 32 bytes a
+  // cell, a few hundred MiB at the input limit).
+  absl::string_view Raw(size_t col) const;
+  // Keeps `text` as column `col`'s written form (LoadStatements, for the cells Raw covers).
+  void KeepRaw(size_t col, std::string text);
+
+ private:
+  std::vector<std::pair<size_t, std::string>> raw_;  // by column, ascending
 };
 
 // Parsed statements: columns in input order (extra columns kept; a column with an empty name

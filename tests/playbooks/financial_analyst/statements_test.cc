@@ -91,7 +91,9 @@ TEST(StatementsTest, BomCrlfQuotedHeaderAndExtraColumns) {
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->columns().front(), "notes");
   EXPECT_EQ(st->columns().back(), "customers");
-  EXPECT_EQ(st->rows()[0].raw[0], "cloud, \"core\"");
+  EXPECT_EQ(st->rows()[0].Raw(0), "cloud, \"core\"");
+  EXPECT_EQ(st->rows()[0].Raw(1), "2020");  // the year, kept as written
+  EXPECT_EQ(st->rows()[0].Raw(2), "");      // another number: only its value is kept
   EXPECT_EQ(st->Get(1, "customers"), 12);
 }
 
