@@ -435,7 +435,8 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
       int c = in_file_order.ColumnIndex(required);
       if (c >= 0 && !row.value[c].has_value()) {
         if (report->bad_cells.size() < kMaxBadCells) {
-          report->bad_cells.push_back({row.source_row, required, std::string(row.Raw(c)), row.line});
+          report->bad_cells.push_back(
+              {row.source_row, required, std::string(row.Raw(c)), row.line});
         }
         ++report->bad_cell_count;
       }

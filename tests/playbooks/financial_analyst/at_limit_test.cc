@@ -248,13 +248,14 @@ TEST(AtLimitTest, VerifierTimeAndMemoryAtTheLimit) {
   Measured m = VerifyInChild(Input(), artifacts);
   long growth_mib = (m.max_rss_kib - rss_before) / 1024;
   EXPECT_TRUE(m.all_passed) << m.first_failure;
-  std::printf("verifier at the limit: %.2f s, peak RSS +%ld MiB over the %zu input and %zu "
-              "artifact bytes it was handed\n",
-              m.seconds, growth_mib, Input().size(), [&] {
-                size_t n = 0;
-                for (const auto& [name, bytes] : artifacts) n += bytes.size();
-                return n;
-              }());
+  std::printf(
+      "verifier at the limit: %.2f s, peak RSS +%ld MiB over the %zu input and %zu "
+      "artifact bytes it was handed\n",
+      m.seconds, growth_mib, Input().size(), [&] {
+        size_t n = 0;
+        for (const auto& [name, bytes] : artifacts) n += bytes.size();
+        return n;
+      }());
   // Generous bounds that still catch a per-cell blow-up.
   EXPECT_GT(m.max_rss_kib, 0);
   EXPECT_LT(m.seconds, 60);
