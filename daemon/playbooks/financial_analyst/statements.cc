@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -282,6 +283,15 @@ nlohmann::json ValidationReport::ToJson() const {
   return j;
 }
 
+std::optional<double> StatementRow::Value(size_t col) const {
+  if (col >= values_.size() || std::isnan(values_[col])) return std::nullopt;
+  return values_[col];
+}
+
+void StatementRow::AddValue(std::optional<double> value) {
+  values_.push_back(value.value_or(std::numeric_limits<double>::quiet_NaN()));
+}
+
 absl::string_view StatementRow::Raw(size_t col) const {
   auto it = std::lower_bound(
       raw_.begin(), raw_.end(), col,
@@ -313,7 +323,7 @@ int Statements::ColumnIndex(absl::string_view column) const {
 std::optional<double> Statements::Get(size_t row, absl::string_view column) const {
   int col = ColumnIndex(column);
   if (col < 0 || row >= rows_.size()) return std::nullopt;
-  return rows_[row].value[col];
+  return rows_[row].Value(col);
 }
 
 absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationReport* report) {
@@ -398,8 +408,9 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     for (size_t c = 0; c < positions.size(); ++c) {
       size_t pos = positions[c];
       absl::string_view cell = pos < fields.size() ? absl::string_view(fields[pos]) : "";
-      row.value.push_back(ParseNumber(cell));
-      if (!row.value.back().has_value() || static_cast<int>(c) == year_position) {
+      std::optional<double> value = ParseNumber(cell);
+      row.AddValue(value);
+      if (!value.has_value() || static_cast<int>(c) == year_position) {
         row.KeepRaw(c, std::string(cell));
       }
     }
@@ -433,7 +444,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   for (const StatementRow& row : rows) {
     for (const std::string& required : RequiredColumns()) {
       int c = in_file_order.ColumnIndex(required);
-      if (c >= 0 && !row.value[c].has_value()) {
+      if (c >= 0 && !row.Value(c).has_value()) {
         if (report->bad_cells.size() < kMaxBadCells) {
           report->bad_cells.push_back(
               {row.source_row, required, std::string(row.Raw(c)), row.line});
@@ -459,7 +470,7 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   if (year_col >= 0) {
     std::map<int64_t, const StatementRow*> first_row;  // year -> the row it first appears in
     for (StatementRow& row : rows) {
-      const std::optional<double>& y = row.value[year_col];
+      const std::optional<double> y = row.Value(year_col);
       if (!y.has_value()) {
         report->years_unique = false;  // reported as a bad cell above
         continue;
@@ -500,14 +511,14 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   int equity_col = in_file_order.ColumnIndex("shareholders_equity");
   if (assets_col >= 0 && liabilities_col >= 0 && equity_col >= 0) {
     for (const StatementRow& row : rows) {
-      std::optional<double> assets = row.value[assets_col];
-      std::optional<double> liabilities = row.value[liabilities_col];
-      std::optional<double> equity = row.value[equity_col];
+      std::optional<double> assets = row.Value(assets_col);
+      std::optional<double> liabilities = row.Value(liabilities_col);
+      std::optional<double> equity = row.Value(equity_col);
       if (!assets || !liabilities || !equity) continue;
       if (std::fabs(*assets - (*liabilities + *equity)) >
           std::max(1.0, 1e-6 * std::fabs(*assets))) {
         // A row without an integer year cannot be named by year; the fatal error names it.
-        if (year_col >= 0 && row.value[year_col] && *row.value[year_col] == row.year) {
+        if (year_col >= 0 && row.Value(year_col) && *row.Value(year_col) == row.year) {
           report->accounting_equation_failures.push_back(row.year);
         }
         report->accounting_equation_passed_every_row = false;
