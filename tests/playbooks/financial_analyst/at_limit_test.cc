@@ -26,19 +26,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "playbooks/financial_analyst/playbook.h"
 #include "playbooks/financial_analyst/statements.h"
 #include "playbooks/financial_analyst/verifier.h"
-#include "tests/integration/daemon_harness.h"
+#include "tests/playbooks/daemon_run.h"
 
 namespace sandgate::playbooks::financial {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kToken[] = "at-limit-token";
 constexpr size_t kTargetBytes = FinancialAnalystPlaybook::kMaxInputBytes - 4096;
 
 // A 64-bit LCG: the same bytes on every machine.
@@ -123,38 +121,20 @@ TEST(AtLimitTest, InputIsJustUnderTheLimitAndValid) {
 
 // The whole playbook in the real daemon and sandbox, default limits: every check passes.
 TEST(AtLimitTest, RealDaemonAnalysesTheLimitInputWithDefaultLimits) {
-  testing::DaemonHarness daemon(
-      {{"tenants", {{{"name", "limit"}, {"token_sha256", Sha256::Hex(kToken)}}}},
-       {"local", {{"uid_base", 301000}, {"uid_count", 8}}}});
-  daemon.Start();
-  auto stub = daemon.Stub();
   v1::RunAnalysisRequest req;
   req.set_playbook("financial-analyst");
   v1::InputFile* in = req.add_inputs();
   in->set_name("limit.csv");
   in->set_content(Input());
   auto started = std::chrono::steady_clock::now();
-  v1::Run run;
-  auto ctx = testing::DaemonHarness::Context(kToken);
-  grpc::Status st = stub->RunAnalysis(ctx.get(), req, &run);
-  ASSERT_TRUE(st.ok()) << st.error_message();
-  std::vector<v1::Event> events = testing::FollowToEnd(*stub, run.id(), kToken);
-  ASSERT_FALSE(events.empty());
-  const v1::Event& last = events.back();
+  testing::DaemonRun run = testing::RunThroughDaemon(req, 301000);
+  ASSERT_FALSE(run.events.empty());
+  const v1::Event& last = run.events.back();
   ASSERT_EQ(last.type(), "run.finished");
-  std::vector<std::string> failed;
-  int checks = 0;
-  for (const v1::Event& e : events) {
-    if (!e.has_check()) continue;
-    ++checks;
-    if (!e.check().passed()) {
-      failed.push_back(absl::StrCat(e.check().name(), ": ", e.check().detail()));
-    }
-  }
   EXPECT_EQ(last.run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
-      << last.run_finished().reason() << "\n" << daemon.Log();
-  EXPECT_GT(checks, 20);
-  EXPECT_EQ(absl::StrJoin(failed, "\n"), "");
+      << last.run_finished().reason() << "\n" << run.daemon_log;
+  EXPECT_GT(run.checks, 20);
+  EXPECT_EQ(absl::StrJoin(run.failed_checks, "\n"), "");
   std::printf("at-limit run: %zu bytes, %zu rows, %.1f s end to end\n", Input().size(),
               kMaxDataRows,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
