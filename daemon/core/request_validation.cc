@@ -49,7 +49,9 @@ absl::Status Name(absl::string_view field, absl::string_view value) {
 absl::Status Duration(absl::string_view field, bool has, const google::protobuf::Duration& d,
                       absl::Duration ceiling, absl::string_view ceiling_key) {
   if (!has) return absl::OkStatus();
-  absl::Duration v = FromProto(d);
+  // Not FromProto: protobuf's conversion overflows (to a negative) on seconds that are
+  // valid on the wire; absl::Duration holds any int64 of seconds.
+  absl::Duration v = absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
   if (v <= absl::ZeroDuration()) return Invalid(field, "must be positive");
   if (v > ceiling) {
     return Invalid(field, absl::StrCat("at most ", absl::FormatDuration(ceiling), " (daemon ceiling ",

@@ -235,7 +235,7 @@ TEST_F(RunManagerTest, FailingSetupCommandStopsTheRunWithItsOutputInEvents) {
   req.mutable_sandbox()->add_setup_commands("echo preparing; echo broken >&2; exit 3");
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_EQ(run.status_reason(), "setup command 1 exited with status 3");
+  EXPECT_EQ(run.status_reason(), "sandbox.setup_commands[0] exited with status 3: broken");
   std::string output;
   for (const auto& e : Events(run.id())) {
     if (e.has_command_output()) output += e.command_output().data();
@@ -475,7 +475,7 @@ TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
   req.mutable_sandbox()->mutable_command_timeout()->set_seconds(1);
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_EQ(run.status_reason(), "setup command 1 timed out after 1s");
+  EXPECT_EQ(run.status_reason(), "sandbox.setup_commands[0] timed out after 1s");
 }
 
 }  // namespace

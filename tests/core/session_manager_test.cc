@@ -109,7 +109,7 @@ TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
   EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
   auto lease = sessions_->Acquire(caller_, s.id());
   CancelToken watched;
-  auto watching = sessions_->Acquire(caller_, s.id(), {&watched, nullptr});
+  auto watching = sessions_->Acquire(caller_, s.id(), {&watched, nullptr, nullptr});
   clock_.Advance(absl::Seconds(11));  // past max_lifetime, although in use
   EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(watched.cancelled());
@@ -132,7 +132,7 @@ struct WarningRecorder {
               absl::MutexLock lock(&mu);
               got.push_back(x);
               cancelled_before_warning |= cancel.cancelled();
-            }};
+            }, nullptr};
   }
   size_t count() {
     absl::MutexLock lock(&mu);
