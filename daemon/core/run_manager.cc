@@ -763,7 +763,7 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
 }
 
 absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string& run_id) {
-  if (run_id.empty()) return errors::InvalidArgument("run_id: required");
+  SANDGATE_RETURN_IF_ERROR(ValidateId(run_id, "run_id"));
   std::shared_ptr<ActiveRun> ar;
   {
     absl::MutexLock lock(&mu_);
@@ -783,6 +783,13 @@ absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string&
   return run;
 }
 
+absl::Status RunManager::CheckEventsVisible(const Caller& caller, const std::string& id) {
+  absl::StatusOr<v1::Run> run = Get(caller, id);
+  if (run.status().code() != absl::StatusCode::kNotFound || deps_.sessions == nullptr) return run.status();
+  absl::StatusOr<v1::Session> session = deps_.sessions->Get(caller, id);
+  return session.ok() ? absl::OkStatus() : run.status();
+}
+
 absl::StatusOr<store::RunPage> RunManager::List(const Caller& caller, uint32_t page_size,
                                                 const std::string& page_token) {
   if (page_size == 0) page_size = 50;
@@ -799,6 +806,7 @@ absl::StatusOr<store::RunPage> RunManager::List(const Caller& caller, uint32_t p
 
 absl::StatusOr<v1::Run> RunManager::Cancel(const Caller& caller, const std::string& run_id,
                                            const std::string& reason) {
+  SANDGATE_RETURN_IF_ERROR(ValidateReason(reason));
   SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, run_id));
   if (Finished(run.status())) return run;
   std::shared_ptr<ActiveRun> ar;

@@ -64,6 +64,9 @@ class RunManager {
 
   absl::StatusOr<v1::Run> Start(const Caller& caller, v1::RunAnalysisRequest request);
   absl::StatusOr<v1::Run> Get(const Caller& caller, const std::string& run_id);
+  // OK when `caller` may read the event log `id`: a run's, or a kept session's own (its id;
+  // see SessionManagerDeps::events). NOT_FOUND otherwise.
+  absl::Status CheckEventsVisible(const Caller& caller, const std::string& id);
   absl::StatusOr<store::RunPage> List(const Caller& caller, uint32_t page_size,
                                       const std::string& page_token);
   absl::StatusOr<v1::Run> Cancel(const Caller& caller, const std::string& run_id,

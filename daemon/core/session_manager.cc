@@ -248,8 +248,12 @@ SandboxPlan SessionManager::ClosePlan(const std::string& id) {
   return plan;
 }
 
+absl::Status SessionManager::CheckExec(const v1::ExecRequest& request) const {
+  return ValidateExecRequest(request, *deps_.config);
+}
+
 absl::StatusOr<v1::Session> SessionManager::Get(const Caller& caller, const std::string& id) {
-  if (id.empty()) return errors::InvalidArgument("session_id: required");
+  SANDGATE_RETURN_IF_ERROR(ValidateId(id, "session_id"));
   std::shared_ptr<Entry> e;
   {
     absl::MutexLock lock(&mu_);
@@ -331,6 +335,7 @@ absl::StatusOr<v1::Session> SessionManager::KeepAlive(const Caller& caller, cons
 
 absl::StatusOr<v1::Session> SessionManager::Close(const Caller& caller, const std::string& id,
                                                   const std::string& reason) {
+  SANDGATE_RETURN_IF_ERROR(ValidateReason(reason));
   SANDGATE_ASSIGN_OR_RETURN(v1::Session s, Get(caller, id));
   std::shared_ptr<Entry> e;
   {

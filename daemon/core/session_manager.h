@@ -86,6 +86,8 @@ class SessionManager {
   absl::StatusOr<v1::Session> Create(const Caller& caller, const v1::CreateSessionRequest& req,
                                      const CancelToken* cancel);
   absl::StatusOr<v1::Session> Get(const Caller& caller, const std::string& id);
+  // Every field of an Exec request, against this daemon's limits (core/request_validation.h).
+  absl::Status CheckExec(const v1::ExecRequest& request) const;
   absl::StatusOr<std::vector<v1::Session>> List(const Caller& caller, bool include_closed);
   absl::StatusOr<v1::Session> KeepAlive(const Caller& caller, const std::string& id);
   absl::StatusOr<v1::Session> Close(const Caller& caller, const std::string& id,

@@ -98,7 +98,9 @@ class RunManagerTest : public ::testing::Test {
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
     sessions_ = std::make_unique<SessionManager>(
-        SessionManagerDeps{&config_, store_.get(), Clock::Real(), {{"local", provider_.get()}}, &budget_});
+        SessionManagerDeps{&config_, store_.get(), Clock::Real(), {{"local", provider_.get()}}, &budget_,
+                           events_.get(), &metrics_});
+    deps.metrics = &metrics_;
     deps.sessions = sessions_.get();
     deps.budget = &budget_;
     runs_ = std::make_unique<RunManager>(std::move(deps));
@@ -153,6 +155,7 @@ class RunManagerTest : public ::testing::Test {
   agent::ReferenceAgent reference_;
   TamperingAgent tamper_;
   SandboxBudget budget_{16};
+  Metrics metrics_;
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<RunManager> runs_;
 };
@@ -414,6 +417,77 @@ TEST_F(RunManagerTest, IdempotencyKeyReturnsTheSameRunAlsoAfterARestart) {
   auto other = runs_->Start(team_b, req);
   EXPECT_NE(other->id(), first->id());
   WaitFinished(other->id(), &team_b);
+}
+
+// A key is bound to the request that used it first: another request under it is refused
+// (FAILED_PRECONDITION naming the run), also after a restart; the same one still gets its run.
+TEST_F(RunManagerTest, AnIdempotencyKeyReusedWithADifferentRequestIsRefused) {
+  v1::RunAnalysisRequest req = Sample();
+  req.set_idempotency_key("k1");
+  auto first = runs_->Start(caller_, req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  v1::RunAnalysisRequest other = req;
+  other.mutable_inputs(0)->mutable_content()->append("2031,1,1,1,1,1,1,1,1,1,1,1,1,1\n");
+  const std::string expected =
+      absl::StrCat("idempotency_key 'k1' was used for a different request (", first->id(), ")");
+  auto refused = runs_->Start(caller_, other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), expected)) << refused.status();
+  WaitFinished(first->id());
+  Rebuild();
+  EXPECT_EQ(runs_->Start(caller_, other).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(runs_->Start(caller_, req)->id(), first->id());
+  EXPECT_EQ(provider_->created_sessions(), 1);
+}
+
+// Concurrent requests under one key: the insert decides, and the losers compare too.
+TEST_F(RunManagerTest, RacingRequestsUnderOneKeyGetOneRunOrARefusal) {
+  constexpr int kThreads = 6;
+  std::vector<absl::StatusOr<v1::Run>> same(kThreads), different(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      v1::RunAnalysisRequest req = Sample();
+      req.set_idempotency_key("same");
+      same[i] = runs_->Start(caller_, req);
+      req.set_idempotency_key("different");
+      (*req.mutable_labels())["attempt"] = std::to_string(i);
+      different[i] = runs_->Start(caller_, req);
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::string> ids;
+  for (const auto& r : same) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    ids.insert(r->id());
+  }
+  EXPECT_EQ(ids.size(), 1u) << "the same request under one key is one run";
+  int won = 0;
+  for (const auto& r : different) {
+    if (r.ok()) {
+      ++won;
+      WaitFinished(r->id());
+    } else {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    }
+  }
+  EXPECT_EQ(won, 1);
+  WaitFinished(*ids.begin());
+}
+
+// Nothing of a bad request is stored, queued or made: it is refused at Start.
+TEST_F(RunManagerTest, ABadRequestIsRefusedBeforeItIsQueued) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_sandbox()->add_files()->set_path("../../etc/x");
+  auto bad = runs_->Start(caller_, req);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "sandbox.files[0].path: '../../etc/x' must stay inside"))
+      << bad.status();
+  req = Sample();
+  req.mutable_run_timeout()->set_seconds(10ll * 365 * 86400);
+  EXPECT_TRUE(absl::StrContains(runs_->Start(caller_, req).status().message(), "run_timeout: at most 24h"));
+  EXPECT_TRUE(store_->ListRuns("", 50, "")->runs.empty());
+  EXPECT_EQ(provider_->created_sessions(), 0);
 }
 
 TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {
