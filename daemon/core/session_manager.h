@@ -64,7 +64,7 @@ struct LeaseWatch {
   std::function<void(const v1::SessionExpiring&)> expiring;
   // Every network decision of the session's sandbox while the lease is held (besides the
   // session's own log), under the same rules as `expiring`.
-  std::function<void(const sandbox::NetworkDecision&)> network_decision;
+  std::function<void(const sandbox::NetworkDecision&)> network_decision = nullptr;
 };
 
 class SessionManager {
