@@ -842,7 +842,10 @@ absl::StatusOr<size_t> RunManager::PurgeBefore(absl::Time cutoff) {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> runs, deps_.store->PurgeBefore(cutoff));
   for (const std::string& id : runs) {
     absl::Status st = deps_.artifacts->RemoveRun(id);
-    if (!st.ok()) log::Error("retention.artifacts_failed", {{"run", id}, {"error", st.ToString()}});
+    if (!st.ok()) {
+      log::Error("retention.artifacts_failed", {{"run", id}, {"error", st.ToString()}});
+      if (deps_.metrics) deps_.metrics->cleanup_failures.Add({{"where", "retention"}});
+    }
   }
   if (!runs.empty()) log::Info("retention.purged", {{"runs", runs.size()}});
   return runs.size();
