@@ -280,17 +280,26 @@ absl::Status ValidateConfig(const Config& c) {
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) == std::end(kLevels)) {
     return errors::InvalidArgument(absl::StrCat("log_level: expected debug, info, warning or error, got '", c.log_level, "'"));
   }
-  // A default above its ceiling would refuse every request that leaves the field 0.
-  if (c.memory_bytes > c.limits.memory_bytes) return errors::InvalidArgument("defaults.memory_bytes: above limits.memory_bytes");
+  // A default above its ceiling would refuse every request that leaves the
+  // field 0.
+  if (c.memory_bytes > c.limits.memory_bytes)
+    return errors::InvalidArgument(
+        "defaults.memory_bytes: above limits.memory_bytes");
   if (c.workspace_bytes > c.limits.workspace_bytes) {
-    return errors::InvalidArgument("defaults.workspace_bytes: above limits.workspace_bytes");
+    return errors::InvalidArgument(
+        "defaults.workspace_bytes: above limits.workspace_bytes");
   }
-  if (c.max_processes > c.limits.max_processes) return errors::InvalidArgument("defaults.max_processes: above limits.max_processes");
+  if (c.max_processes > c.limits.max_processes)
+    return errors::InvalidArgument(
+        "defaults.max_processes: above limits.max_processes");
   if (c.run_timeout > c.limits.run_timeout) {
-    return errors::InvalidArgument("defaults.run_timeout_seconds: above limits.run_timeout_seconds");
+    return errors::InvalidArgument(
+        "defaults.run_timeout_seconds: above limits.run_timeout_seconds");
   }
   if (c.command_timeout > c.limits.command_timeout) {
-    return errors::InvalidArgument("defaults.command_timeout_seconds: above limits.command_timeout_seconds");
+    return errors::InvalidArgument(
+        "defaults.command_timeout_seconds: above "
+        "limits.command_timeout_seconds");
   }
   if (c.uid_base + static_cast<uint64_t>(c.uid_count) > 0xfffffffeull) {
     return errors::InvalidArgument("local.uid_base + local.uid_count: beyond the uid range");

@@ -59,11 +59,13 @@ struct UpstreamConfig {
   uint32_t container_expires_after_minutes = 20;
 };
 
-// The machine's ceilings: no request may ask for more, whatever its tenant's policy says (a
-// policy only narrows them). They bound what a caller can make the daemon hold or wait for.
+// The machine's ceilings: no request may ask for more, whatever its tenant's
+// policy says (a policy only narrows them). They bound what a caller can make
+// the daemon hold or wait for.
 struct MachineLimits {
   uint64_t memory_bytes = 64ull << 30;
-  uint64_t workspace_bytes = 32ull << 30;  // and always below the sandbox's memory_bytes
+  uint64_t workspace_bytes =
+      32ull << 30;  // and always below the sandbox's memory_bytes
   uint32_t max_processes = 4096;
   absl::Duration run_timeout = absl::Hours(24);
   absl::Duration command_timeout = absl::Hours(24);

@@ -336,10 +336,12 @@ absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
   return ar;
 }
 
-absl::StatusOr<std::optional<v1::Run>> RunManager::FindKeyed(const Caller& caller, const std::string& key,
-                                                             const std::string& fingerprint) {
-  SANDGATE_ASSIGN_OR_RETURN(std::optional<store::KeyedRecord> found,
-                            deps_.store->FindRunByIdempotencyKey(caller.tenant, key));
+absl::StatusOr<std::optional<v1::Run>> RunManager::FindKeyed(
+    const Caller& caller, const std::string& key,
+    const std::string& fingerprint) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      std::optional<store::KeyedRecord> found,
+      deps_.store->FindRunByIdempotencyKey(caller.tenant, key));
   if (!found) return std::optional<v1::Run>();
   SANDGATE_RETURN_IF_ERROR(CheckSameRequest(*found, key, fingerprint));
   SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, found->id));
@@ -349,9 +351,12 @@ absl::StatusOr<std::optional<v1::Run>> RunManager::FindKeyed(const Caller& calle
 absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisRequest request) {
   SANDGATE_RETURN_IF_ERROR(ValidateRunRequest(request, *deps_.config));
   // Over the request as sent (inputs included): a retry sends the same fields.
-  const std::string fingerprint = request.idempotency_key().empty() ? "" : RequestFingerprint(request);
+  const std::string fingerprint =
+      request.idempotency_key().empty() ? "" : RequestFingerprint(request);
   if (!request.idempotency_key().empty()) {
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<v1::Run> existing, FindKeyed(caller, request.idempotency_key(), fingerprint));
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<v1::Run> existing,
+        FindKeyed(caller, request.idempotency_key(), fingerprint));
     if (existing) return *std::move(existing);
   }
   SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar, Prepare(caller, std::move(request)));
@@ -377,9 +382,11 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
   absl::Status put = deps_.store->CreateRun(run, fingerprint);
   if (!put.ok()) ReleaseQueuedBytes(*ar);
   if (put.code() == absl::StatusCode::kAlreadyExists) {
-    // A concurrent request with the same idempotency key won the race: the same request is
-    // answered with its run, a different one refused.
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<v1::Run> existing, FindKeyed(caller, run.idempotency_key(), fingerprint));
+    // A concurrent request with the same idempotency key won the race: the same
+    // request is answered with its run, a different one refused.
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<v1::Run> existing,
+        FindKeyed(caller, run.idempotency_key(), fingerprint));
     if (existing) return *std::move(existing);
   }
   SANDGATE_RETURN_IF_ERROR(put);
@@ -568,11 +575,17 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   rs->set_model(ar->request.model());
   events.Emit(std::move(started));
 
-  // Decisions arrive on the proxy's threads; they are appended from the side executor.
+  // Decisions arrive on the proxy's threads; they are appended from the side
+  // executor.
   auto on_decision = [this, ar, session_id](const sandbox::NetworkDecision& d) {
     EmitSide(ar, session_id, NetworkDecisionEvent(d));
   };
-  SandboxPlan plan{session_id, ar->provider, &ar->request.sandbox(), ar->command_timeout, on_decision, &ar->inputs,
+  SandboxPlan plan{session_id,
+                   ar->provider,
+                   &ar->request.sandbox(),
+                   ar->command_timeout,
+                   on_decision,
+                   &ar->inputs,
                    [this, ar] { CloseSide(*ar); }};
   const SandboxEnv env{deps_.config, deps_.clock, deps_.metrics};
   std::unique_ptr<SessionManager::Lease> lease;
@@ -597,18 +610,26 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
     if (!ar->request.sandbox().has_command_timeout()) ar->command_timeout = lease->command_timeout();
     events.Notice(v1::Notice::SEVERITY_INFO, absl::StrCat("running in kept session ", session_id,
                                                  "; its workspace stays after the run"));
-    plan.spec = nullptr;  // the session's own sandbox.files and setup ran when it was made
+    plan.spec = nullptr;  // the session's own sandbox.files and setup ran when
+                          // it was made
     agent_status = PrepareSandbox(lease->session(), plan, events, ar->cancel);
-    if (agent_status.ok()) agent_status = RunInSession(*ar, lease->session(), events);
-    lease.reset();  // no expiry warning or decision is queued for this run after this
+    if (agent_status.ok())
+      agent_status = RunInSession(*ar, lease->session(), events);
+    lease.reset();  // no expiry warning or decision is queued for this run
+                    // after this
     CloseSide(*ar);
   } else {
-    absl::StatusOr<std::unique_ptr<sandbox::Session>> made = MakeSandbox(plan, env, events, ar->cancel);
+    absl::StatusOr<std::unique_ptr<sandbox::Session>> made =
+        MakeSandbox(plan, env, events, ar->cancel);
     if (made.ok()) {
-      log::Info("session.created", {{"run", events.run_id()}, {"tenant", events.tenant()}, {"session", session_id}});
+      log::Info("session.created", {{"run", events.run_id()},
+                                    {"tenant", events.tenant()},
+                                    {"session", session_id}});
       agent_status = RunInSession(*ar, **made, events);
-      CloseSandbox(**made, plan, env, events, "ephemeral session ends with its run", "session_close")
-          .IgnoreError();  // logged and counted there; the run's outcome is the agent's
+      CloseSandbox(**made, plan, env, events,
+                   "ephemeral session ends with its run", "session_close")
+          .IgnoreError();  // logged and counted there; the run's outcome is the
+                           // agent's
     } else {
       agent_status = made.status();
     }
@@ -783,9 +804,12 @@ absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string&
   return run;
 }
 
-absl::Status RunManager::CheckEventsVisible(const Caller& caller, const std::string& id) {
+absl::Status RunManager::CheckEventsVisible(const Caller& caller,
+                                            const std::string& id) {
   absl::StatusOr<v1::Run> run = Get(caller, id);
-  if (run.status().code() != absl::StatusCode::kNotFound || deps_.sessions == nullptr) return run.status();
+  if (run.status().code() != absl::StatusCode::kNotFound ||
+      deps_.sessions == nullptr)
+    return run.status();
   absl::StatusOr<v1::Session> session = deps_.sessions->Get(caller, id);
   return session.ok() ? absl::OkStatus() : run.status();
 }
@@ -843,8 +867,10 @@ absl::StatusOr<size_t> RunManager::PurgeBefore(absl::Time cutoff) {
   for (const std::string& id : runs) {
     absl::Status st = deps_.artifacts->RemoveRun(id);
     if (!st.ok()) {
-      log::Error("retention.artifacts_failed", {{"run", id}, {"error", st.ToString()}});
-      if (deps_.metrics) deps_.metrics->cleanup_failures.Add({{"where", "retention"}});
+      log::Error("retention.artifacts_failed",
+                 {{"run", id}, {"error", st.ToString()}});
+      if (deps_.metrics)
+        deps_.metrics->cleanup_failures.Add({{"where", "retention"}});
     }
   }
   if (!runs.empty()) log::Info("retention.purged", {{"runs", runs.size()}});

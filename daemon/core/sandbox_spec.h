@@ -1,6 +1,6 @@
-// The API's SandboxSpec turned into the provider's SessionSpec, with the daemon's defaults.
-// One place, so runs and sessions get exactly the same sandbox (its validation:
-// core/request_validation.h).
+// The API's SandboxSpec turned into the provider's SessionSpec, with the
+// daemon's defaults. One place, so runs and sessions get exactly the same
+// sandbox (its validation: core/request_validation.h).
 #ifndef SANDGATE_CORE_SANDBOX_SPEC_H_
 #define SANDGATE_CORE_SANDBOX_SPEC_H_
 

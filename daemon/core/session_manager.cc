@@ -6,51 +6,58 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "common/errors.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "absl/cleanup/cleanup.h"
-#include "absl/synchronization/notification.h"
 #include "core/policy.h"
 #include "core/request_fingerprint.h"
 #include "core/request_validation.h"
 #include "core/sandbox_maker.h"
 #include "core/sandbox_spec.h"
+#include "absl/cleanup/cleanup.h"
 
 namespace sandgate::core {
 
-// Who hears a session's network decisions besides its log: the lease holders that asked.
-// Shared with the sandbox's decision callback, which must never own the session (a proxy
-// thread would then destroy the sandbox it runs in).
+// Who hears a session's network decisions besides its log: the lease holders
+// that asked. Shared with the sandbox's decision callback, which must never own
+// the session (a proxy thread would then destroy the sandbox it runs in).
 struct SessionManager::DecisionRoute {
   absl::Mutex mu;
-  std::map<uint64_t, std::function<void(const sandbox::NetworkDecision&)>> listeners ABSL_GUARDED_BY(mu);
+  std::map<uint64_t, std::function<void(const sandbox::NetworkDecision&)>>
+      listeners ABSL_GUARDED_BY(mu);
 };
 
-// Appends to a kept session's own log (keyed by the session id), when there is one.
+// Appends to a kept session's own log (keyed by the session id), when there is
+// one.
 class SessionManager::SessionEvents : public agent::EventSink {
  public:
-  SessionEvents(EventLog* log, std::string session_id) : log_(log), id_(std::move(session_id)) {}
+  SessionEvents(EventLog* log, std::string session_id)
+      : log_(log), id_(std::move(session_id)) {}
   void Emit(v1::Event event) override {
     if (log_ == nullptr) return;
     event.set_run_id(id_);
     event.set_session_id(id_);
     absl::StatusOr<v1::Event> stored = log_->Append(std::move(event));
-    if (!stored.ok()) log::Error("event.append_failed", {{"session", id_}, {"error", stored.status().ToString()}});
+    if (!stored.ok())
+      log::Error("event.append_failed",
+                 {{"session", id_}, {"error", stored.status().ToString()}});
   }
   uint32_t NextCommandId() override { return ++next_command_id_; }
 
  private:
   EventLog* const log_;
   const std::string id_;
-  uint32_t next_command_id_ = 0;  // only the creating thread runs commands in the log
+  uint32_t next_command_id_ =
+      0;  // only the creating thread runs commands in the log
 };
 
 struct SessionManager::Entry {
   // Constant after Create.
   std::unique_ptr<sandbox::Session> sandbox;
-  const std::shared_ptr<DecisionRoute> route = std::make_shared<DecisionRoute>();
+  const std::shared_ptr<DecisionRoute> route =
+      std::make_shared<DecisionRoute>();
   std::string id, tenant;
   absl::Time created;
   absl::Duration idle_timeout, max_lifetime, command_timeout;
@@ -75,7 +82,9 @@ struct SessionManager::Entry {
 };
 
 SessionManager::SessionManager(SessionManagerDeps deps)
-    : deps_(std::move(deps)), side_events_("session-events", 1, 10000), reaper_([this] { ReaperLoop(); }) {}
+    : deps_(std::move(deps)),
+      side_events_("session-events", 1, 10000),
+      reaper_([this] { ReaperLoop(); }) {}
 
 SessionManager::~SessionManager() {
   CloseAll("the daemon is shutting down");
@@ -89,27 +98,33 @@ SessionManager::~SessionManager() {
 
 void SessionManager::FlushSideEvents() {
   absl::Notification flushed;
-  if (side_events_.Submit([&flushed] { flushed.Notify(); })) flushed.WaitForNotification();
+  if (side_events_.Submit([&flushed] { flushed.Notify(); }))
+    flushed.WaitForNotification();
 }
 
-void SessionManager::OnNetworkDecision(const std::shared_ptr<DecisionRoute>& route, const std::string& session_id,
-                                       const sandbox::NetworkDecision& d) {
+void SessionManager::OnNetworkDecision(
+    const std::shared_ptr<DecisionRoute>& route, const std::string& session_id,
+    const sandbox::NetworkDecision& d) {
   {
     absl::MutexLock lock(&route->mu);
     for (const auto& [id, listener] : route->listeners) listener(d);
   }
   if (deps_.events == nullptr) return;
-  if (!side_events_.Submit([this, session_id, e = NetworkDecisionEvent(d)]() mutable {
-        SessionEvents(deps_.events, session_id).Emit(std::move(e));
-      })) {
-    log::Warning("event.dropped", {{"session", session_id}, {"type", "network.decision"}});
+  if (!side_events_.Submit(
+          [this, session_id, e = NetworkDecisionEvent(d)]() mutable {
+            SessionEvents(deps_.events, session_id).Emit(std::move(e));
+          })) {
+    log::Warning("event.dropped",
+                 {{"session", session_id}, {"type", "network.decision"}});
   }
 }
 
-absl::StatusOr<std::optional<v1::Session>> SessionManager::FindKeyed(const Caller& caller, const std::string& key,
-                                                                     const std::string& fingerprint) {
-  SANDGATE_ASSIGN_OR_RETURN(std::optional<store::KeyedRecord> found,
-                            deps_.store->FindSessionByIdempotencyKey(caller.tenant, key));
+absl::StatusOr<std::optional<v1::Session>> SessionManager::FindKeyed(
+    const Caller& caller, const std::string& key,
+    const std::string& fingerprint) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      std::optional<store::KeyedRecord> found,
+      deps_.store->FindSessionByIdempotencyKey(caller.tenant, key));
   if (!found) return std::optional<v1::Session>();
   SANDGATE_RETURN_IF_ERROR(CheckSameRequest(*found, key, fingerprint));
   SANDGATE_ASSIGN_OR_RETURN(v1::Session session, Get(caller, found->id));
@@ -146,9 +161,12 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
                                                    const CancelToken* cancel) {
   const Config& cfg = *deps_.config;
   SANDGATE_RETURN_IF_ERROR(ValidateCreateSessionRequest(req, cfg));
-  const std::string fingerprint = req.idempotency_key().empty() ? "" : RequestFingerprint(req);
+  const std::string fingerprint =
+      req.idempotency_key().empty() ? "" : RequestFingerprint(req);
   if (!req.idempotency_key().empty()) {
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<v1::Session> existing, FindKeyed(caller, req.idempotency_key(), fingerprint));
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<v1::Session> existing,
+        FindKeyed(caller, req.idempotency_key(), fingerprint));
     if (existing) return *std::move(existing);
   }
   std::string provider_name = req.provider().empty() ? "local" : req.provider();
@@ -200,7 +218,9 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   // retry with the same key gets this session instead of making a second sandbox.
   absl::Status put = deps_.store->CreateSession(record, fingerprint);
   if (put.code() == absl::StatusCode::kAlreadyExists) {
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<v1::Session> existing, FindKeyed(caller, req.idempotency_key(), fingerprint));
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<v1::Session> existing,
+        FindKeyed(caller, req.idempotency_key(), fingerprint));
     if (existing) return *std::move(existing);
   }
   SANDGATE_RETURN_IF_ERROR(put);
@@ -210,17 +230,23 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   plan.provider = provider->second;
   plan.spec = &req.sandbox();
   plan.command_timeout = e->command_timeout;
-  plan.on_network_decision = [this, route = e->route, id = e->id](
-                                 const sandbox::NetworkDecision& d) { OnNetworkDecision(route, id, d); };
+  plan.on_network_decision = [this, route = e->route,
+                              id = e->id](const sandbox::NetworkDecision& d) {
+    OnNetworkDecision(route, id, d);
+  };
   CancelToken never;
   absl::StatusOr<std::unique_ptr<sandbox::Session>> made =
-      MakeSandbox(plan, SandboxEnv{&cfg, deps_.clock, deps_.metrics}, events, cancel ? *cancel : never);
+      MakeSandbox(plan, SandboxEnv{&cfg, deps_.clock, deps_.metrics}, events,
+                  cancel ? *cancel : never);
   if (!made.ok()) {
     record.set_status(v1::SESSION_STATUS_EXPIRED);
-    record.set_status_reason(absl::StrCat("creation failed: ", made.status().message()));
+    record.set_status_reason(
+        absl::StrCat("creation failed: ", made.status().message()));
     *record.mutable_closed_at() = ToProto(deps_.clock->Now());
     absl::Status st = deps_.store->PutSession(record);
-    if (!st.ok()) log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
+    if (!st.ok())
+      log::Error("session.persist_failed",
+                 {{"session", e->id}, {"error", st.ToString()}});
     return made.status();
   }
   e->sandbox = std::move(*made);
@@ -365,11 +391,12 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
   // The final record is stored before the entry leaves live_, so Get never reads an older one.
   absl::Status st = deps_.store->PutSession(record);
   if (!st.ok()) log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
-  // Ends running commands (they report cancelled) and deletes the sandbox; a failure is
-  // logged and counted there.
+  // Ends running commands (they report cancelled) and deletes the sandbox; a
+  // failure is logged and counted there.
   SessionEvents events(deps_.events, e->id);
-  CloseSandbox(*e->sandbox, ClosePlan(e->id), SandboxEnv{deps_.config, deps_.clock, deps_.metrics}, events, reason,
-               "session_close")
+  CloseSandbox(*e->sandbox, ClosePlan(e->id),
+               SandboxEnv{deps_.config, deps_.clock, deps_.metrics}, events,
+               reason, "session_close")
       .IgnoreError();
   if (deps_.budget) deps_.budget->Give();
   {

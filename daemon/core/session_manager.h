@@ -46,9 +46,10 @@ struct SessionManagerDeps {
   Clock* clock = nullptr;
   std::map<std::string, sandbox::Provider*> providers;
   SandboxBudget* budget = nullptr;  // may be null: no machine-wide budget
-  // A kept session's own event log (session.created, files, setup commands, every
-  // network.decision, session.closed), keyed by its id: StreamEvents(run_id = session id)
-  // reads it. May be null in tests: nothing is recorded.
+  // A kept session's own event log (session.created, files, setup commands,
+  // every network.decision, session.closed), keyed by its id:
+  // StreamEvents(run_id = session id) reads it. May be null in tests: nothing
+  // is recorded.
   EventLog* events = nullptr;
   Metrics* metrics = nullptr;  // may be null
 };
@@ -62,9 +63,10 @@ struct LeaseWatch {
   // runs under the session's lock, which the lease's destructor takes), so it must be quick
   // and must not call back into the manager.
   std::function<void(const v1::SessionExpiring&)> expiring;
-  // Every network decision of the session's sandbox while the lease is held (besides the
-  // session's own log), under the same rules as `expiring`.
-  std::function<void(const sandbox::NetworkDecision&)> network_decision = nullptr;
+  // Every network decision of the session's sandbox while the lease is held
+  // (besides the session's own log), under the same rules as `expiring`.
+  std::function<void(const sandbox::NetworkDecision&)> network_decision =
+      nullptr;
 };
 
 class SessionManager {
@@ -78,15 +80,17 @@ class SessionManager {
   // from the journal).
   absl::Status Recover();
 
-  // Validates the request, then makes the sandbox the one way runs do (core/sandbox_maker.h):
-  // sandbox.files placed, sandbox.setup_commands run (a failing one deletes the sandbox and
-  // fails the call with the command's stderr), all of it in the session's own log. The same
-  // idempotency_key with the same request returns the same session; with a different request,
+  // Validates the request, then makes the sandbox the one way runs do
+  // (core/sandbox_maker.h): sandbox.files placed, sandbox.setup_commands run (a
+  // failing one deletes the sandbox and fails the call with the command's
+  // stderr), all of it in the session's own log. The same idempotency_key with
+  // the same request returns the same session; with a different request,
   // FAILED_PRECONDITION. Blocks.
   absl::StatusOr<v1::Session> Create(const Caller& caller, const v1::CreateSessionRequest& req,
                                      const CancelToken* cancel);
   absl::StatusOr<v1::Session> Get(const Caller& caller, const std::string& id);
-  // Every field of an Exec request, against this daemon's limits (core/request_validation.h).
+  // Every field of an Exec request, against this daemon's limits
+  // (core/request_validation.h).
   absl::Status CheckExec(const v1::ExecRequest& request) const;
   absl::StatusOr<std::vector<v1::Session>> List(const Caller& caller, bool include_closed);
   absl::StatusOr<v1::Session> KeepAlive(const Caller& caller, const std::string& id);
@@ -108,11 +112,15 @@ class SessionManager {
   struct DecisionRoute;
   class SessionEvents;
   v1::Session Snapshot(Entry& e);
-  // The session stored under idempotency `key`, if made by a request with `fingerprint`.
-  absl::StatusOr<std::optional<v1::Session>> FindKeyed(const Caller& caller, const std::string& key,
-                                                       const std::string& fingerprint);
-  // From the sandbox's proxy threads: to the leases that listen on `route`, and off this thread, to the session's log.
-  void OnNetworkDecision(const std::shared_ptr<DecisionRoute>& route, const std::string& session_id,
+  // The session stored under idempotency `key`, if made by a request with
+  // `fingerprint`.
+  absl::StatusOr<std::optional<v1::Session>> FindKeyed(
+      const Caller& caller, const std::string& key,
+      const std::string& fingerprint);
+  // From the sandbox's proxy threads: to the leases that listen on `route`, and
+  // off this thread, to the session's log.
+  void OnNetworkDecision(const std::shared_ptr<DecisionRoute>& route,
+                         const std::string& session_id,
                          const sandbox::NetworkDecision& d);
   // Waits until every side event queued so far is appended.
   void FlushSideEvents();
@@ -124,8 +132,8 @@ class SessionManager {
   void ReaperLoop();
 
   const SessionManagerDeps deps_;
-  // Appends the events that arrive off a caller's thread (network decisions); callers must
-  // not block.
+  // Appends the events that arrive off a caller's thread (network decisions);
+  // callers must not block.
   Executor side_events_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> live_ ABSL_GUARDED_BY(mu_);

@@ -20,7 +20,8 @@ v1::RunAnalysisRequest Base() {
   return r;
 }
 
-TEST(RequestFingerprintTest, SameRequestSameFingerprintWhateverTheKeyOrMapOrder) {
+TEST(RequestFingerprintTest,
+     SameRequestSameFingerprintWhateverTheKeyOrMapOrder) {
   v1::RunAnalysisRequest a = Base(), b;
   b.set_idempotency_key("another");
   (*b.mutable_labels())["b"] = "2";  // inserted in the other order
@@ -30,10 +31,13 @@ TEST(RequestFingerprintTest, SameRequestSameFingerprintWhateverTheKeyOrMapOrder)
   EXPECT_EQ(RequestFingerprint(a).size(), 64u);
 }
 
-// Every field that can change the outcome changes the fingerprint, the inputs' bytes included.
+// Every field that can change the outcome changes the fingerprint, the inputs'
+// bytes included.
 TEST(RequestFingerprintTest, EveryFieldCounts) {
   const std::vector<std::function<void(v1::RunAnalysisRequest&)>> changes = {
-      [](auto& r) { r.mutable_inputs(0)->set_content("year,revenue\n2020,2\n"); },
+      [](auto& r) {
+        r.mutable_inputs(0)->set_content("year,revenue\n2020,2\n");
+      },
       [](auto& r) { r.mutable_inputs(0)->set_name("b.csv"); },
       [](auto& r) { r.add_inputs()->set_name("c.csv"); },
       [](auto& r) { r.set_playbook("sandbox-probe"); },
@@ -47,10 +51,14 @@ TEST(RequestFingerprintTest, EveryFieldCounts) {
       [](auto& r) { r.mutable_sandbox()->set_memory_bytes(1 << 30); },
       [](auto& r) { r.mutable_sandbox()->add_setup_commands("true"); },
       [](auto& r) { (*r.mutable_sandbox()->mutable_env())["X"] = "1"; },
-      [](auto& r) { r.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_ENABLED); },
+      [](auto& r) {
+        r.mutable_sandbox()->mutable_network()->set_mode(
+            v1::NetworkPolicy::MODE_ENABLED);
+      },
       [](auto& r) { r.mutable_sandbox()->add_files()->set_path("x"); },
-      // Present but empty differs from absent (an empty sandbox spec means the defaults either
-      // way, but nothing here guesses what the daemon makes of a field).
+      // Present but empty differs from absent (an empty sandbox spec means the
+      // defaults either way, but nothing here guesses what the daemon makes of
+      // a field).
       [](auto& r) { r.mutable_sandbox()->mutable_command_timeout(); },
   };
   const std::string base = RequestFingerprint(Base());
@@ -60,7 +68,8 @@ TEST(RequestFingerprintTest, EveryFieldCounts) {
     changes[i](r);
     std::string fp = RequestFingerprint(r);
     EXPECT_NE(fp, base) << "change " << i;
-    for (const std::string& s : seen) EXPECT_NE(fp, s) << "change " << i << " collides";
+    for (const std::string& s : seen)
+      EXPECT_NE(fp, s) << "change " << i << " collides";
     seen.push_back(fp);
   }
 }
@@ -71,9 +80,11 @@ TEST(RequestFingerprintTest, ADifferentRequestUnderAKeyIsRefusedNamingTheRun) {
   absl::Status st = CheckSameRequest(found, "k", "bbbb");
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(st.message(),
-            "idempotency_key 'k' was used for a different request (run-1234); use a new key for a new request");
+            "idempotency_key 'k' was used for a different request (run-1234); "
+            "use a new key for a new request");
   // Stored before fingerprints: cannot be compared, answered as before.
-  EXPECT_TRUE(CheckSameRequest(store::KeyedRecord{"run-old", ""}, "k", "bbbb").ok());
+  EXPECT_TRUE(
+      CheckSameRequest(store::KeyedRecord{"run-old", ""}, "k", "bbbb").ok());
 }
 
 }  // namespace

@@ -98,8 +98,13 @@ class RunManagerTest : public ::testing::Test {
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
     sessions_ = std::make_unique<SessionManager>(
-        SessionManagerDeps{&config_, store_.get(), Clock::Real(), {{"local", provider_.get()}}, &budget_,
-                           events_.get(), &metrics_});
+        SessionManagerDeps{&config_,
+                           store_.get(),
+                           Clock::Real(),
+                           {{"local", provider_.get()}},
+                           &budget_,
+                           events_.get(),
+                           &metrics_});
     deps.metrics = &metrics_;
     deps.sessions = sessions_.get();
     deps.budget = &budget_;
@@ -238,7 +243,8 @@ TEST_F(RunManagerTest, FailingSetupCommandStopsTheRunWithItsOutputInEvents) {
   req.mutable_sandbox()->add_setup_commands("echo preparing; echo broken >&2; exit 3");
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_EQ(run.status_reason(), "sandbox.setup_commands[0] exited with status 3: broken");
+  EXPECT_EQ(run.status_reason(),
+            "sandbox.setup_commands[0] exited with status 3: broken");
   std::string output;
   for (const auto& e : Events(run.id())) {
     if (e.has_command_output()) output += e.command_output().data();
@@ -419,28 +425,34 @@ TEST_F(RunManagerTest, IdempotencyKeyReturnsTheSameRunAlsoAfterARestart) {
   WaitFinished(other->id(), &team_b);
 }
 
-// A key is bound to the request that used it first: another request under it is refused
-// (FAILED_PRECONDITION naming the run), also after a restart; the same one still gets its run.
+// A key is bound to the request that used it first: another request under it is
+// refused (FAILED_PRECONDITION naming the run), also after a restart; the same
+// one still gets its run.
 TEST_F(RunManagerTest, AnIdempotencyKeyReusedWithADifferentRequestIsRefused) {
   v1::RunAnalysisRequest req = Sample();
   req.set_idempotency_key("k1");
   auto first = runs_->Start(caller_, req);
   ASSERT_TRUE(first.ok()) << first.status();
   v1::RunAnalysisRequest other = req;
-  other.mutable_inputs(0)->mutable_content()->append("2031,1,1,1,1,1,1,1,1,1,1,1,1,1\n");
+  other.mutable_inputs(0)->mutable_content()->append(
+      "2031,1,1,1,1,1,1,1,1,1,1,1,1,1\n");
   const std::string expected =
-      absl::StrCat("idempotency_key 'k1' was used for a different request (", first->id(), ")");
+      absl::StrCat("idempotency_key 'k1' was used for a different request (",
+                   first->id(), ")");
   auto refused = runs_->Start(caller_, other);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), expected)) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), expected))
+      << refused.status();
   WaitFinished(first->id());
   Rebuild();
-  EXPECT_EQ(runs_->Start(caller_, other).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(runs_->Start(caller_, other).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(runs_->Start(caller_, req)->id(), first->id());
   EXPECT_EQ(provider_->created_sessions(), 1);
 }
 
-// Concurrent requests under one key: the insert decides, and the losers compare too.
+// Concurrent requests under one key: the insert decides, and the losers compare
+// too.
 TEST_F(RunManagerTest, RacingRequestsUnderOneKeyGetOneRunOrARefusal) {
   constexpr int kThreads = 6;
   std::vector<absl::StatusOr<v1::Run>> same(kThreads), different(kThreads);
@@ -468,7 +480,8 @@ TEST_F(RunManagerTest, RacingRequestsUnderOneKeyGetOneRunOrARefusal) {
       ++won;
       WaitFinished(r->id());
     } else {
-      EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
+          << r.status();
     }
   }
   EXPECT_EQ(won, 1);
@@ -481,11 +494,14 @@ TEST_F(RunManagerTest, ABadRequestIsRefusedBeforeItIsQueued) {
   req.mutable_sandbox()->add_files()->set_path("../../etc/x");
   auto bad = runs_->Start(caller_, req);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "sandbox.files[0].path: '../../etc/x' must stay inside"))
+  EXPECT_TRUE(absl::StrContains(
+      bad.status().message(),
+      "sandbox.files[0].path: '../../etc/x' must stay inside"))
       << bad.status();
   req = Sample();
   req.mutable_run_timeout()->set_seconds(10ll * 365 * 86400);
-  EXPECT_TRUE(absl::StrContains(runs_->Start(caller_, req).status().message(), "run_timeout: at most 24h"));
+  EXPECT_TRUE(absl::StrContains(runs_->Start(caller_, req).status().message(),
+                                "run_timeout: at most 24h"));
   EXPECT_TRUE(store_->ListRuns("", 50, "")->runs.empty());
   EXPECT_EQ(provider_->created_sessions(), 0);
 }
@@ -549,7 +565,8 @@ TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
   req.mutable_sandbox()->mutable_command_timeout()->set_seconds(1);
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_EQ(run.status_reason(), "sandbox.setup_commands[0] timed out after 1s");
+  EXPECT_EQ(run.status_reason(),
+            "sandbox.setup_commands[0] timed out after 1s");
 }
 
 }  // namespace

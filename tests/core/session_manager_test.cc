@@ -2,11 +2,10 @@
 // keep-alives, idempotency, closing.
 #include "core/session_manager.h"
 
-#include <string>
-#include <vector>
-
 #include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -32,8 +31,9 @@ class SessionManagerTest : public ::testing::Test {
   }
   void Build() {
     sessions_.reset();
-    SessionManagerDeps deps{&config_, store_.get(), &clock_, {{"local", provider_.get()}}, nullptr, events_.get(),
-                            &metrics_};
+    SessionManagerDeps deps{
+        &config_, store_.get(),  &clock_,  {{"local", provider_.get()}},
+        nullptr,  events_.get(), &metrics_};
     sessions_ = std::make_unique<SessionManager>(deps);
   }
   void TearDown() override {
@@ -123,7 +123,8 @@ TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
   EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
   auto lease = sessions_->Acquire(caller_, s.id());
   CancelToken watched;
-  auto watching = sessions_->Acquire(caller_, s.id(), {&watched, nullptr, nullptr});
+  auto watching =
+      sessions_->Acquire(caller_, s.id(), {&watched, nullptr, nullptr});
   clock_.Advance(absl::Seconds(11));  // past max_lifetime, although in use
   EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(watched.cancelled());
@@ -142,11 +143,13 @@ struct WarningRecorder {
   bool cancelled_before_warning ABSL_GUARDED_BY(mu) = false;
 
   LeaseWatch watch() {
-    return {&cancel, [this](const v1::SessionExpiring& x) {
+    return {&cancel,
+            [this](const v1::SessionExpiring& x) {
               absl::MutexLock lock(&mu);
               got.push_back(x);
               cancelled_before_warning |= cancel.cancelled();
-            }, nullptr};
+            },
+            nullptr};
   }
   size_t count() {
     absl::MutexLock lock(&mu);
@@ -296,7 +299,8 @@ namespace {
 
 v1::CreateSessionRequest Restricted() {
   v1::CreateSessionRequest req;
-  req.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
+  req.mutable_sandbox()->mutable_network()->set_mode(
+      v1::NetworkPolicy::MODE_RESTRICTED);
   req.mutable_sandbox()->mutable_network()->add_allowed_domains("127.0.0.2");
   return req;
 }
@@ -312,9 +316,11 @@ sandbox::NetworkDecision Refused() {
   return d;
 }
 
-// A kept session's sandbox is made the way a run's is: its network decisions are recorded (in
-// the session's own log, keyed by its id) and reach whoever holds a lease and asked.
-TEST_F(SessionManagerTest, AKeptSessionsNetworkDecisionsAreInItsLogAndReachItsLeases) {
+// A kept session's sandbox is made the way a run's is: its network decisions
+// are recorded (in the session's own log, keyed by its id) and reach whoever
+// holds a lease and asked.
+TEST_F(SessionManagerTest,
+       AKeptSessionsNetworkDecisionsAreInItsLogAndReachItsLeases) {
   v1::CreateSessionRequest req = Restricted();
   auto* f = req.mutable_sandbox()->add_files();
   f->set_path("conf/a.txt");
@@ -330,7 +336,8 @@ TEST_F(SessionManagerTest, AKeptSessionsNetworkDecisionsAreInItsLogAndReachItsLe
                    }};
   auto lease = sessions_->Acquire(caller_, s->id(), std::move(watch));
   ASSERT_TRUE(lease.ok());
-  ASSERT_TRUE(provider_->Decide(s->id(), Refused())) << "the session's sandbox got no decision callback";
+  ASSERT_TRUE(provider_->Decide(s->id(), Refused()))
+      << "the session's sandbox got no decision callback";
   lease->reset();
   {
     absl::MutexLock lock(&mu);
@@ -339,38 +346,50 @@ TEST_F(SessionManagerTest, AKeptSessionsNetworkDecisionsAreInItsLogAndReachItsLe
   }
   ASSERT_TRUE(sessions_->Close(caller_, s->id(), "").ok());
   std::vector<v1::Event> events = *events_->Read(s->id(), 0, 100);
-  EXPECT_EQ(Types(events), (std::vector<std::string>{"session.created", "file.transferred", "command.started",
-                                                     "command.output", "command.finished", "network.decision",
-                                                     "session.closed"}));
+  EXPECT_EQ(Types(events),
+            (std::vector<std::string>{"session.created", "file.transferred",
+                                      "command.started", "command.output",
+                                      "command.finished", "network.decision",
+                                      "session.closed"}));
   bool refused = false;
   for (const auto& e : events) {
     EXPECT_EQ(e.session_id(), s->id());
-    if (e.has_network()) refused = e.network().verdict() == "denied" && e.network().reason() == "blocked-by-ssrf-guard";
+    if (e.has_network())
+      refused = e.network().verdict() == "denied" &&
+                e.network().reason() == "blocked-by-ssrf-guard";
   }
   EXPECT_TRUE(refused);
 }
 
-// A failed create closes the sandbox again; a Close that fails then is logged and counted,
-// like every other cleanup failure, and so is one when a session ends.
+// A failed create closes the sandbox again; a Close that fails then is logged
+// and counted, like every other cleanup failure, and so is one when a session
+// ends.
 TEST_F(SessionManagerTest, AFailedCloseAfterAFailedCreateIsCounted) {
   v1::CreateSessionRequest req;
   req.mutable_sandbox()->add_setup_commands("echo nope >&2; exit 4");
-  provider_->FailNextClose(absl::InternalError("rm: cannot remove the workspace"));
+  provider_->FailNextClose(
+      absl::InternalError("rm: cannot remove the workspace"));
   auto bad = sessions_->Create(caller_, req, nullptr);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(provider_->live_sessions(), 0);
   std::string rendered = metrics_.Render();
-  EXPECT_TRUE(absl::StrContains(rendered, "sandgate_cleanup_failures_total{where=\"create_failed_close\"} 1"))
+  EXPECT_TRUE(absl::StrContains(
+      rendered,
+      "sandgate_cleanup_failures_total{where=\"create_failed_close\"} 1"))
       << rendered;
 
   v1::Session s = Create();
-  provider_->FailNextClose(absl::InternalError("rm: cannot remove the workspace"));
+  provider_->FailNextClose(
+      absl::InternalError("rm: cannot remove the workspace"));
   ASSERT_TRUE(sessions_->Close(caller_, s.id(), "").ok());
   rendered = metrics_.Render();
-  EXPECT_TRUE(absl::StrContains(rendered, "sandgate_cleanup_failures_total{where=\"session_close\"} 1")) << rendered;
+  EXPECT_TRUE(absl::StrContains(
+      rendered, "sandgate_cleanup_failures_total{where=\"session_close\"} 1"))
+      << rendered;
   std::vector<v1::Event> events = *events_->Read(s.id(), 0, 100);
   ASSERT_FALSE(events.empty());
-  EXPECT_TRUE(absl::StrContains(events.back().session_closed().reason(), "deleting the sandbox failed: rm: cannot"));
+  EXPECT_TRUE(absl::StrContains(events.back().session_closed().reason(),
+                                "deleting the sandbox failed: rm: cannot"));
 }
 
 TEST_F(SessionManagerTest, AnIdempotencyKeyIsBoundToItsRequest) {
@@ -388,8 +407,10 @@ TEST_F(SessionManagerTest, AnIdempotencyKeyIsBoundToItsRequest) {
   other.mutable_sandbox()->mutable_idle_timeout()->set_seconds(30);
   auto refused = sessions_->Create(caller_, other, nullptr);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(),
-                                absl::StrCat("idempotency_key 'key-1' was used for a different request (", first.id(), ")")))
+  EXPECT_TRUE(absl::StrContains(
+      refused.status().message(),
+      absl::StrCat("idempotency_key 'key-1' was used for a different request (",
+                   first.id(), ")")))
       << refused.status();
   EXPECT_EQ(provider_->created_sessions(), 1);
 }
@@ -399,7 +420,9 @@ TEST_F(SessionManagerTest, ABadRequestIsRefusedBeforeAnythingIsMade) {
   req.mutable_sandbox()->add_files()->set_path("../../etc/x");
   auto bad = sessions_->Create(caller_, req, nullptr);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "sandbox.files[0].path")) << bad.status();
+  EXPECT_TRUE(
+      absl::StrContains(bad.status().message(), "sandbox.files[0].path"))
+      << bad.status();
   EXPECT_EQ(provider_->created_sessions(), 0);
   EXPECT_TRUE(store_->ListSessions("", true)->empty());
 }

@@ -184,7 +184,8 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> HostProvider::Create(
   return std::unique_ptr<sandbox::Session>(new HostSession(this, spec.id, tmpl, spec.env));
 }
 
-bool HostProvider::Decide(const std::string& session_id, const sandbox::NetworkDecision& decision) {
+bool HostProvider::Decide(const std::string& session_id,
+                          const sandbox::NetworkDecision& decision) {
   std::function<void(const sandbox::NetworkDecision&)> cb;
   {
     absl::MutexLock lock(&mu_);

@@ -1,10 +1,11 @@
-// HostProvider: a fake sandbox provider whose sessions are plain temporary directories on
-// the host, with commands run as ordinary child processes. No isolation at all — it exists so
-// core/ and agent/ can be tested against the Provider contract (streaming output, timeouts,
-// cancellation, files, journaling) without bubblewrap.
+// HostProvider: a fake sandbox provider whose sessions are plain temporary
+// directories on the host, with commands run as ordinary child processes. No
+// isolation at all — it exists so core/ and agent/ can be tested against the
+// Provider contract (streaming output, timeouts, cancellation, files,
+// journaling) without bubblewrap.
 //
-// Thread safe. Tests can make the next Create or Close fail, play a network decision as a
-// session's proxy would, and count live sessions.
+// Thread safe. Tests can make the next Create or Close fail, play a network
+// decision as a session's proxy would, and count live sessions.
 #ifndef SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
 #define SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
 
@@ -43,9 +44,11 @@ class HostProvider : public sandbox::Provider {
     absl::MutexLock lock(&mu_);
     return std::exchange(fail_next_close_, absl::OkStatus());
   }
-  // Calls live session `session_id`'s SessionSpec::on_network_decision with `decision`, as its
-  // proxy would on a connection. False when there is no such session or it has no callback.
-  bool Decide(const std::string& session_id, const sandbox::NetworkDecision& decision);
+  // Calls live session `session_id`'s SessionSpec::on_network_decision with
+  // `decision`, as its proxy would on a connection. False when there is no such
+  // session or it has no callback.
+  bool Decide(const std::string& session_id,
+              const sandbox::NetworkDecision& decision);
   void Forget(const std::string& session_id) {
     absl::MutexLock lock(&mu_);
     decisions_.erase(session_id);
@@ -60,7 +63,8 @@ class HostProvider : public sandbox::Provider {
   absl::Mutex mu_;
   absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_next_close_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::function<void(const sandbox::NetworkDecision&)>> decisions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::function<void(const sandbox::NetworkDecision&)>>
+      decisions_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> live_{0};
   std::atomic<int> created_{0};
 };

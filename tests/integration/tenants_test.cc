@@ -99,48 +99,62 @@ TEST_F(TenantsTest, QuotasAndPolicyAreEnforcedNamingTheRule) {
 namespace sandgate::testing {
 namespace {
 
-// Issue 9 items 9-11 through the real daemon, for a tenant that has no policy: the machine's
-// ceilings and every field's bounds still hold, a key is bound to its request, and a kept
-// session's network decisions are readable from its own log.
+// Issue 9 items 9-11 through the real daemon, for a tenant that has no policy:
+// the machine's ceilings and every field's bounds still hold, a key is bound to
+// its request, and a kept session's network decisions are readable from its own
+// log.
 TEST_F(TenantsTest, ATenantWithoutPolicyStillMeetsTheDaemonsCeilings) {
   v1::RunAnalysisRequest req = SampleRequest();
   req.mutable_sandbox()->set_memory_bytes(1ull << 63);
   v1::Run run;
-  grpc::Status st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
+  grpc::Status st =
+      stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(st.error_message(), "sandbox.memory_bytes: at most 64 GiB (daemon ceiling limits.memory_bytes)");
+  EXPECT_EQ(st.error_message(),
+            "sandbox.memory_bytes: at most 64 GiB (daemon ceiling "
+            "limits.memory_bytes)");
   req = SampleRequest();
   req.mutable_sandbox()->add_files()->set_path("../../etc/x");
   st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(absl::StrContains(st.error_message(), "sandbox.files[0].path")) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "sandbox.files[0].path"))
+      << st.error_message();
   req = SampleRequest();
   req.set_idempotency_key(std::string(1 << 20, 'k'));
   st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(absl::StrContains(st.error_message(), "idempotency_key: at most 256 bytes")) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(),
+                                "idempotency_key: at most 256 bytes"))
+      << st.error_message();
 
   req = SampleRequest();
   req.set_idempotency_key("pay-once");
   v1::Run first;
-  ASSERT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &first).ok());
+  ASSERT_TRUE(
+      stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &first)
+          .ok());
   (*req.mutable_labels())["changed"] = "yes";
   st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_TRUE(absl::StrContains(st.error_message(), "idempotency_key 'pay-once' was used for a different request (" +
-                                                        first.id() + ")"))
+  EXPECT_TRUE(absl::StrContains(
+      st.error_message(),
+      "idempotency_key 'pay-once' was used for a different request (" +
+          first.id() + ")"))
       << st.error_message();
   FollowToEnd(*stub_, first.id(), kBusy);
 }
 
-// The only host allowed is 127.0.0.2, which the proxy's SSRF guard refuses: the refusal is a
-// network.decision in the kept session's own log (StreamEvents with the session's id).
+// The only host allowed is 127.0.0.2, which the proxy's SSRF guard refuses: the
+// refusal is a network.decision in the kept session's own log (StreamEvents
+// with the session's id).
 TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
   v1::CreateSessionRequest create;
-  create.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
+  create.mutable_sandbox()->mutable_network()->set_mode(
+      v1::NetworkPolicy::MODE_RESTRICTED);
   create.mutable_sandbox()->mutable_network()->add_allowed_domains("127.0.0.2");
   v1::Session session;
-  grpc::Status st = stub_->CreateSession(DaemonHarness::Context(kBusy).get(), create, &session);
+  grpc::Status st = stub_->CreateSession(DaemonHarness::Context(kBusy).get(),
+                                         create, &session);
   ASSERT_TRUE(st.ok()) << st.error_message();
 
   v1::ExecRequest exec;
@@ -154,14 +168,16 @@ TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
   ASSERT_TRUE(reader->Finish().ok());
 
   bool refused = false;
-  for (int attempt = 0; attempt < 50 && !refused; ++attempt) {  // decisions are appended off the proxy's thread
+  for (int attempt = 0; attempt < 50 && !refused;
+       ++attempt) {  // decisions are appended off the proxy's thread
     v1::StreamEventsRequest read;
     read.set_run_id(session.id());
     auto rctx = DaemonHarness::Context(kBusy);
     auto events = stub_->StreamEvents(rctx.get(), read);
     v1::Event e;
     while (events->Read(&e)) {
-      if (e.has_network() && e.network().host() == "127.0.0.2" && e.network().verdict() == "denied" &&
+      if (e.has_network() && e.network().host() == "127.0.0.2" &&
+          e.network().verdict() == "denied" &&
           e.network().reason() == "blocked-by-ssrf-guard") {
         refused = true;
       }
@@ -170,7 +186,8 @@ TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
     ASSERT_TRUE(end.ok()) << end.error_message();
     if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2 in session " << session.id() << "'s log";
+  EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2 in session "
+                       << session.id() << "'s log";
   // Another tenant cannot read it.
   v1::StreamEventsRequest read;
   read.set_run_id(session.id());
