@@ -122,7 +122,9 @@ class EventStream final : public PullWriter<v1::Event> {
       absl::MutexLock lock(&mu_);
       writing_ = false;
       if (current_.seq() > 0) last_seq_ = current_.seq();
-      terminal = current_.type() == "run.finished";
+      // A kept session's own log (run_id is the session's id) ends with session.closed.
+      terminal = current_.type() == "run.finished" ||
+                 (current_.type() == "session.closed" && current_.run_id() == current_.session_id());
     }
     if (terminal) {
       FinishOnce(grpc::Status::OK);

@@ -188,6 +188,15 @@ TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
   }
   EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2 in session "
                        << session.id() << "'s log";
+  // Following the log ends with the session's close.
+  v1::CloseSessionRequest close;
+  close.set_session_id(session.id());
+  v1::Session closed;
+  ASSERT_TRUE(stub_->CloseSession(DaemonHarness::Context(kBusy).get(), close, &closed).ok());
+  std::vector<v1::Event> all = FollowToEnd(*stub_, session.id(), kBusy);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front().type(), "session.created");
+  EXPECT_EQ(all.back().type(), "session.closed");
   // Another tenant cannot read it.
   v1::StreamEventsRequest read;
   read.set_run_id(session.id());
