@@ -71,6 +71,28 @@ class LateSweepProvider : public sandbox::Provider {
   ResourceJournal* const journal_;
 };
 
+// Plays one refused connection through the session's proxy callback, as a
+// command would.
+class ConnectingAgent : public agent::Agent {
+ public:
+  std::string name() const override { return "connect"; }
+  absl::Status Run(const agent::AgentTask& task, sandbox::Session& session,
+                   agent::EventSink& events,
+                   const CancelToken& cancel) override {
+    sandbox::NetworkDecision d;
+    d.connection = 1;
+    d.verdict = sandbox::NetworkDecision::Verdict::kDenied;
+    d.host = "127.0.0.2";
+    d.reason = "blocked-by-ssrf-guard";
+    if (provider == nullptr || !provider->Decide(session.id(), d)) {
+      return absl::FailedPreconditionError(
+          "the sandbox has no decision callback");
+    }
+    return absl::OkStatus();
+  }
+  HostProvider* provider = nullptr;
+};
+
 class RunManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,6 +119,8 @@ class RunManagerTest : public ::testing::Test {
     if (extra != nullptr) deps.providers[extra->name()] = extra;
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
+    connect_.provider = provider_.get();
+    deps.agents["connect"] = &connect_;
     sessions_ = std::make_unique<SessionManager>(
         SessionManagerDeps{&config_,
                            store_.get(),
@@ -159,6 +183,7 @@ class RunManagerTest : public ::testing::Test {
   std::unique_ptr<HostProvider> provider_;
   agent::ReferenceAgent reference_;
   TamperingAgent tamper_;
+  ConnectingAgent connect_;
   SandboxBudget budget_{16};
   Metrics metrics_;
   std::unique_ptr<SessionManager> sessions_;
@@ -504,6 +529,34 @@ TEST_F(RunManagerTest, ABadRequestIsRefusedBeforeItIsQueued) {
                                 "run_timeout: at most 24h"));
   EXPECT_TRUE(store_->ListRuns("", 50, "")->runs.empty());
   EXPECT_EQ(provider_->created_sessions(), 0);
+}
+
+// A run in a kept session records the session's network decisions as a run of
+// its own session does; the session's own log has them too.
+TEST_F(RunManagerTest, ARunInAKeptSessionRecordsItsNetworkDecisions) {
+  auto session =
+      sessions_->Create(caller_, v1::CreateSessionRequest(), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (bool kept : {false, true}) {
+    v1::RunAnalysisRequest req = Sample();
+    req.set_agent("connect");
+    if (kept) req.set_session_id(session->id());
+    v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
+    bool decided = false;
+    for (const auto& e : Events(run.id()))
+      decided |= e.has_network() && e.network().verdict() == "denied";
+    EXPECT_TRUE(decided) << (kept ? "kept" : "own")
+                         << " session: " << run.status_reason();
+  }
+  bool in_session_log = false;
+  for (int i = 0; i < 100 && !in_session_log;
+       ++i) {  // appended off the proxy's thread
+    for (const auto& e : Events(session->id()))
+      in_session_log |= e.has_network();
+    if (!in_session_log)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(in_session_log);
 }
 
 TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {
