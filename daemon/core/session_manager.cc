@@ -151,6 +151,12 @@ absl::Status SessionManager::Recover() {
     s.set_status_reason("the daemon restarted; its sandbox was deleted");
     *s.mutable_closed_at() = ToProto(deps_.clock->Now());
     SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(s));
+    // Its log ends as every session's does, so a follower is not left waiting.
+    v1::Event closed;
+    closed.set_type("session.closed");
+    closed.mutable_session_closed()->set_session_id(s.id());
+    closed.mutable_session_closed()->set_reason(s.status_reason());
+    SessionEvents(deps_.events, s.id()).Emit(std::move(closed));
     log::Warning("session.lost_in_restart", {{"session", s.id()}, {"tenant", s.tenant()}});
   }
   return absl::OkStatus();

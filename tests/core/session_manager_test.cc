@@ -255,6 +255,10 @@ TEST_F(SessionManagerTest, RecoverExpiresSessionsAKilledDaemonLeftActive) {
   auto s = sessions_->Get(caller_, "s-left");
   EXPECT_EQ(s->status(), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(absl::StrContains(s->status_reason(), "restarted"));
+  // Its own log ends, so a follower of it is not left waiting.
+  std::vector<v1::Event> events = *events_->Read("s-left", 0, 10);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type(), "session.closed");
 }
 
 TEST_F(SessionManagerTest, SetupCommandsRunAndAFailingOneFailsCreation) {
