@@ -282,24 +282,19 @@ absl::Status ValidateConfig(const Config& c) {
   }
   // A default above its ceiling would refuse every request that leaves the
   // field 0.
-  if (c.memory_bytes > c.limits.memory_bytes)
-    return errors::InvalidArgument(
-        "defaults.memory_bytes: above limits.memory_bytes");
-  if (c.workspace_bytes > c.limits.workspace_bytes) {
-    return errors::InvalidArgument(
-        "defaults.workspace_bytes: above limits.workspace_bytes");
-  }
-  if (c.max_processes > c.limits.max_processes)
-    return errors::InvalidArgument(
-        "defaults.max_processes: above limits.max_processes");
-  if (c.run_timeout > c.limits.run_timeout) {
-    return errors::InvalidArgument(
-        "defaults.run_timeout_seconds: above limits.run_timeout_seconds");
-  }
-  if (c.command_timeout > c.limits.command_timeout) {
-    return errors::InvalidArgument(
-        "defaults.command_timeout_seconds: above "
-        "limits.command_timeout_seconds");
+  const struct {
+    bool above;
+    const char* keys;
+  } ceilings[] = {
+      {c.memory_bytes > c.limits.memory_bytes, "memory_bytes: above limits.memory_bytes"},
+      {c.workspace_bytes > c.limits.workspace_bytes, "workspace_bytes: above limits.workspace_bytes"},
+      {c.max_processes > c.limits.max_processes, "max_processes: above limits.max_processes"},
+      {c.run_timeout > c.limits.run_timeout, "run_timeout_seconds: above limits.run_timeout_seconds"},
+      {c.command_timeout > c.limits.command_timeout,
+       "command_timeout_seconds: above limits.command_timeout_seconds"},
+  };
+  for (const auto& ceiling : ceilings) {
+    if (ceiling.above) return errors::InvalidArgument(absl::StrCat("defaults.", ceiling.keys));
   }
   if (c.uid_base + static_cast<uint64_t>(c.uid_count) > 0xfffffffeull) {
     return errors::InvalidArgument("local.uid_base + local.uid_count: beyond the uid range");
