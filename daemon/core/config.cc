@@ -232,6 +232,15 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     d.On("drain_grace_seconds", Seconds(&c.drain_grace));
     return d.Run();
   });
+  r.On("limits", [&c](const json& v, const std::string& where) -> absl::Status {
+    ObjectReader l(v, "limits");
+    l.On("memory_bytes", Whole(&c.limits.memory_bytes, 16ull << 20));
+    l.On("workspace_bytes", Whole(&c.limits.workspace_bytes, 1ull << 20));
+    l.On("max_processes", Whole(&c.limits.max_processes, 8));
+    l.On("run_timeout_seconds", Seconds(&c.limits.run_timeout));
+    l.On("command_timeout_seconds", Seconds(&c.limits.command_timeout));
+    return l.Run();
+  });
   r.On("local", [&c](const json& v, const std::string& where) -> absl::Status {
     ObjectReader l(v, "local");
     l.On("bwrap", String(&c.bwrap_path));
@@ -271,6 +280,22 @@ absl::Status ValidateConfig(const Config& c) {
   static const char* kLevels[] = {"debug", "info", "warning", "error"};
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) == std::end(kLevels)) {
     return errors::InvalidArgument(absl::StrCat("log_level: expected debug, info, warning or error, got '", c.log_level, "'"));
+  }
+  // A default above its ceiling would refuse every request that leaves the
+  // field 0.
+  const struct {
+    bool above;
+    const char* keys;
+  } ceilings[] = {
+      {c.memory_bytes > c.limits.memory_bytes, "memory_bytes: above limits.memory_bytes"},
+      {c.workspace_bytes > c.limits.workspace_bytes, "workspace_bytes: above limits.workspace_bytes"},
+      {c.max_processes > c.limits.max_processes, "max_processes: above limits.max_processes"},
+      {c.run_timeout > c.limits.run_timeout, "run_timeout_seconds: above limits.run_timeout_seconds"},
+      {c.command_timeout > c.limits.command_timeout,
+       "command_timeout_seconds: above limits.command_timeout_seconds"},
+  };
+  for (const auto& ceiling : ceilings) {
+    if (ceiling.above) return errors::InvalidArgument(absl::StrCat("defaults.", ceiling.keys));
   }
   if (c.uid_base + static_cast<uint64_t>(c.uid_count) > 0xfffffffeull) {
     return errors::InvalidArgument("local.uid_base + local.uid_count: beyond the uid range");

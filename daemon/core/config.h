@@ -59,6 +59,18 @@ struct UpstreamConfig {
   uint32_t container_expires_after_minutes = 20;
 };
 
+// The machine's ceilings: no request may ask for more, whatever its tenant's
+// policy says (a policy only narrows them). They bound what a caller can make
+// the daemon hold or wait for.
+struct MachineLimits {
+  uint64_t memory_bytes = 64ull << 30;
+  uint64_t workspace_bytes =
+      32ull << 30;  // and always below the sandbox's memory_bytes
+  uint32_t max_processes = 4096;
+  absl::Duration run_timeout = absl::Hours(24);
+  absl::Duration command_timeout = absl::Hours(24);
+};
+
 struct Config {
   // "unix:/path" or "tcp:host:port" (e.g. "tcp:127.0.0.1:7443", port 0 = any free port).
   std::string listen = "unix:/run/sandgate/sandgated.sock";
@@ -79,6 +91,7 @@ struct Config {
   uint64_t max_input_bytes = 64ull << 20;
   uint64_t max_artifact_bytes = 32ull << 20;
 
+  MachineLimits limits;  // "limits" in the file
   // Sandbox defaults, used where a request leaves a field 0.
   uint64_t memory_bytes = 1ull << 30;
   uint32_t max_processes = 256;

@@ -17,6 +17,9 @@
 #include "playbooks/playbook.h"
 #include "store/artifact_store.h"
 #include "core/policy.h"
+#include "core/request_fingerprint.h"
+#include "core/request_validation.h"
+#include "core/sandbox_maker.h"
 #include "core/sandbox_spec.h"
 
 namespace sandgate::core {
@@ -36,27 +39,6 @@ std::string Known(const Map& map) {
 }
 
 std::string MiB(uint64_t bytes) { return absl::StrCat(bytes / (1 << 20), " MiB"); }
-
-v1::NetworkDecision ToProto(const sandbox::NetworkDecision& d) {
-  v1::NetworkDecision p;
-  p.set_connection(d.connection);
-  switch (d.verdict) {
-    case sandbox::NetworkDecision::Verdict::kAllowed: p.set_verdict("allowed"); break;
-    case sandbox::NetworkDecision::Verdict::kDenied: p.set_verdict("denied"); break;
-    case sandbox::NetworkDecision::Verdict::kFailed: p.set_verdict("failed"); break;
-    case sandbox::NetworkDecision::Verdict::kClosed: p.set_verdict("closed"); break;
-  }
-  p.set_method(d.method);
-  p.set_host(d.host);
-  p.set_port(d.port);
-  p.set_ip(d.ip);
-  p.set_reason(d.reason);
-  p.set_detail(d.detail);
-  p.set_http_status(d.http_status);
-  p.set_bytes_up(d.bytes_up);
-  p.set_bytes_down(d.bytes_down);
-  return p;
-}
 
 }  // namespace
 
@@ -262,10 +244,6 @@ absl::Status RunManager::Validate(const v1::RunAnalysisRequest& req,
     return errors::InvalidArgument(absl::StrCat("inputs: ", total, " bytes in total, above the ",
                                                 MiB(cfg.max_input_bytes), " limit"));
   }
-  SANDGATE_RETURN_IF_ERROR(ValidateSandboxSpec(req.sandbox(), cfg));
-  if (req.has_run_timeout() && FromProto(req.run_timeout()) <= absl::ZeroDuration()) {
-    return errors::InvalidArgument("run_timeout: must be positive");
-  }
   return absl::OkStatus();
 }
 
@@ -358,12 +336,28 @@ absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
   return ar;
 }
 
+absl::StatusOr<std::optional<v1::Run>> RunManager::FindKeyed(
+    const Caller& caller, const std::string& key,
+    const std::string& fingerprint) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      std::optional<store::KeyedRecord> found,
+      deps_.store->FindRunByIdempotencyKey(caller.tenant, key));
+  if (!found) return std::optional<v1::Run>();
+  SANDGATE_RETURN_IF_ERROR(CheckSameRequest(*found, key, fingerprint));
+  SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, found->id));
+  return std::optional<v1::Run>(std::move(run));
+}
+
 absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisRequest request) {
+  SANDGATE_RETURN_IF_ERROR(ValidateRunRequest(request, *deps_.config));
+  // Over the request as sent (inputs included): a retry sends the same fields.
+  const std::string fingerprint =
+      request.idempotency_key().empty() ? "" : RequestFingerprint(request);
   if (!request.idempotency_key().empty()) {
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
-                              deps_.store->FindRunByIdempotencyKey(caller.tenant,
-                                                                   request.idempotency_key()));
-    if (existing) return Get(caller, *existing);
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<v1::Run> existing,
+        FindKeyed(caller, request.idempotency_key(), fingerprint));
+    if (existing) return *std::move(existing);
   }
   SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar, Prepare(caller, std::move(request)));
   v1::Run run;
@@ -385,14 +379,15 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
     ReleaseQueuedBytes(*ar);
     return rate;
   }
-  absl::Status put = deps_.store->PutRun(run);
+  absl::Status put = deps_.store->CreateRun(run, fingerprint);
   if (!put.ok()) ReleaseQueuedBytes(*ar);
   if (put.code() == absl::StatusCode::kAlreadyExists) {
-    // A concurrent retry with the same idempotency key won the race: answer with its run.
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
-                              deps_.store->FindRunByIdempotencyKey(caller.tenant,
-                                                                   run.idempotency_key()));
-    if (existing) return Get(caller, *existing);
+    // A concurrent request with the same idempotency key won the race: the same
+    // request is answered with its run, a different one refused.
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<v1::Run> existing,
+        FindKeyed(caller, run.idempotency_key(), fingerprint));
+    if (existing) return *std::move(existing);
   }
   SANDGATE_RETURN_IF_ERROR(put);
   // Kept while the run waits, so a restarted daemon can queue it again.
@@ -448,6 +443,7 @@ v1::RunAnalysisRequest RunManager::WithInputs(const ActiveRun& ar) {
 absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
                                  v1::RunAnalysisRequest request) {
   // Checked again: the daemon's configuration (and the tenant's policy) may have changed.
+  SANDGATE_RETURN_IF_ERROR(ValidateRunRequest(request, *deps_.config));
   SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar, Prepare(caller, std::move(request)));
   ar->request_run_id = run.id();
   {
@@ -579,75 +575,64 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   rs->set_model(ar->request.model());
   events.Emit(std::move(started));
 
+  // Decisions arrive on the proxy's threads; they are appended from the side
+  // executor.
+  auto on_decision = [this, ar, session_id](const sandbox::NetworkDecision& d) {
+    EmitSide(ar, session_id, NetworkDecisionEvent(d));
+  };
+  SandboxPlan plan{session_id,
+                   ar->provider,
+                   &ar->request.sandbox(),
+                   ar->command_timeout,
+                   on_decision,
+                   &ar->inputs,
+                   [this, ar] { CloseSide(*ar); }};
+  const SandboxEnv env{deps_.config, deps_.clock, deps_.metrics};
   std::unique_ptr<SessionManager::Lease> lease;
   std::unique_ptr<sandbox::Session> ephemeral;
-  sandbox::Session* session = nullptr;
+  absl::Status agent_status;
   if (kept) {
+    LeaseWatch watch{&ar->cancel,
+                     [this, ar, session_id](const v1::SessionExpiring& x) {
+                       v1::Event e;
+                       e.set_type("session.expiring");
+                       *e.mutable_session_expiring() = x;
+                       EmitSide(ar, session_id, std::move(e));
+                     },
+                     on_decision};
     absl::StatusOr<std::unique_ptr<SessionManager::Lease>> acquired =
-        deps_.sessions->Acquire(ar->caller, session_id, {&ar->cancel, [this, ar, session_id](const v1::SessionExpiring& x) {
-                                  v1::Event e;
-                                  e.set_type("session.expiring");
-                                  *e.mutable_session_expiring() = x;
-                                  EmitSide(ar, session_id, std::move(e));
-                                }});
+        deps_.sessions->Acquire(ar->caller, session_id, std::move(watch));
     if (!acquired.ok()) {
       Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(acquired.status().message()));
       return;
     }
     lease = std::move(*acquired);
-    session = &lease->session();
     if (!ar->request.sandbox().has_command_timeout()) ar->command_timeout = lease->command_timeout();
     events.Notice(v1::Notice::SEVERITY_INFO, absl::StrCat("running in kept session ", session_id,
                                                  "; its workspace stays after the run"));
-  } else {
-    sandbox::SessionSpec spec = ToSessionSpec(session_id, ar->request.sandbox(), *deps_.config);
-    spec.on_network_decision = [this, ar, session_id](const sandbox::NetworkDecision& d) {
-      v1::Event e;
-      e.set_type("network.decision");
-      *e.mutable_network() = ToProto(d);
-      EmitSide(ar, session_id, std::move(e));
-    };
-    absl::Time t0 = deps_.clock->Now();
-    absl::StatusOr<std::unique_ptr<sandbox::Session>> created_session = ar->provider->Create(spec, &ar->cancel);
-    if (!created_session.ok()) {
-      v1::RunStatus status = ar->cancel.cancelled() ? v1::RUN_STATUS_CANCELLED : v1::RUN_STATUS_FAILED;
-      Finish(ar, events, status, absl::StrCat("creating the sandbox: ", created_session.status().message()));
-      return;
-    }
-    ephemeral = std::move(*created_session);
-    session = ephemeral.get();
-    if (deps_.metrics) deps_.metrics->sandbox_create_seconds.Observe(absl::ToDoubleSeconds(deps_.clock->Now() - t0));
-    v1::Event created;
-    created.set_type("session.created");
-    auto* sc = created.mutable_session_created();
-    sc->set_session_id(session_id);
-    sc->set_provider(ar->provider->name());
-    for (const std::string& w : ephemeral->Warnings()) sc->add_unenforced(w);
-    *sc->mutable_create_duration() = ToProto(deps_.clock->Now() - t0);
-    events.Emit(std::move(created));
-    log::Info("session.created", {{"run", events.run_id()}, {"tenant", events.tenant()}, {"session", session_id}});
-  }
-
-  absl::Status agent_status = RunInSession(*ar, *session, events);
-
-  if (ephemeral) {
-    absl::Status closed = ephemeral->Close();
-    CloseSide(*ar);  // every decision queued before the close is appended before session.closed
-    v1::Event closed_event;
-    closed_event.set_type("session.closed");
-    closed_event.mutable_session_closed()->set_session_id(session_id);
-    closed_event.mutable_session_closed()->set_reason(
-        closed.ok() ? "ephemeral session ends with its run" : std::string(closed.message()));
-    events.Emit(std::move(closed_event));
-    if (!closed.ok()) {
-      log::Error("session.close_failed", {{"session", session_id}, {"error", closed.ToString()}});
-      if (deps_.metrics) deps_.metrics->cleanup_failures.Add({{"where", "session_close"}});
-    }
-    ephemeral.reset();
-  }
-  if (lease) {
-    lease.reset();  // no expiry warning is queued after this
+    plan.spec = nullptr;  // the session's own sandbox.files and setup ran when
+                          // it was made
+    agent_status = PrepareSandbox(lease->session(), plan, events, ar->cancel);
+    if (agent_status.ok())
+      agent_status = RunInSession(*ar, lease->session(), events);
+    lease.reset();  // no expiry warning or decision is queued for this run
+                    // after this
     CloseSide(*ar);
+  } else {
+    absl::StatusOr<std::unique_ptr<sandbox::Session>> made =
+        MakeSandbox(plan, env, events, ar->cancel);
+    if (made.ok()) {
+      log::Info("session.created", {{"run", events.run_id()},
+                                    {"tenant", events.tenant()},
+                                    {"session", session_id}});
+      agent_status = RunInSession(*ar, **made, events);
+      CloseSandbox(**made, plan, env, events,
+                   "ephemeral session ends with its run", "session_close")
+          .IgnoreError();  // logged and counted there; the run's outcome is the
+                           // agent's
+    } else {
+      agent_status = made.status();
+    }
   }
 
   if (ar->timed_out.load()) {
@@ -695,38 +680,6 @@ void RunManager::CloseSide(ActiveRun& ar) {
 
 absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
                                       RunEvents& events) {
-  auto transferred = [&](v1::FileTransferred::Direction dir, const std::string& path,
-                         uint64_t size) {
-    v1::Event e;
-    e.set_type("file.transferred");
-    e.mutable_file_transferred()->set_direction(dir);
-    e.mutable_file_transferred()->set_path(path);
-    e.mutable_file_transferred()->set_size_bytes(size);
-    events.Emit(std::move(e));
-  };
-  for (const playbooks::InputFile& in : ar.inputs) {
-    SANDGATE_RETURN_IF_ERROR(session.WriteFile(in.name, in.content));
-    transferred(v1::FileTransferred::DIRECTION_INTO_SANDBOX, in.name, in.content.size());
-  }
-  const v1::SandboxSpec& sb = ar.request.sandbox();
-  for (int i = 0; i < sb.files_size(); ++i) {
-    const v1::InlineFile& f = sb.files(i);
-    absl::Status st = session.WriteFile(f.path(), f.content(), f.mode() ? static_cast<int>(f.mode()) : 0644);
-    if (!st.ok()) return errors::InvalidArgument(absl::StrCat("sandbox.files[", i, "]: ", st.message()));
-    transferred(v1::FileTransferred::DIRECTION_INTO_SANDBOX, f.path(), f.content().size());
-  }
-  for (int i = 0; i < sb.setup_commands_size(); ++i) {
-    sandbox::ExecRequest req;
-    req.argv = {"/bin/sh", "-c", sb.setup_commands(i)};
-    req.timeout = ar.command_timeout;
-    SANDGATE_ASSIGN_OR_RETURN(sandbox::ExecResult r,
-                              agent::ExecWithEvents(session, events, "setup", req, ar.cancel));
-    if (!r.ok()) {
-      return errors::FailedPrecondition(absl::StrCat("setup command ", i + 1, " ",
-                                                     agent::DescribeExit(r, req.timeout)));
-    }
-  }
-
   agent::AgentTask task;
   task.playbook = ar.playbook;
   task.inputs = &ar.inputs;
@@ -831,7 +784,7 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
 }
 
 absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string& run_id) {
-  if (run_id.empty()) return errors::InvalidArgument("run_id: required");
+  SANDGATE_RETURN_IF_ERROR(ValidateId(run_id, "run_id"));
   std::shared_ptr<ActiveRun> ar;
   {
     absl::MutexLock lock(&mu_);
@@ -851,6 +804,16 @@ absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string&
   return run;
 }
 
+absl::Status RunManager::CheckEventsVisible(const Caller& caller,
+                                            const std::string& id) {
+  absl::StatusOr<v1::Run> run = Get(caller, id);
+  if (run.status().code() != absl::StatusCode::kNotFound ||
+      deps_.sessions == nullptr)
+    return run.status();
+  absl::StatusOr<v1::Session> session = deps_.sessions->Get(caller, id);
+  return session.ok() ? absl::OkStatus() : run.status();
+}
+
 absl::StatusOr<store::RunPage> RunManager::List(const Caller& caller, uint32_t page_size,
                                                 const std::string& page_token) {
   if (page_size == 0) page_size = 50;
@@ -867,6 +830,7 @@ absl::StatusOr<store::RunPage> RunManager::List(const Caller& caller, uint32_t p
 
 absl::StatusOr<v1::Run> RunManager::Cancel(const Caller& caller, const std::string& run_id,
                                            const std::string& reason) {
+  SANDGATE_RETURN_IF_ERROR(ValidateReason(reason));
   SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, run_id));
   if (Finished(run.status())) return run;
   std::shared_ptr<ActiveRun> ar;
@@ -902,7 +866,12 @@ absl::StatusOr<size_t> RunManager::PurgeBefore(absl::Time cutoff) {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> runs, deps_.store->PurgeBefore(cutoff));
   for (const std::string& id : runs) {
     absl::Status st = deps_.artifacts->RemoveRun(id);
-    if (!st.ok()) log::Error("retention.artifacts_failed", {{"run", id}, {"error", st.ToString()}});
+    if (!st.ok()) {
+      log::Error("retention.artifacts_failed",
+                 {{"run", id}, {"error", st.ToString()}});
+      if (deps_.metrics)
+        deps_.metrics->cleanup_failures.Add({{"where", "retention"}});
+    }
   }
   if (!runs.empty()) log::Info("retention.purged", {{"runs", runs.size()}});
   return runs.size();

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -63,6 +64,9 @@ class RunManager {
 
   absl::StatusOr<v1::Run> Start(const Caller& caller, v1::RunAnalysisRequest request);
   absl::StatusOr<v1::Run> Get(const Caller& caller, const std::string& run_id);
+  // OK when `caller` may read the event log `id`: a run's, or a kept session's
+  // own (its id; see SessionManagerDeps::events). NOT_FOUND otherwise.
+  absl::Status CheckEventsVisible(const Caller& caller, const std::string& id);
   absl::StatusOr<store::RunPage> List(const Caller& caller, uint32_t page_size,
                                       const std::string& page_token);
   absl::StatusOr<v1::Run> Cancel(const Caller& caller, const std::string& run_id,
@@ -96,6 +100,11 @@ class RunManager {
   // Checks `request` for `caller` and builds its run (a new QUEUED record, not stored).
   absl::StatusOr<std::shared_ptr<ActiveRun>> Prepare(const Caller& caller,
                                                      v1::RunAnalysisRequest request) const;
+  // The run stored under idempotency `key` (none: nullopt), when it was made by
+  // a request with `fingerprint`; FAILED_PRECONDITION when by a different one.
+  absl::StatusOr<std::optional<v1::Run>> FindKeyed(
+      const Caller& caller, const std::string& key,
+      const std::string& fingerprint);
   // Queues a prepared run whose record is stored, and tells its events where it stands.
   absl::StatusOr<v1::Run> Admit(const std::shared_ptr<ActiveRun>& run);
   // Queues again a run a previous daemon left queued.
@@ -103,7 +112,8 @@ class RunManager {
   // The run's request with its inputs put back (to keep it in the store).
   static v1::RunAnalysisRequest WithInputs(const ActiveRun& run);
   void Execute(const std::shared_ptr<ActiveRun>& run);
-  // Inputs, setup, agent, collect, verify. Returns the agent's status.
+  // Agent, collect, verify, in a sandbox made ready (core/sandbox_maker.h).
+  // Returns the agent's status.
   absl::Status RunInSession(ActiveRun& run, sandbox::Session& session, RunEvents& events);
   void Finish(const std::shared_ptr<ActiveRun>& run, RunEvents& events, v1::RunStatus status,
               std::string reason);

@@ -1,5 +1,6 @@
-// The API's SandboxSpec, checked against the daemon's limits and turned into the provider's
-// SessionSpec. One place, so runs and sessions accept exactly the same requests.
+// The API's SandboxSpec turned into the provider's SessionSpec, with the
+// daemon's defaults. One place, so runs and sessions get exactly the same
+// sandbox (its validation: core/request_validation.h).
 #ifndef SANDGATE_CORE_SANDBOX_SPEC_H_
 #define SANDGATE_CORE_SANDBOX_SPEC_H_
 
@@ -13,8 +14,6 @@
 
 namespace sandgate::core {
 
-// INVALID_ARGUMENT naming the field ("sandbox.memory_bytes: at least 16 MiB").
-absl::Status ValidateSandboxSpec(const v1::SandboxSpec& spec, const Config& config);
 // INVALID_ARGUMENT when `spec` needs commands run (setup_commands) and `provider` runs none
 // (Provider::runs_commands), before anything is made.
 absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider, const v1::SandboxSpec& spec);

@@ -6,19 +6,58 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "common/errors.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "core/policy.h"
+#include "core/request_fingerprint.h"
+#include "core/request_validation.h"
+#include "core/sandbox_maker.h"
 #include "core/sandbox_spec.h"
 #include "absl/cleanup/cleanup.h"
 
 namespace sandgate::core {
 
+// Who hears a session's network decisions besides its log: the lease holders
+// that asked. Shared with the sandbox's decision callback, which must never own
+// the session (a proxy thread would then destroy the sandbox it runs in).
+struct SessionManager::DecisionRoute {
+  absl::Mutex mu;
+  std::map<uint64_t, std::function<void(const sandbox::NetworkDecision&)>>
+      listeners ABSL_GUARDED_BY(mu);
+};
+
+// Appends to a kept session's own log (keyed by the session id), when there is
+// one.
+class SessionManager::SessionEvents : public agent::EventSink {
+ public:
+  SessionEvents(EventLog* log, std::string session_id)
+      : log_(log), id_(std::move(session_id)) {}
+  void Emit(v1::Event event) override {
+    if (log_ == nullptr) return;
+    event.set_run_id(id_);
+    event.set_session_id(id_);
+    absl::StatusOr<v1::Event> stored = log_->Append(std::move(event));
+    if (!stored.ok())
+      log::Error("event.append_failed",
+                 {{"session", id_}, {"error", stored.status().ToString()}});
+  }
+  uint32_t NextCommandId() override { return ++next_command_id_; }
+
+ private:
+  EventLog* const log_;
+  const std::string id_;
+  uint32_t next_command_id_ =
+      0;  // only the creating thread runs commands in the log
+};
+
 struct SessionManager::Entry {
   // Constant after Create.
   std::unique_ptr<sandbox::Session> sandbox;
+  const std::shared_ptr<DecisionRoute> route =
+      std::make_shared<DecisionRoute>();
   std::string id, tenant;
   absl::Time created;
   absl::Duration idle_timeout, max_lifetime, command_timeout;
@@ -43,7 +82,9 @@ struct SessionManager::Entry {
 };
 
 SessionManager::SessionManager(SessionManagerDeps deps)
-    : deps_(std::move(deps)), reaper_([this] { ReaperLoop(); }) {}
+    : deps_(std::move(deps)),
+      side_events_("session-events", 1, 10000),
+      reaper_([this] { ReaperLoop(); }) {}
 
 SessionManager::~SessionManager() {
   CloseAll("the daemon is shutting down");
@@ -52,6 +93,42 @@ SessionManager::~SessionManager() {
     stop_ = true;
   }
   reaper_.join();
+  side_events_.Shutdown();
+}
+
+void SessionManager::FlushSideEvents() {
+  absl::Notification flushed;
+  if (side_events_.Submit([&flushed] { flushed.Notify(); }))
+    flushed.WaitForNotification();
+}
+
+void SessionManager::OnNetworkDecision(
+    const std::shared_ptr<DecisionRoute>& route, const std::string& session_id,
+    const sandbox::NetworkDecision& d) {
+  {
+    absl::MutexLock lock(&route->mu);
+    for (const auto& [id, listener] : route->listeners) listener(d);
+  }
+  if (deps_.events == nullptr) return;
+  if (!side_events_.Submit(
+          [this, session_id, e = NetworkDecisionEvent(d)]() mutable {
+            SessionEvents(deps_.events, session_id).Emit(std::move(e));
+          })) {
+    log::Warning("event.dropped",
+                 {{"session", session_id}, {"type", "network.decision"}});
+  }
+}
+
+absl::StatusOr<std::optional<v1::Session>> SessionManager::FindKeyed(
+    const Caller& caller, const std::string& key,
+    const std::string& fingerprint) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      std::optional<store::KeyedRecord> found,
+      deps_.store->FindSessionByIdempotencyKey(caller.tenant, key));
+  if (!found) return std::optional<v1::Session>();
+  SANDGATE_RETURN_IF_ERROR(CheckSameRequest(*found, key, fingerprint));
+  SANDGATE_ASSIGN_OR_RETURN(v1::Session session, Get(caller, found->id));
+  return std::optional<v1::Session>(std::move(session));
 }
 
 v1::Session SessionManager::Snapshot(Entry& e) {
@@ -74,6 +151,12 @@ absl::Status SessionManager::Recover() {
     s.set_status_reason("the daemon restarted; its sandbox was deleted");
     *s.mutable_closed_at() = ToProto(deps_.clock->Now());
     SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(s));
+    // Its log ends as every session's does, so a follower is not left waiting.
+    v1::Event closed;
+    closed.set_type("session.closed");
+    closed.mutable_session_closed()->set_session_id(s.id());
+    closed.mutable_session_closed()->set_reason(s.status_reason());
+    SessionEvents(deps_.events, s.id()).Emit(std::move(closed));
     log::Warning("session.lost_in_restart", {{"session", s.id()}, {"tenant", s.tenant()}});
   }
   return absl::OkStatus();
@@ -83,17 +166,20 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
                                                    const v1::CreateSessionRequest& req,
                                                    const CancelToken* cancel) {
   const Config& cfg = *deps_.config;
+  SANDGATE_RETURN_IF_ERROR(ValidateCreateSessionRequest(req, cfg));
+  const std::string fingerprint =
+      req.idempotency_key().empty() ? "" : RequestFingerprint(req);
   if (!req.idempotency_key().empty()) {
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
-                              deps_.store->FindSessionByIdempotencyKey(caller.tenant, req.idempotency_key()));
-    if (existing) return Get(caller, *existing);
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<v1::Session> existing,
+        FindKeyed(caller, req.idempotency_key(), fingerprint));
+    if (existing) return *std::move(existing);
   }
   std::string provider_name = req.provider().empty() ? "local" : req.provider();
   auto provider = deps_.providers.find(provider_name);
   if (provider == deps_.providers.end()) {
     return errors::InvalidArgument(absl::StrCat("provider: '", provider_name, "' is not configured on this daemon"));
   }
-  SANDGATE_RETURN_IF_ERROR(ValidateSandboxSpec(req.sandbox(), cfg));
   SANDGATE_RETURN_IF_ERROR(CheckProviderRunsCommands(*provider->second, req.sandbox()));
   SANDGATE_RETURN_IF_ERROR(CheckPolicy(caller, PolicyRequest{provider_name, "", "", &req.sandbox()}, cfg));
   if (uint32_t quota = caller.config ? caller.config->quotas.live_sessions : 0) {
@@ -136,52 +222,40 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   record.mutable_sandbox()->clear_files();  // may be large; the workspace has them
   // The record (and with it the idempotency key) exists before the sandbox, so a concurrent
   // retry with the same key gets this session instead of making a second sandbox.
-  absl::Status put = deps_.store->PutSession(record);
+  absl::Status put = deps_.store->CreateSession(record, fingerprint);
   if (put.code() == absl::StatusCode::kAlreadyExists) {
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<std::string> existing,
-                              deps_.store->FindSessionByIdempotencyKey(caller.tenant, req.idempotency_key()));
-    if (existing) return Get(caller, *existing);
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<v1::Session> existing,
+        FindKeyed(caller, req.idempotency_key(), fingerprint));
+    if (existing) return *std::move(existing);
   }
   SANDGATE_RETURN_IF_ERROR(put);
 
-  auto fail = [&](const absl::Status& why) {
-    record.set_status(v1::SESSION_STATUS_EXPIRED);
-    record.set_status_reason(absl::StrCat("creation failed: ", why.message()));
-    *record.mutable_closed_at() = ToProto(deps_.clock->Now());
-    (void)deps_.store->PutSession(record);
-    return why;
+  SessionEvents events(deps_.events, e->id);
+  SandboxPlan plan = ClosePlan(e->id);
+  plan.provider = provider->second;
+  plan.spec = &req.sandbox();
+  plan.command_timeout = e->command_timeout;
+  plan.on_network_decision = [this, route = e->route,
+                              id = e->id](const sandbox::NetworkDecision& d) {
+    OnNetworkDecision(route, id, d);
   };
-  absl::StatusOr<std::unique_ptr<sandbox::Session>> sandbox =
-      provider->second->Create(ToSessionSpec(e->id, req.sandbox(), cfg), cancel);
-  if (!sandbox.ok()) return fail(absl::Status(sandbox.status().code(), absl::StrCat("creating the sandbox: ", sandbox.status().message())));
-  e->sandbox = std::move(*sandbox);
-  for (int i = 0; i < req.sandbox().files_size(); ++i) {
-    const v1::InlineFile& f = req.sandbox().files(i);
-    absl::Status st = e->sandbox->WriteFile(f.path(), f.content(), f.mode() ? static_cast<int>(f.mode()) : 0644);
-    if (!st.ok()) {
-      (void)e->sandbox->Close();
-      return fail(errors::InvalidArgument(absl::StrCat("sandbox.files[", i, "]: ", st.message())));
-    }
+  CancelToken never;
+  absl::StatusOr<std::unique_ptr<sandbox::Session>> made =
+      MakeSandbox(plan, SandboxEnv{&cfg, deps_.clock, deps_.metrics}, events,
+                  cancel ? *cancel : never);
+  if (!made.ok()) {
+    record.set_status(v1::SESSION_STATUS_EXPIRED);
+    record.set_status_reason(
+        absl::StrCat("creation failed: ", made.status().message()));
+    *record.mutable_closed_at() = ToProto(deps_.clock->Now());
+    absl::Status st = deps_.store->PutSession(record);
+    if (!st.ok())
+      log::Error("session.persist_failed",
+                 {{"session", e->id}, {"error", st.ToString()}});
+    return made.status();
   }
-  for (int i = 0; i < req.sandbox().setup_commands_size(); ++i) {
-    sandbox::ExecRequest exec;
-    exec.argv = {"/bin/sh", "-c", req.sandbox().setup_commands(i)};
-    exec.timeout = e->command_timeout;
-    std::string err;
-    absl::StatusOr<sandbox::ExecResult> r = e->sandbox->Exec(
-        exec, [&](sandbox::OutputStream s, absl::string_view d) {
-          if (s == sandbox::OutputStream::kStderr && err.size() < 4096) err.append(d.data(), d.size());
-        },
-        cancel);
-    if (!r.ok() || !r->ok()) {
-      (void)e->sandbox->Close();
-      std::string how = r.ok() ? (r->timed_out ? "timed out" : absl::StrCat("exited with status ", r->exit_code))
-                               : std::string(r.status().message());
-      return fail(errors::FailedPrecondition(absl::StrCat(
-          "sandbox.setup_commands[", i, "] ", how,
-          err.empty() ? "" : absl::StrCat(": ", absl::StripTrailingAsciiWhitespace(err)))));
-    }
-  }
+  e->sandbox = std::move(*made);
   for (const std::string& w : e->sandbox->Warnings()) record.add_unenforced(w);
   record.set_workdir(e->sandbox->workdir());
   {
@@ -199,8 +273,19 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   return Snapshot(*e);
 }
 
+SandboxPlan SessionManager::ClosePlan(const std::string& id) {
+  SandboxPlan plan;
+  plan.session_id = id;
+  plan.flush = [this] { FlushSideEvents(); };
+  return plan;
+}
+
+absl::Status SessionManager::CheckExec(const v1::ExecRequest& request) const {
+  return ValidateExecRequest(request, *deps_.config);
+}
+
 absl::StatusOr<v1::Session> SessionManager::Get(const Caller& caller, const std::string& id) {
-  if (id.empty()) return errors::InvalidArgument("session_id: required");
+  SANDGATE_RETURN_IF_ERROR(ValidateId(id, "session_id"));
   std::shared_ptr<Entry> e;
   {
     absl::MutexLock lock(&mu_);
@@ -252,11 +337,19 @@ absl::StatusOr<std::unique_ptr<SessionManager::Lease>> SessionManager::Acquire(
   uint64_t watch_id = e->next_watch++;
   // Already in the warning window: this holder is told now, before it sees anything else.
   if (e->warned && watch.expiring) watch.expiring(e->Expiring());
+  if (watch.network_decision) {
+    absl::MutexLock route_lock(&e->route->mu);
+    e->route->listeners.emplace(watch_id, watch.network_decision);
+  }
   e->watchers.emplace(watch_id, std::move(watch));
   return std::unique_ptr<Lease>(new Lease(this, e, watch_id));
 }
 
 SessionManager::Lease::~Lease() {
+  {
+    absl::MutexLock route_lock(&entry_->route->mu);
+    entry_->route->listeners.erase(watch_id_);
+  }
   absl::MutexLock lock(&entry_->mu);
   --entry_->in_flight;
   entry_->last_active = manager_->deps_.clock->Now();
@@ -274,6 +367,7 @@ absl::StatusOr<v1::Session> SessionManager::KeepAlive(const Caller& caller, cons
 
 absl::StatusOr<v1::Session> SessionManager::Close(const Caller& caller, const std::string& id,
                                                   const std::string& reason) {
+  SANDGATE_RETURN_IF_ERROR(ValidateReason(reason));
   SANDGATE_ASSIGN_OR_RETURN(v1::Session s, Get(caller, id));
   std::shared_ptr<Entry> e;
   {
@@ -303,9 +397,13 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
   // The final record is stored before the entry leaves live_, so Get never reads an older one.
   absl::Status st = deps_.store->PutSession(record);
   if (!st.ok()) log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
-  // Ends running commands (they report cancelled) and deletes the sandbox.
-  absl::Status closed = e->sandbox->Close();
-  if (!closed.ok()) log::Error("session.close_failed", {{"session", e->id}, {"error", closed.ToString()}});
+  // Ends running commands (they report cancelled) and deletes the sandbox; a
+  // failure is logged and counted there.
+  SessionEvents events(deps_.events, e->id);
+  CloseSandbox(*e->sandbox, ClosePlan(e->id),
+               SandboxEnv{deps_.config, deps_.clock, deps_.metrics}, events,
+               reason, "session_close")
+      .IgnoreError();
   if (deps_.budget) deps_.budget->Give();
   {
     absl::MutexLock lock(&mu_);

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,10 @@
 #include "common/clock.h"
 #include "core/admission.h"
 #include "core/config.h"
+#include "core/event_log.h"
+#include "core/executor.h"
+#include "core/metrics.h"
+#include "core/sandbox_maker.h"
 #include "core/tenants.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -41,6 +46,12 @@ struct SessionManagerDeps {
   Clock* clock = nullptr;
   std::map<std::string, sandbox::Provider*> providers;
   SandboxBudget* budget = nullptr;  // may be null: no machine-wide budget
+  // A kept session's own event log (session.created, files, setup commands,
+  // every network.decision, session.closed), keyed by its id:
+  // StreamEvents(run_id = session id) reads it. May be null in tests: nothing
+  // is recorded.
+  EventLog* events = nullptr;
+  Metrics* metrics = nullptr;  // may be null
 };
 
 // What the holder of a lease is told while it holds it.
@@ -52,6 +63,10 @@ struct LeaseWatch {
   // runs under the session's lock, which the lease's destructor takes), so it must be quick
   // and must not call back into the manager.
   std::function<void(const v1::SessionExpiring&)> expiring;
+  // Every network decision of the session's sandbox while the lease is held
+  // (besides the session's own log), under the same rules as `expiring`.
+  std::function<void(const sandbox::NetworkDecision&)> network_decision =
+      nullptr;
 };
 
 class SessionManager {
@@ -65,11 +80,18 @@ class SessionManager {
   // from the journal).
   absl::Status Recover();
 
-  // Creates the sandbox, places sandbox.files and runs sandbox.setup_commands (a failing one
-  // deletes the sandbox and fails the call with the command's stderr). Blocks.
+  // Validates the request, then makes the sandbox the one way runs do
+  // (core/sandbox_maker.h): sandbox.files placed, sandbox.setup_commands run (a
+  // failing one deletes the sandbox and fails the call with the command's
+  // stderr), all of it in the session's own log. The same idempotency_key with
+  // the same request returns the same session; with a different request,
+  // FAILED_PRECONDITION. Blocks.
   absl::StatusOr<v1::Session> Create(const Caller& caller, const v1::CreateSessionRequest& req,
                                      const CancelToken* cancel);
   absl::StatusOr<v1::Session> Get(const Caller& caller, const std::string& id);
+  // Every field of an Exec request, against this daemon's limits
+  // (core/request_validation.h).
+  absl::Status CheckExec(const v1::ExecRequest& request) const;
   absl::StatusOr<std::vector<v1::Session>> List(const Caller& caller, bool include_closed);
   absl::StatusOr<v1::Session> KeepAlive(const Caller& caller, const std::string& id);
   absl::StatusOr<v1::Session> Close(const Caller& caller, const std::string& id,
@@ -87,13 +109,32 @@ class SessionManager {
 
  private:
   struct Entry;
+  struct DecisionRoute;
+  class SessionEvents;
   v1::Session Snapshot(Entry& e);
+  // The session stored under idempotency `key`, if made by a request with
+  // `fingerprint`.
+  absl::StatusOr<std::optional<v1::Session>> FindKeyed(
+      const Caller& caller, const std::string& key,
+      const std::string& fingerprint);
+  // From the sandbox's proxy threads: to the leases that listen on `route`, and
+  // off this thread, to the session's log.
+  void OnNetworkDecision(const std::shared_ptr<DecisionRoute>& route,
+                         const std::string& session_id,
+                         const sandbox::NetworkDecision& d);
+  // Waits until every side event queued so far is appended.
+  void FlushSideEvents();
+  // The part of a SandboxPlan that closing a session's sandbox uses.
+  SandboxPlan ClosePlan(const std::string& id);
   void Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus status, const std::string& reason);
   // Tells every lease holder of `e` that max_lifetime is near, once.
   void Warn(const std::shared_ptr<Entry>& e);
   void ReaperLoop();
 
   const SessionManagerDeps deps_;
+  // Appends the events that arrive off a caller's thread (network decisions);
+  // callers must not block.
+  Executor side_events_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> live_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

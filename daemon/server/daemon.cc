@@ -205,6 +205,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->budget = std::make_unique<core::SandboxBudget>(c.max_sandboxes);
   core::SessionManagerDeps session_deps;
   session_deps.budget = p->budget.get();
+  session_deps.events = p->events.get();
+  session_deps.metrics = p->metrics.get();
   session_deps.config = &p->config;
   session_deps.store = p->store.get();
   session_deps.clock = Clock::Real();

@@ -138,7 +138,9 @@ class EventStream final : public PullWriter<v1::Event> {
       absl::MutexLock lock(&mu_);
       writing_ = false;
       if (current_.seq() > 0) last_seq_ = current_.seq();
-      terminal = current_.type() == "run.finished";
+      // A kept session's own log (run_id is the session's id) ends with session.closed.
+      terminal = current_.type() == "run.finished" ||
+                 (current_.type() == "session.closed" && current_.run_id() == current_.session_id());
     }
     if (terminal) {
       FinishOnce(grpc::Status::OK);
@@ -166,9 +168,10 @@ class EventStream final : public PullWriter<v1::Event> {
 
  private:
   void FirstFetch() {
-    absl::StatusOr<v1::Run> run = deps_.runs->Get(caller_, req_.run_id());
-    if (!run.ok()) {
-      FinishOnce(ToGrpc(run.status()));
+    // A run's log, or a kept session's own (its id).
+    absl::Status visible = deps_.runs->CheckEventsVisible(caller_, req_.run_id());
+    if (!visible.ok()) {
+      FinishOnce(ToGrpc(visible));
       return;
     }
     Fetch();
@@ -391,12 +394,8 @@ class ExecStream final : public PullWriter<v1::ExecResponse> {
  public:
   ExecStream(const ServiceDeps& deps, core::Caller caller, v1::ExecRequest req)
       : deps_(deps), caller_(std::move(caller)), req_(std::move(req)) {
-    if (req_.session_id().empty()) {
-      FinishOnce(ToGrpc(errors::InvalidArgument("session_id: required")));
-    } else if (req_.argv().empty() == req_.command().empty()) {
-      FinishOnce(ToGrpc(errors::InvalidArgument("argv, command: give exactly one")));
-    } else if (req_.has_timeout() && req_.timeout().seconds() <= 0 && req_.timeout().nanos() <= 0) {
-      FinishOnce(ToGrpc(errors::InvalidArgument("timeout: must be positive")));
+    if (absl::Status valid = deps_.sessions->CheckExec(req_); !valid.ok()) {
+      FinishOnce(ToGrpc(valid));
     } else {
       Schedule(deps_.exec, [this] { Run(); });
     }

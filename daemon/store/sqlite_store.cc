@@ -13,6 +13,8 @@
 namespace sandgate::store {
 namespace {
 
+// Version 0, as the first releases made it; Migrate() brings it to
+// kSchemaVersion.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS runs (
   n INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -47,6 +49,17 @@ CREATE TABLE IF NOT EXISTS journal (
   kind TEXT NOT NULL,
   details TEXT NOT NULL);
 )sql";
+
+// Each step takes the database from version i to i + 1 (PRAGMA user_version).
+constexpr const char* kMigrations[] = {
+    // 1: the fingerprint of the request that made a run or session, so a
+    // different request
+    // under the same idempotency key is refused. Rows from version 0 get ''
+    // (see KeyedRecord).
+    "ALTER TABLE runs ADD COLUMN request_sha256 TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE sessions ADD COLUMN request_sha256 TEXT NOT NULL DEFAULT '';",
+};
+constexpr int64_t kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
 // One prepared statement, finalized on every return path.
 class Stmt {
@@ -114,7 +127,38 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   // drop the newest commits); journal records are written with FULL, see Record.
   SANDGATE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
   SANDGATE_RETURN_IF_ERROR(store->Exec(kSchema));
+  SANDGATE_RETURN_IF_ERROR(store->Migrate());
   return store;
+}
+
+absl::Status SqliteStore::Migrate() {
+  int64_t version;
+  {
+    Stmt s(db_, "PRAGMA user_version");
+    if (!s.ok() || s.Step() != SQLITE_ROW) return Error("read schema version");
+    version = s.Int(0);
+  }
+  if (version > kSchemaVersion) {
+    return errors::FailedPrecondition(
+        absl::StrCat("state database has schema version ", version,
+                     ", newer than this daemon's ", kSchemaVersion,
+                     "; run the newer sandgated"));
+  }
+  if (version == kSchemaVersion) return absl::OkStatus();
+  SANDGATE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  for (int64_t v = version; v < kSchemaVersion; ++v) {
+    absl::Status st = Exec(kMigrations[v]);
+    if (!st.ok()) {
+      (void)Exec("ROLLBACK");  // the migration's error is the one to report
+      return errors::Internal(
+          absl::StrCat("migrating the state database to version ", v + 1, ": ",
+                       st.message()));
+    }
+  }
+  const std::string set_version =
+      absl::StrCat("PRAGMA user_version = ", kSchemaVersion);
+  SANDGATE_RETURN_IF_ERROR(Exec(set_version.c_str()));
+  return Exec("COMMIT");
 }
 
 SqliteStore::~SqliteStore() {
@@ -137,12 +181,17 @@ absl::Status SqliteStore::Error(const char* what) {
 }
 
 template <typename Message>
-absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const Message& m,
-                                    int64_t status) {
+absl::Status SqliteStore::PutRecord(const char* table, const char* kind,
+                                    const Message& m, int64_t status,
+                                    const std::string* request_sha256) {
   absl::MutexLock lock(&mu_);
   std::string sql = absl::StrCat(
-      "INSERT INTO ", table, "(id, tenant, idempotency_key, status, proto) VALUES(?,?,?,?,?) "
-      "ON CONFLICT(id) DO UPDATE SET status=excluded.status, proto=excluded.proto");
+      "INSERT INTO ", table,
+      "(id, tenant, idempotency_key, status, proto, request_sha256) "
+      "VALUES(?,?,?,?,?,?)",
+      request_sha256 ? ""
+                     : " ON CONFLICT(id) DO UPDATE SET status=excluded.status, "
+                       "proto=excluded.proto");
   Stmt s(db_, sql.c_str());
   if (!s.ok()) return Error("prepare put");
   s.Bind(1, m.id());
@@ -150,6 +199,7 @@ absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const M
   s.Bind(3, m.idempotency_key());
   s.Bind(4, status);
   s.BindBlob(5, m.SerializeAsString());
+  s.Bind(6, request_sha256 ? *request_sha256 : std::string());
   int rc = s.Step();
   if (rc == SQLITE_CONSTRAINT) {
     return errors::AlreadyExists(absl::StrCat(kind, " idempotency key"), m.idempotency_key());
@@ -172,23 +222,30 @@ absl::StatusOr<Message> SqliteStore::GetRecord(const char* table, const char* ki
   return ParseBlob<Message>(s.Text(0), kind);
 }
 
-absl::StatusOr<std::optional<std::string>> SqliteStore::FindByKey(const char* table,
-                                                                  const std::string& tenant,
-                                                                  const std::string& key) {
+absl::StatusOr<std::optional<KeyedRecord>> SqliteStore::FindByKey(
+    const char* table, const std::string& tenant, const std::string& key) {
   absl::MutexLock lock(&mu_);
-  std::string sql = absl::StrCat("SELECT id FROM ", table, " WHERE tenant = ? AND idempotency_key = ?");
+  std::string sql = absl::StrCat("SELECT id, request_sha256 FROM ", table,
+                                 " WHERE tenant = ? AND idempotency_key = ?");
   Stmt s(db_, sql.c_str());
   if (!s.ok()) return Error("prepare find by key");
   s.Bind(1, tenant);
   s.Bind(2, key);
   int rc = s.Step();
-  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc == SQLITE_DONE) return std::optional<KeyedRecord>();
   if (rc != SQLITE_ROW) return Error("find by key");
-  return std::optional<std::string>(s.Text(0));
+  return std::optional<KeyedRecord>(KeyedRecord{s.Text(0), s.Text(1)});
+}
+
+absl::Status SqliteStore::CreateRun(const v1::Run& run,
+                                    const std::string& request_sha256) {
+  return PutRecord("runs", "run", run, static_cast<int64_t>(run.status()),
+                   &request_sha256);
 }
 
 absl::Status SqliteStore::PutRun(const v1::Run& run) {
-  SANDGATE_RETURN_IF_ERROR(PutRecord("runs", "run", run, static_cast<int64_t>(run.status())));
+  SANDGATE_RETURN_IF_ERROR(PutRecord(
+      "runs", "run", run, static_cast<int64_t>(run.status()), nullptr));
   if (run.status() == v1::RUN_STATUS_QUEUED) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   Stmt d(db_, "DELETE FROM run_requests WHERE run_id = ?");
@@ -253,7 +310,7 @@ absl::StatusOr<RunPage> SqliteStore::ListRuns(const std::string& tenant, uint32_
   return page;
 }
 
-absl::StatusOr<std::optional<std::string>> SqliteStore::FindRunByIdempotencyKey(
+absl::StatusOr<std::optional<KeyedRecord>> SqliteStore::FindRunByIdempotencyKey(
     const std::string& tenant, const std::string& key) {
   return FindByKey("runs", tenant, key);
 }
@@ -267,8 +324,15 @@ absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
   return CollectProtos<v1::Run>(s, "run");
 }
 
+absl::Status SqliteStore::CreateSession(const v1::Session& session,
+                                        const std::string& request_sha256) {
+  return PutRecord("sessions", "session", session,
+                   static_cast<int64_t>(session.status()), &request_sha256);
+}
+
 absl::Status SqliteStore::PutSession(const v1::Session& session) {
-  return PutRecord("sessions", "session", session, static_cast<int64_t>(session.status()));
+  return PutRecord("sessions", "session", session,
+                   static_cast<int64_t>(session.status()), nullptr);
 }
 
 absl::StatusOr<v1::Session> SqliteStore::GetSession(const std::string& session_id) {
@@ -288,8 +352,9 @@ absl::StatusOr<std::vector<v1::Session>> SqliteStore::ListSessions(const std::st
   return CollectProtos<v1::Session>(s, "session");
 }
 
-absl::StatusOr<std::optional<std::string>> SqliteStore::FindSessionByIdempotencyKey(
-    const std::string& tenant, const std::string& key) {
+absl::StatusOr<std::optional<KeyedRecord>>
+SqliteStore::FindSessionByIdempotencyKey(const std::string& tenant,
+                                         const std::string& key) {
   return FindByKey("sessions", tenant, key);
 }
 
@@ -336,11 +401,14 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
     }
   }
   for (const std::string& id : sessions) {
-    Stmt d(db_, "DELETE FROM sessions WHERE id = ?");
-    d.Bind(1, id);
-    if (!d.ok() || d.Step() != SQLITE_DONE) {
-      (void)Exec("ROLLBACK");
-      return Error("purge session");
+    for (const char* sql : {"DELETE FROM events WHERE run_id = ?",
+                            "DELETE FROM sessions WHERE id = ?"}) {
+      Stmt d(db_, sql);
+      d.Bind(1, id);
+      if (!d.ok() || d.Step() != SQLITE_DONE) {
+        (void)Exec("ROLLBACK");
+        return Error("purge session");
+      }
     }
   }
   SANDGATE_RETURN_IF_ERROR(Exec("COMMIT"));

@@ -24,20 +24,24 @@ class SqliteStore : public Store {
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
   ~SqliteStore() override;
 
+  absl::Status CreateRun(const v1::Run& run,
+                         const std::string& request_sha256) override;
   absl::Status PutRun(const v1::Run& run) override;
   absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
   absl::Status PutRunRequest(const std::string& run_id, const v1::RunAnalysisRequest& request) override;
   absl::StatusOr<v1::RunAnalysisRequest> GetRunRequest(const std::string& run_id) override;
   absl::StatusOr<RunPage> ListRuns(const std::string& tenant, uint32_t page_size,
                                    const std::string& page_token) override;
-  absl::StatusOr<std::optional<std::string>> FindRunByIdempotencyKey(
+  absl::StatusOr<std::optional<KeyedRecord>> FindRunByIdempotencyKey(
       const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() override;
+  absl::Status CreateSession(const v1::Session& session,
+                             const std::string& request_sha256) override;
   absl::Status PutSession(const v1::Session& session) override;
   absl::StatusOr<v1::Session> GetSession(const std::string& session_id) override;
   absl::StatusOr<std::vector<v1::Session>> ListSessions(const std::string& tenant,
                                                         bool include_closed) override;
-  absl::StatusOr<std::optional<std::string>> FindSessionByIdempotencyKey(
+  absl::StatusOr<std::optional<KeyedRecord>> FindSessionByIdempotencyKey(
       const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) override;
   absl::Status AppendEvent(const v1::Event& event) override;
@@ -52,13 +56,19 @@ class SqliteStore : public Store {
  private:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs and sessions share one table shape: id, tenant, idempotency_key, status, proto.
+  // Brings an older database to the current schema (PRAGMA user_version), in
+  // one transaction.
+  absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs and sessions share one table shape: id, tenant, idempotency_key,
+  // request_sha256, status, proto. `request_sha256` null: an update, which
+  // keeps the stored fingerprint.
   template <typename Message>
-  absl::Status PutRecord(const char* table, const char* kind, const Message& m, int64_t status);
+  absl::Status PutRecord(const char* table, const char* kind, const Message& m,
+                         int64_t status, const std::string* request_sha256);
   template <typename Message>
   absl::StatusOr<Message> GetRecord(const char* table, const char* kind, const std::string& id);
-  absl::StatusOr<std::optional<std::string>> FindByKey(const char* table, const std::string& tenant,
-                                                       const std::string& key);
+  absl::StatusOr<std::optional<KeyedRecord>> FindByKey(
+      const char* table, const std::string& tenant, const std::string& key);
   absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;

@@ -26,16 +26,31 @@ struct RunPage {
   std::string next_page_token;  // empty at the end
 };
 
+// A run or session found by its idempotency key.
+struct KeyedRecord {
+  std::string id;
+  // sha256 (hex) of the request that made it (core/request_fingerprint.h);
+  // empty for rows stored before fingerprints were kept (schema version 0),
+  // which cannot be compared.
+  std::string request_sha256;
+};
+
 class Store : public ResourceJournal {
  public:
-  // Inserts or replaces the run with run.id(). A status other than QUEUED also deletes the
-  // run's kept request (PutRunRequest): once a run has started it cannot be queued again.
+  // Inserts a new run with the fingerprint of the request that made it, in one
+  // statement, so a concurrent request under the same idempotency key either
+  // finds it or is refused with ALREADY_EXISTS here.
+  virtual absl::Status CreateRun(const v1::Run& run,
+                                 const std::string& request_sha256) = 0;
+  // Inserts or replaces the run with run.id() (a stored fingerprint is kept). A
+  // status other than QUEUED also deletes the run's kept request
+  // (PutRunRequest): once a run has started it cannot be queued again.
   virtual absl::Status PutRun(const v1::Run& run) = 0;
   virtual absl::StatusOr<v1::Run> GetRun(const std::string& run_id) = 0;
   // Newest first. `tenant` empty = every tenant (operators).
   virtual absl::StatusOr<RunPage> ListRuns(const std::string& tenant, uint32_t page_size,
                                            const std::string& page_token) = 0;
-  virtual absl::StatusOr<std::optional<std::string>> FindRunByIdempotencyKey(
+  virtual absl::StatusOr<std::optional<KeyedRecord>> FindRunByIdempotencyKey(
       const std::string& tenant, const std::string& key) = 0;
   // Runs whose status is QUEUED or RUNNING (after a restart: queued ones are queued again
   // from their kept request, the others failed).
@@ -45,17 +60,23 @@ class Store : public ResourceJournal {
   // NOT_FOUND when none is kept.
   virtual absl::StatusOr<v1::RunAnalysisRequest> GetRunRequest(const std::string& run_id) = 0;
 
-  // Sessions, like runs, are kept as their API message.
+  // Sessions, like runs, are kept as their API message; CreateSession as
+  // CreateRun.
+  virtual absl::Status CreateSession(const v1::Session& session,
+                                     const std::string& request_sha256) = 0;
   virtual absl::Status PutSession(const v1::Session& session) = 0;
   virtual absl::StatusOr<v1::Session> GetSession(const std::string& session_id) = 0;
   // Newest first; `tenant` empty = every tenant.
   virtual absl::StatusOr<std::vector<v1::Session>> ListSessions(const std::string& tenant,
                                                                 bool include_closed) = 0;
-  virtual absl::StatusOr<std::optional<std::string>> FindSessionByIdempotencyKey(
-      const std::string& tenant, const std::string& key) = 0;
+  virtual absl::StatusOr<std::optional<KeyedRecord>>
+  FindSessionByIdempotencyKey(const std::string& tenant,
+                              const std::string& key) = 0;
 
-  // Retention: deletes runs that finished before `cutoff` with their events, and sessions
-  // that ended before it. Returns the deleted runs' ids (their artifacts are the caller's).
+  // Retention: deletes runs that finished before `cutoff` with their events,
+  // and sessions that ended before it with theirs (a kept session's own log is
+  // keyed by its id). Returns the deleted runs' ids (their artifacts are the
+  // caller's).
   virtual absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) = 0;
 
   // Appends one event; its seq must be the run's next one (ALREADY_EXISTS otherwise).

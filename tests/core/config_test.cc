@@ -114,3 +114,31 @@ TEST(ConfigTest, MissingFileIsNotFoundNamingIt) {
 
 }  // namespace
 }  // namespace sandgate::core
+
+namespace sandgate::core {
+namespace {
+
+TEST(ConfigTest, TheMachinesCeilingsAreReadAndTheDefaultsMustFitUnderThem) {
+  auto c = ParseConfig(
+      R"({"limits": {"memory_bytes": 4294967296, "workspace_bytes": 1073741824,
+    "max_processes": 512, "run_timeout_seconds": 3600, "command_timeout_seconds": 600}})",
+      "test.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->limits.memory_bytes, 4ull << 30);
+  EXPECT_EQ(c->limits.workspace_bytes, 1ull << 30);
+  EXPECT_EQ(c->limits.max_processes, 512u);
+  EXPECT_EQ(c->limits.run_timeout, absl::Hours(1));
+  EXPECT_EQ(c->limits.command_timeout, absl::Minutes(10));
+  EXPECT_TRUE(ValidateConfig(*c).ok());
+  auto low =
+      ParseConfig(R"({"limits": {"run_timeout_seconds": 60}})", "test.json");
+  ASSERT_TRUE(low.ok());
+  EXPECT_EQ(ValidateConfig(*low).message(),
+            "defaults.run_timeout_seconds: above limits.run_timeout_seconds");
+  EXPECT_TRUE(absl::StrContains(
+      ParseConfig(R"({"limits": {"memory": 1}})", "t.json").status().message(),
+      "limits.memory: unknown key"));
+}
+
+}  // namespace
+}  // namespace sandgate::core

@@ -71,6 +71,28 @@ class LateSweepProvider : public sandbox::Provider {
   ResourceJournal* const journal_;
 };
 
+// Plays one refused connection through the session's proxy callback, as a
+// command would.
+class ConnectingAgent : public agent::Agent {
+ public:
+  std::string name() const override { return "connect"; }
+  absl::Status Run(const agent::AgentTask& task, sandbox::Session& session,
+                   agent::EventSink& events,
+                   const CancelToken& cancel) override {
+    sandbox::NetworkDecision d;
+    d.connection = 1;
+    d.verdict = sandbox::NetworkDecision::Verdict::kDenied;
+    d.host = "127.0.0.2";
+    d.reason = "blocked-by-ssrf-guard";
+    if (provider == nullptr || !provider->Decide(session.id(), d)) {
+      return absl::FailedPreconditionError(
+          "the sandbox has no decision callback");
+    }
+    return absl::OkStatus();
+  }
+  HostProvider* provider = nullptr;
+};
+
 class RunManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,8 +119,17 @@ class RunManagerTest : public ::testing::Test {
     if (extra != nullptr) deps.providers[extra->name()] = extra;
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
+    connect_.provider = provider_.get();
+    deps.agents["connect"] = &connect_;
     sessions_ = std::make_unique<SessionManager>(
-        SessionManagerDeps{&config_, store_.get(), Clock::Real(), {{"local", provider_.get()}}, &budget_});
+        SessionManagerDeps{&config_,
+                           store_.get(),
+                           Clock::Real(),
+                           {{"local", provider_.get()}},
+                           &budget_,
+                           events_.get(),
+                           &metrics_});
+    deps.metrics = &metrics_;
     deps.sessions = sessions_.get();
     deps.budget = &budget_;
     runs_ = std::make_unique<RunManager>(std::move(deps));
@@ -152,7 +183,9 @@ class RunManagerTest : public ::testing::Test {
   std::unique_ptr<HostProvider> provider_;
   agent::ReferenceAgent reference_;
   TamperingAgent tamper_;
+  ConnectingAgent connect_;
   SandboxBudget budget_{16};
+  Metrics metrics_;
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<RunManager> runs_;
 };
@@ -235,7 +268,8 @@ TEST_F(RunManagerTest, FailingSetupCommandStopsTheRunWithItsOutputInEvents) {
   req.mutable_sandbox()->add_setup_commands("echo preparing; echo broken >&2; exit 3");
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_EQ(run.status_reason(), "setup command 1 exited with status 3");
+  EXPECT_EQ(run.status_reason(),
+            "sandbox.setup_commands[0] exited with status 3: broken");
   std::string output;
   for (const auto& e : Events(run.id())) {
     if (e.has_command_output()) output += e.command_output().data();
@@ -416,6 +450,115 @@ TEST_F(RunManagerTest, IdempotencyKeyReturnsTheSameRunAlsoAfterARestart) {
   WaitFinished(other->id(), &team_b);
 }
 
+// A key is bound to the request that used it first: another request under it is
+// refused (FAILED_PRECONDITION naming the run), also after a restart; the same
+// one still gets its run.
+TEST_F(RunManagerTest, AnIdempotencyKeyReusedWithADifferentRequestIsRefused) {
+  v1::RunAnalysisRequest req = Sample();
+  req.set_idempotency_key("k1");
+  auto first = runs_->Start(caller_, req);
+  ASSERT_TRUE(first.ok()) << first.status();
+  v1::RunAnalysisRequest other = req;
+  other.mutable_inputs(0)->mutable_content()->append(
+      "2031,1,1,1,1,1,1,1,1,1,1,1,1,1\n");
+  const std::string expected =
+      absl::StrCat("idempotency_key 'k1' was used for a different request (",
+                   first->id(), ")");
+  auto refused = runs_->Start(caller_, other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), expected))
+      << refused.status();
+  WaitFinished(first->id());
+  Rebuild();
+  EXPECT_EQ(runs_->Start(caller_, other).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(runs_->Start(caller_, req)->id(), first->id());
+  EXPECT_EQ(provider_->created_sessions(), 1);
+}
+
+// Concurrent requests under one key: the insert decides, and the losers compare
+// too.
+TEST_F(RunManagerTest, RacingRequestsUnderOneKeyGetOneRunOrARefusal) {
+  constexpr int kThreads = 6;
+  std::vector<absl::StatusOr<v1::Run>> same(kThreads), different(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      v1::RunAnalysisRequest req = Sample();
+      req.set_idempotency_key("same");
+      same[i] = runs_->Start(caller_, req);
+      req.set_idempotency_key("different");
+      (*req.mutable_labels())["attempt"] = std::to_string(i);
+      different[i] = runs_->Start(caller_, req);
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::string> ids;
+  for (const auto& r : same) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    ids.insert(r->id());
+  }
+  EXPECT_EQ(ids.size(), 1u) << "the same request under one key is one run";
+  int won = 0;
+  for (const auto& r : different) {
+    if (r.ok()) {
+      ++won;
+      WaitFinished(r->id());
+    } else {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
+          << r.status();
+    }
+  }
+  EXPECT_EQ(won, 1);
+  WaitFinished(*ids.begin());
+}
+
+// Nothing of a bad request is stored, queued or made: it is refused at Start.
+TEST_F(RunManagerTest, ABadRequestIsRefusedBeforeItIsQueued) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_sandbox()->add_files()->set_path("../../etc/x");
+  auto bad = runs_->Start(caller_, req);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(
+      bad.status().message(),
+      "sandbox.files[0].path: '../../etc/x' must stay inside"))
+      << bad.status();
+  req = Sample();
+  req.mutable_run_timeout()->set_seconds(10ll * 365 * 86400);
+  EXPECT_TRUE(absl::StrContains(runs_->Start(caller_, req).status().message(),
+                                "run_timeout: at most 24h"));
+  EXPECT_TRUE(store_->ListRuns("", 50, "")->runs.empty());
+  EXPECT_EQ(provider_->created_sessions(), 0);
+}
+
+// A run in a kept session records the session's network decisions as a run of
+// its own session does; the session's own log has them too.
+TEST_F(RunManagerTest, ARunInAKeptSessionRecordsItsNetworkDecisions) {
+  auto session =
+      sessions_->Create(caller_, v1::CreateSessionRequest(), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (bool kept : {false, true}) {
+    v1::RunAnalysisRequest req = Sample();
+    req.set_agent("connect");
+    if (kept) req.set_session_id(session->id());
+    v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
+    bool decided = false;
+    for (const auto& e : Events(run.id()))
+      decided |= e.has_network() && e.network().verdict() == "denied";
+    EXPECT_TRUE(decided) << (kept ? "kept" : "own")
+                         << " session: " << run.status_reason();
+  }
+  bool in_session_log = false;
+  for (int i = 0; i < 100 && !in_session_log;
+       ++i) {  // appended off the proxy's thread
+    for (const auto& e : Events(session->id()))
+      in_session_log |= e.has_network();
+    if (!in_session_log)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(in_session_log);
+}
+
 TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {
   auto session = sessions_->Create(caller_, v1::CreateSessionRequest(), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
@@ -475,7 +618,8 @@ TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
   req.mutable_sandbox()->mutable_command_timeout()->set_seconds(1);
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_EQ(run.status_reason(), "setup command 1 timed out after 1s");
+  EXPECT_EQ(run.status_reason(),
+            "sandbox.setup_commands[0] timed out after 1s");
 }
 
 }  // namespace

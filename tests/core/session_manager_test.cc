@@ -3,7 +3,9 @@
 #include "core/session_manager.h"
 
 #include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -24,15 +26,19 @@ class SessionManagerTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     store_ = *store::SqliteStore::Open(dir_ + "/s.db");
     provider_ = std::make_unique<HostProvider>(store_.get());
+    events_ = std::make_unique<EventLog>(store_.get(), &clock_);
     Build();
   }
   void Build() {
     sessions_.reset();
-    SessionManagerDeps deps{&config_, store_.get(), &clock_, {{"local", provider_.get()}}};
+    SessionManagerDeps deps{
+        &config_, store_.get(),  &clock_,  {{"local", provider_.get()}},
+        nullptr,  events_.get(), &metrics_};
     sessions_ = std::make_unique<SessionManager>(deps);
   }
   void TearDown() override {
     sessions_.reset();
+    events_.reset();
     store_.reset();
     std::system(("rm -rf " + dir_).c_str());
   }
@@ -61,8 +67,16 @@ class SessionManagerTest : public ::testing::Test {
   Caller caller_{"team-a", false};
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<HostProvider> provider_;
+  std::unique_ptr<EventLog> events_;
+  Metrics metrics_;
   std::unique_ptr<SessionManager> sessions_;
 };
+
+std::vector<std::string> Types(const std::vector<v1::Event>& events) {
+  std::vector<std::string> types;
+  for (const auto& e : events) types.push_back(e.type());
+  return types;
+}
 
 TEST_F(SessionManagerTest, IdleSessionIsReapedAfterIdleTimeoutNotBefore) {
   v1::Session s = Create(/*idle_s=*/60);
@@ -109,7 +123,8 @@ TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
   EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
   auto lease = sessions_->Acquire(caller_, s.id());
   CancelToken watched;
-  auto watching = sessions_->Acquire(caller_, s.id(), {&watched, nullptr});
+  auto watching =
+      sessions_->Acquire(caller_, s.id(), {&watched, nullptr, nullptr});
   clock_.Advance(absl::Seconds(11));  // past max_lifetime, although in use
   EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(watched.cancelled());
@@ -128,11 +143,13 @@ struct WarningRecorder {
   bool cancelled_before_warning ABSL_GUARDED_BY(mu) = false;
 
   LeaseWatch watch() {
-    return {&cancel, [this](const v1::SessionExpiring& x) {
+    return {&cancel,
+            [this](const v1::SessionExpiring& x) {
               absl::MutexLock lock(&mu);
               got.push_back(x);
               cancelled_before_warning |= cancel.cancelled();
-            }};
+            },
+            nullptr};
   }
   size_t count() {
     absl::MutexLock lock(&mu);
@@ -238,6 +255,10 @@ TEST_F(SessionManagerTest, RecoverExpiresSessionsAKilledDaemonLeftActive) {
   auto s = sessions_->Get(caller_, "s-left");
   EXPECT_EQ(s->status(), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(absl::StrContains(s->status_reason(), "restarted"));
+  // Its own log ends, so a follower of it is not left waiting.
+  std::vector<v1::Event> events = *events_->Read("s-left", 0, 10);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type(), "session.closed");
 }
 
 TEST_F(SessionManagerTest, SetupCommandsRunAndAFailingOneFailsCreation) {
@@ -272,6 +293,142 @@ TEST_F(SessionManagerTest, BadSpecsNameTheField) {
   req.Clear();
   req.set_provider("mars");
   EXPECT_EQ(sessions_->Create(caller_, req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sandgate::core
+
+namespace sandgate::core {
+namespace {
+
+v1::CreateSessionRequest Restricted() {
+  v1::CreateSessionRequest req;
+  req.mutable_sandbox()->mutable_network()->set_mode(
+      v1::NetworkPolicy::MODE_RESTRICTED);
+  req.mutable_sandbox()->mutable_network()->add_allowed_domains("127.0.0.2");
+  return req;
+}
+
+sandbox::NetworkDecision Refused() {
+  sandbox::NetworkDecision d;
+  d.connection = 1;
+  d.verdict = sandbox::NetworkDecision::Verdict::kDenied;
+  d.method = "CONNECT";
+  d.host = "127.0.0.2";
+  d.port = 443;
+  d.reason = "blocked-by-ssrf-guard";
+  return d;
+}
+
+// A kept session's sandbox is made the way a run's is: its network decisions
+// are recorded (in the session's own log, keyed by its id) and reach whoever
+// holds a lease and asked.
+TEST_F(SessionManagerTest,
+       AKeptSessionsNetworkDecisionsAreInItsLogAndReachItsLeases) {
+  v1::CreateSessionRequest req = Restricted();
+  auto* f = req.mutable_sandbox()->add_files();
+  f->set_path("conf/a.txt");
+  f->set_content("x");
+  req.mutable_sandbox()->add_setup_commands("echo ready");
+  auto s = sessions_->Create(caller_, req, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<sandbox::NetworkDecision> heard;
+  absl::Mutex mu;
+  LeaseWatch watch{nullptr, nullptr, [&](const sandbox::NetworkDecision& d) {
+                     absl::MutexLock lock(&mu);
+                     heard.push_back(d);
+                   }};
+  auto lease = sessions_->Acquire(caller_, s->id(), std::move(watch));
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(provider_->Decide(s->id(), Refused()))
+      << "the session's sandbox got no decision callback";
+  lease->reset();
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(heard.size(), 1u);
+    EXPECT_EQ(heard[0].host, "127.0.0.2");
+  }
+  ASSERT_TRUE(sessions_->Close(caller_, s->id(), "").ok());
+  std::vector<v1::Event> events = *events_->Read(s->id(), 0, 100);
+  EXPECT_EQ(Types(events),
+            (std::vector<std::string>{"session.created", "file.transferred",
+                                      "command.started", "command.output",
+                                      "command.finished", "network.decision",
+                                      "session.closed"}));
+  bool refused = false;
+  for (const auto& e : events) {
+    EXPECT_EQ(e.session_id(), s->id());
+    if (e.has_network())
+      refused = e.network().verdict() == "denied" &&
+                e.network().reason() == "blocked-by-ssrf-guard";
+  }
+  EXPECT_TRUE(refused);
+}
+
+// A failed create closes the sandbox again; a Close that fails then is logged
+// and counted, like every other cleanup failure, and so is one when a session
+// ends.
+TEST_F(SessionManagerTest, AFailedCloseAfterAFailedCreateIsCounted) {
+  v1::CreateSessionRequest req;
+  req.mutable_sandbox()->add_setup_commands("echo nope >&2; exit 4");
+  provider_->FailNextClose(
+      absl::InternalError("rm: cannot remove the workspace"));
+  auto bad = sessions_->Create(caller_, req, nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(provider_->live_sessions(), 0);
+  std::string rendered = metrics_.Render();
+  EXPECT_TRUE(absl::StrContains(
+      rendered,
+      "sandgate_cleanup_failures_total{where=\"create_failed_close\"} 1"))
+      << rendered;
+
+  v1::Session s = Create();
+  provider_->FailNextClose(
+      absl::InternalError("rm: cannot remove the workspace"));
+  ASSERT_TRUE(sessions_->Close(caller_, s.id(), "").ok());
+  rendered = metrics_.Render();
+  EXPECT_TRUE(absl::StrContains(
+      rendered, "sandgate_cleanup_failures_total{where=\"session_close\"} 1"))
+      << rendered;
+  std::vector<v1::Event> events = *events_->Read(s.id(), 0, 100);
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(absl::StrContains(events.back().session_closed().reason(),
+                                "deleting the sandbox failed: rm: cannot"));
+}
+
+TEST_F(SessionManagerTest, AnIdempotencyKeyIsBoundToItsRequest) {
+  v1::Session first = Create(60, 600, "key-1");
+  // The same request: the same session, also after a restart of the manager.
+  EXPECT_EQ(Create(60, 600, "key-1").id(), first.id());
+  Build();
+  v1::CreateSessionRequest same;
+  same.mutable_sandbox()->mutable_idle_timeout()->set_seconds(60);
+  same.mutable_sandbox()->mutable_max_lifetime()->set_seconds(600);
+  same.set_idempotency_key("key-1");
+  EXPECT_EQ(sessions_->Create(caller_, same, nullptr)->id(), first.id());
+  // Another request under the key is refused, naming the session it made.
+  v1::CreateSessionRequest other = same;
+  other.mutable_sandbox()->mutable_idle_timeout()->set_seconds(30);
+  auto refused = sessions_->Create(caller_, other, nullptr);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(
+      refused.status().message(),
+      absl::StrCat("idempotency_key 'key-1' was used for a different request (",
+                   first.id(), ")")))
+      << refused.status();
+  EXPECT_EQ(provider_->created_sessions(), 1);
+}
+
+TEST_F(SessionManagerTest, ABadRequestIsRefusedBeforeAnythingIsMade) {
+  v1::CreateSessionRequest req;
+  req.mutable_sandbox()->add_files()->set_path("../../etc/x");
+  auto bad = sessions_->Create(caller_, req, nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(
+      absl::StrContains(bad.status().message(), "sandbox.files[0].path"))
+      << bad.status();
+  EXPECT_EQ(provider_->created_sessions(), 0);
+  EXPECT_TRUE(store_->ListSessions("", true)->empty());
 }
 
 }  // namespace

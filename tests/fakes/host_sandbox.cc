@@ -145,8 +145,11 @@ class HostSession : public sandbox::Session {
 
   absl::Status Close() override {
     if (closed_.exchange(true)) return absl::OkStatus();
+    provider_->Forget(id_);
     std::system(("rm -rf '" + dir_ + "'").c_str());
     provider_->live()--;
+    absl::Status failure = provider_->TakeCloseFailure();
+    if (!failure.ok()) return failure;
     if (provider_->journal()) return provider_->journal()->Erase("host:" + id_);
     return absl::OkStatus();
   }
@@ -172,9 +175,26 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> HostProvider::Create(
   }
   char tmpl[] = "/tmp/sg-host-XXXXXX";
   if (!mkdtemp(tmpl)) return errors::FromErrno(errno, "mkdtemp");
+  if (spec.on_network_decision) {
+    absl::MutexLock lock(&mu_);
+    decisions_[spec.id] = spec.on_network_decision;
+  }
   ++live_;
   ++created_;
   return std::unique_ptr<sandbox::Session>(new HostSession(this, spec.id, tmpl, spec.env));
+}
+
+bool HostProvider::Decide(const std::string& session_id,
+                          const sandbox::NetworkDecision& decision) {
+  std::function<void(const sandbox::NetworkDecision&)> cb;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = decisions_.find(session_id);
+    if (it == decisions_.end()) return false;
+    cb = it->second;
+  }
+  cb(decision);
+  return true;
 }
 
 absl::Status HostProvider::Sweep(const JournalEntry& entry) {

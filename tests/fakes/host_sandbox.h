@@ -1,15 +1,20 @@
-// HostProvider: a fake sandbox provider whose sessions are plain temporary directories on
-// the host, with commands run as ordinary child processes. No isolation at all — it exists so
-// core/ and agent/ can be tested against the Provider contract (streaming output, timeouts,
-// cancellation, files, journaling) without bubblewrap.
+// HostProvider: a fake sandbox provider whose sessions are plain temporary
+// directories on the host, with commands run as ordinary child processes. No
+// isolation at all — it exists so core/ and agent/ can be tested against the
+// Provider contract (streaming output, timeouts, cancellation, files,
+// journaling) without bubblewrap.
 //
-// Thread safe. Tests can make the next Create fail, and count live sessions.
+// Thread safe. Tests can make the next Create or Close fail, play a network
+// decision as a session's proxy would, and count live sessions.
 #ifndef SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
 #define SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/synchronization/mutex.h"
 #include "common/journal.h"
@@ -30,6 +35,24 @@ class HostProvider : public sandbox::Provider {
     absl::MutexLock lock(&mu_);
     fail_next_ = std::move(status);
   }
+  // The next Close of any session deletes what it can, then returns `status`.
+  void FailNextClose(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    fail_next_close_ = std::move(status);
+  }
+  absl::Status TakeCloseFailure() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(fail_next_close_, absl::OkStatus());
+  }
+  // Calls live session `session_id`'s SessionSpec::on_network_decision with
+  // `decision`, as its proxy would on a connection. False when there is no such
+  // session or it has no callback.
+  bool Decide(const std::string& session_id,
+              const sandbox::NetworkDecision& decision);
+  void Forget(const std::string& session_id) {
+    absl::MutexLock lock(&mu_);
+    decisions_.erase(session_id);
+  }
   int live_sessions() const { return live_.load(); }
   int created_sessions() const { return created_.load(); }
   std::atomic<int>& live() { return live_; }
@@ -39,6 +62,9 @@ class HostProvider : public sandbox::Provider {
   ResourceJournal* const journal_;
   absl::Mutex mu_;
   absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_next_close_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::function<void(const sandbox::NetworkDecision&)>>
+      decisions_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> live_{0};
   std::atomic<int> created_{0};
 };

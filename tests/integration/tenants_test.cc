@@ -95,3 +95,118 @@ TEST_F(TenantsTest, QuotasAndPolicyAreEnforcedNamingTheRule) {
 
 }  // namespace
 }  // namespace sandgate::testing
+
+namespace sandgate::testing {
+namespace {
+
+// Issue 9 items 9-11 through the real daemon, for a tenant that has no policy:
+// the machine's ceilings and every field's bounds still hold, a key is bound to
+// its request, and a kept session's network decisions are readable from its own
+// log.
+TEST_F(TenantsTest, ATenantWithoutPolicyStillMeetsTheDaemonsCeilings) {
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.mutable_sandbox()->set_memory_bytes(1ull << 63);
+  v1::Run run;
+  grpc::Status st =
+      stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message(),
+            "sandbox.memory_bytes: at most 64 GiB (daemon ceiling "
+            "limits.memory_bytes)");
+  req = SampleRequest();
+  req.mutable_sandbox()->add_files()->set_path("../../etc/x");
+  st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "sandbox.files[0].path"))
+      << st.error_message();
+  req = SampleRequest();
+  req.set_idempotency_key(std::string(1 << 20, 'k'));
+  st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(st.error_message(),
+                                "idempotency_key: at most 256 bytes"))
+      << st.error_message();
+
+  req = SampleRequest();
+  req.set_idempotency_key("pay-once");
+  v1::Run first;
+  ASSERT_TRUE(
+      stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &first)
+          .ok());
+  (*req.mutable_labels())["changed"] = "yes";
+  st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(
+      st.error_message(),
+      "idempotency_key 'pay-once' was used for a different request (" +
+          first.id() + ")"))
+      << st.error_message();
+  FollowToEnd(*stub_, first.id(), kBusy);
+}
+
+// The only host allowed is 127.0.0.2, which the proxy's SSRF guard refuses: the
+// refusal is a network.decision in the kept session's own log (StreamEvents
+// with the session's id).
+TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
+  v1::CreateSessionRequest create;
+  create.mutable_sandbox()->mutable_network()->set_mode(
+      v1::NetworkPolicy::MODE_RESTRICTED);
+  create.mutable_sandbox()->mutable_network()->add_allowed_domains("127.0.0.2");
+  v1::Session session;
+  grpc::Status st = stub_->CreateSession(DaemonHarness::Context(kBusy).get(),
+                                         create, &session);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+
+  v1::ExecRequest exec;
+  exec.set_session_id(session.id());
+  exec.set_command("curl -sS -m 5 http://127.0.0.2/ || true");
+  auto ctx = DaemonHarness::Context(kBusy);
+  auto reader = stub_->Exec(ctx.get(), exec);
+  v1::ExecResponse msg;
+  while (reader->Read(&msg)) {
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+
+  bool refused = false;
+  for (int attempt = 0; attempt < 50 && !refused;
+       ++attempt) {  // decisions are appended off the proxy's thread
+    v1::StreamEventsRequest read;
+    read.set_run_id(session.id());
+    auto rctx = DaemonHarness::Context(kBusy);
+    auto events = stub_->StreamEvents(rctx.get(), read);
+    v1::Event e;
+    while (events->Read(&e)) {
+      if (e.has_network() && e.network().host() == "127.0.0.2" &&
+          e.network().verdict() == "denied" &&
+          e.network().reason() == "blocked-by-ssrf-guard") {
+        refused = true;
+      }
+    }
+    grpc::Status end = events->Finish();
+    ASSERT_TRUE(end.ok()) << end.error_message();
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2 in session "
+                       << session.id() << "'s log";
+  // Following the log ends with the session's close.
+  v1::CloseSessionRequest close;
+  close.set_session_id(session.id());
+  v1::Session closed;
+  ASSERT_TRUE(stub_->CloseSession(DaemonHarness::Context(kBusy).get(), close, &closed).ok());
+  std::vector<v1::Event> all = FollowToEnd(*stub_, session.id(), kBusy);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front().type(), "session.created");
+  EXPECT_EQ(all.back().type(), "session.closed");
+  // Another tenant cannot read it.
+  v1::StreamEventsRequest read;
+  read.set_run_id(session.id());
+  auto sctx = DaemonHarness::Context(kSmall);
+  auto other = stub_->StreamEvents(sctx.get(), read);
+  v1::Event e;
+  while (other->Read(&e)) {
+  }
+  EXPECT_EQ(other->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace sandgate::testing

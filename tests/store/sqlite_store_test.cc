@@ -1,5 +1,7 @@
 #include "store/sqlite_store.h"
 
+#include <sqlite3.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -70,8 +72,78 @@ TEST_F(SqliteStoreTest, IdempotencyKeyIsUniquePerTenant) {
   ASSERT_TRUE(store_->PutRun(MakeRun("r1", "a", "k")).ok());
   EXPECT_EQ(store_->PutRun(MakeRun("r2", "a", "k")).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_TRUE(store_->PutRun(MakeRun("r3", "b", "k")).ok());
-  EXPECT_EQ(**store_->FindRunByIdempotencyKey("a", "k"), "r1");
+  EXPECT_EQ((*store_->FindRunByIdempotencyKey("a", "k"))->id, "r1");
   EXPECT_FALSE(store_->FindRunByIdempotencyKey("a", "other")->has_value());
+}
+
+TEST_F(SqliteStoreTest, AKeyKeepsTheFingerprintOfTheRequestThatMadeIt) {
+  ASSERT_TRUE(store_->CreateRun(MakeRun("r1", "a", "k"), "fp1").ok());
+  // A second run under the key is refused at insert: the concurrent-retry path.
+  EXPECT_EQ(store_->CreateRun(MakeRun("r2", "a", "k"), "fp2").code(),
+            absl::StatusCode::kAlreadyExists);
+  v1::Run later = MakeRun("r1", "a", "k");
+  later.set_status(v1::RUN_STATUS_SUCCEEDED);
+  ASSERT_TRUE(store_->PutRun(later).ok());  // updates keep the fingerprint
+  auto found = store_->FindRunByIdempotencyKey("a", "k");
+  ASSERT_TRUE(found.ok() && found->has_value());
+  EXPECT_EQ((*found)->id, "r1");
+  EXPECT_EQ((*found)->request_sha256, "fp1");
+
+  v1::Session s;
+  s.set_id("s1");
+  s.set_tenant("a");
+  s.set_idempotency_key("k");
+  ASSERT_TRUE(store_->CreateSession(s, "sfp").ok());
+  s.set_status(v1::SESSION_STATUS_CLOSED);
+  ASSERT_TRUE(store_->PutSession(s).ok());
+  EXPECT_EQ((*store_->FindSessionByIdempotencyKey("a", "k"))->request_sha256,
+            "sfp");
+}
+
+// A database made by the daemon before fingerprints (schema version 0) is
+// migrated in place: its rows stay, with an empty fingerprint, and new rows get
+// theirs.
+TEST_F(SqliteStoreTest, MigratesAVersionZeroDatabase) {
+  store_.reset();
+  std::system(("rm -f " + path_ + "*").c_str());
+  const std::string v0 =
+      "CREATE TABLE runs (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT "
+      "NULL UNIQUE, tenant TEXT NOT NULL, "
+      "idempotency_key TEXT NOT NULL, status INTEGER NOT NULL, proto BLOB NOT "
+      "NULL);"
+      "CREATE UNIQUE INDEX runs_idempotency ON runs(tenant, idempotency_key) "
+      "WHERE idempotency_key != '';"
+      "CREATE TABLE sessions (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT "
+      "NULL UNIQUE, tenant TEXT NOT NULL, "
+      "idempotency_key TEXT NOT NULL, status INTEGER NOT NULL, proto BLOB NOT "
+      "NULL);"
+      "INSERT INTO runs(id, tenant, idempotency_key, status, proto) "
+      "VALUES('old', 'a', 'k', 5, x'');"
+      "INSERT INTO sessions(id, tenant, idempotency_key, status, proto) "
+      "VALUES('s-old', 'a', 'k', 1, x'');";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, v0.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto reopened = SqliteStore::Open(path_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  store_ = std::move(*reopened);
+  auto old = store_->FindRunByIdempotencyKey("a", "k");
+  ASSERT_TRUE(old.ok() && old->has_value()) << old.status();
+  EXPECT_EQ((*old)->id, "old");
+  EXPECT_EQ((*old)->request_sha256, "");
+  EXPECT_EQ((*store_->FindSessionByIdempotencyKey("a", "k"))->request_sha256,
+            "");
+  ASSERT_TRUE(store_->CreateRun(MakeRun("new", "a", "k2"), "fp").ok());
+  EXPECT_EQ((*store_->FindRunByIdempotencyKey("a", "k2"))->request_sha256,
+            "fp");
+  // Opening again does not migrate twice.
+  store_.reset();
+  auto again = SqliteStore::Open(path_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  store_ = std::move(*again);
+  EXPECT_EQ((*store_->FindRunByIdempotencyKey("a", "k2"))->request_sha256,
+            "fp");
 }
 
 TEST_F(SqliteStoreTest, EventsAreDensePerRunAndReadAfterSeq) {
@@ -150,7 +222,7 @@ TEST_F(SqliteStoreTest, SessionsRoundTripListAndKeepTheirIdempotencyKey) {
   v1::Session other = s;
   other.set_id("s2");
   EXPECT_EQ(store_->PutSession(other).code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(**store_->FindSessionByIdempotencyKey("a", "k"), "s1");
+  EXPECT_EQ((*store_->FindSessionByIdempotencyKey("a", "k"))->id, "s1");
   s.set_status(v1::SESSION_STATUS_CLOSED);
   *s.mutable_closed_at() = google::protobuf::Timestamp();
   s.mutable_closed_at()->set_seconds(1000);

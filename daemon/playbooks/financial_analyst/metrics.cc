@@ -123,9 +123,9 @@ std::vector<std::string> NumericColumns(const Statements& st) {
     bool any_number = false;
     bool all_numbers = true;
     for (const StatementRow& row : st.rows()) {
-      if (row.value[c].has_value()) {
+      if (row.Value(c).has_value()) {
         any_number = true;
-      } else if (row.raw[c].find_first_not_of(" \t") != std::string::npos) {
+      } else if (row.Raw(c).find_first_not_of(" \t") != absl::string_view::npos) {
         all_numbers = false;
       }
     }

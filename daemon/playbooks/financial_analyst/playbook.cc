@@ -40,12 +40,14 @@ constexpr char kInstructions[] =
 
 # Input
 
+The file can be as large as 64 MiB and 100,000 rows: read it as a stream (csv.reader over the open file), keep only numbers per row (floats, or array('d') per column), never a list of dicts per row, and write the output files as you compute them; the sandbox has 1 GiB of memory.
+
 One row per fiscal year, a header in the first row, plain numbers (units are the file's own). Required columns (any order): {{REQUIRED}}. Optional columns used when present: gross_profit (otherwise gross profit = revenue - cost_of_revenue), deferred_revenue, stock_based_compensation, long_term_debt, cash_and_equivalents. Keep any other columns: they are analysed like the rest.
 
 # Validation (record each result under its key in analysis_run.json's validation_results)
 
 - required_columns_present (+ missing_columns: list of names) -- fatal when false.
-- all_values_numeric: every cell of a required column is a finite number (+ bad_cells: list of {"row": data row number counting from 1 after the header, "column": name, "value": the cell as written}) -- fatal when false.
+- all_values_numeric: every cell of a required column is a finite number (+ bad_cells: list of {"row": data row number counting from 1 after the header, "column": name, "value": the cell as written}; past 1000 bad cells list the first 1000 in file order and add "bad_cell_count": the total) -- fatal when false.
 - years_unique: years are integers and unique -- fatal when false.
 - years_ordered: years ascending in the file; if not, sort the rows by year and report false.
 - accounting_equation_passed_every_row: total_assets = total_liabilities + shareholders_equity within max(1, 1e-6 * abs(total_assets)) (+ accounting_equation_failures: list of the failing years).
@@ -57,7 +59,7 @@ One row per fiscal year, a header in the first row, plain numbers (units are the
 
 2. calculated_metrics.csv -- one row per year, ascending, with exactly these columns in this order:
    {{METRIC_COLUMNS}}
-   Ratios are decimals (0.1234, not 12.34%) with full precision (write Python's repr of the float, at least 6 significant digits, never rounded to 2-4 decimals). Leave a cell empty when the value is undefined: a denominator that is zero or missing, or no previous year. t = this year, p = the previous row after sorting by year; growth(x) = (x_t - x_p) / abs(x_p).
+   Ratios are decimals (0.1234, not 12.34%) with 6 to 10 significant digits (Python: "%.10g"; never rounded to 2-4 decimals, and no longer than that: the file must stay under the 32 MiB artifact cap at 100,000 rows). Leave a cell empty when the value is undefined: a denominator that is zero or missing, or no previous year. t = this year, p = the previous row after sorting by year; growth(x) = (x_t - x_p) / abs(x_p).
    revenue_growth = growth(revenue); gross_margin = gross_profit / revenue; operating_margin = operating_income / revenue; net_margin = net_income / revenue; current_ratio = total_current_assets / total_current_liabilities; quick_ratio = (total_current_assets - inventory) / total_current_liabilities; liabilities_to_equity = total_liabilities / shareholders_equity; roa = net_income / ((total_assets_t + total_assets_p) / 2); roe = net_income / ((shareholders_equity_t + shareholders_equity_p) / 2); interest_coverage = operating_income / interest_expense; free_cash_flow = operating_cash_flow - abs(capital_expenditures); fcf_margin = free_cash_flow / revenue; cash_conversion = operating_cash_flow / net_income; receivables_growth = growth(accounts_receivable); inventory_growth = growth(inventory).
 
 3. unusual_movements.csv -- columns exactly: {{MOVEMENT_COLUMNS}}. One row per hit of these rules, comparing unrounded values with 1e-12 of slack:
@@ -68,7 +70,7 @@ One row per fiscal year, a header in the first row, plain numbers (units are the
 
 4. investment_analysis.md -- a memo in Markdown with exactly these second-level headings ("## "), in this order: {{HEADINGS}}. Tie receivables, deferred revenue, stock-based compensation, capital expenditures and interest expense to the figures, cite the input file name {{INPUT}} and the years for every figure, and mark each statement as a fact (from the data) or a hypothesis (your interpretation).
 
-5. financial_trends.svg -- a standalone, well-formed SVG with four titled panels with labelled axes: revenue and net income; gross, operating and net margins; operating cash flow, capex and free cash flow; receivables growth against revenue growth. Put each panel in its own <g class="panel"> with a <title> child or a <text class="panel-title"> as its title; write text as real <text> elements (with matplotlib: rcParams["svg.fonttype"] = "none"). No scripts, no event attributes, no links or references outside the file (href only to "#id"), no <image>, no <foreignObject>, no url() other than url(#id).
+5. financial_trends.svg -- a standalone, well-formed SVG, under 1 MiB whatever the row count (above 200 years, plot an evenly spaced sample that includes the first and last year, and say on the chart and in the memo how many years are plotted), with four titled panels with labelled axes: revenue and net income; gross, operating and net margins; operating cash flow, capex and free cash flow; receivables growth against revenue growth. Put each panel in its own <g class="panel"> with a <title> child or a <text class="panel-title"> as its title; write text as real <text> elements (with matplotlib: rcParams["svg.fonttype"] = "none"). No scripts, no event attributes, no links or references outside the file (href only to "#id"), no <image>, no <foreignObject>, no url() other than url(#id).
 
 6. analysis_run.json -- {"input_filename": "{{INPUT}}", "row_count": <data rows>, "year_range": [<first year>, <last year>], "validation_results": {<every key above>}, "generated_filenames": [<the six file names>], "execution_directory": "<where you ran>"}.
 
@@ -113,6 +115,18 @@ absl::Status FinancialAnalystPlaybook::ValidateInputs(const std::vector<InputFil
                            kMaxInputBytes, " (64 MiB)"));
   }
   if (!fin::IsValidUtf8(in.content)) return BadInput(name, "the file is not valid UTF-8");
+  // Refused here rather than failed after a sandbox ran: past this many rows the metrics file
+  // could exceed the artifact cap (statements.h says why).
+  fin::CsvReader reader(in.content);
+  size_t records = 0;
+  bool blank = false;
+  while (reader.Skip(&blank)) {
+    if (!blank && ++records > fin::kMaxDataRows + 1) {
+      return BadInput(name, absl::StrCat("more than ", fin::kMaxDataRows, " data rows (CSV line ",
+                                         reader.record_line(),
+                                         "): the financial-analyst playbook's row limit"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -123,63 +124,127 @@ const std::vector<std::string>& ValidationKeys() {
   return *kKeys;
 }
 
-std::vector<std::vector<std::string>> ParseCsv(absl::string_view text) {
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
-  std::vector<std::vector<std::string>> records;
-  std::vector<std::string> record;
-  std::string field;
+CsvReader::CsvReader(absl::string_view text) : text_(text) {
+  if (text_.substr(0, 3) == "\xEF\xBB\xBF") text_.remove_prefix(3);
+}
+
+template <typename Sink>
+bool CsvReader::Read(Sink& sink) {
   bool in_quotes = false;
+  int quote_line = 0;
   bool record_started = false;  // an empty line is no record
-  auto end_record = [&] {
-    if (record_started) {
-      record.push_back(std::move(field));
-      records.push_back(std::move(record));
-    }
-    record.clear();
-    field.clear();
-    record_started = false;
+  // Ends the physical line at text_[pos_] ("\r\n" counts once); true when a record ended.
+  auto end_line = [&] {
+    if (text_[pos_] == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n') ++pos_;
+    ++pos_;
+    ++line_;
+    return record_started;
   };
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
+  while (pos_ < text_.size()) {
+    char c = text_[pos_];
+    if (!record_started && c != '\r' && c != '\n') record_line_ = line_;
     if (in_quotes) {
+      if (c == '\r' || c == '\n') {
+        sink.Add(c);
+        if (c == '\r' && pos_ + 1 < text_.size() && text_[pos_ + 1] == '\n') {
+          sink.Add('\n');
+          ++pos_;
+        }
+        ++pos_;
+        ++line_;
+        continue;
+      }
       if (c != '"') {
-        field.push_back(c);
-      } else if (i + 1 < text.size() && text[i + 1] == '"') {
-        field.push_back('"');
-        ++i;
+        sink.Add(c);
+      } else if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '"') {
+        sink.Add('"');
+        ++pos_;
       } else {
         in_quotes = false;
       }
+      ++pos_;
       continue;
     }
     switch (c) {
       case '"':
         // Opens a quoted field only at its start; elsewhere it is a literal quote.
-        if (field.empty()) {
+        if (sink.FieldEmpty()) {
           in_quotes = true;
+          quote_line = line_;
         } else {
-          field.push_back(c);
+          sink.Add(c);
         }
         record_started = true;
         break;
       case ',':
-        record.push_back(std::move(field));
-        field.clear();
+        sink.EndField();
         record_started = true;
         break;
       case '\r':
-        if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
-        end_record();
-        break;
       case '\n':
-        end_record();
-        break;
+        if (end_line()) {
+          sink.EndField();
+          return true;
+        }
+        continue;
       default:
-        field.push_back(c);
+        sink.Add(c);
         record_started = true;
     }
+    ++pos_;
   }
-  end_record();
+  if (in_quotes) unterminated_quote_line_ = quote_line;
+  if (!record_started) return false;
+  sink.EndField();
+  return true;
+}
+
+namespace {
+
+// Keeps the fields.
+struct FieldSink {
+  std::vector<std::string>* record;
+  std::string field;
+  void Add(char c) { field.push_back(c); }
+  bool FieldEmpty() const { return field.empty(); }
+  void EndField() {
+    record->push_back(std::move(field));
+    field.clear();
+  }
+};
+
+// Keeps only whether every field is blank (what StripAsciiWhitespace would leave empty).
+struct BlankSink {
+  bool blank = true;
+  size_t field_size = 0;
+  void Add(char c) {
+    ++field_size;
+    if (!absl::ascii_isspace(static_cast<unsigned char>(c))) blank = false;
+  }
+  bool FieldEmpty() const { return field_size == 0; }
+  void EndField() { field_size = 0; }
+};
+
+}  // namespace
+
+bool CsvReader::Next(std::vector<std::string>* record) {
+  record->clear();
+  FieldSink sink{record, {}};
+  return Read(sink);
+}
+
+bool CsvReader::Skip(bool* blank) {
+  BlankSink sink;
+  bool read = Read(sink);
+  *blank = sink.blank;
+  return read;
+}
+
+std::vector<std::vector<std::string>> ParseCsv(absl::string_view text) {
+  std::vector<std::vector<std::string>> records;
+  CsvReader reader(text);
+  std::vector<std::string> record;
+  while (reader.Next(&record)) records.push_back(record);
   return records;
 }
 
@@ -218,6 +283,33 @@ nlohmann::json ValidationReport::ToJson() const {
   return j;
 }
 
+std::optional<double> StatementRow::Value(size_t col) const {
+  if (col >= values_.size() || std::isnan(values_[col])) return std::nullopt;
+  return values_[col];
+}
+
+void StatementRow::AddValue(std::optional<double> value) {
+  values_.push_back(value.value_or(std::numeric_limits<double>::quiet_NaN()));
+}
+
+absl::string_view StatementRow::Raw(size_t col) const {
+  auto it = std::lower_bound(
+      raw_.begin(), raw_.end(), col,
+      [](const std::pair<size_t, std::string>& cell, size_t c) { return cell.first < c; });
+  return it != raw_.end() && it->first == col ? absl::string_view(it->second) : "";
+}
+
+void StatementRow::KeepRaw(size_t col, std::string text) {
+  auto it = std::lower_bound(
+      raw_.begin(), raw_.end(), col,
+      [](const std::pair<size_t, std::string>& cell, size_t c) { return cell.first < c; });
+  if (it != raw_.end() && it->first == col) {
+    it->second = std::move(text);
+  } else {
+    raw_.insert(it, {col, std::move(text)});
+  }
+}
+
 Statements::Statements(std::vector<std::string> columns, std::vector<StatementRow> rows)
     : columns_(std::move(columns)), rows_(std::move(rows)) {}
 
@@ -231,22 +323,24 @@ int Statements::ColumnIndex(absl::string_view column) const {
 std::optional<double> Statements::Get(size_t row, absl::string_view column) const {
   int col = ColumnIndex(column);
   if (col < 0 || row >= rows_.size()) return std::nullopt;
-  return rows_[row].value[col];
+  return rows_[row].Value(col);
 }
 
 absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationReport* report) {
   *report = ValidationReport();
-  std::vector<std::vector<std::string>> records = ParseCsv(csv);
+  CsvReader reader(csv);
+  std::vector<std::string> header;
+  std::vector<std::string> fields;
   // A record whose every cell is blank is a blank line, wherever it is.
-  records.erase(std::remove_if(records.begin(), records.end(),
-                               [](const std::vector<std::string>& fields) {
-                                 for (const std::string& f : fields) {
-                                   if (!absl::StripAsciiWhitespace(f).empty()) return false;
-                                 }
-                                 return true;
-                               }),
-                records.end());
-  if (records.empty()) {
+  auto next_record = [&](std::vector<std::string>* out) {
+    while (reader.Next(out)) {
+      for (const std::string& f : *out) {
+        if (!absl::StripAsciiWhitespace(f).empty()) return true;
+      }
+    }
+    return false;
+  };
+  if (!next_record(&header)) {
     report->missing_columns = RequiredColumns();
     Note(&report->errors, "the file is empty: expected a header row and yearly rows");
     return errors::InvalidArgument(report->errors.back());
@@ -255,7 +349,6 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   // Columns: named, first occurrence wins; `positions` maps them to their fields.
   std::vector<std::string> columns;
   std::vector<size_t> positions;
-  const std::vector<std::string>& header = records[0];
   for (size_t i = 0; i < header.size(); ++i) {
     std::string name(absl::StripAsciiWhitespace(header[i]));
     if (name.empty()) continue;
@@ -267,24 +360,68 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
     columns.push_back(std::move(name));
     positions.push_back(i);
   }
+  // The last field position a required column reads: a shorter row lacks required cells.
+  size_t required_width = 0;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (std::find(RequiredColumns().begin(), RequiredColumns().end(), columns[i]) !=
+        RequiredColumns().end()) {
+      required_width = std::max(required_width, positions[i] + 1);
+    }
+  }
+  int year_position = -1;  // in `columns`
+  for (size_t c = 0; c < columns.size(); ++c) {
+    if (columns[c] == "year") year_position = static_cast<int>(c);
+  }
   std::vector<StatementRow> rows;
-  for (size_t r = 1; r < records.size(); ++r) {
-    const std::vector<std::string>& fields = records[r];
+  while (next_record(&fields)) {
     StatementRow row;
-    row.source_row = static_cast<int>(r);
-    for (size_t extra = header.size(); extra < fields.size(); ++extra) {
-      if (!absl::StripAsciiWhitespace(fields[extra]).empty()) {
-        Note(&report->warnings,
-             absl::StrCat("data row ", r, " has ", fields.size(), " cells for ", header.size(),
-                          " columns; the extra cells are ignored"));
-        break;
+    row.source_row = static_cast<int>(rows.size()) + 1;
+    row.line = reader.record_line();
+    if (rows.size() == kMaxDataRows) {
+      report->too_many_rows = true;
+      Note(&report->errors, absl::StrCat("more than ", kMaxDataRows, " data rows (CSV line ",
+                                         row.line, " is data row ", kMaxDataRows + 1,
+                                         "): the financial-analyst playbook's limit, which keeps "
+                                         "calculated_metrics.csv under the artifact size cap"));
+      break;
+    }
+    // A ragged row is almost always a missing or unquoted comma; say so instead of letting
+    // it read as empty or shifted cells only.
+    bool extra = false;
+    for (size_t i = header.size(); i < fields.size() && !extra; ++i) {
+      extra = !absl::StripAsciiWhitespace(fields[i]).empty();
+    }
+    if (extra || fields.size() < header.size()) {
+      std::string what =
+          absl::StrCat("ragged row: data row ", row.source_row, " (CSV line ", row.line, ") has ",
+                       fields.size(), " cells, the header has ", header.size(), " columns");
+      if (extra) {
+        Note(&report->warnings, absl::StrCat(what, "; the extra cells are ignored"));
+      } else if (fields.size() < required_width) {
+        Note(&report->errors, absl::StrCat(what,
+                                           "; the required cells past the last one are "
+                                           "missing"));
+      } else {
+        Note(&report->warnings, absl::StrCat(what, "; the missing optional cells are blank"));
       }
     }
-    for (size_t pos : positions) {
-      row.raw.push_back(pos < fields.size() ? fields[pos] : std::string());
-      row.value.push_back(ParseNumber(row.raw.back()));
+    for (size_t c = 0; c < positions.size(); ++c) {
+      size_t pos = positions[c];
+      absl::string_view cell = pos < fields.size() ? absl::string_view(fields[pos]) : "";
+      std::optional<double> value = ParseNumber(cell);
+      row.AddValue(value);
+      if (!value.has_value() || static_cast<int>(c) == year_position) {
+        row.KeepRaw(c, std::string(cell));
+      }
     }
     rows.push_back(std::move(row));
+  }
+  if (reader.unterminated_quote_line() > 0) {
+    report->unterminated_quote_line = reader.unterminated_quote_line();
+    Note(&report->errors,
+         absl::StrCat("unterminated quote: the quoted field that opens on CSV line ",
+                      reader.unterminated_quote_line(),
+                      " never closes, so it runs to the end of the file"));
   }
   Statements in_file_order(columns, {});  // for column lookups only
   report->row_count = static_cast<int>(rows.size());
@@ -307,9 +444,10 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   for (const StatementRow& row : rows) {
     for (const std::string& required : RequiredColumns()) {
       int c = in_file_order.ColumnIndex(required);
-      if (c >= 0 && !row.value[c].has_value()) {
+      if (c >= 0 && !row.Value(c).has_value()) {
         if (report->bad_cells.size() < kMaxBadCells) {
-          report->bad_cells.push_back({row.source_row, required, row.raw[c]});
+          report->bad_cells.push_back(
+              {row.source_row, required, std::string(row.Raw(c)), row.line});
         }
         ++report->bad_cell_count;
       }
@@ -317,11 +455,12 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   }
   report->all_values_numeric = report->bad_cell_count == 0;
   for (const BadCell& cell : report->bad_cells) {
-    Note(&report->errors,
-         absl::StrCat("data row ", cell.row, ", column ", cell.column, ": ",
-                      absl::StripAsciiWhitespace(cell.value).empty() ? "empty value"
-                                                                     : "not a finite number ",
-                      absl::StripAsciiWhitespace(cell.value).empty() ? "" : Quote(cell.value)));
+    Note(
+        &report->errors,
+        absl::StrCat(
+            "data row ", cell.row, " (CSV line ", cell.line, "), column ", cell.column, ": ",
+            absl::StripAsciiWhitespace(cell.value).empty() ? "empty value" : "not a finite number ",
+            absl::StripAsciiWhitespace(cell.value).empty() ? "" : Quote(cell.value)));
   }
 
   // Integer, unique years.
@@ -329,26 +468,29 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   report->years_unique = year_col >= 0;
   std::vector<int64_t> known_years;  // file order
   if (year_col >= 0) {
-    std::map<int64_t, int> first_row;  // year -> data row it first appears in
+    std::map<int64_t, const StatementRow*> first_row;  // year -> the row it first appears in
     for (StatementRow& row : rows) {
-      const std::optional<double>& y = row.value[year_col];
+      const std::optional<double> y = row.Value(year_col);
       if (!y.has_value()) {
         report->years_unique = false;  // reported as a bad cell above
         continue;
       }
       if (*y != std::floor(*y) || std::fabs(*y) > 9007199254740992.0) {
         report->years_unique = false;
-        Note(&report->errors, absl::StrCat("data row ", row.source_row,
-                                           ": year is not an integer: ", Quote(row.raw[year_col])));
+        Note(&report->errors,
+             absl::StrCat("data row ", row.source_row, " (CSV line ", row.line,
+                          "): year is not an integer: ", Quote(row.Raw(year_col))));
         continue;
       }
       row.year = static_cast<int64_t>(*y);
       known_years.push_back(row.year);
-      auto [it, inserted] = first_row.emplace(row.year, row.source_row);
+      auto [it, inserted] = first_row.emplace(row.year, &row);
       if (!inserted) {
         report->years_unique = false;
-        Note(&report->errors, absl::StrCat("duplicate year ", row.year, " at data rows ",
-                                           it->second, " and ", row.source_row));
+        Note(&report->errors,
+             absl::StrCat("duplicate year ", row.year, " at data rows ", it->second->source_row,
+                          " and ", row.source_row, " (CSV lines ", it->second->line, " and ",
+                          row.line, ")"));
       }
     }
   }
@@ -369,14 +511,14 @@ absl::StatusOr<Statements> LoadStatements(absl::string_view csv, ValidationRepor
   int equity_col = in_file_order.ColumnIndex("shareholders_equity");
   if (assets_col >= 0 && liabilities_col >= 0 && equity_col >= 0) {
     for (const StatementRow& row : rows) {
-      std::optional<double> assets = row.value[assets_col];
-      std::optional<double> liabilities = row.value[liabilities_col];
-      std::optional<double> equity = row.value[equity_col];
+      std::optional<double> assets = row.Value(assets_col);
+      std::optional<double> liabilities = row.Value(liabilities_col);
+      std::optional<double> equity = row.Value(equity_col);
       if (!assets || !liabilities || !equity) continue;
       if (std::fabs(*assets - (*liabilities + *equity)) >
           std::max(1.0, 1e-6 * std::fabs(*assets))) {
         // A row without an integer year cannot be named by year; the fatal error names it.
-        if (year_col >= 0 && row.value[year_col] && *row.value[year_col] == row.year) {
+        if (year_col >= 0 && row.Value(year_col) && *row.Value(year_col) == row.year) {
           report->accounting_equation_failures.push_back(row.year);
         }
         report->accounting_equation_passed_every_row = false;

@@ -85,13 +85,16 @@ std::string SandboxProbePlaybook::Instructions(const std::vector<InputFile>& inp
       settings.env.empty() ? "none requested" : "",
       // Names only: a value may be a secret, and the model has no need to see it.
       absl::StrJoin(settings.env, ", ", [](std::string* out, const auto& kv) { out->append(kv.first); }),
-      ", the files the setup commands left, and the result of `curl -sS -m 5 ", ProbeUrl(settings),
+      ", the setup commands you were given and that they ran (the daemon ran them before you "
+      "and stops a run at the first that fails; a setup need not leave any file), the files in "
+      "the workspace, and the result of `curl -sS -m 5 ", ProbeUrl(settings),
       "` (exit code and message; a blocked network is a finding, not a failure; the network "
       "policy is ", settings.network, "). Write sandbox-report.md (sections: Environment, "
       "Inputs, Environment variables, Setup, Network, Checks, Outputs) and checks.json with "
       "the keys facts{os,kernel,cwd,python,node}, inputs[{name,sha256,readable}], "
       "env{NAME: matches|differs|missing}, network{tool,exit_code,message,reached}, "
-      "workspace[{path,bytes}], checks[{name,ok,detail}]. Do not stop until both files exist.");
+      "workspace[{path,bytes}], setup{commands,ran}, checks[{name,ok,detail}]. Do not stop "
+      "until both files exist.");
 }
 
 std::vector<Check> SandboxProbePlaybook::Verify(const std::vector<InputFile>& inputs,
@@ -158,12 +161,21 @@ std::vector<Check> SandboxProbePlaybook::Verify(const std::vector<InputFile>& in
                         bad_env.empty() ? absl::StrCat(settings.env.size(), " variable(s) visible as requested")
                                         : absl::StrCat("not visible as requested: ", absl::StrJoin(bad_env, ", "))));
 
-  if (!settings.setup_commands.empty()) {
-    bool left = doc.contains("workspace") && doc["workspace"].is_array() && !doc["workspace"].empty();
-    checks.push_back(Make("probe.setup_output", left,
-                          left ? "the setup commands' files are in the workspace"
-                               : "the setup commands left no file in the workspace"));
-  }
+  // The probe runs after the setup, and a failing setup command ends the run before it, so a
+  // probe that ran shows that the setup ran. What it must show is that it saw the commands the
+  // caller asked for. No file is required: `echo setup-ran` leaves none, and the request has no
+  // field naming files a setup must leave.
+  const json& setup = doc.contains("setup") ? doc["setup"] : json();
+  bool recorded = setup.is_object() && setup.value("ran", json()) == json(true) &&
+                  setup.value("commands", json()) == json(settings.setup_commands);
+  checks.push_back(Make(
+      "probe.setup_output", recorded,
+      recorded ? absl::StrCat(settings.setup_commands.size(),
+                              " setup command(s) ran before the probe, each exited 0 (their "
+                              "output is in the run's setup events)")
+               : absl::StrCat("checks.json does not record that the ",
+                              settings.setup_commands.size(),
+                              " requested setup command(s) ran before the probe")));
 
   const json& net = doc["network"];
   bool reached = net.value("reached", false);

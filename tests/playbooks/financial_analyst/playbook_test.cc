@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "playbooks/financial_analyst/metrics.h"
 #include "playbooks/financial_analyst/reference_files.h"
+#include "playbooks/financial_analyst/statements.h"
 #include "playbooks/financial_analyst/verifier.h"
 #include "playbooks/playbook.h"
 #include "test_util.h"
@@ -19,6 +20,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+
+namespace fin = financial;
 
 const char kCsv[] = "year,revenue\n2020,1\n";
 
@@ -68,6 +71,20 @@ TEST(FinancialAnalystPlaybookTest, RejectsBadInputsNamingFileAndProblem) {
     EXPECT_THAT(s.message(), HasSubstr(c.message));
   }
   EXPECT_TRUE(Validate({{"a.csv", std::string(64u << 20, 'x')}}).ok());
+}
+
+// Past kMaxDataRows the metrics file could not be promised under the artifact cap: refused
+// before any sandbox exists, naming the limit and the line (blank lines and the header do not
+// count).
+TEST(FinancialAnalystPlaybookTest, RejectsMoreRowsThanTheLimit) {
+  std::string csv = "year,revenue\n\n";
+  for (size_t i = 0; i < fin::kMaxDataRows; ++i) absl::StrAppend(&csv, i, ",1\n");
+  EXPECT_TRUE(Validate({{"a.csv", csv}}).ok());
+  absl::StrAppend(&csv, "\n", "x,1\n");
+  absl::Status s = Validate({{"a.csv", csv}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("more than 100000 data rows (CSV line 100004): the "
+                                     "financial-analyst playbook's row limit"));
 }
 
 TEST(FinancialAnalystPlaybookTest, ReferencePlanPlacesEmbeddedProgramsAndRunsThem) {

@@ -2,6 +2,7 @@
 // on the edge cases in tests/data/financial/, and holds its output to the daemon's verifier.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "playbooks/financial_analyst/statements.h"
 #include "playbooks/financial_analyst/verifier.h"
 #include "test_util.h"
@@ -104,6 +106,34 @@ TEST_F(ReferenceProgramTest, SamplePassesEveryCheck) {
             0)
       << out_;
   EXPECT_THAT(out_, HasSubstr("match"));
+}
+
+// Past kMaxBadCells the manifest lists the first ones and counts the rest (a garbage file at
+// the input limit would otherwise need a manifest far over the artifact cap), and the daemon
+// accepts that as agreeing with its own validation.
+TEST_F(ReferenceProgramTest, ManyBadCellsAreListedUpToTheBoundAndCounted) {
+  std::string csv =
+      "year,revenue,cost_of_revenue,operating_income,interest_expense,net_income,"
+      "accounts_receivable,inventory,total_current_assets,total_assets,"
+      "total_current_liabilities,total_liabilities,shareholders_equity,operating_cash_flow,"
+      "capital_expenditures\n";
+  for (int year = 1000; year < 1000 + 1500; ++year) {
+    absl::StrAppend(&csv, year, ",n/a,400,200,20,100,100,50,500,2000,250,1200,800,150,60\n");
+  }
+  int code = 0;
+  std::vector<Check> checks = Analyze("garbage.csv", csv, &code);
+  EXPECT_EQ(code, 2) << out_;
+  nlohmann::json manifest = nlohmann::json::parse(Slurp(dir_ / "out" / kManifestFile));
+  EXPECT_EQ(manifest["validation_results"]["bad_cells"].size(), kMaxBadCells);
+  EXPECT_EQ(manifest["validation_results"]["bad_cell_count"], 1500);
+  for (const Check& c : checks) {
+    if (c.name == "input.valid") {
+      EXPECT_FALSE(c.passed);
+    } else if (absl::StartsWith(c.name, "analysis_run.")) {
+      EXPECT_TRUE(c.passed) << c.name << ": " << c.detail;
+    }
+  }
+  EXPECT_LT(std::count(out_.begin(), out_.end(), '\n'), 30) << "one line per bad cell";
 }
 
 TEST_F(ReferenceProgramTest, EdgeCaseFiles) {

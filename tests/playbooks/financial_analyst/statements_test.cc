@@ -91,7 +91,9 @@ TEST(StatementsTest, BomCrlfQuotedHeaderAndExtraColumns) {
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->columns().front(), "notes");
   EXPECT_EQ(st->columns().back(), "customers");
-  EXPECT_EQ(st->rows()[0].raw[0], "cloud, \"core\"");
+  EXPECT_EQ(st->rows()[0].Raw(0), "cloud, \"core\"");
+  EXPECT_EQ(st->rows()[0].Raw(1), "2020");  // the year, kept as written
+  EXPECT_EQ(st->rows()[0].Raw(2), "");      // another number: only its value is kept
   EXPECT_EQ(st->Get(1, "customers"), 12);
 }
 
@@ -246,6 +248,83 @@ TEST(StatementsTest, ManyBadCellsAreCountedNotAllListed) {
   EXPECT_EQ(report.bad_cells.size(), kMaxBadCells);
   EXPECT_LE(report.errors.size(), 21u);
   EXPECT_LT(st.status().message().size(), 4000u);
+}
+
+TEST(CsvReaderTest, RecordLinesCountQuotedLineBreaks) {
+  CsvReader reader("a,b\n\n\"x\ny\",2\r\n3,4\n");
+  std::vector<std::string> record;
+  std::vector<int> lines;
+  while (reader.Next(&record)) lines.push_back(reader.record_line());
+  EXPECT_THAT(lines, ElementsAre(1, 3, 5));
+  EXPECT_EQ(reader.unterminated_quote_line(), 0);
+}
+
+TEST(CsvReaderTest, SkipTellsBlankRecordsWithoutKeepingThem) {
+  CsvReader reader("a,b\n , \n\"\",\"\"\n\"x\ny\",2\n");
+  std::vector<bool> blanks;
+  bool blank = false;
+  while (reader.Skip(&blank)) blanks.push_back(blank);
+  EXPECT_THAT(blanks, ElementsAre(false, true, true, false));
+  EXPECT_EQ(reader.record_line(), 4);
+}
+
+TEST(CsvReaderTest, UnterminatedQuoteIsReportedWithItsLine) {
+  CsvReader reader("a,b\n1,2\n3,\"4\n5,6\n");
+  std::vector<std::string> record;
+  std::vector<std::vector<std::string>> records;
+  while (reader.Next(&record)) records.push_back(record);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_THAT(records[2], ElementsAre("3", "4\n5,6\n"));  // as Python's csv module reads it
+  EXPECT_EQ(reader.unterminated_quote_line(), 3);
+}
+
+TEST(StatementsTest, UnterminatedQuoteIsFatalAndSaysSo) {
+  ValidationReport report;
+  auto st = LoadStatements(
+      absl::StrCat(kHeader, "\n", Row(2020), "\n2021,\"1000,400\n", Row(2022), "\n"), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.status().message(),
+              HasSubstr("unterminated quote: the quoted field that opens on CSV line 3 never "
+                        "closes"));
+  EXPECT_EQ(report.unterminated_quote_line, 3);
+  EXPECT_TRUE(report.fatal());
+}
+
+TEST(StatementsTest, RaggedRowsSaySoWithTheirLine) {
+  ValidationReport report;
+  auto st = LoadStatements(
+      absl::StrCat(kHeader, "\n", Row(2020), "\n\n2021,1000,400\n", Row(2022), "\n"), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.status().message(),
+              HasSubstr("ragged row: data row 2 (CSV line 4) has 3 cells, the header has 15 "
+                        "columns; the required cells past the last one are missing"));
+  EXPECT_THAT(st.status().message(), HasSubstr("data row 2 (CSV line 4), column interest_expense"));
+
+  st = LoadStatements(Csv({Row(2020), absl::StrCat(Row(2021), ",7,8")}), &report);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_THAT(absl::StrJoin(report.warnings, "; "),
+              HasSubstr("ragged row: data row 2 (CSV line 3) has 17 cells, the header has 15 "
+                        "columns; the extra cells are ignored"));
+}
+
+TEST(StatementsTest, DuplicateYearNamesBothLines) {
+  ValidationReport report;
+  auto st = LoadStatements(Csv({Row(2020), Row(2021), Row(2020)}), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.status().message(),
+              HasSubstr("duplicate year 2020 at data rows 1 and 3 (CSV lines 2 and 4)"));
+}
+
+TEST(StatementsTest, MoreRowsThanTheLimitIsFatalAndNamesTheLimit) {
+  std::vector<std::string> rows;
+  for (size_t i = 0; i <= kMaxDataRows; ++i) rows.push_back(Row(static_cast<int>(1000 + i)));
+  ValidationReport report;
+  auto st = LoadStatements(Csv(rows), &report);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(report.too_many_rows);
+  EXPECT_THAT(st.status().message(), HasSubstr("more than 100000 data rows (CSV line 100002"));
+  rows.pop_back();
+  EXPECT_TRUE(LoadStatements(Csv(rows), &report).ok());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -34,7 +35,11 @@ class SandboxProbeTest : public ::testing::Test {
     for (const auto& f : plan.files) std::ofstream(dir_ + "/" + f.path) << f.content;
     for (const auto& in : inputs_) std::ofstream(dir_ + "/" + in.name) << in.content;
     std::string env = "env -i PATH=/usr/bin:/bin TEAM=research";
-    EXPECT_EQ(std::system(("cd " + dir_ + " && " + env + " sh -c 'echo prepared > setup.txt'").c_str()), 0);
+    for (const std::string& setup : settings_.setup_commands) {
+      EXPECT_EQ(
+          std::system(("cd " + dir_ + " && " + env + " sh -c '" + setup + "' >/dev/null").c_str()),
+          0);
+    }
     for (const auto& step : plan.steps) {
       std::string cmd = "cd " + dir_ + " && " + env;
       for (const auto& a : step.argv) cmd += " '" + a + "'";
@@ -83,6 +88,24 @@ TEST_F(SandboxProbeTest, ReferenceProbePassesEveryCheck) {
   EXPECT_FALSE(absl::StrContains(artifacts["checks.json"], "research")) << "values are not recorded";
 }
 
+// A setup that ran but left no file is what was asked for (`--setup 'echo setup-ran'` used to
+// fail with "the setup commands left no file"); so is no setup at all.
+TEST_F(SandboxProbeTest, SetupThatLeavesNoFilePasses) {
+  for (std::vector<std::string> setup :
+       {std::vector<std::string>{"echo setup-ran"}, std::vector<std::string>{}}) {
+    settings_.setup_commands = setup;
+    std::system(("rm -rf " + dir_ + "/*").c_str());
+    Artifacts artifacts = RunReference();
+    std::vector<Check> checks = playbook_.Verify(inputs_, settings_, artifacts);
+    EXPECT_EQ(Failed(checks), std::vector<std::string>{}) << setup.size();
+    const Check* c = Find(checks, "probe.setup_output");
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(absl::StrContains(c->detail, absl::StrCat(setup.size(), " setup command(s) ran")))
+        << c->detail;
+    EXPECT_TRUE(absl::StrContains(artifacts["sandbox-report.md"], "ran, exit 0") || setup.empty());
+  }
+}
+
 TEST_F(SandboxProbeTest, EachTamperedFindingFailsItsCheck) {
   Artifacts good = RunReference();
   nlohmann::json doc = nlohmann::json::parse(good["checks.json"]);
@@ -94,7 +117,9 @@ TEST_F(SandboxProbeTest, EachTamperedFindingFailsItsCheck) {
       {[](nlohmann::json& d) { d["network"]["reached"] = true; }, "probe.network_blocked"},
       {[](nlohmann::json& d) { d["env"]["TEAM"] = "missing"; }, "probe.env"},
       {[](nlohmann::json& d) { d["inputs"][0]["sha256"] = std::string(64, '0'); }, "probe.inputs"},
-      {[](nlohmann::json& d) { d["workspace"] = nlohmann::json::array(); }, "probe.setup_output"},
+      {[](nlohmann::json& d) { d["setup"]["commands"] = {"something else"}; },
+       "probe.setup_output"},
+      {[](nlohmann::json& d) { d.erase("setup"); }, "probe.setup_output"},
       {[](nlohmann::json& d) { d["facts"].erase("kernel"); }, "probe.facts"},
   };
   for (const auto& c : cases) {

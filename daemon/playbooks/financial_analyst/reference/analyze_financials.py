@@ -21,8 +21,9 @@ Python 3 standard library only.
 """
 
 import argparse
+import collections
+import contextlib
 import csv
-import io
 import json
 import math
 import os
@@ -30,6 +31,7 @@ import re
 import shutil
 import sys
 import tempfile
+from array import array
 from xml.sax.saxutils import escape as xml_escape
 
 REQUIRED_COLUMNS = [
@@ -70,6 +72,15 @@ MANIFEST_NAME = "analysis_run.json"
 GENERATED = [SCRIPT_NAME, METRICS_NAME, MOVEMENTS_NAME, MEMO_NAME, CHART_NAME, MANIFEST_NAME]
 EXIT_OK = 0
 EXIT_FATAL = 2
+REQUIRED_ORDER = {name: k for k, name in enumerate(REQUIRED_COLUMNS)}
+# The daemon refuses more rows before a sandbox exists (statements.h, kMaxDataRows).
+MAX_DATA_ROWS = 100000
+MAX_BAD_CELLS = 1000  # listed in validation_results; bad_cell_count has them all
+MAX_MESSAGES = 20  # of each kind (errors, warnings) printed
+MAX_CHART_POINTS = 200  # per series; more years are sampled evenly
+MAX_LISTED_YEARS = 20  # years named in one sentence of the memo
+SHORT_FORMAT = "%.10g"
+NAN = float("nan")
 
 
 def say(message):
@@ -103,159 +114,312 @@ def parse_number(text):
     return value if math.isfinite(value) else None
 
 
-def read_table(path):
-    """(header, rows of cell strings, csv line number of each row); header is None when the
-    file is empty. Raises FatalInput when the file cannot be read or decoded."""
+class QuoteTracker:
+    """The physical lines of a CSV file, for csv.reader, following its quote state on the way.
+
+    The csv module reads an unterminated quote silently to the end of the file (the last cell
+    swallows every line after it); this tells that apart, with the line the quote opened on.
+    Same rules as the csv module: a quote opens a field only at its start, "" inside a quoted
+    field is a quote. Lines without a quote are not scanned, so this costs little."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.line = 0
+        self.in_quotes = False
+        self.opened_line = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        line = next(self.handle)
+        self.line += 1
+        if '"' in line:
+            self._scan(line)
+        return line
+
+    def _scan(self, line):
+        at_field_start = not self.in_quotes
+        i, n = 0, len(line)
+        while i < n:
+            c = line[i]
+            if self.in_quotes:
+                if c == '"':
+                    if i + 1 < n and line[i + 1] == '"':
+                        i += 1
+                    else:
+                        self.in_quotes = False
+            elif c == '"' and at_field_start:
+                self.in_quotes = True
+                self.opened_line = self.line
+            else:
+                at_field_start = c in ",\r\n"
+            i += 1
+
+
+class Problems:
+    """(fatal, message) pairs in the order found. Past MAX_MESSAGES of a kind they are only
+    counted: a broken 64 MiB file must not print a line per cell into the run's events."""
+
+    def __init__(self):
+        self.items = []
+        self.counts = {True: 0, False: 0}
+
+    def add(self, fatal, message):
+        self.counts[fatal] += 1
+        if self.counts[fatal] <= MAX_MESSAGES:
+            self.items.append((fatal, message))
+
+    @property
+    def fatal(self):
+        return self.counts[True] > 0
+
+    @property
+    def warnings(self):
+        return self.counts[False]
+
+    def __iter__(self):
+        for item in self.items:
+            yield item
+        for kind in (True, False):
+            if self.counts[kind] > MAX_MESSAGES:
+                yield kind, "%d more %s not listed" % (self.counts[kind] - MAX_MESSAGES,
+                                                        "errors" if kind else "warnings")
+
+
+class Table:
+    """The input, column by column: one array of floats per column (NaN where a cell is blank
+    or not a number), which costs 8 bytes a cell instead of a Python string and a dict entry.
+    Rows are in file order until sort_by_year()."""
+
+    def __init__(self, header):
+        self.header = header
+        self.columns = []  # input order, deduplicated, named
+        self.positions = []
+        self.values = {}  # column -> array('d')
+        self.text_columns = set()  # columns with a non-blank cell that is not a number
+        self.number_columns = set()  # columns with at least one number
+        self.lines = array("q")  # the CSV line each data row ends on
+        self.years = []  # int per row, None where the year is not an integer
+        self.rows = 0
+
+    def get(self, name, i):
+        column = self.values.get(name)
+        if column is None:
+            return None
+        value = column[i]
+        return None if value != value else value  # NaN: blank or not a number
+
+    def sort_by_year(self):
+        order = sorted(range(self.rows), key=self.years.__getitem__)
+        for name, column in self.values.items():
+            self.values[name] = array("d", (column[i] for i in order))
+        self.lines = array("q", (self.lines[i] for i in order))
+        self.years = [self.years[i] for i in order]
+
+
+def open_input(path):
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        handle = open(path, "r", encoding="utf-8-sig", newline="")
+        handle.read(1 << 16)  # decode errors and unreadable files show here, not mid-way
+        handle.seek(0)
+        return handle
     except OSError as error:
         raise FatalInput("cannot read input %s: %s" % (path, error.strerror or error))
-    try:
-        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise FatalInput("input %s is not UTF-8 text (byte %d)" % (path, error.start))
-    if not text.strip():
-        return None, [], []
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = None
-    rows, lines = [], []
-    try:
-        for record in reader:
-            if not any(cell.strip() for cell in record):
-                continue  # blank line
-            if header is None:
-                header = [cell.strip() for cell in record]
-                continue
-            rows.append(record)
-            lines.append(reader.line_num)
-    except csv.Error as error:
-        raise FatalInput("input %s is not valid CSV at line %d: %s"
-                         % (path, reader.line_num, error))
-    return header, rows, lines
 
 
-def validate(header, raw_rows, lines):
-    """Returns (validation_results, problems, table, fatal).
+def read_table(path, problems):
+    """Streams the CSV once into a Table, noting the per-cell problems (ragged rows, bad
+    cells of required columns); None when the file holds no record. Raises FatalInput when
+    the file cannot be read or decoded."""
+    bad_cells = []
+    bad_count = 0
+    with open_input(path) as handle:
+        lines = QuoteTracker(handle)
+        reader = csv.reader(lines)
+        table = None
+        try:
+            for record in reader:
+                if not any(cell.strip() for cell in record):
+                    continue  # blank line
+                if table is None:
+                    table = start_table([cell.strip() for cell in record], problems)
+                    continue
+                table.rows += 1
+                number = table.rows
+                line = reader.line_num
+                if number > MAX_DATA_ROWS:
+                    problems.add(True, "more than %d data rows (CSV line %d is data row %d): the "
+                                 "playbook's limit, which keeps calculated_metrics.csv under the "
+                                 "artifact size cap" % (MAX_DATA_ROWS, line, number))
+                    table.rows -= 1
+                    break
+                table.lines.append(line)
+                width = len(table.header)
+                extra = any(c.strip() for c in record[width:])
+                if extra or len(record) < width:
+                    what = ("ragged row: data row %d (CSV line %d) has %d cells, the header has "
+                            "%d columns" % (number, line, len(record), width))
+                    if extra:
+                        problems.add(False, what + "; the extra cells are ignored")
+                    elif len(record) < table.required_width:
+                        problems.add(True, what + "; the required cells past the last one are "
+                                     "missing")
+                    else:
+                        problems.add(False, what + "; the missing optional cells are blank")
+                row_bad = []
+                for name, position in zip(table.columns, table.positions):
+                    text = record[position] if position < len(record) else ""
+                    value = parse_number(text)
+                    if value is None:
+                        table.values[name].append(NAN)
+                        if text.strip():
+                            table.text_columns.add(name)
+                    else:
+                        table.values[name].append(value)
+                        table.number_columns.add(name)
+                    if value is None and name in table.required:
+                        row_bad.append((REQUIRED_ORDER[name], name, text))
+                # In the contract's column order, as the daemon lists them.
+                for _, name, text in sorted(row_bad):
+                    bad_count += 1
+                    if len(bad_cells) < MAX_BAD_CELLS:
+                        bad_cells.append({"row": number, "column": name, "value": text})
+                    year_text = (record[table.year_position].strip()
+                                 if name != "year" and table.year_position is not None and
+                                 table.year_position < len(record) else "")
+                    where = "data row %d (CSV line %d%s)" % (
+                        number, line, ", year %s" % year_text if year_text else "")
+                    what = ("empty value" if not text.strip()
+                            else "non-numeric value %r" % text)
+                    problems.add(True, "%s in column %s at %s" % (what, name, where))
+        except csv.Error as error:
+            raise FatalInput("input %s is not valid CSV at line %d: %s"
+                             % (path, reader.line_num, error))
+        except UnicodeDecodeError:
+            # Read as a stream, so the position is a line, not a byte of the file.
+            raise FatalInput("input %s is not UTF-8 text (after CSV line %d)"
+                             % (path, lines.line))
+        if lines.in_quotes:
+            problems.add(True, "unterminated quote: the quoted field that opens on CSV line %d "
+                         "never closes, so it runs to the end of the file" % lines.opened_line)
+    if table is not None:
+        table.bad_cells, table.bad_cell_count = bad_cells, bad_count
+    return table
 
-    problems: list of (fatal: bool, message) in the order found.
-    table: {"columns": input column order (deduplicated), "records": list of dicts of
-    cell strings sorted by year, "years": sorted years}.
-    """
-    problems = []
-    columns = []
-    index = {}
+
+def start_table(header, problems):
+    table = Table(header)
     for position, name in enumerate(header):
         if not name:
             continue
-        if name in index:
-            problems.append((False, "column %s appears more than once; the first one is used"
-                             % name))
+        if name in table.values:
+            problems.add(False, "column %s appears more than once; the first one is used" % name)
             continue
-        index[name] = position
-        columns.append(name)
-    missing = [name for name in REQUIRED_COLUMNS if name not in index]
+        table.columns.append(name)
+        table.positions.append(position)
+        table.values[name] = array("d")
+    table.required = [name for name in REQUIRED_COLUMNS if name in table.values]
+    table.required_width = max([table.positions[table.columns.index(name)] + 1
+                                for name in table.required] or [0])
+    table.year_position = (table.positions[table.columns.index("year")]
+                           if "year" in table.values else None)
+    return table
+
+
+def validate(table, problems):
+    """The contract's validation_results for a Table read by read_table (None: an empty file);
+    sorts the rows by year when the input is usable. Fatal problems go to `problems`."""
+    if table is None:
+        problems.add(True, "the file is empty: expected a header row and yearly rows")
+        return {
+            "required_columns_present": False, "missing_columns": list(REQUIRED_COLUMNS),
+            "all_values_numeric": False, "bad_cells": [],
+            "years_unique": False, "years_ordered": True,
+            "accounting_equation_passed_every_row": True, "accounting_equation_failures": [],
+            "at_least_two_years": False,
+        }
+    missing = [name for name in REQUIRED_COLUMNS if name not in table.values]
     if missing:
-        problems.append((True, "missing required column(s): %s" % ", ".join(missing)))
+        problems.add(True, "missing required column(s): %s" % ", ".join(missing))
 
-    records = []
-    for number, (record, line) in enumerate(zip(raw_rows, lines), start=1):
-        if len(record) > len(header) and any(c.strip() for c in record[len(header):]):
-            problems.append((False, "data row %d (CSV line %d) has %d cells for %d columns; "
-                             "the extra cells are ignored" % (number, line, len(record),
-                                                              len(header))))
-        cells = {name: (record[pos] if pos < len(record) else "") for name, pos in index.items()}
-        records.append({"row": number, "line": line, "cells": cells})
-
-    bad_cells = []
-    for rec in records:
-        for name in REQUIRED_COLUMNS:
-            if name in index and parse_number(rec["cells"][name]) is None:
-                value = rec["cells"][name]
-                bad_cells.append({"row": rec["row"], "column": name, "value": value})
-                year_text = rec["cells"].get("year", "").strip()
-                where = "data row %d (CSV line %d%s)" % (
-                    rec["row"], rec["line"],
-                    ", year %s" % year_text if name != "year" and year_text else "")
-                what = "empty value" if not value.strip() else "non-numeric value %r" % value
-                problems.append((True, "%s in column %s at %s" % (what, name, where)))
-
-    years_unique = "year" in index
+    years_unique = "year" in table.values
     seen = {}
-    for rec in records:
-        if "year" not in index:
-            break
-        value = parse_number(rec["cells"]["year"])
-        rec["year"] = None
+    for i in range(table.rows):
+        if "year" not in table.values:
+            table.years.append(None)
+            continue
+        value = table.get("year", i)
+        year = None
         if value is None:
             years_unique = False  # already reported as a bad cell
-            continue
-        if value != int(value):
+        elif value != int(value):
             years_unique = False
-            problems.append((True, "year %r at data row %d (CSV line %d) is not an integer"
-                             % (rec["cells"]["year"].strip(), rec["row"], rec["line"])))
-            continue
-        year = int(value)
-        rec["year"] = year
-        if year in seen:
-            years_unique = False
-            first = seen[year]
-            problems.append((True, "duplicate year %d at data rows %d and %d (CSV lines %d and %d)"
-                             % (year, first["row"], rec["row"], first["line"], rec["line"])))
+            problems.add(True, "year %s at data row %d (CSV line %d) is not an integer"
+                         % (fmt_number(value), i + 1, table.lines[i]))
         else:
-            seen[year] = rec
-    known_years = [rec["year"] for rec in records if rec.get("year") is not None]
-    years_ordered = all(a < b for a, b in zip(known_years, known_years[1:]))
+            year = int(value)
+            first = seen.setdefault(year, i)
+            if first != i:
+                years_unique = False
+                problems.add(True, "duplicate year %d at data rows %d and %d (CSV lines %d and "
+                             "%d)" % (year, first + 1, i + 1, table.lines[first], table.lines[i]))
+        table.years.append(year)
+    seen = None
+    known = [y for y in table.years if y is not None]
+    years_ordered = all(a < b for a, b in zip(known, known[1:]))
+    known = None
     if not years_ordered:
-        problems.append((False, "years are not in ascending order in the file; rows were "
-                         "sorted by year"))
+        problems.add(False, "years are not in ascending order in the file; rows were sorted by "
+                     "year")
 
     failures = []
     equation_ok = True
-    if all(name in index for name in ("total_assets", "total_liabilities",
-                                      "shareholders_equity")):
-        for rec in records:
-            assets = parse_number(rec["cells"]["total_assets"])
-            liabilities = parse_number(rec["cells"]["total_liabilities"])
-            equity = parse_number(rec["cells"]["shareholders_equity"])
+    if all(name in table.values for name in ("total_assets", "total_liabilities",
+                                             "shareholders_equity")):
+        for i in range(table.rows):
+            assets = table.get("total_assets", i)
+            liabilities = table.get("total_liabilities", i)
+            equity = table.get("shareholders_equity", i)
             if assets is None or liabilities is None or equity is None:
                 continue
             tolerance = max(1.0, 1e-6 * abs(assets))
             if abs(assets - (liabilities + equity)) > tolerance:
                 equation_ok = False
-                label = rec.get("year")
+                label = table.years[i]
                 if label is not None:  # a row without an integer year is already fatal
                     failures.append(label)
-                problems.append((False, "accounting equation fails in %s: total_assets %s vs "
-                                 "total_liabilities + shareholders_equity %s" % (
-                                     label if label is not None else "data row %d" % rec["row"],
-                                     fmt_amount(assets), fmt_amount(liabilities + equity))))
+                problems.add(False, "accounting equation fails in %s: total_assets %s vs "
+                             "total_liabilities + shareholders_equity %s" % (
+                                 label if label is not None else "data row %d" % (i + 1),
+                                 fmt_amount(assets), fmt_amount(liabilities + equity)))
     failures.sort()
-    at_least_two = len(records) >= 2
+    at_least_two = table.rows >= 2
     if not at_least_two:
-        problems.append((False, "only %d data row(s): growth, roa, roe and the unusual-movement "
-                         "rules need two years and stay blank" % len(records)))
-
+        problems.add(False, "only %d data row(s): growth, roa, roe and the unusual-movement "
+                     "rules need two years and stay blank" % table.rows)
     results = {
         "required_columns_present": not missing,
         "missing_columns": missing,
-        "all_values_numeric": not bad_cells,
-        "bad_cells": bad_cells,
+        "all_values_numeric": table.bad_cell_count == 0,
+        "bad_cells": table.bad_cells,
         "years_unique": years_unique,
         "years_ordered": years_ordered,
         "accounting_equation_passed_every_row": equation_ok,
         "accounting_equation_failures": failures,
         "at_least_two_years": at_least_two,
     }
-    fatal = any(is_fatal for is_fatal, _ in problems)
-    if not records and not fatal:
-        problems.append((True, "no data rows: the file has a header but no yearly rows"))
-        fatal = True
-    if fatal:
-        return results, problems, {"records": records, "columns": columns}, True
-    records.sort(key=lambda rec: rec["year"])
-    return results, problems, {"records": records, "columns": columns,
-                               "years": [rec["year"] for rec in records]}, False
+    if table.bad_cell_count > len(table.bad_cells):
+        # Only the first MAX_BAD_CELLS are listed, and this says how many in all: the contract
+        # bounds the manifest so that a garbage file still gets its explanation through.
+        results["bad_cell_count"] = table.bad_cell_count
+    if table.rows == 0 and not problems.fatal:
+        problems.add(True, "no data rows: the file has a header but no yearly rows")
+    if not problems.fatal and not years_ordered:
+        table.sort_by_year()
+    return results
 
 
 # ---------------------------------------------------------------------------------------
@@ -277,105 +441,181 @@ def growth(current, previous):
 
 def numeric_columns(table):
     """Input columns other than year whose every non-blank cell is a finite number."""
-    result = []
-    for name in table["columns"]:
-        if name == "year":
-            continue
-        cells = [rec["cells"][name] for rec in table["records"]]
-        present = [c for c in cells if c.strip()]
-        if present and all(parse_number(c) is not None for c in present):
-            result.append(name)
-    return result
+    return [name for name in table.columns if name != "year" and
+            name in table.number_columns and name not in table.text_columns]
+
+
+class Rows:
+    """A sequence of per-year dicts built on demand from columns of floats (NaN: undefined):
+    a dict per year held for the whole file would cost about a kilobyte a year."""
+
+    def __init__(self, length, build):
+        self.length = length
+        self.build = build
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, i):
+        if i < 0:
+            i += self.length
+        if not 0 <= i < self.length:
+            raise IndexError(i)
+        return self.build(i)
+
+    def __iter__(self):
+        for i in range(self.length):
+            yield self.build(i)
 
 
 def build_values(table):
-    """Per year, a dict of every numeric column's float (None when blank)."""
+    """(numeric column names, Rows of {column: float or None, "year", "_gross_profit",
+    "_gross_profit_derived"})."""
     names = numeric_columns(table)
-    values = []
-    for rec in table["records"]:
-        row = {name: parse_number(rec["cells"][name]) for name in names}
-        row["year"] = rec["year"]
+
+    def row(i):
+        values = {name: table.get(name, i) for name in names}
+        values["year"] = table.years[i]
         # gross_profit when this row's cell is a number, else revenue - cost_of_revenue
-        gross = parse_number(rec["cells"].get("gross_profit"))
-        row["_gross_profit_derived"] = gross is None
+        gross = table.get("gross_profit", i)
+        values["_gross_profit_derived"] = gross is None
         if gross is None:
-            gross = row["revenue"] - row["cost_of_revenue"]
-        row["_gross_profit"] = gross
-        values.append(row)
-    return names, values
+            gross = values["revenue"] - values["cost_of_revenue"]
+        values["_gross_profit"] = gross
+        return values
+
+    return names, Rows(table.rows, row)
+
+
+def metrics_of(row, p):
+    """The contract's metrics of one year, `p` the previous year's values (None for the first)."""
+    fcf = row["operating_cash_flow"] - abs(row["capital_expenditures"])
+    m = {"year": row["year"]}
+    m["revenue_growth"] = growth(row["revenue"], p["revenue"]) if p else None
+    m["gross_margin"] = ratio(row["_gross_profit"], row["revenue"])
+    m["operating_margin"] = ratio(row["operating_income"], row["revenue"])
+    m["net_margin"] = ratio(row["net_income"], row["revenue"])
+    m["current_ratio"] = ratio(row["total_current_assets"], row["total_current_liabilities"])
+    m["quick_ratio"] = ratio(row["total_current_assets"] - row["inventory"],
+                             row["total_current_liabilities"])
+    m["liabilities_to_equity"] = ratio(row["total_liabilities"], row["shareholders_equity"])
+    m["roa"] = (ratio(row["net_income"], (row["total_assets"] + p["total_assets"]) / 2)
+                if p else None)
+    m["roe"] = (ratio(row["net_income"],
+                      (row["shareholders_equity"] + p["shareholders_equity"]) / 2)
+                if p else None)
+    m["interest_coverage"] = ratio(row["operating_income"], row["interest_expense"])
+    m["free_cash_flow"] = fcf if math.isfinite(fcf) else None
+    m["fcf_margin"] = ratio(m["free_cash_flow"], row["revenue"])
+    m["cash_conversion"] = ratio(row["operating_cash_flow"], row["net_income"])
+    m["receivables_growth"] = (growth(row["accounts_receivable"], p["accounts_receivable"])
+                               if p else None)
+    m["inventory_growth"] = growth(row["inventory"], p["inventory"]) if p else None
+    return m
 
 
 def compute_metrics(values):
-    metrics = []
+    """Rows of per-year metric dicts, computed once and kept as columns of floats."""
+    columns = {name: array("d") for name in METRIC_COLUMNS[1:]}
+    years = []
     previous = None
     for row in values:
-        fcf = row["operating_cash_flow"] - abs(row["capital_expenditures"])
-        m = {"year": row["year"]}
-        p = previous
-        m["revenue_growth"] = growth(row["revenue"], p["revenue"]) if p else None
-        m["gross_margin"] = ratio(row["_gross_profit"], row["revenue"])
-        m["operating_margin"] = ratio(row["operating_income"], row["revenue"])
-        m["net_margin"] = ratio(row["net_income"], row["revenue"])
-        m["current_ratio"] = ratio(row["total_current_assets"], row["total_current_liabilities"])
-        m["quick_ratio"] = ratio(row["total_current_assets"] - row["inventory"],
-                                 row["total_current_liabilities"])
-        m["liabilities_to_equity"] = ratio(row["total_liabilities"], row["shareholders_equity"])
-        m["roa"] = (ratio(row["net_income"], (row["total_assets"] + p["total_assets"]) / 2)
-                    if p else None)
-        m["roe"] = (ratio(row["net_income"],
-                          (row["shareholders_equity"] + p["shareholders_equity"]) / 2)
-                    if p else None)
-        m["interest_coverage"] = ratio(row["operating_income"], row["interest_expense"])
-        m["free_cash_flow"] = fcf if math.isfinite(fcf) else None
-        m["fcf_margin"] = ratio(m["free_cash_flow"], row["revenue"])
-        m["cash_conversion"] = ratio(row["operating_cash_flow"], row["net_income"])
-        m["receivables_growth"] = (growth(row["accounts_receivable"], p["accounts_receivable"])
-                                   if p else None)
-        m["inventory_growth"] = growth(row["inventory"], p["inventory"]) if p else None
-        metrics.append(m)
+        m = metrics_of(row, previous)
+        years.append(m["year"])
+        for name, column in columns.items():
+            value = m[name]
+            column.append(NAN if value is None else value)
         previous = row
-    return metrics
+
+    def row(i):
+        m = {name: (None if column[i] != column[i] else column[i])
+             for name, column in columns.items()}
+        m["year"] = years[i]
+        return m
+
+    return Rows(len(years), row)
+
+
+class HitSummary:
+    """What the memo says about the hits, bounded whatever their number: counts, the latest
+    year's hits, and the last few earlier years (unusual_movements.csv has every hit)."""
+
+    EARLIER_YEARS = 10
+
+    def __init__(self, last_year):
+        self.last_year = last_year
+        self.total = 0
+        self.counts = {rule: 0 for rule in RULES}
+        self.latest = []
+        self.earlier = collections.OrderedDict()  # year -> [moves, [(rule, change)]]
+        self.earlier_dropped = 0  # earlier years with hits not in self.earlier
+
+    def add(self, hit):
+        self.total += 1
+        self.counts[hit["rule"]] += 1
+        if hit["year"] == self.last_year:
+            self.latest.append(hit)
+            return
+        entry = self.earlier.get(hit["year"])
+        if entry is None:
+            entry = self.earlier[hit["year"]] = [0, []]
+            if len(self.earlier) > self.EARLIER_YEARS:
+                self.earlier.popitem(last=False)
+                self.earlier_dropped += 1
+        if hit["rule"] == "yoy_move_15pct":
+            entry[0] += 1
+        else:
+            entry[1].append((hit["rule"], hit["change"]))
+
+    def in_year(self, year):
+        return len(self.latest) if year == self.last_year else None
 
 
 def find_movements(names, values, metrics):
-    hits = []
-    for i in range(1, len(values)):
-        cur, prev = values[i], values[i - 1]
-        year = cur["year"]
-        for name in names:
-            g = growth(cur.get(name), prev.get(name))
-            if g is not None and abs(g) >= YOY_THRESHOLD - SLACK:
-                hits.append({
-                    "year": year, "item": name, "rule": "yoy_move_15pct",
-                    "previous_value": prev[name], "current_value": cur[name], "change": g,
-                    "detail": "%s %s %s from %s to %s" % (
-                        name, "rose" if g > 0 else "fell", fmt_pct(abs(g)),
-                        fmt_amount(prev[name]), fmt_amount(cur[name])),
-                })
-        om_t, om_p = metrics[i]["operating_margin"], metrics[i - 1]["operating_margin"]
-        if om_t is not None and om_p is not None:
-            diff = om_t - om_p
-            if abs(diff) >= MARGIN_THRESHOLD - SLACK:
-                hits.append({
-                    "year": year, "item": "operating_margin", "rule": "operating_margin_2pp",
-                    "previous_value": om_p, "current_value": om_t, "change": diff,
-                    "detail": "operating margin %s %s from %s to %s" % (
-                        "widened" if diff > 0 else "narrowed", fmt_pp(abs(diff)),
-                        fmt_pct(om_p), fmt_pct(om_t)),
-                })
-        rg, vg = metrics[i]["receivables_growth"], metrics[i]["revenue_growth"]
-        if rg is not None and vg is not None:
-            diff = rg - vg
-            if diff >= RECEIVABLES_THRESHOLD - SLACK:
-                hits.append({
-                    "year": year, "item": "accounts_receivable",
-                    "rule": "receivables_outpace_revenue_10pp",
-                    "previous_value": vg, "current_value": rg, "change": diff,
-                    "detail": "accounts_receivable grew %s vs revenue %s, %s faster "
-                              "(previous_value is revenue growth, current_value receivables "
-                              "growth)" % (fmt_growth(rg), fmt_growth(vg), fmt_pp(diff)),
-                })
-    return hits
+    """Every hit, in the contract's order, one at a time."""
+    previous, previous_m = None, None
+    for i in range(len(values)):
+        cur, cur_m = values[i], metrics[i]
+        if previous is not None:
+            yield from year_movements(names, previous, cur, previous_m, cur_m)
+        previous, previous_m = cur, cur_m
+
+
+def year_movements(names, prev, cur, prev_m, cur_m):
+    year = cur["year"]
+    for name in names:
+        g = growth(cur.get(name), prev.get(name))
+        if g is not None and abs(g) >= YOY_THRESHOLD - SLACK:
+            yield {
+                "year": year, "item": name, "rule": "yoy_move_15pct",
+                "previous_value": prev[name], "current_value": cur[name], "change": g,
+                "detail": "%s %s %s from %s to %s" % (
+                    name, "rose" if g > 0 else "fell", fmt_pct(abs(g)),
+                    fmt_amount(prev[name]), fmt_amount(cur[name])),
+            }
+    om_t, om_p = cur_m["operating_margin"], prev_m["operating_margin"]
+    if om_t is not None and om_p is not None:
+        diff = om_t - om_p
+        if abs(diff) >= MARGIN_THRESHOLD - SLACK:
+            yield {
+                "year": year, "item": "operating_margin", "rule": "operating_margin_2pp",
+                "previous_value": om_p, "current_value": om_t, "change": diff,
+                "detail": "operating margin %s %s from %s to %s" % (
+                    "widened" if diff > 0 else "narrowed", fmt_pp(abs(diff)),
+                    fmt_pct(om_p), fmt_pct(om_t)),
+            }
+    rg, vg = cur_m["receivables_growth"], cur_m["revenue_growth"]
+    if rg is not None and vg is not None:
+        diff = rg - vg
+        if diff >= RECEIVABLES_THRESHOLD - SLACK:
+            yield {
+                "year": year, "item": "accounts_receivable",
+                "rule": "receivables_outpace_revenue_10pp",
+                "previous_value": vg, "current_value": rg, "change": diff,
+                "detail": "accounts_receivable grew %s vs revenue %s, %s faster "
+                          "(previous_value is revenue growth, current_value receivables "
+                          "growth)" % (fmt_growth(rg), fmt_growth(vg), fmt_pp(diff)),
+            }
 
 
 # ---------------------------------------------------------------------------------------
@@ -383,20 +623,22 @@ def find_movements(names, values, metrics):
 
 
 def fmt_number(value):
-    """Full precision for the CSV files: shortest round-trip repr, integers without .0."""
+    """For the CSV files: integers without .0, else 10 significant digits -- well past the
+    contract's 6 and its 1e-6 tolerance, and short enough (at most 17 characters) that a
+    metrics row stays under 290 bytes and 100,000 years fit the artifact cap."""
     if value is None or not math.isfinite(value):
         return ""
     if value == int(value) and abs(value) < 1e15:
         return str(int(value))
-    return repr(value)
+    return SHORT_FORMAT % value
 
 
 def fmt_ratio(value):
-    """Full precision for ratios, padded to at least 6 significant digits: 0.66 -> 0.660000."""
+    """fmt_number for ratios, padded to at least 6 significant digits: 0.66 -> 0.660000."""
     text = fmt_number(value)
     if not text or value == 0:
         return text
-    text = repr(float(value))
+    text = SHORT_FORMAT % value
     mantissa, _, exponent = text.partition("e")
     digits = mantissa.lstrip("-").replace(".", "").lstrip("0")
     if len(digits) < 6:
@@ -439,12 +681,15 @@ def fmt_times(value):
 # Writing
 
 
-def write_atomic(path, text, mode=0o644):
+@contextlib.contextmanager
+def open_atomic(path, mode=0o644):
+    """A text handle on a temporary file that becomes `path` when the block ends without an
+    error: a reader never sees half a file, and a large one is written as it is made."""
     directory = os.path.dirname(path)
     fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+            yield handle
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
@@ -453,28 +698,31 @@ def write_atomic(path, text, mode=0o644):
         raise
 
 
-def csv_text(header, rows):
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buffer.getvalue()
+def write_atomic(path, text, mode=0o644):
+    with open_atomic(path, mode) as handle:
+        handle.write(text)
 
 
-def metrics_csv(metrics):
-    rows = [[str(m["year"])] + [(fmt_number if name in AMOUNT_METRICS else fmt_ratio)(m[name])
-                                for name in METRIC_COLUMNS[1:]]
-            for m in metrics]
-    return csv_text(METRIC_COLUMNS, rows)
+def write_metrics(path, metrics):
+    with open_atomic(path) as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(METRIC_COLUMNS)
+        for m in metrics:
+            writer.writerow([str(m["year"])] + [
+                (fmt_number if name in AMOUNT_METRICS else fmt_ratio)(m[name])
+                for name in METRIC_COLUMNS[1:]])
 
 
-def movements_csv(hits):
-    rows = []
-    for h in hits:
-        level = fmt_number if h["rule"] == "yoy_move_15pct" else fmt_ratio
-        rows.append([str(h["year"]), h["item"], h["rule"], level(h["previous_value"]),
-                     level(h["current_value"]), fmt_ratio(h["change"]), h["detail"]])
-    return csv_text(MOVEMENT_COLUMNS, rows)
+def write_movements(path, hits, summary):
+    """Writes the hits as they come, noting each in `summary`."""
+    with open_atomic(path) as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(MOVEMENT_COLUMNS)
+        for h in hits:
+            summary.add(h)
+            level = fmt_number if h["rule"] == "yoy_move_15pct" else fmt_ratio
+            writer.writerow([str(h["year"]), h["item"], h["rule"], level(h["previous_value"]),
+                             level(h["current_value"]), fmt_ratio(h["change"]), h["detail"]])
 
 
 def copy_self(out_dir):
@@ -511,7 +759,7 @@ class Memo:
         self.results = results
         self.table = table
         self.lines = []
-        self.years = [row["year"] for row in values]
+        self.years = table.years
         self.last = values[-1]
         self.last_m = metrics[-1]
         self.prev = values[-2] if len(values) > 1 else None
@@ -558,8 +806,12 @@ class Memo:
                 self.cite(self.prev["year"], y))
         return "%s was %s in %d %s" % (label, fmt_amount(cur), y, self.cite(y))
 
-    def metric_series(self, key):
-        return [(m["year"], m[key]) for m in self.metrics if m[key] is not None]
+    def year_list(self, years):
+        """At most MAX_LISTED_YEARS years, then how many more: a sentence stays a sentence."""
+        shown = ", ".join(str(y) for y in years[:MAX_LISTED_YEARS])
+        if len(years) > MAX_LISTED_YEARS:
+            shown += " and %d more (see %s)" % (len(years) - MAX_LISTED_YEARS, MANIFEST_NAME)
+        return shown
 
     # --- sections
     def write(self):
@@ -602,9 +854,8 @@ class Memo:
         self.fact("%d operating margin %s, net margin %s, free cash flow %s (FCF margin %s) %s." % (
             y, fmt_pct(lm["operating_margin"]), fmt_pct(lm["net_margin"]),
             fmt_amount(lm["free_cash_flow"]), fmt_pct(lm["fcf_margin"]), self.cite(y)))
-        latest_hits = [h for h in self.hits if h["year"] == y]
         self.fact("%d unusual-movement hit(s) across the file, %d of them in %d." % (
-            len(self.hits), len(latest_hits), y))
+            self.hits.total, len(self.hits.latest), y))
         self.hypothesis(self.overall_view())
 
     def overall_view(self):
@@ -740,7 +991,7 @@ class Memo:
         if self.results["accounting_equation_failures"]:
             self.fact("the balance sheet does not balance (total_assets vs total_liabilities + "
                       "shareholders_equity) in %s, so these ratios rest on inconsistent figures."
-                      % ", ".join(str(y) for y in self.results["accounting_equation_failures"]))
+                      % self.year_list(self.results["accounting_equation_failures"]))
 
     def cash_flow(self):
         self.heading("Cash flow and earnings quality")
@@ -808,37 +1059,35 @@ class Memo:
 
     def unusual(self):
         self.heading("Unusual movements")
-        if not self.hits:
+        if not self.hits.total:
             self.fact("no rule fired (yoy_move_15pct, operating_margin_2pp, "
                       "receivables_outpace_revenue_10pp)%s." % (
                           "; with one year there is nothing to compare"
                           if len(self.values) < 2 else ""))
             return
-        counts = {rule: sum(1 for h in self.hits if h["rule"] == rule) for rule in RULES}
+        counts = self.hits.counts
         self.fact("%d hit(s): %s; the full list is in %s." % (
-            len(self.hits), ", ".join("%s %d" % (r, counts[r]) for r in RULES), MOVEMENTS_NAME))
+            self.hits.total, ", ".join("%s %d" % (r, counts[r]) for r in RULES), MOVEMENTS_NAME))
         y = self.last["year"]
-        latest = [h for h in self.hits if h["year"] == y]
-        older = [h for h in self.hits if h["year"] != y]
-        previous_year = {b: a for a, b in zip(self.years, self.years[1:])}
+        latest = self.hits.latest
         for hit in latest[:20]:
             self.fact("%d %s: %s %s." % (hit["year"], hit["rule"], hit["detail"],
-                                         self.cite(previous_year[hit["year"]], hit["year"])))
+                                         self.cite(self.prev["year"], hit["year"])))
         if len(latest) > 20:
             self.fact("%d more hit(s) in %d are listed in %s." % (len(latest) - 20, y,
                                                                   MOVEMENTS_NAME))
-        if older:
-            by_year = {}
-            for hit in older:
-                by_year.setdefault(hit["year"], []).append(hit)
+        if self.hits.earlier:
             summaries = []
-            for year, year_hits in sorted(by_year.items()):
-                moves = sum(1 for h in year_hits if h["rule"] == "yoy_move_15pct")
-                others = ["%s (%s)" % (h["rule"], fmt_number(round(h["change"], 4)))
-                          for h in year_hits if h["rule"] != "yoy_move_15pct"]
+            for year, (moves, rules) in self.hits.earlier.items():
+                others = ["%s (%s)" % (rule, fmt_number(round(change, 4)))
+                          for rule, change in rules]
                 summaries.append("%d: %d item(s) moved 15%% or more%s" % (
                     year, moves, "; " + ", ".join(others) if others else ""))
-            self.fact("earlier years: " + "; ".join(summaries) + ".")
+            dropped = self.hits.earlier_dropped
+            self.fact("%searlier years: " % ("the last %d " % len(summaries) if dropped else "") +
+                      "; ".join(summaries) + "." +
+                      (" %d earlier year(s) with hits are listed in %s." % (
+                          dropped, MOVEMENTS_NAME) if dropped else ""))
 
     def bull_points(self):
         lm, pm = self.last_m, self.prev_m
@@ -913,8 +1162,8 @@ class Memo:
                 fmt_amount(self.last["net_income"]), y),
                 "per-share value is being diluted faster than earnings accrue."))
         if self.results["accounting_equation_failures"]:
-            points.append(("the balance sheet does not balance in %s." % ", ".join(
-                str(v) for v in self.results["accounting_equation_failures"]),
+            points.append(("the balance sheet does not balance in %s." % self.year_list(
+                self.results["accounting_equation_failures"]),
                 "the statements may be unreliable."))
         return points
 
@@ -970,8 +1219,8 @@ class Memo:
                                  fmt_pct(self.prev_m["operating_margin"]),
                                  fmt_pct(lm["operating_margin"])))
         if self.results["accounting_equation_failures"]:
-            questions.append("Why does the balance sheet not balance in %s?" % ", ".join(
-                str(v) for v in self.results["accounting_equation_failures"]))
+            questions.append("Why does the balance sheet not balance in %s?" % self.year_list(
+                self.results["accounting_equation_failures"]))
         for number, question in enumerate(questions, start=1):
             self.lines.append("%d. %s" % (number, question))
 
@@ -985,24 +1234,29 @@ class Memo:
                 ", ".join(absent),
                 " (gross profit was derived as revenue - cost_of_revenue)"
                 if "gross_profit" in absent else ""))
-        extra = [name for name in self.table["columns"]
+        extra = [name for name in self.table.columns
                  if name not in REQUIRED_COLUMNS and name not in OPTIONAL_COLUMNS]
         if extra:
             self.fact("extra column(s) kept and checked for 15%% moves: %s." % ", ".join(extra))
-        text_columns = [name for name in self.table["columns"]
+        text_columns = [name for name in self.table.columns
                         if name != "year" and name not in self.names]
         if text_columns:
             self.fact("non-numeric column(s) ignored: %s." % ", ".join(text_columns))
         if not self.results["years_ordered"]:
             self.fact("the file's rows were not in year order; they were sorted by year first.")
         if self.results["accounting_equation_failures"]:
-            self.fact("accounting equation failures in: %s." % ", ".join(
-                str(v) for v in self.results["accounting_equation_failures"]))
+            self.fact("accounting equation failures in: %s." % self.year_list(
+                self.results["accounting_equation_failures"]))
         if len(self.values) < 2:
             self.fact("a single year: growth, roa, roe and all unusual-movement rules are blank.")
         else:
             self.fact("roa and roe use average assets and equity, so %d has none." %
                       self.first["year"])
+        plotted = len(sample_indices(len(self.years)))
+        if plotted < len(self.years):
+            self.fact("%s plots %d of the %d years, evenly spaced with the first and the last "
+                      "included, so that the chart stays small; the CSV files hold every year."
+                      % (CHART_NAME, plotted, len(self.years)))
         self.hypothesis("yearly figures can hide seasonality and one-off items inside a year.")
 
     def conclusion(self):
@@ -1011,7 +1265,7 @@ class Memo:
         y = self.last["year"]
         self.fact("%d bull signal(s) and %d bear signal(s) hold in %d; %d unusual-movement hit(s) "
                   "in that year." % (bulls, bears, y,
-                                     sum(1 for h in self.hits if h["year"] == y)))
+                                     len(self.hits.latest)))
         if bears > bulls:
             stance = "the latest figures lean negative; the diligence questions above (above all " \
                      "receivables, margins and debt cost) should be answered before any position."
@@ -1026,6 +1280,15 @@ class Memo:
 
 # ---------------------------------------------------------------------------------------
 # The chart
+
+
+def sample_indices(count):
+    """At most MAX_CHART_POINTS indices of range(count), evenly spaced, first and last
+    included."""
+    if count <= MAX_CHART_POINTS:
+        return list(range(count))
+    step = (count - 1) / (MAX_CHART_POINTS - 1)
+    return sorted({round(k * step) for k in range(MAX_CHART_POINTS)})
 
 
 class Chart:
@@ -1110,7 +1373,10 @@ class Chart:
                  % (x0, y0 + h, x0 + w, y0 + h))
         self.add('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333333"/>'
                  % (x0, y0, x0, y0 + h))
+        label_every = max(1, math.ceil(len(self.years) / 10))  # about ten labels at most
         for i, year in enumerate(self.years):
+            if i % label_every and i != len(self.years) - 1:
+                continue
             self.add(self.text(sx(i), y0 + h + 16, str(year), text_anchor="middle",
                                font_size="10"))
         self.add(self.text(x0 + w / 2, y0 + h + 36, "Fiscal year", text_anchor="middle",
@@ -1149,6 +1415,13 @@ class Chart:
         self.add("</g>")
 
     def render(self, values, metrics):
+        # Sampled evenly (first and last year included) so that the SVG stays small however
+        # many years the file has; the subtitle says so.
+        shown = sample_indices(len(self.years))
+        all_years = len(self.years)
+        self.years = [self.years[i] for i in shown]
+        values = [values[i] for i in shown]
+        metrics = [metrics[i] for i in shown]
         self.add('<?xml version="1.0" encoding="UTF-8"?>')
         self.add('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
                  'viewBox="0 0 %d %d" font-family="sans-serif" role="img">'
@@ -1161,6 +1434,11 @@ class Chart:
                  % (self.WIDTH, self.HEIGHT))
         self.add(self.text(self.WIDTH / 2, 24, title, text_anchor="middle", font_size="18",
                            font_weight="bold"))
+        if len(shown) < all_years:
+            self.add(self.text(self.WIDTH / 2, 42, "%d of %d years plotted, evenly spaced (first "
+                               "and last included); every year is in %s" % (
+                                   len(shown), all_years, METRICS_NAME),
+                               text_anchor="middle", font_size="11", class_="sampling-note"))
         col = lambda key: [m[key] for m in metrics]
         raw = lambda key: [v.get(key) for v in values]
         self.panel(0, 0, "Revenue and net income", "Amount (file units)",
@@ -1203,49 +1481,46 @@ def run(argv):
         print("fatal: cannot create output directory %s: %s" % (out_dir, error), file=sys.stderr,
               flush=True)
         return EXIT_FATAL
+    problems = Problems()
     try:
-        header, raw_rows, lines = read_table(args.input)
+        table = read_table(args.input, problems)
     except FatalInput as error:
         print("fatal: %s" % error, file=sys.stderr, flush=True)
         return EXIT_FATAL
-    if header is None:
-        results, problems, table, fatal = validate([], [], [])
-        results["all_values_numeric"] = False  # nothing to read, as the daemon reports it
-        problems.insert(0, (True, "input %s is empty: expected a header row and yearly rows"
-                            % args.input))
-    else:
+    if table is not None:
         say("read %s: %d column(s), %d data row(s)" % (os.path.basename(args.input),
-                                                     len(header), len(raw_rows)))
-        results, problems, table, fatal = validate(header, raw_rows, lines)
+                                                     len(table.header), table.rows))
+    results = validate(table, problems)
     for is_fatal, message in problems:
         if not is_fatal:
             warn(message)
-    if fatal:
-        years = [rec["year"] for rec in table["records"] if rec.get("year") is not None]
+    if problems.fatal:
+        rows = table.rows if table is not None else 0
+        years = [y for y in table.years if y is not None] if table is not None else []
         write_atomic(os.path.join(out_dir, MANIFEST_NAME),
-                     manifest(args.input, len(table["records"]), years, results,
-                              [MANIFEST_NAME], out_dir))
+                     manifest(args.input, rows, years, results, [MANIFEST_NAME], out_dir))
         for is_fatal, message in problems:
             if is_fatal:
                 print("fatal: " + message, file=sys.stderr, flush=True)
         say("validation failed; wrote %s with the failing validation_results" % MANIFEST_NAME)
         return EXIT_FATAL
-    years = table["years"]
+    years = table.years
     say("validated %d rows, years %d-%d%s" % (
         len(years), years[0], years[-1],
         "" if results["years_ordered"] else " (sorted by year)"))
 
     names, values = build_values(table)
     metrics = compute_metrics(values)
-    hits = find_movements(names, values, metrics)
+    hits = HitSummary(years[-1])
     source = os.path.basename(args.input)
 
     copy_self(out_dir)
     say("wrote %s (copy of this program)" % SCRIPT_NAME)
-    write_atomic(os.path.join(out_dir, METRICS_NAME), metrics_csv(metrics))
+    write_metrics(os.path.join(out_dir, METRICS_NAME), metrics)
     say("wrote %s (%d rows)" % (METRICS_NAME, len(metrics)))
-    write_atomic(os.path.join(out_dir, MOVEMENTS_NAME), movements_csv(hits))
-    say("wrote %s (%d rows)" % (MOVEMENTS_NAME, len(hits)))
+    write_movements(os.path.join(out_dir, MOVEMENTS_NAME),
+                    find_movements(names, values, metrics), hits)
+    say("wrote %s (%d rows)" % (MOVEMENTS_NAME, hits.total))
     memo = Memo(source, names, values, metrics, hits, results, table).write()
     write_atomic(os.path.join(out_dir, MEMO_NAME), memo)
     say("wrote %s (%d sections)" % (MEMO_NAME, len(MEMO_HEADINGS)))
@@ -1254,11 +1529,11 @@ def run(argv):
     write_atomic(os.path.join(out_dir, MANIFEST_NAME),
                  manifest(args.input, len(values), years, results, GENERATED, out_dir))
     say("wrote %s" % MANIFEST_NAME)
-    warnings = sum(1 for is_fatal, _ in problems if not is_fatal)
+    warnings = problems.warnings
     last = metrics[-1]
     say("done: %d years %d-%d, %d unusual movement(s), %d warning(s); %d revenue_growth %s, "
         "operating_margin %s, free_cash_flow %s; output in %s" % (
-            len(years), years[0], years[-1], len(hits), warnings, last["year"],
+            len(years), years[0], years[-1], hits.total, warnings, last["year"],
             fmt_signed_pct(last["revenue_growth"]), fmt_pct(last["operating_margin"]),
             fmt_amount(last["free_cash_flow"]), out_dir))
     return EXIT_OK

@@ -30,36 +30,43 @@ METRICS_FILE = "calculated_metrics.csv"
 
 
 def load(path):
+    """{year: entry} for the latest two years, streaming the file (it may be 64 MiB): every
+    year is checked, only two are kept."""
     with open(path, encoding="utf-8-sig", newline="") as handle:
-        table = [row for row in csv.reader(handle) if any(cell.strip() for cell in row)]
-    if not table:
-        raise ValueError("%s is empty" % path)
-    names = [cell.strip() for cell in table[0]]
-    missing = [name for name in NEEDED if name not in names]
-    if missing:
-        raise ValueError("%s lacks column(s): %s" % (path, ", ".join(missing)))
-    where = {name: names.index(name) for name in NEEDED}
-    years = {}
-    for line_number, row in enumerate(table[1:], start=2):
-        entry = {}
-        for name, position in where.items():
-            text = row[position].strip() if position < len(row) else ""
-            try:
-                number = float(text)
-            except ValueError:
-                raise ValueError("%s line %d: column %s is not a number: %r"
-                                 % (path, line_number, name, text))
-            if not math.isfinite(number):
-                raise ValueError("%s line %d: column %s is not finite: %r"
-                                 % (path, line_number, name, text))
-            entry[name] = number
-        year = int(entry["year"])
-        if year in years:
-            raise ValueError("%s: year %d appears twice" % (path, year))
-        years[year] = entry
-    if not years:
+        rows = (row for row in csv.reader(handle) if any(cell.strip() for cell in row))
+        header = next(rows, None)
+        if header is None:
+            raise ValueError("%s is empty" % path)
+        names = [cell.strip() for cell in header]
+        missing = [name for name in NEEDED if name not in names]
+        if missing:
+            raise ValueError("%s lacks column(s): %s" % (path, ", ".join(missing)))
+        where = {name: names.index(name) for name in NEEDED}
+        seen = set()
+        latest = {}
+        for line_number, row in enumerate(rows, start=2):
+            entry = {}
+            for name, position in where.items():
+                text = row[position].strip() if position < len(row) else ""
+                try:
+                    number = float(text)
+                except ValueError:
+                    raise ValueError("%s line %d: column %s is not a number: %r"
+                                     % (path, line_number, name, text))
+                if not math.isfinite(number):
+                    raise ValueError("%s line %d: column %s is not finite: %r"
+                                     % (path, line_number, name, text))
+                entry[name] = number
+            year = int(entry["year"])
+            if year in seen:
+                raise ValueError("%s: year %d appears twice" % (path, year))
+            seen.add(year)
+            latest[year] = entry
+            if len(latest) > 2:
+                del latest[min(latest)]
+    if not latest:
         raise ValueError("%s has no data rows" % path)
-    return years
+    return latest
 
 
 def recompute(years):
@@ -89,11 +96,10 @@ def close(a, b):
 
 def compare(result, path):
     with open(path, encoding="utf-8-sig", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    wanted = [row for row in rows if (row.get("year") or "").strip() == str(result["year"])]
-    if not wanted:
+        row = next((row for row in csv.DictReader(handle)
+                    if (row.get("year") or "").strip() == str(result["year"])), None)
+    if row is None:
         return ["MISMATCH year: %d has no row in %s" % (result["year"], path)]
-    row = wanted[0]
     problems = []
     for name in CHECKED:
         text = (row.get(name) or "").strip()
