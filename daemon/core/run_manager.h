@@ -100,8 +100,9 @@ class RunManager {
   absl::StatusOr<v1::Run> Admit(const std::shared_ptr<ActiveRun>& run);
   // Queues again a run a previous daemon left queued.
   absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request);
-  // The run's request with its inputs put back (to keep it in the store).
-  static v1::RunAnalysisRequest WithInputs(const ActiveRun& run);
+  // Keeps the run's request, inputs included, in the store (before Admit: the run is not
+  // shared yet).
+  absl::Status KeepRequest(ActiveRun& run);
   void Execute(const std::shared_ptr<ActiveRun>& run);
   // Inputs, setup, agent, collect, verify. Returns the agent's status.
   absl::Status RunInSession(ActiveRun& run, sandbox::Session& session, RunEvents& events);

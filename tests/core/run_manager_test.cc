@@ -9,9 +9,11 @@
 
 #include "absl/strings/match.h"
 #include "agent/reference_agent.h"
+#include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/fakes/host_sandbox.h"
+#include "tests/fakes/largest_allocation.h"
 
 namespace sandgate::core {
 namespace {
@@ -192,6 +194,31 @@ TEST_F(RunManagerTest, FatalInputFailsNamingTheYearAndStillCollectsTheManifest) 
   for (const auto& a : run.artifacts()) names.insert(a.name());
   EXPECT_EQ(names, (std::set<std::string>{"analyze_financials.py", "analysis_run.json"}));
   EXPECT_EQ(run.checks_size(), 0) << "a failed agent is not verified";
+}
+
+// An artifact of tens of MiB goes from the sandbox to the store in bounded pieces: the
+// daemon never holds it whole (here the agent fails, so nothing is read back to verify).
+TEST_F(RunManagerTest, CollectingALargeArtifactHoldsOnlyABoundedPieceOfIt) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_inputs(0)->set_name("dup.csv");
+  req.mutable_inputs(0)->set_content(ReadData("financial/duplicate_year.csv"));
+  // Left by setup; the analysis stops at the duplicate year before it writes its own.
+  req.mutable_sandbox()->add_setup_commands(
+      "head -c 25165824 /dev/zero | tr '\\0' x > calculated_metrics.csv");
+  v1::Run run;
+  {
+    testing::LargestAllocation probe;
+    run = WaitFinished(runs_->Start(caller_, req)->id());
+    EXPECT_LT(probe.bytes(), 4u << 20) << "an artifact was gathered whole in memory";
+  }
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED) << run.status_reason();
+  const v1::Artifact* big = nullptr;
+  for (const auto& a : run.artifacts()) {
+    if (a.name() == "calculated_metrics.csv") big = &a;
+  }
+  ASSERT_NE(big, nullptr) << "the large artifact was not collected";
+  EXPECT_EQ(big->size_bytes(), 25165824u);
+  EXPECT_EQ(big->sha256(), Sha256::Hex(std::string(25165824, 'x')));
 }
 
 TEST_F(RunManagerTest, TamperedArtifactFailsVerificationByCheckName) {

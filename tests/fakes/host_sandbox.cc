@@ -138,6 +138,24 @@ class HostSession : public sandbox::Session {
     return ss.str();
   }
 
+  // Streams as the bwrap session does, so tests see what a caller holds at once.
+  absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes, const FileSink& sink) override {
+    std::string full = absl::StrCat(dir_, "/", path);
+    struct stat st;
+    if (lstat(full.c_str(), &st) != 0) return errors::NotFound("file", path);
+    if (!S_ISREG(st.st_mode)) return errors::InvalidArgument(absl::StrCat(path, ": not a regular file"));
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+      return errors::ResourceExhausted(absl::StrCat(path, ": larger than ", max_bytes, " bytes"));
+    }
+    std::ifstream in(full, std::ios::binary);
+    char buf[65536];
+    while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+      absl::Status st = sink(absl::string_view(buf, static_cast<size_t>(in.gcount())));
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::vector<sandbox::FileEntry>> ListFiles(absl::string_view dir) override {
     return errors::Unavailable("HostSession does not list files");
   }
