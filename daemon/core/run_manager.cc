@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/memory.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 #include "sandgate/v1/labels.h"
@@ -852,8 +853,15 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   }
   ReleaseQueuedBytes(*ar);
   // Done with (placed, verified, or never to run): the inputs go now, not when the last
-  // holder of the run lets go of it.
+  // holder of the run lets go of it; after a large run the freed memory goes back too.
+  uint64_t handled = 0;
+  for (const playbooks::InputFile& in : ar->inputs) handled += in.content.size();
+  {
+    absl::MutexLock lock(&ar->mu);
+    for (const v1::Artifact& a : ar->run.artifacts()) handled += a.size_bytes();
+  }
   std::vector<playbooks::InputFile>().swap(ar->inputs);
+  if (handled >= kTrimAfterBytes) ReleaseFreeMemory();
 }
 
 absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string& run_id) {

@@ -235,10 +235,11 @@ int main(int argc, char** argv) {
       double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       double peak = sampler.peak();
       std::this_thread::sleep_for(std::chrono::seconds(settle));
-      std::printf("run %d: %-9s %5.1f s  peak %7.1f MiB  after %ds %7.1f MiB  (%zu artifacts, "
-                  "%.1f MiB downloaded)%s%.100s\n",
+      std::printf("run %d: %-9s %5.1f s  peak %7.1f MiB  after %ds %7.1f MiB (anon %.1f, file "
+                  "%.1f)  (%zu artifacts, %.1f MiB downloaded)%s%.100s\n",
                   r, o.status.substr(o.status.rfind('_') + 1).c_str(), secs, peak, settle,
-                  StatusMiB(daemon, "VmRSS"), o.artifacts, o.downloaded / double(1 << 20),
+                  StatusMiB(daemon, "VmRSS"), StatusMiB(daemon, "RssAnon"),
+                  StatusMiB(daemon, "RssFile"), o.artifacts, o.downloaded / double(1 << 20),
                   o.reason.empty() ? "" : "  ", o.reason.c_str());
       std::fflush(stdout);
     }
