@@ -449,7 +449,8 @@ absl::Status RunManager::KeepRequest(ActiveRun& ar) {
   }
   absl::Status kept = deps_.store->PutRunRequest(ar.request_run_id, ar.request);
   for (size_t i = 0; i < ar.inputs.size(); ++i) {
-    ar.inputs[i].content = std::move(*ar.request.mutable_inputs(static_cast<int>(i))->mutable_content());
+    ar.inputs[i].content =
+        std::move(*ar.request.mutable_inputs(static_cast<int>(i))->mutable_content());
   }
   ar.request.clear_inputs();
   return kept;
@@ -761,16 +762,16 @@ absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
     SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<store::ArtifactStore::Writer> writer,
                               deps_.artifacts->Create(run_id, name));
     absl::Status store_error;
-    absl::Status copied = session.ReadFileTo(name, deps_.config->max_artifact_bytes,
-                                             [&](absl::string_view piece) {
-                                               store_error = writer->Append(piece);
-                                               return store_error;
-                                             });
+    absl::Status copied =
+        session.ReadFileTo(name, deps_.config->max_artifact_bytes, [&](absl::string_view piece) {
+          store_error = writer->Append(piece);
+          return store_error;
+        });
     if (!store_error.ok()) return store_error;
     if (!copied.ok()) {  // the writer removes what it stored of it
       if (copied.code() != absl::StatusCode::kNotFound) {
-        events.Notice(v1::Notice::SEVERITY_WARNING, absl::StrCat("artifact ", name, " refused: ",
-                                                        copied.message()));
+        events.Notice(v1::Notice::SEVERITY_WARNING,
+                      absl::StrCat("artifact ", name, " refused: ", copied.message()));
       }
       continue;
     }

@@ -44,7 +44,8 @@ absl::StatusOr<std::unique_ptr<ArtifactStore::Writer>> ArtifactStore::Create(
   std::string tmp = absl::StrCat(dir, "/.tmp-", name);
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return errors::FromErrno(errno, absl::StrCat("create ", tmp));
-  return std::unique_ptr<Writer>(new Writer(std::move(fd), std::move(tmp), PathOf(run_id, name), name));
+  return std::unique_ptr<Writer>(
+      new Writer(std::move(fd), std::move(tmp), PathOf(run_id, name), name));
 }
 
 ArtifactStore::Writer::~Writer() {
@@ -52,7 +53,9 @@ ArtifactStore::Writer::~Writer() {
 }
 
 absl::Status ArtifactStore::Writer::Append(absl::string_view piece) {
-  if (!fd_.valid()) return errors::FailedPrecondition(absl::StrCat("artifact ", name_, ": already committed"));
+  if (!fd_.valid()) {
+    return errors::FailedPrecondition(absl::StrCat("artifact ", name_, ": already committed"));
+  }
   sha256_.Update(piece);
   size_ += piece.size();
   while (!piece.empty()) {
@@ -67,7 +70,9 @@ absl::Status ArtifactStore::Writer::Append(absl::string_view piece) {
 }
 
 absl::StatusOr<v1::Artifact> ArtifactStore::Writer::Commit() {
-  if (!fd_.valid()) return errors::FailedPrecondition(absl::StrCat("artifact ", name_, ": already committed"));
+  if (!fd_.valid()) {
+    return errors::FailedPrecondition(absl::StrCat("artifact ", name_, ": already committed"));
+  }
   if (fsync(fd_.get()) != 0) return errors::FromErrno(errno, absl::StrCat("fsync ", tmp_));
   if (rename(tmp_.c_str(), path_.c_str()) != 0) {
     return errors::FromErrno(errno, absl::StrCat("rename ", path_));
@@ -80,8 +85,7 @@ absl::StatusOr<v1::Artifact> ArtifactStore::Writer::Commit() {
   return artifact;
 }
 
-absl::StatusOr<v1::Artifact> ArtifactStore::Put(const std::string& run_id,
-                                                const std::string& name,
+absl::StatusOr<v1::Artifact> ArtifactStore::Put(const std::string& run_id, const std::string& name,
                                                 absl::string_view data) {
   SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, Create(run_id, name));
   SANDGATE_RETURN_IF_ERROR(writer->Append(data));
@@ -117,13 +121,16 @@ absl::StatusOr<std::string> ArtifactStore::Read(const std::string& run_id,
     return errors::FromErrno(errno, absl::StrCat("open artifact ", name));
   }
   struct stat st;
-  if (fstat(fd.get(), &st) != 0) return errors::FromErrno(errno, absl::StrCat("stat artifact ", name));
+  if (fstat(fd.get(), &st) != 0) {
+    return errors::FromErrno(errno, absl::StrCat("stat artifact ", name));
+  }
   // Sized by what is there, not by max_bytes: a caller may ask for a whole artifact.
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::string out(offset >= size ? 0 : std::min(max_bytes, size - offset), '\0');
   size_t got = 0;
   while (got < out.size()) {
-    ssize_t n = pread(fd.get(), out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
+    ssize_t n =
+        pread(fd.get(), out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errors::FromErrno(errno, absl::StrCat("read artifact ", name));
     if (n == 0) break;

@@ -43,7 +43,10 @@ class ArtifactStore {
    private:
     friend class ArtifactStore;
     Writer(UniqueFd fd, std::string tmp, std::string path, std::string name)
-        : fd_(std::move(fd)), tmp_(std::move(tmp)), path_(std::move(path)), name_(std::move(name)) {}
+        : fd_(std::move(fd)),
+          tmp_(std::move(tmp)),
+          path_(std::move(path)),
+          name_(std::move(name)) {}
     UniqueFd fd_;  // invalid once committed
     const std::string tmp_, path_, name_;
     Sha256 sha256_;
@@ -51,7 +54,8 @@ class ArtifactStore {
   };
 
   // `run_id` and `name` must be plain file names.
-  absl::StatusOr<std::unique_ptr<Writer>> Create(const std::string& run_id, const std::string& name);
+  absl::StatusOr<std::unique_ptr<Writer>> Create(const std::string& run_id,
+                                                 const std::string& name);
   // Create, one Append, Commit: for data already in memory.
   absl::StatusOr<v1::Artifact> Put(const std::string& run_id, const std::string& name,
                                    absl::string_view data);

@@ -221,7 +221,8 @@ absl::Status SqliteStore::PutRunRequest(const std::string& run_id,
   // nor SQLite's record copy of it is ever held in memory.
   const size_t size = request.ByteSizeLong();
   if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
-    return errors::InvalidArgument(absl::StrCat("run request: ", size, " bytes is too large to keep"));
+    return errors::InvalidArgument(
+        absl::StrCat("run request: ", size, " bytes is too large to keep"));
   }
   absl::MutexLock lock(&mu_);
   SANDGATE_RETURN_IF_ERROR(Exec("BEGIN"));
@@ -237,7 +238,9 @@ absl::Status SqliteStore::PutRunRequest(const std::string& run_id,
     if (rc != SQLITE_OK) return Error("open run request blob");
     BlobOutput out(blob);
     google::protobuf::io::CopyingOutputStreamAdaptor stream(&out, 64 << 10);
-    if (!request.SerializeToZeroCopyStream(&stream) || !stream.Flush()) return Error("write run request");
+    if (!request.SerializeToZeroCopyStream(&stream) || !stream.Flush()) {
+      return Error("write run request");
+    }
     return absl::OkStatus();
   }();
   if (!written.ok()) {

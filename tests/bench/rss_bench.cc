@@ -12,9 +12,9 @@
 // the run then fails in the sandbox, after the daemon has taken, stored and placed the input).
 // Prints: idle RSS (before any run), for each run the peak RSS while it ran and the RSS
 // `settle` seconds after it finished, and at the end VmHWM and the final RSS. `--env` is
-// passed to the daemon (e.g. --env GLIBC_TUNABLES=glibc.malloc.arena_max=2, to compare allocator settings);
-// `--daemon` runs another sandgated binary (e.g. a copy built before a change, beside a
-// sandgate-init).
+// passed to the daemon (e.g. --env GLIBC_TUNABLES=glibc.malloc.arena_max=2, to compare
+// allocator settings); `--daemon` runs another sandgated binary (e.g. a copy built before a
+// change, beside a sandgate-init).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>

@@ -135,7 +135,8 @@ class HostSession : public sandbox::Session {
   }
 
   // Streams as the bwrap session does, so tests see what a caller holds at once.
-  absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes, const FileSink& sink) override {
+  absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
+                          const FileSink& sink) override {
     std::string full = absl::StrCat(dir_, "/", path);
     struct stat st;
     if (lstat(full.c_str(), &st) != 0) return errors::NotFound("file", path);

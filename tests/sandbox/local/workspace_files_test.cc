@@ -79,23 +79,27 @@ TEST_F(WorkspaceFilesTest, ReadFileToHandsTheFileOverInBoundedPieces) {
   std::ofstream(P("big")) << data;
   std::string back;
   size_t pieces = 0, largest = 0;
-  ASSERT_TRUE(ws_->ReadFileTo("big", data.size(), [&](absl::string_view piece) {
-    ++pieces;
-    largest = std::max(largest, piece.size());
-    back.append(piece.data(), piece.size());
-    return absl::OkStatus();
-  }).ok());
+  ASSERT_TRUE(ws_->ReadFileTo("big", data.size(),
+                              [&](absl::string_view piece) {
+                                ++pieces;
+                                largest = std::max(largest, piece.size());
+                                back.append(piece.data(), piece.size());
+                                return absl::OkStatus();
+                              })
+                  .ok());
   EXPECT_EQ(back, data);
   EXPECT_LE(largest, 64u << 10);
   EXPECT_GE(pieces, 16u);
   auto none = [](absl::string_view) { return absl::OkStatus(); };
-  EXPECT_EQ(ws_->ReadFileTo("big", data.size() - 1, none).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ws_->ReadFileTo("big", data.size() - 1, none).code(),
+            absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ws_->ReadFileTo("missing", 10, none).code(), absl::StatusCode::kNotFound);
   ASSERT_EQ(symlink("/etc/passwd", P("link").c_str()), 0);
   EXPECT_FALSE(ws_->ReadFileTo("link", 1 << 20, none).ok());
-  EXPECT_EQ(ws_->ReadFileTo("big", data.size(), [](absl::string_view) {
-              return absl::DataLossError("disk full");
-            }).message(), "disk full");
+  EXPECT_EQ(ws_->ReadFileTo("big", data.size(),
+                            [](absl::string_view) { return absl::DataLossError("disk full"); })
+                .message(),
+            "disk full");
 }
 
 TEST_F(WorkspaceFilesTest, RefusesLinksSpecialFilesAndOversizedReads) {
