@@ -84,6 +84,13 @@ class Stmt {
     int n = sqlite3_column_bytes(stmt_, col);
     return p ? std::string(static_cast<const char*>(p), n) : std::string();
   }
+  // The column's bytes in SQLite's own buffer, valid until the next Step: no copy, for a
+  // row that may hold max_input_bytes.
+  absl::string_view Blob(int col) {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    int n = sqlite3_column_bytes(stmt_, col);
+    return p ? absl::string_view(static_cast<const char*>(p), n) : absl::string_view();
+  }
   int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
 
  private:
@@ -92,9 +99,11 @@ class Stmt {
 };
 
 template <typename Message>
-absl::StatusOr<Message> ParseBlob(const std::string& blob, absl::string_view what) {
+absl::StatusOr<Message> ParseBlob(absl::string_view blob, absl::string_view what) {
   Message m;
-  if (!m.ParseFromString(blob)) return errors::Internal(absl::StrCat("corrupt ", what, " row"));
+  if (!m.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
+    return errors::Internal(absl::StrCat("corrupt ", what, " row"));
+  }
   return m;
 }
 
@@ -258,7 +267,7 @@ absl::StatusOr<v1::RunAnalysisRequest> SqliteStore::GetRunRequest(const std::str
   int rc = s.Step();
   if (rc == SQLITE_DONE) return errors::NotFound("request of run", run_id);
   if (rc != SQLITE_ROW) return Error("get run request");
-  return ParseBlob<v1::RunAnalysisRequest>(s.Text(0), "run request");
+  return ParseBlob<v1::RunAnalysisRequest>(s.Blob(0), "run request");
 }
 
 absl::StatusOr<v1::Run> SqliteStore::GetRun(const std::string& run_id) {

@@ -1,5 +1,5 @@
 // LargestAllocation: the largest single C++ heap allocation (operator new) made, by any
-// thread, while one is alive. For tests that prove a path streams through bounded buffers
+// thread, while one is alive, and the sum of them all. For tests that prove a path streams through bounded buffers
 // instead of holding a whole file or message.
 //
 //   LargestAllocation probe;
@@ -24,6 +24,8 @@ class LargestAllocation {
   LargestAllocation(const LargestAllocation&) = delete;
   LargestAllocation& operator=(const LargestAllocation&) = delete;
   size_t bytes() const;
+  // All bytes allocated while it is alive (freed or not).
+  size_t total_bytes() const;
 };
 
 }  // namespace sandgate::testing
