@@ -80,6 +80,9 @@ struct RunManager::ActiveRun {
   std::atomic<bool> admitted{false};
   std::atomic<uint64_t> queued_bytes{0};
   std::atomic<bool> request_kept{false};  // in the store (PutRunRequest) until it starts  // its inputs, counted in queued_input_bytes_ while it waits
+  // The inputs' contents are only in the kept request (names and order stay in `inputs`):
+  // a waiting run holds none of its input bytes in memory. Execute reads them back.
+  std::atomic<bool> inputs_shelved{false};
   std::atomic<uint32_t> position{0};  // last position told in run.queued
   // Set once the run is done with its session: a proxy decision or expiry warning arriving
   // later is dropped, so run.finished stays the last event.
@@ -404,6 +407,7 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
   absl::Status kept = KeepRequest(*ar);
   ar->request_kept.store(kept.ok());
   if (!kept.ok()) log::Error("run.request_not_kept", {{"run", run.id()}, {"error", kept.ToString()}});
+  if (kept.ok()) ShelveInputs(*ar);
   return Admit(ar);
 }
 
@@ -456,6 +460,29 @@ absl::Status RunManager::KeepRequest(ActiveRun& ar) {
   return kept;
 }
 
+void RunManager::ShelveInputs(ActiveRun& ar) {
+  for (playbooks::InputFile& in : ar.inputs) std::string().swap(in.content);
+  ar.inputs_shelved.store(true);
+}
+
+absl::Status RunManager::UnshelveInputs(ActiveRun& ar) {
+  SANDGATE_ASSIGN_OR_RETURN(v1::RunAnalysisRequest kept, deps_.store->GetRunRequest(ar.request_run_id));
+  if (static_cast<size_t>(kept.inputs_size()) != ar.inputs.size()) {
+    return errors::Internal(absl::StrCat("the kept request has ", kept.inputs_size(), " inputs, not ",
+                                         ar.inputs.size()));
+  }
+  for (size_t i = 0; i < ar.inputs.size(); ++i) {
+    v1::InputFile* f = kept.mutable_inputs(static_cast<int>(i));
+    if (f->name() != ar.inputs[i].name) {
+      return errors::Internal(absl::StrCat("the kept request's input ", i, " is '", f->name(),
+                                           "', not '", ar.inputs[i].name, "'"));
+    }
+    ar.inputs[i].content = std::move(*f->mutable_content());
+  }
+  ar.inputs_shelved.store(false);
+  return absl::OkStatus();
+}
+
 absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
                                  v1::RunAnalysisRequest request) {
   // Checked again: the daemon's configuration (and the tenant's policy) may have changed.
@@ -467,6 +494,7 @@ absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
   }
   (void)HoldQueuedBytes(*ar, /*enforce=*/false);  // accepted before: never refused now
   ar->request_kept.store(true);  // read from the store just now
+  ShelveInputs(*ar);
   {
     RunEvents events(deps_.events, ar.get());
     events.Notice(v1::Notice::SEVERITY_WARNING, "the daemon restarted while this run waited; it is queued again");
@@ -567,6 +595,15 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   if (ar->cancel.cancelled()) {
     Finish(ar, events, v1::RUN_STATUS_CANCELLED, ar->cancel.reason());
     return;
+  }
+  // Before the run is RUNNING: that deletes the kept request.
+  if (ar->inputs_shelved.load()) {
+    absl::Status back = UnshelveInputs(*ar);
+    if (!back.ok()) {
+      Finish(ar, events, v1::RUN_STATUS_FAILED,
+             absl::StrCat("reading the run's inputs back from the state database: ", back.message()));
+      return;
+    }
   }
   const bool kept = !ar->request.session_id().empty();
   // An ephemeral session is named after the run and lives and dies with it; a kept one is

@@ -103,6 +103,10 @@ class RunManager {
   // Keeps the run's request, inputs included, in the store (before Admit: the run is not
   // shared yet).
   absl::Status KeepRequest(ActiveRun& run);
+  // A run whose request is kept waits with its input contents only in the store (a full
+  // queue is max_queued_input_bytes, 1 GiB by default); Execute takes them back.
+  static void ShelveInputs(ActiveRun& run);
+  absl::Status UnshelveInputs(ActiveRun& run);
   void Execute(const std::shared_ptr<ActiveRun>& run);
   // Inputs, setup, agent, collect, verify. Returns the agent's status.
   absl::Status RunInSession(ActiveRun& run, sandbox::Session& session, RunEvents& events);

@@ -368,6 +368,41 @@ TEST_F(RunManagerTest, WaitingRunsInputsAreBoundedInBytes) {
   EXPECT_TRUE(runs_->Start(caller_, Sample()).ok());
 }
 
+// A waiting run's inputs are kept in the state database only, not also in memory (a full
+// queue would hold max_queued_input_bytes): it reads them back when it starts. Here the kept
+// copy is replaced while the run waits, and the run analyses what the store holds.
+TEST_F(RunManagerTest, AWaitingRunHoldsItsInputsInTheStoreOnly) {
+  config_.max_concurrent_runs = 1;
+  Rebuild();
+  v1::RunAnalysisRequest slow = Sample();
+  slow.mutable_sandbox()->add_setup_commands("sleep 30");
+  auto running = runs_->Start(caller_, slow);
+  ASSERT_TRUE(running.ok());
+  auto waiting = runs_->Start(caller_, Sample());
+  ASSERT_TRUE(waiting.ok());
+  ASSERT_EQ(runs_->Get(caller_, waiting->id())->status(), v1::RUN_STATUS_QUEUED);
+  v1::RunAnalysisRequest kept = *store_->GetRunRequest(waiting->id());
+  kept.mutable_inputs(0)->set_content(ReadData("financial/duplicate_year.csv"));
+  ASSERT_TRUE(store_->PutRunRequest(waiting->id(), kept).ok());
+  ASSERT_TRUE(runs_->Cancel(caller_, running->id(), "make room").ok());
+  v1::Run run = WaitFinished(waiting->id());
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED) << "analysed an in-memory copy of the input";
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "2023")) << run.status_reason();
+
+  // Without its kept request it cannot start, and says why.
+  auto blocker = runs_->Start(caller_, slow);
+  auto orphan = runs_->Start(caller_, Sample());
+  ASSERT_TRUE(blocker.ok() && orphan.ok());
+  v1::Run started = *runs_->Get(caller_, orphan->id());
+  ASSERT_EQ(started.status(), v1::RUN_STATUS_QUEUED);
+  started.set_status(v1::RUN_STATUS_RUNNING);  // PutRun of a started run drops its request
+  ASSERT_TRUE(store_->PutRun(started).ok());
+  ASSERT_TRUE(runs_->Cancel(caller_, blocker->id(), "make room").ok());
+  run = WaitFinished(orphan->id());
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "reading the run's inputs back")) << run.status_reason();
+}
+
 TEST_F(RunManagerTest, AQueuedRunSurvivesARestartAndRunsAfterIt) {
   config_.max_concurrent_runs = 1;
   Rebuild();
