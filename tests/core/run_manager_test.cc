@@ -374,31 +374,32 @@ TEST_F(RunManagerTest, WaitingRunsInputsAreBoundedInBytes) {
 TEST_F(RunManagerTest, AWaitingRunHoldsItsInputsInTheStoreOnly) {
   config_.max_concurrent_runs = 1;
   Rebuild();
-  v1::RunAnalysisRequest slow = Sample();
-  slow.mutable_sandbox()->add_setup_commands("sleep 30");
-  auto running = runs_->Start(caller_, slow);
-  ASSERT_TRUE(running.ok());
-  auto waiting = runs_->Start(caller_, Sample());
-  ASSERT_TRUE(waiting.ok());
-  ASSERT_EQ(runs_->Get(caller_, waiting->id())->status(), v1::RUN_STATUS_QUEUED);
-  v1::RunAnalysisRequest kept = *store_->GetRunRequest(waiting->id());
+  // One run held in a 30 s setup, one waiting behind it; cancelling the first starts it.
+  auto one_waiting = [&] {
+    v1::RunAnalysisRequest slow = Sample();
+    slow.mutable_sandbox()->add_setup_commands("sleep 30");
+    auto running = runs_->Start(caller_, slow);
+    auto waiting = runs_->Start(caller_, Sample());
+    EXPECT_TRUE(running.ok() && waiting.ok());
+    EXPECT_EQ(runs_->Get(caller_, waiting->id())->status(), v1::RUN_STATUS_QUEUED);
+    return std::make_pair(running->id(), waiting->id());
+  };
+  auto [running, waiting] = one_waiting();
+  v1::RunAnalysisRequest kept = *store_->GetRunRequest(waiting);
   kept.mutable_inputs(0)->set_content(ReadData("financial/duplicate_year.csv"));
-  ASSERT_TRUE(store_->PutRunRequest(waiting->id(), kept).ok());
-  ASSERT_TRUE(runs_->Cancel(caller_, running->id(), "make room").ok());
-  v1::Run run = WaitFinished(waiting->id());
+  ASSERT_TRUE(store_->PutRunRequest(waiting, kept).ok());
+  ASSERT_TRUE(runs_->Cancel(caller_, running, "make room").ok());
+  v1::Run run = WaitFinished(waiting);
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED) << "analysed an in-memory copy of the input";
   EXPECT_TRUE(absl::StrContains(run.status_reason(), "2023")) << run.status_reason();
 
   // Without its kept request it cannot start, and says why.
-  auto blocker = runs_->Start(caller_, slow);
-  auto orphan = runs_->Start(caller_, Sample());
-  ASSERT_TRUE(blocker.ok() && orphan.ok());
-  v1::Run started = *runs_->Get(caller_, orphan->id());
-  ASSERT_EQ(started.status(), v1::RUN_STATUS_QUEUED);
+  auto [blocker, orphan] = one_waiting();
+  v1::Run started = *runs_->Get(caller_, orphan);
   started.set_status(v1::RUN_STATUS_RUNNING);  // PutRun of a started run drops its request
   ASSERT_TRUE(store_->PutRun(started).ok());
-  ASSERT_TRUE(runs_->Cancel(caller_, blocker->id(), "make room").ok());
-  run = WaitFinished(orphan->id());
+  ASSERT_TRUE(runs_->Cancel(caller_, blocker, "make room").ok());
+  run = WaitFinished(orphan);
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(run.status_reason(), "reading the run's inputs back")) << run.status_reason();
 }
