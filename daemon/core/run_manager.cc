@@ -466,10 +466,11 @@ void RunManager::ShelveInputs(ActiveRun& ar) {
 }
 
 absl::Status RunManager::UnshelveInputs(ActiveRun& ar) {
-  SANDGATE_ASSIGN_OR_RETURN(v1::RunAnalysisRequest kept, deps_.store->GetRunRequest(ar.request_run_id));
+  SANDGATE_ASSIGN_OR_RETURN(v1::RunAnalysisRequest kept,
+                            deps_.store->GetRunRequest(ar.request_run_id));
   if (static_cast<size_t>(kept.inputs_size()) != ar.inputs.size()) {
-    return errors::Internal(absl::StrCat("the kept request has ", kept.inputs_size(), " inputs, not ",
-                                         ar.inputs.size()));
+    return errors::Internal(absl::StrCat("the kept request has ", kept.inputs_size(),
+                                         " inputs, not ", ar.inputs.size()));
   }
   for (size_t i = 0; i < ar.inputs.size(); ++i) {
     v1::InputFile* f = kept.mutable_inputs(static_cast<int>(i));
@@ -600,8 +601,9 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   if (ar->inputs_shelved.load()) {
     absl::Status back = UnshelveInputs(*ar);
     if (!back.ok()) {
-      Finish(ar, events, v1::RUN_STATUS_FAILED,
-             absl::StrCat("reading the run's inputs back from the state database: ", back.message()));
+      Finish(
+          ar, events, v1::RUN_STATUS_FAILED,
+          absl::StrCat("reading the run's inputs back from the state database: ", back.message()));
       return;
     }
   }
