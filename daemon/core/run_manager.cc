@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/memory.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 #include "sandgate/v1/labels.h"
@@ -47,7 +48,7 @@ struct RunManager::ActiveRun {
   Caller caller;
   std::string request_run_id;
   v1::RunAnalysisRequest request;
-  std::vector<playbooks::InputFile> inputs;
+  std::vector<playbooks::InputFile> inputs;  // emptied by Finish
   const playbooks::Playbook* playbook = nullptr;
   playbooks::TaskSettings settings;
   sandbox::Provider* provider = nullptr;
@@ -61,6 +62,9 @@ struct RunManager::ActiveRun {
   std::atomic<bool> admitted{false};
   std::atomic<uint64_t> queued_bytes{0};
   std::atomic<bool> request_kept{false};  // in the store (PutRunRequest) until it starts  // its inputs, counted in queued_input_bytes_ while it waits
+  // The inputs' contents are only in the kept request (names and order stay in `inputs`):
+  // a waiting run holds none of its input bytes in memory. Execute reads them back.
+  std::atomic<bool> inputs_shelved{false};
   std::atomic<uint32_t> position{0};  // last position told in run.queued
   // Set once the run is done with its session: a proxy decision or expiry warning arriving
   // later is dropped, so run.finished stays the last event.
@@ -238,7 +242,7 @@ absl::Status RunManager::Validate(const v1::RunAnalysisRequest& req,
       return errors::InvalidArgument(absl::StrCat("inputs[", i, "].name: duplicate name '", f.name(), "'"));
     }
     total += f.content().size();
-    inputs->push_back({f.name(), f.content()});
+    inputs->push_back({f.name(), std::string()});  // the content moves in after (Prepare)
   }
   if (total > cfg.max_input_bytes) {
     return errors::InvalidArgument(absl::StrCat("inputs: ", total, " bytes in total, above the ",
@@ -294,6 +298,10 @@ absl::StatusOr<std::shared_ptr<RunManager::ActiveRun>> RunManager::Prepare(
     return errors::InvalidArgument("model: the reference agent uses no model");
   }
   SANDGATE_RETURN_IF_ERROR(Validate(request, &ar->inputs));
+  // Moved, never copied: an input may be max_input_bytes, and the run holds the only copy.
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    ar->inputs[i].content = std::move(*request.mutable_inputs(i)->mutable_content());
+  }
   absl::Status inputs_ok = ar->playbook->ValidateInputs(ar->inputs);
   if (!inputs_ok.ok()) return errors::InvalidArgument(absl::StrCat("inputs: ", inputs_ok.message()));
   PolicyRequest policy{request.provider(), request.agent(), request.model(), &request.sandbox(),
@@ -391,9 +399,10 @@ absl::StatusOr<v1::Run> RunManager::Start(const Caller& caller, v1::RunAnalysisR
   }
   SANDGATE_RETURN_IF_ERROR(put);
   // Kept while the run waits, so a restarted daemon can queue it again.
-  absl::Status kept = deps_.store->PutRunRequest(run.id(), WithInputs(*ar));
+  absl::Status kept = KeepRequest(*ar);
   ar->request_kept.store(kept.ok());
   if (!kept.ok()) log::Error("run.request_not_kept", {{"run", run.id()}, {"error", kept.ToString()}});
+  if (kept.ok()) ShelveInputs(*ar);
   return Admit(ar);
 }
 
@@ -430,14 +439,44 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
   return run;
 }
 
-v1::RunAnalysisRequest RunManager::WithInputs(const ActiveRun& ar) {
-  v1::RunAnalysisRequest full = ar.request;
-  for (const playbooks::InputFile& in : ar.inputs) {
-    v1::InputFile* f = full.add_inputs();
+absl::Status RunManager::KeepRequest(ActiveRun& ar) {
+  // The inputs move into the request for the write and back, so keeping it costs no copy.
+  for (playbooks::InputFile& in : ar.inputs) {
+    v1::InputFile* f = ar.request.add_inputs();
     f->set_name(in.name);
-    f->set_content(in.content);
+    *f->mutable_content() = std::move(in.content);
   }
-  return full;
+  absl::Status kept = deps_.store->PutRunRequest(ar.request_run_id, ar.request);
+  for (size_t i = 0; i < ar.inputs.size(); ++i) {
+    ar.inputs[i].content =
+        std::move(*ar.request.mutable_inputs(static_cast<int>(i))->mutable_content());
+  }
+  ar.request.clear_inputs();
+  return kept;
+}
+
+void RunManager::ShelveInputs(ActiveRun& ar) {
+  for (playbooks::InputFile& in : ar.inputs) std::string().swap(in.content);
+  ar.inputs_shelved.store(true);
+}
+
+absl::Status RunManager::UnshelveInputs(ActiveRun& ar) {
+  SANDGATE_ASSIGN_OR_RETURN(v1::RunAnalysisRequest kept,
+                            deps_.store->GetRunRequest(ar.request_run_id));
+  if (static_cast<size_t>(kept.inputs_size()) != ar.inputs.size()) {
+    return errors::Internal(absl::StrCat("the kept request has ", kept.inputs_size(),
+                                         " inputs, not ", ar.inputs.size()));
+  }
+  for (size_t i = 0; i < ar.inputs.size(); ++i) {
+    v1::InputFile* f = kept.mutable_inputs(static_cast<int>(i));
+    if (f->name() != ar.inputs[i].name) {
+      return errors::Internal(absl::StrCat("the kept request's input ", i, " is '", f->name(),
+                                           "', not '", ar.inputs[i].name, "'"));
+    }
+    ar.inputs[i].content = std::move(*f->mutable_content());
+  }
+  ar.inputs_shelved.store(false);
+  return absl::OkStatus();
 }
 
 absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
@@ -452,6 +491,7 @@ absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
   }
   (void)HoldQueuedBytes(*ar, /*enforce=*/false);  // accepted before: never refused now
   ar->request_kept.store(true);  // read from the store just now
+  ShelveInputs(*ar);
   {
     RunEvents events(deps_.events, ar.get());
     events.Notice(v1::Notice::SEVERITY_WARNING, "the daemon restarted while this run waited; it is queued again");
@@ -552,6 +592,16 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   if (ar->cancel.cancelled()) {
     Finish(ar, events, v1::RUN_STATUS_CANCELLED, ar->cancel.reason());
     return;
+  }
+  // Before the run is RUNNING: that deletes the kept request.
+  if (ar->inputs_shelved.load()) {
+    absl::Status back = UnshelveInputs(*ar);
+    if (!back.ok()) {
+      Finish(
+          ar, events, v1::RUN_STATUS_FAILED,
+          absl::StrCat("reading the run's inputs back from the state database: ", back.message()));
+      return;
+    }
   }
   const bool kept = !ar->request.session_id().empty();
   // An ephemeral session is named after the run and lives and dies with it; a kept one is
@@ -691,36 +741,50 @@ absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
   if (ar.cancel.cancelled()) return agent_status;
 
   // Collect whatever exists, also after a failed agent: a fatal validation still writes
-  // analysis_run.json, and the caller should see why.
-  playbooks::Artifacts collected;
+  // analysis_run.json, and the caller should see why. Each artifact streams from the sandbox
+  // into the store in bounded pieces, hashed as they pass; only verification reads them
+  // whole, from the store.
+  std::string run_id;
+  {
+    absl::MutexLock lock(&ar.mu);
+    run_id = ar.run.id();
+  }
+  std::vector<v1::Artifact> stored;
   for (const std::string& name : ar.playbook->ExpectedArtifacts()) {
-    absl::StatusOr<std::string> data = session.ReadFile(name, deps_.config->max_artifact_bytes);
-    if (!data.ok()) {
-      if (data.status().code() != absl::StatusCode::kNotFound) {
-        events.Notice(v1::Notice::SEVERITY_WARNING, absl::StrCat("artifact ", name, " refused: ",
-                                                        data.status().message()));
+    SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<store::ArtifactStore::Writer> writer,
+                              deps_.artifacts->Create(run_id, name));
+    absl::Status store_error;
+    absl::Status copied =
+        session.ReadFileTo(name, deps_.config->max_artifact_bytes, [&](absl::string_view piece) {
+          store_error = writer->Append(piece);
+          return store_error;
+        });
+    if (!store_error.ok()) return store_error;
+    if (!copied.ok()) {  // the writer removes what it stored of it
+      if (copied.code() != absl::StatusCode::kNotFound) {
+        events.Notice(v1::Notice::SEVERITY_WARNING,
+                      absl::StrCat("artifact ", name, " refused: ", copied.message()));
       }
       continue;
     }
-    std::string run_id;
-    {
-      absl::MutexLock lock(&ar.mu);
-      run_id = ar.run.id();
-    }
-    absl::StatusOr<v1::Artifact> stored = deps_.artifacts->Put(run_id, name, *data);
-    if (!stored.ok()) return stored.status();
+    SANDGATE_ASSIGN_OR_RETURN(v1::Artifact artifact, writer->Commit());
     v1::Event e;
     e.set_type("artifact.collected");
-    *e.mutable_artifact_collected()->mutable_artifact() = *stored;
+    *e.mutable_artifact_collected()->mutable_artifact() = artifact;
     events.Emit(std::move(e));
     {
       absl::MutexLock lock(&ar.mu);
-      *ar.run.add_artifacts() = *stored;
+      *ar.run.add_artifacts() = artifact;
     }
-    collected[name] = std::move(*data);
+    stored.push_back(std::move(artifact));
   }
   if (!agent_status.ok()) return agent_status;
 
+  playbooks::Artifacts collected;
+  for (const v1::Artifact& a : stored) {
+    SANDGATE_ASSIGN_OR_RETURN(collected[a.name()],
+                              deps_.artifacts->Read(run_id, a.name(), 0, a.size_bytes()));
+  }
   for (const playbooks::Check& check : ar.playbook->Verify(ar.inputs, ar.settings, collected)) {
     v1::Event e;
     e.set_type("check");
@@ -781,6 +845,16 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
     admission_.Remove(run_id);
   }
   ReleaseQueuedBytes(*ar);
+  // Done with (placed, verified, or never to run): the inputs go now, not when the last
+  // holder of the run lets go of it; after a large run the freed memory goes back too.
+  uint64_t handled = 0;
+  for (const playbooks::InputFile& in : ar->inputs) handled += in.content.size();
+  {
+    absl::MutexLock lock(&ar->mu);
+    for (const v1::Artifact& a : ar->run.artifacts()) handled += a.size_bytes();
+  }
+  std::vector<playbooks::InputFile>().swap(ar->inputs);
+  if (handled >= kTrimAfterBytes) ReleaseFreeMemory();
 }
 
 absl::StatusOr<v1::Run> RunManager::Get(const Caller& caller, const std::string& run_id) {

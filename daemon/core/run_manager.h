@@ -109,8 +109,13 @@ class RunManager {
   absl::StatusOr<v1::Run> Admit(const std::shared_ptr<ActiveRun>& run);
   // Queues again a run a previous daemon left queued.
   absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request);
-  // The run's request with its inputs put back (to keep it in the store).
-  static v1::RunAnalysisRequest WithInputs(const ActiveRun& run);
+  // Keeps the run's request, inputs included, in the store (before Admit: the run is not
+  // shared yet).
+  absl::Status KeepRequest(ActiveRun& run);
+  // A run whose request is kept waits with its input contents only in the store (a full
+  // queue is max_queued_input_bytes, 1 GiB by default); Execute takes them back.
+  static void ShelveInputs(ActiveRun& run);
+  absl::Status UnshelveInputs(ActiveRun& run);
   void Execute(const std::shared_ptr<ActiveRun>& run);
   // Agent, collect, verify, in a sandbox made ready (core/sandbox_maker.h).
   // Returns the agent's status.

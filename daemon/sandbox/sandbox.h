@@ -173,6 +173,17 @@ class Session {
   // Regular files only (not links, fifos, devices, hard-linked files); fails with
   // RESOURCE_EXHAUSTED when the file is larger than max_bytes.
   virtual absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) = 0;
+  // Takes one piece of a file; an error stops the copy and is what ReadFileTo returns.
+  using FileSink = std::function<absl::Status(absl::string_view piece)>;
+  // As ReadFile, but hands the file to `sink` in bounded pieces, so that the caller never
+  // holds it whole (artifacts of tens of MiB); after an error some pieces may already have
+  // gone to `sink`. This default reads the file whole, for providers that cannot stream.
+  virtual absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
+                                  const FileSink& sink) {
+    absl::StatusOr<std::string> data = ReadFile(path, max_bytes);
+    if (!data.ok()) return data.status();
+    return sink(*data);
+  }
   // Recursive listing below `dir` ("" = workspace); links are listed, never followed.
   virtual absl::StatusOr<FileListing> ListFiles(absl::string_view dir) = 0;
   // Human-readable notes about promises this session cannot keep on this host, e.g.

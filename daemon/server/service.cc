@@ -769,7 +769,10 @@ grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerConte
                                                        const v1::RunAnalysisRequest* request,
                                                        v1::Run* response) {
   return Unary(deps_, ctx, response, [this, request, response](const core::Caller& caller) -> absl::Status {
-    absl::StatusOr<v1::Run> run = deps_.runs->Start(caller, *request);
+    // Moved out, not copied: its inputs may be max_input_bytes. gRPC owns the (non-const)
+    // message and only destroys it after the call.
+    absl::StatusOr<v1::Run> run =
+        deps_.runs->Start(caller, std::move(*const_cast<v1::RunAnalysisRequest*>(request)));
     if (run.ok()) *response = std::move(*run);
     return run.status();
   }, "RunAnalysis", [response] { return response->id(); });

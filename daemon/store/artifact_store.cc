@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 namespace sandgate::store {
@@ -30,9 +32,8 @@ std::string ArtifactStore::PathOf(const std::string& run_id, const std::string& 
   return absl::StrCat(root_, "/", run_id, "/", name);
 }
 
-absl::StatusOr<v1::Artifact> ArtifactStore::Put(const std::string& run_id,
-                                                const std::string& name,
-                                                const std::string& data) {
+absl::StatusOr<std::unique_ptr<ArtifactStore::Writer>> ArtifactStore::Create(
+    const std::string& run_id, const std::string& name) {
   if (!IsPlainFileName(run_id) || !IsPlainFileName(name)) {
     return errors::InvalidArgument(absl::StrCat("artifact name: not a plain file name: '", name, "'"));
   }
@@ -43,26 +44,52 @@ absl::StatusOr<v1::Artifact> ArtifactStore::Put(const std::string& run_id,
   std::string tmp = absl::StrCat(dir, "/.tmp-", name);
   UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return errors::FromErrno(errno, absl::StrCat("create ", tmp));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = write(fd.get(), data.data() + off, data.size() - off);
+  return std::unique_ptr<Writer>(
+      new Writer(std::move(fd), std::move(tmp), PathOf(run_id, name), name));
+}
+
+ArtifactStore::Writer::~Writer() {
+  if (fd_.valid()) unlink(tmp_.c_str());
+}
+
+absl::Status ArtifactStore::Writer::Append(absl::string_view piece) {
+  if (!fd_.valid()) {
+    return errors::FailedPrecondition(absl::StrCat("artifact ", name_, ": already committed"));
+  }
+  sha256_.Update(piece);
+  size_ += piece.size();
+  while (!piece.empty()) {
+    ssize_t n = write(fd_.get(), piece.data(), piece.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errors::FromErrno(errno, absl::StrCat("write ", tmp));
+      return errors::FromErrno(errno, absl::StrCat("write ", tmp_));
     }
-    off += static_cast<size_t>(n);
+    piece.remove_prefix(static_cast<size_t>(n));
   }
-  if (fsync(fd.get()) != 0) return errors::FromErrno(errno, absl::StrCat("fsync ", tmp));
-  fd.reset();
-  std::string path = PathOf(run_id, name);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    return errors::FromErrno(errno, absl::StrCat("rename ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Artifact> ArtifactStore::Writer::Commit() {
+  if (!fd_.valid()) {
+    return errors::FailedPrecondition(absl::StrCat("artifact ", name_, ": already committed"));
   }
+  if (fsync(fd_.get()) != 0) return errors::FromErrno(errno, absl::StrCat("fsync ", tmp_));
+  if (rename(tmp_.c_str(), path_.c_str()) != 0) {
+    return errors::FromErrno(errno, absl::StrCat("rename ", path_));
+  }
+  fd_.reset();
   v1::Artifact artifact;
-  artifact.set_name(name);
-  artifact.set_size_bytes(data.size());
-  artifact.set_sha256(Sha256::Hex(data));
+  artifact.set_name(name_);
+  artifact.set_size_bytes(size_);
+  artifact.set_sha256(sha256_.HexDigest());
   return artifact;
+}
+
+absl::StatusOr<v1::Artifact> ArtifactStore::Put(const std::string& run_id, const std::string& name,
+                                                absl::string_view data) {
+  SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<Writer> writer, Create(run_id, name));
+  SANDGATE_RETURN_IF_ERROR(writer->Append(data));
+  return writer->Commit();
 }
 
 absl::Status ArtifactStore::RemoveRun(const std::string& run_id) {
@@ -93,13 +120,23 @@ absl::StatusOr<std::string> ArtifactStore::Read(const std::string& run_id,
     if (errno == ENOENT) return errors::NotFound("artifact", name);
     return errors::FromErrno(errno, absl::StrCat("open artifact ", name));
   }
-  std::string out(max_bytes, '\0');
-  ssize_t n;
-  do {
-    n = pread(fd.get(), out.data(), max_bytes, static_cast<off_t>(offset));
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return errors::FromErrno(errno, absl::StrCat("read artifact ", name));
-  out.resize(static_cast<size_t>(n));
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) {
+    return errors::FromErrno(errno, absl::StrCat("stat artifact ", name));
+  }
+  // Sized by what is there, not by max_bytes: a caller may ask for a whole artifact.
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::string out(offset >= size ? 0 : std::min(max_bytes, size - offset), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n =
+        pread(fd.get(), out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errors::FromErrno(errno, absl::StrCat("read artifact ", name));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
   return out;
 }
 

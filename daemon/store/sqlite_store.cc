@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <limits>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace sandgate::store {
 namespace {
@@ -61,6 +63,21 @@ constexpr const char* kMigrations[] = {
 };
 constexpr int64_t kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
+// Writes a serialized message into an open SQLite blob, in order, from the start.
+class BlobOutput final : public google::protobuf::io::CopyingOutputStream {
+ public:
+  explicit BlobOutput(sqlite3_blob* blob) : blob_(blob) {}
+  bool Write(const void* buffer, int size) override {
+    if (sqlite3_blob_write(blob_, buffer, size, offset_) != SQLITE_OK) return false;
+    offset_ += size;
+    return true;
+  }
+
+ private:
+  sqlite3_blob* const blob_;
+  int offset_ = 0;
+};
+
 // One prepared statement, finalized on every return path.
 class Stmt {
  public:
@@ -80,6 +97,13 @@ class Stmt {
     int n = sqlite3_column_bytes(stmt_, col);
     return p ? std::string(static_cast<const char*>(p), n) : std::string();
   }
+  // The column's bytes in SQLite's own buffer, valid until the next Step: no copy, for a
+  // row that may hold max_input_bytes.
+  absl::string_view Blob(int col) {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    int n = sqlite3_column_bytes(stmt_, col);
+    return p ? absl::string_view(static_cast<const char*>(p), n) : absl::string_view();
+  }
   int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
 
  private:
@@ -88,9 +112,11 @@ class Stmt {
 };
 
 template <typename Message>
-absl::StatusOr<Message> ParseBlob(const std::string& blob, absl::string_view what) {
+absl::StatusOr<Message> ParseBlob(absl::string_view blob, absl::string_view what) {
   Message m;
-  if (!m.ParseFromString(blob)) return errors::Internal(absl::StrCat("corrupt ", what, " row"));
+  if (!m.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
+    return errors::Internal(absl::StrCat("corrupt ", what, " row"));
+  }
   return m;
 }
 
@@ -256,12 +282,38 @@ absl::Status SqliteStore::PutRun(const v1::Run& run) {
 
 absl::Status SqliteStore::PutRunRequest(const std::string& run_id,
                                         const v1::RunAnalysisRequest& request) {
+  // A request carries up to max_input_bytes of inputs: it is serialized straight into a
+  // zeroblob of its size through SQLite's incremental blob I/O, so neither a serialized copy
+  // nor SQLite's record copy of it is ever held in memory.
+  const size_t size = request.ByteSizeLong();
+  if (size > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return errors::InvalidArgument(
+        absl::StrCat("run request: ", size, " bytes is too large to keep"));
+  }
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "INSERT OR REPLACE INTO run_requests(run_id, proto) VALUES(?, ?)");
-  s.Bind(1, run_id);
-  s.BindBlob(2, request.SerializeAsString());
-  if (!s.ok() || s.Step() != SQLITE_DONE) return Error("put run request");
-  return absl::OkStatus();
+  SANDGATE_RETURN_IF_ERROR(Exec("BEGIN"));
+  absl::Status written = [&]() -> absl::Status {
+    Stmt s(db_, "INSERT OR REPLACE INTO run_requests(run_id, proto) VALUES(?, zeroblob(?))");
+    s.Bind(1, run_id);
+    s.Bind(2, static_cast<int64_t>(size));
+    if (!s.ok() || s.Step() != SQLITE_DONE) return Error("put run request");
+    sqlite3_blob* blob = nullptr;
+    int rc = sqlite3_blob_open(db_, "main", "run_requests", "proto", sqlite3_last_insert_rowid(db_),
+                               /*flags=*/1, &blob);
+    absl::Cleanup close = [blob] { sqlite3_blob_close(blob); };
+    if (rc != SQLITE_OK) return Error("open run request blob");
+    BlobOutput out(blob);
+    google::protobuf::io::CopyingOutputStreamAdaptor stream(&out, 64 << 10);
+    if (!request.SerializeToZeroCopyStream(&stream) || !stream.Flush()) {
+      return Error("write run request");
+    }
+    return absl::OkStatus();
+  }();
+  if (!written.ok()) {
+    (void)Exec("ROLLBACK");
+    return written;
+  }
+  return Exec("COMMIT");
 }
 
 absl::StatusOr<v1::RunAnalysisRequest> SqliteStore::GetRunRequest(const std::string& run_id) {
@@ -272,7 +324,7 @@ absl::StatusOr<v1::RunAnalysisRequest> SqliteStore::GetRunRequest(const std::str
   int rc = s.Step();
   if (rc == SQLITE_DONE) return errors::NotFound("request of run", run_id);
   if (rc != SQLITE_ROW) return Error("get run request");
-  return ParseBlob<v1::RunAnalysisRequest>(s.Text(0), "run request");
+  return ParseBlob<v1::RunAnalysisRequest>(s.Blob(0), "run request");
 }
 
 absl::StatusOr<v1::Run> SqliteStore::GetRun(const std::string& run_id) {

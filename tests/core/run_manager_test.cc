@@ -9,9 +9,11 @@
 
 #include "absl/strings/match.h"
 #include "agent/reference_agent.h"
+#include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/fakes/host_sandbox.h"
+#include "tests/fakes/largest_allocation.h"
 
 namespace sandgate::core {
 namespace {
@@ -227,6 +229,31 @@ TEST_F(RunManagerTest, FatalInputFailsNamingTheYearAndStillCollectsTheManifest) 
   EXPECT_EQ(run.checks_size(), 0) << "a failed agent is not verified";
 }
 
+// An artifact of tens of MiB goes from the sandbox to the store in bounded pieces: the
+// daemon never holds it whole (here the agent fails, so nothing is read back to verify).
+TEST_F(RunManagerTest, CollectingALargeArtifactHoldsOnlyABoundedPieceOfIt) {
+  v1::RunAnalysisRequest req = Sample();
+  req.mutable_inputs(0)->set_name("dup.csv");
+  req.mutable_inputs(0)->set_content(ReadData("financial/duplicate_year.csv"));
+  // Left by setup; the analysis stops at the duplicate year before it writes its own.
+  req.mutable_sandbox()->add_setup_commands(
+      "head -c 25165824 /dev/zero | tr '\\0' x > calculated_metrics.csv");
+  v1::Run run;
+  {
+    testing::LargestAllocation probe;
+    run = WaitFinished(runs_->Start(caller_, req)->id());
+    EXPECT_LT(probe.bytes(), 4u << 20) << "an artifact was gathered whole in memory";
+  }
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED) << run.status_reason();
+  const v1::Artifact* big = nullptr;
+  for (const auto& a : run.artifacts()) {
+    if (a.name() == "calculated_metrics.csv") big = &a;
+  }
+  ASSERT_NE(big, nullptr) << "the large artifact was not collected";
+  EXPECT_EQ(big->size_bytes(), 25165824u);
+  EXPECT_EQ(big->sha256(), Sha256::Hex(std::string(25165824, 'x')));
+}
+
 TEST_F(RunManagerTest, TamperedArtifactFailsVerificationByCheckName) {
   v1::RunAnalysisRequest req = Sample();
   req.set_agent("tamper");
@@ -373,6 +400,42 @@ TEST_F(RunManagerTest, WaitingRunsInputsAreBoundedInBytes) {
   // Room comes back as soon as a waiting run leaves the queue, here by being cancelled.
   ASSERT_TRUE(runs_->Cancel(caller_, first->id(), "make room").ok());
   EXPECT_TRUE(runs_->Start(caller_, Sample()).ok());
+}
+
+// A waiting run's inputs are kept in the state database only, not also in memory (a full
+// queue would hold max_queued_input_bytes): it reads them back when it starts. Here the kept
+// copy is replaced while the run waits, and the run analyses what the store holds.
+TEST_F(RunManagerTest, AWaitingRunHoldsItsInputsInTheStoreOnly) {
+  config_.max_concurrent_runs = 1;
+  Rebuild();
+  // One run held in a 30 s setup, one waiting behind it; cancelling the first starts it.
+  auto one_waiting = [&] {
+    v1::RunAnalysisRequest slow = Sample();
+    slow.mutable_sandbox()->add_setup_commands("sleep 30");
+    auto running = runs_->Start(caller_, slow);
+    auto waiting = runs_->Start(caller_, Sample());
+    EXPECT_TRUE(running.ok() && waiting.ok());
+    EXPECT_EQ(runs_->Get(caller_, waiting->id())->status(), v1::RUN_STATUS_QUEUED);
+    return std::make_pair(running->id(), waiting->id());
+  };
+  auto [running, waiting] = one_waiting();
+  v1::RunAnalysisRequest kept = *store_->GetRunRequest(waiting);
+  kept.mutable_inputs(0)->set_content(ReadData("financial/duplicate_year.csv"));
+  ASSERT_TRUE(store_->PutRunRequest(waiting, kept).ok());
+  ASSERT_TRUE(runs_->Cancel(caller_, running, "make room").ok());
+  v1::Run run = WaitFinished(waiting);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED) << "analysed an in-memory copy of the input";
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "2023")) << run.status_reason();
+
+  // Without its kept request it cannot start, and says why.
+  auto [blocker, orphan] = one_waiting();
+  v1::Run started = *runs_->Get(caller_, orphan);
+  started.set_status(v1::RUN_STATUS_RUNNING);  // PutRun of a started run drops its request
+  ASSERT_TRUE(store_->PutRun(started).ok());
+  ASSERT_TRUE(runs_->Cancel(caller_, blocker, "make room").ok());
+  run = WaitFinished(orphan);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "reading the run's inputs back")) << run.status_reason();
 }
 
 TEST_F(RunManagerTest, AQueuedRunSurvivesARestartAndRunsAfterIt) {

@@ -125,6 +125,18 @@ class HostSession : public sandbox::Session {
   }
 
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override {
+    std::string data;
+    absl::Status st = ReadFileTo(path, max_bytes, [&data](absl::string_view piece) {
+      data.append(piece.data(), piece.size());
+      return absl::OkStatus();
+    });
+    if (!st.ok()) return st;
+    return data;
+  }
+
+  // Streams as the bwrap session does, so tests see what a caller holds at once.
+  absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
+                          const FileSink& sink) override {
     std::string full = absl::StrCat(dir_, "/", path);
     struct stat st;
     if (lstat(full.c_str(), &st) != 0) return errors::NotFound("file", path);
@@ -133,9 +145,12 @@ class HostSession : public sandbox::Session {
       return errors::ResourceExhausted(absl::StrCat(path, ": larger than ", max_bytes, " bytes"));
     }
     std::ifstream in(full, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    char buf[65536];
+    while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+      absl::Status taken = sink(absl::string_view(buf, static_cast<size_t>(in.gcount())));
+      if (!taken.ok()) return taken;
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<sandbox::FileListing> ListFiles(absl::string_view dir) override {

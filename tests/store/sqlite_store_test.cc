@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/fakes/largest_allocation.h"
 
 namespace sandgate::store {
 namespace {
@@ -210,6 +211,40 @@ TEST_F(SqliteStoreTest, AQueuedRunsRequestSurvivesReopenUntilTheRunStarts) {
   ASSERT_TRUE(store_->PutRun(queued).ok());
   EXPECT_EQ(store_->GetRunRequest("r1").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->GetRunRequest("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A kept request carries up to max_input_bytes of inputs: it streams into the database,
+// with no serialized copy of it in memory (the daemon's RSS grew by one per queued run).
+TEST_F(SqliteStoreTest, AKeptRequestStreamsIntoTheDatabaseWithoutACopyOfIt) {
+  v1::RunAnalysisRequest req;
+  req.set_playbook("financial-analyst");
+  std::string content(48 << 20, 'x');
+  for (size_t i = 0; i < content.size(); i += 4099) content[i] = static_cast<char>(i % 251);
+  req.add_inputs()->set_name("big.csv");
+  req.mutable_inputs(0)->set_content(content);
+  req.add_inputs()->set_name("small.csv");
+  req.mutable_inputs(1)->set_content("a,b\n1,2\n");
+  {
+    testing::LargestAllocation probe;
+    ASSERT_TRUE(store_->PutRunRequest("r1", req).ok());
+    EXPECT_LT(probe.bytes(), 1u << 20) << "a whole copy of the request was made";
+  }
+  req.mutable_inputs(1)->set_content("replaced");
+  ASSERT_TRUE(store_->PutRunRequest("r1", req).ok()) << "kept again: replaced";
+  store_.reset();
+  store_ = *SqliteStore::Open(path_);
+  absl::StatusOr<v1::RunAnalysisRequest> got;
+  {
+    testing::LargestAllocation probe;
+    got = store_->GetRunRequest("r1");
+    // The parsed request holds the content once; a copy of the row would be a second.
+    EXPECT_LT(probe.total_bytes(), content.size() + (1u << 20)) << "the row was copied to parse it";
+  }
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->inputs_size(), 2);
+  EXPECT_TRUE(got->inputs(0).content() == content) << "the large input came back altered";
+  EXPECT_EQ(got->inputs(1).content(), "replaced");
+  EXPECT_EQ(got->playbook(), "financial-analyst");
 }
 
 TEST_F(SqliteStoreTest, SessionsRoundTripListAndKeepTheirIdempotencyKey) {

@@ -531,6 +531,12 @@ absl::StatusOr<std::string> BwrapSession::ReadFile(absl::string_view path, uint6
   return files->ReadFile(path, max_bytes);
 }
 
+absl::Status BwrapSession::ReadFileTo(absl::string_view path, uint64_t max_bytes,
+                                      const FileSink& sink) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->ReadFileTo(path, max_bytes, sink);
+}
+
 absl::StatusOr<FileListing> BwrapSession::ListFiles(absl::string_view dir) {
   SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
   return files->ListFiles(dir);

@@ -66,6 +66,8 @@ class BwrapSession : public Session {
                                   const CancelToken* cancel) override;
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
+  absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
+                          const FileSink& sink) override;
   absl::StatusOr<FileListing> ListFiles(absl::string_view dir) override;
   std::vector<std::string> Warnings() const override;
   absl::Status Close() override;

@@ -199,6 +199,16 @@ absl::StatusOr<UniqueFd> WorkspaceFiles::OpenRoot(const std::string& path) {
 
 absl::StatusOr<std::string> WorkspaceFiles::ReadFile(absl::string_view path,
                                                      uint64_t max_bytes) const {
+  std::string data;
+  SANDGATE_RETURN_IF_ERROR(ReadFileTo(path, max_bytes, [&data](absl::string_view piece) {
+    data.append(piece.data(), piece.size());
+    return absl::OkStatus();
+  }));
+  return data;
+}
+
+absl::Status WorkspaceFiles::ReadFileTo(absl::string_view path, uint64_t max_bytes,
+                                        const Session::FileSink& sink) const {
   absl::StatusOr<std::vector<std::string>> parts = SplitWorkspacePath(path, false);
   if (!parts.ok()) return parts.status();
   int raw = OpenBeneath(root_.get(), absl::StrJoin(*parts, "/"), O_RDONLY);
@@ -212,18 +222,19 @@ absl::StatusOr<std::string> WorkspaceFiles::ReadFile(absl::string_view path,
     return errors::InvalidArgument(absl::StrCat(path, ": refusing a file with several hard links"));
   }
   // The size is whatever read() delivers, not st_size: the file may grow while we read.
-  std::string data;
+  uint64_t total = 0;
   char buf[65536];
   for (;;) {
     ssize_t n = read(fd.get(), buf, sizeof(buf));
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return errors::FromErrno(errno, path);
-    if (n == 0) return data;
-    if (data.size() + static_cast<uint64_t>(n) > max_bytes) {
+    if (n == 0) return absl::OkStatus();
+    if (total + static_cast<uint64_t>(n) > max_bytes) {
       return errors::ResourceExhausted(
           absl::StrCat(path, ": larger than the limit of ", max_bytes, " bytes"));
     }
-    data.append(buf, static_cast<size_t>(n));
+    total += static_cast<uint64_t>(n);
+    SANDGATE_RETURN_IF_ERROR(sink(absl::string_view(buf, static_cast<size_t>(n))));
   }
 }
 

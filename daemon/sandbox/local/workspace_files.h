@@ -45,6 +45,9 @@ class WorkspaceFiles {
 
   // Regular files with one link only. RESOURCE_EXHAUSTED when more than max_bytes are read.
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) const;
+  // The same file checks; the data goes to `sink` 64 KiB at a time (Session::ReadFileTo).
+  absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
+                          const Session::FileSink& sink) const;
   // Creates missing parent directories, writes a temporary file and renames it into place;
   // an existing file is replaced, never truncated in place. Runs with the calling thread's
   // fsuid/fsgid switched to the session's ids, so the sandbox's own permissions apply and

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -69,6 +70,37 @@ TEST_F(WorkspaceFilesTest, WriteCreatesOwnedFilesAndReplacesAtomically) {
   ASSERT_EQ(list->entries.size(), 3u);  // no temporary file left behind
   EXPECT_EQ(list->entries[2].path, "x/y/z.txt");
   EXPECT_EQ(list->entries[2].size, 3u);
+}
+
+// Artifacts are collected through ReadFileTo: the file arrives in bounded pieces, with the
+// checks of ReadFile, and a sink's error stops the copy.
+TEST_F(WorkspaceFilesTest, ReadFileToHandsTheFileOverInBoundedPieces) {
+  std::string data(1 << 20, 'd');
+  data[12345] = 'e';
+  std::ofstream(P("big")) << data;
+  std::string back;
+  size_t pieces = 0, largest = 0;
+  ASSERT_TRUE(ws_->ReadFileTo("big", data.size(),
+                              [&](absl::string_view piece) {
+                                ++pieces;
+                                largest = std::max(largest, piece.size());
+                                back.append(piece.data(), piece.size());
+                                return absl::OkStatus();
+                              })
+                  .ok());
+  EXPECT_EQ(back, data);
+  EXPECT_LE(largest, 64u << 10);
+  EXPECT_GE(pieces, 16u);
+  auto none = [](absl::string_view) { return absl::OkStatus(); };
+  EXPECT_EQ(ws_->ReadFileTo("big", data.size() - 1, none).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ws_->ReadFileTo("missing", 10, none).code(), absl::StatusCode::kNotFound);
+  ASSERT_EQ(symlink("/etc/passwd", P("link").c_str()), 0);
+  EXPECT_FALSE(ws_->ReadFileTo("link", 1 << 20, none).ok());
+  EXPECT_EQ(ws_->ReadFileTo("big", data.size(),
+                            [](absl::string_view) { return absl::DataLossError("disk full"); })
+                .message(),
+            "disk full");
 }
 
 TEST_F(WorkspaceFilesTest, RefusesLinksSpecialFilesAndOversizedReads) {
