@@ -52,8 +52,10 @@ double StatusMiB(pid_t pid, const char* field) {
   return -1;
 }
 
-// A valid statements CSV of about `bytes`: the columns of examples/, one row per year
-// (1, 2, ...), values varied so that the accounting equation holds in every row.
+// A valid statements CSV of about `bytes`: the columns of examples/ and a `notes` column, one
+// row per year (1, 2, ...), values varied so that the accounting equation holds in every row.
+// The notes pad each row so that the file stays within the playbook's 100,000 data rows
+// (statements.h, kMaxDataRows) at any size up to max_input_bytes.
 std::string MakeCsv(size_t bytes) {
   std::string csv =
       "year,revenue,cost_of_revenue,gross_profit,research_and_development,sales_and_marketing,"
@@ -61,22 +63,29 @@ std::string MakeCsv(size_t bytes) {
       "income_tax_expense,net_income,stock_based_compensation,cash_and_equivalents,"
       "accounts_receivable,inventory,total_current_assets,total_assets,accounts_payable,"
       "deferred_revenue,total_current_liabilities,long_term_debt,total_liabilities,"
-      "shareholders_equity,operating_cash_flow,capital_expenditures\n";
-  csv.reserve(bytes + 512);
+      "shareholders_equity,operating_cash_flow,capital_expenditures,notes\n";
+  csv.reserve(bytes + 4096);
+  const size_t row_bytes = bytes / 95000 + 1;
   char row[512];
   for (long year = 1; csv.size() < bytes; ++year) {
-    long k = 1000 + (year * 7919) % 5000;  // a varying scale
+    // A slowly growing scale: real statements do not move 15% in every line every year, and
+    // a file where they do would fill unusual_movements.csv past the artifact cap.
+    long k = 100000 + year;
     long revenue = 84 * k, cost = 28 * k, gross = revenue - cost;
     long rd = 21 * k, sm = 30 * k, ga = 9 * k, op = gross - rd - sm - ga;
     long interest = k, pretax = op - interest, tax = 0, net = pretax - tax;
     long liabilities = 51 * k, equity = 33 * k + year % 97, assets = liabilities + equity;
     std::snprintf(row, sizeof(row),
                   "%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,"
-                  "%ld,%ld,%ld,%ld,%ld,%ld,%ld\n",
+                  "%ld,%ld,%ld,%ld,%ld,%ld,%ld,",
                   year, revenue, cost, gross, rd, sm, ga, op, interest, pretax, tax, net, 6 * k,
                   41 * k, 10 * k, 0L, 54 * k, assets, 5 * k, 22 * k, 31 * k, 20 * k,
                   liabilities, equity, 9 * k, 7 * k);
+    const size_t start = csv.size();
     csv += row;
+    size_t used = csv.size() - start + 1;
+    csv.append(row_bytes > used ? row_bytes - used : 1, 'n');
+    csv += '\n';
   }
   return csv;
 }
