@@ -1,5 +1,6 @@
 #include "sandbox/openai/openai_provider.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -367,12 +368,17 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
   // from making the container, only keep its id from us.
   absl::StatusOr<upstream::Container> created = client_->CreateContainer(cs, nullptr);
   if (!created.ok()) {
-    // The request may have reached OpenAI before failing: clean up by name now.
-    absl::Status swept = SweepByName(entry, absl::InfinitePast());
-    if (!swept.ok()) {
-      log::Error("sandbox.openai_create_cleanup_failed",
-                 {{"session", spec.id}, {"error", swept.ToString()}});
+    // The request may have reached OpenAI and still be carried out: the entry stays until a
+    // look by name settles it. It records when we gave up, so a restarted daemon knows how
+    // long its sweep must keep looking.
+    entry.details["gave_up_at_ms"] = absl::ToUnixMillis(clock_->Now());
+    absl::Status recorded = journal_->Record(entry);
+    if (!recorded.ok()) {
+      log::Error("sandbox.openai_journal_failed",
+                 {{"session", spec.id}, {"error", recorded.ToString()}});
     }
+    // Whatever stopped the look (nothing there yet, or the listing failed), look again.
+    if (!Sweep(entry).ok()) KeepLooking(entry);
     return absl::Status(created.status().code(),
                         absl::StrCat("creating container: ", created.status().message()));
   }
@@ -407,17 +413,59 @@ absl::Status OpenAiProvider::Sweep(const JournalEntry& entry) {
     log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
     return journal_->Erase(entry.id);
   }
-  // The daemon died between asking for the container and learning its id: find it by name.
-  // Its request may still be carried out after it died, so until create_settle has passed
-  // since the request, finding nothing proves nothing. (Entries without the request time
-  // are from before it was journaled.)
-  absl::Time settle_until = absl::InfinitePast();
-  if (d.is_object() && d.contains("requested_at_ms") &&
-      d["requested_at_ms"].is_number_integer()) {
-    settle_until =
-        absl::FromUnixMillis(d["requested_at_ms"].get<int64_t>()) + options_.create_settle;
+  // The create failed, or the daemon died between asking for the container and learning its
+  // id: find it by name. The request may still be carried out after that, so until
+  // create_settle has passed since it was last in flight (sent, or given up on), finding
+  // nothing proves nothing. (Entries without either time are from before they were
+  // journaled.)
+  absl::Time last_in_flight = absl::InfinitePast();
+  for (const char* key : {"requested_at_ms", "gave_up_at_ms"}) {
+    if (d.is_object() && d.contains(key) && d[key].is_number_integer()) {
+      last_in_flight = std::max(last_in_flight, absl::FromUnixMillis(d[key].get<int64_t>()));
+    }
   }
-  return SweepByName(entry, settle_until);
+  return SweepByName(entry, last_in_flight + options_.create_settle);
+}
+
+OpenAiProvider::~OpenAiProvider() {
+  stop_.Cancel("provider destroyed");
+  std::thread looker;
+  {
+    absl::MutexLock l(&looker_mu_);
+    looker = std::move(looker_);
+  }
+  if (looker.joinable()) looker.join();
+}
+
+void OpenAiProvider::KeepLooking(JournalEntry entry) {
+  log::Info("sandbox.openai_create_unsettled",
+            {{"entry", entry.id}, {"why", "no container found yet; its create may still land"}});
+  absl::MutexLock l(&looker_mu_);
+  unsettled_.push_back(std::move(entry));
+  if (!looker_.joinable()) looker_ = std::thread([this] { LookerLoop(); });
+}
+
+void OpenAiProvider::LookerLoop() {
+  while (!stop_.WaitFor(options_.recheck_interval)) {
+    std::vector<JournalEntry> entries;
+    {
+      absl::MutexLock l(&looker_mu_);
+      entries.swap(unsettled_);
+    }
+    std::vector<JournalEntry> still;
+    for (JournalEntry& entry : entries) {
+      absl::Status st = Sweep(entry);
+      if (st.code() == absl::StatusCode::kUnavailable) {
+        still.push_back(std::move(entry));
+      } else if (!st.ok()) {
+        // The entry stays in the journal for the next daemon's sweep.
+        log::Error("sandbox.openai_create_cleanup_failed",
+                   {{"entry", entry.id}, {"error", st.ToString()}});
+      }
+    }
+    absl::MutexLock l(&looker_mu_);
+    for (JournalEntry& entry : still) unsettled_.push_back(std::move(entry));
+  }
 }
 
 absl::Status OpenAiProvider::SweepByName(const JournalEntry& entry, absl::Time settle_until) {
@@ -427,13 +475,17 @@ absl::Status OpenAiProvider::SweepByName(const JournalEntry& entry, absl::Time s
   }
   const std::string name = d["name"].get<std::string>();
   SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> doomed, ContainersNamed(client_, name));
-  if (doomed.empty() && clock_->Now() < settle_until) {
-    return errors::Unavailable(absl::StrCat("no container named ", name,
-                                            " yet, and its create may still land: look again"));
-  }
   for (const std::string& id : doomed) {
     SANDGATE_RETURN_IF_ERROR(DeleteIgnoringMissing(client_, id, nullptr));
     log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
+  }
+  // A create retried after a failed attempt may land once more: only past settle_until is
+  // the name known to be gone for good.
+  if (clock_->Now() < settle_until) {
+    return errors::Unavailable(absl::StrCat(
+        doomed.empty() ? "no container" : absl::StrCat("deleted ", doomed.size(), " container(s)"),
+        " named ", name, " so far, and its create may still land until ",
+        absl::FormatTime(settle_until, absl::UTCTimeZone()), ": look again"));
   }
   return journal_->Erase(entry.id);
 }
