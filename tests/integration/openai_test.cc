@@ -24,6 +24,7 @@ namespace sandgate::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kApiKey[] = "sk-it-SECRET-5f1d9a7c3e2b4d6f8a0c1e3b5d7f9a2c";
 constexpr char kInput[] = "northstar_cloud_financial_statements.csv";
@@ -350,6 +351,26 @@ TEST_F(OpenAiIntegrationTest, TheApiKeyIsNowhere) {
   // Nor in anything the daemon stored (SQLite state, artifacts).
   std::string grep = absl::StrCat("grep -rqa -- '", kApiKey, "' ", daemon_->state_dir());
   EXPECT_NE(std::system(grep.c_str()), 0) << "the key is in " << daemon_->state_dir();
+}
+
+// Issue 10 item 6: the container is reported expired once the model's turn is over (here
+// 0.x s after it was made); the run fails saying what the API said, when and for which
+// container, not "artifact … is missing" and not "idle longer than 20 minutes".
+TEST_F(OpenAiIntegrationTest, AnExpiryAfterTheTurnIsReportedAsTheApiSaidIt) {
+  fake_.Scenario(AnalystTurns(kInput));
+  // Only collecting the artifacts reads container files on the hosted path.
+  fake_.Fault({{"path_prefix", "/v1/containers/"},
+               {"method", "GET"},
+               {"status", 400},
+               {"message", "Container is expired."},
+               {"times", 100}});
+  v1::Run run = RunToEnd(Request("openai", "openai"));
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_THAT(run.status_reason(), HasSubstr("container cntr_"));
+  EXPECT_THAT(run.status_reason(), HasSubstr("the API said: "));
+  EXPECT_THAT(run.status_reason(), HasSubstr("Container is expired."));
+  EXPECT_THAT(run.status_reason(), Not(HasSubstr("is missing")));
+  EXPECT_THAT(run.status_reason(), Not(HasSubstr("idle")));
 }
 
 }  // namespace

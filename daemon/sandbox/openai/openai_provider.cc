@@ -114,7 +114,9 @@ OpenAiSession::OpenAiSession(upstream::OpenAiClient* client, ResourceJournal* jo
       id_(std::move(id)),
       container_id_(std::move(container_id)),
       warnings_(std::move(warnings)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      created_at_(clock_->Now()) {}
 
 OpenAiSession::~OpenAiSession() {
   absl::Status st = Close();
@@ -136,17 +138,24 @@ void OpenAiSession::KeeperLoop() {
         client_->ListContainerFiles(container_id_, &stop_);
     if (stop_.cancelled()) return;
     if (files.ok()) continue;
+    constexpr absl::string_view kKeeping = "the keeper's touch of the held container";
     if (IsExpiredError(files.status())) {
-      MarkExpired().IgnoreError();
-      log::Warning("sandbox.openai_container_expired",
-                   {{"session", id_}, {"container", container_id_}});
+      MarkExpired(files.status().message(), kKeeping).IgnoreError();
       return;
     }
     absl::StatusOr<upstream::Container> c = client_->RetrieveContainer(container_id_, &stop_);
     if (c.ok() && c->status == "expired") {
-      MarkExpired().IgnoreError();
-      log::Warning("sandbox.openai_container_expired",
-                   {{"session", id_}, {"container", container_id_}});
+      std::string said = "status \"expired\"";
+      if (c->last_active_at > 0) {
+        absl::StrAppend(
+            &said, ", last active at ",
+            absl::FormatTime(absl::RFC3339_sec, absl::FromUnixSeconds(c->last_active_at),
+                             absl::UTCTimeZone()));
+      }
+      if (c->expires_after_minutes > 0) {
+        absl::StrAppend(&said, ", expires_after ", c->expires_after_minutes, " minutes");
+      }
+      MarkExpired(said, kKeeping).IgnoreError();
       return;
     }
     // Transient (the retrying client already retried): try again next interval.
@@ -164,14 +173,27 @@ bool OpenAiSession::IsExpiredError(const absl::Status& status) {
 }
 
 absl::Status OpenAiSession::ExpiredError() const {
-  return errors::FailedPrecondition(
-      absl::StrCat("container ", container_id_, " expired (idle longer than ",
-                   options_.expires_after_minutes, " minutes); its files are lost"));
+  // Only what was observed: the API's words, when, during what, and the container's age. Its
+  // idle limit is not the cause to assume (a container can be reported expired at any age).
+  return errors::FailedPrecondition(absl::StrCat(
+      "container ", container_id_, " expired: during ", expired_during_, " at ",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", expired_at_, absl::UTCTimeZone()), " (",
+      absl::FormatDuration(absl::Trunc(expired_at_ - created_at_, absl::Milliseconds(100))),
+      " after it was created) the API said: ", expired_said_, "; its files are lost"));
 }
 
-absl::Status OpenAiSession::MarkExpired() {
+absl::Status OpenAiSession::MarkExpired(absl::string_view said, absl::string_view during) {
   absl::MutexLock l(&mu_);
-  expired_ = true;
+  if (!expired_) {
+    expired_ = true;
+    expired_said_ = std::string(said);
+    expired_during_ = std::string(during);
+    expired_at_ = clock_->Now();
+    log::Warning("sandbox.openai_container_expired", {{"session", id_},
+                                                      {"container", container_id_},
+                                                      {"during", expired_during_},
+                                                      {"said", expired_said_}});
+  }
   return ExpiredError();
 }
 
@@ -183,7 +205,7 @@ absl::Status OpenAiSession::CheckUsable() const {
 }
 
 absl::Status OpenAiSession::Upstream(absl::Status status, absl::string_view what) {
-  if (IsExpiredError(status)) return MarkExpired();
+  if (IsExpiredError(status)) return MarkExpired(status.message(), what);
   return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
 

@@ -29,7 +29,9 @@
 //    deleted. If the delete fails the entry stays for the next daemon's Sweep.
 //  - Expiry: once the container has expired (the keeper saw it, or an upstream call said
 //    "Container is expired."), every later call fails with FAILED_PRECONDITION
-//    "container cntr_… expired"; it is never silently replaced.
+//    "container cntr_… expired: …", saying what the API said, when, during what, and how old
+//    the container was (never a guessed cause such as idleness); it is never silently
+//    replaced.
 //
 // Mapping of SessionSpec:
 //  - memory_bytes → the smallest memory_limit of 1g/4g/16g/64g that holds it (and at least
@@ -119,12 +121,15 @@ class OpenAiSession : public Session {
 
   // For the openai agent, which points the Responses API shell tool at this container.
   const std::string& container_id() const { return container_id_; }
-  // OK while the container is usable; FAILED_PRECONDITION "container cntr_… expired" once it
-  // has expired, or "session … is closed".
+  // OK while the container is usable; FAILED_PRECONDITION "container cntr_… expired: …" once
+  // it has expired, or "session … is closed".
   absl::Status CheckUsable() const;
-  // Records that upstream reported the container expired (e.g. a Responses call answered
-  // "Container is expired."); returns the FAILED_PRECONDITION every later call gets.
-  absl::Status MarkExpired();
+  // Records that upstream reported the container expired: `said` is what the API answered
+  // (e.g. a Responses call's 400 "Container is expired."), `during` what we were doing ("the
+  // model's turn"). Returns the FAILED_PRECONDITION every later call gets, which names the
+  // container, what the API said, when, during what, and the container's age then; only the
+  // first report is kept.
+  absl::Status MarkExpired(absl::string_view said, absl::string_view during);
   // True when `status` is upstream's way of saying the container expired.
   static bool IsExpiredError(const absl::Status& status);
 
@@ -135,7 +140,7 @@ class OpenAiSession : public Session {
                 OpenAiProviderOptions options);
   void StartKeeper();
   void KeeperLoop();
-  absl::Status ExpiredError() const;
+  absl::Status ExpiredError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps an upstream failure: an expiry marks the session expired.
   absl::Status Upstream(absl::Status status, absl::string_view what);
 
@@ -145,6 +150,8 @@ class OpenAiSession : public Session {
   const std::string container_id_;
   const std::vector<std::string> warnings_;
   const OpenAiProviderOptions options_;
+  const Clock* const clock_;
+  const absl::Time created_at_;  // when upstream answered the create, by clock_
 
   CancelToken stop_;  // fired by Close: ends the keeper and aborts its in-flight call
   std::thread keeper_;
@@ -152,6 +159,10 @@ class OpenAiSession : public Session {
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool expired_ ABSL_GUARDED_BY(mu_) = false;
+  // The first expiry report: what the API said, during what, and when (by clock_).
+  std::string expired_said_ ABSL_GUARDED_BY(mu_);
+  std::string expired_during_ ABSL_GUARDED_BY(mu_);
+  absl::Time expired_at_ ABSL_GUARDED_BY(mu_);
   absl::Mutex close_mu_;  // serialises Close
 };
 

@@ -20,6 +20,7 @@ namespace sandgate::sandbox {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class OpenAiProviderTest : public ::testing::Test {
  protected:
@@ -219,6 +220,33 @@ TEST_F(OpenAiProviderTest, AnExpiredContainerIsReportedNeverReused) {
   EXPECT_EQ(s->CheckUsable().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(s->Close().ok());  // the expired container is still deleted
   EXPECT_TRUE(journal_.List()->empty());
+}
+
+// A fresh container the API calls expired is reported with the API's words, when, and during
+// what; not as "idle longer than 20 minutes".
+TEST_F(OpenAiProviderTest, AnExpiryIsReportedAsTheApiSaidIt) {
+  testing::FakeClock clock(absl::FromUnixSeconds(1796117200));  // 2026-12-01T09:26:40Z
+  OpenAiProviderOptions o;
+  o.clock = &clock;
+  auto provider = Provider(o);
+  auto session = provider->Create(Spec("exp-3"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto* s = dynamic_cast<OpenAiSession*>(session->get());
+  clock.Advance(absl::Milliseconds(300));
+  fake_.Fault({{"path_prefix", "/v1/containers/"},
+               {"method", "GET"},
+               {"status", 400},
+               {"message", "Container is expired."}});
+  absl::Status st = s->ReadFile("report.md", 100).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("container " + s->container_id() + " expired"));
+  EXPECT_THAT(st.message(), HasSubstr("Container is expired."));
+  EXPECT_THAT(st.message(), HasSubstr("during reading report.md"));
+  EXPECT_THAT(st.message(), HasSubstr("at 2026-12-01T09:26:40.300Z (300ms after it was created)"));
+  EXPECT_THAT(st.message(), Not(HasSubstr("idle")));
+  // Later calls repeat the first report, not a new guess.
+  EXPECT_EQ(s->CheckUsable().message(), st.message());
+  ASSERT_TRUE(s->Close().ok());
 }
 
 TEST_F(OpenAiProviderTest, KeeperNoticesExpiry) {
