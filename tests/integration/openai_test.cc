@@ -373,5 +373,38 @@ TEST_F(OpenAiIntegrationTest, AnExpiryAfterTheTurnIsReportedAsTheApiSaidIt) {
   EXPECT_THAT(run.status_reason(), Not(HasSubstr("idle")));
 }
 
+// Issue 10 item 1: POST /containers times out on our side, upstream makes the container
+// anyway after we gave up, and the daemon is restarted in between; the container must still
+// be found (by its name) and deleted.
+TEST_F(OpenAiIntegrationTest, AContainerMadeAfterTheCreateTimedOutIsDeletedAcrossARestart) {
+  daemon_->Stop(SIGTERM);
+  nlohmann::json openai = {{"base_url", fake_.base_url()},
+                           {"api_key_file", key_file_},
+                           {"model", "fake-model"},
+                           {"request_timeout_seconds", 1}};
+  daemon_ = std::make_unique<DaemonHarness>(
+      nlohmann::json{{"local", {{"uid_base", 310000}, {"uid_count", 64}}}, {"openai", openai}});
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"delay_ms", 2500}});
+  v1::Run run = RunToEnd(Request("openai", "openai"));
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  daemon_->Stop(SIGKILL);  // before the container lands upstream
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  bool landed = false;
+  for (int i = 0; i < 200; ++i) {
+    nlohmann::json state = fake_.State();
+    for (const auto& r : state["requests"]) {
+      landed |= r["method"] == "POST" && r["path"] == "/v1/containers" && r["status"] == 200;
+    }
+    if (landed && state["containers"].empty()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(landed) << fake_.State().dump();
+  EXPECT_TRUE(fake_.State()["containers"].empty()) << fake_.State().dump();
+}
+
 }  // namespace
 }  // namespace sandgate::testing
