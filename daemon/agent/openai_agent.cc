@@ -312,7 +312,7 @@ class OpenAiRun : public ModelRun {
       }
       const absl::Status& st = response.status();
       if (hosted_ != nullptr && sandbox::OpenAiSession::IsExpiredError(st)) {
-        return hosted_->MarkExpired();
+        return hosted_->MarkExpired(st.message(), "a Responses API request");
       }
       if (st.code() == absl::StatusCode::kUnavailable && attempt < kStreamRetries) {
         EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
@@ -333,7 +333,8 @@ class OpenAiRun : public ModelRun {
       const std::string message = Str(error, "message");
       if (hosted_ != nullptr &&
           sandbox::OpenAiSession::IsExpiredError(errors::FailedPrecondition(message))) {
-        return hosted_->MarkExpired();
+        return hosted_->MarkExpired(absl::StrCat("response failed: ", message),
+                                    "the model's response");
       }
       return errors::FailedPrecondition(
           absl::StrCat("the model's response failed: ", Str(error, "code"), ": ", message));

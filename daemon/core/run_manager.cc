@@ -761,6 +761,11 @@ absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
         });
     if (!store_error.ok()) return store_error;
     if (!copied.ok()) {  // the writer removes what it stored of it
+      // The sandbox can no longer be read (a hosted container expired, or it was closed):
+      // that, not "artifact missing", is why the run fails.
+      if (copied.code() == absl::StatusCode::kFailedPrecondition) {
+        return agent_status.ok() ? copied : agent_status;
+      }
       if (copied.code() != absl::StatusCode::kNotFound) {
         events.Notice(v1::Notice::SEVERITY_WARNING,
                       absl::StrCat("artifact ", name, " refused: ", copied.message()));

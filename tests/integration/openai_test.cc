@@ -24,6 +24,7 @@ namespace sandgate::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kApiKey[] = "sk-it-SECRET-5f1d9a7c3e2b4d6f8a0c1e3b5d7f9a2c";
 constexpr char kInput[] = "northstar_cloud_financial_statements.csv";
@@ -350,6 +351,59 @@ TEST_F(OpenAiIntegrationTest, TheApiKeyIsNowhere) {
   // Nor in anything the daemon stored (SQLite state, artifacts).
   std::string grep = absl::StrCat("grep -rqa -- '", kApiKey, "' ", daemon_->state_dir());
   EXPECT_NE(std::system(grep.c_str()), 0) << "the key is in " << daemon_->state_dir();
+}
+
+// Issue 10 item 6: the container is reported expired once the model's turn is over (here
+// 0.x s after it was made); the run fails saying what the API said, when and for which
+// container, not "artifact … is missing" and not "idle longer than 20 minutes".
+TEST_F(OpenAiIntegrationTest, AnExpiryAfterTheTurnIsReportedAsTheApiSaidIt) {
+  fake_.Scenario(AnalystTurns(kInput));
+  // Only collecting the artifacts reads container files on the hosted path.
+  fake_.Fault({{"path_prefix", "/v1/containers/"},
+               {"method", "GET"},
+               {"status", 400},
+               {"message", "Container is expired."},
+               {"times", 100}});
+  v1::Run run = RunToEnd(Request("openai", "openai"));
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_THAT(run.status_reason(), HasSubstr("container cntr_"));
+  EXPECT_THAT(run.status_reason(), HasSubstr("the API said: "));
+  EXPECT_THAT(run.status_reason(), HasSubstr("Container is expired."));
+  EXPECT_THAT(run.status_reason(), Not(HasSubstr("is missing")));
+  EXPECT_THAT(run.status_reason(), Not(HasSubstr("idle")));
+}
+
+// Issue 10 item 1: POST /containers times out on our side, upstream makes the container
+// anyway after we gave up, and the daemon is restarted in between; the container must still
+// be found (by its name) and deleted.
+TEST_F(OpenAiIntegrationTest, AContainerMadeAfterTheCreateTimedOutIsDeletedAcrossARestart) {
+  daemon_->Stop(SIGTERM);
+  nlohmann::json openai = {{"base_url", fake_.base_url()},
+                           {"api_key_file", key_file_},
+                           {"model", "fake-model"},
+                           {"request_timeout_seconds", 1}};
+  daemon_ = std::make_unique<DaemonHarness>(
+      nlohmann::json{{"local", {{"uid_base", 310000}, {"uid_count", 64}}}, {"openai", openai}});
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"delay_ms", 2500}});
+  v1::Run run = RunToEnd(Request("openai", "openai"));
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  daemon_->Stop(SIGKILL);  // before the container lands upstream
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  bool landed = false;
+  for (int i = 0; i < 200; ++i) {
+    nlohmann::json state = fake_.State();
+    for (const auto& r : state["requests"]) {
+      landed |= r["method"] == "POST" && r["path"] == "/v1/containers" && r["status"] == 200;
+    }
+    if (landed && state["containers"].empty()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(landed) << fake_.State().dump();
+  EXPECT_TRUE(fake_.State()["containers"].empty()) << fake_.State().dump();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "sandbox/openai/openai_provider.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -113,7 +114,9 @@ OpenAiSession::OpenAiSession(upstream::OpenAiClient* client, ResourceJournal* jo
       id_(std::move(id)),
       container_id_(std::move(container_id)),
       warnings_(std::move(warnings)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      created_at_(clock_->Now()) {}
 
 OpenAiSession::~OpenAiSession() {
   absl::Status st = Close();
@@ -135,17 +138,24 @@ void OpenAiSession::KeeperLoop() {
         client_->ListContainerFiles(container_id_, &stop_);
     if (stop_.cancelled()) return;
     if (files.ok()) continue;
+    constexpr absl::string_view kKeeping = "the keeper's touch of the held container";
     if (IsExpiredError(files.status())) {
-      MarkExpired().IgnoreError();
-      log::Warning("sandbox.openai_container_expired",
-                   {{"session", id_}, {"container", container_id_}});
+      MarkExpired(files.status().message(), kKeeping).IgnoreError();
       return;
     }
     absl::StatusOr<upstream::Container> c = client_->RetrieveContainer(container_id_, &stop_);
     if (c.ok() && c->status == "expired") {
-      MarkExpired().IgnoreError();
-      log::Warning("sandbox.openai_container_expired",
-                   {{"session", id_}, {"container", container_id_}});
+      std::string said = "status \"expired\"";
+      if (c->last_active_at > 0) {
+        absl::StrAppend(
+            &said, ", last active at ",
+            absl::FormatTime(absl::RFC3339_sec, absl::FromUnixSeconds(c->last_active_at),
+                             absl::UTCTimeZone()));
+      }
+      if (c->expires_after_minutes > 0) {
+        absl::StrAppend(&said, ", expires_after ", c->expires_after_minutes, " minutes");
+      }
+      MarkExpired(said, kKeeping).IgnoreError();
       return;
     }
     // Transient (the retrying client already retried): try again next interval.
@@ -163,14 +173,27 @@ bool OpenAiSession::IsExpiredError(const absl::Status& status) {
 }
 
 absl::Status OpenAiSession::ExpiredError() const {
-  return errors::FailedPrecondition(
-      absl::StrCat("container ", container_id_, " expired (idle longer than ",
-                   options_.expires_after_minutes, " minutes); its files are lost"));
+  // Only what was observed: the API's words, when, during what, and the container's age. Its
+  // idle limit is not the cause to assume (a container can be reported expired at any age).
+  return errors::FailedPrecondition(absl::StrCat(
+      "container ", container_id_, " expired: during ", expired_during_, " at ",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", expired_at_, absl::UTCTimeZone()), " (",
+      absl::FormatDuration(absl::Trunc(expired_at_ - created_at_, absl::Milliseconds(100))),
+      " after it was created) the API said: ", expired_said_, "; its files are lost"));
 }
 
-absl::Status OpenAiSession::MarkExpired() {
+absl::Status OpenAiSession::MarkExpired(absl::string_view said, absl::string_view during) {
   absl::MutexLock l(&mu_);
-  expired_ = true;
+  if (!expired_) {
+    expired_ = true;
+    expired_said_ = std::string(said);
+    expired_during_ = std::string(during);
+    expired_at_ = clock_->Now();
+    log::Warning("sandbox.openai_container_expired", {{"session", id_},
+                                                      {"container", container_id_},
+                                                      {"during", expired_during_},
+                                                      {"said", expired_said_}});
+  }
   return ExpiredError();
 }
 
@@ -182,7 +205,7 @@ absl::Status OpenAiSession::CheckUsable() const {
 }
 
 absl::Status OpenAiSession::Upstream(absl::Status status, absl::string_view what) {
-  if (IsExpiredError(status)) return MarkExpired();
+  if (IsExpiredError(status)) return MarkExpired(status.message(), what);
   return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
 
@@ -367,12 +390,17 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
   // from making the container, only keep its id from us.
   absl::StatusOr<upstream::Container> created = client_->CreateContainer(cs, nullptr);
   if (!created.ok()) {
-    // The request may have reached OpenAI before failing: clean up by name now.
-    absl::Status swept = SweepByName(entry, absl::InfinitePast());
-    if (!swept.ok()) {
-      log::Error("sandbox.openai_create_cleanup_failed",
-                 {{"session", spec.id}, {"error", swept.ToString()}});
+    // The request may have reached OpenAI and still be carried out: the entry stays until a
+    // look by name settles it. It records when we gave up, so a restarted daemon knows how
+    // long its sweep must keep looking.
+    entry.details["gave_up_at_ms"] = absl::ToUnixMillis(clock_->Now());
+    absl::Status recorded = journal_->Record(entry);
+    if (!recorded.ok()) {
+      log::Error("sandbox.openai_journal_failed",
+                 {{"session", spec.id}, {"error", recorded.ToString()}});
     }
+    // Whatever stopped the look (nothing there yet, or the listing failed), look again.
+    if (!Sweep(entry).ok()) KeepLooking(entry);
     return absl::Status(created.status().code(),
                         absl::StrCat("creating container: ", created.status().message()));
   }
@@ -407,17 +435,59 @@ absl::Status OpenAiProvider::Sweep(const JournalEntry& entry) {
     log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
     return journal_->Erase(entry.id);
   }
-  // The daemon died between asking for the container and learning its id: find it by name.
-  // Its request may still be carried out after it died, so until create_settle has passed
-  // since the request, finding nothing proves nothing. (Entries without the request time
-  // are from before it was journaled.)
-  absl::Time settle_until = absl::InfinitePast();
-  if (d.is_object() && d.contains("requested_at_ms") &&
-      d["requested_at_ms"].is_number_integer()) {
-    settle_until =
-        absl::FromUnixMillis(d["requested_at_ms"].get<int64_t>()) + options_.create_settle;
+  // The create failed, or the daemon died between asking for the container and learning its
+  // id: find it by name. The request may still be carried out after that, so until
+  // create_settle has passed since it was last in flight (sent, or given up on), finding
+  // nothing proves nothing. (Entries without either time are from before they were
+  // journaled.)
+  absl::Time last_in_flight = absl::InfinitePast();
+  for (const char* key : {"requested_at_ms", "gave_up_at_ms"}) {
+    if (d.is_object() && d.contains(key) && d[key].is_number_integer()) {
+      last_in_flight = std::max(last_in_flight, absl::FromUnixMillis(d[key].get<int64_t>()));
+    }
   }
-  return SweepByName(entry, settle_until);
+  return SweepByName(entry, last_in_flight + options_.create_settle);
+}
+
+OpenAiProvider::~OpenAiProvider() {
+  stop_.Cancel("provider destroyed");
+  std::thread looker;
+  {
+    absl::MutexLock l(&looker_mu_);
+    looker = std::move(looker_);
+  }
+  if (looker.joinable()) looker.join();
+}
+
+void OpenAiProvider::KeepLooking(JournalEntry entry) {
+  log::Info("sandbox.openai_create_unsettled",
+            {{"entry", entry.id}, {"why", "no container found yet; its create may still land"}});
+  absl::MutexLock l(&looker_mu_);
+  unsettled_.push_back(std::move(entry));
+  if (!looker_.joinable()) looker_ = std::thread([this] { LookerLoop(); });
+}
+
+void OpenAiProvider::LookerLoop() {
+  while (!stop_.WaitFor(options_.recheck_interval)) {
+    std::vector<JournalEntry> entries;
+    {
+      absl::MutexLock l(&looker_mu_);
+      entries.swap(unsettled_);
+    }
+    std::vector<JournalEntry> still;
+    for (JournalEntry& entry : entries) {
+      absl::Status st = Sweep(entry);
+      if (st.code() == absl::StatusCode::kUnavailable) {
+        still.push_back(std::move(entry));
+      } else if (!st.ok()) {
+        // The entry stays in the journal for the next daemon's sweep.
+        log::Error("sandbox.openai_create_cleanup_failed",
+                   {{"entry", entry.id}, {"error", st.ToString()}});
+      }
+    }
+    absl::MutexLock l(&looker_mu_);
+    for (JournalEntry& entry : still) unsettled_.push_back(std::move(entry));
+  }
 }
 
 absl::Status OpenAiProvider::SweepByName(const JournalEntry& entry, absl::Time settle_until) {
@@ -427,13 +497,17 @@ absl::Status OpenAiProvider::SweepByName(const JournalEntry& entry, absl::Time s
   }
   const std::string name = d["name"].get<std::string>();
   SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> doomed, ContainersNamed(client_, name));
-  if (doomed.empty() && clock_->Now() < settle_until) {
-    return errors::Unavailable(absl::StrCat("no container named ", name,
-                                            " yet, and its create may still land: look again"));
-  }
   for (const std::string& id : doomed) {
     SANDGATE_RETURN_IF_ERROR(DeleteIgnoringMissing(client_, id, nullptr));
     log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
+  }
+  // A create retried after a failed attempt may land once more: only past settle_until is
+  // the name known to be gone for good.
+  if (clock_->Now() < settle_until) {
+    return errors::Unavailable(absl::StrCat(
+        doomed.empty() ? "no container" : absl::StrCat("deleted ", doomed.size(), " container(s)"),
+        " named ", name, " so far, and its create may still land until ",
+        absl::FormatTime(settle_until, absl::UTCTimeZone()), ": look again"));
   }
   return journal_->Erase(entry.id);
 }

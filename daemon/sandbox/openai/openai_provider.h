@@ -2,7 +2,11 @@
 //
 // What a session does with each Session call:
 //  - Create: journals the container ("openai-container:<session id>", kind "container", with
-//    the time of the request) before asking for it, then records its id; creates it named
+//    the time of the request) before asking for it, then records its id; a create that fails
+//    (or times out on our side) may still be carried out upstream, so its entry records when
+//    we gave up and stays until a look by name has found and deleted the container, or
+//    create_settle has passed with none found (the provider keeps looking meanwhile; a
+//    restarted daemon's sweep carries on from the journaled times); creates it named
 //    "sandgate-<session id>" with the mapped memory_limit, expires_after {last_active_at,
 //    options.expires_after_minutes} and the mapped network_policy. The create request itself
 //    is not cancelled: upstream may carry out a create whose caller hung up, after any
@@ -25,7 +29,9 @@
 //    deleted. If the delete fails the entry stays for the next daemon's Sweep.
 //  - Expiry: once the container has expired (the keeper saw it, or an upstream call said
 //    "Container is expired."), every later call fails with FAILED_PRECONDITION
-//    "container cntr_… expired"; it is never silently replaced.
+//    "container cntr_… expired: …", saying what the API said, when, during what, and how old
+//    the container was (never a guessed cause such as idleness); it is never silently
+//    replaced.
 //
 // Mapping of SessionSpec:
 //  - memory_bytes → the smallest memory_limit of 1g/4g/16g/64g that holds it (and at least
@@ -76,10 +82,16 @@ struct OpenAiProviderOptions {
   absl::Duration keepalive_interval = absl::Minutes(5);
   // Largest file WriteFile uploads.
   uint64_t max_file_bytes = 64ull << 20;
-  // How long after a dead daemon sent a create upstream may still carry it out: until then a
-  // sweep by name that finds nothing answers UNAVAILABLE (ask again) instead of giving up.
-  absl::Duration create_settle = absl::Seconds(10);
-  // The time of journaled requests and of the create_settle check. Null: Clock::Real(). Not owned; outlives the provider.
+  // How long after a create was last in flight (sent, or given up on) upstream may still
+  // carry it out: until then a sweep by name that finds nothing answers UNAVAILABLE (ask
+  // again) instead of giving up. A create upstream answered slowly enough for us to give up
+  // on may land well after that, so this is a minute, not seconds.
+  absl::Duration create_settle = absl::Seconds(60);
+  // How often the provider looks again, by name, for the container of a failed create whose
+  // create may still land (until create_settle has passed).
+  absl::Duration recheck_interval = absl::Seconds(2);
+  // The time of journaled requests and of the create_settle check. Null: Clock::Real(). Not
+  // owned; outlives the provider.
   const Clock* clock = nullptr;
 };
 
@@ -109,12 +121,15 @@ class OpenAiSession : public Session {
 
   // For the openai agent, which points the Responses API shell tool at this container.
   const std::string& container_id() const { return container_id_; }
-  // OK while the container is usable; FAILED_PRECONDITION "container cntr_… expired" once it
-  // has expired, or "session … is closed".
+  // OK while the container is usable; FAILED_PRECONDITION "container cntr_… expired: …" once
+  // it has expired, or "session … is closed".
   absl::Status CheckUsable() const;
-  // Records that upstream reported the container expired (e.g. a Responses call answered
-  // "Container is expired."); returns the FAILED_PRECONDITION every later call gets.
-  absl::Status MarkExpired();
+  // Records that upstream reported the container expired: `said` is what the API answered
+  // (e.g. a Responses call's 400 "Container is expired."), `during` what we were doing ("the
+  // model's turn"). Returns the FAILED_PRECONDITION every later call gets, which names the
+  // container, what the API said, when, during what, and the container's age then; only the
+  // first report is kept.
+  absl::Status MarkExpired(absl::string_view said, absl::string_view during);
   // True when `status` is upstream's way of saying the container expired.
   static bool IsExpiredError(const absl::Status& status);
 
@@ -125,7 +140,7 @@ class OpenAiSession : public Session {
                 OpenAiProviderOptions options);
   void StartKeeper();
   void KeeperLoop();
-  absl::Status ExpiredError() const;
+  absl::Status ExpiredError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps an upstream failure: an expiry marks the session expired.
   absl::Status Upstream(absl::Status status, absl::string_view what);
 
@@ -135,6 +150,8 @@ class OpenAiSession : public Session {
   const std::string container_id_;
   const std::vector<std::string> warnings_;
   const OpenAiProviderOptions options_;
+  const Clock* const clock_;
+  const absl::Time created_at_;  // when upstream answered the create, by clock_
 
   CancelToken stop_;  // fired by Close: ends the keeper and aborts its in-flight call
   std::thread keeper_;
@@ -142,12 +159,20 @@ class OpenAiSession : public Session {
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool expired_ ABSL_GUARDED_BY(mu_) = false;
+  // The first expiry report: what the API said, during what, and when (by clock_).
+  std::string expired_said_ ABSL_GUARDED_BY(mu_);
+  std::string expired_during_ ABSL_GUARDED_BY(mu_);
+  absl::Time expired_at_ ABSL_GUARDED_BY(mu_);
   absl::Mutex close_mu_;  // serialises Close
 };
 
 // Thread safe.
 class OpenAiProvider : public Provider {
  public:
+  // Stops looking for the containers of failed creates; their journal entries stay for the
+  // next daemon's sweep.
+  ~OpenAiProvider() override;
+
   // `client` and `journal` are not owned and must outlive the provider and its sessions.
   static absl::StatusOr<std::unique_ptr<OpenAiProvider>> Create(upstream::OpenAiClient* client,
                                                                 ResourceJournal* journal,
@@ -159,8 +184,9 @@ class OpenAiProvider : public Provider {
                                                   const CancelToken* cancel) override;
   // kind "container": deletes the container by id (or, when the daemon died before learning
   // the id, every container named "sandgate-<session id>"), then erases the entry. By name,
-  // finding nothing is not final until create_settle has passed since the request: until
-  // then it answers UNAVAILABLE and keeps the entry, to be asked again (Provider::Sweep).
+  // nothing is final until create_settle has passed since the create was last in flight
+  // (journaled requested_at_ms / gave_up_at_ms): until then it deletes what it finds, answers
+  // UNAVAILABLE and keeps the entry, to be asked again (Provider::Sweep).
   absl::Status Sweep(const JournalEntry& entry) override;
 
  private:
@@ -172,13 +198,21 @@ class OpenAiProvider : public Provider {
         clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
 
   // Deletes every container named like the entry's, then erases the entry; UNAVAILABLE
-  // (entry kept) when there is none and it is not yet `settle_until`.
+  // (entry kept) while it is not yet `settle_until`.
   absl::Status SweepByName(const JournalEntry& entry, absl::Time settle_until);
+  // Looks for `entry`'s container again every recheck_interval until Sweep settles it.
+  void KeepLooking(JournalEntry entry);
+  void LookerLoop();
 
   upstream::OpenAiClient* const client_;
   ResourceJournal* const journal_;
   const OpenAiProviderOptions options_;
   const Clock* const clock_;
+
+  CancelToken stop_;  // fired by the destructor: ends the looker
+  absl::Mutex looker_mu_;
+  std::vector<JournalEntry> unsettled_ ABSL_GUARDED_BY(looker_mu_);
+  std::thread looker_ ABSL_GUARDED_BY(looker_mu_);
 };
 
 }  // namespace sandgate::sandbox
