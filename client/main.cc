@@ -137,8 +137,8 @@ const ArgsGrammar& Grammar() {
                "stderr. --session ID runs in a kept session (no sandbox options then).\n"
                "Ctrl-C detaches (exit 130; the run goes on); with --cancel-on-exit it cancels the run.\n",
                kSandboxOptions, kGlobalUsage),
-           With({"--out", "--json", "--playbook", "--agent", "--provider", "--model", "--timeout", "--idempotency-key",
-                 "--cancel-on-exit", "--session"},
+           With({"--out", "--json", "--playbook", "--agent", "--provider", "--model", "--timeout",
+                 "--idempotency-key", "--cancel-on-exit", "--session"},
                 kSandboxFlags)},
           {"events",
            absl::StrCat("usage: sandgate events RUN [--follow] [--after N] [--json]\n"
