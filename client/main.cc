@@ -52,7 +52,7 @@ constexpr char kUsage[] = R"(usage: sandgate [--addr ADDR] [--token-file FILE] C
 
 commands:
   run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME] [--provider NAME]
-           [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
+           [--model NAME] [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
            [--env NAME=VALUE]... [--setup COMMAND]... [--network disabled|restricted|enabled]
            [--allow DOMAIN]... [--memory-mib N] [--session ID]
       start a run, show its progress, download its artifacts and events.jsonl into DIR
@@ -81,8 +81,9 @@ commands:
 Every command answers --help. --version prints the version.
 ADDR: unix:PATH, tcp:HOST:PORT (as sandgated prints it) or HOST:PORT.
 environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN
-exit codes: 0 success, 1 the run did not succeed (or a download did not match its sha256),
-            2 usage or connection error, 130 detached
+exit codes: 0 success, 1 the run did not succeed (or a download did not match its sha256, or
+            `run` could not save all of a finished run's files), 2 usage or connection error,
+            130 detached
 )";
 
 constexpr char kGlobalUsage[] = R"(
@@ -114,26 +115,30 @@ const ArgsGrammar& Grammar() {
        {"--reason", true},        {"--addr", true},         {"--token-file", true}, {"--env", true},
        {"--setup", true},         {"--network", true},      {"--allow", true},     {"--memory-mib", true},
        {"--session", true},       {"--idle", true},         {"--lifetime", true},  {"--all", false},
-       {"--command-timeout", true}, {"--older-than-hours", true}},
+       {"--command-timeout", true}, {"--older-than-hours", true}, {"--model", true}},
       // clang-format on
       {"--addr", "--token-file"},
       {
           {"run",
            absl::StrCat(
                "usage: sandgate run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME]\n"
-               "                         [--provider NAME] [--timeout SECONDS] [--idempotency-key KEY]\n"
-               "                         [--cancel-on-exit] [--session ID] [sandbox options]\n"
+               "                         [--provider NAME] [--model NAME] [--timeout SECONDS]\n"
+               "                         [--idempotency-key KEY] [--cancel-on-exit] [--session ID]\n"
+               "                         [sandbox options]\n"
                "Starts a run on FILE, shows its progress as it happens, downloads its artifacts and\n"
                "events.jsonl into DIR (default ./sandgate-<run id>), checking each one's sha256, and\n"
-               "prints a summary. Exit 0 only if the run succeeded, 1 if not.\n"
+               "prints a summary. Exit 0 only if the run succeeded, 1 if not (or if its files could\n"
+               "not all be saved). A run that ended is reported as ended, with the events it streamed\n"
+               "saved, even when the daemon goes away right after (a drain): the rest is a warning.\n"
+               "--model NAME picks the model of a model-driven agent (default: the provider's).\n"
                "Playbooks: financial-analyst (default; FILE is a CSV of yearly statements) and\n"
                "sandbox-probe (checks the sandbox itself; FILE is any file it should read).\n"
                "--json prints each event as a JSON line on stdout, then the run; progress goes to\n"
                "stderr. --session ID runs in a kept session (no sandbox options then).\n"
                "Ctrl-C detaches (exit 130; the run goes on); with --cancel-on-exit it cancels the run.\n",
                kSandboxOptions, kGlobalUsage),
-           With({"--out", "--json", "--playbook", "--agent", "--provider", "--timeout", "--idempotency-key",
-                 "--cancel-on-exit", "--session"},
+           With({"--out", "--json", "--playbook", "--agent", "--provider", "--model", "--timeout",
+                 "--idempotency-key", "--cancel-on-exit", "--session"},
                 kSandboxFlags)},
           {"events",
            absl::StrCat("usage: sandgate events RUN [--follow] [--after N] [--json]\n"
@@ -396,8 +401,8 @@ grpc::Status FollowToEnd(Client& client, const std::string& run_id, int64_t afte
 }
 
 // The run's artifacts, each checked against the sha256 of the run's record and of its
-// stream, and its events as events.jsonl, into `dir`.
-absl::Status Download(Client& client, const v1::Run& run, const std::string& dir) {
+// stream, into `dir`.
+absl::Status DownloadArtifacts(Client& client, const v1::Run& run, const std::string& dir) {
   for (const v1::Artifact& a : run.artifacts()) {
     if (a.name().empty() || a.name() == "." || a.name() == ".." || absl::StrContains(a.name(), '/')) {
       return absl::DataLossError(
@@ -412,6 +417,12 @@ absl::Status Download(Client& client, const v1::Run& run, const std::string& dir
     auto reader = client.stub().DownloadArtifact(&ctx, req);
     if (absl::Status st = ReceiveFile(ctx, *reader, dir + "/" + a.name(), a.sha256()); !st.ok()) return st;
   }
+  return absl::OkStatus();
+}
+
+// The run's artifacts (DownloadArtifacts) and its events as events.jsonl, into `dir`.
+absl::Status Download(Client& client, const v1::Run& run, const std::string& dir) {
+  if (absl::Status st = DownloadArtifacts(client, run, dir); !st.ok()) return st;
   std::string jsonl;
   grpc::Status st = FollowEvents(client, &client.interrupt(), run.id(), 0, false,
                                  [&](const v1::Event& e) { absl::StrAppend(&jsonl, ToJson(e), "\n"); });
@@ -487,6 +498,7 @@ int CmdRun(Client& client, const Args& args) {
   req.set_playbook(args.Get("--playbook"));
   req.set_agent(args.Get("--agent"));
   req.set_provider(args.Get("--provider"));
+  req.set_model(args.Get("--model"));
   req.set_idempotency_key(args.Get("--idempotency-key"));
   if (args.Has("--timeout")) {
     int64_t s;
@@ -521,7 +533,14 @@ int CmdRun(Client& client, const Args& args) {
   std::fflush(progress);
   ProgressPrinter printer(progress);
   bool finished = false;
+  // What streamed is the whole log (FollowToEnd sees each event once, in order): events.jsonl
+  // and the run's end are known from it even if the daemon is gone the moment the run ended,
+  // as after a drain.
+  std::string jsonl;
+  v1::RunFinished ended;
   grpc::Status followed = FollowToEnd(client, run.id(), 0, &finished, [&](const v1::Event& e) {
+    if (e.seq() > 0) absl::StrAppend(&jsonl, ToJson(e), "\n");
+    if (e.type() == "run.finished") ended = e.run_finished();
     if (json && e.seq() > 0) {
       std::printf("%s\n", ToJson(e).c_str());
       std::fflush(stdout);  // a program reading the pipe sees each event as it happens
@@ -546,19 +565,39 @@ int CmdRun(Client& client, const Args& args) {
     }
     return kExitDetached;
   }
+  // The run has ended: from here a failing call is a warning, and the exit code follows the
+  // run's status (or says that its files are not all there).
+  bool saved_all = true;
+  auto warn = [&](absl::string_view what, const absl::Status& st) {
+    std::fprintf(stderr, "sandgate run: warning: %s: %s\n", std::string(what).c_str(),
+                 TerminalSafe(absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message())).c_str());
+    saved_all = false;
+  };
   {
     grpc::ClientContext ctx;
     client.Prepare(&ctx);
     v1::GetRunRequest greq;
     greq.set_run_id(run.id());
-    grpc::Status st = client.stub().GetRun(&ctx, greq, &run);
-    if (!st.ok()) return Fail(st);
+    v1::Run record;
+    grpc::Status st = client.stub().GetRun(&ctx, greq, &record);
+    if (st.ok()) {
+      run = std::move(record);
+    } else {
+      warn("the run ended, but its record could not be read, so its artifacts are not downloaded",
+           FromGrpc(st));
+      run.set_status(ended.status());
+      run.set_status_reason(ended.reason());
+      run.clear_artifacts();
+    }
   }
   std::string dir = args.Get("--out", "sandgate-" + run.id());
   if (!MakeDirs(dir)) return Usage("cannot create output directory " + dir);
-  if (absl::Status st = Download(client, run, dir); !st.ok()) {
+  if (absl::Status st = WriteFileAtomically(dir + "/events.jsonl", jsonl); !st.ok()) {
+    warn("events.jsonl", st);
+  }
+  if (absl::Status st = DownloadArtifacts(client, run, dir); !st.ok()) {
     if (client.interrupt().fired()) return kExitDetached;
-    return Fail(st);
+    warn("the artifacts", st);
   }
   if (json) {
     std::printf("%s\n", ToJson(run).c_str());
@@ -569,7 +608,7 @@ int CmdRun(Client& client, const Args& args) {
                 static_cast<size_t>(run.artifacts_size()), TerminalSafe(dir).c_str());
     if (!run.status_reason().empty()) std::printf("reason: %s\n", TerminalSafe(run.status_reason()).c_str());
   }
-  return run.status() == v1::RUN_STATUS_SUCCEEDED ? 0 : kExitRunFailed;
+  return run.status() == v1::RUN_STATUS_SUCCEEDED && saved_all ? 0 : kExitRunFailed;
 }
 
 int CmdEvents(Client& client, const Args& args) {

@@ -188,12 +188,22 @@ TEST_F(CliTest, RunShowsProgressDownloadsEverythingAndSummarises) {
   EXPECT_TRUE(absl::StrContains(lines.back(), "run.finished"));
 }
 
-TEST_F(CliTest, FatalInputExitsOneWithTheReason) {
+// Refused before a run exists (nothing is paid for), naming the year.
+TEST_F(CliTest, FatalInputIsRefusedWithTheReason) {
   Result r = Cli("run " + std::string(SANDGATE_SOURCE_DIR) + "/tests/data/financial/duplicate_year.csv --out " +
                  daemon_->dir() + "/dup");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out, "FAILED")) << r.out;
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "started for")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "INVALID_ARGUMENT: inputs: input \"duplicate_year.csv\": ")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "duplicate year 2023")) << r.out;
+}
+
+// --model reaches the daemon, which answers for it (the reference agent uses none).
+TEST_F(CliTest, RunSendsTheModel) {
+  Result r = Cli("run " + Sample() + " --model gpt-test --out " + daemon_->dir() + "/model");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "model: the reference agent uses no model")) << r.out;
+  EXPECT_TRUE(absl::StrContains(Cli("run --help").out, "--model NAME"));
 }
 
 TEST_F(CliTest, RunsGetEventsAndJson) {
@@ -284,6 +294,26 @@ TEST_F(CliTest, EventsFollowRidesOutADaemonRestart) {
   for (const char* expect : {"stays queued", "reconnecting", "queued again", "run SUCCEEDED"}) {
     EXPECT_TRUE(absl::StrContains(followed.out, expect)) << "no '" << expect << "' in:\n" << followed.out;
   }
+}
+
+// A drain cancels the run and the daemon is gone right after its last event: the run is
+// reported as ended, with the events it streamed saved, and the exit code is the run's.
+TEST_F(CliTest, ARunEndedByADrainIsReportedWithItsEvents) {
+  const std::string out = daemon_->dir() + "/drained";
+  auto cli = Start({"run", Sample(), "--out", out, "--setup", "sleep 60"}, Child::Io::kPipe);
+  ASSERT_TRUE(cli->ReadUntilContains("sleep 60", std::chrono::seconds(60))) << cli->out();
+  ASSERT_EQ(daemon_->Stop(SIGTERM), 0);
+  EXPECT_EQ(cli->Wait(), 1) << cli->out();
+  // The record is usually gone with the daemon (then a warning says so), but may still be read.
+  EXPECT_TRUE(absl::StrContains(cli->out(), "CANCELLED: ")) << cli->out();
+  EXPECT_TRUE(absl::StrContains(cli->out(), "artifacts and events.jsonl in")) << cli->out();
+  std::vector<std::string> lines = absl::StrSplit(Slurp(out + "/events.jsonl"), '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty()) << cli->out();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_TRUE(absl::StrContains(lines[i], "\"seq\":\"" + std::to_string(i + 1) + "\"")) << lines[i];
+  }
+  EXPECT_TRUE(absl::StrContains(lines.back(), "run.finished")) << lines.back();
+  EXPECT_TRUE(absl::StrContains(lines.back(), "CANCELLED")) << lines.back();
 }
 
 // Ctrl-C on a real terminal: the line discipline signals the whole foreground process

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -404,6 +405,38 @@ TEST_F(OpenAiIntegrationTest, AContainerMadeAfterTheCreateTimedOutIsDeletedAcros
   }
   EXPECT_TRUE(landed) << fake_.State().dump();
   EXPECT_TRUE(fake_.State()["containers"].empty()) << fake_.State().dump();
+}
+
+// An input the verifier would fail whatever the agent does (a missing column, a cell that is
+// not a number, a duplicate year) is refused at RunAnalysis, naming the problem: no model call,
+// no container, nothing paid for (issue 10, item 7).
+TEST_F(OpenAiIntegrationTest, AFatalInputIsRefusedBeforeAnyModelCall) {
+  fake_.Scenario(AnalystTurns(kInput));
+  struct Case {
+    const char* file;
+    const char* problem;
+  };
+  for (const Case& c : {Case{"missing_column.csv", "missing required column(s): interest_expense"},
+                        Case{"non_numeric_cell.csv", "not a finite number"},
+                        Case{"duplicate_year.csv", "duplicate year 2023"}}) {
+    for (const char* provider : {"openai", "local"}) {
+      v1::RunAnalysisRequest req = Request(provider, "openai");
+      std::ifstream in(std::string(SANDGATE_SOURCE_DIR) + "/tests/data/financial/" + c.file);
+      req.mutable_inputs(0)->set_name(c.file);
+      req.mutable_inputs(0)->set_content(std::string(std::istreambuf_iterator<char>(in), {}));
+      v1::Run run;
+      grpc::Status st = stub_->RunAnalysis(DaemonHarness::Context().get(), req, &run);
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.file << " " << provider;
+      EXPECT_THAT(st.error_message(), HasSubstr(std::string("inputs: input \"") + c.file + "\": "));
+      EXPECT_THAT(st.error_message(), HasSubstr(c.problem));
+    }
+  }
+  int paid_calls = 0;  // model calls and containers
+  for (const auto& r : fake_.State()["requests"]) {
+    const std::string path = r["path"].get<std::string>();
+    paid_calls += absl::StrContains(path, "/responses") || absl::StrContains(path, "/containers");
+  }
+  EXPECT_EQ(paid_calls, 0) << fake_.State()["requests"].dump();
 }
 
 }  // namespace

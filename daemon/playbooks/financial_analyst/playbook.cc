@@ -127,6 +127,12 @@ absl::Status FinancialAnalystPlaybook::ValidateInputs(const std::vector<InputFil
                                          "): the financial-analyst playbook's row limit"));
     }
   }
+  // The fatal checks the verifier would fail the run on after the agent's whole conversation
+  // (a missing column, a cell that is not a number, a duplicate year): refused here, before
+  // any sandbox or model call is paid for, with what LoadStatements names (column, row, year).
+  fin::ValidationReport report;
+  absl::StatusOr<fin::Statements> statements = fin::LoadStatements(in.content, &report);
+  if (!statements.ok()) return BadInput(name, statements.status().message());
   return absl::OkStatus();
 }
 

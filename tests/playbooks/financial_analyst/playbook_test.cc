@@ -23,7 +23,17 @@ using ::testing::IsEmpty;
 
 namespace fin = financial;
 
-const char kCsv[] = "year,revenue\n2020,1\n";
+// A header of the required columns and rows of ones: the least input the playbook takes.
+std::string Csv(const std::vector<std::string>& years = {"2020"}) {
+  std::string csv = absl::StrCat(absl::StrJoin(fin::RequiredColumns(), ","), "\n");
+  for (const std::string& year : years) {
+    absl::StrAppend(&csv, year);
+    for (size_t i = 1; i < fin::RequiredColumns().size(); ++i) absl::StrAppend(&csv, ",1");
+    absl::StrAppend(&csv, "\n");
+  }
+  return csv;
+}
+const std::string kCsv = Csv();
 
 absl::Status Validate(const std::vector<InputFile>& inputs) {
   return FinancialAnalystPlaybook().ValidateInputs(inputs);
@@ -40,7 +50,7 @@ TEST(FinancialAnalystPlaybookTest, NameAndArtifacts) {
 TEST(FinancialAnalystPlaybookTest, AcceptsOnePlainCsv) {
   EXPECT_TRUE(Validate({{"statements.csv", kCsv}}).ok());
   EXPECT_TRUE(Validate({{"Q4 Results.CSV", kCsv}}).ok());
-  EXPECT_TRUE(Validate({{"données.csv", "year,revenue\n2020,1 €\n"}}).ok());
+  EXPECT_TRUE(Validate({{"données.csv", kCsv}}).ok());
 }
 
 TEST(FinancialAnalystPlaybookTest, RejectsBadInputsNamingFileAndProblem) {
@@ -70,15 +80,42 @@ TEST(FinancialAnalystPlaybookTest, RejectsBadInputsNamingFileAndProblem) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message;
     EXPECT_THAT(s.message(), HasSubstr(c.message));
   }
-  EXPECT_TRUE(Validate({{"a.csv", std::string(64u << 20, 'x')}}).ok());
+  // Blank lines are not records: a valid file padded to exactly the limit is taken.
+  EXPECT_TRUE(Validate({{"a.csv", kCsv + std::string((64u << 20) - kCsv.size(), '\n')}}).ok());
+}
+
+// An input the verifier would fail whatever the agent did is refused before any sandbox or
+// model call, naming the column, the row and value, or the year.
+TEST(FinancialAnalystPlaybookTest, RejectsFatalInputsNamingTheProblem) {
+  std::string no_revenue = kCsv;
+  no_revenue.replace(no_revenue.find("revenue,"), 8, "sales,");
+  std::string text_cell = kCsv;
+  text_cell.replace(text_cell.rfind(",1\n"), 3, ",n/a\n");
+  struct Case {
+    std::string csv;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {no_revenue, "missing required column(s): revenue"},
+           {text_cell, "data row 1 (CSV line 2), column capital_expenditures: not a finite number \"n/a\""},
+           {Csv({"2021", "2021"}), "duplicate year 2021"},
+           {absl::StrJoin(fin::RequiredColumns(), ",") + "\n", "no data rows"},
+       }) {
+    absl::Status s = Validate({{"a.csv", c.csv}});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(s.message(), HasSubstr("\"a.csv\": "));
+    EXPECT_THAT(s.message(), HasSubstr(c.message));
+  }
 }
 
 // Past kMaxDataRows the metrics file could not be promised under the artifact cap: refused
 // before any sandbox exists, naming the limit and the line (blank lines and the header do not
 // count).
 TEST(FinancialAnalystPlaybookTest, RejectsMoreRowsThanTheLimit) {
-  std::string csv = "year,revenue\n\n";
-  for (size_t i = 0; i < fin::kMaxDataRows; ++i) absl::StrAppend(&csv, i, ",1\n");
+  std::vector<std::string> years;
+  for (size_t i = 0; i < fin::kMaxDataRows; ++i) years.push_back(absl::StrCat(i));
+  std::string csv = Csv(years);
+  csv.insert(csv.find('\n') + 1, "\n");
   EXPECT_TRUE(Validate({{"a.csv", csv}}).ok());
   absl::StrAppend(&csv, "\n", "x,1\n");
   absl::Status s = Validate({{"a.csv", csv}});
