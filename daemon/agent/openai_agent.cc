@@ -96,7 +96,8 @@ class HostedRelay {
     if (call_id.empty() || calls_.count(call_id)) return;
     Call& c = calls_[call_id];
     c.commands = Commands(shell_call);
-    c.max_output = Int(Obj(shell_call, "action"), "max_output_length").value_or(kHostedDefaultMaxOutput);
+    c.max_output =
+        Int(Obj(shell_call, "action"), "max_output_length").value_or(kHostedDefaultMaxOutput);
     c.ids.assign(c.commands.size(), 0);
     c.state.assign(c.commands.size(), kPending);
     c.start.assign(c.commands.size(), absl::Time());

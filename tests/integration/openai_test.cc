@@ -392,8 +392,10 @@ TEST_F(OpenAiIntegrationTest, APersistentServerErrorIsTriedOnlyAsTheOnePolicyAll
 
 TEST_F(OpenAiIntegrationTest, XShouldRetryFalseOnResponsesIsOneAttempt) {
   fake_.Scenario(AnalystTurns(kInput));
-  fake_.Fault(
-      {{"path_prefix", "/v1/responses"}, {"status", 500}, {"x_should_retry", false}, {"times", 20}});
+  fake_.Fault({{"path_prefix", "/v1/responses"},
+               {"status", 500},
+               {"x_should_retry", false},
+               {"times", 20}});
   v1::Run run = RunToEnd(Request("openai", "openai"));
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(Attempts(fake_, "POST", "/v1/responses"), 1);
@@ -420,7 +422,8 @@ TEST_F(OpenAiIntegrationTest, ADownloadThatKeepsBeingCutSaysSo) {
   std::string said = run.status_reason();
   for (const auto& c : run.checks()) said += "\n" + c.detail();
   for (const auto& e : events) said += "\n" + e.DebugString();
-  EXPECT_THAT(said, ::testing::ContainsRegex("download of [^ ]+/content cut after [0-9]+ of [0-9]+ bytes"));
+  EXPECT_THAT(
+      said, ::testing::ContainsRegex("download of [^ ]+/content cut after [0-9]+ of [0-9]+ bytes"));
 }
 
 }  // namespace

@@ -261,9 +261,8 @@ TEST(CurlHttpClientTest, ACutDownloadSaysHowMuchCame) {
     }
     absl::StatusOr<HttpResponse> resp = client.Send(req, nullptr);
     EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable) << resp.status();
-    EXPECT_THAT(resp.status().message(),
-                HasSubstr(absl::StrCat("download of ", server.Url("/file"),
-                                       " cut after 10 of 100 bytes")));
+    EXPECT_THAT(resp.status().message(), HasSubstr(absl::StrCat("download of ", server.Url("/file"),
+                                                                " cut after 10 of 100 bytes")));
   }
 }
 
