@@ -23,6 +23,8 @@ namespace {
 
 using nlohmann::json;
 
+// Only a stream that broke mid-way (upstream::IsBrokenStream) is retried here, as a whole turn;
+// an HTTP error was already retried by the one policy in upstream/retry.h.
 constexpr int kStreamRetries = 2;
 
 // The shell call in `arguments`, or the error to tell the model.
@@ -118,7 +120,7 @@ class ChatRun : public ModelRun {
         CountUsage(r->usage);
         return r;
       }
-      if (r.status().code() == absl::StatusCode::kUnavailable && attempt < kStreamRetries) {
+      if (upstream::IsBrokenStream(r.status()) && attempt < kStreamRetries) {
         EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
                    absl::StrCat("the model's completion stream broke (", r.status().message(),
                                 "); retrying the turn (attempt ", attempt + 2, " of ",

@@ -1,5 +1,6 @@
 #include "agent/openai_agent.h"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <utility>
@@ -19,7 +20,9 @@ namespace {
 using google::protobuf::util::TimeUtil;
 using nlohmann::json;
 
-// A stream that broke mid-way is retried as a whole turn this many times.
+// A stream that broke mid-way (upstream::IsBrokenStream) is retried as a whole turn this many
+// times. Nothing else is retried here: an HTTP error was already retried by the one policy in
+// upstream/retry.h, as the server's headers allowed.
 constexpr int kStreamRetries = 2;
 
 std::string Str(const json& j, const char* key) {
@@ -66,8 +69,23 @@ std::string MessageText(const json& item) {
   return text;
 }
 
+// The combined stdout+stderr cap a hosted command gets when the model names none: 1000
+// characters per the schema's published default (openai-api.md §5.3, not confirmed for
+// OpenAI); used only to tell that output which reached it may have been cut.
+constexpr int64_t kHostedDefaultMaxOutput = 1000;
+
+// Number of leading bytes `a` and `b` share.
+size_t CommonPrefix(absl::string_view a, absl::string_view b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
 // Relays the commands OpenAI runs in a hosted container, as the response streams, into
 // command.* events. Commands of one call run in order: command i+1 starts when i finishes.
+// The API streams the head of a command's output and gives its final output (head and tail,
+// capped at max_output_length, stderr too) only with the result; what the deltas lacked is
+// relayed from there, and a cut is flagged, as on the local path.
 class HostedRelay {
  public:
   explicit HostedRelay(EventSink& events) : events_(events) {}
@@ -78,10 +96,12 @@ class HostedRelay {
     if (call_id.empty() || calls_.count(call_id)) return;
     Call& c = calls_[call_id];
     c.commands = Commands(shell_call);
+    c.max_output =
+        Int(Obj(shell_call, "action"), "max_output_length").value_or(kHostedDefaultMaxOutput);
     c.ids.assign(c.commands.size(), 0);
     c.state.assign(c.commands.size(), kPending);
     c.start.assign(c.commands.size(), absl::Time());
-    c.streamed.assign(c.commands.size(), false);
+    c.seen.assign(c.commands.size(), std::array<std::string, 2>());
     if (!c.commands.empty()) Start(c, 0);
   }
   void OutputItemAdded(const json& item) {
@@ -94,11 +114,10 @@ class HostedRelay {
     if (c == nullptr || !i || *i < 0 || static_cast<size_t>(*i) >= c->commands.size()) return;
     StartThrough(*c, static_cast<size_t>(*i));
     const json& delta = Obj(ev, "delta");
-    for (const auto& [key, stream] :
-         {std::pair<const char*, v1::CommandOutput::Stream>{"stdout", v1::CommandOutput::STREAM_STDOUT},
-          {"stderr", v1::CommandOutput::STREAM_STDERR}}) {
-      c->streamed[*i] = true;
-      Output(*c, static_cast<size_t>(*i), stream, Str(delta, key));
+    for (int s = 0; s < 2; ++s) {
+      const std::string data = Str(delta, kStreams[s].key);
+      c->seen[*i][s] += data;
+      Output(*c, static_cast<size_t>(*i), kStreams[s].stream, data);
     }
   }
   void CommandDone(const json& ev) {
@@ -109,8 +128,9 @@ class HostedRelay {
     const json& outcome =
         output.is_array() && !output.empty() ? Obj(output[0], "outcome") : Obj(ev, "outcome");
     StartThrough(*c, static_cast<size_t>(*i));
-    if (output.is_array() && !output.empty()) Unstreamed(*c, static_cast<size_t>(*i), output[0]);
-    Finish(*c, static_cast<size_t>(*i), outcome, false);
+    const bool cut =
+        output.is_array() && !output.empty() && Reconcile(*c, static_cast<size_t>(*i), output[0]);
+    Finish(*c, static_cast<size_t>(*i), outcome, false, cut);
     if (static_cast<size_t>(*i) + 1 < c->commands.size()) Start(*c, *i + 1);
   }
   void OutputItemDone(const json& item) {
@@ -123,27 +143,34 @@ class HostedRelay {
       const json& outcome =
           output.is_array() && i < output.size() ? Obj(output[i], "outcome") : json();
       if (c.state[i] == kPending) Start(c, i);
-      if (output.is_array() && i < output.size()) Unstreamed(c, i, output[i]);
-      Finish(c, i, outcome, false);
+      const bool cut = output.is_array() && i < output.size() && Reconcile(c, i, output[i]);
+      Finish(c, i, outcome, false, cut);
     }
   }
   // The stream ended or broke: every command still open ends without an exit code.
   void AbortOpen(bool cancelled) {
     for (auto& [id, c] : calls_) {
       for (size_t i = 0; i < c.commands.size(); ++i) {
-        if (c.state[i] == kRunning) Finish(c, i, json(), cancelled);
+        if (c.state[i] == kRunning) Finish(c, i, json(), cancelled, false);
       }
     }
   }
 
  private:
   enum State { kPending, kRunning, kFinished };
+  struct StreamName {
+    const char* key;
+    v1::CommandOutput::Stream stream;
+  };
+  static constexpr StreamName kStreams[2] = {{"stdout", v1::CommandOutput::STREAM_STDOUT},
+                                             {"stderr", v1::CommandOutput::STREAM_STDERR}};
   struct Call {
     std::vector<std::string> commands;
+    int64_t max_output = kHostedDefaultMaxOutput;  // characters of stdout+stderr per command
     std::vector<uint32_t> ids;
     std::vector<State> state;
     std::vector<absl::Time> start;
-    std::vector<bool> streamed;  // output arrived as deltas
+    std::vector<std::array<std::string, 2>> seen;  // stdout, stderr relayed from deltas
   };
 
   void Output(Call& c, size_t i, v1::CommandOutput::Stream stream, std::string data) {
@@ -156,12 +183,22 @@ class HostedRelay {
     o->set_data(std::move(data));
     events_.Emit(std::move(out));
   }
-  // A command whose output came only with its result (no deltas): report it from there.
-  void Unstreamed(Call& c, size_t i, const json& result) {
-    if (c.streamed[i]) return;
-    c.streamed[i] = true;
-    Output(c, i, v1::CommandOutput::STREAM_STDOUT, Str(result, "stdout"));
-    Output(c, i, v1::CommandOutput::STREAM_STDERR, Str(result, "stderr"));
+  // Relays what of command i's final output (`result`) the deltas did not carry: all of it
+  // when none came, the rest when they were its head, its tail and stderr when the API cut it.
+  // Returns whether the output was (or, having reached the cap, may have been) cut.
+  bool Reconcile(Call& c, size_t i, const json& result) {
+    bool cut = false;
+    size_t final_chars = 0;
+    for (int s = 0; s < 2; ++s) {
+      const std::string text = Str(result, kStreams[s].key);
+      const std::string& seen = c.seen[i][s];
+      final_chars += Utf8Length(Utf8Clean(text));
+      const size_t same = CommonPrefix(seen, text);
+      if (same < seen.size()) cut = true;  // the deltas said more than the result kept
+      Output(c, i, kStreams[s].stream, text.substr(same));
+      c.seen[i][s] = text;
+    }
+    return cut || (c.max_output > 0 && final_chars >= static_cast<size_t>(c.max_output));
   }
 
   Call* Find(const json& ev) {
@@ -189,13 +226,14 @@ class HostedRelay {
     s->add_argv(c.commands[i]);
     events_.Emit(std::move(e));
   }
-  void Finish(Call& c, size_t i, const json& outcome, bool cancelled) {
+  void Finish(Call& c, size_t i, const json& outcome, bool cancelled, bool output_cut) {
     if (c.state[i] != kRunning) return;
     c.state[i] = kFinished;
     v1::Event e;
     e.set_type("command.finished");
     auto* f = e.mutable_command_finished();
     f->set_command_id(c.ids[i]);
+    f->set_output_truncated(output_cut);
     const std::string type = Str(outcome, "type");
     if (type == "exit") {
       f->set_exit_code(static_cast<int32_t>(Int(outcome, "exit_code").value_or(-1)));
@@ -314,7 +352,7 @@ class OpenAiRun : public ModelRun {
       if (hosted_ != nullptr && sandbox::OpenAiSession::IsExpiredError(st)) {
         return hosted_->MarkExpired(st.message(), "a Responses API request");
       }
-      if (st.code() == absl::StatusCode::kUnavailable && attempt < kStreamRetries) {
+      if (upstream::IsBrokenStream(st) && attempt < kStreamRetries) {
         EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
                    absl::StrCat("the model's response stream broke (", st.message(),
                                 "); retrying the turn (attempt ", attempt + 2, " of ",

@@ -295,6 +295,21 @@ absl::StatusOr<HttpResponse> CurlHttpClient::Send(const HttpRequest& request,
     case CURLE_UNSUPPORTED_PROTOCOL:
       return errors::InvalidArgument(absl::StrCat(what, ": ", detail));
     default:
+      if (curl_off_t got = 0; status >= 200 && status < 300 &&
+                              curl_easy_getinfo(easy, CURLINFO_SIZE_DOWNLOAD_T, &got) == CURLE_OK &&
+                              got > 0) {
+        // Say how much of the body came, so a cut download is told from a refused connection.
+        curl_off_t total = -1;
+        curl_easy_getinfo(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &total);
+        const std::string cut = absl::StrCat(
+            "cut after ", got, total >= 0 ? absl::StrCat(" of ", total) : std::string(), " bytes");
+        if (request.method == "GET") {
+          return errors::Unavailable(absl::StrCat("download of ", UrlForMessages(request.url), " ",
+                                                  cut, " (", what, ": ", detail, ")"));
+        }
+        return errors::Unavailable(
+            absl::StrCat(what, ": the response body was ", cut, ": ", detail));
+      }
       return errors::Unavailable(absl::StrCat(what, ": ", detail));
   }
   transfer.response.status = static_cast<int>(status);

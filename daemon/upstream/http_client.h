@@ -73,6 +73,10 @@ struct HttpRequest {
   // HttpResponse::body (for Server-Sent Events and size-capped downloads). The body of any
   // other status is still collected in HttpResponse::body, so errors can be read.
   BodyChunkCallback on_body_chunk;
+  // When set, the exchange may be repeated even after part of a streamed body reached
+  // on_body_chunk (a download cut short is safe to fetch again): the retrying layer calls this
+  // first, and the consumer drops what it had. Unset: a body that began is never repeated.
+  std::function<void()> on_body_restart;
 };
 
 struct HttpResponse {

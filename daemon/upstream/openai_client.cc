@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +27,7 @@ struct OpenAiClient::Call {
   std::vector<MultipartPart> parts;
   std::string accept;
   BodyChunkCallback on_chunk;
+  std::function<void()> on_restart;
 
   std::string Name() const {
     return absl::StrCat("openai ", method, " ", path.substr(0, path.find('?')));
@@ -35,6 +37,13 @@ struct OpenAiClient::Call {
 namespace {
 
 constexpr absl::string_view kRedacted = "[REDACTED]";
+constexpr absl::string_view kBrokenStreamPayload = "sandgate.dev/upstream/broken_stream";
+
+absl::Status BrokenStream(const absl::Status& status) {
+  absl::Status marked(absl::StatusCode::kUnavailable, status.message());
+  marked.SetPayload(kBrokenStreamPayload, absl::Cord("1"));
+  return marked;
+}
 
 // Percent-encodes everything but RFC 3986 unreserved characters, so an id can never leave its
 // path segment ("../", "?", "#").
@@ -236,6 +245,10 @@ json NetworkPolicyJson(const NetworkPolicy& policy) {
 
 }  // namespace
 
+bool IsBrokenStream(const absl::Status& status) {
+  return status.GetPayload(kBrokenStreamPayload).has_value();
+}
+
 json ChatCompletionResult::MessageJson() const {
   json message = {{"role", "assistant"}, {"content", nullptr}};
   if (content.has_value()) message["content"] = *content;
@@ -278,6 +291,7 @@ absl::StatusOr<HttpResponse> OpenAiClient::Execute(Call& call, const CancelToken
   request.headers.Add("Accept", call.accept.empty() ? "application/json" : call.accept);
   request.multipart = std::move(call.parts);
   request.on_body_chunk = call.on_chunk;
+  request.on_body_restart = call.on_restart;
 
   absl::StatusOr<HttpResponse> response = http_->Send(request, cancel);
   if (!response.ok()) {
@@ -341,6 +355,7 @@ absl::Status OpenAiClient::StreamCall(
   SseParser parser;
   absl::Status stream_status;
   bool done = false;
+  bool began = false;  // part of the body arrived: a failure now is a broken stream
   auto handle = [&](std::vector<SseEvent>& events) {
     for (SseEvent& event : events) {
       if (done || !stream_status.ok()) return;
@@ -359,6 +374,7 @@ absl::Status OpenAiClient::StreamCall(
     }
   };
   call.on_chunk = [&](absl::string_view chunk) -> bool {
+    if (!chunk.empty()) began = true;
     std::vector<SseEvent> events;
     if (absl::Status s = parser.Feed(chunk, &events); !s.ok()) {
       stream_status = WithMessage(s, absl::StrCat(op, ": ", s.message()));
@@ -371,7 +387,10 @@ absl::Status OpenAiClient::StreamCall(
   absl::StatusOr<HttpResponse> response = Execute(call, cancel);
   if (!stream_status.ok()) return stream_status;
   if (done) return absl::OkStatus();  // stopped on purpose; the transport's ABORTED is ours
-  if (!response.ok()) return response.status();
+  if (!response.ok()) {
+    const bool broke = began && response.status().code() == absl::StatusCode::kUnavailable;
+    return broke ? BrokenStream(response.status()) : response.status();
+  }
   std::vector<SseEvent> events;
   if (!response->body.empty()) {
     // A transport that does not stream hands the whole body over at the end.
@@ -512,6 +531,11 @@ absl::StatusOr<std::string> OpenAiClient::ContainerFileContent(absl::string_view
     content.append(chunk.data(), chunk.size());
     return true;
   };
+  // A download is safe to repeat: one cut short is fetched again from the start.
+  call.on_restart = [&] {
+    content.clear();
+    too_big = false;
+  };
   const std::string op = call.Name();
   absl::StatusOr<HttpResponse> response = Execute(call, cancel);
   // A transport that does not stream puts the bytes in the body instead.
@@ -568,7 +592,8 @@ absl::StatusOr<json> OpenAiClient::CreateResponseStream(const json& request,
   };
   SANDGATE_RETURN_IF_ERROR(StreamCall("/responses", request, handle, cancel));
   if (!final_response.has_value()) {
-    return errors::Unavailable(absl::StrCat(op, ": the stream ended before a terminal event"));
+    return BrokenStream(
+        errors::Unavailable(absl::StrCat(op, ": the stream ended before a terminal event")));
   }
   return *std::move(final_response);
 }

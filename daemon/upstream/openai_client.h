@@ -138,6 +138,13 @@ struct ChatCompletionResult {
 // return stops the stream and becomes the call's result.
 using JsonEventCallback = std::function<absl::Status(const nlohmann::json& event)>;
 
+// Whether `status` says a streamed response broke after its events began to arrive: the one
+// failure the HTTP layer cannot repeat (the caller already holds part of the answer), so only
+// a caller that can start the whole exchange again may. Every other failure, an HTTP error
+// status above all, has already been retried as often as the server's headers and the one
+// retry policy (retry.h) allow, and must not be retried again.
+bool IsBrokenStream(const absl::Status& status);
+
 // Thread safe if the HttpClient and Credentials are: the client holds no mutable state.
 // `http` and `credentials` are not owned and must outlive the client. `cancel` arguments may
 // be null; a fired token makes the call fail with CANCELLED.
@@ -189,7 +196,8 @@ class OpenAiClient {
   // the `response` object of the terminal response.completed / response.failed /
   // response.incomplete event (check its "status"). An `error` event, or any event with a
   // non-null top-level "error", fails the call with the upstream message and code; a stream
-  // that ends without a terminal event is UNAVAILABLE. Never retried once events arrived.
+  // that ends without a terminal event, or breaks once events arrived, is UNAVAILABLE and
+  // IsBrokenStream. Never retried once events arrived.
   absl::StatusOr<nlohmann::json> CreateResponseStream(const nlohmann::json& request,
                                                       const JsonEventCallback& on_event,
                                                       const CancelToken* cancel = nullptr);

@@ -166,7 +166,9 @@ absl::StatusOr<HttpResponse> RetryingHttpClient::Send(const HttpRequest& request
     absl::StatusOr<HttpResponse> outcome = inner_->Send(to_send, cancel);
     if (outcome.ok() && outcome->status < 300) return outcome;
     RetryDecision decision;
-    if (retries < options_.max_retries && !body_delivered && (cancel == nullptr || !cancel->cancelled())) {
+    const bool repeatable = !body_delivered || request.on_body_restart;
+    if (retries < options_.max_retries && repeatable &&
+        (cancel == nullptr || !cancel->cancelled())) {
       decision = DecideRetry(outcome, retries, options_.uniform01(), options_.clock->Now());
     }
     if (options_.on_failed_attempt) options_.on_failed_attempt(request, outcome, decision.retry);
@@ -186,6 +188,10 @@ absl::StatusOr<HttpResponse> RetryingHttpClient::Send(const HttpRequest& request
     if (options_.sleep(decision.wait, cancel)) {
       return errors::Cancelled(absl::StrCat("waiting to retry ", request.method, " ", request.url,
                                             ": ", cancel != nullptr ? cancel->reason() : ""));
+    }
+    if (body_delivered) {
+      request.on_body_restart();
+      body_delivered = false;
     }
   }
 }

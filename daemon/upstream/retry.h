@@ -9,7 +9,10 @@
 //  - Wait `retry-after-ms`, else `Retry-After` (float seconds or HTTP date) when in (0, 120] s;
 //    otherwise min(0.5 * 2^n, 8) s * jitter, jitter in [0.75, 1], n = retries so far.
 //  - At most `max_retries` retries (default 2), and never once a streaming body callback has
-//    received data (the caller has already consumed part of the answer).
+//    received data (the caller has already consumed part of the answer), unless the request
+//    says how to start its body over (HttpRequest::on_body_restart, for downloads).
+//  - This is the one place that decides whether and how often a call is tried: callers above
+//    it (the OpenAI client, the agents) do not repeat a call that failed here.
 //
 //   CurlHttpClient curl;
 //   RetryingHttpClient http(&curl, RetryOptions{});

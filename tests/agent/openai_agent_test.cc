@@ -116,6 +116,27 @@ TEST_F(OpenAiAgentTest, RequestsAskForAToolFirstThenChainWithTheOutputs) {
   EXPECT_EQ(out["output"][1]["outcome"]["exit_code"], 0);
 }
 
+// Issue 10 item 8: the API streams only the head of a long output and gives head, tail and
+// stderr with the result; all of it reaches the event log, and the cut is flagged.
+TEST_F(OpenAiAgentTest, LongHostedOutputKeepsHeadTailAndStderrAndIsFlagged) {
+  sandbox::Session& session = NewSession(true, "oa-long-hosted");
+  fake_.Scenario(
+      {{{"shell", {"seq 1 3000; echo boom >&2", "echo small"}}, {"max_output_length", 1000}},
+       {{"message", "ok"}}});
+  absl::Status st = RunAgent(session);
+  ASSERT_TRUE(st.ok()) << st;
+  auto started = events_.OfType("command.started");
+  auto finished = events_.OfType("command.finished");
+  ASSERT_EQ(finished.size(), 2u);
+  const std::string output = events_.Output(started[0].command_started().command_id());
+  EXPECT_THAT(output, HasSubstr("1\n2\n3\n"));     // the head
+  EXPECT_THAT(output, HasSubstr("2999\n3000\n"));  // the tail
+  EXPECT_THAT(output, HasSubstr("boom"));          // stderr
+  EXPECT_TRUE(finished[0].command_finished().output_truncated());
+  EXPECT_EQ(events_.Output(started[1].command_started().command_id()), "small\n");
+  EXPECT_FALSE(finished[1].command_finished().output_truncated());
+}
+
 TEST_F(OpenAiAgentTest, HostedRequestsReferenceTheSessionsContainer) {
   sandbox::Session& session = NewSession(true, "oa-shape-hosted");
   fake_.Scenario({{{"shell", {"true"}}}, {{"message", "ok"}}});

@@ -20,6 +20,7 @@
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/integration/daemon_harness.h"
 #include "tests/sandbox/openai/analyst_scenario.h"
+#include "upstream/retry.h"
 
 namespace sandgate::testing {
 namespace {
@@ -437,6 +438,79 @@ TEST_F(OpenAiIntegrationTest, AFatalInputIsRefusedBeforeAnyModelCall) {
     paid_calls += absl::StrContains(path, "/responses") || absl::StrContains(path, "/containers");
   }
   EXPECT_EQ(paid_calls, 0) << fake_.State()["requests"].dump();
+}
+
+// How many times the fake was asked `method path`.
+int Attempts(FakeOpenAiServer& fake, const std::string& method, const std::string& path) {
+  int n = 0;
+  const nlohmann::json state = fake.State();
+  for (const auto& r : state["requests"]) {
+    n += r.value("method", "") == method && r.value("path", "") == path ? 1 : 0;
+  }
+  return n;
+}
+
+// Issue 10 item 2: one policy decides how often a call is tried (the HTTP layer's, obeying the
+// server's headers); the agent does not multiply it by retrying the whole turn, and the reason
+// says what the server answered rather than that a stream broke.
+TEST_F(OpenAiIntegrationTest, APersistentServerErrorIsTriedOnlyAsTheOnePolicyAllows) {
+  const int max_attempts = upstream::RetryOptions{}.max_retries + 1;
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/responses"}, {"status", 500}, {"times", 20}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/responses"), max_attempts);
+  EXPECT_THAT(run.status_reason(), HasSubstr("POST /responses: HTTP 500"));
+  EXPECT_THAT(run.status_reason(), HasSubstr("request id: req_"));
+  for (const auto& e : events) {
+    EXPECT_FALSE(e.type() == "notice" && absl::StrContains(e.notice().message(), "broke"))
+        << e.notice().message();
+  }
+
+  fake_.Post("/_fake/reset", nlohmann::json::object());
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 500}, {"times", 20}});
+  run = RunToEnd(Request("local", "chat"));
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/chat/completions"), max_attempts);
+  EXPECT_THAT(run.status_reason(), HasSubstr("POST /chat/completions: HTTP 500"));
+}
+
+TEST_F(OpenAiIntegrationTest, XShouldRetryFalseOnResponsesIsOneAttempt) {
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/responses"},
+               {"status", 500},
+               {"x_should_retry", false},
+               {"times", 20}});
+  v1::Run run = RunToEnd(Request("openai", "openai"));
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/responses"), 1);
+  EXPECT_THAT(run.status_reason(), HasSubstr("HTTP 500"));
+}
+
+// Issue 10 item 5: a download cut short is fetched again (downloads are safe to repeat), and
+// one that keeps being cut says so, with how much of it came.
+TEST_F(OpenAiIntegrationTest, ACutDownloadIsFetchedAgain) {
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/containers/"}, {"truncate_body", true}, {"times", 2}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  ExpectVerified(run, events);
+  EXPECT_EQ(fake_.State()["faults_pending"], 0);
+}
+
+TEST_F(OpenAiIntegrationTest, ADownloadThatKeepsBeingCutSaysSo) {
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/containers/"}, {"truncate_body", true}, {"times", 1000}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  std::string said = run.status_reason();
+  for (const auto& c : run.checks()) said += "\n" + c.detail();
+  for (const auto& e : events) said += "\n" + e.DebugString();
+  EXPECT_THAT(
+      said, ::testing::ContainsRegex("download of [^ ]+/content cut after [0-9]+ of [0-9]+ bytes"));
 }
 
 }  // namespace

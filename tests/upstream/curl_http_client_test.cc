@@ -244,6 +244,28 @@ TEST(CurlHttpClientTest, ConnectionDroppedMidBodyIsUnavailable) {
   EXPECT_THAT(resp.status().message(), HasSubstr("GET http://127.0.0.1:"));
 }
 
+// Issue 10 item 5: a cut download says what it was and how much of it came.
+TEST(CurlHttpClientTest, ACutDownloadSaysHowMuchCame) {
+  LoopbackHttpServer server([](const ReceivedRequest&, int fd, int) {
+    LoopbackHttpServer::WriteAll(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b");
+  });
+  CurlHttpClient client;
+  for (bool streaming : {false, true}) {
+    HttpRequest req = Request(server, "/file");
+    std::string seen;
+    if (streaming) {
+      req.on_body_chunk = [&seen](absl::string_view c) {
+        seen.append(c.data(), c.size());
+        return true;
+      };
+    }
+    absl::StatusOr<HttpResponse> resp = client.Send(req, nullptr);
+    EXPECT_EQ(resp.status().code(), absl::StatusCode::kUnavailable) << resp.status();
+    EXPECT_THAT(resp.status().message(), HasSubstr(absl::StrCat("download of ", server.Url("/file"),
+                                                                " cut after 10 of 100 bytes")));
+  }
+}
+
 TEST(CurlHttpClientTest, ConnectionRefusedIsUnavailableWithCurlsMessage) {
   // A port that was just free and has nobody listening.
   int fd = socket(AF_INET, SOCK_STREAM, 0);

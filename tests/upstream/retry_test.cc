@@ -283,6 +283,29 @@ TEST(RetryingHttpClientTest, NeverRetriesOnceTheStreamDeliveredData) {
   EXPECT_EQ(seen, "data: {\"a\":1}\n\n");
 }
 
+// A download is safe to repeat: one cut short is fetched again, the consumer told to start over.
+TEST(RetryingHttpClientTest, ACutDownloadThatCanStartOverIsRetried) {
+  ScriptedHttpClient inner;
+  ScriptedReply cut = ScriptedReply::Stream({"hal"});
+  cut.error = absl::UnavailableError("download cut after 3 of 6 bytes");
+  inner.Push(cut);
+  inner.Push(ScriptedReply::Stream({"half", "es"}));
+  RecordingSleeper sleeper;
+  RetryingHttpClient client(&inner, sleeper.Options());
+  HttpRequest req = Get();
+  std::string seen;
+  int restarts = 0;
+  req.on_body_chunk = AppendTo(&seen);
+  req.on_body_restart = [&] {
+    ++restarts;
+    seen.clear();
+  };
+  ASSERT_TRUE(client.Send(req, nullptr).ok());
+  EXPECT_EQ(inner.requests().size(), 2u);
+  EXPECT_EQ(restarts, 1);
+  EXPECT_EQ(seen, "halfes");
+}
+
 TEST(RetryingHttpClientTest, StreamingRequestFailingBeforeDataIsRetried) {
   ScriptedHttpClient inner;
   inner.Push(ScriptedReply::Status(429));

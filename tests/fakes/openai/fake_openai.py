@@ -526,7 +526,8 @@ class State:
                 if f.get("method") and f["method"].upper() != method:
                     continue
                 kind = "drop" if f.get("drop_mid_stream") else (
-                    "close" if f.get("drop_connection") else "status_or_delay")
+                    "close" if f.get("drop_connection") else (
+                        "truncate" if f.get("truncate_body") else "status_or_delay"))
                 if kind not in kinds:
                     continue
                 f["times"] -= 1
@@ -1564,6 +1565,19 @@ def cfiles_content(h, cid, fid):
                 data = fh.read()
         except OSError:
             raise not_found("No such container file: %s" % fid)
+    if STATE.take_fault(h.command, h.path_only, ("truncate",)):
+        # The full Content-Length, half the bytes, then the connection is cut.
+        h.record(200)
+        h.send_response(200)
+        h.common_headers()
+        h.send_header("Content-Type", "application/octet-stream")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data[:len(data) // 2])
+        h.wfile.flush()
+        h.close_connection = True
+        h.connection.shutdown(socket.SHUT_WR)  # a clean FIN: what was sent arrives, then EOF
+        return
     h.send_bytes(200, data, "application/octet-stream")
 
 
@@ -1921,8 +1935,10 @@ def admin_faults(h):
     for i, f in enumerate(faults):
         if not isinstance(f, dict):
             raise bad("faults[%d]: expected an object" % i)
-        if not any(f.get(k) for k in ("status", "delay_ms", "drop_mid_stream", "drop_connection")):
-            raise bad("faults[%d]: needs status, delay_ms, drop_mid_stream or drop_connection" % i)
+        if not any(f.get(k) for k in ("status", "delay_ms", "drop_mid_stream", "drop_connection",
+                                      "truncate_body")):
+            raise bad("faults[%d]: needs status, delay_ms, drop_mid_stream, drop_connection or "
+                      "truncate_body" % i)
         f = dict(f)
         f["times"] = int(f.get("times", 1))
         clean.append(f)
