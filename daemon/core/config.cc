@@ -158,6 +158,7 @@ absl::Status ReadUpstream(const json& v, const std::string& section, bool with_c
   if (with_containers) {
     r.On("container_memory_limit", String(&u->container_memory_limit));
     r.On("container_expires_after_minutes", Whole(&u->container_expires_after_minutes, 1));
+    r.On("container_create_settle_seconds", Seconds(&u->container_create_settle));
   }
   SANDGATE_RETURN_IF_ERROR(r.Run());
   if (!u->api_key_file.empty() && !u->api_key_env.empty()) {

@@ -57,6 +57,9 @@ struct UpstreamConfig {
   // The openai provider's containers.
   std::string container_memory_limit = "1g";
   uint32_t container_expires_after_minutes = 20;
+  // How long after a create was last in flight the provider keeps looking for its container
+  // by name before the journal entry goes (OpenAiProviderOptions::create_settle).
+  absl::Duration container_create_settle = absl::Seconds(60);
 };
 
 // The machine's ceilings: no request may ask for more, whatever its tenant's

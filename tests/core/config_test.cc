@@ -74,12 +74,17 @@ TEST(ConfigTest, UpstreamsExistOnlyWithAKeySource) {
   EXPECT_EQ(c->openai.base_url, "https://api.openai.com/v1");
   EXPECT_TRUE(c->chat.configured());
   EXPECT_FALSE(ParseConfig("{}", "c")->openai.configured());
+  EXPECT_EQ(c->openai.container_create_settle, absl::Seconds(60));
+  auto settle = ParseConfig(R"({"openai": {"api_key_env": "K", "container_create_settle_seconds": 2}})", "c");
+  ASSERT_TRUE(settle.ok()) << settle.status();
+  EXPECT_EQ(settle->openai.container_create_settle, absl::Seconds(2));
   for (const auto& [text, expect] : std::vector<std::pair<std::string, std::string>>{
            {R"({"openai": {"api_key_file": "a", "api_key_env": "B"}})", "not both"},
            {R"({"openai": {"base_url": "ftp://x"}})", "openai.base_url"},
            {R"({"openai": {"container_memory_limit": "2g"}})", "openai.container_memory_limit"},
            {R"({"chat": {"api_key_env": "K"}})", "chat.base_url: required"},
            {R"({"chat": {"container_memory_limit": "1g"}})", "chat.container_memory_limit: unknown key"},
+           {R"({"chat": {"container_create_settle_seconds": 2}})", "chat.container_create_settle_seconds: unknown key"},
        }) {
     auto bad = ParseConfig(text, "c");
     ASSERT_FALSE(bad.ok()) << text;

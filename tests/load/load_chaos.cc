@@ -90,7 +90,10 @@ class Daemon {
                               {{"base_url", openai_base_url},
                                {"api_key_file", key_file},
                                {"model", "fake-model"},
-                               {"max_turns", 10}}}};
+                               {"max_turns", 10},
+                               // The fake makes a container within 200 ms of the request: a
+                               // short window lets a cut create settle before the run ends.
+                               {"container_create_settle_seconds", 2}}}};
     std::ofstream(dir_ + "/config.json") << config.dump();
   }
   std::string address() const { return "unix:" + dir_ + "/s.sock"; }
