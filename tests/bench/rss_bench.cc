@@ -34,6 +34,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
+#include "tests/bench/follow_run.h"
 
 namespace {
 
@@ -141,19 +142,11 @@ RunOutcome OneRun(sandgate::v1::Sandgate::Stub& stub, const std::string& csv,
       return out;
     }
   }
-  grpc::ClientContext sctx;
-  sandgate::v1::StreamEventsRequest sreq;
-  sreq.set_run_id(run.id());
-  sreq.set_follow(true);
-  auto reader = stub.StreamEvents(&sctx, sreq);
-  sandgate::v1::Event e;
-  while (reader->Read(&e)) {
-    if (e.has_run_finished()) {
-      out.status = sandgate::v1::RunStatus_Name(e.run_finished().status());
-      out.reason = e.run_finished().reason();
-    }
+  const sandgate::v1::RunFinished finished = sandgate::bench::FollowToFinish(stub, run.id());
+  if (finished.status() != sandgate::v1::RUN_STATUS_UNSPECIFIED) {
+    out.status = sandgate::v1::RunStatus_Name(finished.status());
+    out.reason = finished.reason();
   }
-  reader->Finish();
   grpc::ClientContext gctx;
   sandgate::v1::GetRunRequest greq;
   greq.set_run_id(run.id());

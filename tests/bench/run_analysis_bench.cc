@@ -21,6 +21,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
+#include "tests/bench/follow_run.h"
 
 namespace {
 
@@ -48,17 +49,8 @@ double OneRun(sandgate::v1::Sandgate::Stub& stub, const std::string& csv) {
   sandgate::v1::Run run;
   grpc::ClientContext ctx;
   if (!stub.RunAnalysis(&ctx, req, &run).ok()) return -1;
-  grpc::ClientContext sctx;
-  sandgate::v1::StreamEventsRequest sreq;
-  sreq.set_run_id(run.id());
-  sreq.set_follow(true);
-  auto reader = stub.StreamEvents(&sctx, sreq);
-  sandgate::v1::Event e;
-  bool ok = false;
-  while (reader->Read(&e)) {
-    if (e.has_run_finished()) ok = e.run_finished().status() == sandgate::v1::RUN_STATUS_SUCCEEDED;
-  }
-  reader->Finish();
+  const bool ok = sandgate::bench::FollowToFinish(stub, run.id()).status() ==
+                  sandgate::v1::RUN_STATUS_SUCCEEDED;
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   return ok ? ms : -1;
 }

@@ -2,28 +2,18 @@
 #ifndef SANDGATE_TESTS_CLIENT_TEMP_DIR_TEST_BASE_H_
 #define SANDGATE_TESTS_CLIENT_TEMP_DIR_TEST_BASE_H_
 
-#include <stdlib.h>
-
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/common/temp_dir.h"
 
 namespace sandgate::cli {
 
 class TempDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sandgate_client_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
+  void SetUp() override { ASSERT_TRUE(tmp_.ok()); }
   void Put(const std::string& name, const std::string& content) const {
     std::ofstream(dir_ + "/" + name, std::ios::binary) << content;
   }
@@ -34,7 +24,8 @@ class TempDirTest : public ::testing::Test {
     return ss.str();
   }
 
-  std::string dir_;
+  testing::ScopedTempDir tmp_{"sandgate_client_test"};
+  const std::string& dir_ = tmp_.path();
 };
 
 }  // namespace sandgate::cli

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/temp_dir.h"
 
 namespace sandgate::upstream {
 namespace {
@@ -17,21 +18,13 @@ using ::testing::Not;
 
 class FileCredentialsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sandgate-cred-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    unlink(path().c_str());
-    rmdir(dir_.c_str());
-  }
-  std::string path() const { return dir_ + "/openai.key"; }
+  void SetUp() override { ASSERT_TRUE(tmp_.ok()); }
+  std::string path() const { return tmp_.path() + "/openai.key"; }
   void Write(const std::string& content) {
     std::ofstream(path(), std::ios::binary | std::ios::trunc) << content;
   }
 
-  std::string dir_;
+  testing::ScopedTempDir tmp_{"sandgate-cred"};
 };
 
 TEST_F(FileCredentialsTest, ReadsAndTrimsTheKey) {

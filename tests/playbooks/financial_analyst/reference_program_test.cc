@@ -19,6 +19,7 @@
 #include "playbooks/financial_analyst/statements.h"
 #include "playbooks/financial_analyst/verifier.h"
 #include "test_util.h"
+#include "tests/common/temp_dir.h"
 
 namespace sandgate::playbooks::financial {
 namespace {
@@ -45,15 +46,7 @@ std::string Quoted(const std::string& s) {
 // A fresh directory holding a copy of the input, removed at the end of the test.
 class ReferenceProgramTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/sandgate-reference-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
+  void SetUp() override { ASSERT_TRUE(tmp_.ok()); }
 
   // Runs `argv` (already shell-quoted) in dir_, returns its exit status; output in out_.
   int RunIn(const std::string& command) {
@@ -87,7 +80,8 @@ class ReferenceProgramTest : public ::testing::Test {
     return absl::StrJoin(failed, "\n");
   }
 
-  fs::path dir_;
+  sandgate::testing::ScopedTempDir tmp_{"sandgate-reference"};
+  const fs::path dir_ = tmp_.path();
   std::string out_;
 };
 
