@@ -121,6 +121,41 @@ TEST(FakeClock, BlockUntilSettledWaitsForADueTimerToRunAndWaitAgain) {
   timer.join();
 }
 
+// A timer thread woken by the test (not by time) has acted on the wake-up before
+// BlockUntilSettled returns: its old deadline still being ahead does not count as settled.
+TEST(FakeClock, BlockUntilSettledWaitsForAWaiterWhoseConditionTheTestMadeTrue) {
+  FakeClock clock;
+  absl::Mutex mu;
+  bool stop = false, kicked = false;
+  int handled = 0;
+  auto woken = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop || kicked; };
+  std::thread timer([&] {
+    absl::MutexLock lock(&mu);
+    while (!stop) {
+      clock.AwaitWithDeadline(mu, absl::Condition(&woken), clock.Now() + absl::Hours(1));
+      if (kicked) {
+        kicked = false;
+        ++handled;
+      }
+    }
+  });
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  for (int i = 1; i <= 50; ++i) {
+    {
+      absl::MutexLock lock(&mu);
+      kicked = true;
+    }
+    ASSERT_TRUE(clock.BlockUntilSettled(1));
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(handled, i);
+  }
+  {
+    absl::MutexLock lock(&mu);
+    stop = true;
+  }
+  timer.join();
+}
+
 TEST(FakeClock, BlockUntilSettledTimesOutWhenNobodyWaits) {
   FakeClock clock;
   EXPECT_FALSE(clock.BlockUntilSettled(1, absl::Milliseconds(20)));

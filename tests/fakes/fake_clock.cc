@@ -5,7 +5,7 @@
 
 namespace sandgate::testing {
 namespace {
-// How often a waiter looks at fake time again (real time). Only tests pay for it.
+// How often a waiter looks at fake time and its condition again (real time). Only tests pay.
 constexpr absl::Duration kPoll = absl::Milliseconds(1);
 }  // namespace
 
@@ -26,30 +26,53 @@ void FakeClock::SetTime(absl::Time t) {
 
 int64_t FakeClock::Register(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
-  deadlines_[next_id_] = deadline;
+  waiters_[next_id_] = Waiter{deadline, -1};
   return next_id_++;
 }
 
 void FakeClock::Unregister(int64_t id) const {
   absl::MutexLock lock(&mu_);
-  deadlines_.erase(id);
+  waiters_.erase(id);
 }
 
+int64_t FakeClock::Generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+bool FakeClock::Park(int64_t id, int64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  Waiter& w = waiters_[id];
+  if (w.deadline <= now_) return false;
+  w.parked_in = generation;
+  return true;
+}
+
+// Each round reads the generation before it evaluates the condition, so a waiter marked
+// parked in generation g has seen everything that happened before BlockUntilSettled opened g.
 bool FakeClock::AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& cond,
                                   absl::Time deadline) {
   const int64_t id = Register(deadline);
-  bool held = cond.Eval();
-  while (!held && Now() < deadline) held = mu.AwaitWithTimeout(cond, kPoll);
+  bool held = false;
+  for (;;) {
+    const int64_t generation = Generation();
+    held = cond.Eval();
+    if (held || !Park(id, generation)) break;
+    mu.AwaitWithTimeout(cond, kPoll);  // a pause that ends early; the loop re-evaluates
+  }
   Unregister(id);
   return held;
 }
 
 bool FakeClock::SleepUntil(absl::Time deadline, const CancelToken* cancel) {
   const int64_t id = Register(deadline);
-  bool cancelled = cancel != nullptr && cancel->cancelled();
-  while (!cancelled && Now() < deadline) {
+  bool cancelled = false;
+  for (;;) {
+    const int64_t generation = Generation();
+    cancelled = cancel != nullptr && cancel->cancelled();
+    if (cancelled || !Park(id, generation)) break;
     if (cancel != nullptr) {
-      cancelled = cancel->WaitFor(kPoll);
+      cancel->WaitFor(kPoll);
     } else {
       absl::SleepFor(kPoll);
     }
@@ -60,19 +83,22 @@ bool FakeClock::SleepUntil(absl::Time deadline, const CancelToken* cancel) {
 
 int FakeClock::waiters() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(deadlines_.size());
+  return static_cast<int>(waiters_.size());
 }
 
 bool FakeClock::BlockUntilSettled(int n, absl::Duration real_timeout) const {
-  auto settled = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    int waiting = 0;
-    for (const auto& [id, deadline] : deadlines_) {
-      if (deadline <= now_) return false;  // due: its thread has not seen the new time yet
-      ++waiting;
-    }
-    return waiting >= n;
-  };
   absl::MutexLock lock(&mu_);
+  const int64_t generation = ++generation_;
+  auto settled = [this, n, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int parked = 0;
+    for (const auto& [id, w] : waiters_) {
+      // Due, or not yet looked at its condition since this call began: its thread may still
+      // act on what the test just did.
+      if (w.deadline <= now_ || w.parked_in < generation) return false;
+      ++parked;
+    }
+    return parked >= n;
+  };
   return mu_.AwaitWithTimeout(absl::Condition(&settled), real_timeout);
 }
 

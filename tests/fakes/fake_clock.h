@@ -41,20 +41,32 @@ class FakeClock : public Clock {
   void SetTime(absl::Time t);  // t >= Now()
 
   // Blocks (up to `real_timeout` of real time) until at least `n` waiters are waiting for a
-  // deadline still in the future: every timer that came due has run and waits again. Returns
-  // false on timeout, so a test fails instead of hanging.
+  // deadline still in the future, and each has looked at its condition (or cancel token) since
+  // this call began: every timer that came due has run and waits again, and a waiter whose
+  // condition the test has just made true has returned. Returns false on timeout, so a test
+  // fails instead of hanging. `n` is the number of timer threads the component keeps.
   bool BlockUntilSettled(int n, absl::Duration real_timeout = absl::Seconds(10)) const;
   // Waiters right now (any deadline).
   int waiters() const;
 
  private:
+  struct Waiter {
+    absl::Time deadline;
+    // The settle generation in which the waiter last found its condition false and its
+    // deadline ahead; -1 before its first look.
+    int64_t parked_in;
+  };
   int64_t Register(absl::Time deadline) const;
   void Unregister(int64_t id) const;
+  int64_t Generation() const;
+  // Marks waiter `id` parked in `generation`; false when its deadline is due.
+  bool Park(int64_t id, int64_t generation) const;
 
   mutable absl::Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
   mutable int64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
-  mutable std::map<int64_t, absl::Time> deadlines_ ABSL_GUARDED_BY(mu_);
+  mutable int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sandgate::testing
