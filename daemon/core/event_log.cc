@@ -1,5 +1,6 @@
 #include "core/event_log.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/status_macros.h"
@@ -73,7 +74,9 @@ uint64_t EventLog::Wait(const std::string& run_id, int64_t after_seq, absl::Dura
       if (!last.ok() || *last > after_seq) {
         immediate = WaitResult::kReady;
       } else {
-        waiters_[id] = Waiter{run_id, clock_->Now() + timeout, std::move(cb)};
+        const absl::Time deadline = clock_->Now() + timeout;
+        waiters_[id] = Waiter{run_id, deadline, std::move(cb)};
+        if (deadline < timer_due_) timer_kicked_ = true;
         return id;
       }
     }
@@ -104,14 +107,17 @@ void EventLog::TimerLoop() {
     std::vector<WaitCallback> expired;
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&shutdown_), absl::Milliseconds(200));
+      clock_->AwaitWithDeadline(mu_, absl::Condition(this, &EventLog::TimerWoken), timer_due_);
       if (shutdown_) return;
-      absl::Time now = clock_->Now();
+      timer_kicked_ = false;
+      const absl::Time now = clock_->Now();
+      timer_due_ = absl::InfiniteFuture();
       for (auto it = waiters_.begin(); it != waiters_.end();) {
         if (it->second.deadline <= now) {
           expired.push_back(std::move(it->second.cb));
           it = waiters_.erase(it);
         } else {
+          timer_due_ = std::min(timer_due_, it->second.deadline);
           ++it;
         }
       }

@@ -7,8 +7,9 @@
 //   log.Append(event);                       // producer (a run thread)
 //   log.Wait(run, last_seq, Seconds(15), cb);  // follower: cb(kReady | kTimeout | kShutdown)
 //
-// Thread safe. Wait callbacks run on the appending thread or on the log's timer thread, never
-// under the log's lock; they must not block.
+// A wait times out at exactly its deadline on the injected clock (StreamEvents' heartbeats
+// are these timeouts). Thread safe. Wait callbacks run on the appending thread or on the log's
+// timer thread, never under the log's lock; they must not block.
 #ifndef SANDGATE_CORE_EVENT_LOG_H_
 #define SANDGATE_CORE_EVENT_LOG_H_
 
@@ -56,7 +57,10 @@ class EventLog {
     absl::Time deadline;
     WaitCallback cb;
   };
+  // Fires each waiter at its deadline on the injected clock: sleeps until the earliest one,
+  // woken when a new waiter's deadline comes before that.
   void TimerLoop();
+  bool TimerWoken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || timer_kicked_; }
   absl::StatusOr<int64_t> LastSeqLocked(const std::string& run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -68,6 +72,8 @@ class EventLog {
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time timer_due_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // the timer wakes then
+  bool timer_kicked_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;
 };
 

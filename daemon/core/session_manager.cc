@@ -267,6 +267,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   {
     absl::MutexLock lock(&mu_);
     live_[e->id] = e;
+    reschedule_ = true;
   }
   std::move(give_back).Cancel();
   log::Info("session.created", {{"session", e->id}, {"tenant", caller.tenant}, {"provider", provider_name}});
@@ -350,10 +351,20 @@ SessionManager::Lease::~Lease() {
     absl::MutexLock route_lock(&entry_->route->mu);
     entry_->route->listeners.erase(watch_id_);
   }
-  absl::MutexLock lock(&entry_->mu);
-  --entry_->in_flight;
-  entry_->last_active = manager_->deps_.clock->Now();
-  entry_->watchers.erase(watch_id_);
+  bool idle;
+  {
+    absl::MutexLock lock(&entry_->mu);
+    idle = --entry_->in_flight == 0;
+    entry_->last_active = manager_->deps_.clock->Now();
+    entry_->watchers.erase(watch_id_);
+  }
+  // The idle clock starts now: its end may come before the reaper's next due time.
+  if (idle) manager_->Reschedule();
+}
+
+void SessionManager::Reschedule() {
+  absl::MutexLock lock(&mu_);
+  reschedule_ = true;
 }
 sandbox::Session& SessionManager::Lease::session() const { return *entry_->sandbox; }
 const std::string& SessionManager::Lease::id() const { return entry_->id; }
@@ -439,23 +450,41 @@ size_t SessionManager::live() {
 }
 
 void SessionManager::ReaperLoop() {
+  absl::Time next = absl::InfiniteFuture();  // nothing is due until a session exists
   for (;;) {
     std::vector<std::pair<std::shared_ptr<Entry>, std::string>> due;
     std::vector<std::shared_ptr<Entry>> warn;
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(100));
+      deps_.clock->AwaitWithDeadline(mu_, absl::Condition(this, &SessionManager::ReaperWoken),
+                                     next);
       if (stop_) return;
-      absl::Time now = deps_.clock->Now();
+      reschedule_ = false;
+      const absl::Time now = deps_.clock->Now();
+      next = absl::InfiniteFuture();
       for (const auto& [id, e] : live_) {
         absl::MutexLock l(&e->mu);
-        if (now >= e->created + e->max_lifetime) {
+        if (e->ended) continue;  // a Close is deleting it
+        const absl::Time end = e->created + e->max_lifetime;
+        const absl::Time idle_end =
+            e->in_flight == 0 ? e->last_active + e->idle_timeout : absl::InfiniteFuture();
+        if (now >= end) {
           if (!e->warned) warn.push_back(e);  // a late reaper still warns first
-          due.emplace_back(e, absl::StrCat("reached its max_lifetime of ", absl::FormatDuration(e->max_lifetime)));
-        } else if (e->in_flight == 0 && now >= e->last_active + e->idle_timeout) {
-          due.emplace_back(e, absl::StrCat("idle for its idle_timeout of ", absl::FormatDuration(e->idle_timeout)));
-        } else if (!e->warned && now >= e->warn_at) {
+          due.emplace_back(e, absl::StrCat("reached its max_lifetime of ",
+                                           absl::FormatDuration(e->max_lifetime)));
+          continue;
+        }
+        if (now >= idle_end) {
+          due.emplace_back(e, absl::StrCat("idle for its idle_timeout of ",
+                                           absl::FormatDuration(e->idle_timeout)));
+          continue;
+        }
+        next = std::min({next, end, idle_end});
+        if (e->warned) continue;
+        if (now >= e->warn_at) {
           warn.push_back(e);
+        } else {
+          next = std::min(next, e->warn_at);
         }
       }
     }

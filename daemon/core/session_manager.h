@@ -11,7 +11,9 @@
 // Three clocks, never mixed: the caller's RPC deadline belongs to the RPC (server/); the
 // per-command timeout to sandbox::ExecRequest; idle_timeout and max_lifetime to this class.
 //
-// Thread safe. Time comes from the injected clock; the reaper checks every 100 ms.
+// Thread safe. Time comes from the injected clock, and the reaper waits on it until the next
+// due time (an idle or lifetime end, a warning), woken early when a new session or a released
+// lease moves that time earlier: with a fake clock each rule takes effect at its exact instant.
 #ifndef SANDGATE_CORE_SESSION_MANAGER_H_
 #define SANDGATE_CORE_SESSION_MANAGER_H_
 
@@ -130,6 +132,9 @@ class SessionManager {
   // Tells every lease holder of `e` that max_lifetime is near, once.
   void Warn(const std::shared_ptr<Entry>& e);
   void ReaperLoop();
+  bool ReaperWoken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || reschedule_; }
+  // Tells the reaper its next due time may have moved earlier.
+  void Reschedule();
 
   const SessionManagerDeps deps_;
   // Appends the events that arrive off a caller's thread (network decisions);
@@ -138,6 +143,7 @@ class SessionManager {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> live_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool reschedule_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };
 

@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <thread>
 
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
@@ -78,14 +77,81 @@ TEST_F(EventLogTest, WaitFiresOnAppendOfThatRunOnly) {
   EXPECT_EQ(fired.load(), 1) << "a wait fires once";
 }
 
-TEST_F(EventLogTest, WaitTimesOutOnTheInjectedClock) {
-  std::atomic<bool> timed_out{false};
+// The log keeps one timer thread on the clock.
+constexpr int kTimers = 1;
+
+// Records how a wait ended; -1 while it has not.
+struct Outcome {
+  std::atomic<int> result{-1};
+  EventLog::WaitCallback cb() {
+    return [this](EventLog::WaitResult r) { result = static_cast<int>(r); };
+  }
+  bool timed_out() const { return result == static_cast<int>(EventLog::WaitResult::kTimeout); }
+  bool fired() const { return result != -1; }
+};
+
+// A follower's wait (StreamEvents' heartbeat interval) times out at its deadline, not a
+// nanosecond before.
+TEST_F(EventLogTest, WaitTimesOutExactlyAtItsTimeout) {
+  Outcome wait;
+  log_->Wait("a", 0, absl::Seconds(15), wait.cb());
+  clock_.Advance(absl::Seconds(15) - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+  EXPECT_FALSE(wait.fired());
+  clock_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+  EXPECT_TRUE(wait.timed_out());
+}
+
+// The timer sleeps until the earliest deadline: a shorter wait added after a longer one
+// still fires at its own deadline, and the longer one at its own.
+TEST_F(EventLogTest, AShorterWaitAddedLaterFiresAtItsOwnDeadline) {
+  Outcome longer, shorter;
+  log_->Wait("a", 0, absl::Seconds(60), longer.cb());
+  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+  clock_.Advance(absl::Seconds(10));
+  log_->Wait("b", 0, absl::Seconds(5), shorter.cb());
+  clock_.Advance(absl::Seconds(5) - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+  EXPECT_FALSE(shorter.fired());
+  clock_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+  EXPECT_TRUE(shorter.timed_out());
+  EXPECT_FALSE(longer.fired());
+  clock_.Advance(absl::Seconds(45) - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+  EXPECT_FALSE(longer.fired());
+  clock_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+  EXPECT_TRUE(longer.timed_out());
+}
+
+// A follower that waits again after each heartbeat gets one every interval, counted from
+// when it waited again.
+TEST_F(EventLogTest, AWaitArmedAgainTimesOutOneIntervalLater) {
+  for (int beat = 0; beat < 3; ++beat) {
+    Outcome wait;
+    log_->Wait("a", 0, absl::Seconds(15), wait.cb());
+    clock_.Advance(absl::Seconds(15) - absl::Nanoseconds(1));
+    ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+    EXPECT_FALSE(wait.fired()) << beat;
+    clock_.Advance(absl::Nanoseconds(1));
+    ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+    EXPECT_TRUE(wait.timed_out()) << beat;
+  }
+}
+
+// An append ends the wait before its timeout, and the timeout never fires afterwards.
+TEST_F(EventLogTest, AnAnsweredWaitNeverTimesOut) {
+  std::atomic<int> calls{0};
   log_->Wait("a", 0, absl::Seconds(15), [&](EventLog::WaitResult r) {
-    timed_out = r == EventLog::WaitResult::kTimeout;
+    EXPECT_EQ(r, EventLog::WaitResult::kReady);
+    ++calls;
   });
-  clock_.Advance(absl::Seconds(16));
-  for (int i = 0; i < 100 && !timed_out; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_TRUE(timed_out.load());
+  ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  clock_.Advance(absl::Seconds(30));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
+  EXPECT_EQ(calls.load(), 1);
 }
 
 TEST_F(EventLogTest, CancelledWaitNeverFiresAndShutdownFiresTheRest) {

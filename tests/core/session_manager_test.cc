@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -51,15 +50,16 @@ class SessionManagerTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status();
     return *s;
   }
-  // The reaper polls every 100 ms of real time; give it a few rounds after the fake clock moved.
-  v1::SessionStatus StatusAfterReaper(const std::string& id) {
-    for (int i = 0; i < 50; ++i) {
-      auto s = sessions_->Get(caller_, id);
-      if (s->status() != v1::SESSION_STATUS_ACTIVE) return s->status();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return sessions_->Get(caller_, id)->status();
+  // Waits until the reaper and the event log's timer, the two threads that wait on clock_, have
+  // acted on the time the test set, so a check that nothing happened yet cannot pass merely
+  // because the reaper has not run.
+  void Settle() { ASSERT_TRUE(clock_.BlockUntilSettled(2)); }
+  // Moves the clock by `d` and lets the reaper act on it.
+  void AdvanceAndSettle(absl::Duration d) {
+    clock_.Advance(d);
+    Settle();
   }
+  v1::SessionStatus Status(const std::string& id) { return sessions_->Get(caller_, id)->status(); }
 
   std::string dir_;
   Config config_;
@@ -78,57 +78,84 @@ std::vector<std::string> Types(const std::vector<v1::Event>& events) {
   return types;
 }
 
-TEST_F(SessionManagerTest, IdleSessionIsReapedAfterIdleTimeoutNotBefore) {
+constexpr absl::Duration kTick = absl::Nanoseconds(1);
+
+TEST_F(SessionManagerTest, AnIdleSessionIsReapedAtItsIdleTimeoutNotBefore) {
   v1::Session s = Create(/*idle_s=*/60);
   EXPECT_EQ(s.status(), v1::SESSION_STATUS_ACTIVE);
   EXPECT_EQ(s.expires_at().seconds() - s.created_at().seconds(), 60);
-  clock_.Advance(absl::Seconds(59));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
-  clock_.Advance(absl::Seconds(2));
-  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
+  AdvanceAndSettle(absl::Seconds(60) - kTick);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_EQ(provider_->live_sessions(), 1);
+  AdvanceAndSettle(kTick);
   auto after = sessions_->Get(caller_, s.id());
-  EXPECT_TRUE(absl::StrContains(after->status_reason(), "idle_timeout")) << after->status_reason();
-  // The status is final before the sandbox is deleted; the deletion follows at once.
-  for (int i = 0; i < 100 && provider_->live_sessions() != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(provider_->live_sessions(), 0);
+  EXPECT_EQ(after->status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_TRUE(absl::StrContains(after->status_reason(), "idle_timeout of 1m"))
+      << after->status_reason();
+  EXPECT_EQ(after->closed_at().seconds(), s.created_at().seconds() + 60);
+  EXPECT_EQ(provider_->live_sessions(), 0)
+      << "the sandbox is deleted before the reaper waits again";
+  EXPECT_EQ(sessions_->live(), 0u);
 }
 
-TEST_F(SessionManagerTest, ALeaseInFlightIsNeverIdle) {
+// Anything in flight (a run, a command, a transfer, an open stream: each holds a lease) holds
+// the idle clock; it starts when the last lease ends.
+TEST_F(SessionManagerTest, ALeaseInFlightHoldsOffTheIdleClockUntilItEnds) {
   v1::Session s = Create(/*idle_s=*/60);
-  auto lease = sessions_->Acquire(caller_, s.id());
-  ASSERT_TRUE(lease.ok());
-  clock_.Advance(absl::Minutes(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->in_flight(), 1u);
-  lease->reset();  // the idle clock starts now
-  clock_.Advance(absl::Seconds(30));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
-  clock_.Advance(absl::Seconds(31));
-  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
+  auto first = sessions_->Acquire(caller_, s.id());
+  CancelToken stream_cancel;
+  auto stream =
+      sessions_->Acquire(caller_, s.id(), {&stream_cancel, [](const v1::SessionExpiring&) {}});
+  ASSERT_TRUE(first.ok() && stream.ok());
+  AdvanceAndSettle(absl::Minutes(4));  // max_lifetime is 10 min
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->in_flight(), 2u);
+  first->reset();
+  AdvanceAndSettle(absl::Minutes(4));
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE) << "one lease is still held";
+  EXPECT_FALSE(stream_cancel.cancelled());
+  stream->reset();  // the idle clock starts now
+  AdvanceAndSettle(absl::Seconds(60) - kTick);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE);
+  AdvanceAndSettle(kTick);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_EXPIRED);
 }
 
-TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
+// KeepAlive restarts the idle clock: the session then lives idle_timeout from the KeepAlive.
+TEST_F(SessionManagerTest, KeepAliveExtendsTheIdleClockByIdleTimeoutFromNow) {
+  v1::Session s = Create(/*idle_s=*/60, /*life_s=*/600);
+  AdvanceAndSettle(absl::Seconds(50));
+  auto kept = sessions_->KeepAlive(caller_, s.id());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->expires_at().seconds() - s.created_at().seconds(), 110);
+  EXPECT_EQ(kept->last_active_at().seconds() - s.created_at().seconds(), 50);
+  AdvanceAndSettle(absl::Seconds(60) - kTick);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE) << "idle only since the KeepAlive";
+  AdvanceAndSettle(kTick);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_EXPIRED);
+}
+
+TEST_F(SessionManagerTest, KeepAliveNeverExtendsPastMaxLifetimeAndUseDoesNotEither) {
   v1::Session s = Create(/*idle_s=*/60, /*life_s=*/100);
-  clock_.Advance(absl::Seconds(50));
+  AdvanceAndSettle(absl::Seconds(50));
   auto kept = sessions_->KeepAlive(caller_, s.id());
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->expires_at().seconds() - s.created_at().seconds(), 100) << "capped by max_lifetime";
-  clock_.Advance(absl::Seconds(40));  // 90 s in: idle only 40 s
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
+  AdvanceAndSettle(absl::Seconds(40));  // 90 s in: idle only 40 s
+  EXPECT_EQ(
+      sessions_->KeepAlive(caller_, s.id())->expires_at().seconds() - s.created_at().seconds(),
+      100);
   auto lease = sessions_->Acquire(caller_, s.id());
   CancelToken watched;
-  auto watching =
-      sessions_->Acquire(caller_, s.id(), {&watched, nullptr, nullptr});
-  clock_.Advance(absl::Seconds(11));  // past max_lifetime, although in use
-  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
+  auto watching = sessions_->Acquire(caller_, s.id(), {&watched, nullptr, nullptr});
+  ASSERT_TRUE(lease.ok() && watching.ok());
+  AdvanceAndSettle(absl::Seconds(10) - kTick);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_FALSE(watched.cancelled());
+  AdvanceAndSettle(kTick);  // at max_lifetime, although in use
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(watched.cancelled());
-  EXPECT_TRUE(absl::StrContains(watched.reason(), "max_lifetime")) << watched.reason();
+  EXPECT_TRUE(absl::StrContains(watched.reason(), "max_lifetime of 1m40s")) << watched.reason();
   EXPECT_EQ(sessions_->Acquire(caller_, s.id()).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(sessions_->KeepAlive(caller_, s.id()).status().code(), absl::StatusCode::kFailedPrecondition);
@@ -155,38 +182,35 @@ struct WarningRecorder {
     absl::MutexLock lock(&mu);
     return got.size();
   }
-  // The reaper polls every 100 ms of real time.
-  size_t CountAfterReaper(size_t want) {
-    for (int i = 0; i < 50 && count() < want; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // and nothing more arrives
-    return count();
-  }
 };
 
-TEST_F(SessionManagerTest, HoldersAreWarnedOnceBeforeMaxLifetimeAndLateComersAtOnce) {
+TEST_F(SessionManagerTest, HoldersAreWarnedOnceAtTheWarningLeadAndLateComersAtOnce) {
   v1::Session s = Create(/*idle_s=*/60, /*life_s=*/600);  // warning 60 s before the end
   WarningRecorder a, b, late;
   auto lease_a = sessions_->Acquire(caller_, s.id(), a.watch());
   auto lease_b = sessions_->Acquire(caller_, s.id(), b.watch());
   ASSERT_TRUE(lease_a.ok() && lease_b.ok());
-  clock_.Advance(absl::Seconds(539));
-  EXPECT_EQ(a.CountAfterReaper(0), 0u) << "not yet in the warning window";
-  clock_.Advance(absl::Seconds(2));
-  EXPECT_EQ(a.CountAfterReaper(1), 1u);
-  EXPECT_EQ(b.CountAfterReaper(1), 1u);
+  AdvanceAndSettle(absl::Seconds(540) - kTick);
+  EXPECT_EQ(a.count(), 0u) << "not yet in the warning window";
+  AdvanceAndSettle(kTick);
+  EXPECT_EQ(a.count(), 1u);
+  EXPECT_EQ(b.count(), 1u);
   {
     absl::MutexLock lock(&a.mu);
     EXPECT_EQ(a.got[0].session_id(), s.id());
     EXPECT_EQ(a.got[0].expires_at().seconds(), s.created_at().seconds() + 600);
     EXPECT_TRUE(absl::StrContains(a.got[0].reason(), "max_lifetime of 10m")) << a.got[0].reason();
   }
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE) << "warned, not reaped";
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE) << "warned, not reaped";
   // A stream opened inside the window is told before Acquire returns.
   auto lease_late = sessions_->Acquire(caller_, s.id(), late.watch());
   ASSERT_TRUE(lease_late.ok());
   EXPECT_EQ(late.count(), 1u);
-  clock_.Advance(absl::Seconds(60));
-  EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
+  AdvanceAndSettle(absl::Seconds(60) - kTick);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_EQ(a.count(), 1u) << "once per holder";
+  AdvanceAndSettle(kTick);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_EQ(a.count(), 1u) << "once per holder";
   EXPECT_TRUE(a.cancel.cancelled());
 }
@@ -196,10 +220,10 @@ TEST_F(SessionManagerTest, WarningLeadIsAtMostHalfTheLifetimeAndALateReaperStill
   WarningRecorder r;
   auto lease = sessions_->Acquire(caller_, s.id(), r.watch());
   ASSERT_TRUE(lease.ok());
-  clock_.Advance(absl::Seconds(9));
-  EXPECT_EQ(r.CountAfterReaper(0), 0u);
-  clock_.Advance(absl::Seconds(2));
-  EXPECT_EQ(r.CountAfterReaper(1), 1u);
+  AdvanceAndSettle(absl::Seconds(10) - kTick);
+  EXPECT_EQ(r.count(), 0u);
+  AdvanceAndSettle(kTick);
+  EXPECT_EQ(r.count(), 1u);
 
   // The clock jumps past max_lifetime between two reaper rounds: the warning still comes
   // before the session's end cancels the holder.
@@ -207,11 +231,27 @@ TEST_F(SessionManagerTest, WarningLeadIsAtMostHalfTheLifetimeAndALateReaperStill
   WarningRecorder jumped;
   auto lease_t = sessions_->Acquire(caller_, t.id(), jumped.watch());
   ASSERT_TRUE(lease_t.ok());
-  clock_.Advance(absl::Seconds(601));
-  EXPECT_EQ(StatusAfterReaper(t.id()), v1::SESSION_STATUS_EXPIRED);
+  AdvanceAndSettle(absl::Seconds(601));
+  EXPECT_EQ(Status(t.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_EQ(jumped.count(), 1u);
   absl::MutexLock l(&jumped.mu);
   EXPECT_FALSE(jumped.cancelled_before_warning);
+}
+
+// Each session keeps its own clocks: one reaped does not reap the other early or late.
+TEST_F(SessionManagerTest, EachSessionIsReapedAtItsOwnTime) {
+  v1::Session slow = Create(/*idle_s=*/120);
+  AdvanceAndSettle(absl::Seconds(30));
+  v1::Session fast = Create(/*idle_s=*/30);  // created later, due earlier: at 60 s
+  AdvanceAndSettle(absl::Seconds(30) - kTick);
+  EXPECT_EQ(Status(fast.id()), v1::SESSION_STATUS_ACTIVE);
+  AdvanceAndSettle(kTick);
+  EXPECT_EQ(Status(fast.id()), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_EQ(Status(slow.id()), v1::SESSION_STATUS_ACTIVE);
+  AdvanceAndSettle(absl::Seconds(60) - kTick);
+  EXPECT_EQ(Status(slow.id()), v1::SESSION_STATUS_ACTIVE);
+  AdvanceAndSettle(kTick);
+  EXPECT_EQ(Status(slow.id()), v1::SESSION_STATUS_EXPIRED);
 }
 
 TEST_F(SessionManagerTest, CloseIsIdempotentAndOtherTenantsSeeNothing) {
