@@ -114,10 +114,11 @@ class AgentFixture : public ::testing::Test {
     return failed;
   }
 
-  // Runs `run` while cancel_ fires after `after`; returns what `run` returned.
-  absl::Status RunCancelledAfter(const std::function<absl::Status()>& run, absl::Duration after) {
+  // Runs `run` and fires cancel_ once the agent has emitted an event of `type` (e.g. the
+  // command's first output: it is running); returns what `run` returned.
+  absl::Status RunCancelledOnce(const std::string& type, const std::function<absl::Status()>& run) {
     std::thread canceller([&] {
-      absl::SleepFor(after);
+      EXPECT_TRUE(events_.AwaitType(type)) << "no " << type << " before the cancel";
       cancel_.Cancel("caller cancelled");
     });
     absl::Status st = run();

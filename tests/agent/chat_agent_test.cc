@@ -123,8 +123,8 @@ TEST_F(ChatAgentTest, GivesUpAfterMaxTurns) {
 
 TEST_F(ChatAgentTest, CancellationStopsTheCommand) {
   sandbox::Session& session = NewSession(false, "chat-cancel");
-  fake_.Scenario({{{"shell", {"sleep 20"}}}, {{"message", "never"}}});
-  absl::Status st = RunCancelledAfter([&] { return RunAgent(session); }, absl::Seconds(1));
+  fake_.Scenario({{{"shell", {"echo started; sleep 20"}}}, {{"message", "never"}}});
+  absl::Status st = RunCancelledOnce("command.output", [&] { return RunAgent(session); });
   EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
 }
 

@@ -229,7 +229,7 @@ TEST_F(OpenAiAgentTest, CancellationStopsAHostedCommandStream) {
   fake_.Scenario(
       {{{"shell", {"echo started; sleep 20"}}, {"timeout_ms", 25000}}, {{"message", "never"}}});
   absl::Time t0 = absl::Now();
-  absl::Status st = RunCancelledAfter([&] { return RunAgent(session); }, absl::Seconds(1));
+  absl::Status st = RunCancelledOnce("command.output", [&] { return RunAgent(session); });
   EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
   EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
   auto finished = events_.OfType("command.finished");
@@ -239,9 +239,9 @@ TEST_F(OpenAiAgentTest, CancellationStopsAHostedCommandStream) {
 
 TEST_F(OpenAiAgentTest, CancellationStopsALocalCommand) {
   sandbox::Session& session = NewSession(false, "oa-cancel-local");
-  fake_.Scenario({{{"shell", {"sleep 20"}}}, {{"message", "never"}}});
+  fake_.Scenario({{{"shell", {"echo started; sleep 20"}}}, {{"message", "never"}}});
   absl::Time t0 = absl::Now();
-  absl::Status st = RunCancelledAfter([&] { return RunAgent(session); }, absl::Seconds(1));
+  absl::Status st = RunCancelledOnce("command.output", [&] { return RunAgent(session); });
   EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
   EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
 }

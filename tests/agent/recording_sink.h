@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "agent/agent.h"
 
 namespace sandgate::testing {
@@ -30,6 +31,18 @@ class RecordingSink : public agent::EventSink {
       if (e.type() == type) out.push_back(e);
     }
     return out;
+  }
+  // Blocks until an event of `type` has been emitted; false after `real_timeout`, so a test
+  // fails instead of hanging.
+  bool AwaitType(const std::string& type, absl::Duration real_timeout = absl::Seconds(30)) const {
+    auto seen = [this, &type]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const v1::Event& e : events_) {
+        if (e.type() == type) return true;
+      }
+      return false;
+    };
+    absl::MutexLock l(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&seen), real_timeout);
   }
   // Every command.output of `command_id` joined.
   std::string Output(uint32_t command_id) const {

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -312,14 +313,11 @@ TEST_F(BwrapProviderTest, CancelTokenStopsARunningCommand) {
   auto s = NewSession("cancel");
   ASSERT_NE(s, nullptr);
   CancelToken token;
-  std::thread canceller([&] {
-    absl::SleepFor(absl::Milliseconds(300));
-    token.Cancel("test");
-  });
   ExecRequest req;
-  req.argv = {"sleep", "100"};
-  auto r = s->Exec(req, nullptr, &token);
-  canceller.join();
+  req.argv = {"/bin/sh", "-c", "echo started; exec sleep 100"};
+  // Cancelled once the command runs (its first output), not after a guessed delay.
+  auto r = s->Exec(
+      req, [&](OutputStream, absl::string_view) { token.Cancel("test"); }, &token);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->cancelled);
   EXPECT_FALSE(r->timed_out);
@@ -355,9 +353,12 @@ TEST_F(BwrapProviderTest, BackgroundChildrenDoNotHoldExecOpenAndDieWithTheComman
   EXPECT_EQ(r.out, "started\n");
   EXPECT_TRUE(r.result.ok());
   EXPECT_LT(r.result.duration, absl::Seconds(2));
-  // The init killed the command's process group when the daemon stopped waiting.
-  absl::SleepFor(absl::Milliseconds(100));
-  r = Sh(s.get(), kProcessList);
+  // The init killed the command's process group when the daemon stopped waiting; the kernel
+  // reaps it soon after. Each look is a command, which paces the loop.
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  do {
+    r = Sh(s.get(), kProcessList);
+  } while (absl::StrContains(r.out, "sleep 30") && absl::Now() < give_up);
   EXPECT_THAT(r.out, Not(HasSubstr("sleep 30")));
 }
 
@@ -388,13 +389,20 @@ TEST_F(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
 TEST_F(BwrapProviderTest, CloseDuringExecEndsItCancelled) {
   auto s = NewSession("close-exec");
   ASSERT_NE(s, nullptr);
+  // Closed from another thread once the command runs (its first output).
+  absl::Notification running;
   std::thread closer([&] {
-    absl::SleepFor(absl::Milliseconds(300));
+    running.WaitForNotification();
     EXPECT_TRUE(s->Close().ok());
   });
   ExecRequest req;
-  req.argv = {"sleep", "100"};
-  auto r = s->Exec(req, nullptr, nullptr);
+  req.argv = {"/bin/sh", "-c", "echo started; exec sleep 100"};
+  auto r = s->Exec(
+      req,
+      [&](OutputStream, absl::string_view) {
+        if (!running.HasBeenNotified()) running.Notify();
+      },
+      nullptr);
   closer.join();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->cancelled);
@@ -534,9 +542,9 @@ TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
   ASSERT_TRUE(second.ok()) << second.status();
   ASSERT_TRUE((*second)->Sweep((*entries)[0]).ok());
   EXPECT_TRUE(HostProcessesOf(uid).empty());
-  const absl::Time deadline = absl::Now() + absl::Seconds(2);
-  while (waitpid(-1, nullptr, WNOHANG) >= 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));  // the leaked bwrap and its orphaned init
+  // Reaps the leaked bwrap, whose sandbox the sweep killed, so it exits: waitpid blocks until
+  // it has, then fails with ECHILD.
+  while (waitpid(-1, nullptr, 0) > 0) {
   }
   std::vector<std::string> dirs;
   FindDirs("/sys/fs/cgroup", "sandgate-lost", 0, &dirs);
