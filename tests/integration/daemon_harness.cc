@@ -19,6 +19,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
 
+#include "absl/time/clock.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 
@@ -59,6 +60,17 @@ bool Healthy(const std::shared_ptr<grpc::Channel>& channel) {
 
 }  // namespace
 
+bool Eventually(const std::function<bool()>& cond, absl::Duration timeout) {
+  // Often enough that a test waits little past the moment, rarely enough to cost nothing.
+  constexpr absl::Duration kEvery = absl::Milliseconds(10);
+  const absl::Time give_up = absl::Now() + timeout;
+  for (;;) {
+    if (cond()) return true;
+    if (absl::Now() >= give_up) return false;
+    absl::SleepFor(kEvery);
+  }
+}
+
 DaemonHarness::DaemonHarness(nlohmann::json config) : config_(std::move(config)) {
   char tmpl[] = "/tmp/sg-it-XXXXXX";
   dir_ = mkdtemp(tmpl);
@@ -77,11 +89,11 @@ DaemonHarness::~DaemonHarness() {
   // directories stay until a daemon on this state directory sweeps them).
   if (pid_ > 0) {
     kill(pid_, SIGTERM);
-    for (int i = 0; i < 300 && pid_ > 0; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
-      if (pid_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (Eventually([this] { return waitpid(pid_, nullptr, WNOHANG) == pid_; }, absl::Seconds(6))) {
+      pid_ = -1;
+    } else {
+      Stop(SIGKILL);
     }
-    if (pid_ > 0) Stop(SIGKILL);
   }
   if (!::testing::Test::HasFailure()) std::system(("rm -rf " + dir_).c_str());
 }
@@ -99,16 +111,18 @@ void DaemonHarness::Start() {
   }
   ASSERT_GT(pid_, 0);
   auto channel = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
-  for (int i = 0; i < 300; ++i) {
-    if (Healthy(channel)) return;
-    int status;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      FAIL() << "sandgated exited during start:\n" << Log();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  bool exited = false;
+  const bool healthy = Eventually(
+      [&] {
+        exited = waitpid(pid_, nullptr, WNOHANG) == pid_;
+        return exited || Healthy(channel);
+      },
+      absl::Seconds(15));
+  if (exited) {
+    pid_ = -1;
+    FAIL() << "sandgated exited during start:\n" << Log();
   }
-  FAIL() << "sandgated did not become healthy:\n" << Log();
+  if (!healthy) FAIL() << "sandgated did not become healthy:\n" << Log();
 }
 
 int DaemonHarness::Stop(int sig) {

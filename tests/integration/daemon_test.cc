@@ -429,10 +429,9 @@ TEST_F(DaemonTest, OperatorsSeeEverythingPurgeAndDrain) {
             grpc::StatusCode::PERMISSION_DENIED);
   ASSERT_TRUE(stub_->Drain(DaemonHarness::Context(kOpsToken).get(), v1::DrainRequest(), &drained).ok());
   int status = 0;
-  for (int i = 0; i < 200; ++i) {
-    if (waitpid(daemon_->pid(), &status, WNOHANG) == daemon_->pid()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  EXPECT_TRUE(Eventually([&] {
+    return waitpid(daemon_->pid(), &status, WNOHANG) == daemon_->pid();
+  })) << "the daemon did not exit after Drain";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon_->Log();
 }
 
@@ -601,11 +600,11 @@ TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
   FollowToEnd(*stub, run.id());
   // run.finished is written before the run leaves the active set: wait for the gauges to settle.
   std::string page;
-  for (int i = 0; i < 100; ++i) {
+  Eventually([&] {
     page = HttpGet(port, "/metrics");
-    if (absl::StrContains(page, "sandgate_sandboxes_in_use 0") && absl::StrContains(page, "sandgate_runs_active 0")) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    return absl::StrContains(page, "sandgate_sandboxes_in_use 0") &&
+           absl::StrContains(page, "sandgate_runs_active 0");
+  });
   EXPECT_TRUE(absl::StartsWith(page, "HTTP/1.1 200 OK")) << page;
   for (const char* line : {"sandgate_runs_finished_total{status=\"SUCCEEDED\"} 1",
                            "sandgate_sandbox_create_seconds_count 1", "sandgate_run_seconds_count 1",

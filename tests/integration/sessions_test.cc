@@ -218,12 +218,8 @@ TEST_F(SessionsTest, AnIdleSessionIsReapedButNotWhileACommandRuns) {
   ExecOutcome busy = Exec(s.id(), "sleep 2; echo done");
   EXPECT_EQ(busy.out, "done\n") << "in flight for 2 s: not idle";
   EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_ACTIVE);
-  v1::SessionStatus status = v1::SESSION_STATUS_ACTIVE;
-  for (int i = 0; i < 50 && status == v1::SESSION_STATUS_ACTIVE; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    status = Get(s.id()).status();
-  }
-  EXPECT_EQ(status, v1::SESSION_STATUS_EXPIRED);
+  EXPECT_TRUE(Eventually([&] { return Get(s.id()).status() != v1::SESSION_STATUS_ACTIVE; }));
+  EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(absl::StrContains(Get(s.id()).status_reason(), "idle_timeout"));
 }
 
@@ -368,12 +364,12 @@ TEST_F(SessionsTest, ACutUploadLeavesNoFileAndTheAuditSaysItFailed) {
 
   // The daemon audits every upload it ends; wait for that line, then look.
   std::optional<nlohmann::json> audited;
-  for (int i = 0; i < 500 && !audited; ++i) {
+  Eventually([&] {
     for (const auto& l : AuditLines()) {
       if (l["action"] == "UploadFile") audited = l;
     }
-    if (!audited) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    return audited.has_value();
+  });
   ASSERT_TRUE(audited) << "no audit line for the cut upload";
   EXPECT_NE((*audited)["outcome"], "OK") << audited->dump();
   v1::ListFilesResponse files = List(s.id());
