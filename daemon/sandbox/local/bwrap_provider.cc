@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
@@ -46,17 +47,18 @@ std::vector<pid_t> ProcessesOfUid(uid_t uid) {
   return out;
 }
 
-absl::Status KillUid(uid_t uid, absl::Duration wait) {
-  const absl::Time deadline = absl::Now() + wait;
+absl::Status KillUid(uid_t uid, absl::Duration wait, Clock& clock) {
+  constexpr absl::Duration kRetry = absl::Milliseconds(5);  // SIGKILLed processes die in µs
+  const absl::Time deadline = clock.Now() + wait;
   for (;;) {
     std::vector<pid_t> pids = ProcessesOfUid(uid);
     if (pids.empty()) return absl::OkStatus();
-    if (absl::Now() > deadline) {
+    if (clock.Now() >= deadline) {
       return errors::Unavailable(
           absl::StrCat(pids.size(), " processes of uid ", uid, " survived SIGKILL"));
     }
     for (pid_t pid : pids) kill(pid, SIGKILL);
-    absl::SleepFor(absl::Milliseconds(5));
+    clock.SleepUntil(std::min(clock.Now() + kRetry, deadline));
   }
 }
 
@@ -155,8 +157,8 @@ absl::Status BwrapProvider::Sweep(const JournalEntry& entry) {
     }
   }
   // The cgroups first (race-free kill), then whatever still runs as the uid elsewhere.
-  absl::Status status = local::KillAndRemoveCgroups(cgroups, absl::Seconds(5));
-  status.Update(KillUid(static_cast<uid_t>(uid), absl::Seconds(5)));
+  absl::Status status = local::KillAndRemoveCgroups(cgroups, absl::Seconds(5), *c.options.clock);
+  status.Update(KillUid(static_cast<uid_t>(uid), absl::Seconds(5), *c.options.clock));
   if (status.ok()) {
     status = local::SessionMounts::Plan(c.options.mount_dir, static_cast<uid_t>(uid)).Unmount();
   }

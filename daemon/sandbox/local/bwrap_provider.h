@@ -37,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/journal.h"
 #include "sandbox/local/net_proxy.h"
 #include "sandbox/sandbox.h"
@@ -65,6 +66,10 @@ struct BwrapOptions {
   std::string mount_dir = "/run/sandgate-sandboxes";
   // Longest wait for a new sandbox to report ready.
   absl::Duration start_timeout = absl::Seconds(10);
+  // Time of the kill-and-wait loops (Close and Sweep: processes gone, cgroups removed) and
+  // their give-up deadlines. Not owned. The start and command waits poll pipes and pidfds, so
+  // they run on the kernel's clock.
+  Clock* clock = Clock::Real();
 
   // Network proxy of restricted/enabled sessions (net_proxy.h). null = getaddrinfo.
   std::shared_ptr<local::Resolver> resolver;

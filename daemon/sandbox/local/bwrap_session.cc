@@ -577,7 +577,7 @@ absl::Status BwrapSession::Close() {
       status.Update(errors::Internal(absl::StrCat("bwrap ", bwrap_pid_, " did not exit")));
     }
   }
-  status.Update(cgroups_.KillAndRemove(absl::Seconds(5)));
+  status.Update(cgroups_.KillAndRemove(absl::Seconds(5), *core_->options.clock));
   // Left on the host only by a start that failed before the sandbox was ready.
   status.Update(mounts_.Unmount());
   if (status.ok()) {

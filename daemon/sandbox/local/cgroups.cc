@@ -111,11 +111,14 @@ bool Populated(const std::string& dir) {
   return !Procs(dir).empty();
 }
 
-absl::Status KillAndRemoveDirs(const std::vector<std::string>& dirs, absl::Duration wait) {
+absl::Status KillAndRemoveDirs(const std::vector<std::string>& dirs, absl::Duration wait,
+                               Clock& clock) {
+  // The kernel empties a killed cgroup within milliseconds; look again that often.
+  constexpr absl::Duration kRetry = absl::Milliseconds(2);
   for (const std::string& d : dirs) {
     if (Exists(d)) KillCgroup(d);
   }
-  const absl::Time deadline = absl::Now() + wait;
+  const absl::Time deadline = clock.Now() + wait;
   absl::Status result;
   for (const std::string& d : dirs) {
     for (;;) {
@@ -125,12 +128,13 @@ absl::Status KillAndRemoveDirs(const std::vector<std::string>& dirs, absl::Durat
         if (rmdir(d.c_str()) == 0 || errno == ENOENT) break;
         err = errno;
       }
-      if (absl::Now() > deadline) {
+      // One last look at the deadline itself, then give up.
+      if (clock.Now() >= deadline) {
         result.Update(errors::FromErrno(err, absl::StrCat("remove cgroup ", d)));
         break;
       }
       KillCgroup(d);
-      absl::SleepFor(absl::Milliseconds(2));
+      clock.SleepUntil(std::min(clock.Now() + kRetry, deadline));
     }
   }
   return result;
@@ -372,16 +376,17 @@ uint64_t SessionCgroups::OomKillCount() const {
   return 0;
 }
 
-absl::Status SessionCgroups::KillAndRemove(absl::Duration wait) {
+absl::Status SessionCgroups::KillAndRemove(absl::Duration wait, Clock& clock) {
   // The tracking cgroup (v2 or freezer) goes first: it kills race-free.
   std::vector<std::string> dirs;
   for (const std::string* p : {&unified_, &freezer_, &memory_, &pids_, &cpu_}) {
     if (!p->empty()) dirs.push_back(*p);
   }
-  return KillAndRemoveDirs(dirs, wait);
+  return KillAndRemoveDirs(dirs, wait, clock);
 }
 
-absl::Status KillAndRemoveCgroups(const std::vector<std::string>& dirs, absl::Duration wait) {
+absl::Status KillAndRemoveCgroups(const std::vector<std::string>& dirs, absl::Duration wait,
+                                  Clock& clock) {
   for (const std::string& d : dirs) {
     absl::string_view base = d;
     size_t slash = base.rfind('/');
@@ -391,7 +396,7 @@ absl::Status KillAndRemoveCgroups(const std::vector<std::string>& dirs, absl::Du
       return errors::InvalidArgument(absl::StrCat("journal names a non-sandgate cgroup: ", d));
     }
   }
-  return KillAndRemoveDirs(dirs, wait);
+  return KillAndRemoveDirs(dirs, wait, clock);
 }
 
 }  // namespace sandgate::sandbox::local

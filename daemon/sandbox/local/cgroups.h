@@ -17,7 +17,7 @@
 //   journal details <- cg.paths();
 //   std::vector<std::string> warnings = cg.Create(64 << 20, 256);
 //   plan.join_v1 = cg.v1_dirs(); plan.join_v2 = cg.v2_dir();  // the spawned child joins
-//   cg.KillAndRemove(absl::Seconds(2));
+//   cg.KillAndRemove(absl::Seconds(2), *Clock::Real());
 //
 // Thread safety: CgroupHost is an immutable value. A SessionCgroups is not thread safe except
 // OomKillCount(), which only reads the kernel.
@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace sandgate::sandbox::local {
 
@@ -93,9 +94,9 @@ class SessionCgroups {
   const std::string& v2_dir() const { return unified_; }
   // OOM kills so far in the session's memory cgroup; 0 when there is none.
   uint64_t OomKillCount() const;
-  // Kills every process in the session's cgroups, waits up to `wait` for them to be empty,
-  // and removes them. Idempotent.
-  absl::Status KillAndRemove(absl::Duration wait);
+  // Kills every process in the session's cgroups, waits up to `wait` of `clock` for them to
+  // be empty, and removes them. Idempotent.
+  absl::Status KillAndRemove(absl::Duration wait, Clock& clock);
 
  private:
   std::string memory_;  // created directories; empty when absent
@@ -111,7 +112,8 @@ class SessionCgroups {
 // Kills, empties and removes the given cgroup directories (deepest first is the caller's
 // order). Only directories below /sys/fs/cgroup whose name starts with "sandgate-" are
 // touched: the paths come from a journal that this code does not otherwise trust.
-absl::Status KillAndRemoveCgroups(const std::vector<std::string>& dirs, absl::Duration wait);
+absl::Status KillAndRemoveCgroups(const std::vector<std::string>& dirs, absl::Duration wait,
+                                  Clock& clock);
 
 }  // namespace sandgate::sandbox::local
 

@@ -10,8 +10,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace sandgate::sandbox::local {
 namespace {
@@ -154,6 +157,78 @@ TEST_F(FakeCgroupFs, LegacySessionUsesV1ControllersAndTheFreezer) {
   EXPECT_EQ(Read(root_ + "/cpu/sandgate-s3/cpu.cfs_quota_us"), "200000") << "two cores";
   std::ofstream(root_ + "/memory/sandgate-s3/memory.oom_control") << "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
   EXPECT_EQ(cg.OomKillCount(), 1u);
+}
+
+}  // namespace
+}  // namespace sandgate::sandbox::local
+
+namespace sandgate::sandbox::local {
+namespace {
+
+// A session cgroup on a pure v2 host whose cgroup.events says it still holds processes.
+class StuckCgroup : public FakeCgroupFs {
+ protected:
+  void SetUp() override {
+    FakeCgroupFs::SetUp();
+    CgroupHost host;
+    host.layout = CgroupLayout::kUnified;
+    host.unified = root_;
+    cg_ = SessionCgroups::Plan(host, "stuck");
+    dir_ = root_ + "/sandgate-stuck";
+    KernelMakes(dir_, {"cgroup.kill", "cgroup.events"});
+    cg_.Create(0, 0);
+    std::ofstream(dir_ + "/cgroup.events") << "populated 1\nfrozen 0\n";
+  }
+  // KillAndRemove(5 s) on the fake clock, in a thread; `done` once it returned.
+  void StartRemoving() {
+    remover_ = std::thread([this] {
+      result_ = cg_.KillAndRemove(absl::Seconds(5), clock_);
+      done_.Notify();
+    });
+  }
+  void TearDown() override {
+    if (remover_.joinable()) {
+      clock_.Advance(absl::Hours(1));
+      remover_.join();
+    }
+    FakeCgroupFs::TearDown();
+  }
+  ::sandgate::testing::FakeClock clock_;
+  SessionCgroups cg_;
+  std::string dir_;
+  std::thread remover_;
+  absl::Status result_;
+  absl::Notification done_;
+};
+
+// A cgroup that does not empty is given up on at the deadline of `wait`, not before.
+TEST_F(StuckCgroup, RemovalGivesUpExactlyAtItsWait) {
+  StartRemoving();
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  clock_.Advance(absl::Seconds(5) - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  EXPECT_FALSE(done_.HasBeenNotified()) << "gave up before its wait";
+  clock_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  remover_.join();
+  EXPECT_EQ(result_.code(), absl::StatusCode::kInternal) << result_;  // EBUSY
+  EXPECT_NE(result_.message().find("remove cgroup " + dir_), std::string::npos) << result_;
+}
+
+// A cgroup that empties while the removal waits is removed at the next look (2 ms later).
+TEST_F(StuckCgroup, ACgroupThatEmptiesIsRemovedAtTheNextLook) {
+  StartRemoving();
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  // The kernel's part: the processes are gone, so are the control files (rmdir of the
+  // stand-in directory needs it empty).
+  std::remove((dir_ + "/cgroup.events").c_str());
+  std::remove((dir_ + "/cgroup.kill").c_str());
+  clock_.Advance(absl::Milliseconds(2));
+  ASSERT_TRUE(done_.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  remover_.join();
+  EXPECT_TRUE(result_.ok()) << result_;
+  struct stat st;
+  EXPECT_NE(stat(dir_.c_str(), &st), 0) << "the cgroup directory is removed";
 }
 
 }  // namespace
