@@ -90,17 +90,23 @@ struct Outcome {
   bool fired() const { return result != -1; }
 };
 
+// Proves "not before" and "at": `wait` has not fired 1 ns before `left` from now, and has
+// timed out at it.
+void ExpectTimesOutIn(FakeClock& clock, const Outcome& wait, absl::Duration left) {
+  clock.Advance(left - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock.BlockUntilSettled(kTimers));
+  EXPECT_FALSE(wait.fired()) << "fired before its deadline";
+  clock.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(clock.BlockUntilSettled(kTimers));
+  EXPECT_TRUE(wait.timed_out()) << "did not time out at its deadline";
+}
+
 // A follower's wait (StreamEvents' heartbeat interval) times out at its deadline, not a
 // nanosecond before.
 TEST_F(EventLogTest, WaitTimesOutExactlyAtItsTimeout) {
   Outcome wait;
   log_->Wait("a", 0, absl::Seconds(15), wait.cb());
-  clock_.Advance(absl::Seconds(15) - absl::Nanoseconds(1));
-  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
-  EXPECT_FALSE(wait.fired());
-  clock_.Advance(absl::Nanoseconds(1));
-  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
-  EXPECT_TRUE(wait.timed_out());
+  ExpectTimesOutIn(clock_, wait, absl::Seconds(15));
 }
 
 // The timer sleeps until the earliest deadline: a shorter wait added after a longer one
@@ -111,19 +117,9 @@ TEST_F(EventLogTest, AShorterWaitAddedLaterFiresAtItsOwnDeadline) {
   ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
   clock_.Advance(absl::Seconds(10));
   log_->Wait("b", 0, absl::Seconds(5), shorter.cb());
-  clock_.Advance(absl::Seconds(5) - absl::Nanoseconds(1));
-  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
-  EXPECT_FALSE(shorter.fired());
-  clock_.Advance(absl::Nanoseconds(1));
-  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
-  EXPECT_TRUE(shorter.timed_out());
+  ExpectTimesOutIn(clock_, shorter, absl::Seconds(5));
   EXPECT_FALSE(longer.fired());
-  clock_.Advance(absl::Seconds(45) - absl::Nanoseconds(1));
-  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
-  EXPECT_FALSE(longer.fired());
-  clock_.Advance(absl::Nanoseconds(1));
-  ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
-  EXPECT_TRUE(longer.timed_out());
+  ExpectTimesOutIn(clock_, longer, absl::Seconds(45));
 }
 
 // A follower that waits again after each heartbeat gets one every interval, counted from
@@ -132,12 +128,8 @@ TEST_F(EventLogTest, AWaitArmedAgainTimesOutOneIntervalLater) {
   for (int beat = 0; beat < 3; ++beat) {
     Outcome wait;
     log_->Wait("a", 0, absl::Seconds(15), wait.cb());
-    clock_.Advance(absl::Seconds(15) - absl::Nanoseconds(1));
-    ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
-    EXPECT_FALSE(wait.fired()) << beat;
-    clock_.Advance(absl::Nanoseconds(1));
-    ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
-    EXPECT_TRUE(wait.timed_out()) << beat;
+    SCOPED_TRACE(beat);
+    ExpectTimesOutIn(clock_, wait, absl::Seconds(15));
   }
 }
 

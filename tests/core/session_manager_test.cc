@@ -18,6 +18,8 @@ namespace {
 using testing::FakeClock;
 using testing::HostProvider;
 
+constexpr absl::Duration kTick = absl::Nanoseconds(1);
+
 class SessionManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -60,6 +62,14 @@ class SessionManagerTest : public ::testing::Test {
     Settle();
   }
   v1::SessionStatus Status(const std::string& id) { return sessions_->Get(caller_, id)->status(); }
+  // Proves "not before" and "at": session `id` is active 1 ns before `left` from now, and
+  // expired at it.
+  void ExpectExpiresIn(const std::string& id, absl::Duration left) {
+    AdvanceAndSettle(left - kTick);
+    EXPECT_EQ(Status(id), v1::SESSION_STATUS_ACTIVE) << id << " ended before its time";
+    AdvanceAndSettle(kTick);
+    EXPECT_EQ(Status(id), v1::SESSION_STATUS_EXPIRED) << id << " did not end at its time";
+  }
 
   std::string dir_;
   Config config_;
@@ -77,8 +87,6 @@ std::vector<std::string> Types(const std::vector<v1::Event>& events) {
   for (const auto& e : events) types.push_back(e.type());
   return types;
 }
-
-constexpr absl::Duration kTick = absl::Nanoseconds(1);
 
 TEST_F(SessionManagerTest, AnIdleSessionIsReapedAtItsIdleTimeoutNotBefore) {
   v1::Session s = Create(/*idle_s=*/60);
@@ -115,10 +123,7 @@ TEST_F(SessionManagerTest, ALeaseInFlightHoldsOffTheIdleClockUntilItEnds) {
   EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE) << "one lease is still held";
   EXPECT_FALSE(stream_cancel.cancelled());
   stream->reset();  // the idle clock starts now
-  AdvanceAndSettle(absl::Seconds(60) - kTick);
-  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE);
-  AdvanceAndSettle(kTick);
-  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_EXPIRED);
+  ExpectExpiresIn(s.id(), absl::Seconds(60));
 }
 
 // KeepAlive restarts the idle clock: the session then lives idle_timeout from the KeepAlive.
@@ -129,10 +134,7 @@ TEST_F(SessionManagerTest, KeepAliveExtendsTheIdleClockByIdleTimeoutFromNow) {
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->expires_at().seconds() - s.created_at().seconds(), 110);
   EXPECT_EQ(kept->last_active_at().seconds() - s.created_at().seconds(), 50);
-  AdvanceAndSettle(absl::Seconds(60) - kTick);
-  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_ACTIVE) << "idle only since the KeepAlive";
-  AdvanceAndSettle(kTick);
-  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_EXPIRED);
+  ExpectExpiresIn(s.id(), absl::Seconds(60));
 }
 
 TEST_F(SessionManagerTest, KeepAliveNeverExtendsPastMaxLifetimeAndUseDoesNotEither) {
@@ -243,15 +245,9 @@ TEST_F(SessionManagerTest, EachSessionIsReapedAtItsOwnTime) {
   v1::Session slow = Create(/*idle_s=*/120);
   AdvanceAndSettle(absl::Seconds(30));
   v1::Session fast = Create(/*idle_s=*/30);  // created later, due earlier: at 60 s
-  AdvanceAndSettle(absl::Seconds(30) - kTick);
-  EXPECT_EQ(Status(fast.id()), v1::SESSION_STATUS_ACTIVE);
-  AdvanceAndSettle(kTick);
-  EXPECT_EQ(Status(fast.id()), v1::SESSION_STATUS_EXPIRED);
+  ExpectExpiresIn(fast.id(), absl::Seconds(30));
   EXPECT_EQ(Status(slow.id()), v1::SESSION_STATUS_ACTIVE);
-  AdvanceAndSettle(absl::Seconds(60) - kTick);
-  EXPECT_EQ(Status(slow.id()), v1::SESSION_STATUS_ACTIVE);
-  AdvanceAndSettle(kTick);
-  EXPECT_EQ(Status(slow.id()), v1::SESSION_STATUS_EXPIRED);
+  ExpectExpiresIn(slow.id(), absl::Seconds(60));
 }
 
 TEST_F(SessionManagerTest, CloseIsIdempotentAndOtherTenantsSeeNothing) {
