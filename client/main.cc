@@ -57,8 +57,8 @@ commands:
            [--allow DOMAIN]... [--memory-mib N] [--session ID]
       start a run, show its progress, download its artifacts and events.jsonl into DIR
       (default ./sandgate-<run id>), print a summary; exit 0 only if the run succeeded.
-      Playbooks: financial-analyst (default; FILE is a CSV of yearly statements) and
-      sandbox-probe (checks the sandbox itself; FILE is any file it should read).
+      --playbook NAME picks the daemon's task (default: its default; a name it does not
+      know is answered with the ones it knows).
       Ctrl-C detaches (the run goes on) unless --cancel-on-exit.
   events RUN [--follow] [--after N] [--json]   show a run's events
   runs [--limit N] [--json]                    list your runs, newest first
@@ -131,8 +131,9 @@ const ArgsGrammar& Grammar() {
                "not all be saved). A run that ended is reported as ended, with the events it streamed\n"
                "saved, even when the daemon goes away right after (a drain): the rest is a warning.\n"
                "--model NAME picks the model of a model-driven agent (default: the provider's).\n"
-               "Playbooks: financial-analyst (default; FILE is a CSV of yearly statements) and\n"
-               "sandbox-probe (checks the sandbox itself; FILE is any file it should read).\n"
+               "--playbook NAME picks the daemon's task (default: its default; a name it does not\n"
+               "know is answered with the ones it knows). The summary is the daemon's account of\n"
+               "what the run's verification found.\n"
                "--json prints each event as a JSON line on stdout, then the run; progress goes to\n"
                "stderr. --session ID runs in a kept session (no sandbox options then).\n"
                "Ctrl-C detaches (exit 130; the run goes on); with --cancel-on-exit it cancels the run.\n",
@@ -587,6 +588,7 @@ int CmdRun(Client& client, const Args& args) {
            FromGrpc(st));
       run.set_status(ended.status());
       run.set_status_reason(ended.reason());
+      *run.mutable_summary() = ended.summary();
       run.clear_artifacts();
     }
   }
@@ -602,8 +604,8 @@ int CmdRun(Client& client, const Args& args) {
   if (json) {
     std::printf("%s\n", ToJson(run).c_str());
   } else {
-    if (run.playbook() == "financial-analyst") PrintFinancialSummary(stdout, dir);
-    if (run.playbook() == "sandbox-probe") PrintProbeSummary(stdout, dir);
+    // Whatever the playbook found, as the daemon summarised it: the CLI knows no playbook.
+    std::fputs(RenderSummary(run.summary(), dir).c_str(), stdout);
     std::printf("\n%s: %zu artifacts and events.jsonl in %s/\n", StatusName(run.status()).c_str(),
                 static_cast<size_t>(run.artifacts_size()), TerminalSafe(dir).c_str());
     if (!run.status_reason().empty()) std::printf("reason: %s\n", TerminalSafe(run.status_reason()).c_str());

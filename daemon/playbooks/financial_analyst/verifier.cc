@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "playbooks/financial_analyst/metrics.h"
 #include "playbooks/financial_analyst/statements.h"
+#include "playbooks/financial_analyst/summary.h"
 #include "playbooks/financial_analyst/svg_check.h"
 #include "playbooks/financial_analyst/text.h"
 
@@ -176,10 +177,10 @@ std::string YearList(const std::vector<std::string>& years) {
   return absl::StrCat(absl::StrJoin(shown, ", "), years.size() > 20 ? ", ..." : "");
 }
 
-void CheckMetrics(const Statements& st, absl::string_view text, std::vector<Check>* out) {
+void CheckMetrics(const std::vector<MetricsRow>& expected, absl::string_view text,
+                  std::vector<Check>* out) {
   Table table = ReadTable(text);
   out->push_back(HeaderCheck("calculated_metrics.columns", table, MetricColumns()));
-  std::vector<MetricsRow> expected = ComputeMetrics(st);
 
   // Rows: one per year, ascending.
   int year_col = table.Column("year");
@@ -241,11 +242,12 @@ std::string HitText(const Hit& h) {
                       Excerpt(std::get<2>(h), 40));
 }
 
-void CheckMovements(const Statements& st, absl::string_view text, std::vector<Check>* out) {
+void CheckMovements(const std::vector<UnusualMovement>& hits, absl::string_view text,
+                    std::vector<Check>* out) {
   Table table = ReadTable(text);
   out->push_back(HeaderCheck("unusual_movements.columns", table, MovementColumns()));
   std::set<Hit> expected;
-  for (const UnusualMovement& m : FindUnusualMovements(st)) {
+  for (const UnusualMovement& m : hits) {
     expected.emplace(m.year, m.item, m.rule);
   }
   std::vector<std::string> problems;
@@ -594,7 +596,7 @@ const std::vector<std::string>& ManifestKeys() {
 }
 
 std::vector<Check> Verify(absl::string_view input_filename, absl::string_view input_csv,
-                          const Artifacts& artifacts) {
+                          const Artifacts& artifacts, v1::RunSummary* summary) {
   std::vector<Check> checks;
   ValidationReport report;
   absl::StatusOr<Statements> statements = LoadStatements(input_csv, &report);
@@ -630,14 +632,23 @@ std::vector<Check> Verify(absl::string_view input_filename, absl::string_view in
   if (usable.count(kManifestFile)) {
     CheckManifest(input_filename, usable[kManifestFile], report, &checks);
   }
+  // The daemon's own figures, computed once: the checks compare the files with them and the
+  // summary shows them.
+  std::vector<MetricsRow> metrics;
+  std::vector<UnusualMovement> hits;
   if (statements.ok()) {
-    if (usable.count(kMetricsFile)) CheckMetrics(*statements, usable[kMetricsFile], &checks);
-    if (usable.count(kMovementsFile)) {
-      CheckMovements(*statements, usable[kMovementsFile], &checks);
-    }
+    metrics = ComputeMetrics(*statements);
+    hits = FindUnusualMovements(*statements);
+    if (usable.count(kMetricsFile)) CheckMetrics(metrics, usable[kMetricsFile], &checks);
+    if (usable.count(kMovementsFile)) CheckMovements(hits, usable[kMovementsFile], &checks);
   }
   if (usable.count(kMemoFile)) CheckMemo(input_filename, usable[kMemoFile], &checks);
   if (usable.count(kChartFile)) CheckChart(usable[kChartFile], &checks);
+  if (summary != nullptr) {
+    std::vector<std::string> present;
+    for (const auto& [name, bytes] : usable) present.push_back(name);
+    *summary = Summarize(input_filename, metrics, hits, present, checks);
+  }
   return checks;
 }
 
