@@ -15,7 +15,8 @@ int CmdAdmin(Client& client, const std::string& sub, const Args& args) {
     v1::DrainResponse resp;
     grpc::Status st = client.stub().Drain(&ctx, v1::DrainRequest(), &resp);
     if (!st.ok()) return Fail(st);
-    std::printf("draining: %u active runs are being cancelled; the daemon exits when done\n", resp.active_runs());
+    std::printf("draining: %u active runs are being cancelled; the daemon exits when done\n",
+                resp.active_runs());
     return 0;
   }
   double hours;

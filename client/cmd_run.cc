@@ -25,7 +25,8 @@ int CmdRun(Client& client, const Args& args) {
   req.set_idempotency_key(args.Get("--idempotency-key"));
   if (args.Has("--timeout")) {
     int64_t s;
-    if (!absl::SimpleAtoi(args.Get("--timeout"), &s) || s <= 0) return Usage("--timeout needs a positive number of seconds");
+    if (!absl::SimpleAtoi(args.Get("--timeout"), &s) || s <= 0)
+      return Usage("--timeout needs a positive number of seconds");
     req.mutable_run_timeout()->set_seconds(s);
   }
   if (args.Has("--session")) {
@@ -83,7 +84,8 @@ int CmdRun(Client& client, const Args& args) {
       if (!st.ok()) return Fail(st);
       std::fprintf(stderr, "\ncancelled run %s\n", TerminalSafe(run.id()).c_str());
     } else {
-      std::fprintf(stderr, "\ndetached; the run goes on. Follow it with: sandgate events %s --follow\n",
+      std::fprintf(stderr,
+                   "\ndetached; the run goes on. Follow it with: sandgate events %s --follow\n",
                    TerminalSafe(run.id()).c_str());
     }
     return kExitDetached;
@@ -93,7 +95,8 @@ int CmdRun(Client& client, const Args& args) {
   bool saved_all = true;
   auto warn = [&](absl::string_view what, const absl::Status& st) {
     std::fprintf(stderr, "sandgate run: warning: %s: %s\n", std::string(what).c_str(),
-                 TerminalSafe(absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message())).c_str());
+                 TerminalSafe(absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message()))
+                     .c_str());
     saved_all = false;
   };
   {
@@ -130,7 +133,8 @@ int CmdRun(Client& client, const Args& args) {
     std::fputs(RenderSummary(run.summary(), dir).c_str(), stdout);
     std::printf("\n%s: %zu artifacts and events.jsonl in %s/\n", StatusName(run.status()).c_str(),
                 static_cast<size_t>(run.artifacts_size()), TerminalSafe(dir).c_str());
-    if (!run.status_reason().empty()) std::printf("reason: %s\n", TerminalSafe(run.status_reason()).c_str());
+    if (!run.status_reason().empty())
+      std::printf("reason: %s\n", TerminalSafe(run.status_reason()).c_str());
   }
   return run.status() == v1::RUN_STATUS_SUCCEEDED && saved_all ? 0 : kExitRunFailed;
 }

@@ -29,7 +29,8 @@ int CmdEvents(Client& client, const Args& args) {
     if (!json) {
       // The seq on the event's first line; its further lines (a command's output, a
       // model's paragraphs) indented under it.
-      text = absl::StrCat(absl::StrFormat("%4d ", e.seq()), absl::StrReplaceAll(text, {{"\n", "\n     "}}));
+      text = absl::StrCat(absl::StrFormat("%4d ", e.seq()),
+                          absl::StrReplaceAll(text, {{"\n", "\n     "}}));
       text.resize(text.size() - 5);
     }
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -37,16 +38,18 @@ int CmdEvents(Client& client, const Args& args) {
   };
   bool finished = false;
   // --follow rides out a daemon restart as `run` does.
-  grpc::Status st = args.Has("--follow")
-                        ? FollowToEnd(client, args.positional[0], after, &finished, print)
-                        : FollowEvents(client, &client.interrupt(), args.positional[0], after, false, print);
+  grpc::Status st =
+      args.Has("--follow")
+          ? FollowToEnd(client, args.positional[0], after, &finished, print)
+          : FollowEvents(client, &client.interrupt(), args.positional[0], after, false, print);
   if (client.interrupt().fired()) return kExitDetached;
   return st.ok() ? 0 : Fail(st);
 }
 
 int CmdRuns(Client& client, const Args& args) {
   uint32_t limit = 20;
-  if (args.Has("--limit") && !absl::SimpleAtoi(args.Get("--limit"), &limit)) return Usage("--limit needs a number");
+  if (args.Has("--limit") && !absl::SimpleAtoi(args.Get("--limit"), &limit))
+    return Usage("--limit needs a number");
   grpc::ClientContext ctx;
   client.Prepare(&ctx);
   v1::ListRunsRequest req;
@@ -60,8 +63,8 @@ int CmdRuns(Client& client, const Args& args) {
   }
   std::printf("%-22s %-10s %-18s %-24s %s\n", "RUN", "STATUS", "PLAYBOOK", "CREATED", "INPUTS");
   for (const auto& r : resp.runs()) {
-    std::printf("%-22s %-10s %-18s %-24s %s\n", TerminalSafe(r.id()).c_str(), StatusName(r.status()).c_str(),
-                TerminalSafe(r.playbook()).c_str(),
+    std::printf("%-22s %-10s %-18s %-24s %s\n", TerminalSafe(r.id()).c_str(),
+                StatusName(r.status()).c_str(), TerminalSafe(r.playbook()).c_str(),
                 google::protobuf::util::TimeUtil::ToString(r.created_at()).substr(0, 19).c_str(),
                 TerminalSafe(absl::StrJoin(r.input_names(), ",")).c_str());
   }
@@ -101,7 +104,8 @@ int CmdDownload(Client& client, const Args& args) {
   std::string dir = args.Get("--out", "sandgate-" + run.id());
   if (!MakeDirs(dir)) return Usage("cannot create output directory " + dir);
   if (absl::Status st = Download(client, run, dir); !st.ok()) return Fail(st);
-  std::printf("%d artifacts and events.jsonl in %s/\n", run.artifacts_size(), TerminalSafe(dir).c_str());
+  std::printf("%d artifacts and events.jsonl in %s/\n", run.artifacts_size(),
+              TerminalSafe(dir).c_str());
   return 0;
 }
 

@@ -28,13 +28,16 @@ void PrintSession(const v1::Session& s, bool json) {
   }
   using google::protobuf::util::TimeUtil;
   std::printf("session    %s\n", TerminalSafe(s.id()).c_str());
-  std::printf("status     %s%s\n", v1::SessionStatusLabel(s.status()).c_str(),
-              s.status_reason().empty() ? "" : (" (" + TerminalSafe(s.status_reason()) + ")").c_str());
+  std::printf(
+      "status     %s%s\n", v1::SessionStatusLabel(s.status()).c_str(),
+      s.status_reason().empty() ? "" : (" (" + TerminalSafe(s.status_reason()) + ")").c_str());
   std::printf("provider   %s  workdir %s  in flight %u\n", TerminalSafe(s.provider()).c_str(),
               TerminalSafe(s.workdir()).c_str(), s.in_flight());
-  std::printf("clocks     idle_timeout %s, max_lifetime %s\n", TimeUtil::ToString(s.idle_timeout()).c_str(),
+  std::printf("clocks     idle_timeout %s, max_lifetime %s\n",
+              TimeUtil::ToString(s.idle_timeout()).c_str(),
               TimeUtil::ToString(s.max_lifetime()).c_str());
-  if (s.has_expires_at()) std::printf("expires    %s unless used\n", TimeUtil::ToString(s.expires_at()).c_str());
+  if (s.has_expires_at())
+    std::printf("expires    %s unless used\n", TimeUtil::ToString(s.expires_at()).c_str());
   for (const auto& u : s.unenforced()) std::printf("! not enforced: %s\n", TerminalSafe(u).c_str());
 }
 
@@ -45,7 +48,8 @@ std::string HowItEnded(const v1::CommandFinished& f) {
   if (f.oom_killed()) return "the command was killed: out of memory (the session's memory limit)";
   if (f.cancelled()) return "the command was cancelled";
   if (f.signal() != 0)
-    return absl::StrCat("the command was killed by signal ", f.signal(), " (", strsignal(f.signal()), ")");
+    return absl::StrCat("the command was killed by signal ", f.signal(), " (",
+                        strsignal(f.signal()), ")");
   return "";
 }
 
@@ -75,7 +79,8 @@ int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
   }
   for (const std::string& kv : args.All("--env")) {
     size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return Usage("--env needs NAME=VALUE, got '" + kv + "'");
+    if (eq == std::string::npos || eq == 0)
+      return Usage("--env needs NAME=VALUE, got '" + kv + "'");
     (*req.mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   Watching watching(&client.interrupt(), &ctx);
@@ -185,7 +190,8 @@ int SessionLs(Client& client, grpc::ClientContext& ctx, const Args& args) {
                        : f.type() == v1::FileInfo::TYPE_SYMLINK ? "link"
                        : f.type() == v1::FileInfo::TYPE_REGULAR ? "file"
                                                                 : "other";
-    std::printf("%s %10s  %s%s\n", kind, HumanBytes(f.size_bytes()).c_str(), TerminalSafe(f.path()).c_str(),
+    std::printf("%s %10s  %s%s\n", kind, HumanBytes(f.size_bytes()).c_str(),
+                TerminalSafe(f.path()).c_str(),
                 f.not_listed().empty()
                     ? ""
                     : absl::StrCat("  (not listed: ", TerminalSafe(f.not_listed()), ")").c_str());

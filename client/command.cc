@@ -26,7 +26,8 @@ std::string& CommandName() {
 
 int Usage(const std::string& msg) {
   std::string where = CommandName() == "sandgate" ? "sandgate" : "sandgate " + CommandName();
-  std::fprintf(stderr, "%s: %s\n(see %s --help)\n", where.c_str(), TerminalSafe(msg).c_str(), where.c_str());
+  std::fprintf(stderr, "%s: %s\n(see %s --help)\n", where.c_str(), TerminalSafe(msg).c_str(),
+               where.c_str());
   return kExitUsage;
 }
 
@@ -58,7 +59,6 @@ bool MakeDirs(const std::string& dir) {
   return true;
 }
 
-
 absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
   absl::StatusOr<std::unique_ptr<DownloadSink>> sink = DownloadSink::Create(path);
   if (!sink.ok()) return sink.status();
@@ -66,8 +66,9 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
   return (*sink)->Commit();
 }
 
-grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::string& run_id, int64_t after,
-                          bool follow, const std::function<void(const v1::Event&)>& on_event) {
+grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::string& run_id,
+                          int64_t after, bool follow,
+                          const std::function<void(const v1::Event&)>& on_event) {
   grpc::ClientContext ctx;
   client.Prepare(&ctx);
   Watching watching(interrupt, &ctx);
@@ -111,7 +112,8 @@ grpc::Status FollowToEnd(Client& client, const std::string& run_id, int64_t afte
 
 absl::Status DownloadArtifacts(Client& client, const v1::Run& run, const std::string& dir) {
   for (const v1::Artifact& a : run.artifacts()) {
-    if (a.name().empty() || a.name() == "." || a.name() == ".." || absl::StrContains(a.name(), '/')) {
+    if (a.name().empty() || a.name() == "." || a.name() == ".." ||
+        absl::StrContains(a.name(), '/')) {
       return absl::DataLossError(
           absl::StrCat("the daemon named an artifact '", a.name(), "'; not a file name"));
     }
@@ -122,7 +124,8 @@ absl::Status DownloadArtifacts(Client& client, const v1::Run& run, const std::st
     req.set_run_id(run.id());
     req.set_name(a.name());
     auto reader = client.stub().DownloadArtifact(&ctx, req);
-    if (absl::Status st = ReceiveFile(ctx, *reader, dir + "/" + a.name(), a.sha256()); !st.ok()) return st;
+    if (absl::Status st = ReceiveFile(ctx, *reader, dir + "/" + a.name(), a.sha256()); !st.ok())
+      return st;
   }
   return absl::OkStatus();
 }
@@ -130,8 +133,9 @@ absl::Status DownloadArtifacts(Client& client, const v1::Run& run, const std::st
 absl::Status Download(Client& client, const v1::Run& run, const std::string& dir) {
   if (absl::Status st = DownloadArtifacts(client, run, dir); !st.ok()) return st;
   std::string jsonl;
-  grpc::Status st = FollowEvents(client, &client.interrupt(), run.id(), 0, false,
-                                 [&](const v1::Event& e) { absl::StrAppend(&jsonl, ToJson(e), "\n"); });
+  grpc::Status st =
+      FollowEvents(client, &client.interrupt(), run.id(), 0, false,
+                   [&](const v1::Event& e) { absl::StrAppend(&jsonl, ToJson(e), "\n"); });
   if (!st.ok()) return FromGrpc(st);
   return WriteFileAtomically(dir + "/events.jsonl", jsonl);
 }
@@ -154,7 +158,8 @@ std::string BaseName(const std::string& path) {
 int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
   for (const std::string& kv : args.All("--env")) {
     size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return Usage("--env needs NAME=VALUE, got '" + kv + "'");
+    if (eq == std::string::npos || eq == 0)
+      return Usage("--env needs NAME=VALUE, got '" + kv + "'");
     (*sandbox->mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   for (const std::string& cmd : args.All("--setup")) sandbox->add_setup_commands(cmd);
@@ -172,19 +177,22 @@ int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
     }
     sandbox->mutable_network()->set_mode(m);
   }
-  for (const std::string& d : args.All("--allow")) sandbox->mutable_network()->add_allowed_domains(d);
+  for (const std::string& d : args.All("--allow"))
+    sandbox->mutable_network()->add_allowed_domains(d);
   if (args.Has("--memory-mib")) {
     uint64_t mib;
-    if (!absl::SimpleAtoi(args.Get("--memory-mib"), &mib) || mib == 0) return Usage("--memory-mib needs a positive number");
+    if (!absl::SimpleAtoi(args.Get("--memory-mib"), &mib) || mib == 0)
+      return Usage("--memory-mib needs a positive number");
     sandbox->set_memory_bytes(mib << 20);
   }
   struct DurationFlag {
     const char* flag;
     google::protobuf::Duration* (v1::SandboxSpec::*field)();
   };
-  for (const DurationFlag& d : {DurationFlag{"--idle", &v1::SandboxSpec::mutable_idle_timeout},
-                                DurationFlag{"--lifetime", &v1::SandboxSpec::mutable_max_lifetime},
-                                DurationFlag{"--command-timeout", &v1::SandboxSpec::mutable_command_timeout}}) {
+  for (const DurationFlag& d :
+       {DurationFlag{"--idle", &v1::SandboxSpec::mutable_idle_timeout},
+        DurationFlag{"--lifetime", &v1::SandboxSpec::mutable_max_lifetime},
+        DurationFlag{"--command-timeout", &v1::SandboxSpec::mutable_command_timeout}}) {
     if (!args.Has(d.flag)) continue;
     int64_t seconds;
     if (!absl::SimpleAtoi(args.Get(d.flag), &seconds) || seconds <= 0) {

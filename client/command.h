@@ -10,12 +10,12 @@
 #ifndef SANDGATE_CLIENT_COMMAND_H_
 #define SANDGATE_CLIENT_COMMAND_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,12 +49,15 @@ int Fail(const grpc::Status& s);
 
 class Client {
  public:
-  static std::unique_ptr<Client> Connect(const Address& addr, std::string token, Interrupt* interrupt) {
+  static std::unique_ptr<Client> Connect(const Address& addr, std::string token,
+                                         Interrupt* interrupt) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
     args.SetMaxSendMessageSize(kMaxMessageBytes);
-    auto channel = grpc::CreateCustomChannel(addr.GrpcTarget(), grpc::InsecureChannelCredentials(), args);
-    return std::unique_ptr<Client>(new Client(v1::Sandgate::NewStub(channel), std::move(token), interrupt));
+    auto channel =
+        grpc::CreateCustomChannel(addr.GrpcTarget(), grpc::InsecureChannelCredentials(), args);
+    return std::unique_ptr<Client>(
+        new Client(v1::Sandgate::NewStub(channel), std::move(token), interrupt));
   }
   void Prepare(grpc::ClientContext* ctx) const {
     if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
@@ -106,7 +109,6 @@ absl::Status ReceiveFile(grpc::ClientContext& ctx, grpc::ClientReaderInterface<C
   return (*sink)->Commit(expected_sha256);
 }
 
-
 // Writes `data` to `path` through a temporary name, so that a half-written file never
 // stands under the final name.
 absl::Status WriteFileAtomically(const std::string& path, const std::string& data);
@@ -141,14 +143,14 @@ int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox);
 int GetRun(Client& client, const std::string& id, v1::Run* run);
 
 // The commands, by file: each returns the process's exit code.
-int CmdRun(Client& client, const Args& args);                                  // cmd_run.cc
-int CmdEvents(Client& client, const Args& args);                               // cmd_runs.cc
-int CmdRuns(Client& client, const Args& args);                                 // cmd_runs.cc
-int CmdGet(Client& client, const Args& args);                                  // cmd_runs.cc
-int CmdCancel(Client& client, const Args& args);                               // cmd_runs.cc
-int CmdDownload(Client& client, const Args& args);                             // cmd_runs.cc
-int CmdSession(Client& client, const std::string& sub, const Args& args);      // cmd_session.cc
-int CmdAdmin(Client& client, const std::string& sub, const Args& args);        // cmd_admin.cc
+int CmdRun(Client& client, const Args& args);                              // cmd_run.cc
+int CmdEvents(Client& client, const Args& args);                           // cmd_runs.cc
+int CmdRuns(Client& client, const Args& args);                             // cmd_runs.cc
+int CmdGet(Client& client, const Args& args);                              // cmd_runs.cc
+int CmdCancel(Client& client, const Args& args);                           // cmd_runs.cc
+int CmdDownload(Client& client, const Args& args);                         // cmd_runs.cc
+int CmdSession(Client& client, const std::string& sub, const Args& args);  // cmd_session.cc
+int CmdAdmin(Client& client, const std::string& sub, const Args& args);    // cmd_admin.cc
 
 }  // namespace sandgate::cli
 

@@ -66,8 +66,9 @@ std::vector<std::string> With(std::vector<std::string> a, const std::vector<std:
 const char* UsageText() { return kUsageText; }
 
 const std::vector<std::string>& SandboxFlags() {
-  static const auto* const kFlags = new std::vector<std::string>{"--env",        "--setup", "--network",  "--allow",
-                                                "--memory-mib", "--idle",  "--lifetime", "--command-timeout"};
+  static const auto* const kFlags =
+      new std::vector<std::string>{"--env",        "--setup", "--network",  "--allow",
+                                   "--memory-mib", "--idle",  "--lifetime", "--command-timeout"};
   return *kFlags;
 }
 
@@ -88,59 +89,71 @@ const ArgsGrammar& Grammar() {
            absl::StrCat(
                "usage: sandgate run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME]\n"
                "                         [--provider NAME] [--model NAME] [--timeout SECONDS]\n"
-               "                         [--idempotency-key KEY] [--cancel-on-exit] [--session ID]\n"
+               "                         [--idempotency-key KEY] [--cancel-on-exit] [--session "
+               "ID]\n"
                "                         [sandbox options]\n"
-               "Starts a run on FILE, shows its progress as it happens, downloads its artifacts and\n"
-               "events.jsonl into DIR (default ./sandgate-<run id>), checking each one's sha256, and\n"
-               "prints a summary. Exit 0 only if the run succeeded, 1 if not (or if its files could\n"
-               "not all be saved). A run that ended is reported as ended, with the events it streamed\n"
-               "saved, even when the daemon goes away right after (a drain): the rest is a warning.\n"
+               "Starts a run on FILE, shows its progress as it happens, downloads its artifacts "
+               "and\n"
+               "events.jsonl into DIR (default ./sandgate-<run id>), checking each one's sha256, "
+               "and\n"
+               "prints a summary. Exit 0 only if the run succeeded, 1 if not (or if its files "
+               "could\n"
+               "not all be saved). A run that ended is reported as ended, with the events it "
+               "streamed\n"
+               "saved, even when the daemon goes away right after (a drain): the rest is a "
+               "warning.\n"
                "--model NAME picks the model of a model-driven agent (default: the provider's).\n"
                "--playbook NAME picks the daemon's task (default: its default; a name it does not\n"
                "know is answered with the ones it knows). The summary is the daemon's account of\n"
                "what the run's verification found.\n"
                "--json prints each event as a JSON line on stdout, then the run; progress goes to\n"
                "stderr. --session ID runs in a kept session (no sandbox options then).\n"
-               "Ctrl-C detaches (exit 130; the run goes on); with --cancel-on-exit it cancels the run.\n",
+               "Ctrl-C detaches (exit 130; the run goes on); with --cancel-on-exit it cancels the "
+               "run.\n",
                kSandboxOptions, kGlobalUsage),
            With({"--out", "--json", "--playbook", "--agent", "--provider", "--model", "--timeout",
                  "--idempotency-key", "--cancel-on-exit", "--session"},
                 SandboxFlags())},
           {"events",
-           absl::StrCat("usage: sandgate events RUN [--follow] [--after N] [--json]\n"
-                        "Shows a run's events: from the start, or after event N; --follow keeps going until\n"
-                        "the run finishes (and rides out a daemon restart). Ctrl-C stops (exit 130).\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate events RUN [--follow] [--after N] [--json]\n"
+               "Shows a run's events: from the start, or after event N; --follow keeps going "
+               "until\n"
+               "the run finishes (and rides out a daemon restart). Ctrl-C stops (exit 130).\n",
+               kGlobalUsage),
            {"--follow", "--after", "--json"}},
           {"runs",
-           absl::StrCat(
-               "usage: sandgate runs [--limit N] [--json]\nLists your runs, newest first (default 20).\n",
-               kGlobalUsage),
+           absl::StrCat("usage: sandgate runs [--limit N] [--json]\nLists your runs, newest first "
+                        "(default 20).\n",
+                        kGlobalUsage),
            {"--limit", "--json"}},
           {"get",
            absl::StrCat("usage: sandgate get RUN [--json]\nShows one run.\n", kGlobalUsage),
            {"--json"}},
           {"cancel",
-           absl::StrCat("usage: sandgate cancel RUN [--reason TEXT]\nCancels a run.\n", kGlobalUsage),
+           absl::StrCat("usage: sandgate cancel RUN [--reason TEXT]\nCancels a run.\n",
+                        kGlobalUsage),
            {"--reason"}},
           {"download",
-           absl::StrCat(
-               "usage: sandgate download RUN [--out DIR]\n"
-               "Downloads a run's artifacts (each checked against its sha256) and events.jsonl into\n"
-               "DIR (default ./sandgate-<run id>).\n",
-               kGlobalUsage),
+           absl::StrCat("usage: sandgate download RUN [--out DIR]\n"
+                        "Downloads a run's artifacts (each checked against its sha256) and "
+                        "events.jsonl into\n"
+                        "DIR (default ./sandgate-<run id>).\n",
+                        kGlobalUsage),
            {"--out"}},
           {"session",
            absl::StrCat(
-               "usage: sandgate session create|list|get|exec|upload|download|ls|keepalive|close ...\n"
+               "usage: sandgate session create|list|get|exec|upload|download|ls|keepalive|close "
+               "...\n"
                "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
                kGlobalUsage),
            {}},
           {"session create",
-           absl::StrCat("usage: sandgate session create [--provider NAME] [--idempotency-key KEY] [--json]\n"
-                        "                               [sandbox options]\n"
-                        "Creates a kept session and prints its id (or the session as JSON).\n",
-                        kSandboxOptions, kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate session create [--provider NAME] [--idempotency-key KEY] [--json]\n"
+               "                               [sandbox options]\n"
+               "Creates a kept session and prints its id (or the session as JSON).\n",
+               kSandboxOptions, kGlobalUsage),
            With({"--provider", "--idempotency-key", "--json"}, SandboxFlags())},
           {"session list",
            absl::StrCat("usage: sandgate session list [--all] [--json]\n"
@@ -148,7 +161,8 @@ const ArgsGrammar& Grammar() {
                         kGlobalUsage),
            {"--all", "--json"}},
           {"session get",
-           absl::StrCat("usage: sandgate session get ID [--json]\nShows one session.\n", kGlobalUsage),
+           absl::StrCat("usage: sandgate session get ID [--json]\nShows one session.\n",
+                        kGlobalUsage),
            {"--json"}},
           {"session keepalive",
            absl::StrCat("usage: sandgate session keepalive ID [--json]\n"
@@ -162,8 +176,10 @@ const ArgsGrammar& Grammar() {
            {"--reason", "--json"}},
           {"session exec",
            absl::StrCat(
-               "usage: sandgate session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...\n"
-               "Runs a command in the session; one COMMAND word runs as `sh -c COMMAND`. Its stdout\n"
+               "usage: sandgate session exec ID [--timeout S] [--env K=V]... [--] COMMAND "
+               "[ARG]...\n"
+               "Runs a command in the session; one COMMAND word runs as `sh -c COMMAND`. Its "
+               "stdout\n"
                "and stderr are passed through unchanged, as they arrive; how it ended (timeout,\n"
                "signal, out of memory) goes to stderr. Exits with the command's status (124 timed\n"
                "out, 128+N killed by signal N). Put -- before a command that has options.\n",
@@ -171,28 +187,34 @@ const ArgsGrammar& Grammar() {
            {"--timeout", "--env"}},
           {"session upload",
            absl::StrCat("usage: sandgate session upload ID LOCAL_FILE [WORKSPACE_PATH]\n"
-                        "Uploads a file into the workspace (default: under its own name). The daemon checks\n"
+                        "Uploads a file into the workspace (default: under its own name). The "
+                        "daemon checks\n"
                         "its size and sha256 before the file appears.\n",
                         kGlobalUsage),
            {}},
           {"session download",
-           absl::StrCat("usage: sandgate session download ID WORKSPACE_PATH [--out FILE]\n"
-                        "Downloads a workspace file (default: under its own name here), checked against the\n"
-                        "sha256 the daemon sends; nothing is left under FILE when the check fails.\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate session download ID WORKSPACE_PATH [--out FILE]\n"
+               "Downloads a workspace file (default: under its own name here), checked against "
+               "the\n"
+               "sha256 the daemon sends; nothing is left under FILE when the check fails.\n",
+               kGlobalUsage),
            {"--out"}},
           {"session ls",
-           absl::StrCat("usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n",
+               kGlobalUsage),
            {}},
           {"admin",
-           absl::StrCat("usage: sandgate admin drain | purge --older-than-hours N\n"
-                        "Operators only. drain: refuse new runs, cancel the active ones, stop the daemon.\n"
-                        "purge: delete runs and ended sessions older than N hours.\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate admin drain | purge --older-than-hours N\n"
+               "Operators only. drain: refuse new runs, cancel the active ones, stop the daemon.\n"
+               "purge: delete runs and ended sessions older than N hours.\n",
+               kGlobalUsage),
            {}},
           {"admin drain",
-           absl::StrCat("usage: sandgate admin drain\nDrains and stops the daemon.\n", kGlobalUsage),
+           absl::StrCat("usage: sandgate admin drain\nDrains and stops the daemon.\n",
+                        kGlobalUsage),
            {}},
           {"admin purge",
            absl::StrCat("usage: sandgate admin purge --older-than-hours N\n"

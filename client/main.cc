@@ -68,10 +68,12 @@ int Main(int argc, char** argv) {
   }
 
   const char* env_addr = std::getenv("SANDGATE_ADDR");
-  std::string addr_text = args.Get("--addr", env_addr ? env_addr : "unix:/run/sandgate/sandgated.sock");
+  std::string addr_text =
+      args.Get("--addr", env_addr ? env_addr : "unix:/run/sandgate/sandgated.sock");
   absl::StatusOr<Address> addr = ParseAddress(addr_text);
   if (!addr.ok()) {
-    return Usage(absl::StrCat(args.Has("--addr") ? "--addr: " : "SANDGATE_ADDR: ", addr.status().message()));
+    return Usage(
+        absl::StrCat(args.Has("--addr") ? "--addr: " : "SANDGATE_ADDR: ", addr.status().message()));
   }
   std::string token;
   if (args.Has("--token-file")) {
