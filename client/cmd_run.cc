@@ -23,12 +23,9 @@ int CmdRun(Client& client, const Args& args) {
   req.set_provider(args.Get("--provider"));
   req.set_model(args.Get("--model"));
   req.set_idempotency_key(args.Get("--idempotency-key"));
-  if (args.Has("--timeout")) {
-    int64_t s;
-    if (!absl::SimpleAtoi(args.Get("--timeout"), &s) || s <= 0)
-      return Usage("--timeout needs a positive number of seconds");
-    req.mutable_run_timeout()->set_seconds(s);
-  }
+  int64_t timeout;
+  if (int rc = ParseSeconds(args, "--timeout", &timeout)) return rc;
+  if (timeout > 0) req.mutable_run_timeout()->set_seconds(timeout);
   if (args.Has("--session")) {
     for (const std::string& flag : SandboxFlags()) {
       if (args.Has(flag))

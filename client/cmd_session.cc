@@ -70,19 +70,10 @@ int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
   } else {
     for (size_t i = 1; i < p.size(); ++i) req.add_argv(p[i]);
   }
-  if (args.Has("--timeout")) {
-    int64_t seconds;
-    if (!absl::SimpleAtoi(args.Get("--timeout"), &seconds) || seconds <= 0) {
-      return Usage("--timeout needs a positive number of seconds");
-    }
-    req.mutable_timeout()->set_seconds(seconds);
-  }
-  for (const std::string& kv : args.All("--env")) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return Usage("--env needs NAME=VALUE, got '" + kv + "'");
-    (*req.mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  int64_t timeout;
+  if (int rc = ParseSeconds(args, "--timeout", &timeout)) return rc;
+  if (timeout > 0) req.mutable_timeout()->set_seconds(timeout);
+  if (int rc = ParseEnv(args, req.mutable_env())) return rc;
   Watching watching(&client.interrupt(), &ctx);
   auto reader = client.stub().Exec(&ctx, req);
   v1::ExecResponse r;

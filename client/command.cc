@@ -155,13 +155,28 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
+int ParseSeconds(const Args& args, const std::string& flag, int64_t* seconds) {
+  *seconds = 0;
+  if (!args.Has(flag)) return 0;
+  if (!absl::SimpleAtoi(args.Get(flag), seconds) || *seconds <= 0) {
+    return Usage(flag + " needs a positive number of seconds");
+  }
+  return 0;
+}
+
+int ParseEnv(const Args& args, google::protobuf::Map<std::string, std::string>* env) {
   for (const std::string& kv : args.All("--env")) {
     size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
+    if (eq == std::string::npos || eq == 0) {
       return Usage("--env needs NAME=VALUE, got '" + kv + "'");
-    (*sandbox->mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    (*env)[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  return 0;
+}
+
+int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
+  if (int rc = ParseEnv(args, sandbox->mutable_env())) return rc;
   for (const std::string& cmd : args.All("--setup")) sandbox->add_setup_commands(cmd);
   if (args.Has("--network")) {
     std::string mode = args.Get("--network");
@@ -193,12 +208,9 @@ int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
        {DurationFlag{"--idle", &v1::SandboxSpec::mutable_idle_timeout},
         DurationFlag{"--lifetime", &v1::SandboxSpec::mutable_max_lifetime},
         DurationFlag{"--command-timeout", &v1::SandboxSpec::mutable_command_timeout}}) {
-    if (!args.Has(d.flag)) continue;
     int64_t seconds;
-    if (!absl::SimpleAtoi(args.Get(d.flag), &seconds) || seconds <= 0) {
-      return Usage(std::string(d.flag) + " needs a positive number of seconds");
-    }
-    (sandbox->*d.field)()->set_seconds(seconds);
+    if (int rc = ParseSeconds(args, d.flag, &seconds)) return rc;
+    if (seconds > 0) (sandbox->*d.field)()->set_seconds(seconds);
   }
   return 0;
 }

@@ -135,6 +135,13 @@ absl::Status Download(Client& client, const v1::Run& run, const std::string& dir
 absl::StatusOr<std::string> ReadAll(const std::string& path);
 std::string BaseName(const std::string& path);
 
+// The value of `flag` as a positive number of seconds into *seconds (0 when the flag is
+// absent); 0, or the exit code of a usage error already reported.
+int ParseSeconds(const Args& args, const std::string& flag, int64_t* seconds);
+
+// Every --env NAME=VALUE into *env; 0, or the exit code of a usage error already reported.
+int ParseEnv(const Args& args, google::protobuf::Map<std::string, std::string>* env);
+
 // --env, --setup, --network, --allow, --memory-mib, --idle, --lifetime, --command-timeout
 // into *sandbox; 0, or the exit code of a usage error already reported.
 int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox);
