@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/summary.h"
 #include "client/terminal_text.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
@@ -200,6 +201,7 @@ void PrintRun(FILE* out, const v1::Run& run) {
   if (run.checks_size() > 0) {
     absl::FPrintF(out, "checks     %d passed, %d failed\n", run.checks_size() - failed, failed);
   }
+  absl::FPrintF(out, "%s", RenderSummary(run.summary(), ""));
 }
 
 }  // namespace sandgate::cli

@@ -49,6 +49,7 @@ class ProgressPrinter {
   std::map<uint32_t, Output> output_;  // by command id, until the command finishes
 };
 
+// The run record, and its summary (client/summary.h) when it has one.
 void PrintRun(FILE* out, const v1::Run& run);
 
 }  // namespace sandgate::cli

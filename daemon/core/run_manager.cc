@@ -790,7 +790,12 @@ absl::Status RunManager::RunInSession(ActiveRun& ar, sandbox::Session& session,
     SANDGATE_ASSIGN_OR_RETURN(collected[a.name()],
                               deps_.artifacts->Read(run_id, a.name(), 0, a.size_bytes()));
   }
-  for (const playbooks::Check& check : ar.playbook->Verify(ar.inputs, ar.settings, collected)) {
+  playbooks::Verdict verdict = ar.playbook->Verify(ar.inputs, ar.settings, collected);
+  {
+    absl::MutexLock lock(&ar.mu);
+    *ar.run.mutable_summary() = std::move(verdict.summary);
+  }
+  for (const playbooks::Check& check : verdict.checks) {
     v1::Event e;
     e.set_type("check");
     v1::CheckResult* c = e.mutable_check();
@@ -820,6 +825,7 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
     for (const auto& c : ar->run.checks()) {
       if (!c.passed()) f->add_failed_checks(c.name());
     }
+    if (ar->run.has_summary()) *f->mutable_summary() = ar->run.summary();
     run_id = ar->run.id();
     tenant = ar->run.tenant();
   }

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "sandgate/v1/sandgate.pb.h"
 
 namespace sandgate::playbooks {
 
@@ -29,6 +30,15 @@ struct Check {
   std::string name;     // stable, e.g. "calculated_metrics.values"
   bool passed = false;
   std::string detail;   // what was found; on failure, what is wrong and where
+};
+
+// What the daemon makes of a finished run: every check, and the summary a client shows
+// (key figures, flags, counts, where the files are; playbooks/summary.h builds its parts),
+// written from the same recomputation the checks compare against, never from what the
+// sandbox's files claim.
+struct Verdict {
+  std::vector<Check> checks;
+  v1::RunSummary summary;
 };
 
 struct PlacedFile {
@@ -77,9 +87,10 @@ class Playbook {
   virtual std::string Instructions(const std::vector<InputFile>& inputs,
                                    const std::string& workdir,
                                    const TaskSettings& settings) const = 0;
-  // Every check the daemon makes on a finished run; a run passes when all pass. Missing
-  // artifacts are absent from the map and must produce failed checks, not errors.
-  virtual std::vector<Check> Verify(const std::vector<InputFile>& inputs,
+  // Every check the daemon makes on a finished run, and its summary; a run passes when all
+  // checks pass. Missing artifacts are absent from the map and must produce failed checks,
+  // not errors (and a summary of what could be verified).
+  virtual Verdict Verify(const std::vector<InputFile>& inputs,
                                     const TaskSettings& settings,
                                     const Artifacts& artifacts) const = 0;
 };

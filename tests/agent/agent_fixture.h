@@ -108,7 +108,7 @@ class AgentFixture : public ::testing::Test {
       if (data.ok()) artifacts[name] = *data;
     }
     std::vector<std::string> failed;
-    for (const playbooks::Check& c : playbook_->Verify(inputs_, settings_, artifacts)) {
+    for (const playbooks::Check& c : playbook_->Verify(inputs_, settings_, artifacts).checks) {
       if (!c.passed) failed.push_back(c.name + ": " + c.detail);
     }
     return failed;

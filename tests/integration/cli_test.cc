@@ -166,7 +166,7 @@ TEST_F(CliTest, RunShowsProgressDownloadsEverythingAndSummarises) {
                  "/examples/northstar_cloud_financial_statements.csv --out " + out_dir);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   for (const char* expect : {"step analyze", "$ python3 analyze_financials.py", "pass calculated_metrics.values",
-                             "run SUCCEEDED", "latest year 2025", "revenue_growth         13.8%",
+                             "run SUCCEEDED", "key metrics of 2025", "revenue_growth         13.8%",
                              "receivables_outpace_revenue_10pp", out_dir.c_str()}) {
     EXPECT_TRUE(absl::StrContains(r.out, expect)) << "no '" << expect << "' in:\n" << r.out;
   }
@@ -186,6 +186,48 @@ TEST_F(CliTest, RunShowsProgressDownloadsEverythingAndSummarises) {
     EXPECT_EQ(e["seq"].get<std::string>(), std::to_string(i + 1));  // int64 is a JSON string
   }
   EXPECT_TRUE(absl::StrContains(lines.back(), "run.finished"));
+}
+
+// The summary `run` prints is the daemon's (the run record's RunSummary, rendered whatever
+// the playbook), and the record keeps it: `get` after a daemon restart shows the same.
+TEST_F(CliTest, TheSummaryComesFromTheDaemonAndOutlivesARestart) {
+  std::string out_dir = daemon_->dir() + "/summary";
+  Result r = Cli("run " + Sample() + " --out " + out_dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::string run_id = RunIdFrom(r.out);
+  v1::Run run;
+  {
+    auto stub = daemon_->Stub();
+    v1::GetRunRequest req;
+    req.set_run_id(run_id);
+    ASSERT_TRUE(stub->GetRun(DaemonHarness::Context().get(), req, &run).ok());
+  }
+  ASSERT_GT(run.summary().metrics_size(), 0);
+  EXPECT_TRUE(absl::StrContains(r.out, run.summary().headline())) << r.out;
+  for (const auto& m : run.summary().metrics()) {
+    EXPECT_TRUE(absl::StrContains(r.out, "  " + m.label() + " ")) << m.label() << " in:\n" << r.out;
+  }
+  for (const char* expect : {"flagged:", "checks passed: ", "checks failed: 0",
+                             "unusual movements in 2025: "}) {
+    EXPECT_TRUE(absl::StrContains(r.out, expect)) << "no '" << expect << "' in:\n" << r.out;
+  }
+  EXPECT_TRUE(absl::StrContains(r.out, "  memo       " + out_dir + "/investment_analysis.md\n"))
+      << r.out;
+  std::vector<v1::Event> events = FollowToEnd(*daemon_->Stub(), run_id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_finished().summary().SerializeAsString(),
+            run.summary().SerializeAsString())
+      << "a follower gets the same summary in run.finished";
+
+  ASSERT_EQ(daemon_->Stop(SIGTERM), 0);
+  daemon_->Start();
+  Result got = Cli("get " + run_id);
+  ASSERT_EQ(got.exit_code, 0) << got.out;
+  for (const std::string& expect :
+       {run.summary().headline(), std::string("revenue_growth         13.8%"),
+        std::string("checks failed: 0"), std::string("  memo       investment_analysis.md\n")}) {
+    EXPECT_TRUE(absl::StrContains(got.out, expect)) << "no '" << expect << "' in:\n" << got.out;
+  }
 }
 
 // Refused before a run exists (nothing is paid for), naming the year.

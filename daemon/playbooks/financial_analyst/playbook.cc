@@ -11,6 +11,7 @@
 #include "playbooks/financial_analyst/statements.h"
 #include "playbooks/financial_analyst/text.h"
 #include "playbooks/financial_analyst/verifier.h"
+#include "playbooks/summary.h"
 
 namespace sandgate::playbooks {
 namespace {
@@ -175,16 +176,20 @@ std::string FinancialAnalystPlaybook::Instructions(const std::vector<InputFile>&
                               {"{{HEADINGS}}", absl::StrJoin(headings, "; ")}});
 }
 
-std::vector<Check> FinancialAnalystPlaybook::Verify(const std::vector<InputFile>& inputs,
-                                                    const TaskSettings& /*settings*/,
-                                                    const Artifacts& artifacts) const {
+Verdict FinancialAnalystPlaybook::Verify(const std::vector<InputFile>& inputs,
+                                         const TaskSettings& /*settings*/,
+                                         const Artifacts& artifacts) const {
+  Verdict verdict;
   if (inputs.size() != 1) {
     Check c;
     c.name = "input.valid";
     c.detail = absl::StrCat("expected exactly one input file, got ", inputs.size());
-    return {c};
+    verdict.checks = {c};
+    CountChecks(verdict.checks, &verdict.summary);
+    return verdict;
   }
-  return fin::Verify(inputs[0].name, inputs[0].content, artifacts);
+  verdict.checks = fin::Verify(inputs[0].name, inputs[0].content, artifacts, &verdict.summary);
+  return verdict;
 }
 
 }  // namespace sandgate::playbooks

@@ -32,8 +32,8 @@ class FinancialAnalystPlaybook : public Playbook {
                           const TaskSettings& settings) const override;
   std::string Instructions(const std::vector<InputFile>& inputs, const std::string& workdir,
                            const TaskSettings& settings) const override;
-  std::vector<Check> Verify(const std::vector<InputFile>& inputs, const TaskSettings& settings,
-                            const Artifacts& artifacts) const override;
+  Verdict Verify(const std::vector<InputFile>& inputs, const TaskSettings& settings,
+                 const Artifacts& artifacts) const override;
 };
 
 }  // namespace sandgate::playbooks

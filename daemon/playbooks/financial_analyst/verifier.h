@@ -46,6 +46,7 @@
 
 #include "absl/strings/string_view.h"
 #include "playbooks/playbook.h"
+#include "sandgate/v1/sandgate.pb.h"
 
 namespace sandgate::playbooks::financial {
 
@@ -66,9 +67,10 @@ const std::vector<std::string>& MemoHeadings();
 // The keys analysis_run.json must have.
 const std::vector<std::string>& ManifestKeys();
 
-// `input_filename` is the plain name the run was given; `input_csv` its bytes.
+// `input_filename` is the plain name the run was given; `input_csv` its bytes. With
+// `summary`, also the run's summary (summary.h) from the same recomputation.
 std::vector<Check> Verify(absl::string_view input_filename, absl::string_view input_csv,
-                          const Artifacts& artifacts);
+                          const Artifacts& artifacts, v1::RunSummary* summary = nullptr);
 
 }  // namespace sandgate::playbooks::financial
 

@@ -7,6 +7,7 @@
 #include "common/sha256.h"
 #include "nlohmann/json.hpp"
 #include "playbooks/sandbox_probe/reference_files.h"
+#include "playbooks/summary.h"
 
 namespace sandgate::playbooks {
 namespace {
@@ -97,9 +98,11 @@ std::string SandboxProbePlaybook::Instructions(const std::vector<InputFile>& inp
       "until both files exist.");
 }
 
-std::vector<Check> SandboxProbePlaybook::Verify(const std::vector<InputFile>& inputs,
-                                                const TaskSettings& settings,
-                                                const Artifacts& artifacts) const {
+namespace {
+
+// The checks; the summary gets the findings they verified, as far as they got.
+std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSettings& settings,
+                              const Artifacts& artifacts, v1::RunSummary* summary) {
   std::vector<Check> checks;
   auto report = artifacts.find(kReport);
   auto raw = artifacts.find(kChecks);
@@ -107,6 +110,8 @@ std::vector<Check> SandboxProbePlaybook::Verify(const std::vector<InputFile>& in
   bool have_checks = raw != artifacts.end() && !raw->second.empty();
   checks.push_back(Make(absl::StrCat("artifact.", kReport), have_report, have_report ? "present" : "missing or empty"));
   checks.push_back(Make(absl::StrCat("artifact.", kChecks), have_checks, have_checks ? "present" : "missing or empty"));
+  if (have_report) AddFile("report", kReport, summary);
+  if (have_checks) AddFile("findings", kChecks, summary);
   if (have_report) {
     std::vector<std::string> missing;
     for (const char* h : {"## Environment", "## Inputs", "## Network", "## Checks"}) {
@@ -125,6 +130,18 @@ std::vector<Check> SandboxProbePlaybook::Verify(const std::vector<InputFile>& in
                         parses ? "a JSON object with facts, inputs, env and network"
                                : "not a JSON object with facts, inputs, env and network"));
   if (!parses) return checks;
+
+  // What the sandbox reported about itself: only it can say, and these are shown as its words.
+  const json& facts = doc["facts"];
+  auto fact = [&](const char* key, const char* if_absent) {
+    const json& v = facts.value(key, json());
+    return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string(if_absent) : v.dump();
+  };
+  summary->set_headline(absl::StrCat("sandbox: ", fact("os", "unknown OS"), ", kernel ",
+                                     fact("kernel", "unknown")));
+  for (const char* key : {"python", "node", "cwd", "uid"}) {
+    *summary->add_metrics() = SummaryText(key, fact(key, "not available"));
+  }
 
   std::vector<std::string> absent;
   for (const char* k : {"os", "kernel", "cwd", "python"}) {
@@ -151,6 +168,7 @@ std::vector<Check> SandboxProbePlaybook::Verify(const std::vector<InputFile>& in
   checks.push_back(Make("probe.inputs", bad_inputs.empty(),
                         bad_inputs.empty() ? absl::StrCat(inputs.size(), " input(s) read intact")
                                            : absl::StrCat("not read intact: ", absl::StrJoin(bad_inputs, ", "))));
+  AddCount("inputs read intact", inputs.size() - bad_inputs.size(), summary);
 
   std::vector<std::string> bad_env;
   for (const auto& [name, value] : settings.env) {
@@ -189,7 +207,20 @@ std::vector<Check> SandboxProbePlaybook::Verify(const std::vector<InputFile>& in
   } else {
     checks.push_back(Make("probe.network_recorded", net.contains("exit_code"), what));
   }
+  *summary->add_metrics() = SummaryText(absl::StrCat("network (", settings.network, ")"),
+                                        checks.back().detail);
   return checks;
+}
+
+}  // namespace
+
+Verdict SandboxProbePlaybook::Verify(const std::vector<InputFile>& inputs,
+                                     const TaskSettings& settings,
+                                     const Artifacts& artifacts) const {
+  Verdict verdict;
+  verdict.checks = CheckProbe(inputs, settings, artifacts, &verdict.summary);
+  CountChecks(verdict.checks, &verdict.summary);
+  return verdict;
 }
 
 }  // namespace sandgate::playbooks

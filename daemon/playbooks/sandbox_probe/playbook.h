@@ -27,8 +27,8 @@ class SandboxProbePlaybook : public Playbook {
                           const TaskSettings& settings) const override;
   std::string Instructions(const std::vector<InputFile>& inputs, const std::string& workdir,
                            const TaskSettings& settings) const override;
-  std::vector<Check> Verify(const std::vector<InputFile>& inputs, const TaskSettings& settings,
-                            const Artifacts& artifacts) const override;
+  Verdict Verify(const std::vector<InputFile>& inputs, const TaskSettings& settings,
+                 const Artifacts& artifacts) const override;
 };
 
 }  // namespace sandgate::playbooks

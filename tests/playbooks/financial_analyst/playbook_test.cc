@@ -169,9 +169,9 @@ TEST(FinancialAnalystPlaybookTest, VerifyDelegatesToTheVerifier) {
   std::string csv = financial::testing::SampleCsv();
   FinancialAnalystPlaybook p;
   std::vector<Check> checks =
-      p.Verify({{"s.csv", csv}}, {}, financial::testing::GoodArtifacts("s.csv", csv));
+      p.Verify({{"s.csv", csv}}, {}, financial::testing::GoodArtifacts("s.csv", csv)).checks;
   EXPECT_THAT(financial::testing::FailedChecks(checks), IsEmpty());
-  checks = p.Verify({}, {}, {});
+  checks = p.Verify({}, {}, {}).checks;
   ASSERT_EQ(checks.size(), 1u);
   EXPECT_FALSE(checks[0].passed);
 }

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -77,7 +78,7 @@ class SandboxProbeTest : public ::testing::Test {
 
 TEST_F(SandboxProbeTest, ReferenceProbePassesEveryCheck) {
   Artifacts artifacts = RunReference();
-  std::vector<Check> checks = playbook_.Verify(inputs_, settings_, artifacts);
+  std::vector<Check> checks = playbook_.Verify(inputs_, settings_, artifacts).checks;
   EXPECT_EQ(Failed(checks), std::vector<std::string>{});
   for (const char* name : {"probe.facts", "probe.inputs", "probe.env", "probe.setup_output",
                            "report.sections", "checks.parses"}) {
@@ -88,6 +89,36 @@ TEST_F(SandboxProbeTest, ReferenceProbePassesEveryCheck) {
   EXPECT_FALSE(absl::StrContains(artifacts["checks.json"], "research")) << "values are not recorded";
 }
 
+// The summary a client shows: the findings the checks looked at, the daemon's verdict on the
+// network, the counts and which file is which.
+TEST_F(SandboxProbeTest, SummaryHoldsTheVerifiedFindings) {
+  Artifacts artifacts = RunReference();
+  v1::RunSummary s = playbook_.Verify(inputs_, settings_, artifacts).summary;
+  nlohmann::json doc = nlohmann::json::parse(artifacts["checks.json"]);
+  EXPECT_EQ(s.headline(), absl::StrCat("sandbox: ", doc["facts"]["os"].get<std::string>(),
+                                       ", kernel ", doc["facts"]["kernel"].get<std::string>()));
+  std::map<std::string, std::string> metrics;
+  for (const auto& m : s.metrics()) metrics[m.label()] = m.text();
+  EXPECT_EQ(metrics["cwd"], doc["facts"]["cwd"].get<std::string>());
+  EXPECT_TRUE(absl::StartsWith(metrics["network (disabled)"], "blocked as configured"))
+      << metrics["network (disabled)"];
+  std::map<std::string, uint64_t> counts;
+  for (const auto& c : s.counts()) counts[c.label()] = c.value();
+  EXPECT_EQ(counts["inputs read intact"], 1u);
+  EXPECT_EQ(counts["checks failed"], 0u);
+  EXPECT_EQ(counts["checks passed"], playbook_.Verify(inputs_, settings_, artifacts).checks.size());
+  ASSERT_EQ(s.files_size(), 2);
+  EXPECT_EQ(s.files(0).role(), "report");
+  EXPECT_EQ(s.files(0).name(), "sandbox-report.md");
+
+  // With no findings file there is nothing to show but the counts and the report.
+  artifacts.erase("checks.json");
+  s = playbook_.Verify(inputs_, settings_, artifacts).summary;
+  EXPECT_TRUE(s.headline().empty());
+  EXPECT_EQ(s.metrics_size(), 0);
+  EXPECT_EQ(s.files_size(), 1);
+}
+
 // A setup that ran but left no file is what was asked for (`--setup 'echo setup-ran'` used to
 // fail with "the setup commands left no file"); so is no setup at all.
 TEST_F(SandboxProbeTest, SetupThatLeavesNoFilePasses) {
@@ -96,7 +127,7 @@ TEST_F(SandboxProbeTest, SetupThatLeavesNoFilePasses) {
     settings_.setup_commands = setup;
     std::system(("rm -rf " + dir_ + "/*").c_str());
     Artifacts artifacts = RunReference();
-    std::vector<Check> checks = playbook_.Verify(inputs_, settings_, artifacts);
+    std::vector<Check> checks = playbook_.Verify(inputs_, settings_, artifacts).checks;
     EXPECT_EQ(Failed(checks), std::vector<std::string>{}) << setup.size();
     const Check* c = Find(checks, "probe.setup_output");
     ASSERT_NE(c, nullptr);
@@ -127,14 +158,14 @@ TEST_F(SandboxProbeTest, EachTamperedFindingFailsItsCheck) {
     c.tamper(bad);
     Artifacts artifacts = good;
     artifacts["checks.json"] = bad.dump();
-    EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, artifacts)), std::vector<std::string>{c.failing});
+    EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, artifacts).checks), std::vector<std::string>{c.failing});
   }
   Artifacts broken = good;
   broken["checks.json"] = "{not json";
-  EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, broken)), std::vector<std::string>{"checks.parses"});
+  EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, broken).checks), std::vector<std::string>{"checks.parses"});
   Artifacts missing = good;
   missing.erase("sandbox-report.md");
-  EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, missing)),
+  EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, missing).checks),
             std::vector<std::string>{"artifact.sandbox-report.md"});
 }
 
@@ -145,7 +176,7 @@ TEST_F(SandboxProbeTest, ReachingTheNetworkIsOnlyRecordedWhenItIsAllowed) {
   good["checks.json"] = doc.dump();
   settings_.network = "restricted";
   settings_.allowed_domains = {"api.example.org"};
-  std::vector<Check> checks = playbook_.Verify(inputs_, settings_, good);
+  std::vector<Check> checks = playbook_.Verify(inputs_, settings_, good).checks;
   EXPECT_EQ(Failed(checks), std::vector<std::string>{});
   EXPECT_NE(Find(checks, "probe.network_recorded"), nullptr);
 }

@@ -1,0 +1,238 @@
+#include "client/grammar.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace sandgate::cli {
+namespace {
+
+constexpr char kUsageText[] = R"(usage: sandgate [--addr ADDR] [--token-file FILE] COMMAND ...
+
+commands:
+  run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME] [--provider NAME]
+           [--model NAME] [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
+           [--env NAME=VALUE]... [--setup COMMAND]... [--network disabled|restricted|enabled]
+           [--allow DOMAIN]... [--memory-mib N] [--session ID]
+      start a run, show its progress, download its artifacts and events.jsonl into DIR
+      (default ./sandgate-<run id>), print a summary; exit 0 only if the run succeeded.
+      --playbook NAME picks the daemon's task (default: its default; a name it does not
+      know is answered with the ones it knows).
+      Ctrl-C detaches (the run goes on) unless --cancel-on-exit.
+  events RUN [--follow] [--after N] [--json]   show a run's events
+  runs [--limit N] [--json]                    list your runs, newest first
+  get RUN [--json]                             show one run
+  cancel RUN [--reason TEXT]                   cancel a run
+  download RUN [--out DIR]                     download a run's artifacts and events.jsonl
+
+  session create [--idle S] [--lifetime S] [--command-timeout S] [--env K=V]... [--setup CMD]...
+                 [--network MODE] [--memory-mib N] [--idempotency-key K] [--json]   prints the id
+  session list [--all] | get ID | keepalive ID | close ID [--reason TEXT]
+  session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...
+      one COMMAND word runs as `sh -c COMMAND`; exits with the command's status
+  session upload ID LOCAL_FILE [WORKSPACE_PATH] | download ID WORKSPACE_PATH [--out FILE]
+  session ls ID [DIR]
+  run ... --session ID     runs in that session; its workspace stays for the next run
+
+  admin drain                                  operators: drain and stop the daemon
+  admin purge --older-than-hours N             operators: delete old runs and ended sessions
+
+Every command answers --help. --version prints the version.
+ADDR: unix:PATH, tcp:HOST:PORT (as sandgated prints it) or HOST:PORT.
+environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN
+exit codes: 0 success, 1 the run did not succeed (or a download did not match its sha256, or
+            `run` could not save all of a finished run's files), 2 usage or connection error,
+            130 detached
+)";
+
+constexpr char kGlobalUsage[] = R"(
+global options: --addr ADDR (unix:PATH, tcp:HOST:PORT or HOST:PORT), --token-file FILE
+)";
+
+constexpr char kSandboxOptions[] = R"(
+sandbox:  --env NAME=VALUE   (repeatable)  set in every command's environment
+          --setup COMMAND    (repeatable)  run before anything else, in order
+          --network disabled|restricted|enabled   --allow DOMAIN (repeatable, restricted)
+          --memory-mib N     memory limit
+          --idle S  --lifetime S  --command-timeout S   the session's clocks, in seconds
+)";
+
+std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+const char* UsageText() { return kUsageText; }
+
+const std::vector<std::string>& SandboxFlags() {
+  static const auto* const kFlags =
+      new std::vector<std::string>{"--env",        "--setup", "--network",  "--allow",
+                                   "--memory-mib", "--idle",  "--lifetime", "--command-timeout"};
+  return *kFlags;
+}
+
+const ArgsGrammar& Grammar() {
+  static const ArgsGrammar* const grammar = new ArgsGrammar{
+      // clang-format off
+      {{"--out", true},           {"--json", false},        {"--playbook", true},  {"--agent", true},
+       {"--provider", true},      {"--timeout", true},      {"--idempotency-key", true},
+       {"--cancel-on-exit", false}, {"--follow", false},    {"--after", true},     {"--limit", true},
+       {"--reason", true},        {"--addr", true},         {"--token-file", true}, {"--env", true},
+       {"--setup", true},         {"--network", true},      {"--allow", true},     {"--memory-mib", true},
+       {"--session", true},       {"--idle", true},         {"--lifetime", true},  {"--all", false},
+       {"--command-timeout", true}, {"--older-than-hours", true}, {"--model", true}},
+      // clang-format on
+      {"--addr", "--token-file"},
+      {
+          {"run",
+           absl::StrCat(
+               "usage: sandgate run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME]\n"
+               "                         [--provider NAME] [--model NAME] [--timeout SECONDS]\n"
+               "                         [--idempotency-key KEY] [--cancel-on-exit] [--session "
+               "ID]\n"
+               "                         [sandbox options]\n"
+               "Starts a run on FILE, shows its progress as it happens, downloads its artifacts "
+               "and\n"
+               "events.jsonl into DIR (default ./sandgate-<run id>), checking each one's sha256, "
+               "and\n"
+               "prints a summary. Exit 0 only if the run succeeded, 1 if not (or if its files "
+               "could\n"
+               "not all be saved). A run that ended is reported as ended, with the events it "
+               "streamed\n"
+               "saved, even when the daemon goes away right after (a drain): the rest is a "
+               "warning.\n"
+               "--model NAME picks the model of a model-driven agent (default: the provider's).\n"
+               "--playbook NAME picks the daemon's task (default: its default; a name it does not\n"
+               "know is answered with the ones it knows). The summary is the daemon's account of\n"
+               "what the run's verification found.\n"
+               "--json prints each event as a JSON line on stdout, then the run; progress goes to\n"
+               "stderr. --session ID runs in a kept session (no sandbox options then).\n"
+               "Ctrl-C detaches (exit 130; the run goes on); with --cancel-on-exit it cancels the "
+               "run.\n",
+               kSandboxOptions, kGlobalUsage),
+           With({"--out", "--json", "--playbook", "--agent", "--provider", "--model", "--timeout",
+                 "--idempotency-key", "--cancel-on-exit", "--session"},
+                SandboxFlags())},
+          {"events",
+           absl::StrCat(
+               "usage: sandgate events RUN [--follow] [--after N] [--json]\n"
+               "Shows a run's events: from the start, or after event N; --follow keeps going "
+               "until\n"
+               "the run finishes (and rides out a daemon restart). Ctrl-C stops (exit 130).\n",
+               kGlobalUsage),
+           {"--follow", "--after", "--json"}},
+          {"runs",
+           absl::StrCat("usage: sandgate runs [--limit N] [--json]\nLists your runs, newest first "
+                        "(default 20).\n",
+                        kGlobalUsage),
+           {"--limit", "--json"}},
+          {"get",
+           absl::StrCat("usage: sandgate get RUN [--json]\nShows one run.\n", kGlobalUsage),
+           {"--json"}},
+          {"cancel",
+           absl::StrCat("usage: sandgate cancel RUN [--reason TEXT]\nCancels a run.\n",
+                        kGlobalUsage),
+           {"--reason"}},
+          {"download",
+           absl::StrCat("usage: sandgate download RUN [--out DIR]\n"
+                        "Downloads a run's artifacts (each checked against its sha256) and "
+                        "events.jsonl into\n"
+                        "DIR (default ./sandgate-<run id>).\n",
+                        kGlobalUsage),
+           {"--out"}},
+          {"session",
+           absl::StrCat(
+               "usage: sandgate session create|list|get|exec|upload|download|ls|keepalive|close "
+               "...\n"
+               "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
+               kGlobalUsage),
+           {}},
+          {"session create",
+           absl::StrCat(
+               "usage: sandgate session create [--provider NAME] [--idempotency-key KEY] [--json]\n"
+               "                               [sandbox options]\n"
+               "Creates a kept session and prints its id (or the session as JSON).\n",
+               kSandboxOptions, kGlobalUsage),
+           With({"--provider", "--idempotency-key", "--json"}, SandboxFlags())},
+          {"session list",
+           absl::StrCat("usage: sandgate session list [--all] [--json]\n"
+                        "Lists your live sessions; --all includes closed and expired ones.\n",
+                        kGlobalUsage),
+           {"--all", "--json"}},
+          {"session get",
+           absl::StrCat("usage: sandgate session get ID [--json]\nShows one session.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"session keepalive",
+           absl::StrCat("usage: sandgate session keepalive ID [--json]\n"
+                        "Restarts the session's idle clock (never past its lifetime).\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"session close",
+           absl::StrCat("usage: sandgate session close ID [--reason TEXT] [--json]\n"
+                        "Closes the session and deletes its sandbox and workspace.\n",
+                        kGlobalUsage),
+           {"--reason", "--json"}},
+          {"session exec",
+           absl::StrCat(
+               "usage: sandgate session exec ID [--timeout S] [--env K=V]... [--] COMMAND "
+               "[ARG]...\n"
+               "Runs a command in the session; one COMMAND word runs as `sh -c COMMAND`. Its "
+               "stdout\n"
+               "and stderr are passed through unchanged, as they arrive; how it ended (timeout,\n"
+               "signal, out of memory) goes to stderr. Exits with the command's status (124 timed\n"
+               "out, 128+N killed by signal N). Put -- before a command that has options.\n",
+               kGlobalUsage),
+           {"--timeout", "--env"}},
+          {"session upload",
+           absl::StrCat("usage: sandgate session upload ID LOCAL_FILE [WORKSPACE_PATH]\n"
+                        "Uploads a file into the workspace (default: under its own name). The "
+                        "daemon checks\n"
+                        "its size and sha256 before the file appears.\n",
+                        kGlobalUsage),
+           {}},
+          {"session download",
+           absl::StrCat(
+               "usage: sandgate session download ID WORKSPACE_PATH [--out FILE]\n"
+               "Downloads a workspace file (default: under its own name here), checked against "
+               "the\n"
+               "sha256 the daemon sends; nothing is left under FILE when the check fails.\n",
+               kGlobalUsage),
+           {"--out"}},
+          {"session ls",
+           absl::StrCat(
+               "usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n",
+               kGlobalUsage),
+           {}},
+          {"admin",
+           absl::StrCat(
+               "usage: sandgate admin drain | purge --older-than-hours N\n"
+               "Operators only. drain: refuse new runs, cancel the active ones, stop the daemon.\n"
+               "purge: delete runs and ended sessions older than N hours.\n",
+               kGlobalUsage),
+           {}},
+          {"admin drain",
+           absl::StrCat("usage: sandgate admin drain\nDrains and stops the daemon.\n",
+                        kGlobalUsage),
+           {}},
+          {"admin purge",
+           absl::StrCat("usage: sandgate admin purge --older-than-hours N\n"
+                        "Deletes runs and ended sessions older than N hours (0 or more).\n",
+                        kGlobalUsage),
+           {"--older-than-hours"}},
+      }};
+  return *grammar;
+}
+
+std::vector<std::string> CommandNames(const std::string& group) {
+  std::vector<std::string> names;
+  for (const CommandSpec& c : Grammar().commands) {
+    if (group.empty() && !absl::StrContains(c.name, ' ')) names.push_back(c.name);
+    if (!group.empty() && absl::StartsWith(c.name, group + " "))
+      names.push_back(c.name.substr(group.size() + 1));
+  }
+  return names;
+}
+
+}  // namespace sandgate::cli
