@@ -27,20 +27,40 @@ absl::StatusOr<int64_t> EventLog::LastSeqLocked(const std::string& run_id) {
 }
 
 absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
-  std::vector<WaitCallback> ready;
+  absl::MutexLock append(&append_mu_);
   {
     absl::MutexLock lock(&mu_);
     SANDGATE_ASSIGN_OR_RETURN(int64_t last, LastSeqLocked(event.run_id()));
     event.set_seq(last + 1);
-    *event.mutable_time() =
-        TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
-    SANDGATE_RETURN_IF_ERROR(store_->AppendEvent(event));
-    // The terminal event is a run's last: its cached seq goes, so the cache holds live runs
-    // only (an event appended later still finds its seq in the store).
-    if (event.type() == "run.finished") {
+  }
+  *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
+  // Outside mu_: followers keep reading tails and parking while the store writes. Waiters
+  // see the new seq only once it is stored (last_seq_ moves below), so a woken follower
+  // that reads the store finds it.
+  SANDGATE_RETURN_IF_ERROR(store_->AppendEvent(event));
+  std::vector<WaitCallback> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    // A run's terminal event (a kept session's own log ends with session.closed) is its
+    // last: its cached seq and tail go, so the caches hold live runs only (an event appended
+    // later still finds its seq in the store).
+    if (event.type() == "run.finished" ||
+        (event.type() == "session.closed" && event.run_id() == event.session_id())) {
       last_seq_.erase(event.run_id());
+      tails_.erase(event.run_id());
     } else {
       last_seq_[event.run_id()] = event.seq();
+      Tail& tail = tails_[event.run_id()];
+      if (!tail.events.empty() && tail.events.back().seq() + 1 != event.seq()) {
+        tail = Tail();  // not contiguous (cannot happen while appends go through here)
+      }
+      tail.bytes += event.ByteSizeLong();
+      tail.events.push_back(event);
+      while (tail.events.size() > kTailEvents ||
+             (tail.bytes > kTailBytes && tail.events.size() > 1)) {
+        tail.bytes -= tail.events.front().ByteSizeLong();
+        tail.events.pop_front();
+      }
     }
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       if (it->second.run_id == event.run_id()) {
@@ -57,6 +77,23 @@ absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
 
 absl::StatusOr<std::vector<v1::Event>> EventLog::Read(const std::string& run_id,
                                                       int64_t after_seq, uint32_t limit) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tails_.find(run_id);
+    if (it != tails_.end() && !it->second.events.empty()) {
+      const std::deque<v1::Event>& events = it->second.events;
+      const int64_t first = events.front().seq();
+      const int64_t last = events.back().seq();
+      if (after_seq + 1 >= first) {
+        std::vector<v1::Event> out;
+        const int64_t from = std::max(after_seq + 1, first);
+        for (int64_t seq = from; seq <= last && out.size() < limit; ++seq) {
+          out.push_back(events[static_cast<size_t>(seq - first)]);
+        }
+        return out;
+      }
+    }
+  }
   return store_->ReadEvents(run_id, after_seq, limit);
 }
 

@@ -2,7 +2,10 @@
 //
 // Every stream reads through here: Read() replays from the store, Wait() parks a follower
 // until an event past its position exists. Followers never block producers: Append only
-// persists and schedules wake-ups; a slow reader simply reads more later.
+// persists and schedules wake-ups; a slow reader simply reads more later. The newest events
+// of each live run are also kept in memory (a bounded tail), so the followers of a run, who
+// are usually within a few events of its end, are served without a store read each; one who
+// falls further behind reads from the store, which holds every event.
 //
 //   log.Append(event);                       // producer (a run thread)
 //   log.Wait(run, last_seq, Seconds(15), cb);  // follower: cb(kReady | kTimeout | kShutdown)
@@ -14,6 +17,7 @@
 #define SANDGATE_CORE_EVENT_LOG_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -37,8 +41,12 @@ class EventLog {
   EventLog(store::Store* store, Clock* clock);  // store and clock outlive the log
   ~EventLog();
 
-  // Sets seq (the run's next) and time, persists, then wakes waiters of that run.
+  // Sets seq (the run's next) and time, persists, then wakes waiters of that run. Appends
+  // are persisted one at a time in seq order; the log's lock is not held while the store
+  // writes, so followers' Read and Wait do not wait for the store.
   absl::StatusOr<v1::Event> Append(v1::Event event);
+  // Up to `limit` events with seq > after_seq, in seq order, each once: from the run's
+  // in-memory tail when it reaches back to after_seq + 1, else from the store.
   absl::StatusOr<std::vector<v1::Event>> Read(const std::string& run_id, int64_t after_seq,
                                               uint32_t limit);
   // Calls `cb` exactly once: when the run has an event with seq > after_seq (at once if it
@@ -57,6 +65,16 @@ class EventLog {
     absl::Time deadline;
     WaitCallback cb;
   };
+  // The newest events of a live run, with dense seqs ending at the run's last.
+  struct Tail {
+    std::deque<v1::Event> events;
+    size_t bytes = 0;
+  };
+  // A tail keeps at most this many events and bytes (the oldest go first); a follower
+  // further behind reads the store.
+  static constexpr size_t kTailEvents = 256;
+  static constexpr size_t kTailBytes = 256 << 10;
+
   // Fires each waiter at its deadline on the injected clock: sleeps until the earliest one,
   // woken when a new waiter's deadline comes before that.
   void TimerLoop();
@@ -67,8 +85,12 @@ class EventLog {
   store::Store* const store_;
   Clock* const clock_;
 
+  // Held across a store write, so that a run's events are persisted in seq order (taken
+  // before mu_, never while holding it).
+  absl::Mutex append_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, int64_t> last_seq_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Tail> tails_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

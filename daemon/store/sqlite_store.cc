@@ -78,11 +78,21 @@ class BlobOutput final : public google::protobuf::io::CopyingOutputStream {
   int offset_ = 0;
 };
 
-// One prepared statement, finalized on every return path.
+// One prepared statement, finalized on every return path; or a cached one (the store's, for
+// the per-event statements), reset and unbound instead.
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  ~Stmt() { sqlite3_finalize(stmt_); }
+  explicit Stmt(sqlite3_stmt* cached)
+      : stmt_(cached), cached_(true), rc_(cached ? SQLITE_OK : SQLITE_ERROR) {}
+  ~Stmt() {
+    if (!cached_) {
+      sqlite3_finalize(stmt_);
+    } else if (stmt_ != nullptr) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
   bool ok() const { return rc_ == SQLITE_OK; }
   void Bind(int i, const std::string& s) {
     sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
@@ -108,6 +118,7 @@ class Stmt {
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
+  bool cached_ = false;
   int rc_;
 };
 
@@ -189,7 +200,20 @@ absl::Status SqliteStore::Migrate() {
 
 SqliteStore::~SqliteStore() {
   absl::MutexLock lock(&mu_);
+  for (auto& [sql, stmt] : cached_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
+}
+
+sqlite3_stmt* SqliteStore::Cached(const char* sql) {
+  auto it = cached_.find(sql);
+  if (it != cached_.end()) return it->second;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return nullptr;
+  }
+  cached_.emplace(sql, stmt);
+  return stmt;
 }
 
 absl::Status SqliteStore::Exec(const char* sql) {
@@ -469,7 +493,7 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
 
 absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)");
+  Stmt s(Cached("INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)"));
   if (!s.ok()) return Error("prepare append event");
   s.Bind(1, event.run_id());
   s.Bind(2, static_cast<int64_t>(event.seq()));
@@ -486,7 +510,7 @@ absl::StatusOr<std::vector<v1::Event>> SqliteStore::ReadEvents(const std::string
                                                                int64_t after_seq,
                                                                uint32_t limit) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT proto FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?");
+  Stmt s(Cached("SELECT proto FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"));
   if (!s.ok()) return Error("prepare read events");
   s.Bind(1, run_id);
   s.Bind(2, after_seq);
@@ -496,7 +520,7 @@ absl::StatusOr<std::vector<v1::Event>> SqliteStore::ReadEvents(const std::string
 
 absl::StatusOr<int64_t> SqliteStore::LastSeq(const std::string& run_id) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?");
+  Stmt s(Cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?"));
   if (!s.ok()) return Error("prepare last seq");
   s.Bind(1, run_id);
   if (s.Step() != SQLITE_ROW) return Error("last seq");

@@ -9,6 +9,7 @@
 #ifndef SANDGATE_STORE_SQLITE_STORE_H_
 #define SANDGATE_STORE_SQLITE_STORE_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,7 @@
 #include "store/store.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace sandgate::store {
 
@@ -70,9 +72,14 @@ class SqliteStore : public Store {
   absl::StatusOr<std::optional<KeyedRecord>> FindByKey(
       const char* table, const std::string& tenant, const std::string& key);
   absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The statement for `sql` (a string literal: cached by address), prepared once and kept
+  // for the store's life; null if it cannot be prepared. For the statements run per event,
+  // whose preparation would otherwise cost as much as running them.
+  sqlite3_stmt* Cached(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);
+  std::map<const char*, sqlite3_stmt*> cached_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sandgate::store

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/fakes/fake_clock.h"
@@ -11,6 +12,78 @@ namespace sandgate::core {
 namespace {
 
 using testing::FakeClock;
+
+// A SqliteStore seen through: counts event reads, and can hold an event append until the
+// test lets it go (to see what the log does while the store writes).
+class ObservedStore : public store::Store {
+ public:
+  explicit ObservedStore(store::Store* inner) : inner_(inner) {}
+
+  std::atomic<int> event_reads{0};
+  std::atomic<bool> hold_appends{false};
+  absl::Notification append_entered, release_append;
+
+  absl::Status AppendEvent(const v1::Event& e) override {
+    if (hold_appends) {
+      append_entered.Notify();
+      release_append.WaitForNotification();
+    }
+    return inner_->AppendEvent(e);
+  }
+  absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run, int64_t after,
+                                                    uint32_t limit) override {
+    ++event_reads;
+    return inner_->ReadEvents(run, after, limit);
+  }
+  absl::StatusOr<int64_t> LastSeq(const std::string& run) override { return inner_->LastSeq(run); }
+
+  absl::Status CreateRun(const v1::Run& r, const std::string& sha) override {
+    return inner_->CreateRun(r, sha);
+  }
+  absl::Status PutRun(const v1::Run& r) override { return inner_->PutRun(r); }
+  absl::StatusOr<v1::Run> GetRun(const std::string& id) override { return inner_->GetRun(id); }
+  absl::StatusOr<store::RunPage> ListRuns(const std::string& t, uint32_t n,
+                                          const std::string& tok) override {
+    return inner_->ListRuns(t, n, tok);
+  }
+  absl::StatusOr<std::optional<store::KeyedRecord>> FindRunByIdempotencyKey(
+      const std::string& t, const std::string& k) override {
+    return inner_->FindRunByIdempotencyKey(t, k);
+  }
+  absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() override {
+    return inner_->ListUnfinishedRuns();
+  }
+  absl::Status PutRunRequest(const std::string& id, const v1::RunAnalysisRequest& r) override {
+    return inner_->PutRunRequest(id, r);
+  }
+  absl::StatusOr<v1::RunAnalysisRequest> GetRunRequest(const std::string& id) override {
+    return inner_->GetRunRequest(id);
+  }
+  absl::Status CreateSession(const v1::Session& s, const std::string& sha) override {
+    return inner_->CreateSession(s, sha);
+  }
+  absl::Status PutSession(const v1::Session& s) override { return inner_->PutSession(s); }
+  absl::StatusOr<v1::Session> GetSession(const std::string& id) override {
+    return inner_->GetSession(id);
+  }
+  absl::StatusOr<std::vector<v1::Session>> ListSessions(const std::string& t,
+                                                        bool closed) override {
+    return inner_->ListSessions(t, closed);
+  }
+  absl::StatusOr<std::optional<store::KeyedRecord>> FindSessionByIdempotencyKey(
+      const std::string& t, const std::string& k) override {
+    return inner_->FindSessionByIdempotencyKey(t, k);
+  }
+  absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) override {
+    return inner_->PurgeBefore(cutoff);
+  }
+  absl::Status Record(const JournalEntry& e) override { return inner_->Record(e); }
+  absl::Status Erase(const std::string& id) override { return inner_->Erase(id); }
+  absl::StatusOr<std::vector<JournalEntry>> List() override { return inner_->List(); }
+
+ private:
+  store::Store* const inner_;
+};
 
 class EventLogTest : public ::testing::Test {
  protected:
@@ -160,6 +233,96 @@ TEST_F(EventLogTest, CancelledWaitNeverFiresAndShutdownFiresTheRest) {
   std::atomic<bool> after{false};
   log_->Wait("a", 0, absl::Hours(1), [&](EventLog::WaitResult r) { after = r == EventLog::WaitResult::kShutdown; });
   EXPECT_TRUE(after.load());
+}
+
+// Reads `run` from after_seq 0 in batches of `limit`; the seqs seen, in order.
+std::vector<int64_t> ReadAll(EventLog& log, const std::string& run, uint32_t limit) {
+  std::vector<int64_t> seqs;
+  for (;;) {
+    auto batch = log.Read(run, seqs.empty() ? 0 : seqs.back(), limit);
+    EXPECT_TRUE(batch.ok()) << batch.status();
+    if (!batch.ok() || batch->empty()) return seqs;
+    for (const v1::Event& e : *batch) seqs.push_back(e.seq());
+  }
+}
+
+class EventLogTailTest : public EventLogTest {
+ protected:
+  void SetUp() override {
+    EventLogTest::SetUp();
+    observed_ = std::make_unique<ObservedStore>(store_.get());
+    log_ = std::make_unique<EventLog>(observed_.get(), &clock_);
+  }
+  void TearDown() override {
+    log_.reset();
+    observed_.reset();
+    EventLogTest::TearDown();
+  }
+  std::unique_ptr<ObservedStore> observed_;
+};
+
+// 100 followers of one live run each read every new event: from memory, not 100 store reads.
+TEST_F(EventLogTailTest, FollowersOfALiveRunReadItsNewestEventsWithoutTheStore) {
+  std::vector<int64_t> position(100, 0);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(log_->Append(Ev("a")).ok());
+    for (int64_t& at : position) {
+      auto batch = log_->Read("a", at, 256);
+      ASSERT_TRUE(batch.ok());
+      ASSERT_EQ(batch->size(), 1u);
+      EXPECT_EQ((*batch)[0].seq(), at + 1);
+      at = (*batch)[0].seq();
+    }
+  }
+  EXPECT_EQ(observed_->event_reads.load(), 0);
+}
+
+// A reader behind the tail, or reading across its start, gets every event once, in order:
+// the older part from the store, the rest from memory.
+TEST_F(EventLogTailTest, EveryEventOnceInOrderAcrossTheTailsStartAndAfterTheRunFinishes) {
+  constexpr int kEvents = 700;  // more than a tail keeps
+  for (int i = 0; i < kEvents; ++i) ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  std::vector<int64_t> want(kEvents);
+  for (int i = 0; i < kEvents; ++i) want[i] = i + 1;
+  for (uint32_t limit : {1u, 7u, 100u, 256u, 1000u}) {
+    EXPECT_EQ(ReadAll(*log_, "a", limit), want) << "batches of " << limit;
+  }
+  EXPECT_GT(observed_->event_reads.load(), 0) << "the oldest events come from the store";
+  const int store_reads = observed_->event_reads.load();
+  EXPECT_EQ(log_->Read("a", kEvents - 5, 256)->size(), 5u);
+  EXPECT_EQ(observed_->event_reads.load(), store_reads) << "the newest come from memory";
+
+  v1::Event fin = Ev("a");
+  fin.set_type("run.finished");
+  fin.mutable_run_finished();
+  ASSERT_EQ(log_->Append(fin)->seq(), kEvents + 1);
+  want.push_back(kEvents + 1);
+  EXPECT_EQ(ReadAll(*log_, "a", 256), want);
+  // After reopening (a restart), reads and seqs continue from the store alone.
+  log_ = std::make_unique<EventLog>(observed_.get(), &clock_);
+  EXPECT_EQ(ReadAll(*log_, "a", 100), want);
+  EXPECT_EQ(log_->Append(Ev("a"))->seq(), kEvents + 2);
+}
+
+// While an append waits for the store, the log still answers followers of other runs.
+TEST_F(EventLogTailTest, TheStoreWriteOfOneRunDoesNotHoldUpOtherRunsFollowers) {
+  ASSERT_TRUE(log_->Append(Ev("b")).ok());
+  observed_->hold_appends = true;
+  std::thread producer([&] { EXPECT_EQ(log_->Append(Ev("a"))->seq(), 1); });
+  observed_->append_entered.WaitForNotification();
+  absl::Notification answered;
+  std::thread follower([&] {
+    EXPECT_EQ(log_->Read("b", 0, 10)->size(), 1u);
+    log_->Wait("b", 1, absl::Hours(1), [](EventLog::WaitResult) {});
+    answered.Notify();
+  });
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)))
+      << "Read/Wait waited for another run's store write";
+  observed_->release_append.Notify();
+  producer.join();
+  follower.join();
+  // The held event was persisted and is read once, in order, after the release.
+  EXPECT_EQ(ReadAll(*log_, "a", 10), std::vector<int64_t>{1});
 }
 
 }  // namespace
