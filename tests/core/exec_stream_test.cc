@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
@@ -251,7 +252,14 @@ TEST_F(ExecStreamTest, ASlowWriterHoldsTheCommandBackAtTheQueueLimit) {
     returned = true;
     out.Close(outcome.stream_status);
   });
-  while (!out.waiting_for_room()) std::this_thread::yield();
+  // Bounded, so that a command that never waits fails the test instead of hanging it.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (!out.waiting_for_room() && absl::Now() < give_up) std::this_thread::yield();
+  if (!out.waiting_for_room()) {
+    out.Stop();
+    command.join();
+    FAIL() << "the command never waited for room";
+  }
 
   EXPECT_FALSE(returned.load());
   // One message in flight, the queue at its limit (plus the message that crossed it).
@@ -267,43 +275,48 @@ TEST_F(ExecStreamTest, ASlowWriterHoldsTheCommandBackAtTheQueueLimit) {
   EXPECT_EQ(messages.back().finished().exit_code(), 0);
 }
 
-TEST(ExecOutputTest, StopReleasesAWaitingProducerAndDropsWhatIsQueued) {
-  FakeClock clock;
-  RecordingWriter writer(/*auto_ack=*/false);
-  CancelToken cancel;
-  ExecOutput out(&writer, &cancel, &clock, /*max_queued_bytes=*/100);
-  writer.set_output(&out);
-  std::thread producer([&] {
-    for (int i = 0; i < 10; ++i) out.Output(Notice(60));
-  });
-  while (!out.waiting_for_room()) std::this_thread::yield();
+// A producer of ten 60-byte messages behind a writer that acknowledges nothing, with room
+// for 100 bytes: it waits with the first message in flight and the second queued.
+class ExecOutputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    writer_.set_output(&out_);
+    producer_ = std::thread([this] {
+      for (int i = 0; i < 10; ++i) out_.Output(Notice(60));
+    });
+    ASSERT_TRUE(clock_.BlockUntilSettled(1));
+    ASSERT_TRUE(out_.waiting_for_room());
+  }
+  void TearDown() override {
+    out_.Stop();  // a producer still waiting (a failed SetUp) returns
+    if (producer_.joinable()) producer_.join();
+  }
 
-  EXPECT_TRUE(out.Stop()) << "the first message is still being written";
-  producer.join();
-  EXPECT_EQ(out.queued_bytes(), 0u);
-  ASSERT_TRUE(writer.Ack());  // the write in flight completes
-  EXPECT_EQ(writer.messages().size(), 1u) << "nothing is sent after Stop";
-  EXPECT_FALSE(writer.ended()) << "after Stop the writer ends the stream itself";
+  FakeClock clock_;
+  RecordingWriter writer_{/*auto_ack=*/false};
+  CancelToken cancel_;
+  ExecOutput out_{&writer_, &cancel_, &clock_, /*max_queued_bytes=*/100};
+  std::thread producer_;
+};
+
+TEST_F(ExecOutputTest, StopReleasesAWaitingProducerAndDropsWhatIsQueued) {
+  EXPECT_TRUE(out_.Stop()) << "the first message is still being written";
+  producer_.join();
+  EXPECT_EQ(out_.queued_bytes(), 0u);
+  ASSERT_TRUE(writer_.Ack());  // the write in flight completes
+  EXPECT_EQ(writer_.messages().size(), 1u) << "nothing is sent after Stop";
+  EXPECT_FALSE(writer_.ended()) << "after Stop the writer ends the stream itself";
 }
 
-TEST(ExecOutputTest, ACancelledCommandStopsWaitingForRoom) {
-  FakeClock clock;
-  RecordingWriter writer(/*auto_ack=*/false);
-  CancelToken cancel;
-  ExecOutput out(&writer, &cancel, &clock, /*max_queued_bytes=*/100);
-  writer.set_output(&out);
-  std::thread producer([&] {
-    for (int i = 0; i < 10; ++i) out.Output(Notice(60));
-  });
-  ASSERT_TRUE(clock.BlockUntilSettled(1));
+TEST_F(ExecOutputTest, ACancelledCommandStopsWaitingForRoom) {
   // The canceller is not the output (the session's end): the wait notices at its next check.
-  cancel.Cancel("session closed");
-  clock.Advance(ExecOutput::kCancelCheck);
-  producer.join();
-  EXPECT_EQ(writer.messages().size(), 1u);
+  cancel_.Cancel("session closed");
+  clock_.Advance(ExecOutput::kCancelCheck);
+  producer_.join();
+  EXPECT_EQ(writer_.messages().size(), 1u);
 }
 
-TEST(ExecOutputTest, CloseEndsTheStreamOnlyOnceEverythingQueuedIsWritten) {
+TEST(ExecOutputCloseTest, CloseEndsTheStreamOnlyOnceEverythingQueuedIsWritten) {
   FakeClock clock;
   RecordingWriter writer(/*auto_ack=*/false);
   CancelToken cancel;
