@@ -64,21 +64,17 @@ class RecordingWriter : public ExecWriter {
   // Acknowledges writes as they come until End.
   void AckUntilEnd() {
     for (;;) {
-      absl::MutexLock lock(&mu_);
-      auto progress = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ || ended_; };
-      mu_.Await(absl::Condition(&progress));
-      if (ended_) return;
-      in_flight_ = false;
-      mu_.Unlock();
+      {
+        absl::MutexLock lock(&mu_);
+        auto progress = [this]()
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ || ended_; };
+        mu_.Await(absl::Condition(&progress));
+        if (ended_) return;
+        in_flight_ = false;
+      }
       out_->WriteDone();
-      mu_.Lock();
     }
   }
-  void AwaitInFlight() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&in_flight_));
-  }
-
   std::vector<v1::ExecResponse> messages() {
     absl::MutexLock lock(&mu_);
     return messages_;
