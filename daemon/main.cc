@@ -10,12 +10,11 @@
 #include <string>
 #include <thread>
 
-#include "absl/time/clock.h"
-
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "app/daemon.h"
 #include "common/log.h"
 #include "core/config.h"
-#include "server/daemon.h"
 
 namespace {
 
@@ -83,8 +82,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<std::unique_ptr<sandgate::server::Daemon>> daemon =
-      sandgate::server::Daemon::Create(config);
+  absl::StatusOr<std::unique_ptr<sandgate::app::Daemon>> daemon =
+      sandgate::app::Daemon::Create(config);
   if (!daemon.ok()) return Fail(std::string(daemon.status().message()));
   absl::Status started = (*daemon)->Start();
   if (!started.ok()) return Fail(std::string(started.message()));

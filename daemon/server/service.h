@@ -1,14 +1,15 @@
-// SandgateService: the gRPC edge. Thin on purpose: authenticate, hand the request to core/
-// on the I/O executor, map the status. Streams use the callback API with reactors that pull
-// the next item when the previous write is done, so no stream pins a thread and no reaction
-// blocks.
+// SandgateService: the gRPC edge. Thin on purpose: each unary RPC authenticates, calls its
+// plain function in core::Api on the I/O executor and maps the status; each stream is a
+// reactor that adapts a core/ unit (the event log, core/exec_stream.h, core/file_transfer.h).
+// Streams use the callback API with reactors that pull the next item when the previous write
+// is done, so no stream pins a thread and no reaction blocks.
 //
 // Thread safe. The service and everything it points to must outlive the grpc::Server.
 #ifndef SANDGATE_SERVER_SERVICE_H_
 #define SANDGATE_SERVER_SERVICE_H_
 
-#include <functional>
-
+#include "common/clock.h"
+#include "core/api.h"
 #include "core/audit.h"
 #include "core/event_log.h"
 #include "core/executor.h"
@@ -20,6 +21,7 @@
 namespace sandgate::server {
 
 struct ServiceDeps {
+  core::Api* api = nullptr;  // all not owned; outlive the service
   const core::Tenants* tenants = nullptr;
   core::RunManager* runs = nullptr;
   core::EventLog* events = nullptr;
@@ -27,13 +29,12 @@ struct ServiceDeps {
   core::AuditLog* audit = nullptr;  // may be null
   core::Executor* io = nullptr;    // short blocking work of RPCs (SQLite, files, sandbox create)
   core::Executor* exec = nullptr;  // commands of Exec, each holding a thread while it runs
-  uint64_t max_transfer_bytes = 64ull << 20;  // UploadFile / DownloadFile
-  std::function<void()> request_drain;         // starts the daemon's drain (Drain RPC)
+  Clock* clock = Clock::Real();    // the waits of Exec's backpressure
   absl::Duration heartbeat_interval = absl::Seconds(15);
 };
 
 // UploadFile is registered raw (ByteBuffer messages) so that it can tell a message that does
-// not parse from the end of the stream (see FileUpload in service.cc).
+// not parse from the end of the stream (see FileUpload in session_streams.cc).
 class SandgateService final
     : public v1::Sandgate::WithRawCallbackMethod_UploadFile<v1::Sandgate::CallbackService> {
  public:

@@ -1,5 +1,7 @@
-// Daemon: sandgated assembled — store, providers, agents, run manager, gRPC server — with
-// the start and drain sequences.
+// Daemon: the composition root. sandgated assembled from its config — store, providers,
+// agents, session and run managers, the API, the gRPC server — with the start and drain
+// sequences. The only place that names the concrete implementations (server/ knows the
+// service, core/ the interfaces).
 //
 //   SANDGATE_ASSIGN_OR_RETURN(auto d, Daemon::Create(config));
 //   SANDGATE_RETURN_IF_ERROR(d->Start());   // sweeps leftovers, then serves
@@ -7,8 +9,8 @@
 //   d->Drain();                             // refuse, cancel, clean up, end streams, stop
 //
 // Start and Drain are called from one thread (main); the rest is thread safe.
-#ifndef SANDGATE_SERVER_DAEMON_H_
-#define SANDGATE_SERVER_DAEMON_H_
+#ifndef SANDGATE_APP_DAEMON_H_
+#define SANDGATE_APP_DAEMON_H_
 
 #include <memory>
 #include <string>
@@ -16,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "core/config.h"
 
-namespace sandgate::server {
+namespace sandgate::app {
 
 class Daemon {
  public:
@@ -37,6 +39,6 @@ class Daemon {
   std::unique_ptr<Parts> parts_;
 };
 
-}  // namespace sandgate::server
+}  // namespace sandgate::app
 
-#endif  // SANDGATE_SERVER_DAEMON_H_
+#endif  // SANDGATE_APP_DAEMON_H_

@@ -1,4 +1,4 @@
-#include "server/daemon.h"
+#include "app/daemon.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -8,32 +8,24 @@
 #include <climits>
 #include <cstdio>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <google/protobuf/stubs/logging.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/chat_agent.h"
 #include "agent/openai_agent.h"
 #include "agent/reference_agent.h"
-#include "common/address.h"
 #include "common/errors.h"
 #include "common/log.h"
-#include "common/utf8.h"
 #include "common/status_macros.h"
+#include "core/api.h"
 #include "core/event_log.h"
 #include "core/executor.h"
+#include "core/metrics.h"
 #include "core/run_manager.h"
 #include "core/tenants.h"
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/openai/openai_provider.h"
-#include "core/metrics.h"
-#include "grpc/health/v1/health.pb.h"
+#include "server/grpc_server.h"
 #include "server/metrics_http.h"
-#include "server/reflection_v1.h"
-#include "server/rpc_observer.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
 #include "store/sqlite_store.h"
@@ -42,12 +34,8 @@
 #include "upstream/openai_client.h"
 #include "upstream/retry.h"
 
-namespace sandgate::server {
+namespace sandgate::app {
 namespace {
-
-// Inputs are up to 64 MiB per run and travel in the request: the limit is raised on purpose,
-// with room for the envelope.
-constexpr int kMaxMessageBytes = 80 << 20;
 
 absl::Status MakeDir(const std::string& path, mode_t mode) {
   if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
@@ -105,19 +93,9 @@ std::unique_ptr<Upstream> MakeUpstream(const core::UpstreamConfig& c, const std:
   u->http = std::make_unique<upstream::RetryingHttpClient>(u->curl.get(), std::move(retry));
   upstream::OpenAiOptions options;
   options.timeout = c.request_timeout;
-  u->client = std::make_unique<upstream::OpenAiClient>(u->http.get(), u->credentials.get(), c.base_url, options);
+  u->client = std::make_unique<upstream::OpenAiClient>(u->http.get(), u->credentials.get(),
+                                                       c.base_url, options);
   return u;
-}
-
-// protobuf reports each request that does not parse (a string that is not UTF-8) on
-// stderr in its own format; the daemon's log is one JSON object per line.
-void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
-  nlohmann::json fields = {{"message", EscapeInvalidUtf8(message)}, {"at", absl::StrCat(file, ":", line)}};
-  if (level >= google::protobuf::LOGLEVEL_ERROR) {
-    log::Warning("protobuf", fields);
-  } else {
-    log::Info("protobuf", fields);
-  }
 }
 
 }  // namespace
@@ -135,17 +113,16 @@ struct Daemon::Parts {
   std::unique_ptr<agent::ChatAgent> chat_agent;
   std::unique_ptr<core::Metrics> metrics;
   std::unique_ptr<core::AuditLog> audit;
-  std::unique_ptr<MetricsHttpServer> metrics_http;
+  std::unique_ptr<server::MetricsHttpServer> metrics_http;
   std::unique_ptr<core::SandboxBudget> budget;
   std::unique_ptr<core::SessionManager> sessions;
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
   std::unique_ptr<core::Executor> io;
   std::unique_ptr<core::Executor> exec;
-  std::unique_ptr<SandgateService> service;
-  std::unique_ptr<ReflectionV1> reflection_v1;
-  std::unique_ptr<grpc::Server> server;
-  std::string address;
+  std::unique_ptr<core::Api> api;
+  std::unique_ptr<server::SandgateService> service;
+  std::unique_ptr<server::GrpcServer> server;
   bool drained = false;
 };
 
@@ -155,7 +132,7 @@ Daemon::~Daemon() { Drain(); }
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   SANDGATE_RETURN_IF_ERROR(core::ValidateConfig(config));
-  google::protobuf::SetLogHandler(&ProtobufLog);
+  server::InstallProtobufLogHandler();
   auto p = std::make_unique<Parts>();
   p->config = std::move(config);
   const core::Config& c = p->config;
@@ -163,7 +140,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   SANDGATE_ASSIGN_OR_RETURN(p->store, store::SqliteStore::Open(c.state_dir + "/state.db"));
   SANDGATE_ASSIGN_OR_RETURN(p->artifacts, store::ArtifactStore::Open(c.state_dir + "/artifacts"));
   p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real());
-  SANDGATE_ASSIGN_OR_RETURN(p->audit, core::AuditLog::Open(c.state_dir + "/audit.log", Clock::Real()));
+  SANDGATE_ASSIGN_OR_RETURN(p->audit,
+                            core::AuditLog::Open(c.state_dir + "/audit.log", Clock::Real()));
 
   sandbox::BwrapOptions local;
   local.bwrap_path = c.bwrap_path;
@@ -186,13 +164,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     sandbox::OpenAiProviderOptions options;
     options.memory_limit = c.openai.container_memory_limit;
     options.expires_after_minutes = static_cast<int>(c.openai.container_expires_after_minutes);
-    options.keepalive_interval = std::min(absl::Minutes(5), absl::Minutes(c.openai.container_expires_after_minutes) / 4);
+    options.keepalive_interval =
+        std::min(absl::Minutes(5), absl::Minutes(c.openai.container_expires_after_minutes) / 4);
     options.max_file_bytes = c.max_input_bytes;
     options.create_settle = c.openai.container_create_settle;
-    SANDGATE_ASSIGN_OR_RETURN(p->openai_provider,
-                              sandbox::OpenAiProvider::Create(p->openai_upstream->client.get(), p->store.get(), options));
+    SANDGATE_ASSIGN_OR_RETURN(
+        p->openai_provider,
+        sandbox::OpenAiProvider::Create(p->openai_upstream->client.get(), p->store.get(), options));
     p->openai_agent = std::make_unique<agent::OpenAiAgent>(
-        p->openai_upstream->client.get(), agent::ModelAgentOptions{c.openai.model, c.openai.max_turns});
+        p->openai_upstream->client.get(),
+        agent::ModelAgentOptions{c.openai.model, c.openai.max_turns});
     providers["openai"] = p->openai_provider.get();
     agents["openai"] = p->openai_agent.get();
   }
@@ -229,19 +210,24 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   p->io = std::make_unique<core::Executor>("io", 4, 4096);
   p->exec = std::make_unique<core::Executor>("exec", c.max_concurrent_execs, 1024);
-  ServiceDeps sd;
+  core::ApiDeps api;
+  api.runs = p->runs.get();
+  api.sessions = p->sessions.get();
+  api.max_transfer_bytes = c.max_input_bytes;
+  // The signal thread in main drains; an operator's Drain takes the same path.
+  api.request_drain = [] { kill(getpid(), SIGTERM); };
+  p->api = std::make_unique<core::Api>(std::move(api));
+  server::ServiceDeps sd;
+  sd.api = p->api.get();
   sd.tenants = p->tenants.get();
   sd.runs = p->runs.get();
   sd.events = p->events.get();
   sd.sessions = p->sessions.get();
   sd.audit = p->audit.get();
-  // The signal thread in main drains; an operator's Drain takes the same path.
-  sd.request_drain = [] { kill(getpid(), SIGTERM); };
   sd.io = p->io.get();
   sd.exec = p->exec.get();
-  sd.max_transfer_bytes = c.max_input_bytes;
   sd.heartbeat_interval = c.heartbeat_interval;
-  p->service = std::make_unique<SandgateService>(sd);
+  p->service = std::make_unique<server::SandgateService>(sd);
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }
 
@@ -251,73 +237,50 @@ absl::Status Daemon::Start() {
   SANDGATE_RETURN_IF_ERROR(p.sessions->Recover());
   SANDGATE_RETURN_IF_ERROR(p.runs->Recover(*p.tenants));
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // v1alpha
-  // gRPC's health service has no protobuf descriptor of its own; naming one of health.proto's
-  // types links ours into the binary (and so into the pool reflection answers from).
-  const std::string health_service =
-      grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0)->full_name();
-  p.reflection_v1 = std::make_unique<ReflectionV1>(std::vector<std::string>{
-      v1::Sandgate::service_full_name(), health_service,
-      grpc::reflection::v1::ServerReflection::service_full_name(), "grpc.reflection.v1alpha.ServerReflection"});
-  grpc::ServerBuilder builder;
-  SANDGATE_ASSIGN_OR_RETURN(Address listen, ParseAddress(p.config.listen));
-  int port = 0;
-  if (listen.unix_socket) {
-    unlink(listen.path.c_str());  // a socket left by a killed daemon
-    builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials());
-  } else {
-    builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials(), &port);
-  }
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  builder.RegisterService(p.service.get());
-  builder.RegisterService(p.reflection_v1.get());
-  builder.experimental().SetInterceptorCreators(RpcObserver::Factories(p.metrics.get()));
-  p.server = builder.BuildAndStart();
-  if (!p.server) return errors::Unavailable(absl::StrCat("cannot listen on ", p.config.listen));
-  if (listen.unix_socket) {
-    // With no tenants the socket's permissions are the access control: owner only.
-    chmod(listen.path.c_str(), 0600);
-  } else {
-    listen.port = port;
-  }
-  p.address = listen.ToString();
-  // Per service as well as overall: clients (and load balancers) ask for the service they
-  // use. Drain sets them all NOT_SERVING.
-  p.server->GetHealthCheckService()->SetServingStatus(true);
-  p.server->GetHealthCheckService()->SetServingStatus(v1::Sandgate::service_full_name(), true);
+  SANDGATE_ASSIGN_OR_RETURN(
+      p.server, server::GrpcServer::Start(p.config.listen, p.service.get(), p.metrics.get()));
   if (!p.config.metrics_listen.empty()) {
     core::RunManager* runs = p.runs.get();
     core::SessionManager* sessions = p.sessions.get();
     core::SandboxBudget* budget = p.budget.get();
-    p.metrics->AddGauge("sandgate_runs_active", "Runs queued or running.", [runs] { return runs->active_runs(); });
-    p.metrics->AddGauge("sandgate_queue_depth", "Runs waiting for admission.", [runs] { return runs->queued_runs(); });
-    p.metrics->AddGauge("sandgate_queued_input_bytes", "Input bytes held by waiting runs (max_queued_input_bytes).",
+    p.metrics->AddGauge("sandgate_runs_active", "Runs queued or running.",
+                        [runs] { return runs->active_runs(); });
+    p.metrics->AddGauge("sandgate_queue_depth", "Runs waiting for admission.",
+                        [runs] { return runs->queued_runs(); });
+    p.metrics->AddGauge("sandgate_queued_input_bytes",
+                        "Input bytes held by waiting runs (max_queued_input_bytes).",
                         [runs] { return static_cast<double>(runs->queued_input_bytes()); });
-    p.metrics->AddGauge("sandgate_sessions_live", "Kept sessions alive.", [sessions] { return sessions->live(); });
-    p.metrics->AddGauge("sandgate_sandboxes_in_use", "Sandboxes alive (runs' own and kept sessions).",
+    p.metrics->AddGauge("sandgate_sessions_live", "Kept sessions alive.",
+                        [sessions] { return sessions->live(); });
+    p.metrics->AddGauge("sandgate_sandboxes_in_use",
+                        "Sandboxes alive (runs' own and kept sessions).",
                         [budget] { return budget->used(); });
     core::Metrics* metrics = p.metrics.get();
-    SANDGATE_ASSIGN_OR_RETURN(p.metrics_http,
-                              MetricsHttpServer::Start(p.config.metrics_listen, [metrics] { return metrics->Render(); }));
-    log::Info("daemon.metrics", {{"address", absl::StrCat(p.config.metrics_listen.substr(0, p.config.metrics_listen.rfind(':')), ":", p.metrics_http->port())}});
+    SANDGATE_ASSIGN_OR_RETURN(
+        p.metrics_http, server::MetricsHttpServer::Start(p.config.metrics_listen,
+                                                         [metrics] { return metrics->Render(); }));
+    log::Info("daemon.metrics",
+              {{"address",
+                absl::StrCat(p.config.metrics_listen.substr(0, p.config.metrics_listen.rfind(':')),
+                             ":", p.metrics_http->port())}});
     std::fprintf(stdout, "sandgated metrics on http://%s:%d/metrics\n",
-                 p.config.metrics_listen.substr(0, p.config.metrics_listen.rfind(':')).c_str(), p.metrics_http->port());
+                 p.config.metrics_listen.substr(0, p.config.metrics_listen.rfind(':')).c_str(),
+                 p.metrics_http->port());
   }
-  log::Info("daemon.serving", {{"address", p.address}, {"state_dir", p.config.state_dir},
+  log::Info("daemon.serving", {{"address", p.server->address()},
+                               {"state_dir", p.config.state_dir},
                                {"tenants", p.config.tenants.size()}});
   return absl::OkStatus();
 }
 
-std::string Daemon::address() const { return parts_->address; }
+std::string Daemon::address() const { return parts_->server ? parts_->server->address() : ""; }
 
 void Daemon::Drain() {
   Parts& p = *parts_;
   if (p.drained) return;
   p.drained = true;
   log::Info("daemon.draining", {{"active_runs", p.runs->active_runs()}});
-  if (p.server) p.server->GetHealthCheckService()->SetServingStatus(false);
+  if (p.server) p.server->SetServing(false);
   size_t left = p.runs->Drain(p.config.drain_grace);
   if (left > 0) log::Error("daemon.drain_incomplete", {{"active_runs", left}});
   // Kept sessions end too: their commands are cancelled and their sandboxes deleted.
@@ -326,12 +289,11 @@ void Daemon::Drain() {
   // follows a run left queued: it ends UNAVAILABLE now. Give the others a moment to read
   // what is buffered, then end whatever is still open and stop.
   p.events->Shutdown();
-  if (p.server) p.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (p.server) p.server->Wait();
+  if (p.server) p.server->Shutdown(absl::Seconds(2));
   p.io->Shutdown();
   p.exec->Shutdown();
   if (p.metrics_http) p.metrics_http->Stop();
   log::Info("daemon.stopped");
 }
 
-}  // namespace sandgate::server
+}  // namespace sandgate::app

@@ -1,0 +1,105 @@
+#include "core/api.h"
+
+#include <utility>
+
+#include "common/errors.h"
+#include "core/file_transfer.h"
+#include "core/sandbox_spec.h"
+
+namespace sandgate::core {
+namespace {
+
+// The response is the call's result when it succeeded.
+template <typename T>
+absl::Status Fill(absl::StatusOr<T> result, T* response) {
+  if (!result.ok()) return result.status();
+  *response = std::move(*result);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Api::RunAnalysis(const Caller& caller, v1::RunAnalysisRequest* request,
+                              v1::Run* response) {
+  return Fill(deps_.runs->Start(caller, std::move(*request)), response);
+}
+
+absl::Status Api::GetRun(const Caller& caller, const v1::GetRunRequest& request,
+                         v1::Run* response) {
+  return Fill(deps_.runs->Get(caller, request.run_id()), response);
+}
+
+absl::Status Api::ListRuns(const Caller& caller, const v1::ListRunsRequest& request,
+                           v1::ListRunsResponse* response) {
+  absl::StatusOr<store::RunPage> page =
+      deps_.runs->List(caller, request.page_size(), request.page_token());
+  if (!page.ok()) return page.status();
+  for (auto& run : page->runs) *response->add_runs() = std::move(run);
+  response->set_next_page_token(page->next_page_token);
+  return absl::OkStatus();
+}
+
+absl::Status Api::CancelRun(const Caller& caller, const v1::CancelRunRequest& request,
+                            v1::Run* response) {
+  return Fill(deps_.runs->Cancel(caller, request.run_id(), request.reason()), response);
+}
+
+absl::Status Api::CreateSession(const Caller& caller, const v1::CreateSessionRequest& request,
+                                v1::Session* response) {
+  return Fill(deps_.sessions->Create(caller, request, nullptr), response);
+}
+
+absl::Status Api::GetSession(const Caller& caller, const v1::GetSessionRequest& request,
+                             v1::Session* response) {
+  return Fill(deps_.sessions->Get(caller, request.session_id()), response);
+}
+
+absl::Status Api::ListSessions(const Caller& caller, const v1::ListSessionsRequest& request,
+                               v1::ListSessionsResponse* response) {
+  absl::StatusOr<std::vector<v1::Session>> all =
+      deps_.sessions->List(caller, request.include_closed());
+  if (!all.ok()) return all.status();
+  for (auto& s : *all) *response->add_sessions() = std::move(s);
+  return absl::OkStatus();
+}
+
+absl::Status Api::KeepAlive(const Caller& caller, const v1::KeepAliveRequest& request,
+                            v1::Session* response) {
+  return Fill(deps_.sessions->KeepAlive(caller, request.session_id()), response);
+}
+
+absl::Status Api::CloseSession(const Caller& caller, const v1::CloseSessionRequest& request,
+                               v1::Session* response) {
+  return Fill(deps_.sessions->Close(caller, request.session_id(), request.reason()), response);
+}
+
+absl::Status Api::ListFiles(const Caller& caller, const v1::ListFilesRequest& request,
+                            v1::ListFilesResponse* response) {
+  return core::ListFiles(*deps_.sessions, caller, request, response);
+}
+
+absl::Status Api::Drain(const Caller& caller, const v1::DrainRequest&,
+                        v1::DrainResponse* response) {
+  if (!caller.is_operator) return errors::PermissionDenied("Drain: the operator role is required");
+  response->set_active_runs(static_cast<uint32_t>(deps_.runs->active_runs()));
+  if (!deps_.request_drain) {
+    return errors::Unavailable("Drain: this daemon cannot be drained over the API");
+  }
+  deps_.request_drain();
+  return absl::OkStatus();
+}
+
+absl::Status Api::Purge(const Caller& caller, const v1::PurgeRequest& request,
+                        v1::PurgeResponse* response) {
+  if (!caller.is_operator) return errors::PermissionDenied("Purge: the operator role is required");
+  absl::Duration older_than = FromProto(request.older_than());
+  if (older_than < absl::ZeroDuration()) {
+    return errors::InvalidArgument("older_than: must not be negative");
+  }
+  absl::StatusOr<size_t> purged = deps_.runs->PurgeOlderThan(older_than);
+  if (!purged.ok()) return purged.status();
+  response->set_runs_deleted(static_cast<uint32_t>(*purged));
+  return absl::OkStatus();
+}
+
+}  // namespace sandgate::core

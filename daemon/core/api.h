@@ -1,0 +1,73 @@
+// Api: the daemon's unary RPCs as plain functions, in the shape of the Cloud Spanner
+// Emulator's handlers: the caller, the request, the response to fill; the status is the
+// answer. The gRPC edge (server/) authenticates, calls one of these on the I/O executor and
+// maps the status; nothing here knows gRPC. The streams' logic is in exec_stream.h,
+// file_transfer.h and event_log.h.
+//
+//   core::Api api({&runs, &sessions, max_transfer_bytes, request_drain});
+//   v1::Run run;
+//   absl::Status st = api.GetRun(caller, request, &run);
+//
+// Thread safe; the calls block (store, sandbox), so the edge runs them on an executor.
+#ifndef SANDGATE_CORE_API_H_
+#define SANDGATE_CORE_API_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "core/run_manager.h"
+#include "core/session_manager.h"
+#include "core/tenants.h"
+#include "sandgate/v1/sandgate.pb.h"
+
+namespace sandgate::core {
+
+struct ApiDeps {
+  RunManager* runs = nullptr;  // not owned; outlive the Api
+  SessionManager* sessions = nullptr;
+  uint64_t max_transfer_bytes = 64ull << 20;  // UploadFile / DownloadFile
+  std::function<void()> request_drain;        // starts the daemon's drain; may be empty
+};
+
+class Api {
+ public:
+  explicit Api(ApiDeps deps) : deps_(std::move(deps)) {}
+
+  // Takes the request's contents (its inputs may be max_input_bytes).
+  absl::Status RunAnalysis(const Caller& caller, v1::RunAnalysisRequest* request,
+                           v1::Run* response);
+  absl::Status GetRun(const Caller& caller, const v1::GetRunRequest& request, v1::Run* response);
+  absl::Status ListRuns(const Caller& caller, const v1::ListRunsRequest& request,
+                        v1::ListRunsResponse* response);
+  absl::Status CancelRun(const Caller& caller, const v1::CancelRunRequest& request,
+                         v1::Run* response);
+
+  absl::Status CreateSession(const Caller& caller, const v1::CreateSessionRequest& request,
+                             v1::Session* response);
+  absl::Status GetSession(const Caller& caller, const v1::GetSessionRequest& request,
+                          v1::Session* response);
+  absl::Status ListSessions(const Caller& caller, const v1::ListSessionsRequest& request,
+                            v1::ListSessionsResponse* response);
+  absl::Status KeepAlive(const Caller& caller, const v1::KeepAliveRequest& request,
+                         v1::Session* response);
+  absl::Status CloseSession(const Caller& caller, const v1::CloseSessionRequest& request,
+                            v1::Session* response);
+  absl::Status ListFiles(const Caller& caller, const v1::ListFilesRequest& request,
+                         v1::ListFilesResponse* response);
+
+  // Operator only.
+  absl::Status Drain(const Caller& caller, const v1::DrainRequest& request,
+                     v1::DrainResponse* response);
+  absl::Status Purge(const Caller& caller, const v1::PurgeRequest& request,
+                     v1::PurgeResponse* response);
+
+  uint64_t max_transfer_bytes() const { return deps_.max_transfer_bytes; }
+
+ private:
+  const ApiDeps deps_;
+};
+
+}  // namespace sandgate::core
+
+#endif  // SANDGATE_CORE_API_H_

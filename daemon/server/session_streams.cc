@@ -1,0 +1,218 @@
+#include "server/session_streams.h"
+
+#include <atomic>
+#include <optional>
+#include <utility>
+
+#include "common/cancel.h"
+#include "core/exec_stream.h"
+#include "core/file_transfer.h"
+#include "server/reactor.h"
+
+namespace sandgate::server {
+namespace {
+
+// Exec: the command runs on the exec executor (core::RunExec); its messages reach the
+// client through a core::ExecOutput, which this reactor adapts as the stream's writer.
+class ExecStream final : public PullWriter<v1::ExecResponse>, private core::ExecWriter {
+ public:
+  ExecStream(const ServiceDeps& deps, core::Caller caller, v1::ExecRequest req)
+      : deps_(deps),
+        caller_(std::move(caller)),
+        req_(std::move(req)),
+        output_(this, &cancel_, deps_.clock) {
+    if (absl::Status valid = deps_.sessions->CheckExec(req_); !valid.ok()) {
+      FinishOnce(ToGrpc(valid));
+    } else {
+      Schedule(deps_.exec, [this] { Run(); });
+    }
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      cancel_.Cancel("the caller went away");
+      output_.Stop();
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
+      return;
+    }
+    output_.WriteDone();
+  }
+  void OnCancel() override {
+    cancel_.Cancel("the caller cancelled the stream");
+    if (!output_.Stop()) {
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+    }
+  }
+
+ private:
+  void Run() {
+    core::ExecOutcome outcome = core::RunExec(*deps_.sessions, caller_, req_, &cancel_, &output_);
+    if (outcome.ran && deps_.audit != nullptr) {
+      deps_.audit->Record(caller_.tenant, "Exec", req_.session_id(), outcome.command_status);
+    }
+    output_.Close(outcome.stream_status);
+  }
+  void Send(const v1::ExecResponse* msg) override {
+    if (!finished()) StartWrite(msg);
+  }
+  void End(const absl::Status& status) override { FinishOnce(ToGrpc(status)); }
+
+  const ServiceDeps deps_;
+  const core::Caller caller_;
+  const v1::ExecRequest req_;
+  CancelToken cancel_;
+  core::ExecOutput output_;
+};
+
+// DownloadFile: the file is read under a lease (core::ReadForDownload), then written chunk by
+// chunk.
+class FileDownload final : public PullWriter<v1::FileChunk> {
+ public:
+  FileDownload(const ServiceDeps& deps, core::Caller caller, v1::DownloadFileRequest req)
+      : deps_(deps), caller_(std::move(caller)), req_(std::move(req)) {
+    Schedule(deps_.io, [this] { Read(); });
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok || chunks_->done()) {
+      FinishOnce(ok ? grpc::Status::OK
+                    : grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
+      return;
+    }
+    WriteNext();
+  }
+  // As for artifacts: the read task or the write in flight ends the stream.
+  void OnCancel() override {}
+
+ private:
+  void Read() {
+    absl::StatusOr<core::FileChunker> chunks =
+        core::ReadForDownload(*deps_.sessions, caller_, req_, deps_.api->max_transfer_bytes());
+    if (!chunks.ok()) {
+      FinishOnce(ToGrpc(chunks.status()));
+      return;
+    }
+    chunks_ = std::move(*chunks);
+    WriteNext();
+  }
+  void WriteNext() {
+    chunk_ = chunks_->Next();
+    StartWrite(&chunk_);
+  }
+
+  const ServiceDeps deps_;
+  const core::Caller caller_;
+  const v1::DownloadFileRequest req_;
+  // Touched only by the one task or reaction in flight at a time.
+  std::optional<core::FileChunker> chunks_;
+  v1::FileChunk chunk_;
+};
+
+// UploadFile: each message goes to a core::UploadAssembler, which commits the file when the
+// client half-closed the stream (not when it was cancelled or broke).
+//
+// The method is registered raw and each message parsed here: in the callback API a message
+// that does not parse reads as OnReadDone(false), exactly like the end of the stream, and
+// would commit what came before it.
+class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  FileUpload(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, core::Caller caller,
+             grpc::ByteBuffer* response)
+      : deps_(deps),
+        ctx_(ctx),
+        caller_(std::move(caller)),
+        response_(response),
+        upload_(deps_.api->max_transfer_bytes()) {
+    StartRead(&buf_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      EndOfStream();
+      return;
+    }
+    v1::UploadFileRequest msg;
+    absl::Status st =
+        grpc::SerializationTraits<v1::UploadFileRequest>::Deserialize(&buf_, &msg).ok()
+            ? upload_.Add(msg)
+            : upload_.Unparsable();
+    if (!st.ok()) {
+      Fail(st);
+      return;
+    }
+    StartRead(&buf_);
+  }
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override { delete this; }
+
+ private:
+  // A cancelled RPC (the client's TryCancel, a dropped connection, the deadline) also ends
+  // the reads with ok=false; only a half-close of a live call means the client sent all.
+  bool Cut() const { return cancelled_.load() || ctx_->IsCancelled(); }
+
+  void EndOfStream() {
+    if (Cut()) {
+      Fail(upload_.CutError());
+      return;
+    }
+    if (!deps_.io->Submit([this] { Commit(); })) Fail(QueueFull());
+  }
+  void Commit() {
+    absl::StatusOr<v1::FileInfo> info = upload_.Commit(*deps_.sessions, caller_, Cut());
+    if (!info.ok()) {
+      Fail(info.status());
+      return;
+    }
+    bool own = false;
+    grpc::Status serialized =
+        grpc::SerializationTraits<v1::FileInfo>::Serialize(*info, response_, &own);
+    Audit(absl::OkStatus());
+    Finish(serialized);
+  }
+  // Every upload the daemon ends is audited, also one cut before its header arrived.
+  void Audit(const absl::Status& st) {
+    if (deps_.audit != nullptr)
+      deps_.audit->Record(caller_.tenant, "UploadFile", upload_.target(), st);
+  }
+  void Fail(const absl::Status& st) {
+    Audit(st);
+    Finish(ToGrpc(st));
+  }
+
+  const ServiceDeps deps_;
+  grpc::CallbackServerContext* const ctx_;  // gRPC's, valid until OnDone
+  const core::Caller caller_;
+  grpc::ByteBuffer* const response_;
+  std::atomic<bool> cancelled_{false};
+  // Touched only by the one reaction or task in flight at a time.
+  grpc::ByteBuffer buf_;
+  core::UploadAssembler upload_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::ExecResponse>* NewExecStream(const ServiceDeps& deps,
+                                                          grpc::CallbackServerContext* ctx,
+                                                          const v1::ExecRequest& request) {
+  return StartStream<ExecStream, v1::ExecRequest, v1::ExecResponse>(deps, ctx, request);
+}
+
+grpc::ServerWriteReactor<v1::FileChunk>* NewFileDownload(const ServiceDeps& deps,
+                                                         grpc::CallbackServerContext* ctx,
+                                                         const v1::DownloadFileRequest& request) {
+  return StartStream<FileDownload, v1::DownloadFileRequest, v1::FileChunk>(deps, ctx, request);
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* NewFileUpload(const ServiceDeps& deps,
+                                                         grpc::CallbackServerContext* ctx,
+                                                         grpc::ByteBuffer* response) {
+  absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
+  if (!caller.ok()) {
+    class Failed : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+     public:
+      explicit Failed(const absl::Status& s) { Finish(ToGrpc(s)); }
+      void OnDone() override { delete this; }
+    };
+    return new Failed(caller.status());
+  }
+  return new FileUpload(deps, ctx, *caller, response);
+}
+
+}  // namespace sandgate::server

@@ -1,0 +1,42 @@
+// The parts of core::Api that decide before calling a manager: the operator role and the
+// arguments it checks itself. (The calls it only forwards are covered by the managers' tests
+// and the integration tests.)
+#include "core/api.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace sandgate::core {
+namespace {
+
+// No managers: each call below must answer before it would reach one.
+Api NoManagers(std::function<void()> request_drain = nullptr) {
+  ApiDeps deps;
+  deps.request_drain = std::move(request_drain);
+  return Api(std::move(deps));
+}
+
+TEST(ApiTest, DrainAndPurgeNeedTheOperatorRole) {
+  Api api = NoManagers([] { ADD_FAILURE() << "a tenant started a drain"; });
+  Caller tenant{"team-a", false};
+  v1::DrainResponse drained;
+  absl::Status st = api.Drain(tenant, v1::DrainRequest(), &drained);
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(st.message(), "operator role")) << st;
+  v1::PurgeResponse purged;
+  EXPECT_EQ(api.Purge(tenant, v1::PurgeRequest(), &purged).code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST(ApiTest, PurgeRefusesANegativeAge) {
+  Api api = NoManagers();
+  v1::PurgeRequest req;
+  req.mutable_older_than()->set_seconds(-1);
+  v1::PurgeResponse purged;
+  absl::Status st = api.Purge(Caller{"op", true}, req, &purged);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(st.message(), "older_than")) << st;
+}
+
+}  // namespace
+}  // namespace sandgate::core
