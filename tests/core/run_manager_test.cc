@@ -8,10 +8,12 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "agent/reference_agent.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/fakes/host_sandbox.h"
 #include "tests/fakes/largest_allocation.h"
 
@@ -95,6 +97,25 @@ class ConnectingAgent : public agent::Agent {
   HostProvider* provider = nullptr;
 };
 
+// Runs until cancelled, or until the test lets it go when `ignore_cancel`.
+class BlockingAgent : public agent::Agent {
+ public:
+  std::string name() const override { return "block"; }
+  absl::Status Run(const agent::AgentTask&, sandbox::Session&, agent::EventSink&,
+                   const CancelToken& cancel) override {
+    token.store(&cancel);
+    started.Notify();
+    while (ignore_cancel ? !release.HasBeenNotified() : !cancel.cancelled()) {
+      cancel.WaitFor(absl::Milliseconds(1));
+      if (ignore_cancel) release.WaitForNotificationWithTimeout(absl::Milliseconds(1));
+    }
+    return absl::CancelledError(cancel.reason());
+  }
+  absl::Notification started, release;
+  std::atomic<const CancelToken*> token{nullptr};  // valid while the run is active
+  bool ignore_cancel = false;
+};
+
 class RunManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -116,13 +137,14 @@ class RunManagerTest : public ::testing::Test {
     deps.store = store_.get();
     deps.artifacts = artifacts_.get();
     deps.events = events_.get();
-    deps.clock = Clock::Real();
+    deps.clock = clock_;
     deps.providers["local"] = provider_.get();
     if (extra != nullptr) deps.providers[extra->name()] = extra;
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
     connect_.provider = provider_.get();
     deps.agents["connect"] = &connect_;
+    deps.agents["block"] = &block_;
     sessions_ = std::make_unique<SessionManager>(
         SessionManagerDeps{&config_,
                            store_.get(),
@@ -177,6 +199,9 @@ class RunManagerTest : public ::testing::Test {
   }
 
   std::string dir_;
+  testing::FakeClock fake_;
+  Clock* clock_ =
+      Clock::Real();  // the run manager's (or &fake_); sessions and events use real time
   Config config_;
   Caller caller_{"team-a", false};
   std::unique_ptr<store::SqliteStore> store_;
@@ -186,6 +211,7 @@ class RunManagerTest : public ::testing::Test {
   agent::ReferenceAgent reference_;
   TamperingAgent tamper_;
   ConnectingAgent connect_;
+  BlockingAgent block_;
   SandboxBudget budget_{16};
   Metrics metrics_;
   std::unique_ptr<SessionManager> sessions_;
@@ -680,6 +706,61 @@ TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(run.status_reason(),
             "sandbox.setup_commands[0] timed out after 1s");
+}
+
+// The run timeout on a FakeClock: the watchdog (one waiter) and retention (one) wait on it.
+TEST_F(RunManagerTest, TheRunTimeoutCancelsAtItsDeadlineNotBefore) {
+  clock_ = &fake_;
+  Rebuild();
+  v1::RunAnalysisRequest req = Sample();
+  req.set_agent("block");
+  req.mutable_run_timeout()->set_seconds(10);
+  absl::StatusOr<v1::Run> started = runs_->Start(caller_, req);
+  ASSERT_TRUE(started.ok()) << started.status();
+  block_.started.WaitForNotification();
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+
+  fake_.Advance(absl::Seconds(10) - absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_FALSE(block_.token.load()->cancelled()) << "not before the deadline";
+  EXPECT_EQ(runs_->Get(caller_, started->id())->status(), v1::RUN_STATUS_RUNNING);
+
+  fake_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_TRUE(block_.token.load()->cancelled()) << "at the deadline";
+  v1::Run run = WaitFinished(started->id());
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_TIMED_OUT);
+  EXPECT_EQ(run.status_reason(), "run timed out after 10s");
+  EXPECT_EQ(provider_->live_sessions(), 0);
+}
+
+// Drain waits for a running run up to its grace on the injected clock, and no longer.
+TEST_F(RunManagerTest, DrainWaitsForRunningRunsUntilTheGraceIsOverNotBefore) {
+  clock_ = &fake_;
+  Rebuild();
+  block_.ignore_cancel = true;
+  v1::RunAnalysisRequest req = Sample();
+  req.set_agent("block");
+  absl::StatusOr<v1::Run> started = runs_->Start(caller_, req);
+  ASSERT_TRUE(started.ok()) << started.status();
+  block_.started.WaitForNotification();
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+
+  std::atomic<bool> drained{false};
+  size_t left = 0;
+  std::thread drain([&] {
+    left = runs_->Drain(absl::Seconds(30));
+    drained = true;
+  });
+  ASSERT_TRUE(fake_.BlockUntilSettled(3)) << "the drain waits on the clock";
+  fake_.Advance(absl::Seconds(30) - absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(3));
+  EXPECT_FALSE(drained.load()) << "not before the grace is over";
+  fake_.Advance(absl::Nanoseconds(1));
+  drain.join();
+  EXPECT_EQ(left, 1u) << "the run that ignores its cancel is still active";
+  block_.release.Notify();
+  WaitFinished(started->id());
 }
 
 }  // namespace
