@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/events.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "core/sandbox_spec.h"
@@ -101,12 +102,9 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
     run.set_status_reason(why);
     *run.mutable_finished_at() = ToProto(deps.clock->Now());
     SANDGATE_RETURN_IF_ERROR(deps.store->PutRun(run));
-    v1::Event e;
+    v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, run.status_reason(), {});
     e.set_run_id(run.id());
     e.set_session_id(run.session_id());
-    e.set_type("run.finished");
-    e.mutable_run_finished()->set_status(v1::RUN_STATUS_FAILED);
-    e.mutable_run_finished()->set_reason(run.status_reason());
     SANDGATE_RETURN_IF_ERROR(deps.events->Append(std::move(e)).status());
     log::Warning("run.interrupted", {{"run", run.id()}, {"tenant", run.tenant()}});
   }

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/events.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "core/request_validation.h"
@@ -12,17 +13,6 @@
 #include "core/run_validate.h"
 
 namespace sandgate::core {
-namespace {
-
-v1::Event Queued(uint32_t position) {
-  v1::Event e;
-  e.set_type("run.queued");
-  e.mutable_run_queued()->set_position(position);
-  return e;
-}
-
-}  // namespace
-
 absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) {
   const v1::Run run = ar->Snapshot();
   const Caller& caller = ar->caller;
@@ -46,7 +36,7 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
   uint32_t position =
       static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
   ar->position.store(position);
-  events.Emit(Queued(position));
+  events.Emit(events::RunQueued(position));
   Dispatch();
   return run;
 }
@@ -107,7 +97,7 @@ void RunManager::Dispatch() {
     uint32_t position = static_cast<uint32_t>(i + 1);
     if (!ar || ar->position.exchange(position) == position) continue;
     RunEvents events(deps_.events, ar.get());
-    events.Emit(Queued(position));
+    events.Emit(events::RunQueued(position));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/events.h"
 #include "common/status_macros.h"
 #include "core/run_manager.h"
 #include "core/sandbox_spec.h"
@@ -64,10 +65,7 @@ absl::StatusOr<std::vector<v1::Artifact>> RunManager::Collect(ActiveRun& ar,
       continue;
     }
     SANDGATE_ASSIGN_OR_RETURN(v1::Artifact artifact, writer->Commit());
-    v1::Event e;
-    e.set_type("artifact.collected");
-    *e.mutable_artifact_collected()->mutable_artifact() = artifact;
-    events.Emit(std::move(e));
+    events.Emit(events::ArtifactCollected(artifact));
     {
       absl::MutexLock lock(&ar.mu);
       *ar.run.add_artifacts() = artifact;
@@ -86,17 +84,15 @@ absl::Status RunManager::Verify(ActiveRun& ar, const std::vector<v1::Artifact>& 
                               deps_.artifacts->Read(run_id, a.name(), 0, a.size_bytes()));
   }
   for (const playbooks::Check& check : ar.playbook->Verify(ar.inputs, ar.settings, collected)) {
-    v1::Event e;
-    e.set_type("check");
-    v1::CheckResult* c = e.mutable_check();
-    c->set_name(check.name);
-    c->set_passed(check.passed);
-    c->set_detail(check.detail);
+    v1::CheckResult c;
+    c.set_name(check.name);
+    c.set_passed(check.passed);
+    c.set_detail(check.detail);
     {
       absl::MutexLock lock(&ar.mu);
-      *ar.run.add_checks() = *c;
+      *ar.run.add_checks() = c;
     }
-    events.Emit(std::move(e));
+    events.Emit(events::Check(std::move(c)));
   }
   return absl::OkStatus();
 }

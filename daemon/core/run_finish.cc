@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/events.h"
 #include "common/log.h"
 #include "common/memory.h"
 #include "core/run_manager.h"
@@ -15,9 +16,7 @@ namespace sandgate::core {
 
 void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
                         v1::RunStatus status, std::string reason) {
-  v1::Event e;
-  e.set_type("run.finished");
-  auto* f = e.mutable_run_finished();
+  std::vector<std::string> failed_checks;
   std::string run_id, tenant;
   {
     absl::MutexLock lock(&ar->mu);
@@ -25,7 +24,7 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
     ar->run.set_status_reason(reason);
     *ar->run.mutable_finished_at() = ToProto(deps_.clock->Now());
     for (const auto& c : ar->run.checks()) {
-      if (!c.passed()) f->add_failed_checks(c.name());
+      if (!c.passed()) failed_checks.push_back(c.name());
     }
     run_id = ar->run.id();
     tenant = ar->run.tenant();
@@ -41,9 +40,7 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   // The record is final before the terminal event, so a caller that sees run.finished and
   // then calls GetRun reads the final status.
   PutRun(*ar);
-  f->set_status(status);
-  f->set_reason(reason);
-  events.Emit(std::move(e));
+  events.Emit(events::RunFinished(status, reason, std::move(failed_checks)));
   log::Info("run.finished", {{"run", run_id},
                              {"tenant", tenant},
                              {"status", v1::RunStatusLabel(status)},

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/events.h"
 #include "common/log.h"
 #include "core/run_manager.h"
 #include "core/sandbox_maker.h"
@@ -55,14 +56,8 @@ void RunManager::BeginRunning(ActiveRun& ar, const std::string& session_id, RunE
   }
   PutRun(ar);
   events.set_session_id(session_id);
-  v1::Event started;
-  started.set_type("run.started");
-  auto* rs = started.mutable_run_started();
-  rs->set_playbook(ar.request.playbook());
-  rs->set_provider(ar.request.provider());
-  rs->set_agent(ar.request.agent());
-  rs->set_model(ar.request.model());
-  events.Emit(std::move(started));
+  events.Emit(events::RunStarted(ar.request.playbook(), ar.request.provider(), ar.request.agent(),
+                                 ar.request.model()));
 }
 
 namespace {
@@ -106,10 +101,7 @@ absl::Status RunManager::InKeptSession(const std::shared_ptr<ActiveRun>& ar,
   };
   LeaseWatch watch{&ar->cancel,
                    [this, ar, session_id](const v1::SessionExpiring& x) {
-                     v1::Event e;
-                     e.set_type("session.expiring");
-                     *e.mutable_session_expiring() = x;
-                     EmitSide(ar, session_id, std::move(e));
+                     EmitSide(ar, session_id, events::SessionExpiring(x));
                    },
                    on_decision};
   absl::StatusOr<std::unique_ptr<SessionManager::Lease>> lease =

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/events.h"
 #include "common/log.h"
 
 namespace sandgate::core {
@@ -23,11 +24,7 @@ void RunEvents::Emit(v1::Event event) {
 }
 
 void RunEvents::Notice(v1::Notice::Severity severity, std::string message) {
-  v1::Event e;
-  e.set_type("notice");
-  e.mutable_notice()->set_severity(severity);
-  e.mutable_notice()->set_message(std::move(message));
-  Emit(std::move(e));
+  Emit(events::Notice(severity, std::move(message)));
 }
 
 }  // namespace sandgate::core
