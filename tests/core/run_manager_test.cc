@@ -100,7 +100,7 @@ class ConnectingAgent : public agent::Agent {
 // Runs until cancelled, or until the test lets it go when `ignore_cancel`.
 class BlockingAgent : public agent::Agent {
  public:
-  std::string name() const override { return "block"; }
+  std::string name() const override { return "block"; }  // or "block2": same, for a second run
   absl::Status Run(const agent::AgentTask&, sandbox::Session&, agent::EventSink&,
                    const CancelToken& cancel) override {
     token.store(&cancel);
@@ -145,6 +145,7 @@ class RunManagerTest : public ::testing::Test {
     connect_.provider = provider_.get();
     deps.agents["connect"] = &connect_;
     deps.agents["block"] = &block_;
+    deps.agents["block2"] = &block2_;
     sessions_ = std::make_unique<SessionManager>(
         SessionManagerDeps{&config_,
                            store_.get(),
@@ -187,14 +188,16 @@ class RunManagerTest : public ::testing::Test {
   // The run once run.finished is in its log, woken by the log (no polling), at most 10 s.
   v1::Run FollowToFinish(const std::string& id) {
     int64_t seq = 0;
-    for (int i = 0; i < 10000; ++i) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < give_up) {
       std::vector<v1::Event> events = *events_->Read(id, seq, 10000);
       for (const v1::Event& e : events) {
         if (e.type() == "run.finished") return *runs_->Get(caller_, id);
         seq = e.seq();
       }
       absl::Notification appended;
-      events_->Wait(id, seq, absl::Seconds(10), [&](EventLog::WaitResult) { appended.Notify(); });
+      events_->Wait(id, seq, give_up - absl::Now(),
+                    [&](EventLog::WaitResult) { appended.Notify(); });
       appended.WaitForNotification();
     }
     ADD_FAILURE() << "run did not finish";
@@ -227,7 +230,7 @@ class RunManagerTest : public ::testing::Test {
   agent::ReferenceAgent reference_;
   TamperingAgent tamper_;
   ConnectingAgent connect_;
-  BlockingAgent block_;
+  BlockingAgent block_, block2_;
   SandboxBudget budget_{16};
   Metrics metrics_;
   std::unique_ptr<SessionManager> sessions_;
@@ -748,6 +751,45 @@ TEST_F(RunManagerTest, TheRunTimeoutCancelsAtItsDeadlineNotBefore) {
   EXPECT_EQ(run.status(), v1::RUN_STATUS_TIMED_OUT);
   EXPECT_EQ(run.status_reason(), "run timed out after 10s");
   EXPECT_EQ(provider_->live_sessions(), 0);
+}
+
+// A run that starts later with an earlier deadline is timed out at its own deadline: the
+// watchdog does not sleep on to the deadline it was waiting for.
+TEST_F(RunManagerTest, EachRunTimesOutAtItsOwnDeadlineAlsoWhenItStartsLater) {
+  clock_ = &fake_;
+  Rebuild();
+  v1::RunAnalysisRequest slow = Sample();
+  slow.set_agent("block");
+  slow.mutable_run_timeout()->set_seconds(100);
+  absl::StatusOr<v1::Run> a = runs_->Start(caller_, slow);
+  ASSERT_TRUE(a.ok()) << a.status();
+  block_.started.WaitForNotification();
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  fake_.Advance(absl::Seconds(5));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+
+  v1::RunAnalysisRequest quick = Sample();
+  quick.set_agent("block2");
+  quick.mutable_run_timeout()->set_seconds(10);
+  absl::StatusOr<v1::Run> b = runs_->Start(caller_, quick);
+  ASSERT_TRUE(b.ok()) << b.status();
+  block2_.started.WaitForNotification();
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+
+  fake_.Advance(absl::Seconds(10) - absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_FALSE(block2_.token.load()->cancelled()) << "not before its deadline";
+  fake_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_TRUE(block2_.token.load()->cancelled()) << "at its deadline";
+  EXPECT_FALSE(block_.token.load()->cancelled()) << "the first run has 85 s left";
+  EXPECT_EQ(FollowToFinish(b->id()).status(), v1::RUN_STATUS_TIMED_OUT);
+
+  fake_.Advance(absl::Seconds(85) - absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_FALSE(block_.token.load()->cancelled());
+  fake_.Advance(absl::Nanoseconds(1));
+  EXPECT_EQ(FollowToFinish(a->id()).status(), v1::RUN_STATUS_TIMED_OUT);
 }
 
 // Drain waits for a running run up to its grace on the injected clock, and no longer.
