@@ -7,10 +7,10 @@
 //            → persist (run_persist.cc Persist) → admit (run_admit.cc Admit, Dispatch)
 //   Execute (run_pipeline.cc), on the bounded run executor (one thread per running run,
 //   since sandbox calls block):
-//            make the sandbox (InOwnSandbox: sandbox_maker.cc MakeSandbox; InKeptSession:
-//            SessionManager::Acquire) → place inputs (sandbox_maker.cc PrepareSandbox)
-//            → agent → collect → verify (run_collect.cc RunAgent, Collect, Verify)
-//            → finish (run_finish.cc Finish, after Conclude chose the status)
+//            make the sandbox (InOwnSandbox: sandbox_maker.cc MakeSandbox; a kept one:
+//            LeaseKeptSession: SessionManager::Acquire, then InKeptSession) → place inputs
+//            (sandbox_maker.cc PrepareSandbox) → agent → collect → verify (run_collect.cc RunAgent,
+//            Collect, Verify) → finish (run_finish.cc Finish, after Conclude chose the status)
 //
 // Every run ends with exactly one terminal event `run.finished`, after its session has been
 // closed. Recovery after a restart is core/recovery.h, retention core/retention.h; the run
@@ -120,8 +120,12 @@ class RunManager {
   // agent's status (or the first step's that failed).
   absl::Status InOwnSandbox(const std::shared_ptr<ActiveRun>& run, const std::string& session_id,
                             RunEvents& events);
+  // A lease on the run's kept session, whose expiry warnings and network decisions become
+  // the run's events (from the side executor).
+  absl::StatusOr<std::unique_ptr<SessionManager::Lease>> LeaseKeptSession(
+      const std::shared_ptr<ActiveRun>& run, const std::string& session_id);
   absl::Status InKeptSession(const std::shared_ptr<ActiveRun>& run, const std::string& session_id,
-                             RunEvents& events);
+                             std::unique_ptr<SessionManager::Lease> lease, RunEvents& events);
   // Finishes with the status the steps' outcome means: timed out, cancelled, failed (the
   // agent's error, or the failed checks by name), or succeeded.
   void Conclude(const std::shared_ptr<ActiveRun>& run, RunEvents& events,

@@ -38,8 +38,16 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   const std::string session_id =
       kept ? ar->request.session_id() : absl::StrCat("s", ar->request_run_id.substr(4));
   BeginRunning(*ar, session_id, events);
-  Conclude(ar, events,
-           kept ? InKeptSession(ar, session_id, events) : InOwnSandbox(ar, session_id, events));
+  if (!kept) {
+    Conclude(ar, events, InOwnSandbox(ar, session_id, events));
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<SessionManager::Lease>> lease = LeaseKeptSession(ar, session_id);
+  if (!lease.ok()) {  // the run could not start in it: that is the outcome, whatever came since
+    Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(lease.status().message()));
+    return;
+  }
+  Conclude(ar, events, InKeptSession(ar, session_id, std::move(*lease), events));
 }
 
 void RunManager::BeginRunning(ActiveRun& ar, const std::string& session_id, RunEvents& events) {
@@ -94,29 +102,34 @@ absl::Status RunManager::InOwnSandbox(const std::shared_ptr<ActiveRun>& ar,
   return agent_status;
 }
 
-absl::Status RunManager::InKeptSession(const std::shared_ptr<ActiveRun>& ar,
-                                       const std::string& session_id, RunEvents& events) {
-  auto on_decision = [this, ar, session_id](const sandbox::NetworkDecision& d) {
-    EmitSide(ar, session_id, NetworkDecisionEvent(d));
-  };
+absl::StatusOr<std::unique_ptr<SessionManager::Lease>> RunManager::LeaseKeptSession(
+    const std::shared_ptr<ActiveRun>& ar, const std::string& session_id) {
   LeaseWatch watch{&ar->cancel,
                    [this, ar, session_id](const v1::SessionExpiring& x) {
                      EmitSide(ar, session_id, events::SessionExpiring(x));
                    },
-                   on_decision};
-  absl::StatusOr<std::unique_ptr<SessionManager::Lease>> lease =
-      deps_.sessions->Acquire(ar->caller, session_id, std::move(watch));
-  if (!lease.ok()) return lease.status();
+                   [this, ar, session_id](const sandbox::NetworkDecision& d) {
+                     EmitSide(ar, session_id, NetworkDecisionEvent(d));
+                   }};
+  return deps_.sessions->Acquire(ar->caller, session_id, std::move(watch));
+}
+
+absl::Status RunManager::InKeptSession(const std::shared_ptr<ActiveRun>& ar,
+                                       const std::string& session_id,
+                                       std::unique_ptr<SessionManager::Lease> lease,
+                                       RunEvents& events) {
   if (!ar->request.sandbox().has_command_timeout()) {
-    ar->command_timeout = (*lease)->command_timeout();
+    ar->command_timeout = lease->command_timeout();
   }
   events.Notice(v1::Notice::SEVERITY_INFO, absl::StrCat("running in kept session ", session_id,
                                                         "; its workspace stays after the run"));
-  SandboxPlan plan = PlanFor(ar, session_id, on_decision, [this, ar] { CloseSide(*ar); });
-  plan.spec = nullptr;  // the session's own sandbox.files and setup ran when it was made
-  absl::Status agent_status = PrepareSandbox((*lease)->session(), plan, events, ar->cancel);
-  if (agent_status.ok()) agent_status = RunInSession(*ar, (*lease)->session(), events);
-  lease->reset();  // no expiry warning or decision is queued for this run after this
+  // Decisions reach the run through the lease's watch; the session's own sandbox.files and
+  // setup ran when it was made.
+  SandboxPlan plan = PlanFor(ar, session_id, nullptr, [this, ar] { CloseSide(*ar); });
+  plan.spec = nullptr;
+  absl::Status agent_status = PrepareSandbox(lease->session(), plan, events, ar->cancel);
+  if (agent_status.ok()) agent_status = RunInSession(*ar, lease->session(), events);
+  lease.reset();  // no expiry warning or decision is queued for this run after this
   CloseSide(*ar);
   return agent_status;
 }
