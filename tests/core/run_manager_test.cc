@@ -203,6 +203,21 @@ class RunManagerTest : public ::testing::Test {
     ADD_FAILURE() << "run did not finish";
     return v1::Run();
   }
+  // On fake_: starts a run with `agent` (named `name`) and `timeout_s` (0: the default) and
+  // returns its id once the agent runs and the timers (watchdog, retention) wait again.
+  std::string StartBlocked(BlockingAgent& agent, const std::string& name, int64_t timeout_s) {
+    v1::RunAnalysisRequest req = Sample();
+    req.set_agent(name);
+    if (timeout_s > 0) req.mutable_run_timeout()->set_seconds(timeout_s);
+    absl::StatusOr<v1::Run> started = runs_->Start(caller_, req);
+    if (!started.ok()) {
+      ADD_FAILURE() << started.status();
+      return "";
+    }
+    agent.started.WaitForNotification();
+    EXPECT_TRUE(fake_.BlockUntilSettled(2));
+    return started->id();
+  }
   // Until the run's first command has started (at most 5 s).
   void WaitForFirstCommand(const std::string& id) {
     for (int i = 0; i < 500; ++i) {
@@ -731,23 +746,17 @@ TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
 TEST_F(RunManagerTest, TheRunTimeoutCancelsAtItsDeadlineNotBefore) {
   clock_ = &fake_;
   Rebuild();
-  v1::RunAnalysisRequest req = Sample();
-  req.set_agent("block");
-  req.mutable_run_timeout()->set_seconds(10);
-  absl::StatusOr<v1::Run> started = runs_->Start(caller_, req);
-  ASSERT_TRUE(started.ok()) << started.status();
-  block_.started.WaitForNotification();
-  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  const std::string id = StartBlocked(block_, "block", 10);
 
   fake_.Advance(absl::Seconds(10) - absl::Nanoseconds(1));
   ASSERT_TRUE(fake_.BlockUntilSettled(2));
   EXPECT_FALSE(block_.token.load()->cancelled()) << "not before the deadline";
-  EXPECT_EQ(runs_->Get(caller_, started->id())->status(), v1::RUN_STATUS_RUNNING);
+  EXPECT_EQ(runs_->Get(caller_, id)->status(), v1::RUN_STATUS_RUNNING);
 
   fake_.Advance(absl::Nanoseconds(1));
   ASSERT_TRUE(fake_.BlockUntilSettled(2));
   EXPECT_TRUE(block_.token.load()->cancelled()) << "at the deadline";
-  v1::Run run = FollowToFinish(started->id());
+  v1::Run run = FollowToFinish(id);
   EXPECT_EQ(run.status(), v1::RUN_STATUS_TIMED_OUT);
   EXPECT_EQ(run.status_reason(), "run timed out after 10s");
   EXPECT_EQ(provider_->live_sessions(), 0);
@@ -758,23 +767,11 @@ TEST_F(RunManagerTest, TheRunTimeoutCancelsAtItsDeadlineNotBefore) {
 TEST_F(RunManagerTest, EachRunTimesOutAtItsOwnDeadlineAlsoWhenItStartsLater) {
   clock_ = &fake_;
   Rebuild();
-  v1::RunAnalysisRequest slow = Sample();
-  slow.set_agent("block");
-  slow.mutable_run_timeout()->set_seconds(100);
-  absl::StatusOr<v1::Run> a = runs_->Start(caller_, slow);
-  ASSERT_TRUE(a.ok()) << a.status();
-  block_.started.WaitForNotification();
-  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  const std::string a = StartBlocked(block_, "block", 100);
   fake_.Advance(absl::Seconds(5));
   ASSERT_TRUE(fake_.BlockUntilSettled(2));
 
-  v1::RunAnalysisRequest quick = Sample();
-  quick.set_agent("block2");
-  quick.mutable_run_timeout()->set_seconds(10);
-  absl::StatusOr<v1::Run> b = runs_->Start(caller_, quick);
-  ASSERT_TRUE(b.ok()) << b.status();
-  block2_.started.WaitForNotification();
-  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  const std::string b = StartBlocked(block2_, "block2", 10);
 
   fake_.Advance(absl::Seconds(10) - absl::Nanoseconds(1));
   ASSERT_TRUE(fake_.BlockUntilSettled(2));
@@ -783,13 +780,13 @@ TEST_F(RunManagerTest, EachRunTimesOutAtItsOwnDeadlineAlsoWhenItStartsLater) {
   ASSERT_TRUE(fake_.BlockUntilSettled(2));
   EXPECT_TRUE(block2_.token.load()->cancelled()) << "at its deadline";
   EXPECT_FALSE(block_.token.load()->cancelled()) << "the first run has 85 s left";
-  EXPECT_EQ(FollowToFinish(b->id()).status(), v1::RUN_STATUS_TIMED_OUT);
+  EXPECT_EQ(FollowToFinish(b).status(), v1::RUN_STATUS_TIMED_OUT);
 
   fake_.Advance(absl::Seconds(85) - absl::Nanoseconds(1));
   ASSERT_TRUE(fake_.BlockUntilSettled(2));
   EXPECT_FALSE(block_.token.load()->cancelled());
   fake_.Advance(absl::Nanoseconds(1));
-  EXPECT_EQ(FollowToFinish(a->id()).status(), v1::RUN_STATUS_TIMED_OUT);
+  EXPECT_EQ(FollowToFinish(a).status(), v1::RUN_STATUS_TIMED_OUT);
 }
 
 // Drain waits for a running run up to its grace on the injected clock, and no longer.
@@ -797,12 +794,7 @@ TEST_F(RunManagerTest, DrainWaitsForRunningRunsUntilTheGraceIsOverNotBefore) {
   clock_ = &fake_;
   Rebuild();
   block_.ignore_cancel = true;
-  v1::RunAnalysisRequest req = Sample();
-  req.set_agent("block");
-  absl::StatusOr<v1::Run> started = runs_->Start(caller_, req);
-  ASSERT_TRUE(started.ok()) << started.status();
-  block_.started.WaitForNotification();
-  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  const std::string id = StartBlocked(block_, "block", 0);
 
   std::atomic<bool> drained{false};
   size_t left = 0;
@@ -810,15 +802,16 @@ TEST_F(RunManagerTest, DrainWaitsForRunningRunsUntilTheGraceIsOverNotBefore) {
     left = runs_->Drain(absl::Seconds(30));
     drained = true;
   });
-  ASSERT_TRUE(fake_.BlockUntilSettled(3)) << "the drain waits on the clock";
+  // EXPECT, not ASSERT: the drain thread is joined below whatever happens.
+  EXPECT_TRUE(fake_.BlockUntilSettled(3)) << "the drain waits on the clock";
   fake_.Advance(absl::Seconds(30) - absl::Nanoseconds(1));
-  ASSERT_TRUE(fake_.BlockUntilSettled(3));
+  EXPECT_TRUE(fake_.BlockUntilSettled(3));
   EXPECT_FALSE(drained.load()) << "not before the grace is over";
   fake_.Advance(absl::Nanoseconds(1));
   drain.join();
   EXPECT_EQ(left, 1u) << "the run that ignores its cancel is still active";
   block_.release.Notify();
-  EXPECT_EQ(FollowToFinish(started->id()).status(), v1::RUN_STATUS_CANCELLED);
+  EXPECT_EQ(FollowToFinish(id).status(), v1::RUN_STATUS_CANCELLED);
 }
 
 }  // namespace
