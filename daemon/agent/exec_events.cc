@@ -1,6 +1,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/agent.h"
+#include "common/events.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace sandgate::agent {
@@ -12,35 +13,21 @@ absl::StatusOr<sandbox::ExecResult> ExecWithEvents(sandbox::Session& session, Ev
                                                    const sandbox::ExecRequest& request,
                                                    const CancelToken& cancel) {
   const uint32_t command_id = events.NextCommandId();
-  v1::Event started;
-  started.set_type("command.started");
-  auto* s = started.mutable_command_started();
-  s->set_command_id(command_id);
-  s->set_step(step);
-  for (const auto& arg : request.argv) s->add_argv(arg);
-  events.Emit(std::move(started));
+  events.Emit(events::CommandStarted(command_id, step, request.argv));
 
   auto on_output = [&](sandbox::OutputStream stream, absl::string_view chunk) {
-    v1::Event out;
-    out.set_type("command.output");
-    auto* o = out.mutable_command_output();
-    o->set_command_id(command_id);
-    o->set_stream(ToProto(stream));
-    o->set_data(std::string(chunk));
-    events.Emit(std::move(out));
+    events.Emit(events::CommandOutput(command_id, ToProto(stream), std::string(chunk)));
   };
   absl::StatusOr<sandbox::ExecResult> result = session.Exec(request, on_output, &cancel);
 
-  v1::Event finished;
-  finished.set_type("command.finished");
-  auto* f = finished.mutable_command_finished();
+  v1::CommandFinished finished;
   if (result.ok()) {
-    *f = ToCommandFinished(*result);
+    finished = ToCommandFinished(*result);
   } else {
-    f->set_exit_code(-1);
+    finished.set_exit_code(-1);
   }
-  f->set_command_id(command_id);
-  events.Emit(std::move(finished));
+  finished.set_command_id(command_id);
+  events.Emit(events::CommandFinished(std::move(finished)));
   return result;
 }
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/events.h"
 
 namespace sandgate::agent {
 
@@ -20,20 +21,12 @@ absl::StatusOr<ModelChoice> ChooseModel(const AgentTask& task, const std::string
 }
 
 void EmitNotice(EventSink& events, v1::Notice::Severity severity, std::string message) {
-  v1::Event n;
-  n.set_type("notice");
-  n.mutable_notice()->set_severity(severity);
-  n.mutable_notice()->set_message(std::move(message));
-  events.Emit(std::move(n));
+  events.Emit(events::Notice(severity, std::move(message)));
 }
 
 void EmitAssistantMessage(EventSink& events, std::string text) {
   if (text.empty()) return;
-  v1::Event e;
-  e.set_type("agent_message");
-  e.mutable_agent_message()->set_role("assistant");
-  e.mutable_agent_message()->set_text(std::move(text));
-  events.Emit(std::move(e));
+  events.Emit(events::AgentMessage("assistant", std::move(text)));
 }
 
 void TokenTally::Add(EventSink& events, uint64_t input, uint64_t output, uint64_t total) {
@@ -41,12 +34,7 @@ void TokenTally::Add(EventSink& events, uint64_t input, uint64_t output, uint64_
   input_ += input;
   output_ += output;
   total_ += total;
-  v1::Event e;
-  e.set_type("token_usage");
-  e.mutable_token_usage()->set_input_tokens(input);
-  e.mutable_token_usage()->set_output_tokens(output);
-  e.mutable_token_usage()->set_total_tokens(total);
-  events.Emit(std::move(e));
+  events.Emit(events::TokenUsage(input, output, total));
 }
 
 void TokenTally::Finish(EventSink& events, const std::string& model,

@@ -6,6 +6,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/errors.h"
+#include "common/events.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace sandgate::agent {
@@ -45,21 +46,12 @@ absl::Status ReferenceAgent::Run(const AgentTask& task, sandbox::Session& sessio
   for (const playbooks::PlacedFile& file : plan.files) {
     absl::Status st = session.WriteFile(file.path, file.content, file.mode);
     if (!st.ok()) return errors::Internal(absl::StrCat("placing ", file.path, ": ", st.message()));
-    v1::Event e;
-    e.set_type("file.transferred");
-    auto* f = e.mutable_file_transferred();
-    f->set_direction(v1::FileTransferred::DIRECTION_INTO_SANDBOX);
-    f->set_path(file.path);
-    f->set_size_bytes(file.content.size());
-    events.Emit(std::move(e));
+    events.Emit(events::FileTransferred(v1::FileTransferred::DIRECTION_INTO_SANDBOX, file.path,
+                                        file.content.size()));
   }
   for (const playbooks::Step& step : plan.steps) {
     if (cancel.cancelled()) return errors::Cancelled(cancel.reason());
-    v1::Event begin;
-    begin.set_type("step.started");
-    begin.mutable_step_started()->set_name(step.name);
-    begin.mutable_step_started()->set_description(absl::StrJoin(step.argv, " "));
-    events.Emit(std::move(begin));
+    events.Emit(events::StepStarted(step.name, absl::StrJoin(step.argv, " ")));
 
     absl::Time start = absl::Now();
     sandbox::ExecRequest request;
@@ -69,20 +61,18 @@ absl::Status ReferenceAgent::Run(const AgentTask& task, sandbox::Session& sessio
     absl::StatusOr<sandbox::ExecResult> result =
         ExecWithEvents(session, tail, step.name, request, cancel);
 
-    v1::Event end;
-    end.set_type("step.finished");
-    auto* f = end.mutable_step_finished();
-    f->set_name(step.name);
-    f->set_ok(result.ok() && result->ok());
-    *f->mutable_duration() =
+    v1::StepFinished end;
+    end.set_name(step.name);
+    end.set_ok(result.ok() && result->ok());
+    *end.mutable_duration() =
         TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(absl::Now() - start));
     if (!result.ok()) {
-      f->set_detail(std::string(result.status().message()));
-      events.Emit(std::move(end));
+      end.set_detail(std::string(result.status().message()));
+      events.Emit(events::StepFinished(std::move(end)));
       return result.status();
     }
-    if (!result->ok()) f->set_detail(DescribeExit(*result, request.timeout));
-    events.Emit(std::move(end));
+    if (!result->ok()) end.set_detail(DescribeExit(*result, request.timeout));
+    events.Emit(events::StepFinished(std::move(end)));
     if (result->cancelled) return errors::Cancelled(cancel.reason());
     if (!result->ok()) {
       std::string msg = absl::StrCat("step ", step.name, " ", DescribeExit(*result, request.timeout));

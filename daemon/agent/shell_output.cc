@@ -105,7 +105,7 @@ absl::StatusOr<nlohmann::json> RunShellCall(sandbox::Session& session, EventSink
   for (const std::string& command : call.commands) {
     if (cancel.cancelled()) return errors::Cancelled(cancel.reason());
     sandbox::ExecRequest request;
-    request.argv = {"/bin/sh", "-c", command};
+    request.argv = sandbox::ShellCommand(command);
     request.timeout = command_timeout;
     if (call.timeout_ms.has_value() && *call.timeout_ms > 0) {
       request.timeout = std::min(command_timeout, absl::Milliseconds(*call.timeout_ms));

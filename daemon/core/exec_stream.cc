@@ -104,7 +104,7 @@ void ExecOutput::Pump() {
 sandbox::ExecRequest ToSandboxExec(const v1::ExecRequest& request, absl::Duration default_timeout) {
   sandbox::ExecRequest exec;
   if (request.argv().empty()) {
-    exec.argv = {"/bin/sh", "-c", request.command()};
+    exec.argv = sandbox::ShellCommand(request.command());
   } else {
     exec.argv.assign(request.argv().begin(), request.argv().end());
   }

@@ -1,17 +1,26 @@
 // RunManager: the life of a run, from RunAnalysis to run.finished.
 //
-// A run is validated, persisted (QUEUED), executed on the bounded run executor (one thread per
-// running run, since sandbox calls block), and always finished with exactly one terminal
-// event `run.finished`, after its session has been closed. The steps are DESIGN.md's "A run,
-// end to end": session, inputs, setup, agent, collect, verify, finish.
+// A run is a pipeline of named steps, DESIGN.md's "A run, end to end", each a function in the
+// file named here (docs/pipeline.md has the table):
+//
+//   Start:   validate (run_validate.cc ValidateRun) → quotas (quotas.cc RunQuotas)
+//            → persist (run_persist.cc Persist) → admit (run_admit.cc Admit, Dispatch)
+//   Execute (run_pipeline.cc), on the bounded run executor (one thread per running run,
+//   since sandbox calls block):
+//            make the sandbox (InOwnSandbox: sandbox_maker.cc MakeSandbox; a kept one:
+//            LeaseKeptSession: SessionManager::Acquire, then InKeptSession) → place inputs
+//            (sandbox_maker.cc PrepareSandbox) → agent → collect → verify (run_collect.cc RunAgent,
+//            Collect, Verify) → finish (run_finish.cc Finish, after Conclude chose the status)
+//
+// Every run ends with exactly one terminal event `run.finished`, after its session has been
+// closed. Recovery after a restart is core/recovery.h, retention core/retention.h; the run
+// timeout is this class's watchdog, which waits through the injected Clock.
 //
 // Thread safe. Every method that takes a Caller scopes to the caller's tenant: another
 // tenant's run is NOT_FOUND (operators see every run).
 #ifndef SANDGATE_CORE_RUN_MANAGER_H_
 #define SANDGATE_CORE_RUN_MANAGER_H_
 
-#include <deque>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,35 +29,17 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/agent.h"
-#include "common/cancel.h"
-#include "common/clock.h"
 #include "core/admission.h"
-#include "core/config.h"
-#include "core/event_log.h"
 #include "core/executor.h"
-#include "core/metrics.h"
-#include "core/session_manager.h"
+#include "core/quotas.h"
+#include "core/recovery.h"
+#include "core/retention.h"
+#include "core/run_state.h"
 #include "core/tenants.h"
 #include "sandbox/sandbox.h"
-#include "store/artifact_store.h"
 #include "store/store.h"
 
 namespace sandgate::core {
-
-// Everything a RunManager uses; all pointers are not owned and outlive it.
-struct RunManagerDeps {
-  const Config* config = nullptr;
-  store::Store* store = nullptr;
-  store::ArtifactStore* artifacts = nullptr;
-  EventLog* events = nullptr;
-  Clock* clock = nullptr;
-  std::map<std::string, sandbox::Provider*> providers;
-  std::map<std::string, agent::Agent*> agents;
-  SessionManager* sessions = nullptr;  // null: runs with a session_id are refused
-  SandboxBudget* budget = nullptr;     // required; shared with the SessionManager
-  Metrics* metrics = nullptr;          // may be null
-};
 
 class RunManager {
  public:
@@ -75,40 +66,32 @@ class RunManager {
                                            const std::string& name, uint64_t offset,
                                            uint64_t max_bytes);
 
-  // Refuses new runs, cancels every running run, and waits up to `grace` for them to finish
-  // (sessions closed, terminal events written). A waiting run whose request is kept stays
-  // QUEUED for the next start (Recover), with a notice; one without is cancelled. Returns the
-  // number still active.
+  // Refuses new runs, cancels every running run, and waits up to `grace` (on the injected
+  // clock) for them to finish (sessions closed, terminal events written). A waiting run whose
+  // request is kept stays QUEUED for the next start (Recover), with a notice; one without is
+  // cancelled. Returns the number still active.
   size_t Drain(absl::Duration grace);
   size_t active_runs();
-  // Retention: deletes runs (events, artifacts) finished, and sessions ended, before `cutoff`.
-  // Returns how many runs went.
-  absl::StatusOr<size_t> PurgeBefore(absl::Time cutoff);
-  absl::StatusOr<size_t> PurgeOlderThan(absl::Duration age) { return PurgeBefore(deps_.clock->Now() - age); }
-  size_t queued_runs() { return admission_.waiting(); }
-  uint64_t queued_input_bytes() {
-    absl::MutexLock lock(&mu_);
-    return queued_input_bytes_;
+  // Retention (core/retention.h): deletes runs (events, artifacts) finished, and sessions
+  // ended, before `cutoff`. Returns how many runs went.
+  absl::StatusOr<size_t> PurgeBefore(absl::Time cutoff) { return retention_.PurgeBefore(cutoff); }
+  absl::StatusOr<size_t> PurgeOlderThan(absl::Duration age) {
+    return PurgeBefore(deps_.clock->Now() - age);
   }
+  size_t queued_runs() { return admission_.waiting(); }
+  uint64_t queued_input_bytes() { return quotas_.queued_input_bytes(); }
 
  private:
-  struct ActiveRun;
-  class RunEvents;
-
-  absl::Status Validate(const v1::RunAnalysisRequest& request,
-                        std::vector<playbooks::InputFile>* inputs) const;
-  // Checks `request` for `caller` and builds its run (a new QUEUED record, not stored).
-  absl::StatusOr<std::shared_ptr<ActiveRun>> Prepare(const Caller& caller,
-                                                     v1::RunAnalysisRequest request) const;
   // The run stored under idempotency `key` (none: nullopt), when it was made by
   // a request with `fingerprint`; FAILED_PRECONDITION when by a different one.
-  absl::StatusOr<std::optional<v1::Run>> FindKeyed(
-      const Caller& caller, const std::string& key,
-      const std::string& fingerprint);
-  // Queues a prepared run whose record is stored, and tells its events where it stands.
-  absl::StatusOr<v1::Run> Admit(const std::shared_ptr<ActiveRun>& run);
-  // Queues again a run a previous daemon left queued.
-  absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request);
+  absl::StatusOr<std::optional<v1::Run>> FindKeyed(const Caller& caller, const std::string& key,
+                                                   const std::string& fingerprint);
+  std::shared_ptr<ActiveRun> FindActive(const std::string& run_id);
+
+  // run_persist.cc. Stores a validated run's record (QUEUED) and its request; `fingerprint`
+  // is the request's (idempotency). Returns the run an earlier request with the same key made
+  // instead, when it won a race.
+  absl::StatusOr<std::optional<v1::Run>> Persist(ActiveRun& run, const std::string& fingerprint);
   // Keeps the run's request, inputs included, in the store (before Admit: the run is not
   // shared yet).
   absl::Status KeepRequest(ActiveRun& run);
@@ -116,47 +99,80 @@ class RunManager {
   // queue is max_queued_input_bytes, 1 GiB by default); Execute takes them back.
   static void ShelveInputs(ActiveRun& run);
   absl::Status UnshelveInputs(ActiveRun& run);
-  void Execute(const std::shared_ptr<ActiveRun>& run);
-  // Agent, collect, verify, in a sandbox made ready (core/sandbox_maker.h).
-  // Returns the agent's status.
-  absl::Status RunInSession(ActiveRun& run, sandbox::Session& session, RunEvents& events);
-  void Finish(const std::shared_ptr<ActiveRun>& run, RunEvents& events, v1::RunStatus status,
-              std::string reason);
   void PutRun(ActiveRun& run);
-  // Appends `event` to the run's log from the side-events executor (dropped once CloseSide ran).
-  void EmitSide(const std::shared_ptr<ActiveRun>& run, const std::string& session_id, v1::Event event);
-  // Waits for the side events queued so far, then drops any later ones.
-  void CloseSide(ActiveRun& run);
-  void WatchdogLoop();
-  void LogSweep(const JournalEntry& entry, const absl::Status& swept);
-  // Asks again, every 250 ms, about journal entries a provider could not tell at start
-  // (Sweep said UNAVAILABLE), for at most a minute or until a drain's grace is over.
-  void LateSweep(std::vector<JournalEntry> entries);
+
+  // run_admit.cc. Queues a persisted run, and tells its events where it stands.
+  absl::StatusOr<v1::Run> Admit(const std::shared_ptr<ActiveRun>& run);
+  // Queues again a run a previous daemon left queued.
+  absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request);
   // Starts every queued run that now has room, then tells the others their new position.
   void Dispatch();
-  absl::Status CheckRate(const Caller& caller);
-  // Counts a waiting run's input bytes (RESOURCE_EXHAUSTED past max_queued_input_bytes when
-  // `enforce`); released, once, when it leaves the queue.
+  // Counts a waiting run's input bytes in quotas_ (RESOURCE_EXHAUSTED past
+  // max_queued_input_bytes when `enforce`); released, once, when it leaves the queue.
   absl::Status HoldQueuedBytes(ActiveRun& run, bool enforce);
   void ReleaseQueuedBytes(ActiveRun& run);
+
+  // run_pipeline.cc: the steps on the run's thread.
+  void Execute(const std::shared_ptr<ActiveRun>& run);
+  // The run is RUNNING in session `session_id`: its record, its deadline, run.started.
+  void BeginRunning(ActiveRun& run, const std::string& session_id, RunEvents& events);
+  // Make the sandbox (and place the inputs), agent, collect, verify, close. Returns the
+  // agent's status (or the first step's that failed).
+  absl::Status InOwnSandbox(const std::shared_ptr<ActiveRun>& run, const std::string& session_id,
+                            RunEvents& events);
+  // A lease on the run's kept session, whose expiry warnings and network decisions become
+  // the run's events (from the side executor).
+  absl::StatusOr<std::unique_ptr<SessionManager::Lease>> LeaseKeptSession(
+      const std::shared_ptr<ActiveRun>& run, const std::string& session_id);
+  absl::Status InKeptSession(const std::shared_ptr<ActiveRun>& run, const std::string& session_id,
+                             std::unique_ptr<SessionManager::Lease> lease, RunEvents& events);
+  // Finishes with the status the steps' outcome means: timed out, cancelled, failed (the
+  // agent's error, or the failed checks by name), or succeeded.
+  void Conclude(const std::shared_ptr<ActiveRun>& run, RunEvents& events,
+                const absl::Status& agent_status);
+  // Appends `event` to the run's log from the side-events executor (dropped once CloseSide ran).
+  void EmitSide(const std::shared_ptr<ActiveRun>& run, const std::string& session_id,
+                v1::Event event);
+  // Waits for the side events queued so far, then drops any later ones.
+  void CloseSide(ActiveRun& run);
+
+  // run_collect.cc: agent, collect, verify, in a sandbox made ready. Returns the agent's
+  // status, or why collecting or verifying failed.
+  absl::Status RunInSession(ActiveRun& run, sandbox::Session& session, RunEvents& events);
+  absl::Status RunAgent(ActiveRun& run, sandbox::Session& session, RunEvents& events);
+  // Copies the playbook's artifacts out into the artifact store (also after a failed agent,
+  // `agent_status`); returns those stored.
+  absl::StatusOr<std::vector<v1::Artifact>> Collect(ActiveRun& run, sandbox::Session& session,
+                                                    RunEvents& events,
+                                                    const absl::Status& agent_status);
+  absl::Status Verify(ActiveRun& run, const std::vector<v1::Artifact>& stored, RunEvents& events);
+
+  // run_finish.cc: the record final, then run.finished; the run leaves the admission, its
+  // inputs go.
+  void Finish(const std::shared_ptr<ActiveRun>& run, RunEvents& events, v1::RunStatus status,
+              std::string reason);
+
+  // Times out every running run whose deadline has come, waiting through the clock until the
+  // next one (or until a run starts).
+  void WatchdogLoop();
 
   const RunManagerDeps deps_;
   Executor executor_;
   AdmissionQueue admission_;
+  RunQuotas quotas_;
   // Appends events that arrive off the run's thread (proxy decisions, session expiry
   // warnings), whose callers must not block.
   Executor side_events_;
+  JournalSweeper sweeper_;
+  Retention retention_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>> active_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t queued_input_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Start times of each tenant's runs in the last minute (runs_per_minute).
-  absl::flat_hash_map<std::string, std::deque<absl::Time>> recent_starts_ ABSL_GUARDED_BY(mu_);
   bool stop_watchdog_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread watchdog_;
-  absl::Time late_sweep_until_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  std::thread late_sweeper_;
+  // Bumped when a run gets a deadline, so the watchdog waits for the new earliest one.
+  uint64_t deadlines_set_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread watchdog_;  // last: starts once everything above is set
 };
 
 }  // namespace sandgate::core

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/errors.h"
+#include "common/events.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "core/sandbox_spec.h"
@@ -38,46 +39,38 @@ class KeepStderr : public agent::EventSink {
 
 void Transferred(agent::EventSink& events, const std::string& path,
                  uint64_t size) {
-  v1::Event e;
-  e.set_type("file.transferred");
-  e.mutable_file_transferred()->set_direction(
-      v1::FileTransferred::DIRECTION_INTO_SANDBOX);
-  e.mutable_file_transferred()->set_path(path);
-  e.mutable_file_transferred()->set_size_bytes(size);
-  events.Emit(std::move(e));
+  events.Emit(events::FileTransferred(v1::FileTransferred::DIRECTION_INTO_SANDBOX, path, size));
 }
 
 }  // namespace
 
 v1::Event NetworkDecisionEvent(const sandbox::NetworkDecision& d) {
-  v1::Event e;
-  e.set_type("network.decision");
-  v1::NetworkDecision* p = e.mutable_network();
-  p->set_connection(d.connection);
+  v1::NetworkDecision p;
+  p.set_connection(d.connection);
   switch (d.verdict) {
     case sandbox::NetworkDecision::Verdict::kAllowed:
-      p->set_verdict("allowed");
+      p.set_verdict("allowed");
       break;
     case sandbox::NetworkDecision::Verdict::kDenied:
-      p->set_verdict("denied");
+      p.set_verdict("denied");
       break;
     case sandbox::NetworkDecision::Verdict::kFailed:
-      p->set_verdict("failed");
+      p.set_verdict("failed");
       break;
     case sandbox::NetworkDecision::Verdict::kClosed:
-      p->set_verdict("closed");
+      p.set_verdict("closed");
       break;
   }
-  p->set_method(d.method);
-  p->set_host(d.host);
-  p->set_port(d.port);
-  p->set_ip(d.ip);
-  p->set_reason(d.reason);
-  p->set_detail(d.detail);
-  p->set_http_status(d.http_status);
-  p->set_bytes_up(d.bytes_up);
-  p->set_bytes_down(d.bytes_down);
-  return e;
+  p.set_method(d.method);
+  p.set_host(d.host);
+  p.set_port(d.port);
+  p.set_ip(d.ip);
+  p.set_reason(d.reason);
+  p.set_detail(d.detail);
+  p.set_http_status(d.http_status);
+  p.set_bytes_up(d.bytes_up);
+  p.set_bytes_down(d.bytes_down);
+  return events::NetworkDecision(std::move(p));
 }
 
 absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
@@ -102,7 +95,7 @@ absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
   }
   for (int i = 0; i < sb.setup_commands_size(); ++i) {
     sandbox::ExecRequest req;
-    req.argv = {"/bin/sh", "-c", sb.setup_commands(i)};
+    req.argv = sandbox::ShellCommand(sb.setup_commands(i));
     req.timeout = plan.command_timeout;
     KeepStderr sink(events);
     absl::StatusOr<sandbox::ExecResult> r =
@@ -141,14 +134,12 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
   const absl::Duration took = env.clock->Now() - t0;
   if (env.metrics)
     env.metrics->sandbox_create_seconds.Observe(absl::ToDoubleSeconds(took));
-  v1::Event e;
-  e.set_type("session.created");
-  auto* sc = e.mutable_session_created();
-  sc->set_session_id(plan.session_id);
-  sc->set_provider(plan.provider->name());
-  for (const std::string& w : session->Warnings()) sc->add_unenforced(w);
-  *sc->mutable_create_duration() = ToProto(took);
-  events.Emit(std::move(e));
+  v1::SessionCreated created_event;
+  created_event.set_session_id(plan.session_id);
+  created_event.set_provider(plan.provider->name());
+  for (const std::string& w : session->Warnings()) created_event.add_unenforced(w);
+  *created_event.mutable_create_duration() = ToProto(took);
+  events.Emit(events::SessionCreated(std::move(created_event)));
 
   absl::Status prepared = PrepareSandbox(*session, plan, events, cancel);
   if (!prepared.ok()) {
@@ -167,15 +158,10 @@ absl::Status CloseSandbox(sandbox::Session& session, const SandboxPlan& plan,
                           const std::string& reason, const std::string& where) {
   absl::Status closed = session.Close();
   if (plan.flush) plan.flush();
-  v1::Event e;
-  e.set_type("session.closed");
-  e.mutable_session_closed()->set_session_id(plan.session_id);
-  e.mutable_session_closed()->set_reason(
-      closed.ok()
-          ? reason
-          : absl::StrCat(reason,
-                         "; deleting the sandbox failed: ", closed.message()));
-  events.Emit(std::move(e));
+  events.Emit(events::SessionClosed(
+      plan.session_id,
+      closed.ok() ? reason
+                  : absl::StrCat(reason, "; deleting the sandbox failed: ", closed.message())));
   if (!closed.ok()) {
     log::Error("session.close_failed", {{"session", plan.session_id},
                                         {"where", where},

@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "common/errors.h"
+#include "common/events.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -152,11 +153,7 @@ absl::Status SessionManager::Recover() {
     *s.mutable_closed_at() = ToProto(deps_.clock->Now());
     SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(s));
     // Its log ends as every session's does, so a follower is not left waiting.
-    v1::Event closed;
-    closed.set_type("session.closed");
-    closed.mutable_session_closed()->set_session_id(s.id());
-    closed.mutable_session_closed()->set_reason(s.status_reason());
-    SessionEvents(deps_.events, s.id()).Emit(std::move(closed));
+    SessionEvents(deps_.events, s.id()).Emit(events::SessionClosed(s.id(), s.status_reason()));
     log::Warning("session.lost_in_restart", {{"session", s.id()}, {"tenant", s.tenant()}});
   }
   return absl::OkStatus();

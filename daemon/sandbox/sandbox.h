@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -120,6 +121,12 @@ struct ExecRequest {
   absl::Duration timeout = absl::Minutes(5);
   uint64_t output_cap_bytes = 4ull << 20;  // per stream; beyond it output is dropped, not buffered
 };
+
+// The argv that runs `command` (a shell command line) in the sandbox: the one way sandgate
+// turns a command line into a command, for setup_commands, the agents' shell calls and Exec.
+inline std::vector<std::string> ShellCommand(std::string command) {
+  return {"/bin/sh", "-c", std::move(command)};
+}
 
 struct ExecResult {
   int exit_code = -1;   // valid when term_signal == 0

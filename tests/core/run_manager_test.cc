@@ -8,10 +8,12 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "agent/reference_agent.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/fakes/host_sandbox.h"
 #include "tests/fakes/largest_allocation.h"
 
@@ -95,6 +97,25 @@ class ConnectingAgent : public agent::Agent {
   HostProvider* provider = nullptr;
 };
 
+// Runs until cancelled, or until the test lets it go when `ignore_cancel`.
+class BlockingAgent : public agent::Agent {
+ public:
+  std::string name() const override { return "block"; }  // or "block2": same, for a second run
+  absl::Status Run(const agent::AgentTask&, sandbox::Session&, agent::EventSink&,
+                   const CancelToken& cancel) override {
+    token.store(&cancel);
+    started.Notify();
+    while (ignore_cancel ? !release.HasBeenNotified() : !cancel.cancelled()) {
+      cancel.WaitFor(absl::Milliseconds(1));
+      if (ignore_cancel) release.WaitForNotificationWithTimeout(absl::Milliseconds(1));
+    }
+    return absl::CancelledError(cancel.reason());
+  }
+  absl::Notification started, release;
+  std::atomic<const CancelToken*> token{nullptr};  // valid while the run is active
+  bool ignore_cancel = false;
+};
+
 class RunManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -116,13 +137,15 @@ class RunManagerTest : public ::testing::Test {
     deps.store = store_.get();
     deps.artifacts = artifacts_.get();
     deps.events = events_.get();
-    deps.clock = Clock::Real();
+    deps.clock = clock_;
     deps.providers["local"] = provider_.get();
     if (extra != nullptr) deps.providers[extra->name()] = extra;
     deps.agents["reference"] = &reference_;
     deps.agents["tamper"] = &tamper_;
     connect_.provider = provider_.get();
     deps.agents["connect"] = &connect_;
+    deps.agents["block"] = &block_;
+    deps.agents["block2"] = &block2_;
     sessions_ = std::make_unique<SessionManager>(
         SessionManagerDeps{&config_,
                            store_.get(),
@@ -162,6 +185,39 @@ class RunManagerTest : public ::testing::Test {
     return v1::Run();
   }
   std::vector<v1::Event> Events(const std::string& id) { return *events_->Read(id, 0, 10000); }
+  // The run once run.finished is in its log, woken by the log (no polling), at most 10 s.
+  v1::Run FollowToFinish(const std::string& id) {
+    int64_t seq = 0;
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < give_up) {
+      std::vector<v1::Event> events = *events_->Read(id, seq, 10000);
+      for (const v1::Event& e : events) {
+        if (e.type() == "run.finished") return *runs_->Get(caller_, id);
+        seq = e.seq();
+      }
+      absl::Notification appended;
+      events_->Wait(id, seq, give_up - absl::Now(),
+                    [&](EventLog::WaitResult) { appended.Notify(); });
+      appended.WaitForNotification();
+    }
+    ADD_FAILURE() << "run did not finish";
+    return v1::Run();
+  }
+  // On fake_: starts a run with `agent` (named `name`) and `timeout_s` (0: the default) and
+  // returns its id once the agent runs and the timers (watchdog, retention) wait again.
+  std::string StartBlocked(BlockingAgent& agent, const std::string& name, int64_t timeout_s) {
+    v1::RunAnalysisRequest req = Sample();
+    req.set_agent(name);
+    if (timeout_s > 0) req.mutable_run_timeout()->set_seconds(timeout_s);
+    absl::StatusOr<v1::Run> started = runs_->Start(caller_, req);
+    if (!started.ok()) {
+      ADD_FAILURE() << started.status();
+      return "";
+    }
+    agent.started.WaitForNotification();
+    EXPECT_TRUE(fake_.BlockUntilSettled(2));
+    return started->id();
+  }
   // Until the run's first command has started (at most 5 s).
   void WaitForFirstCommand(const std::string& id) {
     for (int i = 0; i < 500; ++i) {
@@ -177,6 +233,9 @@ class RunManagerTest : public ::testing::Test {
   }
 
   std::string dir_;
+  testing::FakeClock fake_;
+  Clock* clock_ =
+      Clock::Real();  // the run manager's (or &fake_); sessions and events use real time
   Config config_;
   Caller caller_{"team-a", false};
   std::unique_ptr<store::SqliteStore> store_;
@@ -186,6 +245,7 @@ class RunManagerTest : public ::testing::Test {
   agent::ReferenceAgent reference_;
   TamperingAgent tamper_;
   ConnectingAgent connect_;
+  BlockingAgent block_, block2_;
   SandboxBudget budget_{16};
   Metrics metrics_;
   std::unique_ptr<SessionManager> sessions_;
@@ -680,6 +740,78 @@ TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(run.status_reason(),
             "sandbox.setup_commands[0] timed out after 1s");
+}
+
+// The run timeout on a FakeClock: the watchdog (one waiter) and retention (one) wait on it.
+TEST_F(RunManagerTest, TheRunTimeoutCancelsAtItsDeadlineNotBefore) {
+  clock_ = &fake_;
+  Rebuild();
+  const std::string id = StartBlocked(block_, "block", 10);
+
+  fake_.Advance(absl::Seconds(10) - absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_FALSE(block_.token.load()->cancelled()) << "not before the deadline";
+  EXPECT_EQ(runs_->Get(caller_, id)->status(), v1::RUN_STATUS_RUNNING);
+
+  fake_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_TRUE(block_.token.load()->cancelled()) << "at the deadline";
+  v1::Run run = FollowToFinish(id);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_TIMED_OUT);
+  EXPECT_EQ(run.status_reason(), "run timed out after 10s");
+  EXPECT_EQ(provider_->live_sessions(), 0);
+}
+
+// A run that starts later with an earlier deadline is timed out at its own deadline: the
+// watchdog does not sleep on to the deadline it was waiting for.
+TEST_F(RunManagerTest, EachRunTimesOutAtItsOwnDeadlineAlsoWhenItStartsLater) {
+  clock_ = &fake_;
+  Rebuild();
+  const std::string a = StartBlocked(block_, "block", 100);
+  fake_.Advance(absl::Seconds(5));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+
+  const std::string b = StartBlocked(block2_, "block2", 10);
+
+  fake_.Advance(absl::Seconds(10) - absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_FALSE(block2_.token.load()->cancelled()) << "not before its deadline";
+  fake_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_TRUE(block2_.token.load()->cancelled()) << "at its deadline";
+  EXPECT_FALSE(block_.token.load()->cancelled()) << "the first run has 85 s left";
+  EXPECT_EQ(FollowToFinish(b).status(), v1::RUN_STATUS_TIMED_OUT);
+
+  fake_.Advance(absl::Seconds(85) - absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(2));
+  EXPECT_FALSE(block_.token.load()->cancelled());
+  fake_.Advance(absl::Nanoseconds(1));
+  EXPECT_EQ(FollowToFinish(a).status(), v1::RUN_STATUS_TIMED_OUT);
+}
+
+// Drain waits for a running run up to its grace on the injected clock, and no longer.
+TEST_F(RunManagerTest, DrainWaitsForRunningRunsUntilTheGraceIsOverNotBefore) {
+  clock_ = &fake_;
+  Rebuild();
+  block_.ignore_cancel = true;
+  const std::string id = StartBlocked(block_, "block", 0);
+
+  std::atomic<bool> drained{false};
+  size_t left = 0;
+  std::thread drain([&] {
+    left = runs_->Drain(absl::Seconds(30));
+    drained = true;
+  });
+  // EXPECT, not ASSERT: the drain thread is joined below whatever happens.
+  EXPECT_TRUE(fake_.BlockUntilSettled(3)) << "the drain waits on the clock";
+  fake_.Advance(absl::Seconds(30) - absl::Nanoseconds(1));
+  EXPECT_TRUE(fake_.BlockUntilSettled(3));
+  EXPECT_FALSE(drained.load()) << "not before the grace is over";
+  fake_.Advance(absl::Nanoseconds(1));
+  drain.join();
+  EXPECT_EQ(left, 1u) << "the run that ignores its cancel is still active";
+  block_.release.Notify();
+  EXPECT_EQ(FollowToFinish(id).status(), v1::RUN_STATUS_CANCELLED);
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+#include "core/recovery.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/events.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "core/sandbox_spec.h"
+
+namespace sandgate::core {
+
+void JournalSweeper::Log(const JournalEntry& entry, const absl::Status& st) {
+  if (st.ok()) {
+    log::Info("sweep.removed", {{"resource", entry.id}, {"provider", entry.provider}});
+  } else {
+    log::Error("sweep.failed", {{"resource", entry.id}, {"error", st.ToString()}});
+    if (deps_.metrics) deps_.metrics->cleanup_failures.Add({{"where", "sweep"}});
+  }
+}
+
+absl::Status JournalSweeper::Sweep() {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<JournalEntry> entries, deps_.store->List());
+  std::vector<JournalEntry> later;
+  for (const JournalEntry& entry : entries) {
+    auto it = deps_.providers->find(entry.provider);
+    if (it == deps_.providers->end()) {
+      log::Warning("sweep.unknown_provider",
+                   {{"resource", entry.id}, {"provider", entry.provider}});
+      continue;
+    }
+    absl::Status st = it->second->Sweep(entry);
+    if (st.code() == absl::StatusCode::kUnavailable) {
+      log::Info("sweep.deferred", {{"resource", entry.id}, {"why", std::string(st.message())}});
+      later.push_back(entry);
+    } else {
+      Log(entry, st);
+    }
+  }
+  // What cannot be told yet is asked again in the background: the daemon serves meanwhile.
+  if (!later.empty()) later_ = std::thread([this, later] { Later(later); });
+  return absl::OkStatus();
+}
+
+void JournalSweeper::Later(std::vector<JournalEntry> entries) {
+  const absl::Time give_up = deps_.clock->Now() + kGiveUpAfter;
+  while (!entries.empty()) {
+    absl::Time until;
+    {
+      absl::MutexLock lock(&mu_);
+      // A stop ends the wait at once: the last round drops what is still unknown.
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return until_ <= deps_.clock->Now();
+      };
+      deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&stopping), deps_.clock->Now() + kRound);
+      until = std::min(give_up, until_);
+    }
+    std::vector<JournalEntry> still;
+    for (const JournalEntry& entry : entries) {
+      absl::Status st = deps_.providers->at(entry.provider)->Sweep(entry);
+      if (st.code() == absl::StatusCode::kUnavailable && deps_.clock->Now() < until) {
+        still.push_back(entry);
+      } else {
+        Log(entry, st);  // UNAVAILABLE past the deadline: the next start sweeps it
+      }
+    }
+    entries = std::move(still);
+  }
+}
+
+void JournalSweeper::StopBy(absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    until_ = std::min(until_, deadline);
+  }
+  if (later_.joinable()) later_.join();
+}
+
+absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const Requeue& requeue) {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs, deps.store->ListUnfinishedRuns());
+  for (v1::Run& run : runs) {
+    std::string why = "interrupted: the daemon stopped before the run finished";
+    if (run.status() == v1::RUN_STATUS_QUEUED) {
+      absl::StatusOr<v1::RunAnalysisRequest> request = deps.store->GetRunRequest(run.id());
+      std::optional<Caller> caller = tenants.Find(run.tenant());
+      absl::Status requeued = !request.ok() ? request.status()
+                              : !caller     ? errors::FailedPrecondition(absl::StrCat(
+                                                  "tenant ", run.tenant(), " is no longer configured"))
+                                            : requeue(*caller, run, std::move(*request));
+      if (requeued.ok()) {
+        log::Info("run.requeued", {{"run", run.id()}, {"tenant", run.tenant()}});
+        continue;
+      }
+      why = absl::StrCat(
+          "the daemon restarted while the run waited, and it could not be queued again: ",
+          requeued.message());
+    }
+    run.set_status(v1::RUN_STATUS_FAILED);
+    run.set_status_reason(why);
+    *run.mutable_finished_at() = ToProto(deps.clock->Now());
+    SANDGATE_RETURN_IF_ERROR(deps.store->PutRun(run));
+    v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, run.status_reason(), {});
+    e.set_run_id(run.id());
+    e.set_session_id(run.session_id());
+    SANDGATE_RETURN_IF_ERROR(deps.events->Append(std::move(e)).status());
+    log::Warning("run.interrupted", {{"run", run.id()}, {"tenant", run.tenant()}});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sandgate::core

@@ -1,0 +1,30 @@
+#include "core/run_state.h"
+
+#include <utility>
+
+#include "common/events.h"
+#include "common/log.h"
+
+namespace sandgate::core {
+
+RunEvents::RunEvents(EventLog* log, ActiveRun* run) : log_(log), run_(run) {
+  absl::MutexLock lock(&run->mu);
+  run_id_ = run->run.id();
+  tenant_ = run->run.tenant();
+}
+
+void RunEvents::Emit(v1::Event event) {
+  event.set_run_id(run_id_);
+  event.set_session_id(session_id_);
+  absl::StatusOr<v1::Event> stored = log_->Append(std::move(event));
+  if (!stored.ok()) {
+    log::Error("event.append_failed",
+               {{"run", run_id_}, {"tenant", tenant_}, {"error", stored.status().ToString()}});
+  }
+}
+
+void RunEvents::Notice(v1::Notice::Severity severity, std::string message) {
+  Emit(events::Notice(severity, std::move(message)));
+}
+
+}  // namespace sandgate::core
