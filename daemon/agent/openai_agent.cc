@@ -11,6 +11,7 @@
 #include "agent/model_events.h"
 #include "agent/shell_output.h"
 #include "common/errors.h"
+#include "common/log.h"
 #include "google/protobuf/util/time_util.h"
 #include "sandbox/openai/openai_provider.h"
 
@@ -21,9 +22,11 @@ using google::protobuf::util::TimeUtil;
 using nlohmann::json;
 
 // A stream that broke mid-way (upstream::IsBrokenStream) is retried as a whole turn this many
-// times. Nothing else is retried here: an HTTP error was already retried by the one policy in
-// upstream/retry.h, as the server's headers allowed.
+// times on a local session (where nothing ran yet), and resumed this many times on a hosted
+// one (where commands may have run). Nothing else is retried here: an HTTP error was already
+// retried by the one policy in upstream/retry.h, as the server's headers allowed.
 constexpr int kStreamRetries = 2;
+constexpr int kStreamResumes = 3;
 
 std::string Str(const json& j, const char* key) {
   if (!j.is_object()) return "";
@@ -314,34 +317,18 @@ class OpenAiRun : public ModelRun {
   }
 
  private:
-  // One streamed response, retried as a whole when the stream breaks.
+  // One streamed response. On a hosted container the commands run upstream, inside the
+  // response, so a response whose stream broke is never created again (its commands would run
+  // twice): it is created in the background and its stream is picked up after the last event
+  // that arrived. A local shell call runs here, after the response ends, so there a broken
+  // stream ran nothing and the turn is simply sent again.
   absl::StatusOr<json> Turn(const json& request) {
+    if (hosted_ != nullptr) return HostedTurn(request);
     for (int attempt = 0;; ++attempt) {
       HostedRelay relay(events_);
-      auto on_event = [&](const json& ev) -> absl::Status {
-        const std::string type = Str(ev, "type");
-        if (type == "response.output_item.added") {
-          if (hosted_ != nullptr && Str(Obj(ev, "item"), "type") == "shell_call_output") {
-            relay.OutputItemAdded(Obj(ev, "item"));
-          }
-        } else if (type == "response.output_item.done") {
-          const json& item = Obj(ev, "item");
-          const std::string item_type = Str(item, "type");
-          if (item_type == "message") {
-            EmitAssistantMessage(events_, MessageText(item));
-          } else if (hosted_ != nullptr && item_type == "shell_call") {
-            relay.CallKnown(item);
-          } else if (hosted_ != nullptr && item_type == "shell_call_output") {
-            relay.OutputItemDone(item);
-          }
-        } else if (hosted_ != nullptr && type == "response.shell_call_output_content.delta") {
-          relay.Delta(ev);
-        } else if (hosted_ != nullptr && type == "response.shell_call_output_content.done") {
-          relay.CommandDone(ev);
-        }
-        return absl::OkStatus();
-      };
-      absl::StatusOr<json> response = client_->CreateResponseStream(request, on_event, &cancel_);
+      Position pos;
+      absl::StatusOr<json> response =
+          client_->CreateResponseStream(request, Relay(relay, pos), &cancel_);
       relay.AbortOpen(cancel_.cancelled());
       if (cancel_.cancelled()) return errors::Cancelled(cancel_.reason());
       if (response.ok()) {
@@ -349,18 +336,106 @@ class OpenAiRun : public ModelRun {
         return Check(*response);
       }
       const absl::Status& st = response.status();
-      if (hosted_ != nullptr && sandbox::OpenAiSession::IsExpiredError(st)) {
-        return hosted_->MarkExpired(st.message(), "a Responses API request");
-      }
       if (upstream::IsBrokenStream(st) && attempt < kStreamRetries) {
-        EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
-                   absl::StrCat("the model's response stream broke (", st.message(),
-                                "); retrying the turn (attempt ", attempt + 2, " of ",
-                                kStreamRetries + 1, ")"));
+        EmitNotice(
+            events_, v1::Notice::SEVERITY_WARNING,
+            absl::StrCat("the model's response stream broke (", st.message(),
+                         "); retrying the turn (attempt ", attempt + 2, " of ", kStreamRetries + 1,
+                         "): no command ran, the daemon runs them after the response"));
         continue;
       }
       return absl::Status(st.code(), absl::StrCat("the OpenAI Responses API: ", st.message()));
     }
+  }
+
+  absl::StatusOr<json> HostedTurn(json request) {
+    // A background response outlives its stream and can be streamed again from a sequence
+    // number (GET /responses/{id}?stream=true&starting_after=N); it must be stored for that.
+    request["background"] = true;
+    request["store"] = true;
+    HostedRelay relay(events_);
+    Position pos;
+    const upstream::JsonEventCallback on_event = Relay(relay, pos);
+    absl::StatusOr<json> response = client_->CreateResponseStream(request, on_event, &cancel_);
+    int resumes = 0;
+    for (; !response.ok() && upstream::IsBrokenStream(response.status()) &&
+           !pos.response_id.empty() && resumes < kStreamResumes && !cancel_.cancelled();
+         ++resumes) {
+      EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
+                 absl::StrCat("the model's response stream broke (", response.status().message(),
+                              "); resuming response ", pos.response_id, " after event ",
+                              pos.last_sequence, " (resume ", resumes + 1, " of ", kStreamResumes,
+                              "); nothing is sent again"));
+      response =
+          client_->ResumeResponseStream(pos.response_id, pos.last_sequence, on_event, &cancel_);
+    }
+    relay.AbortOpen(cancel_.cancelled());
+    if (!response.ok() && !pos.response_id.empty()) {
+      // Stop what runs upstream without us: cancelled, or a stream we could not pick up.
+      absl::StatusOr<json> stopped = client_->CancelResponse(pos.response_id, nullptr);
+      if (!stopped.ok()) {
+        log::Warning("agent.openai_cancel_failed",
+                     {{"response", pos.response_id}, {"error", stopped.status().ToString()}});
+      }
+    }
+    if (cancel_.cancelled()) return errors::Cancelled(cancel_.reason());
+    if (response.ok()) {
+      CountUsage(Obj(*response, "usage"));
+      return Check(*response);
+    }
+    const absl::Status& st = response.status();
+    if (sandbox::OpenAiSession::IsExpiredError(st)) {
+      return hosted_->MarkExpired(st.message(), "a Responses API request");
+    }
+    if (upstream::IsBrokenStream(st) || resumes > 0) {
+      return absl::Status(
+          st.code(),
+          absl::StrCat("the model's response stream broke after its hosted commands may have "
+                       "run, and could not be resumed",
+                       pos.response_id.empty() ? " (no response id had arrived)" : "", ": ",
+                       st.message(),
+                       "; the turn is not sent again, so that no command runs twice"));
+    }
+    return absl::Status(st.code(), absl::StrCat("the OpenAI Responses API: ", st.message()));
+  }
+
+  // Where a response's stream got to: its id and the last sequence_number seen (-1: none).
+  struct Position {
+    std::string response_id;
+    int64_t last_sequence = -1;
+  };
+
+  // Relays a response's events into `relay` and the run's events, once each: an event a
+  // resumed stream repeats (numbered at or below pos.last_sequence) is skipped.
+  upstream::JsonEventCallback Relay(HostedRelay& relay, Position& pos) {
+    return [this, &relay, &pos](const json& ev) -> absl::Status {
+      if (std::optional<int64_t> seq = Int(ev, "sequence_number")) {
+        if (*seq <= pos.last_sequence) return absl::OkStatus();
+        pos.last_sequence = *seq;
+      }
+      if (pos.response_id.empty()) pos.response_id = Str(Obj(ev, "response"), "id");
+      const std::string type = Str(ev, "type");
+      if (type == "response.output_item.added") {
+        if (hosted_ != nullptr && Str(Obj(ev, "item"), "type") == "shell_call_output") {
+          relay.OutputItemAdded(Obj(ev, "item"));
+        }
+      } else if (type == "response.output_item.done") {
+        const json& item = Obj(ev, "item");
+        const std::string item_type = Str(item, "type");
+        if (item_type == "message") {
+          EmitAssistantMessage(events_, MessageText(item));
+        } else if (hosted_ != nullptr && item_type == "shell_call") {
+          relay.CallKnown(item);
+        } else if (hosted_ != nullptr && item_type == "shell_call_output") {
+          relay.OutputItemDone(item);
+        }
+      } else if (hosted_ != nullptr && type == "response.shell_call_output_content.delta") {
+        relay.Delta(ev);
+      } else if (hosted_ != nullptr && type == "response.shell_call_output_content.done") {
+        relay.CommandDone(ev);
+      }
+      return absl::OkStatus();
+    };
   }
 
   absl::StatusOr<json> Check(json response) {

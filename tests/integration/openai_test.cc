@@ -31,6 +31,26 @@ using ::testing::Not;
 constexpr char kApiKey[] = "sk-it-SECRET-5f1d9a7c3e2b4d6f8a0c1e3b5d7f9a2c";
 constexpr char kInput[] = "northstar_cloud_financial_statements.csv";
 
+// How many times the fake was asked `method path`.
+int Attempts(FakeOpenAiServer& fake, const std::string& method, const std::string& path) {
+  int n = 0;
+  const nlohmann::json state = fake.State();
+  for (const auto& r : state["requests"]) {
+    n += r.value("method", "") == method && r.value("path", "") == path ? 1 : 0;
+  }
+  return n;
+}
+
+// A first hosted command that counts how often it ran (its output is that count), then the
+// analyst's turns.
+nlohmann::json RanOnceThenAnalystTurns() {
+  nlohmann::json turns = AnalystTurns(kInput);
+  nlohmann::json first = nlohmann::json::object();
+  first["shell"] = nlohmann::json::array({"echo ran >> ran.txt; wc -l < ran.txt"});
+  turns.insert(turns.begin(), first);
+  return turns;
+}
+
 class OpenAiIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -181,8 +201,67 @@ TEST_F(OpenAiIntegrationTest, FaultsAreRetried) {
   }
 }
 
+// Issue 10 item 3: the hosted stream drops after a command has run. The response is picked up
+// where it broke (it was created in the background), never created again: every command runs
+// once, each response's tokens count once, and the run's events say the stream was resumed.
+TEST_F(OpenAiIntegrationTest, ADroppedHostedStreamIsResumedAndRunsNoCommandTwice) {
+  fake_.Scenario(RanOnceThenAnalystTurns());
+  // Frame 11 is the first command's output done: it has run.
+  fake_.Fault({{"path_prefix", "/v1/responses"},
+               {"method", "POST"},
+               {"drop_mid_stream", true},
+               {"after_frames", 11}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  ExpectVerified(run, events);
+  EXPECT_EQ(Count(events, "command.started"), 3);  // one, then the analyst's two
+  std::string ran;
+  bool resumed = false;
+  for (const auto& e : events) {
+    if (e.type() == "command.output" && e.command_output().command_id() == 1) {
+      ran += e.command_output().data();
+    }
+    resumed |=
+        e.type() == "notice" && absl::StrContains(e.notice().message(), "resuming response resp_");
+  }
+  EXPECT_EQ(ran, "1\n") << "the first command ran more than once";
+  EXPECT_TRUE(resumed);
+  // The hosted response runs both shell calls and ends with the message: it is sent once.
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/responses"), 1);
+  EXPECT_EQ(Count(events, "token_usage"), 1);
+}
+
+// When the stream cannot be picked up again, the turn fails saying so instead of being sent
+// again, and the response left running upstream is cancelled.
+TEST_F(OpenAiIntegrationTest, AHostedStreamThatCannotBeResumedFailsWithoutResending) {
+  fake_.Scenario(RanOnceThenAnalystTurns());
+  fake_.Fault({{"path_prefix", "/v1/responses"},
+               {"method", "POST"},
+               {"drop_mid_stream", true},
+               {"after_frames", 11}});
+  fake_.Fault({{"path_prefix", "/v1/responses/"},
+               {"method", "GET"},
+               {"drop_mid_stream", true},
+               {"after_frames", 0},
+               {"times", 10}});
+  v1::Run run = RunToEnd(Request("openai", "openai"));
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_THAT(run.status_reason(),
+              HasSubstr("stream broke after its hosted commands may have run"));
+  EXPECT_THAT(run.status_reason(), HasSubstr("not sent again"));
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/responses"), 1);
+  bool cancelled = false;
+  const nlohmann::json state = fake_.State();
+  for (const auto& r : state["requests"]) {
+    cancelled |= r.value("method", "") == "POST" && absl::EndsWith(r.value("path", ""), "/cancel");
+  }
+  EXPECT_TRUE(cancelled) << state["requests"].dump();
+}
+
+// The chat agent runs the model's tool calls itself once a completion has ended, so a broken
+// completion stream ran nothing and is sent again; no command runs twice for it.
 TEST_F(OpenAiIntegrationTest, ChatFaultsAreRetried) {
-  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Scenario(RanOnceThenAnalystTurns());
   fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 429}, {"retry_after", "1"}});
   fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 503}});
   fake_.Fault(
@@ -190,6 +269,14 @@ TEST_F(OpenAiIntegrationTest, ChatFaultsAreRetried) {
   std::vector<v1::Event> events;
   v1::Run run = RunToEnd(Request("local", "chat"), &events);
   ExpectVerified(run, events);
+  EXPECT_EQ(Count(events, "command.started"), 3);
+  std::string ran;
+  for (const auto& e : events) {
+    if (e.type() == "command.output" && e.command_output().command_id() == 1) {
+      ran += e.command_output().data();
+    }
+  }
+  EXPECT_EQ(ran, "1\n");
 }
 
 TEST_F(OpenAiIntegrationTest, PersistentServerErrorsFailClearly) {
@@ -433,21 +520,12 @@ TEST_F(OpenAiIntegrationTest, AFatalInputIsRefusedBeforeAnyModelCall) {
     }
   }
   int paid_calls = 0;  // model calls and containers
-  for (const auto& r : fake_.State()["requests"]) {
+  const nlohmann::json state = fake_.State();  // outlives the loop over its requests
+  for (const auto& r : state["requests"]) {
     const std::string path = r["path"].get<std::string>();
     paid_calls += absl::StrContains(path, "/responses") || absl::StrContains(path, "/containers");
   }
-  EXPECT_EQ(paid_calls, 0) << fake_.State()["requests"].dump();
-}
-
-// How many times the fake was asked `method path`.
-int Attempts(FakeOpenAiServer& fake, const std::string& method, const std::string& path) {
-  int n = 0;
-  const nlohmann::json state = fake.State();
-  for (const auto& r : state["requests"]) {
-    n += r.value("method", "") == method && r.value("path", "") == path ? 1 : 0;
-  }
-  return n;
+  EXPECT_EQ(paid_calls, 0) << state["requests"].dump();
 }
 
 // Issue 10 item 2: one policy decides how often a call is tried (the HTTP layer's, obeying the

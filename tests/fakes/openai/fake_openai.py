@@ -589,7 +589,7 @@ class StreamDropped(Exception):
 class EventSink:
     """Numbers events; writes them as SSE frames when streaming; honours drop faults."""
 
-    def __init__(self, handler=None, drop_after=None, chat=False):
+    def __init__(self, handler=None, drop_after=None, chat=False, on_event=None):
         self.handler = handler
         self.seq = 0
         self.drop_after = drop_after
@@ -597,6 +597,7 @@ class EventSink:
         self.dead = handler is None
         self.chat = chat
         self.lock = threading.Lock()
+        self.on_event = on_event  # a background response keeps its events for GET ?stream=true
 
     def _write_frame(self, raw):
         with self.lock:
@@ -618,10 +619,16 @@ class EventSink:
         ev = {"type": type_, "sequence_number": self.seq}
         self.seq += 1
         ev.update(fields)
+        if self.on_event is not None:
+            self.on_event(ev)
+        self.replay(ev)
+        return ev
+
+    def replay(self, ev):
+        """Writes an event as it was numbered (also one kept from an earlier stream)."""
         if self.handler is not None:
             data = json.dumps(ev, separators=(",", ":"))
-            self._write_frame(("event: %s\ndata: %s\n\n" % (type_, data)).encode("utf-8"))
-        return ev
+            self._write_frame(("event: %s\ndata: %s\n\n" % (ev["type"], data)).encode("utf-8"))
 
     def data(self, obj):
         raw = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
@@ -1704,7 +1711,19 @@ def responses_create(h):
             "top_p": body.get("top_p", 1.0), "truncation": body.get("truncation", "disabled"),
             "usage": None, "user": None, "metadata": body.get("metadata") or {}}
     rec = {"obj": resp, "start_turn": start_turn, "next_turn": start_turn, "pending": [],
-           "containers": containers, "cancel": threading.Event(), "done": threading.Event()}
+           "containers": containers, "cancel": threading.Event(), "done": threading.Event(),
+           # A background response's events, kept so that GET /responses/{id}?stream=true can
+           # stream them again (from starting_after) and follow it to its end.
+           "events": [], "ended": False, "events_cv": threading.Condition()}
+
+    def keep_event(ev):
+        if not background:
+            return
+        with rec["events_cv"]:
+            rec["events"].append(copy.deepcopy(ev))
+            if ev["type"] in TERMINAL_EVENTS:
+                rec["ended"] = True
+            rec["events_cv"].notify_all()
     with STATE.lock:
         STATE.responses[resp["id"]] = rec
 
@@ -1734,10 +1753,7 @@ def responses_create(h):
             result = {"status": "failed", "error": {"code": "server_error", "message": str(e)}}
         return finish(result)
 
-    if stream:
-        drop = STATE.take_fault(h.command, h.path_only, ("drop",))
-        h.start_stream()
-        sink = EventSink(h, drop_after=(drop.get("after_frames", 3) if drop else None))
+    def play_all(sink):
         with STATE.lock:
             snap = copy.deepcopy(resp)
         sink.emit("response.created", response=snap)
@@ -1746,19 +1762,66 @@ def responses_create(h):
         snap["status"] = "in_progress"
         sink.emit("response.in_progress", response=snap)
         final = run(sink)
-        terminal = {"completed": "response.completed", "failed": "response.failed",
-                    "incomplete": "response.incomplete", "cancelled": "response.failed"}
-        sink.emit(terminal[final["status"]], response=final)
+        sink.emit(TERMINAL_EVENT_OF[final["status"]], response=final)
+        return final
+
+    if stream:
+        drop = STATE.take_fault(h.command, h.path_only, ("drop",))
+        h.start_stream()
+        # The response plays on in this thread when the stream drops: a background response
+        # (and, as far as the client can tell, any other) is not stopped by a lost connection.
+        sink = EventSink(h, drop_after=(drop.get("after_frames", 3) if drop else None),
+                         on_event=keep_event)
+        play_all(sink)
         if not sink.dead:
             h.end_stream()
         return
     if background:
         with STATE.lock:
             snap = copy.deepcopy(resp)
-        threading.Thread(target=run, args=(EventSink(),), daemon=True).start()
+        threading.Thread(target=play_all, args=(EventSink(on_event=keep_event),),
+                         daemon=True).start()
         h.send_json(200, snap)
         return
     h.send_json(200, run(EventSink()))
+
+
+TERMINAL_EVENT_OF = {"completed": "response.completed", "failed": "response.failed",
+                     "incomplete": "response.incomplete", "cancelled": "response.failed"}
+TERMINAL_EVENTS = set(TERMINAL_EVENT_OF.values())
+
+
+def responses_stream_again(h, rec):
+    """GET /responses/{id}?stream=true[&starting_after=N] (openai-python
+    ResponseRetrieveParamsStreaming): the events of a background response numbered above N,
+    then the rest live until its terminal event. Only background responses keep their events
+    (the message of the 400 for others is a guess)."""
+    if not rec["obj"]["background"]:
+        raise bad("Streaming a response again is only supported for responses created with "
+                  "background=true.", param="stream")
+    after = h.query.get("starting_after")
+    try:
+        after = -1 if after is None else int(after)
+    except ValueError:
+        raise invalid_type("starting_after", "an integer")
+    drop = STATE.take_fault(h.command, h.path_only, ("drop",))
+    h.start_stream()
+    sink = EventSink(h, drop_after=(drop.get("after_frames", 3) if drop else None))
+    sent = 0
+    while not sink.dead:
+        with rec["events_cv"]:
+            while sent >= len(rec["events"]) and not rec["ended"]:
+                rec["events_cv"].wait(1.0)
+            batch = rec["events"][sent:]
+            sent = len(rec["events"])
+            ended = rec["ended"]
+        for ev in batch:
+            if ev["sequence_number"] > after:
+                sink.replay(ev)
+        if ended:
+            break
+    if not sink.dead:
+        h.end_stream()
 
 
 @route("GET", "/v1/responses/([^/]+)")
@@ -1768,6 +1831,9 @@ def responses_get(h, rid):
         if not rec or not rec["obj"]["store"]:
             raise not_found("Response with id '%s' not found." % rid)
         obj = copy.deepcopy(rec["obj"])
+    if h.query.get("stream") == "true":
+        responses_stream_again(h, rec)
+        return
     h.send_json(200, obj)
 
 

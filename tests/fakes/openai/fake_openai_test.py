@@ -170,11 +170,17 @@ class Base(unittest.TestCase):
     def hosted_tools(self, cid):
         return [{"type": "shell", "environment": {"type": "container_reference", "container_id": cid}}]
 
-    def stream(self, path, body, chunk=7, timeout=30, times=None):
-        """POSTs with stream:true; reads in small pieces; returns (frames, complete)."""
+    def stream(self, path, body, chunk=7, timeout=30, times=None, method="POST"):
+        """POSTs with stream:true (or GETs when body is None); reads in small pieces; returns
+        (frames, complete)."""
         c = self.conn(timeout)
-        c.request("POST", path, body=json.dumps(body).encode(),
-                  headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+        if body is None:
+            c.request(method if method != "POST" else "GET", path,
+                      headers={"Authorization": "Bearer " + KEY})
+        else:
+            c.request(method, path, body=json.dumps(body).encode(),
+                      headers={"Authorization": "Bearer " + KEY,
+                               "Content-Type": "application/json"})
         r = c.getresponse()
         self.assertEqual(r.status, 200)
         self.assertTrue(r.headers["Content-Type"].startswith("text/event-stream"))
@@ -789,6 +795,37 @@ class FaultsTest(Base):
         frames, complete = self.stream("/v1/responses", {"model": "m", "input": "x", "stream": True})
         self.assertTrue(complete)
         self.assertEqual(frames[-1][0], "response.completed")
+
+    def test_a_dropped_background_stream_resumes_after_its_last_event(self):
+        c = self.container()
+        self.scenario({"shell": ["echo ran >> ran.txt; wc -l < ran.txt"]},
+                      {"message": "done, and a message long enough for several deltas"})
+        self.admin("POST", "/_fake/faults", {"drop_mid_stream": True, "after_frames": 5})
+        body = {"model": "m", "input": "x", "stream": True, "background": True,
+                "tools": self.hosted_tools(c["id"])}
+        frames, complete = self.stream("/v1/responses", body)
+        self.assertFalse(complete)
+        seen = [json.loads(d) for _, d in frames if d.endswith("}")]
+        rid = seen[0]["response"]["id"]
+        last = seen[-1]["sequence_number"]
+        rest, complete = self.stream("/v1/responses/%s?stream=true&starting_after=%d" % (rid, last),
+                                     None)
+        self.assertTrue(complete)
+        events = [json.loads(d) for _, d in rest]
+        self.assertEqual([e["sequence_number"] for e in events],
+                         list(range(last + 1, last + 1 + len(events))))
+        self.assertEqual(events[-1]["type"], "response.completed")
+        out = "".join(e["delta"].get("stdout", "") for e in events
+                      if e["type"] == "response.shell_call_output_content.delta")
+        self.assertEqual(out, "1\n")  # the command ran once, for both streams
+        # From the start again: the same events, numbered the same.
+        again, _ = self.stream("/v1/responses/%s?stream=true" % rid, None)
+        self.assertEqual([json.loads(d) for _, d in again][last + 1:], events)
+        # Only background responses keep their events.
+        self.scenario({"message": "plain"})
+        plain = self.ok("POST", "/v1/responses", {"model": "m", "input": "x"})
+        r = self.req("GET", "/v1/responses/%s?stream=true" % plain["id"])
+        self.assertEqual(r.status, 400)
 
     def test_drop_mid_chat_stream(self):
         self.scenario({"message": "a fairly long message so that the stream has many frames in it"})
