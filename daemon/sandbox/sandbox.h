@@ -154,6 +154,17 @@ struct FileListing {
   bool truncated = false;          // an entry cap stopped the listing early
 };
 
+// What a session knows of its own end when that is not the daemon's to decide (a hosted
+// container expires upstream however it is touched). A plain value.
+struct SessionHealth {
+  // The sandbox has ended on its own; `reason` says how it was learned.
+  bool expired = false;
+  // When it will end on its own, whatever the daemon does; InfiniteFuture while the daemon
+  // can keep it for as long as it is held. `reason` says why it cannot.
+  absl::Time expires_at = absl::InfiniteFuture();
+  std::string reason;
+};
+
 // One live sandbox. Thread safe: Exec may run concurrently with Exec and file calls; Close
 // may be called from any thread, also while an Exec is running (which then ends cancelled).
 class Session {
@@ -189,6 +200,10 @@ class Session {
   // Human-readable notes about promises this session cannot keep on this host, e.g.
   // "memory limit not enforced: no memory cgroup controller available".
   virtual std::vector<std::string> Warnings() const = 0;
+  // Whether the sandbox has ended, or will end, on its own. Cheap (no I/O: it reports what the
+  // session has already learned), so the daemon may ask it often. Default: it lives until
+  // closed.
+  virtual SessionHealth Health() const { return SessionHealth(); }
   // Kills every process, releases every host resource and erases the journal record.
   // Idempotent.
   virtual absl::Status Close() = 0;

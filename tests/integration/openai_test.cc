@@ -495,6 +495,130 @@ TEST_F(OpenAiIntegrationTest, AContainerMadeAfterTheCreateTimedOutIsDeletedAcros
   EXPECT_TRUE(fake_.State()["containers"].empty()) << fake_.State().dump();
 }
 
+// Issue 10 item 4: keeping a held hosted session alive against a server where listing files is
+// not activity. The daemon runs with containers that expire after 1 minute (its keeper then
+// touches every 15 s).
+class HeldHostedSessionTest : public OpenAiIntegrationTest {
+ protected:
+  void SetUp() override {
+    OpenAiIntegrationTest::SetUp();
+    daemon_->Stop(SIGTERM);
+    nlohmann::json openai = {{"base_url", fake_.base_url()},
+                             {"api_key_file", key_file_},
+                             {"model", "fake-model"},
+                             {"container_expires_after_minutes", 1}};
+    daemon_ = std::make_unique<DaemonHarness>(
+        nlohmann::json{{"local", {{"uid_base", 310000}, {"uid_count", 64}}}, {"openai", openai}});
+    daemon_->Start();
+    stub_ = daemon_->Stub();
+  }
+
+  v1::Session Create() {
+    v1::CreateSessionRequest req;
+    req.set_provider("openai");
+    v1::Session s;
+    grpc::Status st = stub_->CreateSession(DaemonHarness::Context().get(), req, &s);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return s;
+  }
+  v1::Session Get(const std::string& id) {
+    v1::GetSessionRequest req;
+    req.set_session_id(id);
+    v1::Session s;
+    EXPECT_TRUE(stub_->GetSession(DaemonHarness::Context().get(), req, &s).ok());
+    return s;
+  }
+  // The session's own log so far.
+  std::vector<v1::Event> SessionEvents(const std::string& id) {
+    v1::StreamEventsRequest req;
+    req.set_run_id(id);
+    auto ctx = DaemonHarness::Context();
+    auto reader = stub_->StreamEvents(ctx.get(), req);
+    std::vector<v1::Event> events;
+    v1::Event e;
+    while (reader->Read(&e)) events.push_back(e);
+    reader->Finish();
+    return events;
+  }
+  static std::string Notices(const std::vector<v1::Event>& events) {
+    std::string out;
+    for (const auto& e : events) {
+      if (e.type() == "notice") out += e.notice().message() + "\n";
+    }
+    return out;
+  }
+  // Waits (real time: the keeper's interval is real) until `done` holds, up to `limit`.
+  static bool WaitFor(const std::function<bool()>& done, absl::Duration limit) {
+    for (absl::Time end = absl::Now() + limit; absl::Now() < end;) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return done();
+  }
+  // The index, in the fake's request log, of the last request `method path`; -1 if none.
+  int LastRequest(const std::string& method, const std::string& path) {
+    const nlohmann::json state = fake_.State();
+    int last = -1;
+    for (size_t i = 0; i < state["requests"].size(); ++i) {
+      const auto& r = state["requests"][i];
+      if (r.value("method", "") == method && r.value("path", "") == path) last = i;
+    }
+    return last;
+  }
+};
+
+// Only command execution counts: the keeper finds its file listing moved nothing, runs `true`
+// through the hosted shell, and the container outlives its first minute.
+TEST_F(HeldHostedSessionTest, StaysAliveWhenOnlyCommandsCountAsActivity) {
+  fake_.Post("/_fake/activity", {{"counts", "commands"}});
+  v1::Session s = Create();
+  const std::string cid = fake_.State()["containers"][0]["id"];
+  // The keeper's first round: a command, then a read of the container to check it.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const int ran = LastRequest("POST", "/v1/responses");
+        return ran >= 0 && LastRequest("GET", "/v1/containers/" + cid) > ran;
+      },
+      absl::Seconds(25)))
+      << fake_.State()["requests"].dump();
+  fake_.AdvanceClock(50);  // 65 s after the create, 50 s after the keeper's command
+  EXPECT_EQ(fake_.State()["containers"][0]["status"], "running");
+  v1::Session got = Get(s.id());
+  EXPECT_EQ(got.status(), v1::SESSION_STATUS_ACTIVE) << got.status_reason();
+  EXPECT_EQ(Notices(SessionEvents(s.id())), "");
+  v1::CloseSessionRequest close;
+  close.set_session_id(s.id());
+  EXPECT_TRUE(stub_->CloseSession(DaemonHarness::Context().get(), close, &got).ok());
+}
+
+// Nothing counts: the session's log says the daemon cannot keep the container alive and
+// expires_at is when the container really expires; once it has expired, GetSession says
+// SESSION_EXPIRED at once (not ACTIVE after the daemon logged the expiry).
+TEST_F(HeldHostedSessionTest, AnExpiryItCannotPreventIsReportedAtOnce) {
+  fake_.Post("/_fake/activity", {{"counts", "none"}});
+  v1::Session s = Create();
+  const int64_t last_active = fake_.State()["containers"][0]["last_active_at"];
+  std::string notices;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        notices = Notices(SessionEvents(s.id()));
+        return !notices.empty();
+      },
+      absl::Seconds(25)));
+  EXPECT_THAT(notices, HasSubstr("cannot keep container cntr_"));
+  v1::Session got = Get(s.id());
+  EXPECT_EQ(got.status(), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_EQ(got.expires_at().seconds(), last_active + 60);
+
+  fake_.AdvanceClock(61);
+  ASSERT_TRUE(
+      WaitFor([&] { return absl::StrContains(daemon_->Log(), "sandbox.openai_container_expired"); },
+              absl::Seconds(25)));
+  got = Get(s.id());
+  EXPECT_EQ(got.status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_THAT(got.status_reason(), HasSubstr("expired"));
+}
+
 // An input the verifier would fail whatever the agent does (a missing column, a cell that is
 // not a number, a duplicate year) is refused at RunAnalysis, naming the problem: no model call,
 // no container, nothing paid for (issue 10, item 7).

@@ -374,6 +374,7 @@ class State:
         self.clock_offset = 0.0
         self.requests = []
         self.running_commands = 0
+        self.activity = "any"
 
     def now(self):
         return int(time.time() + self.clock_offset)
@@ -449,8 +450,12 @@ class State:
             raise bad("Container is expired.")
         return c
 
-    def touch(self, c):
-        c["obj"]["last_active_at"] = self.now()
+    def touch(self, c, by="command"):
+        """Activity on a container: `by` is "command" (tool use, which certainly counts, spec
+        §3) or "files" (container-file calls, unconfirmed); POST /_fake/activity chooses which
+        count."""
+        if by in ACTIVITY_COUNTS[self.activity]:
+            c["obj"]["last_active_at"] = self.now()
 
     def add_container_file(self, c, filename, data, source):
         name = safe_filename(filename)
@@ -536,6 +541,9 @@ class State:
 
 
 STATE = None
+
+# What refreshes a container's last_active_at, per POST /_fake/activity {"counts": …}.
+ACTIVITY_COUNTS = {"any": ("command", "files"), "commands": ("command",), "none": ()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -874,6 +882,8 @@ class ResponsesRun:
         turn_idx = self.rec["start_turn"]
         with st.lock:
             turns = list(st.turns)
+        if self.rec.get("literal"):
+            turns, turn_idx = self.rec["literal"], 0
         shell = info["shell"]
         max_tool_calls = resp.get("max_tool_calls")
         max_out = resp.get("max_output_tokens")
@@ -1528,7 +1538,7 @@ def cfiles_create(h, cid):
             except ApiError:
                 raise ApiError(404, "No such File object: %s" % file_id, param="file_id")
             name, data = f["obj"]["filename"], f["data"]
-        STATE.touch(c)
+        STATE.touch(c, by="files")
         fo = copy.deepcopy(STATE.add_container_file(c, name, data, "user"))
     h.send_json(200, fo)
 
@@ -1537,7 +1547,7 @@ def cfiles_create(h, cid):
 def cfiles_list(h, cid):
     with STATE.lock:
         c = STATE.usable_container(cid)
-        STATE.touch(c)
+        STATE.touch(c, by="files")
         STATE.sync_container_files(c)
         page = STATE.paginate([copy.deepcopy(f) for f in c["files"].values()], h.query, 20, 100)
     h.send_json(200, page)
@@ -1545,7 +1555,7 @@ def cfiles_list(h, cid):
 
 def container_file(cid, fid):
     c = STATE.usable_container(cid)
-    STATE.touch(c)
+    STATE.touch(c, by="files")
     STATE.sync_container_files(c)
     fo = c["files"].get(fid)
     if not fo:
@@ -1710,7 +1720,11 @@ def responses_create(h):
             "tool_choice": body.get("tool_choice", "auto"), "tools": tools,
             "top_p": body.get("top_p", 1.0), "truncation": body.get("truncation", "disabled"),
             "usage": None, "user": None, "metadata": body.get("metadata") or {}}
+    # The scripted model obeys one plain instruction besides its scenario, as a real one would:
+    # "Run exactly this shell command, nothing else: `CMD`" runs CMD, then says "done".
+    literal = LITERAL_COMMAND.match(inp) if isinstance(inp, str) else None
     rec = {"obj": resp, "start_turn": start_turn, "next_turn": start_turn, "pending": [],
+           "literal": [{"shell": [literal.group(1)]}, {"message": "done"}] if literal else None,
            "containers": containers, "cancel": threading.Event(), "done": threading.Event(),
            # A background response's events, kept so that GET /responses/{id}?stream=true can
            # stream them again (from starting_after) and follow it to its end.
@@ -1785,6 +1799,8 @@ def responses_create(h):
         return
     h.send_json(200, run(EventSink()))
 
+
+LITERAL_COMMAND = re.compile(r"^Run exactly this shell command, nothing else: `([^`]+)`")
 
 TERMINAL_EVENT_OF = {"completed": "response.completed", "failed": "response.failed",
                      "incomplete": "response.incomplete", "cancelled": "response.failed"}
@@ -2033,6 +2049,16 @@ def admin_clock(h):
         STATE.clock_offset += secs
         now = STATE.now()
     h.send_json(200, {"ok": True, "now": now})
+
+
+@route("POST", "/_fake/activity")
+def admin_activity(h):
+    counts = h.json_body().get("counts")
+    if counts not in ACTIVITY_COUNTS:
+        raise bad("counts: one of %s" % "|".join(sorted(ACTIVITY_COUNTS)), param="counts")
+    with STATE.lock:
+        STATE.activity = counts
+    h.send_json(200, {"ok": True, "counts": counts})
 
 
 @route("POST", "/_fake/reset")

@@ -753,6 +753,29 @@ class ExpiryTest(Base):
         self.ok("DELETE", "/v1/containers/" + c["id"])
         self.assertEqual(self.admin("GET", "/_fake/state")["containers"], [])
 
+    def test_activity_counts_only_what_it_is_told_to(self):
+        c = self.container(expires_after={"anchor": "last_active_at", "minutes": 1})
+        t0 = self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"]
+        self.ok("POST", "/_fake/activity", {"counts": "commands"})
+        self.admin("POST", "/_fake/clock", {"advance_seconds": 30})
+        self.ok("GET", "/v1/containers/%s/files" % c["id"])  # listing files no longer counts
+        self.assertEqual(self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"], t0)
+        # A plain instruction to run one command is obeyed whatever the scenario says.
+        self.scenario({"message": "the scenario is not played"})
+        r = self.ok("POST", "/v1/responses", {
+            "model": "m", "tools": self.hosted_tools(c["id"]), "tool_choice": {"type": "shell"},
+            "input": "Run exactly this shell command, nothing else: `true`"})
+        self.assertEqual([i["type"] for i in r["output"]], ["shell_call", "shell_call_output", "message"])
+        self.assertEqual(r["output"][0]["action"]["commands"], ["true"])
+        self.assertEqual(self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"], t0 + 30)
+        self.ok("POST", "/_fake/activity", {"counts": "none"})
+        self.admin("POST", "/_fake/clock", {"advance_seconds": 30})
+        self.ok("POST", "/v1/responses", {
+            "model": "m", "tools": self.hosted_tools(c["id"]),
+            "input": "Run exactly this shell command, nothing else: `true`"})
+        self.assertEqual(self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"], t0 + 30)
+        self.assertEqual(self.req("POST", "/_fake/activity", {"counts": "some"}).status, 400)
+
 
 class FaultsTest(Base):
     def test_429_with_retry_after_counts_down(self):
