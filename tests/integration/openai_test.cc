@@ -619,6 +619,22 @@ TEST_F(HeldHostedSessionTest, AnExpiryItCannotPreventIsReportedAtOnce) {
   EXPECT_THAT(got.status_reason(), HasSubstr("expired"));
 }
 
+// A container create whose first attempt landed upstream although its answer was lost (the
+// connection broke after the container was made), then was retried and succeeded: the first
+// attempt's container has the session's name too and must not be left behind.
+TEST_F(OpenAiIntegrationTest, AnEarlierAttemptOfARetriedCreateLeavesNoContainer) {
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/containers"},
+               {"method", "POST"},
+               {"drop_connection", true},
+               {"after_handling", true}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  ExpectVerified(run, events);
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/containers"), 2);
+  EXPECT_TRUE(fake_.State()["containers"].empty()) << fake_.State().dump();
+}
+
 // An input the verifier would fail whatever the agent does (a missing column, a cell that is
 // not a number, a duplicate year) is refused at RunAnalysis, naming the problem: no model call,
 // no container, nothing paid for (issue 10, item 7).

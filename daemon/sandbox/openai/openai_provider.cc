@@ -82,6 +82,29 @@ absl::StatusOr<std::vector<std::string>> ContainersNamed(upstream::OpenAiClient*
   return ids;
 }
 
+// Deletes every container called `name` but `keep_id`: what earlier attempts of a create that
+// was retried made although their answers were lost (each attempt made one, by the same name).
+void DeleteOthersNamed(upstream::OpenAiClient* client, const std::string& name,
+                       const std::string& keep_id, const std::string& session_id) {
+  absl::StatusOr<std::vector<std::string>> named = ContainersNamed(client, name);
+  if (!named.ok()) {
+    log::Warning("sandbox.openai_lookup_failed",
+                 {{"session", session_id}, {"name", name}, {"error", named.status().ToString()}});
+    return;
+  }
+  for (const std::string& id : *named) {
+    if (id == keep_id) continue;
+    absl::Status st = DeleteIgnoringMissing(client, id, nullptr);
+    if (st.ok()) {
+      log::Info("sandbox.openai_extra_container_deleted",
+                {{"session", session_id}, {"container", id}});
+    } else {  // its name is still journaled: the sweep of the entry looks again
+      log::Warning("sandbox.openai_extra_container_delete_failed",
+                   {{"session", session_id}, {"container", id}, {"error", st.ToString()}});
+    }
+  }
+}
+
 }  // namespace
 
 std::string OpenAiContainerJournalId(const std::string& session_id) {
@@ -420,6 +443,8 @@ absl::Status OpenAiSession::Close() {
                                                 st.message(), " (left for the journal sweep)"));
   }
   log::Info("sandbox.openai_container_deleted", {{"session", id_}, {"container", container_id_}});
+  // An earlier attempt of a retried create may have landed while this session lived.
+  DeleteOthersNamed(client_, ContainerName(id_), container_id_, id_);
   return journal_->Erase(OpenAiContainerJournalId(id_));
 }
 
@@ -528,6 +553,9 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
     if (!recorded.ok()) return recorded;
     return errors::Cancelled(cancel->reason());
   }
+  // The create may have been retried (retry.h) after an attempt whose answer was lost but
+  // which upstream carried out: that container has our name too, and nothing else owns it.
+  DeleteOthersNamed(client_, cs.name, created->id, spec.id);
   log::Info("sandbox.openai_container_created",
             {{"session", spec.id}, {"container", created->id}, {"memory_limit", cs.memory_limit}});
   std::unique_ptr<OpenAiSession> session(
@@ -548,6 +576,9 @@ absl::Status OpenAiProvider::Sweep(const JournalEntry& entry) {
     const std::string id = d["container_id"].get<std::string>();
     SANDGATE_RETURN_IF_ERROR(DeleteIgnoringMissing(client_, id, nullptr));
     log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
+    if (d.contains("name") && d["name"].is_string()) {
+      DeleteOthersNamed(client_, d["name"].get<std::string>(), id, entry.id);
+    }
     return journal_->Erase(entry.id);
   }
   // The create failed, or the daemon died between asking for the container and learning its

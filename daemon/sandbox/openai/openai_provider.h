@@ -11,7 +11,10 @@
 //    options.expires_after_minutes} and the mapped network_policy. The create request itself
 //    is not cancelled: upstream may carry out a create whose caller hung up, after any
 //    cleanup by name has looked. A cancel is honoured once the answer is in, by deleting the
-//    container by id.
+//    container by id. A create the retry policy repeated after an attempt whose answer was
+//    lost (a connection cut, a 5xx) may have made a container per attempt, all with our
+//    name: once one answers, every other container of that name is deleted, and again when
+//    the session closes or its entry is swept.
 //  - Keeping it alive: a keeper thread touches the container every keepalive_interval (well
 //    within expires_after) for as long as the session is held, and checks its own effect by
 //    reading the container's last_active_at afterwards. Listing its files is the cheap touch,

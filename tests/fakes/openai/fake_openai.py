@@ -1129,6 +1129,14 @@ class Handler(BaseHTTPRequestHandler):
         log("%s %s -> %d (%s)" % (self.command, self.path_only, status, self.request_id))
 
     def send_bytes(self, status, data, content_type="application/json", headers=None):
+        late = getattr(self, "late_fault", None)
+        if late is not None:
+            self.late_fault = None
+            try:
+                self.raise_fault(late)
+            except ApiError as e:
+                self.send_error_obj(e)
+                return
         self.record(status)
         self.send_response(status)
         self.common_headers()
@@ -1210,6 +1218,7 @@ class Handler(BaseHTTPRequestHandler):
         self.t0 = time.monotonic()
         self.request_id = "req_" + secrets.token_hex(16)
         self.streaming = False
+        self.late_fault = None
         parsed = urllib.parse.urlsplit(self.path)
         self.path_only = parsed.path
         self.query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
@@ -1267,6 +1276,13 @@ class Handler(BaseHTTPRequestHandler):
             return
         log("fault on %s %s: %s" % (self.command, self.path_only,
                                     {k: v for k, v in f.items() if k != "times"}))
+        if f.get("after_handling"):
+            # The request is carried out; only its answer is lost (send_bytes applies it).
+            self.late_fault = dict(f, after_handling=False)
+            return
+        self.raise_fault(f)
+
+    def raise_fault(self, f):
         if f.get("drop_connection"):
             self.record(0)
             self.abort_connection()

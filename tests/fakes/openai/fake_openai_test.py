@@ -864,6 +864,18 @@ class FaultsTest(Base):
             self.req("GET", "/v1/files")
         self.assertEqual(self.req("GET", "/v1/files").status, 200)
 
+    def test_a_fault_after_handling_loses_only_the_answer(self):
+        self.admin("POST", "/_fake/faults", {"path_prefix": "/v1/containers", "method": "POST",
+                                             "drop_connection": True, "after_handling": True})
+        with self.assertRaises((ConnectionError, http.client.HTTPException, OSError)):
+            self.req("POST", "/v1/containers", {"name": "landed"})
+        self.assertEqual([c["name"] for c in self.admin("GET", "/_fake/state")["containers"]],
+                         ["landed"])
+        self.admin("POST", "/_fake/faults", {"path_prefix": "/v1/containers", "method": "POST",
+                                             "status": 500, "after_handling": True})
+        self.assertEqual(self.req("POST", "/v1/containers", {"name": "landed"}).status, 500)
+        self.assertEqual(len(self.admin("GET", "/_fake/state")["containers"]), 2)
+
     def test_bad_fault_is_rejected(self):
         r = self.req("POST", "/_fake/faults", {"times": 1}, auth=False)
         self.assertEqual(r.status, 400)

@@ -283,6 +283,22 @@ TEST_F(OpenAiProviderTest, KeeperThatCannotExtendTheContainerSaysWhenItExpires) 
   EXPECT_THAT(h.reason, HasSubstr("expired"));
 }
 
+// The first attempt of a create made a container but its answer was lost; the retry made a
+// second. The session keeps the second; the first is deleted at once.
+TEST_F(OpenAiProviderTest, ARetriedCreateDeletesWhatItsEarlierAttemptMade) {
+  fake_.Fault({{"path_prefix", "/v1/containers"},
+               {"method", "POST"},
+               {"status", 500},
+               {"after_handling", true}});
+  auto provider = Provider();
+  auto session = provider->Create(Spec("twice-1"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  nlohmann::json state = fake_.State();
+  ASSERT_EQ(state["containers"].size(), 1u) << state.dump();
+  ASSERT_TRUE((*session)->Close().ok());
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
 TEST_F(OpenAiProviderTest, AnExpiredContainerIsReportedNeverReused) {
   auto provider = Provider();  // keeper every 5 minutes of real time: it will not run here
   auto session = provider->Create(Spec("exp-1"), nullptr);
