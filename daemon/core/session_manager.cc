@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -18,6 +17,7 @@
 #include "core/request_validation.h"
 #include "core/sandbox_maker.h"
 #include "core/sandbox_spec.h"
+#include "absl/cleanup/cleanup.h"
 
 namespace sandgate::core {
 
@@ -489,11 +489,9 @@ void SessionManager::ReaperLoop() {
         absl::MutexLock l(&e->mu);
         if (now >= e->created + e->max_lifetime) {
           if (!e->warned) warn.push_back(e);  // a late reaper still warns first
-          due.emplace_back(e, absl::StrCat("reached its max_lifetime of ",
-                                           absl::FormatDuration(e->max_lifetime)));
+          due.emplace_back(e, absl::StrCat("reached its max_lifetime of ", absl::FormatDuration(e->max_lifetime)));
         } else if (e->in_flight == 0 && now >= e->last_active + e->idle_timeout) {
-          due.emplace_back(e, absl::StrCat("idle for its idle_timeout of ",
-                                           absl::FormatDuration(e->idle_timeout)));
+          due.emplace_back(e, absl::StrCat("idle for its idle_timeout of ", absl::FormatDuration(e->idle_timeout)));
         } else if (!e->warned && now >= e->warn_at) {
           warn.push_back(e);
         }

@@ -80,11 +80,11 @@ TEST_F(EventLogTest, WaitFiresOnAppendOfThatRunOnly) {
 
 TEST_F(EventLogTest, WaitTimesOutOnTheInjectedClock) {
   std::atomic<bool> timed_out{false};
-  log_->Wait("a", 0, absl::Seconds(15),
-             [&](EventLog::WaitResult r) { timed_out = r == EventLog::WaitResult::kTimeout; });
+  log_->Wait("a", 0, absl::Seconds(15), [&](EventLog::WaitResult r) {
+    timed_out = r == EventLog::WaitResult::kTimeout;
+  });
   clock_.Advance(absl::Seconds(16));
-  for (int i = 0; i < 100 && !timed_out; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 100 && !timed_out; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(timed_out.load());
 }
 

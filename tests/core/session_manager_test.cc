@@ -123,7 +123,8 @@ TEST_F(SessionManagerTest, KeepAliveExtendsButNeverPastMaxLifetime) {
   EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE);
   auto lease = sessions_->Acquire(caller_, s.id());
   CancelToken watched;
-  auto watching = sessions_->Acquire(caller_, s.id(), {&watched, nullptr, nullptr});
+  auto watching =
+      sessions_->Acquire(caller_, s.id(), {&watched, nullptr, nullptr});
   clock_.Advance(absl::Seconds(11));  // past max_lifetime, although in use
   EXPECT_EQ(StatusAfterReaper(s.id()), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(watched.cancelled());
@@ -156,8 +157,7 @@ struct WarningRecorder {
   }
   // The reaper polls every 100 ms of real time.
   size_t CountAfterReaper(size_t want) {
-    for (int i = 0; i < 50 && count() < want; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 50 && count() < want; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // and nothing more arrives
     return count();
   }
@@ -180,8 +180,7 @@ TEST_F(SessionManagerTest, HoldersAreWarnedOnceBeforeMaxLifetimeAndLateComersAtO
     EXPECT_EQ(a.got[0].expires_at().seconds(), s.created_at().seconds() + 600);
     EXPECT_TRUE(absl::StrContains(a.got[0].reason(), "max_lifetime of 10m")) << a.got[0].reason();
   }
-  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE)
-      << "warned, not reaped";
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->status(), v1::SESSION_STATUS_ACTIVE) << "warned, not reaped";
   // A stream opened inside the window is told before Acquire returns.
   auto lease_late = sessions_->Acquire(caller_, s.id(), late.watch());
   ASSERT_TRUE(lease_late.ok());

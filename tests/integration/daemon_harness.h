@@ -5,13 +5,14 @@
 #ifndef SANDGATE_TESTS_INTEGRATION_DAEMON_HARNESS_H_
 #define SANDGATE_TESTS_INTEGRATION_DAEMON_HARNESS_H_
 
-#include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "nlohmann/json.hpp"
 #include "sandgate/v1/sandgate.grpc.pb.h"

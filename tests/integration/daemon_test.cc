@@ -603,9 +603,7 @@ TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
   std::string page;
   for (int i = 0; i < 100; ++i) {
     page = HttpGet(port, "/metrics");
-    if (absl::StrContains(page, "sandgate_sandboxes_in_use 0") &&
-        absl::StrContains(page, "sandgate_runs_active 0"))
-      break;
+    if (absl::StrContains(page, "sandgate_sandboxes_in_use 0") && absl::StrContains(page, "sandgate_runs_active 0")) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(absl::StartsWith(page, "HTTP/1.1 200 OK")) << page;
