@@ -13,7 +13,7 @@
 #include "common/errors.h"
 #include "common/log.h"
 #include "google/protobuf/util/time_util.h"
-#include "sandbox/openai/openai_provider.h"
+#include "sandbox/sandbox.h"
 
 namespace sandgate::agent {
 namespace {
@@ -261,7 +261,7 @@ class OpenAiRun : public ModelRun {
   OpenAiRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,
             EventSink& events, const CancelToken& cancel, ModelChoice choice)
       : ModelRun(client, task, session, events, cancel, std::move(choice)),
-        hosted_(dynamic_cast<sandbox::OpenAiSession*>(&session)) {}
+        hosted_(session.hosted_shell()) {}
 
   absl::Status Run() {
     const std::string workdir = session_.workdir();
@@ -384,7 +384,7 @@ class OpenAiRun : public ModelRun {
       return Check(*response);
     }
     const absl::Status& st = response.status();
-    if (sandbox::OpenAiSession::IsExpiredError(st)) {
+    if (hosted_->SaysExpired(st)) {
       return hosted_->MarkExpired(st.message(), "a Responses API request");
     }
     if (upstream::IsBrokenStream(st) || resumes > 0) {
@@ -444,8 +444,7 @@ class OpenAiRun : public ModelRun {
     if (status == "failed") {
       const json& error = Obj(response, "error");
       const std::string message = Str(error, "message");
-      if (hosted_ != nullptr &&
-          sandbox::OpenAiSession::IsExpiredError(errors::FailedPrecondition(message))) {
+      if (hosted_ != nullptr && hosted_->SaysExpired(errors::FailedPrecondition(message))) {
         return hosted_->MarkExpired(absl::StrCat("response failed: ", message),
                                     "the model's response");
       }
@@ -523,7 +522,7 @@ class OpenAiRun : public ModelRun {
                static_cast<uint64_t>(Int(usage, "total_tokens").value_or(in + out)));
   }
 
-  sandbox::OpenAiSession* const hosted_;  // null on a non-hosted session
+  sandbox::HostedShell* const hosted_;  // the session's; null on a non-hosted session
 };
 
 }  // namespace

@@ -6,7 +6,8 @@
 // "the model did not finish within N turns" after AgentTask.max_turns (0: the default).
 //
 // Where commands run depends on the session:
-//  - an OpenAiSession (provider `openai`): the shell tool is
+//  - a session with a hosted shell (sandbox::Session::hosted_shell(), provider `openai`): the
+//    shell tool is
 //    {"type":"container_reference","container_id":…}; OpenAI runs the commands inside the
 //    response and the agent relays them as they stream: command.started once a shell call's
 //    commands are known (the next command when the previous one finishes), command.output

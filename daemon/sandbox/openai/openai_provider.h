@@ -120,7 +120,7 @@ absl::StatusOr<std::string> MapMemoryLimit(uint64_t memory_bytes, const std::str
 class OpenAiProvider;
 
 // A session on a hosted container (see the file comment). Thread safe.
-class OpenAiSession : public Session {
+class OpenAiSession : public Session, public HostedShell {
  public:
   ~OpenAiSession() override;
 
@@ -137,17 +137,21 @@ class OpenAiSession : public Session {
   SessionHealth Health() const override;
   absl::Status Close() override;
 
-  // For the openai agent, which points the Responses API shell tool at this container.
-  const std::string& container_id() const { return container_id_; }
+  HostedShell* hosted_shell() override { return this; }
+
+  // HostedShell, for the openai agent, which points the Responses API shell tool at this
+  // container.
+  const std::string& container_id() const override { return container_id_; }
   // OK while the container is usable; FAILED_PRECONDITION "container cntr_… expired: …" once
   // it has expired, or "session … is closed".
-  absl::Status CheckUsable() const;
+  absl::Status CheckUsable() const override;
+  bool SaysExpired(const absl::Status& status) const override { return IsExpiredError(status); }
   // Records that upstream reported the container expired: `said` is what the API answered
   // (e.g. a Responses call's 400 "Container is expired."), `during` what we were doing ("the
   // model's turn"). Returns the FAILED_PRECONDITION every later call gets, which names the
   // container, what the API said, when, during what, and the container's age then; only the
   // first report is kept.
-  absl::Status MarkExpired(absl::string_view said, absl::string_view during);
+  absl::Status MarkExpired(absl::string_view said, absl::string_view during) override;
   // True when `status` is upstream's way of saying the container expired.
   static bool IsExpiredError(const absl::Status& status);
 
