@@ -43,6 +43,13 @@ class OpenAiProviderTest : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? std::move(*p) : nullptr;
   }
+  // Options whose keeper waits on `clock` and may run `true` as its fallback touch.
+  static OpenAiProviderOptions KeeperOptions(testing::FakeClock* clock) {
+    OpenAiProviderOptions o;
+    o.clock = clock;
+    o.keepalive_model = "fake-model";
+    return o;
+  }
   static SessionSpec Spec(const std::string& id) {
     SessionSpec spec;
     spec.id = id;
@@ -222,9 +229,7 @@ int ResponsesCalls(testing::FakeOpenAiServer& fake) {
 TEST_F(OpenAiProviderTest, KeeperFallsBackToACommandWhenListingFilesDoesNotCount) {
   fake_.Post("/_fake/activity", {{"counts", "commands"}});
   testing::FakeClock clock(absl::Now());
-  OpenAiProviderOptions o;
-  o.clock = &clock;
-  o.keepalive_model = "fake-model";
+  const OpenAiProviderOptions o = KeeperOptions(&clock);
   auto provider = Provider(o);
   auto session = provider->Create(Spec("keep-2"), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
@@ -254,9 +259,7 @@ TEST_F(OpenAiProviderTest, KeeperFallsBackToACommandWhenListingFilesDoesNotCount
 TEST_F(OpenAiProviderTest, KeeperThatCannotExtendTheContainerSaysWhenItExpires) {
   fake_.Post("/_fake/activity", {{"counts", "none"}});
   testing::FakeClock clock(absl::Now());
-  OpenAiProviderOptions o;
-  o.clock = &clock;
-  o.keepalive_model = "fake-model";
+  const OpenAiProviderOptions o = KeeperOptions(&clock);
   auto provider = Provider(o);
   auto session = provider->Create(Spec("keep-3"), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
