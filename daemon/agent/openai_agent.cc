@@ -11,8 +11,10 @@
 #include "agent/model_events.h"
 #include "agent/shell_output.h"
 #include "common/errors.h"
+#include "common/events.h"
+#include "common/log.h"
 #include "google/protobuf/util/time_util.h"
-#include "sandbox/openai/openai_provider.h"
+#include "sandbox/sandbox.h"
 
 namespace sandgate::agent {
 namespace {
@@ -21,9 +23,11 @@ using google::protobuf::util::TimeUtil;
 using nlohmann::json;
 
 // A stream that broke mid-way (upstream::IsBrokenStream) is retried as a whole turn this many
-// times. Nothing else is retried here: an HTTP error was already retried by the one policy in
-// upstream/retry.h, as the server's headers allowed.
+// times on a local session (where nothing ran yet), and resumed this many times on a hosted
+// one (where commands may have run). Nothing else is retried here: an HTTP error was already
+// retried by the one policy in upstream/retry.h, as the server's headers allowed.
 constexpr int kStreamRetries = 2;
+constexpr int kStreamResumes = 3;
 
 std::string Str(const json& j, const char* key) {
   if (!j.is_object()) return "";
@@ -175,13 +179,7 @@ class HostedRelay {
 
   void Output(Call& c, size_t i, v1::CommandOutput::Stream stream, std::string data) {
     if (data.empty()) return;
-    v1::Event out;
-    out.set_type("command.output");
-    auto* o = out.mutable_command_output();
-    o->set_command_id(c.ids[i]);
-    o->set_stream(stream);
-    o->set_data(std::move(data));
-    events_.Emit(std::move(out));
+    events_.Emit(events::CommandOutput(c.ids[i], stream, std::move(data)));
   }
   // Relays what of command i's final output (`result`) the deltas did not carry: all of it
   // when none came, the rest when they were its head, its tail and stderr when the API cut it.
@@ -217,21 +215,13 @@ class HostedRelay {
     c.state[i] = kRunning;
     c.ids[i] = events_.NextCommandId();
     c.start[i] = absl::Now();
-    v1::Event e;
-    e.set_type("command.started");
-    auto* s = e.mutable_command_started();
-    s->set_command_id(c.ids[i]);
-    s->set_step("agent");
-    for (const char* arg : {"/bin/sh", "-c"}) s->add_argv(arg);
-    s->add_argv(c.commands[i]);
-    events_.Emit(std::move(e));
+    events_.Emit(events::CommandStarted(c.ids[i], "agent", sandbox::ShellCommand(c.commands[i])));
   }
   void Finish(Call& c, size_t i, const json& outcome, bool cancelled, bool output_cut) {
     if (c.state[i] != kRunning) return;
     c.state[i] = kFinished;
-    v1::Event e;
-    e.set_type("command.finished");
-    auto* f = e.mutable_command_finished();
+    v1::CommandFinished finished;
+    v1::CommandFinished* f = &finished;
     f->set_command_id(c.ids[i]);
     f->set_output_truncated(output_cut);
     const std::string type = Str(outcome, "type");
@@ -244,7 +234,7 @@ class HostedRelay {
     }
     *f->mutable_duration() =
         TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(absl::Now() - c.start[i]));
-    events_.Emit(std::move(e));
+    events_.Emit(events::CommandFinished(std::move(finished)));
   }
 
   EventSink& events_;
@@ -258,7 +248,7 @@ class OpenAiRun : public ModelRun {
   OpenAiRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,
             EventSink& events, const CancelToken& cancel, ModelChoice choice)
       : ModelRun(client, task, session, events, cancel, std::move(choice)),
-        hosted_(dynamic_cast<sandbox::OpenAiSession*>(&session)) {}
+        hosted_(session.hosted_shell()) {}
 
   absl::Status Run() {
     const std::string workdir = session_.workdir();
@@ -314,34 +304,18 @@ class OpenAiRun : public ModelRun {
   }
 
  private:
-  // One streamed response, retried as a whole when the stream breaks.
+  // One streamed response. On a hosted container the commands run upstream, inside the
+  // response, so a response whose stream broke is never created again (its commands would run
+  // twice): it is created in the background and its stream is picked up after the last event
+  // that arrived. A local shell call runs here, after the response ends, so there a broken
+  // stream ran nothing and the turn is simply sent again.
   absl::StatusOr<json> Turn(const json& request) {
+    if (hosted_ != nullptr) return HostedTurn(request);
     for (int attempt = 0;; ++attempt) {
       HostedRelay relay(events_);
-      auto on_event = [&](const json& ev) -> absl::Status {
-        const std::string type = Str(ev, "type");
-        if (type == "response.output_item.added") {
-          if (hosted_ != nullptr && Str(Obj(ev, "item"), "type") == "shell_call_output") {
-            relay.OutputItemAdded(Obj(ev, "item"));
-          }
-        } else if (type == "response.output_item.done") {
-          const json& item = Obj(ev, "item");
-          const std::string item_type = Str(item, "type");
-          if (item_type == "message") {
-            EmitAssistantMessage(events_, MessageText(item));
-          } else if (hosted_ != nullptr && item_type == "shell_call") {
-            relay.CallKnown(item);
-          } else if (hosted_ != nullptr && item_type == "shell_call_output") {
-            relay.OutputItemDone(item);
-          }
-        } else if (hosted_ != nullptr && type == "response.shell_call_output_content.delta") {
-          relay.Delta(ev);
-        } else if (hosted_ != nullptr && type == "response.shell_call_output_content.done") {
-          relay.CommandDone(ev);
-        }
-        return absl::OkStatus();
-      };
-      absl::StatusOr<json> response = client_->CreateResponseStream(request, on_event, &cancel_);
+      Position pos;
+      absl::StatusOr<json> response =
+          client_->CreateResponseStream(request, Relay(relay, pos), &cancel_);
       relay.AbortOpen(cancel_.cancelled());
       if (cancel_.cancelled()) return errors::Cancelled(cancel_.reason());
       if (response.ok()) {
@@ -349,18 +323,106 @@ class OpenAiRun : public ModelRun {
         return Check(*response);
       }
       const absl::Status& st = response.status();
-      if (hosted_ != nullptr && sandbox::OpenAiSession::IsExpiredError(st)) {
-        return hosted_->MarkExpired(st.message(), "a Responses API request");
-      }
       if (upstream::IsBrokenStream(st) && attempt < kStreamRetries) {
-        EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
-                   absl::StrCat("the model's response stream broke (", st.message(),
-                                "); retrying the turn (attempt ", attempt + 2, " of ",
-                                kStreamRetries + 1, ")"));
+        EmitNotice(
+            events_, v1::Notice::SEVERITY_WARNING,
+            absl::StrCat("the model's response stream broke (", st.message(),
+                         "); retrying the turn (attempt ", attempt + 2, " of ", kStreamRetries + 1,
+                         "): no command ran, the daemon runs them after the response"));
         continue;
       }
       return absl::Status(st.code(), absl::StrCat("the OpenAI Responses API: ", st.message()));
     }
+  }
+
+  absl::StatusOr<json> HostedTurn(json request) {
+    // A background response outlives its stream and can be streamed again from a sequence
+    // number (GET /responses/{id}?stream=true&starting_after=N); it must be stored for that.
+    request["background"] = true;
+    request["store"] = true;
+    HostedRelay relay(events_);
+    Position pos;
+    const upstream::JsonEventCallback on_event = Relay(relay, pos);
+    absl::StatusOr<json> response = client_->CreateResponseStream(request, on_event, &cancel_);
+    int resumes = 0;
+    for (; !response.ok() && upstream::IsBrokenStream(response.status()) &&
+           !pos.response_id.empty() && resumes < kStreamResumes && !cancel_.cancelled();
+         ++resumes) {
+      EmitNotice(events_, v1::Notice::SEVERITY_WARNING,
+                 absl::StrCat("the model's response stream broke (", response.status().message(),
+                              "); resuming response ", pos.response_id, " after event ",
+                              pos.last_sequence, " (resume ", resumes + 1, " of ", kStreamResumes,
+                              "); nothing is sent again"));
+      response =
+          client_->ResumeResponseStream(pos.response_id, pos.last_sequence, on_event, &cancel_);
+    }
+    relay.AbortOpen(cancel_.cancelled());
+    if (!response.ok() && !pos.response_id.empty()) {
+      // Stop what runs upstream without us: cancelled, or a stream we could not pick up.
+      absl::StatusOr<json> stopped = client_->CancelResponse(pos.response_id, nullptr);
+      if (!stopped.ok()) {
+        log::Warning("agent.openai_cancel_failed",
+                     {{"response", pos.response_id}, {"error", stopped.status().ToString()}});
+      }
+    }
+    if (cancel_.cancelled()) return errors::Cancelled(cancel_.reason());
+    if (response.ok()) {
+      CountUsage(Obj(*response, "usage"));
+      return Check(*response);
+    }
+    const absl::Status& st = response.status();
+    if (hosted_->SaysExpired(st)) {
+      return hosted_->MarkExpired(st.message(), "a Responses API request");
+    }
+    if (upstream::IsBrokenStream(st) || resumes > 0) {
+      return absl::Status(
+          st.code(),
+          absl::StrCat("the model's response stream broke after its hosted commands may have "
+                       "run, and could not be resumed",
+                       pos.response_id.empty() ? " (no response id had arrived)" : "", ": ",
+                       st.message(),
+                       "; the turn is not sent again, so that no command runs twice"));
+    }
+    return absl::Status(st.code(), absl::StrCat("the OpenAI Responses API: ", st.message()));
+  }
+
+  // Where a response's stream got to: its id and the last sequence_number seen (-1: none).
+  struct Position {
+    std::string response_id;
+    int64_t last_sequence = -1;
+  };
+
+  // Relays a response's events into `relay` and the run's events, once each: an event a
+  // resumed stream repeats (numbered at or below pos.last_sequence) is skipped.
+  upstream::JsonEventCallback Relay(HostedRelay& relay, Position& pos) {
+    return [this, &relay, &pos](const json& ev) -> absl::Status {
+      if (std::optional<int64_t> seq = Int(ev, "sequence_number")) {
+        if (*seq <= pos.last_sequence) return absl::OkStatus();
+        pos.last_sequence = *seq;
+      }
+      if (pos.response_id.empty()) pos.response_id = Str(Obj(ev, "response"), "id");
+      const std::string type = Str(ev, "type");
+      if (type == "response.output_item.added") {
+        if (hosted_ != nullptr && Str(Obj(ev, "item"), "type") == "shell_call_output") {
+          relay.OutputItemAdded(Obj(ev, "item"));
+        }
+      } else if (type == "response.output_item.done") {
+        const json& item = Obj(ev, "item");
+        const std::string item_type = Str(item, "type");
+        if (item_type == "message") {
+          EmitAssistantMessage(events_, MessageText(item));
+        } else if (hosted_ != nullptr && item_type == "shell_call") {
+          relay.CallKnown(item);
+        } else if (hosted_ != nullptr && item_type == "shell_call_output") {
+          relay.OutputItemDone(item);
+        }
+      } else if (hosted_ != nullptr && type == "response.shell_call_output_content.delta") {
+        relay.Delta(ev);
+      } else if (hosted_ != nullptr && type == "response.shell_call_output_content.done") {
+        relay.CommandDone(ev);
+      }
+      return absl::OkStatus();
+    };
   }
 
   absl::StatusOr<json> Check(json response) {
@@ -369,8 +431,7 @@ class OpenAiRun : public ModelRun {
     if (status == "failed") {
       const json& error = Obj(response, "error");
       const std::string message = Str(error, "message");
-      if (hosted_ != nullptr &&
-          sandbox::OpenAiSession::IsExpiredError(errors::FailedPrecondition(message))) {
+      if (hosted_ != nullptr && hosted_->SaysExpired(errors::FailedPrecondition(message))) {
         return hosted_->MarkExpired(absl::StrCat("response failed: ", message),
                                     "the model's response");
       }
@@ -448,7 +509,7 @@ class OpenAiRun : public ModelRun {
                static_cast<uint64_t>(Int(usage, "total_tokens").value_or(in + out)));
   }
 
-  sandbox::OpenAiSession* const hosted_;  // null on a non-hosted session
+  sandbox::HostedShell* const hosted_;  // the session's; null on a non-hosted session
 };
 
 }  // namespace

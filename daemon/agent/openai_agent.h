@@ -6,7 +6,8 @@
 // "the model did not finish within N turns" after AgentTask.max_turns (0: the default).
 //
 // Where commands run depends on the session:
-//  - an OpenAiSession (provider `openai`): the shell tool is
+//  - a session with a hosted shell (sandbox::Session::hosted_shell(), provider `openai`): the
+//    shell tool is
 //    {"type":"container_reference","container_id":…}; OpenAI runs the commands inside the
 //    response and the agent relays them as they stream: command.started once a shell call's
 //    commands are known (the next command when the previous one finishes), command.output
@@ -23,10 +24,23 @@
 // Failures (the run fails with the message): a response that is `failed` ("the model's
 // response failed: <code>: <message>") or `incomplete` ("the model's response was cut off:
 // <reason>"); an expired container (FAILED_PRECONDITION "container cntr_… expired"); an API
-// error after the HTTP client's retries ("the OpenAI Responses API: …"); a stream that
-// breaks mid-way is retried as a whole turn up to twice (a notice says so), then fails;
-// a function call (no function tools are offered) is answered with an error for the model.
-// Cancellation aborts the response stream at once and returns CANCELLED.
+// error after the HTTP client's retries ("the OpenAI Responses API: …"); a function call (no
+// function tools are offered) is answered with an error for the model.
+//
+// A stream that breaks mid-way: on a hosted container the commands run upstream, inside the
+// response, so the turn is never sent again (they would run twice). Each hosted response is
+// created with "background": true and "store": true; the agent remembers its id and the last
+// sequence_number that arrived, and on a broken stream streams the same response again from
+// there (GET /responses/{id}?stream=true&starting_after=N), up to 3 times, each with a notice
+// WARNING "… resuming response resp_… after event N …". Events a resumed stream repeats are
+// skipped, so every command and every response's tokens are relayed once. When it cannot be
+// resumed, the response is cancelled upstream and the run fails with "the model's response
+// stream broke after its hosted commands may have run, and could not be resumed: …; the turn
+// is not sent again". On a local session the daemon runs the commands after the response has
+// ended, so a broken stream ran nothing: the turn is sent again, up to twice (a notice says
+// so), then fails.
+// Cancellation aborts the response stream at once (and cancels a hosted background response
+// upstream) and returns CANCELLED.
 //
 // Thread safe: one agent serves many runs at once; each run's state is local to Run.
 //

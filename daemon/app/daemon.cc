@@ -166,6 +166,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     options.expires_after_minutes = static_cast<int>(c.openai.container_expires_after_minutes);
     options.keepalive_interval =
         std::min(absl::Minutes(5), absl::Minutes(c.openai.container_expires_after_minutes) / 4);
+    options.keepalive_model = c.openai.model;  // runs `true` when listing files is no touch
     options.max_file_bytes = c.max_input_bytes;
     options.create_settle = c.openai.container_create_settle;
     SANDGATE_ASSIGN_OR_RETURN(

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "agent/model_events.h"
 #include "common/errors.h"
 #include "common/events.h"
 #include "common/ids.h"
@@ -72,6 +73,8 @@ struct SessionManager::Entry {
   bool warned ABSL_GUARDED_BY(mu) = false;
   std::map<uint64_t, LeaseWatch> watchers ABSL_GUARDED_BY(mu);  // by lease
   uint64_t next_watch ABSL_GUARDED_BY(mu) = 0;
+  // The sandbox's own end (SessionHealth::expires_at) last told in the session's log.
+  absl::Time told_sandbox_end ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 
   v1::SessionExpiring Expiring() const {
     v1::SessionExpiring x;
@@ -133,12 +136,16 @@ absl::StatusOr<std::optional<v1::Session>> SessionManager::FindKeyed(
 }
 
 v1::Session SessionManager::Snapshot(Entry& e) {
+  // A sandbox that ends on its own (a hosted container the daemon cannot keep alive) bounds
+  // the session's expiry, held or not.
+  const absl::Time sandbox_end =
+      e.sandbox ? e.sandbox->Health().expires_at : absl::InfiniteFuture();
   absl::MutexLock lock(&e.mu);
   v1::Session s = e.record;
   *s.mutable_last_active_at() = ToProto(e.last_active);
   s.set_in_flight(static_cast<uint32_t>(e.in_flight));
   if (s.status() == v1::SESSION_STATUS_ACTIVE) {
-    absl::Time end = e.created + e.max_lifetime;
+    absl::Time end = std::min(e.created + e.max_lifetime, sandbox_end);
     if (e.in_flight == 0) end = std::min(end, e.last_active + e.idle_timeout);
     *s.mutable_expires_at() = ToProto(end);
   }
@@ -292,6 +299,7 @@ absl::StatusOr<v1::Session> SessionManager::Get(const Caller& caller, const std:
   }
   v1::Session s;
   if (e) {
+    CheckSandboxHealth(e);
     s = Snapshot(*e);
   } else {
     SANDGATE_ASSIGN_OR_RETURN(s, deps_.store->GetSession(id));
@@ -305,9 +313,15 @@ absl::StatusOr<std::vector<v1::Session>> SessionManager::List(const Caller& call
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> stored,
                             deps_.store->ListSessions(caller.is_operator ? "" : caller.tenant, include_closed));
   for (v1::Session& s : stored) {
-    absl::MutexLock lock(&mu_);
-    auto it = live_.find(s.id());
-    if (it != live_.end()) s = Snapshot(*it->second);
+    std::shared_ptr<Entry> e;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = live_.find(s.id());
+      if (it != live_.end()) e = it->second;
+    }
+    if (!e) continue;
+    CheckSandboxHealth(e);
+    s = Snapshot(*e);
   }
   return stored;
 }
@@ -327,6 +341,7 @@ absl::StatusOr<std::unique_ptr<SessionManager::Lease>> SessionManager::Acquire(
                                                    ": ", s.status_reason()));
   }
   if (e->tenant != caller.tenant && !caller.is_operator) return errors::NotFound("session", id);
+  CheckSandboxHealth(e);
   absl::MutexLock lock(&e->mu);
   if (e->ended) {
     return errors::FailedPrecondition(absl::StrCat("session ", id, " ended: ", e->record.status_reason()));
@@ -421,6 +436,28 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
             {{"session", e->id}, {"tenant", e->tenant}, {"reason", reason}});
 }
 
+void SessionManager::CheckSandboxHealth(const std::shared_ptr<Entry>& e) {
+  const sandbox::SessionHealth h = e->sandbox->Health();
+  if (h.expired) {
+    Expire(e, v1::SESSION_STATUS_EXPIRED, h.reason);
+    return;
+  }
+  if (h.expires_at == absl::InfiniteFuture()) return;
+  if (deps_.clock->Now() >= h.expires_at) {
+    Expire(e, v1::SESSION_STATUS_EXPIRED, absl::StrCat("its sandbox expired: ", h.reason));
+    return;
+  }
+  {
+    absl::MutexLock lock(&e->mu);
+    if (e->ended || e->told_sandbox_end == h.expires_at) return;
+    e->told_sandbox_end = h.expires_at;
+  }
+  SessionEvents events(deps_.events, e->id);
+  agent::EmitNotice(events, v1::Notice::SEVERITY_WARNING, h.reason);
+  log::Warning("session.sandbox_ends_on_its_own",
+               {{"session", e->id}, {"tenant", e->tenant}, {"reason", h.reason}});
+}
+
 void SessionManager::Warn(const std::shared_ptr<Entry>& e) {
   absl::MutexLock lock(&e->mu);
   if (e->warned || e->ended) return;
@@ -450,7 +487,7 @@ void SessionManager::ReaperLoop() {
   absl::Time next = absl::InfiniteFuture();  // nothing is due until a session exists
   for (;;) {
     std::vector<std::pair<std::shared_ptr<Entry>, std::string>> due;
-    std::vector<std::shared_ptr<Entry>> warn;
+    std::vector<std::shared_ptr<Entry>> warn, live;
     {
       absl::MutexLock lock(&mu_);
       deps_.clock->AwaitWithDeadline(mu_, absl::Condition(this, &SessionManager::ReaperWoken),
@@ -460,6 +497,7 @@ void SessionManager::ReaperLoop() {
       const absl::Time now = deps_.clock->Now();
       next = absl::InfiniteFuture();
       for (const auto& [id, e] : live_) {
+        live.push_back(e);
         absl::MutexLock l(&e->mu);
         if (e->ended) continue;  // a Close is deleting it
         const absl::Time end = e->created + e->max_lifetime;
@@ -485,6 +523,7 @@ void SessionManager::ReaperLoop() {
         }
       }
     }
+    for (const auto& e : live) CheckSandboxHealth(e);
     for (const auto& e : warn) Warn(e);
     for (const auto& [e, why] : due) Expire(e, v1::SESSION_STATUS_EXPIRED, why);
   }

@@ -129,6 +129,10 @@ class SessionManager {
   // The part of a SandboxPlan that closing a session's sandbox uses.
   SandboxPlan ClosePlan(const std::string& id);
   void Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus status, const std::string& reason);
+  // What the sandbox says of its own end (sandbox::Session::Health): expired (or past the end
+  // it announced) ends the session now as EXPIRED with its reason; an end it cannot be kept
+  // past is told once in the session's log as a notice, and bounds expires_at (Snapshot).
+  void CheckSandboxHealth(const std::shared_ptr<Entry>& e);
   // Tells every lease holder of `e` that max_lifetime is near, once.
   void Warn(const std::shared_ptr<Entry>& e);
   void ReaperLoop();

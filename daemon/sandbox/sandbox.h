@@ -161,6 +161,35 @@ struct FileListing {
   bool truncated = false;          // an entry cap stopped the listing early
 };
 
+// What a session knows of its own end when that is not the daemon's to decide (a hosted
+// container expires upstream however it is touched). A plain value.
+struct SessionHealth {
+  // The sandbox has ended on its own; `reason` says how it was learned.
+  bool expired = false;
+  // When it will end on its own, whatever the daemon does; InfiniteFuture while the daemon
+  // can keep it for as long as it is held. `reason` says why it cannot.
+  absl::Time expires_at = absl::InfiniteFuture();
+  std::string reason;
+};
+
+// A capability of a session whose commands run upstream, inside a model's response, in a
+// hosted shell (the `openai` provider's containers): what an agent needs to point the model's
+// shell tool at it and to report its expiry. Agents reach it through Session::hosted_shell(),
+// never by casting to a provider's class. Thread safe; lives as long as its session.
+class HostedShell {
+ public:
+  virtual ~HostedShell() = default;
+  // The upstream container the shell tool is given ({"type":"container_reference",…}).
+  virtual const std::string& container_id() const = 0;
+  // OK while the container is usable; FAILED_PRECONDITION saying why once it is not.
+  virtual absl::Status CheckUsable() const = 0;
+  // Whether `status` (from an upstream call) is upstream's way of saying the container expired.
+  virtual bool SaysExpired(const absl::Status& status) const = 0;
+  // Records that upstream reported the container expired: `said` is what the API answered,
+  // `during` what was being done. Returns the FAILED_PRECONDITION every later call gets.
+  virtual absl::Status MarkExpired(absl::string_view said, absl::string_view during) = 0;
+};
+
 // One live sandbox. Thread safe: Exec may run concurrently with Exec and file calls; Close
 // may be called from any thread, also while an Exec is running (which then ends cancelled).
 class Session {
@@ -196,6 +225,13 @@ class Session {
   // Human-readable notes about promises this session cannot keep on this host, e.g.
   // "memory limit not enforced: no memory cgroup controller available".
   virtual std::vector<std::string> Warnings() const = 0;
+  // Whether the sandbox has ended, or will end, on its own. Cheap (no I/O: it reports what the
+  // session has already learned), so the daemon may ask it often. Default: it lives until
+  // closed.
+  virtual SessionHealth Health() const { return SessionHealth(); }
+  // The session's hosted shell, when its commands run upstream; null when they run through
+  // Exec (the default). Valid as long as the session.
+  virtual HostedShell* hosted_shell() { return nullptr; }
   // Kills every process, releases every host resource and erases the journal record.
   // Idempotent.
   virtual absl::Status Close() = 0;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/events.h"
 #include "common/errors.h"
 #include "core/file_transfer.h"
 #include "server/reactor.h"
@@ -172,10 +173,8 @@ class EventStream final : public PullWriter<v1::Event> {
         Schedule(deps_.io, [this] { Fetch(); });
         break;
       case core::EventLog::WaitResult::kTimeout: {
-        v1::Event hb;
+        v1::Event hb = events::Heartbeat();
         hb.set_run_id(req_.run_id());
-        hb.set_type("heartbeat");
-        hb.mutable_heartbeat();
         {
           absl::MutexLock lock(&mu_);
           buffer_.push_back(std::move(hb));

@@ -339,16 +339,18 @@ absl::StatusOr<json> OpenAiClient::MultipartCall(std::string path, std::vector<M
 }
 
 absl::Status OpenAiClient::StreamCall(
-    std::string path, const json& request,
+    std::string path, const json* request,
     const std::function<absl::Status(const std::string&, const json&, bool*)>& on_event,
     const CancelToken* cancel) {
-  json body = request.is_object() ? request : json::object();
-  body["stream"] = true;
   Call call;
-  call.method = "POST";
+  call.method = request != nullptr ? "POST" : "GET";
   call.path = std::move(path);
-  call.json_body = Dump(body);
-  call.has_json_body = true;
+  if (request != nullptr) {
+    json body = request->is_object() ? *request : json::object();
+    body["stream"] = true;
+    call.json_body = Dump(body);
+    call.has_json_body = true;
+  }
   call.accept = "text/event-stream";
   const std::string op = call.Name();
 
@@ -569,7 +571,24 @@ absl::StatusOr<json> OpenAiClient::CreateResponse(const json& request, const Can
 absl::StatusOr<json> OpenAiClient::CreateResponseStream(const json& request,
                                                         const JsonEventCallback& on_event,
                                                         const CancelToken* cancel) {
-  const std::string op = "openai POST /responses (stream)";
+  return ResponseStream("openai POST /responses (stream)", "/responses", &request, on_event,
+                        cancel);
+}
+
+absl::StatusOr<json> OpenAiClient::ResumeResponseStream(absl::string_view response_id,
+                                                        int64_t starting_after,
+                                                        const JsonEventCallback& on_event,
+                                                        const CancelToken* cancel) {
+  const std::string path = absl::StrCat("/responses/", Escape(response_id),
+                                        "?stream=true&starting_after=", starting_after);
+  return ResponseStream(absl::StrCat("openai GET /responses/", response_id, " (stream)"), path,
+                        nullptr, on_event, cancel);
+}
+
+absl::StatusOr<json> OpenAiClient::ResponseStream(const std::string& op, std::string path,
+                                                  const json* request,
+                                                  const JsonEventCallback& on_event,
+                                                  const CancelToken* cancel) {
   std::optional<json> final_response;
   auto handle = [&](const std::string& event_type, const json& data, bool* done) -> absl::Status {
     if (!data.is_object()) return absl::OkStatus();
@@ -590,7 +609,7 @@ absl::StatusOr<json> OpenAiClient::CreateResponseStream(const json& request,
     }
     return absl::OkStatus();
   };
-  SANDGATE_RETURN_IF_ERROR(StreamCall("/responses", request, handle, cancel));
+  SANDGATE_RETURN_IF_ERROR(StreamCall(std::move(path), request, handle, cancel));
   if (!final_response.has_value()) {
     return BrokenStream(
         errors::Unavailable(absl::StrCat(op, ": the stream ended before a terminal event")));
@@ -662,7 +681,7 @@ absl::StatusOr<ChatCompletionResult> OpenAiClient::CreateChatCompletionStream(
     }
     return absl::OkStatus();
   };
-  SANDGATE_RETURN_IF_ERROR(StreamCall("/chat/completions", request, handle, cancel));
+  SANDGATE_RETURN_IF_ERROR(StreamCall("/chat/completions", &request, handle, cancel));
   for (auto& [index, call] : calls) result.tool_calls.push_back(std::move(call));
   return result;
 }

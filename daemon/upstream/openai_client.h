@@ -201,6 +201,15 @@ class OpenAiClient {
   absl::StatusOr<nlohmann::json> CreateResponseStream(const nlohmann::json& request,
                                                       const JsonEventCallback& on_event,
                                                       const CancelToken* cancel = nullptr);
+  // Streams a background response (one created with "background": true and stored) again:
+  // its events numbered above `starting_after` (-1: all of them), then the rest as they come,
+  // until its terminal event; otherwise as CreateResponseStream. This is how a caller that
+  // lost a response's stream picks it up where it broke instead of creating it again
+  // (GET /responses/{id}?stream=true&starting_after=N; openai-python ResponseRetrieveParams).
+  absl::StatusOr<nlohmann::json> ResumeResponseStream(absl::string_view response_id,
+                                                      int64_t starting_after,
+                                                      const JsonEventCallback& on_event,
+                                                      const CancelToken* cancel = nullptr);
   absl::StatusOr<nlohmann::json> RetrieveResponse(absl::string_view response_id,
                                                   const CancelToken* cancel = nullptr);
   absl::StatusOr<nlohmann::json> CancelResponse(absl::string_view response_id,
@@ -224,8 +233,13 @@ class OpenAiClient {
                                           const nlohmann::json* body, const CancelToken* cancel);
   absl::StatusOr<nlohmann::json> MultipartCall(std::string path, std::vector<MultipartPart> parts,
                                                const CancelToken* cancel);
+  absl::StatusOr<nlohmann::json> ResponseStream(const std::string& op, std::string path,
+                                                const nlohmann::json* request,
+                                                const JsonEventCallback& on_event,
+                                                const CancelToken* cancel);
+  // POSTs `request` with "stream": true, or GETs `path` when `request` is null.
   absl::Status StreamCall(
-      std::string path, const nlohmann::json& request,
+      std::string path, const nlohmann::json* request,
       const std::function<absl::Status(const std::string& event_type, const nlohmann::json& data,
                                        bool* done)>& on_event,
       const CancelToken* cancel);

@@ -58,6 +58,57 @@ TEST_F(OpenAiAgentTest, HostedShellProducesVerifiedArtifactsAndRelaysCommands) {
   EXPECT_TRUE(HasNotice("tokens in total"));
 }
 
+// Any session that offers a hosted shell gets the hosted path: the agent meets providers
+// through the HostedShell capability, not one provider's class. This one forwards to a
+// hosted session without being one.
+class ForwardingHostedSession : public sandbox::Session, public sandbox::HostedShell {
+ public:
+  explicit ForwardingHostedSession(sandbox::Session& s) : s_(s), h_(*s.hosted_shell()) {}
+  const std::string& id() const override { return s_.id(); }
+  std::string workdir() const override { return s_.workdir(); }
+  absl::StatusOr<sandbox::ExecResult> Exec(const sandbox::ExecRequest& r,
+                                           const sandbox::OutputCallback& out,
+                                           const CancelToken* cancel) override {
+    return s_.Exec(r, out, cancel);
+  }
+  absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override {
+    return s_.WriteFile(path, data, mode);
+  }
+  absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max) override {
+    return s_.ReadFile(path, max);
+  }
+  absl::StatusOr<sandbox::FileListing> ListFiles(absl::string_view dir) override {
+    return s_.ListFiles(dir);
+  }
+  std::vector<std::string> Warnings() const override { return s_.Warnings(); }
+  absl::Status Close() override { return absl::OkStatus(); }  // the fixture closes s_
+  sandbox::HostedShell* hosted_shell() override { return this; }
+  const std::string& container_id() const override { return h_.container_id(); }
+  absl::Status CheckUsable() const override { return h_.CheckUsable(); }
+  bool SaysExpired(const absl::Status& st) const override { return h_.SaysExpired(st); }
+  absl::Status MarkExpired(absl::string_view said, absl::string_view during) override {
+    return h_.MarkExpired(said, during);
+  }
+
+ private:
+  sandbox::Session& s_;
+  sandbox::HostedShell& h_;
+};
+
+TEST_F(OpenAiAgentTest, AnySessionWithAHostedShellGetsTheHostedPath) {
+  sandbox::Session& hosted = NewSession(true, "oa-capability");
+  ForwardingHostedSession session(hosted);
+  fake_.Scenario(testing::AnalystTurns(testing::kInputName));
+  absl::Status st = RunAgent(session);
+  ASSERT_TRUE(st.ok()) << st;
+  std::vector<nlohmann::json> sent = recorder_.Bodies("/responses");
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(sent[0]["tools"][0]["environment"]["type"], "container_reference");
+  EXPECT_EQ(sent[0]["tools"][0]["environment"]["container_id"], session.container_id());
+  EXPECT_EQ(sent[0]["background"], true);  // hosted responses are resumable
+  EXPECT_THAT(VerifyArtifacts(), IsEmpty());
+}
+
 TEST_F(OpenAiAgentTest, HostedTimeoutsAndExitCodesAreRelayed) {
   sandbox::Session& session = NewSession(true, "oa-timeout");
   fake_.Scenario({{{"shell", {"echo out; echo err >&2; exit 4", "sleep 5"}}, {"timeout_ms", 300}},
@@ -145,7 +196,7 @@ TEST_F(OpenAiAgentTest, HostedRequestsReferenceTheSessionsContainer) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0]["tools"][0]["environment"]["type"], "container_reference");
   EXPECT_EQ(sent[0]["tools"][0]["environment"]["container_id"],
-            dynamic_cast<sandbox::OpenAiSession&>(session).container_id());
+            session.hosted_shell()->container_id());
   EXPECT_THAT(sent[0]["instructions"].get<std::string>(), HasSubstr("/mnt/data"));
 }
 
@@ -174,7 +225,7 @@ TEST_F(OpenAiAgentTest, FailedAndIncompleteResponsesFailClearly) {
 
 TEST_F(OpenAiAgentTest, AnExpiredContainerFailsTheRun) {
   sandbox::Session& session = NewSession(true, "oa-expired");
-  auto* hosted = dynamic_cast<sandbox::OpenAiSession*>(&session);
+  sandbox::HostedShell* hosted = session.hosted_shell();
   fake_.Scenario(testing::AnalystTurns(testing::kInputName));
   fake_.AdvanceClock(21 * 60);
   absl::Status st = RunAgent(session);

@@ -31,6 +31,26 @@ using ::testing::Not;
 constexpr char kApiKey[] = "sk-it-SECRET-5f1d9a7c3e2b4d6f8a0c1e3b5d7f9a2c";
 constexpr char kInput[] = "northstar_cloud_financial_statements.csv";
 
+// How many times the fake was asked `method path`.
+int Attempts(FakeOpenAiServer& fake, const std::string& method, const std::string& path) {
+  int n = 0;
+  const nlohmann::json state = fake.State();
+  for (const auto& r : state["requests"]) {
+    n += r.value("method", "") == method && r.value("path", "") == path ? 1 : 0;
+  }
+  return n;
+}
+
+// A first hosted command that counts how often it ran (its output is that count), then the
+// analyst's turns.
+nlohmann::json RanOnceThenAnalystTurns() {
+  nlohmann::json turns = AnalystTurns(kInput);
+  nlohmann::json first = nlohmann::json::object();
+  first["shell"] = nlohmann::json::array({"echo ran >> ran.txt; wc -l < ran.txt"});
+  turns.insert(turns.begin(), first);
+  return turns;
+}
+
 class OpenAiIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -181,8 +201,67 @@ TEST_F(OpenAiIntegrationTest, FaultsAreRetried) {
   }
 }
 
+// Issue 10 item 3: the hosted stream drops after a command has run. The response is picked up
+// where it broke (it was created in the background), never created again: every command runs
+// once, each response's tokens count once, and the run's events say the stream was resumed.
+TEST_F(OpenAiIntegrationTest, ADroppedHostedStreamIsResumedAndRunsNoCommandTwice) {
+  fake_.Scenario(RanOnceThenAnalystTurns());
+  // Frame 11 is the first command's output done: it has run.
+  fake_.Fault({{"path_prefix", "/v1/responses"},
+               {"method", "POST"},
+               {"drop_mid_stream", true},
+               {"after_frames", 11}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  ExpectVerified(run, events);
+  EXPECT_EQ(Count(events, "command.started"), 3);  // one, then the analyst's two
+  std::string ran;
+  bool resumed = false;
+  for (const auto& e : events) {
+    if (e.type() == "command.output" && e.command_output().command_id() == 1) {
+      ran += e.command_output().data();
+    }
+    resumed |=
+        e.type() == "notice" && absl::StrContains(e.notice().message(), "resuming response resp_");
+  }
+  EXPECT_EQ(ran, "1\n") << "the first command ran more than once";
+  EXPECT_TRUE(resumed);
+  // The hosted response runs both shell calls and ends with the message: it is sent once.
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/responses"), 1);
+  EXPECT_EQ(Count(events, "token_usage"), 1);
+}
+
+// When the stream cannot be picked up again, the turn fails saying so instead of being sent
+// again, and the response left running upstream is cancelled.
+TEST_F(OpenAiIntegrationTest, AHostedStreamThatCannotBeResumedFailsWithoutResending) {
+  fake_.Scenario(RanOnceThenAnalystTurns());
+  fake_.Fault({{"path_prefix", "/v1/responses"},
+               {"method", "POST"},
+               {"drop_mid_stream", true},
+               {"after_frames", 11}});
+  fake_.Fault({{"path_prefix", "/v1/responses/"},
+               {"method", "GET"},
+               {"drop_mid_stream", true},
+               {"after_frames", 0},
+               {"times", 10}});
+  v1::Run run = RunToEnd(Request("openai", "openai"));
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_THAT(run.status_reason(),
+              HasSubstr("stream broke after its hosted commands may have run"));
+  EXPECT_THAT(run.status_reason(), HasSubstr("not sent again"));
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/responses"), 1);
+  bool cancelled = false;
+  const nlohmann::json state = fake_.State();
+  for (const auto& r : state["requests"]) {
+    cancelled |= r.value("method", "") == "POST" && absl::EndsWith(r.value("path", ""), "/cancel");
+  }
+  EXPECT_TRUE(cancelled) << state["requests"].dump();
+}
+
+// The chat agent runs the model's tool calls itself once a completion has ended, so a broken
+// completion stream ran nothing and is sent again; no command runs twice for it.
 TEST_F(OpenAiIntegrationTest, ChatFaultsAreRetried) {
-  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Scenario(RanOnceThenAnalystTurns());
   fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 429}, {"retry_after", "1"}});
   fake_.Fault({{"path_prefix", "/v1/chat/completions"}, {"status", 503}});
   fake_.Fault(
@@ -190,6 +269,14 @@ TEST_F(OpenAiIntegrationTest, ChatFaultsAreRetried) {
   std::vector<v1::Event> events;
   v1::Run run = RunToEnd(Request("local", "chat"), &events);
   ExpectVerified(run, events);
+  EXPECT_EQ(Count(events, "command.started"), 3);
+  std::string ran;
+  for (const auto& e : events) {
+    if (e.type() == "command.output" && e.command_output().command_id() == 1) {
+      ran += e.command_output().data();
+    }
+  }
+  EXPECT_EQ(ran, "1\n");
 }
 
 TEST_F(OpenAiIntegrationTest, PersistentServerErrorsFailClearly) {
@@ -408,6 +495,146 @@ TEST_F(OpenAiIntegrationTest, AContainerMadeAfterTheCreateTimedOutIsDeletedAcros
   EXPECT_TRUE(fake_.State()["containers"].empty()) << fake_.State().dump();
 }
 
+// Issue 10 item 4: keeping a held hosted session alive against a server where listing files is
+// not activity. The daemon runs with containers that expire after 1 minute (its keeper then
+// touches every 15 s).
+class HeldHostedSessionTest : public OpenAiIntegrationTest {
+ protected:
+  void SetUp() override {
+    OpenAiIntegrationTest::SetUp();
+    daemon_->Stop(SIGTERM);
+    nlohmann::json openai = {{"base_url", fake_.base_url()},
+                             {"api_key_file", key_file_},
+                             {"model", "fake-model"},
+                             {"container_expires_after_minutes", 1}};
+    daemon_ = std::make_unique<DaemonHarness>(
+        nlohmann::json{{"local", {{"uid_base", 310000}, {"uid_count", 64}}}, {"openai", openai}});
+    daemon_->Start();
+    stub_ = daemon_->Stub();
+  }
+
+  v1::Session Create() {
+    v1::CreateSessionRequest req;
+    req.set_provider("openai");
+    v1::Session s;
+    grpc::Status st = stub_->CreateSession(DaemonHarness::Context().get(), req, &s);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return s;
+  }
+  v1::Session Get(const std::string& id) {
+    v1::GetSessionRequest req;
+    req.set_session_id(id);
+    v1::Session s;
+    EXPECT_TRUE(stub_->GetSession(DaemonHarness::Context().get(), req, &s).ok());
+    return s;
+  }
+  // The session's own log so far.
+  std::vector<v1::Event> SessionEvents(const std::string& id) {
+    v1::StreamEventsRequest req;
+    req.set_run_id(id);
+    auto ctx = DaemonHarness::Context();
+    auto reader = stub_->StreamEvents(ctx.get(), req);
+    std::vector<v1::Event> events;
+    v1::Event e;
+    while (reader->Read(&e)) events.push_back(e);
+    reader->Finish();
+    return events;
+  }
+  static std::string Notices(const std::vector<v1::Event>& events) {
+    std::string out;
+    for (const auto& e : events) {
+      if (e.type() == "notice") out += e.notice().message() + "\n";
+    }
+    return out;
+  }
+  // Waits (real time: the keeper's interval is real) until `done` holds, up to `limit`.
+  static bool WaitFor(const std::function<bool()>& done, absl::Duration limit) {
+    for (absl::Time end = absl::Now() + limit; absl::Now() < end;) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return done();
+  }
+  // The index, in the fake's request log, of the last request `method path`; -1 if none.
+  int LastRequest(const std::string& method, const std::string& path) {
+    const nlohmann::json state = fake_.State();
+    int last = -1;
+    for (size_t i = 0; i < state["requests"].size(); ++i) {
+      const auto& r = state["requests"][i];
+      if (r.value("method", "") == method && r.value("path", "") == path) last = i;
+    }
+    return last;
+  }
+};
+
+// Only command execution counts: the keeper finds its file listing moved nothing, runs `true`
+// through the hosted shell, and the container outlives its first minute.
+TEST_F(HeldHostedSessionTest, StaysAliveWhenOnlyCommandsCountAsActivity) {
+  fake_.Post("/_fake/activity", {{"counts", "commands"}});
+  v1::Session s = Create();
+  const std::string cid = fake_.State()["containers"][0]["id"];
+  // The keeper's first round: a command, then a read of the container to check it.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const int ran = LastRequest("POST", "/v1/responses");
+        return ran >= 0 && LastRequest("GET", "/v1/containers/" + cid) > ran;
+      },
+      absl::Seconds(25)))
+      << fake_.State()["requests"].dump();
+  fake_.AdvanceClock(50);  // 65 s after the create, 50 s after the keeper's command
+  EXPECT_EQ(fake_.State()["containers"][0]["status"], "running");
+  v1::Session got = Get(s.id());
+  EXPECT_EQ(got.status(), v1::SESSION_STATUS_ACTIVE) << got.status_reason();
+  EXPECT_EQ(Notices(SessionEvents(s.id())), "");
+  v1::CloseSessionRequest close;
+  close.set_session_id(s.id());
+  EXPECT_TRUE(stub_->CloseSession(DaemonHarness::Context().get(), close, &got).ok());
+}
+
+// Nothing counts: the session's log says the daemon cannot keep the container alive and
+// expires_at is when the container really expires; once it has expired, GetSession says
+// SESSION_EXPIRED at once (not ACTIVE after the daemon logged the expiry).
+TEST_F(HeldHostedSessionTest, AnExpiryItCannotPreventIsReportedAtOnce) {
+  fake_.Post("/_fake/activity", {{"counts", "none"}});
+  v1::Session s = Create();
+  const int64_t last_active = fake_.State()["containers"][0]["last_active_at"];
+  std::string notices;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        notices = Notices(SessionEvents(s.id()));
+        return !notices.empty();
+      },
+      absl::Seconds(25)));
+  EXPECT_THAT(notices, HasSubstr("cannot keep container cntr_"));
+  v1::Session got = Get(s.id());
+  EXPECT_EQ(got.status(), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_EQ(got.expires_at().seconds(), last_active + 60);
+
+  fake_.AdvanceClock(61);
+  ASSERT_TRUE(
+      WaitFor([&] { return absl::StrContains(daemon_->Log(), "sandbox.openai_container_expired"); },
+              absl::Seconds(25)));
+  got = Get(s.id());
+  EXPECT_EQ(got.status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_THAT(got.status_reason(), HasSubstr("expired"));
+}
+
+// A container create whose first attempt landed upstream although its answer was lost (the
+// connection broke after the container was made), then was retried and succeeded: the first
+// attempt's container has the session's name too and must not be left behind.
+TEST_F(OpenAiIntegrationTest, AnEarlierAttemptOfARetriedCreateLeavesNoContainer) {
+  fake_.Scenario(AnalystTurns(kInput));
+  fake_.Fault({{"path_prefix", "/v1/containers"},
+               {"method", "POST"},
+               {"drop_connection", true},
+               {"after_handling", true}});
+  std::vector<v1::Event> events;
+  v1::Run run = RunToEnd(Request("openai", "openai"), &events);
+  ExpectVerified(run, events);
+  EXPECT_EQ(Attempts(fake_, "POST", "/v1/containers"), 2);
+  EXPECT_TRUE(fake_.State()["containers"].empty()) << fake_.State().dump();
+}
+
 // An input the verifier would fail whatever the agent does (a missing column, a cell that is
 // not a number, a duplicate year) is refused at RunAnalysis, naming the problem: no model call,
 // no container, nothing paid for (issue 10, item 7).
@@ -433,21 +660,12 @@ TEST_F(OpenAiIntegrationTest, AFatalInputIsRefusedBeforeAnyModelCall) {
     }
   }
   int paid_calls = 0;  // model calls and containers
-  for (const auto& r : fake_.State()["requests"]) {
+  const nlohmann::json state = fake_.State();  // outlives the loop over its requests
+  for (const auto& r : state["requests"]) {
     const std::string path = r["path"].get<std::string>();
     paid_calls += absl::StrContains(path, "/responses") || absl::StrContains(path, "/containers");
   }
-  EXPECT_EQ(paid_calls, 0) << fake_.State()["requests"].dump();
-}
-
-// How many times the fake was asked `method path`.
-int Attempts(FakeOpenAiServer& fake, const std::string& method, const std::string& path) {
-  int n = 0;
-  const nlohmann::json state = fake.State();
-  for (const auto& r : state["requests"]) {
-    n += r.value("method", "") == method && r.value("path", "") == path ? 1 : 0;
-  }
-  return n;
+  EXPECT_EQ(paid_calls, 0) << state["requests"].dump();
 }
 
 // Issue 10 item 2: one policy decides how often a call is tried (the HTTP layer's, obeying the

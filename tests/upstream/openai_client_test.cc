@@ -319,6 +319,33 @@ TEST_F(OpenAiClientTest, CreateResponseStreamReturnsTheTerminalResponse) {
   EXPECT_EQ(Body(r), json::parse(R"({"model":"gpt-5.5","input":"hi","stream":true})"));
 }
 
+// A background response's stream is picked up again with a GET from a sequence number, and
+// ends as a created stream does: at its terminal event.
+TEST_F(OpenAiClientTest, ResumeResponseStreamGetsTheEventsAfterASequenceNumber) {
+  http_.Push(ScriptedReply::Stream(
+      {Frame("response.output_text.delta", {{"sequence_number", 8}, {"delta", "lo"}}),
+       Frame("response.completed", {{"sequence_number", 9},
+                                    {"response", {{"id", "resp_1"}, {"status", "completed"}}}})}));
+  std::vector<int64_t> seqs;
+  absl::StatusOr<json> r = client_.ResumeResponseStream("resp_1", 7, [&](const json& event) {
+    seqs.push_back(event["sequence_number"]);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)["status"], "completed");
+  EXPECT_THAT(seqs, ElementsAre(8, 9));
+  const RecordedRequest req = OnlyRequest();
+  EXPECT_EQ(req.method, "GET");
+  EXPECT_EQ(req.url, std::string(kBase) + "/responses/resp_1?stream=true&starting_after=7");
+  EXPECT_TRUE(req.body.empty());
+  EXPECT_EQ(req.headers.Get("accept"), "text/event-stream");
+
+  // Cut before its terminal event: broken, like a created stream.
+  http_.Push(ScriptedReply::Stream({Frame("response.output_text.delta", {{"delta", "x"}})}));
+  r = client_.ResumeResponseStream("resp_1", 9, nullptr);
+  EXPECT_TRUE(IsBrokenStream(r.status())) << r.status();
+}
+
 TEST_F(OpenAiClientTest, CreateResponseStreamReturnsFailedAndIncompleteResponses) {
   for (const char* type : {"response.failed", "response.incomplete"}) {
     http_.Push(ScriptedReply::Stream(

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/errors.h"
 #include "common/log.h"
@@ -81,6 +82,29 @@ absl::StatusOr<std::vector<std::string>> ContainersNamed(upstream::OpenAiClient*
   return ids;
 }
 
+// Deletes every container called `name` but `keep_id`: what earlier attempts of a create that
+// was retried made although their answers were lost (each attempt made one, by the same name).
+void DeleteOthersNamed(upstream::OpenAiClient* client, const std::string& name,
+                       const std::string& keep_id, const std::string& session_id) {
+  absl::StatusOr<std::vector<std::string>> named = ContainersNamed(client, name);
+  if (!named.ok()) {
+    log::Warning("sandbox.openai_lookup_failed",
+                 {{"session", session_id}, {"name", name}, {"error", named.status().ToString()}});
+    return;
+  }
+  for (const std::string& id : *named) {
+    if (id == keep_id) continue;
+    absl::Status st = DeleteIgnoringMissing(client, id, nullptr);
+    if (st.ok()) {
+      log::Info("sandbox.openai_extra_container_deleted",
+                {{"session", session_id}, {"container", id}});
+    } else {  // its name is still journaled: the sweep of the entry looks again
+      log::Warning("sandbox.openai_extra_container_delete_failed",
+                   {{"session", session_id}, {"container", id}, {"error", st.ToString()}});
+    }
+  }
+}
+
 }  // namespace
 
 std::string OpenAiContainerJournalId(const std::string& session_id) {
@@ -107,7 +131,7 @@ absl::StatusOr<std::string> MapMemoryLimit(uint64_t memory_bytes, const std::str
 // OpenAiSession
 
 OpenAiSession::OpenAiSession(upstream::OpenAiClient* client, ResourceJournal* journal,
-                             std::string id, std::string container_id,
+                             std::string id, std::string container_id, int64_t last_active_at,
                              std::vector<std::string> warnings, OpenAiProviderOptions options)
     : client_(client),
       journal_(journal),
@@ -116,7 +140,8 @@ OpenAiSession::OpenAiSession(upstream::OpenAiClient* client, ResourceJournal* jo
       warnings_(std::move(warnings)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
-      created_at_(clock_->Now()) {}
+      created_at_(clock_->Now()),
+      last_active_seen_(last_active_at) {}
 
 OpenAiSession::~OpenAiSession() {
   absl::Status st = Close();
@@ -131,38 +156,149 @@ void OpenAiSession::StartKeeper() {
 }
 
 void OpenAiSession::KeeperLoop() {
-  while (!stop_.WaitFor(options_.keepalive_interval)) {
-    if (!CheckUsable().ok()) return;
-    // A container-file list is cheap and counts as activity; a bare retrieve may not.
+  while (!clock_->SleepFor(options_.keepalive_interval, &stop_)) {
+    if (!CheckUsable().ok() || !Keep()) return;
+  }
+}
+
+namespace {
+constexpr absl::string_view kKeeping = "the keeper's touch of the held container";
+
+std::string Rfc3339(int64_t unix_seconds) {
+  return absl::FormatTime(absl::RFC3339_sec, absl::FromUnixSeconds(unix_seconds),
+                          absl::UTCTimeZone());
+}
+}  // namespace
+
+bool OpenAiSession::Keep() {
+  std::vector<std::string> tried;
+  std::optional<upstream::Container> c;
+  if (listing_counts_) {
     absl::StatusOr<std::vector<upstream::ContainerFile>> files =
         client_->ListContainerFiles(container_id_, &stop_);
-    if (stop_.cancelled()) return;
-    if (files.ok()) continue;
-    constexpr absl::string_view kKeeping = "the keeper's touch of the held container";
+    if (stop_.cancelled()) return false;
     if (IsExpiredError(files.status())) {
       MarkExpired(files.status().message(), kKeeping).IgnoreError();
-      return;
+      return false;
     }
-    absl::StatusOr<upstream::Container> c = client_->RetrieveContainer(container_id_, &stop_);
-    if (c.ok() && c->status == "expired") {
-      std::string said = "status \"expired\"";
-      if (c->last_active_at > 0) {
-        absl::StrAppend(
-            &said, ", last active at ",
-            absl::FormatTime(absl::RFC3339_sec, absl::FromUnixSeconds(c->last_active_at),
-                             absl::UTCTimeZone()));
-      }
-      if (c->expires_after_minutes > 0) {
-        absl::StrAppend(&said, ", expires_after ", c->expires_after_minutes, " minutes");
-      }
-      MarkExpired(said, kKeeping).IgnoreError();
-      return;
-    }
-    // Transient (the retrying client already retried): try again next interval.
-    log::Warning(
-        "sandbox.openai_keepalive_failed",
-        {{"session", id_}, {"container", container_id_}, {"error", files.status().ToString()}});
+    c = ReadContainer();
+    if (!c.has_value()) return CheckUsable().ok();  // unreadable for now: next interval
+    if (Moved(*c)) return true;
+    tried.push_back("listing its files");
   }
+  if (!options_.keepalive_model.empty()) {
+    // Tool execution is the activity known to count (openai-api.md §3).
+    const nlohmann::json request = {
+        {"model", options_.keepalive_model},
+        {"input", "Run exactly this shell command, nothing else: `true`"},
+        {"tools", nlohmann::json::array(
+                      {{{"type", "shell"},
+                        {"environment",
+                         {{"type", "container_reference"}, {"container_id", container_id_}}}}})},
+        {"tool_choice", {{"type", "shell"}}},
+        {"max_tool_calls", 1},
+        {"store", false}};
+    absl::StatusOr<nlohmann::json> ran = client_->CreateResponse(request, &stop_);
+    if (stop_.cancelled()) return false;
+    if (IsExpiredError(ran.status())) {
+      MarkExpired(ran.status().message(), kKeeping).IgnoreError();
+      return false;
+    }
+    if (!ran.ok()) {
+      log::Warning(
+          "sandbox.openai_keepalive_failed",
+          {{"session", id_}, {"container", container_id_}, {"error", ran.status().ToString()}});
+    }
+    c = ReadContainer();
+    if (!c.has_value()) return CheckUsable().ok();
+    if (Moved(*c)) {
+      if (listing_counts_) {
+        listing_counts_ = false;
+        log::Info(
+            "sandbox.openai_keepalive_by_command",
+            {{"session", id_},
+             {"container", container_id_},
+             {"why", "listing its files did not refresh last_active_at; running `true` did"}});
+      }
+      return true;
+    }
+    tried.push_back(absl::StrCat("running `true` through the hosted shell (",
+                                 ran.ok() ? "it answered" : ran.status().message(), ")"));
+  } else {
+    tried.push_back(
+        "(no keepalive model is configured to run a command, the touch known to count)");
+  }
+  CannotExtend(*c, tried);
+  return true;  // a run may still touch it, and the next round checks again
+}
+
+std::optional<upstream::Container> OpenAiSession::ReadContainer() {
+  absl::StatusOr<upstream::Container> c = client_->RetrieveContainer(container_id_, &stop_);
+  if (!c.ok()) {
+    if (IsExpiredError(c.status())) {
+      MarkExpired(c.status().message(), kKeeping).IgnoreError();
+    } else if (!stop_.cancelled()) {
+      // Transient (the retrying client already retried): the next interval tries again.
+      log::Warning(
+          "sandbox.openai_keepalive_failed",
+          {{"session", id_}, {"container", container_id_}, {"error", c.status().ToString()}});
+    }
+    return std::nullopt;
+  }
+  if (c->status == "expired") {
+    std::string said = "status \"expired\"";
+    if (c->last_active_at > 0)
+      absl::StrAppend(&said, ", last active at ", Rfc3339(c->last_active_at));
+    if (c->expires_after_minutes > 0) {
+      absl::StrAppend(&said, ", expires_after ", c->expires_after_minutes, " minutes");
+    }
+    MarkExpired(said, kKeeping).IgnoreError();
+    return std::nullopt;
+  }
+  return *std::move(c);
+}
+
+bool OpenAiSession::Moved(const upstream::Container& c) {
+  // A server that does not report last_active_at cannot be checked: trust the touch.
+  if (c.last_active_at == 0 || c.last_active_at > last_active_seen_) {
+    last_active_seen_ = std::max(last_active_seen_, c.last_active_at);
+    absl::MutexLock l(&mu_);
+    expires_at_ = absl::InfiniteFuture();
+    cannot_extend_.clear();
+    return true;
+  }
+  return false;
+}
+
+void OpenAiSession::CannotExtend(const upstream::Container& c,
+                                 const std::vector<std::string>& tried) {
+  const int minutes =
+      c.expires_after_minutes > 0 ? c.expires_after_minutes : options_.expires_after_minutes;
+  const absl::Time at = absl::FromUnixSeconds(c.last_active_at) + absl::Minutes(minutes);
+  const std::string why = absl::StrCat(
+      "the daemon cannot keep container ", container_id_, " alive: ", absl::StrJoin(tried, "; "),
+      " left its last_active_at at ", Rfc3339(c.last_active_at), ", so it expires at ",
+      absl::FormatTime(absl::RFC3339_sec, at, absl::UTCTimeZone()), " (expires_after ", minutes,
+      " minutes) unless a run uses it");
+  absl::MutexLock l(&mu_);
+  if (expires_at_ == at) return;
+  expires_at_ = at;
+  cannot_extend_ = why;
+  log::Warning("sandbox.openai_keepalive_ineffective",
+               {{"session", id_}, {"container", container_id_}, {"why", why}});
+}
+
+SessionHealth OpenAiSession::Health() const {
+  absl::MutexLock l(&mu_);
+  SessionHealth h;
+  if (expired_) {
+    h.expired = true;
+    h.reason = std::string(ExpiredError().message());
+  } else {
+    h.expires_at = expires_at_;
+    h.reason = cannot_extend_;
+  }
+  return h;
 }
 
 bool OpenAiSession::IsExpiredError(const absl::Status& status) {
@@ -307,6 +443,8 @@ absl::Status OpenAiSession::Close() {
                                                 st.message(), " (left for the journal sweep)"));
   }
   log::Info("sandbox.openai_container_deleted", {{"session", id_}, {"container", container_id_}});
+  // An earlier attempt of a retried create may have landed while this session lived.
+  DeleteOthersNamed(client_, ContainerName(id_), container_id_, id_);
   return journal_->Erase(OpenAiContainerJournalId(id_));
 }
 
@@ -415,10 +553,15 @@ absl::StatusOr<std::unique_ptr<Session>> OpenAiProvider::Create(const SessionSpe
     if (!recorded.ok()) return recorded;
     return errors::Cancelled(cancel->reason());
   }
+  // The create may have been retried (retry.h) after an attempt whose answer was lost but
+  // which upstream carried out: that container has our name too, and nothing else owns it.
+  DeleteOthersNamed(client_, cs.name, created->id, spec.id);
   log::Info("sandbox.openai_container_created",
             {{"session", spec.id}, {"container", created->id}, {"memory_limit", cs.memory_limit}});
   std::unique_ptr<OpenAiSession> session(
-      new OpenAiSession(client_, journal_, spec.id, created->id, std::move(warnings), options_));
+      new OpenAiSession(client_, journal_, spec.id, created->id,
+                        created->last_active_at > 0 ? created->last_active_at : created->created_at,
+                        std::move(warnings), options_));
   session->StartKeeper();
   return std::unique_ptr<Session>(std::move(session));
 }
@@ -433,6 +576,9 @@ absl::Status OpenAiProvider::Sweep(const JournalEntry& entry) {
     const std::string id = d["container_id"].get<std::string>();
     SANDGATE_RETURN_IF_ERROR(DeleteIgnoringMissing(client_, id, nullptr));
     log::Info("sandbox.openai_swept", {{"entry", entry.id}, {"container", id}});
+    if (d.contains("name") && d["name"].is_string()) {
+      DeleteOthersNamed(client_, d["name"].get<std::string>(), id, entry.id);
+    }
     return journal_->Erase(entry.id);
   }
   // The create failed, or the daemon died between asking for the container and learning its

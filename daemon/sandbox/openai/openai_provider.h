@@ -11,9 +11,19 @@
 //    options.expires_after_minutes} and the mapped network_policy. The create request itself
 //    is not cancelled: upstream may carry out a create whose caller hung up, after any
 //    cleanup by name has looked. A cancel is honoured once the answer is in, by deleting the
-//    container by id. A keeper thread then touches the container (a container-file list,
-//    which counts as activity) every keepalive_interval, well within expires_after, for as
-//    long as the session is held.
+//    container by id. A create the retry policy repeated after an attempt whose answer was
+//    lost (a connection cut, a 5xx) may have made a container per attempt, all with our
+//    name: once one answers, every other container of that name is deleted, and again when
+//    the session closes or its entry is swept.
+//  - Keeping it alive: a keeper thread touches the container every keepalive_interval (well
+//    within expires_after) for as long as the session is held, and checks its own effect by
+//    reading the container's last_active_at afterwards. Listing its files is the cheap touch,
+//    but that it counts as activity is unconfirmed (openai-api.md §3); when last_active_at did
+//    not move, the keeper runs `true` through the hosted shell (a Responses call with
+//    keepalive_model: tool execution certainly counts, a few tokens each time) and, once that
+//    worked where the listing did not, uses only that from then on. When neither moved it,
+//    Health() says when the container will really expire (its last_active_at + expires_after)
+//    and why, and the keeper tries again next interval.
 //  - WriteFile: uploads the bytes straight to the container (POST /containers/{id}/files,
 //    multipart); no Files API object is made, so nothing but the container needs deleting.
 //    Container-file uploads take no destination path, so only plain names ("input.csv") are
@@ -57,6 +67,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +91,10 @@ struct OpenAiProviderOptions {
   int expires_after_minutes = 20;
   // How often a held session's keeper touches its container; must be below expires_after.
   absl::Duration keepalive_interval = absl::Minutes(5);
+  // The model the keeper asks to run `true` in a held container when listing its files does
+  // not refresh last_active_at. Empty: no such fallback (the keeper can then only report that
+  // it cannot extend the container).
+  std::string keepalive_model;
   // Largest file WriteFile uploads.
   uint64_t max_file_bytes = 64ull << 20;
   // How long after a create was last in flight (sent, or given up on) upstream may still
@@ -90,9 +105,9 @@ struct OpenAiProviderOptions {
   // How often the provider looks again, by name, for the container of a failed create whose
   // create may still land (until create_settle has passed).
   absl::Duration recheck_interval = absl::Seconds(2);
-  // The time of journaled requests and of the create_settle check. Null: Clock::Real(). Not
-  // owned; outlives the provider.
-  const Clock* clock = nullptr;
+  // The time of journaled requests and of the create_settle check, and the keeper's waits.
+  // Null: Clock::Real(). Not owned; outlives the provider.
+  Clock* clock = nullptr;
 };
 
 // The journal entry id of a session's container.
@@ -105,7 +120,7 @@ absl::StatusOr<std::string> MapMemoryLimit(uint64_t memory_bytes, const std::str
 class OpenAiProvider;
 
 // A session on a hosted container (see the file comment). Thread safe.
-class OpenAiSession : public Session {
+class OpenAiSession : public Session, public HostedShell {
  public:
   ~OpenAiSession() override;
 
@@ -117,29 +132,46 @@ class OpenAiSession : public Session {
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
   absl::StatusOr<FileListing> ListFiles(absl::string_view dir) override;
   std::vector<std::string> Warnings() const override { return warnings_; }
+  // Expired once upstream said so; otherwise, when the keeper found it cannot extend the
+  // container, when it will expire.
+  SessionHealth Health() const override;
   absl::Status Close() override;
 
-  // For the openai agent, which points the Responses API shell tool at this container.
-  const std::string& container_id() const { return container_id_; }
+  HostedShell* hosted_shell() override { return this; }
+
+  // HostedShell, for the openai agent, which points the Responses API shell tool at this
+  // container.
+  const std::string& container_id() const override { return container_id_; }
   // OK while the container is usable; FAILED_PRECONDITION "container cntr_… expired: …" once
   // it has expired, or "session … is closed".
-  absl::Status CheckUsable() const;
+  absl::Status CheckUsable() const override;
+  bool SaysExpired(const absl::Status& status) const override { return IsExpiredError(status); }
   // Records that upstream reported the container expired: `said` is what the API answered
   // (e.g. a Responses call's 400 "Container is expired."), `during` what we were doing ("the
   // model's turn"). Returns the FAILED_PRECONDITION every later call gets, which names the
   // container, what the API said, when, during what, and the container's age then; only the
   // first report is kept.
-  absl::Status MarkExpired(absl::string_view said, absl::string_view during);
+  absl::Status MarkExpired(absl::string_view said, absl::string_view during) override;
   // True when `status` is upstream's way of saying the container expired.
   static bool IsExpiredError(const absl::Status& status);
 
  private:
   friend class OpenAiProvider;
   OpenAiSession(upstream::OpenAiClient* client, ResourceJournal* journal, std::string id,
-                std::string container_id, std::vector<std::string> warnings,
+                std::string container_id, int64_t last_active_at, std::vector<std::string> warnings,
                 OpenAiProviderOptions options);
   void StartKeeper();
   void KeeperLoop();
+  // One round of the keeper. False once the container is known to be gone.
+  bool Keep();
+  // The container as upstream has it now; nullopt when it cannot be read (the session is then
+  // marked expired if that is why).
+  std::optional<upstream::Container> ReadContainer();
+  // Whether `c`'s last_active_at moved past what the keeper saw last; remembers it.
+  bool Moved(const upstream::Container& c);
+  // Records that `tried` left `c`'s last_active_at where it was: Health() now says when the
+  // container expires.
+  void CannotExtend(const upstream::Container& c, const std::vector<std::string>& tried);
   absl::Status ExpiredError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps an upstream failure: an expiry marks the session expired.
   absl::Status Upstream(absl::Status status, absl::string_view what);
@@ -150,11 +182,15 @@ class OpenAiSession : public Session {
   const std::string container_id_;
   const std::vector<std::string> warnings_;
   const OpenAiProviderOptions options_;
-  const Clock* const clock_;
+  Clock* const clock_;
   const absl::Time created_at_;  // when upstream answered the create, by clock_
 
   CancelToken stop_;  // fired by Close: ends the keeper and aborts its in-flight call
   std::thread keeper_;
+  // The keeper thread's own: the last last_active_at it read (upstream seconds), and whether
+  // listing files still counts as a touch.
+  int64_t last_active_seen_;
+  bool listing_counts_ = true;
 
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -163,6 +199,9 @@ class OpenAiSession : public Session {
   std::string expired_said_ ABSL_GUARDED_BY(mu_);
   std::string expired_during_ ABSL_GUARDED_BY(mu_);
   absl::Time expired_at_ ABSL_GUARDED_BY(mu_);
+  // Set while the keeper cannot move last_active_at: when the container will expire, and why.
+  absl::Time expires_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::string cannot_extend_ ABSL_GUARDED_BY(mu_);
   absl::Mutex close_mu_;  // serialises Close
 };
 
@@ -207,7 +246,7 @@ class OpenAiProvider : public Provider {
   upstream::OpenAiClient* const client_;
   ResourceJournal* const journal_;
   const OpenAiProviderOptions options_;
-  const Clock* const clock_;
+  Clock* const clock_;
 
   CancelToken stop_;  // fired by the destructor: ends the looker
   absl::Mutex looker_mu_;

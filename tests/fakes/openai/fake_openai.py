@@ -374,6 +374,7 @@ class State:
         self.clock_offset = 0.0
         self.requests = []
         self.running_commands = 0
+        self.activity = "any"
 
     def now(self):
         return int(time.time() + self.clock_offset)
@@ -449,8 +450,12 @@ class State:
             raise bad("Container is expired.")
         return c
 
-    def touch(self, c):
-        c["obj"]["last_active_at"] = self.now()
+    def touch(self, c, by="command"):
+        """Activity on a container: `by` is "command" (tool use, which certainly counts, spec
+        §3) or "files" (container-file calls, unconfirmed); POST /_fake/activity chooses which
+        count."""
+        if by in ACTIVITY_COUNTS[self.activity]:
+            c["obj"]["last_active_at"] = self.now()
 
     def add_container_file(self, c, filename, data, source):
         name = safe_filename(filename)
@@ -537,6 +542,9 @@ class State:
 
 STATE = None
 
+# What refreshes a container's last_active_at, per POST /_fake/activity {"counts": …}.
+ACTIVITY_COUNTS = {"any": ("command", "files"), "commands": ("command",), "none": ()}
+
 
 # --------------------------------------------------------------------------------------------
 # scenario
@@ -589,7 +597,7 @@ class StreamDropped(Exception):
 class EventSink:
     """Numbers events; writes them as SSE frames when streaming; honours drop faults."""
 
-    def __init__(self, handler=None, drop_after=None, chat=False):
+    def __init__(self, handler=None, drop_after=None, chat=False, on_event=None):
         self.handler = handler
         self.seq = 0
         self.drop_after = drop_after
@@ -597,6 +605,7 @@ class EventSink:
         self.dead = handler is None
         self.chat = chat
         self.lock = threading.Lock()
+        self.on_event = on_event  # a background response keeps its events for GET ?stream=true
 
     def _write_frame(self, raw):
         with self.lock:
@@ -618,10 +627,16 @@ class EventSink:
         ev = {"type": type_, "sequence_number": self.seq}
         self.seq += 1
         ev.update(fields)
+        if self.on_event is not None:
+            self.on_event(ev)
+        self.replay(ev)
+        return ev
+
+    def replay(self, ev):
+        """Writes an event as it was numbered (also one kept from an earlier stream)."""
         if self.handler is not None:
             data = json.dumps(ev, separators=(",", ":"))
-            self._write_frame(("event: %s\ndata: %s\n\n" % (type_, data)).encode("utf-8"))
-        return ev
+            self._write_frame(("event: %s\ndata: %s\n\n" % (ev["type"], data)).encode("utf-8"))
 
     def data(self, obj):
         raw = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
@@ -867,6 +882,8 @@ class ResponsesRun:
         turn_idx = self.rec["start_turn"]
         with st.lock:
             turns = list(st.turns)
+        if self.rec.get("literal"):
+            turns, turn_idx = self.rec["literal"], 0
         shell = info["shell"]
         max_tool_calls = resp.get("max_tool_calls")
         max_out = resp.get("max_output_tokens")
@@ -1112,6 +1129,14 @@ class Handler(BaseHTTPRequestHandler):
         log("%s %s -> %d (%s)" % (self.command, self.path_only, status, self.request_id))
 
     def send_bytes(self, status, data, content_type="application/json", headers=None):
+        late = getattr(self, "late_fault", None)
+        if late is not None:
+            self.late_fault = None
+            try:
+                self.raise_fault(late)
+            except ApiError as e:
+                self.send_error_obj(e)
+                return
         self.record(status)
         self.send_response(status)
         self.common_headers()
@@ -1193,6 +1218,7 @@ class Handler(BaseHTTPRequestHandler):
         self.t0 = time.monotonic()
         self.request_id = "req_" + secrets.token_hex(16)
         self.streaming = False
+        self.late_fault = None
         parsed = urllib.parse.urlsplit(self.path)
         self.path_only = parsed.path
         self.query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query).items()}
@@ -1250,6 +1276,13 @@ class Handler(BaseHTTPRequestHandler):
             return
         log("fault on %s %s: %s" % (self.command, self.path_only,
                                     {k: v for k, v in f.items() if k != "times"}))
+        if f.get("after_handling"):
+            # The request is carried out; only its answer is lost (send_bytes applies it).
+            self.late_fault = dict(f, after_handling=False)
+            return
+        self.raise_fault(f)
+
+    def raise_fault(self, f):
         if f.get("drop_connection"):
             self.record(0)
             self.abort_connection()
@@ -1521,7 +1554,7 @@ def cfiles_create(h, cid):
             except ApiError:
                 raise ApiError(404, "No such File object: %s" % file_id, param="file_id")
             name, data = f["obj"]["filename"], f["data"]
-        STATE.touch(c)
+        STATE.touch(c, by="files")
         fo = copy.deepcopy(STATE.add_container_file(c, name, data, "user"))
     h.send_json(200, fo)
 
@@ -1530,7 +1563,7 @@ def cfiles_create(h, cid):
 def cfiles_list(h, cid):
     with STATE.lock:
         c = STATE.usable_container(cid)
-        STATE.touch(c)
+        STATE.touch(c, by="files")
         STATE.sync_container_files(c)
         page = STATE.paginate([copy.deepcopy(f) for f in c["files"].values()], h.query, 20, 100)
     h.send_json(200, page)
@@ -1538,7 +1571,7 @@ def cfiles_list(h, cid):
 
 def container_file(cid, fid):
     c = STATE.usable_container(cid)
-    STATE.touch(c)
+    STATE.touch(c, by="files")
     STATE.sync_container_files(c)
     fo = c["files"].get(fid)
     if not fo:
@@ -1703,8 +1736,24 @@ def responses_create(h):
             "tool_choice": body.get("tool_choice", "auto"), "tools": tools,
             "top_p": body.get("top_p", 1.0), "truncation": body.get("truncation", "disabled"),
             "usage": None, "user": None, "metadata": body.get("metadata") or {}}
+    # The scripted model obeys one plain instruction besides its scenario, as a real one would:
+    # "Run exactly this shell command, nothing else: `CMD`" runs CMD, then says "done".
+    literal = LITERAL_COMMAND.match(inp) if isinstance(inp, str) else None
     rec = {"obj": resp, "start_turn": start_turn, "next_turn": start_turn, "pending": [],
-           "containers": containers, "cancel": threading.Event(), "done": threading.Event()}
+           "literal": [{"shell": [literal.group(1)]}, {"message": "done"}] if literal else None,
+           "containers": containers, "cancel": threading.Event(), "done": threading.Event(),
+           # A background response's events, kept so that GET /responses/{id}?stream=true can
+           # stream them again (from starting_after) and follow it to its end.
+           "events": [], "ended": False, "events_cv": threading.Condition()}
+
+    def keep_event(ev):
+        if not background:
+            return
+        with rec["events_cv"]:
+            rec["events"].append(copy.deepcopy(ev))
+            if ev["type"] in TERMINAL_EVENTS:
+                rec["ended"] = True
+            rec["events_cv"].notify_all()
     with STATE.lock:
         STATE.responses[resp["id"]] = rec
 
@@ -1734,10 +1783,7 @@ def responses_create(h):
             result = {"status": "failed", "error": {"code": "server_error", "message": str(e)}}
         return finish(result)
 
-    if stream:
-        drop = STATE.take_fault(h.command, h.path_only, ("drop",))
-        h.start_stream()
-        sink = EventSink(h, drop_after=(drop.get("after_frames", 3) if drop else None))
+    def play_all(sink):
         with STATE.lock:
             snap = copy.deepcopy(resp)
         sink.emit("response.created", response=snap)
@@ -1746,19 +1792,68 @@ def responses_create(h):
         snap["status"] = "in_progress"
         sink.emit("response.in_progress", response=snap)
         final = run(sink)
-        terminal = {"completed": "response.completed", "failed": "response.failed",
-                    "incomplete": "response.incomplete", "cancelled": "response.failed"}
-        sink.emit(terminal[final["status"]], response=final)
+        sink.emit(TERMINAL_EVENT_OF[final["status"]], response=final)
+        return final
+
+    if stream:
+        drop = STATE.take_fault(h.command, h.path_only, ("drop",))
+        h.start_stream()
+        # The response plays on in this thread when the stream drops: a background response
+        # (and, as far as the client can tell, any other) is not stopped by a lost connection.
+        sink = EventSink(h, drop_after=(drop.get("after_frames", 3) if drop else None),
+                         on_event=keep_event)
+        play_all(sink)
         if not sink.dead:
             h.end_stream()
         return
     if background:
         with STATE.lock:
             snap = copy.deepcopy(resp)
-        threading.Thread(target=run, args=(EventSink(),), daemon=True).start()
+        threading.Thread(target=play_all, args=(EventSink(on_event=keep_event),),
+                         daemon=True).start()
         h.send_json(200, snap)
         return
     h.send_json(200, run(EventSink()))
+
+
+LITERAL_COMMAND = re.compile(r"^Run exactly this shell command, nothing else: `([^`]+)`")
+
+TERMINAL_EVENT_OF = {"completed": "response.completed", "failed": "response.failed",
+                     "incomplete": "response.incomplete", "cancelled": "response.failed"}
+TERMINAL_EVENTS = set(TERMINAL_EVENT_OF.values())
+
+
+def responses_stream_again(h, rec):
+    """GET /responses/{id}?stream=true[&starting_after=N] (openai-python
+    ResponseRetrieveParamsStreaming): the events of a background response numbered above N,
+    then the rest live until its terminal event. Only background responses keep their events
+    (the message of the 400 for others is a guess)."""
+    if not rec["obj"]["background"]:
+        raise bad("Streaming a response again is only supported for responses created with "
+                  "background=true.", param="stream")
+    after = h.query.get("starting_after")
+    try:
+        after = -1 if after is None else int(after)
+    except ValueError:
+        raise invalid_type("starting_after", "an integer")
+    drop = STATE.take_fault(h.command, h.path_only, ("drop",))
+    h.start_stream()
+    sink = EventSink(h, drop_after=(drop.get("after_frames", 3) if drop else None))
+    sent = 0
+    while not sink.dead:
+        with rec["events_cv"]:
+            while sent >= len(rec["events"]) and not rec["ended"]:
+                rec["events_cv"].wait(1.0)
+            batch = rec["events"][sent:]
+            sent = len(rec["events"])
+            ended = rec["ended"]
+        for ev in batch:
+            if ev["sequence_number"] > after:
+                sink.replay(ev)
+        if ended:
+            break
+    if not sink.dead:
+        h.end_stream()
 
 
 @route("GET", "/v1/responses/([^/]+)")
@@ -1768,6 +1863,9 @@ def responses_get(h, rid):
         if not rec or not rec["obj"]["store"]:
             raise not_found("Response with id '%s' not found." % rid)
         obj = copy.deepcopy(rec["obj"])
+    if h.query.get("stream") == "true":
+        responses_stream_again(h, rec)
+        return
     h.send_json(200, obj)
 
 
@@ -1967,6 +2065,16 @@ def admin_clock(h):
         STATE.clock_offset += secs
         now = STATE.now()
     h.send_json(200, {"ok": True, "now": now})
+
+
+@route("POST", "/_fake/activity")
+def admin_activity(h):
+    counts = h.json_body().get("counts")
+    if counts not in ACTIVITY_COUNTS:
+        raise bad("counts: one of %s" % "|".join(sorted(ACTIVITY_COUNTS)), param="counts")
+    with STATE.lock:
+        STATE.activity = counts
+    h.send_json(200, {"ok": True, "counts": counts})
 
 
 @route("POST", "/_fake/reset")

@@ -170,11 +170,17 @@ class Base(unittest.TestCase):
     def hosted_tools(self, cid):
         return [{"type": "shell", "environment": {"type": "container_reference", "container_id": cid}}]
 
-    def stream(self, path, body, chunk=7, timeout=30, times=None):
-        """POSTs with stream:true; reads in small pieces; returns (frames, complete)."""
+    def stream(self, path, body, chunk=7, timeout=30, times=None, method="POST"):
+        """POSTs with stream:true (or GETs when body is None); reads in small pieces; returns
+        (frames, complete)."""
         c = self.conn(timeout)
-        c.request("POST", path, body=json.dumps(body).encode(),
-                  headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+        if body is None:
+            c.request(method if method != "POST" else "GET", path,
+                      headers={"Authorization": "Bearer " + KEY})
+        else:
+            c.request(method, path, body=json.dumps(body).encode(),
+                      headers={"Authorization": "Bearer " + KEY,
+                               "Content-Type": "application/json"})
         r = c.getresponse()
         self.assertEqual(r.status, 200)
         self.assertTrue(r.headers["Content-Type"].startswith("text/event-stream"))
@@ -747,6 +753,29 @@ class ExpiryTest(Base):
         self.ok("DELETE", "/v1/containers/" + c["id"])
         self.assertEqual(self.admin("GET", "/_fake/state")["containers"], [])
 
+    def test_activity_counts_only_what_it_is_told_to(self):
+        c = self.container(expires_after={"anchor": "last_active_at", "minutes": 1})
+        t0 = self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"]
+        self.ok("POST", "/_fake/activity", {"counts": "commands"})
+        self.admin("POST", "/_fake/clock", {"advance_seconds": 30})
+        self.ok("GET", "/v1/containers/%s/files" % c["id"])  # listing files no longer counts
+        self.assertEqual(self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"], t0)
+        # A plain instruction to run one command is obeyed whatever the scenario says.
+        self.scenario({"message": "the scenario is not played"})
+        r = self.ok("POST", "/v1/responses", {
+            "model": "m", "tools": self.hosted_tools(c["id"]), "tool_choice": {"type": "shell"},
+            "input": "Run exactly this shell command, nothing else: `true`"})
+        self.assertEqual([i["type"] for i in r["output"]], ["shell_call", "shell_call_output", "message"])
+        self.assertEqual(r["output"][0]["action"]["commands"], ["true"])
+        self.assertEqual(self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"], t0 + 30)
+        self.ok("POST", "/_fake/activity", {"counts": "none"})
+        self.admin("POST", "/_fake/clock", {"advance_seconds": 30})
+        self.ok("POST", "/v1/responses", {
+            "model": "m", "tools": self.hosted_tools(c["id"]),
+            "input": "Run exactly this shell command, nothing else: `true`"})
+        self.assertEqual(self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"], t0 + 30)
+        self.assertEqual(self.req("POST", "/_fake/activity", {"counts": "some"}).status, 400)
+
 
 class FaultsTest(Base):
     def test_429_with_retry_after_counts_down(self):
@@ -790,6 +819,37 @@ class FaultsTest(Base):
         self.assertTrue(complete)
         self.assertEqual(frames[-1][0], "response.completed")
 
+    def test_a_dropped_background_stream_resumes_after_its_last_event(self):
+        c = self.container()
+        self.scenario({"shell": ["echo ran >> ran.txt; wc -l < ran.txt"]},
+                      {"message": "done, and a message long enough for several deltas"})
+        self.admin("POST", "/_fake/faults", {"drop_mid_stream": True, "after_frames": 5})
+        body = {"model": "m", "input": "x", "stream": True, "background": True,
+                "tools": self.hosted_tools(c["id"])}
+        frames, complete = self.stream("/v1/responses", body)
+        self.assertFalse(complete)
+        seen = [json.loads(d) for _, d in frames if d.endswith("}")]
+        rid = seen[0]["response"]["id"]
+        last = seen[-1]["sequence_number"]
+        rest, complete = self.stream("/v1/responses/%s?stream=true&starting_after=%d" % (rid, last),
+                                     None)
+        self.assertTrue(complete)
+        events = [json.loads(d) for _, d in rest]
+        self.assertEqual([e["sequence_number"] for e in events],
+                         list(range(last + 1, last + 1 + len(events))))
+        self.assertEqual(events[-1]["type"], "response.completed")
+        out = "".join(e["delta"].get("stdout", "") for e in events
+                      if e["type"] == "response.shell_call_output_content.delta")
+        self.assertEqual(out, "1\n")  # the command ran once, for both streams
+        # From the start again: the same events, numbered the same.
+        again, _ = self.stream("/v1/responses/%s?stream=true" % rid, None)
+        self.assertEqual([json.loads(d) for _, d in again][last + 1:], events)
+        # Only background responses keep their events.
+        self.scenario({"message": "plain"})
+        plain = self.ok("POST", "/v1/responses", {"model": "m", "input": "x"})
+        r = self.req("GET", "/v1/responses/%s?stream=true" % plain["id"])
+        self.assertEqual(r.status, 400)
+
     def test_drop_mid_chat_stream(self):
         self.scenario({"message": "a fairly long message so that the stream has many frames in it"})
         self.admin("POST", "/_fake/faults", {"path_prefix": "/v1/chat", "drop_mid_stream": True})
@@ -803,6 +863,18 @@ class FaultsTest(Base):
         with self.assertRaises((ConnectionError, http.client.RemoteDisconnected, OSError)):
             self.req("GET", "/v1/files")
         self.assertEqual(self.req("GET", "/v1/files").status, 200)
+
+    def test_a_fault_after_handling_loses_only_the_answer(self):
+        self.admin("POST", "/_fake/faults", {"path_prefix": "/v1/containers", "method": "POST",
+                                             "drop_connection": True, "after_handling": True})
+        with self.assertRaises((ConnectionError, http.client.HTTPException, OSError)):
+            self.req("POST", "/v1/containers", {"name": "landed"})
+        self.assertEqual([c["name"] for c in self.admin("GET", "/_fake/state")["containers"]],
+                         ["landed"])
+        self.admin("POST", "/_fake/faults", {"path_prefix": "/v1/containers", "method": "POST",
+                                             "status": 500, "after_handling": True})
+        self.assertEqual(self.req("POST", "/v1/containers", {"name": "landed"}).status, 500)
+        self.assertEqual(len(self.admin("GET", "/_fake/state")["containers"]), 2)
 
     def test_bad_fault_is_rejected(self):
         r = self.req("POST", "/_fake/faults", {"times": 1}, auth=False)

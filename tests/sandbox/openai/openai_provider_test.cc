@@ -43,6 +43,13 @@ class OpenAiProviderTest : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? std::move(*p) : nullptr;
   }
+  // Options whose keeper waits on `clock` and may run `true` as its fallback touch.
+  static OpenAiProviderOptions KeeperOptions(testing::FakeClock* clock) {
+    OpenAiProviderOptions o;
+    o.clock = clock;
+    o.keepalive_model = "fake-model";
+    return o;
+  }
   static SessionSpec Spec(const std::string& id) {
     SessionSpec spec;
     spec.id = id;
@@ -205,6 +212,94 @@ TEST_F(OpenAiProviderTest, KeeperKeepsAHeldContainerAlive) {
   auto data = (*session)->ReadFile("a.txt", 100);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_EQ(*data, "hello");
+}
+
+// How many model calls the fake was asked for.
+int ResponsesCalls(testing::FakeOpenAiServer& fake) {
+  int n = 0;
+  const nlohmann::json state = fake.State();
+  for (const auto& r : state["requests"]) {
+    n += r.value("method", "") == "POST" && r.value("path", "") == "/v1/responses";
+  }
+  return n;
+}
+
+// Against a server where listing files is not activity, the keeper sees that its touch did
+// not move last_active_at and runs a command instead, which does; from then on only that.
+TEST_F(OpenAiProviderTest, KeeperFallsBackToACommandWhenListingFilesDoesNotCount) {
+  fake_.Post("/_fake/activity", {{"counts", "commands"}});
+  testing::FakeClock clock(absl::Now());
+  const OpenAiProviderOptions o = KeeperOptions(&clock);
+  auto provider = Provider(o);
+  auto session = provider->Create(Spec("keep-2"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE(clock.BlockUntilSettled(1));  // the keeper waits for its first interval
+  for (int i = 0; i < 3; ++i) {  // three idle stretches of 15 minutes; expiry is after 20
+    fake_.AdvanceClock(15 * 60);
+    clock.Advance(o.keepalive_interval);
+    ASSERT_TRUE(clock.BlockUntilSettled(1));  // one keeper round done
+    EXPECT_EQ(ResponsesCalls(fake_), i + 1);
+    EXPECT_EQ((*session)->Health().expires_at, absl::InfiniteFuture())
+        << (*session)->Health().reason;
+  }
+  EXPECT_EQ(fake_.State()["containers"][0]["status"], "running");
+  const int lists = [&] {
+    int n = 0;
+    const nlohmann::json state = fake_.State();
+    for (const auto& r : state["requests"]) {
+      n += r.value("method", "") == "GET" && absl::EndsWith(r.value("path", ""), "/files");
+    }
+    return n;
+  }();
+  EXPECT_EQ(lists, 1);  // listing was tried once, found not to count, and dropped
+}
+
+// When nothing the keeper does moves last_active_at, it says so: Health() gives when the
+// container really expires, and once it has, that it expired.
+TEST_F(OpenAiProviderTest, KeeperThatCannotExtendTheContainerSaysWhenItExpires) {
+  fake_.Post("/_fake/activity", {{"counts", "none"}});
+  testing::FakeClock clock(absl::Now());
+  const OpenAiProviderOptions o = KeeperOptions(&clock);
+  auto provider = Provider(o);
+  auto session = provider->Create(Spec("keep-3"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const int64_t last_active = fake_.State()["containers"][0]["last_active_at"];
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  fake_.AdvanceClock(5 * 60);
+  clock.Advance(o.keepalive_interval);
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  SessionHealth h = (*session)->Health();
+  EXPECT_FALSE(h.expired);
+  EXPECT_EQ(h.expires_at, absl::FromUnixSeconds(last_active) + absl::Minutes(20));
+  EXPECT_THAT(h.reason, HasSubstr("cannot keep container cntr_"));
+  EXPECT_THAT(h.reason, HasSubstr("listing its files; running `true` through the hosted shell"));
+  EXPECT_EQ(ResponsesCalls(fake_), 1);
+
+  fake_.AdvanceClock(16 * 60);  // past last_active_at + 20 minutes
+  clock.Advance(o.keepalive_interval);
+  ASSERT_TRUE(clock.BlockUntilSettled(0));
+  for (int i = 0; i < 100 && !(*session)->Health().expired; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));  // the keeper's HTTP calls take real time
+  }
+  h = (*session)->Health();
+  EXPECT_TRUE(h.expired);
+  EXPECT_THAT(h.reason, HasSubstr("expired"));
+}
+
+// The first attempt of a create made a container but its answer was lost; the retry made a
+// second. The session keeps the second; the first is deleted at once.
+TEST_F(OpenAiProviderTest, ARetriedCreateDeletesWhatItsEarlierAttemptMade) {
+  fake_.Fault({{"path_prefix", "/v1/containers"},
+               {"method", "POST"},
+               {"status", 500},
+               {"after_handling", true}});
+  auto provider = Provider();
+  auto session = provider->Create(Spec("twice-1"), nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  nlohmann::json state = fake_.State();
+  ASSERT_EQ(state["containers"].size(), 1u) << state.dump();
+  ASSERT_TRUE((*session)->Close().ok());
+  EXPECT_TRUE(journal_.List()->empty());
 }
 
 TEST_F(OpenAiProviderTest, AnExpiredContainerIsReportedNeverReused) {
