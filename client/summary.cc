@@ -89,7 +89,8 @@ void PrintFinancialSummary(FILE* out, const std::string& dir) {
       bool points = f[2] != "yoy_move_15pct";
       std::string shown = f[5];
       if (absl::SimpleAtod(f[5], &change)) {
-        shown = absl::StrFormat(points ? "%+.1f pp" : "%+.1f%%", change * 100);
+        shown = points ? absl::StrFormat("%+.1f pp", change * 100)
+                       : absl::StrFormat("%+.1f%%", change * 100);
       }
       std::fprintf(out, "  %-28s %-34s %s\n", TerminalSafe(f[1]).c_str(), TerminalSafe(f[2]).c_str(),
                    TerminalSafe(shown).c_str());
