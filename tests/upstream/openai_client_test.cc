@@ -8,9 +8,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/upstream/loopback_http_server.h"
 #include "tests/fakes/fake_credentials.h"
 #include "tests/fakes/fake_http_client.h"
+#include "tests/upstream/loopback_http_server.h"
 #include "upstream/curl_http_client.h"
 #include "upstream/retry.h"
 
@@ -18,12 +18,12 @@ namespace sandgate::upstream {
 namespace {
 
 using ::nlohmann::json;
-using ::sandgate::upstream::testing::LoopbackHttpServer;
-using ::sandgate::upstream::testing::ReceivedRequest;
-using ::sandgate::testing::RecordedRequest;
 using ::sandgate::testing::FakeCredentials;
 using ::sandgate::testing::FakeHttpClient;
+using ::sandgate::testing::RecordedRequest;
 using ::sandgate::testing::ScriptedReply;
+using ::sandgate::upstream::testing::LoopbackHttpServer;
+using ::sandgate::upstream::testing::ReceivedRequest;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
