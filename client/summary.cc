@@ -15,7 +15,8 @@ std::string FormatMetric(const v1::RunSummary::Metric& m, bool signed_change) {
   if (!m.text().empty()) return TerminalSafe(m.text());
   if (!m.has_value()) return "n/a";
   int decimals = static_cast<int>(std::min<uint32_t>(m.decimals(), 12));
-  std::string number = absl::StrFormat(signed_change ? "%+.*f" : "%.*f", decimals, m.value());
+  std::string number = signed_change ? absl::StrFormat("%+.*f", decimals, m.value())
+                                     : absl::StrFormat("%.*f", decimals, m.value());
   if (m.unit().empty()) return number;
   // A percent sign sits on its number; a word-like unit ("pp", "x") is set apart.
   return absl::StrCat(number, m.unit() == "%" ? "" : " ", TerminalSafe(m.unit()));

@@ -316,7 +316,7 @@ absl::Status SqliteStore::PutRunRequest(const std::string& run_id,
   }
   absl::MutexLock lock(&mu_);
   SANDGATE_RETURN_IF_ERROR(Exec("BEGIN"));
-  absl::Status written = [&]() -> absl::Status {
+  absl::Status written = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     Stmt s(db_, "INSERT OR REPLACE INTO run_requests(run_id, proto) VALUES(?, zeroblob(?))");
     s.Bind(1, run_id);
     s.Bind(2, static_cast<int64_t>(size));

@@ -61,8 +61,4 @@ absl::StatusOr<std::string> EnvCredentials::ApiKey() const {
   return CheckedKey(value, source);
 }
 
-absl::StatusOr<std::string> StaticCredentials::ApiKey() const {
-  return CheckedKey(key_, "configured API key");
-}
-
 }  // namespace sandgate::upstream

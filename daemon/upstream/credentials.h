@@ -46,16 +46,6 @@ class EnvCredentials : public Credentials {
   const std::string variable_;
 };
 
-// A key held in memory (from a config loader, or a test). Empty: FAILED_PRECONDITION.
-class StaticCredentials : public Credentials {
- public:
-  explicit StaticCredentials(std::string key) : key_(std::move(key)) {}
-  absl::StatusOr<std::string> ApiKey() const override;
-
- private:
-  const std::string key_;
-};
-
 }  // namespace sandgate::upstream
 
 #endif  // SANDGATE_UPSTREAM_CREDENTIALS_H_

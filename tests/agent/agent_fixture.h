@@ -16,48 +16,18 @@
 #include "playbooks/playbook.h"
 #include "sandbox/openai/openai_provider.h"
 #include "tests/agent/recording_sink.h"
+#include "tests/fakes/fake_credentials.h"
+#include "tests/fakes/fake_http_client.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/fakes/host_sandbox.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/sandbox/openai/analyst_scenario.h"
-#include "upstream/credentials.h"
 #include "upstream/curl_http_client.h"
 #include "upstream/retry.h"
 
 namespace sandgate::testing {
 
 inline constexpr char kInputName[] = "statements.csv";
-
-// Passes requests to `inner` and keeps the JSON bodies of those whose URL ends with a suffix.
-class RecordingHttpClient : public upstream::HttpClient {
- public:
-  explicit RecordingHttpClient(upstream::HttpClient* inner) : inner_(inner) {}
-  absl::StatusOr<upstream::HttpResponse> Send(const upstream::HttpRequest& request,
-                                              const CancelToken* cancel) override {
-    {
-      absl::MutexLock l(&mu_);
-      requests_.push_back({request.url, request.body});
-    }
-    return inner_->Send(request, cancel);
-  }
-  // Bodies of the POSTs to URLs ending in `suffix`, parsed, in order.
-  std::vector<nlohmann::json> Bodies(const std::string& suffix) const {
-    absl::MutexLock l(&mu_);
-    std::vector<nlohmann::json> out;
-    for (const auto& [url, body] : requests_) {
-      if (url.size() >= suffix.size() &&
-          url.compare(url.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        out.push_back(nlohmann::json::parse(body, nullptr, false));
-      }
-    }
-    return out;
-  }
-
- private:
-  upstream::HttpClient* const inner_;
-  mutable absl::Mutex mu_;
-  std::vector<std::pair<std::string, std::string>> requests_ ABSL_GUARDED_BY(mu_);
-};
 
 class AgentFixture : public ::testing::Test {
  protected:
@@ -128,8 +98,8 @@ class AgentFixture : public ::testing::Test {
 
   FakeOpenAiServer fake_{"sk-agent-test-key-0123456789"};
   upstream::CurlHttpClient curl_;
-  RecordingHttpClient recorder_{&curl_};
-  upstream::StaticCredentials creds_{"sk-agent-test-key-0123456789"};
+  FakeHttpClient recorder_{&curl_};  // records every request, forwards it to the fake server
+  FakeCredentials creds_{"sk-agent-test-key-0123456789"};
   std::unique_ptr<upstream::RetryingHttpClient> http_;
   std::unique_ptr<upstream::OpenAiClient> client_;
   FakeJournal journal_;

@@ -70,7 +70,7 @@ TEST_F(ChatAgentTest, MalformedArgumentsAreAnsweredNotFatal) {
   EXPECT_EQ(refused, 4);
   EXPECT_TRUE(events_.OfType("command.started").empty());
   // The last request carries four tool answers, each an error for the model.
-  std::vector<nlohmann::json> sent = recorder_.Bodies("/chat/completions");
+  std::vector<nlohmann::json> sent = recorder_.JsonBodies("/chat/completions");
   ASSERT_EQ(sent.size(), 5u);
   int errors = 0;
   for (const auto& m : sent[4]["messages"]) {

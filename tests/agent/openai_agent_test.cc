@@ -101,7 +101,7 @@ TEST_F(OpenAiAgentTest, AnySessionWithAHostedShellGetsTheHostedPath) {
   fake_.Scenario(testing::AnalystTurns(testing::kInputName));
   absl::Status st = RunAgent(session);
   ASSERT_TRUE(st.ok()) << st;
-  std::vector<nlohmann::json> sent = recorder_.Bodies("/responses");
+  std::vector<nlohmann::json> sent = recorder_.JsonBodies("/responses");
   ASSERT_FALSE(sent.empty());
   EXPECT_EQ(sent[0]["tools"][0]["environment"]["type"], "container_reference");
   EXPECT_EQ(sent[0]["tools"][0]["environment"]["container_id"], session.container_id());
@@ -143,7 +143,7 @@ TEST_F(OpenAiAgentTest, RequestsAskForAToolFirstThenChainWithTheOutputs) {
                   {{"message", "ok"}}});
   absl::Status st = RunAgent(session);
   ASSERT_TRUE(st.ok()) << st;  // the fake also validates the shell_call_output we posted
-  std::vector<nlohmann::json> sent = recorder_.Bodies("/responses");
+  std::vector<nlohmann::json> sent = recorder_.JsonBodies("/responses");
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[0]["tool_choice"], "required");
   EXPECT_EQ(sent[0]["model"], "fake-model");
@@ -192,7 +192,7 @@ TEST_F(OpenAiAgentTest, HostedRequestsReferenceTheSessionsContainer) {
   sandbox::Session& session = NewSession(true, "oa-shape-hosted");
   fake_.Scenario({{{"shell", {"true"}}}, {{"message", "ok"}}});
   ASSERT_TRUE(RunAgent(session).ok());
-  std::vector<nlohmann::json> sent = recorder_.Bodies("/responses");
+  std::vector<nlohmann::json> sent = recorder_.JsonBodies("/responses");
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0]["tools"][0]["environment"]["type"], "container_reference");
   EXPECT_EQ(sent[0]["tools"][0]["environment"]["container_id"],

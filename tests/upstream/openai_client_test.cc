@@ -8,8 +8,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/fakes/fake_credentials.h"
+#include "tests/fakes/fake_http_client.h"
 #include "tests/upstream/loopback_http_server.h"
-#include "tests/upstream/scripted_http_client.h"
 #include "upstream/curl_http_client.h"
 #include "upstream/retry.h"
 
@@ -17,11 +18,12 @@ namespace sandgate::upstream {
 namespace {
 
 using ::nlohmann::json;
+using ::sandgate::testing::FakeCredentials;
+using ::sandgate::testing::FakeHttpClient;
+using ::sandgate::testing::RecordedRequest;
+using ::sandgate::testing::ScriptedReply;
 using ::sandgate::upstream::testing::LoopbackHttpServer;
 using ::sandgate::upstream::testing::ReceivedRequest;
-using ::sandgate::upstream::testing::RecordedRequest;
-using ::sandgate::upstream::testing::ScriptedHttpClient;
-using ::sandgate::upstream::testing::ScriptedReply;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -40,8 +42,8 @@ class OpenAiClientTest : public ::testing::Test {
   }
   static json Body(const RecordedRequest& r) { return json::parse(r.body); }
 
-  ScriptedHttpClient http_;
-  StaticCredentials creds_;
+  FakeHttpClient http_;
+  FakeCredentials creds_;
   OpenAiClient client_;
 };
 
@@ -630,7 +632,7 @@ TEST(OpenAiClientOverCurlTest, StreamsAResponseFromALoopbackServer) {
     LoopbackHttpServer::WriteAll(fd, "0\r\n\r\n");
   });
   CurlHttpClient curl;
-  StaticCredentials creds(kKey);
+  FakeCredentials creds(kKey);
   OpenAiClient client(&curl, &creds, server.Url("/v1"));
   int events = 0;
   absl::StatusOr<json> r = client.CreateResponseStream({{"model", "m"}}, [&](const json&) {

@@ -8,14 +8,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_clock.h"
-#include "tests/upstream/scripted_http_client.h"
+#include "tests/fakes/fake_http_client.h"
 
 namespace sandgate::upstream {
 namespace {
 
 using ::sandgate::testing::FakeClock;
-using ::sandgate::upstream::testing::ScriptedHttpClient;
-using ::sandgate::upstream::testing::ScriptedReply;
+using ::sandgate::testing::FakeHttpClient;
+using ::sandgate::testing::ScriptedReply;
 using ::testing::ElementsAre;
 
 const absl::Time kNow = absl::FromUnixSeconds(1800000000);
@@ -169,7 +169,7 @@ HttpRequest Get() {
 }
 
 TEST(RetryingHttpClientTest, RetriesUntilSuccessWithGrowingBackoff) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   inner.Push(ScriptedReply::Status(500));
   inner.Push(ScriptedReply::Fail(absl::UnavailableError("connection reset")));
   inner.Push(ScriptedReply::Json(200, {{"ok", true}}));
@@ -183,7 +183,7 @@ TEST(RetryingHttpClientTest, RetriesUntilSuccessWithGrowingBackoff) {
 }
 
 TEST(RetryingHttpClientTest, DefaultMaxRetriesIsTwoAndReturnsTheLastResponse) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   for (int i = 0; i < 4; ++i) inner.Push(ScriptedReply::Status(503));
   RecordingSleeper sleeper;
   RetryOptions options = sleeper.Options();
@@ -198,7 +198,7 @@ TEST(RetryingHttpClientTest, DefaultMaxRetriesIsTwoAndReturnsTheLastResponse) {
 
 TEST(RetryingHttpClientTest, MaxRetriesIsConfigurable) {
   for (int max : {0, 1, 5}) {
-    ScriptedHttpClient inner;
+    FakeHttpClient inner;
     for (int i = 0; i < 10; ++i) inner.Push(ScriptedReply::Fail(absl::UnavailableError("down")));
     RecordingSleeper sleeper;
     RetryingHttpClient client(&inner, sleeper.Options(max));
@@ -208,7 +208,7 @@ TEST(RetryingHttpClientTest, MaxRetriesIsConfigurable) {
 }
 
 TEST(RetryingHttpClientTest, WaitsWhatRetryAfterSays) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   inner.Push(ScriptedReply::Status(429, {{"Retry-After", "7"}}));
   inner.Push(ScriptedReply::Status(429, {{"retry-after-ms", "20"}}));
   inner.Push(ScriptedReply::Status(200));
@@ -220,7 +220,7 @@ TEST(RetryingHttpClientTest, WaitsWhatRetryAfterSays) {
 
 TEST(RetryingHttpClientTest, HttpDateRetryAfterUsesTheInjectedClock) {
   FakeClock clock(absl::FromUnixSeconds(1800000000));  // 2027-01-15T08:00:00Z
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   inner.Push(ScriptedReply::Status(503, {{"Retry-After", "Fri, 15 Jan 2027 08:00:42 GMT"}}));
   inner.Push(ScriptedReply::Status(200));
   RecordingSleeper sleeper;
@@ -232,7 +232,7 @@ TEST(RetryingHttpClientTest, HttpDateRetryAfterUsesTheInjectedClock) {
 }
 
 TEST(RetryingHttpClientTest, RetryAfterBeyondTwoMinutesIsNotRetried) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   inner.Push(ScriptedReply::Status(429, {{"Retry-After", "121"}}));
   inner.Push(ScriptedReply::Status(200));
   RecordingSleeper sleeper;
@@ -245,7 +245,7 @@ TEST(RetryingHttpClientTest, RetryAfterBeyondTwoMinutesIsNotRetried) {
 }
 
 TEST(RetryingHttpClientTest, ClientErrorsAreReturnedAtOnce) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   inner.Push(ScriptedReply::Status(400));
   RecordingSleeper sleeper;
   RetryingHttpClient client(&inner, sleeper.Options());
@@ -254,7 +254,7 @@ TEST(RetryingHttpClientTest, ClientErrorsAreReturnedAtOnce) {
 }
 
 TEST(RetryingHttpClientTest, CancelDuringTheWaitStopsWithCancelled) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   inner.Push(ScriptedReply::Status(500));
   inner.Push(ScriptedReply::Status(200));
   CancelToken cancel;
@@ -268,7 +268,7 @@ TEST(RetryingHttpClientTest, CancelDuringTheWaitStopsWithCancelled) {
 }
 
 TEST(RetryingHttpClientTest, NeverRetriesOnceTheStreamDeliveredData) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   ScriptedReply dropped = ScriptedReply::Stream({"data: {\"a\":1}\n\n"});
   dropped.error = absl::UnavailableError("connection dropped mid-body");
   inner.Push(dropped);
@@ -285,7 +285,7 @@ TEST(RetryingHttpClientTest, NeverRetriesOnceTheStreamDeliveredData) {
 
 // A download is safe to repeat: one cut short is fetched again, the consumer told to start over.
 TEST(RetryingHttpClientTest, ACutDownloadThatCanStartOverIsRetried) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   ScriptedReply cut = ScriptedReply::Stream({"hal"});
   cut.error = absl::UnavailableError("download cut after 3 of 6 bytes");
   inner.Push(cut);
@@ -307,7 +307,7 @@ TEST(RetryingHttpClientTest, ACutDownloadThatCanStartOverIsRetried) {
 }
 
 TEST(RetryingHttpClientTest, StreamingRequestFailingBeforeDataIsRetried) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   inner.Push(ScriptedReply::Status(429));
   inner.Push(ScriptedReply::Stream({"data: 1\n\n", "data: 2\n\n"}));
   RecordingSleeper sleeper;
@@ -322,7 +322,7 @@ TEST(RetryingHttpClientTest, StreamingRequestFailingBeforeDataIsRetried) {
 
 }  // namespace
 TEST(RetryingHttpClientTest, EveryFailedAttemptIsReportedWithWhetherItIsRetried) {
-  ScriptedHttpClient inner;
+  FakeHttpClient inner;
   inner.Push(ScriptedReply::Status(429));
   inner.Push(ScriptedReply::Fail(absl::UnavailableError("connection reset")));
   inner.Push(ScriptedReply::Status(500));  // the last retry: reported as not retried
@@ -339,7 +339,7 @@ TEST(RetryingHttpClientTest, EveryFailedAttemptIsReportedWithWhetherItIsRetried)
                                 std::make_pair(std::string("connection"), true),
                                 std::make_pair(std::string("500"), false)));
 
-  ScriptedHttpClient ok;
+  FakeHttpClient ok;
   ok.Push(ScriptedReply::Json(200, {{"ok", true}}));
   seen.clear();
   RetryingHttpClient quiet(&ok, options);

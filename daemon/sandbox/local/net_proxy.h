@@ -25,6 +25,10 @@
 //   ...
 //   proxy->RemoveSession("abc");  // closes the listener and every connection
 //
+// Parts: net_address.h (addresses, the SSRF denylist, the resolver), proxy_request.h (the
+// request head, host names, the allowlist), net_proxy_loop.h (the proxy thread: net_proxy.cc
+// runs the loop, proxy_connection.cc takes one connection from its head to the tunnel).
+//
 // Thread safe. Callbacks run on the proxy thread and must not block or call into NetProxy.
 #ifndef SANDGATE_SANDBOX_LOCAL_NET_PROXY_H_
 #define SANDGATE_SANDBOX_LOCAL_NET_PROXY_H_
@@ -40,69 +44,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
+#include "sandbox/local/net_address.h"
+#include "sandbox/local/proxy_request.h"
 #include "sandbox/sandbox.h"
 
 namespace sandgate::sandbox::local {
-
-// An IPv4 or IPv6 address.
-struct IpAddress {
-  int family = 0;          // AF_INET or AF_INET6
-  uint8_t bytes[16] = {};  // network order; 4 used for AF_INET
-  static absl::StatusOr<IpAddress> Parse(absl::string_view text);
-  std::string ToString() const;
-};
-
-// "198.51.100.0/24", "fc00::/7".
-struct Cidr {
-  IpAddress base;
-  int prefix = 0;
-  static absl::StatusOr<Cidr> Parse(absl::string_view text);
-  bool Contains(const IpAddress& ip) const;
-};
-
-// Why `ip` is not a public unicast address ("loopback", "private (RFC 1918)", …), or "" when
-// it is public. IPv4-mapped and NAT64 IPv6 addresses are judged by their IPv4 part.
-std::string NonPublicReason(const IpAddress& ip);
-
-// The addresses of this host's interfaces (getifaddrs, in the daemon's network namespace).
-absl::StatusOr<std::vector<IpAddress>> ListHostAddresses();
-
-// Why the SSRF guard refuses `ip` as the host's own: "" if it is none of `host_addresses`.
-// Fails closed: when the host's addresses could not be listed, every address is refused
-// (any of them might be the host's), and the reason says so.
-std::string HostAddressReason(const IpAddress& ip,
-                              const absl::StatusOr<std::vector<IpAddress>>& host_addresses);
-
-// Name resolution for the proxy. Resolve is called on a worker thread and may block.
-class Resolver {
- public:
-  virtual ~Resolver() = default;
-  virtual absl::StatusOr<std::vector<IpAddress>> Resolve(const std::string& host) = 0;
-};
-// getaddrinfo(AI_ADDRCONFIG), TCP.
-std::shared_ptr<Resolver> NewSystemResolver();
-
-// Lower-cases, drops one trailing dot, and checks the syntax of a host name or IP literal
-// ("[::1]" or "::1" for IPv6). INVALID_ARGUMENT for anything else (spaces, CR/LF, "%", "_"…).
-absl::StatusOr<std::string> NormaliseHost(absl::string_view host);
-// Normalises allowlist entries: exact names or "*.suffix".
-absl::StatusOr<std::vector<std::string>> NormaliseAllowlist(
-    const std::vector<std::string>& patterns);
-// Whether normalised `host` matches a normalised allowlist.
-bool HostAllowed(const std::vector<std::string>& allowlist, absl::string_view host);
-
-// A parsed request head.
-struct ProxyRequest {
-  std::string method;
-  std::string host;  // normalised
-  uint16_t port = 0;
-  bool connect = false;
-  // Absolute-URI requests: the head to send upstream (origin form, Host set to the target,
-  // proxy and hop-by-hop headers dropped, "Connection: close").
-  std::string upstream_head;
-};
-// Parses a complete head (ending in "\r\n\r\n"). INVALID_ARGUMENT names what is malformed.
-absl::StatusOr<ProxyRequest> ParseProxyRequest(absl::string_view head);
 
 // A session's policy as the proxy applies it (see NetworkPolicy in sandbox.h).
 struct ProxyPolicy {
@@ -148,7 +94,7 @@ class NetProxy {
   // until the proxy thread has done so; unknown ids are ignored. Not from a callback.
   void RemoveSession(const std::string& session_id);
 
-  class Loop;  // the proxy thread's state; net_proxy.cc
+  class Loop;  // the proxy thread's state; net_proxy_loop.h
 
  private:
   explicit NetProxy(std::unique_ptr<Loop> loop);

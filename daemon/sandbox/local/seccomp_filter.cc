@@ -100,7 +100,7 @@ absl::StatusOr<std::string> BuildSeccompFilter() {
                    "socket family"));
   }
   s.Update(Check(seccomp_rule_add(c, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                  SCMP_A0(SCMP_CMP_GE, AF_MAX)),
+                                  SCMP_A0(SCMP_CMP_GE, AF_MAX, 0)),
                  "socket family"));
   if (!s.ok()) return s;
 

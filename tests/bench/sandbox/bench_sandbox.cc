@@ -26,16 +26,10 @@
 #include "sandbox/local/init_protocol.h"
 #include "sandbox/local/seccomp_filter.h"
 #include "sandbox/local/spawner.h"
+#include "tests/fakes/fake_journal.h"
 
 namespace sandgate::sandbox {
 namespace {
-
-class NullJournal : public ResourceJournal {
- public:
-  absl::Status Record(const JournalEntry&) override { return absl::OkStatus(); }
-  absl::Status Erase(const std::string&) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<JournalEntry>> List() override { return std::vector<JournalEntry>{}; }
-};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -101,7 +95,7 @@ double ForkExecTrue() {
 
 int Main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, atoi(argv[1])) : 50;
-  NullJournal journal;
+  testing::FakeJournal journal;
   BwrapOptions opts;
   opts.init_path = SANDGATE_BENCH_INIT_PATH;
   opts.uid_base = 180000;

@@ -36,19 +36,13 @@
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/local/cgroups.h"
 #include "sandbox/local/net_proxy.h"
+#include "tests/fakes/fake_journal.h"
 #include "tests/security/test_netns.h"
 
 namespace sandgate::sandbox {
 namespace {
 
 using ::sandgate::testing::TestNetwork;
-
-class NullJournal : public ResourceJournal {
- public:
-  absl::Status Record(const JournalEntry&) override { return absl::OkStatus(); }
-  absl::Status Erase(const std::string&) override { return absl::OkStatus(); }
-  absl::StatusOr<std::vector<JournalEntry>> List() override { return std::vector<JournalEntry>{}; }
-};
 
 // Every name is the test host.
 class BenchResolver : public local::Resolver {
@@ -113,7 +107,7 @@ void BenchSeccomp(int runs) {
   printf("## seccomp: ns per system call, %ld calls, median of %d\n\n", n, runs);
   printf("| call              | no filter | filter | added   |\n");
   printf("|-------------------|----------:|-------:|--------:|\n");
-  NullJournal journal;
+  testing::FakeJournal journal;
   std::vector<std::unique_ptr<BwrapProvider>> providers;
   std::vector<std::unique_ptr<Session>> sessions;
   for (bool filter : {false, true}) {
@@ -295,7 +289,7 @@ void BenchProxy(int runs) {
 
 void BenchBurst(int runs, NetworkMode mode) {
   const int n = 100;
-  NullJournal journal;
+  testing::FakeJournal journal;
   auto p = BwrapProvider::Create(Options(182000, n + 8), &journal);
   if (!p.ok()) Die(p.status(), "provider");
   std::vector<double> alone;

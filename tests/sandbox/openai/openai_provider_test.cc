@@ -10,9 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_credentials.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/fakes/openai/fake_openai_server.h"
-#include "upstream/credentials.h"
 #include "upstream/curl_http_client.h"
 #include "upstream/retry.h"
 
@@ -68,7 +68,7 @@ class OpenAiProviderTest : public ::testing::Test {
 
   testing::FakeOpenAiServer fake_{"sk-provider-test-key"};
   upstream::CurlHttpClient curl_;
-  upstream::StaticCredentials creds_{"sk-provider-test-key"};
+  testing::FakeCredentials creds_{"sk-provider-test-key"};
   std::unique_ptr<upstream::RetryingHttpClient> http_;
   std::unique_ptr<upstream::OpenAiClient> client_;
   testing::FakeJournal journal_;

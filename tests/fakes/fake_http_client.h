@@ -1,13 +1,15 @@
-// ScriptedHttpClient: an HttpClient that answers from a queue of canned replies and records
-// every request it was sent. For tests of code above the transport (retry policy, OpenAI
-// client); it never touches the network. Thread safe.
+// FakeHttpClient: the HttpClient fake. It answers from a queue of canned replies and records
+// every request it was sent; with `forward_to`, a request that finds no scripted reply goes on
+// to a real client (e.g. CurlHttpClient pointed at the fake OpenAI server), still recorded.
+// For tests of code above the transport (retry policy, OpenAI client, agents); it never
+// touches the network itself. Thread safe.
 //
-//   ScriptedHttpClient http;
+//   FakeHttpClient http;
 //   http.Push(ScriptedReply::Json(200, {{"id", "file-1"}}));
 //   ... code under test calls http.Send(...) ...
 //   EXPECT_EQ(http.requests()[0].method, "POST");
-#ifndef SANDGATE_TESTS_UPSTREAM_SCRIPTED_HTTP_CLIENT_H_
-#define SANDGATE_TESTS_UPSTREAM_SCRIPTED_HTTP_CLIENT_H_
+#ifndef SANDGATE_TESTS_FAKES_FAKE_HTTP_CLIENT_H_
+#define SANDGATE_TESTS_FAKES_FAKE_HTTP_CLIENT_H_
 
 #include <deque>
 #include <functional>
@@ -16,12 +18,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "upstream/http_client.h"
 
-namespace sandgate::upstream::testing {
+namespace sandgate::testing {
 
 struct ScriptedReply {
   // Returned instead of a response when not OK (after `chunks`, if the request streams).
@@ -66,21 +70,25 @@ struct ScriptedReply {
 struct RecordedRequest {
   std::string method;
   std::string url;
-  HttpHeaders headers;
+  upstream::HttpHeaders headers;
   std::string body;
-  std::vector<MultipartPart> multipart;
+  std::vector<upstream::MultipartPart> multipart;
   bool streaming = false;
   absl::Duration total_timeout;
 };
 
-class ScriptedHttpClient : public HttpClient {
+class FakeHttpClient : public upstream::HttpClient {
  public:
+  // `forward_to` (optional, not owned, outlives this): where a request goes when no reply is
+  // scripted; without it such a request fails with INTERNAL.
+  explicit FakeHttpClient(upstream::HttpClient* forward_to = nullptr) : forward_to_(forward_to) {}
+
   void Push(ScriptedReply reply) {
     absl::MutexLock lock(&mu_);
     replies_.push_back(std::move(reply));
   }
   // Runs at the start of every Send, e.g. to cancel a token mid-test.
-  void OnSend(std::function<void(const HttpRequest&)> hook) {
+  void OnSend(std::function<void(const upstream::HttpRequest&)> hook) {
     absl::MutexLock lock(&mu_);
     hook_ = std::move(hook);
   }
@@ -92,33 +100,51 @@ class ScriptedHttpClient : public HttpClient {
     absl::MutexLock lock(&mu_);
     return replies_.size();
   }
+  // The bodies of the requests sent to URLs ending in `url_suffix`, parsed as JSON (discarded
+  // values for bodies that are not JSON), in the order they were sent.
+  std::vector<nlohmann::json> JsonBodies(absl::string_view url_suffix) const {
+    absl::MutexLock lock(&mu_);
+    std::vector<nlohmann::json> out;
+    for (const RecordedRequest& r : requests_) {
+      if (absl::EndsWith(r.url, url_suffix)) {
+        out.push_back(nlohmann::json::parse(r.body, nullptr, false));
+      }
+    }
+    return out;
+  }
 
-  absl::StatusOr<HttpResponse> Send(const HttpRequest& request,
-                                    const CancelToken* cancel) override {
+  absl::StatusOr<upstream::HttpResponse> Send(const upstream::HttpRequest& request,
+                                              const CancelToken* cancel) override {
     ScriptedReply reply;
-    std::function<void(const HttpRequest&)> hook;
+    std::function<void(const upstream::HttpRequest&)> hook;
+    bool forward = false;
     {
       absl::MutexLock lock(&mu_);
       requests_.push_back(RecordedRequest{
           request.method, request.url, request.headers, request.body, request.multipart,
           static_cast<bool>(request.on_body_chunk), request.total_timeout});
-      if (replies_.empty()) {
-        return absl::InternalError("ScriptedHttpClient: no reply scripted for " + request.url);
+      if (replies_.empty() && forward_to_ == nullptr) {
+        return absl::InternalError("FakeHttpClient: no reply scripted for " + request.url);
       }
-      reply = std::move(replies_.front());
-      replies_.pop_front();
+      if (replies_.empty()) {
+        forward = true;
+      } else {
+        reply = std::move(replies_.front());
+        replies_.pop_front();
+      }
       hook = hook_;
     }
     if (hook) hook(request);
+    if (forward) return forward_to_->Send(request, cancel);
     if (cancel != nullptr && cancel->cancelled()) return absl::CancelledError("cancelled");
-    HttpResponse response;
+    upstream::HttpResponse response;
     response.status = reply.status;
     for (auto& [name, value] : reply.headers) response.headers.Add(name, value);
     const bool ok_status = reply.status >= 200 && reply.status < 300;
     if (request.on_body_chunk && ok_status && !reply.chunks.empty()) {
       for (const std::string& chunk : reply.chunks) {
         if (!request.on_body_chunk(chunk)) {
-          return absl::AbortedError("ScriptedHttpClient: the body consumer stopped");
+          return absl::AbortedError("FakeHttpClient: the body consumer stopped");
         }
       }
       if (!reply.error.ok()) return reply.error;
@@ -128,7 +154,7 @@ class ScriptedHttpClient : public HttpClient {
     response.body = reply.chunks.empty() ? reply.body : absl::StrJoin(reply.chunks, "");
     if (request.on_body_chunk && ok_status && !response.body.empty()) {
       if (!request.on_body_chunk(response.body)) {
-        return absl::AbortedError("ScriptedHttpClient: the body consumer stopped");
+        return absl::AbortedError("FakeHttpClient: the body consumer stopped");
       }
       response.body.clear();
     }
@@ -136,12 +162,13 @@ class ScriptedHttpClient : public HttpClient {
   }
 
  private:
+  upstream::HttpClient* const forward_to_;
   mutable absl::Mutex mu_;
   std::deque<ScriptedReply> replies_ ABSL_GUARDED_BY(mu_);
   std::vector<RecordedRequest> requests_ ABSL_GUARDED_BY(mu_);
-  std::function<void(const HttpRequest&)> hook_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const upstream::HttpRequest&)> hook_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace sandgate::upstream::testing
+}  // namespace sandgate::testing
 
-#endif  // SANDGATE_TESTS_UPSTREAM_SCRIPTED_HTTP_CLIENT_H_
+#endif  // SANDGATE_TESTS_FAKES_FAKE_HTTP_CLIENT_H_
