@@ -126,18 +126,21 @@ absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
 absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
     const SandboxPlan& plan, const SandboxEnv& env, agent::EventSink& events,
     const CancelToken& cancel) {
-  sandbox::SessionSpec spec =
-      ToSessionSpec(plan.session_id, *plan.spec, *env.config);
-  spec.on_network_decision = plan.on_network_decision;
   const absl::Time t0 = env.clock->Now();
-  absl::StatusOr<std::unique_ptr<sandbox::Session>> created =
-      plan.provider->Create(spec, &cancel);
-  if (!created.ok()) {
-    return absl::Status(
-        created.status().code(),
-        absl::StrCat("creating the sandbox: ", created.status().message()));
+  std::unique_ptr<sandbox::Session> session;
+  if (plan.warm != nullptr && plan.warm->session != nullptr) {
+    session = std::move(plan.warm->session);
+  } else {
+    sandbox::SessionSpec spec = ToSessionSpec(plan.session_id, *plan.spec, *env.config);
+    spec.on_network_decision = plan.on_network_decision;
+    absl::StatusOr<std::unique_ptr<sandbox::Session>> created =
+        plan.provider->Create(spec, &cancel);
+    if (!created.ok()) {
+      return absl::Status(created.status().code(),
+                          absl::StrCat("creating the sandbox: ", created.status().message()));
+    }
+    session = std::move(*created);
   }
-  std::unique_ptr<sandbox::Session> session = std::move(*created);
   const absl::Duration took = env.clock->Now() - t0;
   if (env.metrics)
     env.metrics->sandbox_create_seconds.Observe(absl::ToDoubleSeconds(took));
@@ -149,6 +152,17 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
   for (const std::string& w : session->Warnings()) sc->add_unenforced(w);
   *sc->mutable_create_duration() = ToProto(took);
   events.Emit(std::move(e));
+  if (plan.warm != nullptr) {
+    // The caller's wait was `took`; what the pool spared it is said here.
+    v1::Event n;
+    n.set_type("notice");
+    n.mutable_notice()->set_severity(v1::Notice::SEVERITY_INFO);
+    n.mutable_notice()->set_message(
+        absl::StrCat("sandbox taken from the warm pool (", plan.warm->shape, "): started ",
+                     absl::FormatDuration(env.clock->Now() - plan.warm->made), " before, in ",
+                     absl::FormatDuration(plan.warm->make_took)));
+    events.Emit(std::move(n));
+  }
 
   absl::Status prepared = PrepareSandbox(*session, plan, events, cancel);
   if (!prepared.ok()) {
