@@ -241,13 +241,13 @@ int Main(int argc, char** argv) {
   }
   if (warm_pool) {
     // One shape, the default sandbox: what an empty CreateSessionRequest asks for.
-    Daemon d(binary, absl::StrCat(", \"warm_pool\": [{\"size\": ", burst, ", \"sandbox\": {}}]"));
+    Daemon d(binary, absl::StrCat(", \"warm_pool\": [{\"size\": ", burst, "}]"));
     int filled = 1;
     d.AwaitLog("warm_pool.filled", filled);
     CreateFirstExec(
         d, bare, runs, [&](int) { d.AwaitLog("warm_pool.filled", filled++); }, &warm, &warm_base);
     for (int i = 0; i < 3; ++i) {
-      d.AwaitLog("warm_pool.filled", ++filled);
+      d.AwaitLog("warm_pool.filled", filled++);
       bursts_warm.push_back(Burst(d, burst));
     }
   }
