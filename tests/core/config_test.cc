@@ -54,9 +54,16 @@ TEST(ConfigTest, ErrorsNameTheKey) {
            {R"({"defaults": {"memory": 1}})", "defaults.memory: unknown key"},
            {R"({"local": {"uid_base": -1}})", "local.uid_base: expected a whole number"},
            {R"({"tenants": [{"name": "a", "token_sha256": "abc"}]})", "tenants[0].token_sha256"},
-           {R"({"tenants": [{"token_sha256": ")" + std::string(kHash) + R"("}]})", "tenants[0].name: required"},
+           {R"({"tenants": [{"token_sha256": ")" + std::string(kHash) + R"("}]})",
+            "tenants[0].name: required"},
            {R"({"defaults": {"command_timeout_seconds": -3}})", "defaults.command_timeout_seconds"},
            {"{", "not valid JSON"},
+           {R"({"warm_pool": {"size": 1}})", "warm_pool: expected a list of shapes"},
+           {R"({"warm_pool": [{"size": 0}]})", "warm_pool[0].size: out of range"},
+           {R"({"warm_pool": [{"files": []}]})", "warm_pool[0].files: unknown key"},
+           {R"({"warm_pool": [{"network_mode": "open"}]})", "warm_pool[0].network_mode: expected"},
+           {R"({"warm_pool": [{"allowed_domains": ["a.com"]}]})",
+            "warm_pool[0].allowed_domains: only for network_mode restricted"},
        }) {
     auto parsed = ParseConfig(c.text, "cfg.json");
     ASSERT_FALSE(parsed.ok()) << c.text;
@@ -165,23 +172,7 @@ TEST(ConfigTest, WarmPoolShapes) {
   EXPECT_TRUE(ValidateConfig(*c).ok());
 }
 
-TEST(ConfigTest, WarmPoolErrorsNameTheShape) {
-  struct Case {
-    std::string text, expect;
-  };
-  for (const Case& c : std::vector<Case>{
-           {R"({"warm_pool": {"size": 1}})", "warm_pool: expected a list of shapes"},
-           {R"({"warm_pool": [{"size": 0}]})", "warm_pool[0].size: out of range"},
-           {R"({"warm_pool": [{"files": []}]})", "warm_pool[0].files: unknown key"},
-           {R"({"warm_pool": [{"network_mode": "open"}]})", "warm_pool[0].network_mode: expected"},
-           {R"({"warm_pool": [{"allowed_domains": ["a.com"]}]})",
-            "warm_pool[0].allowed_domains: only for network_mode restricted"},
-       }) {
-    auto parsed = ParseConfig(c.text, "t");
-    ASSERT_FALSE(parsed.ok()) << c.text;
-    EXPECT_NE(parsed.status().message().find(c.expect), std::string::npos)
-        << parsed.status().message();
-  }
+TEST(ConfigTest, WarmPoolBeyondTheMachineIsRefused) {
   auto over = ParseConfig(R"({"max_sandboxes": 4, "warm_pool": [{"size": 3}, {"size": 2}]})", "t");
   ASSERT_TRUE(over.ok());
   absl::Status st = ValidateConfig(*over);
