@@ -115,6 +115,7 @@ struct Daemon::Parts {
   std::unique_ptr<core::AuditLog> audit;
   std::unique_ptr<server::MetricsHttpServer> metrics_http;
   std::unique_ptr<core::SandboxBudget> budget;
+  std::unique_ptr<core::WarmPool> warm_pool;  // before sessions: they take from it
   std::unique_ptr<core::SessionManager> sessions;
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
@@ -194,6 +195,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   session_deps.store = p->store.get();
   session_deps.clock = Clock::Real();
   session_deps.providers = providers;
+  p->warm_pool = std::make_unique<core::WarmPool>(
+      core::WarmPoolDeps{&p->config, p->local.get(), p->budget.get(), Clock::Real()});
+  session_deps.warm_pool = p->warm_pool.get();
   p->sessions = std::make_unique<core::SessionManager>(session_deps);
 
   core::RunManagerDeps deps;
@@ -237,6 +241,8 @@ absl::Status Daemon::Start() {
   // Sessions first: a queued run that targets a session the restart ended fails saying so.
   SANDGATE_RETURN_IF_ERROR(p.sessions->Recover());
   SANDGATE_RETURN_IF_ERROR(p.runs->Recover(*p.tenants));
+  // After the sweep: a leftover of the previous daemon would share a uid with a new sandbox.
+  p.warm_pool->Start();
 
   SANDGATE_ASSIGN_OR_RETURN(
       p.server, server::GrpcServer::Start(p.config.listen, p.service.get(), p.metrics.get()));
@@ -286,6 +292,7 @@ void Daemon::Drain() {
   if (left > 0) log::Error("daemon.drain_incomplete", {{"active_runs", left}});
   // Kept sessions end too: their commands are cancelled and their sandboxes deleted.
   p.sessions->CloseAll("the daemon is shutting down");
+  p.warm_pool->Drain();
   // Every running run has written its terminal event. A stream still waiting for events
   // follows a run left queued: it ends UNAVAILABLE now. Give the others a moment to read
   // what is buffered, then end whatever is still open and stop.

@@ -22,12 +22,19 @@ struct JournalEntry {
   std::string provider;  // who can sweep it: "local", "openai"
   std::string kind;      // "session", "file", "container", …
   nlohmann::json details = nlohmann::json::object();  // what Sweep needs to delete it
+  // Whether the resource outlives the host's memory. A local sandbox does not: its
+  // processes, cgroups and tmpfs mounts (under /run) all end with a power loss or reboot,
+  // so its record only has to survive the daemon being killed, which a committed write
+  // always does; Record then need not wait for the disk (an fsync costs 1-20 ms here, on
+  // every sandbox create). A remote container does outlive it: durable.
+  bool durable = true;
 };
 
 class ResourceJournal {
  public:
   virtual ~ResourceJournal() = default;
-  // Durable (fsynced) when it returns OK. Recording an existing id replaces its details.
+  // When it returns OK the record survives the daemon being killed, and, if entry.durable,
+  // the host losing power (fsynced). Recording an existing id replaces its details.
   virtual absl::Status Record(const JournalEntry& entry) = 0;
   // Erasing an unknown id is OK.
   virtual absl::Status Erase(const std::string& id) = 0;

@@ -177,6 +177,28 @@ absl::Status ReadUpstream(const json& v, const std::string& section, bool with_c
   return absl::OkStatus();
 }
 
+absl::Status ReadWarmShape(const json& v, const std::string& where, WarmPoolShape* s) {
+  ObjectReader r(v, where);
+  r.On("size", Whole(&s->size, 1));
+  r.On("memory_bytes", Whole(&s->memory_bytes, 16ull << 20));
+  r.On("max_processes", Whole(&s->max_processes, 8));
+  r.On("workspace_bytes", Whole(&s->workspace_bytes, 1ull << 20));
+  r.On("network_mode", String(&s->network_mode));
+  r.On("allowed_domains", Strings(&s->allowed_domains));
+  SANDGATE_RETURN_IF_ERROR(r.Run());
+  if (s->network_mode != "disabled" && s->network_mode != "restricted" &&
+      s->network_mode != "enabled") {
+    return errors::InvalidArgument(
+        absl::StrCat(where, ".network_mode: expected disabled, restricted or enabled, got '",
+                     s->network_mode, "'"));
+  }
+  if (s->network_mode != "restricted" && !s->allowed_domains.empty()) {
+    return errors::InvalidArgument(
+        absl::StrCat(where, ".allowed_domains: only for network_mode restricted"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin) {
@@ -250,6 +272,16 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     l.On("uid_count", Whole(&c.uid_count, 1));
     return l.Run();
   });
+  r.On("warm_pool", [&c](const json& v, const std::string& where) -> absl::Status {
+    if (!v.is_array())
+      return errors::InvalidArgument(absl::StrCat(where, "expected a list of shapes"));
+    for (size_t i = 0; i < v.size(); ++i) {
+      WarmPoolShape shape;
+      SANDGATE_RETURN_IF_ERROR(ReadWarmShape(v[i], absl::StrCat("warm_pool[", i, "]"), &shape));
+      c.warm_pool.push_back(std::move(shape));
+    }
+    return absl::OkStatus();
+  });
   r.On("openai", [&c](const json& v, const std::string&) { return ReadUpstream(v, "openai", true, &c.openai); });
   r.On("chat", [&c](const json& v, const std::string&) { return ReadUpstream(v, "chat", false, &c.chat); });
   absl::Status st = r.Run();
@@ -297,6 +329,24 @@ absl::Status ValidateConfig(const Config& c) {
   };
   for (const auto& ceiling : ceilings) {
     if (ceiling.above) return errors::InvalidArgument(absl::StrCat("defaults.", ceiling.keys));
+  }
+  // Ready sandboxes hold budget and uids: a pool that could fill either would starve every
+  // request.
+  uint64_t warm = 0;
+  for (size_t i = 0; i < c.warm_pool.size(); ++i) {
+    const WarmPoolShape& s = c.warm_pool[i];
+    warm += s.size;
+    if ((s.memory_bytes ? s.memory_bytes : c.memory_bytes) > c.limits.memory_bytes ||
+        (s.workspace_bytes ? s.workspace_bytes : c.workspace_bytes) > c.limits.workspace_bytes ||
+        (s.max_processes ? s.max_processes : c.max_processes) > c.limits.max_processes) {
+      return errors::InvalidArgument(
+          absl::StrCat("warm_pool[", i, "]: a limit above the machine's limits"));
+    }
+  }
+  if (warm > c.max_sandboxes || warm > c.uid_count) {
+    return errors::InvalidArgument(
+        absl::StrCat("warm_pool: ", warm, " sandboxes kept ready, more than max_sandboxes (",
+                     c.max_sandboxes, ") or local.uid_count (", c.uid_count, ")"));
   }
   if (c.uid_base + static_cast<uint64_t>(c.uid_count) > 0xfffffffeull) {
     return errors::InvalidArgument("local.uid_base + local.uid_count: beyond the uid range");

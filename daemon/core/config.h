@@ -74,6 +74,19 @@ struct MachineLimits {
   absl::Duration command_timeout = absl::Hours(24);
 };
 
+// One sandbox shape the warm pool keeps ready (core/warm_pool.h): the fields that decide
+// how a sandbox is started. A CreateSession whose sandbox, with the daemon's defaults
+// applied, has exactly these (and no env) takes a ready one; its files and setup commands
+// are placed after it is taken. 0 means the daemon default, as in a request.
+struct WarmPoolShape {
+  uint32_t size = 1;  // sandboxes kept ready
+  uint64_t memory_bytes = 0;
+  uint32_t max_processes = 0;
+  uint64_t workspace_bytes = 0;
+  std::string network_mode = "disabled";     // "disabled", "restricted", "enabled"
+  std::vector<std::string> allowed_domains;  // restricted only
+};
+
 struct Config {
   // "unix:/path" or "tcp:host:port" (e.g. "tcp:127.0.0.1:7443", port 0 = any free port).
   std::string listen = "unix:/run/sandgate/sandgated.sock";
@@ -119,6 +132,9 @@ struct Config {
     return u;
   }();
   UpstreamConfig chat;
+
+  // Local sandboxes started ahead of demand, per shape; they count in max_sandboxes.
+  std::vector<WarmPoolShape> warm_pool;
 
   // Local provider.
   std::string bwrap_path = "/usr/bin/bwrap";

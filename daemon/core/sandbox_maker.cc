@@ -119,18 +119,21 @@ absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
 absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
     const SandboxPlan& plan, const SandboxEnv& env, agent::EventSink& events,
     const CancelToken& cancel) {
-  sandbox::SessionSpec spec =
-      ToSessionSpec(plan.session_id, *plan.spec, *env.config);
-  spec.on_network_decision = plan.on_network_decision;
   const absl::Time t0 = env.clock->Now();
-  absl::StatusOr<std::unique_ptr<sandbox::Session>> created =
-      plan.provider->Create(spec, &cancel);
-  if (!created.ok()) {
-    return absl::Status(
-        created.status().code(),
-        absl::StrCat("creating the sandbox: ", created.status().message()));
+  std::unique_ptr<sandbox::Session> session;
+  if (plan.warm != nullptr && plan.warm->session != nullptr) {
+    session = std::move(plan.warm->session);
+  } else {
+    sandbox::SessionSpec spec = ToSessionSpec(plan.session_id, *plan.spec, *env.config);
+    spec.on_network_decision = plan.on_network_decision;
+    absl::StatusOr<std::unique_ptr<sandbox::Session>> created =
+        plan.provider->Create(spec, &cancel);
+    if (!created.ok()) {
+      return absl::Status(created.status().code(),
+                          absl::StrCat("creating the sandbox: ", created.status().message()));
+    }
+    session = std::move(*created);
   }
-  std::unique_ptr<sandbox::Session> session = std::move(*created);
   const absl::Duration took = env.clock->Now() - t0;
   if (env.metrics)
     env.metrics->sandbox_create_seconds.Observe(absl::ToDoubleSeconds(took));
@@ -140,6 +143,14 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
   for (const std::string& w : session->Warnings()) created_event.add_unenforced(w);
   *created_event.mutable_create_duration() = ToProto(took);
   events.Emit(events::SessionCreated(std::move(created_event)));
+  if (plan.warm != nullptr) {
+    // The caller's wait was `took`; what the pool spared it is said here.
+    events.Emit(events::Notice(
+        v1::Notice::SEVERITY_INFO,
+        absl::StrCat("sandbox taken from the warm pool (", plan.warm->shape, "): started ",
+                     absl::FormatDuration(env.clock->Now() - plan.warm->made), " before, in ",
+                     absl::FormatDuration(plan.warm->make_took))));
+  }
 
   absl::Status prepared = PrepareSandbox(*session, plan, events, cancel);
   if (!prepared.ok()) {

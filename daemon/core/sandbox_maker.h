@@ -38,6 +38,7 @@
 #include "common/clock.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "core/warm_pool.h"
 #include "playbooks/playbook.h"
 #include "sandbox/sandbox.h"
 #include "sandgate/v1/sandgate.pb.h"
@@ -60,6 +61,10 @@ struct SandboxPlan {
   // Called after the sandbox is closed and before `session.closed` is emitted;
   // may be empty.
   std::function<void()> flush;
+  // A sandbox taken from the warm pool (core/warm_pool.h), made for this plan's
+  // shape with this plan's session id and decision callback: MakeSandbox uses it
+  // instead of creating one, and says so in the log. May be null; not owned.
+  WarmSandbox* warm = nullptr;
 };
 
 // What the steps use; not owned. `metrics` may be null.

@@ -195,7 +195,17 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
                                                     caller.tenant, " is reached; close a session first"));
     }
   }
-  if (deps_.budget && !deps_.budget->TryTake()) {
+  // A ready sandbox brings its own budget unit and its id, which becomes the session's.
+  std::optional<WarmSandbox> warm;
+  if (deps_.warm_pool != nullptr && deps_.warm_pool->provider() == provider->second) {
+    warm = deps_.warm_pool->Take(ToSessionSpec("", req.sandbox(), cfg));
+  }
+  // Ready sandboxes of other shapes never keep this request out: one is closed for it.
+  auto take_budget = [this] {
+    return deps_.budget->TryTake() ||
+           (deps_.warm_pool != nullptr && deps_.warm_pool->Evict() && deps_.budget->TryTake());
+  };
+  if (!warm && deps_.budget && !take_budget()) {
     return errors::ResourceExhausted(absl::StrCat("the machine's sandbox budget (max_sandboxes ",
                                                   deps_.budget->max(), ") is used up; retry later"));
   }
@@ -205,7 +215,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   });
 
   auto e = std::make_shared<Entry>();
-  e->id = absl::StrCat("s", RandomHex(8));
+  e->id = warm ? warm->session->id() : absl::StrCat("s", RandomHex(8));
   e->tenant = caller.tenant;
   e->created = deps_.clock->Now();
   e->idle_timeout = IdleTimeout(req.sandbox(), cfg);
@@ -244,6 +254,10 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
                               id = e->id](const sandbox::NetworkDecision& d) {
     OnNetworkDecision(route, id, d);
   };
+  if (warm) {
+    warm->ConnectDecisions(plan.on_network_decision);
+    plan.warm = &*warm;
+  }
   CancelToken never;
   absl::StatusOr<std::unique_ptr<sandbox::Session>> made =
       MakeSandbox(plan, SandboxEnv{&cfg, deps_.clock, deps_.metrics}, events,

@@ -37,6 +37,7 @@
 #include "core/metrics.h"
 #include "core/sandbox_maker.h"
 #include "core/tenants.h"
+#include "core/warm_pool.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -54,6 +55,9 @@ struct SessionManagerDeps {
   // is recorded.
   EventLog* events = nullptr;
   Metrics* metrics = nullptr;  // may be null
+  // Ready sandboxes: a request of a shape it keeps takes one instead of waiting
+  // for a create. May be null: every session is made on demand.
+  WarmPool* warm_pool = nullptr;
 };
 
 // What the holder of a lease is told while it holds it.
@@ -82,7 +86,9 @@ class SessionManager {
   // from the journal).
   absl::Status Recover();
 
-  // Validates the request, then makes the sandbox the one way runs do
+  // Validates the request, then takes a ready sandbox of its shape from the warm
+  // pool if there is one (the session gets that sandbox's id, and a `notice` in its
+  // log says so) or makes one the way runs do
   // (core/sandbox_maker.h): sandbox.files placed, sandbox.setup_commands run (a
   // failing one deletes the sandbox and fails the call with the command's
   // stderr), all of it in the session's own log. The same idempotency_key with

@@ -529,10 +529,11 @@ absl::StatusOr<int64_t> SqliteStore::LastSeq(const std::string& run_id) {
 
 absl::Status SqliteStore::Record(const JournalEntry& entry) {
   absl::MutexLock lock(&mu_);
-  // A record must be on disk before the resource it names exists.
-  SANDGATE_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
-  absl::Cleanup normal = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    (void)Exec("PRAGMA synchronous=NORMAL");
+  // A durable record must be on disk before the resource it names exists; any other is
+  // safe once committed (JournalEntry::durable).
+  if (entry.durable) SANDGATE_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
+  absl::Cleanup normal = [this, &entry]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (entry.durable) (void)Exec("PRAGMA synchronous=NORMAL");
   };
   Stmt s(db_,
          "INSERT INTO journal(id, provider, kind, details) VALUES(?,?,?,?) "

@@ -54,9 +54,16 @@ TEST(ConfigTest, ErrorsNameTheKey) {
            {R"({"defaults": {"memory": 1}})", "defaults.memory: unknown key"},
            {R"({"local": {"uid_base": -1}})", "local.uid_base: expected a whole number"},
            {R"({"tenants": [{"name": "a", "token_sha256": "abc"}]})", "tenants[0].token_sha256"},
-           {R"({"tenants": [{"token_sha256": ")" + std::string(kHash) + R"("}]})", "tenants[0].name: required"},
+           {R"({"tenants": [{"token_sha256": ")" + std::string(kHash) + R"("}]})",
+            "tenants[0].name: required"},
            {R"({"defaults": {"command_timeout_seconds": -3}})", "defaults.command_timeout_seconds"},
            {"{", "not valid JSON"},
+           {R"({"warm_pool": {"size": 1}})", "warm_pool: expected a list of shapes"},
+           {R"({"warm_pool": [{"size": 0}]})", "warm_pool[0].size: out of range"},
+           {R"({"warm_pool": [{"files": []}]})", "warm_pool[0].files: unknown key"},
+           {R"({"warm_pool": [{"network_mode": "open"}]})", "warm_pool[0].network_mode: expected"},
+           {R"({"warm_pool": [{"allowed_domains": ["a.com"]}]})",
+            "warm_pool[0].allowed_domains: only for network_mode restricted"},
        }) {
     auto parsed = ParseConfig(c.text, "cfg.json");
     ASSERT_FALSE(parsed.ok()) << c.text;
@@ -143,6 +150,38 @@ TEST(ConfigTest, TheMachinesCeilingsAreReadAndTheDefaultsMustFitUnderThem) {
   EXPECT_TRUE(absl::StrContains(
       ParseConfig(R"({"limits": {"memory": 1}})", "t.json").status().message(),
       "limits.memory: unknown key"));
+}
+
+}  // namespace
+}  // namespace sandgate::core
+
+namespace sandgate::core {
+namespace {
+
+TEST(ConfigTest, WarmPoolShapes) {
+  auto c = ParseConfig(R"({"max_sandboxes": 8, "warm_pool": [{"size": 3},
+      {"size": 2, "memory_bytes": 536870912, "network_mode": "restricted",
+       "allowed_domains": ["pypi.org"]}]})",
+                       "t");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->warm_pool.size(), 2u);
+  EXPECT_EQ(c->warm_pool[0].size, 3u);
+  EXPECT_EQ(c->warm_pool[0].network_mode, "disabled");
+  EXPECT_EQ(c->warm_pool[1].memory_bytes, 536870912u);
+  EXPECT_EQ(c->warm_pool[1].allowed_domains, std::vector<std::string>{"pypi.org"});
+  EXPECT_TRUE(ValidateConfig(*c).ok());
+}
+
+TEST(ConfigTest, WarmPoolBeyondTheMachineIsRefused) {
+  auto over = ParseConfig(R"({"max_sandboxes": 4, "warm_pool": [{"size": 3}, {"size": 2}]})", "t");
+  ASSERT_TRUE(over.ok());
+  absl::Status st = ValidateConfig(*over);
+  EXPECT_NE(st.message().find("warm_pool: 5 sandboxes kept ready, more than max_sandboxes (4)"),
+            std::string::npos)
+      << st;
+  auto big = ParseConfig(R"({"warm_pool": [{"memory_bytes": 137438953472}]})", "t");
+  ASSERT_TRUE(big.ok());
+  EXPECT_NE(ValidateConfig(*big).message().find("warm_pool[0]: a limit above"), std::string::npos);
 }
 
 }  // namespace

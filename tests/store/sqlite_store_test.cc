@@ -1,5 +1,8 @@
 #include "store/sqlite_store.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <sqlite3.h>
 
 #include <cstdlib>
@@ -177,6 +180,27 @@ TEST_F(SqliteStoreTest, JournalRecordsAndErases) {
   ASSERT_TRUE(store_->Erase("local-session:x").ok());
   ASSERT_TRUE(store_->Erase("local-session:x").ok());
   EXPECT_TRUE(store_->List()->empty());
+}
+
+// A record that need not survive a power loss (JournalEntry::durable false, a local sandbox's)
+// still survives the daemon being killed right after Record returns: the next daemon sweeps.
+TEST_F(SqliteStoreTest, ANonDurableRecordSurvivesAKilledDaemon) {
+  store_.reset();
+  pid_t pid = fork();
+  if (pid == 0) {
+    auto s = SqliteStore::Open(path_);
+    JournalEntry e{"local-session:k", "local", "session", {{"uid", 100002}}};
+    e.durable = false;
+    _exit(s.ok() && (*s)->Record(e).ok() ? 0 : 1);  // no close, no checkpoint: killed
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  store_ = *SqliteStore::Open(path_);
+  auto entries = store_->List();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].id, "local-session:k");
 }
 
 TEST_F(SqliteStoreTest, UnfinishedRunsAreListed) {

@@ -222,6 +222,7 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
   entry.provider = "local";
   entry.kind = "session";
   entry.details = {{"session", spec.id}, {"uid", uid}, {"cgroups", s->cgroups_.paths()}};
+  entry.durable = false;  // nothing of a local sandbox outlives the host's memory
   absl::Status status = s->core_->journal->Record(entry);
   if (status.ok()) status = s->Launch(cancel);
   if (!status.ok()) {

@@ -26,72 +26,18 @@
 #include "sandbox/local/init_protocol.h"
 #include "sandbox/local/seccomp_filter.h"
 #include "sandbox/local/spawner.h"
+#include "tests/bench/baselines.h"
 #include "tests/fakes/fake_journal.h"
 
 namespace sandgate::sandbox {
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
-[[noreturn]] void Die(const absl::Status& s, const char* what) {
-  fprintf(stderr, "bench_sandbox: %s: %s\n", what, s.ToString().c_str());
-  exit(1);
-}
-
-// bwrap with the provider's flags running /usr/bin/true on the session file systems a
-// session gets (mounted and unmounted within the time), forked from a spawner thread as a
-// pool uid, exec'd, and reaped.
-double BareBwrapTrue(local::Spawner& spawner, const local::BwrapConfig& config,
-                     const std::string& mount_dir, uid_t uid) {
-  const absl::Time start = absl::Now();
-  const local::SessionMounts mounts = local::SessionMounts::Plan(mount_dir, uid);
-  local::SessionMountSizes sizes;
-  sizes.root_bytes = local::kRootTmpfsBytes;
-  sizes.root_inodes = local::kRootTmpfsInodes;
-  sizes.workspace_bytes = 256ull << 20;
-  sizes.workspace_inodes = 16384;
-  sizes.shm_bytes = local::DevShmBytes(sizes.workspace_bytes);
-  sizes.shm_inodes = local::kDevShmInodes;
-  if (absl::Status s = mounts.Mount(sizes); !s.ok()) Die(s, "mount session file systems");
-  auto inv = local::PrepareBwrap(config, mounts, {"/usr/bin/true"});
-  if (!inv.ok()) Die(inv.status(), "prepare bwrap");
-  local::SpawnPlan plan;
-  plan.path = config.bwrap_path;
-  plan.argv = inv->argv;
-  plan.keep_fds = inv->keep_fds();
-  plan.uid = uid;
-  plan.gid = uid;
-  auto pid = spawner.Spawn(plan);
-  if (!pid.ok()) Die(pid.status(), "spawn bwrap");
-  inv->child_fds.clear();
-  int status = 0;
-  waitpid(*pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "bench_sandbox: bare bwrap failed (status %d)\n", status);
-    exit(1);
-  }
-  if (absl::Status s = mounts.Unmount(); !s.ok()) Die(s, "unmount session file systems");
-  return Ms(absl::Now() - start);
-}
-
-double ForkExecTrue() {
-  const absl::Time start = absl::Now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
-    char* const envp[] = {nullptr};
-    execve("/bin/true", argv, envp);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return Ms(absl::Now() - start);
-}
+using bench::Die;
+using bench::ForkExecTrue;
+using bench::Median;
 
 int Main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, atoi(argv[1])) : 50;
@@ -104,23 +50,13 @@ int Main(int argc, char** argv) {
   auto provider = BwrapProvider::Create(opts, &journal);
   if (!provider.ok()) Die(provider.status(), "create provider");
 
-  local::BwrapConfig bare;
-  bare.bwrap_path = opts.bwrap_path;
-  bare.init_path = opts.init_path;  // copied in as in a session; the command is still `true`
-  bare.hostname = opts.hostname;
-  bare.device_dir = opts.mount_dir + "/dev";  // prepared by the provider
-  bare.host_binds = local::HostBinds();
-  auto bpf = local::BuildSeccompFilter();
-  if (!bpf.ok()) Die(bpf.status(), "seccomp");
-  bare.seccomp_bpf = *bpf;
-  local::Spawner spawner;
+  bench::BareBwrap bare(opts.mount_dir, opts.uid_base + opts.uid_pool_size - 1, opts.init_path);
 
   ExecRequest true_req;
   true_req.argv = {"true"};
   std::vector<double> create_first, bare_bwrap, exec_one, fork_exec, close_ms;
   for (int i = 0; i < runs; ++i) {
-    bare_bwrap.push_back(
-        BareBwrapTrue(spawner, bare, opts.mount_dir, opts.uid_base + opts.uid_pool_size - 1));
+    bare_bwrap.push_back(bare.Run());
 
     SessionSpec spec;
     spec.id = absl::StrCat("bench-", i);

@@ -1,0 +1,258 @@
+// WarmPool on the host fake provider and a fake clock: filling and refilling per shape, one
+// taker per sandbox under concurrency, the max_sandboxes bound (with its retry, not before and
+// at), eviction, failed creates, drain; and SessionManager taking a ready sandbox.
+#include "core/warm_pool.h"
+
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "core/sandbox_spec.h"
+#include "core/session_manager.h"
+#include "gtest/gtest.h"
+#include "store/sqlite_store.h"
+#include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_journal.h"
+#include "tests/fakes/host_sandbox.h"
+
+namespace sandgate::core {
+namespace {
+
+using testing::FakeClock;
+using testing::FakeJournal;
+using testing::HostProvider;
+
+// Waits (real time, bounded) for the filler thread to reach a state; the pool's timing rules
+// are proved with the fake clock, this only lets its thread run.
+template <typename Pred>
+bool Eventually(Pred pred) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!pred()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+class WarmPoolTest : public ::testing::Test {
+ protected:
+  WarmPoolTest() : provider_(&journal_) {}
+
+  void StartPool(std::vector<WarmPoolShape> shapes, uint32_t max_sandboxes = 64) {
+    config_.warm_pool = std::move(shapes);
+    budget_ = std::make_unique<SandboxBudget>(max_sandboxes);
+    pool_ = std::make_unique<WarmPool>(WarmPoolDeps{&config_, &provider_, budget_.get(), &clock_});
+    pool_->Start();
+  }
+  static WarmPoolShape Shape(uint32_t size, uint64_t memory_bytes = 0) {
+    WarmPoolShape s;
+    s.size = size;
+    s.memory_bytes = memory_bytes;
+    return s;
+  }
+  // What a CreateSession with `sandbox` asks for.
+  sandbox::SessionSpec SpecOf(const v1::SandboxSpec& sandbox) {
+    return ToSessionSpec("", sandbox, config_);
+  }
+  sandbox::SessionSpec DefaultSpec() { return SpecOf(v1::SandboxSpec()); }
+
+  Config config_;
+  FakeClock clock_;
+  FakeJournal journal_;
+  HostProvider provider_;
+  std::unique_ptr<SandboxBudget> budget_;
+  std::unique_ptr<WarmPool> pool_;
+};
+
+TEST_F(WarmPoolTest, FillsToSizeJournaledAndRefillsAfterATake) {
+  StartPool({Shape(3)});
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 3; }));
+  EXPECT_EQ(provider_.created_sessions(), 3);
+  EXPECT_EQ(budget_->used(), 3u) << "ready sandboxes count in max_sandboxes";
+  ASSERT_EQ(journal_.List()->size(), 3u) << "journaled like any sandbox";
+
+  std::optional<WarmSandbox> w = pool_->Take(DefaultSpec());
+  ASSERT_TRUE(w.has_value());
+  ASSERT_NE(w->session, nullptr);
+  EXPECT_TRUE(absl::StrContains(w->shape, "memory_bytes 1073741824")) << w->shape;
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 3; })) << "refilled in the background";
+  EXPECT_EQ(provider_.created_sessions(), 4);
+  EXPECT_EQ(budget_->used(), 4u) << "the taken one's unit is the taker's now";
+  EXPECT_EQ(provider_.live_sessions(), 4);
+}
+
+TEST_F(WarmPoolTest, OnlyTheSameShapeTakesOne) {
+  StartPool({Shape(1, 512ull << 20)});
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 1; }));
+  EXPECT_FALSE(pool_->Take(DefaultSpec()).has_value()) << "default memory is 1 GiB";
+  v1::SandboxSpec with_env;
+  (*with_env.mutable_env())["A"] = "1";
+  with_env.set_memory_bytes(512ull << 20);
+  EXPECT_FALSE(pool_->Take(SpecOf(with_env)).has_value()) << "env is part of the shape";
+  v1::SandboxSpec same;
+  same.set_memory_bytes(512ull << 20);
+  same.add_setup_commands("echo not part of the shape");
+  same.mutable_idle_timeout()->set_seconds(5);
+  EXPECT_TRUE(pool_->Take(SpecOf(same)).has_value());
+}
+
+TEST_F(WarmPoolTest, ConcurrentTakersNeverShareASandbox) {
+  StartPool({Shape(16)});
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 16; }));
+  constexpr int kTakers = 48;
+  std::vector<std::unique_ptr<sandbox::Session>> got(kTakers);
+  std::vector<std::thread> threads;
+  std::atomic<bool> go{false};
+  for (int i = 0; i < kTakers; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      std::optional<WarmSandbox> w = pool_->Take(DefaultSpec());
+      if (w) got[i] = std::move(w->session);
+    });
+  }
+  go = true;
+  for (auto& t : threads) t.join();
+  std::set<const sandbox::Session*> sessions;
+  std::set<std::string> ids;
+  int taken = 0;
+  for (const auto& s : got) {
+    if (s == nullptr) continue;
+    ++taken;
+    sessions.insert(s.get());
+    ids.insert(s->id());
+  }
+  EXPECT_GE(taken, 16);
+  EXPECT_EQ(sessions.size(), static_cast<size_t>(taken));
+  EXPECT_EQ(ids.size(), static_cast<size_t>(taken));
+  EXPECT_LE(taken, provider_.created_sessions());
+}
+
+TEST_F(WarmPoolTest, MaxSandboxesBoundsThePoolAndItRetriesEvery100ms) {
+  StartPool({Shape(5)}, /*max_sandboxes=*/2);
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 2; }));
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));  // the filler waits for budget
+  EXPECT_EQ(budget_->used(), 2u);
+  EXPECT_EQ(provider_.created_sessions(), 2);
+
+  // A caller of another shape, refused by the budget, has one closed for it.
+  ASSERT_TRUE(pool_->Evict());
+  EXPECT_EQ(pool_->ready(), 1u);
+  EXPECT_EQ(budget_->used(), 1u);
+  EXPECT_EQ(provider_.live_sessions(), 1);
+  ASSERT_TRUE(budget_->TryTake());  // that caller's sandbox
+  budget_->Give();                  // ... which ends again
+  clock_.Advance(absl::Milliseconds(99));
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  EXPECT_EQ(pool_->ready(), 1u) << "not before the retry";
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 2; })) << "at the retry";
+  EXPECT_EQ(budget_->used(), 2u);
+  EXPECT_EQ(provider_.created_sessions(), 3);
+}
+
+TEST_F(WarmPoolTest, AFailedCreateIsRetriedAfterASecond) {
+  provider_.FailNextCreate(absl::UnavailableError("bwrap broke"));
+  StartPool({Shape(1)});
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));  // backing off
+  EXPECT_EQ(pool_->ready(), 0u);
+  EXPECT_EQ(budget_->used(), 0u) << "a failed create gives its unit back";
+  clock_.Advance(absl::Milliseconds(999));
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  EXPECT_EQ(pool_->ready(), 0u);
+  clock_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 1; }));
+}
+
+TEST_F(WarmPoolTest, DrainClosesEveryReadySandboxAndGivesTheBudgetBack) {
+  StartPool({Shape(2), Shape(3, 512ull << 20)});
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 5; }));
+  std::optional<WarmSandbox> taken = pool_->Take(DefaultSpec());
+  ASSERT_TRUE(taken.has_value());
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 5; }));
+  pool_->Drain();
+  EXPECT_EQ(pool_->ready(), 0u);
+  EXPECT_EQ(provider_.live_sessions(), 1) << "only the taken one is left, its taker's to close";
+  EXPECT_EQ(budget_->used(), 1u);
+  EXPECT_EQ(journal_.List()->size(), 1u);
+  EXPECT_FALSE(pool_->Take(DefaultSpec()).has_value()) << "nothing after drain";
+  pool_->Drain();  // idempotent
+}
+
+// SessionManager with a pool: a matching CreateSession takes a ready sandbox, says so in the
+// session's log, and closing the session deletes that sandbox (it never goes back).
+class SessionFromWarmPoolTest : public WarmPoolTest {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sg-wp-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    store_ = *store::SqliteStore::Open(dir_ + "/s.db");
+    events_ = std::make_unique<EventLog>(store_.get(), &clock_);
+  }
+  void TearDown() override {
+    sessions_.reset();
+    pool_.reset();
+    events_.reset();
+    store_.reset();
+    std::system(("rm -rf " + dir_).c_str());
+  }
+  void StartSessions() {
+    SessionManagerDeps deps;
+    deps.config = &config_;
+    deps.store = store_.get();
+    deps.clock = &clock_;
+    deps.providers = {{"local", &provider_}};
+    deps.budget = budget_.get();
+    deps.events = events_.get();
+    deps.warm_pool = pool_.get();
+    sessions_ = std::make_unique<SessionManager>(deps);
+  }
+  std::vector<v1::Event> Events(const std::string& id) { return *store_->ReadEvents(id, 0, 1000); }
+
+  std::string dir_;
+  Caller caller_{"team-a", false};
+  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<EventLog> events_;
+  std::unique_ptr<SessionManager> sessions_;
+};
+
+TEST_F(SessionFromWarmPoolTest, AMatchingRequestTakesAReadySandbox) {
+  StartPool({Shape(1)}, /*max_sandboxes=*/2);
+  StartSessions();
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 1; }));
+  std::set<std::string> made_before;
+  const std::vector<JournalEntry> journaled = *journal_.List();
+  for (const JournalEntry& j : journaled) made_before.insert(j.id);
+  v1::CreateSessionRequest req;
+  req.mutable_sandbox()->add_setup_commands("true");  // applied after taking it
+  absl::StatusOr<v1::Session> s = sessions_->Create(caller_, req, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(made_before.count("host:" + s->id()), 1u)
+      << "the session's sandbox was made before the call";
+  bool said = false;
+  for (const v1::Event& e : Events(s->id())) {
+    said |= e.has_notice() && absl::StrContains(e.notice().message(), "warm pool");
+  }
+  EXPECT_TRUE(said) << "the session's log says it came from the pool";
+  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 1; }));
+  EXPECT_EQ(budget_->used(), 2u);
+
+  // The budget is full (one session, one ready): a request of another shape evicts the ready
+  // one instead of being refused.
+  v1::CreateSessionRequest other;
+  other.mutable_sandbox()->set_memory_bytes(512ull << 20);
+  absl::StatusOr<v1::Session> o = sessions_->Create(caller_, other, nullptr);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(budget_->used(), 2u);
+
+  ASSERT_TRUE(sessions_->Close(caller_, s->id(), "").ok());
+  ASSERT_TRUE(sessions_->Close(caller_, o->id(), "").ok());
+  EXPECT_EQ(budget_->used(), 0u + static_cast<uint32_t>(pool_->ready()));
+  EXPECT_FALSE(journal_.Has("host:" + s->id())) << "a used sandbox is deleted, never reused";
+}
+
+}  // namespace
+}  // namespace sandgate::core

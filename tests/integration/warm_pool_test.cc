@@ -1,0 +1,85 @@
+// The warm pool on the real daemon: a configured shape is kept ready, CreateSession takes one
+// (its log says so, its files and setup commands are applied after), and drain closes the
+// ready ones.
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+int Count(const std::string& log, const std::string& needle) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) n += absl::StrContains(line, needle);
+  return n;
+}
+
+// The daemon fills the pool in the background; wait (bounded) until its log says so.
+bool AwaitLog(const DaemonHarness& d, const std::string& needle, int n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (Count(d.Log(), needle) >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(WarmPoolTest, CreateSessionTakesAReadySandboxAndDrainClosesTheRest) {
+  DaemonHarness daemon(nlohmann::json{{"warm_pool", {{{"size", 2}}}},
+                                      {"local", {{"uid_base", 300400}, {"uid_count", 8}}}});
+  daemon.Start();
+  ASSERT_TRUE(AwaitLog(daemon, "warm_pool.filled", 1)) << daemon.Log();
+  auto stub = daemon.Stub();
+
+  v1::CreateSessionRequest req;
+  auto* file = req.mutable_sandbox()->add_files();
+  file->set_path("hello.txt");
+  file->set_content("from the caller");
+  req.mutable_sandbox()->add_setup_commands("cp hello.txt copied.txt");
+  v1::Session s;
+  grpc::Status st = stub->CreateSession(DaemonHarness::Context().get(), req, &s);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(Count(daemon.Log(), "\"sandbox.started\""), 2) << "no sandbox started for the call";
+
+  v1::StreamEventsRequest events;
+  events.set_run_id(s.id());
+  grpc::ClientContext ctx;
+  auto reader = stub->StreamEvents(&ctx, events);
+  v1::Event e;
+  std::string notice;
+  bool created = false;
+  while (reader->Read(&e)) {
+    created |= e.has_session_created();
+    if (e.has_notice()) notice = e.notice().message();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_TRUE(created);
+  EXPECT_TRUE(absl::StrContains(notice, "sandbox taken from the warm pool")) << notice;
+
+  v1::ExecRequest exec;
+  exec.set_session_id(s.id());
+  exec.set_command("cat copied.txt");
+  grpc::ClientContext ectx;
+  auto out = stub->Exec(&ectx, exec);
+  v1::ExecResponse r;
+  std::string stdout_text;
+  while (out->Read(&r)) {
+    if (r.has_output()) stdout_text += r.output().data();
+  }
+  ASSERT_TRUE(out->Finish().ok());
+  EXPECT_EQ(stdout_text, "from the caller") << "files and setup commands run after the take";
+
+  // The pool makes another in the background; the drain closes both ready ones, and the
+  // session's own sandbox with the session.
+  ASSERT_TRUE(AwaitLog(daemon, "warm_pool.filled", 2)) << daemon.Log();
+  EXPECT_EQ(daemon.Stop(SIGTERM), 0);
+  const std::string log = daemon.Log();
+  EXPECT_EQ(Count(log, "\"warm_pool.closed\""), 2) << log;
+  EXPECT_EQ(Count(log, "\"sandbox.started\""), 3) << log;
+}
+
+}  // namespace
+}  // namespace sandgate::testing
