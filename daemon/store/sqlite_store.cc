@@ -491,8 +491,7 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
   return runs;
 }
 
-absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
-  absl::MutexLock lock(&mu_);
+absl::Status SqliteStore::InsertEvent(const v1::Event& event) {
   Stmt s(Cached("INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)"));
   if (!s.ok()) return Error("prepare append event");
   s.Bind(1, event.run_id());
@@ -504,6 +503,26 @@ absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
   }
   if (rc != SQLITE_DONE) return Error("append event");
   return absl::OkStatus();
+}
+
+absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
+  absl::MutexLock lock(&mu_);
+  return InsertEvent(event);
+}
+
+absl::Status SqliteStore::AppendEvents(const std::vector<v1::Event>& events) {
+  absl::MutexLock lock(&mu_);
+  SANDGATE_RETURN_IF_ERROR(Exec("BEGIN"));
+  for (const v1::Event& event : events) {
+    absl::Status st = InsertEvent(event);
+    if (!st.ok()) {
+      (void)Exec("ROLLBACK");  // the insert's error is the one to report
+      return st;
+    }
+  }
+  absl::Status committed = Exec("COMMIT");
+  if (!committed.ok()) (void)Exec("ROLLBACK");  // a failed COMMIT may leave it open
+  return committed;
 }
 
 absl::StatusOr<std::vector<v1::Event>> SqliteStore::ReadEvents(const std::string& run_id,
