@@ -13,6 +13,16 @@ namespace sandgate::core {
 
 using google::protobuf::util::TimeUtil;
 
+namespace {
+
+// A run's terminal event (a kept session's own log ends with session.closed) is its last.
+bool IsTerminal(const v1::Event& event) {
+  return event.type() == "run.finished" ||
+         (event.type() == "session.closed" && event.run_id() == event.session_id());
+}
+
+}  // namespace
+
 EventLog::EventLog(store::Store* store, Clock* clock)
     : store_(store),
       clock_(clock),
@@ -39,12 +49,7 @@ absl::StatusOr<int64_t> EventLog::CommittedSeqLocked(const std::string& run_id) 
 
 absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
   absl::MutexLock lock(&mu_);
-  auto failed = unreported_.find(event.run_id());
-  if (failed != unreported_.end()) {
-    absl::Status error = std::move(failed->second);
-    unreported_.erase(failed);
-    return error;
-  }
+  SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
   auto last = last_seq_.find(event.run_id());
   if (last == last_seq_.end()) {
     // Nothing of the run is queued: its next seq follows the last committed.
@@ -53,14 +58,25 @@ absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
   }
   event.set_seq(++last->second);
   *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
+  const bool terminal = IsTerminal(event);
   queue_.push_back(event);
   ++appended_;
+  if (terminal) {
+    // Stored before the caller reports the run's end: whoever reads its events after that
+    // finds them all.
+    AwaitWrittenLocked();
+    SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
+  }
   return event;
 }
 
 absl::Status EventLog::Flush(const std::string& run_id) {
   absl::MutexLock lock(&mu_);
   AwaitWrittenLocked();
+  return TakeUnreportedLocked(run_id);
+}
+
+absl::Status EventLog::TakeUnreportedLocked(const std::string& run_id) {
   auto failed = unreported_.find(run_id);
   if (failed == unreported_.end()) return absl::OkStatus();
   absl::Status error = std::move(failed->second);
@@ -92,12 +108,16 @@ void EventLog::WriterLoop() {
     }
     // Outside mu_: producers keep queuing and followers keep reading while the store writes.
     absl::flat_hash_map<std::string, absl::Status> failed = Write(batch);
+    const size_t size = batch.size();
     std::vector<WaitCallback> ready;
     {
       absl::MutexLock lock(&mu_);
       ready = PublishLocked(std::move(batch), failed);
     }
     for (auto& cb : ready) cb(WaitResult::kReady);
+    // Only now: a Flush returns after the followers the batch answers have been woken.
+    absl::MutexLock lock(&mu_);
+    written_ += size;
   }
 }
 
@@ -123,7 +143,6 @@ absl::flat_hash_map<std::string, absl::Status> EventLog::Write(
 
 std::vector<EventLog::WaitCallback> EventLog::PublishLocked(
     std::vector<v1::Event> batch, const absl::flat_hash_map<std::string, absl::Status>& failed) {
-  written_ += batch.size();
   for (const auto& [run_id, error] : failed) {
     ++store_errors_;
     log::Error("event.store_failed", {{"run", run_id}, {"error", error.ToString()}});
@@ -148,11 +167,9 @@ std::vector<EventLog::WaitCallback> EventLog::PublishLocked(
       continue;
     }
     touched.insert(event.run_id());
-    // A run's terminal event (a kept session's own log ends with session.closed) is its
-    // last: its caches go, so they hold live runs only (an event appended later still finds
-    // its seq in the store).
-    if (event.type() == "run.finished" ||
-        (event.type() == "session.closed" && event.run_id() == event.session_id())) {
+    // After a run's terminal event its caches go, so they hold live runs only (an event
+    // appended later still finds its seq in the store).
+    if (IsTerminal(event)) {
       committed_seq_.erase(event.run_id());
       tails_.erase(event.run_id());
       auto last = last_seq_.find(event.run_id());

@@ -22,9 +22,10 @@
 //  - A store error does not vanish: it is logged and counted (store_errors()), the failed
 //    run's events still queued are dropped with it, and its seq continues after its last
 //    stored event. The run's next Append (which is refused) or Flush returns the error.
-//  - Flush(run) returns once every event appended before it is committed: for what must be
-//    stored before the caller goes on (a run's terminal event before the run's completion is
-//    reported; the drain). Shutdown flushes everything.
+//  - A run's terminal event is stored before its Append returns, so the run's end is
+//    reported (run record, Wait, the drain) only once all its events are stored. Flush(run)
+//    returns once every event appended before it is committed, for anything else that must
+//    be stored before the caller goes on. Shutdown flushes everything.
 //
 // A wait times out at exactly its deadline on the injected clock (StreamEvents' heartbeats
 // are these timeouts). Thread safe. Wait callbacks run on the writer thread, the log's timer
@@ -58,8 +59,10 @@ class EventLog {
   ~EventLog();
 
   // Sets seq (the run's next) and time and queues the event for the writer thread; returns
-  // it without waiting for the store. Refused, with the error, when an earlier event of the
-  // run failed to be stored and that was not yet reported (see the contract above).
+  // it without waiting for the store, except for a run's terminal event (run.finished, a
+  // kept session's own session.closed), which returns once it is stored. Refused, with the
+  // error, when an earlier event of the run failed to be stored and that was not yet
+  // reported (see the contract above).
   absl::StatusOr<v1::Event> Append(v1::Event event);
   // Waits until every event appended before the call (of any run) is committed. Returns the
   // store error of `run_id`'s events not yet reported, if any (and reports it: once).
@@ -119,6 +122,8 @@ class EventLog {
       std::vector<v1::Event> batch,
       const absl::flat_hash_map<std::string, absl::Status>& failed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store error of run_id's events not yet reported, or OK; reports it (once).
+  absl::Status TakeUnreportedLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns once the writer has finished every event appended so far.
   void AwaitWrittenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddToTailLocked(v1::Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

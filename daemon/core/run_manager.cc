@@ -97,14 +97,6 @@ class RunManager::RunEvents : public agent::EventSink {
                  {{"run", run_id_}, {"tenant", tenant_}, {"error", stored.status().ToString()}});
     }
   }
-  // Returns once the run's events are stored (Append only queues them).
-  void Flush() {
-    absl::Status stored = log_->Flush(run_id_);
-    if (!stored.ok()) {
-      log::Error("event.append_failed",
-                 {{"run", run_id_}, {"tenant", tenant_}, {"error", stored.ToString()}});
-    }
-  }
   uint32_t NextCommandId() override { return ++run_->next_command_id; }
   void Notice(v1::Notice::Severity severity, std::string message) {
     v1::Event e;
@@ -851,9 +843,6 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   f->set_status(status);
   f->set_reason(reason);
   events.Emit(std::move(e));
-  // Stored before the run counts as finished (Wait, Drain): whoever reads its events after
-  // that finds them all.
-  events.Flush();
   log::Info("run.finished", {{"run", run_id}, {"tenant", tenant},
                              {"status", v1::RunStatusLabel(status)}, {"reason", reason}});
   {

@@ -392,6 +392,25 @@ TEST_F(EventLogTailTest, NoFollowerSeesAnEventBeforeItIsInTheStore) {
   EXPECT_TRUE(second_woken.load());
 }
 
+// A run's terminal event is stored, with all before it, when its Append returns: the run's
+// end is reported only after that.
+TEST_F(EventLogTailTest, ARunsTerminalEventIsStoredWhenItsAppendReturns) {
+  observed_->hold_appends = true;
+  ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  observed_->append_entered.WaitForNotification();
+  std::atomic<bool> returned{false};
+  std::thread finisher([&] {
+    v1::Event fin = Ev("a");
+    fin.set_type("run.finished");
+    EXPECT_EQ(log_->Append(fin)->seq(), 2);
+    returned = true;
+  });
+  EXPECT_FALSE(returned.load());
+  observed_->release_append.Notify();
+  finisher.join();
+  EXPECT_EQ(*store_->LastSeq("a"), 2);
+}
+
 // Producers of several runs append concurrently while a follower of each follows it live:
 // each follower sees its run's events once, in order, across however many batches.
 TEST_F(EventLogTailTest, EveryEventOnceInOrderAcrossBatchesOfSeveralRuns) {
