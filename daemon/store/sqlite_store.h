@@ -74,6 +74,8 @@ class SqliteStore : public Store {
       const char* table, const std::string& tenant, const std::string& key);
   absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status InsertEvent(const v1::Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs a statement without parameters or rows through the statement cache.
+  absl::Status StepCached(const char* sql, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The statement for `sql` (a string literal: cached by address), prepared once and kept
   // for the store's life; null if it cannot be prepared. For the statements run per event,
   // whose preparation would otherwise cost as much as running them.
