@@ -143,7 +143,9 @@ absl::flat_hash_map<std::string, absl::Status> EventLog::Write(
 
 std::vector<EventLog::WaitCallback> EventLog::PublishLocked(
     std::vector<v1::Event> batch, const absl::flat_hash_map<std::string, absl::Status>& failed) {
-  for (const auto& [run_id, error] : failed) {
+  for (const auto& entry : failed) {
+    const std::string& run_id = entry.first;  // a plain name: lambdas below capture it
+    const absl::Status& error = entry.second;
     ++store_errors_;
     log::Error("event.store_failed", {{"run", run_id}, {"error", error.ToString()}});
     // The run's events queued meanwhile follow the lost one: dropped with it, so that the
