@@ -86,9 +86,7 @@ absl::Status EventLog::TakeUnreportedLocked(const std::string& run_id) {
 
 void EventLog::AwaitWrittenLocked() {
   const uint64_t target = appended_;
-  auto written = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return written_ >= target;
-  };
+  auto written = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return written_ >= target; };
   mu_.Await(absl::Condition(&written));
 }
 
@@ -200,8 +198,7 @@ void EventLog::AddToTailLocked(v1::Event event) {
   }
   tail.bytes += event.ByteSizeLong();
   tail.events.push_back(std::move(event));
-  while (tail.events.size() > kTailEvents ||
-         (tail.bytes > kTailBytes && tail.events.size() > 1)) {
+  while (tail.events.size() > kTailEvents || (tail.bytes > kTailBytes && tail.events.size() > 1)) {
     tail.bytes -= tail.events.front().ByteSizeLong();
     tail.events.pop_front();
   }

@@ -119,8 +119,7 @@ class EventLog {
   absl::flat_hash_map<std::string, absl::Status> Write(const std::vector<v1::Event>& batch);
   // Makes a committed batch visible; returns the callbacks of the waiters it answers.
   std::vector<WaitCallback> PublishLocked(
-      std::vector<v1::Event> batch,
-      const absl::flat_hash_map<std::string, absl::Status>& failed)
+      std::vector<v1::Event> batch, const absl::flat_hash_map<std::string, absl::Status>& failed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The store error of run_id's events not yet reported, or OK; reports it (once).
   absl::Status TakeUnreportedLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
