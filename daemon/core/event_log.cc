@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 
@@ -10,69 +13,195 @@ namespace sandgate::core {
 
 using google::protobuf::util::TimeUtil;
 
+namespace {
+
+// A run's terminal event (a kept session's own log ends with session.closed) is its last.
+bool IsTerminal(const v1::Event& event) {
+  return event.type() == "run.finished" ||
+         (event.type() == "session.closed" && event.run_id() == event.session_id());
+}
+
+}  // namespace
+
 EventLog::EventLog(store::Store* store, Clock* clock)
-    : store_(store), clock_(clock), timer_([this] { TimerLoop(); }) {}
+    : store_(store),
+      clock_(clock),
+      timer_([this] { TimerLoop(); }),
+      writer_([this] { WriterLoop(); }) {}
 
 EventLog::~EventLog() {
   Shutdown();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_writer_ = true;  // the writer stores what is queued first
+  }
+  if (writer_.joinable()) writer_.join();
   if (timer_.joinable()) timer_.join();
 }
 
-absl::StatusOr<int64_t> EventLog::LastSeqLocked(const std::string& run_id) {
-  auto it = last_seq_.find(run_id);
-  if (it != last_seq_.end()) return it->second;
+absl::StatusOr<int64_t> EventLog::CommittedSeqLocked(const std::string& run_id) {
+  auto it = committed_seq_.find(run_id);
+  if (it != committed_seq_.end()) return it->second;
   SANDGATE_ASSIGN_OR_RETURN(int64_t last, store_->LastSeq(run_id));
-  last_seq_[run_id] = last;
+  committed_seq_[run_id] = last;
   return last;
 }
 
 absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
-  absl::MutexLock append(&append_mu_);
-  {
-    absl::MutexLock lock(&mu_);
-    SANDGATE_ASSIGN_OR_RETURN(int64_t last, LastSeqLocked(event.run_id()));
-    event.set_seq(last + 1);
+  absl::MutexLock lock(&mu_);
+  SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
+  auto last = last_seq_.find(event.run_id());
+  if (last == last_seq_.end()) {
+    // Nothing of the run is queued: its next seq follows the last committed.
+    SANDGATE_ASSIGN_OR_RETURN(int64_t committed, CommittedSeqLocked(event.run_id()));
+    last = last_seq_.emplace(event.run_id(), committed).first;
   }
+  event.set_seq(++last->second);
   *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
-  // Outside mu_: followers keep reading tails and parking while the store writes. Waiters
-  // see the new seq only once it is stored (last_seq_ moves below), so a woken follower
-  // that reads the store finds it.
-  SANDGATE_RETURN_IF_ERROR(store_->AppendEvent(event));
-  std::vector<WaitCallback> ready;
-  {
-    absl::MutexLock lock(&mu_);
-    // A run's terminal event (a kept session's own log ends with session.closed) is its
-    // last: its cached seq and tail go, so the caches hold live runs only (an event appended
-    // later still finds its seq in the store).
-    if (event.type() == "run.finished" ||
-        (event.type() == "session.closed" && event.run_id() == event.session_id())) {
-      last_seq_.erase(event.run_id());
-      tails_.erase(event.run_id());
-    } else {
-      last_seq_[event.run_id()] = event.seq();
-      Tail& tail = tails_[event.run_id()];
-      if (!tail.events.empty() && tail.events.back().seq() + 1 != event.seq()) {
-        tail = Tail();  // not contiguous (cannot happen while appends go through here)
-      }
-      tail.bytes += event.ByteSizeLong();
-      tail.events.push_back(event);
-      while (tail.events.size() > kTailEvents ||
-             (tail.bytes > kTailBytes && tail.events.size() > 1)) {
-        tail.bytes -= tail.events.front().ByteSizeLong();
-        tail.events.pop_front();
-      }
+  const bool terminal = IsTerminal(event);
+  queue_.push_back(event);
+  ++appended_;
+  if (terminal) {
+    // Stored before the caller reports the run's end: whoever reads its events after that
+    // finds them all.
+    AwaitWrittenLocked();
+    SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
+  }
+  return event;
+}
+
+absl::Status EventLog::Flush(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  AwaitWrittenLocked();
+  return TakeUnreportedLocked(run_id);
+}
+
+absl::Status EventLog::TakeUnreportedLocked(const std::string& run_id) {
+  auto failed = unreported_.find(run_id);
+  if (failed == unreported_.end()) return absl::OkStatus();
+  absl::Status error = std::move(failed->second);
+  unreported_.erase(failed);
+  return error;
+}
+
+void EventLog::AwaitWrittenLocked() {
+  const uint64_t target = appended_;
+  auto written = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return written_ >= target; };
+  mu_.Await(absl::Condition(&written));
+}
+
+int64_t EventLog::store_errors() const {
+  absl::MutexLock lock(&mu_);
+  return store_errors_;
+}
+
+void EventLog::WriterLoop() {
+  for (;;) {
+    std::vector<v1::Event> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &EventLog::WriterWoken));
+      if (queue_.empty()) return;  // stopping, and everything is stored
+      batch.swap(queue_);
     }
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-      if (it->second.run_id == event.run_id()) {
-        ready.push_back(std::move(it->second.cb));
-        it = waiters_.erase(it);
-      } else {
-        ++it;
-      }
+    // Outside mu_: producers keep queuing and followers keep reading while the store writes.
+    absl::flat_hash_map<std::string, absl::Status> failed = Write(batch);
+    const size_t size = batch.size();
+    std::vector<WaitCallback> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      ready = PublishLocked(std::move(batch), failed);
+    }
+    for (auto& cb : ready) cb(WaitResult::kReady);
+    // Only now: a Flush returns after the followers the batch answers have been woken.
+    absl::MutexLock lock(&mu_);
+    written_ += size;
+  }
+}
+
+absl::flat_hash_map<std::string, absl::Status> EventLog::Write(
+    const std::vector<v1::Event>& batch) {
+  absl::flat_hash_map<std::string, absl::Status> failed;
+  absl::Status st = store_->AppendEvents(batch);
+  if (st.ok()) return failed;
+  if (batch.size() == 1) {
+    failed[batch.front().run_id()] = std::move(st);
+    return failed;
+  }
+  // Nothing of the batch is stored: one event at a time, so that one bad event (or run)
+  // does not take the others with it. A run's events after its failed one are not tried
+  // (they would leave a gap in its seqs).
+  for (const v1::Event& event : batch) {
+    if (failed.contains(event.run_id())) continue;
+    absl::Status one = store_->AppendEvents({event});
+    if (!one.ok()) failed[event.run_id()] = std::move(one);
+  }
+  return failed;
+}
+
+std::vector<EventLog::WaitCallback> EventLog::PublishLocked(
+    std::vector<v1::Event> batch, const absl::flat_hash_map<std::string, absl::Status>& failed) {
+  for (const auto& entry : failed) {
+    const std::string& run_id = entry.first;  // a plain name: lambdas below capture it
+    const absl::Status& error = entry.second;
+    ++store_errors_;
+    log::Error("event.store_failed", {{"run", run_id}, {"error", error.ToString()}});
+    // The run's events queued meanwhile follow the lost one: dropped with it, so that the
+    // run's seqs stay dense from its last stored event.
+    const size_t before = queue_.size();
+    queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
+                                [&](const v1::Event& e) { return e.run_id() == run_id; }),
+                 queue_.end());
+    written_ += before - queue_.size();
+    last_seq_.erase(run_id);
+    committed_seq_.erase(run_id);
+    unreported_[run_id] = absl::Status(
+        error.code(), absl::StrCat("an event of ", run_id, " was not stored: ", error.message()));
+  }
+  absl::flat_hash_set<std::string> touched;
+  for (v1::Event& event : batch) {
+    if (failed.contains(event.run_id())) {
+      // The events before the failed one may be stored: a follower reads them from the store.
+      touched.insert(event.run_id());
+      tails_.erase(event.run_id());
+      continue;
+    }
+    touched.insert(event.run_id());
+    // After a run's terminal event its caches go, so they hold live runs only (an event
+    // appended later still finds its seq in the store).
+    if (IsTerminal(event)) {
+      committed_seq_.erase(event.run_id());
+      tails_.erase(event.run_id());
+      auto last = last_seq_.find(event.run_id());
+      if (last != last_seq_.end() && last->second == event.seq()) last_seq_.erase(last);
+    } else {
+      committed_seq_[event.run_id()] = event.seq();
+      AddToTailLocked(std::move(event));
     }
   }
-  for (auto& cb : ready) cb(WaitResult::kReady);
-  return event;
+  std::vector<WaitCallback> ready;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (touched.contains(it->second.run_id)) {
+      ready.push_back(std::move(it->second.cb));
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return ready;
+}
+
+void EventLog::AddToTailLocked(v1::Event event) {
+  Tail& tail = tails_[event.run_id()];
+  if (!tail.events.empty() && tail.events.back().seq() + 1 != event.seq()) {
+    tail = Tail();  // not contiguous (cannot happen while appends go through here)
+  }
+  tail.bytes += event.ByteSizeLong();
+  tail.events.push_back(std::move(event));
+  while (tail.events.size() > kTailEvents || (tail.bytes > kTailBytes && tail.events.size() > 1)) {
+    tail.bytes -= tail.events.front().ByteSizeLong();
+    tail.events.pop_front();
+  }
 }
 
 absl::StatusOr<std::vector<v1::Event>> EventLog::Read(const std::string& run_id,
@@ -106,7 +235,7 @@ uint64_t EventLog::Wait(const std::string& run_id, int64_t after_seq, absl::Dura
     if (shutdown_) {
       immediate = WaitResult::kShutdown;
     } else {
-      absl::StatusOr<int64_t> last = LastSeqLocked(run_id);
+      absl::StatusOr<int64_t> last = CommittedSeqLocked(run_id);
       // A store error is reported as "ready": the follower's next Read surfaces it.
       if (!last.ok() || *last > after_seq) {
         immediate = WaitResult::kReady;
@@ -132,6 +261,8 @@ void EventLog::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
+    // What is queued is stored (and its followers woken) before the rest hear kShutdown.
+    AwaitWrittenLocked();
     shutdown_ = true;
     for (auto& [id, w] : waiters_) all.push_back(std::move(w.cb));
     waiters_.clear();

@@ -2,17 +2,34 @@
 //
 // Every stream reads through here: Read() replays from the store, Wait() parks a follower
 // until an event past its position exists. Followers never block producers: Append only
-// persists and schedules wake-ups; a slow reader simply reads more later. The newest events
-// of each live run are also kept in memory (a bounded tail), so the followers of a run, who
-// are usually within a few events of its end, are served without a store read each; one who
-// falls further behind reads from the store, which holds every event.
+// queues; a slow reader simply reads more later. The newest events of each live run are
+// also kept in memory (a bounded tail), so the followers of a run, who are usually within a
+// few events of its end, are served without a store read each; one who falls further behind
+// reads from the store, which holds every event.
 //
-//   log.Append(event);                       // producer (a run thread)
+//   log.Append(event);                       // producer (a run thread): queued, not yet stored
+//   log.Flush(run);                          // producer: returns once it is stored
 //   log.Wait(run, last_seq, Seconds(15), cb);  // follower: cb(kReady | kTimeout | kShutdown)
 //
+// Group commit (LevelDB's DBImpl::Write, with a writer thread instead of a leading caller):
+// Append gives the event its seq and time and queues it; the log's writer thread stores
+// everything queued, of all runs, in one store transaction per batch, so a burst costs one
+// commit and the producer never waits for SQLite (nor for its WAL checkpoints, which run on
+// the writer thread). The contract:
+//  - A follower sees an event only once the batch holding it is committed: Read, Wait and
+//    the tails hold committed events only, so no follower sees an event a crash could lose.
+//  - Per run, events are stored and seen in seq order, each once.
+//  - A store error does not vanish: it is logged and counted (store_errors()), the failed
+//    run's events still queued are dropped with it, and its seq continues after its last
+//    stored event. The run's next Append (which is refused) or Flush returns the error.
+//  - A run's terminal event is stored before its Append returns, so the run's end is
+//    reported (run record, Wait, the drain) only once all its events are stored. Flush(run)
+//    returns once every event appended before it is committed, for anything else that must
+//    be stored before the caller goes on. Shutdown flushes everything.
+//
 // A wait times out at exactly its deadline on the injected clock (StreamEvents' heartbeats
-// are these timeouts). Thread safe. Wait callbacks run on the appending thread or on the log's
-// timer thread, never under the log's lock; they must not block.
+// are these timeouts). Thread safe. Wait callbacks run on the writer thread, the log's timer
+// thread, or the caller of Wait/Shutdown, never under the log's lock; they must not block.
 #ifndef SANDGATE_CORE_EVENT_LOG_H_
 #define SANDGATE_CORE_EVENT_LOG_H_
 
@@ -41,12 +58,19 @@ class EventLog {
   EventLog(store::Store* store, Clock* clock);  // store and clock outlive the log
   ~EventLog();
 
-  // Sets seq (the run's next) and time, persists, then wakes waiters of that run. Appends
-  // are persisted one at a time in seq order; the log's lock is not held while the store
-  // writes, so followers' Read and Wait do not wait for the store.
+  // Sets seq (the run's next) and time and queues the event for the writer thread; returns
+  // it without waiting for the store, except for a run's terminal event (run.finished, a
+  // kept session's own session.closed), which returns once it is stored. Refused, with the
+  // error, when an earlier event of the run failed to be stored and that was not yet
+  // reported (see the contract above).
   absl::StatusOr<v1::Event> Append(v1::Event event);
-  // Up to `limit` events with seq > after_seq, in seq order, each once: from the run's
-  // in-memory tail when it reaches back to after_seq + 1, else from the store.
+  // Waits until every event appended before the call (of any run) is committed. Returns the
+  // store error of `run_id`'s events not yet reported, if any (and reports it: once).
+  absl::Status Flush(const std::string& run_id);
+  // Batches that failed to be stored, since the log was made (each logged as it happened).
+  int64_t store_errors() const;
+  // Up to `limit` committed events with seq > after_seq, in seq order, each once: from the
+  // run's in-memory tail when it reaches back to after_seq + 1, else from the store.
   absl::StatusOr<std::vector<v1::Event>> Read(const std::string& run_id, int64_t after_seq,
                                               uint32_t limit);
   // Calls `cb` exactly once: when the run has an event with seq > after_seq (at once if it
@@ -56,7 +80,8 @@ class EventLog {
   // True when the wait was removed before firing: its callback will never run. False when it
   // has fired or is firing.
   bool CancelWait(uint64_t id);
-  // Fires every waiter with kShutdown and refuses new waits (they fire kShutdown at once).
+  // Flushes, then fires every waiter with kShutdown and refuses new waits (they fire
+  // kShutdown at once). Appends still work after it (they are stored, and seen by Read).
   void Shutdown();
 
  private:
@@ -79,24 +104,54 @@ class EventLog {
   // woken when a new waiter's deadline comes before that.
   void TimerLoop();
   bool TimerWoken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || timer_kicked_; }
-  absl::StatusOr<int64_t> LastSeqLocked(const std::string& run_id)
+  // The run's last committed seq (cached from the store on first use).
+  absl::StatusOr<int64_t> CommittedSeqLocked(const std::string& run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The writer thread: stores each batch of queued events in one transaction, then
+  // publishes it (tails, committed seqs, wake-ups).
+  void WriterLoop();
+  bool WriterWoken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_writer_ || !queue_.empty();
+  }
+  // Stores `batch`; returns the runs whose events failed, with the error. A failed batch is
+  // retried event by event, so that one bad event fails only its own run.
+  absl::flat_hash_map<std::string, absl::Status> Write(const std::vector<v1::Event>& batch);
+  // Makes a committed batch visible; returns the callbacks of the waiters it answers.
+  std::vector<WaitCallback> PublishLocked(
+      std::vector<v1::Event> batch, const absl::flat_hash_map<std::string, absl::Status>& failed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store error of run_id's events not yet reported, or OK; reports it (once).
+  absl::Status TakeUnreportedLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns once the writer has finished every event appended so far.
+  void AwaitWrittenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddToTailLocked(v1::Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::Store* const store_;
   Clock* const clock_;
 
-  // Held across a store write, so that a run's events are persisted in seq order (taken
-  // before mu_, never while holding it).
-  absl::Mutex append_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  // Per live run: the last seq given out (queued or committed), and the last committed.
   absl::flat_hash_map<std::string, int64_t> last_seq_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> committed_seq_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Tail> tails_ ABSL_GUARDED_BY(mu_);
+  // Appended, not yet taken by the writer; in append order (so each run's in seq order).
+  std::vector<v1::Event> queue_ ABSL_GUARDED_BY(mu_);
+  // Events ever appended, and ever finished by the writer (stored or failed): Flush waits
+  // for the second to reach the first's value at its call.
+  uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  // Store errors of runs' events, not yet returned by the run's Append or Flush.
+  absl::flat_hash_map<std::string, absl::Status> unreported_ ABSL_GUARDED_BY(mu_);
+  int64_t store_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_writer_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time timer_due_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // the timer wakes then
   bool timer_kicked_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;
+  std::thread writer_;
 };
 
 }  // namespace sandgate::core

@@ -491,8 +491,7 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
   return runs;
 }
 
-absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
-  absl::MutexLock lock(&mu_);
+absl::Status SqliteStore::InsertEvent(const v1::Event& event) {
   Stmt s(Cached("INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)"));
   if (!s.ok()) return Error("prepare append event");
   s.Bind(1, event.run_id());
@@ -503,6 +502,35 @@ absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
     return errors::AlreadyExists("event", absl::StrCat(event.run_id(), "#", event.seq()));
   }
   if (rc != SQLITE_DONE) return Error("append event");
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
+  absl::MutexLock lock(&mu_);
+  return InsertEvent(event);
+}
+
+absl::Status SqliteStore::AppendEvents(const std::vector<v1::Event>& events) {
+  absl::MutexLock lock(&mu_);
+  // One event is its own transaction (autocommit). BEGIN and COMMIT are prepared once: a
+  // batch is often small, and parsing them again cost as much as the insert.
+  if (events.size() == 1) return InsertEvent(events.front());
+  SANDGATE_RETURN_IF_ERROR(StepCached("BEGIN", "begin events"));
+  for (const v1::Event& event : events) {
+    absl::Status st = InsertEvent(event);
+    if (!st.ok()) {
+      (void)Exec("ROLLBACK");  // the insert's error is the one to report
+      return st;
+    }
+  }
+  absl::Status committed = StepCached("COMMIT", "commit events");
+  if (!committed.ok()) (void)Exec("ROLLBACK");  // a failed COMMIT may leave it open
+  return committed;
+}
+
+absl::Status SqliteStore::StepCached(const char* sql, const char* what) {
+  Stmt s(Cached(sql));
+  if (!s.ok() || s.Step() != SQLITE_DONE) return Error(what);
   return absl::OkStatus();
 }
 

@@ -47,6 +47,7 @@ class SqliteStore : public Store {
       const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) override;
   absl::Status AppendEvent(const v1::Event& event) override;
+  absl::Status AppendEvents(const std::vector<v1::Event>& events) override;
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
                                                     uint32_t limit) override;
   absl::StatusOr<int64_t> LastSeq(const std::string& run_id) override;
@@ -72,6 +73,9 @@ class SqliteStore : public Store {
   absl::StatusOr<std::optional<KeyedRecord>> FindByKey(
       const char* table, const std::string& tenant, const std::string& key);
   absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status InsertEvent(const v1::Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs a statement without parameters or rows through the statement cache.
+  absl::Status StepCached(const char* sql, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The statement for `sql` (a string literal: cached by address), prepared once and kept
   // for the store's life; null if it cannot be prepared. For the statements run per event,
   // whose preparation would otherwise cost as much as running them.

@@ -81,6 +81,9 @@ class Store : public ResourceJournal {
 
   // Appends one event; its seq must be the run's next one (ALREADY_EXISTS otherwise).
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;
+  // Appends `events` (of any runs, each run's in seq order) in one transaction: all of them
+  // or, on error, none. The event log's group commit: a burst costs one commit.
+  virtual absl::Status AppendEvents(const std::vector<v1::Event>& events) = 0;
   // Events with seq > after_seq, ascending, at most `limit`.
   virtual absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id,
                                                             int64_t after_seq,

@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
@@ -13,22 +15,34 @@ namespace {
 
 using testing::FakeClock;
 
-// A SqliteStore seen through: counts event reads, and can hold an event append until the
-// test lets it go (to see what the log does while the store writes).
+// A SqliteStore seen through: counts event reads and batch appends (transactions), can hold
+// a batch until the test lets it go (to see what the log does while the store writes), and
+// can fail the batches holding an event of one run.
 class ObservedStore : public store::Store {
  public:
   explicit ObservedStore(store::Store* inner) : inner_(inner) {}
 
   std::atomic<int> event_reads{0};
+  std::atomic<int> transactions{0};
   std::atomic<bool> hold_appends{false};
   absl::Notification append_entered, release_append;
+  absl::Mutex mu;
+  std::string fail_run ABSL_GUARDED_BY(mu);  // batches with an event of it fail
 
-  absl::Status AppendEvent(const v1::Event& e) override {
-    if (hold_appends) {
+  absl::Status AppendEvent(const v1::Event& e) override { return inner_->AppendEvent(e); }
+  absl::Status AppendEvents(const std::vector<v1::Event>& events) override {
+    if (hold_appends.exchange(false)) {
       append_entered.Notify();
       release_append.WaitForNotification();
     }
-    return inner_->AppendEvent(e);
+    {
+      absl::MutexLock lock(&mu);
+      for (const v1::Event& e : events) {
+        if (e.run_id() == fail_run) return absl::UnavailableError("disk I/O error");
+      }
+    }
+    ++transactions;
+    return inner_->AppendEvents(events);
   }
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run, int64_t after,
                                                     uint32_t limit) override {
@@ -117,6 +131,7 @@ TEST_F(EventLogTest, SeqIsDensePerRunAndTimeComesFromTheClock) {
   auto e = log_->Append(Ev("a"));
   EXPECT_EQ(e->seq(), 3);
   EXPECT_EQ(e->time().seconds(), absl::ToUnixSeconds(clock_.Now()));
+  ASSERT_TRUE(log_->Flush("a").ok());
   auto read = log_->Read("a", 1, 10);
   ASSERT_EQ(read->size(), 2u);
   EXPECT_EQ((*read)[0].seq(), 2);
@@ -131,6 +146,7 @@ TEST_F(EventLogTest, SeqContinuesAfterReopen) {
 
 TEST_F(EventLogTest, WaitFiresAtOnceWhenTheRunIsAlreadyPastTheSeq) {
   ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  ASSERT_TRUE(log_->Flush("a").ok());
   std::atomic<int> fired{-1};
   log_->Wait("a", 0, absl::Seconds(10), [&](EventLog::WaitResult r) { fired = static_cast<int>(r); });
   EXPECT_EQ(fired.load(), static_cast<int>(EventLog::WaitResult::kReady));
@@ -143,10 +159,13 @@ TEST_F(EventLogTest, WaitFiresOnAppendOfThatRunOnly) {
     ++fired;
   });
   ASSERT_TRUE(log_->Append(Ev("b")).ok());
+  ASSERT_TRUE(log_->Flush("b").ok());
   EXPECT_EQ(fired.load(), 0);
   ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  ASSERT_TRUE(log_->Flush("a").ok());
   EXPECT_EQ(fired.load(), 1);
   ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  ASSERT_TRUE(log_->Flush("a").ok());
   EXPECT_EQ(fired.load(), 1) << "a wait fires once";
 }
 
@@ -214,6 +233,7 @@ TEST_F(EventLogTest, AnAnsweredWaitNeverTimesOut) {
     ++calls;
   });
   ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  ASSERT_TRUE(log_->Flush("a").ok());
   clock_.Advance(absl::Seconds(30));
   ASSERT_TRUE(clock_.BlockUntilSettled(kTimers));
   EXPECT_EQ(calls.load(), 1);
@@ -266,6 +286,7 @@ TEST_F(EventLogTailTest, FollowersOfALiveRunReadItsNewestEventsWithoutTheStore) 
   std::vector<int64_t> position(100, 0);
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE(log_->Append(Ev("a")).ok());
+    ASSERT_TRUE(log_->Flush("a").ok());
     for (int64_t& at : position) {
       auto batch = log_->Read("a", at, 256);
       ASSERT_TRUE(batch.ok());
@@ -282,6 +303,7 @@ TEST_F(EventLogTailTest, FollowersOfALiveRunReadItsNewestEventsWithoutTheStore) 
 TEST_F(EventLogTailTest, EveryEventOnceInOrderAcrossTheTailsStartAndAfterTheRunFinishes) {
   constexpr int kEvents = 700;  // more than a tail keeps
   for (int i = 0; i < kEvents; ++i) ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  ASSERT_TRUE(log_->Flush("a").ok());
   std::vector<int64_t> want(kEvents);
   for (int i = 0; i < kEvents; ++i) want[i] = i + 1;
   for (uint32_t limit : {1u, 7u, 100u, 256u, 1000u}) {
@@ -296,6 +318,7 @@ TEST_F(EventLogTailTest, EveryEventOnceInOrderAcrossTheTailsStartAndAfterTheRunF
   fin.set_type("run.finished");
   fin.mutable_run_finished();
   ASSERT_EQ(log_->Append(fin)->seq(), kEvents + 1);
+  ASSERT_TRUE(log_->Flush("a").ok());
   want.push_back(kEvents + 1);
   EXPECT_EQ(ReadAll(*log_, "a", 256), want);
   // After reopening (a restart), reads and seqs continue from the store alone.
@@ -304,11 +327,12 @@ TEST_F(EventLogTailTest, EveryEventOnceInOrderAcrossTheTailsStartAndAfterTheRunF
   EXPECT_EQ(log_->Append(Ev("a"))->seq(), kEvents + 2);
 }
 
-// While an append waits for the store, the log still answers followers of other runs.
+// While the store writes a batch, the log still answers followers, and producers go on.
 TEST_F(EventLogTailTest, TheStoreWriteOfOneRunDoesNotHoldUpOtherRunsFollowers) {
   ASSERT_TRUE(log_->Append(Ev("b")).ok());
+  ASSERT_TRUE(log_->Flush("b").ok());
   observed_->hold_appends = true;
-  std::thread producer([&] { EXPECT_EQ(log_->Append(Ev("a"))->seq(), 1); });
+  EXPECT_EQ(log_->Append(Ev("a"))->seq(), 1);
   observed_->append_entered.WaitForNotification();
   absl::Notification answered;
   std::thread follower([&] {
@@ -319,10 +343,148 @@ TEST_F(EventLogTailTest, TheStoreWriteOfOneRunDoesNotHoldUpOtherRunsFollowers) {
   EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)))
       << "Read/Wait waited for another run's store write";
   observed_->release_append.Notify();
-  producer.join();
   follower.join();
+  ASSERT_TRUE(log_->Flush("a").ok());
   // The held event was persisted and is read once, in order, after the release.
   EXPECT_EQ(ReadAll(*log_, "a", 10), std::vector<int64_t>{1});
+}
+
+std::vector<int64_t> OneTo(int n) {
+  std::vector<int64_t> seqs(n);
+  for (int i = 0; i < n; ++i) seqs[i] = i + 1;
+  return seqs;
+}
+
+// Group commit: while the store writes one batch, a producer's burst queues behind it and is
+// committed in one more transaction, not one per event; the producer never waits for it.
+TEST_F(EventLogTailTest, ABurstOfAppendsIsCommittedInFewerTransactionsThanEvents) {
+  constexpr int kEvents = 100;
+  observed_->hold_appends = true;
+  ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  observed_->append_entered.WaitForNotification();
+  for (int i = 1; i < kEvents; ++i) ASSERT_EQ(log_->Append(Ev("a"))->seq(), i + 1);
+  observed_->release_append.Notify();
+  ASSERT_TRUE(log_->Flush("a").ok());
+  EXPECT_EQ(observed_->transactions.load(), 2) << "the held event, then the other 99 at once";
+  EXPECT_EQ(ReadAll(*log_, "a", 1000), OneTo(kEvents));
+  EXPECT_EQ(*store_->LastSeq("a"), kEvents);
+}
+
+// A follower never sees an event the store does not hold yet: not by Read, not by Wait; it is
+// woken once the event is stored.
+TEST_F(EventLogTailTest, NoFollowerSeesAnEventBeforeItIsInTheStore) {
+  std::atomic<int64_t> stored_when_woken{-1};
+  log_->Wait("a", 0, absl::Hours(1), [&](EventLog::WaitResult r) {
+    EXPECT_EQ(r, EventLog::WaitResult::kReady);
+    stored_when_woken = *store_->LastSeq("a");
+  });
+  observed_->hold_appends = true;
+  ASSERT_EQ(log_->Append(Ev("a"))->seq(), 1);
+  observed_->append_entered.WaitForNotification();
+  EXPECT_TRUE(log_->Read("a", 0, 10)->empty()) << "read before it was stored";
+  EXPECT_EQ(stored_when_woken.load(), -1) << "woken before it was stored";
+  std::atomic<bool> second_woken{false};
+  log_->Wait("a", 0, absl::Hours(1), [&](EventLog::WaitResult) { second_woken = true; });
+  EXPECT_FALSE(second_woken.load()) << "a new wait saw the queued event";
+  observed_->release_append.Notify();
+  ASSERT_TRUE(log_->Flush("a").ok());
+  EXPECT_EQ(stored_when_woken.load(), 1);
+  EXPECT_TRUE(second_woken.load());
+}
+
+// A run's terminal event is stored, with all before it, when its Append returns: the run's
+// end is reported only after that.
+TEST_F(EventLogTailTest, ARunsTerminalEventIsStoredWhenItsAppendReturns) {
+  observed_->hold_appends = true;
+  ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  observed_->append_entered.WaitForNotification();
+  std::atomic<bool> returned{false};
+  std::thread finisher([&] {
+    v1::Event fin = Ev("a");
+    fin.set_type("run.finished");
+    EXPECT_EQ(log_->Append(fin)->seq(), 2);
+    returned = true;
+  });
+  EXPECT_FALSE(returned.load());
+  observed_->release_append.Notify();
+  finisher.join();
+  EXPECT_EQ(*store_->LastSeq("a"), 2);
+}
+
+// Producers of several runs append concurrently while a follower of each follows it live:
+// each follower sees its run's events once, in order, across however many batches.
+TEST_F(EventLogTailTest, EveryEventOnceInOrderAcrossBatchesOfSeveralRuns) {
+  constexpr int kRuns = 3, kEvents = 2000;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<int64_t>> seen(kRuns);
+  for (int r = 0; r < kRuns; ++r) {
+    const std::string run = absl::StrCat("run", r);
+    threads.emplace_back([&, run] {
+      for (int i = 0; i < kEvents; ++i) ASSERT_TRUE(log_->Append(Ev(run)).ok());
+    });
+    threads.emplace_back([&, run, r] {
+      while (seen[r].size() < kEvents) {
+        const int64_t at = seen[r].empty() ? 0 : seen[r].back();
+        absl::Notification woken;
+        log_->Wait(run, at, absl::Hours(1), [&](EventLog::WaitResult) { woken.Notify(); });
+        woken.WaitForNotification();
+        auto batch = log_->Read(run, at, 100);
+        ASSERT_TRUE(batch.ok());
+        for (const v1::Event& e : *batch) seen[r].push_back(e.seq());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < kRuns; ++r) EXPECT_EQ(seen[r], OneTo(kEvents)) << "run" << r;
+  EXPECT_LT(observed_->transactions.load(), kRuns * kEvents);
+}
+
+// A batch the store refuses is not forgotten: it is counted, the run's next Append reports it
+// (and is refused), and the run's seqs go on densely from its last stored event.
+TEST_F(EventLogTailTest, AnAppendAfterAStoreErrorReportsIt) {
+  ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  ASSERT_TRUE(log_->Flush("a").ok());
+  {
+    absl::MutexLock lock(&observed_->mu);
+    observed_->fail_run = "a";
+  }
+  ASSERT_EQ(log_->Append(Ev("a"))->seq(), 2);  // queued: the store has not answered yet
+  ASSERT_TRUE(log_->Flush("b").ok()) << "another run's flush does not take a's error";
+  EXPECT_EQ(log_->store_errors(), 1);
+  absl::StatusOr<v1::Event> refused = log_->Append(Ev("a"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("an event of a was not stored: disk I/O error"),
+            std::string::npos)
+      << refused.status();
+  {
+    absl::MutexLock lock(&observed_->mu);
+    observed_->fail_run.clear();
+  }
+  EXPECT_EQ(log_->Append(Ev("a"))->seq(), 2) << "reported once; seqs stay dense";
+  EXPECT_TRUE(log_->Flush("a").ok());
+  EXPECT_EQ(ReadAll(*log_, "a", 10), OneTo(2));
+}
+
+// One run's failing event fails its own run only, though it shared a batch with others; and
+// Flush reports it too.
+TEST_F(EventLogTailTest, AStoreErrorFailsOnlyTheRunWhoseEventFailed) {
+  {
+    absl::MutexLock lock(&observed_->mu);
+    observed_->fail_run = "a";
+  }
+  observed_->hold_appends = true;
+  ASSERT_TRUE(log_->Append(Ev("c")).ok());
+  observed_->append_entered.WaitForNotification();
+  for (const char* run : {"a", "b", "a", "b"}) ASSERT_TRUE(log_->Append(Ev(run)).ok());
+  observed_->release_append.Notify();
+  absl::Status flushed = log_->Flush("a");
+  EXPECT_EQ(flushed.code(), absl::StatusCode::kUnavailable) << flushed;
+  EXPECT_TRUE(log_->Flush("b").ok());
+  EXPECT_EQ(log_->store_errors(), 1);
+  EXPECT_EQ(ReadAll(*log_, "b", 10), OneTo(2));
+  EXPECT_EQ(ReadAll(*log_, "c", 10), OneTo(1));
+  EXPECT_TRUE(ReadAll(*log_, "a", 10).empty());
 }
 
 }  // namespace

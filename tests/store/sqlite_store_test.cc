@@ -170,6 +170,25 @@ TEST_F(SqliteStoreTest, EventsAreDensePerRunAndReadAfterSeq) {
   EXPECT_EQ(*store_->LastSeq("none"), 0);
 }
 
+// The event log's group commit: a batch of several runs' events is stored whole or, when
+// one of them cannot be, not at all (and the store takes the next batch).
+TEST_F(SqliteStoreTest, ABatchOfEventsIsStoredWholeOrNotAtAll) {
+  auto ev = [](const std::string& run, int64_t seq) {
+    v1::Event e;
+    e.set_run_id(run);
+    e.set_seq(seq);
+    e.set_type("notice");
+    return e;
+  };
+  ASSERT_TRUE(store_->AppendEvents({ev("r1", 1), ev("r2", 1), ev("r1", 2)}).ok());
+  EXPECT_EQ(store_->AppendEvents({ev("r2", 2), ev("r1", 2)}).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(*store_->LastSeq("r2"), 1) << "r2#2 was rolled back with the duplicate";
+  ASSERT_TRUE(store_->AppendEvents({ev("r2", 2), ev("r1", 3)}).ok());
+  EXPECT_EQ(*store_->LastSeq("r1"), 3);
+  EXPECT_EQ(store_->ReadEvents("r2", 0, 10)->size(), 2u);
+}
+
 TEST_F(SqliteStoreTest, JournalRecordsAndErases) {
   JournalEntry e{"local-session:x", "local", "session", {{"uid", 100001}}};
   ASSERT_TRUE(store_->Record(e).ok());
