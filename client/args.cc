@@ -64,7 +64,8 @@ std::string Nearest(absl::string_view typed, const std::vector<std::string>& can
   return best;
 }
 
-absl::Status ParseArgs(const std::vector<std::string>& argv, const ArgsGrammar& grammar, Args* out) {
+absl::Status ParseArgs(const std::vector<std::string>& argv, const ArgsGrammar& grammar,
+                       Args* out) {
   *out = Args();
   Args& args = *out;
   std::vector<std::string> words;
@@ -111,7 +112,8 @@ absl::Status ParseArgs(const std::vector<std::string>& argv, const ArgsGrammar& 
   if (args.help || args.version) return absl::OkStatus();
 
   std::vector<std::string> allowed = grammar.global_options;
-  if (args.spec) allowed.insert(allowed.end(), args.spec->options.begin(), args.spec->options.end());
+  if (args.spec)
+    allowed.insert(allowed.end(), args.spec->options.begin(), args.spec->options.end());
   std::string where = args.spec ? absl::StrCat("sandgate ", args.spec->name) : "sandgate";
   for (const std::string& name : unknown) {
     std::vector<std::string> candidates = allowed;

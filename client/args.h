@@ -28,9 +28,9 @@ struct CommandSpec {
 };
 
 struct Args {
-  std::string command;                              // "run", "session exec"; empty when none was given
-  const CommandSpec* spec = nullptr;                // the command's, when it is known
-  std::vector<std::string> positional;              // after the command word(s)
+  std::string command;                  // "run", "session exec"; empty when none was given
+  const CommandSpec* spec = nullptr;    // the command's, when it is known
+  std::vector<std::string> positional;  // after the command word(s)
   std::multimap<std::string, std::string> options;  // --name -> value ("" for switches)
   bool help = false;                                // --help or -h was given
   bool version = false;                             // --version was given
@@ -57,7 +57,8 @@ struct ArgsGrammar {
 // the message. An unknown command is not an error here: the caller says so with the list of
 // commands. With --help or --version the other checks are skipped, so that
 // `sandgate run --tiemout --help` still shows help.
-absl::Status ParseArgs(const std::vector<std::string>& argv, const ArgsGrammar& grammar, Args* args);
+absl::Status ParseArgs(const std::vector<std::string>& argv, const ArgsGrammar& grammar,
+                       Args* args);
 
 // The candidate nearest to `typed` by edit distance (a swap of two neighbours counts as
 // one edit), when it is close enough to be a typo; empty otherwise.

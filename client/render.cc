@@ -68,15 +68,16 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
       break;
     case v1::Event::kRunStarted: {
       const auto& s = e.run_started();
-      absl::StrAppendFormat(&out, "run started: playbook %s, agent %s, provider %s\n", Safe(s.playbook()),
-                            Safe(s.agent()), Safe(s.provider()));
+      absl::StrAppendFormat(&out, "run started: playbook %s, agent %s, provider %s\n",
+                            Safe(s.playbook()), Safe(s.agent()), Safe(s.provider()));
       break;
     }
     case v1::Event::kSessionCreated: {
       const auto& s = e.session_created();
-      absl::StrAppendFormat(&out, "sandbox %s ready (%s, %s)\n", Safe(s.session_id()), Safe(s.provider()),
-                            Seconds(s.create_duration()));
-      for (const auto& u : s.unenforced()) absl::StrAppendFormat(&out, "  ! not enforced: %s\n", Safe(u));
+      absl::StrAppendFormat(&out, "sandbox %s ready (%s, %s)\n", Safe(s.session_id()),
+                            Safe(s.provider()), Seconds(s.create_duration()));
+      for (const auto& u : s.unenforced())
+        absl::StrAppendFormat(&out, "  ! not enforced: %s\n", Safe(u));
       break;
     }
     case v1::Event::kSessionClosed:
@@ -84,7 +85,8 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
       break;
     case v1::Event::kSessionExpiring:
       absl::StrAppendFormat(&out, "  ! session %s %s at %s; save what matters before then\n",
-                            Safe(e.session_expiring().session_id()), Safe(e.session_expiring().reason()),
+                            Safe(e.session_expiring().session_id()),
+                            Safe(e.session_expiring().reason()),
                             TimeUtil::ToString(e.session_expiring().expires_at()));
       break;
     case v1::Event::kStepStarted:
@@ -131,9 +133,10 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
                         : f.oom_killed() ? "killed: out of memory"
                         : f.signal()     ? absl::StrCat("killed by signal ", f.signal())
                                          : absl::StrCat("exit ", f.exit_code());
-      absl::StrAppendFormat(&out, "    %s %s in %s%s\n",
-                            (f.exit_code() == 0 && !f.timed_out() && !f.cancelled()) ? "ok" : "FAILED", how,
-                            Seconds(f.duration()), f.output_truncated() ? " (output truncated)" : "");
+      absl::StrAppendFormat(
+          &out, "    %s %s in %s%s\n",
+          (f.exit_code() == 0 && !f.timed_out() && !f.cancelled()) ? "ok" : "FAILED", how,
+          Seconds(f.duration()), f.output_truncated() ? " (output truncated)" : "");
       break;
     }
     case v1::Event::kArtifactCollected: {
@@ -143,7 +146,8 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
       break;
     }
     case v1::Event::kCheck:
-      absl::StrAppendFormat(&out, "  %s %s%s\n", e.check().passed() ? "pass" : "FAIL", Safe(e.check().name()),
+      absl::StrAppendFormat(&out, "  %s %s%s\n", e.check().passed() ? "pass" : "FAIL",
+                            Safe(e.check().name()),
                             e.check().passed() || e.check().detail().empty()
                                 ? ""
                                 : absl::StrCat(": ", Safe(e.check().detail())));
@@ -156,7 +160,8 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
       // that could pass for the CLI's own.
       std::vector<absl::string_view> lines = absl::StrSplit(e.agent_message().text(), '\n');
       absl::StrAppendFormat(&out, "  [%s] %s\n", Safe(e.agent_message().role()), Safe(lines[0]));
-      for (size_t i = 1; i < lines.size(); ++i) absl::StrAppendFormat(&out, "    %s\n", Safe(lines[i]));
+      for (size_t i = 1; i < lines.size(); ++i)
+        absl::StrAppendFormat(&out, "    %s\n", Safe(lines[i]));
       break;
     }
     case v1::Event::kTokenUsage:
@@ -183,14 +188,16 @@ void ProgressPrinter::Print(const v1::Event& e) {
 
 void PrintRun(FILE* out, const v1::Run& run) {
   absl::FPrintF(out, "run        %s\n", Safe(run.id()));
-  absl::FPrintF(out, "status     %s%s\n", StatusName(run.status()),
-                run.status_reason().empty() ? "" : absl::StrCat(" (", Safe(run.status_reason()), ")"));
+  absl::FPrintF(
+      out, "status     %s%s\n", StatusName(run.status()),
+      run.status_reason().empty() ? "" : absl::StrCat(" (", Safe(run.status_reason()), ")"));
   absl::FPrintF(out, "tenant     %s\n", Safe(run.tenant()));
-  absl::FPrintF(out, "playbook   %s  agent %s  provider %s\n", Safe(run.playbook()), Safe(run.agent()),
-                Safe(run.provider()));
+  absl::FPrintF(out, "playbook   %s  agent %s  provider %s\n", Safe(run.playbook()),
+                Safe(run.agent()), Safe(run.provider()));
   absl::FPrintF(out, "inputs     %s\n", Safe(absl::StrJoin(run.input_names(), ", ")));
   absl::FPrintF(out, "created    %s\n", TimeUtil::ToString(run.created_at()));
-  if (run.has_finished_at()) absl::FPrintF(out, "finished   %s\n", TimeUtil::ToString(run.finished_at()));
+  if (run.has_finished_at())
+    absl::FPrintF(out, "finished   %s\n", TimeUtil::ToString(run.finished_at()));
   absl::FPrintF(out, "events     %d\n", run.last_seq());
   for (const auto& a : run.artifacts()) {
     absl::FPrintF(out, "artifact   %-28s %10s  %s\n", Safe(a.name()), HumanBytes(a.size_bytes()),

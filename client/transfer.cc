@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<DownloadSink>> DownloadSink::Create(std::string p
   int fd = mkostemp(name.data(), O_CLOEXEC);
   if (fd < 0) return Errno("cannot create a temporary file for", path);
   fchmod(fd, 0644);  // mkostemp's 0600 is stricter than a file written by the shell
-  return std::unique_ptr<DownloadSink>(new DownloadSink(std::move(path), std::string(name.data()), fd));
+  return std::unique_ptr<DownloadSink>(
+      new DownloadSink(std::move(path), std::string(name.data()), fd));
 }
 
 DownloadSink::~DownloadSink() {
@@ -39,7 +40,8 @@ DownloadSink::~DownloadSink() {
   if (!committed_) unlink(temp_.c_str());
 }
 
-absl::Status DownloadSink::Add(absl::string_view data, uint64_t total_size, absl::string_view sha256) {
+absl::Status DownloadSink::Add(absl::string_view data, uint64_t total_size,
+                               absl::string_view sha256) {
   for (size_t done = 0; done < data.size();) {
     ssize_t n = write(fd_, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
@@ -57,24 +59,26 @@ absl::Status DownloadSink::Commit(absl::string_view expected_sha256) {
   if (committed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": already committed"));
   std::string got = hash_.HexDigest();
   if (announced_sha256_.empty()) {
-    return absl::DataLossError(absl::StrCat(path_,
-                                            ": the daemon sent no sha256 to check the download against (",
-                                            bytes_, " bytes received, sha256 ", got, "); not saved"));
+    return absl::DataLossError(
+        absl::StrCat(path_, ": the daemon sent no sha256 to check the download against (", bytes_,
+                     " bytes received, sha256 ", got, "); not saved"));
   }
   if (bytes_ != announced_size_) {
-    return absl::DataLossError(absl::StrCat(path_, ": received ", bytes_, " bytes, the daemon announced ",
-                                            announced_size_, "; not saved"));
+    return absl::DataLossError(absl::StrCat(path_, ": received ", bytes_,
+                                            " bytes, the daemon announced ", announced_size_,
+                                            "; not saved"));
   }
   for (absl::string_view want : {absl::string_view(announced_sha256_), expected_sha256}) {
     if (!want.empty() && want != got) {
-      return absl::DataLossError(
-          absl::StrCat(path_, ": sha256 mismatch: expected ", want, ", received ", got, "; not saved"));
+      return absl::DataLossError(absl::StrCat(path_, ": sha256 mismatch: expected ", want,
+                                              ", received ", got, "; not saved"));
     }
   }
   int fd = fd_;
   fd_ = -1;
   if (close(fd) != 0) return Errno("cannot write", temp_);
-  if (rename(temp_.c_str(), path_.c_str()) != 0) return Errno("cannot rename the download to", path_);
+  if (rename(temp_.c_str(), path_.c_str()) != 0)
+    return Errno("cannot rename the download to", path_);
   committed_ = true;
   return absl::OkStatus();
 }

@@ -19,7 +19,8 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: sandgated [--config FILE] [--listen unix:PATH|tcp:HOST:PORT|HOST:PORT] [--state-dir DIR]\n"
+    "usage: sandgated [--config FILE] [--listen unix:PATH|tcp:HOST:PORT|HOST:PORT] [--state-dir "
+    "DIR]\n"
     "                 [--log-level debug|info|warning|error] [--version]\n"
     "Runs the sandgate daemon. Flags override the config file; without a config file the\n"
     "embedded defaults apply (Unix socket, one local tenant).\n";

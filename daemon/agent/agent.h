@@ -33,7 +33,7 @@ class EventSink {
 };
 
 struct AgentTask {
-  const playbooks::Playbook* playbook = nullptr;           // not owned; outlives the call
+  const playbooks::Playbook* playbook = nullptr;              // not owned; outlives the call
   const std::vector<playbooks::InputFile>* inputs = nullptr;  // not owned
   const playbooks::TaskSettings* settings = nullptr;          // not owned
   std::string model;

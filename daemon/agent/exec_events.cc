@@ -39,7 +39,8 @@ v1::CommandFinished ToCommandFinished(const sandbox::ExecResult& result) {
   f.set_oom_killed(result.oom_killed);
   f.set_cancelled(result.cancelled);
   f.set_output_truncated(result.stdout_truncated || result.stderr_truncated);
-  *f.mutable_duration() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(result.duration));
+  *f.mutable_duration() =
+      TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(result.duration));
   return f;
 }
 
@@ -51,7 +52,8 @@ v1::CommandOutput::Stream ToProto(sandbox::OutputStream stream) {
 std::string DescribeExit(const sandbox::ExecResult& result, absl::Duration timeout) {
   if (result.cancelled) return "cancelled";
   if (result.timed_out) return absl::StrCat("timed out after ", absl::FormatDuration(timeout));
-  if (result.oom_killed) return absl::StrCat("killed by signal ", result.term_signal, " (out of memory)");
+  if (result.oom_killed)
+    return absl::StrCat("killed by signal ", result.term_signal, " (out of memory)");
   if (result.term_signal != 0) return absl::StrCat("killed by signal ", result.term_signal);
   return absl::StrCat("exited with status ", result.exit_code);
 }

@@ -57,8 +57,13 @@ class ModelRun {
  public:
   ModelRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,
            EventSink& events, const CancelToken& cancel, ModelChoice choice)
-      : client_(client), task_(task), session_(session), events_(events), cancel_(cancel),
-        model_(std::move(choice.model)), max_turns_(choice.max_turns) {}
+      : client_(client),
+        task_(task),
+        session_(session),
+        events_(events),
+        cancel_(cancel),
+        model_(std::move(choice.model)),
+        max_turns_(choice.max_turns) {}
 
  protected:
   upstream::OpenAiClient* const client_;

@@ -42,7 +42,8 @@ class StderrTail : public EventSink {
 
 absl::Status ReferenceAgent::Run(const AgentTask& task, sandbox::Session& session,
                                  EventSink& events, const CancelToken& cancel) {
-  playbooks::ReferencePlan plan = task.playbook->Reference(*task.inputs, session.workdir(), *task.settings);
+  playbooks::ReferencePlan plan =
+      task.playbook->Reference(*task.inputs, session.workdir(), *task.settings);
   for (const playbooks::PlacedFile& file : plan.files) {
     absl::Status st = session.WriteFile(file.path, file.content, file.mode);
     if (!st.ok()) return errors::Internal(absl::StrCat("placing ", file.path, ": ", st.message()));
@@ -75,7 +76,8 @@ absl::Status ReferenceAgent::Run(const AgentTask& task, sandbox::Session& sessio
     events.Emit(events::StepFinished(std::move(end)));
     if (result->cancelled) return errors::Cancelled(cancel.reason());
     if (!result->ok()) {
-      std::string msg = absl::StrCat("step ", step.name, " ", DescribeExit(*result, request.timeout));
+      std::string msg =
+          absl::StrCat("step ", step.name, " ", DescribeExit(*result, request.timeout));
       std::string last = tail.LastLine();
       if (!last.empty()) absl::StrAppend(&msg, ": ", last);
       return errors::FailedPrecondition(msg);

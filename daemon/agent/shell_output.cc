@@ -84,7 +84,8 @@ class CapturingSink : public EventSink {
   explicit CapturingSink(EventSink& next) : next_(next) {}
   void Emit(v1::Event event) override {
     if (event.has_command_output()) {
-      std::string& to = event.command_output().stream() == v1::CommandOutput::STREAM_STDERR ? err : out;
+      std::string& to =
+          event.command_output().stream() == v1::CommandOutput::STREAM_STDERR ? err : out;
       to += event.command_output().data();
     }
     next_.Emit(std::move(event));

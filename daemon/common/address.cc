@@ -18,8 +18,8 @@ std::string Address::GrpcTarget() const {
 
 absl::StatusOr<Address> ParseAddress(absl::string_view text) {
   auto bad = [&](absl::string_view why) {
-    return errors::InvalidArgument(
-        absl::StrCat("expected unix:PATH, tcp:HOST:PORT or HOST:PORT, got '", text, "' (", why, ")"));
+    return errors::InvalidArgument(absl::StrCat(
+        "expected unix:PATH, tcp:HOST:PORT or HOST:PORT, got '", text, "' (", why, ")"));
   };
   Address a;
   absl::string_view rest = text;
@@ -37,7 +37,8 @@ absl::StatusOr<Address> ParseAddress(absl::string_view text) {
   if (host.empty()) return bad("no host");
   // An IPv6 address has colons of its own: only its bracketed form is unambiguous.
   bool bracketed = absl::StartsWith(host, "[") && absl::EndsWith(host, "]");
-  if (!bracketed && absl::StrContains(host, ':')) return bad("an IPv6 host needs brackets: [::1]:PORT");
+  if (!bracketed && absl::StrContains(host, ':'))
+    return bad("an IPv6 host needs brackets: [::1]:PORT");
   if (absl::StrContains(host, '/')) return bad("a host name has no '/'");
   if (port.empty() || !absl::SimpleAtoi(port, &a.port) || a.port < 0 || a.port > 65535) {
     return bad("the port must be a number from 0 to 65535");

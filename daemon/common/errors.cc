@@ -30,24 +30,31 @@ absl::Status Internal(absl::string_view why) { return absl::InternalError(why); 
 absl::Status FromErrno(int err, absl::string_view what) {
   std::string msg = absl::StrCat(what, ": ", std::strerror(err));
   switch (err) {
-    case ENOENT: return absl::NotFoundError(msg);
-    case EEXIST: return absl::AlreadyExistsError(msg);
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EEXIST:
+      return absl::AlreadyExistsError(msg);
     case EACCES:
-    case EPERM: return absl::PermissionDeniedError(msg);
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
     case ENOSPC:
     case EDQUOT:
     case EMFILE:
     case ENFILE:
-    case ENOMEM: return absl::ResourceExhaustedError(msg);
+    case ENOMEM:
+      return absl::ResourceExhaustedError(msg);
     case EINVAL:
     case ELOOP:
     case EXDEV:
     case ENAMETOOLONG:
     case ENOTDIR:
-    case EISDIR: return absl::InvalidArgumentError(msg);
+    case EISDIR:
+      return absl::InvalidArgumentError(msg);
     case EAGAIN:
-    case EINTR: return absl::UnavailableError(msg);
-    default: return absl::InternalError(msg);
+    case EINTR:
+      return absl::UnavailableError(msg);
+    default:
+      return absl::InternalError(msg);
   }
 }
 

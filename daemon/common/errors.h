@@ -4,7 +4,8 @@
 // codes, and the mapping to grpc::Status happens once, in server/. Messages name the thing
 // that is wrong (the field, the file, the row) so a caller can fix it without reading logs.
 //
-//   if (req.inputs().empty()) return errors::InvalidArgument("inputs: at least one file is required");
+//   if (req.inputs().empty()) return errors::InvalidArgument("inputs: at least one file is
+//   required");
 #ifndef SANDGATE_COMMON_ERRORS_H_
 #define SANDGATE_COMMON_ERRORS_H_
 

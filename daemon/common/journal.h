@@ -18,9 +18,9 @@
 namespace sandgate {
 
 struct JournalEntry {
-  std::string id;        // unique, e.g. "local-session:3f2a…"
-  std::string provider;  // who can sweep it: "local", "openai"
-  std::string kind;      // "session", "file", "container", …
+  std::string id;                                     // unique, e.g. "local-session:3f2a…"
+  std::string provider;                               // who can sweep it: "local", "openai"
+  std::string kind;                                   // "session", "file", "container", …
   nlohmann::json details = nlohmann::json::object();  // what Sweep needs to delete it
   // Whether the resource outlives the host's memory. A local sandbox does not: its
   // processes, cgroups and tmpfs mounts (under /run) all end with a power loss or reboot,

@@ -8,9 +8,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#define SANDGATE_RETURN_IF_ERROR(expr)                 \
-  do {                                                 \
-    ::absl::Status sandgate_status_ = (expr);          \
+#define SANDGATE_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::absl::Status sandgate_status_ = (expr);            \
     if (!sandgate_status_.ok()) return sandgate_status_; \
   } while (0)
 

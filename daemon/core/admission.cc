@@ -35,8 +35,8 @@ void SandboxBudget::set_on_release(std::function<void()> fn) {
 absl::Status AdmissionQueue::Enqueue(Ticket ticket) {
   absl::MutexLock lock(&mu_);
   if (queued_ >= max_queued_) {
-    return errors::ResourceExhausted(absl::StrCat("the run queue is full (", queued_,
-                                                  " runs waiting; max_queued_runs ", max_queued_, ")"));
+    return errors::ResourceExhausted(absl::StrCat(
+        "the run queue is full (", queued_, " runs waiting; max_queued_runs ", max_queued_, ")"));
   }
   waiting_[ticket.tenant].push_back(std::move(ticket));
   ++queued_;

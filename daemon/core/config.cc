@@ -1,11 +1,11 @@
 #include "core/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
-#include <algorithm>
-#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -31,14 +31,15 @@ class ObjectReader {
     handlers_[key] = fn;
   }
   absl::Status Run() {
-    if (!obj_.is_object()) return errors::InvalidArgument(absl::StrCat(Where(""), "expected an object"));
+    if (!obj_.is_object())
+      return errors::InvalidArgument(absl::StrCat(Where(""), "expected an object"));
     for (auto it = obj_.begin(); it != obj_.end(); ++it) {
       auto h = handlers_.find(it.key());
       if (h == handlers_.end()) {
         std::vector<std::string> known;
         for (const auto& [k, _] : handlers_) known.push_back(k);
-        return errors::InvalidArgument(absl::StrCat(Where(it.key()), "unknown key (known: ",
-                                                    absl::StrJoin(known, ", "), ")"));
+        return errors::InvalidArgument(
+            absl::StrCat(Where(it.key()), "unknown key (known: ", absl::StrJoin(known, ", "), ")"));
       }
       SANDGATE_RETURN_IF_ERROR(h->second(it.value(), Where(it.key())));
     }
@@ -64,7 +65,8 @@ auto String(std::string* out) {
 }
 auto Bool(bool* out) {
   return [out](const json& v, const std::string& where) -> absl::Status {
-    if (!v.is_boolean()) return errors::InvalidArgument(absl::StrCat(where, "expected true or false"));
+    if (!v.is_boolean())
+      return errors::InvalidArgument(absl::StrCat(where, "expected true or false"));
     *out = v.get<bool>();
     return absl::OkStatus();
   };
@@ -95,9 +97,11 @@ auto Seconds(absl::Duration* out) {
 
 auto Strings(std::vector<std::string>* out) {
   return [out](const json& v, const std::string& where) -> absl::Status {
-    if (!v.is_array()) return errors::InvalidArgument(absl::StrCat(where, "expected a list of strings"));
+    if (!v.is_array())
+      return errors::InvalidArgument(absl::StrCat(where, "expected a list of strings"));
     for (const json& e : v) {
-      if (!e.is_string()) return errors::InvalidArgument(absl::StrCat(where, "expected a list of strings"));
+      if (!e.is_string())
+        return errors::InvalidArgument(absl::StrCat(where, "expected a list of strings"));
       out->push_back(e.get<std::string>());
     }
     return absl::OkStatus();
@@ -139,9 +143,10 @@ absl::Status ReadTenant(const json& v, const std::string& where, TenantConfig* t
   t->token_sha256 = absl::AsciiStrToLower(t->token_sha256);
   if (t->token_sha256.size() != 64 ||
       t->token_sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return errors::InvalidArgument(absl::StrCat(
-        where, ".token_sha256: expected 64 hex digits (sha256 of the token, e.g. "
-               "`printf %s TOKEN | sha256sum`)"));
+    return errors::InvalidArgument(
+        absl::StrCat(where,
+                     ".token_sha256: expected 64 hex digits (sha256 of the token, e.g. "
+                     "`printf %s TOKEN | sha256sum`)"));
   }
   return absl::OkStatus();
 }
@@ -162,16 +167,20 @@ absl::Status ReadUpstream(const json& v, const std::string& section, bool with_c
   }
   SANDGATE_RETURN_IF_ERROR(r.Run());
   if (!u->api_key_file.empty() && !u->api_key_env.empty()) {
-    return errors::InvalidArgument(absl::StrCat(section, ": set api_key_file or api_key_env, not both"));
+    return errors::InvalidArgument(
+        absl::StrCat(section, ": set api_key_file or api_key_env, not both"));
   }
   if (!u->base_url.empty() && !absl::StartsWith(u->base_url, "http://") &&
       !absl::StartsWith(u->base_url, "https://")) {
-    return errors::InvalidArgument(absl::StrCat(section, ".base_url: expected http:// or https://, got '", u->base_url, "'"));
+    return errors::InvalidArgument(
+        absl::StrCat(section, ".base_url: expected http:// or https://, got '", u->base_url, "'"));
   }
   if (with_containers) {
     static const char* kLimits[] = {"1g", "4g", "16g", "64g"};
-    if (std::find(std::begin(kLimits), std::end(kLimits), u->container_memory_limit) == std::end(kLimits)) {
-      return errors::InvalidArgument(absl::StrCat(section, ".container_memory_limit: one of 1g, 4g, 16g, 64g"));
+    if (std::find(std::begin(kLimits), std::end(kLimits), u->container_memory_limit) ==
+        std::end(kLimits)) {
+      return errors::InvalidArgument(
+          absl::StrCat(section, ".container_memory_limit: one of 1g, 4g, 16g, 64g"));
     }
   }
   return absl::OkStatus();
@@ -211,7 +220,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
   r.On("log_level", String(&c.log_level));
   r.On("metrics_listen", String(&c.metrics_listen));
   r.On("retention_hours", [&c](const json& v, const std::string& where) -> absl::Status {
-    if (!v.is_number() || v.get<double>() < 0) return errors::InvalidArgument(absl::StrCat(where, "expected hours, 0 or more"));
+    if (!v.is_number() || v.get<double>() < 0)
+      return errors::InvalidArgument(absl::StrCat(where, "expected hours, 0 or more"));
     c.retention = absl::Hours(v.get<double>());
     return absl::OkStatus();
   });
@@ -230,10 +240,12 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
       SANDGATE_RETURN_IF_ERROR(ReadTenant(v[i], absl::StrCat("tenants[", i, "]"), &t));
       for (const auto& other : c.tenants) {
         if (other.name == t.name) {
-          return errors::InvalidArgument(absl::StrCat("tenants[", i, "].name: duplicate tenant '", t.name, "'"));
+          return errors::InvalidArgument(
+              absl::StrCat("tenants[", i, "].name: duplicate tenant '", t.name, "'"));
         }
         if (other.token_sha256 == t.token_sha256) {
-          return errors::InvalidArgument(absl::StrCat("tenants[", i, "].token_sha256: same token as tenant '", other.name, "'"));
+          return errors::InvalidArgument(absl::StrCat(
+              "tenants[", i, "].token_sha256: same token as tenant '", other.name, "'"));
         }
       }
       c.tenants.push_back(std::move(t));
@@ -282,12 +294,16 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     }
     return absl::OkStatus();
   });
-  r.On("openai", [&c](const json& v, const std::string&) { return ReadUpstream(v, "openai", true, &c.openai); });
-  r.On("chat", [&c](const json& v, const std::string&) { return ReadUpstream(v, "chat", false, &c.chat); });
+  r.On("openai", [&c](const json& v, const std::string&) {
+    return ReadUpstream(v, "openai", true, &c.openai);
+  });
+  r.On("chat",
+       [&c](const json& v, const std::string&) { return ReadUpstream(v, "chat", false, &c.chat); });
   absl::Status st = r.Run();
   if (!st.ok()) return errors::InvalidArgument(absl::StrCat(origin, ": ", st.message()));
   if (c.chat.configured() && c.chat.base_url.empty()) {
-    return errors::InvalidArgument(absl::StrCat(origin, ": chat.base_url: required (the OpenAI-compatible endpoint)"));
+    return errors::InvalidArgument(
+        absl::StrCat(origin, ": chat.base_url: required (the OpenAI-compatible endpoint)"));
   }
   return c;
 }
@@ -303,7 +319,8 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
 absl::Status ValidateConfig(const Config& c) {
   // The CLI's --addr takes the same forms (common/address.h).
   absl::StatusOr<Address> listen = ParseAddress(c.listen);
-  if (!listen.ok()) return errors::InvalidArgument(absl::StrCat("listen: ", listen.status().message()));
+  if (!listen.ok())
+    return errors::InvalidArgument(absl::StrCat("listen: ", listen.status().message()));
   bool unix_socket = listen->unix_socket;
   if (!unix_socket && c.tenants.empty() && !c.allow_unauthenticated_tcp) {
     return errors::InvalidArgument(
@@ -312,7 +329,8 @@ absl::Status ValidateConfig(const Config& c) {
   }
   static const char* kLevels[] = {"debug", "info", "warning", "error"};
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) == std::end(kLevels)) {
-    return errors::InvalidArgument(absl::StrCat("log_level: expected debug, info, warning or error, got '", c.log_level, "'"));
+    return errors::InvalidArgument(
+        absl::StrCat("log_level: expected debug, info, warning or error, got '", c.log_level, "'"));
   }
   // A default above its ceiling would refuse every request that leaves the
   // field 0.
@@ -321,9 +339,11 @@ absl::Status ValidateConfig(const Config& c) {
     const char* keys;
   } ceilings[] = {
       {c.memory_bytes > c.limits.memory_bytes, "memory_bytes: above limits.memory_bytes"},
-      {c.workspace_bytes > c.limits.workspace_bytes, "workspace_bytes: above limits.workspace_bytes"},
+      {c.workspace_bytes > c.limits.workspace_bytes,
+       "workspace_bytes: above limits.workspace_bytes"},
       {c.max_processes > c.limits.max_processes, "max_processes: above limits.max_processes"},
-      {c.run_timeout > c.limits.run_timeout, "run_timeout_seconds: above limits.run_timeout_seconds"},
+      {c.run_timeout > c.limits.run_timeout,
+       "run_timeout_seconds: above limits.run_timeout_seconds"},
       {c.command_timeout > c.limits.command_timeout,
        "command_timeout_seconds: above limits.command_timeout_seconds"},
   };

@@ -67,8 +67,7 @@ struct UpstreamConfig {
 // the daemon hold or wait for.
 struct MachineLimits {
   uint64_t memory_bytes = 64ull << 30;
-  uint64_t workspace_bytes =
-      32ull << 30;  // and always below the sandbox's memory_bytes
+  uint64_t workspace_bytes = 32ull << 30;  // and always below the sandbox's memory_bytes
   uint32_t max_processes = 4096;
   absl::Duration run_timeout = absl::Hours(24);
   absl::Duration command_timeout = absl::Hours(24);
@@ -92,7 +91,7 @@ struct Config {
   std::string listen = "unix:/run/sandgate/sandgated.sock";
   std::string state_dir = "/var/lib/sandgate";
   std::string log_level = "info";
-  std::string metrics_listen;  // "127.0.0.1:9464" serves GET /metrics; "" = off
+  std::string metrics_listen;         // "127.0.0.1:9464" serves GET /metrics; "" = off
   std::vector<TenantConfig> tenants;  // empty = one "local" tenant, Unix socket only
   bool allow_unauthenticated_tcp = false;
 

@@ -204,8 +204,8 @@ void EventLog::AddToTailLocked(v1::Event event) {
   }
 }
 
-absl::StatusOr<std::vector<v1::Event>> EventLog::Read(const std::string& run_id,
-                                                      int64_t after_seq, uint32_t limit) {
+absl::StatusOr<std::vector<v1::Event>> EventLog::Read(const std::string& run_id, int64_t after_seq,
+                                                      uint32_t limit) {
   {
     absl::MutexLock lock(&mu_);
     auto it = tails_.find(run_id);

@@ -8,7 +8,8 @@ namespace sandgate::core {
 namespace {
 
 std::string Number(double v) {
-  if (v == static_cast<double>(static_cast<int64_t>(v))) return absl::StrCat(static_cast<int64_t>(v));
+  if (v == static_cast<double>(static_cast<int64_t>(v)))
+    return absl::StrCat(static_cast<int64_t>(v));
   return absl::StrCat(v);
 }
 
@@ -16,7 +17,8 @@ std::string LabelText(const Labels& labels) {
   if (labels.empty()) return "";
   std::vector<std::string> parts;
   for (const auto& [k, v] : labels) {
-    parts.push_back(absl::StrCat(k, "=\"", absl::StrReplaceAll(v, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}}), "\""));
+    parts.push_back(absl::StrCat(
+        k, "=\"", absl::StrReplaceAll(v, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}}), "\""));
   }
   return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
 }
@@ -40,7 +42,8 @@ void Counter::Declare(const Labels& labels) {
 void Counter::Render(std::string* out) {
   Header(out, name_, help_, "counter");
   absl::MutexLock lock(&mu_);
-  for (const auto& [labels, v] : values_) absl::StrAppend(out, name_, LabelText(labels), " ", Number(v), "\n");
+  for (const auto& [labels, v] : values_)
+    absl::StrAppend(out, name_, LabelText(labels), " ", Number(v), "\n");
 }
 
 void Histogram::Observe(double v) {
@@ -58,8 +61,8 @@ void Histogram::Render(std::string* out) {
   for (size_t i = 0; i < bounds_.size(); ++i) {
     absl::StrAppend(out, name_, "_bucket{le=\"", Number(bounds_[i]), "\"} ", buckets_[i], "\n");
   }
-  absl::StrAppend(out, name_, "_bucket{le=\"+Inf\"} ", count_, "\n", name_, "_sum ", Number(sum_), "\n",
-                  name_, "_count ", count_, "\n");
+  absl::StrAppend(out, name_, "_bucket{le=\"+Inf\"} ", count_, "\n", name_, "_sum ", Number(sum_),
+                  "\n", name_, "_count ", count_, "\n");
 }
 
 Metrics::Metrics() {

@@ -38,7 +38,10 @@ class Counter {
 class Histogram {
  public:
   Histogram(std::string name, std::string help, std::vector<double> bounds)
-      : name_(std::move(name)), help_(std::move(help)), bounds_(std::move(bounds)), buckets_(bounds_.size(), 0) {}
+      : name_(std::move(name)),
+        help_(std::move(help)),
+        bounds_(std::move(bounds)),
+        buckets_(bounds_.size(), 0) {}
   void Observe(double v);
   void Render(std::string* out);
 
@@ -55,14 +58,19 @@ class Metrics {
  public:
   Metrics();
 
-  Counter runs_finished{"sandgate_runs_finished_total", "Runs that reached a final status, by status."};
+  Counter runs_finished{"sandgate_runs_finished_total",
+                        "Runs that reached a final status, by status."};
   Counter upstream_errors{"sandgate_upstream_errors_total",
-                          "Failed upstream HTTP attempts (error statuses, connection failures, timeouts), by upstream, endpoint, kind and whether they were retried."};
-  Counter cleanup_failures{"sandgate_cleanup_failures_total", "Sandboxes or journal records that could not be removed, by where."};
+                          "Failed upstream HTTP attempts (error statuses, connection failures, "
+                          "timeouts), by upstream, endpoint, kind and whether they were retried."};
+  Counter cleanup_failures{"sandgate_cleanup_failures_total",
+                           "Sandboxes or journal records that could not be removed, by where."};
   Counter rpcs{"sandgate_rpcs_total", "RPCs answered, by method and code."};
-  Histogram sandbox_create_seconds{"sandgate_sandbox_create_seconds", "Time to create a sandbox.",
+  Histogram sandbox_create_seconds{"sandgate_sandbox_create_seconds",
+                                   "Time to create a sandbox.",
                                    {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
-  Histogram run_seconds{"sandgate_run_seconds", "Run duration from start to finish.",
+  Histogram run_seconds{"sandgate_run_seconds",
+                        "Run duration from start to finish.",
                         {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800}};
 
   // A gauge is a function read at render time.

@@ -26,9 +26,12 @@ absl::Status CheckList(const Caller& caller, const char* kind, const std::string
 
 std::string ModeName(v1::NetworkPolicy::Mode m) {
   switch (m) {
-    case v1::NetworkPolicy::MODE_RESTRICTED: return "restricted";
-    case v1::NetworkPolicy::MODE_ENABLED: return "enabled";
-    default: return "disabled";
+    case v1::NetworkPolicy::MODE_RESTRICTED:
+      return "restricted";
+    case v1::NetworkPolicy::MODE_ENABLED:
+      return "enabled";
+    default:
+      return "disabled";
   }
 }
 
@@ -40,7 +43,8 @@ bool DomainAllowed(const std::string& domain, const std::vector<std::string>& pa
     std::string p = absl::AsciiStrToLower(raw);
     if (p == d) return true;
     // "*.example.com" allows "a.example.com" and "*.a.example.com", not "example.com".
-    if (absl::StartsWith(p, "*.") && absl::EndsWith(d, p.substr(1)) && d.size() > p.size() - 1) return true;
+    if (absl::StartsWith(p, "*.") && absl::EndsWith(d, p.substr(1)) && d.size() > p.size() - 1)
+      return true;
   }
   return false;
 }
@@ -57,7 +61,8 @@ absl::Status CheckPolicy(const Caller& caller, const PolicyRequest& req, const C
   }
   if (req.sandbox != nullptr) {
     const v1::SandboxSpec& sb = *req.sandbox;
-    if (auto st = CheckList(caller, "network mode", ModeName(sb.network().mode()), p.network_modes); !st.ok()) {
+    if (auto st = CheckList(caller, "network mode", ModeName(sb.network().mode()), p.network_modes);
+        !st.ok()) {
       return st;
     }
     if (!p.domains.empty()) {
@@ -72,13 +77,14 @@ absl::Status CheckPolicy(const Caller& caller, const PolicyRequest& req, const C
     }
     uint64_t memory = sb.memory_bytes() ? sb.memory_bytes() : config.memory_bytes;
     if (p.max_memory_bytes && memory > p.max_memory_bytes) {
-      return Denied(caller, absl::StrCat("sandbox.memory_bytes ", memory, " is above the tenant's maximum of ",
-                                         p.max_memory_bytes));
+      return Denied(caller, absl::StrCat("sandbox.memory_bytes ", memory,
+                                         " is above the tenant's maximum of ", p.max_memory_bytes));
     }
   }
   if (p.max_run_time > absl::ZeroDuration() && req.run_time > p.max_run_time) {
     return Denied(caller, absl::StrCat("run_timeout ", absl::FormatDuration(req.run_time),
-                                       " is above the tenant's maximum of ", absl::FormatDuration(p.max_run_time)));
+                                       " is above the tenant's maximum of ",
+                                       absl::FormatDuration(p.max_run_time)));
   }
   return absl::OkStatus();
 }

@@ -23,8 +23,7 @@ using google::protobuf::Reflection;
 void Put(Sha256& h, char tag, absl::string_view bytes) {
   char head[9] = {tag};
   const uint64_t n = bytes.size();
-  for (int i = 0; i < 8; ++i)
-    head[1 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) head[1 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
   h.Update(absl::string_view(head, sizeof(head)));
   h.Update(bytes);
 }
@@ -32,54 +31,36 @@ void Put(Sha256& h, char tag, absl::string_view bytes) {
 std::string Digest(const Message& m, bool top);
 
 // One value of `f` (element `index` of a repeated field, or -1).
-void PutValue(Sha256& h, const Message& m, const FieldDescriptor* f,
-              int index) {
+void PutValue(Sha256& h, const Message& m, const FieldDescriptor* f, int index) {
   const Reflection* r = m.GetReflection();
   const bool rep = index >= 0;
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
-      Put(h, 'i',
-          absl::StrCat(rep ? r->GetRepeatedInt32(m, f, index)
-                           : r->GetInt32(m, f)));
+      Put(h, 'i', absl::StrCat(rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f)));
       return;
     case FieldDescriptor::CPPTYPE_INT64:
-      Put(h, 'i',
-          absl::StrCat(rep ? r->GetRepeatedInt64(m, f, index)
-                           : r->GetInt64(m, f)));
+      Put(h, 'i', absl::StrCat(rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f)));
       return;
     case FieldDescriptor::CPPTYPE_UINT32:
-      Put(h, 'u',
-          absl::StrCat(rep ? r->GetRepeatedUInt32(m, f, index)
-                           : r->GetUInt32(m, f)));
+      Put(h, 'u', absl::StrCat(rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f)));
       return;
     case FieldDescriptor::CPPTYPE_UINT64:
-      Put(h, 'u',
-          absl::StrCat(rep ? r->GetRepeatedUInt64(m, f, index)
-                           : r->GetUInt64(m, f)));
+      Put(h, 'u', absl::StrCat(rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f)));
       return;
     case FieldDescriptor::CPPTYPE_BOOL:
-      Put(h, 'b',
-          (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "1"
-                                                                     : "0");
+      Put(h, 'b', (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "1" : "0");
       return;
     case FieldDescriptor::CPPTYPE_ENUM:
-      Put(h, 'e',
-          absl::StrCat(rep ? r->GetRepeatedEnumValue(m, f, index)
-                           : r->GetEnumValue(m, f)));
+      Put(h, 'e', absl::StrCat(rep ? r->GetRepeatedEnumValue(m, f, index) : r->GetEnumValue(m, f)));
       return;
     case FieldDescriptor::CPPTYPE_DOUBLE:
-      Put(h, 'd',
-          absl::StrCat(rep ? r->GetRepeatedDouble(m, f, index)
-                           : r->GetDouble(m, f)));
+      Put(h, 'd', absl::StrCat(rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f)));
       return;
     case FieldDescriptor::CPPTYPE_FLOAT:
-      Put(h, 'f',
-          absl::StrCat(rep ? r->GetRepeatedFloat(m, f, index)
-                           : r->GetFloat(m, f)));
+      Put(h, 'f', absl::StrCat(rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f)));
       return;
     case FieldDescriptor::CPPTYPE_STRING: {
-      std::string
-          scratch;  // used only for cord fields; a plain field is read in place
+      std::string scratch;  // used only for cord fields; a plain field is read in place
       Put(h, 's',
           rep ? r->GetRepeatedStringReference(m, f, index, &scratch)
               : r->GetStringReference(m, f, &scratch));
@@ -122,23 +103,19 @@ std::string Digest(const Message& m, bool top) {
 
 }  // namespace
 
-std::string RequestFingerprint(const Message& request) {
-  return Digest(request, /*top=*/true);
-}
+std::string RequestFingerprint(const Message& request) { return Digest(request, /*top=*/true); }
 
-absl::Status CheckSameRequest(const store::KeyedRecord& found,
-                              absl::string_view key,
+absl::Status CheckSameRequest(const store::KeyedRecord& found, absl::string_view key,
                               absl::string_view fingerprint) {
   if (found.request_sha256 == fingerprint) return absl::OkStatus();
   if (found.request_sha256.empty()) {
-    log::Warning(
-        "idempotency.unverified",
-        {{"id", found.id}, {"why", "stored before request fingerprints"}});
+    log::Warning("idempotency.unverified",
+                 {{"id", found.id}, {"why", "stored before request fingerprints"}});
     return absl::OkStatus();
   }
-  return errors::FailedPrecondition(absl::StrCat(
-      "idempotency_key '", key, "' was used for a different request (",
-      found.id, "); use a new key for a new request"));
+  return errors::FailedPrecondition(absl::StrCat("idempotency_key '", key,
+                                                 "' was used for a different request (", found.id,
+                                                 "); use a new key for a new request"));
 }
 
 }  // namespace sandgate::core

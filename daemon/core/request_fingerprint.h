@@ -34,8 +34,7 @@ std::string RequestFingerprint(const google::protobuf::Message& request);
 // different request (run-…)" when not. A record stored before fingerprints were
 // kept (empty request_sha256) cannot be compared and counts as the same
 // request, as it did then (logged).
-absl::Status CheckSameRequest(const store::KeyedRecord& found,
-                              absl::string_view key,
+absl::Status CheckSameRequest(const store::KeyedRecord& found, absl::string_view key,
                               absl::string_view fingerprint);
 
 }  // namespace sandgate::core

@@ -41,14 +41,12 @@ struct RequestBounds {
   static constexpr size_t kPath = 4096;  // a workspace path
   static constexpr size_t kPathComponent = 255;
   static constexpr int kSetupCommands = 32;
-  static constexpr size_t kCommand =
-      64 << 10;  // one setup command, one Exec command
+  static constexpr size_t kCommand = 64 << 10;  // one setup command, one Exec command
   static constexpr int kArgv = 1024;
   static constexpr size_t kArgvBytes = 1 << 20;  // all of one argv together
   static constexpr int kInputs = 64;
   static constexpr uint32_t kMaxTurns = 1000;
-  static constexpr uint64_t kOutputCapBytes = 64ull
-                                              << 20;  // Exec output_cap_bytes
+  static constexpr uint64_t kOutputCapBytes = 64ull << 20;  // Exec output_cap_bytes
 };
 
 // "64 GiB", "16 MiB", "512 KiB", "100 bytes": limits as a person reads them.
@@ -56,30 +54,25 @@ std::string FormatBytes(uint64_t bytes);
 
 // A relative workspace path: no "..", ".", empty or over-long components, no
 // NUL, no leading or trailing "/". `field` names it in the error.
-absl::Status ValidateWorkspacePath(absl::string_view path,
-                                   absl::string_view field);
+absl::Status ValidateWorkspacePath(absl::string_view path, absl::string_view field);
 // An id a caller names (run_id, session_id): required, bounded, printable
 // ASCII.
 absl::Status ValidateId(absl::string_view id, absl::string_view field);
 absl::Status ValidateIdempotencyKey(absl::string_view key);
 absl::Status ValidateReason(absl::string_view reason);
-absl::Status ValidateLabels(
-    const google::protobuf::Map<std::string, std::string>& labels);
+absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string>& labels);
 
 // The sandbox a run or session asks for, against the daemon's ceilings
 // (Config::limits).
-absl::Status ValidateSandboxSpec(const v1::SandboxSpec& spec,
-                                 const Config& config);
+absl::Status ValidateSandboxSpec(const v1::SandboxSpec& spec, const Config& config);
 // Every field of RunAnalysis (inputs, sandbox, run_timeout, max_turns, names,
 // labels, key).
-absl::Status ValidateRunRequest(const v1::RunAnalysisRequest& request,
-                                const Config& config);
-absl::Status ValidateCreateSessionRequest(
-    const v1::CreateSessionRequest& request, const Config& config);
+absl::Status ValidateRunRequest(const v1::RunAnalysisRequest& request, const Config& config);
+absl::Status ValidateCreateSessionRequest(const v1::CreateSessionRequest& request,
+                                          const Config& config);
 // Exec: session_id, exactly one of argv and command, env, cwd, timeout,
 // output_cap_bytes.
-absl::Status ValidateExecRequest(const v1::ExecRequest& request,
-                                 const Config& config);
+absl::Status ValidateExecRequest(const v1::ExecRequest& request, const Config& config);
 
 }  // namespace sandgate::core
 

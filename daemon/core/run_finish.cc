@@ -43,8 +43,8 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   // The record is final before the terminal event, so a caller that sees run.finished and
   // then calls GetRun reads the final status.
   PutRun(*ar);
-  events.Emit(events::RunFinished(status, reason, std::move(failed_checks),
-                                  summary ? &*summary : nullptr));
+  events.Emit(
+      events::RunFinished(status, reason, std::move(failed_checks), summary ? &*summary : nullptr));
   log::Info("run.finished", {{"run", run_id},
                              {"tenant", tenant},
                              {"status", v1::RunStatusLabel(status)},

@@ -27,9 +27,7 @@ class KeepStderr : public agent::EventSink {
     next_.Emit(std::move(event));
   }
   uint32_t NextCommandId() override { return next_.NextCommandId(); }
-  std::string tail() const {
-    return std::string(absl::StripTrailingAsciiWhitespace(tail_));
-  }
+  std::string tail() const { return std::string(absl::StripTrailingAsciiWhitespace(tail_)); }
 
  private:
   static constexpr size_t kTail = 4096;
@@ -37,8 +35,7 @@ class KeepStderr : public agent::EventSink {
   std::string tail_;
 };
 
-void Transferred(agent::EventSink& events, const std::string& path,
-                 uint64_t size) {
+void Transferred(agent::EventSink& events, const std::string& path, uint64_t size) {
   events.Emit(events::FileTransferred(v1::FileTransferred::DIRECTION_INTO_SANDBOX, path, size));
 }
 
@@ -74,8 +71,7 @@ v1::Event NetworkDecisionEvent(const sandbox::NetworkDecision& d) {
 }
 
 absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
-                            agent::EventSink& events,
-                            const CancelToken& cancel) {
+                            agent::EventSink& events, const CancelToken& cancel) {
   if (plan.inputs != nullptr) {
     for (const playbooks::InputFile& in : *plan.inputs) {
       SANDGATE_RETURN_IF_ERROR(session.WriteFile(in.name, in.content));
@@ -86,11 +82,10 @@ absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
   const v1::SandboxSpec& sb = *plan.spec;
   for (int i = 0; i < sb.files_size(); ++i) {
     const v1::InlineFile& f = sb.files(i);
-    absl::Status st = session.WriteFile(
-        f.path(), f.content(), f.mode() ? static_cast<int>(f.mode()) : 0644);
+    absl::Status st =
+        session.WriteFile(f.path(), f.content(), f.mode() ? static_cast<int>(f.mode()) : 0644);
     if (!st.ok())
-      return absl::Status(
-          st.code(), absl::StrCat("sandbox.files[", i, "]: ", st.message()));
+      return absl::Status(st.code(), absl::StrCat("sandbox.files[", i, "]: ", st.message()));
     Transferred(events, f.path(), f.content().size());
   }
   for (int i = 0; i < sb.setup_commands_size(); ++i) {
@@ -102,23 +97,22 @@ absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
         agent::ExecWithEvents(session, sink, "setup", req, cancel);
     if (!r.ok()) {
       return absl::Status(r.status().code(),
-                          absl::StrCat("sandbox.setup_commands[", i,
-                                       "]: ", r.status().message()));
+                          absl::StrCat("sandbox.setup_commands[", i, "]: ", r.status().message()));
     }
     if (!r->ok()) {
       std::string err = sink.tail();
-      return errors::FailedPrecondition(
-          absl::StrCat("sandbox.setup_commands[", i, "] ",
-                       agent::DescribeExit(*r, req.timeout),
-                       err.empty() ? "" : absl::StrCat(": ", err)));
+      return errors::FailedPrecondition(absl::StrCat("sandbox.setup_commands[", i, "] ",
+                                                     agent::DescribeExit(*r, req.timeout),
+                                                     err.empty() ? "" : absl::StrCat(": ", err)));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
-    const SandboxPlan& plan, const SandboxEnv& env, agent::EventSink& events,
-    const CancelToken& cancel) {
+absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(const SandboxPlan& plan,
+                                                              const SandboxEnv& env,
+                                                              agent::EventSink& events,
+                                                              const CancelToken& cancel) {
   const absl::Time t0 = env.clock->Now();
   std::unique_ptr<sandbox::Session> session;
   if (plan.warm != nullptr && plan.warm->session != nullptr) {
@@ -135,8 +129,7 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
     session = std::move(*created);
   }
   const absl::Duration took = env.clock->Now() - t0;
-  if (env.metrics)
-    env.metrics->sandbox_create_seconds.Observe(absl::ToDoubleSeconds(took));
+  if (env.metrics) env.metrics->sandbox_create_seconds.Observe(absl::ToDoubleSeconds(took));
   v1::SessionCreated created_event;
   created_event.set_session_id(plan.session_id);
   created_event.set_provider(plan.provider->name());
@@ -154,8 +147,7 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
 
   absl::Status prepared = PrepareSandbox(*session, plan, events, cancel);
   if (!prepared.ok()) {
-    CloseSandbox(*session, plan, env, events,
-                 absl::StrCat("creation failed: ", prepared.message()),
+    CloseSandbox(*session, plan, env, events, absl::StrCat("creation failed: ", prepared.message()),
                  "create_failed_close")
         .IgnoreError();  // logged and counted there; the caller is told why
                          // creation failed
@@ -164,9 +156,9 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
   return session;
 }
 
-absl::Status CloseSandbox(sandbox::Session& session, const SandboxPlan& plan,
-                          const SandboxEnv& env, agent::EventSink& events,
-                          const std::string& reason, const std::string& where) {
+absl::Status CloseSandbox(sandbox::Session& session, const SandboxPlan& plan, const SandboxEnv& env,
+                          agent::EventSink& events, const std::string& reason,
+                          const std::string& where) {
   absl::Status closed = session.Close();
   if (plan.flush) plan.flush();
   events.Emit(events::SessionClosed(
@@ -174,9 +166,8 @@ absl::Status CloseSandbox(sandbox::Session& session, const SandboxPlan& plan,
       closed.ok() ? reason
                   : absl::StrCat(reason, "; deleting the sandbox failed: ", closed.message())));
   if (!closed.ok()) {
-    log::Error("session.close_failed", {{"session", plan.session_id},
-                                        {"where", where},
-                                        {"error", closed.ToString()}});
+    log::Error("session.close_failed",
+               {{"session", plan.session_id}, {"where", where}, {"error", closed.ToString()}});
     if (env.metrics) env.metrics->cleanup_failures.Add({{"where", where}});
   }
   return closed;

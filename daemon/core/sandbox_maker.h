@@ -50,9 +50,8 @@ namespace sandgate::core {
 struct SandboxPlan {
   std::string session_id;
   sandbox::Provider* provider = nullptr;
-  const v1::SandboxSpec* spec =
-      nullptr;                     // validated (core/request_validation.h)
-  absl::Duration command_timeout;  // for each setup command
+  const v1::SandboxSpec* spec = nullptr;  // validated (core/request_validation.h)
+  absl::Duration command_timeout;         // for each setup command
   // Every network decision of the sandbox, from the provider's threads: must
   // not block.
   std::function<void(const sandbox::NetworkDecision&)> on_network_decision;
@@ -76,22 +75,22 @@ struct SandboxEnv {
 
 // Errors name the step: "creating the sandbox: …", "sandbox.files[0]: …",
 // "sandbox.setup_commands[1] exited with status 4: <its stderr>".
-absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(
-    const SandboxPlan& plan, const SandboxEnv& env, agent::EventSink& events,
-    const CancelToken& cancel);
+absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(const SandboxPlan& plan,
+                                                              const SandboxEnv& env,
+                                                              agent::EventSink& events,
+                                                              const CancelToken& cancel);
 
 // Places `inputs` and `spec`'s files, then runs its setup commands, in an
 // existing sandbox.
 absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
-                            agent::EventSink& events,
-                            const CancelToken& cancel);
+                            agent::EventSink& events, const CancelToken& cancel);
 
 // Closes `session` (see above; the caller destroys it when nothing uses it any
 // more); `where` labels a failed close in the metric and the log. Returns the
 // Close status, already logged and counted.
-absl::Status CloseSandbox(sandbox::Session& session, const SandboxPlan& plan,
-                          const SandboxEnv& env, agent::EventSink& events,
-                          const std::string& reason, const std::string& where);
+absl::Status CloseSandbox(sandbox::Session& session, const SandboxPlan& plan, const SandboxEnv& env,
+                          agent::EventSink& events, const std::string& reason,
+                          const std::string& where);
 
 // The event a network decision becomes: `network.decision`.
 v1::Event NetworkDecisionEvent(const sandbox::NetworkDecision& decision);

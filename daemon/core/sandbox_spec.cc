@@ -24,11 +24,12 @@ absl::Time FromProto(const google::protobuf::Timestamp& t) {
   return absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(t));
 }
 
-absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider, const v1::SandboxSpec& sb) {
+absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider,
+                                       const v1::SandboxSpec& sb) {
   if (provider.runs_commands() || sb.setup_commands().empty()) return absl::OkStatus();
-  return errors::InvalidArgument(absl::StrCat(
-      "sandbox.setup_commands: the '", provider.name(),
-      "' provider runs commands only through the openai agent; leave them out, or use provider 'local'"));
+  return errors::InvalidArgument(absl::StrCat("sandbox.setup_commands: the '", provider.name(),
+                                              "' provider runs commands only through the openai "
+                                              "agent; leave them out, or use provider 'local'"));
 }
 
 sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& sb,
@@ -49,7 +50,8 @@ sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec&
     default:
       spec.network.mode = sandbox::NetworkMode::kDisabled;
   }
-  spec.network.allowed_domains.assign(sb.network().allowed_domains().begin(), sb.network().allowed_domains().end());
+  spec.network.allowed_domains.assign(sb.network().allowed_domains().begin(),
+                                      sb.network().allowed_domains().end());
   return spec;
 }
 

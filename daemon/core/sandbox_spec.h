@@ -16,7 +16,8 @@ namespace sandgate::core {
 
 // INVALID_ARGUMENT when `spec` needs commands run (setup_commands) and `provider` runs none
 // (Provider::runs_commands), before anything is made.
-absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider, const v1::SandboxSpec& spec);
+absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider,
+                                       const v1::SandboxSpec& spec);
 // With the config's defaults where the request left a field 0.
 sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& spec,
                                    const Config& config);

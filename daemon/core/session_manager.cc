@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -18,7 +19,6 @@
 #include "core/request_validation.h"
 #include "core/sandbox_maker.h"
 #include "core/sandbox_spec.h"
-#include "absl/cleanup/cleanup.h"
 
 namespace sandgate::core {
 
@@ -27,39 +27,35 @@ namespace sandgate::core {
 // the session (a proxy thread would then destroy the sandbox it runs in).
 struct SessionManager::DecisionRoute {
   absl::Mutex mu;
-  std::map<uint64_t, std::function<void(const sandbox::NetworkDecision&)>>
-      listeners ABSL_GUARDED_BY(mu);
+  std::map<uint64_t, std::function<void(const sandbox::NetworkDecision&)>> listeners
+      ABSL_GUARDED_BY(mu);
 };
 
 // Appends to a kept session's own log (keyed by the session id), when there is
 // one.
 class SessionManager::SessionEvents : public agent::EventSink {
  public:
-  SessionEvents(EventLog* log, std::string session_id)
-      : log_(log), id_(std::move(session_id)) {}
+  SessionEvents(EventLog* log, std::string session_id) : log_(log), id_(std::move(session_id)) {}
   void Emit(v1::Event event) override {
     if (log_ == nullptr) return;
     event.set_run_id(id_);
     event.set_session_id(id_);
     absl::StatusOr<v1::Event> stored = log_->Append(std::move(event));
     if (!stored.ok())
-      log::Error("event.append_failed",
-                 {{"session", id_}, {"error", stored.status().ToString()}});
+      log::Error("event.append_failed", {{"session", id_}, {"error", stored.status().ToString()}});
   }
   uint32_t NextCommandId() override { return ++next_command_id_; }
 
  private:
   EventLog* const log_;
   const std::string id_;
-  uint32_t next_command_id_ =
-      0;  // only the creating thread runs commands in the log
+  uint32_t next_command_id_ = 0;  // only the creating thread runs commands in the log
 };
 
 struct SessionManager::Entry {
   // Constant after Create.
   std::unique_ptr<sandbox::Session> sandbox;
-  const std::shared_ptr<DecisionRoute> route =
-      std::make_shared<DecisionRoute>();
+  const std::shared_ptr<DecisionRoute> route = std::make_shared<DecisionRoute>();
   std::string id, tenant;
   absl::Time created;
   absl::Duration idle_timeout, max_lifetime, command_timeout;
@@ -102,33 +98,28 @@ SessionManager::~SessionManager() {
 
 void SessionManager::FlushSideEvents() {
   absl::Notification flushed;
-  if (side_events_.Submit([&flushed] { flushed.Notify(); }))
-    flushed.WaitForNotification();
+  if (side_events_.Submit([&flushed] { flushed.Notify(); })) flushed.WaitForNotification();
 }
 
-void SessionManager::OnNetworkDecision(
-    const std::shared_ptr<DecisionRoute>& route, const std::string& session_id,
-    const sandbox::NetworkDecision& d) {
+void SessionManager::OnNetworkDecision(const std::shared_ptr<DecisionRoute>& route,
+                                       const std::string& session_id,
+                                       const sandbox::NetworkDecision& d) {
   {
     absl::MutexLock lock(&route->mu);
     for (const auto& [id, listener] : route->listeners) listener(d);
   }
   if (deps_.events == nullptr) return;
-  if (!side_events_.Submit(
-          [this, session_id, e = NetworkDecisionEvent(d)]() mutable {
-            SessionEvents(deps_.events, session_id).Emit(std::move(e));
-          })) {
-    log::Warning("event.dropped",
-                 {{"session", session_id}, {"type", "network.decision"}});
+  if (!side_events_.Submit([this, session_id, e = NetworkDecisionEvent(d)]() mutable {
+        SessionEvents(deps_.events, session_id).Emit(std::move(e));
+      })) {
+    log::Warning("event.dropped", {{"session", session_id}, {"type", "network.decision"}});
   }
 }
 
 absl::StatusOr<std::optional<v1::Session>> SessionManager::FindKeyed(
-    const Caller& caller, const std::string& key,
-    const std::string& fingerprint) {
-  SANDGATE_ASSIGN_OR_RETURN(
-      std::optional<store::KeyedRecord> found,
-      deps_.store->FindSessionByIdempotencyKey(caller.tenant, key));
+    const Caller& caller, const std::string& key, const std::string& fingerprint) {
+  SANDGATE_ASSIGN_OR_RETURN(std::optional<store::KeyedRecord> found,
+                            deps_.store->FindSessionByIdempotencyKey(caller.tenant, key));
   if (!found) return std::optional<v1::Session>();
   SANDGATE_RETURN_IF_ERROR(CheckSameRequest(*found, key, fingerprint));
   SANDGATE_ASSIGN_OR_RETURN(v1::Session session, Get(caller, found->id));
@@ -171,28 +162,29 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
                                                    const CancelToken* cancel) {
   const Config& cfg = *deps_.config;
   SANDGATE_RETURN_IF_ERROR(ValidateCreateSessionRequest(req, cfg));
-  const std::string fingerprint =
-      req.idempotency_key().empty() ? "" : RequestFingerprint(req);
+  const std::string fingerprint = req.idempotency_key().empty() ? "" : RequestFingerprint(req);
   if (!req.idempotency_key().empty()) {
-    SANDGATE_ASSIGN_OR_RETURN(
-        std::optional<v1::Session> existing,
-        FindKeyed(caller, req.idempotency_key(), fingerprint));
+    SANDGATE_ASSIGN_OR_RETURN(std::optional<v1::Session> existing,
+                              FindKeyed(caller, req.idempotency_key(), fingerprint));
     if (existing) return *std::move(existing);
   }
   std::string provider_name = req.provider().empty() ? "local" : req.provider();
   auto provider = deps_.providers.find(provider_name);
   if (provider == deps_.providers.end()) {
-    return errors::InvalidArgument(absl::StrCat("provider: '", provider_name, "' is not configured on this daemon"));
+    return errors::InvalidArgument(
+        absl::StrCat("provider: '", provider_name, "' is not configured on this daemon"));
   }
   SANDGATE_RETURN_IF_ERROR(CheckProviderRunsCommands(*provider->second, req.sandbox()));
-  SANDGATE_RETURN_IF_ERROR(CheckPolicy(caller, PolicyRequest{provider_name, "", "", &req.sandbox()}, cfg));
+  SANDGATE_RETURN_IF_ERROR(
+      CheckPolicy(caller, PolicyRequest{provider_name, "", "", &req.sandbox()}, cfg));
   if (uint32_t quota = caller.config ? caller.config->quotas.live_sessions : 0) {
     uint32_t live = 0;
     absl::MutexLock lock(&mu_);
     for (const auto& [id, e] : live_) live += e->tenant == caller.tenant ? 1 : 0;
     if (live >= quota) {
       return errors::ResourceExhausted(absl::StrCat("quota live_sessions (", quota, ") of tenant ",
-                                                    caller.tenant, " is reached; close a session first"));
+                                                    caller.tenant,
+                                                    " is reached; close a session first"));
     }
   }
   // A ready sandbox brings its own budget unit and its id, which becomes the session's.
@@ -207,7 +199,8 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   };
   if (!warm && deps_.budget && !take_budget()) {
     return errors::ResourceExhausted(absl::StrCat("the machine's sandbox budget (max_sandboxes ",
-                                                  deps_.budget->max(), ") is used up; retry later"));
+                                                  deps_.budget->max(),
+                                                  ") is used up; retry later"));
   }
   // The budget taken above is given back when the session ends, or now if it never starts.
   auto give_back = absl::MakeCleanup([this] {
@@ -221,7 +214,8 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   e->idle_timeout = IdleTimeout(req.sandbox(), cfg);
   e->max_lifetime = MaxLifetime(req.sandbox(), cfg);
   e->command_timeout = CommandTimeout(req.sandbox(), cfg);
-  e->warn_at = e->created + e->max_lifetime - std::min(cfg.session_expiry_warning, e->max_lifetime / 2);
+  e->warn_at =
+      e->created + e->max_lifetime - std::min(cfg.session_expiry_warning, e->max_lifetime / 2);
   v1::Session record;
   record.set_id(e->id);
   record.set_tenant(caller.tenant);
@@ -238,9 +232,8 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   // retry with the same key gets this session instead of making a second sandbox.
   absl::Status put = deps_.store->CreateSession(record, fingerprint);
   if (put.code() == absl::StatusCode::kAlreadyExists) {
-    SANDGATE_ASSIGN_OR_RETURN(
-        std::optional<v1::Session> existing,
-        FindKeyed(caller, req.idempotency_key(), fingerprint));
+    SANDGATE_ASSIGN_OR_RETURN(std::optional<v1::Session> existing,
+                              FindKeyed(caller, req.idempotency_key(), fingerprint));
     if (existing) return *std::move(existing);
   }
   SANDGATE_RETURN_IF_ERROR(put);
@@ -259,18 +252,15 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     plan.warm = &*warm;
   }
   CancelToken never;
-  absl::StatusOr<std::unique_ptr<sandbox::Session>> made =
-      MakeSandbox(plan, SandboxEnv{&cfg, deps_.clock, deps_.metrics}, events,
-                  cancel ? *cancel : never);
+  absl::StatusOr<std::unique_ptr<sandbox::Session>> made = MakeSandbox(
+      plan, SandboxEnv{&cfg, deps_.clock, deps_.metrics}, events, cancel ? *cancel : never);
   if (!made.ok()) {
     record.set_status(v1::SESSION_STATUS_EXPIRED);
-    record.set_status_reason(
-        absl::StrCat("creation failed: ", made.status().message()));
+    record.set_status_reason(absl::StrCat("creation failed: ", made.status().message()));
     *record.mutable_closed_at() = ToProto(deps_.clock->Now());
     absl::Status st = deps_.store->PutSession(record);
     if (!st.ok())
-      log::Error("session.persist_failed",
-                 {{"session", e->id}, {"error", st.ToString()}});
+      log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
     return made.status();
   }
   e->sandbox = std::move(*made);
@@ -288,7 +278,8 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     reschedule_ = true;
   }
   std::move(give_back).Cancel();
-  log::Info("session.created", {{"session", e->id}, {"tenant", caller.tenant}, {"provider", provider_name}});
+  log::Info("session.created",
+            {{"session", e->id}, {"tenant", caller.tenant}, {"provider", provider_name}});
   return Snapshot(*e);
 }
 
@@ -324,8 +315,9 @@ absl::StatusOr<v1::Session> SessionManager::Get(const Caller& caller, const std:
 
 absl::StatusOr<std::vector<v1::Session>> SessionManager::List(const Caller& caller,
                                                               bool include_closed) {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> stored,
-                            deps_.store->ListSessions(caller.is_operator ? "" : caller.tenant, include_closed));
+  SANDGATE_ASSIGN_OR_RETURN(
+      std::vector<v1::Session> stored,
+      deps_.store->ListSessions(caller.is_operator ? "" : caller.tenant, include_closed));
   for (v1::Session& s : stored) {
     std::shared_ptr<Entry> e;
     {
@@ -350,15 +342,16 @@ absl::StatusOr<std::unique_ptr<SessionManager::Lease>> SessionManager::Acquire(
   }
   if (!e) {
     SANDGATE_ASSIGN_OR_RETURN(v1::Session s, Get(caller, id));
-    return errors::FailedPrecondition(absl::StrCat("session ", id, " is ",
-                                                   s.status() == v1::SESSION_STATUS_CLOSED ? "closed" : "expired",
-                                                   ": ", s.status_reason()));
+    return errors::FailedPrecondition(absl::StrCat(
+        "session ", id, " is ", s.status() == v1::SESSION_STATUS_CLOSED ? "closed" : "expired",
+        ": ", s.status_reason()));
   }
   if (e->tenant != caller.tenant && !caller.is_operator) return errors::NotFound("session", id);
   CheckSandboxHealth(e);
   absl::MutexLock lock(&e->mu);
   if (e->ended) {
-    return errors::FailedPrecondition(absl::StrCat("session ", id, " ended: ", e->record.status_reason()));
+    return errors::FailedPrecondition(
+        absl::StrCat("session ", id, " ended: ", e->record.status_reason()));
   }
   ++e->in_flight;
   uint64_t watch_id = e->next_watch++;
@@ -412,7 +405,10 @@ absl::StatusOr<v1::Session> SessionManager::Close(const Caller& caller, const st
     auto it = live_.find(id);
     if (it != live_.end()) e = it->second;
   }
-  if (e) Expire(e, v1::SESSION_STATUS_CLOSED, reason.empty() ? "closed by the caller" : absl::StrCat("closed by the caller: ", reason));
+  if (e)
+    Expire(
+        e, v1::SESSION_STATUS_CLOSED,
+        reason.empty() ? "closed by the caller" : absl::StrCat("closed by the caller: ", reason));
   return Get(caller, id);
 }
 
@@ -433,13 +429,13 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
   }
   // The final record is stored before the entry leaves live_, so Get never reads an older one.
   absl::Status st = deps_.store->PutSession(record);
-  if (!st.ok()) log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
+  if (!st.ok())
+    log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
   // Ends running commands (they report cancelled) and deletes the sandbox; a
   // failure is logged and counted there.
   SessionEvents events(deps_.events, e->id);
-  CloseSandbox(*e->sandbox, ClosePlan(e->id),
-               SandboxEnv{deps_.config, deps_.clock, deps_.metrics}, events,
-               reason, "session_close")
+  CloseSandbox(*e->sandbox, ClosePlan(e->id), SandboxEnv{deps_.config, deps_.clock, deps_.metrics},
+               events, reason, "session_close")
       .IgnoreError();
   if (deps_.budget) deps_.budget->Give();
   {
@@ -480,7 +476,8 @@ void SessionManager::Warn(const std::shared_ptr<Entry>& e) {
   for (const auto& [id, w] : e->watchers) {
     if (w.expiring) w.expiring(x);
   }
-  log::Info("session.expiring", {{"session", e->id}, {"tenant", e->tenant}, {"reason", x.reason()}});
+  log::Info("session.expiring",
+            {{"session", e->id}, {"tenant", e->tenant}, {"reason", x.reason()}});
 }
 
 void SessionManager::CloseAll(const std::string& reason) {

@@ -71,8 +71,7 @@ struct LeaseWatch {
   std::function<void(const v1::SessionExpiring&)> expiring;
   // Every network decision of the session's sandbox while the lease is held
   // (besides the session's own log), under the same rules as `expiring`.
-  std::function<void(const sandbox::NetworkDecision&)> network_decision =
-      nullptr;
+  std::function<void(const sandbox::NetworkDecision&)> network_decision = nullptr;
 };
 
 class SessionManager {
@@ -105,7 +104,6 @@ class SessionManager {
   absl::StatusOr<v1::Session> Close(const Caller& caller, const std::string& id,
                                     const std::string& reason);
 
-
   // Marks one use of a live session, watched as `watch` says.
   // FAILED_PRECONDITION when the session is closed or expired, NOT_FOUND when unknown.
   absl::StatusOr<std::unique_ptr<Lease>> Acquire(const Caller& caller, const std::string& id,
@@ -122,13 +120,11 @@ class SessionManager {
   v1::Session Snapshot(Entry& e);
   // The session stored under idempotency `key`, if made by a request with
   // `fingerprint`.
-  absl::StatusOr<std::optional<v1::Session>> FindKeyed(
-      const Caller& caller, const std::string& key,
-      const std::string& fingerprint);
+  absl::StatusOr<std::optional<v1::Session>> FindKeyed(const Caller& caller, const std::string& key,
+                                                       const std::string& fingerprint);
   // From the sandbox's proxy threads: to the leases that listen on `route`, and
   // off this thread, to the session's log.
-  void OnNetworkDecision(const std::shared_ptr<DecisionRoute>& route,
-                         const std::string& session_id,
+  void OnNetworkDecision(const std::shared_ptr<DecisionRoute>& route, const std::string& session_id,
                          const sandbox::NetworkDecision& d);
   // Waits until every side event queued so far is appended.
   void FlushSideEvents();

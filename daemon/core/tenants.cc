@@ -11,7 +11,8 @@ namespace sandgate::core {
 absl::StatusOr<Caller> Tenants::Authenticate(
     const std::optional<std::string>& authorization) const {
   if (tenants_.empty()) return Caller{"local", true, nullptr};
-  if (!authorization) return errors::Unauthenticated("missing authorization metadata (Bearer token)");
+  if (!authorization)
+    return errors::Unauthenticated("missing authorization metadata (Bearer token)");
   constexpr absl::string_view kBearer = "Bearer ";
   if (!absl::StartsWith(*authorization, kBearer) || authorization->size() == kBearer.size()) {
     return errors::Unauthenticated("authorization metadata must be 'Bearer <token>'");
@@ -26,7 +27,8 @@ absl::StatusOr<Caller> Tenants::Authenticate(
 }
 
 std::optional<Caller> Tenants::Find(const std::string& name) const {
-  if (tenants_.empty()) return name == "local" ? std::optional<Caller>(Caller{"local", true, nullptr}) : std::nullopt;
+  if (tenants_.empty())
+    return name == "local" ? std::optional<Caller>(Caller{"local", true, nullptr}) : std::nullopt;
   for (const TenantConfig& t : tenants_) {
     if (t.name == name) return Caller{t.name, t.is_operator, &t};
   }

@@ -22,14 +22,14 @@
 namespace sandgate::playbooks {
 
 struct InputFile {
-  std::string name;     // a plain file name, no directories
+  std::string name;  // a plain file name, no directories
   std::string content;
 };
 
 struct Check {
-  std::string name;     // stable, e.g. "calculated_metrics.values"
+  std::string name;  // stable, e.g. "calculated_metrics.values"
   bool passed = false;
-  std::string detail;   // what was found; on failure, what is wrong and where
+  std::string detail;  // what was found; on failure, what is wrong and where
 };
 
 // What the daemon makes of a finished run: every check, and the summary a client shows
@@ -42,13 +42,13 @@ struct Verdict {
 };
 
 struct PlacedFile {
-  std::string path;     // relative to the workspace
+  std::string path;  // relative to the workspace
   std::string content;
   int mode = 0644;
 };
 
 struct Step {
-  std::string name;                 // e.g. "analyze", "recompute"
+  std::string name;  // e.g. "analyze", "recompute"
   std::vector<std::string> argv;
   absl::Duration timeout = absl::Minutes(2);
 };
@@ -80,19 +80,16 @@ class Playbook {
   virtual absl::Status ValidateInputs(const std::vector<InputFile>& inputs) const = 0;
   // Files every successful run must produce, relative to the workspace.
   virtual std::vector<std::string> ExpectedArtifacts() const = 0;
-  virtual ReferencePlan Reference(const std::vector<InputFile>& inputs,
-                                  const std::string& workdir,
+  virtual ReferencePlan Reference(const std::vector<InputFile>& inputs, const std::string& workdir,
                                   const TaskSettings& settings) const = 0;
   // The instructions a model-driven agent is given.
-  virtual std::string Instructions(const std::vector<InputFile>& inputs,
-                                   const std::string& workdir,
+  virtual std::string Instructions(const std::vector<InputFile>& inputs, const std::string& workdir,
                                    const TaskSettings& settings) const = 0;
   // Every check the daemon makes on a finished run, and its summary; a run passes when all
   // checks pass. Missing artifacts are absent from the map and must produce failed checks,
   // not errors (and a summary of what could be verified).
-  virtual Verdict Verify(const std::vector<InputFile>& inputs,
-                                    const TaskSettings& settings,
-                                    const Artifacts& artifacts) const = 0;
+  virtual Verdict Verify(const std::vector<InputFile>& inputs, const TaskSettings& settings,
+                         const Artifacts& artifacts) const = 0;
 };
 
 // The built-in playbooks by name, or NOT_FOUND naming the known ones.

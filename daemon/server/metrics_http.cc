@@ -21,14 +21,17 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& address, std::function<std::string()> render) {
   size_t colon = address.rfind(':');
   int port = 0;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
-    return errors::InvalidArgument(absl::StrCat("metrics_listen: expected host:port, got '", address, "'"));
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return errors::InvalidArgument(
+        absl::StrCat("metrics_listen: expected host:port, got '", address, "'"));
   }
   struct sockaddr_in addr = {};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
-    return errors::InvalidArgument(absl::StrCat("metrics_listen: '", address.substr(0, colon), "' is not an IPv4 address"));
+    return errors::InvalidArgument(
+        absl::StrCat("metrics_listen: '", address.substr(0, colon), "' is not an IPv4 address"));
   }
   UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return errors::FromErrno(errno, "metrics socket");
@@ -41,13 +44,16 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   socklen_t len = sizeof(addr);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   UniqueFd stop(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  return std::unique_ptr<MetricsHttpServer>(
-      new MetricsHttpServer(std::move(fd), std::move(stop), ntohs(addr.sin_port), std::move(render)));
+  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(
+      std::move(fd), std::move(stop), ntohs(addr.sin_port), std::move(render)));
 }
 
 MetricsHttpServer::MetricsHttpServer(UniqueFd listener, UniqueFd stop, int port,
                                      std::function<std::string()> render)
-    : listener_(std::move(listener)), stop_(std::move(stop)), port_(port), render_(std::move(render)) {
+    : listener_(std::move(listener)),
+      stop_(std::move(stop)),
+      port_(port),
+      render_(std::move(render)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -89,8 +95,9 @@ void MetricsHttpServer::Serve(int fd) {
     type = "text/plain";
     body = "only /metrics is served here\n";
   }
-  std::string response = absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
-                                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+  std::string response =
+      absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
+                   "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
   size_t off = 0;
   while (off < response.size()) {
     ssize_t n = write(fd, response.data() + off, response.size() - off);

@@ -20,14 +20,15 @@ namespace sandgate::server {
 class MetricsHttpServer {
  public:
   // `address` is "host:port" (port 0 = any free port); `render` produces the page.
-  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& address,
-                                                                    std::function<std::string()> render);
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
+      const std::string& address, std::function<std::string()> render);
   ~MetricsHttpServer();
   int port() const { return port_; }
   void Stop();
 
  private:
-  MetricsHttpServer(UniqueFd listener, UniqueFd stop, int port, std::function<std::string()> render);
+  MetricsHttpServer(UniqueFd listener, UniqueFd stop, int port,
+                    std::function<std::string()> render);
   void Loop();
   void Serve(int fd);
 

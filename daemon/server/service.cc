@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/events.h"
 #include "common/errors.h"
+#include "common/events.h"
 #include "core/file_transfer.h"
 #include "server/reactor.h"
 #include "server/session_streams.h"
@@ -85,8 +85,8 @@ class EventStream final : public PullWriter<v1::Event> {
       writing_ = false;
       if (current_.seq() > 0) last_seq_ = current_.seq();
       // A kept session's own log (run_id is the session's id) ends with session.closed.
-      terminal = current_.type() == "run.finished" ||
-                 (current_.type() == "session.closed" && current_.run_id() == current_.session_id());
+      terminal = current_.type() == "run.finished" || (current_.type() == "session.closed" &&
+                                                       current_.run_id() == current_.session_id());
     }
     if (terminal) {
       FinishOnce(grpc::Status::OK);
@@ -275,7 +275,8 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
         if (a.name() == req_.name()) artifact_ = a;
       }
       if (!artifact_) {
-        FinishOnce(ToGrpc(errors::NotFound("artifact", absl::StrCat(req_.run_id(), "/", req_.name()))));
+        FinishOnce(
+            ToGrpc(errors::NotFound("artifact", absl::StrCat(req_.run_id(), "/", req_.name()))));
         return;
       }
     }
@@ -403,8 +404,8 @@ grpc::ServerWriteReactor<v1::ExecResponse>* SandgateService::Exec(grpc::Callback
   return NewExecStream(deps_, ctx, *request);
 }
 
-grpc::ServerReadReactor<grpc::ByteBuffer>* SandgateService::UploadFile(grpc::CallbackServerContext* ctx,
-                                                                      grpc::ByteBuffer* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* SandgateService::UploadFile(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) {
   return NewFileUpload(deps_, ctx, response);
 }
 

@@ -27,9 +27,9 @@ struct ServiceDeps {
   core::EventLog* events = nullptr;
   core::SessionManager* sessions = nullptr;
   core::AuditLog* audit = nullptr;  // may be null
-  core::Executor* io = nullptr;    // short blocking work of RPCs (SQLite, files, sandbox create)
-  core::Executor* exec = nullptr;  // commands of Exec, each holding a thread while it runs
-  Clock* clock = Clock::Real();    // the waits of Exec's backpressure
+  core::Executor* io = nullptr;     // short blocking work of RPCs (SQLite, files, sandbox create)
+  core::Executor* exec = nullptr;   // commands of Exec, each holding a thread while it runs
+  Clock* clock = Clock::Real();     // the waits of Exec's backpressure
   absl::Duration heartbeat_interval = absl::Seconds(15);
 };
 

@@ -35,7 +35,8 @@ std::string ArtifactStore::PathOf(const std::string& run_id, const std::string& 
 absl::StatusOr<std::unique_ptr<ArtifactStore::Writer>> ArtifactStore::Create(
     const std::string& run_id, const std::string& name) {
   if (!IsPlainFileName(run_id) || !IsPlainFileName(name)) {
-    return errors::InvalidArgument(absl::StrCat("artifact name: not a plain file name: '", name, "'"));
+    return errors::InvalidArgument(
+        absl::StrCat("artifact name: not a plain file name: '", name, "'"));
   }
   std::string dir = absl::StrCat(root_, "/", run_id);
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -93,10 +94,13 @@ absl::StatusOr<v1::Artifact> ArtifactStore::Put(const std::string& run_id, const
 }
 
 absl::Status ArtifactStore::RemoveRun(const std::string& run_id) {
-  if (!IsPlainFileName(run_id)) return errors::InvalidArgument(absl::StrCat("run id: '", run_id, "'"));
+  if (!IsPlainFileName(run_id))
+    return errors::InvalidArgument(absl::StrCat("run id: '", run_id, "'"));
   std::string dir = absl::StrCat(root_, "/", run_id);
   DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return errno == ENOENT ? absl::OkStatus() : errors::FromErrno(errno, absl::StrCat("open ", dir));
+  if (d == nullptr)
+    return errno == ENOENT ? absl::OkStatus()
+                           : errors::FromErrno(errno, absl::StrCat("open ", dir));
   // Only plain files are ever written here (Put); nothing is followed.
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
@@ -107,13 +111,13 @@ absl::Status ArtifactStore::RemoveRun(const std::string& run_id) {
     }
   }
   closedir(d);
-  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) return errors::FromErrno(errno, absl::StrCat("remove ", dir));
+  if (rmdir(dir.c_str()) != 0 && errno != ENOENT)
+    return errors::FromErrno(errno, absl::StrCat("remove ", dir));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ArtifactStore::Read(const std::string& run_id,
-                                                const std::string& name, uint64_t offset,
-                                                uint64_t max_bytes) {
+absl::StatusOr<std::string> ArtifactStore::Read(const std::string& run_id, const std::string& name,
+                                                uint64_t offset, uint64_t max_bytes) {
   if (!IsPlainFileName(run_id) || !IsPlainFileName(name)) return errors::NotFound("artifact", name);
   UniqueFd fd(open(PathOf(run_id, name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) {

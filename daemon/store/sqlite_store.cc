@@ -140,7 +140,8 @@ absl::StatusOr<std::vector<Message>> CollectProtos(Stmt& s, absl::string_view wh
     SANDGATE_ASSIGN_OR_RETURN(Message m, ParseBlob<Message>(s.Text(0), what));
     out.push_back(std::move(m));
   }
-  if (rc != SQLITE_DONE) return errors::Internal(absl::StrCat("sqlite: reading ", what, " rows failed"));
+  if (rc != SQLITE_DONE)
+    return errors::Internal(absl::StrCat("sqlite: reading ", what, " rows failed"));
   return out;
 }
 
@@ -148,9 +149,9 @@ absl::StatusOr<std::vector<Message>> CollectProtos(Stmt& s, absl::string_view wh
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -176,10 +177,9 @@ absl::Status SqliteStore::Migrate() {
     version = s.Int(0);
   }
   if (version > kSchemaVersion) {
-    return errors::FailedPrecondition(
-        absl::StrCat("state database has schema version ", version,
-                     ", newer than this daemon's ", kSchemaVersion,
-                     "; run the newer sandgated"));
+    return errors::FailedPrecondition(absl::StrCat("state database has schema version ", version,
+                                                   ", newer than this daemon's ", kSchemaVersion,
+                                                   "; run the newer sandgated"));
   }
   if (version == kSchemaVersion) return absl::OkStatus();
   SANDGATE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
@@ -188,12 +188,10 @@ absl::Status SqliteStore::Migrate() {
     if (!st.ok()) {
       (void)Exec("ROLLBACK");  // the migration's error is the one to report
       return errors::Internal(
-          absl::StrCat("migrating the state database to version ", v + 1, ": ",
-                       st.message()));
+          absl::StrCat("migrating the state database to version ", v + 1, ": ", st.message()));
     }
   }
-  const std::string set_version =
-      absl::StrCat("PRAGMA user_version = ", kSchemaVersion);
+  const std::string set_version = absl::StrCat("PRAGMA user_version = ", kSchemaVersion);
   SANDGATE_RETURN_IF_ERROR(Exec(set_version.c_str()));
   return Exec("COMMIT");
 }
@@ -231,17 +229,16 @@ absl::Status SqliteStore::Error(const char* what) {
 }
 
 template <typename Message>
-absl::Status SqliteStore::PutRecord(const char* table, const char* kind,
-                                    const Message& m, int64_t status,
-                                    const std::string* request_sha256) {
+absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const Message& m,
+                                    int64_t status, const std::string* request_sha256) {
   absl::MutexLock lock(&mu_);
-  std::string sql = absl::StrCat(
-      "INSERT INTO ", table,
-      "(id, tenant, idempotency_key, status, proto, request_sha256) "
-      "VALUES(?,?,?,?,?,?)",
-      request_sha256 ? ""
-                     : " ON CONFLICT(id) DO UPDATE SET status=excluded.status, "
-                       "proto=excluded.proto");
+  std::string sql =
+      absl::StrCat("INSERT INTO ", table,
+                   "(id, tenant, idempotency_key, status, proto, request_sha256) "
+                   "VALUES(?,?,?,?,?,?)",
+                   request_sha256 ? ""
+                                  : " ON CONFLICT(id) DO UPDATE SET status=excluded.status, "
+                                    "proto=excluded.proto");
   Stmt s(db_, sql.c_str());
   if (!s.ok()) return Error("prepare put");
   s.Bind(1, m.id());
@@ -272,8 +269,9 @@ absl::StatusOr<Message> SqliteStore::GetRecord(const char* table, const char* ki
   return ParseBlob<Message>(s.Text(0), kind);
 }
 
-absl::StatusOr<std::optional<KeyedRecord>> SqliteStore::FindByKey(
-    const char* table, const std::string& tenant, const std::string& key) {
+absl::StatusOr<std::optional<KeyedRecord>> SqliteStore::FindByKey(const char* table,
+                                                                  const std::string& tenant,
+                                                                  const std::string& key) {
   absl::MutexLock lock(&mu_);
   std::string sql = absl::StrCat("SELECT id, request_sha256 FROM ", table,
                                  " WHERE tenant = ? AND idempotency_key = ?");
@@ -287,15 +285,13 @@ absl::StatusOr<std::optional<KeyedRecord>> SqliteStore::FindByKey(
   return std::optional<KeyedRecord>(KeyedRecord{s.Text(0), s.Text(1)});
 }
 
-absl::Status SqliteStore::CreateRun(const v1::Run& run,
-                                    const std::string& request_sha256) {
-  return PutRecord("runs", "run", run, static_cast<int64_t>(run.status()),
-                   &request_sha256);
+absl::Status SqliteStore::CreateRun(const v1::Run& run, const std::string& request_sha256) {
+  return PutRecord("runs", "run", run, static_cast<int64_t>(run.status()), &request_sha256);
 }
 
 absl::Status SqliteStore::PutRun(const v1::Run& run) {
-  SANDGATE_RETURN_IF_ERROR(PutRecord(
-      "runs", "run", run, static_cast<int64_t>(run.status()), nullptr));
+  SANDGATE_RETURN_IF_ERROR(
+      PutRecord("runs", "run", run, static_cast<int64_t>(run.status()), nullptr));
   if (run.status() == v1::RUN_STATUS_QUEUED) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   Stmt d(db_, "DELETE FROM run_requests WHERE run_id = ?");
@@ -359,8 +355,8 @@ absl::StatusOr<RunPage> SqliteStore::ListRuns(const std::string& tenant, uint32_
                                               const std::string& page_token) {
   int64_t before = INT64_MAX;
   if (!page_token.empty() && (!absl::SimpleAtoi(page_token, &before) || before <= 0)) {
-    return errors::InvalidArgument(absl::StrCat("page_token: not a token from ListRuns: '",
-                                                page_token, "'"));
+    return errors::InvalidArgument(
+        absl::StrCat("page_token: not a token from ListRuns: '", page_token, "'"));
   }
   absl::MutexLock lock(&mu_);
   Stmt s(db_,
@@ -402,13 +398,12 @@ absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
 
 absl::Status SqliteStore::CreateSession(const v1::Session& session,
                                         const std::string& request_sha256) {
-  return PutRecord("sessions", "session", session,
-                   static_cast<int64_t>(session.status()), &request_sha256);
+  return PutRecord("sessions", "session", session, static_cast<int64_t>(session.status()),
+                   &request_sha256);
 }
 
 absl::Status SqliteStore::PutSession(const v1::Session& session) {
-  return PutRecord("sessions", "session", session,
-                   static_cast<int64_t>(session.status()), nullptr);
+  return PutRecord("sessions", "session", session, static_cast<int64_t>(session.status()), nullptr);
 }
 
 absl::StatusOr<v1::Session> SqliteStore::GetSession(const std::string& session_id) {
@@ -428,9 +423,8 @@ absl::StatusOr<std::vector<v1::Session>> SqliteStore::ListSessions(const std::st
   return CollectProtos<v1::Session>(s, "session");
 }
 
-absl::StatusOr<std::optional<KeyedRecord>>
-SqliteStore::FindSessionByIdempotencyKey(const std::string& tenant,
-                                         const std::string& key) {
+absl::StatusOr<std::optional<KeyedRecord>> SqliteStore::FindSessionByIdempotencyKey(
+    const std::string& tenant, const std::string& key) {
   return FindByKey("sessions", tenant, key);
 }
 
@@ -459,15 +453,17 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
     s.Bind(1, static_cast<int64_t>(v1::SESSION_STATUS_ACTIVE));
     while (s.Step() == SQLITE_ROW) {
       v1::Session session;
-      if (session.ParseFromString(s.Text(1)) && session.has_closed_at() && before(session.closed_at())) {
+      if (session.ParseFromString(s.Text(1)) && session.has_closed_at() &&
+          before(session.closed_at())) {
         sessions.push_back(s.Text(0));
       }
     }
   }
   SANDGATE_RETURN_IF_ERROR(Exec("BEGIN"));
   for (const std::string& id : runs) {
-    for (const char* sql : {"DELETE FROM events WHERE run_id = ?", "DELETE FROM run_requests WHERE run_id = ?",
-                            "DELETE FROM runs WHERE id = ?"}) {
+    for (const char* sql :
+         {"DELETE FROM events WHERE run_id = ?", "DELETE FROM run_requests WHERE run_id = ?",
+          "DELETE FROM runs WHERE id = ?"}) {
       Stmt d(db_, sql);
       d.Bind(1, id);
       if (!d.ok() || d.Step() != SQLITE_DONE) {
@@ -477,8 +473,8 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
     }
   }
   for (const std::string& id : sessions) {
-    for (const char* sql : {"DELETE FROM events WHERE run_id = ?",
-                            "DELETE FROM sessions WHERE id = ?"}) {
+    for (const char* sql :
+         {"DELETE FROM events WHERE run_id = ?", "DELETE FROM sessions WHERE id = ?"}) {
       Stmt d(db_, sql);
       d.Bind(1, id);
       if (!d.ok() || d.Step() != SQLITE_DONE) {
@@ -535,8 +531,7 @@ absl::Status SqliteStore::StepCached(const char* sql, const char* what) {
 }
 
 absl::StatusOr<std::vector<v1::Event>> SqliteStore::ReadEvents(const std::string& run_id,
-                                                               int64_t after_seq,
-                                                               uint32_t limit) {
+                                                               int64_t after_seq, uint32_t limit) {
   absl::MutexLock lock(&mu_);
   Stmt s(Cached("SELECT proto FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"));
   if (!s.ok()) return Error("prepare read events");
@@ -593,7 +588,8 @@ absl::StatusOr<std::vector<JournalEntry>> SqliteStore::List() {
   while ((rc = s.Step()) == SQLITE_ROW) {
     JournalEntry e{s.Text(0), s.Text(1), s.Text(2)};
     e.details = nlohmann::json::parse(s.Text(3), nullptr, /*allow_exceptions=*/false);
-    if (e.details.is_discarded()) return errors::Internal(absl::StrCat("corrupt journal row ", e.id));
+    if (e.details.is_discarded())
+      return errors::Internal(absl::StrCat("corrupt journal row ", e.id));
     entries.push_back(std::move(e));
   }
   if (rc != SQLITE_DONE) return Error("journal list");

@@ -26,11 +26,11 @@ class SqliteStore : public Store {
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
   ~SqliteStore() override;
 
-  absl::Status CreateRun(const v1::Run& run,
-                         const std::string& request_sha256) override;
+  absl::Status CreateRun(const v1::Run& run, const std::string& request_sha256) override;
   absl::Status PutRun(const v1::Run& run) override;
   absl::StatusOr<v1::Run> GetRun(const std::string& run_id) override;
-  absl::Status PutRunRequest(const std::string& run_id, const v1::RunAnalysisRequest& request) override;
+  absl::Status PutRunRequest(const std::string& run_id,
+                             const v1::RunAnalysisRequest& request) override;
   absl::StatusOr<v1::RunAnalysisRequest> GetRunRequest(const std::string& run_id) override;
   absl::StatusOr<RunPage> ListRuns(const std::string& tenant, uint32_t page_size,
                                    const std::string& page_token) override;
@@ -66,12 +66,12 @@ class SqliteStore : public Store {
   // request_sha256, status, proto. `request_sha256` null: an update, which
   // keeps the stored fingerprint.
   template <typename Message>
-  absl::Status PutRecord(const char* table, const char* kind, const Message& m,
-                         int64_t status, const std::string* request_sha256);
+  absl::Status PutRecord(const char* table, const char* kind, const Message& m, int64_t status,
+                         const std::string* request_sha256);
   template <typename Message>
   absl::StatusOr<Message> GetRecord(const char* table, const char* kind, const std::string& id);
-  absl::StatusOr<std::optional<KeyedRecord>> FindByKey(
-      const char* table, const std::string& tenant, const std::string& key);
+  absl::StatusOr<std::optional<KeyedRecord>> FindByKey(const char* table, const std::string& tenant,
+                                                       const std::string& key);
   absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status InsertEvent(const v1::Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs a statement without parameters or rows through the statement cache.

@@ -40,8 +40,7 @@ class Store : public ResourceJournal {
   // Inserts a new run with the fingerprint of the request that made it, in one
   // statement, so a concurrent request under the same idempotency key either
   // finds it or is refused with ALREADY_EXISTS here.
-  virtual absl::Status CreateRun(const v1::Run& run,
-                                 const std::string& request_sha256) = 0;
+  virtual absl::Status CreateRun(const v1::Run& run, const std::string& request_sha256) = 0;
   // Inserts or replaces the run with run.id() (a stored fingerprint is kept). A
   // status other than QUEUED also deletes the run's kept request
   // (PutRunRequest): once a run has started it cannot be queued again.
@@ -56,7 +55,8 @@ class Store : public ResourceJournal {
   // from their kept request, the others failed).
   virtual absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() = 0;
   // Keeps a queued run's request, inputs included, so it survives a restart.
-  virtual absl::Status PutRunRequest(const std::string& run_id, const v1::RunAnalysisRequest& request) = 0;
+  virtual absl::Status PutRunRequest(const std::string& run_id,
+                                     const v1::RunAnalysisRequest& request) = 0;
   // NOT_FOUND when none is kept.
   virtual absl::StatusOr<v1::RunAnalysisRequest> GetRunRequest(const std::string& run_id) = 0;
 
@@ -69,9 +69,8 @@ class Store : public ResourceJournal {
   // Newest first; `tenant` empty = every tenant.
   virtual absl::StatusOr<std::vector<v1::Session>> ListSessions(const std::string& tenant,
                                                                 bool include_closed) = 0;
-  virtual absl::StatusOr<std::optional<KeyedRecord>>
-  FindSessionByIdempotencyKey(const std::string& tenant,
-                              const std::string& key) = 0;
+  virtual absl::StatusOr<std::optional<KeyedRecord>> FindSessionByIdempotencyKey(
+      const std::string& tenant, const std::string& key) = 0;
 
   // Retention: deletes runs that finished before `cutoff` with their events,
   // and sessions that ended before it with theirs (a kept session's own log is
@@ -86,8 +85,7 @@ class Store : public ResourceJournal {
   virtual absl::Status AppendEvents(const std::vector<v1::Event>& events) = 0;
   // Events with seq > after_seq, ascending, at most `limit`.
   virtual absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id,
-                                                            int64_t after_seq,
-                                                            uint32_t limit) = 0;
+                                                            int64_t after_seq, uint32_t limit) = 0;
   virtual absl::StatusOr<int64_t> LastSeq(const std::string& run_id) = 0;
 };
 

@@ -130,7 +130,9 @@ std::string EndpointLabel(absl::string_view url) {
   std::vector<absl::string_view> segments = absl::StrSplit(url, '/', absl::SkipEmpty());
   size_t i = 0;
   while (i < segments.size() && segments[i] != "v1") ++i;
-  absl::string_view pick = i + 1 < segments.size() ? segments[i + 1] : segments.empty() ? "" : segments[0];
+  absl::string_view pick = i + 1 < segments.size() ? segments[i + 1]
+                           : segments.empty()      ? ""
+                                                   : segments[0];
   std::string label;
   for (char c : pick.substr(0, 32)) {
     if (!absl::ascii_isalnum(c) && c != '_') return "other";

@@ -3,9 +3,9 @@
 #ifndef SANDGATE_TESTS_BENCH_FOLLOW_RUN_H_
 #define SANDGATE_TESTS_BENCH_FOLLOW_RUN_H_
 
-#include <string>
-
 #include <grpcpp/grpcpp.h>
+
+#include <string>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
 

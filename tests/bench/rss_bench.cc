@@ -16,6 +16,7 @@
 // allocator settings); `--daemon` runs another sandgated binary (e.g. a copy built before a
 // change, beside a sandgate-init).
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,8 +31,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/bench/follow_run.h"
@@ -80,8 +79,8 @@ std::string MakeCsv(size_t bytes) {
                   "%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,%ld,"
                   "%ld,%ld,%ld,%ld,%ld,%ld,%ld,",
                   year, revenue, cost, gross, rd, sm, ga, op, interest, pretax, tax, net, 6 * k,
-                  41 * k, 10 * k, 0L, 54 * k, assets, 5 * k, 22 * k, 31 * k, 20 * k,
-                  liabilities, equity, 9 * k, 7 * k);
+                  41 * k, 10 * k, 0L, 54 * k, assets, 5 * k, 22 * k, 31 * k, 20 * k, liabilities,
+                  equity, 9 * k, 7 * k);
     const size_t start = csv.size();
     csv += row;
     size_t used = csv.size() - start + 1;
@@ -178,15 +177,24 @@ int main(int argc, char** argv) {
   pid_t daemon = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--mib") mib = std::atof(argv[i + 1]);
-    else if (flag == "--runs") runs = std::atoi(argv[i + 1]);
-    else if (flag == "--settle") settle = std::atoi(argv[i + 1]);
-    else if (flag == "--playbook") playbook = argv[i + 1];
-    else if (flag == "--env") env.push_back(argv[i + 1]);
-    else if (flag == "--socket") socket = argv[i + 1];
-    else if (flag == "--pid") daemon = std::atoi(argv[i + 1]);
-    else if (flag == "--memory-mib") memory_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
-    else if (flag == "--daemon") daemon_path = argv[i + 1];
+    if (flag == "--mib")
+      mib = std::atof(argv[i + 1]);
+    else if (flag == "--runs")
+      runs = std::atoi(argv[i + 1]);
+    else if (flag == "--settle")
+      settle = std::atoi(argv[i + 1]);
+    else if (flag == "--playbook")
+      playbook = argv[i + 1];
+    else if (flag == "--env")
+      env.push_back(argv[i + 1]);
+    else if (flag == "--socket")
+      socket = argv[i + 1];
+    else if (flag == "--pid")
+      daemon = std::atoi(argv[i + 1]);
+    else if (flag == "--memory-mib")
+      memory_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
+    else if (flag == "--daemon")
+      daemon_path = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -213,8 +221,8 @@ int main(int argc, char** argv) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(-1);
   args.SetMaxReceiveMessageSize(-1);
-  auto stub = sandgate::v1::Sandgate::NewStub(grpc::CreateCustomChannel(
-      "unix:" + socket, grpc::InsecureChannelCredentials(), args));
+  auto stub = sandgate::v1::Sandgate::NewStub(
+      grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args));
   std::this_thread::sleep_for(std::chrono::seconds(2));
   {
     // One call so the idle figure includes a connected channel, as a daemon in service has.
@@ -225,8 +233,8 @@ int main(int argc, char** argv) {
   }
   std::printf("%s: input %.1f MiB, playbook %s, %d runs, settle %d s%s%s\n",
               own ? daemon_path.c_str() : socket.c_str(), csv.size() / double(1 << 20),
-              playbook.c_str(), runs, settle,
-              env.empty() ? "" : ", env ", env.empty() ? "" : env[0].c_str());
+              playbook.c_str(), runs, settle, env.empty() ? "" : ", env ",
+              env.empty() ? "" : env[0].c_str());
   std::printf("%-34s %8.1f MiB\n", "idle VmRSS", StatusMiB(daemon, "VmRSS"));
   {
     Sampler sampler(daemon);
@@ -237,12 +245,13 @@ int main(int argc, char** argv) {
       double secs = std::chrono::duration<double>(Clock::now() - t0).count();
       double peak = sampler.peak();
       std::this_thread::sleep_for(std::chrono::seconds(settle));
-      std::printf("run %d: %-9s %5.1f s  peak %7.1f MiB  after %ds %7.1f MiB (anon %.1f, file "
-                  "%.1f)  (%zu artifacts, %.1f MiB downloaded)%s%.100s\n",
-                  r, o.status.substr(o.status.rfind('_') + 1).c_str(), secs, peak, settle,
-                  StatusMiB(daemon, "VmRSS"), StatusMiB(daemon, "RssAnon"),
-                  StatusMiB(daemon, "RssFile"), o.artifacts, o.downloaded / double(1 << 20),
-                  o.reason.empty() ? "" : "  ", o.reason.c_str());
+      std::printf(
+          "run %d: %-9s %5.1f s  peak %7.1f MiB  after %ds %7.1f MiB (anon %.1f, file "
+          "%.1f)  (%zu artifacts, %.1f MiB downloaded)%s%.100s\n",
+          r, o.status.substr(o.status.rfind('_') + 1).c_str(), secs, peak, settle,
+          StatusMiB(daemon, "VmRSS"), StatusMiB(daemon, "RssAnon"), StatusMiB(daemon, "RssFile"),
+          o.artifacts, o.downloaded / double(1 << 20), o.reason.empty() ? "" : "  ",
+          o.reason.c_str());
       std::fflush(stdout);
     }
   }

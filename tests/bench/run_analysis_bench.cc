@@ -4,6 +4,7 @@
 //
 //   build/bin/bench_run_analysis [iterations]     (as root; default 20)
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,8 +18,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/bench/follow_run.h"
@@ -129,7 +128,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   double mr = Median(runs), mb = Median(bare);
-  std::printf("%-58s %10s\n", ("measurement (median of " + std::to_string(runs.size()) + ")").c_str(), "ms");
+  std::printf("%-58s %10s\n",
+              ("measurement (median of " + std::to_string(runs.size()) + ")").c_str(), "ms");
   std::printf("%-58s %10.1f\n", "bare: analysis + recompute directly under bwrap", mb);
   std::printf("%-58s %10.1f\n", "sandgate: RunAnalysis to run.finished (reference agent)", mr);
   std::printf("%-58s %9.2fx  (target <= 1.30x)\n", "ratio", mr / mb);

@@ -46,7 +46,8 @@ TEST(ArgsTest, AMistypedOptionSuggestsTheNearestOneOfThatCommand) {
 TEST(ArgsTest, AnOptionOfAnotherCommandIsRefusedByName) {
   absl::StatusOr<Args> a = Parse({"runs", "--follow"});
   ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.status().message(), "sandgate runs does not take --follow (see sandgate runs --help)");
+  EXPECT_EQ(a.status().message(),
+            "sandgate runs does not take --follow (see sandgate runs --help)");
 }
 
 TEST(ArgsTest, HelpAndVersionWinOverEverythingElse) {
@@ -62,8 +63,8 @@ TEST(ArgsTest, HelpAndVersionWinOverEverythingElse) {
 }
 
 TEST(ArgsTest, ValuesSubcommandsAndTheDoubleDash) {
-  absl::StatusOr<Args> a = Parse(
-      {"--addr", "tcp:127.0.0.1:1", "run", "--timeout=30", "x.csv", "--out", "d", "--", "--json", "-la"});
+  absl::StatusOr<Args> a = Parse({"--addr", "tcp:127.0.0.1:1", "run", "--timeout=30", "x.csv",
+                                  "--out", "d", "--", "--json", "-la"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->command, "run");
   EXPECT_EQ(a->Get("--addr"), "tcp:127.0.0.1:1");

@@ -31,8 +31,8 @@ TEST(TerminalSafeTest, C1ControlsBidiOverridesAndBrokenUtf8) {
 }
 
 TEST(TerminalSafeTest, PrintableTextIsUnchanged) {
-  for (const char* text : {"calculated_metrics.csv", "Umsatz für 2025 — 13,8 %", "日本語", "emoji 🙂",
-                           "back\\slash", "x\\x1b (already escaped by the daemon)"}) {
+  for (const char* text : {"calculated_metrics.csv", "Umsatz für 2025 — 13,8 %", "日本語",
+                           "emoji 🙂", "back\\slash", "x\\x1b (already escaped by the daemon)"}) {
     EXPECT_EQ(TerminalSafe(text), text);
   }
 }

@@ -20,7 +20,8 @@ class TransferTest : public TempDirTest {
     std::vector<std::string> names;
     DIR* d = opendir(dir_.c_str());
     while (dirent* e = d ? readdir(d) : nullptr) {
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..")
+        names.push_back(e->d_name);
     }
     if (d) closedir(d);
     return names;

@@ -31,12 +31,13 @@ TEST(AddressTest, UnixSocketsAndIpv6) {
 }
 
 TEST(AddressTest, RefusalsSayWhatIsAccepted) {
-  for (const char* bad :
-       {"", "unix:", "tcp:", "tcp:host", "host:", ":80", "host:http", "host:70000", "::1:80", "tcp:a/b:1"}) {
+  for (const char* bad : {"", "unix:", "tcp:", "tcp:host", "host:", ":80", "host:http",
+                          "host:70000", "::1:80", "tcp:a/b:1"}) {
     absl::StatusOr<Address> a = ParseAddress(bad);
     ASSERT_FALSE(a.ok()) << bad;
     EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_TRUE(absl::StrContains(a.status().message(), "expected unix:PATH, tcp:HOST:PORT or HOST:PORT"))
+    EXPECT_TRUE(
+        absl::StrContains(a.status().message(), "expected unix:PATH, tcp:HOST:PORT or HOST:PORT"))
         << a.status();
   }
 }

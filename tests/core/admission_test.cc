@@ -34,7 +34,8 @@ TEST(AdmissionTest, RoundRobinAcrossTenantsSoOneQueueCannotStarveAnother) {
 TEST(AdmissionTest, TenantQuotaAndGlobalLimitBothHold) {
   SandboxBudget budget(100);
   AdmissionQueue q(/*max_running=*/3, 100, &budget);
-  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(q.Enqueue({"a" + std::to_string(i), "a", /*limit=*/1, true}).ok());
+  for (int i = 1; i <= 3; ++i)
+    ASSERT_TRUE(q.Enqueue({"a" + std::to_string(i), "a", /*limit=*/1, true}).ok());
   for (int i = 1; i <= 3; ++i) ASSERT_TRUE(q.Enqueue({"b" + std::to_string(i), "b", 0, true}).ok());
   auto first = q.Admit();
   EXPECT_EQ(Ids(first), (std::vector<std::string>{"a1", "b1", "b2"}));
@@ -52,7 +53,8 @@ TEST(AdmissionTest, TheSandboxBudgetHoldsRunsThatNeedASandbox) {
   ASSERT_TRUE(budget.TryTake());  // a kept session holds the only sandbox
   ASSERT_TRUE(q.Enqueue({"r1", "a", 0, /*needs_sandbox=*/true}).ok());
   ASSERT_TRUE(q.Enqueue({"r2", "b", 0, /*needs_sandbox=*/false}).ok());
-  EXPECT_EQ(Ids(q.Admit()), (std::vector<std::string>{"r2"})) << "a run in a kept session needs no new sandbox";
+  EXPECT_EQ(Ids(q.Admit()), (std::vector<std::string>{"r2"}))
+      << "a run in a kept session needs no new sandbox";
   int released = 0;
   budget.set_on_release([&] { ++released; });
   budget.Give();

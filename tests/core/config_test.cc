@@ -20,7 +20,8 @@ TEST(ConfigTest, ReadsEverySection) {
   auto c = ParseConfig(R"({
     // comments are allowed
     "listen": "tcp:127.0.0.1:0", "state_dir": "/tmp/x", "max_concurrent_runs": 2,
-    "tenants": [{"name": "a", "token_sha256": ")" + std::string(kHash) + R"(", "operator": true}],
+    "tenants": [{"name": "a", "token_sha256": ")" +
+                           std::string(kHash) + R"(", "operator": true}],
     "defaults": {"memory_bytes": 536870912, "command_timeout_seconds": 30},
     "local": {"uid_base": 200000, "uid_count": 10}})",
                        "test.json");
@@ -74,15 +75,18 @@ TEST(ConfigTest, ErrorsNameTheKey) {
 }
 
 TEST(ConfigTest, UpstreamsExistOnlyWithAKeySource) {
-  auto c = ParseConfig(R"({"openai": {"api_key_file": "/etc/sandgate/openai.key", "model": "gpt-5.5"},
-                          "chat": {"base_url": "http://127.0.0.1:8000/v1", "api_key_env": "VLLM_KEY"}})", "c");
+  auto c =
+      ParseConfig(R"({"openai": {"api_key_file": "/etc/sandgate/openai.key", "model": "gpt-5.5"},
+                          "chat": {"base_url": "http://127.0.0.1:8000/v1", "api_key_env": "VLLM_KEY"}})",
+                  "c");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->openai.configured());
   EXPECT_EQ(c->openai.base_url, "https://api.openai.com/v1");
   EXPECT_TRUE(c->chat.configured());
   EXPECT_FALSE(ParseConfig("{}", "c")->openai.configured());
   EXPECT_EQ(c->openai.container_create_settle, absl::Seconds(60));
-  auto settle = ParseConfig(R"({"openai": {"api_key_env": "K", "container_create_settle_seconds": 2}})", "c");
+  auto settle =
+      ParseConfig(R"({"openai": {"api_key_env": "K", "container_create_settle_seconds": 2}})", "c");
   ASSERT_TRUE(settle.ok()) << settle.status();
   EXPECT_EQ(settle->openai.container_create_settle, absl::Seconds(2));
   for (const auto& [text, expect] : std::vector<std::pair<std::string, std::string>>{
@@ -90,8 +94,10 @@ TEST(ConfigTest, UpstreamsExistOnlyWithAKeySource) {
            {R"({"openai": {"base_url": "ftp://x"}})", "openai.base_url"},
            {R"({"openai": {"container_memory_limit": "2g"}})", "openai.container_memory_limit"},
            {R"({"chat": {"api_key_env": "K"}})", "chat.base_url: required"},
-           {R"({"chat": {"container_memory_limit": "1g"}})", "chat.container_memory_limit: unknown key"},
-           {R"({"chat": {"container_create_settle_seconds": 2}})", "chat.container_create_settle_seconds: unknown key"},
+           {R"({"chat": {"container_memory_limit": "1g"}})",
+            "chat.container_memory_limit: unknown key"},
+           {R"({"chat": {"container_create_settle_seconds": 2}})",
+            "chat.container_create_settle_seconds: unknown key"},
        }) {
     auto bad = ParseConfig(text, "c");
     ASSERT_FALSE(bad.ok()) << text;
@@ -142,14 +148,13 @@ TEST(ConfigTest, TheMachinesCeilingsAreReadAndTheDefaultsMustFitUnderThem) {
   EXPECT_EQ(c->limits.run_timeout, absl::Hours(1));
   EXPECT_EQ(c->limits.command_timeout, absl::Minutes(10));
   EXPECT_TRUE(ValidateConfig(*c).ok());
-  auto low =
-      ParseConfig(R"({"limits": {"run_timeout_seconds": 60}})", "test.json");
+  auto low = ParseConfig(R"({"limits": {"run_timeout_seconds": 60}})", "test.json");
   ASSERT_TRUE(low.ok());
   EXPECT_EQ(ValidateConfig(*low).message(),
             "defaults.run_timeout_seconds: above limits.run_timeout_seconds");
-  EXPECT_TRUE(absl::StrContains(
-      ParseConfig(R"({"limits": {"memory": 1}})", "t.json").status().message(),
-      "limits.memory: unknown key"));
+  EXPECT_TRUE(
+      absl::StrContains(ParseConfig(R"({"limits": {"memory": 1}})", "t.json").status().message(),
+                        "limits.memory: unknown key"));
 }
 
 }  // namespace

@@ -148,7 +148,8 @@ TEST_F(EventLogTest, WaitFiresAtOnceWhenTheRunIsAlreadyPastTheSeq) {
   ASSERT_TRUE(log_->Append(Ev("a")).ok());
   ASSERT_TRUE(log_->Flush("a").ok());
   std::atomic<int> fired{-1};
-  log_->Wait("a", 0, absl::Seconds(10), [&](EventLog::WaitResult r) { fired = static_cast<int>(r); });
+  log_->Wait("a", 0, absl::Seconds(10),
+             [&](EventLog::WaitResult r) { fired = static_cast<int>(r); });
   EXPECT_EQ(fired.load(), static_cast<int>(EventLog::WaitResult::kReady));
 }
 
@@ -251,7 +252,8 @@ TEST_F(EventLogTest, CancelledWaitNeverFiresAndShutdownFiresTheRest) {
   EXPECT_EQ(first.load(), 0);
   EXPECT_EQ(second.load(), 1);
   std::atomic<bool> after{false};
-  log_->Wait("a", 0, absl::Hours(1), [&](EventLog::WaitResult r) { after = r == EventLog::WaitResult::kShutdown; });
+  log_->Wait("a", 0, absl::Hours(1),
+             [&](EventLog::WaitResult r) { after = r == EventLog::WaitResult::kShutdown; });
   EXPECT_TRUE(after.load());
 }
 

@@ -29,7 +29,8 @@ TEST(PolicyTest, EachRuleIsEnforcedAndNamed) {
   Caller caller{"research", false, &t};
   v1::SandboxSpec sb;
   PolicyRequest ok{"local", "reference", "", &sb, absl::Minutes(5)};
-  EXPECT_FALSE(CheckPolicy(caller, ok, config).ok()) << "an unset memory is the daemon's default, 1 GiB";
+  EXPECT_FALSE(CheckPolicy(caller, ok, config).ok())
+      << "an unset memory is the daemon's default, 1 GiB";
 
   sb.set_memory_bytes(256ull << 20);
   EXPECT_TRUE(CheckPolicy(caller, ok, config).ok());
@@ -42,7 +43,8 @@ TEST(PolicyTest, EachRuleIsEnforcedAndNamed) {
   v1::SandboxSpec net = sb;
   net.mutable_network()->set_mode(v1::NetworkPolicy::MODE_ENABLED);
   for (const Case& c : std::vector<Case>{
-           {{"openai", "reference", "", &sb, absl::Minutes(5)}, "provider 'openai' is not allowed (allowed: local)"},
+           {{"openai", "reference", "", &sb, absl::Minutes(5)},
+            "provider 'openai' is not allowed (allowed: local)"},
            {{"local", "openai", "", &sb, absl::Minutes(5)}, "agent 'openai'"},
            {{"local", "chat", "huge", &sb, absl::Minutes(5)}, "model 'huge'"},
            {{"local", "reference", "", &net, absl::Minutes(5)}, "network mode 'enabled'"},
@@ -54,7 +56,9 @@ TEST(PolicyTest, EachRuleIsEnforcedAndNamed) {
     EXPECT_TRUE(absl::StrContains(st.message(), "policy of tenant research: ")) << st;
     EXPECT_TRUE(absl::StrContains(st.message(), c.expect)) << st;
   }
-  EXPECT_TRUE(CheckPolicy(Caller{"local", true, nullptr}, {"openai", "x", "y", &big, absl::Hours(9)}, config).ok())
+  EXPECT_TRUE(CheckPolicy(Caller{"local", true, nullptr},
+                          {"openai", "x", "y", &big, absl::Hours(9)}, config)
+                  .ok())
       << "the default tenant has no policy";
 }
 

@@ -20,8 +20,7 @@ v1::RunAnalysisRequest Base() {
   return r;
 }
 
-TEST(RequestFingerprintTest,
-     SameRequestSameFingerprintWhateverTheKeyOrMapOrder) {
+TEST(RequestFingerprintTest, SameRequestSameFingerprintWhateverTheKeyOrMapOrder) {
   v1::RunAnalysisRequest a = Base(), b;
   b.set_idempotency_key("another");
   (*b.mutable_labels())["b"] = "2";  // inserted in the other order
@@ -35,9 +34,7 @@ TEST(RequestFingerprintTest,
 // bytes included.
 TEST(RequestFingerprintTest, EveryFieldCounts) {
   const std::vector<std::function<void(v1::RunAnalysisRequest&)>> changes = {
-      [](auto& r) {
-        r.mutable_inputs(0)->set_content("year,revenue\n2020,2\n");
-      },
+      [](auto& r) { r.mutable_inputs(0)->set_content("year,revenue\n2020,2\n"); },
       [](auto& r) { r.mutable_inputs(0)->set_name("b.csv"); },
       [](auto& r) { r.add_inputs()->set_name("c.csv"); },
       [](auto& r) { r.set_playbook("sandbox-probe"); },
@@ -52,8 +49,7 @@ TEST(RequestFingerprintTest, EveryFieldCounts) {
       [](auto& r) { r.mutable_sandbox()->add_setup_commands("true"); },
       [](auto& r) { (*r.mutable_sandbox()->mutable_env())["X"] = "1"; },
       [](auto& r) {
-        r.mutable_sandbox()->mutable_network()->set_mode(
-            v1::NetworkPolicy::MODE_ENABLED);
+        r.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_ENABLED);
       },
       [](auto& r) { r.mutable_sandbox()->add_files()->set_path("x"); },
       // Present but empty differs from absent (an empty sandbox spec means the
@@ -68,8 +64,7 @@ TEST(RequestFingerprintTest, EveryFieldCounts) {
     changes[i](r);
     std::string fp = RequestFingerprint(r);
     EXPECT_NE(fp, base) << "change " << i;
-    for (const std::string& s : seen)
-      EXPECT_NE(fp, s) << "change " << i << " collides";
+    for (const std::string& s : seen) EXPECT_NE(fp, s) << "change " << i << " collides";
     seen.push_back(fp);
   }
 }
@@ -83,8 +78,7 @@ TEST(RequestFingerprintTest, ADifferentRequestUnderAKeyIsRefusedNamingTheRun) {
             "idempotency_key 'k' was used for a different request (run-1234); "
             "use a new key for a new request");
   // Stored before fingerprints: cannot be compared, answered as before.
-  EXPECT_TRUE(
-      CheckSameRequest(store::KeyedRecord{"run-old", ""}, "k", "bbbb").ok());
+  EXPECT_TRUE(CheckSameRequest(store::KeyedRecord{"run-old", ""}, "k", "bbbb").ok());
 }
 
 }  // namespace

@@ -27,19 +27,13 @@ v1::RunAnalysisRequest Valid() {
 TEST(RequestValidationTest, EveryRunFieldIsBoundedAndNamed) {
   const std::string big(2000, 'x');
   const std::vector<Case> cases = {
-      {"files escape",
-       [](auto& r) {
-         r.mutable_sandbox()->add_files()->set_path("../../etc/x");
-       },
+      {"files escape", [](auto& r) { r.mutable_sandbox()->add_files()->set_path("../../etc/x"); },
        "sandbox.files[0].path: '../../etc/x' must stay inside the workspace"},
-      {"files inner ..",
-       [](auto& r) { r.mutable_sandbox()->add_files()->set_path("a/../../x"); },
+      {"files inner ..", [](auto& r) { r.mutable_sandbox()->add_files()->set_path("a/../../x"); },
        "sandbox.files[0].path"},
-      {"files absolute",
-       [](auto& r) { r.mutable_sandbox()->add_files()->set_path("/etc/x"); },
+      {"files absolute", [](auto& r) { r.mutable_sandbox()->add_files()->set_path("/etc/x"); },
        "sandbox.files[0].path: '/etc/x' must be relative"},
-      {"files dir",
-       [](auto& r) { r.mutable_sandbox()->add_files()->set_path("x/"); },
+      {"files dir", [](auto& r) { r.mutable_sandbox()->add_files()->set_path("x/"); },
        "names a directory"},
       {"files duplicate",
        [](auto& r) {
@@ -60,39 +54,28 @@ TEST(RequestValidationTest, EveryRunFieldIsBoundedAndNamed) {
            r.mutable_sandbox()->add_files()->set_path("f" + std::to_string(i));
        },
        "sandbox.files: at most 256 entries"},
-      {"workspace tiny",
-       [](auto& r) { r.mutable_sandbox()->set_workspace_bytes(1); },
+      {"workspace tiny", [](auto& r) { r.mutable_sandbox()->set_workspace_bytes(1); },
        "sandbox.workspace_bytes: at least 1 MiB"},
-      {"memory huge",
-       [](auto& r) { r.mutable_sandbox()->set_memory_bytes(1ull << 63); },
+      {"memory huge", [](auto& r) { r.mutable_sandbox()->set_memory_bytes(1ull << 63); },
        "sandbox.memory_bytes: at most 64 GiB (daemon ceiling "
        "limits.memory_bytes)"},
-      {"processes huge",
-       [](auto& r) { r.mutable_sandbox()->set_max_processes(1u << 30); },
+      {"processes huge", [](auto& r) { r.mutable_sandbox()->set_max_processes(1u << 30); },
        "sandbox.max_processes: at most 4096 (daemon ceiling"},
       {"run_timeout ten years",
-       [](auto& r) {
-         r.mutable_run_timeout()->set_seconds(10ll * 365 * 86400);
-       },
+       [](auto& r) { r.mutable_run_timeout()->set_seconds(10ll * 365 * 86400); },
        "run_timeout: at most 24h (daemon ceiling limits.run_timeout_seconds)"},
-      {"run_timeout negative",
-       [](auto& r) { r.mutable_run_timeout()->set_seconds(-1); },
+      {"run_timeout negative", [](auto& r) { r.mutable_run_timeout()->set_seconds(-1); },
        "run_timeout: must be positive"},
       {"command_timeout",
-       [](auto& r) {
-         r.mutable_sandbox()->mutable_command_timeout()->set_seconds(1ll << 40);
-       },
+       [](auto& r) { r.mutable_sandbox()->mutable_command_timeout()->set_seconds(1ll << 40); },
        "sandbox.command_timeout: at most 24h"},
-      {"idempotency key 1 MiB",
-       [](auto& r) { r.set_idempotency_key(std::string(1 << 20, 'k')); },
+      {"idempotency key 1 MiB", [](auto& r) { r.set_idempotency_key(std::string(1 << 20, 'k')); },
        "idempotency_key: at most 256 bytes (got 1048576)"},
-      {"idempotency key control",
-       [](auto& r) { r.set_idempotency_key("a\nb"); },
+      {"idempotency key control", [](auto& r) { r.set_idempotency_key("a\nb"); },
        "idempotency_key: printable ASCII"},
       {"labels count",
        [](auto& r) {
-         for (int i = 0; i < 65; ++i)
-           (*r.mutable_labels())["k" + std::to_string(i)] = "v";
+         for (int i = 0; i < 65; ++i) (*r.mutable_labels())["k" + std::to_string(i)] = "v";
        },
        "labels: at most 64 entries"},
       {"label value", [big](auto& r) { (*r.mutable_labels())["k"] = big; },
@@ -105,21 +88,16 @@ TEST(RequestValidationTest, EveryRunFieldIsBoundedAndNamed) {
            (*r.mutable_sandbox()->mutable_env())["V" + std::to_string(i)] = "1";
        },
        "sandbox.env: at most 256 entries"},
-      {"env name",
-       [](auto& r) { (*r.mutable_sandbox()->mutable_env())["A=B"] = "1"; },
+      {"env name", [](auto& r) { (*r.mutable_sandbox()->mutable_env())["A=B"] = "1"; },
        "'A=B' is not a variable name"},
       {"env value",
-       [](auto& r) {
-         (*r.mutable_sandbox()->mutable_env())["A"] =
-             std::string(40 << 10, 'x');
-       },
+       [](auto& r) { (*r.mutable_sandbox()->mutable_env())["A"] = std::string(40 << 10, 'x'); },
        "sandbox.env[A]: at most 32768 bytes"},
       {"domains count",
        [](auto& r) {
          auto* n = r.mutable_sandbox()->mutable_network();
          n->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
-         for (int i = 0; i < 65; ++i)
-           n->add_allowed_domains("d" + std::to_string(i) + ".example");
+         for (int i = 0; i < 65; ++i) n->add_allowed_domains("d" + std::to_string(i) + ".example");
        },
        "sandbox.network.allowed_domains: at most 64 entries"},
       {"domain long",
@@ -131,29 +109,23 @@ TEST(RequestValidationTest, EveryRunFieldIsBoundedAndNamed) {
        "sandbox.network.allowed_domains[0]"},
       {"setup count",
        [](auto& r) {
-         for (int i = 0; i < 33; ++i)
-           r.mutable_sandbox()->add_setup_commands("true");
+         for (int i = 0; i < 33; ++i) r.mutable_sandbox()->add_setup_commands("true");
        },
        "sandbox.setup_commands: at most 32 entries"},
       {"setup long",
-       [](auto& r) {
-         r.mutable_sandbox()->add_setup_commands(std::string(70 << 10, 'x'));
-       },
+       [](auto& r) { r.mutable_sandbox()->add_setup_commands(std::string(70 << 10, 'x')); },
        "sandbox.setup_commands[0]: at most 65536 bytes"},
       {"inputs count",
        [](auto& r) {
-         for (int i = 0; i < 64; ++i)
-           r.add_inputs()->set_name("i" + std::to_string(i));
+         for (int i = 0; i < 64; ++i) r.add_inputs()->set_name("i" + std::to_string(i));
        },
        "inputs: at most 64 entries"},
-      {"model long", [big](auto& r) { r.set_model(big); },
-       "model: at most 128 bytes"},
+      {"model long", [big](auto& r) { r.set_model(big); }, "model: at most 128 bytes"},
       {"playbook control", [](auto& r) { r.set_playbook("a\x1b[2J"); },
        "playbook: printable ASCII"},
       {"session_id long", [big](auto& r) { r.set_session_id(big); },
        "session_id: at most 128 bytes"},
-      {"max_turns", [](auto& r) { r.set_max_turns(1u << 20); },
-       "max_turns: at most 1000"},
+      {"max_turns", [](auto& r) { r.set_max_turns(1u << 20); }, "max_turns: at most 1000"},
   };
   const Config config;
   ASSERT_TRUE(ValidateRunRequest(Valid(), config).ok());
@@ -162,8 +134,7 @@ TEST(RequestValidationTest, EveryRunFieldIsBoundedAndNamed) {
     c.change(r);
     absl::Status st = ValidateRunRequest(r, config);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.name;
-    EXPECT_TRUE(absl::StrContains(st.message(), c.message))
-        << c.name << ": " << st.message();
+    EXPECT_TRUE(absl::StrContains(st.message(), c.message)) << c.name << ": " << st.message();
   }
 }
 
@@ -185,14 +156,12 @@ TEST(RequestValidationTest, SessionAndExecRequestsAreBoundedToo) {
   const Config config;
   v1::CreateSessionRequest s;
   s.set_idempotency_key(std::string(300, 'k'));
-  EXPECT_TRUE(
-      absl::StrContains(ValidateCreateSessionRequest(s, config).message(),
-                        "idempotency_key: at most 256"));
+  EXPECT_TRUE(absl::StrContains(ValidateCreateSessionRequest(s, config).message(),
+                                "idempotency_key: at most 256"));
   s.clear_idempotency_key();
   s.mutable_sandbox()->add_files()->set_path("../x");
-  EXPECT_TRUE(
-      absl::StrContains(ValidateCreateSessionRequest(s, config).message(),
-                        "sandbox.files[0].path"));
+  EXPECT_TRUE(absl::StrContains(ValidateCreateSessionRequest(s, config).message(),
+                                "sandbox.files[0].path"));
 
   auto exec = [&](std::function<void(v1::ExecRequest&)> change) {
     v1::ExecRequest e;
@@ -204,37 +173,27 @@ TEST(RequestValidationTest, SessionAndExecRequestsAreBoundedToo) {
   EXPECT_TRUE(exec([](auto&) {}).ok());
   EXPECT_TRUE(exec([](auto& e) { e.set_cwd("."); }).ok());
   EXPECT_TRUE(exec([](auto& e) { e.set_cwd("sub/"); }).ok());
-  EXPECT_EQ(exec([](auto& e) { e.clear_session_id(); }).message(),
-            "session_id: required");
-  EXPECT_EQ(exec([](auto& e) { e.add_argv("ls"); }).message(),
-            "argv, command: give exactly one");
-  EXPECT_TRUE(
-      absl::StrContains(exec([](auto& e) { e.set_cwd("../.."); }).message(),
-                        "cwd: '../..' must stay inside"));
-  EXPECT_TRUE(absl::StrContains(exec([](auto& e) {
-                                  e.mutable_timeout()->set_seconds(1ll << 40);
-                                }).message(),
-                                "timeout: at most 24h"));
+  EXPECT_EQ(exec([](auto& e) { e.clear_session_id(); }).message(), "session_id: required");
+  EXPECT_EQ(exec([](auto& e) { e.add_argv("ls"); }).message(), "argv, command: give exactly one");
+  EXPECT_TRUE(absl::StrContains(exec([](auto& e) { e.set_cwd("../.."); }).message(),
+                                "cwd: '../..' must stay inside"));
   EXPECT_TRUE(absl::StrContains(
-      exec([](auto& e) { e.set_output_cap_bytes(1ull << 40); }).message(),
-      "output_cap_bytes: at most 64 MiB"));
+      exec([](auto& e) { e.mutable_timeout()->set_seconds(1ll << 40); }).message(),
+      "timeout: at most 24h"));
+  EXPECT_TRUE(absl::StrContains(exec([](auto& e) { e.set_output_cap_bytes(1ull << 40); }).message(),
+                                "output_cap_bytes: at most 64 MiB"));
   EXPECT_TRUE(absl::StrContains(exec([](auto& e) {
                                   e.clear_command();
-                                  for (int i = 0; i < 1025; ++i)
-                                    e.add_argv("x");
+                                  for (int i = 0; i < 1025; ++i) e.add_argv("x");
                                 }).message(),
                                 "argv: at most 1024 entries"));
-  EXPECT_TRUE(absl::StrContains(exec([](auto& e) {
-                                  (*e.mutable_env())["X"] =
-                                      std::string("a\0b", 3);
-                                }).message(),
-                                "env[X]: contains a NUL byte"));
-  EXPECT_TRUE(
-      absl::StrContains(ValidateReason(std::string(2000, 'r')).message(),
-                        "reason: at most 1024 bytes"));
-  EXPECT_TRUE(
-      absl::StrContains(ValidateId(std::string(200, 'r'), "run_id").message(),
-                        "run_id: at most 128 bytes"));
+  EXPECT_TRUE(absl::StrContains(
+      exec([](auto& e) { (*e.mutable_env())["X"] = std::string("a\0b", 3); }).message(),
+      "env[X]: contains a NUL byte"));
+  EXPECT_TRUE(absl::StrContains(ValidateReason(std::string(2000, 'r')).message(),
+                                "reason: at most 1024 bytes"));
+  EXPECT_TRUE(absl::StrContains(ValidateId(std::string(200, 'r'), "run_id").message(),
+                                "run_id: at most 128 bytes"));
 }
 
 TEST(RequestValidationTest, BytesReadAsAPersonWritesThem) {

@@ -81,16 +81,14 @@ class ConnectingAgent : public agent::Agent {
  public:
   std::string name() const override { return "connect"; }
   absl::Status Run(const agent::AgentTask& task, sandbox::Session& session,
-                   agent::EventSink& events,
-                   const CancelToken& cancel) override {
+                   agent::EventSink& events, const CancelToken& cancel) override {
     sandbox::NetworkDecision d;
     d.connection = 1;
     d.verdict = sandbox::NetworkDecision::Verdict::kDenied;
     d.host = "127.0.0.2";
     d.reason = "blocked-by-ssrf-guard";
     if (provider == nullptr || !provider->Decide(session.id(), d)) {
-      return absl::FailedPreconditionError(
-          "the sandbox has no decision callback");
+      return absl::FailedPreconditionError("the sandbox has no decision callback");
     }
     return absl::OkStatus();
   }
@@ -146,14 +144,13 @@ class RunManagerTest : public ::testing::Test {
     deps.agents["connect"] = &connect_;
     deps.agents["block"] = &block_;
     deps.agents["block2"] = &block2_;
-    sessions_ = std::make_unique<SessionManager>(
-        SessionManagerDeps{&config_,
-                           store_.get(),
-                           Clock::Real(),
-                           {{"local", provider_.get()}},
-                           &budget_,
-                           events_.get(),
-                           &metrics_});
+    sessions_ = std::make_unique<SessionManager>(SessionManagerDeps{&config_,
+                                                                    store_.get(),
+                                                                    Clock::Real(),
+                                                                    {{"local", provider_.get()}},
+                                                                    &budget_,
+                                                                    events_.get(),
+                                                                    &metrics_});
     deps.metrics = &metrics_;
     deps.sessions = sessions_.get();
     deps.budget = &budget_;
@@ -316,7 +313,8 @@ TEST_F(RunManagerTest, TamperedArtifactFailsVerificationByCheckName) {
   req.set_agent("tamper");
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_TRUE(absl::StrContains(run.status_reason(), "verification failed: calculated_metrics.values"))
+  EXPECT_TRUE(
+      absl::StrContains(run.status_reason(), "verification failed: calculated_metrics.values"))
       << run.status_reason();
   auto events = Events(run.id());
   EXPECT_EQ(events.back().run_finished().failed_checks(0), "calculated_metrics.values");
@@ -352,8 +350,7 @@ TEST_F(RunManagerTest, FailingSetupCommandStopsTheRunWithItsOutputInEvents) {
   req.mutable_sandbox()->add_setup_commands("echo preparing; echo broken >&2; exit 3");
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_EQ(run.status_reason(),
-            "sandbox.setup_commands[0] exited with status 3: broken");
+  EXPECT_EQ(run.status_reason(), "sandbox.setup_commands[0] exited with status 3: broken");
   std::string output;
   for (const auto& e : Events(run.id())) {
     if (e.has_command_output()) output += e.command_output().data();
@@ -421,10 +418,12 @@ TEST_F(RunManagerTest, WhatASweepCannotTellYetIsAskedAgainInTheBackground) {
   ASSERT_TRUE(store_->Record({"late:c1", "late", "container", {}}).ok());
   ASSERT_TRUE(restart().ok()) << "returns without waiting for the sweep";
   EXPECT_EQ(store_->List()->size(), 1u);
-  for (int i = 0; i < 100 && late.sweeps.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 100 && late.sweeps.load() < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_GE(late.sweeps.load(), 3) << "asked again";
   late.ready = true;
-  for (int i = 0; i < 100 && !store_->List()->empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 100 && !store_->List()->empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(store_->List()->empty());
 
   // One that never settles is left for the next start when the daemon drains.
@@ -445,7 +444,8 @@ TEST_F(RunManagerTest, WaitingRunsInputsAreBoundedInBytes) {
   slow.mutable_sandbox()->add_setup_commands("sleep 30");
   auto running = runs_->Start(caller_, slow);
   ASSERT_TRUE(running.ok());
-  for (int i = 0; i < 200 && runs_->Get(caller_, running->id())->status() == v1::RUN_STATUS_QUEUED; ++i) {
+  for (int i = 0; i < 200 && runs_->Get(caller_, running->id())->status() == v1::RUN_STATUS_QUEUED;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   auto first = runs_->Start(caller_, Sample());
@@ -453,7 +453,8 @@ TEST_F(RunManagerTest, WaitingRunsInputsAreBoundedInBytes) {
   ASSERT_TRUE(first.ok() && second.ok());
   auto third = runs_->Start(caller_, Sample());
   EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(absl::StrContains(third.status().message(), "max_queued_input_bytes")) << third.status();
+  EXPECT_TRUE(absl::StrContains(third.status().message(), "max_queued_input_bytes"))
+      << third.status();
   // Room comes back as soon as a waiting run leaves the queue, here by being cancelled.
   ASSERT_TRUE(runs_->Cancel(caller_, first->id(), "make room").ok());
   EXPECT_TRUE(runs_->Start(caller_, Sample()).ok());
@@ -492,7 +493,8 @@ TEST_F(RunManagerTest, AWaitingRunHoldsItsInputsInTheStoreOnly) {
   ASSERT_TRUE(runs_->Cancel(caller_, blocker, "make room").ok());
   run = WaitFinished(orphan);
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_TRUE(absl::StrContains(run.status_reason(), "reading the run's inputs back")) << run.status_reason();
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "reading the run's inputs back"))
+      << run.status_reason();
 }
 
 TEST_F(RunManagerTest, AQueuedRunSurvivesARestartAndRunsAfterIt) {
@@ -547,10 +549,12 @@ TEST_F(RunManagerTest, AQueuedRunThatCannotBeQueuedAgainFailsSayingWhy) {
   ASSERT_TRUE(runs_->Recover(Tenants({b})).ok());
   v1::Run a = WaitFinished(gone->id());
   EXPECT_EQ(a.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_TRUE(absl::StrContains(a.status_reason(), "tenant team-a is no longer configured")) << a.status_reason();
+  EXPECT_TRUE(absl::StrContains(a.status_reason(), "tenant team-a is no longer configured"))
+      << a.status_reason();
   v1::Run r = WaitFinished(refused->id(), &other);
   EXPECT_EQ(r.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_TRUE(absl::StrContains(r.status_reason(), "agent 'reference' is not allowed")) << r.status_reason();
+  EXPECT_TRUE(absl::StrContains(r.status_reason(), "agent 'reference' is not allowed"))
+      << r.status_reason();
 }
 
 TEST_F(RunManagerTest, IdempotencyKeyReturnsTheSameRunAlsoAfterARestart) {
@@ -579,19 +583,15 @@ TEST_F(RunManagerTest, AnIdempotencyKeyReusedWithADifferentRequestIsRefused) {
   auto first = runs_->Start(caller_, req);
   ASSERT_TRUE(first.ok()) << first.status();
   v1::RunAnalysisRequest other = req;
-  other.mutable_inputs(0)->mutable_content()->append(
-      "2031,1,1,1,1,1,1,1,1,1,1,1,1,1\n");
+  other.mutable_inputs(0)->mutable_content()->append("2031,1,1,1,1,1,1,1,1,1,1,1,1,1\n");
   const std::string expected =
-      absl::StrCat("idempotency_key 'k1' was used for a different request (",
-                   first->id(), ")");
+      absl::StrCat("idempotency_key 'k1' was used for a different request (", first->id(), ")");
   auto refused = runs_->Start(caller_, other);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(refused.status().message(), expected))
-      << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), expected)) << refused.status();
   WaitFinished(first->id());
   Rebuild();
-  EXPECT_EQ(runs_->Start(caller_, other).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(runs_->Start(caller_, other).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(runs_->Start(caller_, req)->id(), first->id());
   EXPECT_EQ(provider_->created_sessions(), 1);
 }
@@ -625,8 +625,7 @@ TEST_F(RunManagerTest, RacingRequestsUnderOneKeyGetOneRunOrARefusal) {
       ++won;
       WaitFinished(r->id());
     } else {
-      EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
-          << r.status();
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
     }
   }
   EXPECT_EQ(won, 1);
@@ -639,14 +638,13 @@ TEST_F(RunManagerTest, ABadRequestIsRefusedBeforeItIsQueued) {
   req.mutable_sandbox()->add_files()->set_path("../../etc/x");
   auto bad = runs_->Start(caller_, req);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(
-      bad.status().message(),
-      "sandbox.files[0].path: '../../etc/x' must stay inside"))
+  EXPECT_TRUE(absl::StrContains(bad.status().message(),
+                                "sandbox.files[0].path: '../../etc/x' must stay inside"))
       << bad.status();
   req = Sample();
   req.mutable_run_timeout()->set_seconds(10ll * 365 * 86400);
-  EXPECT_TRUE(absl::StrContains(runs_->Start(caller_, req).status().message(),
-                                "run_timeout: at most 24h"));
+  EXPECT_TRUE(
+      absl::StrContains(runs_->Start(caller_, req).status().message(), "run_timeout: at most 24h"));
   EXPECT_TRUE(store_->ListRuns("", 50, "")->runs.empty());
   EXPECT_EQ(provider_->created_sessions(), 0);
 }
@@ -654,8 +652,7 @@ TEST_F(RunManagerTest, ABadRequestIsRefusedBeforeItIsQueued) {
 // A run in a kept session records the session's network decisions as a run of
 // its own session does; the session's own log has them too.
 TEST_F(RunManagerTest, ARunInAKeptSessionRecordsItsNetworkDecisions) {
-  auto session =
-      sessions_->Create(caller_, v1::CreateSessionRequest(), nullptr);
+  auto session = sessions_->Create(caller_, v1::CreateSessionRequest(), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
   for (bool kept : {false, true}) {
     v1::RunAnalysisRequest req = Sample();
@@ -665,16 +662,12 @@ TEST_F(RunManagerTest, ARunInAKeptSessionRecordsItsNetworkDecisions) {
     bool decided = false;
     for (const auto& e : Events(run.id()))
       decided |= e.has_network() && e.network().verdict() == "denied";
-    EXPECT_TRUE(decided) << (kept ? "kept" : "own")
-                         << " session: " << run.status_reason();
+    EXPECT_TRUE(decided) << (kept ? "kept" : "own") << " session: " << run.status_reason();
   }
   bool in_session_log = false;
-  for (int i = 0; i < 100 && !in_session_log;
-       ++i) {  // appended off the proxy's thread
-    for (const auto& e : Events(session->id()))
-      in_session_log |= e.has_network();
-    if (!in_session_log)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 100 && !in_session_log; ++i) {  // appended off the proxy's thread
+    for (const auto& e : Events(session->id())) in_session_log |= e.has_network();
+    if (!in_session_log) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(in_session_log);
 }
@@ -698,9 +691,11 @@ TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {
   EXPECT_EQ(second.status(), v1::RUN_STATUS_SUCCEEDED);
 
   req.mutable_sandbox()->set_memory_bytes(1 << 30);
-  EXPECT_TRUE(absl::StrContains(runs_->Start(caller_, req).status().message(), "leave sandbox unset"));
+  EXPECT_TRUE(
+      absl::StrContains(runs_->Start(caller_, req).status().message(), "leave sandbox unset"));
   req.clear_sandbox();
-  EXPECT_EQ(runs_->Start(Caller{"team-b", false}, req).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(runs_->Start(Caller{"team-b", false}, req).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(RunManagerTest, ClosingTheSessionCancelsTheRunInIt) {
@@ -716,7 +711,8 @@ TEST_F(RunManagerTest, ClosingTheSessionCancelsTheRunInIt) {
   ASSERT_TRUE(sessions_->Close(caller_, session->id(), "enough").ok());
   v1::Run run = WaitFinished(started->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_CANCELLED);
-  EXPECT_TRUE(absl::StrContains(run.status_reason(), "closed by the caller: enough")) << run.status_reason();
+  EXPECT_TRUE(absl::StrContains(run.status_reason(), "closed by the caller: enough"))
+      << run.status_reason();
   EXPECT_EQ(runs_->Start(caller_, req).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -738,8 +734,7 @@ TEST_F(RunManagerTest, ACommandPastItsTimeoutEndsTimedOutAndTheRunSaysSo) {
   req.mutable_sandbox()->mutable_command_timeout()->set_seconds(1);
   v1::Run run = WaitFinished(runs_->Start(caller_, req)->id());
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
-  EXPECT_EQ(run.status_reason(),
-            "sandbox.setup_commands[0] timed out after 1s");
+  EXPECT_EQ(run.status_reason(), "sandbox.setup_commands[0] timed out after 1s");
 }
 
 // The run timeout on a FakeClock: the watchdog (one waiter) and retention (one) wait on it.

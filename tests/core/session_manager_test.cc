@@ -32,9 +32,8 @@ class SessionManagerTest : public ::testing::Test {
   }
   void Build() {
     sessions_.reset();
-    SessionManagerDeps deps{
-        &config_, store_.get(),  &clock_,  {{"local", provider_.get()}},
-        nullptr,  events_.get(), &metrics_};
+    SessionManagerDeps deps{&config_, store_.get(),  &clock_,  {{"local", provider_.get()}},
+                            nullptr,  events_.get(), &metrics_};
     sessions_ = std::make_unique<SessionManager>(deps);
   }
   void TearDown() override {
@@ -142,7 +141,8 @@ TEST_F(SessionManagerTest, KeepAliveNeverExtendsPastMaxLifetimeAndUseDoesNotEith
   AdvanceAndSettle(absl::Seconds(50));
   auto kept = sessions_->KeepAlive(caller_, s.id());
   ASSERT_TRUE(kept.ok());
-  EXPECT_EQ(kept->expires_at().seconds() - s.created_at().seconds(), 100) << "capped by max_lifetime";
+  EXPECT_EQ(kept->expires_at().seconds() - s.created_at().seconds(), 100)
+      << "capped by max_lifetime";
   AdvanceAndSettle(absl::Seconds(40));  // 90 s in: idle only 40 s
   EXPECT_EQ(
       sessions_->KeepAlive(caller_, s.id())->expires_at().seconds() - s.created_at().seconds(),
@@ -160,7 +160,8 @@ TEST_F(SessionManagerTest, KeepAliveNeverExtendsPastMaxLifetimeAndUseDoesNotEith
   EXPECT_TRUE(absl::StrContains(watched.reason(), "max_lifetime of 1m40s")) << watched.reason();
   EXPECT_EQ(sessions_->Acquire(caller_, s.id()).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(sessions_->KeepAlive(caller_, s.id()).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sessions_->KeepAlive(caller_, s.id()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // Records the expiry warnings one lease holder receives, and whether its CancelToken had
@@ -261,7 +262,8 @@ TEST_F(SessionManagerTest, CloseIsIdempotentAndOtherTenantsSeeNothing) {
   ASSERT_TRUE(closed.ok());
   EXPECT_EQ(closed->status(), v1::SESSION_STATUS_CLOSED);
   EXPECT_EQ(closed->status_reason(), "closed by the caller: done");
-  EXPECT_EQ(sessions_->Close(caller_, s.id(), "again")->status_reason(), "closed by the caller: done");
+  EXPECT_EQ(sessions_->Close(caller_, s.id(), "again")->status_reason(),
+            "closed by the caller: done");
   EXPECT_EQ(provider_->live_sessions(), 0);
   EXPECT_EQ(sessions_->List(caller_, false)->size(), 0u);
   EXPECT_EQ(sessions_->List(caller_, true)->size(), 1u);
@@ -312,7 +314,8 @@ TEST_F(SessionManagerTest, SetupCommandsRunAndAFailingOneFailsCreation) {
   req.mutable_sandbox()->add_setup_commands("echo nope >&2; exit 4");
   auto bad = sessions_->Create(caller_, req, nullptr);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "sandbox.setup_commands[1] exited with status 4: nope"))
+  EXPECT_TRUE(absl::StrContains(bad.status().message(),
+                                "sandbox.setup_commands[1] exited with status 4: nope"))
       << bad.status();
   EXPECT_EQ(provider_->live_sessions(), 1) << "the failed session's sandbox is deleted";
 }
@@ -328,7 +331,8 @@ TEST_F(SessionManagerTest, BadSpecsNameTheField) {
                                 "sandbox.max_lifetime: at most"));
   req.Clear();
   req.set_provider("mars");
-  EXPECT_EQ(sessions_->Create(caller_, req, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sessions_->Create(caller_, req, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
@@ -339,8 +343,7 @@ namespace {
 
 v1::CreateSessionRequest Restricted() {
   v1::CreateSessionRequest req;
-  req.mutable_sandbox()->mutable_network()->set_mode(
-      v1::NetworkPolicy::MODE_RESTRICTED);
+  req.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
   req.mutable_sandbox()->mutable_network()->add_allowed_domains("127.0.0.2");
   return req;
 }
@@ -359,8 +362,7 @@ sandbox::NetworkDecision Refused() {
 // A kept session's sandbox is made the way a run's is: its network decisions
 // are recorded (in the session's own log, keyed by its id) and reach whoever
 // holds a lease and asked.
-TEST_F(SessionManagerTest,
-       AKeptSessionsNetworkDecisionsAreInItsLogAndReachItsLeases) {
+TEST_F(SessionManagerTest, AKeptSessionsNetworkDecisionsAreInItsLogAndReachItsLeases) {
   v1::CreateSessionRequest req = Restricted();
   auto* f = req.mutable_sandbox()->add_files();
   f->set_path("conf/a.txt");
@@ -387,16 +389,15 @@ TEST_F(SessionManagerTest,
   ASSERT_TRUE(sessions_->Close(caller_, s->id(), "").ok());
   std::vector<v1::Event> events = *events_->Read(s->id(), 0, 100);
   EXPECT_EQ(Types(events),
-            (std::vector<std::string>{"session.created", "file.transferred",
-                                      "command.started", "command.output",
-                                      "command.finished", "network.decision",
+            (std::vector<std::string>{"session.created", "file.transferred", "command.started",
+                                      "command.output", "command.finished", "network.decision",
                                       "session.closed"}));
   bool refused = false;
   for (const auto& e : events) {
     EXPECT_EQ(e.session_id(), s->id());
     if (e.has_network())
-      refused = e.network().verdict() == "denied" &&
-                e.network().reason() == "blocked-by-ssrf-guard";
+      refused =
+          e.network().verdict() == "denied" && e.network().reason() == "blocked-by-ssrf-guard";
   }
   EXPECT_TRUE(refused);
 }
@@ -407,24 +408,21 @@ TEST_F(SessionManagerTest,
 TEST_F(SessionManagerTest, AFailedCloseAfterAFailedCreateIsCounted) {
   v1::CreateSessionRequest req;
   req.mutable_sandbox()->add_setup_commands("echo nope >&2; exit 4");
-  provider_->FailNextClose(
-      absl::InternalError("rm: cannot remove the workspace"));
+  provider_->FailNextClose(absl::InternalError("rm: cannot remove the workspace"));
   auto bad = sessions_->Create(caller_, req, nullptr);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(provider_->live_sessions(), 0);
   std::string rendered = metrics_.Render();
-  EXPECT_TRUE(absl::StrContains(
-      rendered,
-      "sandgate_cleanup_failures_total{where=\"create_failed_close\"} 1"))
+  EXPECT_TRUE(absl::StrContains(rendered,
+                                "sandgate_cleanup_failures_total{where=\"create_failed_close\"} 1"))
       << rendered;
 
   v1::Session s = Create();
-  provider_->FailNextClose(
-      absl::InternalError("rm: cannot remove the workspace"));
+  provider_->FailNextClose(absl::InternalError("rm: cannot remove the workspace"));
   ASSERT_TRUE(sessions_->Close(caller_, s.id(), "").ok());
   rendered = metrics_.Render();
-  EXPECT_TRUE(absl::StrContains(
-      rendered, "sandgate_cleanup_failures_total{where=\"session_close\"} 1"))
+  EXPECT_TRUE(
+      absl::StrContains(rendered, "sandgate_cleanup_failures_total{where=\"session_close\"} 1"))
       << rendered;
   std::vector<v1::Event> events = *events_->Read(s.id(), 0, 100);
   ASSERT_FALSE(events.empty());
@@ -449,8 +447,7 @@ TEST_F(SessionManagerTest, AnIdempotencyKeyIsBoundToItsRequest) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(
       refused.status().message(),
-      absl::StrCat("idempotency_key 'key-1' was used for a different request (",
-                   first.id(), ")")))
+      absl::StrCat("idempotency_key 'key-1' was used for a different request (", first.id(), ")")))
       << refused.status();
   EXPECT_EQ(provider_->created_sessions(), 1);
 }
@@ -460,9 +457,7 @@ TEST_F(SessionManagerTest, ABadRequestIsRefusedBeforeAnythingIsMade) {
   req.mutable_sandbox()->add_files()->set_path("../../etc/x");
   auto bad = sessions_->Create(caller_, req, nullptr);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(
-      absl::StrContains(bad.status().message(), "sandbox.files[0].path"))
-      << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "sandbox.files[0].path")) << bad.status();
   EXPECT_EQ(provider_->created_sessions(), 0);
   EXPECT_TRUE(store_->ListSessions("", true)->empty());
 }

@@ -64,8 +64,8 @@ class HostSession : public sandbox::Session {
     close(err[1]);
     sandbox::ExecResult result;
     uint64_t sent[2] = {0, 0};
-    struct pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0},
-                            {cancel ? cancel->fd() : -1, POLLIN, 0}};
+    struct pollfd fds[3] = {
+        {out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {cancel ? cancel->fd() : -1, POLLIN, 0}};
     int open_fds = 2;
     absl::Time deadline = start + req.timeout;
     while (open_fds > 0) {
@@ -93,7 +93,8 @@ class HostSession : public sandbox::Session {
         }
         uint64_t room = req.output_cap_bytes - std::min(req.output_cap_bytes, sent[i]);
         uint64_t take = std::min<uint64_t>(room, n);
-        if (take < static_cast<uint64_t>(n)) (i == 0 ? result.stdout_truncated : result.stderr_truncated) = true;
+        if (take < static_cast<uint64_t>(n))
+          (i == 0 ? result.stdout_truncated : result.stderr_truncated) = true;
         if (take > 0) {
           on_output(i == 0 ? sandbox::OutputStream::kStdout : sandbox::OutputStream::kStderr,
                     absl::string_view(buf, take));
@@ -140,7 +141,8 @@ class HostSession : public sandbox::Session {
     std::string full = absl::StrCat(dir_, "/", path);
     struct stat st;
     if (lstat(full.c_str(), &st) != 0) return errors::NotFound("file", path);
-    if (!S_ISREG(st.st_mode)) return errors::InvalidArgument(absl::StrCat(path, ": not a regular file"));
+    if (!S_ISREG(st.st_mode))
+      return errors::InvalidArgument(absl::StrCat(path, ": not a regular file"));
     if (static_cast<uint64_t>(st.st_size) > max_bytes) {
       return errors::ResourceExhausted(absl::StrCat(path, ": larger than ", max_bytes, " bytes"));
     }
@@ -199,8 +201,7 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> HostProvider::Create(
   return std::unique_ptr<sandbox::Session>(new HostSession(this, spec.id, tmpl, spec.env));
 }
 
-bool HostProvider::Decide(const std::string& session_id,
-                          const sandbox::NetworkDecision& decision) {
+bool HostProvider::Decide(const std::string& session_id, const sandbox::NetworkDecision& decision) {
   std::function<void(const sandbox::NetworkDecision&)> cb;
   {
     absl::MutexLock lock(&mu_);

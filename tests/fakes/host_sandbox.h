@@ -47,8 +47,7 @@ class HostProvider : public sandbox::Provider {
   // Calls live session `session_id`'s SessionSpec::on_network_decision with
   // `decision`, as its proxy would on a connection. False when there is no such
   // session or it has no callback.
-  bool Decide(const std::string& session_id,
-              const sandbox::NetworkDecision& decision);
+  bool Decide(const std::string& session_id, const sandbox::NetworkDecision& decision);
   void Forget(const std::string& session_id) {
     absl::MutexLock lock(&mu_);
     decisions_.erase(session_id);
@@ -63,8 +62,8 @@ class HostProvider : public sandbox::Provider {
   absl::Mutex mu_;
   absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_next_close_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::function<void(const sandbox::NetworkDecision&)>>
-      decisions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::function<void(const sandbox::NetworkDecision&)>> decisions_
+      ABSL_GUARDED_BY(mu_);
   std::atomic<int> live_{0};
   std::atomic<int> created_{0};
 };

@@ -1,6 +1,6 @@
 // LargestAllocation: the largest single C++ heap allocation (operator new) made, by any
-// thread, while one is alive, and the sum of them all. For tests that prove a path streams through bounded buffers
-// instead of holding a whole file or message.
+// thread, while one is alive, and the sum of them all. For tests that prove a path streams through
+// bounded buffers instead of holding a whole file or message.
 //
 //   LargestAllocation probe;
 //   ASSERT_TRUE(store->PutRunRequest("r1", request_with_64_mib_input).ok());

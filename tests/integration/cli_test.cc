@@ -71,11 +71,12 @@ class Child {
     if (fd_ >= 0) close(fd_);
   }
   // Reads until `done(output so far)` holds, the output ends, or `timeout` passes.
-  bool ReadUntil(const std::function<bool(const std::string&)>& done, std::chrono::milliseconds timeout) {
+  bool ReadUntil(const std::function<bool(const std::string&)>& done,
+                 std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!done(out_)) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0 || eof_) return false;
       pollfd pfd{fd_, POLLIN, 0};
       if (poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -128,8 +129,8 @@ class CliTest : public ::testing::Test {
   }
   // Runs the CLI with SANDGATE_ADDR pointing at the test daemon; stdout and stderr together.
   Result Cli(const std::string& args) {
-    std::string cmd = "SANDGATE_ADDR=" + daemon_->address() + " " + SANDGATE_CLI_PATH + " " +
-                      args + " 2>&1";
+    std::string cmd =
+        "SANDGATE_ADDR=" + daemon_->address() + " " + SANDGATE_CLI_PATH + " " + args + " 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[4096];
@@ -141,7 +142,8 @@ class CliTest : public ::testing::Test {
   std::unique_ptr<Child> Start(std::vector<std::string> args, Child::Io io) {
     std::vector<std::string> argv = {SANDGATE_CLI_PATH};
     argv.insert(argv.end(), args.begin(), args.end());
-    return std::make_unique<Child>(argv, std::vector<std::string>{"SANDGATE_ADDR=" + daemon_->address()}, io);
+    return std::make_unique<Child>(
+        argv, std::vector<std::string>{"SANDGATE_ADDR=" + daemon_->address()}, io);
   }
   v1::RunStatus FinalStatus(const std::string& run_id) {
     auto stub = daemon_->Stub();
@@ -165,14 +167,15 @@ TEST_F(CliTest, RunShowsProgressDownloadsEverythingAndSummarises) {
   Result r = Cli("run " + std::string(SANDGATE_SOURCE_DIR) +
                  "/examples/northstar_cloud_financial_statements.csv --out " + out_dir);
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  for (const char* expect : {"step analyze", "$ python3 analyze_financials.py", "pass calculated_metrics.values",
-                             "run SUCCEEDED", "key metrics of 2025", "revenue_growth         13.8%",
-                             "receivables_outpace_revenue_10pp", out_dir.c_str()}) {
+  for (const char* expect :
+       {"step analyze", "$ python3 analyze_financials.py", "pass calculated_metrics.values",
+        "run SUCCEEDED", "key metrics of 2025", "revenue_growth         13.8%",
+        "receivables_outpace_revenue_10pp", out_dir.c_str()}) {
     EXPECT_TRUE(absl::StrContains(r.out, expect)) << "no '" << expect << "' in:\n" << r.out;
   }
-  for (const char* f : {"analyze_financials.py", "calculated_metrics.csv", "unusual_movements.csv",
-                        "investment_analysis.md", "financial_trends.svg", "analysis_run.json",
-                        "events.jsonl"}) {
+  for (const char* f :
+       {"analyze_financials.py", "calculated_metrics.csv", "unusual_movements.csv",
+        "investment_analysis.md", "financial_trends.svg", "analysis_run.json", "events.jsonl"}) {
     struct stat st;
     ASSERT_EQ(stat((out_dir + "/" + f).c_str(), &st), 0) << f;
     EXPECT_GT(st.st_size, 0) << f;
@@ -207,8 +210,8 @@ TEST_F(CliTest, TheSummaryComesFromTheDaemonAndOutlivesARestart) {
   for (const auto& m : run.summary().metrics()) {
     EXPECT_TRUE(absl::StrContains(r.out, "  " + m.label() + " ")) << m.label() << " in:\n" << r.out;
   }
-  for (const char* expect : {"flagged:", "checks passed: ", "checks failed: 0",
-                             "unusual movements in 2025: "}) {
+  for (const char* expect :
+       {"flagged:", "checks passed: ", "checks failed: 0", "unusual movements in 2025: "}) {
     EXPECT_TRUE(absl::StrContains(r.out, expect)) << "no '" << expect << "' in:\n" << r.out;
   }
   EXPECT_TRUE(absl::StrContains(r.out, "  memo       " + out_dir + "/investment_analysis.md\n"))
@@ -232,11 +235,12 @@ TEST_F(CliTest, TheSummaryComesFromTheDaemonAndOutlivesARestart) {
 
 // Refused before a run exists (nothing is paid for), naming the year.
 TEST_F(CliTest, FatalInputIsRefusedWithTheReason) {
-  Result r = Cli("run " + std::string(SANDGATE_SOURCE_DIR) + "/tests/data/financial/duplicate_year.csv --out " +
-                 daemon_->dir() + "/dup");
+  Result r = Cli("run " + std::string(SANDGATE_SOURCE_DIR) +
+                 "/tests/data/financial/duplicate_year.csv --out " + daemon_->dir() + "/dup");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_FALSE(absl::StrContains(r.out, "started for")) << r.out;
-  EXPECT_TRUE(absl::StrContains(r.out, "INVALID_ARGUMENT: inputs: input \"duplicate_year.csv\": ")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "INVALID_ARGUMENT: inputs: input \"duplicate_year.csv\": "))
+      << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "duplicate year 2023")) << r.out;
 }
 
@@ -250,7 +254,8 @@ TEST_F(CliTest, RunSendsTheModel) {
 
 TEST_F(CliTest, RunsGetEventsAndJson) {
   Result run = Cli("run " + std::string(SANDGATE_SOURCE_DIR) +
-                   "/examples/northstar_cloud_financial_statements.csv --json --out " + daemon_->dir() + "/j");
+                   "/examples/northstar_cloud_financial_statements.csv --json --out " +
+                   daemon_->dir() + "/j");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   std::vector<std::string> lines = absl::StrSplit(run.out, '\n', absl::SkipEmpty());
   nlohmann::json final_run = nlohmann::json::parse(lines.back(), nullptr, false);
@@ -291,12 +296,14 @@ TEST_F(CliTest, SessionCommandsDriveAKeptSandbox) {
   EXPECT_EQ(echo.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(echo.out, "hi\n")) << echo.out;
   EXPECT_TRUE(absl::StrContains(echo.out, "warn")) << echo.out;
-  EXPECT_EQ(Cli("session exec " + id + " -- sh -c 'exit 7'").exit_code, 7) << "the command's own status";
+  EXPECT_EQ(Cli("session exec " + id + " -- sh -c 'exit 7'").exit_code, 7)
+      << "the command's own status";
   Result up = Cli("session upload " + id + " " + std::string(SANDGATE_SOURCE_DIR) +
                   "/examples/northstar_cloud_financial_statements.csv in.csv");
   EXPECT_EQ(up.exit_code, 0) << up.out;
-  Result run = Cli("run --session " + id + " " + std::string(SANDGATE_SOURCE_DIR) +
-                   "/examples/northstar_cloud_financial_statements.csv --out " + daemon_->dir() + "/s");
+  Result run =
+      Cli("run --session " + id + " " + std::string(SANDGATE_SOURCE_DIR) +
+          "/examples/northstar_cloud_financial_statements.csv --out " + daemon_->dir() + "/s");
   EXPECT_EQ(run.exit_code, 0) << run.out;
   Result ls = Cli("session ls " + id);
   EXPECT_TRUE(absl::StrContains(ls.out, "in.csv")) << ls.out;
@@ -304,7 +311,8 @@ TEST_F(CliTest, SessionCommandsDriveAKeptSandbox) {
   Result down = Cli("session download " + id + " in.csv --out " + daemon_->dir() + "/back.csv");
   EXPECT_EQ(down.exit_code, 0) << down.out;
   EXPECT_EQ(Slurp(daemon_->dir() + "/back.csv"),
-            Slurp(std::string(SANDGATE_SOURCE_DIR) + "/examples/northstar_cloud_financial_statements.csv"));
+            Slurp(std::string(SANDGATE_SOURCE_DIR) +
+                  "/examples/northstar_cloud_financial_statements.csv"));
   Result mixed = Cli("run --session " + id + " --env X=1 in.csv");
   EXPECT_EQ(mixed.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(mixed.out, "--env does not apply with --session")) << mixed.out;
@@ -334,7 +342,8 @@ TEST_F(CliTest, EventsFollowRidesOutADaemonRestart) {
   follower.join();
   EXPECT_EQ(followed.exit_code, 0) << followed.out;
   for (const char* expect : {"stays queued", "reconnecting", "queued again", "run SUCCEEDED"}) {
-    EXPECT_TRUE(absl::StrContains(followed.out, expect)) << "no '" << expect << "' in:\n" << followed.out;
+    EXPECT_TRUE(absl::StrContains(followed.out, expect)) << "no '" << expect << "' in:\n"
+                                                         << followed.out;
   }
 }
 
@@ -349,10 +358,12 @@ TEST_F(CliTest, ARunEndedByADrainIsReportedWithItsEvents) {
   // The record is usually gone with the daemon (then a warning says so), but may still be read.
   EXPECT_TRUE(absl::StrContains(cli->out(), "CANCELLED: ")) << cli->out();
   EXPECT_TRUE(absl::StrContains(cli->out(), "artifacts and events.jsonl in")) << cli->out();
-  std::vector<std::string> lines = absl::StrSplit(Slurp(out + "/events.jsonl"), '\n', absl::SkipEmpty());
+  std::vector<std::string> lines =
+      absl::StrSplit(Slurp(out + "/events.jsonl"), '\n', absl::SkipEmpty());
   ASSERT_FALSE(lines.empty()) << cli->out();
   for (size_t i = 0; i < lines.size(); ++i) {
-    EXPECT_TRUE(absl::StrContains(lines[i], "\"seq\":\"" + std::to_string(i + 1) + "\"")) << lines[i];
+    EXPECT_TRUE(absl::StrContains(lines[i], "\"seq\":\"" + std::to_string(i + 1) + "\""))
+        << lines[i];
   }
   EXPECT_TRUE(absl::StrContains(lines.back(), "run.finished")) << lines.back();
   EXPECT_TRUE(absl::StrContains(lines.back(), "CANCELLED")) << lines.back();
@@ -373,7 +384,8 @@ TEST_F(CliTest, CtrlCOnATerminalDetachesAndTheRunGoesOn) {
 }
 
 TEST_F(CliTest, CtrlCWithCancelOnExitCancelsTheRun) {
-  auto cli = Start({"run", Sample(), "--cancel-on-exit", "--setup", "sleep 60"}, Child::Io::kTerminal);
+  auto cli =
+      Start({"run", Sample(), "--cancel-on-exit", "--setup", "sleep 60"}, Child::Io::kTerminal);
   ASSERT_TRUE(cli->ReadUntilContains("sleep 60", std::chrono::seconds(60))) << cli->out();
   std::string id = RunIdFrom(cli->out());
   ASSERT_FALSE(id.empty()) << cli->out();
@@ -386,8 +398,8 @@ TEST_F(CliTest, CtrlCWithCancelOnExitCancelsTheRun) {
 constexpr char kTicking[] = "for i in 1 2 3 4 5 6; do echo tick-$i; sleep 1; done";
 
 TEST_F(CliTest, CommandOutputIsShownAsItArrives) {
-  auto cli =
-      Start({"run", Sample(), "--out", daemon_->dir() + "/live", "--setup", kTicking}, Child::Io::kPipe);
+  auto cli = Start({"run", Sample(), "--out", daemon_->dir() + "/live", "--setup", kTicking},
+                   Child::Io::kPipe);
   ASSERT_TRUE(cli->ReadUntilContains("│ tick-1\n", std::chrono::seconds(60))) << cli->out();
   // Seen while the command still runs: its last line and its end are still to come.
   EXPECT_FALSE(absl::StrContains(cli->out(), "tick-6")) << cli->out();
@@ -397,10 +409,12 @@ TEST_F(CliTest, CommandOutputIsShownAsItArrives) {
 }
 
 TEST_F(CliTest, RunJsonIntoAPipeIsFlushedPerEvent) {
-  auto cli = Start({"run", Sample(), "--json", "--out", daemon_->dir() + "/jsonlive", "--setup", kTicking},
-                   Child::Io::kPipe);
+  auto cli =
+      Start({"run", Sample(), "--json", "--out", daemon_->dir() + "/jsonlive", "--setup", kTicking},
+            Child::Io::kPipe);
   // command.output events carry base64; the first one for the setup is enough to know.
-  ASSERT_TRUE(cli->ReadUntilContains("\"type\":\"command.output\"", std::chrono::seconds(60))) << cli->out();
+  ASSERT_TRUE(cli->ReadUntilContains("\"type\":\"command.output\"", std::chrono::seconds(60)))
+      << cli->out();
   EXPECT_FALSE(absl::StrContains(cli->out(), "\"type\":\"command.finished\"")) << cli->out();
   EXPECT_EQ(cli->Wait(), 0) << cli->out();
 }
@@ -418,13 +432,14 @@ TEST_F(CliTest, EventsNumberOnlyWhatTheyShow) {
 }
 
 TEST_F(CliTest, EveryCommandAnswersHelpAndVersion) {
-  for (const char* cmd :
-       {"run", "events", "runs", "get", "cancel", "download", "session", "session create", "session list",
-        "session get", "session exec", "session upload", "session download", "session ls",
-        "session keepalive", "session close", "admin", "admin drain", "admin purge"}) {
+  for (const char* cmd : {"run", "events", "runs", "get", "cancel", "download", "session",
+                          "session create", "session list", "session get", "session exec",
+                          "session upload", "session download", "session ls", "session keepalive",
+                          "session close", "admin", "admin drain", "admin purge"}) {
     Result help = Cli(std::string(cmd) + " --help");
     EXPECT_EQ(help.exit_code, 0) << cmd << ": " << help.out;
-    EXPECT_TRUE(absl::StartsWith(help.out, std::string("usage: sandgate ") + cmd)) << cmd << ": " << help.out;
+    EXPECT_TRUE(absl::StartsWith(help.out, std::string("usage: sandgate ") + cmd))
+        << cmd << ": " << help.out;
   }
   Result version = Cli("--version");
   EXPECT_EQ(version.exit_code, 0);
@@ -439,7 +454,8 @@ TEST_F(CliTest, EveryCommandAnswersHelpAndVersion) {
 TEST_F(CliTest, AMistypedOptionGetsTheNearestOne) {
   Result r = Cli("run x.csv --tiemout 5");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(absl::StrContains(r.out, "unknown option --tiemout; did you mean --timeout?")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "unknown option --tiemout; did you mean --timeout?"))
+      << r.out;
   Result other = Cli("runs --follow");
   EXPECT_EQ(other.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(other.out, "sandgate runs does not take --follow")) << other.out;
@@ -450,12 +466,13 @@ TEST_F(CliTest, TheAddressTheDaemonPrintsIsTheAddressTheCliTakes) {
   ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
   std::ofstream(dir + "/config.json") << R"({"allow_unauthenticated_tcp": true})";
   // Plain HOST:PORT on the daemon's side too.
-  Child daemon({SANDGATED_PATH, "--config", dir + "/config.json", "--listen", "127.0.0.1:0", "--state-dir",
-                dir + "/state"},
+  Child daemon({SANDGATED_PATH, "--config", dir + "/config.json", "--listen", "127.0.0.1:0",
+                "--state-dir", dir + "/state"},
                {}, Child::Io::kPipe);
   std::regex listening("listening on (tcp:127\\.0\\.0\\.1:([0-9]+))\n");
-  ASSERT_TRUE(daemon.ReadUntil([&](const std::string& out) { return std::regex_search(out, listening); },
-                               std::chrono::seconds(30)))
+  ASSERT_TRUE(
+      daemon.ReadUntil([&](const std::string& out) { return std::regex_search(out, listening); },
+                       std::chrono::seconds(30)))
       << daemon.out();
   std::smatch m;
   ASSERT_TRUE(std::regex_search(daemon.out(), m, listening));
@@ -466,7 +483,8 @@ TEST_F(CliTest, TheAddressTheDaemonPrintsIsTheAddressTheCliTakes) {
   }
   Result bad = Cli("--addr tcp:127.0.0.1 runs");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_TRUE(absl::StrContains(bad.out, "expected unix:PATH, tcp:HOST:PORT or HOST:PORT")) << bad.out;
+  EXPECT_TRUE(absl::StrContains(bad.out, "expected unix:PATH, tcp:HOST:PORT or HOST:PORT"))
+      << bad.out;
 }
 
 TEST_F(CliTest, NamesFromTheSandboxAreEscapedAndExecOutputIsNot) {
@@ -478,7 +496,8 @@ TEST_F(CliTest, NamesFromTheSandboxAreEscapedAndExecOutputIsNot) {
                      " 'touch \"$(printf \"evil\\033]0;pwned\\007\\033[2J\\nfake\")\"; "
                      "printf \"raw\\033[1mbold\\n\"'");
   ASSERT_EQ(touch.exit_code, 0) << touch.out;
-  EXPECT_TRUE(absl::StrContains(touch.out, "raw\x1b[1mbold")) << "the command's own bytes pass through";
+  EXPECT_TRUE(absl::StrContains(touch.out, "raw\x1b[1mbold"))
+      << "the command's own bytes pass through";
   Result ls = Cli("session ls " + id);
   ASSERT_EQ(ls.exit_code, 0) << ls.out;
   EXPECT_EQ(ls.out.find('\x1b'), std::string::npos) << ls.out;
@@ -493,7 +512,8 @@ TEST_F(CliTest, ExecSaysHowACommandEnded) {
   std::string id(absl::StripAsciiWhitespace(created.out));
   Result oom = Cli("session exec " + id + " -- python3 -c 'b = b\"x\" * (1 << 31)'");
   EXPECT_NE(oom.exit_code, 0) << oom.out;
-  EXPECT_TRUE(absl::StrContains(oom.out, "sandgate session exec: the command was killed: out of memory"))
+  EXPECT_TRUE(
+      absl::StrContains(oom.out, "sandgate session exec: the command was killed: out of memory"))
       << oom.out;
   Result killed = Cli("session exec " + id + " 'kill -9 $$'");
   EXPECT_EQ(killed.exit_code, 137) << killed.out;
@@ -508,7 +528,8 @@ TEST_F(CliTest, AnUnknownRunIsNamedWithTheCommandTyped) {
   for (const char* cmd : {"get", "events", "cancel", "download"}) {
     Result r = Cli(std::string(cmd) + " run-doesnotexist");
     EXPECT_EQ(r.exit_code, 2) << cmd;
-    EXPECT_TRUE(absl::StrContains(r.out, std::string("sandgate ") + cmd + ": no run run-doesnotexist"))
+    EXPECT_TRUE(
+        absl::StrContains(r.out, std::string("sandgate ") + cmd + ": no run run-doesnotexist"))
         << r.out;
   }
   Result session = Cli("session get sdoesnotexist");

@@ -5,6 +5,7 @@
 #ifndef SANDGATE_TESTS_INTEGRATION_DAEMON_HARNESS_H_
 #define SANDGATE_TESTS_INTEGRATION_DAEMON_HARNESS_H_
 
+#include <grpcpp/grpcpp.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -12,10 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/time/time.h"
-
 #include "nlohmann/json.hpp"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 
@@ -60,9 +58,9 @@ std::string SampleCsv();
 v1::RunAnalysisRequest SampleRequest();
 // Reads every event of a run (follow) until run.finished, calling `on_event` for each as it
 // arrives (heartbeats excluded); fails the test on a stream error.
-std::vector<v1::Event> FollowToEnd(
-    v1::Sandgate::Stub& stub, const std::string& run_id, const std::string& token = "",
-    int64_t after = 0, const std::function<void(const v1::Event&)>& on_event = nullptr);
+std::vector<v1::Event> FollowToEnd(v1::Sandgate::Stub& stub, const std::string& run_id,
+                                   const std::string& token = "", int64_t after = 0,
+                                   const std::function<void(const v1::Event&)>& on_event = nullptr);
 std::string Sha256Hex(const std::string& data);
 // GET http://127.0.0.1:port/path over a plain socket; the whole answer, headers included.
 std::string HttpGet(int port, const std::string& path);

@@ -1,13 +1,14 @@
 // The real daemon on a temporary Unix socket: runs, streams, cancel, errors, tenants.
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <google/protobuf/descriptor.pb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -15,13 +16,11 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/sha256.h"
-#include <google/protobuf/descriptor.pb.h>
-
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -57,11 +56,13 @@ std::vector<std::string> SandboxProcesses(bool count_zombies = true, uint32_t ui
     std::ifstream status(std::string("/proc/") + e->d_name + "/status");
     std::string line;
     while (std::getline(status, line)) {
-      if (!count_zombies && absl::StartsWith(line, "State:") && absl::StrContains(line, "zombie")) break;
+      if (!count_zombies && absl::StartsWith(line, "State:") && absl::StrContains(line, "zombie"))
+        break;
       if (!absl::StartsWith(line, "Uid:")) continue;
       std::vector<std::string> f = absl::StrSplit(line, absl::ByAnyChar("\t "), absl::SkipEmpty());
       uint32_t uid;
-      if (f.size() > 1 && absl::SimpleAtoi(f[1], &uid) && uid >= uid_base && uid < uid_base + kUidCount) {
+      if (f.size() > 1 && absl::SimpleAtoi(f[1], &uid) && uid >= uid_base &&
+          uid < uid_base + kUidCount) {
         found.push_back(std::string(e->d_name) + " uid " + f[1]);
       }
     }
@@ -73,7 +74,8 @@ std::vector<std::string> SandboxProcesses(bool count_zombies = true, uint32_t ui
 // Cgroup directories named after a session anywhere in the cgroup mounts.
 std::vector<std::string> SessionCgroups(const std::string& session_id) {
   std::vector<std::string> found;
-  std::string cmd = "find /sys/fs/cgroup -maxdepth 6 -type d -name '*" + session_id + "*' 2>/dev/null";
+  std::string cmd =
+      "find /sys/fs/cgroup -maxdepth 6 -type d -name '*" + session_id + "*' 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   char buf[4096];
   while (p && fgets(buf, sizeof(buf), p)) found.push_back(buf);
@@ -134,7 +136,8 @@ TEST_F(DaemonTest, FullRunSucceedsWithVerifiedArtifacts) {
   const v1::Event& last = events.back();
   ASSERT_EQ(last.type(), "run.finished");
   EXPECT_EQ(last.run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
-      << last.run_finished().reason() << "\n" << daemon_->Log();
+      << last.run_finished().reason() << "\n"
+      << daemon_->Log();
 
   int checks = 0, failed = 0;
   std::set<std::string> types;
@@ -231,19 +234,20 @@ TEST_F(DaemonTest, CancelMidRunEndsCancelledAndLeavesNothing) {
 
   std::string session_id;
   bool cancelled = false;
-  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken, 0, [&](const v1::Event& e) {
-    if (e.has_session_created()) session_id = e.session_created().session_id();
-    if (e.has_command_started() && !cancelled) {
-      EXPECT_FALSE(SandboxProcesses().empty()) << "the sandbox should be running";
-      auto cctx = DaemonHarness::Context(kAlphaToken);
-      v1::CancelRunRequest creq;
-      creq.set_run_id(run.id());
-      creq.set_reason("test");
-      v1::Run r;
-      EXPECT_TRUE(stub_->CancelRun(cctx.get(), creq, &r).ok());
-      cancelled = true;
-    }
-  });
+  std::vector<v1::Event> events =
+      FollowToEnd(*stub_, run.id(), kAlphaToken, 0, [&](const v1::Event& e) {
+        if (e.has_session_created()) session_id = e.session_created().session_id();
+        if (e.has_command_started() && !cancelled) {
+          EXPECT_FALSE(SandboxProcesses().empty()) << "the sandbox should be running";
+          auto cctx = DaemonHarness::Context(kAlphaToken);
+          v1::CancelRunRequest creq;
+          creq.set_run_id(run.id());
+          creq.set_reason("test");
+          v1::Run r;
+          EXPECT_TRUE(stub_->CancelRun(cctx.get(), creq, &r).ok());
+          cancelled = true;
+        }
+      });
   ExpectDenseInOrder(events);
   ASSERT_TRUE(cancelled);
   ASSERT_EQ(events.back().type(), "run.finished");
@@ -273,12 +277,16 @@ TEST_F(DaemonTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
       {[](auto* r) { r->mutable_sandbox()->set_memory_bytes(1024); }, "sandbox.memory_bytes"},
       {[](auto* r) {
          r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
-       }, "sandbox.network.allowed_domains: RESTRICTED needs at least one domain"},
+       },
+       "sandbox.network.allowed_domains: RESTRICTED needs at least one domain"},
       {[](auto* r) {
          r->mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
          r->mutable_sandbox()->mutable_network()->add_allowed_domains("bad host\r\n");
-       }, "sandbox.network.allowed_domains[0]"},
-      {[](auto* r) { r->mutable_inputs()->Add()->set_name("northstar_cloud_financial_statements.csv"); },
+       },
+       "sandbox.network.allowed_domains[0]"},
+      {[](auto* r) {
+         r->mutable_inputs()->Add()->set_name("northstar_cloud_financial_statements.csv");
+       },
        "duplicate"},
   };
   for (const auto& c : cases) {
@@ -370,12 +378,14 @@ TEST_F(DaemonTest, SandboxProbePassesWithTheNetworkDisabled) {
   v1::Run run = StartRun(req);
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
   ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << events.back().run_finished().reason();
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << events.back().run_finished().reason();
   std::set<std::string> passed;
   for (const auto& e : events) {
     if (e.has_check() && e.check().passed()) passed.insert(e.check().name());
   }
-  for (const char* c : {"probe.inputs", "probe.env", "probe.setup_output", "probe.network_blocked"}) {
+  for (const char* c :
+       {"probe.inputs", "probe.env", "probe.setup_output", "probe.network_blocked"}) {
     EXPECT_TRUE(passed.count(c)) << c;
   }
 }
@@ -396,7 +406,8 @@ TEST_F(DaemonTest, RestrictedNetworkDecisionsAreRunEvents) {
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
   ExpectDenseInOrder(events);
   EXPECT_EQ(events.back().type(), "run.finished");
-  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << events.back().run_finished().reason();
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << events.back().run_finished().reason();
   bool refused = false;
   for (const auto& e : events) {
     if (e.has_network() && e.network().host() == "127.0.0.2" && e.network().verdict() == "denied" &&
@@ -425,9 +436,11 @@ TEST_F(DaemonTest, OperatorsSeeEverythingPurgeAndDrain) {
   EXPECT_EQ(GetRun(run.id(), kAlphaToken, &seen).error_code(), grpc::StatusCode::NOT_FOUND);
 
   v1::DrainResponse drained;
-  EXPECT_EQ(stub_->Drain(DaemonHarness::Context(kAlphaToken).get(), v1::DrainRequest(), &drained).error_code(),
+  EXPECT_EQ(stub_->Drain(DaemonHarness::Context(kAlphaToken).get(), v1::DrainRequest(), &drained)
+                .error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
-  ASSERT_TRUE(stub_->Drain(DaemonHarness::Context(kOpsToken).get(), v1::DrainRequest(), &drained).ok());
+  ASSERT_TRUE(
+      stub_->Drain(DaemonHarness::Context(kOpsToken).get(), v1::DrainRequest(), &drained).ok());
   int status = 0;
   EXPECT_TRUE(Eventually([&] {
     return waitpid(daemon_->pid(), &status, WNOHANG) == daemon_->pid();
@@ -471,12 +484,13 @@ TEST_F(DaemonTest, SigtermCancelsRunningRunsKeepsWaitingOnesAndExitsCleanly) {
     waited_status = reader->Finish();
   });
   bool signalled = false;
-  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken, 0, [&](const v1::Event& e) {
-    if (e.has_command_started() && !signalled) {
-      kill(daemon_->pid(), SIGTERM);
-      signalled = true;
-    }
-  });
+  std::vector<v1::Event> events =
+      FollowToEnd(*stub_, run.id(), kAlphaToken, 0, [&](const v1::Event& e) {
+        if (e.has_command_started() && !signalled) {
+          kill(daemon_->pid(), SIGTERM);
+          signalled = true;
+        }
+      });
   ASSERT_FALSE(events.empty());
   const v1::Event& last = events.back();
   ASSERT_TRUE(signalled);
@@ -487,9 +501,11 @@ TEST_F(DaemonTest, SigtermCancelsRunningRunsKeepsWaitingOnesAndExitsCleanly) {
   EXPECT_EQ(SandboxProcesses(), std::vector<std::string>{});
   EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
   follower.join();
-  EXPECT_EQ(waited_status.error_code(), grpc::StatusCode::UNAVAILABLE) << waited_status.error_message();
+  EXPECT_EQ(waited_status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << waited_status.error_message();
   ASSERT_FALSE(waited.empty());
-  EXPECT_TRUE(absl::StrContains(waited.back().notice().message(), "stays queued")) << waited.back().DebugString();
+  EXPECT_TRUE(absl::StrContains(waited.back().notice().message(), "stays queued"))
+      << waited.back().DebugString();
 
   // Back up: the waiting run is queued again and runs; its events continue where they were.
   daemon_->Start();
@@ -497,7 +513,8 @@ TEST_F(DaemonTest, SigtermCancelsRunningRunsKeepsWaitingOnesAndExitsCleanly) {
   std::vector<v1::Event> rest = FollowToEnd(*stub_, waiting.id(), kAlphaToken, waited.back().seq());
   ASSERT_FALSE(rest.empty());
   EXPECT_EQ(rest.front().seq(), waited.back().seq() + 1);
-  EXPECT_EQ(rest.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << rest.back().run_finished().reason();
+  EXPECT_EQ(rest.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << rest.back().run_finished().reason();
 }
 
 // Its own daemon and uid range: a SIGKILLed daemon's orphans become zombies of the machine's
@@ -540,9 +557,11 @@ TEST_F(DaemonTest, RestartAfterSigkillFailsTheInterruptedRunRequeuesTheWaitingOn
   std::vector<v1::Event> requeued = FollowToEnd(*stub_, waiting.id(), kAlphaToken);
   ExpectDenseInOrder(requeued);
   ASSERT_FALSE(requeued.empty());
-  EXPECT_EQ(requeued.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << requeued.back().run_finished().reason();
+  EXPECT_EQ(requeued.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << requeued.back().run_finished().reason();
   bool told = false;
-  for (const auto& ev : requeued) told |= ev.type() == "notice" && absl::StrContains(ev.notice().message(), "queued again");
+  for (const auto& ev : requeued)
+    told |= ev.type() == "notice" && absl::StrContains(ev.notice().message(), "queued again");
   EXPECT_TRUE(told);
   EXPECT_EQ(SandboxProcesses(/*count_zombies=*/false, kOwnUids), std::vector<std::string>{});
   EXPECT_EQ(JournalRows(daemon_->state_dir()), 0);
@@ -589,8 +608,9 @@ std::string TempDir() {
 }
 
 TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
-  DaemonHarness daemon(nlohmann::json{{"metrics_listen", "127.0.0.1:0"},
-                                      {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
+  DaemonHarness daemon(
+      nlohmann::json{{"metrics_listen", "127.0.0.1:0"},
+                     {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
   daemon.Start();
   int port = daemon.MetricsPort();
   ASSERT_GT(port, 0) << daemon.Log();
@@ -606,10 +626,12 @@ TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
            absl::StrContains(page, "sandgate_runs_active 0");
   });
   EXPECT_TRUE(absl::StartsWith(page, "HTTP/1.1 200 OK")) << page;
-  for (const char* line : {"sandgate_runs_finished_total{status=\"SUCCEEDED\"} 1",
-                           "sandgate_sandbox_create_seconds_count 1", "sandgate_run_seconds_count 1",
-                           "sandgate_runs_active 0", "sandgate_queue_depth 0", "sandgate_queued_input_bytes 0", "sandgate_sessions_live 0",
-                           "sandgate_sandboxes_in_use 0", "# TYPE sandgate_sandbox_create_seconds histogram"}) {
+  for (const char* line :
+       {"sandgate_runs_finished_total{status=\"SUCCEEDED\"} 1",
+        "sandgate_sandbox_create_seconds_count 1", "sandgate_run_seconds_count 1",
+        "sandgate_runs_active 0", "sandgate_queue_depth 0", "sandgate_queued_input_bytes 0",
+        "sandgate_sessions_live 0", "sandgate_sandboxes_in_use 0",
+        "# TYPE sandgate_sandbox_create_seconds histogram"}) {
     EXPECT_TRUE(absl::StrContains(page, line)) << "no '" << line << "' in\n" << page;
   }
   EXPECT_TRUE(absl::StartsWith(HttpGet(port, "/other"), "HTTP/1.1 404"));
@@ -627,7 +649,8 @@ TEST(DaemonMetricsTest, EveryDeclaredMetricHasASample) {
   DaemonHarness daemon(nlohmann::json{
       {"metrics_listen", "127.0.0.1:0"},
       {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}},
-      {"chat", {{"base_url", "http://127.0.0.1:1/v1"}, {"api_key_file", key_file}, {"model", "m"}}}});
+      {"chat",
+       {{"base_url", "http://127.0.0.1:1/v1"}, {"api_key_file", key_file}, {"model", "m"}}}});
   daemon.Start();
   auto stub = daemon.Stub();
   v1::Run run;
@@ -637,16 +660,19 @@ TEST(DaemonMetricsTest, EveryDeclaredMetricHasASample) {
   chat.set_agent("chat");
   v1::Run chat_run;
   ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), chat, &chat_run).ok());
-  EXPECT_EQ(FollowToEnd(*stub, chat_run.id()).back().run_finished().status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(FollowToEnd(*stub, chat_run.id()).back().run_finished().status(),
+            v1::RUN_STATUS_FAILED);
   v1::GetRunRequest missing;
   missing.set_run_id("run_missing");
   v1::Run out;
-  EXPECT_EQ(stub->GetRun(DaemonHarness::Context().get(), missing, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(stub->GetRun(DaemonHarness::Context().get(), missing, &out).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 
   const std::string page = daemon.Metrics();
   std::vector<std::string> families;
   for (absl::string_view line : absl::StrSplit(page, '\n')) {
-    if (absl::ConsumePrefix(&line, "# TYPE ")) families.emplace_back(line.substr(0, line.find(' ')));
+    if (absl::ConsumePrefix(&line, "# TYPE "))
+      families.emplace_back(line.substr(0, line.find(' ')));
   }
   EXPECT_GE(families.size(), 11u) << page;
   for (const std::string& name : families) {
@@ -656,9 +682,11 @@ TEST(DaemonMetricsTest, EveryDeclaredMetricHasASample) {
     }
     EXPECT_TRUE(sampled) << name << " has no sample in\n" << page;
   }
-  EXPECT_TRUE(absl::StrContains(page, "sandgate_rpcs_total{code=\"OK\",method=\"/sandgate.v1.Sandgate/RunAnalysis\"} 2"))
+  EXPECT_TRUE(absl::StrContains(
+      page, "sandgate_rpcs_total{code=\"OK\",method=\"/sandgate.v1.Sandgate/RunAnalysis\"} 2"))
       << page;
-  EXPECT_TRUE(absl::StrContains(page, "sandgate_rpcs_total{code=\"NOT_FOUND\",method=\"/sandgate.v1.Sandgate/GetRun\"} 1"))
+  EXPECT_TRUE(absl::StrContains(
+      page, "sandgate_rpcs_total{code=\"NOT_FOUND\",method=\"/sandgate.v1.Sandgate/GetRun\"} 1"))
       << page;
   std::system(absl::StrCat("rm -rf ", tmpl).c_str());
 }
@@ -672,14 +700,16 @@ class DaemonReflectionTest : public ::testing::Test {
     channel_ = grpc::CreateChannel(daemon_.address(), grpc::InsecureChannelCredentials());
   }
   std::vector<grpc::reflection::v1::ServerReflectionResponse> Ask(
-      const std::string& method, const std::vector<grpc::reflection::v1::ServerReflectionRequest>& requests) {
+      const std::string& method,
+      const std::vector<grpc::reflection::v1::ServerReflectionRequest>& requests) {
     grpc::ClientContext ctx;
-    auto stream = grpc::internal::ClientReaderWriterFactory<
-        grpc::reflection::v1::ServerReflectionRequest,
-        grpc::reflection::v1::ServerReflectionResponse>::Create(channel_.get(),
-                                                                grpc::internal::RpcMethod(
-                                                                    method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING),
-                                                                &ctx);
+    auto stream =
+        grpc::internal::ClientReaderWriterFactory<grpc::reflection::v1::ServerReflectionRequest,
+                                                  grpc::reflection::v1::ServerReflectionResponse>::
+            Create(channel_.get(),
+                   grpc::internal::RpcMethod(method.c_str(),
+                                             grpc::internal::RpcMethod::BIDI_STREAMING),
+                   &ctx);
     std::vector<grpc::reflection::v1::ServerReflectionResponse> out;
     for (const auto& r : requests) {
       EXPECT_TRUE(stream->Write(r));
@@ -692,7 +722,8 @@ class DaemonReflectionTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << method << ": " << st.error_code() << " " << st.error_message();
     return out;
   }
-  DaemonHarness daemon_{nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}}};
+  DaemonHarness daemon_{
+      nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}}};
   std::shared_ptr<grpc::Channel> channel_;
 };
 
@@ -709,20 +740,25 @@ TEST_F(DaemonReflectionTest, BothVersionsListEveryServiceAndDescribeHealth) {
     ASSERT_EQ(answers.size(), 4u);
     std::set<std::string> services;
     for (const auto& s : answers[0].list_services_response().service()) services.insert(s.name());
-    for (const char* want : {"sandgate.v1.Sandgate", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
-                             "grpc.reflection.v1alpha.ServerReflection"}) {
+    for (const char* want :
+         {"sandgate.v1.Sandgate", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+          "grpc.reflection.v1alpha.ServerReflection"}) {
       EXPECT_TRUE(services.count(want)) << want;
     }
     for (int i : {1, 2}) {
       std::set<std::string> files;  // the file and its dependencies, in no promised order
-      for (const std::string& bytes : answers[i].file_descriptor_response().file_descriptor_proto()) {
+      for (const std::string& bytes :
+           answers[i].file_descriptor_response().file_descriptor_proto()) {
         google::protobuf::FileDescriptorProto file;
         ASSERT_TRUE(file.ParseFromString(bytes));
         files.insert(file.name());
       }
-      EXPECT_TRUE(files.count(i == 1 ? "grpc/health/v1/health.proto" : "sandgate/v1/sandgate.proto")) << i;
+      EXPECT_TRUE(
+          files.count(i == 1 ? "grpc/health/v1/health.proto" : "sandgate/v1/sandgate.proto"))
+          << i;
     }
-    EXPECT_EQ(answers[3].error_response().error_code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+    EXPECT_EQ(answers[3].error_response().error_code(),
+              static_cast<int>(grpc::StatusCode::NOT_FOUND));
   }
 }
 
@@ -768,8 +804,9 @@ TEST_F(DaemonReflectionTest, HealthTurnsNotServingWhenTheDaemonDrains) {
 // messages (tests/integration/reflection_client.py). Debian's python3-grpcio (deploy/setup.sh
 // installs it) is for Debian's python3, which a pyenv or venv earlier on PATH would hide.
 TEST_F(DaemonReflectionTest, APythonClientListsServicesAndChecksHealth) {
-  const std::string cmd = absl::StrCat("/usr/bin/python3 ", SANDGATE_SOURCE_DIR, "/tests/integration/reflection_client.py ",
-                                       daemon_.address(), " 2>&1");
+  const std::string cmd =
+      absl::StrCat("/usr/bin/python3 ", SANDGATE_SOURCE_DIR,
+                   "/tests/integration/reflection_client.py ", daemon_.address(), " 2>&1");
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -778,8 +815,10 @@ TEST_F(DaemonReflectionTest, APythonClientListsServicesAndChecksHealth) {
   while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
   int status = pclose(p);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  EXPECT_TRUE(absl::StrContains(out, "v1 services: grpc.health.v1.Health grpc.reflection.v1.ServerReflection "
-                                     "grpc.reflection.v1alpha.ServerReflection sandgate.v1.Sandgate"))
+  EXPECT_TRUE(
+      absl::StrContains(out,
+                        "v1 services: grpc.health.v1.Health grpc.reflection.v1.ServerReflection "
+                        "grpc.reflection.v1alpha.ServerReflection sandgate.v1.Sandgate"))
       << out;
   EXPECT_TRUE(absl::StrContains(out, "v1alpha services: grpc.health.v1.Health")) << out;
   EXPECT_TRUE(absl::StrContains(out, "health sandgate.v1.Sandgate: SERVING")) << out;
@@ -789,21 +828,23 @@ TEST_F(DaemonReflectionTest, APythonClientListsServicesAndChecksHealth) {
 // for a full queue, but its message says which ("larger than max"); the daemon's own
 // RESOURCE_EXHAUSTED for a full queue says "queue full".
 TEST(DaemonLimitsTest, AMessageOverTheSizeLimitSaysSoNotQueueFull) {
-  DaemonHarness daemon(nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
+  DaemonHarness daemon(
+      nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
   daemon.Start();
   v1::RunAnalysisRequest req = SampleRequest();
   req.mutable_inputs(0)->set_content(std::string(81 << 20, 'x'));
   // The harness's stub refuses to send it (its own 80 MiB limit: "Sent message larger than
   // max"); a default channel has no send limit, so the daemon refuses it ("Received ...").
   auto limited = daemon.Stub();
-  auto unlimited =
-      v1::Sandgate::NewStub(grpc::CreateChannel(daemon.address(), grpc::InsecureChannelCredentials()));
+  auto unlimited = v1::Sandgate::NewStub(
+      grpc::CreateChannel(daemon.address(), grpc::InsecureChannelCredentials()));
   for (auto* stub : {limited.get(), unlimited.get()}) {
     v1::Run run;
     grpc::Status st = stub->RunAnalysis(DaemonHarness::Context().get(), req, &run);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-    EXPECT_TRUE(absl::StrContains(st.error_message(), stub == limited.get() ? "Sent message larger than max"
-                                                                             : "Received message larger than max"))
+    EXPECT_TRUE(absl::StrContains(st.error_message(), stub == limited.get()
+                                                          ? "Sent message larger than max"
+                                                          : "Received message larger than max"))
         << st.error_message();
     EXPECT_FALSE(absl::StrContains(st.error_message(), "queue full")) << st.error_message();
   }
@@ -826,20 +867,24 @@ TEST(DaemonStartTest, BadConfigExitsTwoNamingTheKey) {
 
 TEST(DaemonStartTest, TcpWithTenantsServesAuthenticatedCallers) {
   std::string dir = TempDir();
-  Launched l = Launch({{"listen", "tcp:127.0.0.1:0"},
-                       {"state_dir", dir + "/state"},
-                       {"tenants", {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kAlphaToken)}}}}},
-                      dir);
+  Launched l =
+      Launch({{"listen", "tcp:127.0.0.1:0"},
+              {"state_dir", dir + "/state"},
+              {"tenants", {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kAlphaToken)}}}}},
+             dir);
   char line[256] = {0};
   ASSERT_NE(fgets(line, sizeof(line), l.out), nullptr);
   std::string said(line);
   ASSERT_TRUE(absl::StartsWith(said, "sandgated listening on tcp:127.0.0.1:")) << said;
   std::string target = std::string(absl::StripAsciiWhitespace(said.substr(said.find("tcp:") + 4)));
-  auto stub = v1::Sandgate::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::Sandgate::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   v1::ListRunsResponse resp;
-  EXPECT_TRUE(stub->ListRuns(DaemonHarness::Context(kAlphaToken).get(), v1::ListRunsRequest(), &resp).ok());
-  EXPECT_EQ(stub->ListRuns(DaemonHarness::Context().get(), v1::ListRunsRequest(), &resp).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(
+      stub->ListRuns(DaemonHarness::Context(kAlphaToken).get(), v1::ListRunsRequest(), &resp).ok());
+  EXPECT_EQ(
+      stub->ListRuns(DaemonHarness::Context().get(), v1::ListRunsRequest(), &resp).error_code(),
+      grpc::StatusCode::UNAUTHENTICATED);
   kill(l.pid, SIGINT);
   int status = 0;
   waitpid(l.pid, &status, 0);

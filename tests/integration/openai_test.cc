@@ -65,9 +65,11 @@ class OpenAiIntegrationTest : public ::testing::Test {
     openai["model"] = "fake-model";
     openai["max_turns"] = 10;
     chat["model"] = "fake-chat-model";
-    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
-        {"local", {{"uid_base", 310000}, {"uid_count", 64}}}, {"openai", openai}, {"chat", chat},
-        {"metrics_listen", "127.0.0.1:0"}});
+    daemon_ = std::make_unique<DaemonHarness>(
+        nlohmann::json{{"local", {{"uid_base", 310000}, {"uid_count", 64}}},
+                       {"openai", openai},
+                       {"chat", chat},
+                       {"metrics_listen", "127.0.0.1:0"}});
     daemon_->Start();
     stub_ = daemon_->Stub();
   }
@@ -131,7 +133,8 @@ class OpenAiIntegrationTest : public ::testing::Test {
 
   // Succeeded with all six artifacts and every check passed.
   void ExpectVerified(const v1::Run& run, const std::vector<v1::Event>& events) {
-    EXPECT_EQ(run.status(), v1::RUN_STATUS_SUCCEEDED) << run.status_reason() << "\n" << daemon_->Log();
+    EXPECT_EQ(run.status(), v1::RUN_STATUS_SUCCEEDED) << run.status_reason() << "\n"
+                                                      << daemon_->Log();
     EXPECT_EQ(run.artifacts_size(), 6);
     EXPECT_GT(run.checks_size(), 0);
     for (const auto& c : run.checks()) EXPECT_TRUE(c.passed()) << c.name() << ": " << c.detail();
@@ -194,9 +197,10 @@ TEST_F(OpenAiIntegrationTest, FaultsAreRetried) {
   EXPECT_TRUE(retried);
   // Each failed HTTP attempt is counted where it happened (labels in name order).
   std::string page = daemon_->Metrics();
-  for (const char* line :
-       {"sandgate_upstream_errors_total{endpoint=\"containers\",kind=\"429\",retried=\"true\",upstream=\"openai\"} 1",
-        "sandgate_upstream_errors_total{endpoint=\"responses\",kind=\"500\",retried=\"true\",upstream=\"openai\"} 1"}) {
+  for (const char* line : {"sandgate_upstream_errors_total{endpoint=\"containers\",kind=\"429\","
+                           "retried=\"true\",upstream=\"openai\"} 1",
+                           "sandgate_upstream_errors_total{endpoint=\"responses\",kind=\"500\","
+                           "retried=\"true\",upstream=\"openai\"} 1"}) {
     EXPECT_TRUE(absl::StrContains(page, line)) << "no '" << line << "' in\n" << page;
   }
 }
@@ -327,11 +331,13 @@ TEST_F(OpenAiIntegrationTest, WhatHostedContainersCannotDoIsRefusedBeforeAnythin
   setup.mutable_sandbox()->add_setup_commands("pip install pandas");
   grpc::Status st = refused(setup);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(st.error_message(), HasSubstr("sandbox.setup_commands: the 'openai' provider runs commands only through the openai agent"));
+  EXPECT_THAT(st.error_message(), HasSubstr("sandbox.setup_commands: the 'openai' provider runs "
+                                            "commands only through the openai agent"));
   for (const char* agent : {"reference", "chat"}) {
     st = refused(Request("openai", agent));
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << agent;
-    EXPECT_THAT(st.error_message(), HasSubstr(std::string("agent: '") + agent + "' runs its commands in the sandbox"));
+    EXPECT_THAT(st.error_message(),
+                HasSubstr(std::string("agent: '") + agent + "' runs its commands in the sandbox"));
   }
   v1::CreateSessionRequest session;
   session.set_provider("openai");
@@ -349,7 +355,8 @@ TEST_F(OpenAiIntegrationTest, WhatHostedContainersCannotDoIsRefusedBeforeAnythin
   in_session.set_session_id(s.id());
   st = refused(in_session);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(st.error_message(), HasSubstr("the 'openai' provider runs commands only through the openai agent"));
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("the 'openai' provider runs commands only through the openai agent"));
   in_session.set_provider("local");
   st = refused(in_session);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -659,7 +666,7 @@ TEST_F(OpenAiIntegrationTest, AFatalInputIsRefusedBeforeAnyModelCall) {
       EXPECT_THAT(st.error_message(), HasSubstr(c.problem));
     }
   }
-  int paid_calls = 0;  // model calls and containers
+  int paid_calls = 0;                          // model calls and containers
   const nlohmann::json state = fake_.State();  // outlives the loop over its requests
   for (const auto& r : state["requests"]) {
     const std::string path = r["path"].get<std::string>();

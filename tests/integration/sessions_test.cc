@@ -29,11 +29,11 @@ struct ExecOutcome {
 class SessionsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
-        {"tenants",
-         {{{"name", "a"}, {"token_sha256", Sha256::Hex(kToken)}},
-          {{"name", "b"}, {"token_sha256", Sha256::Hex(kOtherToken)}}}},
-        {"local", {{"uid_base", 300200}, {"uid_count", 16}}}});
+    daemon_ = std::make_unique<DaemonHarness>(
+        nlohmann::json{{"tenants",
+                        {{{"name", "a"}, {"token_sha256", Sha256::Hex(kToken)}},
+                         {{"name", "b"}, {"token_sha256", Sha256::Hex(kOtherToken)}}}},
+                       {"local", {{"uid_base", 300200}, {"uid_count", 16}}}});
     daemon_->Start();
     stub_ = daemon_->Stub();
   }
@@ -66,7 +66,9 @@ class SessionsTest : public ::testing::Test {
     ExecOutcome o;
     v1::ExecResponse r;
     while (reader->Read(&r)) {
-      if (r.has_output()) (r.output().stream() == v1::CommandOutput::STREAM_STDOUT ? o.out : o.err) += r.output().data();
+      if (r.has_output())
+        (r.output().stream() == v1::CommandOutput::STREAM_STDOUT ? o.out : o.err) +=
+            r.output().data();
       if (r.has_finished()) {
         o.finished = r.finished();
         o.has_finished = true;
@@ -106,7 +108,8 @@ class SessionsTest : public ::testing::Test {
     v1::ListFilesRequest req;
     req.set_session_id(id);
     v1::ListFilesResponse resp;
-    grpc::Status st = (stub ? stub : stub_.get())->ListFiles(DaemonHarness::Context(kToken).get(), req, &resp);
+    grpc::Status st =
+        (stub ? stub : stub_.get())->ListFiles(DaemonHarness::Context(kToken).get(), req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message();
     return resp;
   }
@@ -210,7 +213,8 @@ TEST_F(SessionsTest, ExecFilesKeepAliveAndClose) {
   EXPECT_EQ(closed.status(), v1::SESSION_STATUS_CLOSED);
   ExecOutcome after = Exec(s.id(), "true");
   EXPECT_EQ(after.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_TRUE(absl::StrContains(after.status.error_message(), "closed")) << after.status.error_message();
+  EXPECT_TRUE(absl::StrContains(after.status.error_message(), "closed"))
+      << after.status.error_message();
 }
 
 TEST_F(SessionsTest, AnIdleSessionIsReapedButNotWhileACommandRuns) {
@@ -227,7 +231,8 @@ TEST_F(SessionsTest, MaxLifetimeEndsARunningCommandAndTheStreamSaysWhy) {
   v1::Session s = Create(/*idle_s=*/1, /*life_s=*/2);
   ExecOutcome o = Exec(s.id(), "sleep 30");
   EXPECT_EQ(o.status.error_code(), grpc::StatusCode::ABORTED);
-  EXPECT_TRUE(absl::StrContains(o.status.error_message(), "max_lifetime")) << o.status.error_message();
+  EXPECT_TRUE(absl::StrContains(o.status.error_message(), "max_lifetime"))
+      << o.status.error_message();
   ASSERT_TRUE(o.has_finished);
   EXPECT_TRUE(o.finished.cancelled());
   EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_EXPIRED);
@@ -251,7 +256,8 @@ TEST_F(SessionsTest, OpenStreamsAreWarnedOnceBeforeMaxLifetimeReapsTheSession) {
   ASSERT_EQ(exec.expiring.size(), 1u);
   EXPECT_EQ(exec.expiring[0].session_id(), s.id());
   EXPECT_EQ(exec.expiring[0].expires_at().seconds(), s.created_at().seconds() + 4);
-  EXPECT_TRUE(absl::StrContains(exec.expiring[0].reason(), "max_lifetime of 4s")) << exec.expiring[0].reason();
+  EXPECT_TRUE(absl::StrContains(exec.expiring[0].reason(), "max_lifetime of 4s"))
+      << exec.expiring[0].reason();
   EXPECT_EQ(exec.status.error_code(), grpc::StatusCode::ABORTED) << "then reaped";
   int warnings = 0;
   for (size_t i = 0; i < events.size(); ++i) {
@@ -279,7 +285,8 @@ TEST_F(SessionsTest, RunsInASessionKeepItsWorkspace) {
   v1::Run run;
   ASSERT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kToken).get(), req, &run).ok());
   std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kToken);
-  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED) << events.back().run_finished().reason();
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << events.back().run_finished().reason();
   EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_ACTIVE);
   ExecOutcome ls = Exec(s.id(), "head -1 calculated_metrics.csv");
   EXPECT_TRUE(absl::StartsWith(ls.out, "year,revenue_growth")) << ls.out;
@@ -294,11 +301,17 @@ TEST_F(SessionsTest, IdempotentCreateAndTenantIsolation) {
   v1::Session s;
   EXPECT_EQ(stub_->GetSession(DaemonHarness::Context(kOtherToken).get(), req, &s).error_code(),
             grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(Exec(a.id(), "true", 60000, kOtherToken).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Exec(a.id(), "true", 60000, kOtherToken).status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
   v1::ListSessionsResponse list;
-  ASSERT_TRUE(stub_->ListSessions(DaemonHarness::Context(kOtherToken).get(), v1::ListSessionsRequest(), &list).ok());
+  ASSERT_TRUE(stub_
+                  ->ListSessions(DaemonHarness::Context(kOtherToken).get(),
+                                 v1::ListSessionsRequest(), &list)
+                  .ok());
   EXPECT_EQ(list.sessions_size(), 0);
-  ASSERT_TRUE(stub_->ListSessions(DaemonHarness::Context(kToken).get(), v1::ListSessionsRequest(), &list).ok());
+  ASSERT_TRUE(
+      stub_->ListSessions(DaemonHarness::Context(kToken).get(), v1::ListSessionsRequest(), &list)
+          .ok());
   EXPECT_EQ(list.sessions_size(), 1);
 }
 
@@ -320,14 +333,17 @@ TEST_F(SessionsTest, TheAuditLogSaysWhoDidWhat) {
   }
   auto has = [&](const std::string& tenant, const std::string& action, const std::string& outcome) {
     for (const auto& l : lines) {
-      if (l["tenant"] == tenant && l["action"] == action && l["target"] == s.id() && l["outcome"] == outcome) return true;
+      if (l["tenant"] == tenant && l["action"] == action && l["target"] == s.id() &&
+          l["outcome"] == outcome)
+        return true;
     }
     return false;
   };
   EXPECT_TRUE(has("a", "CreateSession", "OK")) << all;
   EXPECT_TRUE(has("a", "Exec", "OK")) << all;
   EXPECT_TRUE(has("a", "CloseSession", "OK")) << all;
-  EXPECT_FALSE(absl::StrContains(all, "secret-value-not-audited")) << "command lines are not audited";
+  EXPECT_FALSE(absl::StrContains(all, "secret-value-not-audited"))
+      << "command lines are not audited";
 }
 
 TEST_F(SessionsTest, BadExecRequestsNameTheProblem) {
@@ -455,11 +471,13 @@ TEST_F(SessionsTest, AListingSurvivesNamesThatAreNotUtf8AndDeepTrees) {
 // the default 16,384 inodes) used to make a listing it could not receive.
 TEST_F(SessionsTest, AListingFitsADefaultClientsMessageLimit) {
   v1::Session s = Create();
-  ExecOutcome made = Exec(s.id(),
-                          "python3 -c \"import os; d = 'd' * 200; os.mkdir(d); "
-                          "[open(d + '/%0250d' % i, 'w').close() for i in range(10000)]\" && echo ok");
+  ExecOutcome made =
+      Exec(s.id(),
+           "python3 -c \"import os; d = 'd' * 200; os.mkdir(d); "
+           "[open(d + '/%0250d' % i, 'w').close() for i in range(10000)]\" && echo ok");
   ASSERT_EQ(made.out, "ok\n") << made.err;
-  auto plain = v1::Sandgate::NewStub(grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+  auto plain = v1::Sandgate::NewStub(
+      grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
   const v1::ListFilesResponse resp = List(s.id(), plain.get());
   EXPECT_TRUE(resp.truncated());
   EXPECT_GT(resp.files_size(), 6000);

@@ -15,15 +15,18 @@ constexpr char kSmall[] = "small-token";
 class TenantsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
-        {"max_concurrent_runs", 1},
-        {"tenants",
-         {{{"name", "busy"}, {"token_sha256", Sha256::Hex(kBusy)}},
-          {{"name", "small"},
-           {"token_sha256", Sha256::Hex(kSmall)},
-           {"policy", {{"agents", {"reference"}}, {"network_modes", {"disabled"}}, {"max_memory_bytes", 1ull << 30}}},
-           {"quotas", {{"live_sessions", 1}, {"runs_per_minute", 3}}}}}},
-        {"local", {{"uid_base", 300300}, {"uid_count", 16}}}});
+    daemon_ = std::make_unique<DaemonHarness>(
+        nlohmann::json{{"max_concurrent_runs", 1},
+                       {"tenants",
+                        {{{"name", "busy"}, {"token_sha256", Sha256::Hex(kBusy)}},
+                         {{"name", "small"},
+                          {"token_sha256", Sha256::Hex(kSmall)},
+                          {"policy",
+                           {{"agents", {"reference"}},
+                            {"network_modes", {"disabled"}},
+                            {"max_memory_bytes", 1ull << 30}}},
+                          {"quotas", {{"live_sessions", 1}, {"runs_per_minute", 3}}}}}},
+                       {"local", {{"uid_base", 300300}, {"uid_count", 16}}}});
     daemon_->Start();
     stub_ = daemon_->Stub();
   }
@@ -72,7 +75,8 @@ TEST_F(TenantsTest, QuotasAndPolicyAreEnforcedNamingTheRule) {
   v1::Run run;
   grpc::Status st = stub_->RunAnalysis(DaemonHarness::Context(kSmall).get(), SampleRequest(), &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_TRUE(absl::StrContains(st.error_message(), "quota runs_per_minute (3) of tenant small")) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "quota runs_per_minute (3) of tenant small"))
+      << st.error_message();
   // another tenant is not affected
   EXPECT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), SampleRequest(), &run).ok());
   FollowToEnd(*stub_, run.id(), kBusy);
@@ -82,7 +86,8 @@ TEST_F(TenantsTest, QuotasAndPolicyAreEnforcedNamingTheRule) {
   req.mutable_sandbox()->set_memory_bytes(2ull << 30);
   st = stub_->RunAnalysis(DaemonHarness::Context(kSmall).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_TRUE(absl::StrContains(st.error_message(), "policy of tenant small: sandbox.memory_bytes")) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "policy of tenant small: sandbox.memory_bytes"))
+      << st.error_message();
 
   // live_sessions: 1
   v1::CreateSessionRequest create;
@@ -90,7 +95,8 @@ TEST_F(TenantsTest, QuotasAndPolicyAreEnforcedNamingTheRule) {
   ASSERT_TRUE(stub_->CreateSession(DaemonHarness::Context(kSmall).get(), create, &s).ok());
   st = stub_->CreateSession(DaemonHarness::Context(kSmall).get(), create, &s);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_TRUE(absl::StrContains(st.error_message(), "quota live_sessions (1) of tenant small")) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "quota live_sessions (1) of tenant small"))
+      << st.error_message();
 }
 
 }  // namespace
@@ -107,8 +113,7 @@ TEST_F(TenantsTest, ATenantWithoutPolicyStillMeetsTheDaemonsCeilings) {
   v1::RunAnalysisRequest req = SampleRequest();
   req.mutable_sandbox()->set_memory_bytes(1ull << 63);
   v1::Run run;
-  grpc::Status st =
-      stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
+  grpc::Status st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(st.error_message(),
             "sandbox.memory_bytes: at most 64 GiB (daemon ceiling "
@@ -117,29 +122,24 @@ TEST_F(TenantsTest, ATenantWithoutPolicyStillMeetsTheDaemonsCeilings) {
   req.mutable_sandbox()->add_files()->set_path("../../etc/x");
   st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(absl::StrContains(st.error_message(), "sandbox.files[0].path"))
-      << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "sandbox.files[0].path")) << st.error_message();
   req = SampleRequest();
   req.set_idempotency_key(std::string(1 << 20, 'k'));
   st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(absl::StrContains(st.error_message(),
-                                "idempotency_key: at most 256 bytes"))
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "idempotency_key: at most 256 bytes"))
       << st.error_message();
 
   req = SampleRequest();
   req.set_idempotency_key("pay-once");
   v1::Run first;
-  ASSERT_TRUE(
-      stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &first)
-          .ok());
+  ASSERT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &first).ok());
   (*req.mutable_labels())["changed"] = "yes";
   st = stub_->RunAnalysis(DaemonHarness::Context(kBusy).get(), req, &run);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(absl::StrContains(
       st.error_message(),
-      "idempotency_key 'pay-once' was used for a different request (" +
-          first.id() + ")"))
+      "idempotency_key 'pay-once' was used for a different request (" + first.id() + ")"))
       << st.error_message();
   FollowToEnd(*stub_, first.id(), kBusy);
 }
@@ -149,12 +149,10 @@ TEST_F(TenantsTest, ATenantWithoutPolicyStillMeetsTheDaemonsCeilings) {
 // with the session's id).
 TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
   v1::CreateSessionRequest create;
-  create.mutable_sandbox()->mutable_network()->set_mode(
-      v1::NetworkPolicy::MODE_RESTRICTED);
+  create.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
   create.mutable_sandbox()->mutable_network()->add_allowed_domains("127.0.0.2");
   v1::Session session;
-  grpc::Status st = stub_->CreateSession(DaemonHarness::Context(kBusy).get(),
-                                         create, &session);
+  grpc::Status st = stub_->CreateSession(DaemonHarness::Context(kBusy).get(), create, &session);
   ASSERT_TRUE(st.ok()) << st.error_message();
 
   v1::ExecRequest exec;
@@ -177,8 +175,7 @@ TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
     v1::Event e;
     while (events->Read(&e)) {
       if (e.has_network() && e.network().host() == "127.0.0.2" &&
-          e.network().verdict() == "denied" &&
-          e.network().reason() == "blocked-by-ssrf-guard") {
+          e.network().verdict() == "denied" && e.network().reason() == "blocked-by-ssrf-guard") {
         refused = true;
       }
     }
@@ -186,8 +183,8 @@ TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
     EXPECT_TRUE(end.ok()) << end.error_message();
     return refused || !end.ok();
   });
-  EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2 in session "
-                       << session.id() << "'s log";
+  EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2 in session " << session.id()
+                       << "'s log";
   // Following the log ends with the session's close.
   v1::CloseSessionRequest close;
   close.set_session_id(session.id());

@@ -11,6 +11,7 @@
 //   build/bin/load_chaos --runs 40 --clients 4 --tenants 2 --kills 2          (CI)
 #include <dirent.h>
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -18,8 +19,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -32,8 +33,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -110,7 +109,8 @@ class Daemon {
       _exit(127);
     }
     for (int i = 0; i < 200; ++i) {  // ready when the socket answers
-      auto stub = Sandgate::NewStub(grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
+      auto stub =
+          Sandgate::NewStub(grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
       ctx.AddMetadata("authorization", "Bearer token-0");
@@ -183,7 +183,8 @@ struct Stats {
     ++by_flavor[flavor][status];
   }
   void FailedBecause(const std::string& reason) {
-    // Words with a digit become '#': "session s1a2b3 ended" and "session s9f8e7 ended" count as one.
+    // Words with a digit become '#': "session s1a2b3 ended" and "session s9f8e7 ended" count as
+    // one.
     std::string shape;
     for (size_t i = 0; i < reason.size() && shape.size() < 120;) {
       size_t j = i;
@@ -207,8 +208,14 @@ class Client {
  public:
   Client(int id, const Options& opt, Daemon* daemon, Stats* stats, const std::string& csv,
          std::atomic<int>* remaining)
-      : id_(id), opt_(opt), daemon_(daemon), stats_(stats), csv_(csv), remaining_(remaining),
-        rng_(id * 7919 + 1), token_(absl::StrCat("token-", id % opt.tenants)) {}
+      : id_(id),
+        opt_(opt),
+        daemon_(daemon),
+        stats_(stats),
+        csv_(csv),
+        remaining_(remaining),
+        rng_(id * 7919 + 1),
+        token_(absl::StrCat("token-", id % opt.tenants)) {}
 
   void Loop() {
     while (remaining_->fetch_sub(1) > 0) {
@@ -219,8 +226,8 @@ class Client {
         static constexpr Flavor kOpenAiRuns[] = {kHosted, kHosted, kModelOnLocal};
         Run(openai ? kOpenAiRuns[dice % 3] : kLocal, CancelAt::kNever, /*disconnect=*/dice == 5);
       } else if (dice < 8) {
-        Run(openai ? kHosted : kLocal, openai && dice == 6 ? CancelAt::kStart : CancelAt::kFirstCommand,
-            false);
+        Run(openai ? kHosted : kLocal,
+            openai && dice == 6 ? CancelAt::kStart : CancelAt::kFirstCommand, false);
       } else {
         Session(openai ? "openai" : "local");
       }
@@ -229,7 +236,8 @@ class Client {
 
  private:
   std::unique_ptr<Sandgate::Stub> Stub() {
-    return Sandgate::NewStub(grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+    return Sandgate::NewStub(
+        grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
   }
   void Prepare(grpc::ClientContext* ctx, int seconds = 120) {
     ctx->AddMetadata("authorization", "Bearer " + token_);
@@ -244,7 +252,8 @@ class Client {
   // RunAnalysis (in the kept session `session_id` when given), retried with the same
   // idempotency key across daemon restarts; then followed (resuming after disconnects and
   // restarts) until run.finished.
-  void Run(const Flavor& flavor, CancelAt cancel, bool disconnect, const std::string& session_id = "") {
+  void Run(const Flavor& flavor, CancelAt cancel, bool disconnect,
+           const std::string& session_id = "") {
     auto t0 = Clock::now();
     const std::string label = absl::StrCat(flavor.provider, "/", flavor.agent,
                                            session_id.empty() ? "" : " (kept session)");
@@ -270,7 +279,8 @@ class Client {
       // Only a daemon that is down or restarting is worth waiting for. A kept session may
       // have been lost in a restart; any other refusal is a failure of the test.
       if (st.error_code() != grpc::StatusCode::UNAVAILABLE || attempt > 100) {
-        const bool lost = !session_id.empty() && st.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
+        const bool lost =
+            !session_id.empty() && st.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
         stats_->Finished(label, lost ? "SESSION_LOST" : "REFUSED");
         return;
       }
@@ -302,7 +312,8 @@ class Client {
         if (e.has_run_finished()) {
           double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
           stats_->Finished(label, StatusName(e.run_finished().status()));
-          if (e.run_finished().status() == v1::RUN_STATUS_FAILED) stats_->FailedBecause(e.run_finished().reason());
+          if (e.run_finished().status() == v1::RUN_STATUS_FAILED)
+            stats_->FailedBecause(e.run_finished().reason());
           {
             std::lock_guard<std::mutex> lock(stats_->mu);
             stats_->latency_ms.push_back(ms);
@@ -311,8 +322,9 @@ class Client {
           reader->Finish();
           return;
         }
-        const bool cancel_now = cancel == CancelAt::kStart ? e.has_run_started()
-                                : cancel == CancelAt::kFirstCommand && e.has_command_started();
+        const bool cancel_now = cancel == CancelAt::kStart
+                                    ? e.has_run_started()
+                                    : cancel == CancelAt::kFirstCommand && e.has_command_started();
         if (cancel_now && !cancelled) {
           grpc::ClientContext cctx;
           Prepare(&cctx);
@@ -366,7 +378,8 @@ class Client {
       Prepare(&ctx, 30);
       v1::ExecRequest ereq;
       ereq.set_session_id(s.id());
-      ereq.set_command(i == 2 ? "setsid nohup sleep 300 >/dev/null 2>&1 & echo left" : "echo hi; ls");
+      ereq.set_command(i == 2 ? "setsid nohup sleep 300 >/dev/null 2>&1 & echo left"
+                              : "echo hi; ls");
       auto reader = Stub()->Exec(&ctx, ereq);
       v1::ExecResponse r;
       while (reader->Read(&r)) {
@@ -413,9 +426,12 @@ int LeakedProcesses() {
     while (std::getline(in, line)) {
       if (absl::StartsWith(line, "State:") && absl::StrContains(line, "zombie")) zombie = true;
       if (absl::StartsWith(line, "Uid:") && !zombie) {
-        std::vector<std::string> f = absl::StrSplit(line, absl::ByAnyChar("\t "), absl::SkipEmpty());
+        std::vector<std::string> f =
+            absl::StrSplit(line, absl::ByAnyChar("\t "), absl::SkipEmpty());
         uint32_t uid;
-        if (f.size() > 1 && absl::SimpleAtoi(f[1], &uid) && uid >= kUidBase && uid < kUidBase + kUidCount) ++n;
+        if (f.size() > 1 && absl::SimpleAtoi(f[1], &uid) && uid >= kUidBase &&
+            uid < kUidBase + kUidCount)
+          ++n;
       }
     }
   }
@@ -428,13 +444,15 @@ std::set<std::string> SessionCgroups() {
   std::set<std::string> dirs;
   FILE* p = popen("find /sys/fs/cgroup -maxdepth 7 -type d -name 'sandgate-s*' 2>/dev/null", "r");
   char line[4096];
-  while (p && fgets(line, sizeof(line), p)) dirs.insert(std::string(absl::StripTrailingAsciiWhitespace(line)));
+  while (p && fgets(line, sizeof(line), p))
+    dirs.insert(std::string(absl::StripTrailingAsciiWhitespace(line)));
   if (p) pclose(p);
   return dirs;
 }
 
 // Runs `sql` on the daemon's database, read only; `row` sees each result row.
-void Query(const std::string& db_path, const char* sql, const std::function<void(sqlite3_stmt*)>& row) {
+void Query(const std::string& db_path, const char* sql,
+           const std::function<void(sqlite3_stmt*)>& row) {
   sqlite3* db = nullptr;
   sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   sqlite3_stmt* st = nullptr;
@@ -455,7 +473,9 @@ int Count(const std::string& db_path, const char* sql) {
 // the hex of the run id), all stored before their sandbox exists.
 std::set<std::string> OurSessions(const std::string& db_path) {
   std::set<std::string> ids;
-  auto text = [](sqlite3_stmt* st) { return std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))); };
+  auto text = [](sqlite3_stmt* st) {
+    return std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+  };
   Query(db_path, "SELECT id FROM sessions", [&](sqlite3_stmt* st) { ids.insert(text(st)); });
   Query(db_path, "SELECT id FROM runs", [&](sqlite3_stmt* st) {
     std::string run = text(st);
@@ -481,10 +501,14 @@ int main(int argc, char** argv) {
       continue;
     }
     int v = std::atoi(argv[++i]);
-    if (a == "--runs") opt.runs = v;
-    else if (a == "--clients") opt.clients = v;
-    else if (a == "--tenants") opt.tenants = std::min(v, 8);
-    else if (a == "--kills") opt.kills = v;
+    if (a == "--runs")
+      opt.runs = v;
+    else if (a == "--clients")
+      opt.clients = v;
+    else if (a == "--tenants")
+      opt.tenants = std::min(v, 8);
+    else if (a == "--kills")
+      opt.kills = v;
   }
   if (!opt.chaos) opt.kills = 0;
   char tmpl[] = "/tmp/sg-load-XXXXXX";
@@ -493,14 +517,18 @@ int main(int argc, char** argv) {
   // for the next one's sweep.
   sandgate::testing::FakeOpenAiServer fake(kOpenAiKey);
   if (!fake.Start(dir + "/fake_openai.log")) {
-    std::fprintf(stderr, "the fake OpenAI server did not start; see %s/fake_openai.log\n", dir.c_str());
+    std::fprintf(stderr, "the fake OpenAI server did not start; see %s/fake_openai.log\n",
+                 dir.c_str());
     return 2;
   }
   fake.Scenario(sandgate::testing::AnalystTurns(kInput));
   // Making a container takes upstream a while (the fake, no time at all): the window in which
   // a kill or a cancel may leave the daemon without the id of a container upstream still
   // makes. (The prefix also slows uploads into containers.)
-  fake.Fault({{"path_prefix", "/v1/containers"}, {"method", "POST"}, {"delay_ms", 200}, {"times", 1 << 30}});
+  fake.Fault({{"path_prefix", "/v1/containers"},
+              {"method", "POST"},
+              {"delay_ms", 200},
+              {"times", 1 << 30}});
   Daemon daemon(dir, fake.base_url());
   const std::string csv = sandgate::testing::SampleStatementsCsv();
   daemon.Start();
@@ -515,7 +543,8 @@ int main(int argc, char** argv) {
     std::mt19937 rng(42);
     while (!done && kills < opt.kills) {
       // A kill every 0.2–1.2 s: the full size (about 40 s) sees all twenty, mid-run and mid-queue.
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 1200)(rng)));
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::uniform_int_distribution<int>(200, 1200)(rng)));
       if (done) break;
       peak_kb = std::max(peak_kb, daemon.Stop(SIGKILL));
       ++kills;
@@ -552,12 +581,16 @@ int main(int argc, char** argv) {
   // container and file sandgate made must be deleted.
   nlohmann::json upstream = fake.State();
   const bool upstream_known = upstream["containers"].is_array() && upstream["files"].is_array();
-  if (!upstream_known) std::fprintf(stderr, "fake OpenAI state unreadable: %s\n", upstream.dump().c_str());
-  const int upstream_containers = upstream_known ? static_cast<int>(upstream["containers"].size()) : -1;
+  if (!upstream_known)
+    std::fprintf(stderr, "fake OpenAI state unreadable: %s\n", upstream.dump().c_str());
+  const int upstream_containers =
+      upstream_known ? static_cast<int>(upstream["containers"].size()) : -1;
   const int upstream_files = upstream_known ? static_cast<int>(upstream["files"].size()) : -1;
   if (upstream_known) {
-    for (const auto& c : upstream["containers"]) std::fprintf(stderr, "leaked upstream container %s\n", c.dump().c_str());
-    for (const auto& f : upstream["files"]) std::fprintf(stderr, "leaked upstream file %s\n", f.dump().c_str());
+    for (const auto& c : upstream["containers"])
+      std::fprintf(stderr, "leaked upstream container %s\n", c.dump().c_str());
+    for (const auto& f : upstream["files"])
+      std::fprintf(stderr, "leaked upstream file %s\n", f.dump().c_str());
   }
   int containers_created = 0, responses = 0;
   for (const auto& r : upstream.value("requests", nlohmann::json::array())) {
@@ -566,8 +599,9 @@ int main(int argc, char** argv) {
     responses += r.value("path", "") == "/v1/responses" ? 1 : 0;
   }
 
-  std::printf("load_chaos: %d operations planned, %d clients, %d tenants, %d daemon kills, %.1f s\n",
-              opt.runs, opt.clients, opt.tenants, kills, seconds);
+  std::printf(
+      "load_chaos: %d operations planned, %d clients, %d tenants, %d daemon kills, %.1f s\n",
+      opt.runs, opt.clients, opt.tenants, kills, seconds);
   std::printf("runs started %zu; by final status:", stats.started.size());
   for (const auto& [status, n] : stats.by_status) std::printf(" %s %d", status.c_str(), n);
   for (const auto& [flavor, statuses] : stats.by_flavor) {
@@ -577,15 +611,18 @@ int main(int argc, char** argv) {
   for (const auto& [why, n] : stats.failed_why) std::printf("\n  FAILED %d: %s", n, why.c_str());
   std::printf("\nrun latency (RunAnalysis to run.finished): p50 %.0f ms, p99 %.0f ms\n",
               Percentile(stats.latency_ms, 0.5), Percentile(stats.latency_ms, 0.99));
-  std::printf("sessions %d, execs %d (hosted, refused: %d), cancels %d, disconnects %d, rpc errors:",
-              stats.sessions, stats.execs, stats.execs_refused, stats.cancels, stats.disconnects);
+  std::printf(
+      "sessions %d, execs %d (hosted, refused: %d), cancels %d, disconnects %d, rpc errors:",
+      stats.sessions, stats.execs, stats.execs_refused, stats.cancels, stats.disconnects);
   for (const auto& [what, n] : stats.rpc_errors) std::printf(" %s %d", what.c_str(), n);
   std::printf("\n");
   std::printf("fake OpenAI: %d containers created, %d responses\n", containers_created, responses);
-  std::printf("leaks: sandbox processes %d, cgroups %d, journal entries %d, live sessions %d, unfinished runs %d, "
-              "upstream containers %d, upstream files %d\n",
-              leaked_processes, leaked_cgroups, journal, live_sessions, unfinished_runs, upstream_containers,
-              upstream_files);
+  std::printf(
+      "leaks: sandbox processes %d, cgroups %d, journal entries %d, live sessions %d, unfinished "
+      "runs %d, "
+      "upstream containers %d, upstream files %d\n",
+      leaked_processes, leaked_cgroups, journal, live_sessions, unfinished_runs,
+      upstream_containers, upstream_files);
   std::printf("daemon peak memory (VmHWM, max over incarnations): %.1f MiB\n", peak_kb / 1024.0);
   bool ok = leaked_processes == 0 && leaked_cgroups == 0 && journal == 0 && live_sessions == 0 &&
             unfinished_runs == 0 && upstream_containers == 0 && upstream_files == 0 &&

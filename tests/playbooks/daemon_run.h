@@ -16,7 +16,7 @@
 namespace sandgate::playbooks::testing {
 
 struct DaemonRun {
-  std::vector<v1::Event> events;  // every event, the last one run.finished
+  std::vector<v1::Event> events;           // every event, the last one run.finished
   std::vector<std::string> failed_checks;  // "name: detail"
   int checks = 0;
   std::string daemon_log;

@@ -1,9 +1,8 @@
 #include "store/sqlite_store.h"
 
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <sqlite3.h>
 
 #include <cstdlib>
 #include <string>
@@ -55,7 +54,8 @@ TEST_F(SqliteStoreTest, RunsRoundTripAndSurviveReopen) {
 }
 
 TEST_F(SqliteStoreTest, ListRunsIsTenantScopedNewestFirstAndPaged) {
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(store_->PutRun(MakeRun("a" + std::to_string(i), "a")).ok());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(store_->PutRun(MakeRun("a" + std::to_string(i), "a")).ok());
   ASSERT_TRUE(store_->PutRun(MakeRun("b0", "b")).ok());
   auto page1 = store_->ListRuns("a", 3, "");
   ASSERT_TRUE(page1.ok());
@@ -100,8 +100,7 @@ TEST_F(SqliteStoreTest, AKeyKeepsTheFingerprintOfTheRequestThatMadeIt) {
   ASSERT_TRUE(store_->CreateSession(s, "sfp").ok());
   s.set_status(v1::SESSION_STATUS_CLOSED);
   ASSERT_TRUE(store_->PutSession(s).ok());
-  EXPECT_EQ((*store_->FindSessionByIdempotencyKey("a", "k"))->request_sha256,
-            "sfp");
+  EXPECT_EQ((*store_->FindSessionByIdempotencyKey("a", "k"))->request_sha256, "sfp");
 }
 
 // A database made by the daemon before fingerprints (schema version 0) is
@@ -136,18 +135,15 @@ TEST_F(SqliteStoreTest, MigratesAVersionZeroDatabase) {
   ASSERT_TRUE(old.ok() && old->has_value()) << old.status();
   EXPECT_EQ((*old)->id, "old");
   EXPECT_EQ((*old)->request_sha256, "");
-  EXPECT_EQ((*store_->FindSessionByIdempotencyKey("a", "k"))->request_sha256,
-            "");
+  EXPECT_EQ((*store_->FindSessionByIdempotencyKey("a", "k"))->request_sha256, "");
   ASSERT_TRUE(store_->CreateRun(MakeRun("new", "a", "k2"), "fp").ok());
-  EXPECT_EQ((*store_->FindRunByIdempotencyKey("a", "k2"))->request_sha256,
-            "fp");
+  EXPECT_EQ((*store_->FindRunByIdempotencyKey("a", "k2"))->request_sha256, "fp");
   // Opening again does not migrate twice.
   store_.reset();
   auto again = SqliteStore::Open(path_);
   ASSERT_TRUE(again.ok()) << again.status();
   store_ = std::move(*again);
-  EXPECT_EQ((*store_->FindRunByIdempotencyKey("a", "k2"))->request_sha256,
-            "fp");
+  EXPECT_EQ((*store_->FindRunByIdempotencyKey("a", "k2"))->request_sha256, "fp");
 }
 
 TEST_F(SqliteStoreTest, EventsAreDensePerRunAndReadAfterSeq) {

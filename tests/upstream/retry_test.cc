@@ -329,8 +329,8 @@ TEST(RetryingHttpClientTest, EveryFailedAttemptIsReportedWithWhetherItIsRetried)
   RecordingSleeper sleeper;
   RetryOptions options = sleeper.Options();
   std::vector<std::pair<std::string, bool>> seen;
-  options.on_failed_attempt = [&seen](const HttpRequest& req, const absl::StatusOr<HttpResponse>& outcome,
-                                      bool retrying) {
+  options.on_failed_attempt = [&seen](const HttpRequest& req,
+                                      const absl::StatusOr<HttpResponse>& outcome, bool retrying) {
     seen.emplace_back(UpstreamErrorKind(req, outcome).value_or("-"), retrying);
   };
   RetryingHttpClient client(&inner, options);
@@ -359,7 +359,8 @@ TEST(UpstreamErrorKindTest, CountsOnlyTheUpstreamsFailures) {
   EXPECT_EQ(UpstreamErrorKind(get, response(200)), std::nullopt);
   EXPECT_EQ(UpstreamErrorKind(get, response(429)), "429");
   EXPECT_EQ(UpstreamErrorKind(get, response(404)), "404");
-  EXPECT_EQ(UpstreamErrorKind(del, response(404)), std::nullopt) << "already gone is what was asked";
+  EXPECT_EQ(UpstreamErrorKind(del, response(404)), std::nullopt)
+      << "already gone is what was asked";
   EXPECT_EQ(UpstreamErrorKind(del, response(500)), "500");
   EXPECT_EQ(UpstreamErrorKind(get, absl::UnavailableError("refused")), "connection");
   EXPECT_EQ(UpstreamErrorKind(get, absl::DeadlineExceededError("slow")), "timeout");
@@ -368,7 +369,8 @@ TEST(UpstreamErrorKindTest, CountsOnlyTheUpstreamsFailures) {
 }
 
 TEST(EndpointLabelTest, NamesTheApiNotTheObject) {
-  EXPECT_EQ(EndpointLabel("https://api.openai.com/v1/containers/cntr_1/files?limit=5"), "containers");
+  EXPECT_EQ(EndpointLabel("https://api.openai.com/v1/containers/cntr_1/files?limit=5"),
+            "containers");
   EXPECT_EQ(EndpointLabel("https://api.openai.com/v1/responses"), "responses");
   EXPECT_EQ(EndpointLabel("http://127.0.0.1:8080/openai/v1/chat/completions"), "chat");
   EXPECT_EQ(EndpointLabel("http://llm.internal/generate"), "generate");

@@ -136,8 +136,8 @@ const std::vector<std::string>& ValidationKeys();
 
 struct StatementRow {
   int64_t year = 0;
-  int source_row = 0;                        // 1-based data row in the file
-  int line = 0;                              // the CSV line it starts on
+  int source_row = 0;  // 1-based data row in the file
+  int line = 0;        // the CSV line it starts on
 
   // The number in column `col`; nullopt if the cell is not one.
   std::optional<double> Value(size_t col) const;

@@ -34,20 +34,24 @@ Check Make(std::string name, bool passed, std::string detail) {
 }  // namespace
 
 absl::Status SandboxProbePlaybook::ValidateInputs(const std::vector<InputFile>& inputs) const {
-  if (inputs.empty()) return errors::InvalidArgument("sandbox-probe needs at least one input file to read");
+  if (inputs.empty())
+    return errors::InvalidArgument("sandbox-probe needs at least one input file to read");
   if (inputs.size() > kMaxInputs) {
     return errors::InvalidArgument(absl::StrCat("sandbox-probe takes at most ", kMaxInputs,
                                                 " input files, got ", inputs.size()));
   }
   for (const InputFile& in : inputs) {
     if (in.name == kProgram || in.name == kConfig || in.name == kReport || in.name == kChecks) {
-      return errors::InvalidArgument(absl::StrCat("input \"", in.name, "\": the probe uses that name"));
+      return errors::InvalidArgument(
+          absl::StrCat("input \"", in.name, "\": the probe uses that name"));
     }
   }
   return absl::OkStatus();
 }
 
-std::vector<std::string> SandboxProbePlaybook::ExpectedArtifacts() const { return {kReport, kChecks}; }
+std::vector<std::string> SandboxProbePlaybook::ExpectedArtifacts() const {
+  return {kReport, kChecks};
+}
 
 ReferencePlan SandboxProbePlaybook::Reference(const std::vector<InputFile>& inputs,
                                               const std::string& /*workdir*/,
@@ -62,7 +66,8 @@ ReferencePlan SandboxProbePlaybook::Reference(const std::vector<InputFile>& inpu
     config["inputs"].push_back({{"name", in.name}, {"sha256", Sha256::Hex(in.content)}});
   }
   ReferencePlan plan;
-  plan.files.push_back({kProgram, std::string(probe::kSandboxProbeSource, probe::kSandboxProbeSize), 0644});
+  plan.files.push_back(
+      {kProgram, std::string(probe::kSandboxProbeSource, probe::kSandboxProbeSize), 0644});
   plan.files.push_back({kConfig, config.dump(2), 0644});
   Step step;
   step.name = "probe";
@@ -81,16 +86,20 @@ std::string SandboxProbePlaybook::Instructions(const std::vector<InputFile>& inp
       "You are checking a sandbox before it is trusted. Work in ", workdir,
       ". Use shell commands to record: the OS (/etc/os-release) and kernel (uname -r), the "
       "working directory, the Python and Node versions (a missing tool is a finding), the "
-      "sha256 of each input file (", absl::StrJoin(names, ", "),
-      "), whether these environment variables are visible: ",
+      "sha256 of each input file (",
+      absl::StrJoin(names, ", "), "), whether these environment variables are visible: ",
       settings.env.empty() ? "none requested" : "",
       // Names only: a value may be a secret, and the model has no need to see it.
-      absl::StrJoin(settings.env, ", ", [](std::string* out, const auto& kv) { out->append(kv.first); }),
+      absl::StrJoin(settings.env, ", ",
+                    [](std::string* out, const auto& kv) { out->append(kv.first); }),
       ", the setup commands you were given and that they ran (the daemon ran them before you "
       "and stops a run at the first that fails; a setup need not leave any file), the files in "
-      "the workspace, and the result of `curl -sS -m 5 ", ProbeUrl(settings),
+      "the workspace, and the result of `curl -sS -m 5 ",
+      ProbeUrl(settings),
       "` (exit code and message; a blocked network is a finding, not a failure; the network "
-      "policy is ", settings.network, "). Write sandbox-report.md (sections: Environment, "
+      "policy is ",
+      settings.network,
+      "). Write sandbox-report.md (sections: Environment, "
       "Inputs, Environment variables, Setup, Network, Checks, Outputs) and checks.json with "
       "the keys facts{os,kernel,cwd,python,node}, inputs[{name,sha256,readable}], "
       "env{NAME: matches|differs|missing}, network{tool,exit_code,message,reached}, "
@@ -108,8 +117,10 @@ std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSe
   auto raw = artifacts.find(kChecks);
   bool have_report = report != artifacts.end() && !report->second.empty();
   bool have_checks = raw != artifacts.end() && !raw->second.empty();
-  checks.push_back(Make(absl::StrCat("artifact.", kReport), have_report, have_report ? "present" : "missing or empty"));
-  checks.push_back(Make(absl::StrCat("artifact.", kChecks), have_checks, have_checks ? "present" : "missing or empty"));
+  checks.push_back(Make(absl::StrCat("artifact.", kReport), have_report,
+                        have_report ? "present" : "missing or empty"));
+  checks.push_back(Make(absl::StrCat("artifact.", kChecks), have_checks,
+                        have_checks ? "present" : "missing or empty"));
   if (have_report) AddFile("report", kReport, summary);
   if (have_checks) AddFile("findings", kChecks, summary);
   if (have_report) {
@@ -118,8 +129,9 @@ std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSe
       if (!absl::StrContains(report->second, h)) missing.push_back(h);
     }
     checks.push_back(Make("report.sections", missing.empty(),
-                          missing.empty() ? "every section present"
-                                          : absl::StrCat("missing: ", absl::StrJoin(missing, ", "))));
+                          missing.empty()
+                              ? "every section present"
+                              : absl::StrCat("missing: ", absl::StrJoin(missing, ", "))));
   }
   if (!have_checks) return checks;
   json doc = json::parse(raw->second, nullptr, /*allow_exceptions=*/false);
@@ -137,8 +149,8 @@ std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSe
     const json& v = facts.value(key, json());
     return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string(if_absent) : v.dump();
   };
-  summary->set_headline(absl::StrCat("sandbox: ", fact("os", "unknown OS"), ", kernel ",
-                                     fact("kernel", "unknown")));
+  summary->set_headline(
+      absl::StrCat("sandbox: ", fact("os", "unknown OS"), ", kernel ", fact("kernel", "unknown")));
   for (const char* key : {"python", "node", "cwd", "uid"}) {
     *summary->add_metrics() = SummaryText(key, fact(key, "not available"));
   }
@@ -158,16 +170,17 @@ std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSe
     std::string want = Sha256::Hex(in.content);
     bool ok = false;
     for (const json& e : doc["inputs"]) {
-      if (e.is_object() && e.value("name", "") == in.name && e.value("sha256", json()).is_string() &&
-          e["sha256"].get<std::string>() == want) {
+      if (e.is_object() && e.value("name", "") == in.name &&
+          e.value("sha256", json()).is_string() && e["sha256"].get<std::string>() == want) {
         ok = true;
       }
     }
     if (!ok) bad_inputs.push_back(in.name);
   }
   checks.push_back(Make("probe.inputs", bad_inputs.empty(),
-                        bad_inputs.empty() ? absl::StrCat(inputs.size(), " input(s) read intact")
-                                           : absl::StrCat("not read intact: ", absl::StrJoin(bad_inputs, ", "))));
+                        bad_inputs.empty()
+                            ? absl::StrCat(inputs.size(), " input(s) read intact")
+                            : absl::StrCat("not read intact: ", absl::StrJoin(bad_inputs, ", "))));
   AddCount("inputs read intact", inputs.size() - bad_inputs.size(), summary);
 
   std::vector<std::string> bad_env;
@@ -175,9 +188,10 @@ std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSe
     const json& v = doc["env"].value(name, json());
     if (!v.is_string() || v.get<std::string>() != "matches") bad_env.push_back(name);
   }
-  checks.push_back(Make("probe.env", bad_env.empty(),
-                        bad_env.empty() ? absl::StrCat(settings.env.size(), " variable(s) visible as requested")
-                                        : absl::StrCat("not visible as requested: ", absl::StrJoin(bad_env, ", "))));
+  checks.push_back(Make(
+      "probe.env", bad_env.empty(),
+      bad_env.empty() ? absl::StrCat(settings.env.size(), " variable(s) visible as requested")
+                      : absl::StrCat("not visible as requested: ", absl::StrJoin(bad_env, ", "))));
 
   // The probe runs after the setup, and a failing setup command ends the run before it, so a
   // probe that ran shows that the setup ran. What it must show is that it saw the commands the
@@ -188,27 +202,29 @@ std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSe
                   setup.value("commands", json()) == json(settings.setup_commands);
   checks.push_back(Make(
       "probe.setup_output", recorded,
-      recorded ? absl::StrCat(settings.setup_commands.size(),
-                              " setup command(s) ran before the probe, each exited 0 (their "
-                              "output is in the run's setup events)")
-               : absl::StrCat("checks.json does not record that the ",
-                              settings.setup_commands.size(),
-                              " requested setup command(s) ran before the probe")));
+      recorded
+          ? absl::StrCat(settings.setup_commands.size(),
+                         " setup command(s) ran before the probe, each exited 0 (their "
+                         "output is in the run's setup events)")
+          : absl::StrCat("checks.json does not record that the ", settings.setup_commands.size(),
+                         " requested setup command(s) ran before the probe")));
 
   const json& net = doc["network"];
   bool reached = net.value("reached", false);
-  std::string what = absl::StrCat(net.value("tool", json("?")).is_string() ? net.value("tool", "?") : "?",
-                                  " exit ", net.value("exit_code", json()).dump(), ": ",
-                                  net.value("message", json("")).is_string() ? net.value("message", "") : "");
+  std::string what =
+      absl::StrCat(net.value("tool", json("?")).is_string() ? net.value("tool", "?") : "?",
+                   " exit ", net.value("exit_code", json()).dump(), ": ",
+                   net.value("message", json("")).is_string() ? net.value("message", "") : "");
   if (settings.network == "disabled") {
-    checks.push_back(Make("probe.network_blocked", !reached,
-                          reached ? absl::StrCat("the network was reached with networking disabled (", what, ")")
-                                  : absl::StrCat("blocked as configured (", what, ")")));
+    checks.push_back(
+        Make("probe.network_blocked", !reached,
+             reached ? absl::StrCat("the network was reached with networking disabled (", what, ")")
+                     : absl::StrCat("blocked as configured (", what, ")")));
   } else {
     checks.push_back(Make("probe.network_recorded", net.contains("exit_code"), what));
   }
-  *summary->add_metrics() = SummaryText(absl::StrCat("network (", settings.network, ")"),
-                                        checks.back().detail);
+  *summary->add_metrics() =
+      SummaryText(absl::StrCat("network (", settings.network, ")"), checks.back().detail);
   return checks;
 }
 

@@ -93,29 +93,12 @@ absl::StatusOr<BwrapInvocation> PrepareBwrap(const BwrapConfig& config, const Se
     return absl::StrCat(inv.child_fds.back().get());
   };
   std::vector<std::string>& a = inv.argv;
-  a = {config.bwrap_path,
-       "--unshare-all",
-       "--unshare-user",
-       "--disable-userns",
-       "--die-with-parent",
-       "--new-session",
-       "--cap-drop",
-       "ALL",
-       "--as-pid-1",
-       "--uid",
-       "1000",
-       "--gid",
-       "1000",
-       "--hostname",
-       config.hostname,
+  a = {config.bwrap_path, "--unshare-all", "--unshare-user", "--disable-userns",
+       "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--as-pid-1", "--uid", "1000",
+       "--gid", "1000", "--hostname", config.hostname,
        // First: the daemon's tmpfs replaces bwrap's own root, whose options would name the
        // session's host uid and show no size (tmpfs_limits.h).
-       "--bind",
-       mounts.path("root"),
-       "/",
-       "--ro-bind",
-       "/usr",
-       "/usr"};
+       "--bind", mounts.path("root"), "/", "--ro-bind", "/usr", "/usr"};
   a.insert(a.end(), config.host_binds.begin(), config.host_binds.end());
   for (const auto& [path, data] :
        {std::pair<const char*, std::string>{"/etc/passwd", Passwd()},

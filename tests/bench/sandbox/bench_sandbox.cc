@@ -32,7 +32,6 @@
 namespace sandgate::sandbox {
 namespace {
 
-
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 using bench::Die;

@@ -73,12 +73,26 @@ std::string LimitCsv(size_t target, size_t rows) {
     int64_t revenue = r.Around(150000, 0.06), cost = r.Around(revenue * 0.4, 0.05),
             operating = r.Around(revenue * 0.15, 0.07), net = operating * 7 / 10,
             liabilities = r.Around(120000, 0.05), equity = r.Around(80000, 0.05);
-    std::vector<int64_t> cells = {
-        static_cast<int64_t>(1000 + i), revenue, cost, operating, r.Around(2000, 0.05), net,
-        r.Around(20000, 0.1), r.Around(5000, 0.1), r.Around(90000, 0.05), liabilities + equity,
-        r.Around(50000, 0.05), liabilities, equity, r.Around(net * 1.2, 0.08),
-        -r.Around(8000, 0.05), revenue - cost, r.Around(10000, 0.05), r.Around(3000, 0.05),
-        r.Around(40000, 0.05), r.Around(30000, 0.05)};
+    std::vector<int64_t> cells = {static_cast<int64_t>(1000 + i),
+                                  revenue,
+                                  cost,
+                                  operating,
+                                  r.Around(2000, 0.05),
+                                  net,
+                                  r.Around(20000, 0.1),
+                                  r.Around(5000, 0.1),
+                                  r.Around(90000, 0.05),
+                                  liabilities + equity,
+                                  r.Around(50000, 0.05),
+                                  liabilities,
+                                  equity,
+                                  r.Around(net * 1.2, 0.08),
+                                  -r.Around(8000, 0.05),
+                                  revenue - cost,
+                                  r.Around(10000, 0.05),
+                                  r.Around(3000, 0.05),
+                                  r.Around(40000, 0.05),
+                                  r.Around(30000, 0.05)};
     for (int k = 0; k < 20; ++k) cells.push_back(r.Around(7000, 0.05));
     numbers.push_back(absl::StrCat(absl::StrJoin(cells, ","), ","));
     used += numbers.back().size() + 3;  // the notes' quotes and the newline
@@ -132,7 +146,8 @@ TEST(AtLimitTest, RealDaemonAnalysesTheLimitInputWithDefaultLimits) {
   const v1::Event& last = run.events.back();
   ASSERT_EQ(last.type(), "run.finished");
   EXPECT_EQ(last.run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
-      << last.run_finished().reason() << "\n" << run.daemon_log;
+      << last.run_finished().reason() << "\n"
+      << run.daemon_log;
   EXPECT_GT(run.checks, 20);
   EXPECT_EQ(absl::StrJoin(run.failed_checks, "\n"), "");
   std::printf("at-limit run: %zu bytes, %zu rows, %.1f s end to end\n", Input().size(),

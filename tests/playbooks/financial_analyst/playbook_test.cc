@@ -97,7 +97,8 @@ TEST(FinancialAnalystPlaybookTest, RejectsFatalInputsNamingTheProblem) {
   };
   for (const Case& c : std::vector<Case>{
            {no_revenue, "missing required column(s): revenue"},
-           {text_cell, "data row 1 (CSV line 2), column capital_expenditures: not a finite number \"n/a\""},
+           {text_cell,
+            "data row 1 (CSV line 2), column capital_expenditures: not a finite number \"n/a\""},
            {Csv({"2021", "2021"}), "duplicate year 2021"},
            {absl::StrJoin(fin::RequiredColumns(), ",") + "\n", "no data rows"},
        }) {

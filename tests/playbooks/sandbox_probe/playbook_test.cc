@@ -86,7 +86,8 @@ TEST_F(SandboxProbeTest, ReferenceProbePassesEveryCheck) {
   }
   nlohmann::json doc = nlohmann::json::parse(artifacts["checks.json"]);
   EXPECT_EQ(doc["env"]["TEAM"], "matches");
-  EXPECT_FALSE(absl::StrContains(artifacts["checks.json"], "research")) << "values are not recorded";
+  EXPECT_FALSE(absl::StrContains(artifacts["checks.json"], "research"))
+      << "values are not recorded";
 }
 
 // The summary a client shows: the findings the checks looked at, the daemon's verdict on the
@@ -158,11 +159,13 @@ TEST_F(SandboxProbeTest, EachTamperedFindingFailsItsCheck) {
     c.tamper(bad);
     Artifacts artifacts = good;
     artifacts["checks.json"] = bad.dump();
-    EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, artifacts).checks), std::vector<std::string>{c.failing});
+    EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, artifacts).checks),
+              std::vector<std::string>{c.failing});
   }
   Artifacts broken = good;
   broken["checks.json"] = "{not json";
-  EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, broken).checks), std::vector<std::string>{"checks.parses"});
+  EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, broken).checks),
+            std::vector<std::string>{"checks.parses"});
   Artifacts missing = good;
   missing.erase("sandbox-report.md");
   EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, missing).checks),

@@ -107,7 +107,8 @@ TEST_F(FakeCgroupFs, PureV2SessionGetsMemorySwapPidsAndCpuInOneCgroup) {
   SessionCgroups cg = SessionCgroups::Plan(host, "s1", /*cpu=*/true);
   EXPECT_EQ(cg.paths(), std::vector<std::string>{root_ + "/sandgate-s1"});
   EXPECT_TRUE(cg.v1_dirs().empty()) << "no v1 hierarchy to join";
-  KernelMakes(root_ + "/sandgate-s1", {"memory.max", "memory.swap.max", "pids.max", "cpu.max", "cgroup.kill"});
+  KernelMakes(root_ + "/sandgate-s1",
+              {"memory.max", "memory.swap.max", "pids.max", "cpu.max", "cgroup.kill"});
   std::vector<std::string> warnings = cg.Create(64 << 20, 256, /*cpu_millicores=*/500);
   EXPECT_TRUE(warnings.empty()) << warnings[0];
   const std::string dir = root_ + "/sandgate-s1";
@@ -155,7 +156,8 @@ TEST_F(FakeCgroupFs, LegacySessionUsesV1ControllersAndTheFreezer) {
   EXPECT_EQ(access((root_ + "/freezer/sandgate-s3").c_str(), F_OK), 0) << "made, for the kill";
   EXPECT_EQ(Read(root_ + "/cpu/sandgate-s3/cpu.cfs_period_us"), "100000");
   EXPECT_EQ(Read(root_ + "/cpu/sandgate-s3/cpu.cfs_quota_us"), "200000") << "two cores";
-  std::ofstream(root_ + "/memory/sandgate-s3/memory.oom_control") << "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
+  std::ofstream(root_ + "/memory/sandgate-s3/memory.oom_control")
+      << "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
   EXPECT_EQ(cg.OomKillCount(), 1u);
 }
 
