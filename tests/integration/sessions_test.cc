@@ -222,7 +222,8 @@ TEST_F(SessionsTest, AnIdleSessionIsReapedButNotWhileACommandRuns) {
   ExecOutcome busy = Exec(s.id(), "sleep 2; echo done");
   EXPECT_EQ(busy.out, "done\n") << "in flight for 2 s: not idle";
   EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_ACTIVE);
-  EXPECT_TRUE(Eventually([&] { return Get(s.id()).status() != v1::SESSION_STATUS_ACTIVE; }));
+  EXPECT_TRUE(Eventually("the idle session to be reaped",
+                         [&] { return Get(s.id()).status() != v1::SESSION_STATUS_ACTIVE; }));
   EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(absl::StrContains(Get(s.id()).status_reason(), "idle_timeout"));
 }
@@ -380,12 +381,12 @@ TEST_F(SessionsTest, ACutUploadLeavesNoFileAndTheAuditSaysItFailed) {
 
   // The daemon audits every upload it ends; wait for that line, then look.
   std::optional<nlohmann::json> audited;
-  Eventually([&] {
+  EXPECT_TRUE(Eventually("the audit line of the cut upload", [&] {
     for (const auto& l : AuditLines()) {
       if (l["action"] == "UploadFile") audited = l;
     }
     return audited.has_value();
-  });
+  }));
   ASSERT_TRUE(audited) << "no audit line for the cut upload";
   EXPECT_NE((*audited)["outcome"], "OK") << audited->dump();
   v1::ListFilesResponse files = List(s.id());

@@ -32,7 +32,8 @@ struct OpenAiProviderOptions {
   // How often the provider looks again, by name, for the container of a failed create whose
   // create may still land (until create_settle has passed).
   absl::Duration recheck_interval = absl::Seconds(2);
-  // The time of journaled requests and of the create_settle check, and the keeper's waits.
+  // The time of journaled requests and of the create_settle check, and the waits of the keeper
+  // and of the look for a failed create's container.
   // Null: Clock::Real(). Not owned; outlives the provider.
   Clock* clock = nullptr;
 };

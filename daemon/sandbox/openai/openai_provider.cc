@@ -214,7 +214,8 @@ void OpenAiProvider::KeepLooking(JournalEntry entry) {
 }
 
 void OpenAiProvider::LookerLoop() {
-  while (!stop_.WaitFor(options_.recheck_interval)) {
+  // On the injected clock, like the create_settle it waits out.
+  while (!clock_->SleepFor(options_.recheck_interval, &stop_)) {
     std::vector<JournalEntry> entries;
     {
       absl::MutexLock l(&looker_mu_);

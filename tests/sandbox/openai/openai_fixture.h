@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "sandbox/openai/openai_provider.h"
+#include "tests/common/eventually.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_credentials.h"
 #include "tests/fakes/fake_journal.h"

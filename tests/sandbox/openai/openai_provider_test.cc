@@ -19,6 +19,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 using OpenAiProviderTest = OpenAiFixture;
+using testing::Eventually;
 
 TEST(MapMemoryLimitTest, RoundsUpToAHostedSize) {
   EXPECT_EQ(*MapMemoryLimit(16ull << 20, "1g"), "1g");
@@ -128,9 +129,11 @@ TEST_F(OpenAiProviderTest, FailedCreateLeavesNothing) {
   // A 500 does not prove nothing was made: the entry stays until the settle has passed.
   ASSERT_EQ(journal_.List()->size(), 1u);
   EXPECT_TRUE(journal_.List()->front().details.contains("gave_up_at_ms"));
+  // The looker's next look (every recheck_interval, on the same clock) settles it.
+  ASSERT_TRUE(clock.BlockUntilSettled(1));  // the looker waits
   clock.Advance(o.create_settle + absl::Seconds(1));
-  for (int i = 0; i < 250 && !journal_.List()->empty(); ++i) absl::SleepFor(absl::Milliseconds(20));
-  EXPECT_TRUE(journal_.List()->empty());
+  EXPECT_TRUE(Eventually("the looker to settle the failed create",
+                         [&] { return journal_.List()->empty(); }));
 }
 
 // The issue-10 leak: the create times out on our side, upstream makes the container anyway
@@ -151,17 +154,17 @@ TEST_F(OpenAiProviderTest, ACreateGivenUpOnThatLandsLaterIsFoundAndDeleted) {
   auto session = provider->Create(Spec("late-1"), nullptr);
   EXPECT_EQ(session.status().code(), absl::StatusCode::kDeadlineExceeded) << session.status();
   ASSERT_EQ(journal_.List()->size(), 1u) << "the create may still land";
-  // The fake makes the container ~0.5 s after we gave up; the looker deletes it.
+  // The fake makes the container ~0.5 s (real time) after we gave up; the looker, looking
+  // again every recheck_interval of its clock, finds and deletes it.
   bool landed = false;
-  for (int i = 0; i < 200; ++i) {
+  EXPECT_TRUE(Eventually("the looker to delete the container that landed late", [&] {
+    clock.Advance(o.recheck_interval);
     nlohmann::json state = fake_.State();
     for (const auto& r : state["requests"]) {
       if (r["method"] == "DELETE") landed = true;
     }
-    if (landed && state["containers"].empty()) break;
-    absl::SleepFor(absl::Milliseconds(25));
-  }
-  EXPECT_TRUE(landed) << fake_.State().dump();
+    return landed && state["containers"].empty();
+  })) << fake_.State().dump();
   EXPECT_TRUE(fake_.State()["containers"].empty());
   EXPECT_EQ(journal_.List()->size(), 1u) << "kept until the settle has passed";
 

@@ -19,6 +19,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 using OpenAiSessionTest = OpenAiFixture;
+using testing::Eventually;
 
 TEST(IsExpiredErrorTest, OnlyAContainerExpiryCounts) {
   EXPECT_TRUE(OpenAiSession::IsExpiredError(absl::InvalidArgumentError(
@@ -101,16 +102,19 @@ TEST_F(OpenAiSessionTest, DestructorDeletesTheContainer) {
 }
 
 TEST_F(OpenAiSessionTest, KeeperKeepsAHeldContainerAlive) {
+  testing::FakeClock clock(absl::Now());
   OpenAiProviderOptions o;
-  o.keepalive_interval = absl::Milliseconds(100);
+  o.clock = &clock;
   auto provider = Provider(o);
   auto session = provider->Create(Spec("keep-1"), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
   ASSERT_TRUE((*session)->WriteFile("a.txt", "hello", 0644).ok());
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
   // Three idle stretches of 15 minutes each; expiry is 20 minutes after the last activity.
   for (int i = 0; i < 3; ++i) {
     fake_.AdvanceClock(15 * 60);
-    absl::SleepFor(absl::Milliseconds(400));  // the keeper touches the container meanwhile
+    clock.Advance(o.keepalive_interval);
+    ASSERT_TRUE(clock.BlockUntilSettled(1));  // the keeper has touched it and waits again
   }
   EXPECT_EQ(fake_.State()["containers"][0]["status"], "running");
   auto data = (*session)->ReadFile("a.txt", 100);
@@ -181,10 +185,9 @@ TEST_F(OpenAiSessionTest, KeeperThatCannotExtendTheContainerSaysWhenItExpires) {
 
   fake_.AdvanceClock(16 * 60);  // past last_active_at + 20 minutes
   clock.Advance(o.keepalive_interval);
-  ASSERT_TRUE(clock.BlockUntilSettled(0));
-  for (int i = 0; i < 100 && !(*session)->Health().expired; ++i) {
-    absl::SleepFor(absl::Milliseconds(20));  // the keeper's HTTP calls take real time
-  }
+  // The keeper's HTTP calls take real time; having seen the expiry, it stops.
+  EXPECT_TRUE(Eventually("the keeper to see the container expired",
+                         [&] { return (*session)->Health().expired; }));
   h = (*session)->Health();
   EXPECT_TRUE(h.expired);
   EXPECT_THAT(h.reason, HasSubstr("expired"));
@@ -233,14 +236,21 @@ TEST_F(OpenAiSessionTest, AnExpiryIsReportedAsTheApiSaidIt) {
 }
 
 TEST_F(OpenAiSessionTest, KeeperNoticesExpiry) {
+  testing::FakeClock clock(absl::Now());
   OpenAiProviderOptions o;
-  o.keepalive_interval = absl::Milliseconds(100);
+  o.clock = &clock;
   auto provider = Provider(o);
   auto session = provider->Create(Spec("exp-2"), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
   auto* s = dynamic_cast<OpenAiSession*>(session->get());
   fake_.AdvanceClock(25 * 60);
-  for (int i = 0; i < 50 && s->CheckUsable().ok(); ++i) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  clock.Advance(o.keepalive_interval - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  EXPECT_TRUE(s->CheckUsable().ok()) << "no touch, so nothing seen, before keepalive_interval";
+  clock.Advance(absl::Nanoseconds(1));
+  EXPECT_TRUE(Eventually("the keeper's touch to find the container expired",
+                         [&] { return !s->CheckUsable().ok(); }));
   EXPECT_THAT(s->CheckUsable().message(), HasSubstr("expired"));
 }
 
