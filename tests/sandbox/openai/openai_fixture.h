@@ -43,9 +43,14 @@ class OpenAiFixture : public ::testing::Test {
   }
   // Options whose keeper waits on `clock` and may run `true` as its fallback touch.
   static OpenAiProviderOptions KeeperOptions(testing::FakeClock* clock) {
+    OpenAiProviderOptions o = ClockedOptions(clock);
+    o.keepalive_model = "fake-model";
+    return o;
+  }
+  // The default options, with every wait (the keeper's, the looker's) and time on `clock`.
+  static OpenAiProviderOptions ClockedOptions(testing::FakeClock* clock) {
     OpenAiProviderOptions o;
     o.clock = clock;
-    o.keepalive_model = "fake-model";
     return o;
   }
   static SessionSpec Spec(const std::string& id) {

@@ -103,8 +103,7 @@ TEST_F(OpenAiSessionTest, DestructorDeletesTheContainer) {
 
 TEST_F(OpenAiSessionTest, KeeperKeepsAHeldContainerAlive) {
   testing::FakeClock clock(absl::Now());
-  OpenAiProviderOptions o;
-  o.clock = &clock;
+  const OpenAiProviderOptions o = ClockedOptions(&clock);
   auto provider = Provider(o);
   auto session = provider->Create(Spec("keep-1"), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
@@ -212,8 +211,7 @@ TEST_F(OpenAiSessionTest, AnExpiredContainerIsReportedNeverReused) {
 // what; not as "idle longer than 20 minutes".
 TEST_F(OpenAiSessionTest, AnExpiryIsReportedAsTheApiSaidIt) {
   testing::FakeClock clock(absl::FromUnixSeconds(1796117200));  // 2026-12-01T09:26:40Z
-  OpenAiProviderOptions o;
-  o.clock = &clock;
+  const OpenAiProviderOptions o = ClockedOptions(&clock);
   auto provider = Provider(o);
   auto session = provider->Create(Spec("exp-3"), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
@@ -237,8 +235,7 @@ TEST_F(OpenAiSessionTest, AnExpiryIsReportedAsTheApiSaidIt) {
 
 TEST_F(OpenAiSessionTest, KeeperNoticesExpiry) {
   testing::FakeClock clock(absl::Now());
-  OpenAiProviderOptions o;
-  o.clock = &clock;
+  const OpenAiProviderOptions o = ClockedOptions(&clock);
   auto provider = Provider(o);
   auto session = provider->Create(Spec("exp-2"), nullptr);
   ASSERT_TRUE(session.ok()) << session.status();
