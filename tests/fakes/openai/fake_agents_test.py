@@ -183,7 +183,7 @@ class BasicsTest(AgentsBase):
         for k in ("id", "created_at", "last_active_at", "error", "required_actions", "usage",
                   "vault_ids", "agent", "metadata"):
             self.assertIn(k, s)
-        self.wait_status(s["id"], ("idle",))
+        self.wait_ready(s)
         env = self.aok("GET", "/v1/agents/environments/" + s["environment"]["id"])
         self.assertEqual((env["object"], env["status"]), ("agent.environment", "ready"))
         listed = self.aok("GET", "/v1/agents/sessions")["data"]
@@ -275,7 +275,7 @@ class BasicsTest(AgentsBase):
                                        "path": "/workspace/data/in.csv"}]))
         self.assertEqual(s["environment"]["files"][0]["file_id"], fid)
         self.assertEqual(s["environment"]["files"][0]["size_bytes"], 4)
-        self.wait_status(s["id"], ("idle",))
+        self.wait_ready(s)
         events = self.turn_events(s["id"], "$ cat data/in.csv")
         self.assertEqual(self.outputs(events), "x,y\n")
 
@@ -304,13 +304,13 @@ class BasicsTest(AgentsBase):
         s = self.create(hosted(setup_commands=[
             {"command": "mkdir -p sub && echo 1 > sub/log"},
             {"command": "echo 2 >> log", "cwd": "/workspace/sub"}]))
-        self.wait_status(s["id"], ("idle",))
+        self.wait_ready(s)
         self.assertEqual(self.outputs(self.turn_events(s["id"], "$ cat sub/log")), "1\n2\n")
 
     def test_second_turn_by_input_message_and_idempotency(self):
         s = self.create()
         sid = s["id"]
-        self.wait_status(sid, ("idle",))
+        self.wait_ready(s)
         events = self.turn_events(sid, "```sh\nmkdir -p outputs\nprintf 'v1' > outputs/a.txt\n"
                                        "printf 'same' > outputs/b.txt\n```")
         self.assertEqual([c["command"] for c in self.commands(events)],
@@ -348,7 +348,7 @@ class BasicsTest(AgentsBase):
     def test_cancel_stops_the_running_command(self):
         s = self.create()
         sid = s["id"]
-        self.wait_status(sid, ("idle",))
+        self.wait_ready(s)
         got = []
         t = threading.Thread(target=lambda: got.extend(self.sse(
             "GET", "/v1/agents/sessions/%s/events" % sid,
@@ -368,6 +368,26 @@ class BasicsTest(AgentsBase):
         self.assertIn("agent.session.turn.cancelled", types)
         self.assertNotIn("never", self.outputs(got))
         self.assertEqual(self.admin("GET", "/_fake/state")["running_commands"], 0)
+
+    def test_the_api_key_never_enters_the_sandbox_or_an_event(self):
+        events, _ = self.create(stream=True, input="$ env; cat /proc/self/environ | tr '\\0' '\\n'")
+        self.assertIn("HOME=/workspace", self.outputs(events))
+        self.assertNotIn(KEY, json.dumps(events))
+
+    def test_a_dropped_create_stream_leaves_the_turn_running(self):
+        self.admin("POST", "/_fake/faults", {"drop_mid_stream": True, "after_frames": 2,
+                                             "path_prefix": "/v1/agents/sessions",
+                                             "method": "POST"})
+        events, complete = self.create(stream=True, input="$ sleep 0.5; echo finished")
+        self.assertFalse(complete)
+        self.assertEqual(len(events), 2)
+        sid = events[0]["session"]["id"]
+        self.wait_status(sid, ("idle",))
+        turn = self.aok("GET", "/v1/agents/sessions/%s/turns" % sid)["data"][0]
+        self.assertEqual(turn["status"], "completed")
+        items = self.aok("GET", "/v1/agents/sessions/%s/items" % sid)["data"]
+        self.assertEqual([i.get("output") for i in items if i["type"] == "command_execution"],
+                         ["finished\n"])
 
     def test_scenario_turns_play_when_the_input_has_no_commands(self):
         self.scenario({"shell": ["echo from-scenario > outputs/s.txt"]}, {"message": "all done"},
@@ -418,7 +438,7 @@ class NetworkTest(AgentsBase):
 
     def run_turn(self, network):
         s = self.create(hosted(network=network))
-        self.wait_status(s["id"], ("idle",))
+        self.wait_ready(s)
         return s["id"], self.turn_events(s["id"], self.connect_cmd())
 
     def test_disabled_has_no_route_out(self):
@@ -442,7 +462,7 @@ class NetworkTest(AgentsBase):
     def test_restricted_goes_through_a_proxy_that_refuses_other_names(self):
         s = self.create(hosted(network={"access": "restricted", "allowed_domains": ["localhost"]}))
         sid = s["id"]
-        self.wait_status(sid, ("idle",))
+        self.wait_ready(s)
         events = self.turn_events(sid, "\n".join([
             "$ curl -sS -m 5 -p -o /dev/null -w '%%{http_code}\\n' http://localhost:%d/ok; "
             "echo rc=$?" % self.port,
