@@ -48,6 +48,10 @@ TURN_END_EVENTS = ("agent.session.turn.completed", "agent.session.turn.failed",
                    "agent.session.turn.cancelled")
 PROXY_PORT = 3128  # inside a restricted sandbox, as the daemon's local provider does
 PROXY_MOUNT = "/run/fake-proxy"
+# What a hosted Linux box has in /etc that commands look at (the OS name; with a network, name
+# resolution and CA certificates), read-only from the host when present.
+ETC_BINDS = ("/etc/os-release", "/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf",
+             "/etc/ssl", "/etc/ca-certificates")
 
 LOCK = threading.RLock()
 CV = threading.Condition(LOCK)
@@ -341,12 +345,13 @@ def sandbox_argv(env, cmd, cwd=WORKSPACE):
         return None
     access = env["network"]["access"]
     share_net = access == "enabled" or (access == "disabled" and REG.leave_network_open)
-    extra = []
+    extra = [a for p in ETC_BINDS for a in ("--ro-bind-try", p, p)]
     if access == "restricted" and env["proxy"] is not None:
-        extra = ["--ro-bind", env["proxy"].dir, PROXY_MOUNT]
+        extra += ["--ro-bind", env["proxy"].dir, PROXY_MOUNT]
         argv = core.bwrap_argv(env["dir"], PROXY_WRAPPER, mount=WORKSPACE, cwd=cwd, extra=extra)
         return argv + ["fake-proxy", cmd]
-    return core.bwrap_argv(env["dir"], cmd, mount=WORKSPACE, cwd=cwd, share_net=share_net)
+    return core.bwrap_argv(env["dir"], cmd, mount=WORKSPACE, cwd=cwd, share_net=share_net,
+                           extra=extra)
 
 
 def sandbox_env(env):

@@ -631,6 +631,10 @@ class PlaybooksTest(AgentsBase):
         self.assertEqual(sorted(arts), ["checks.json", "sandbox-report.md"])
         checks = json.loads(self.content(sid, arts["checks.json"]["id"]))
         self.assertEqual(checks["facts"]["cwd"], "/workspace")
+        with open("/etc/os-release") as fh:  # there, as on a hosted box
+            pretty = [ln.split("=", 1)[1].strip().strip('"') for ln in fh
+                      if ln.startswith("PRETTY_NAME=")]
+        self.assertEqual(checks["facts"]["os"], pretty[0])
         self.assertEqual(checks["env"], {"TEAM": "matches"})
         self.assertTrue(checks["inputs"][0]["readable"])
         self.assertFalse(checks["network"]["reached"])
