@@ -15,7 +15,6 @@ All state here is guarded by LOCK (CV wakes the streams).
 import base64
 import binascii
 import copy
-import json
 import os
 import posixpath
 import queue
@@ -28,7 +27,7 @@ import time
 
 import fake_openai as core
 from fake_openai import (ApiError, bad, invalid_type, invalid_value, missing, new_id, not_found,
-                         route, text_pieces, tokens)
+                         reject_unknown, route, text_pieces, tokens)
 
 BETA = "agents=v1"
 WORKSPACE = "/workspace"
@@ -128,10 +127,7 @@ def validate_network(n):
         return {"access": "enabled", "allowed_domains": [], "blocked_domains": []}  # beta default
     if not isinstance(n, dict):
         raise invalid_type(p, "an object")
-    for k in n:
-        if k not in ("access", "allowed_domains", "blocked_domains"):
-            raise bad("Unrecognized parameter: %s.%s" % (p, k), param="%s.%s" % (p, k),
-                      code="unknown_parameter")
+    reject_unknown(n, ("access", "allowed_domains", "blocked_domains"), p + ".")
     access = n.get("access")
     if access is None:
         raise missing(p + ".access")
@@ -238,10 +234,7 @@ def validate_environment(e):
     if t != "openai_hosted":
         raise invalid_value("environment.type", "the fake serves only 'openai_hosted' (got %r)."
                             % (t,))
-    for k in e:
-        if k not in ENV_KEYS:
-            raise bad("Unrecognized parameter: environment.%s" % k, param="environment." + k,
-                      code="unknown_parameter")
+    reject_unknown(e, ENV_KEYS, "environment.")
     if e.get("environment_template_id") is not None:
         raise invalid_value("environment.environment_template_id",
                             "the fake has no environment templates.")
@@ -931,10 +924,7 @@ def session_of(sid):
 @agents_route("POST", "/v1/agents/sessions")
 def sessions_create(h):
     body = h.json_body()
-    for k in body:
-        if k not in SESSION_KEYS:
-            raise bad("Unrecognized request argument supplied: %s" % k, param=k,
-                      code="unknown_parameter")
+    reject_unknown(body, SESSION_KEYS)
     if body.get("agent_id") is not None:
         raise invalid_value("agent_id", "the fake has no stored agents; pass 'agent'.")
     agent = body.get("agent")
@@ -1026,10 +1016,7 @@ def sessions_update(h, sid):
     body = h.json_body()
     with LOCK:
         s = session_of(sid)
-        for k in body:
-            if k != "metadata":
-                raise bad("Unrecognized request argument supplied: %s" % k, param=k,
-                          code="unknown_parameter")
+        reject_unknown(body, ("metadata",))
         md = body.get("metadata") or {}
         if not isinstance(md, dict) or len(md) > 16:
             raise invalid_value("metadata", "at most 16 string pairs.")

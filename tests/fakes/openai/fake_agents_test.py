@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_openai_test import KEY, Base  # noqa: E402
+from fake_openai_test import KEY, Base, parse_frame  # noqa: E402
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BETA = {"OpenAI-Beta": "agents=v1"}
@@ -81,15 +81,10 @@ class AgentsBase(Base):
                 buf += piece
                 while b"\n\n" in buf:
                     frame, buf = buf.split(b"\n\n", 1)
-                    ev, lines = None, []
-                    for line in frame.decode().split("\n"):
-                        if line.startswith("event: "):
-                            ev = line[len("event: "):]
-                        elif line.startswith("data: "):
-                            lines.append(line[len("data: "):])
-                    if not lines:
+                    ev, data = parse_frame(frame)
+                    if not data:
                         continue  # a keep-alive comment
-                    obj = json.loads("\n".join(lines))
+                    obj = json.loads(data)
                     self.assertEqual(obj["type"], ev)
                     events.append(obj)
                 if stop is not None and stop(events):

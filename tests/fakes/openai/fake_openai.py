@@ -91,6 +91,15 @@ def invalid_value(param, detail):
     return bad("Invalid value for '%s': %s" % (param, detail), param=param, code="invalid_value")
 
 
+def reject_unknown(body, known, prefix=""):
+    """400 unknown_parameter for a key outside `known` (catches client typos; the real API is
+    believed to do the same)."""
+    for k in body:
+        if k not in known:
+            raise bad("Unrecognized request argument supplied: %s%s" % (prefix, k),
+                      param=prefix + k, code="unknown_parameter")
+
+
 # --------------------------------------------------------------------------------------------
 # multipart/form-data
 
@@ -1496,10 +1505,7 @@ def create_container(body, param_prefix=""):
 @route("POST", "/v1/containers")
 def containers_create(h):
     body = h.json_body()
-    for k in body:
-        if k not in CONTAINER_KEYS:
-            raise bad("Unrecognized request argument supplied: %s" % k, param=k,
-                      code="unknown_parameter")
+    reject_unknown(body, CONTAINER_KEYS)
     c = create_container(body)
     with STATE.lock:
         obj = copy.deepcopy(c["obj"])

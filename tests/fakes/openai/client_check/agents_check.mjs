@@ -2,39 +2,11 @@
 // so the fake's sessions, events, turns, artifacts and environments are checked against what
 // the SDK sends and parses, its own turn helper (sessions.stream) included. Same contract as
 // check.mjs: OPENAI_BASE_URL and OPENAI_API_KEY name a running fake; exits 1 on a mismatch.
-import OpenAI, { APIError } from 'openai';
+import { APIError } from 'openai';
+import { admin, check, client, ctx, eq, run } from './common.mjs';
 
-const baseURL = process.env.OPENAI_BASE_URL;
-const apiKey = process.env.OPENAI_API_KEY;
-if (!baseURL || !apiKey) {
-  console.error('agents_check.mjs: set OPENAI_BASE_URL and OPENAI_API_KEY');
-  process.exit(2);
-}
-const adminBase = baseURL.replace(/\/v1\/?$/, '');
-const client = new OpenAI({ baseURL, apiKey, timeout: 60_000 });
 const sessions = client.beta.agents.sessions;
 
-let step = '';
-function check(cond, what, detail) {
-  if (!cond) {
-    const extra = detail === undefined ? '' : `: ${JSON.stringify(detail)}`;
-    throw new Error(`[${step}] ${what}${extra}`);
-  }
-}
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  check(a === e, `${what}: expected ${e}, got ${a}`);
-}
-async function admin(method, p, body) {
-  const r = await fetch(adminBase + p, {
-    method,
-    headers: { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  check(r.ok, `admin ${method} ${p} -> ${r.status}`);
-  return r.json();
-}
 function outputOf(events) {
   return events
     .filter((e) => e.type === 'agent.output.command_execution_output.delta')
@@ -53,7 +25,7 @@ async function untilReady(envId) {
 async function main() {
   await admin('POST', '/_fake/reset', {});
 
-  step = 'streaming create';
+  ctx.step = 'streaming create';
   const created = await sessions.create({
     agent: { model: 'gpt-test' },
     environment: {
@@ -78,7 +50,7 @@ async function main() {
   const done = events.find((e) => e.type === 'agent.session.turn.completed');
   check(done && done.usage.total_tokens > 0, 'turn.completed with usage', done);
 
-  step = 'retrieve';
+  ctx.step = 'retrieve';
   const s = await sessions.retrieve(sid);
   eq([s.object, s.status, s.environment.container_size], ['agent.session', 'idle', 'small'], 'session');
   const env = await client.beta.agents.environments.retrieve(envId);
@@ -89,7 +61,7 @@ async function main() {
   const turn = await sessions.turns.retrieve(done.turn_id, { session_id: sid });
   eq(turn.status, 'completed', 'turns.retrieve');
 
-  step = 'artifacts';
+  ctx.step = 'artifacts';
   const arts = [];
   for await (const a of sessions.artifacts.list(sid)) arts.push(a);
   eq(arts.map((a) => [a.path, a.size_bytes, a.turn_id]), [['/workspace/outputs/count.txt', 2, done.turn_id]], 'artifacts.list');
@@ -98,7 +70,7 @@ async function main() {
   const body = await (await sessions.artifacts.content(arts[0].id, { session_id: sid })).text();
   eq(body, '2\n', 'artifacts.content');
 
-  step = 'the SDK turn helper (sessions.stream)';
+  ctx.step = 'the SDK turn helper (sessions.stream)';
   const followed = [];
   for await (const ev of sessions.stream(sid, { input: '$ echo second > outputs/second.txt; echo ok' })) {
     followed.push(ev);
@@ -107,7 +79,7 @@ async function main() {
   eq(followed.at(-1).type, 'agent.session.idle', 'the helper ends at idle');
   eq(followed.filter((e) => e.type === 'agent.session.turn.created').length, 1, 'one turn followed');
 
-  step = 'cancel';
+  ctx.step = 'cancel';
   const cancelled = [];
   const helper = sessions.stream(sid, { input: '$ echo started; sleep 30' });
   for await (const ev of helper) {
@@ -118,7 +90,7 @@ async function main() {
   }
   check(cancelled.some((e) => e.type === 'agent.session.turn.cancelled'), 'turn.cancelled', cancelled.map((e) => e.type));
 
-  step = 'errors';
+  ctx.step = 'errors';
   try {
     await sessions.create({ agent: { model: 'm' }, environment: { type: 'openai_hosted', container_size: 'huge' } });
     check(false, 'bad container_size accepted');
@@ -127,7 +99,7 @@ async function main() {
     eq(e.param, 'environment.container_size', 'the error names the field');
   }
 
-  step = 'cleanup';
+  ctx.step = 'cleanup';
   const other = await sessions.create({ agent: { model: 'm' }, environment: { type: 'openai_hosted' } });
   await untilReady(other.environment.id);
   const d = await sessions.delete(other.id);
@@ -137,12 +109,4 @@ async function main() {
   eq([st.agents.sessions, st.agents.environments, st.agents.artifacts], [[], [], []], 'nothing left alive');
 }
 
-main().then(
-  () => {
-    console.log('agents client check: OK');
-  },
-  (e) => {
-    console.error(`agents client check FAILED: ${e && e.stack ? e.stack : e}`);
-    process.exit(1);
-  },
-);
+run('agents client check', main);
