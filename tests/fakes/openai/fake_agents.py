@@ -41,7 +41,8 @@ HEARTBEAT_S = 5.0
 SESSION_KEYS = ("agent", "agent_id", "environment", "input", "metadata", "vault_ids", "stream")
 ENV_KEYS = ("type", "container_size", "network", "packages", "files", "setup_commands", "env",
             "skills", "plugins", "capability_directories", "desktop", "environment_template_id")
-HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$")
+LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+HOST_RE = re.compile(r"^%s(\.%s)*$" % (LABEL, LABEL))
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TURN_END_EVENTS = ("agent.session.turn.completed", "agent.session.turn.failed",
                    "agent.session.turn.cancelled")
@@ -254,7 +255,8 @@ def validate_environment(e):
             raise invalid_type("environment." + k, "an array")
     return {"container_size": size, "network": validate_network(e.get("network")),
             "packages": packages, "files": validate_files(e.get("files")),
-            "env": validate_env_vars(e.get("env")), "setup": validate_setup(e.get("setup_commands")),
+            "env": validate_env_vars(e.get("env")),
+            "setup": validate_setup(e.get("setup_commands")),
             "capability_directories": str_list(e.get("capability_directories"),
                                                "environment.capability_directories")}
 
@@ -473,7 +475,7 @@ class RestrictedProxy:
                 rest = head[head.index(b"\r\n\r\n") + 4:]
             elif target.startswith("http://"):
                 hostport = target[len("http://"):].split("/", 1)[0]
-                host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "80")
+                host, port = hostport.rsplit(":", 1) if ":" in hostport else (hostport, "80")
                 path = "/" + target[len("http://"):].split("/", 1)[1] if "/" in target[7:] else "/"
                 rest = head.replace(target.encode("latin-1"), path.encode("latin-1"), 1)
             else:

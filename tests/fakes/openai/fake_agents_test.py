@@ -250,15 +250,17 @@ class BasicsTest(AgentsBase):
             (hosted(env={"PATH": "/x"}), "environment.env.PATH"),
             (hosted(env={"OPENAI_API_KEY": "k"}), "environment.env.OPENAI_API_KEY"),
             ({"type": "self_hosted", "workspace_directory": "/w"}, "environment.type"),
-            (hosted(setup_commands=[{"cwd": "/workspace"}]), "environment.setup_commands[0].command"),
+            (hosted(setup_commands=[{"cwd": "/workspace"}]),
+             "environment.setup_commands[0].command"),
         ]
         for env, param in cases:
             with self.subTest(param=param):
                 r = self.areq("POST", "/v1/agents/sessions",
                               {"agent": {"model": "m"}, "environment": env})
                 self.assert_error(r, 400, param=param)
-        r = self.areq("POST", "/v1/agents/sessions", {"agent": {"model": "m"}, "environment": hosted(
-            files=[{"type": "file_id", "file_id": "file-nope", "path": "/workspace/a"}])})
+        missing_file = [{"type": "file_id", "file_id": "file-nope", "path": "/workspace/a"}]
+        r = self.areq("POST", "/v1/agents/sessions",
+                      {"agent": {"model": "m"}, "environment": hosted(files=missing_file)})
         self.assert_error(r, 404, param="environment.files[0].file_id")
         self.assert_error(self.areq("POST", "/v1/agents/sessions", {"agent": {"model": "m"}}), 400,
                           param="environment")
@@ -595,7 +597,8 @@ class PlaybooksTest(AgentsBase):
                        "timeout_ms": 60000},
                       {"message": "The six artifacts are written."})
         events, _ = self.create(
-            hosted(files=[{"type": "inline", "path": "/workspace/statements.csv", "data": b64(csv)}]),
+            hosted(files=[{"type": "inline", "path": "/workspace/statements.csv",
+                           "data": b64(csv)}]),
             stream=True, input="Analyse statements.csv; write the artifacts to /workspace/outputs.")
         self.assertEqual([c["exit_code"] for c in self.commands(events)], [0, 0])
         sid = events[0]["session"]["id"]
