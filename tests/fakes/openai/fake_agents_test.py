@@ -16,7 +16,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_openai_test import KEY, Base, parse_frame  # noqa: E402
+import fake_openai_test  # noqa: E402
+from fake_openai_test import KEY, Base, Fake, parse_frame  # noqa: E402
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BETA = {"OpenAI-Beta": "agents=v1"}
@@ -400,6 +401,61 @@ class BasicsTest(AgentsBase):
         self.assertEqual(failed[0]["turn"]["error"],
                          {"code": "server_error", "message": "scripted failure"})
         self.assertEqual(events[-1]["type"], "agent.session.idle")
+
+
+running = fake_openai_test.StartupTest.running  # is a process with that command line alive
+
+
+class ConcurrencyAndShutdownTest(AgentsBase):
+    def test_sessions_in_parallel_keep_their_own_workspaces(self):
+        errors = []
+
+        def one(i):
+            try:
+                events, _ = self.create(
+                    hosted(files=[{"type": "inline", "path": "/workspace/id.txt",
+                                   "data": b64(str(i).encode())}],
+                           setup_commands=[{"command": "mkdir outputs"}]),
+                    stream=True, input="$ sleep 0.2; cp id.txt outputs/out.txt; cat id.txt")
+                sid = events[0]["session"]["id"]
+                if self.outputs(events) != str(i):
+                    errors.append((i, self.outputs(events)))
+                arts = self.artifacts(sid)
+                if [self.content(sid, a["id"]) for a in arts] != [str(i).encode()]:
+                    errors.append((i, arts))
+                self.aok("DELETE", "/v1/agents/sessions/" + sid)
+            except Exception as e:  # noqa: BLE001
+                errors.append((i, repr(e)))
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertEqual(errors, [])
+        st = self.admin("GET", "/_fake/state")
+        self.assertEqual((st["agents"]["sessions"], st["running_commands"]), ([], 0))
+
+    def test_sigterm_kills_running_agent_commands_and_removes_workspaces(self):
+        marker = "sleep 43.%d" % os.getpid()
+        f = Fake()
+        other = AgentsBase()
+        other.fake = f
+        try:
+            s = other.create(input="$ " + marker)
+            deadline = time.monotonic() + 20
+            while not running(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertTrue(running(marker))
+        finally:
+            f.stop()
+        self.assertEqual(f.proc.returncode, 0)
+        deadline = time.monotonic() + 10
+        while running(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(running(marker))
+        workdir = b"".join(f.stderr_chunks).decode().split("workdir ")[1].split(")")[0]
+        self.assertFalse(os.path.exists(workdir))
+        self.assertTrue(s["id"])
 
 
 class NetworkTest(AgentsBase):
