@@ -583,9 +583,11 @@ class TurnAborted(Exception):
         self.kind, self.code, self.message = kind, code, message
 
 
-def take_agent_fault(commands_done):
+def take_agent_fault(sid, commands_done):
     with LOCK:
         for f in REG.faults:
+            if f["session_id"] not in (None, sid):
+                continue
             if f["times"] > 0 and commands_done >= f["after_commands"]:
                 f["times"] -= 1
                 return dict(f)
@@ -593,7 +595,7 @@ def take_agent_fault(commands_done):
 
 
 def apply_agent_fault(s, env, turn, commands_done):
-    f = take_agent_fault(commands_done)
+    f = take_agent_fault(s["obj"]["id"], commands_done)
     if f is None:
         return
     if f["kind"] == "environment_reset":
@@ -1210,7 +1212,7 @@ def admin_agent_faults(h):
                       param="kind")
         clean.append({"kind": f["kind"], "after_commands": int(f.get("after_commands", 0)),
                       "times": int(f.get("times", 1)), "code": f.get("code"),
-                      "message": f.get("message")})
+                      "message": f.get("message"), "session_id": f.get("session_id")})
     with LOCK:
         if body.get("replace"):
             REG.faults = []

@@ -624,13 +624,17 @@ class FaultsTest(AgentsBase):
     def test_failed_turn_fault(self):
         s = self.ready_session()
         self.admin("POST", "/_fake/agents/faults", {"kind": "turn_failed", "code": "server_error",
-                                                    "message": "boom", "after_commands": 0})
+                                                    "session_id": "sess_other"})
+        self.admin("POST", "/_fake/agents/faults", {"kind": "turn_failed", "code": "server_error",
+                                                    "message": "boom", "after_commands": 0,
+                                                    "session_id": s["id"]})
         events = self.turn_events(s["id"], "$ echo never > outputs/x")
         failed = [e for e in events if e["type"] == "agent.session.turn.failed"][0]
         self.assertEqual(failed["turn"]["error"], {"code": "server_error", "message": "boom"})
         self.assertEqual(self.commands(events), [])
         self.assertEqual(self.artifacts(s["id"]), [])
         self.assertEqual(events[-1]["type"], "agent.session.idle")
+        self.assertEqual(self.agents_state()["faults_pending"], 1)  # the other session's
 
     def test_reset_deletes_every_session(self):
         for _ in range(3):
