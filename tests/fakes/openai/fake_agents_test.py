@@ -578,6 +578,23 @@ class FaultsTest(AgentsBase):
         self.assertEqual(self.outputs(merged), "one\ntwo\n")
         self.assertEqual(sum(1 for e in merged if e["type"] == "agent.session.turn.created"), 1)
 
+    def test_a_reconnect_after_the_turn_ended_starts_at_idle(self):
+        # What a live-only server would do too: the turn's end fell in the gap, so the client
+        # reads the turn instead (GET …/turns/{id}).
+        self.admin("POST", "/_fake/faults", {"drop_mid_stream": True, "after_frames": 3,
+                                             "path_prefix": "/v1/agents/sessions",
+                                             "method": "POST"})
+        first, complete = self.create(stream=True, input="$ echo done")
+        self.assertFalse(complete)
+        sid = first[0]["session"]["id"]
+        turn_id = [e for e in first if e["type"] == "agent.session.turn.created"][0]["turn_id"]
+        self.wait_status(sid, ("idle",))
+        again, _ = self.sse("GET", "/v1/agents/sessions/%s/events" % sid,
+                            stop=lambda evs: len(evs) >= 1)
+        self.assertEqual([e["type"] for e in again], ["agent.session.idle"])
+        turn = self.aok("GET", "/v1/agents/sessions/%s/turns/%s" % (sid, turn_id))
+        self.assertEqual(turn["status"], "completed")
+
     def test_environment_reset_mid_turn_loses_files(self):
         s = self.ready_session(files=[{"type": "inline", "path": "/workspace/in.txt",
                                        "data": b64(b"x")}])
