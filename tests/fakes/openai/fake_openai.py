@@ -2150,10 +2150,11 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     host, port = httpd.server_address[:2]
-    sys.stdout.write("listening on http://%s:%d\n" % (host, port))
-    sys.stdout.flush()
+    # The log line first: once "listening" is out, a test may stop the server at any moment.
     log("serving on http://%s:%d (isolation: %s, workdir %s)"
         % (host, port, "bwrap" if use_bwrap else "none", root))
+    sys.stdout.write("listening on http://%s:%d\n" % (host, port))
+    sys.stdout.flush()
     try:
         httpd.serve_forever(poll_interval=0.2)
     except (SystemExit, KeyboardInterrupt):
