@@ -390,12 +390,14 @@ class State:
         self.turns = []
         self.faults = []
         self.clock_offset = 0.0
+        self.frozen_at = None  # wall time at which POST /_fake/clock {"freeze": true} stopped it
         self.requests = []
         self.running_commands = 0
         self.activity = "any"
 
     def now(self):
-        return int(time.time() + self.clock_offset)
+        base = self.frozen_at if self.frozen_at is not None else time.time()
+        return int(base + self.clock_offset)
 
     def register(self, oid):
         self.seq += 1
@@ -2078,7 +2080,15 @@ def admin_clock(h):
         secs = float(body.get("advance_seconds", 0))
     except (TypeError, ValueError):
         raise invalid_type("advance_seconds", "a number")
+    freeze = body.get("freeze")
+    if freeze is not None and not isinstance(freeze, bool):
+        raise invalid_type("freeze", "a boolean")
     with STATE.lock:
+        if freeze is True and STATE.frozen_at is None:
+            STATE.frozen_at = time.time()
+        elif freeze is False and STATE.frozen_at is not None:
+            STATE.clock_offset -= time.time() - STATE.frozen_at  # resumes from where it stood
+            STATE.frozen_at = None
         STATE.clock_offset += secs
         now = STATE.now()
     h.send_json(200, {"ok": True, "now": now})
@@ -2150,12 +2160,13 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     host, port = httpd.server_address[:2]
-    # The log line first: once "listening" is out, a test may stop the server at any moment.
-    log("serving on http://%s:%d (isolation: %s, workdir %s)"
-        % (host, port, "bwrap" if use_bwrap else "none", root))
-    sys.stdout.write("listening on http://%s:%d\n" % (host, port))
-    sys.stdout.flush()
+    # Once "listening" is out a test may stop the server at any moment: the workdir line is
+    # written before it, and the SIGTERM's SystemExit lands inside the try (cleanup runs).
     try:
+        log("serving on http://%s:%d (isolation: %s, workdir %s)"
+            % (host, port, "bwrap" if use_bwrap else "none", root))
+        sys.stdout.write("listening on http://%s:%d\n" % (host, port))
+        sys.stdout.flush()
         httpd.serve_forever(poll_interval=0.2)
     except (SystemExit, KeyboardInterrupt):
         pass

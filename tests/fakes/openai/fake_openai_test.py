@@ -759,6 +759,7 @@ class ExpiryTest(Base):
         self.assertEqual(self.admin("GET", "/_fake/state")["containers"], [])
 
     def test_activity_counts_only_what_it_is_told_to(self):
+        self.admin("POST", "/_fake/clock", {"freeze": True})  # exact seconds below
         c = self.container(expires_after={"anchor": "last_active_at", "minutes": 1})
         t0 = self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"]
         self.ok("POST", "/_fake/activity", {"counts": "commands"})
@@ -780,6 +781,16 @@ class ExpiryTest(Base):
             "input": "Run exactly this shell command, nothing else: `true`"})
         self.assertEqual(self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"], t0 + 30)
         self.assertEqual(self.req("POST", "/_fake/activity", {"counts": "some"}).status, 400)
+
+    def test_a_frozen_clock_moves_only_when_advanced(self):
+        now = self.admin("POST", "/_fake/clock", {"freeze": True})["now"]
+        time.sleep(1.1)
+        self.assertEqual(self.admin("POST", "/_fake/clock", {})["now"], now)
+        self.assertEqual(self.admin("POST", "/_fake/clock", {"advance_seconds": 5})["now"], now + 5)
+        self.assertEqual(self.admin("POST", "/_fake/clock", {"freeze": False})["now"], now + 5)
+        self.assertEqual(self.req("POST", "/_fake/clock", {"freeze": "yes"}, auth=False).status, 400)
+        self.admin("POST", "/_fake/reset", {})
+        self.assertGreaterEqual(self.admin("POST", "/_fake/clock", {})["now"], now + 1)
 
 
 class FaultsTest(Base):
