@@ -209,6 +209,7 @@ class BasicsTest(AgentsBase):
                   "agent.session.turn.output_text.done"):
             self.assertIn(t, types)
         self.assertTrue(all(e["event_id"] for e in events))
+        self.assertTrue(all(e["obfuscation"] for e in events))  # padding, on by default
         self.assertEqual(len({e["event_id"] for e in events}), len(events))
         self.assertEqual(self.outputs(events), "/workspace\na\nb\nbar\n")
         self.assertNotIn("SETUP-SECRET", json.dumps(events))
@@ -316,6 +317,9 @@ class BasicsTest(AgentsBase):
                           "printf 'same' > outputs/b.txt"])
         # the stream of an idle session starts at its last idle event, not its whole history
         self.assertEqual(events[0]["type"], "agent.session.idle")
+        quiet, _ = self.sse("GET", "/v1/agents/sessions/%s/events?include_obfuscation=false" % sid,
+                            stop=lambda evs: len(evs) >= 1)
+        self.assertNotIn("obfuscation", quiet[0])
         self.assertEqual(sum(1 for e in events if e["type"] == "agent.session.turn.created"), 1)
         events = self.turn_events(sid, "$ printf 'v2' > outputs/a.txt")
         arts = self.artifacts(sid)
