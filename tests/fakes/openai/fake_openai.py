@@ -4,7 +4,8 @@
 Standard library only. Implements Files, Containers, Container files, Responses (hosted and
 local `shell`, `function` tools, streaming) and Chat Completions (function tools, streaming)
 with the shapes of /work/shared/specs/openai-api.md, driven by a scripted "model" that a test
-loads through the admin API under /_fake/. See README.md next to this file.
+loads through the admin API under /_fake/; the beta Agents API lives in fake_agents.py, which
+mounts its routes here. See README.md next to this file.
 
 Run: python3 fake_openai.py [--host 127.0.0.1] [--port 0] [--api-key KEY]
 Prints exactly one line `listening on http://HOST:PORT` on stdout once ready.
