@@ -412,30 +412,18 @@ running = fake_openai_test.StartupTest.running  # is a process with that command
 
 class ConcurrencyAndShutdownTest(AgentsBase):
     def test_sessions_in_parallel_keep_their_own_workspaces(self):
-        errors = []
-
         def one(i):
-            try:
-                events, _ = self.create(
-                    hosted(files=[{"type": "inline", "path": "/workspace/id.txt",
-                                   "data": b64(str(i).encode())}],
-                           setup_commands=[{"command": "mkdir outputs"}]),
-                    stream=True, input="$ sleep 0.2; cp id.txt outputs/out.txt; cat id.txt")
-                sid = events[0]["session"]["id"]
-                if self.outputs(events) != str(i):
-                    errors.append((i, self.outputs(events)))
-                arts = self.artifacts(sid)
-                if [self.content(sid, a["id"]) for a in arts] != [str(i).encode()]:
-                    errors.append((i, arts))
-                self.aok("DELETE", "/v1/agents/sessions/" + sid)
-            except Exception as e:  # noqa: BLE001
-                errors.append((i, repr(e)))
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        self.assertEqual(errors, [])
+            events, _ = self.create(
+                hosted(files=[{"type": "inline", "path": "/workspace/id.txt",
+                               "data": b64(str(i).encode())}],
+                       setup_commands=[{"command": "mkdir outputs"}]),
+                stream=True, input="$ sleep 0.2; cp id.txt outputs/out.txt; cat id.txt")
+            sid = events[0]["session"]["id"]
+            self.assertEqual(self.outputs(events), str(i))
+            self.assertEqual([self.content(sid, a["id"]) for a in self.artifacts(sid)],
+                             [str(i).encode()])
+            self.aok("DELETE", "/v1/agents/sessions/" + sid)
+        self.assertEqual(self.in_parallel(one, 6, 120), [])
         st = self.admin("GET", "/_fake/state")
         self.assertEqual((st["agents"]["sessions"], st["running_commands"]), ([], 0))
 

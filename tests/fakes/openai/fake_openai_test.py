@@ -137,6 +137,24 @@ class Base(unittest.TestCase):
         self.assertEqual(r.status, 200, r.body)
         return r.json()
 
+    @staticmethod
+    def in_parallel(fn, n, timeout):
+        """Runs fn(0) … fn(n-1) on n threads; returns the (i, repr(exception)) of those that
+        raised."""
+        errors = []
+
+        def one(i):
+            try:
+                fn(i)
+            except Exception as e:  # noqa: BLE001
+                errors.append((i, repr(e)))
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=timeout)
+        return errors
+
     def scenario(self, *turns):
         self.admin("POST", "/_fake/scenario", {"turns": list(turns)})
 
@@ -911,26 +929,15 @@ class AdminAndConcurrencyTest(Base):
 
     def test_concurrent_hosted_runs_and_reset_cleans_up(self):
         self.scenario({"shell": ["echo $(cat id.txt) > out.txt; cat out.txt"]}, {"message": "ok"})
-        errors = []
-
         def worker(i):
-            try:
-                c = self.container(name="c%d" % i)
-                body, ct = self.multipart([("file", str(i).encode(), "id.txt")])
-                self.ok("POST", "/v1/containers/%s/files" % c["id"], raw=body, headers={"Content-Type": ct})
-                r = self.ok("POST", "/v1/responses", {"model": "m", "input": "x", "tools": self.hosted_tools(c["id"])})
-                if r["output"][1]["output"][0]["stdout"] != "%d\n" % i:
-                    errors.append((i, r["output"][1]))
-                self.ok("DELETE", "/v1/containers/" + c["id"])
-            except Exception as e:  # noqa: BLE001
-                errors.append((i, repr(e)))
+            c = self.container(name="c%d" % i)
+            body, ct = self.multipart([("file", str(i).encode(), "id.txt")])
+            self.ok("POST", "/v1/containers/%s/files" % c["id"], raw=body, headers={"Content-Type": ct})
+            r = self.ok("POST", "/v1/responses", {"model": "m", "input": "x", "tools": self.hosted_tools(c["id"])})
+            self.assertEqual(r["output"][1]["output"][0]["stdout"], "%d\n" % i)
+            self.ok("DELETE", "/v1/containers/" + c["id"])
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        self.assertEqual(errors, [])
+        self.assertEqual(self.in_parallel(worker, 8, 60), [])
         st = self.admin("GET", "/_fake/state")
         self.assertEqual((st["containers"], st["files"], st["running_commands"]), ([], [], 0))
         self.container()
