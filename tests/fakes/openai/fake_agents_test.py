@@ -6,7 +6,6 @@ Run: python3 tests/fakes/openai/fake_agents_test.py [-v]
 
 import base64
 import hashlib
-import http.client
 import json
 import os
 import socket
@@ -17,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fake_openai_test  # noqa: E402
-from fake_openai_test import KEY, Base, Fake, parse_frame  # noqa: E402
+from fake_openai_test import KEY, Base, Fake  # noqa: E402
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BETA = {"OpenAI-Beta": "agents=v1"}
@@ -73,30 +72,16 @@ class AgentsBase(Base):
         if r.status != 200:
             self.fail("%d: %s" % (r.status, r.read()))
         self.assertTrue(r.headers["Content-Type"].startswith("text/event-stream"))
-        buf, events, complete = b"", [], True
-        try:
-            while True:
-                piece = r.read1(4096)
-                if not piece:
-                    break
-                buf += piece
-                while b"\n\n" in buf:
-                    frame, buf = buf.split(b"\n\n", 1)
-                    ev, data = parse_frame(frame)
-                    if not data:
-                        continue  # a keep-alive comment
-                    obj = json.loads(data)
-                    self.assertEqual(obj["type"], ev)
-                    events.append(obj)
-                if stop is not None and stop(events):
-                    return events, True
-        except (http.client.IncompleteRead, ConnectionError, OSError):
-            complete = False
-        finally:
-            c.close()
-        if buf.strip():
-            complete = False
-        return events, complete
+        events = []
+
+        def on_frame(ev, data):
+            if not data:
+                return False  # a keep-alive comment
+            obj = json.loads(data)
+            self.assertEqual(obj["type"], ev)
+            events.append(obj)
+            return stop is not None and stop(events)
+        return events, self.read_frames(c, r, 4096, on_frame)
 
     def send(self, sid, *events, key=None):
         h = {"Idempotency-Key": key} if key else {}

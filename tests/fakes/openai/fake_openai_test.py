@@ -213,7 +213,20 @@ class Base(unittest.TestCase):
         r = c.getresponse()
         self.assertEqual(r.status, 200)
         self.assertTrue(r.headers["Content-Type"].startswith("text/event-stream"))
-        buf, frames, complete = b"", [], True
+        frames = []
+
+        def on_frame(ev, data):
+            frames.append((ev, data))
+            if times is not None:
+                times.append(time.monotonic())
+        return frames, self.read_frames(c, r, chunk, on_frame)
+
+    @staticmethod
+    def read_frames(c, r, chunk, on_frame):
+        """Reads an SSE body in pieces of `chunk` bytes, calling on_frame(event, data) per frame
+        until it returns True; closes the connection. True when the body ended cleanly (or
+        on_frame stopped reading), False when it was cut."""
+        buf = b""
         try:
             while True:
                 piece = r.read1(chunk)  # read() would wait for the next chunk header
@@ -222,16 +235,13 @@ class Base(unittest.TestCase):
                 buf += piece
                 while b"\n\n" in buf:
                     frame, buf = buf.split(b"\n\n", 1)
-                    frames.append(parse_frame(frame))
-                    if times is not None:
-                        times.append(time.monotonic())
+                    if on_frame(*parse_frame(frame)):
+                        return True
         except (http.client.IncompleteRead, ConnectionError, OSError):
-            complete = False
+            return False
         finally:
             c.close()
-        if buf.strip():
-            complete = False
-        return frames, complete
+        return not buf.strip()
 
 
 class AuthAndRoutingTest(Base):
