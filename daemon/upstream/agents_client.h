@@ -380,6 +380,13 @@ class AgentsClient {
                                                   const CancelToken* cancel = nullptr);
 
  private:
+  // The create stream (`create_request` not null: POSTed once) or the events stream, then
+  // GET …/events again after each break, as described for StreamEvents. `*latest` is the last
+  // session object an event carried.
+  absl::Status Stream(const nlohmann::json* create_request, AgentEventStreamState* state,
+                      const AgentEventCallback& on_event, std::optional<AgentSession>* latest,
+                      const CancelToken* cancel);
+
   const AgentsOptions options_;
   const OpenAiTransport transport_;
 };
