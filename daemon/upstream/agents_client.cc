@@ -546,6 +546,7 @@ absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamSt
                                   std::optional<AgentSession>* latest, const CancelToken* cancel) {
   bool stopped = false;
   bool callback_failed = false;
+  state->server_ended = false;
   bool warned_unknown = false;
   auto handle = [&](const SseEvent& sse, const json& data, bool* done) -> absl::Status {
     if (!sse.id.empty()) state->last_sse_id = sse.id;
@@ -592,9 +593,12 @@ absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamSt
     absl::Status s =
         transport_.StreamCall(path, request, handle, cancel, headers, options_.stream_timeout);
     if (stopped || callback_failed) return s;
-    if (!s.ok() && !IsBrokenStream(s)) return s;
-    const std::string why = s.ok() ? absl::StrCat("openai GET ", path, ": the event stream ended")
-                                   : std::string(s.message());
+    if (s.ok()) {
+      state->server_ended = true;
+      return s;
+    }
+    if (!IsBrokenStream(s)) return s;
+    const std::string why(s.message());
     if (state->session_id.empty()) {
       // Sending the create again could make a second session: only the caller may decide.
       return BrokenStream(errors::Unavailable(

@@ -478,6 +478,34 @@ TEST_F(AgentsClientTest, ACreateStreamThatBreaksResumesOnTheEventsStreamAndIsNot
             "GET " + std::string(kBase) + "/agents/sessions/sess_1/events");
 }
 
+TEST_F(AgentsClientTest, AStreamTheServerEndsIsNotReopenedAndTheCallerFollowsOn) {
+  // The fake ends a create stream once the session rests; its events stream starts again at
+  // the last rest, so following on replays that event.
+  const std::string created =
+      Frame(Event("agent.session.created", "e1", {{"session", SessionObject("idle")}}));
+  const std::string idle =
+      Frame(Event("agent.session.idle", "e2", {{"session", SessionObject("idle")}}));
+  http_.Push(ScriptedReply::Stream({created, idle}));
+  http_.Push(ScriptedReply::Stream(
+      {idle, Frame(Event("agent.session.turn.created", "e3")),
+       Frame(Event("agent.session.turn.completed", "e4",
+                   {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}))}));
+  AgentEventStreamState state;
+  Collector seen;
+  absl::StatusOr<AgentSession> s =
+      client_.CreateSessionStream(HostedRequest(), &state, seen.Callback());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->status, AgentSessionStatus::kIdle);
+  EXPECT_TRUE(state.server_ended);
+  EXPECT_EQ(http_.requests().size(), 1u);
+
+  ASSERT_TRUE(client_.StreamEvents(s->id, &state, seen.Callback()).ok());
+  EXPECT_FALSE(state.server_ended);  // the callback stopped this one
+  EXPECT_THAT(seen.ids(), ElementsAre("e1", "e2", "e3", "e4"));
+  EXPECT_EQ(state.reconnects, 0);
+  EXPECT_EQ(http_.requests().size(), 2u);
+}
+
 TEST_F(AgentsClientTest, ACreateStreamThatBreaksBeforeNamingTheSessionIsBrokenNotResent) {
   ScriptedReply broken = ScriptedReply::Stream({": provisioning\n\n"});
   broken.error = absl::UnavailableError("connection reset by peer");
