@@ -167,6 +167,8 @@ AgentItem ItemFrom(const json& j) {
     c.output = StringField(j, "output");
     item.command = std::move(c);
   } else if (item.type == "message") {
+    item.role = StringField(j, "role");
+    item.phase = StringField(j, "phase");
     const json& content = Member(j, "content");
     if (content.is_string()) item.text = content.get<std::string>();
     if (content.is_array()) {
@@ -262,7 +264,7 @@ bool Classify(AgentEvent& e) {
   }
   if (Suffix(type, "agent.session.", &rest)) {
     if (!OneOf(rest, {"created", "in_progress", "idle", "requires_action", "failed"})) {
-      return absl::StartsWith(rest, "subagent.");
+      return absl::StartsWith(rest, "subagent.") || rest == "budget_reached";
     }
     e.kind = AgentEventKind::kSessionStatus;
     AgentSession session = SessionFrom(Member(j, "session"));

@@ -213,7 +213,11 @@ struct AgentItem {
   std::string turn_id;
   std::string status;
   std::optional<AgentCommandExecution> command;  // type == "command_execution"
-  std::string text;                              // type == "message": its output_text parts joined
+  // type == "message": its output_text parts joined; role "assistant" or "user" (the input
+  // echoed); phase "commentary" | "final_answer" | "" (absent).
+  std::string text;
+  std::string role;
+  std::string phase;
   nlohmann::json raw;
 };
 

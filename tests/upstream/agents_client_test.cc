@@ -319,7 +319,7 @@ TEST_F(AgentsClientTest, CreateSessionStreamParsesEventsSplitAcrossChunks) {
   item_done["item"]["output"] = "1 in.txt\n";
   const json message_done = Event("agent.session.turn.item.done", "e7", json::parse(R"({
       "turn_id": "turn_1",
-      "item": {"type": "message", "id": "msg_1",
+      "item": {"type": "message", "id": "msg_1", "role": "assistant", "phase": "final_answer",
                "content": [{"type": "output_text", "text": "There is 1 line."}]}})"));
   const json turn_completed = Event("agent.session.turn.completed", "e8", json::parse(R"({
       "turn": {"id": "turn_1", "status": "completed"},
@@ -376,6 +376,8 @@ TEST_F(AgentsClientTest, CreateSessionStreamParsesEventsSplitAcrossChunks) {
   EXPECT_EQ(e[5].item->command->turn_id, "turn_1");
   EXPECT_EQ(e[6].item->type, "message");
   EXPECT_EQ(e[6].item->text, "There is 1 line.");
+  EXPECT_EQ(e[6].item->role, "assistant");
+  EXPECT_EQ(e[6].item->phase, "final_answer");
   EXPECT_EQ(e[7].kind, AgentEventKind::kTurnStatus);
   EXPECT_TRUE(e[7].turn->IsFinished());
   ASSERT_TRUE(e[7].usage.has_value());
