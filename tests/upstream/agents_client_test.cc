@@ -1,5 +1,6 @@
 #include "upstream/agents_client.h"
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "nlohmann/json.hpp"
 #include "tests/fakes/fake_credentials.h"
 #include "tests/fakes/fake_http_client.h"
+#include "tests/upstream/loopback_http_server.h"
+#include "upstream/curl_http_client.h"
 #include "upstream/retry.h"
 
 namespace sandgate::upstream {
@@ -20,6 +23,8 @@ using ::sandgate::testing::FakeCredentials;
 using ::sandgate::testing::FakeHttpClient;
 using ::sandgate::testing::RecordedRequest;
 using ::sandgate::testing::ScriptedReply;
+using ::sandgate::upstream::testing::LoopbackHttpServer;
+using ::sandgate::upstream::testing::ReceivedRequest;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -633,6 +638,43 @@ TEST_F(AgentsClientTest, TurnsAndEnvironmentsAreParsed) {
   ASSERT_TRUE(client_.GetTurn("../x", "a/b").ok());
   EXPECT_EQ(http_.requests().back().url,
             std::string(kBase) + "/agents/sessions/..%2Fx/turns/a%2Fb");
+}
+
+// Over a real socket: a connection closed in the middle of a chunked body is what libcurl
+// reports as a broken stream, and the client resumes on a new connection.
+TEST(AgentsClientOverCurlTest, AConnectionDroppedMidStreamIsResumedWithoutDuplicates) {
+  const std::string e1 = Frame(Event("agent.session.turn.created", "e1"), "1");
+  const std::string e2 = Frame(Event("agent.session.turn.completed", "e2",
+                                     {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}),
+                               "2");
+  std::atomic<int> connections{0};
+  LoopbackHttpServer server([&](const ReceivedRequest&, int fd, int) {
+    LoopbackHttpServer::WriteAll(fd,
+                                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                 "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk(e1));
+    if (connections.fetch_add(1) == 0) {
+      // Half of the next chunk, then the connection closes without the chunked terminator.
+      LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk(e2).substr(0, 20));
+      return;
+    }
+    LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk(e2));
+    LoopbackHttpServer::WriteAll(fd, "0\r\n\r\n");
+  });
+  CurlHttpClient curl;
+  FakeCredentials creds(kKey);
+  AgentsClient client(&curl, &creds, server.Url("/v1"));
+  AgentEventStreamState state;
+  Collector seen;
+  absl::Status s = client.StreamEvents("sess_1", &state, seen.Callback());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(seen.ids(), ElementsAre("e1", "e2"));
+  EXPECT_EQ(state.reconnects, 1);
+  const std::vector<ReceivedRequest> got = server.requests();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].target, "/v1/agents/sessions/sess_1/events");
+  EXPECT_EQ(got[1].headers.Get("last-event-id"), "1");
+  EXPECT_EQ(got[1].headers.Get("openai-beta"), "agents=v1");
 }
 
 }  // namespace
