@@ -622,16 +622,8 @@ absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamSt
 
 absl::StatusOr<std::vector<AgentTurn>> AgentsClient::ListTurns(absl::string_view session_id,
                                                                const CancelToken* cancel) {
-  std::vector<AgentTurn> turns;
-  SANDGATE_RETURN_IF_ERROR(transport_.ListAll(
-      absl::StrCat(kSessions, "/", Escape(session_id), "/turns"),
-      [&](const json& item) -> absl::Status {
-        SANDGATE_ASSIGN_OR_RETURN(AgentTurn t, ParseAgentTurn(item));
-        turns.push_back(std::move(t));
-        return absl::OkStatus();
-      },
-      cancel));
-  return turns;
+  return transport_.ListAllAs<AgentTurn>(absl::StrCat(kSessions, "/", Escape(session_id), "/turns"),
+                                         ParseAgentTurn, cancel);
 }
 
 absl::StatusOr<AgentTurn> AgentsClient::GetTurn(absl::string_view session_id,
@@ -673,16 +665,8 @@ absl::StatusOr<AgentArtifactPage> AgentsClient::ListArtifacts(absl::string_view 
 
 absl::StatusOr<std::vector<AgentArtifact>> AgentsClient::ListAllArtifacts(
     absl::string_view session_id, const CancelToken* cancel) {
-  std::vector<AgentArtifact> artifacts;
-  SANDGATE_RETURN_IF_ERROR(transport_.ListAll(
-      absl::StrCat(kSessions, "/", Escape(session_id), "/artifacts"),
-      [&](const json& item) -> absl::Status {
-        SANDGATE_ASSIGN_OR_RETURN(AgentArtifact a, ParseAgentArtifact(item));
-        artifacts.push_back(std::move(a));
-        return absl::OkStatus();
-      },
-      cancel));
-  return artifacts;
+  return transport_.ListAllAs<AgentArtifact>(
+      absl::StrCat(kSessions, "/", Escape(session_id), "/artifacts"), ParseAgentArtifact, cancel);
 }
 
 absl::StatusOr<std::string> AgentsClient::ArtifactContent(absl::string_view session_id,

@@ -60,6 +60,12 @@ json SessionObject(const std::string& status) {
       {"environment", {{"type", "openai_hosted"}, {"id", "env_1"}, {"container_size", "small"}}}};
 }
 
+// The frame of turn_1's completion.
+std::string TurnCompleted(const std::string& event_id) {
+  return Frame(Event("agent.session.turn.completed", event_id,
+                     {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}));
+}
+
 // Collects what a stream delivered; stops at a finished turn.
 struct Collector {
   std::vector<AgentEvent> events;
@@ -469,8 +475,7 @@ TEST_F(AgentsClientTest, ACreateStreamThatBreaksResumesOnTheEventsStreamAndIsNot
   http_.Push(broken);
   http_.Push(ScriptedReply::Stream(
       {Frame(Event("agent.session.created", "e1", {{"session", SessionObject("in_progress")}})),
-       Frame(Event("agent.session.turn.completed", "e2",
-                   {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}))}));
+       TurnCompleted("e2")}));
   AgentEventStreamState state;
   Collector seen;
   absl::StatusOr<AgentSession> s =
@@ -494,9 +499,7 @@ TEST_F(AgentsClientTest, AStreamTheServerEndsIsNotReopenedAndTheCallerFollowsOn)
       Frame(Event("agent.session.idle", "e2", {{"session", SessionObject("idle")}}));
   http_.Push(ScriptedReply::Stream({created, idle}));
   http_.Push(ScriptedReply::Stream(
-      {idle, Frame(Event("agent.session.turn.created", "e3")),
-       Frame(Event("agent.session.turn.completed", "e4",
-                   {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}))}));
+      {idle, Frame(Event("agent.session.turn.created", "e3")), TurnCompleted("e4")}));
   AgentEventStreamState state;
   Collector seen;
   absl::StatusOr<AgentSession> s =
