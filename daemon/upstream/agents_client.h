@@ -6,7 +6,8 @@
 // handling, error mapping, key redaction and (with a RetryingHttpClient underneath) the retry
 // policy are the same as for every other OpenAI call.
 //
-// The API is beta, so everything about its shapes lives in this client and nowhere else:
+// The API is beta, so everything about its shapes lives in this client (this header, the calls
+// in agents_client.cc, the JSON shapes in agents_json.cc) and nowhere else:
 //  - What sandgate reads is parsed into small structs; each keeps the object it came from in
 //    `raw`, and every event is delivered with its raw JSON (for agents-events.jsonl).
 //  - Status values are strings upstream; they are mapped to enums with a kUnknown member and
@@ -413,7 +414,8 @@ absl::StatusOr<AgentTurn> ParseAgentTurn(const nlohmann::json& j);
 absl::StatusOr<AgentArtifact> ParseAgentArtifact(const nlohmann::json& j);
 absl::StatusOr<AgentEnvironment> ParseAgentEnvironment(const nlohmann::json& j);
 // Never fails: an event of any shape becomes an AgentEvent (kOther when not understood).
-AgentEvent ParseAgentEvent(const nlohmann::json& j);
+// `known_type` (may be null) says whether the type is one of the families of §7.
+AgentEvent ParseAgentEvent(const nlohmann::json& j, bool* known_type = nullptr);
 
 }  // namespace sandgate::upstream
 
