@@ -189,6 +189,14 @@ absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamSt
   }
 }
 
+// --- Items ---
+
+absl::StatusOr<std::vector<AgentItem>> AgentsClient::ListItems(absl::string_view session_id,
+                                                               const CancelToken* cancel) {
+  return transport_.ListAllAs<AgentItem>(
+      absl::StrCat(kSessions, "/", Escape(session_id), "/items?order=asc"), ParseAgentItem, cancel);
+}
+
 // --- Turns ---
 
 absl::StatusOr<std::vector<AgentTurn>> AgentsClient::ListTurns(absl::string_view session_id,

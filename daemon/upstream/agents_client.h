@@ -15,13 +15,14 @@
 //    fatal. Fields that are absent read as empty / zero / nullopt.
 //
 // Resuming the event stream: §7 documents `GET /agents/sessions/{id}/events` with no resume
-// cursor (no `starting_after`, unlike Responses), and §10 is silent. So a reconnect asks for
-// the stream again (sending the standard SSE `Last-Event-ID` when the server gave `id:`
+// cursor (no `starting_after`, unlike Responses), §10 is silent, and the openai npm client
+// 7.59.0 calls it "live events" with `include_obfuscation` as its only parameter. So a reconnect
+// asks for the stream again (sending the standard SSE `Last-Event-ID` when the server gave `id:`
 // lines, which a server may honour or ignore) and drops every event whose `event_id` was
 // already delivered (AgentEventStreamState). A server that replays from the start (the fake
 // does) yields each event exactly once; on a server that only sends live events, what
 // happened during the gap is lost from the stream, and the caller reads the session or turn
-// (GetSession, GetTurn) to learn where things stand.
+// (GetSession, GetTurn, ListItems) to learn where things stand.
 //
 //   RetryingHttpClient http(&curl, RetryOptions{});
 //   AgentsClient agents(&http, &key);
@@ -366,6 +367,13 @@ class AgentsClient {
                             const AgentEventCallback& on_event,
                             const CancelToken* cancel = nullptr);
 
+  // --- Items ---
+  // Every item of the session, oldest first (user messages, command executions, assistant
+  // messages, ...): how a caller learns what happened while its event stream was down on a
+  // server that does not replay.
+  absl::StatusOr<std::vector<AgentItem>> ListItems(absl::string_view session_id,
+                                                   const CancelToken* cancel = nullptr);
+
   // --- Turns ---
   // Every turn of the session (follows the list cursor).
   absl::StatusOr<std::vector<AgentTurn>> ListTurns(absl::string_view session_id,
@@ -412,6 +420,7 @@ absl::StatusOr<nlohmann::json> AgentSessionRequestJson(const AgentSessionRequest
 absl::StatusOr<AgentSession> ParseAgentSession(const nlohmann::json& j);
 absl::StatusOr<AgentTurn> ParseAgentTurn(const nlohmann::json& j);
 absl::StatusOr<AgentArtifact> ParseAgentArtifact(const nlohmann::json& j);
+absl::StatusOr<AgentItem> ParseAgentItem(const nlohmann::json& j);
 absl::StatusOr<AgentEnvironment> ParseAgentEnvironment(const nlohmann::json& j);
 // Never fails: an event of any shape becomes an AgentEvent (kOther when not understood).
 // `known_type` (may be null) says whether the type is one of the families of §7.

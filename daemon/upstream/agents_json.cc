@@ -437,6 +437,12 @@ absl::StatusOr<AgentArtifact> ParseAgentArtifact(const json& j) {
   return a;
 }
 
+absl::StatusOr<AgentItem> ParseAgentItem(const json& j) {
+  AgentItem item = ItemFrom(j);
+  if (item.id.empty()) return errors::Internal(RequireIdMessage("item"));
+  return item;
+}
+
 absl::StatusOr<AgentEnvironment> ParseAgentEnvironment(const json& j) {
   AgentEnvironment e = EnvironmentFrom(j);
   if (e.id.empty()) return errors::Internal(RequireIdMessage("environment"));

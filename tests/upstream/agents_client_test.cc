@@ -613,7 +613,7 @@ TEST_F(AgentsClientTest, ArtifactsArePagedAndTheirContentIsCapped) {
   EXPECT_THAT(big.message(), HasSubstr("artifact art_1 is larger than 10 bytes"));
 }
 
-TEST_F(AgentsClientTest, TurnsAndEnvironmentsAreParsed) {
+TEST_F(AgentsClientTest, TurnsItemsAndEnvironmentsAreParsed) {
   http_.Push(ScriptedReply::Json(200, json::parse(R"({"data":[
       {"id":"turn_1","object":"agent.session.turn","status":"completed","created_at":1,
        "started_at":2,"completed_at":3,"usage":{"input_tokens":5,"output_tokens":6,
@@ -628,6 +628,19 @@ TEST_F(AgentsClientTest, TurnsAndEnvironmentsAreParsed) {
   EXPECT_EQ((*turns)[0].usage->reasoning_tokens, 4);
   EXPECT_TRUE((*turns)[0].error.is_null());
   EXPECT_EQ((*turns)[1].error["message"], "setup command failed");
+
+  http_.Push(ScriptedReply::Json(200, json::parse(R"({"data":[
+      {"id":"msg_0","type":"message","role":"user","turn_id":"turn_1",
+       "content":[{"type":"input_text","text":"$ ls"}]},
+      {"id":"item_1","type":"command_execution","command":"ls","exit_code":2,"turn_id":"turn_1",
+       "output":"ls: cannot access"}],"has_more":false})")));
+  absl::StatusOr<std::vector<AgentItem>> items = client_.ListItems("sess_1");
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_EQ((*items)[0].role, "user");
+  EXPECT_EQ((*items)[1].command->exit_code, 2);
+  EXPECT_EQ(http_.requests().back().url,
+            std::string(kBase) + "/agents/sessions/sess_1/items?order=asc&limit=100");
 
   http_.Push(ScriptedReply::Json(
       200, {{"id", "env_1"}, {"type", "openai_hosted"}, {"status", "suspended"}}));
