@@ -1,13 +1,17 @@
 #include "store/postgres_connection.h"
 
 #include <endian.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/errors.h"
 
 namespace sandgate::store {
@@ -243,6 +247,35 @@ void PostgresDatabase::Release(std::unique_ptr<PgConnection> conn) {
     return;
   }
   idle_.push_back(std::move(conn));
+}
+
+absl::StatusOr<std::string> ReadPasswordFile(const std::string& path) {
+  const std::string where = absl::StrCat("store.password_file ", path);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return errors::FromErrno(errno, where);
+  struct stat st;
+  std::string password;
+  absl::Status status;
+  if (fstat(fd, &st) != 0) {
+    status = errors::FromErrno(errno, where);
+  } else if (!S_ISREG(st.st_mode)) {
+    status = errors::InvalidArgument(absl::StrCat(where, ": not a regular file"));
+  } else if ((st.st_mode & 077) != 0) {
+    status = errors::PermissionDenied(absl::StrFormat(
+        "%s: group or others may read it (mode %04o); chmod 600 it", where, st.st_mode & 07777));
+  } else {
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) password.append(buf, n);
+    if (n < 0) status = errors::FromErrno(errno, where);
+  }
+  close(fd);
+  if (!status.ok()) return status;
+  while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
+    password.pop_back();
+  }
+  if (password.empty()) return errors::InvalidArgument(absl::StrCat(where, ": empty"));
+  return password;
 }
 
 }  // namespace sandgate::store

@@ -181,6 +181,11 @@ class PostgresDatabase {
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // idle and leased, and those being opened
 };
 
+// The password in `path` (store.password_file), without its trailing newline. Refused,
+// naming the file, when it is not a regular file or when its group or others may read it
+// (libpq's rule for ~/.pgpass): a password others can read is not one.
+absl::StatusOr<std::string> ReadPasswordFile(const std::string& path);
+
 }  // namespace sandgate::store
 
 #endif  // SANDGATE_STORE_POSTGRES_CONNECTION_H_

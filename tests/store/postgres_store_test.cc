@@ -2,6 +2,11 @@
 // across binaries and components. The Store contract itself is store_contract_test.cc.
 #include "store/postgres_store.h"
 
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -149,6 +154,30 @@ TEST_F(PostgresStoreTest, ADroppedConnectionIsReplaced) {
   EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable) << lost.status();
   EXPECT_NE(lost.status().message().find("postgres get run"), std::string::npos) << lost.status();
   EXPECT_EQ((*store)->GetRun("r").status().code(), absl::StatusCode::kNotFound);
+}
+
+// store.password_file: the password without its newline; refused, naming the file, when
+// others may read it or it is not there. The password is never in the error.
+TEST(PasswordFileTest, ReadsThePasswordAndRefusesAFileOthersCanRead) {
+  char tmpl[] = "/tmp/sg-pw-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string path = dir + "/pw";
+  std::ofstream(path) << "s3cret-pw\n";
+  chmod(path.c_str(), 0600);
+  auto pw = ReadPasswordFile(path);
+  ASSERT_TRUE(pw.ok()) << pw.status();
+  EXPECT_EQ(*pw, "s3cret-pw");
+  chmod(path.c_str(), 0644);
+  auto open = ReadPasswordFile(path);
+  EXPECT_EQ(open.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(open.status().message().find(path), std::string::npos) << open.status();
+  EXPECT_NE(open.status().message().find("mode 0644"), std::string::npos) << open.status();
+  EXPECT_EQ(open.status().message().find("s3cret"), std::string::npos);
+  EXPECT_EQ(ReadPasswordFile(dir + "/none").status().code(), absl::StatusCode::kNotFound);
+  std::ofstream(path, std::ios::trunc) << "\n";
+  chmod(path.c_str(), 0600);
+  EXPECT_EQ(ReadPasswordFile(path).status().code(), absl::StatusCode::kInvalidArgument);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace
