@@ -97,13 +97,13 @@ PostgresServer* shared = nullptr;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::Start() {
+absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::Start(bool fsync) {
   std::unique_ptr<PostgresServer> s(new PostgresServer());
-  SANDGATE_RETURN_IF_ERROR(s->Init());
+  SANDGATE_RETURN_IF_ERROR(s->Init(fsync));
   return s;
 }
 
-absl::Status PostgresServer::Init() {
+absl::Status PostgresServer::Init(bool fsync) {
   char tmpl[] = "/tmp/sg-pg-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return errors::FromErrno(errno, "postgres fixture: mkdtemp");
   dir_ = tmpl;
@@ -128,10 +128,11 @@ absl::Status PostgresServer::Init() {
     hba << "local all " << kPasswordUser << " scram-sha-256\n"
         << "local all all trust\n";
   }
-  // Durability is not what tests measure: fsync off keeps the suite fast on a shared disk.
+  // Durability is not what tests check: fsync off keeps the suite fast on a shared disk.
   SANDGATE_ASSIGN_OR_RETURN(
       pid_, Spawn({BinDir() + "/postgres", "-D", data, "-k", dir_, "-c", "listen_addresses=", "-c",
-                   "fsync=off", "-c", "max_connections=200", "-c", "shared_buffers=32MB"},
+                   fsync ? "fsync=on" : "fsync=off", "-c", "max_connections=200", "-c",
+                   "shared_buffers=32MB"},
                   as, log, /*die_with_parent=*/true));
   const std::string ping = Dsn("postgres");
   const absl::Time deadline = Clock::Real()->Now() + absl::Seconds(60);

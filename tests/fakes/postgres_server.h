@@ -36,7 +36,9 @@ class PostgresServer {
 
   // initdb, start, wait until it accepts connections. Must be called from a thread that
   // lives as long as the server (the parent-death signal follows the forking thread).
-  static absl::StatusOr<std::unique_ptr<PostgresServer>> Start();
+  // Tests run with fsync off (durability is not what they check); a benchmark comparing
+  // stores passes true, so PostgreSQL flushes as a production server would.
+  static absl::StatusOr<std::unique_ptr<PostgresServer>> Start(bool fsync = false);
   // The process-wide server, started at first use from the calling thread (the test's main
   // thread) and stopped at exit. A test fails (not skips) if it cannot start.
   static PostgresServer& Shared();
@@ -50,7 +52,7 @@ class PostgresServer {
 
  private:
   PostgresServer() = default;
-  absl::Status Init();
+  absl::Status Init(bool fsync);
 
   std::string dir_;  // data/ inside, the socket beside it
   pid_t pid_ = -1;
