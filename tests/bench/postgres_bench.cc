@@ -27,24 +27,10 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 using sandgate::bench::Median;
+using sandgate::bench::TimeSampleRun;
 
 double Ms(Steady::time_point since) {
   return std::chrono::duration<double, std::milli>(Steady::now() - since).count();
-}
-
-// One RunAnalysis followed until run.finished; milliseconds, or -1 on failure.
-double OneRun(sandgate::v1::Sandgate::Stub& stub, const std::string& csv) {
-  auto start = Steady::now();
-  sandgate::v1::RunAnalysisRequest req;
-  auto* in = req.add_inputs();
-  in->set_name("northstar_cloud_financial_statements.csv");
-  in->set_content(csv);
-  sandgate::v1::Run run;
-  grpc::ClientContext ctx;
-  if (!stub.RunAnalysis(&ctx, req, &run).ok()) return -1;
-  const bool ok = sandgate::bench::FollowToFinish(stub, run.id()).status() ==
-                  sandgate::v1::RUN_STATUS_SUCCEEDED;
-  return ok ? Ms(start) : -1;
 }
 
 struct Rates {
@@ -124,19 +110,19 @@ int main(int argc, char** argv) {
   auto pg = sandgate::bench::Daemon::Start(pg_config.dump());
   auto sqlite = sandgate::bench::Daemon::Start(sqlite_config.dump());
   auto pg_stub = pg.Stub(), sqlite_stub = sqlite.Stub();
-  OneRun(*pg_stub, csv);  // warm-up: page cache, first sandbox, first connections
-  OneRun(*sqlite_stub, csv);
+  TimeSampleRun(*pg_stub, csv);  // warm-up: page cache, first sandbox, first connections
+  TimeSampleRun(*sqlite_stub, csv);
   std::vector<double> pg_ms, sqlite_ms;
   int failures = 0;
   for (int i = 0; i < runs; ++i) {
     // Alternate which goes first, so neither always follows the other's cleanup.
     double a, b;
     if (i % 2) {
-      a = OneRun(*pg_stub, csv);
-      b = OneRun(*sqlite_stub, csv);
+      a = TimeSampleRun(*pg_stub, csv);
+      b = TimeSampleRun(*sqlite_stub, csv);
     } else {
-      b = OneRun(*sqlite_stub, csv);
-      a = OneRun(*pg_stub, csv);
+      b = TimeSampleRun(*sqlite_stub, csv);
+      a = TimeSampleRun(*pg_stub, csv);
     }
     if (a < 0 || b < 0) {
       ++failures;
