@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,8 @@ struct BackendKind {
   std::string name;  // "sqlite", "postgres"
   // A backend on a fresh, empty database.
   std::function<std::unique_ptr<Backend>()> make;
+  // gtest names a failing case's parameter by this, not by its bytes.
+  friend void PrintTo(const BackendKind& kind, std::ostream* os) { *os << kind.name; }
 };
 
 BackendKind Sqlite();
