@@ -95,7 +95,9 @@ class PgConnection {
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
 
-  // Runs one parameterised statement. `what` names the operation in errors:
+  // Runs one parameterised statement, prepared on this connection at its first use and kept
+  // for the connection's life: `sql` is one of a fixed set of texts, never one with values
+  // spliced in. `what` names the operation in errors:
   // "postgres <what>: <server message>". A unique violation is ALREADY_EXISTS, a lost
   // connection UNAVAILABLE, anything else INTERNAL.
   absl::StatusOr<PgResult> Exec(absl::string_view what, const char* sql,
