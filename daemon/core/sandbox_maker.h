@@ -64,7 +64,7 @@ struct SandboxPlan {
   // A sandbox taken from the warm pool (core/warm_pool.h), made for this plan's
   // shape with this plan's session id and decision callback: MakeSandbox uses it
   // instead of creating one, and says so in the log (a notice, and `from_warm_pool` in
-// session.created). May be null; not owned.
+  // session.created). May be null; not owned.
   WarmSandbox* warm = nullptr;
 };
 
