@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/errors.h"
+#include "common/status_macros.h"
 #include "core/file_transfer.h"
 #include "core/sandbox_spec.h"
 
@@ -76,6 +77,19 @@ absl::Status Api::CloseSession(const Caller& caller, const v1::CloseSessionReque
 absl::Status Api::ListFiles(const Caller& caller, const v1::ListFilesRequest& request,
                             v1::ListFilesResponse* response) {
   return core::ListFiles(*deps_.sessions, caller, request, response);
+}
+
+absl::StatusOr<std::unique_ptr<SessionManager::Lease>> Api::StartEventStream(
+    const Caller& caller, const v1::StreamEventsRequest& request) {
+  if (request.follow() && deps_.sessions != nullptr) {
+    // A live session of the caller's: the follower holds it. Anything else (NOT_FOUND: a run's
+    // log, or no such id; FAILED_PRECONDITION: a session that has ended) is told apart below.
+    absl::StatusOr<std::unique_ptr<SessionManager::Lease>> lease =
+        deps_.sessions->Acquire(caller, request.run_id());
+    if (lease.ok()) return lease;
+  }
+  SANDGATE_RETURN_IF_ERROR(deps_.runs->CheckEventsVisible(caller, request.run_id()));
+  return nullptr;
 }
 
 absl::Status Api::Drain(const Caller& caller, const v1::DrainRequest&,

@@ -2,7 +2,7 @@
 // Emulator's handlers: the caller, the request, the response to fill; the status is the
 // answer. The gRPC edge (server/) authenticates, calls one of these on the I/O executor and
 // maps the status; nothing here knows gRPC. The streams' logic is in exec_stream.h,
-// file_transfer.h and event_log.h.
+// file_transfer.h and event_log.h; StreamEvents starts here (StartEventStream).
 //
 //   core::Api api({&runs, &sessions, max_transfer_bytes, request_drain});
 //   v1::Run run;
@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/run_manager.h"
 #include "core/session_manager.h"
 #include "core/tenants.h"
@@ -55,6 +57,15 @@ class Api {
                             v1::Session* response);
   absl::Status ListFiles(const Caller& caller, const v1::ListFilesRequest& request,
                          v1::ListFilesResponse* response);
+
+  // StreamEvents' start, before its first read: OK when `caller` may read the log named by
+  // request.run_id() (a run's, or a kept session's own: its id). A follow of a live session's
+  // own log also holds the session, like any call in flight (DESIGN.md: a session with an open
+  // StreamEvents is not idle): the returned lease keeps the idle reaper off it, and the stream
+  // drops it when it ends or its caller goes away. Null for a run's log, a replay without
+  // follow, and a session that has ended (its log ends with session.closed).
+  absl::StatusOr<std::unique_ptr<SessionManager::Lease>> StartEventStream(
+      const Caller& caller, const v1::StreamEventsRequest& request);
 
   // Operator only.
   absl::Status Drain(const Caller& caller, const v1::DrainRequest& request,

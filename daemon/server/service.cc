@@ -95,6 +95,18 @@ class EventStream final : public PullWriter<v1::Event> {
     Pump();
   }
 
+  // The stream is over: the session it followed may idle from now on. (Dropped here, not with
+  // the reactor, which executor work may keep a while longer.)
+  void OnDone() override {
+    std::unique_ptr<core::SessionManager::Lease> lease;
+    {
+      absl::MutexLock lock(&mu_);
+      lease = std::move(lease_);
+    }
+    lease.reset();
+    PullWriter::OnDone();
+  }
+
   void OnCancel() override {
     uint64_t wait_id;
     {
@@ -114,11 +126,16 @@ class EventStream final : public PullWriter<v1::Event> {
 
  private:
   void FirstFetch() {
-    // A run's log, or a kept session's own (its id).
-    absl::Status visible = deps_.runs->CheckEventsVisible(caller_, req_.run_id());
-    if (!visible.ok()) {
-      FinishOnce(ToGrpc(visible));
+    // A run's log, or a kept session's own (its id); following the latter holds the session.
+    absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
+        deps_.api->StartEventStream(caller_, req_);
+    if (!lease.ok()) {
+      FinishOnce(ToGrpc(lease.status()));
       return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      lease_ = *std::move(lease);
     }
     Fetch();
   }
@@ -238,6 +255,8 @@ class EventStream final : public PullWriter<v1::Event> {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t wait_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  // Held while a follow of a kept session's own log is open (core::Api::StartEventStream).
+  std::unique_ptr<core::SessionManager::Lease> lease_ ABSL_GUARDED_BY(mu_);
 };
 
 // DownloadArtifact: one chunk read on the executor per write.

@@ -8,11 +8,13 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "agent/reference_agent.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
+#include "tests/common/eventually.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/host_sandbox.h"
 #include "tests/fakes/largest_allocation.h"
@@ -20,6 +22,7 @@
 namespace sandgate::core {
 namespace {
 
+using testing::Eventually;
 using testing::HostProvider;
 
 TenantConfig Tenant(const std::string& name) {
@@ -170,16 +173,20 @@ class RunManagerTest : public ::testing::Test {
     in->set_content(ReadData("northstar_cloud_financial_statements.csv"));
     return req;
   }
+  // The run once its pipeline thread has finished it (at most 30 s).
   v1::Run WaitFinished(const std::string& id, const Caller* as = nullptr) {
-    for (int i = 0; i < 1500; ++i) {
-      auto run = runs_->Get(as ? *as : caller_, id);
-      EXPECT_TRUE(run.ok());
-      // The record is final just before run.finished is appended: wait for both.
-      if (run->status() >= v1::RUN_STATUS_SUCCEEDED && LastEventIsTerminal(id)) return *run;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ADD_FAILURE() << "run did not finish";
-    return v1::Run();
+    v1::Run run;
+    // The record is final just before run.finished is appended: wait for both.
+    EXPECT_TRUE(Eventually(
+        absl::StrCat("run ", id, " to finish"),
+        [&] {
+          absl::StatusOr<v1::Run> got = runs_->Get(as ? *as : caller_, id);
+          if (!got.ok()) return false;
+          run = *std::move(got);
+          return run.status() >= v1::RUN_STATUS_SUCCEEDED && LastEventIsTerminal(id);
+        },
+        absl::Seconds(30)));
+    return run;
   }
   std::vector<v1::Event> Events(const std::string& id) { return *events_->Read(id, 0, 10000); }
   // The run once run.finished is in its log, woken by the log (no polling), at most 10 s.
@@ -217,12 +224,15 @@ class RunManagerTest : public ::testing::Test {
   }
   // Until the run's first command has started (at most 5 s).
   void WaitForFirstCommand(const std::string& id) {
-    for (int i = 0; i < 500; ++i) {
-      for (const auto& e : Events(id)) {
-        if (e.has_command_started()) return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    EXPECT_TRUE(Eventually(
+        absl::StrCat("run ", id, "'s first command.started"),
+        [&] {
+          for (const auto& e : Events(id)) {
+            if (e.has_command_started()) return true;
+          }
+          return false;
+        },
+        absl::Seconds(5)));
   }
   bool LastEventIsTerminal(const std::string& id) {
     std::vector<v1::Event> events = Events(id);
@@ -409,7 +419,10 @@ TEST_F(RunManagerTest, DrainRefusesNewRunsAndCancelsActiveOnes) {
   EXPECT_EQ(provider_->live_sessions(), 0);
 }
 
+// On the FakeClock: the watchdog and retention wait on it, and so does the sweeper's
+// background round (JournalSweeper::kRound) while an entry is unsettled.
 TEST_F(RunManagerTest, WhatASweepCannotTellYetIsAskedAgainInTheBackground) {
+  clock_ = &fake_;
   LateSweepProvider late(store_.get());
   auto restart = [&] {
     Rebuild(&late);
@@ -418,13 +431,20 @@ TEST_F(RunManagerTest, WhatASweepCannotTellYetIsAskedAgainInTheBackground) {
   ASSERT_TRUE(store_->Record({"late:c1", "late", "container", {}}).ok());
   ASSERT_TRUE(restart().ok()) << "returns without waiting for the sweep";
   EXPECT_EQ(store_->List()->size(), 1u);
-  for (int i = 0; i < 100 && late.sweeps.load() < 3; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_GE(late.sweeps.load(), 3) << "asked again";
+  ASSERT_TRUE(fake_.BlockUntilSettled(3));
+  EXPECT_EQ(late.sweeps.load(), 1);
+  fake_.Advance(JournalSweeper::kRound - absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(3));
+  EXPECT_EQ(late.sweeps.load(), 1) << "not asked again before a round has passed";
+  fake_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(fake_.BlockUntilSettled(3));
+  EXPECT_EQ(late.sweeps.load(), 2) << "asked again at the round";
   late.ready = true;
-  for (int i = 0; i < 100 && !store_->List()->empty(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_TRUE(store_->List()->empty());
+  fake_.Advance(JournalSweeper::kRound);
+  // The round that settles it ends the sweeper's thread: only the two timers wait again.
+  EXPECT_TRUE(Eventually("the settled entry to leave the journal",
+                         [&] { return store_->List()->empty(); }));
+  EXPECT_EQ(late.sweeps.load(), 3);
 
   // One that never settles is left for the next start when the daemon drains.
   late.ready = false;
@@ -444,10 +464,9 @@ TEST_F(RunManagerTest, WaitingRunsInputsAreBoundedInBytes) {
   slow.mutable_sandbox()->add_setup_commands("sleep 30");
   auto running = runs_->Start(caller_, slow);
   ASSERT_TRUE(running.ok());
-  for (int i = 0; i < 200 && runs_->Get(caller_, running->id())->status() == v1::RUN_STATUS_QUEUED;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(Eventually("the first run to be admitted", [&] {
+    return runs_->Get(caller_, running->id())->status() != v1::RUN_STATUS_QUEUED;
+  }));
   auto first = runs_->Start(caller_, Sample());
   auto second = runs_->Start(caller_, Sample());
   ASSERT_TRUE(first.ok() && second.ok());
@@ -664,12 +683,11 @@ TEST_F(RunManagerTest, ARunInAKeptSessionRecordsItsNetworkDecisions) {
       decided |= e.has_network() && e.network().verdict() == "denied";
     EXPECT_TRUE(decided) << (kept ? "kept" : "own") << " session: " << run.status_reason();
   }
-  bool in_session_log = false;
-  for (int i = 0; i < 100 && !in_session_log; ++i) {  // appended off the proxy's thread
+  EXPECT_TRUE(Eventually("a network.decision in the session's own log", [&] {
+    bool in_session_log = false;  // appended off the proxy's thread
     for (const auto& e : Events(session->id())) in_session_log |= e.has_network();
-    if (!in_session_log) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(in_session_log);
+    return in_session_log;
+  }));
 }
 
 TEST_F(RunManagerTest, RunsInAKeptSessionLeaveItOpenForTheNext) {

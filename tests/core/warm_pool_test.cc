@@ -15,6 +15,7 @@
 #include "core/session_manager.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
+#include "tests/common/eventually.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/fakes/host_sandbox.h"
@@ -22,21 +23,10 @@
 namespace sandgate::core {
 namespace {
 
+using testing::Eventually;  // the filler thread's progress; timing rules use the fake clock
 using testing::FakeClock;
 using testing::FakeJournal;
 using testing::HostProvider;
-
-// Waits (real time, bounded) for the filler thread to reach a state; the pool's timing rules
-// are proved with the fake clock, this only lets its thread run.
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!pred()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
 
 class WarmPoolTest : public ::testing::Test {
  protected:
@@ -70,7 +60,7 @@ class WarmPoolTest : public ::testing::Test {
 
 TEST_F(WarmPoolTest, FillsToSizeJournaledAndRefillsAfterATake) {
   StartPool({Shape(3)});
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 3; }));
+  ASSERT_TRUE(Eventually("3 ready in the pool", [&] { return pool_->ready() == 3; }));
   EXPECT_EQ(provider_.created_sessions(), 3);
   EXPECT_EQ(budget_->used(), 3u) << "ready sandboxes count in max_sandboxes";
   ASSERT_EQ(journal_.List()->size(), 3u) << "journaled like any sandbox";
@@ -79,7 +69,8 @@ TEST_F(WarmPoolTest, FillsToSizeJournaledAndRefillsAfterATake) {
   ASSERT_TRUE(w.has_value());
   ASSERT_NE(w->session, nullptr);
   EXPECT_TRUE(absl::StrContains(w->shape, "memory_bytes 1073741824")) << w->shape;
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 3; })) << "refilled in the background";
+  ASSERT_TRUE(Eventually("3 ready in the pool", [&] { return pool_->ready() == 3; }))
+      << "refilled in the background";
   EXPECT_EQ(provider_.created_sessions(), 4);
   EXPECT_EQ(budget_->used(), 4u) << "the taken one's unit is the taker's now";
   EXPECT_EQ(provider_.live_sessions(), 4);
@@ -87,7 +78,7 @@ TEST_F(WarmPoolTest, FillsToSizeJournaledAndRefillsAfterATake) {
 
 TEST_F(WarmPoolTest, OnlyTheSameShapeTakesOne) {
   StartPool({Shape(1, 512ull << 20)});
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 1; }));
+  ASSERT_TRUE(Eventually("1 ready in the pool", [&] { return pool_->ready() == 1; }));
   EXPECT_FALSE(pool_->Take(DefaultSpec()).has_value()) << "default memory is 1 GiB";
   v1::SandboxSpec with_env;
   (*with_env.mutable_env())["A"] = "1";
@@ -102,7 +93,7 @@ TEST_F(WarmPoolTest, OnlyTheSameShapeTakesOne) {
 
 TEST_F(WarmPoolTest, ConcurrentTakersNeverShareASandbox) {
   StartPool({Shape(16)});
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 16; }));
+  ASSERT_TRUE(Eventually("16 ready in the pool", [&] { return pool_->ready() == 16; }));
   constexpr int kTakers = 48;
   std::vector<std::unique_ptr<sandbox::Session>> got(kTakers);
   std::vector<std::thread> threads;
@@ -133,7 +124,7 @@ TEST_F(WarmPoolTest, ConcurrentTakersNeverShareASandbox) {
 
 TEST_F(WarmPoolTest, MaxSandboxesBoundsThePoolAndItRetriesEvery100ms) {
   StartPool({Shape(5)}, /*max_sandboxes=*/2);
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 2; }));
+  ASSERT_TRUE(Eventually("2 ready in the pool", [&] { return pool_->ready() == 2; }));
   ASSERT_TRUE(clock_.BlockUntilSettled(1));  // the filler waits for budget
   EXPECT_EQ(budget_->used(), 2u);
   EXPECT_EQ(provider_.created_sessions(), 2);
@@ -149,7 +140,8 @@ TEST_F(WarmPoolTest, MaxSandboxesBoundsThePoolAndItRetriesEvery100ms) {
   ASSERT_TRUE(clock_.BlockUntilSettled(1));
   EXPECT_EQ(pool_->ready(), 1u) << "not before the retry";
   clock_.Advance(absl::Milliseconds(1));
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 2; })) << "at the retry";
+  ASSERT_TRUE(Eventually("2 ready in the pool", [&] { return pool_->ready() == 2; }))
+      << "at the retry";
   EXPECT_EQ(budget_->used(), 2u);
   EXPECT_EQ(provider_.created_sessions(), 3);
 }
@@ -164,15 +156,15 @@ TEST_F(WarmPoolTest, AFailedCreateIsRetriedAfterASecond) {
   ASSERT_TRUE(clock_.BlockUntilSettled(1));
   EXPECT_EQ(pool_->ready(), 0u);
   clock_.Advance(absl::Milliseconds(1));
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 1; }));
+  ASSERT_TRUE(Eventually("1 ready in the pool", [&] { return pool_->ready() == 1; }));
 }
 
 TEST_F(WarmPoolTest, DrainClosesEveryReadySandboxAndGivesTheBudgetBack) {
   StartPool({Shape(2), Shape(3, 512ull << 20)});
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 5; }));
+  ASSERT_TRUE(Eventually("5 ready in the pool", [&] { return pool_->ready() == 5; }));
   std::optional<WarmSandbox> taken = pool_->Take(DefaultSpec());
   ASSERT_TRUE(taken.has_value());
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 5; }));
+  ASSERT_TRUE(Eventually("5 ready in the pool", [&] { return pool_->ready() == 5; }));
   pool_->Drain();
   EXPECT_EQ(pool_->ready(), 0u);
   EXPECT_EQ(provider_.live_sessions(), 1) << "only the taken one is left, its taker's to close";
@@ -222,7 +214,7 @@ class SessionFromWarmPoolTest : public WarmPoolTest {
 TEST_F(SessionFromWarmPoolTest, AMatchingRequestTakesAReadySandbox) {
   StartPool({Shape(1)}, /*max_sandboxes=*/2);
   StartSessions();
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 1; }));
+  ASSERT_TRUE(Eventually("1 ready in the pool", [&] { return pool_->ready() == 1; }));
   std::set<std::string> made_before;
   const std::vector<JournalEntry> journaled = *journal_.List();
   for (const JournalEntry& j : journaled) made_before.insert(j.id);
@@ -241,7 +233,7 @@ TEST_F(SessionFromWarmPoolTest, AMatchingRequestTakesAReadySandbox) {
   EXPECT_TRUE(created_says) << "session.created says from_warm_pool";
   EXPECT_TRUE(s->from_warm_pool());
   EXPECT_TRUE(sessions_->Get(caller_, s->id())->from_warm_pool());
-  ASSERT_TRUE(Eventually([&] { return pool_->ready() == 1; }));
+  ASSERT_TRUE(Eventually("1 ready in the pool", [&] { return pool_->ready() == 1; }));
   EXPECT_EQ(budget_->used(), 2u);
 
   // The budget is full (one session, one ready): a request of another shape evicts the ready

@@ -59,17 +59,6 @@ bool Healthy(const std::shared_ptr<grpc::Channel>& channel) {
 
 }  // namespace
 
-bool Eventually(const std::function<bool()>& cond, absl::Duration timeout) {
-  // Often enough that a test waits little past the moment, rarely enough to cost nothing.
-  constexpr absl::Duration kEvery = absl::Milliseconds(10);
-  const absl::Time give_up = absl::Now() + timeout;
-  for (;;) {
-    if (cond()) return true;
-    if (absl::Now() >= give_up) return false;
-    absl::SleepFor(kEvery);
-  }
-}
-
 DaemonHarness::DaemonHarness(nlohmann::json config) : config_(std::move(config)) {
   char tmpl[] = "/tmp/sg-it-XXXXXX";
   dir_ = mkdtemp(tmpl);
@@ -88,7 +77,9 @@ DaemonHarness::~DaemonHarness() {
   // directories stay until a daemon on this state directory sweeps them).
   if (pid_ > 0) {
     kill(pid_, SIGTERM);
-    if (Eventually([this] { return waitpid(pid_, nullptr, WNOHANG) == pid_; }, absl::Seconds(6))) {
+    if (Eventually(
+            "sandgated to exit after SIGTERM",
+            [this] { return waitpid(pid_, nullptr, WNOHANG) == pid_; }, absl::Seconds(6))) {
       pid_ = -1;
     } else {
       Stop(SIGKILL);
@@ -111,7 +102,8 @@ void DaemonHarness::Start() {
   ASSERT_GT(pid_, 0);
   auto channel = grpc::CreateChannel(address(), grpc::InsecureChannelCredentials());
   bool exited = false;
-  const bool healthy = Eventually(
+  const ::testing::AssertionResult healthy = Eventually(
+      "sandgated to answer its health check or exit",
       [&] {
         exited = waitpid(pid_, nullptr, WNOHANG) == pid_;
         return exited || Healthy(channel);

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "sandgate/v1/sandgate.grpc.pb.h"
+#include "tests/common/eventually.h"  // Eventually, for the tests on this harness
 
 namespace sandgate::testing {
 
@@ -47,11 +48,6 @@ class DaemonHarness {
   std::string dir_, state_dir_, socket_, config_path_, log_path_;
   pid_t pid_ = -1;
 };
-
-// Polls `cond` until it holds (true) or `timeout` of real time has passed (false). For a test
-// that waits for the daemon to reach a state it cannot be told about (a process exits, a
-// metric or an audit line appears), instead of sleeping a guessed time.
-bool Eventually(const std::function<bool()>& cond, absl::Duration timeout = absl::Seconds(10));
 
 // The sample statements shipped with the repo.
 std::string SampleCsv();

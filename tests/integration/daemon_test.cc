@@ -442,9 +442,9 @@ TEST_F(DaemonTest, OperatorsSeeEverythingPurgeAndDrain) {
   ASSERT_TRUE(
       stub_->Drain(DaemonHarness::Context(kOpsToken).get(), v1::DrainRequest(), &drained).ok());
   int status = 0;
-  EXPECT_TRUE(Eventually([&] {
+  EXPECT_TRUE(Eventually("the daemon to exit after Drain", [&] {
     return waitpid(daemon_->pid(), &status, WNOHANG) == daemon_->pid();
-  })) << "the daemon did not exit after Drain";
+  }));
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon_->Log();
 }
 
@@ -620,11 +620,11 @@ TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
   FollowToEnd(*stub, run.id());
   // run.finished is written before the run leaves the active set: wait for the gauges to settle.
   std::string page;
-  Eventually([&] {
+  EXPECT_TRUE(Eventually("the sandbox and run gauges to come back to 0", [&] {
     page = HttpGet(port, "/metrics");
     return absl::StrContains(page, "sandgate_sandboxes_in_use 0") &&
            absl::StrContains(page, "sandgate_runs_active 0");
-  });
+  }));
   EXPECT_TRUE(absl::StartsWith(page, "HTTP/1.1 200 OK")) << page;
   for (const char* line :
        {"sandgate_runs_finished_total{status=\"SUCCEEDED\"} 1",

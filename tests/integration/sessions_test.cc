@@ -28,12 +28,16 @@ struct ExecOutcome {
 
 class SessionsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartDaemon(nlohmann::json::object()); }
+  // A fresh daemon with the tenants a and b and `defaults` (the config's defaults section).
+  void StartDaemon(const nlohmann::json& defaults) {
+    daemon_.reset();
     daemon_ = std::make_unique<DaemonHarness>(
         nlohmann::json{{"tenants",
                         {{{"name", "a"}, {"token_sha256", Sha256::Hex(kToken)}},
                          {{"name", "b"}, {"token_sha256", Sha256::Hex(kOtherToken)}}}},
-                       {"local", {{"uid_base", 300200}, {"uid_count", 16}}}});
+                       {"local", {{"uid_base", 300200}, {"uid_count", 16}}},
+                       {"defaults", defaults}});
     daemon_->Start();
     stub_ = daemon_->Stub();
   }
@@ -217,12 +221,46 @@ TEST_F(SessionsTest, ExecFilesKeepAliveAndClose) {
       << after.status.error_message();
 }
 
+// DESIGN.md: a session with an open StreamEvents is not idle. A follower of the session's own
+// log holds it for three heartbeats (3 s of quiet, with an idle_timeout of 1 s); once the
+// follower goes away, the session is reaped for idleness.
+TEST_F(SessionsTest, AFollowerOfTheSessionsLogKeepsItFromIdling) {
+  StartDaemon({{"heartbeat_seconds", 1}});
+  v1::Session s = Create(/*idle_s=*/1);
+  v1::StreamEventsRequest follow;
+  follow.set_run_id(s.id());
+  follow.set_follow(true);
+  auto ctx = DaemonHarness::Context(kToken);
+  auto stream = stub_->StreamEvents(ctx.get(), follow);
+  int heartbeats = 0;
+  std::string last;
+  v1::Event e;
+  while (heartbeats < 3 && stream->Read(&e)) {
+    heartbeats += e.type() == "heartbeat";
+    last = e.type();
+  }
+  ASSERT_EQ(heartbeats, 3) << "the follow ended early, last with " << last << ": "
+                           << Get(s.id()).status_reason();
+  v1::Session held = Get(s.id());
+  EXPECT_EQ(held.status(), v1::SESSION_STATUS_ACTIVE) << held.status_reason();
+  EXPECT_EQ(held.in_flight(), 1u) << "the open follow is in flight";
+
+  ctx->TryCancel();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(Eventually("the session to be reaped once its follower left",
+                         [&] { return Get(s.id()).status() != v1::SESSION_STATUS_ACTIVE; }));
+  v1::Session reaped = Get(s.id());
+  EXPECT_EQ(reaped.status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_TRUE(absl::StrContains(reaped.status_reason(), "idle_timeout")) << reaped.status_reason();
+}
+
 TEST_F(SessionsTest, AnIdleSessionIsReapedButNotWhileACommandRuns) {
   v1::Session s = Create(/*idle_s=*/1);
   ExecOutcome busy = Exec(s.id(), "sleep 2; echo done");
   EXPECT_EQ(busy.out, "done\n") << "in flight for 2 s: not idle";
   EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_ACTIVE);
-  EXPECT_TRUE(Eventually([&] { return Get(s.id()).status() != v1::SESSION_STATUS_ACTIVE; }));
+  EXPECT_TRUE(Eventually("the idle session to be reaped",
+                         [&] { return Get(s.id()).status() != v1::SESSION_STATUS_ACTIVE; }));
   EXPECT_EQ(Get(s.id()).status(), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(absl::StrContains(Get(s.id()).status_reason(), "idle_timeout"));
 }
@@ -380,12 +418,12 @@ TEST_F(SessionsTest, ACutUploadLeavesNoFileAndTheAuditSaysItFailed) {
 
   // The daemon audits every upload it ends; wait for that line, then look.
   std::optional<nlohmann::json> audited;
-  Eventually([&] {
+  EXPECT_TRUE(Eventually("the audit line of the cut upload", [&] {
     for (const auto& l : AuditLines()) {
       if (l["action"] == "UploadFile") audited = l;
     }
     return audited.has_value();
-  });
+  }));
   ASSERT_TRUE(audited) << "no audit line for the cut upload";
   EXPECT_NE((*audited)["outcome"], "OK") << audited->dump();
   v1::ListFilesResponse files = List(s.id());

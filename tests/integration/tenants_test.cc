@@ -167,7 +167,7 @@ TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
 
   // Decisions are appended off the proxy's thread: read the log until one is there.
   bool refused = false;
-  Eventually([&] {
+  EXPECT_TRUE(Eventually("the refused connection's network.decision in the session's log", [&] {
     v1::StreamEventsRequest read;
     read.set_run_id(session.id());
     auto rctx = DaemonHarness::Context(kBusy);
@@ -182,7 +182,7 @@ TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
     grpc::Status end = events->Finish();
     EXPECT_TRUE(end.ok()) << end.error_message();
     return refused || !end.ok();
-  });
+  }));
   EXPECT_TRUE(refused) << "no network.decision refusing 127.0.0.2 in session " << session.id()
                        << "'s log";
   // Following the log ends with the session's close.

@@ -1,0 +1,272 @@
+#include "upstream/agents_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace sandgate::upstream {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr absl::string_view kSessions = "/agents/sessions";
+
+}  // namespace
+
+AgentsClient::AgentsClient(HttpClient* http, const Credentials* credentials, std::string base_url,
+                           AgentsOptions options)
+    : options_(std::move(options)), transport_(http, credentials, std::move(base_url), [this] {
+        OpenAiOptions o = options_.http;
+        o.extra_headers.emplace_back(std::string(kAgentsBetaHeader), std::string(kAgentsBetaValue));
+        return o;
+      }()) {}
+
+// --- Sessions ---
+
+absl::StatusOr<AgentSession> AgentsClient::CreateSession(const AgentSessionRequest& request,
+                                                         const CancelToken* cancel) {
+  SANDGATE_ASSIGN_OR_RETURN(json body, AgentSessionRequestJson(request));
+  SANDGATE_ASSIGN_OR_RETURN(json j,
+                            transport_.JsonCall("POST", std::string(kSessions), &body, cancel));
+  return ParseAgentSession(j);
+}
+
+absl::StatusOr<AgentSession> AgentsClient::CreateSessionStream(const AgentSessionRequest& request,
+                                                               AgentEventStreamState* state,
+                                                               const AgentEventCallback& on_event,
+                                                               const CancelToken* cancel) {
+  if (request.input.empty() && request.environment.type != "self_hosted") {
+    return errors::InvalidArgument(absl::StrCat("input: required for a streaming create on a ",
+                                                request.environment.type, " environment"));
+  }
+  SANDGATE_ASSIGN_OR_RETURN(json body, AgentSessionRequestJson(request));
+  std::optional<AgentSession> latest;
+  SANDGATE_RETURN_IF_ERROR(Stream(&body, state, on_event, &latest, cancel));
+  if (latest.has_value()) return *std::move(latest);
+  if (state->session_id.empty()) {
+    return errors::Internal("openai POST /agents/sessions (stream): no event named the session");
+  }
+  return GetSession(state->session_id, cancel);
+}
+
+absl::StatusOr<AgentSession> AgentsClient::GetSession(absl::string_view session_id,
+                                                      const CancelToken* cancel) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      json j, transport_.JsonCall("GET", absl::StrCat(kSessions, "/", Escape(session_id)), nullptr,
+                                  cancel));
+  return ParseAgentSession(j);
+}
+
+absl::Status AgentsClient::DeleteSession(absl::string_view session_id, const CancelToken* cancel) {
+  return transport_
+      .JsonCall("DELETE", absl::StrCat(kSessions, "/", Escape(session_id)), nullptr, cancel)
+      .status();
+}
+
+// --- Input events ---
+
+absl::Status AgentsClient::SendMessage(absl::string_view session_id, absl::string_view text,
+                                       absl::string_view idempotency_key,
+                                       const CancelToken* cancel) {
+  json message = {
+      {"role", "user"},
+      {"content", json::array({{{"type", "input_text"}, {"text", std::string(text)}}})}};
+  json events = json::array(
+      {{{"type", "agent.session.input.message"}, {"input", json::array({std::move(message)})}}});
+  return PostEvents(session_id, events, idempotency_key, cancel);
+}
+
+absl::Status AgentsClient::SendCancel(absl::string_view session_id,
+                                      absl::string_view idempotency_key,
+                                      const CancelToken* cancel) {
+  return PostEvents(session_id, json::array({{{"type", "agent.session.input.cancel"}}}),
+                    idempotency_key, cancel);
+}
+
+absl::Status AgentsClient::PostEvents(absl::string_view session_id, const json& events,
+                                      absl::string_view idempotency_key,
+                                      const CancelToken* cancel) {
+  if (!events.is_array() || events.empty()) {
+    return errors::InvalidArgument("events: a non-empty array of input events is required");
+  }
+  const json body = {{"events", events}};
+  // A key per logical send, so the retry layer repeating this request cannot start two turns.
+  std::string key = idempotency_key.empty() ? absl::StrCat("sandgate-", RandomHex(16))
+                                            : std::string(idempotency_key);
+  return transport_
+      .JsonCall("POST", absl::StrCat(kSessions, "/", Escape(session_id), "/events"), &body, cancel,
+                {{"Idempotency-Key", std::move(key)}})
+      .status();
+}
+
+// --- The event stream ---
+
+absl::Status AgentsClient::StreamEvents(absl::string_view session_id, AgentEventStreamState* state,
+                                        const AgentEventCallback& on_event,
+                                        const CancelToken* cancel) {
+  if (state->session_id.empty()) state->session_id = std::string(session_id);
+  std::optional<AgentSession> latest;
+  return Stream(nullptr, state, on_event, &latest, cancel);
+}
+
+absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamState* state,
+                                  const AgentEventCallback& on_event,
+                                  std::optional<AgentSession>* latest, const CancelToken* cancel) {
+  bool stopped = false;
+  bool callback_failed = false;
+  state->server_ended = false;
+  bool warned_unknown = false;
+  auto handle = [&](const SseEvent& sse, const json& data, bool* done) -> absl::Status {
+    if (!sse.id.empty()) state->last_sse_id = sse.id;
+    if (!data.is_object()) return absl::OkStatus();
+    bool known = false;
+    AgentEvent event = ParseAgentEvent(data, &known);
+    if (event.type.empty()) event.type = sse.event;
+    if (!event.event_id.empty() && !state->seen_event_ids.insert(event.event_id).second) {
+      return absl::OkStatus();  // replayed after a reconnect: delivered already
+    }
+    if (!known && !warned_unknown) {
+      warned_unknown = true;
+      log::Warning("agents.unknown_value", {{"field", "event.type"}, {"value", event.type}});
+    }
+    if (event.session.has_value() && !event.session->id.empty()) {
+      if (state->session_id.empty()) state->session_id = event.session->id;
+      *latest = *event.session;
+    }
+    if (state->session_id.empty() && !event.session_id.empty()) {
+      state->session_id = event.session_id;
+    }
+    ++state->delivered;
+    absl::Status s = on_event(event, &stopped);
+    if (!s.ok()) {
+      callback_failed = true;
+      return s;
+    }
+    *done = stopped;
+    return absl::OkStatus();
+  };
+
+  const json* request = create_request;
+  int without_progress = 0;
+  for (;;) {
+    const int64_t before = state->delivered;
+    std::string path;
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (request != nullptr) {
+      path = std::string(kSessions);
+    } else {
+      path = absl::StrCat(kSessions, "/", Escape(state->session_id), "/events");
+      if (!state->last_sse_id.empty()) headers.emplace_back("Last-Event-ID", state->last_sse_id);
+    }
+    absl::Status s =
+        transport_.StreamCall(path, request, handle, cancel, headers, options_.stream_timeout);
+    if (stopped || callback_failed) return s;
+    if (s.ok()) {
+      state->server_ended = true;
+      return s;
+    }
+    if (!IsBrokenStream(s)) return s;
+    const std::string why(s.message());
+    if (state->session_id.empty()) {
+      // Sending the create again could make a second session: only the caller may decide.
+      return BrokenStream(errors::Unavailable(
+          absl::StrCat(why, " before the session was named; a session may exist")));
+    }
+    without_progress = state->delivered > before ? 0 : without_progress + 1;
+    if (without_progress > options_.max_stream_reconnects) {
+      return BrokenStream(errors::Unavailable(absl::StrCat(
+          why, " (", without_progress, " times in a row without a new event; giving up)")));
+    }
+    log::Info("agents.stream_reconnect",
+              {{"session", state->session_id}, {"delivered", state->delivered}, {"reason", why}});
+    ++state->reconnects;
+    request = nullptr;
+  }
+}
+
+// --- Items ---
+
+absl::StatusOr<std::vector<AgentItem>> AgentsClient::ListItems(absl::string_view session_id,
+                                                               const CancelToken* cancel) {
+  return transport_.ListAllAs<AgentItem>(
+      absl::StrCat(kSessions, "/", Escape(session_id), "/items?order=asc"), ParseAgentItem, cancel);
+}
+
+// --- Turns ---
+
+absl::StatusOr<std::vector<AgentTurn>> AgentsClient::ListTurns(absl::string_view session_id,
+                                                               const CancelToken* cancel) {
+  return transport_.ListAllAs<AgentTurn>(absl::StrCat(kSessions, "/", Escape(session_id), "/turns"),
+                                         ParseAgentTurn, cancel);
+}
+
+absl::StatusOr<AgentTurn> AgentsClient::GetTurn(absl::string_view session_id,
+                                                absl::string_view turn_id,
+                                                const CancelToken* cancel) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      json j,
+      transport_.JsonCall(
+          "GET", absl::StrCat(kSessions, "/", Escape(session_id), "/turns/", Escape(turn_id)),
+          nullptr, cancel));
+  return ParseAgentTurn(j);
+}
+
+// --- Artifacts ---
+
+absl::StatusOr<AgentArtifactPage> AgentsClient::ListArtifacts(absl::string_view session_id,
+                                                              const AgentArtifactListParams& params,
+                                                              const CancelToken* cancel) {
+  std::vector<std::string> terms;
+  if (!params.environment_id.empty()) {
+    terms.push_back(absl::StrCat("environment_id=", Escape(params.environment_id)));
+  }
+  if (!params.after.empty()) terms.push_back(absl::StrCat("after=", Escape(params.after)));
+  if (params.limit > 0) terms.push_back(absl::StrCat("limit=", params.limit));
+  if (!params.order.empty()) terms.push_back(absl::StrCat("order=", Escape(params.order)));
+  std::string path = absl::StrCat(kSessions, "/", Escape(session_id), "/artifacts");
+  for (size_t i = 0; i < terms.size(); ++i) absl::StrAppend(&path, i == 0 ? "?" : "&", terms[i]);
+  SANDGATE_ASSIGN_OR_RETURN(json j, transport_.JsonCall("GET", path, nullptr, cancel));
+  AgentArtifactPage page;
+  for (const json& item : ListData(j)) {
+    SANDGATE_ASSIGN_OR_RETURN(AgentArtifact a, ParseAgentArtifact(item));
+    page.data.push_back(std::move(a));
+  }
+  page.has_more = j.is_object() && j.value("has_more", false);
+  page.last_id = StringField(j, "last_id");
+  if (page.last_id.empty() && !page.data.empty()) page.last_id = page.data.back().id;
+  return page;
+}
+
+absl::StatusOr<std::vector<AgentArtifact>> AgentsClient::ListAllArtifacts(
+    absl::string_view session_id, const CancelToken* cancel) {
+  return transport_.ListAllAs<AgentArtifact>(
+      absl::StrCat(kSessions, "/", Escape(session_id), "/artifacts"), ParseAgentArtifact, cancel);
+}
+
+absl::StatusOr<std::string> AgentsClient::ArtifactContent(absl::string_view session_id,
+                                                          absl::string_view artifact_id,
+                                                          size_t max_bytes,
+                                                          const CancelToken* cancel) {
+  return transport_.Download(absl::StrCat(kSessions, "/", Escape(session_id), "/artifacts/",
+                                          Escape(artifact_id), "/content"),
+                             "application/octet-stream", max_bytes,
+                             absl::StrCat("artifact ", artifact_id), cancel);
+}
+
+// --- Environments ---
+
+absl::StatusOr<AgentEnvironment> AgentsClient::GetEnvironment(absl::string_view environment_id,
+                                                              const CancelToken* cancel) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      json j,
+      transport_.JsonCall("GET", absl::StrCat("/agents/environments/", Escape(environment_id)),
+                          nullptr, cancel));
+  return ParseAgentEnvironment(j);
+}
+
+}  // namespace sandgate::upstream
