@@ -233,6 +233,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.sessions = p->sessions.get();
   deps.budget = p->budget.get();
   deps.metrics = p->metrics.get();
+  deps.warm_pool = p->warm_pool.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   p->io = std::make_unique<core::Executor>("io", 4, 4096);

@@ -118,8 +118,9 @@ class RunManager {
   void BeginRunning(ActiveRun& run, const std::string& session_id, RunEvents& events);
   // Make the sandbox (and place the inputs), agent, collect, verify, close. Returns the
   // agent's status (or the first step's that failed).
+  // `warm` (may be null): a ready sandbox taken for the run, named `session_id`.
   absl::Status InOwnSandbox(const std::shared_ptr<ActiveRun>& run, const std::string& session_id,
-                            RunEvents& events);
+                            WarmSandbox* warm, RunEvents& events);
   // A lease on the run's kept session, whose expiry warnings and network decisions become
   // the run's events (from the side executor).
   absl::StatusOr<std::unique_ptr<SessionManager::Lease>> LeaseKeptSession(

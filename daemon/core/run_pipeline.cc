@@ -1,6 +1,7 @@
 // Execute: a run's steps on its own thread, once admitted (DESIGN.md "A run, end to end",
 // 3-7): make the sandbox (its own, or a lease on a kept session) and place the inputs
 // (core/sandbox_maker.h), then agent, collect, verify (run_collect.cc), then finish.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,11 +36,17 @@ void RunManager::Execute(const std::shared_ptr<ActiveRun>& ar) {
   // An ephemeral session is named after the run and lives and dies with it; a kept one is
   // the caller's, used under a lease and left open for follow-up runs.
   const bool kept = !ar->request.session_id().empty();
-  const std::string session_id =
-      kept ? ar->request.session_id() : absl::StrCat("s", ar->request_run_id.substr(4));
+  // A ready sandbox of the run's shape is its own at once; the session takes its id. The run
+  // already holds a budget unit from admission, so the one the sandbox held goes back.
+  std::optional<WarmSandbox> warm;
+  if (!kept) warm = TakeWarm(deps_.warm_pool, ar->provider, ar->request.sandbox(), *deps_.config);
+  if (warm && deps_.budget != nullptr) deps_.budget->Give();
+  const std::string session_id = kept   ? ar->request.session_id()
+                                 : warm ? warm->session->id()
+                                        : absl::StrCat("s", ar->request_run_id.substr(4));
   BeginRunning(*ar, session_id, events);
   if (!kept) {
-    Conclude(ar, events, InOwnSandbox(ar, session_id, events));
+    Conclude(ar, events, InOwnSandbox(ar, session_id, warm ? &*warm : nullptr, events));
     return;
   }
   absl::StatusOr<std::unique_ptr<SessionManager::Lease>> lease = LeaseKeptSession(ar, session_id);
@@ -82,7 +89,8 @@ SandboxPlan PlanFor(const std::shared_ptr<ActiveRun>& ar, const std::string& ses
 }  // namespace
 
 absl::Status RunManager::InOwnSandbox(const std::shared_ptr<ActiveRun>& ar,
-                                      const std::string& session_id, RunEvents& events) {
+                                      const std::string& session_id, WarmSandbox* warm,
+                                      RunEvents& events) {
   // Decisions arrive on the proxy's threads; they are appended from the side executor.
   SandboxPlan plan = PlanFor(
       ar, session_id,
@@ -90,6 +98,10 @@ absl::Status RunManager::InOwnSandbox(const std::shared_ptr<ActiveRun>& ar,
         EmitSide(ar, session_id, NetworkDecisionEvent(d));
       },
       [this, ar] { CloseSide(*ar); });
+  if (warm != nullptr) {
+    warm->ConnectDecisions(plan.on_network_decision);
+    plan.warm = warm;
+  }
   const SandboxEnv env{deps_.config, deps_.clock, deps_.metrics};
   absl::StatusOr<std::unique_ptr<sandbox::Session>> made =
       MakeSandbox(plan, env, events, ar->cancel);

@@ -20,6 +20,7 @@
 #include "core/metrics.h"
 #include "core/session_manager.h"
 #include "core/tenants.h"
+#include "core/warm_pool.h"
 #include "playbooks/playbook.h"
 #include "sandbox/sandbox.h"
 #include "sandgate/v1/sandgate.pb.h"
@@ -40,6 +41,8 @@ struct RunManagerDeps {
   SessionManager* sessions = nullptr;  // null: runs with a session_id are refused
   SandboxBudget* budget = nullptr;     // required; shared with the SessionManager
   Metrics* metrics = nullptr;          // may be null
+  // Ready sandboxes: a run's own sandbox of a shape it keeps is taken from it. May be null.
+  WarmPool* warm_pool = nullptr;
 };
 
 // One run from Start to Finish. Shared by the RunManager's table of active runs, the run's

@@ -109,6 +109,12 @@ absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
   return absl::OkStatus();
 }
 
+std::optional<WarmSandbox> TakeWarm(WarmPool* pool, const sandbox::Provider* provider,
+                                    const v1::SandboxSpec& spec, const Config& config) {
+  if (pool == nullptr || pool->provider() != provider) return std::nullopt;
+  return pool->Take(ToSessionSpec("", spec, config));
+}
+
 absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(const SandboxPlan& plan,
                                                               const SandboxEnv& env,
                                                               agent::EventSink& events,
@@ -135,6 +141,7 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> MakeSandbox(const SandboxPlan&
   created_event.set_provider(plan.provider->name());
   for (const std::string& w : session->Warnings()) created_event.add_unenforced(w);
   *created_event.mutable_create_duration() = ToProto(took);
+  created_event.set_from_warm_pool(plan.warm != nullptr);
   events.Emit(events::SessionCreated(std::move(created_event)));
   if (plan.warm != nullptr) {
     // The caller's wait was `took`; what the pool spared it is said here.

@@ -28,6 +28,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,16 @@ struct SandboxPlan {
   std::function<void()> flush;
   // A sandbox taken from the warm pool (core/warm_pool.h), made for this plan's
   // shape with this plan's session id and decision callback: MakeSandbox uses it
-  // instead of creating one, and says so in the log. May be null; not owned.
+  // instead of creating one, and says so in the log (a notice, and `from_warm_pool` in
+  // session.created). May be null; not owned.
   WarmSandbox* warm = nullptr;
 };
+
+// A ready sandbox from `pool` (may be null) for a request of `spec` to `provider`, or
+// nullopt: no pool, a pool of another provider, or none of that shape ready now. Never
+// blocks on a create. The taker owns the budget unit the sandbox holds (core/warm_pool.h).
+std::optional<WarmSandbox> TakeWarm(WarmPool* pool, const sandbox::Provider* provider,
+                                    const v1::SandboxSpec& spec, const Config& config);
 
 // What the steps use; not owned. `metrics` may be null.
 struct SandboxEnv {

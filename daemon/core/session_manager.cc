@@ -188,10 +188,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     }
   }
   // A ready sandbox brings its own budget unit and its id, which becomes the session's.
-  std::optional<WarmSandbox> warm;
-  if (deps_.warm_pool != nullptr && deps_.warm_pool->provider() == provider->second) {
-    warm = deps_.warm_pool->Take(ToSessionSpec("", req.sandbox(), cfg));
-  }
+  std::optional<WarmSandbox> warm = TakeWarm(deps_.warm_pool, provider->second, req.sandbox(), cfg);
   // Ready sandboxes of other shapes never keep this request out: one is closed for it.
   auto take_budget = [this] {
     return deps_.budget->TryTake() ||
@@ -226,6 +223,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   *record.mutable_max_lifetime() = ToProto(e->max_lifetime);
   *record.mutable_labels() = req.labels();
   record.set_idempotency_key(req.idempotency_key());
+  record.set_from_warm_pool(warm.has_value());
   *record.mutable_sandbox() = req.sandbox();
   record.mutable_sandbox()->clear_files();  // may be large; the workspace has them
   // The record (and with it the idempotency key) exists before the sandbox, so a concurrent

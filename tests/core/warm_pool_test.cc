@@ -224,11 +224,15 @@ TEST_F(SessionFromWarmPoolTest, AMatchingRequestTakesAReadySandbox) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(made_before.count("host:" + s->id()), 1u)
       << "the session's sandbox was made before the call";
-  bool said = false;
+  bool said = false, created_says = false;
   for (const v1::Event& e : Events(s->id())) {
     said |= e.has_notice() && absl::StrContains(e.notice().message(), "warm pool");
+    created_says |= e.has_session_created() && e.session_created().from_warm_pool();
   }
   EXPECT_TRUE(said) << "the session's log says it came from the pool";
+  EXPECT_TRUE(created_says) << "session.created says from_warm_pool";
+  EXPECT_TRUE(s->from_warm_pool());
+  EXPECT_TRUE(sessions_->Get(caller_, s->id())->from_warm_pool());
   ASSERT_TRUE(Eventually("1 ready in the pool", [&] { return pool_->ready() == 1; }));
   EXPECT_EQ(budget_->used(), 2u);
 
@@ -239,6 +243,7 @@ TEST_F(SessionFromWarmPoolTest, AMatchingRequestTakesAReadySandbox) {
   absl::StatusOr<v1::Session> o = sessions_->Create(caller_, other, nullptr);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(budget_->used(), 2u);
+  EXPECT_FALSE(o->from_warm_pool());
 
   ASSERT_TRUE(sessions_->Close(caller_, s->id(), "").ok());
   ASSERT_TRUE(sessions_->Close(caller_, o->id(), "").ok());

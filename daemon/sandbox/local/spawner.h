@@ -1,8 +1,11 @@
-// Spawner: one long-lived thread that forks every sandbox process.
+// Spawner: one long-lived thread that starts every sandbox process.
 //
 // The kernel ties PR_SET_PDEATHSIG to the *thread* that forked, not the process: a sandbox
 // forked from a short-lived worker thread would be killed when that thread exits. So every
-// fork goes through this thread, which lives as long as the Spawner (isolation.md §5).
+// start goes through this thread, which lives as long as the Spawner (isolation.md §5).
+// The child is not a fork: it shares the daemon's memory until it execs (clone3 with
+// CLONE_VM | CLONE_VFORK, on a stack of its own), since copying the page tables of a large
+// daemon cost about 2 ms per sandbox and exec dropped the copy again.
 //
 // The child, before exec: own process group; default signal mask and dispositions; stdio
 // dup2'ed; every other fd close-on-exec except `keep_fds`; placed in the given cgroups;
@@ -58,7 +61,7 @@ class Spawner {
   Spawner(const Spawner&) = delete;
   Spawner& operator=(const Spawner&) = delete;
 
-  // Forks and execs `plan` from the spawner thread; returns the child's pid once the exec
+  // Starts and execs `plan` from the spawner thread; returns the child's pid once the exec
   // succeeded. The caller owns the child and must reap it.
   absl::StatusOr<pid_t> Spawn(const SpawnPlan& plan);
 
