@@ -5,13 +5,10 @@
 // results) stay nlohmann::json. The base URL is configurable, so any OpenAI-compatible server
 // (a local vLLM, llama.cpp, Ollama, or the fake in tests/fakes/openai) works.
 //
-// Every call sends `Authorization: Bearer <key>` with the key fetched from Credentials for
-// that call. An upstream HTTP error becomes a Status whose code follows the HTTP status
-// (400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND,
-// 408 DEADLINE_EXCEEDED, 409 ABORTED, 429 RESOURCE_EXHAUSTED, 5xx UNAVAILABLE, other 4xx
-// FAILED_PRECONDITION) and whose message carries the operation, the HTTP status, the
-// upstream error.message, error.code and the x-request-id. The key never appears in a
-// message or a log line (it is scrubbed even if a server echoes it).
+// Every call goes through OpenAiTransport (openai_transport.h): `Authorization: Bearer <key>`
+// with the key fetched from Credentials for that call, errors as Statuses whose code follows
+// the HTTP status and whose message names the operation and the upstream error, the key
+// scrubbed from every message and log line.
 //
 // Retries are not done here: hand in a RetryingHttpClient (retry.h) for them.
 //
@@ -41,18 +38,9 @@
 #include "nlohmann/json.hpp"
 #include "upstream/credentials.h"
 #include "upstream/http_client.h"
+#include "upstream/openai_transport.h"
 
 namespace sandgate::upstream {
-
-inline constexpr absl::string_view kOpenAiDefaultBaseUrl = "https://api.openai.com/v1";
-
-struct OpenAiOptions {
-  absl::Duration connect_timeout = absl::Seconds(5);
-  // For ordinary calls and for whole streams alike (the SDK default).
-  absl::Duration timeout = absl::Seconds(600);
-  // Sent with every request, e.g. {"OpenAI-Organization", "org-..."}.
-  std::vector<std::pair<std::string, std::string>> extra_headers;
-};
 
 // Files API object (the fields sandgate reads).
 struct File {
@@ -138,13 +126,6 @@ struct ChatCompletionResult {
 // return stops the stream and becomes the call's result.
 using JsonEventCallback = std::function<absl::Status(const nlohmann::json& event)>;
 
-// Whether `status` says a streamed response broke after its events began to arrive: the one
-// failure the HTTP layer cannot repeat (the caller already holds part of the answer), so only
-// a caller that can start the whole exchange again may. Every other failure, an HTTP error
-// status above all, has already been retried as often as the server's headers and the one
-// retry policy (retry.h) allow, and must not be retried again.
-bool IsBrokenStream(const absl::Status& status);
-
 // Thread safe if the HttpClient and Credentials are: the client holds no mutable state.
 // `http` and `credentials` are not owned and must outlive the client. `cancel` arguments may
 // be null; a fired token makes the call fail with CANCELLED.
@@ -154,7 +135,7 @@ class OpenAiClient {
                std::string base_url = std::string(kOpenAiDefaultBaseUrl),
                OpenAiOptions options = {});
 
-  const std::string& base_url() const { return base_url_; }
+  const std::string& base_url() const { return transport_.base_url(); }
 
   // --- Files (§2) ---
   absl::StatusOr<File> UploadFile(absl::string_view filename, absl::string_view bytes,
@@ -227,27 +208,12 @@ class OpenAiClient {
       const CancelToken* cancel = nullptr);
 
  private:
-  struct Call;
-  absl::StatusOr<HttpResponse> Execute(Call& call, const CancelToken* cancel);
-  absl::StatusOr<nlohmann::json> JsonCall(absl::string_view method, std::string path,
-                                          const nlohmann::json* body, const CancelToken* cancel);
-  absl::StatusOr<nlohmann::json> MultipartCall(std::string path, std::vector<MultipartPart> parts,
-                                               const CancelToken* cancel);
   absl::StatusOr<nlohmann::json> ResponseStream(const std::string& op, std::string path,
                                                 const nlohmann::json* request,
                                                 const JsonEventCallback& on_event,
                                                 const CancelToken* cancel);
-  // POSTs `request` with "stream": true, or GETs `path` when `request` is null.
-  absl::Status StreamCall(
-      std::string path, const nlohmann::json* request,
-      const std::function<absl::Status(const std::string& event_type, const nlohmann::json& data,
-                                       bool* done)>& on_event,
-      const CancelToken* cancel);
 
-  HttpClient* const http_;
-  const Credentials* const credentials_;
-  const std::string base_url_;
-  const OpenAiOptions options_;
+  const OpenAiTransport transport_;
 };
 
 }  // namespace sandgate::upstream
