@@ -1,13 +1,10 @@
 #include "sandbox/agents/agents_environment.h"
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace sandgate::sandbox {
 namespace {
-
-using nlohmann::json;
 
 constexpr int kMaxDomains = 100;  // restricted: 1..100 exact names (openai-api.md §7)
 
@@ -52,34 +49,32 @@ absl::Status CheckAgentsSpec(const SessionSpec& spec) {
   return absl::OkStatus();
 }
 
-json EnvironmentJson(const SessionSpec& spec, const std::vector<EnvironmentFile>& files,
-                     const std::vector<std::string>& setup_commands) {
-  json env = {{"type", "openai_hosted"}, {"container_size", *ContainerSize(spec.memory_bytes)}};
+upstream::AgentEnvironmentSpec EnvironmentFor(const SessionSpec& spec,
+                                              const std::vector<EnvironmentFile>& files,
+                                              const std::vector<std::string>& setup_commands) {
+  upstream::AgentEnvironmentSpec env;
+  env.type = "openai_hosted";
+  env.container_size = *ContainerSize(spec.memory_bytes);
+  upstream::AgentNetwork network;
   switch (spec.network.mode) {
     case NetworkMode::kDisabled:
-      env["network"] = {{"access", "disabled"}};
+      network.access = "disabled";
       break;
     case NetworkMode::kRestricted:
-      env["network"] = {{"access", "restricted"},
-                        {"allowed_domains", spec.network.allowed_domains}};
+      network.access = "restricted";
+      network.allowed_domains = spec.network.allowed_domains;
       break;
     case NetworkMode::kEnabled:
-      env["network"] = {{"access", "enabled"}};
+      network.access = "enabled";
       break;
   }
-  if (!spec.env.empty()) env["env"] = spec.env;
-  json placed = json::array();
+  env.network = std::move(network);
+  env.env = spec.env;
   for (const EnvironmentFile& f : files) {
-    placed.push_back({{"type", "inline"},
-                      {"path", absl::StrCat(kAgentsWorkspace, "/", f.path)},
-                      {"data", absl::Base64Escape(f.data)}});
+    env.files.push_back({upstream::AgentFile::Kind::kInline,
+                         absl::StrCat(kAgentsWorkspace, "/", f.path), f.data, ""});
   }
-  if (!placed.empty()) env["files"] = std::move(placed);
-  json setup = json::array();
-  for (const std::string& c : setup_commands) {
-    setup.push_back({{"command", c}, {"cwd", kAgentsWorkspace}});
-  }
-  if (!setup.empty()) env["setup_commands"] = std::move(setup);
+  for (const std::string& c : setup_commands) env.setup_commands.push_back({c, kAgentsWorkspace});
   return env;
 }
 

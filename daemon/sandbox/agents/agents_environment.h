@@ -3,7 +3,7 @@
 // and the one place that says what such an environment cannot do.
 //
 //   SANDGATE_RETURN_IF_ERROR(CheckAgentsSpec(spec));      // before anything is made
-//   nlohmann::json env = EnvironmentJson(spec, files, setup_commands);
+//   upstream::AgentEnvironmentSpec env = EnvironmentFor(spec, files, setup_commands);
 //
 // Mapping:
 //  - memory_bytes: exactly a container size: 1 GiB small, 4 GiB medium, 16 GiB large (the sizes
@@ -11,7 +11,7 @@
 //  - network: disabled / restricted (1..100 exact host names: the API takes no wildcards, so a
 //    "*.suffix" pattern is refused) / enabled, always sent (the beta's default is enabled).
 //  - env: as given, except the names the API rejects (PATH, CODEX_*, OPENAI_API_KEY), refused.
-//  - files: inline (base64) at /workspace/<path>; setup commands with cwd /workspace.
+//  - files: inline at /workspace/<path>; setup commands with cwd /workspace.
 //  - max_processes, workspace_bytes/inodes, CPU limits, proxy ports and byte/connection caps,
 //    file modes: not applicable there; AgentsUnenforced says so (session.created.unenforced).
 //
@@ -25,8 +25,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 #include "sandbox/sandbox.h"
+#include "upstream/agents_client.h"
 
 namespace sandgate::sandbox {
 
@@ -47,8 +47,9 @@ absl::StatusOr<std::string> ContainerSize(uint64_t memory_bytes);
 // request field otherwise.
 absl::Status CheckAgentsSpec(const SessionSpec& spec);
 // The `environment` of a session create. `spec` must have passed CheckAgentsSpec.
-nlohmann::json EnvironmentJson(const SessionSpec& spec, const std::vector<EnvironmentFile>& files,
-                               const std::vector<std::string>& setup_commands);
+upstream::AgentEnvironmentSpec EnvironmentFor(const SessionSpec& spec,
+                                              const std::vector<EnvironmentFile>& files,
+                                              const std::vector<std::string>& setup_commands);
 // What such an environment does not enforce of `spec`, for session.created.
 std::vector<std::string> AgentsUnenforced(const SessionSpec& spec);
 

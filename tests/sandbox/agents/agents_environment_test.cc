@@ -9,7 +9,7 @@
 namespace sandgate::sandbox {
 namespace {
 
-using nlohmann::json;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 SessionSpec Spec() {
@@ -51,29 +51,36 @@ TEST(AgentsEnvironmentTest, WildcardDomainsAndRejectedEnvNamesAreRefused) {
   }
 }
 
-TEST(AgentsEnvironmentTest, EnvironmentJsonHasTheShapesOfTheSpec) {
+TEST(AgentsEnvironmentTest, EnvironmentHasTheShapesOfTheSpec) {
   SessionSpec spec = Spec();
   spec.memory_bytes = 4ull << 30;
   spec.env = {{"PROBE_TOKEN", "abc"}};
   spec.network.mode = NetworkMode::kRestricted;
   spec.network.allowed_domains = {"example.com"};
-  json env = EnvironmentJson(spec, {{"in.txt", "hello\n"}, {"data/x.csv", "a,b\n"}},
-                             {"mkdir -p /workspace/outputs", "echo ok"});
-  EXPECT_EQ(env, json::parse(R"({
-    "type":"openai_hosted","container_size":"medium",
-    "network":{"access":"restricted","allowed_domains":["example.com"]},
-    "env":{"PROBE_TOKEN":"abc"},
-    "files":[{"type":"inline","path":"/workspace/in.txt","data":"aGVsbG8K"},
-             {"type":"inline","path":"/workspace/data/x.csv","data":"YSxiCg=="}],
-    "setup_commands":[{"command":"mkdir -p /workspace/outputs","cwd":"/workspace"},
-                      {"command":"echo ok","cwd":"/workspace"}]})"));
+  upstream::AgentEnvironmentSpec env = EnvironmentFor(
+      spec, {{"in.txt", "hello\n"}, {"data/x.csv", "a,b\n"}}, {"mkdir -p /workspace/outputs"});
+  EXPECT_EQ(env.type, "openai_hosted");
+  EXPECT_EQ(env.container_size, "medium");
+  ASSERT_TRUE(env.network.has_value());
+  EXPECT_EQ(env.network->access, "restricted");
+  EXPECT_THAT(env.network->allowed_domains, ElementsAre("example.com"));
+  EXPECT_EQ(env.env.at("PROBE_TOKEN"), "abc");
+  ASSERT_EQ(env.files.size(), 2u);
+  EXPECT_EQ(env.files[0].kind, upstream::AgentFile::Kind::kInline);
+  EXPECT_EQ(env.files[0].path, "/workspace/in.txt");
+  EXPECT_EQ(env.files[0].data, "hello\n");
+  EXPECT_EQ(env.files[1].path, "/workspace/data/x.csv");
+  ASSERT_EQ(env.setup_commands.size(), 1u);
+  EXPECT_EQ(env.setup_commands[0].command, "mkdir -p /workspace/outputs");
+  EXPECT_EQ(env.setup_commands[0].cwd, "/workspace");
   // The beta's network default is "enabled": disabled is always said.
-  EXPECT_EQ(EnvironmentJson(Spec(), {}, {}),
-            json::parse(R"({"type":"openai_hosted","container_size":"small",
-                            "network":{"access":"disabled"}})"));
+  upstream::AgentEnvironmentSpec plain = EnvironmentFor(Spec(), {}, {});
+  EXPECT_EQ(plain.container_size, "small");
+  ASSERT_TRUE(plain.network.has_value());
+  EXPECT_EQ(plain.network->access, "disabled");
   SessionSpec open = Spec();
   open.network.mode = NetworkMode::kEnabled;
-  EXPECT_EQ(EnvironmentJson(open, {}, {})["network"], json::parse(R"({"access":"enabled"})"));
+  EXPECT_EQ(EnvironmentFor(open, {}, {}).network->access, "enabled");
 }
 
 TEST(AgentsEnvironmentTest, UnenforcedSaysWhatTheEnvironmentDoesNotDo) {
