@@ -213,7 +213,11 @@ struct AgentItem {
   std::string turn_id;
   std::string status;
   std::optional<AgentCommandExecution> command;  // type == "command_execution"
-  std::string text;                              // type == "message": its output_text parts joined
+  // type == "message": its output_text parts joined; role "assistant" or "user" (the input
+  // echoed); phase "commentary" | "final_answer" | "" (absent).
+  std::string text;
+  std::string role;
+  std::string phase;
   nlohmann::json raw;
 };
 
@@ -291,14 +295,19 @@ struct AgentEventStreamState {
   std::string session_id;   // known once the create stream's first session event arrived
   int64_t delivered = 0;    // events handed to the callback
   int reconnects = 0;       // streams opened again after a break
+  // The last call returned because the server ended the stream cleanly, not because the
+  // callback stopped it (the fake ends a create stream once the session rests; call
+  // StreamEvents with this state to follow on).
+  bool server_ended = false;
 };
 
 struct AgentsOptions {
   OpenAiOptions http;  // OpenAI-Beta is added to http.extra_headers by the client
   // A whole event stream may last this long (a turn can run for a long time).
   absl::Duration stream_timeout = absl::Hours(2);
-  // Reconnects after a stream broke (or ended before the callback stopped it) without a new
-  // event in between; then the call fails with IsBrokenStream.
+  // Reconnects after a stream broke (the connection dropped mid-body) without a new event in
+  // between; then the call fails with IsBrokenStream. A stream the server ends cleanly is not
+  // broken and is not reopened.
   int max_stream_reconnects = 3;
 };
 
@@ -320,10 +329,10 @@ class AgentsClient {
                                              const CancelToken* cancel = nullptr);
   // POST /agents/sessions with "stream": true: delivers the session's events as they come
   // (the first carries the new session: journal its id from there) until `on_event` stops or
-  // fails. A create is never sent twice: if the stream breaks once the session id is known,
-  // it is resumed on GET …/events as StreamEvents does; before that, the call fails with
-  // IsBrokenStream (a session may exist; find it by its metadata). Returns the latest session
-  // object seen on the stream.
+  // fails or the server ends the stream (state->server_ended). A create is never sent twice: if the
+  // stream breaks once the session id is known, it is resumed on GET …/events as StreamEvents does;
+  // before that, the call fails with IsBrokenStream (a session may exist; find it by its metadata).
+  // Returns the latest session object seen on the stream.
   absl::StatusOr<AgentSession> CreateSessionStream(const AgentSessionRequest& request,
                                                    AgentEventStreamState* state,
                                                    const AgentEventCallback& on_event,
@@ -349,7 +358,8 @@ class AgentsClient {
 
   // --- The event stream ---
   // GET /agents/sessions/{id}/events: delivers each event not yet in `state` until `on_event`
-  // stops or fails; reconnects after a break as described above. A stream that still breaks
+  // stops or fails or the server ends the stream (OK, state->server_ended); reconnects after a
+  // break as described above. A stream that still breaks
   // fails with UNAVAILABLE and IsBrokenStream (call again with the same state to go on).
   absl::Status StreamEvents(absl::string_view session_id, AgentEventStreamState* state,
                             const AgentEventCallback& on_event,
@@ -380,6 +390,13 @@ class AgentsClient {
                                                   const CancelToken* cancel = nullptr);
 
  private:
+  // The create stream (`create_request` not null: POSTed once) or the events stream, then
+  // GET …/events again after each break, as described for StreamEvents. `*latest` is the last
+  // session object an event carried.
+  absl::Status Stream(const nlohmann::json* create_request, AgentEventStreamState* state,
+                      const AgentEventCallback& on_event, std::optional<AgentSession>* latest,
+                      const CancelToken* cancel);
+
   const AgentsOptions options_;
   const OpenAiTransport transport_;
 };

@@ -179,32 +179,18 @@ absl::StatusOr<ContainerFile> OpenAiClient::UploadContainerFile(absl::string_vie
 
 absl::StatusOr<std::vector<ContainerFile>> OpenAiClient::ListContainerFiles(
     absl::string_view container_id, const CancelToken* cancel) {
-  // A bound on pages, so a server that never stops saying has_more cannot loop us forever.
-  constexpr int kMaxPages = 1000;
   const std::string path = absl::StrCat("/containers/", Escape(container_id), "/files");
+  const std::string op = absl::StrCat("openai GET ", path);
   std::vector<ContainerFile> files;
-  ListParams params;
-  params.limit = 100;
-  for (int page = 0; page < kMaxPages; ++page) {
-    SANDGATE_ASSIGN_OR_RETURN(
-        json j, transport_.JsonCall("GET", absl::StrCat(path, Query(params)), nullptr, cancel));
-    for (const json& item : ListData(j)) {
-      SANDGATE_ASSIGN_OR_RETURN(ContainerFile f,
-                                ParseContainerFile(absl::StrCat("openai GET ", path), item));
-      files.push_back(std::move(f));
-    }
-    std::string last_id = StringField(j, "last_id");
-    if (last_id.empty() && !ListData(j).empty()) last_id = StringField(ListData(j).back(), "id");
-    const bool has_more = j.is_object() && j.value("has_more", false);
-    if (!has_more) return files;
-    if (last_id.empty() || last_id == params.after) {
-      return errors::Internal(
-          absl::StrCat("openai GET ", path, ": has_more without a new cursor; refusing to loop"));
-    }
-    params.after = std::move(last_id);
-  }
-  return errors::ResourceExhausted(
-      absl::StrCat("openai GET ", path, ": more than ", kMaxPages, " pages of files"));
+  SANDGATE_RETURN_IF_ERROR(transport_.ListAll(
+      path,
+      [&](const json& item) -> absl::Status {
+        SANDGATE_ASSIGN_OR_RETURN(ContainerFile f, ParseContainerFile(op, item));
+        files.push_back(std::move(f));
+        return absl::OkStatus();
+      },
+      cancel));
+  return files;
 }
 
 absl::StatusOr<std::string> OpenAiClient::ContainerFileContent(absl::string_view container_id,

@@ -194,7 +194,7 @@ absl::StatusOr<HttpResponse> OpenAiTransport::Execute(OpenAiCall& call,
   request.method = call.method;
   request.url = absl::StrCat(base_url_, call.path);
   request.connect_timeout = options_.connect_timeout;
-  request.total_timeout = options_.timeout;
+  request.total_timeout = call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
   request.headers.Add("Authorization", absl::StrCat("Bearer ", *key));
   for (const auto& [name, value] : options_.extra_headers) request.headers.Add(name, value);
   if (call.has_json_body) {
@@ -255,13 +255,15 @@ absl::StatusOr<json> OpenAiTransport::MultipartCall(std::string path,
   return parsed;
 }
 
-absl::Status OpenAiTransport::StreamCall(
-    std::string path, const json* request, const SseJsonHandler& on_event,
-    const CancelToken* cancel, std::vector<std::pair<std::string, std::string>> headers) const {
+absl::Status OpenAiTransport::StreamCall(std::string path, const json* request,
+                                         const SseJsonHandler& on_event, const CancelToken* cancel,
+                                         std::vector<std::pair<std::string, std::string>> headers,
+                                         absl::Duration timeout) const {
   OpenAiCall call;
   call.method = request != nullptr ? "POST" : "GET";
   call.path = std::move(path);
   call.headers = std::move(headers);
+  call.timeout = timeout;
   if (request != nullptr) {
     json body = request->is_object() ? *request : json::object();
     body["stream"] = true;
@@ -318,6 +320,32 @@ absl::Status OpenAiTransport::StreamCall(
   SANDGATE_RETURN_IF_ERROR(parser.Finish(&events));
   handle(events);
   return stream_status;
+}
+
+absl::Status OpenAiTransport::ListAll(const std::string& path,
+                                      const std::function<absl::Status(const json& item)>& on_item,
+                                      const CancelToken* cancel, int max_pages) const {
+  const std::string op = absl::StrCat("openai GET ", path.substr(0, path.find('?')));
+  const char separator = path.find('?') == std::string::npos ? '?' : '&';
+  std::string after;
+  for (int page = 0; page < max_pages; ++page) {
+    // after before limit, as the other list calls send it.
+    std::string url =
+        absl::StrCat(path, std::string(1, separator),
+                     after.empty() ? "" : absl::StrCat("after=", Escape(after), "&"), "limit=100");
+    SANDGATE_ASSIGN_OR_RETURN(json j, JsonCall("GET", std::move(url), nullptr, cancel));
+    for (const json& item : ListData(j)) SANDGATE_RETURN_IF_ERROR(on_item(item));
+    std::string last_id = StringField(j, "last_id");
+    if (last_id.empty() && !ListData(j).empty()) last_id = StringField(ListData(j).back(), "id");
+    const bool has_more = j.is_object() && j.value("has_more", false);
+    if (!has_more) return absl::OkStatus();
+    if (last_id.empty() || last_id == after) {
+      return errors::Internal(
+          absl::StrCat(op, ": has_more without a new cursor; refusing to loop"));
+    }
+    after = std::move(last_id);
+  }
+  return errors::ResourceExhausted(absl::StrCat(op, ": more than ", max_pages, " pages"));
 }
 
 absl::StatusOr<std::string> OpenAiTransport::Download(std::string path, absl::string_view accept,

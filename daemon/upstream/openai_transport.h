@@ -69,7 +69,8 @@ struct OpenAiCall {
   std::string json_body;
   bool has_json_body = false;
   std::vector<MultipartPart> parts;
-  std::string accept;  // empty: application/json
+  std::string accept;                             // empty: application/json
+  absl::Duration timeout = absl::ZeroDuration();  // zero: OpenAiOptions::timeout
   // Sent with this call only, after the transport's own (e.g. Idempotency-Key).
   std::vector<std::pair<std::string, std::string>> headers;
   BodyChunkCallback on_chunk;
@@ -113,9 +114,19 @@ class OpenAiTransport {
   // at the end of the body. A stream that breaks (connection lost, UNAVAILABLE) after its body
   // began is UNAVAILABLE and IsBrokenStream; one that ends normally is OK, and the caller
   // decides whether an end without its terminal event is a break. `headers` as in JsonCall.
+  // `timeout` (zero: OpenAiOptions::timeout) bounds the whole stream.
   absl::Status StreamCall(std::string path, const nlohmann::json* request,
                           const SseJsonHandler& on_event, const CancelToken* cancel,
-                          std::vector<std::pair<std::string, std::string>> headers = {}) const;
+                          std::vector<std::pair<std::string, std::string>> headers = {},
+                          absl::Duration timeout = absl::ZeroDuration()) const;
+
+  // GETs the cursor list at `path` (which may carry a query already) page after page
+  // (limit=100, after=<last id>) until has_more is false, calling `on_item` with each element
+  // of "data". A server that says has_more without a new cursor fails with INTERNAL, and more
+  // than `max_pages` pages with RESOURCE_EXHAUSTED, so it cannot loop us forever.
+  absl::Status ListAll(const std::string& path,
+                       const std::function<absl::Status(const nlohmann::json& item)>& on_item,
+                       const CancelToken* cancel, int max_pages = 1000) const;
 
   // GETs `path` as bytes (`accept` sent as Accept). More than `max_bytes` fails with
   // RESOURCE_EXHAUSTED as soon as they have actually arrived (whatever Content-Length says),
