@@ -91,6 +91,15 @@ def invalid_value(param, detail):
     return bad("Invalid value for '%s': %s" % (param, detail), param=param, code="invalid_value")
 
 
+def reject_unknown(body, known, prefix=""):
+    """400 unknown_parameter for a key outside `known` (catches client typos; the real API is
+    believed to do the same)."""
+    for k in body:
+        if k not in known:
+            raise bad("Unrecognized request argument supplied: %s%s" % (prefix, k),
+                      param=prefix + k, code="unknown_parameter")
+
+
 # --------------------------------------------------------------------------------------------
 # multipart/form-data
 
@@ -213,9 +222,13 @@ BWRAP_PREFIX = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/us
                 "--tmpfs", "/tmp"]
 
 
-def bwrap_argv(workspace, cmd):
-    return BWRAP_PREFIX + ["--bind", workspace, "/mnt/data", "--chdir", "/mnt/data",
-                           "/bin/sh", "-c", cmd]
+def bwrap_argv(workspace, cmd, mount="/mnt/data", cwd=None, share_net=False, extra=()):
+    """The sandbox of a hosted command: `workspace` bound at `mount` (the Agents API's
+    environments use /workspace), cwd `cwd` (default `mount`), no network unless `share_net`,
+    `extra` bwrap arguments (binds, --setenv) before the command."""
+    return (BWRAP_PREFIX + (["--share-net"] if share_net else []) +
+            ["--bind", workspace, mount, "--chdir", cwd or mount] + list(extra) +
+            ["/bin/sh", "-c", cmd])
 
 
 def probe_bwrap(root):
@@ -243,12 +256,17 @@ def kill_group(proc):
         pass
 
 
-def run_command(workspace, cmd, timeout_ms, use_bwrap, on_chunk=None, cancel=None):
-    """Runs one command; returns (stdout, stderr, outcome). Every wait is bounded by timeout_ms."""
-    argv = bwrap_argv(workspace, cmd) if use_bwrap else ["/bin/sh", "-c", cmd]
+def run_command(workspace, cmd, timeout_ms, use_bwrap, on_chunk=None, cancel=None, argv=None,
+                env=None):
+    """Runs one command; returns (stdout, stderr, outcome). Every wait is bounded by timeout_ms.
+    `argv` replaces the default /mnt/data sandbox (the Agents API builds its own), `env` the
+    default environment."""
+    if argv is None:
+        argv = bwrap_argv(workspace, cmd) if use_bwrap else ["/bin/sh", "-c", cmd]
     deadline = time.monotonic() + timeout_ms / 1000.0
     try:
-        proc = subprocess.Popen(argv, cwd=workspace, env=SANDBOX_ENV, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, cwd=workspace, env=env or SANDBOX_ENV,
+                                stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
     except OSError as e:
@@ -1487,10 +1505,7 @@ def create_container(body, param_prefix=""):
 @route("POST", "/v1/containers")
 def containers_create(h):
     body = h.json_body()
-    for k in body:
-        if k not in CONTAINER_KEYS:
-            raise bad("Unrecognized request argument supplied: %s" % k, param=k,
-                      code="unknown_parameter")
+    reject_unknown(body, CONTAINER_KEYS)
     c = create_container(body)
     with STATE.lock:
         obj = copy.deepcopy(c["obj"])
@@ -2006,6 +2021,7 @@ def admin_scenario(h):
 
 @route("GET", "/_fake/state")
 def admin_state(h):
+    agents = fake_agents.state_view()  # before STATE.lock: its lock comes first
     with STATE.lock:
         cs = []
         for c in STATE.containers.values():
@@ -2019,7 +2035,8 @@ def admin_state(h):
                              for r in STATE.responses.values()],
                "requests": list(STATE.requests), "running_commands": STATE.running_commands,
                "now": STATE.now(), "isolation": "bwrap" if STATE.use_bwrap else "none",
-               "faults_pending": sum(1 for f in STATE.faults if f["times"] > 0)}
+               "faults_pending": sum(1 for f in STATE.faults if f["times"] > 0),
+               "agents": agents}
     h.send_json(200, out)
 
 
@@ -2079,6 +2096,7 @@ def admin_activity(h):
 
 @route("POST", "/_fake/reset")
 def admin_reset(h):
+    fake_agents.reset()
     with STATE.lock:
         for rec in STATE.responses.values():
             rec["cancel"].set()
@@ -2142,6 +2160,7 @@ def main(argv=None):
         pass
     finally:
         httpd.server_close()
+        fake_agents.reset()
         with STATE.lock:
             for rec in STATE.responses.values():
                 rec["cancel"].set()
@@ -2156,5 +2175,12 @@ def main(argv=None):
     return 0
 
 
+# The Agents API lives in its own module and mounts its routes on this one's (it imports this
+# module by name: run as a script, the file is imported again as `fake_openai` so that both
+# share one set of globals).
+import fake_agents  # noqa: E402
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import fake_openai as _module  # noqa: E402
+    sys.exit(_module.main())

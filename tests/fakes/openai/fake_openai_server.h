@@ -93,6 +93,29 @@ class FakeOpenAiServer {
   void Scenario(const nlohmann::json& turns) { Post("/_fake/scenario", {{"turns", turns}}); }
   void Fault(const nlohmann::json& fault) { Post("/_fake/faults", fault); }
   void AdvanceClock(int seconds) { Post("/_fake/clock", {{"advance_seconds", seconds}}); }
+  // The Agents API's control surface (README.md, "Agents API").
+  void AgentsFault(const nlohmann::json& fault) { Post("/_fake/agents/faults", fault); }
+  void LeaveNetworkOpen(bool open) { Post("/_fake/agents/network", {{"leave_open", open}}); }
+  void ExpireEnvironment(const std::string& env_id) {
+    Post("/_fake/agents/environments/" + env_id + "/expire", nlohmann::json::object());
+  }
+  // An Agents API call as a client makes it (bearer key, `OpenAI-Beta: agents=v1`); the status
+  // and the raw body (a streaming create's whole SSE body once it ends).
+  upstream::HttpResponse AgentsCall(const std::string& method, const std::string& path,
+                                    const nlohmann::json& body = nullptr) {
+    upstream::HttpRequest req;
+    req.method = method;
+    req.url = base_url() + path;
+    req.headers.Add("Authorization", "Bearer " + api_key_);
+    req.headers.Add("OpenAI-Beta", "agents=v1");
+    if (!body.is_null()) {
+      req.headers.Add("Content-Type", "application/json");
+      req.body = body.dump();
+    }
+    absl::StatusOr<upstream::HttpResponse> resp = curl_.Send(req, nullptr);
+    if (!resp.ok()) return upstream::HttpResponse{0, {}, resp.status().ToString()};
+    return *std::move(resp);
+  }
 
  private:
   nlohmann::json Call(const std::string& method, const std::string& path, const std::string& body) {

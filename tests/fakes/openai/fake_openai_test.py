@@ -35,6 +35,17 @@ print(json.dumps(out))
 INPUT_CSV = b"year,revenue,net_income\n2022,100,10\n2023,200,30\n"
 
 
+def parse_frame(frame):
+    """One SSE frame (without its blank line) -> (event, data); a comment gives (None, "")."""
+    ev, data = None, []
+    for line in frame.decode().split("\n"):
+        if line.startswith("event: "):
+            ev = line[len("event: "):]
+        elif line.startswith("data: "):
+            data.append(line[len("data: "):])
+    return ev, "\n".join(data)
+
+
 class Fake:
     def __init__(self, *extra):
         self.proc = subprocess.Popen([sys.executable, FAKE, "--port", "0", "--api-key", KEY] + list(extra),
@@ -193,13 +204,7 @@ class Base(unittest.TestCase):
                 buf += piece
                 while b"\n\n" in buf:
                     frame, buf = buf.split(b"\n\n", 1)
-                    ev, data = None, []
-                    for line in frame.decode().split("\n"):
-                        if line.startswith("event: "):
-                            ev = line[len("event: "):]
-                        elif line.startswith("data: "):
-                            data.append(line[len("data: "):])
-                    frames.append((ev, "\n".join(data)))
+                    frames.append(parse_frame(frame))
                     if times is not None:
                         times.append(time.monotonic())
         except (http.client.IncompleteRead, ConnectionError, OSError):

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Checks the fake OpenAI server with the official `openai` npm client: installs the pinned client
-# (npm ci) if needed, starts the fake on a free port, runs client_check/check.mjs, stops the fake.
+# (npm ci) if needed, starts the fake on a free port, runs client_check/check.mjs, then
+# client_check/agents_check.mjs (the beta Agents API), stops the fake.
 # Exits with check.mjs's status (or 2 when the setup fails, 77 = skipped: no node/npm here).
 set -eu
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
@@ -39,9 +40,12 @@ case "$line" in
 esac
 
 status=0
-OPENAI_BASE_URL="$base/v1" OPENAI_API_KEY="$key" timeout 300 node check.mjs || status=$?
-if [ $status -ne 0 ]; then
-  echo "run_client_check: check.mjs exited $status; the fake's log:" >&2
-  tail -n 60 "$tmp/fake.log" >&2
-fi
+for check in check.mjs agents_check.mjs; do
+  OPENAI_BASE_URL="$base/v1" OPENAI_API_KEY="$key" timeout 300 node "$check" || status=$?
+  if [ $status -ne 0 ]; then
+    echo "run_client_check: $check exited $status; the fake's log:" >&2
+    tail -n 60 "$tmp/fake.log" >&2
+    break
+  fi
+done
 exit $status

@@ -4,38 +4,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import OpenAI, { APIError, toFile } from 'openai';
+import { APIError, toFile } from 'openai';
+import { admin, check, client, ctx, eq, run } from './common.mjs';
 
-const baseURL = process.env.OPENAI_BASE_URL;
-const apiKey = process.env.OPENAI_API_KEY;
-if (!baseURL || !apiKey) {
-  console.error('check.mjs: set OPENAI_BASE_URL and OPENAI_API_KEY');
-  process.exit(2);
-}
-const adminBase = baseURL.replace(/\/v1\/?$/, '');
-const client = new OpenAI({ baseURL, apiKey, timeout: 60_000 });
-
-let step = '';
-function check(cond, what, detail) {
-  if (!cond) {
-    const extra = detail === undefined ? '' : `: ${JSON.stringify(detail)}`;
-    throw new Error(`[${step}] ${what}${extra}`);
-  }
-}
-function eq(actual, expected, what) {
-  const a = JSON.stringify(actual);
-  const e = JSON.stringify(expected);
-  check(a === e, `${what}: expected ${e}, got ${a}`);
-}
-async function admin(method, p, body) {
-  const r = await fetch(adminBase + p, {
-    method,
-    headers: { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  check(r.ok, `admin ${method} ${p} -> ${r.status}`);
-  return r.json();
-}
 async function scenario(...turns) {
   await admin('POST', '/_fake/scenario', { turns });
 }
@@ -69,7 +40,7 @@ const ANALYZE = [
 async function main() {
   await admin('POST', '/_fake/reset', {});
 
-  step = 'files';
+  ctx.step = 'files';
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'fake-openai-check-'));
   process.on('exit', () => fs.rmSync(tmp, { recursive: true, force: true }));
   const csvPath = path.join(tmp, 'input.csv');
@@ -87,7 +58,7 @@ async function main() {
   eq(listed.sort(), [f1.id, f2.id].sort(), 'files.list');
   eq(await (await client.files.content(f1.id)).text(), CSV, 'files.content');
 
-  step = 'containers';
+  ctx.step = 'containers';
   const c = await client.containers.create({
     name: 'check',
     file_ids: [f1.id],
@@ -107,7 +78,7 @@ async function main() {
   eq(all, [c.id, extra.id], 'containers.list auto-pagination');
   await client.containers.delete(extra.id);
 
-  step = 'container files';
+  ctx.step = 'container files';
   const cf = await client.containers.files.create(c.id, {
     file: await toFile(Buffer.from('a,b\n1,2\n'), 'extra.csv'),
   });
@@ -121,7 +92,7 @@ async function main() {
   eq(await body.text(), 'a,b\n1,2\n', 'containers.files.content');
   await client.containers.files.delete(cf2.id, { container_id: c.id });
 
-  step = 'responses (hosted shell, non-streaming)';
+  ctx.step = 'responses (hosted shell, non-streaming)';
   const tools = [{ type: 'shell', environment: { type: 'container_reference', container_id: c.id } }];
   await scenario(
     { shell: [`cat > analyze.py <<'EOF'\n${ANALYZE}\nEOF`, 'python3 analyze.py input.csv'] },
@@ -140,7 +111,7 @@ async function main() {
   eq(got, 'year,net_margin\n2022,0.10\n2023,0.15\n', 'artifact content');
   eq((await client.responses.retrieve(r1.id)).id, r1.id, 'responses.retrieve');
 
-  step = 'responses (hosted shell, streaming)';
+  ctx.step = 'responses (hosted shell, streaming)';
   await scenario({ shell: ['echo streamed'] }, { message: 'streamed done' });
   const events = await collect(await client.responses.create({ model: 'm', input: 'x', tools, stream: true }));
   const types = events.map((e) => e.type);
@@ -164,7 +135,7 @@ async function main() {
   eq(stored.output.slice(0, 2), hr.output.slice(0, 2), 'streamed shell items equal the stored ones');
   eq(stored.output_text, hr.output_text, 'streamed text equals the stored one');
 
-  step = 'responses (local shell round trip, SDK stream helper)';
+  ctx.step = 'responses (local shell round trip, SDK stream helper)';
   await scenario({ shell: ['ls'] }, { message: 'listed' });
   const localTools = [{ type: 'shell', environment: { type: 'local' } }];
   const rs = client.responses.stream({ model: 'm', input: 'list', tools: localTools });
@@ -184,7 +155,7 @@ async function main() {
   });
   eq(lr2.output_text, 'listed', 'local follow-up');
 
-  step = 'chat completions';
+  ctx.step = 'chat completions';
   const chatTools = [{
     type: 'function',
     function: { name: 'run_shell', parameters: { type: 'object', properties: { cmd: { type: 'string' } } } },
@@ -221,7 +192,7 @@ async function main() {
   }
   eq([finish, args], ['tool_calls', '{"cmd":"ls -la"}'], 'raw chunk assembly');
 
-  step = 'errors and retries';
+  ctx.step = 'errors and retries';
   const e404 = await expectApiError(client.containers.retrieve('cntr_missing'), 404, 'unknown container');
   check(e404.error && e404.error.type === 'invalid_request_error', '404 envelope', e404.error);
   check(e404.requestID && e404.requestID.startsWith('req_'), 'x-request-id on the error', e404.requestID);
@@ -250,7 +221,7 @@ async function main() {
   }
   check(dropped, 'a stream cut mid-way raises in the SDK');
 
-  step = 'cleanup';
+  ctx.step = 'cleanup';
   await client.containers.delete(c.id);
   const d1 = await client.files.delete(f1.id);
   eq([d1.id, d1.deleted], [f1.id, true], 'files.delete');
@@ -260,12 +231,4 @@ async function main() {
   eq([st.containers, st.files], [[], []], 'nothing left alive');
 }
 
-main().then(
-  () => {
-    console.log('client check: OK');
-  },
-  (e) => {
-    console.error(`client check FAILED: ${e && e.stack ? e.stack : e}`);
-    process.exit(1);
-  },
-);
+run('client check', main);
