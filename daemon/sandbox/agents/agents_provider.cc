@@ -18,6 +18,9 @@ using nlohmann::json;
 
 constexpr char kProvider[] = "openai-agents";
 constexpr char kKind[] = "agent_session";
+// Streams of a session that ended cleanly, one after another, with no new event, before the
+// run gives up on the turn's end.
+constexpr int kFollowOns = 3;
 
 // Whether a create that failed with `status` may still have made a session upstream: its
 // answer was lost (a broken stream, a cut connection, a 5xx, a timeout), rather than refused.
@@ -150,31 +153,42 @@ absl::Status AgentsSession::Run(const Task& task, const OnEvent& on_event,
   }
   std::optional<absl::Status> outcome;
   upstream::AgentEventStreamState state;
-  absl::StatusOr<upstream::AgentSession> created = client_->CreateSessionStream(
-      req, &state,
-      [&](const upstream::AgentEvent& e, bool* stop) -> absl::Status {
-        json raw = e.raw.is_object() ? e.raw : json{{"value", e.raw}};
-        if (!raw.contains("type")) raw["type"] = e.type;
-        std::string learned;
-        {
-          absl::MutexLock lock(&mu_);
-          Keep(raw);
-          if (upstream_id_.empty() && !state.session_id.empty()) {
-            upstream_id_ = learned = state.session_id;
-          }
-        }
-        if (!learned.empty()) {
-          absl::Status st = journal_->Record(Entry(learned));
-          if (!st.ok()) {
-            log::Error("agents.journal_failed", {{"session", id_}, {"error", st.ToString()}});
-          }
-          log::Info("agents.session_created", {{"session", id_}, {"agent_session", learned}});
-        }
-        outcome = on_event(raw);
-        if (outcome.has_value()) *stop = true;
-        return absl::OkStatus();
-      },
-      &cancel);
+  const upstream::AgentEventCallback relay = [&](const upstream::AgentEvent& e,
+                                                 bool* stop) -> absl::Status {
+    json raw = e.raw.is_object() ? e.raw : json{{"value", e.raw}};
+    if (!raw.contains("type")) raw["type"] = e.type;
+    std::string learned;
+    {
+      absl::MutexLock lock(&mu_);
+      Keep(raw);
+      if (upstream_id_.empty() && !state.session_id.empty()) {
+        upstream_id_ = learned = state.session_id;
+      }
+    }
+    if (!learned.empty()) {
+      absl::Status st = journal_->Record(Entry(learned));
+      if (!st.ok()) {
+        log::Error("agents.journal_failed", {{"session", id_}, {"error", st.ToString()}});
+      }
+      log::Info("agents.session_created", {{"session", id_}, {"agent_session", learned}});
+    }
+    outcome = on_event(raw);
+    if (outcome.has_value()) *stop = true;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<upstream::AgentSession> created =
+      client_->CreateSessionStream(req, &state, relay, &cancel);
+  // A server may end the create's stream before the turn does (the session rested): follow
+  // the session's own stream from there, a bounded number of times without news.
+  for (int quiet = 0; created.ok() && !outcome.has_value() && state.server_ended &&
+                      !state.session_id.empty() && quiet < kFollowOns;
+       ++quiet) {
+    const int64_t before = state.delivered;
+    state.server_ended = false;
+    absl::Status followed = client_->StreamEvents(state.session_id, &state, relay, &cancel);
+    if (!followed.ok()) created = followed;
+    if (state.delivered > before) quiet = -1;
+  }
   {
     absl::MutexLock lock(&mu_);
     if (upstream_id_.empty() && created.ok()) upstream_id_ = created->id;
