@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -460,6 +461,61 @@ TEST_F(AgentsRunTest, WhatTheAgentsApiCannotDoIsRefusedBeforeAnythingIsMade) {
   for (const std::string& r : Requests()) {
     EXPECT_FALSE(absl::StartsWith(r, "POST /v1/agents")) << "made upstream: " << r;
   }
+}
+
+TEST_F(AgentsRunTest, ADrainCancelsAndDeletesTheSession) {
+  const std::string id = StartAndAwaitCommand(Sleeper());
+  daemon_->Stop(SIGTERM);
+  ExpectNothingUpstream();
+  bool cancelled = false;
+  for (const std::string& r : Requests()) {
+    cancelled |= absl::StartsWith(r, "POST /v1/agents/sessions/") && absl::EndsWith(r, "/events");
+  }
+  EXPECT_TRUE(cancelled) << "the cancel event is sent before the delete";
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  EXPECT_EQ(Get(id).status(), v1::RUN_STATUS_CANCELLED);
+}
+
+// `sandgate run` on this path: the same progress display, the artifacts downloaded (the raw
+// Agents API events among them); the probe's flags map to the environment.
+TEST_F(AgentsRunTest, TheCliRunsBothPlaybooksOnTheAgentsApi) {
+  auto cli = [&](const std::string& args) {
+    std::string cmd =
+        "SANDGATE_ADDR=" + daemon_->address() + " " + SANDGATE_CLI_PATH + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    int status = pclose(p);
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  const std::string sample = daemon_->dir() + "/" + SampleRequest().inputs(0).name();
+  std::ofstream(sample) << SampleRequest().inputs(0).content();
+  Analyst();
+  const std::string out_dir = daemon_->dir() + "/analyst";
+  auto [code, out] =
+      cli("run " + sample + " --provider openai-agents --agent openai --out " + out_dir);
+  EXPECT_EQ(code, 0) << out;
+  for (const char* expect : {"python3", "pass calculated_metrics.values", "run SUCCEEDED"}) {
+    EXPECT_THAT(out, HasSubstr(expect));
+  }
+  for (const char* f : {"calculated_metrics.csv", "investment_analysis.md", kEventsArtifact}) {
+    struct stat st;
+    EXPECT_EQ(stat((out_dir + "/" + f).c_str(), &st), 0) << f;
+  }
+
+  v1::RunAnalysisRequest probe = Probe(v1::NetworkPolicy::MODE_DISABLED);
+  const std::string data = daemon_->dir() + "/data.csv";
+  std::ofstream(data) << probe.inputs(0).content();
+  auto [pcode, pout] = cli("run " + data +
+                           " --playbook sandbox-probe --provider openai-agents --agent openai"
+                           " --env TEAM=blue --setup 'echo setup-ran > /workspace/setup.txt'"
+                           " --network disabled --out " +
+                           daemon_->dir() + "/probe");
+  EXPECT_EQ(pcode, 0) << pout;
+  EXPECT_THAT(pout, HasSubstr("run SUCCEEDED"));
 }
 
 TEST_F(AgentsRunTest, TheApiKeyIsNowhere) {

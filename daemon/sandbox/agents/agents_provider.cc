@@ -18,9 +18,6 @@ using nlohmann::json;
 
 constexpr char kProvider[] = "openai-agents";
 constexpr char kKind[] = "agent_session";
-// Streams of a session that ended cleanly, one after another, with no new event, before the
-// run gives up on the turn's end.
-constexpr int kFollowOns = 3;
 
 // Whether a create that failed with `status` may still have made a session upstream: its
 // answer was lost (a broken stream, a cut connection, a 5xx, a timeout), rather than refused.
@@ -178,17 +175,6 @@ absl::Status AgentsSession::Run(const Task& task, const OnEvent& on_event,
   };
   absl::StatusOr<upstream::AgentSession> created =
       client_->CreateSessionStream(req, &state, relay, &cancel);
-  // A server may end the create's stream before the turn does (the session rested): follow
-  // the session's own stream from there, a bounded number of times without news.
-  for (int quiet = 0; created.ok() && !outcome.has_value() && state.server_ended &&
-                      !state.session_id.empty() && quiet < kFollowOns;
-       ++quiet) {
-    const int64_t before = state.delivered;
-    state.server_ended = false;
-    absl::Status followed = client_->StreamEvents(state.session_id, &state, relay, &cancel);
-    if (!followed.ok()) created = followed;
-    if (state.delivered > before) quiet = -1;
-  }
   {
     absl::MutexLock lock(&mu_);
     if (upstream_id_.empty() && created.ok()) upstream_id_ = created->id;
@@ -203,6 +189,8 @@ absl::Status AgentsSession::Run(const Task& task, const OnEvent& on_event,
                         absl::StrCat("the Agents API: ", created.status().message()));
   }
   if (!outcome.has_value()) {
+    // The create's stream ends once the session rests, which is after its turn (the fake's
+    // way; §7 is silent): ending before the turn did is not something to wait out.
     return errors::Unavailable("the Agents API's event stream ended before the turn did");
   }
   return *outcome;
