@@ -6,7 +6,8 @@
 // handling, error mapping, key redaction and (with a RetryingHttpClient underneath) the retry
 // policy are the same as for every other OpenAI call.
 //
-// The API is beta, so everything about its shapes lives in this client and nowhere else:
+// The API is beta, so everything about its shapes lives in this client (this header, the calls
+// in agents_client.cc, the JSON shapes in agents_json.cc) and nowhere else:
 //  - What sandgate reads is parsed into small structs; each keeps the object it came from in
 //    `raw`, and every event is delivered with its raw JSON (for agents-events.jsonl).
 //  - Status values are strings upstream; they are mapped to enums with a kUnknown member and
@@ -14,13 +15,14 @@
 //    fatal. Fields that are absent read as empty / zero / nullopt.
 //
 // Resuming the event stream: §7 documents `GET /agents/sessions/{id}/events` with no resume
-// cursor (no `starting_after`, unlike Responses), and §10 is silent. So a reconnect asks for
-// the stream again (sending the standard SSE `Last-Event-ID` when the server gave `id:`
+// cursor (no `starting_after`, unlike Responses), §10 is silent, and the openai npm client
+// 7.59.0 calls it "live events" with `include_obfuscation` as its only parameter. So a reconnect
+// asks for the stream again (sending the standard SSE `Last-Event-ID` when the server gave `id:`
 // lines, which a server may honour or ignore) and drops every event whose `event_id` was
 // already delivered (AgentEventStreamState). A server that replays from the start (the fake
 // does) yields each event exactly once; on a server that only sends live events, what
 // happened during the gap is lost from the stream, and the caller reads the session or turn
-// (GetSession, GetTurn) to learn where things stand.
+// (GetSession, GetTurn, ListItems) to learn where things stand.
 //
 //   RetryingHttpClient http(&curl, RetryOptions{});
 //   AgentsClient agents(&http, &key);
@@ -365,6 +367,13 @@ class AgentsClient {
                             const AgentEventCallback& on_event,
                             const CancelToken* cancel = nullptr);
 
+  // --- Items ---
+  // Every item of the session, oldest first (user messages, command executions, assistant
+  // messages, ...): how a caller learns what happened while its event stream was down on a
+  // server that does not replay.
+  absl::StatusOr<std::vector<AgentItem>> ListItems(absl::string_view session_id,
+                                                   const CancelToken* cancel = nullptr);
+
   // --- Turns ---
   // Every turn of the session (follows the list cursor).
   absl::StatusOr<std::vector<AgentTurn>> ListTurns(absl::string_view session_id,
@@ -411,9 +420,11 @@ absl::StatusOr<nlohmann::json> AgentSessionRequestJson(const AgentSessionRequest
 absl::StatusOr<AgentSession> ParseAgentSession(const nlohmann::json& j);
 absl::StatusOr<AgentTurn> ParseAgentTurn(const nlohmann::json& j);
 absl::StatusOr<AgentArtifact> ParseAgentArtifact(const nlohmann::json& j);
+absl::StatusOr<AgentItem> ParseAgentItem(const nlohmann::json& j);
 absl::StatusOr<AgentEnvironment> ParseAgentEnvironment(const nlohmann::json& j);
 // Never fails: an event of any shape becomes an AgentEvent (kOther when not understood).
-AgentEvent ParseAgentEvent(const nlohmann::json& j);
+// `known_type` (may be null) says whether the type is one of the families of §7.
+AgentEvent ParseAgentEvent(const nlohmann::json& j, bool* known_type = nullptr);
 
 }  // namespace sandgate::upstream
 

@@ -181,16 +181,8 @@ absl::StatusOr<std::vector<ContainerFile>> OpenAiClient::ListContainerFiles(
     absl::string_view container_id, const CancelToken* cancel) {
   const std::string path = absl::StrCat("/containers/", Escape(container_id), "/files");
   const std::string op = absl::StrCat("openai GET ", path);
-  std::vector<ContainerFile> files;
-  SANDGATE_RETURN_IF_ERROR(transport_.ListAll(
-      path,
-      [&](const json& item) -> absl::Status {
-        SANDGATE_ASSIGN_OR_RETURN(ContainerFile f, ParseContainerFile(op, item));
-        files.push_back(std::move(f));
-        return absl::OkStatus();
-      },
-      cancel));
-  return files;
+  return transport_.ListAllAs<ContainerFile>(
+      path, [&](const json& item) { return ParseContainerFile(op, item); }, cancel);
 }
 
 absl::StatusOr<std::string> OpenAiClient::ContainerFileContent(absl::string_view container_id,

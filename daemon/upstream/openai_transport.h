@@ -127,6 +127,24 @@ class OpenAiTransport {
   absl::Status ListAll(const std::string& path,
                        const std::function<absl::Status(const nlohmann::json& item)>& on_item,
                        const CancelToken* cancel, int max_pages = 1000) const;
+  // ListAll with each item read by `parse` (const json& → StatusOr<T>), whose first failure
+  // ends the listing.
+  template <typename T, typename Parse>
+  absl::StatusOr<std::vector<T>> ListAllAs(const std::string& path, const Parse& parse,
+                                           const CancelToken* cancel) const {
+    std::vector<T> out;
+    absl::Status s = ListAll(
+        path,
+        [&](const nlohmann::json& item) -> absl::Status {
+          absl::StatusOr<T> parsed = parse(item);
+          if (!parsed.ok()) return parsed.status();
+          out.push_back(*std::move(parsed));
+          return absl::OkStatus();
+        },
+        cancel);
+    if (!s.ok()) return s;
+    return out;
+  }
 
   // GETs `path` as bytes (`accept` sent as Accept). More than `max_bytes` fails with
   // RESOURCE_EXHAUSTED as soon as they have actually arrived (whatever Content-Length says),

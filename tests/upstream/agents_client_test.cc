@@ -1,5 +1,6 @@
 #include "upstream/agents_client.h"
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "nlohmann/json.hpp"
 #include "tests/fakes/fake_credentials.h"
 #include "tests/fakes/fake_http_client.h"
+#include "tests/upstream/loopback_http_server.h"
+#include "upstream/curl_http_client.h"
 #include "upstream/retry.h"
 
 namespace sandgate::upstream {
@@ -20,6 +23,8 @@ using ::sandgate::testing::FakeCredentials;
 using ::sandgate::testing::FakeHttpClient;
 using ::sandgate::testing::RecordedRequest;
 using ::sandgate::testing::ScriptedReply;
+using ::sandgate::upstream::testing::LoopbackHttpServer;
+using ::sandgate::upstream::testing::ReceivedRequest;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -53,6 +58,12 @@ json SessionObject(const std::string& status) {
       {"required_actions", json::array()},
       {"usage", nullptr},
       {"environment", {{"type", "openai_hosted"}, {"id", "env_1"}, {"container_size", "small"}}}};
+}
+
+// The frame of turn_1's completion.
+std::string TurnCompleted(const std::string& event_id) {
+  return Frame(Event("agent.session.turn.completed", event_id,
+                     {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}));
 }
 
 // Collects what a stream delivered; stops at a finished turn.
@@ -464,8 +475,7 @@ TEST_F(AgentsClientTest, ACreateStreamThatBreaksResumesOnTheEventsStreamAndIsNot
   http_.Push(broken);
   http_.Push(ScriptedReply::Stream(
       {Frame(Event("agent.session.created", "e1", {{"session", SessionObject("in_progress")}})),
-       Frame(Event("agent.session.turn.completed", "e2",
-                   {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}))}));
+       TurnCompleted("e2")}));
   AgentEventStreamState state;
   Collector seen;
   absl::StatusOr<AgentSession> s =
@@ -489,9 +499,7 @@ TEST_F(AgentsClientTest, AStreamTheServerEndsIsNotReopenedAndTheCallerFollowsOn)
       Frame(Event("agent.session.idle", "e2", {{"session", SessionObject("idle")}}));
   http_.Push(ScriptedReply::Stream({created, idle}));
   http_.Push(ScriptedReply::Stream(
-      {idle, Frame(Event("agent.session.turn.created", "e3")),
-       Frame(Event("agent.session.turn.completed", "e4",
-                   {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}))}));
+      {idle, Frame(Event("agent.session.turn.created", "e3")), TurnCompleted("e4")}));
   AgentEventStreamState state;
   Collector seen;
   absl::StatusOr<AgentSession> s =
@@ -605,7 +613,7 @@ TEST_F(AgentsClientTest, ArtifactsArePagedAndTheirContentIsCapped) {
   EXPECT_THAT(big.message(), HasSubstr("artifact art_1 is larger than 10 bytes"));
 }
 
-TEST_F(AgentsClientTest, TurnsAndEnvironmentsAreParsed) {
+TEST_F(AgentsClientTest, TurnsItemsAndEnvironmentsAreParsed) {
   http_.Push(ScriptedReply::Json(200, json::parse(R"({"data":[
       {"id":"turn_1","object":"agent.session.turn","status":"completed","created_at":1,
        "started_at":2,"completed_at":3,"usage":{"input_tokens":5,"output_tokens":6,
@@ -621,6 +629,19 @@ TEST_F(AgentsClientTest, TurnsAndEnvironmentsAreParsed) {
   EXPECT_TRUE((*turns)[0].error.is_null());
   EXPECT_EQ((*turns)[1].error["message"], "setup command failed");
 
+  http_.Push(ScriptedReply::Json(200, json::parse(R"({"data":[
+      {"id":"msg_0","type":"message","role":"user","turn_id":"turn_1",
+       "content":[{"type":"input_text","text":"$ ls"}]},
+      {"id":"item_1","type":"command_execution","command":"ls","exit_code":2,"turn_id":"turn_1",
+       "output":"ls: cannot access"}],"has_more":false})")));
+  absl::StatusOr<std::vector<AgentItem>> items = client_.ListItems("sess_1");
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_EQ((*items)[0].role, "user");
+  EXPECT_EQ((*items)[1].command->exit_code, 2);
+  EXPECT_EQ(http_.requests().back().url,
+            std::string(kBase) + "/agents/sessions/sess_1/items?order=asc&limit=100");
+
   http_.Push(ScriptedReply::Json(
       200, {{"id", "env_1"}, {"type", "openai_hosted"}, {"status", "suspended"}}));
   absl::StatusOr<AgentEnvironment> env = client_.GetEnvironment("env_1");
@@ -633,6 +654,43 @@ TEST_F(AgentsClientTest, TurnsAndEnvironmentsAreParsed) {
   ASSERT_TRUE(client_.GetTurn("../x", "a/b").ok());
   EXPECT_EQ(http_.requests().back().url,
             std::string(kBase) + "/agents/sessions/..%2Fx/turns/a%2Fb");
+}
+
+// Over a real socket: a connection closed in the middle of a chunked body is what libcurl
+// reports as a broken stream, and the client resumes on a new connection.
+TEST(AgentsClientOverCurlTest, AConnectionDroppedMidStreamIsResumedWithoutDuplicates) {
+  const std::string e1 = Frame(Event("agent.session.turn.created", "e1"), "1");
+  const std::string e2 = Frame(Event("agent.session.turn.completed", "e2",
+                                     {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}),
+                               "2");
+  std::atomic<int> connections{0};
+  LoopbackHttpServer server([&](const ReceivedRequest&, int fd, int) {
+    LoopbackHttpServer::WriteAll(fd,
+                                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                 "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk(e1));
+    if (connections.fetch_add(1) == 0) {
+      // Half of the next chunk, then the connection closes without the chunked terminator.
+      LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk(e2).substr(0, 20));
+      return;
+    }
+    LoopbackHttpServer::WriteAll(fd, LoopbackHttpServer::Chunk(e2));
+    LoopbackHttpServer::WriteAll(fd, "0\r\n\r\n");
+  });
+  CurlHttpClient curl;
+  FakeCredentials creds(kKey);
+  AgentsClient client(&curl, &creds, server.Url("/v1"));
+  AgentEventStreamState state;
+  Collector seen;
+  absl::Status s = client.StreamEvents("sess_1", &state, seen.Callback());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(seen.ids(), ElementsAre("e1", "e2"));
+  EXPECT_EQ(state.reconnects, 1);
+  const std::vector<ReceivedRequest> got = server.requests();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].target, "/v1/agents/sessions/sess_1/events");
+  EXPECT_EQ(got[1].headers.Get("last-event-id"), "1");
+  EXPECT_EQ(got[1].headers.Get("openai-beta"), "agents=v1");
 }
 
 }  // namespace
