@@ -19,6 +19,7 @@ import os
 import posixpath
 import queue
 import re
+import secrets
 import shutil
 import socket
 import tempfile
@@ -583,9 +584,11 @@ class TurnAborted(Exception):
         self.kind, self.code, self.message = kind, code, message
 
 
-def take_agent_fault(commands_done):
+def take_agent_fault(sid, commands_done):
     with LOCK:
         for f in REG.faults:
+            if f["session_id"] not in (None, sid):
+                continue
             if f["times"] > 0 and commands_done >= f["after_commands"]:
                 f["times"] -= 1
                 return dict(f)
@@ -593,7 +596,7 @@ def take_agent_fault(commands_done):
 
 
 def apply_agent_fault(s, env, turn, commands_done):
-    f = take_agent_fault(commands_done)
+    f = take_agent_fault(s["obj"]["id"], commands_done)
     if f is None:
         return
     if f["kind"] == "environment_reset":
@@ -879,10 +882,12 @@ def new_turn(s, messages, text):
 # streams
 
 
-def stream_events(h, s, start, until_rest):
+def stream_events(h, s, start, until_rest, obfuscate=True):
     """Writes the session's events from index `start`, then live ones as they come. Ends after
     the first idle/failed event when `until_rest` (the create stream), else when the session is
-    deleted or has failed, or when the client hangs up; quiet streams get SSE comments."""
+    deleted or has failed, or when the client hangs up; quiet streams get SSE comments. Each
+    written event gets random `obfuscation` padding unless the client opted out (npm 7.59.0:
+    `include_obfuscation`, default true), so clients are seen to ignore it."""
     drop = core.STATE.take_fault(h.command, h.path_only, ("drop",))
     h.start_stream()
     sink = core.EventSink(h, drop_after=(drop.get("after_frames", 3) if drop else None))
@@ -901,7 +906,8 @@ def stream_events(h, s, start, until_rest):
             continue
         end = False
         for ev in batch:
-            sink.replay(ev)
+            pad = secrets.token_urlsafe(1 + secrets.randbelow(12)) if obfuscate else None
+            sink.replay(dict(ev, obfuscation=pad) if pad else ev)
             if ev["type"] == "agent.session.failed" or (
                     until_rest and ev["type"] == "agent.session.idle"):
                 end = True
@@ -1107,7 +1113,8 @@ def events_stream(h, sid):
         # idle/failed event, or its creation), so a reconnect mid-turn replays that turn and the
         # client drops what it saw by event_id (the npm client's TurnState does).
         start = s["last_rest"]
-    stream_events(h, s, start, until_rest=False)
+    stream_events(h, s, start, until_rest=False,
+                  obfuscate=h.query.get("include_obfuscation", "true") != "false")
 
 
 @agents_route("GET", "/v1/agents/sessions/([^/]+)/items")
@@ -1210,7 +1217,7 @@ def admin_agent_faults(h):
                       param="kind")
         clean.append({"kind": f["kind"], "after_commands": int(f.get("after_commands", 0)),
                       "times": int(f.get("times", 1)), "code": f.get("code"),
-                      "message": f.get("message")})
+                      "message": f.get("message"), "session_id": f.get("session_id")})
     with LOCK:
         if body.get("replace"):
             REG.faults = []

@@ -6,7 +6,6 @@ Run: python3 tests/fakes/openai/fake_agents_test.py [-v]
 
 import base64
 import hashlib
-import http.client
 import json
 import os
 import socket
@@ -17,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fake_openai_test  # noqa: E402
-from fake_openai_test import KEY, Base, Fake, parse_frame  # noqa: E402
+from fake_openai_test import KEY, Base, Fake  # noqa: E402
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BETA = {"OpenAI-Beta": "agents=v1"}
@@ -73,30 +72,16 @@ class AgentsBase(Base):
         if r.status != 200:
             self.fail("%d: %s" % (r.status, r.read()))
         self.assertTrue(r.headers["Content-Type"].startswith("text/event-stream"))
-        buf, events, complete = b"", [], True
-        try:
-            while True:
-                piece = r.read1(4096)
-                if not piece:
-                    break
-                buf += piece
-                while b"\n\n" in buf:
-                    frame, buf = buf.split(b"\n\n", 1)
-                    ev, data = parse_frame(frame)
-                    if not data:
-                        continue  # a keep-alive comment
-                    obj = json.loads(data)
-                    self.assertEqual(obj["type"], ev)
-                    events.append(obj)
-                if stop is not None and stop(events):
-                    return events, True
-        except (http.client.IncompleteRead, ConnectionError, OSError):
-            complete = False
-        finally:
-            c.close()
-        if buf.strip():
-            complete = False
-        return events, complete
+        events = []
+
+        def on_frame(ev, data):
+            if not data:
+                return False  # a keep-alive comment
+            obj = json.loads(data)
+            self.assertEqual(obj["type"], ev)
+            events.append(obj)
+            return stop is not None and stop(events)
+        return events, self.read_frames(c, r, 4096, on_frame)
 
     def send(self, sid, *events, key=None):
         h = {"Idempotency-Key": key} if key else {}
@@ -209,6 +194,7 @@ class BasicsTest(AgentsBase):
                   "agent.session.turn.output_text.done"):
             self.assertIn(t, types)
         self.assertTrue(all(e["event_id"] for e in events))
+        self.assertTrue(all(e["obfuscation"] for e in events))  # padding, on by default
         self.assertEqual(len({e["event_id"] for e in events}), len(events))
         self.assertEqual(self.outputs(events), "/workspace\na\nb\nbar\n")
         self.assertNotIn("SETUP-SECRET", json.dumps(events))
@@ -316,6 +302,9 @@ class BasicsTest(AgentsBase):
                           "printf 'same' > outputs/b.txt"])
         # the stream of an idle session starts at its last idle event, not its whole history
         self.assertEqual(events[0]["type"], "agent.session.idle")
+        quiet, _ = self.sse("GET", "/v1/agents/sessions/%s/events?include_obfuscation=false" % sid,
+                            stop=lambda evs: len(evs) >= 1)
+        self.assertNotIn("obfuscation", quiet[0])
         self.assertEqual(sum(1 for e in events if e["type"] == "agent.session.turn.created"), 1)
         events = self.turn_events(sid, "$ printf 'v2' > outputs/a.txt")
         arts = self.artifacts(sid)
@@ -408,30 +397,18 @@ running = fake_openai_test.StartupTest.running  # is a process with that command
 
 class ConcurrencyAndShutdownTest(AgentsBase):
     def test_sessions_in_parallel_keep_their_own_workspaces(self):
-        errors = []
-
         def one(i):
-            try:
-                events, _ = self.create(
-                    hosted(files=[{"type": "inline", "path": "/workspace/id.txt",
-                                   "data": b64(str(i).encode())}],
-                           setup_commands=[{"command": "mkdir outputs"}]),
-                    stream=True, input="$ sleep 0.2; cp id.txt outputs/out.txt; cat id.txt")
-                sid = events[0]["session"]["id"]
-                if self.outputs(events) != str(i):
-                    errors.append((i, self.outputs(events)))
-                arts = self.artifacts(sid)
-                if [self.content(sid, a["id"]) for a in arts] != [str(i).encode()]:
-                    errors.append((i, arts))
-                self.aok("DELETE", "/v1/agents/sessions/" + sid)
-            except Exception as e:  # noqa: BLE001
-                errors.append((i, repr(e)))
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        self.assertEqual(errors, [])
+            events, _ = self.create(
+                hosted(files=[{"type": "inline", "path": "/workspace/id.txt",
+                               "data": b64(str(i).encode())}],
+                       setup_commands=[{"command": "mkdir outputs"}]),
+                stream=True, input="$ sleep 0.2; cp id.txt outputs/out.txt; cat id.txt")
+            sid = events[0]["session"]["id"]
+            self.assertEqual(self.outputs(events), str(i))
+            self.assertEqual([self.content(sid, a["id"]) for a in self.artifacts(sid)],
+                             [str(i).encode()])
+            self.aok("DELETE", "/v1/agents/sessions/" + sid)
+        self.assertEqual(self.in_parallel(one, 6, 120), [])
         st = self.admin("GET", "/_fake/state")
         self.assertEqual((st["agents"]["sessions"], st["running_commands"]), ([], 0))
 
@@ -578,6 +555,23 @@ class FaultsTest(AgentsBase):
         self.assertEqual(self.outputs(merged), "one\ntwo\n")
         self.assertEqual(sum(1 for e in merged if e["type"] == "agent.session.turn.created"), 1)
 
+    def test_a_reconnect_after_the_turn_ended_starts_at_idle(self):
+        # What a live-only server would do too: the turn's end fell in the gap, so the client
+        # reads the turn instead (GET …/turns/{id}).
+        self.admin("POST", "/_fake/faults", {"drop_mid_stream": True, "after_frames": 3,
+                                             "path_prefix": "/v1/agents/sessions",
+                                             "method": "POST"})
+        first, complete = self.create(stream=True, input="$ echo done")
+        self.assertFalse(complete)
+        sid = first[0]["session"]["id"]
+        turn_id = [e for e in first if e["type"] == "agent.session.turn.created"][0]["turn_id"]
+        self.wait_status(sid, ("idle",))
+        again, _ = self.sse("GET", "/v1/agents/sessions/%s/events" % sid,
+                            stop=lambda evs: len(evs) >= 1)
+        self.assertEqual([e["type"] for e in again], ["agent.session.idle"])
+        turn = self.aok("GET", "/v1/agents/sessions/%s/turns/%s" % (sid, turn_id))
+        self.assertEqual(turn["status"], "completed")
+
     def test_environment_reset_mid_turn_loses_files(self):
         s = self.ready_session(files=[{"type": "inline", "path": "/workspace/in.txt",
                                        "data": b64(b"x")}])
@@ -624,13 +618,17 @@ class FaultsTest(AgentsBase):
     def test_failed_turn_fault(self):
         s = self.ready_session()
         self.admin("POST", "/_fake/agents/faults", {"kind": "turn_failed", "code": "server_error",
-                                                    "message": "boom", "after_commands": 0})
+                                                    "session_id": "sess_other"})
+        self.admin("POST", "/_fake/agents/faults", {"kind": "turn_failed", "code": "server_error",
+                                                    "message": "boom", "after_commands": 0,
+                                                    "session_id": s["id"]})
         events = self.turn_events(s["id"], "$ echo never > outputs/x")
         failed = [e for e in events if e["type"] == "agent.session.turn.failed"][0]
         self.assertEqual(failed["turn"]["error"], {"code": "server_error", "message": "boom"})
         self.assertEqual(self.commands(events), [])
         self.assertEqual(self.artifacts(s["id"]), [])
         self.assertEqual(events[-1]["type"], "agent.session.idle")
+        self.assertEqual(self.agents_state()["faults_pending"], 1)  # the other session's
 
     def test_reset_deletes_every_session(self):
         for _ in range(3):

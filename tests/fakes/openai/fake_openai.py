@@ -4,7 +4,8 @@
 Standard library only. Implements Files, Containers, Container files, Responses (hosted and
 local `shell`, `function` tools, streaming) and Chat Completions (function tools, streaming)
 with the shapes of /work/shared/specs/openai-api.md, driven by a scripted "model" that a test
-loads through the admin API under /_fake/. See README.md next to this file.
+loads through the admin API under /_fake/; the beta Agents API lives in fake_agents.py, which
+mounts its routes here. See README.md next to this file.
 
 Run: python3 fake_openai.py [--host 127.0.0.1] [--port 0] [--api-key KEY]
 Prints exactly one line `listening on http://HOST:PORT` on stdout once ready.
@@ -390,12 +391,14 @@ class State:
         self.turns = []
         self.faults = []
         self.clock_offset = 0.0
+        self.frozen_at = None  # wall time at which POST /_fake/clock {"freeze": true} stopped it
         self.requests = []
         self.running_commands = 0
         self.activity = "any"
 
     def now(self):
-        return int(time.time() + self.clock_offset)
+        base = self.frozen_at if self.frozen_at is not None else time.time()
+        return int(base + self.clock_offset)
 
     def register(self, oid):
         self.seq += 1
@@ -2078,7 +2081,15 @@ def admin_clock(h):
         secs = float(body.get("advance_seconds", 0))
     except (TypeError, ValueError):
         raise invalid_type("advance_seconds", "a number")
+    freeze = body.get("freeze")
+    if freeze is not None and not isinstance(freeze, bool):
+        raise invalid_type("freeze", "a boolean")
     with STATE.lock:
+        if freeze is True and STATE.frozen_at is None:
+            STATE.frozen_at = time.time()
+        elif freeze is False and STATE.frozen_at is not None:
+            STATE.clock_offset -= time.time() - STATE.frozen_at  # resumes from where it stood
+            STATE.frozen_at = None
         STATE.clock_offset += secs
         now = STATE.now()
     h.send_json(200, {"ok": True, "now": now})
@@ -2150,11 +2161,13 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     host, port = httpd.server_address[:2]
-    sys.stdout.write("listening on http://%s:%d\n" % (host, port))
-    sys.stdout.flush()
-    log("serving on http://%s:%d (isolation: %s, workdir %s)"
-        % (host, port, "bwrap" if use_bwrap else "none", root))
+    # Once "listening" is out a test may stop the server at any moment: the workdir line is
+    # written before it, and the SIGTERM's SystemExit lands inside the try (cleanup runs).
     try:
+        log("serving on http://%s:%d (isolation: %s, workdir %s)"
+            % (host, port, "bwrap" if use_bwrap else "none", root))
+        sys.stdout.write("listening on http://%s:%d\n" % (host, port))
+        sys.stdout.flush()
         httpd.serve_forever(poll_interval=0.2)
     except (SystemExit, KeyboardInterrupt):
         pass

@@ -137,6 +137,24 @@ class Base(unittest.TestCase):
         self.assertEqual(r.status, 200, r.body)
         return r.json()
 
+    @staticmethod
+    def in_parallel(fn, n, timeout):
+        """Runs fn(0) … fn(n-1) on n threads; returns the (i, repr(exception)) of those that
+        raised."""
+        errors = []
+
+        def one(i):
+            try:
+                fn(i)
+            except Exception as e:  # noqa: BLE001
+                errors.append((i, repr(e)))
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=timeout)
+        return errors
+
     def scenario(self, *turns):
         self.admin("POST", "/_fake/scenario", {"turns": list(turns)})
 
@@ -195,7 +213,20 @@ class Base(unittest.TestCase):
         r = c.getresponse()
         self.assertEqual(r.status, 200)
         self.assertTrue(r.headers["Content-Type"].startswith("text/event-stream"))
-        buf, frames, complete = b"", [], True
+        frames = []
+
+        def on_frame(ev, data):
+            frames.append((ev, data))
+            if times is not None:
+                times.append(time.monotonic())
+        return frames, self.read_frames(c, r, chunk, on_frame)
+
+    @staticmethod
+    def read_frames(c, r, chunk, on_frame):
+        """Reads an SSE body in pieces of `chunk` bytes, calling on_frame(event, data) per frame
+        until it returns True; closes the connection. True when the body ended cleanly (or
+        on_frame stopped reading), False when it was cut."""
+        buf = b""
         try:
             while True:
                 piece = r.read1(chunk)  # read() would wait for the next chunk header
@@ -204,16 +235,13 @@ class Base(unittest.TestCase):
                 buf += piece
                 while b"\n\n" in buf:
                     frame, buf = buf.split(b"\n\n", 1)
-                    frames.append(parse_frame(frame))
-                    if times is not None:
-                        times.append(time.monotonic())
+                    if on_frame(*parse_frame(frame)):
+                        return True
         except (http.client.IncompleteRead, ConnectionError, OSError):
-            complete = False
+            return False
         finally:
             c.close()
-        if buf.strip():
-            complete = False
-        return frames, complete
+        return not buf.strip()
 
 
 class AuthAndRoutingTest(Base):
@@ -759,6 +787,7 @@ class ExpiryTest(Base):
         self.assertEqual(self.admin("GET", "/_fake/state")["containers"], [])
 
     def test_activity_counts_only_what_it_is_told_to(self):
+        self.admin("POST", "/_fake/clock", {"freeze": True})  # exact seconds below
         c = self.container(expires_after={"anchor": "last_active_at", "minutes": 1})
         t0 = self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"]
         self.ok("POST", "/_fake/activity", {"counts": "commands"})
@@ -780,6 +809,16 @@ class ExpiryTest(Base):
             "input": "Run exactly this shell command, nothing else: `true`"})
         self.assertEqual(self.ok("GET", "/v1/containers/" + c["id"])["last_active_at"], t0 + 30)
         self.assertEqual(self.req("POST", "/_fake/activity", {"counts": "some"}).status, 400)
+
+    def test_a_frozen_clock_moves_only_when_advanced(self):
+        now = self.admin("POST", "/_fake/clock", {"freeze": True})["now"]
+        time.sleep(1.1)
+        self.assertEqual(self.admin("POST", "/_fake/clock", {})["now"], now)
+        self.assertEqual(self.admin("POST", "/_fake/clock", {"advance_seconds": 5})["now"], now + 5)
+        self.assertEqual(self.admin("POST", "/_fake/clock", {"freeze": False})["now"], now + 5)
+        self.assertEqual(self.req("POST", "/_fake/clock", {"freeze": "yes"}, auth=False).status, 400)
+        self.admin("POST", "/_fake/reset", {})
+        self.assertGreaterEqual(self.admin("POST", "/_fake/clock", {})["now"], now + 1)
 
 
 class FaultsTest(Base):
@@ -900,26 +939,15 @@ class AdminAndConcurrencyTest(Base):
 
     def test_concurrent_hosted_runs_and_reset_cleans_up(self):
         self.scenario({"shell": ["echo $(cat id.txt) > out.txt; cat out.txt"]}, {"message": "ok"})
-        errors = []
-
         def worker(i):
-            try:
-                c = self.container(name="c%d" % i)
-                body, ct = self.multipart([("file", str(i).encode(), "id.txt")])
-                self.ok("POST", "/v1/containers/%s/files" % c["id"], raw=body, headers={"Content-Type": ct})
-                r = self.ok("POST", "/v1/responses", {"model": "m", "input": "x", "tools": self.hosted_tools(c["id"])})
-                if r["output"][1]["output"][0]["stdout"] != "%d\n" % i:
-                    errors.append((i, r["output"][1]))
-                self.ok("DELETE", "/v1/containers/" + c["id"])
-            except Exception as e:  # noqa: BLE001
-                errors.append((i, repr(e)))
+            c = self.container(name="c%d" % i)
+            body, ct = self.multipart([("file", str(i).encode(), "id.txt")])
+            self.ok("POST", "/v1/containers/%s/files" % c["id"], raw=body, headers={"Content-Type": ct})
+            r = self.ok("POST", "/v1/responses", {"model": "m", "input": "x", "tools": self.hosted_tools(c["id"])})
+            self.assertEqual(r["output"][1]["output"][0]["stdout"], "%d\n" % i)
+            self.ok("DELETE", "/v1/containers/" + c["id"])
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        self.assertEqual(errors, [])
+        self.assertEqual(self.in_parallel(worker, 8, 60), [])
         st = self.admin("GET", "/_fake/state")
         self.assertEqual((st["containers"], st["files"], st["running_commands"]), ([], [], 0))
         self.container()
