@@ -216,7 +216,8 @@ class HostedAgent {
   // Creates the upstream session (journaled before) and follows its events until `on_event`
   // returns a status, which Run returns. CANCELLED when `cancel` fired; UNAVAILABLE (or the
   // API's error) when the stream broke for good. Once only.
-  virtual absl::Status Run(const Task& task, const OnEvent& on_event, const CancelToken& cancel) = 0;
+  virtual absl::Status Run(const Task& task, const OnEvent& on_event,
+                           const CancelToken& cancel) = 0;
 };
 
 // One live sandbox. Thread safe: Exec may run concurrently with Exec and file calls; Close

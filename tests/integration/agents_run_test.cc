@@ -463,6 +463,55 @@ TEST_F(AgentsRunTest, WhatTheAgentsApiCannotDoIsRefusedBeforeAnythingIsMade) {
   }
 }
 
+// A tenant's policy (providers, models, network modes, domains) applies on this path as on
+// every other, before anything is made.
+TEST_F(AgentsRunTest, TheTenantsPolicyApplies) {
+  daemon_->Stop(SIGTERM);
+  constexpr char kToken[] = "agents-team-token";
+  daemon_ = std::make_unique<DaemonHarness>(
+      json{{"local", {{"uid_base", 320000}, {"uid_count", 64}}},
+           {"openai",
+            {{"base_url", fake_.base_url()}, {"api_key_file", key_file_}, {"model", "fake-model"}}},
+           {"tenants",
+            {{{"name", "team"},
+              {"token_sha256", Sha256Hex(kToken)},
+              {"policy",
+               {{"providers", {kProvider}},
+                {"models", {"fake-model"}},
+                {"network_modes", {"disabled", "restricted"}},
+                {"domains", {"example.com"}}}}}}}});
+  daemon_->Start();
+  stub_ = daemon_->Stub();
+  struct Case {
+    std::function<void(v1::RunAnalysisRequest&)> change;
+    std::string said;
+  };
+  for (const Case& c : std::vector<Case>{
+           {[](v1::RunAnalysisRequest& r) { r.set_provider("local"); }, "provider 'local'"},
+           {[](v1::RunAnalysisRequest& r) { r.set_model("gpt-other"); }, "model 'gpt-other'"},
+           {[](v1::RunAnalysisRequest& r) {
+              r.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_ENABLED);
+            },
+            "network mode 'enabled'"},
+           {[](v1::RunAnalysisRequest& r) {
+              r.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
+              r.mutable_sandbox()->mutable_network()->add_allowed_domains("pypi.org");
+            },
+            "domain 'pypi.org'"}}) {
+    v1::RunAnalysisRequest req = SampleRequest();
+    req.set_provider(kProvider);
+    req.set_agent("openai");
+    c.change(req);
+    v1::Run run;
+    grpc::Status st = stub_->RunAnalysis(DaemonHarness::Context(kToken).get(), req, &run);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << c.said;
+    EXPECT_THAT(st.error_message(), HasSubstr(c.said));
+  }
+  for (const std::string& r : Requests()) {
+    EXPECT_FALSE(absl::StartsWith(r, "POST /v1/agents")) << "made upstream: " << r;
+  }
+}
+
 TEST_F(AgentsRunTest, ADrainCancelsAndDeletesTheSession) {
   const std::string id = StartAndAwaitCommand(Sleeper());
   daemon_->Stop(SIGTERM);
