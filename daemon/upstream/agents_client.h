@@ -406,6 +406,7 @@ class AgentsClient {
                       const AgentEventCallback& on_event, std::optional<AgentSession>* latest,
                       const CancelToken* cancel);
 
+  // Declared first: the constructor builds transport_ from it (adding the OpenAI-Beta header).
   const AgentsOptions options_;
   const OpenAiTransport transport_;
 };
