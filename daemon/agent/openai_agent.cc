@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/agents_run.h"
 #include "agent/model_events.h"
 #include "agent/shell_output.h"
 #include "common/errors.h"
@@ -519,6 +520,13 @@ OpenAiAgent::OpenAiAgent(upstream::OpenAiClient* client, ModelAgentOptions optio
 
 absl::Status OpenAiAgent::Run(const AgentTask& task, sandbox::Session& session, EventSink& events,
                               const CancelToken& cancel) {
+  // On the openai-agents provider the Agents API runs the model's loop itself.
+  if (sandbox::HostedAgent* hosted = session.hosted_agent()) {
+    absl::StatusOr<ModelChoice> choice =
+        ChooseModel(task, options_.default_model, options_.max_turns, "openai");
+    if (!choice.ok()) return choice.status();
+    return RunHostedAgent(*hosted, task, choice->model, events, cancel);
+  }
   return RunModelAgent<OpenAiRun>(client_, options_.default_model, options_.max_turns, "openai",
                                   task, session, events, cancel);
 }

@@ -6,6 +6,8 @@
 // "the model did not finish within N turns" after AgentTask.max_turns (0: the default).
 //
 // Where commands run depends on the session:
+//  - a session with a hosted agent (sandbox::Session::hosted_agent(), provider
+//    `openai-agents`): the Agents API runs the whole loop; see agent/agents_run.h.
 //  - a session with a hosted shell (sandbox::Session::hosted_shell(), provider `openai`): the
 //    shell tool is
 //    {"type":"container_reference","container_id":…}; OpenAI runs the commands inside the

@@ -22,6 +22,7 @@
 #include "core/metrics.h"
 #include "core/run_manager.h"
 #include "core/tenants.h"
+#include "sandbox/agents/agents_provider.h"
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/openai/openai_provider.h"
 #include "server/grpc_server.h"
@@ -30,6 +31,7 @@
 #include "store/artifact_store.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
+#include "upstream/agents_client.h"
 #include "upstream/credentials.h"
 #include "upstream/curl_http_client.h"
 #include "upstream/openai_client.h"
@@ -132,6 +134,8 @@ struct Daemon::Parts {
   std::unique_ptr<Upstream> openai_upstream, chat_upstream;
   std::unique_ptr<sandbox::OpenAiProvider> openai_provider;
   std::unique_ptr<agent::OpenAiAgent> openai_agent;
+  std::unique_ptr<upstream::AgentsClient> agents_client;  // the Agents API, on the openai upstream
+  std::unique_ptr<sandbox::AgentsProvider> agents_provider;
   std::unique_ptr<agent::ChatAgent> chat_agent;
   std::unique_ptr<core::Metrics> metrics;
   std::unique_ptr<core::AuditLog> audit;
@@ -200,6 +204,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
         agent::ModelAgentOptions{c.openai.model, c.openai.max_turns});
     providers["openai"] = p->openai_provider.get();
     agents["openai"] = p->openai_agent.get();
+    // The Agents API (beta) on the same upstream, key and retry policy: the openai agent's
+    // loop and its sandbox both run there.
+    upstream::AgentsOptions agents_options;
+    agents_options.http.timeout = c.openai.request_timeout;
+    p->agents_client = std::make_unique<upstream::AgentsClient>(
+        p->openai_upstream->http.get(), p->openai_upstream->credentials.get(), c.openai.base_url,
+        agents_options);
+    SANDGATE_ASSIGN_OR_RETURN(p->agents_provider, sandbox::AgentsProvider::Create(
+                                                      p->agents_client.get(), p->store.get()));
+    providers["openai-agents"] = p->agents_provider.get();
   }
   if (c.chat.configured()) {
     p->chat_upstream = MakeUpstream(c.chat, "chat", p->metrics.get());

@@ -42,7 +42,9 @@ absl::StatusOr<std::vector<v1::Artifact>> RunManager::Collect(ActiveRun& ar,
   // whole, from the store.
   const std::string run_id = events.run_id();
   std::vector<v1::Artifact> stored;
-  for (const std::string& name : ar.playbook->ExpectedArtifacts()) {
+  std::vector<std::string> names = ar.playbook->ExpectedArtifacts();
+  for (std::string& own : session.OwnArtifacts()) names.push_back(std::move(own));
+  for (const std::string& name : names) {
     SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<store::ArtifactStore::Writer> writer,
                               deps_.artifacts->Create(run_id, name));
     absl::Status store_error;

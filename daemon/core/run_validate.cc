@@ -112,6 +112,10 @@ absl::StatusOr<std::shared_ptr<ActiveRun>> ValidateRun(const RunManagerDeps& dep
                                                 "agent; use agent 'openai', or provider 'local'"));
   }
   SANDGATE_RETURN_IF_ERROR(CheckProviderRunsCommands(*ar->provider, request.sandbox()));
+  if (request.session_id().empty()) {  // a kept session's sandbox exists already
+    SANDGATE_RETURN_IF_ERROR(
+        ar->provider->CheckSpec(ToSessionSpec("check", request.sandbox(), *deps.config)));
+  }
   if (request.agent() == "reference" && !request.model().empty()) {
     return errors::InvalidArgument("model: the reference agent uses no model");
   }

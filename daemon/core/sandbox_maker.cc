@@ -89,6 +89,15 @@ absl::Status PrepareSandbox(sandbox::Session& session, const SandboxPlan& plan,
     Transferred(events, f.path(), f.content().size());
   }
   for (int i = 0; i < sb.setup_commands_size(); ++i) {
+    // Where the agent loop runs upstream, its environment runs them before the agent starts.
+    if (sandbox::HostedAgent* hosted = session.hosted_agent()) {
+      absl::Status added = hosted->AddSetupCommand(sb.setup_commands(i));
+      if (!added.ok()) {
+        return absl::Status(added.code(),
+                            absl::StrCat("sandbox.setup_commands[", i, "]: ", added.message()));
+      }
+      continue;
+    }
     sandbox::ExecRequest req;
     req.argv = sandbox::ShellCommand(sb.setup_commands(i));
     req.timeout = plan.command_timeout;

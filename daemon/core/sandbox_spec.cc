@@ -26,7 +26,7 @@ absl::Time FromProto(const google::protobuf::Timestamp& t) {
 
 absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider,
                                        const v1::SandboxSpec& sb) {
-  if (provider.runs_commands() || sb.setup_commands().empty()) return absl::OkStatus();
+  if (provider.runs_setup_commands() || sb.setup_commands().empty()) return absl::OkStatus();
   return errors::InvalidArgument(absl::StrCat("sandbox.setup_commands: the '", provider.name(),
                                               "' provider runs commands only through the openai "
                                               "agent; leave them out, or use provider 'local'"));

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/cancel.h"
 #include "common/journal.h"
+#include "nlohmann/json.hpp"
 
 namespace sandgate::sandbox {
 
@@ -190,6 +192,34 @@ class HostedShell {
   virtual absl::Status MarkExpired(absl::string_view said, absl::string_view during) = 0;
 };
 
+// A capability of a session whose agent loop runs upstream together with its sandbox (the
+// `openai-agents` provider: an Agents API session on an openai_hosted environment). Upstream
+// makes the environment, with its files and setup commands, and starts the agent in one
+// request, so nothing exists upstream until the agent calls Run: files written and setup
+// commands added before then go into that request. Agents reach it through
+// Session::hosted_agent(), never by casting to a provider's class. Thread safe; lives as long
+// as its session.
+class HostedAgent {
+ public:
+  virtual ~HostedAgent() = default;
+  // A setup command the environment runs, in order, after its files and before the agent
+  // starts; a non-zero exit keeps the agent from starting. FAILED_PRECONDITION once Run began.
+  virtual absl::Status AddSetupCommand(std::string command) = 0;
+  struct Task {
+    std::string model;
+    std::string instructions;  // the agent's brief
+    std::string input;         // the user message that starts its first turn
+  };
+  // Called with each upstream event as it arrives (the stream's JSON). nullopt: keep
+  // following; a status: the run's outcome, and the end of the stream.
+  using OnEvent = std::function<std::optional<absl::Status>(const nlohmann::json& event)>;
+  // Creates the upstream session (journaled before) and follows its events until `on_event`
+  // returns a status, which Run returns. CANCELLED when `cancel` fired; UNAVAILABLE (or the
+  // API's error) when the stream broke for good. Once only.
+  virtual absl::Status Run(const Task& task, const OnEvent& on_event,
+                           const CancelToken& cancel) = 0;
+};
+
 // One live sandbox. Thread safe: Exec may run concurrently with Exec and file calls; Close
 // may be called from any thread, also while an Exec is running (which then ends cancelled).
 class Session {
@@ -232,6 +262,13 @@ class Session {
   // The session's hosted shell, when its commands run upstream; null when they run through
   // Exec (the default). Valid as long as the session.
   virtual HostedShell* hosted_shell() { return nullptr; }
+  // The session's hosted agent, when the agent loop runs upstream with the sandbox; null
+  // otherwise (the default). Valid as long as the session.
+  virtual HostedAgent* hosted_agent() { return nullptr; }
+  // Files the session itself keeps for the run's record (e.g. the upstream events as they
+  // arrived), readable by name through ReadFileTo beside the workspace's; collected with the
+  // playbook's artifacts. Default: none.
+  virtual std::vector<std::string> OwnArtifacts() const { return {}; }
   // Kills every process, releases every host resource and erases the journal record.
   // Idempotent.
   virtual absl::Status Close() = 0;
@@ -246,6 +283,14 @@ class Provider {
   // through the Responses API's shell tool (the openai agent), so requests that need Exec
   // there (another agent, setup commands) are refused before anything is made.
   virtual bool runs_commands() const { return true; }
+  // Whether a session's setup commands can run although Exec does not (they then go to the
+  // session's HostedAgent, which runs them upstream before the agent starts).
+  virtual bool runs_setup_commands() const { return runs_commands(); }
+  // OK when the provider can make a sandbox as `spec` asks; otherwise INVALID_ARGUMENT naming
+  // the request field (sandbox.memory_bytes, sandbox.network.allowed_domains[i], …) and what
+  // this provider takes instead. Checked before a run is accepted, so nothing is made for a
+  // request that cannot be honoured. Default: everything Create maps.
+  virtual absl::Status CheckSpec(const SessionSpec& /*spec*/) const { return absl::OkStatus(); }
   // Journals the session before creating anything. `cancel` may abort a slow creation.
   virtual absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                           const CancelToken* cancel) = 0;

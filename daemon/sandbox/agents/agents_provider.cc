@@ -1,0 +1,334 @@
+#include "sandbox/agents/agents_provider.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/errors.h"
+#include "common/log.h"
+#include "upstream/openai_transport.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kProvider[] = "openai-agents";
+constexpr char kKind[] = "agent_session";
+
+// Whether a create that failed with `status` may still have made a session upstream: its
+// answer was lost (a broken stream, a cut connection, a 5xx, a timeout), rather than refused.
+bool MayHaveLanded(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kResourceExhausted:  // a 429 the retries gave up on: not carried out
+      return upstream::IsBrokenStream(status);
+    default:
+      return true;
+  }
+}
+
+// Cancel first (deleting may abandon a running turn's outputs, and cleanup may finish
+// asynchronously upstream: §7), then delete; a session already gone counts as deleted.
+absl::Status CancelAndDelete(upstream::AgentsClient* client, const std::string& upstream_id,
+                             bool cancel_first) {
+  if (cancel_first) {
+    absl::Status cancelled = client->SendCancel(upstream_id);
+    if (!cancelled.ok() && cancelled.code() != absl::StatusCode::kNotFound) {
+      log::Warning("agents.cancel_failed",
+                   {{"agent_session", upstream_id}, {"error", cancelled.ToString()}});
+    }
+  }
+  absl::Status deleted = client->DeleteSession(upstream_id);
+  if (deleted.code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+  return deleted;
+}
+
+}  // namespace
+
+std::string AgentsSessionJournalId(const std::string& session_id) {
+  return absl::StrCat("openai-agents-session:", session_id);
+}
+
+AgentsSession::AgentsSession(upstream::AgentsClient* client, ResourceJournal* journal,
+                             std::string id, SessionSpec spec, AgentsProviderOptions options)
+    : client_(client),
+      journal_(journal),
+      id_(std::move(id)),
+      spec_(std::move(spec)),
+      warnings_(AgentsUnenforced(spec_)),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+
+AgentsSession::~AgentsSession() { Close().IgnoreError(); }
+
+JournalEntry AgentsSession::Entry(const std::string& upstream_id) const {
+  JournalEntry e;
+  e.id = AgentsSessionJournalId(id_);
+  e.provider = kProvider;
+  e.kind = kKind;
+  e.details = {{"session", id_}, {"requested_at_ms", absl::ToUnixMillis(clock_->Now())}};
+  if (!upstream_id.empty()) e.details["agent_session_id"] = upstream_id;
+  e.durable = true;  // an upstream session outlives this host's memory
+  return e;
+}
+
+absl::StatusOr<ExecResult> AgentsSession::Exec(const ExecRequest&, const OutputCallback&,
+                                               const CancelToken*) {
+  return absl::UnimplementedError(
+      "the openai-agents provider runs commands only inside the Agents API's own agent loop");
+}
+
+absl::Status AgentsSession::WriteFile(absl::string_view path, absl::string_view data,
+                                      int /*mode*/) {
+  if (path.empty() || path.front() == '/' || absl::StrContains(path, "..")) {
+    return errors::InvalidArgument(
+        absl::StrCat("'", path, "' is not a path relative to ", kAgentsWorkspace));
+  }
+  absl::MutexLock lock(&mu_);
+  if (started_ || closed_) {
+    return errors::FailedPrecondition(
+        "an Agents API environment's files are placed when it is made; it is made already");
+  }
+  files_.push_back({std::string(path), std::string(data)});
+  return absl::OkStatus();
+}
+
+absl::Status AgentsSession::AddSetupCommand(std::string command) {
+  absl::MutexLock lock(&mu_);
+  if (started_ || closed_) {
+    return errors::FailedPrecondition(
+        "an Agents API environment runs its setup commands when it is made; it is made already");
+  }
+  setup_.push_back(std::move(command));
+  return absl::OkStatus();
+}
+
+void AgentsSession::Keep(const json& raw) {
+  std::string line = raw.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (events_left_out_ > 0 || events_.size() + line.size() + 1 > options_.max_events_bytes) {
+    ++events_left_out_;
+    return;
+  }
+  absl::StrAppend(&events_, line, "\n");
+}
+
+absl::Status AgentsSession::Run(const Task& task, const OnEvent& on_event,
+                                const CancelToken& cancel) {
+  upstream::AgentSessionRequest req;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return errors::FailedPrecondition(absl::StrCat("session ", id_, " is closed"));
+    if (started_) {
+      return errors::FailedPrecondition(
+          "an Agents API session runs one agent task; this one has run");
+    }
+    started_ = true;
+    req.environment = EnvironmentFor(spec_, files_, setup_);
+    files_.clear();  // the request holds them now; inputs may be large
+  }
+  req.agent.model = task.model;
+  req.agent.instructions = task.instructions;
+  req.input = task.input;
+  req.metadata = {{"sandgate_session", id_}};
+  // Journaled before the create: a daemon killed from here on leaves a record to sweep.
+  absl::Status recorded = journal_->Record(Entry(""));
+  if (!recorded.ok()) {
+    return absl::Status(recorded.code(),
+                        absl::StrCat("journaling the Agents API session: ", recorded.message()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    may_exist_ = true;
+  }
+  std::optional<absl::Status> outcome;
+  upstream::AgentEventStreamState state;
+  const upstream::AgentEventCallback relay = [&](const upstream::AgentEvent& e,
+                                                 bool* stop) -> absl::Status {
+    json raw = e.raw.is_object() ? e.raw : json{{"value", e.raw}};
+    if (!raw.contains("type")) raw["type"] = e.type;
+    std::string learned;
+    {
+      absl::MutexLock lock(&mu_);
+      Keep(raw);
+      if (upstream_id_.empty() && !state.session_id.empty()) {
+        upstream_id_ = learned = state.session_id;
+      }
+    }
+    if (!learned.empty()) {
+      absl::Status st = journal_->Record(Entry(learned));
+      if (!st.ok()) {
+        log::Error("agents.journal_failed", {{"session", id_}, {"error", st.ToString()}});
+      }
+      log::Info("agents.session_created", {{"session", id_}, {"agent_session", learned}});
+    }
+    outcome = on_event(raw);
+    if (outcome.has_value()) *stop = true;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<upstream::AgentSession> created =
+      client_->CreateSessionStream(req, &state, relay, &cancel);
+  {
+    absl::MutexLock lock(&mu_);
+    if (upstream_id_.empty() && created.ok()) upstream_id_ = created->id;
+    if (upstream_id_.empty() && !created.ok() && !MayHaveLanded(created.status())) {
+      may_exist_ = false;  // refused outright: nothing was made
+    }
+    turn_over_ = outcome.has_value() && outcome->ok();
+  }
+  if (cancel.cancelled()) return errors::Cancelled(cancel.reason());
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat("the Agents API: ", created.status().message()));
+  }
+  if (!outcome.has_value()) {
+    // The create's stream ends once the session rests, which is after its turn (the fake's
+    // way; §7 is silent): ending before the turn did is not something to wait out.
+    return errors::Unavailable("the Agents API's event stream ended before the turn did");
+  }
+  return *outcome;
+}
+
+absl::StatusOr<upstream::AgentArtifact> AgentsSession::FindArtifact(absl::string_view path) {
+  std::string upstream_id;
+  {
+    absl::MutexLock lock(&mu_);
+    upstream_id = upstream_id_;
+  }
+  if (upstream_id.empty()) return errors::NotFound("artifact", path);
+  absl::StatusOr<std::vector<upstream::AgentArtifact>> all = client_->ListAllArtifacts(upstream_id);
+  if (!all.ok()) return all.status();
+  const std::string want = absl::StrCat(kAgentsOutputs, "/", path);
+  // Artifacts are immutable, published at each turn's end: the latest of a path wins.
+  std::optional<upstream::AgentArtifact> found;
+  for (upstream::AgentArtifact& a : *all) {
+    if (a.path != want) continue;
+    if (!found || a.created_at >= found->created_at) found = std::move(a);
+  }
+  if (!found) return errors::NotFound("artifact", want);
+  return *found;
+}
+
+absl::StatusOr<std::string> AgentsSession::ReadFile(absl::string_view path, uint64_t max_bytes) {
+  if (path == kAgentsEventsArtifact) {
+    absl::MutexLock lock(&mu_);
+    std::string out = events_;
+    if (events_left_out_ > 0) {
+      absl::StrAppend(&out,
+                      json{{"type", "sandgate.events_left_out"},
+                           {"count", events_left_out_},
+                           {"cap_bytes", options_.max_events_bytes}}
+                          .dump(),
+                      "\n");
+    }
+    if (out.size() > max_bytes) {
+      return errors::ResourceExhausted(
+          absl::StrCat(kAgentsEventsArtifact, " is ", out.size(), " bytes, above ", max_bytes));
+    }
+    return out;
+  }
+  absl::StatusOr<upstream::AgentArtifact> a = FindArtifact(path);
+  if (!a.ok()) return a.status();
+  std::string upstream_id;
+  {
+    absl::MutexLock lock(&mu_);
+    upstream_id = upstream_id_;
+  }
+  return client_->ArtifactContent(upstream_id, a->id, max_bytes);
+}
+
+absl::StatusOr<FileListing> AgentsSession::ListFiles(absl::string_view dir) {
+  std::string upstream_id;
+  {
+    absl::MutexLock lock(&mu_);
+    upstream_id = upstream_id_;
+  }
+  FileListing listing;
+  if (upstream_id.empty()) return listing;
+  absl::StatusOr<std::vector<upstream::AgentArtifact>> all = client_->ListAllArtifacts(upstream_id);
+  if (!all.ok()) return all.status();
+  const std::string prefix =
+      dir.empty() ? absl::StrCat(kAgentsOutputs, "/") : absl::StrCat(kAgentsOutputs, "/", dir, "/");
+  for (const upstream::AgentArtifact& a : *all) {
+    absl::string_view rel = a.path;
+    if (!absl::ConsumePrefix(&rel, prefix)) continue;
+    listing.entries.push_back({std::string(rel), FileType::kRegular,
+                               static_cast<uint64_t>(a.size_bytes > 0 ? a.size_bytes : 0), ""});
+  }
+  std::sort(listing.entries.begin(), listing.entries.end(),
+            [](const FileEntry& x, const FileEntry& y) { return x.path < y.path; });
+  return listing;
+}
+
+absl::Status AgentsSession::Close() {
+  absl::MutexLock serial(&close_mu_);
+  std::string upstream_id;
+  bool may_exist, turn_over;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::OkStatus();
+    closed_ = true;
+    if (!started_) return absl::OkStatus();  // nothing was made or journaled
+    upstream_id = upstream_id_;
+    may_exist = may_exist_;
+    turn_over = turn_over_;
+  }
+  if (upstream_id.empty()) {
+    if (may_exist) {
+      return errors::Unavailable(absl::StrCat(
+          "the Agents API session of ", id_,
+          " may have been created although its create failed, and its id was never learned; "
+          "its journal entry stays"));
+    }
+    return journal_->Erase(AgentsSessionJournalId(id_));
+  }
+  absl::Status gone = CancelAndDelete(client_, upstream_id, !turn_over);
+  if (!gone.ok()) {
+    return absl::Status(gone.code(), absl::StrCat("deleting Agents API session ", upstream_id, ": ",
+                                                  gone.message()));
+  }
+  log::Info("agents.session_deleted", {{"session", id_}, {"agent_session", upstream_id}});
+  return journal_->Erase(AgentsSessionJournalId(id_));
+}
+
+absl::StatusOr<std::unique_ptr<AgentsProvider>> AgentsProvider::Create(
+    upstream::AgentsClient* client, ResourceJournal* journal, AgentsProviderOptions options) {
+  if (client == nullptr || journal == nullptr) {
+    return errors::InvalidArgument("openai-agents provider: a client and a journal are required");
+  }
+  return std::unique_ptr<AgentsProvider>(new AgentsProvider(client, journal, std::move(options)));
+}
+
+absl::StatusOr<std::unique_ptr<Session>> AgentsProvider::Create(const SessionSpec& spec,
+                                                                const CancelToken* /*cancel*/) {
+  absl::Status ok = CheckAgentsSpec(spec);
+  if (!ok.ok()) return ok;
+  SessionSpec kept = spec;
+  kept.on_network_decision = nullptr;  // there is no proxy of ours to report
+  return std::unique_ptr<Session>(
+      new AgentsSession(client_, journal_, spec.id, std::move(kept), options_));
+}
+
+absl::Status AgentsProvider::Sweep(const JournalEntry& entry) {
+  const std::string upstream_id = entry.details.value("agent_session_id", "");
+  if (upstream_id.empty()) {
+    return errors::NotFound(
+        "Agents API session",
+        absl::StrCat("of ", entry.details.value("session", "?"),
+                     " (its id was never learned: the daemon stopped while creating it; look for "
+                     "metadata sandgate_session=",
+                     entry.details.value("session", "?"), ")"));
+  }
+  absl::Status gone = CancelAndDelete(client_, upstream_id, /*cancel_first=*/true);
+  if (!gone.ok()) return gone;
+  return journal_->Erase(entry.id);
+}
+
+}  // namespace sandgate::sandbox

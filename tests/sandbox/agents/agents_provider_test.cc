@@ -1,0 +1,138 @@
+// The openai-agents provider against the fake OpenAI server: nothing is made upstream until the
+// agent runs; the session is journaled before its create and its id recorded; files after the
+// create are refused; Close and Sweep cancel and delete; an entry whose id was never learned is
+// kept and reported.
+#include "sandbox/agents/agents_provider.h"
+
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/fake_credentials.h"
+#include "tests/fakes/fake_journal.h"
+#include "tests/fakes/openai/fake_openai_server.h"
+#include "upstream/curl_http_client.h"
+#include "upstream/retry.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+class AgentsProviderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fake_.Start());
+    upstream::RetryOptions ro;
+    ro.sleep = [](absl::Duration, const CancelToken*) { return false; };
+    http_ = std::make_unique<upstream::RetryingHttpClient>(&curl_, ro);
+    client_ = std::make_unique<upstream::AgentsClient>(http_.get(), &creds_, fake_.base_url());
+    provider_ = *AgentsProvider::Create(client_.get(), &journal_);
+  }
+  void TearDown() override { EXPECT_EQ(fake_.State()["agents"]["sessions"], json::array()); }
+
+  std::unique_ptr<Session> Make(const std::string& id) {
+    SessionSpec spec;
+    spec.id = id;
+    spec.memory_bytes = 1ull << 30;
+    absl::StatusOr<std::unique_ptr<Session>> s = provider_->Create(spec, nullptr);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return std::move(*s);
+  }
+
+  // Runs the scripted agent's input `$ <command>` and stops at the turn's end.
+  absl::Status RunCommand(Session& s, const std::string& command) {
+    CancelToken cancel;
+    return s.hosted_agent()->Run(
+        {"fake-model", "brief", "$ " + command},
+        [](const json& e) -> std::optional<absl::Status> {
+          if (e.value("type", "") == "agent.session.turn.completed") return absl::OkStatus();
+          return std::nullopt;
+        },
+        cancel);
+  }
+
+  testing::FakeOpenAiServer fake_{"sk-agents-provider-test"};
+  upstream::CurlHttpClient curl_;
+  testing::FakeCredentials creds_{"sk-agents-provider-test"};
+  std::unique_ptr<upstream::RetryingHttpClient> http_;
+  std::unique_ptr<upstream::AgentsClient> client_;
+  testing::FakeJournal journal_;
+  std::unique_ptr<AgentsProvider> provider_;
+};
+
+TEST_F(AgentsProviderTest, NothingIsMadeOrJournaledBeforeTheAgentRuns) {
+  std::unique_ptr<Session> s = Make("s-idle");
+  ASSERT_TRUE(s->WriteFile("in.txt", "hello\n", 0644).ok());
+  ASSERT_TRUE(s->hosted_agent()->AddSetupCommand("true").ok());
+  EXPECT_EQ(s->Exec({}, nullptr, nullptr).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(s->Close().ok());
+  EXPECT_TRUE(journal_.List()->empty());
+  EXPECT_EQ(fake_.State()["requests"], json::array());
+}
+
+TEST_F(AgentsProviderTest, RunJournalsCreatesAndCloseDeletes) {
+  std::unique_ptr<Session> s = Make("s-run");
+  ASSERT_TRUE(s->WriteFile("in.txt", "hello\n", 0644).ok());
+  ASSERT_TRUE(s->hosted_agent()->AddSetupCommand("mkdir -p /workspace/outputs").ok());
+  ASSERT_TRUE(RunCommand(*s, "wc -l < /workspace/in.txt > /workspace/outputs/count.txt").ok());
+  std::vector<JournalEntry> entries = *journal_.List();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].id, AgentsSessionJournalId("s-run"));
+  EXPECT_EQ(entries[0].kind, "agent_session");
+  EXPECT_TRUE(entries[0].durable);
+  EXPECT_FALSE(entries[0].details.value("agent_session_id", "").empty());
+  // After the create, the environment's files and setup are fixed.
+  EXPECT_EQ(s->WriteFile("late.txt", "x", 0644).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->hosted_agent()->AddSetupCommand("true").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*s->ReadFile("count.txt", 100), "1\n");
+  EXPECT_EQ(s->ReadFile("count.txt", 1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s->ReadFile("absent.txt", 100).status().code(), absl::StatusCode::kNotFound);
+  FileListing listing = *s->ListFiles("");
+  ASSERT_EQ(listing.entries.size(), 1u);
+  EXPECT_EQ(listing.entries[0].path, "count.txt");
+  EXPECT_THAT(*s->ReadFile(kAgentsEventsArtifact, 1 << 20),
+              HasSubstr("\"agent.session.turn.completed\""));
+  EXPECT_EQ(s->hosted_agent()->Run({}, nullptr, CancelToken()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(s->Close().ok());
+  EXPECT_TRUE(journal_.List()->empty());
+}
+
+TEST_F(AgentsProviderTest, SweepCancelsAndDeletesWhatAKilledDaemonLeft) {
+  std::unique_ptr<Session> s = Make("s-left");
+  ASSERT_TRUE(RunCommand(*s, "true").ok());
+  std::vector<JournalEntry> entries = *journal_.List();
+  ASSERT_EQ(entries.size(), 1u);
+  // As if the daemon were killed before closing it: the next one sweeps the entry.
+  EXPECT_EQ(fake_.State()["agents"]["sessions"].size(), 1u);
+  EXPECT_TRUE(provider_->Sweep(entries[0]).ok());
+  EXPECT_TRUE(journal_.List()->empty());
+  EXPECT_TRUE(provider_->Sweep(entries[0]).ok()) << "already gone counts as deleted";
+  EXPECT_TRUE(s->Close().ok()) << "already gone counts as deleted";
+
+  // An entry whose create never answered: it cannot be found, so it is reported and kept.
+  JournalEntry lost = entries[0];
+  lost.details.erase("agent_session_id");
+  ASSERT_TRUE(journal_.Record(lost).ok());
+  absl::Status st = provider_->Sweep(lost);
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(st.message(), HasSubstr("metadata sandgate_session=s-left"));
+  EXPECT_TRUE(journal_.Has(lost.id));
+}
+
+TEST_F(AgentsProviderTest, WhatTheApiCannotDoIsRefusedAtCreate) {
+  SessionSpec spec;
+  spec.id = "s-bad";
+  spec.memory_bytes = 2ull << 30;
+  EXPECT_EQ(provider_->CheckSpec(spec).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(provider_->Create(spec, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(provider_->runs_commands());
+  EXPECT_TRUE(provider_->runs_setup_commands());
+}
+
+}  // namespace
+}  // namespace sandgate::sandbox
