@@ -40,6 +40,8 @@ struct RunManagerDeps {
   SessionManager* sessions = nullptr;  // null: runs with a session_id are refused
   SandboxBudget* budget = nullptr;     // required; shared with the SessionManager
   Metrics* metrics = nullptr;          // may be null
+  // What the start-up sweep lists: this replica's entries (core/replica.h); null = the store's.
+  ResourceJournal* journal = nullptr;
 };
 
 // One run from Start to Finish. Shared by the RunManager's table of active runs, the run's
