@@ -13,6 +13,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libsqlite3-dev libseccomp-dev libexpat1-dev
+  libpq-dev postgresql
   bubblewrap python3 python3-grpcio procps
   clang clang-format
 )

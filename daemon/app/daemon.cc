@@ -28,6 +28,7 @@
 #include "server/metrics_http.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 #include "upstream/credentials.h"
 #include "upstream/curl_http_client.h"
@@ -98,11 +99,32 @@ std::unique_ptr<Upstream> MakeUpstream(const core::UpstreamConfig& c, const std:
   return u;
 }
 
+// The state store the config names: SQLite in state_dir (one daemon), or the PostgreSQL
+// database replicas share. `postgres` is set to the latter's pool, for the parts that keep
+// their own tables there.
+absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const core::Config& c,
+                                                        store::PostgresDatabase** postgres) {
+  if (c.store.type != "postgres") {
+    SANDGATE_ASSIGN_OR_RETURN(auto sqlite, store::SqliteStore::Open(c.state_dir + "/state.db"));
+    return std::unique_ptr<store::Store>(std::move(sqlite));
+  }
+  store::PostgresOptions o;
+  o.dsn = c.store.dsn;
+  o.pool_size = static_cast<int>(c.store.pool_size);
+  if (!c.store.password_file.empty()) {
+    SANDGATE_ASSIGN_OR_RETURN(o.password, store::ReadPasswordFile(c.store.password_file));
+  }
+  SANDGATE_ASSIGN_OR_RETURN(auto pg, store::PostgresStore::Open(o));
+  *postgres = &pg->database();
+  return std::unique_ptr<store::Store>(std::move(pg));
+}
+
 }  // namespace
 
 struct Daemon::Parts {
   core::Config config;
-  std::unique_ptr<store::SqliteStore> store;
+  std::unique_ptr<store::Store> store;
+  store::PostgresDatabase* postgres = nullptr;  // store's pool when store.type is postgres
   std::unique_ptr<store::ArtifactStore> artifacts;
   std::unique_ptr<core::EventLog> events;
   std::unique_ptr<sandbox::BwrapProvider> local;
@@ -138,7 +160,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->config = std::move(config);
   const core::Config& c = p->config;
   SANDGATE_RETURN_IF_ERROR(MakeDir(c.state_dir, 0700));
-  SANDGATE_ASSIGN_OR_RETURN(p->store, store::SqliteStore::Open(c.state_dir + "/state.db"));
+  SANDGATE_ASSIGN_OR_RETURN(p->store, OpenStore(c, &p->postgres));
   SANDGATE_ASSIGN_OR_RETURN(p->artifacts, store::ArtifactStore::Open(c.state_dir + "/artifacts"));
   p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real());
   SANDGATE_ASSIGN_OR_RETURN(p->audit,

@@ -208,6 +208,54 @@ absl::Status ReadWarmShape(const json& v, const std::string& where, WarmPoolShap
   return absl::OkStatus();
 }
 
+absl::Status ReadStore(const json& v, StoreConfig* s) {
+  ObjectReader r(v, "store");
+  r.On("type", String(&s->type));
+  r.On("dsn", String(&s->dsn));
+  r.On("password_file", String(&s->password_file));
+  r.On("pool_size", Whole(&s->pool_size, 1));
+  SANDGATE_RETURN_IF_ERROR(r.Run());
+  if (s->type == "sqlite") {
+    if (!s->dsn.empty() || !s->password_file.empty()) {
+      return errors::InvalidArgument(
+          "store.dsn, store.password_file: only for type postgres (sqlite keeps "
+          "state_dir/state.db)");
+    }
+    return absl::OkStatus();
+  }
+  if (s->type != "postgres") {
+    return errors::InvalidArgument(
+        absl::StrCat("store.type: expected sqlite or postgres, got '", s->type, "'"));
+  }
+  if (s->dsn.empty()) {
+    return errors::InvalidArgument(
+        "store.dsn: required for type postgres (e.g. \"host=/run/postgresql dbname=sandgate "
+        "user=sandgate\")");
+  }
+  // The DSN is not parsed here (libpq does, at start, and refuses a password in it there
+  // too); this catches the plain mistake early, naming the key and never echoing the value.
+  const std::string lower = absl::AsciiStrToLower(s->dsn);
+  const size_t scheme = lower.find("://");
+  const size_t at = lower.find('@');
+  const bool uri_password =
+      scheme != std::string::npos && at != std::string::npos &&
+      lower.substr(scheme + 3, at - scheme - 3).find(':') != std::string::npos;
+  // The keyword, not the word: a user may be called sg_password_user.
+  bool keyword = false;
+  for (size_t at_kw = lower.find("password"); at_kw != std::string::npos && !keyword;
+       at_kw = lower.find("password", at_kw + 1)) {
+    const size_t next = lower.find_first_not_of(" \t", at_kw + 8);
+    const bool starts =
+        at_kw == 0 || std::string(" \t?&").find(lower[at_kw - 1]) != std::string::npos;
+    keyword = starts && next != std::string::npos && lower[next] == '=';
+  }
+  if (keyword || uri_password) {
+    return errors::InvalidArgument(
+        "store.dsn: must not hold a password (password=…); put it in store.password_file");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin) {
@@ -217,6 +265,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
   ObjectReader r(doc, "");
   r.On("listen", String(&c.listen));
   r.On("state_dir", String(&c.state_dir));
+  r.On("store",
+       [&c](const json& v, const std::string&) -> absl::Status { return ReadStore(v, &c.store); });
   r.On("log_level", String(&c.log_level));
   r.On("metrics_listen", String(&c.metrics_listen));
   r.On("retention_hours", [&c](const json& v, const std::string& where) -> absl::Status {

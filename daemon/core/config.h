@@ -97,10 +97,24 @@ struct ReplicaConfig {
   absl::Duration renew_interval = absl::Seconds(5);  // at most half of lease_period
 };
 
+// Where the daemon keeps its state ("store" in the file). SQLite (one daemon, no database
+// server) is the default; PostgreSQL is for several replicas sharing one database.
+struct StoreConfig {
+  std::string type = "sqlite";  // "sqlite": state_dir/state.db; "postgres"
+  // postgres: a libpq connection string without a password, e.g.
+  // "host=/run/postgresql dbname=sandgate user=sandgate".
+  std::string dsn;
+  // postgres: the file holding the password (no group or other access); "" = none (peer or
+  // trust authentication). The password never appears in the config or the DSN.
+  std::string password_file;
+  uint32_t pool_size = 8;  // postgres connections kept open
+};
+
 struct Config {
   // "unix:/path" or "tcp:host:port" (e.g. "tcp:127.0.0.1:7443", port 0 = any free port).
   std::string listen = "unix:/run/sandgate/sandgated.sock";
   std::string state_dir = "/var/lib/sandgate";
+  StoreConfig store;
   std::string log_level = "info";
   std::string metrics_listen;         // "127.0.0.1:9464" serves GET /metrics; "" = off
   std::vector<TenantConfig> tenants;  // empty = one "local" tenant, Unix socket only

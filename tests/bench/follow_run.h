@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <string>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
@@ -26,6 +27,23 @@ inline v1::RunFinished FollowToFinish(v1::Sandgate::Stub& stub, const std::strin
   }
   reader->Finish();
   return finished;
+}
+
+// One RunAnalysis of the sample statements `csv` (reference agent), followed until
+// run.finished. Milliseconds, or -1 when it failed or did not succeed.
+inline double TimeSampleRun(v1::Sandgate::Stub& stub, const std::string& csv) {
+  const auto start = std::chrono::steady_clock::now();
+  v1::RunAnalysisRequest req;
+  auto* in = req.add_inputs();
+  in->set_name("northstar_cloud_financial_statements.csv");
+  in->set_content(csv);
+  v1::Run run;
+  grpc::ClientContext ctx;
+  if (!stub.RunAnalysis(&ctx, req, &run).ok()) return -1;
+  const bool ok = FollowToFinish(stub, run.id()).status() == v1::RUN_STATUS_SUCCEEDED;
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return ok ? ms : -1;
 }
 
 }  // namespace sandgate::bench

@@ -38,22 +38,6 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// One RunAnalysis, followed until run.finished. Returns milliseconds, or -1 on failure.
-double OneRun(sandgate::v1::Sandgate::Stub& stub, const std::string& csv) {
-  auto start = Clock::now();
-  sandgate::v1::RunAnalysisRequest req;
-  auto* in = req.add_inputs();
-  in->set_name("northstar_cloud_financial_statements.csv");
-  in->set_content(csv);
-  sandgate::v1::Run run;
-  grpc::ClientContext ctx;
-  if (!stub.RunAnalysis(&ctx, req, &run).ok()) return -1;
-  const bool ok = sandgate::bench::FollowToFinish(stub, run.id()).status() ==
-                  sandgate::v1::RUN_STATUS_SUCCEEDED;
-  double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  return ok ? ms : -1;
-}
-
 // The same two commands the reference agent runs, straight under bwrap.
 double OneBare(const std::string& dir) {
   auto start = Clock::now();
@@ -106,12 +90,12 @@ int main(int argc, char** argv) {
   auto stub = sandgate::v1::Sandgate::NewStub(
       grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
 
-  OneRun(*stub, csv);  // warm-up: page cache, first sandbox
+  sandgate::bench::TimeSampleRun(*stub, csv);  // warm-up: page cache, first sandbox
   OneBare(inputs);
   std::vector<double> runs, bare;
   int failures = 0;
   for (int i = 0; i < iterations; ++i) {
-    double r = OneRun(*stub, csv);
+    double r = sandgate::bench::TimeSampleRun(*stub, csv);
     double b = OneBare(inputs);
     if (r < 0 || b < 0) {
       ++failures;

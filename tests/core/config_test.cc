@@ -189,6 +189,52 @@ TEST(ConfigTest, WarmPoolBeyondTheMachineIsRefused) {
   EXPECT_NE(ValidateConfig(*big).message().find("warm_pool[0]: a limit above"), std::string::npos);
 }
 
+// The store: SQLite by default (unchanged: state_dir/state.db), PostgreSQL by DSN and a
+// password file; a password in the DSN is refused naming the key, never echoed.
+TEST(ConfigTest, StoreIsSqliteByDefaultOrPostgresWithADsnAndAPasswordFile) {
+  auto def = ParseConfig("{}", "t.json");
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->store.type, "sqlite");
+  auto pg = ParseConfig(R"({"store": {"type": "postgres",
+      "dsn": "host=/run/postgresql dbname=sandgate user=sandgate",
+      "password_file": "/etc/sandgate/pg-password", "pool_size": 4}})",
+                        "t.json");
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  EXPECT_EQ(pg->store.type, "postgres");
+  EXPECT_EQ(pg->store.dsn, "host=/run/postgresql dbname=sandgate user=sandgate");
+  EXPECT_EQ(pg->store.password_file, "/etc/sandgate/pg-password");
+  EXPECT_EQ(pg->store.pool_size, 4u);
+  EXPECT_TRUE(
+      ParseConfig(R"({"store": {"type": "postgres", "dsn": "user=sg_password_user"}})", "t.json")
+          .ok())
+      << "a user named after the word is not a password";
+  struct Case {
+    std::string text, expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"store": {"type": "mysql"}})", "store.type: expected sqlite or postgres"},
+           {R"({"store": {"type": "postgres"}})", "store.dsn: required for type postgres"},
+           {R"({"store": {"dsn": "dbname=x"}})", "store.dsn, store.password_file: only for"},
+           {R"({"store": {"type": "postgres", "dsn": "dbname=x password=s3cret"}})",
+            "store.dsn: must not hold a password"},
+           {R"({"store": {"type": "postgres", "dsn": "postgresql://u:s3cret@db/x"}})",
+            "store.dsn: must not hold a password"},
+           {R"({"store": {"type": "postgres", "dsn": "postgresql://db/x?password=s3cret"}})",
+            "store.dsn: must not hold a password"},
+           {R"({"store": {"type": "postgres", "dsn": "dbname=x password =s3cret"}})",
+            "store.dsn: must not hold a password"},
+           {R"({"store": {"type": "postgres", "dsn": "dbname=x", "pool_size": 0}})",
+            "store.pool_size: out of range"},
+           {R"({"store": {"kind": "postgres"}})", "store.kind: unknown key"},
+       }) {
+    auto parsed = ParseConfig(c.text, "cfg.json");
+    ASSERT_FALSE(parsed.ok()) << c.text;
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.expect))
+        << "'" << parsed.status().message() << "' should contain '" << c.expect << "'";
+    EXPECT_FALSE(absl::StrContains(parsed.status().message(), "s3cret")) << parsed.status();
+  }
+}
+
 }  // namespace
 }  // namespace sandgate::core
 

@@ -1,0 +1,351 @@
+#include "store/postgres_store.h"
+
+#include <limits>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "store/postgres_schema.h"
+
+namespace sandgate::store {
+namespace {
+
+// A multi-row INSERT of this many events is one statement (3 parameters each, far below
+// the protocol's 65535); a larger batch is several inside one transaction.
+constexpr size_t kEventsPerStatement = 1000;
+// bytea's own ceiling.
+constexpr size_t kMaxRowBytes = (1u << 30) - 1;
+
+template <typename Message>
+absl::StatusOr<Message> Parse(absl::string_view bytes, absl::string_view what) {
+  Message m;
+  if (!m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return errors::Internal(absl::StrCat("corrupt ", what, " row"));
+  }
+  return m;
+}
+
+// Every row's column `col` parsed as a Message, in order.
+template <typename Message>
+absl::StatusOr<std::vector<Message>> Collect(const PgResult& r, int col, absl::string_view what) {
+  std::vector<Message> out;
+  out.reserve(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    SANDGATE_ASSIGN_OR_RETURN(Message m, Parse<Message>(r.Bytes(i, col), what));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+int64_t UnixNanos(bool has, const google::protobuf::Timestamp& t) {
+  return has ? t.seconds() * 1000000000LL + t.nanos() : 0;
+}
+
+// The SQL of one multi-row event insert of n rows.
+const std::string& InsertEventsSql(size_t n) {
+  static const std::vector<std::string>* const kSql = [] {
+    auto* all = new std::vector<std::string>(kEventsPerStatement + 1);
+    std::string values;
+    for (size_t i = 1; i <= kEventsPerStatement; ++i) {
+      absl::StrAppend(&values, i > 1 ? "," : "", "($", 3 * i - 2, ",$", 3 * i - 1, ",$", 3 * i,
+                      ")");
+      (*all)[i] = absl::StrCat("INSERT INTO events(run_id, seq, proto) VALUES ", values);
+    }
+    return all;
+  }();
+  return (*kSql)[n];
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const PostgresOptions& options) {
+  SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<PostgresDatabase> db, PostgresDatabase::Open(options));
+  SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, kStoreComponent, StoreMigrations()));
+  return std::unique_ptr<PostgresStore>(new PostgresStore(std::move(db)));
+}
+
+absl::Status PostgresStore::PutRecord(PgConnection& conn, const char* table, const char* kind,
+                                      const std::string& id, const std::string& tenant,
+                                      const std::string& key, int64_t status, int64_t ended_ns,
+                                      std::string proto, const std::string* request_sha256) {
+  const std::string sql =
+      absl::StrCat("INSERT INTO ", table,
+                   "(id, tenant, idempotency_key, status, ended_ns, proto, request_sha256) "
+                   "VALUES($1, $2, $3, $4, NULLIF($5::bigint, 0), $6, $7)",
+                   request_sha256 ? ""
+                                  : " ON CONFLICT(id) DO UPDATE SET status = excluded.status, "
+                                    "ended_ns = excluded.ended_ns, proto = excluded.proto");
+  PgParams p;
+  p.Text(id).Text(tenant).Text(key).Int(status).Int(ended_ns).Bytes(std::move(proto));
+  p.Text(request_sha256 ? *request_sha256 : std::string());
+  absl::Status st = conn.Run(absl::StrCat("put ", kind), sql.c_str(), p);
+  if (st.code() == absl::StatusCode::kAlreadyExists) {
+    return errors::AlreadyExists(absl::StrCat(kind, " idempotency key"), key);
+  }
+  return st;
+}
+
+absl::StatusOr<std::optional<KeyedRecord>> PostgresStore::FindByKey(const char* table,
+                                                                    const std::string& tenant,
+                                                                    const std::string& key) {
+  const std::string sql = absl::StrCat("SELECT id, request_sha256 FROM ", table,
+                                       " WHERE tenant = $1 AND idempotency_key = $2");
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("find by key"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r, conn->Exec("find by key", sql.c_str(), PgParams().Text(tenant).Text(key)));
+  if (r.rows() == 0) return std::optional<KeyedRecord>();
+  return std::optional<KeyedRecord>(KeyedRecord{r.Text(0, 0), r.Text(0, 1)});
+}
+
+absl::Status PostgresStore::CreateRun(const v1::Run& run, const std::string& request_sha256) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("create run"));
+  return PutRecord(*conn, "runs", "run", run.id(), run.tenant(), run.idempotency_key(),
+                   run.status(), UnixNanos(run.has_finished_at(), run.finished_at()),
+                   run.SerializeAsString(), &request_sha256);
+}
+
+absl::Status PostgresStore::PutRun(const v1::Run& run) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("put run"));
+  SANDGATE_RETURN_IF_ERROR(PutRecord(
+      *conn, "runs", "run", run.id(), run.tenant(), run.idempotency_key(), run.status(),
+      UnixNanos(run.has_finished_at(), run.finished_at()), run.SerializeAsString(), nullptr));
+  if (run.status() == v1::RUN_STATUS_QUEUED) return absl::OkStatus();
+  return conn->Run("delete run request", "DELETE FROM run_requests WHERE run_id = $1",
+                   PgParams().Text(run.id()));
+}
+
+absl::StatusOr<v1::Run> PostgresStore::GetRun(const std::string& run_id) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("get run"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec("get run", "SELECT proto FROM runs WHERE id = $1", PgParams().Text(run_id)));
+  if (r.rows() == 0) return errors::NotFound("run", run_id);
+  return Parse<v1::Run>(r.Bytes(0, 0), "run");
+}
+
+absl::Status PostgresStore::PutRunRequest(const std::string& run_id,
+                                          const v1::RunAnalysisRequest& request) {
+  const size_t size = request.ByteSizeLong();
+  if (size > kMaxRowBytes) {
+    return errors::InvalidArgument(
+        absl::StrCat("run request: ", size, " bytes is too large to keep"));
+  }
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("put run request"));
+  return conn->Run("put run request",
+                   "INSERT INTO run_requests(run_id, proto) VALUES($1, $2) "
+                   "ON CONFLICT(run_id) DO UPDATE SET proto = excluded.proto",
+                   PgParams().Text(run_id).Bytes(request.SerializeAsString()));
+}
+
+absl::StatusOr<v1::RunAnalysisRequest> PostgresStore::GetRunRequest(const std::string& run_id) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("get run request"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r, conn->Exec("get run request", "SELECT proto FROM run_requests WHERE run_id = $1",
+                             PgParams().Text(run_id)));
+  if (r.rows() == 0) return errors::NotFound("request of run", run_id);
+  return Parse<v1::RunAnalysisRequest>(r.Bytes(0, 0), "run request");
+}
+
+absl::StatusOr<RunPage> PostgresStore::ListRuns(const std::string& tenant, uint32_t page_size,
+                                                const std::string& page_token) {
+  int64_t before = std::numeric_limits<int64_t>::max();
+  if (!page_token.empty() && (!absl::SimpleAtoi(page_token, &before) || before <= 0)) {
+    return errors::InvalidArgument(
+        absl::StrCat("page_token: not a token from ListRuns: '", page_token, "'"));
+  }
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list runs"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r, conn->Exec("list runs",
+                             "SELECT n, proto FROM runs WHERE ($1 = '' OR tenant = $1) AND n < $2 "
+                             "ORDER BY n DESC LIMIT $3",
+                             PgParams().Text(tenant).Int(before).Int(int64_t{page_size} + 1)));
+  RunPage page;
+  for (int i = 0; i < r.rows(); ++i) {
+    if (page.runs.size() == page_size) {
+      page.next_page_token = absl::StrCat(r.Int(i - 1, 0));
+      break;
+    }
+    SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Parse<v1::Run>(r.Bytes(i, 1), "run"));
+    page.runs.push_back(std::move(run));
+  }
+  return page;
+}
+
+absl::StatusOr<std::optional<KeyedRecord>> PostgresStore::FindRunByIdempotencyKey(
+    const std::string& tenant, const std::string& key) {
+  return FindByKey("runs", tenant, key);
+}
+
+absl::StatusOr<std::vector<v1::Run>> PostgresStore::ListUnfinishedRuns() {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list unfinished runs"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r, conn->Exec("list unfinished runs",
+                             "SELECT proto FROM runs WHERE status IN ($1, $2) ORDER BY n",
+                             PgParams().Int(v1::RUN_STATUS_QUEUED).Int(v1::RUN_STATUS_RUNNING)));
+  return Collect<v1::Run>(r, 0, "run");
+}
+
+absl::Status PostgresStore::CreateSession(const v1::Session& session,
+                                          const std::string& request_sha256) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("create session"));
+  return PutRecord(*conn, "sessions", "session", session.id(), session.tenant(),
+                   session.idempotency_key(), session.status(),
+                   UnixNanos(session.has_closed_at(), session.closed_at()),
+                   session.SerializeAsString(), &request_sha256);
+}
+
+absl::Status PostgresStore::PutSession(const v1::Session& session) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("put session"));
+  return PutRecord(*conn, "sessions", "session", session.id(), session.tenant(),
+                   session.idempotency_key(), session.status(),
+                   UnixNanos(session.has_closed_at(), session.closed_at()),
+                   session.SerializeAsString(), nullptr);
+}
+
+absl::StatusOr<v1::Session> PostgresStore::GetSession(const std::string& session_id) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("get session"));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                            conn->Exec("get session", "SELECT proto FROM sessions WHERE id = $1",
+                                       PgParams().Text(session_id)));
+  if (r.rows() == 0) return errors::NotFound("session", session_id);
+  return Parse<v1::Session>(r.Bytes(0, 0), "session");
+}
+
+absl::StatusOr<std::vector<v1::Session>> PostgresStore::ListSessions(const std::string& tenant,
+                                                                     bool include_closed) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list sessions"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r, conn->Exec("list sessions",
+                             "SELECT proto FROM sessions WHERE ($1 = '' OR tenant = $1) "
+                             "AND ($2::boolean OR status = $3) ORDER BY n DESC LIMIT 1000",
+                             PgParams()
+                                 .Text(tenant)
+                                 .Text(include_closed ? "true" : "false")
+                                 .Int(v1::SESSION_STATUS_ACTIVE)));
+  return Collect<v1::Session>(r, 0, "session");
+}
+
+absl::StatusOr<std::optional<KeyedRecord>> PostgresStore::FindSessionByIdempotencyKey(
+    const std::string& tenant, const std::string& key) {
+  return FindByKey("sessions", tenant, key);
+}
+
+absl::StatusOr<std::vector<std::string>> PostgresStore::PurgeBefore(absl::Time cutoff) {
+  const int64_t cutoff_ns = absl::ToUnixNanos(cutoff);
+  std::vector<std::string> runs;
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("purge"));
+  // Each table's rows go with their events in one statement (the CTEs all run); both in
+  // one transaction, so a run is never left without its log or the other way round.
+  SANDGATE_RETURN_IF_ERROR(conn->Transaction("purge", [&]() -> absl::Status {
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult gone,
+        conn->Exec(
+            "purge runs",
+            "WITH gone AS (DELETE FROM runs WHERE status NOT IN ($1, $2) AND ended_ns < $3 "
+            "RETURNING id), "
+            "e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM gone)), "
+            "q AS (DELETE FROM run_requests WHERE run_id IN (SELECT id FROM gone)) "
+            "SELECT id FROM gone",
+            PgParams().Int(v1::RUN_STATUS_QUEUED).Int(v1::RUN_STATUS_RUNNING).Int(cutoff_ns)));
+    for (int i = 0; i < gone.rows(); ++i) runs.push_back(gone.Text(i, 0));
+    return conn->Run("purge sessions",
+                     "WITH gone AS (DELETE FROM sessions WHERE status <> $1 AND ended_ns < $2 "
+                     "RETURNING id) "
+                     "DELETE FROM events WHERE run_id IN (SELECT id FROM gone)",
+                     PgParams().Int(v1::SESSION_STATUS_ACTIVE).Int(cutoff_ns));
+  }));
+  return runs;
+}
+
+absl::Status PostgresStore::InsertEvents(PgConnection& conn, const v1::Event* events, size_t n) {
+  PgParams p;
+  for (size_t i = 0; i < n; ++i) {
+    p.Text(events[i].run_id()).Int(events[i].seq()).Bytes(events[i].SerializeAsString());
+  }
+  return conn.Run("append events", InsertEventsSql(n).c_str(), p);
+}
+
+absl::Status PostgresStore::AppendEvent(const v1::Event& event) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("append event"));
+  return InsertEvents(*conn, &event, 1);
+}
+
+absl::Status PostgresStore::AppendEvents(const std::vector<v1::Event>& events) {
+  if (events.empty()) return absl::OkStatus();
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("append events"));
+  // One statement is its own transaction: a burst costs one round trip and one commit.
+  if (events.size() <= kEventsPerStatement) {
+    return InsertEvents(*conn, events.data(), events.size());
+  }
+  return conn->Transaction("append events", [&]() -> absl::Status {
+    for (size_t i = 0; i < events.size(); i += kEventsPerStatement) {
+      SANDGATE_RETURN_IF_ERROR(
+          InsertEvents(*conn, &events[i], std::min(kEventsPerStatement, events.size() - i)));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<v1::Event>> PostgresStore::ReadEvents(const std::string& run_id,
+                                                                 int64_t after_seq,
+                                                                 uint32_t limit) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("read events"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec("read events",
+                 "SELECT proto FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                 PgParams().Text(run_id).Int(after_seq).Int(limit)));
+  return Collect<v1::Event>(r, 0, "event");
+}
+
+absl::StatusOr<int64_t> PostgresStore::LastSeq(const std::string& run_id) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("last seq"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec("last seq", "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = $1",
+                 PgParams().Text(run_id)));
+  return r.Int(0, 0);
+}
+
+absl::Status PostgresStore::Record(const JournalEntry& entry) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("journal record"));
+  // A durable record must be on disk before the resource it names exists: this statement's
+  // own transaction waits for its flush (set_config(…, true) is SET LOCAL, read at the
+  // commit that ends the statement), in one round trip.
+  return conn->Run("journal record",
+                   "WITH s AS (SELECT set_config('synchronous_commit', $5, true)) "
+                   "INSERT INTO journal(id, provider, kind, details) "
+                   "SELECT $1::text, $2::text, $3::text, $4::text FROM s "
+                   "ON CONFLICT(id) DO UPDATE SET details = excluded.details",
+                   PgParams()
+                       .Text(entry.id)
+                       .Text(entry.provider)
+                       .Text(entry.kind)
+                       .Text(entry.details.dump())
+                       .Text(entry.durable ? "on" : "off"));
+}
+
+absl::Status PostgresStore::Erase(const std::string& id) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("journal erase"));
+  return conn->Run("journal erase", "DELETE FROM journal WHERE id = $1", PgParams().Text(id));
+}
+
+absl::StatusOr<std::vector<JournalEntry>> PostgresStore::List() {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("journal list"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec("journal list", "SELECT id, provider, kind, details FROM journal ORDER BY id"));
+  std::vector<JournalEntry> entries;
+  for (int i = 0; i < r.rows(); ++i) {
+    JournalEntry e{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2)};
+    e.details = nlohmann::json::parse(r.Bytes(i, 3), nullptr, /*allow_exceptions=*/false);
+    if (e.details.is_discarded())
+      return errors::Internal(absl::StrCat("corrupt journal row ", e.id));
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+}  // namespace sandgate::store

@@ -1,0 +1,176 @@
+// PostgreSQL against SQLite, in the same run so both see the same machine load:
+//   1. RunAnalysis end to end (reference agent, sample input) on a daemon with
+//      store.type postgres and one with sqlite, alternated (target: PostgreSQL <= 1.2x);
+//   2. events/s appended through the Store (one event per commit, and batches of 64 as the
+//      event log's group commit makes them) and read back (pages of 1000), on PostgresStore
+//      and SqliteStore, alternated round by round.
+// PostgreSQL is a throwaway server (tests/fakes/postgres_server.h) with fsync on, on this
+// machine's Unix socket.
+//
+//   build/bin/bench_postgres [runs] [rounds]     (as root; default 20 runs, 5 rounds)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "store/postgres_store.h"
+#include "store/sqlite_store.h"
+#include "tests/bench/bench_daemon.h"
+#include "tests/bench/follow_run.h"
+#include "tests/fakes/postgres_server.h"
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using sandgate::bench::Median;
+using sandgate::bench::TimeSampleRun;
+
+double Ms(Steady::time_point since) {
+  return std::chrono::duration<double, std::milli>(Steady::now() - since).count();
+}
+
+struct Rates {
+  double append1 = 0, append64 = 0, read = 0;  // events/s
+};
+
+// `events` events over 8 runs: one per AppendEvents, then in batches of 64, then read back.
+Rates Measure(sandgate::store::Store& store, const std::string& prefix, int events) {
+  sandgate::v1::Event e;
+  e.set_type("command.output");
+  e.mutable_command_output()->set_data(std::string(200, 'x'));  // a typical output chunk
+  Rates r;
+  auto start = Steady::now();
+  for (int i = 0; i < events; ++i) {
+    e.set_run_id(prefix + "-one-" + std::to_string(i % 8));
+    e.set_seq(i / 8 + 1);
+    if (!store.AppendEvents({e}).ok()) std::exit(1);
+  }
+  r.append1 = events / (Ms(start) / 1000);
+  start = Steady::now();
+  std::vector<sandgate::v1::Event> batch;
+  for (int i = 0; i < events; ++i) {
+    e.set_run_id(prefix + "-batch-" + std::to_string(i % 8));
+    e.set_seq(i / 8 + 1);
+    batch.push_back(e);
+    if (batch.size() == 64) {
+      if (!store.AppendEvents(batch).ok()) std::exit(1);
+      batch.clear();
+    }
+  }
+  if (!batch.empty() && !store.AppendEvents(batch).ok()) std::exit(1);
+  r.append64 = events / (Ms(start) / 1000);
+  start = Steady::now();
+  int read = 0;
+  for (int run = 0; run < 8; ++run) {
+    int64_t after = 0;
+    for (;;) {
+      auto page = store.ReadEvents(prefix + "-batch-" + std::to_string(run), after, 1000);
+      if (!page.ok()) std::exit(1);
+      if (page->empty()) break;
+      read += static_cast<int>(page->size());
+      after = page->back().seq();
+    }
+  }
+  if (read != events) std::exit(1);
+  r.read = read / (Ms(start) / 1000);
+  return r;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::atoi(argv[1]) : 20;
+  const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
+  auto server = sandgate::testing::PostgresServer::Start(/*fsync=*/true);
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  auto daemon_db = (*server)->CreateDatabase();
+  auto store_db = (*server)->CreateDatabase();
+  if (!daemon_db.ok() || !store_db.ok()) return 1;
+
+  // 1. RunAnalysis end to end.
+  const std::string csv = ReadFile(std::string(SANDGATE_SOURCE_DIR) +
+                                   "/tests/data/northstar_cloud_financial_statements.csv");
+  nlohmann::json pg_config = {{"store", {{"type", "postgres"}, {"dsn", *daemon_db}}},
+                              {"local", {{"uid_base", 310000}, {"uid_count", 16}}}};
+  nlohmann::json sqlite_config = {{"local", {{"uid_base", 311000}, {"uid_count", 16}}}};
+  auto pg = sandgate::bench::Daemon::Start(pg_config.dump());
+  auto sqlite = sandgate::bench::Daemon::Start(sqlite_config.dump());
+  auto pg_stub = pg.Stub(), sqlite_stub = sqlite.Stub();
+  TimeSampleRun(*pg_stub, csv);  // warm-up: page cache, first sandbox, first connections
+  TimeSampleRun(*sqlite_stub, csv);
+  std::vector<double> pg_ms, sqlite_ms;
+  int failures = 0;
+  for (int i = 0; i < runs; ++i) {
+    // Alternate which goes first, so neither always follows the other's cleanup.
+    double a, b;
+    if (i % 2) {
+      a = TimeSampleRun(*pg_stub, csv);
+      b = TimeSampleRun(*sqlite_stub, csv);
+    } else {
+      b = TimeSampleRun(*sqlite_stub, csv);
+      a = TimeSampleRun(*pg_stub, csv);
+    }
+    if (a < 0 || b < 0) {
+      ++failures;
+      continue;
+    }
+    pg_ms.push_back(a);
+    sqlite_ms.push_back(b);
+  }
+  if (pg_ms.empty()) {
+    std::fprintf(stderr, "every run failed\n");
+    return 1;
+  }
+  std::printf("RunAnalysis to run.finished, median of %zu (ms)\n", pg_ms.size());
+  std::printf("  %-20s %8.1f\n  %-20s %8.1f\n  %-20s %7.2fx  (target <= 1.20x)\n", "sqlite",
+              Median(sqlite_ms), "postgres", Median(pg_ms), "ratio",
+              Median(pg_ms) / Median(sqlite_ms));
+  if (failures) std::printf("  failed iterations: %d\n", failures);
+
+  // 2. Events through the Store.
+  char tmpl[] = "/tmp/sg-bench-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  auto sq = sandgate::store::SqliteStore::Open(dir + "/state.db");
+  sandgate::store::PostgresOptions o;
+  o.dsn = *store_db;
+  auto ps = sandgate::store::PostgresStore::Open(o);
+  if (!sq.ok() || !ps.ok()) return 1;
+  constexpr int kEvents = 4096;
+  std::vector<double> s1, s64, sr, p1, p64, pr;
+  for (int round = 0; round < rounds; ++round) {
+    Rates s = Measure(**sq, "r" + std::to_string(round), kEvents);
+    Rates p = Measure(**ps, "r" + std::to_string(round), kEvents);
+    s1.push_back(s.append1);
+    s64.push_back(s.append64);
+    sr.push_back(s.read);
+    p1.push_back(p.append1);
+    p64.push_back(p.append64);
+    pr.push_back(p.read);
+  }
+  std::printf("Events through the Store, %d per round, median of %d rounds (events/s)\n", kEvents,
+              rounds);
+  std::printf("  %-30s %10s %10s %8s\n", "", "sqlite", "postgres", "pg/sq");
+  auto line = [](const char* what, double s, double p) {
+    std::printf("  %-30s %10.0f %10.0f %7.2fx\n", what, s, p, p / s);
+  };
+  line("append, 1 event per commit", Median(s1), Median(p1));
+  line("append, 64 events per commit", Median(s64), Median(p64));
+  line("read back, pages of 1000", Median(sr), Median(pr));
+  sq->reset();
+  std::system(("rm -rf " + dir).c_str());
+  return 0;
+}
