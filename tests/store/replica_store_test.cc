@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "store/postgres_replica_store.h"
 #include "store/sqlite_replica_store.h"
 #include "tests/common/temp_dir.h"
+#include "tests/fakes/postgres_server.h"
 
 namespace sandgate::store {
 namespace {
@@ -37,6 +39,33 @@ class SqliteBackend : public Backend {
 
  private:
   testing::ScopedTempDir dir_{"sg-leases"};
+};
+
+// One database on the binary's shared throwaway server; each Connect a pool of its own.
+class PostgresBackend : public Backend {
+ public:
+  PostgresBackend() {
+    absl::StatusOr<std::string> dsn = sandgate::testing::PostgresServer::Shared().CreateDatabase();
+    EXPECT_TRUE(dsn.ok()) << dsn.status();
+    if (dsn.ok()) dsn_ = *dsn;
+  }
+  std::unique_ptr<ReplicaStore> Connect() override {
+    PostgresOptions options;
+    options.dsn = dsn_;
+    options.pool_size = 2;
+    auto db = PostgresDatabase::Open(options);
+    EXPECT_TRUE(db.ok()) << db.status();
+    if (!db.ok()) return nullptr;
+    auto s = PostgresReplicaStore::Create(db->get());
+    EXPECT_TRUE(s.ok()) << s.status();
+    pools_.push_back(std::move(*db));
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  ~PostgresBackend() override = default;
+
+ private:
+  std::string dsn_;
+  std::vector<std::unique_ptr<PostgresDatabase>> pools_;  // outlive the stores (fixture order)
 };
 
 // A lease held by its own replica.
@@ -132,6 +161,12 @@ TEST_P(ReplicaStoreContract, ClaimOfADeadClaimerIsTakenOverWhenItEnds) {
   EXPECT_EQ(b_->FinishTakeover("a", "b").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(a_->FinishTakeover("a", "c").ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Postgres, ReplicaStoreContract,
+                         ::testing::Values(+[]() -> std::unique_ptr<Backend> {
+                           return std::make_unique<PostgresBackend>();
+                         }),
+                         [](const auto&) { return std::string("two_pools"); });
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, ReplicaStoreContract,
                          ::testing::Values(+[]() -> std::unique_ptr<Backend> {
