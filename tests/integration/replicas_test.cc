@@ -1,0 +1,131 @@
+// Two real daemons sharing one PostgreSQL database (tests/fakes' throwaway server), with a
+// short lease: replica A is SIGKILLed mid-run; B fails A's running run within the lease plus
+// a margin, saying why, and runs A's waiting run itself; A, restarted, sweeps its own
+// sandbox from the journal and rejoins.
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "store/postgres_connection.h"
+#include "tests/fakes/postgres_server.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+constexpr double kLeaseSeconds = 2;
+// The lease's end is noticed at once; the rest is the cleanup and this test's polling.
+constexpr absl::Duration kMargin = absl::Seconds(5);
+
+nlohmann::json ReplicaConfig(const std::string& dsn, const std::string& id, uint32_t uid_base) {
+  return {{"store", {{"type", "postgres"}, {"dsn", dsn}}},
+          {"replica", {{"id", id}, {"lease_seconds", kLeaseSeconds}, {"renew_seconds", 0.5}}},
+          {"max_concurrent_runs", 1},  // a second run waits
+          {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
+}
+
+absl::StatusOr<v1::Run> GetRun(DaemonHarness& d, const std::string& id) {
+  auto stub = d.Stub();
+  auto ctx = DaemonHarness::Context();
+  v1::GetRunRequest req;
+  req.set_run_id(id);
+  v1::Run run;
+  grpc::Status st = stub->GetRun(ctx.get(), req, &run);
+  if (!st.ok()) return absl::UnknownError(st.error_message());
+  return run;
+}
+
+int64_t JournalRows(const std::string& dsn) {
+  store::PostgresOptions o;
+  o.dsn = dsn;
+  o.pool_size = 1;
+  auto db = store::PostgresDatabase::Open(o);
+  EXPECT_TRUE(db.ok()) << db.status();
+  if (!db.ok()) return -1;
+  auto conn = (*db)->Acquire("count");
+  EXPECT_TRUE(conn.ok());
+  if (!conn.ok()) return -1;
+  auto r = (*conn)->Exec("count", "SELECT count(*) FROM journal");
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? r->Int(0, 0) : -1;
+}
+
+TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBack) {
+  auto dsn = PostgresServer::Shared().CreateDatabase();
+  ASSERT_TRUE(dsn.ok()) << dsn.status();
+  DaemonHarness a(ReplicaConfig(*dsn, "replica-a", 304000));
+  DaemonHarness b(ReplicaConfig(*dsn, "replica-b", 304100));
+  a.Start();
+  b.Start();
+
+  auto stub = a.Stub();
+  v1::RunAnalysisRequest slow = SampleRequest();
+  slow.mutable_sandbox()->add_setup_commands("sleep 300");
+  v1::Run running, waiting;
+  {
+    auto ctx = DaemonHarness::Context();
+    ASSERT_TRUE(stub->RunAnalysis(ctx.get(), slow, &running).ok()) << a.Log();
+  }
+  {
+    auto ctx = DaemonHarness::Context();
+    ASSERT_TRUE(stub->RunAnalysis(ctx.get(), SampleRequest(), &waiting).ok()) << a.Log();
+  }
+  EXPECT_EQ(running.replica(), "replica-a");
+  EXPECT_EQ(waiting.status(), v1::RUN_STATUS_QUEUED);
+  {  // until its sandbox exists and the command runs
+    auto ctx = DaemonHarness::Context();
+    v1::StreamEventsRequest sreq;
+    sreq.set_run_id(running.id());
+    sreq.set_follow(true);
+    auto reader = stub->StreamEvents(ctx.get(), sreq);
+    v1::Event e;
+    while (reader->Read(&e)) {
+      if (e.has_command_started()) break;
+    }
+    ctx->TryCancel();
+    reader->Finish();
+  }
+  ASSERT_GE(JournalRows(*dsn), 1) << "A's sandbox is journaled";
+
+  a.Stop(SIGKILL);
+  const absl::Time killed = absl::Now();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        absl::StatusOr<v1::Run> r = GetRun(b, running.id());
+        return r.ok() && r->status() == v1::RUN_STATUS_FAILED;
+      },
+      absl::Seconds(kLeaseSeconds) + kMargin))
+      << b.Log();
+  EXPECT_LE(absl::Now() - killed, absl::Seconds(kLeaseSeconds) + kMargin);
+  v1::Run failed = *GetRun(b, running.id());
+  EXPECT_TRUE(absl::StartsWith(failed.status_reason(),
+                               "replica replica-a stopped renewing its lease, which ended at"))
+      << failed.status_reason();
+  std::vector<v1::Event> events = FollowToEnd(*b.Stub(), running.id());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_finished().reason(), failed.status_reason());
+
+  // The waiting run is B's now, and runs there.
+  std::vector<v1::Event> moved = FollowToEnd(*b.Stub(), waiting.id());
+  ASSERT_FALSE(moved.empty());
+  EXPECT_EQ(moved.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << moved.back().run_finished().reason() << "\n"
+      << b.Log();
+  EXPECT_EQ(GetRun(b, waiting.id())->replica(), "replica-b");
+  EXPECT_GE(JournalRows(*dsn), 1) << "A's local sandbox is not B's to delete";
+
+  // A comes back: its own sweep deletes its sandbox, and it serves again.
+  a.Start();
+  EXPECT_TRUE(Eventually([&] { return JournalRows(*dsn) == 0; })) << a.Log();
+  EXPECT_TRUE(absl::StrContains(a.Log(), "replica.joined")) << a.Log();
+  v1::Run again;
+  auto ctx = DaemonHarness::Context();
+  EXPECT_TRUE(a.Stub()->RunAnalysis(ctx.get(), SampleRequest(), &again).ok()) << a.Log();
+  EXPECT_EQ(again.replica(), "replica-a");
+  EXPECT_EQ(a.Stop(SIGTERM), 0) << a.Log();
+  EXPECT_EQ(b.Stop(SIGTERM), 0) << b.Log();
+}
+
+}  // namespace
+}  // namespace sandgate::testing
