@@ -87,6 +87,29 @@ store::Lease Own(const std::string& id, absl::Time expires_at) {
   return lease;
 }
 
+// Renewals that fail while the flag is set, as when the database is out of reach.
+class FlakyLeases : public store::ReplicaStore {
+ public:
+  explicit FlakyLeases(store::ReplicaStore* base) : base_(base) {}
+  absl::Status Join(const store::Lease& l, absl::Time now) override { return base_->Join(l, now); }
+  absl::Status Renew(const std::string& id, absl::Time until) override {
+    if (failing.load()) return absl::UnavailableError("connection refused");
+    return base_->Renew(id, until);
+  }
+  absl::StatusOr<std::vector<store::Lease>> ListLeases() override { return base_->ListLeases(); }
+  absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
+                                     absl::Time until) override {
+    return base_->ClaimTakeover(dead, by, now, until);
+  }
+  absl::Status FinishTakeover(const std::string& dead, const std::string& by) override {
+    return base_->FinishTakeover(dead, by);
+  }
+  std::atomic<bool> failing{false};
+
+ private:
+  store::ReplicaStore* const base_;
+};
+
 class ReplicaTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -130,8 +153,8 @@ class ReplicaTest : public ::testing::Test {
                     .ok());
   }
 
-  // `leases` null: a connection of its own.
-  ReplicaMember& StartReplica(const std::string& id, store::ReplicaStore* leases = nullptr) {
+  // `leases` null: a connection of its own. Not joined yet.
+  ReplicaMember& NewReplica(const std::string& id, store::ReplicaStore* leases = nullptr) {
     leases_.push_back(*store::SqliteReplicaStore::Open(path()));
     ReplicaDeps deps;
     deps.leases = leases != nullptr ? leases : leases_.back().get();
@@ -147,9 +170,19 @@ class ReplicaTest : public ::testing::Test {
     config.lease_period = kLease;
     config.renew_interval = kRenew;
     members_.push_back(std::make_unique<ReplicaMember>(deps, config));
-    EXPECT_TRUE(members_.back()->Join().ok());
-    members_.back()->Start();
     return *members_.back();
+  }
+  // Leases whose renewals fail while `failing` is set; they outlive the replicas.
+  FlakyLeases& Flaky() {
+    leases_.push_back(*store::SqliteReplicaStore::Open(path()));
+    flaky_.push_back(std::make_unique<FlakyLeases>(leases_.back().get()));
+    return *flaky_.back();
+  }
+  ReplicaMember& StartReplica(const std::string& id, store::ReplicaStore* leases = nullptr) {
+    ReplicaMember& member = NewReplica(id, leases);
+    EXPECT_TRUE(member.Join().ok());
+    member.Start();
+    return member;
   }
 
   testing::ScopedTempDir dir_{"sg-replica"};
@@ -160,6 +193,7 @@ class ReplicaTest : public ::testing::Test {
   std::unique_ptr<CountingProvider> provider_;
   Requeued requeued_;
   std::vector<std::unique_ptr<store::SqliteReplicaStore>> leases_;
+  std::vector<std::unique_ptr<FlakyLeases>> flaky_;
   std::vector<std::unique_ptr<ReplicaMember>> members_;
 };
 
@@ -222,44 +256,9 @@ TEST_F(ReplicaTest, OfTwoRacingReplicasOneCleansUpAndEachResourceGoesOnce) {
   EXPECT_EQ(*store_->LastSeq("s-a"), 1) << "one session.closed";
 }
 
-// Renewals that fail while the flag is set, as when the database is out of reach.
-class FlakyLeases : public store::ReplicaStore {
- public:
-  explicit FlakyLeases(store::ReplicaStore* base) : base_(base) {}
-  absl::Status Join(const store::Lease& l, absl::Time now) override { return base_->Join(l, now); }
-  absl::Status Renew(const std::string& id, absl::Time until) override {
-    if (failing.load()) return absl::UnavailableError("connection refused");
-    return base_->Renew(id, until);
-  }
-  absl::StatusOr<std::vector<store::Lease>> ListLeases() override { return base_->ListLeases(); }
-  absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
-                                     absl::Time until) override {
-    return base_->ClaimTakeover(dead, by, now, until);
-  }
-  absl::Status FinishTakeover(const std::string& dead, const std::string& by) override {
-    return base_->FinishTakeover(dead, by);
-  }
-  std::atomic<bool> failing{false};
-
- private:
-  store::ReplicaStore* const base_;
-};
-
 TEST_F(ReplicaTest, ReplicaThatCannotRenewStopsTakingWorkAtItsLeasesEnd) {
-  auto sqlite = *store::SqliteReplicaStore::Open(path());
-  FlakyLeases leases(sqlite.get());
-  ReplicaDeps deps;
-  deps.leases = &leases;
-  deps.store = store_.get();
-  deps.journal = store_.get();
-  deps.events = events_.get();
-  deps.clock = &clock_;
-  deps.tenants = tenants_.get();
-  ReplicaConfig config;
-  config.id = "a";
-  config.lease_period = kLease;
-  config.renew_interval = kRenew;
-  ReplicaMember a(deps, config);
+  FlakyLeases& leases = Flaky();
+  ReplicaMember& a = NewReplica("a", &leases);
   EXPECT_EQ(a.CanTakeWork().code(), absl::StatusCode::kUnavailable) << "before joining";
   ASSERT_TRUE(a.Join().ok());
   a.Start();
@@ -279,27 +278,12 @@ TEST_F(ReplicaTest, ReplicaThatCannotRenewStopsTakingWorkAtItsLeasesEnd) {
   clock_.Advance(kRenew);
   ASSERT_TRUE(clock_.BlockUntilSettled(2));
   EXPECT_TRUE(a.CanTakeWork().ok()) << "renewed again before anyone took it over";
-  a.Stop();
 }
 
 TEST_F(ReplicaTest, TakenOverReplicaStopsTakingWork) {
   // "a" is only cut off from the store for a while; "b" takes its lease over meanwhile.
-  auto sqlite = *store::SqliteReplicaStore::Open(path());
-  FlakyLeases leases(sqlite.get());
-  ReplicaDeps deps;
-  deps.leases = &leases;
-  deps.store = store_.get();
-  deps.journal = store_.get();
-  deps.events = events_.get();
-  deps.clock = &clock_;
-  deps.tenants = tenants_.get();
-  ReplicaConfig config;
-  config.id = "a";
-  config.lease_period = kLease;
-  config.renew_interval = kRenew;
-  ReplicaMember a(deps, config);
-  ASSERT_TRUE(a.Join().ok());
-  a.Start();
+  FlakyLeases& leases = Flaky();
+  ReplicaMember& a = StartReplica("a", &leases);
   leases.failing = true;
   ReplicaMember& b = StartReplica("b");
   for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {
@@ -317,13 +301,11 @@ TEST_F(ReplicaTest, TakenOverReplicaStopsTakingWork) {
       absl::StrContains(refused.message(), "the lease of replica a was taken over by replica b"))
       << refused;
   EXPECT_EQ(a.takeovers(), 0) << "a replica without its lease cleans up after nobody";
-  a.Stop();
 }
 
 TEST_F(ReplicaTest, AfterAnOutageOfTheStoreNoReplicaTakesAnotherOver) {
-  auto b_sqlite = *store::SqliteReplicaStore::Open(path());
-  auto c_sqlite = *store::SqliteReplicaStore::Open(path());
-  FlakyLeases b_leases(b_sqlite.get()), c_leases(c_sqlite.get());
+  FlakyLeases& b_leases = Flaky();
+  FlakyLeases& c_leases = Flaky();
   ReplicaMember& b = StartReplica("b", &b_leases);
   ReplicaMember& c = StartReplica("c", &c_leases);
   b_leases.failing = true;
