@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
 
 namespace sandgate::store {
 namespace {
@@ -107,9 +108,19 @@ bool PgConnection::reusable() const {
 
 absl::StatusOr<PgResult> PgConnection::Exec(absl::string_view what, const char* sql,
                                             const PgParams& params) {
-  return Check(
-      what, PQexecParams(conn_, sql, params.size(), /*paramTypes=*/nullptr, Pointers(params).data(),
-                         Lengths(params).data(), params.formats_.data(), /*resultFormat=*/1));
+  // Each statement is parsed and planned once per connection, then only executed: for the
+  // per-event statements the parse cost about as much as the insert.
+  auto it = prepared_.find(sql);
+  if (it == prepared_.end()) {
+    std::string name = absl::StrCat("sg", prepared_.size());
+    SANDGATE_RETURN_IF_ERROR(
+        Check(what, PQprepare(conn_, name.c_str(), sql, params.size(), /*paramTypes=*/nullptr))
+            .status());
+    it = prepared_.emplace(sql, std::move(name)).first;
+  }
+  return Check(what,
+               PQexecPrepared(conn_, it->second.c_str(), params.size(), Pointers(params).data(),
+                              Lengths(params).data(), params.formats_.data(), /*resultFormat=*/1));
 }
 
 absl::Status PgConnection::Script(const char* sql) {

@@ -11,7 +11,8 @@
 //   SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec("get run",
 //                             "SELECT proto FROM runs WHERE id = $1", p));
 //
-// Every statement is parameterised (PQexecParams), results come back in binary format, and
+// Every statement is parameterised (prepared once per connection, PQprepare /
+// PQexecPrepared), results come back in binary format, and
 // every libpq error is an absl::Status naming the operation and the server's message. The
 // password is given to libpq as its own keyword, never put in a string we build, log or
 // return.
@@ -22,6 +23,8 @@
 #define SANDGATE_STORE_POSTGRES_CONNECTION_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,7 +95,9 @@ class PgConnection {
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
 
-  // Runs one parameterised statement. `what` names the operation in errors:
+  // Runs one parameterised statement, prepared on this connection at its first use and kept
+  // for the connection's life: `sql` is one of a fixed set of texts, never one with values
+  // spliced in. `what` names the operation in errors:
   // "postgres <what>: <server message>". A unique violation is ALREADY_EXISTS, a lost
   // connection UNAVAILABLE, anything else INTERNAL.
   absl::StatusOr<PgResult> Exec(absl::string_view what, const char* sql,
@@ -122,6 +127,8 @@ class PgConnection {
   static std::vector<const char*> Pointers(const PgParams& params);
   static std::vector<int> Lengths(const PgParams& params);
   PGconn* const conn_;
+  // The statements prepared on this connection, by their SQL text, and their names.
+  std::map<std::string, std::string, std::less<>> prepared_;
 };
 
 struct PostgresOptions {

@@ -1,5 +1,6 @@
 #include "tests/fakes/postgres_server.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <libpq-fe.h>
@@ -11,8 +12,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -92,6 +95,23 @@ absl::Status RunToEnd(const std::vector<std::string>& argv, const RunAs& as,
   return absl::OkStatus();
 }
 
+// A test killed outright (SIGKILL, a crash) takes its server with it (the parent-death
+// signal) but leaves its directory: removed by the next fixture, once the process that
+// made it (owner.pid) is gone. A directory without the file is being made right now.
+void RemoveStaleDirectories() {
+  DIR* tmp = opendir("/tmp");
+  if (tmp == nullptr) return;
+  while (dirent* e = readdir(tmp)) {
+    if (std::strncmp(e->d_name, "sg-pg-", 6) != 0) continue;
+    const std::string dir = std::string("/tmp/") + e->d_name;
+    std::ifstream owner(dir + "/owner.pid");
+    pid_t pid = 0;
+    if (!(owner >> pid) || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) std::system(("rm -rf '" + dir + "'").c_str());
+  }
+  closedir(tmp);
+}
+
 // Shared(): made once, deleted at exit.
 PostgresServer* shared = nullptr;
 
@@ -104,9 +124,11 @@ absl::StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::Start(bool fsync
 }
 
 absl::Status PostgresServer::Init(bool fsync) {
+  RemoveStaleDirectories();
   char tmpl[] = "/tmp/sg-pg-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return errors::FromErrno(errno, "postgres fixture: mkdtemp");
   dir_ = tmpl;
+  std::ofstream(dir_ + "/owner.pid") << getpid() << "\n";
   SANDGATE_ASSIGN_OR_RETURN(RunAs as, ServerUser());
   if (as.drop && chown(dir_.c_str(), as.uid, as.gid) != 0) {
     return errors::FromErrno(errno, "postgres fixture: chown " + dir_);

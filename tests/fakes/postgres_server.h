@@ -5,9 +5,9 @@
 // /usr/lib/postgresql/15/bin; Debian's `postgresql` package, which deploy/setup.sh
 // installs). PostgreSQL refuses to run as root, so when the test runs as root the server
 // runs as `nobody`. The server is a child of the process, killed with it (a parent-death
-// signal) if a test crashes; on a clean exit the destructor stops it and removes the
-// directory. One server per test binary (Shared()) keeps a suite fast; each test or suite
-// takes a fresh database from it.
+// signal) if a test crashes, and the next fixture removes the directory it left; on a
+// clean exit the destructor stops it and removes the directory. One server per test binary
+// (Shared()) keeps a suite fast; each test or suite takes a fresh database from it.
 //
 //   PostgresServer& pg = PostgresServer::Shared();
 //   std::string dsn = pg.CreateDatabase();     // "host=/tmp/sg-pg-… dbname=t3 user=sandgate"
