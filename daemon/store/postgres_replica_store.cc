@@ -54,8 +54,7 @@ absl::Status PostgresReplicaStore::Join(const Lease& lease, absl::Time now) {
                 .Int(Ns(now))));
   if (changed == 1) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(lease.replica_id));
-  return errors::Unavailable(absl::StrCat("replica ", claimer, " is cleaning up after replica ",
-                                          lease.replica_id, "; it rejoins when that is done"));
+  return CleanupUnderWay(lease.replica_id, claimer);
 }
 
 absl::Status PostgresReplicaStore::Renew(const std::string& replica_id, absl::Time expires_at) {
@@ -66,8 +65,7 @@ absl::Status PostgresReplicaStore::Renew(const std::string& replica_id, absl::Ti
             PgParams().Text(replica_id).Int(Ns(expires_at))));
   if (changed == 1) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(replica_id));
-  return errors::FailedPrecondition(
-      absl::StrCat("the lease of replica ", replica_id, " was taken over by replica ", claimer));
+  return LeaseTakenOver(replica_id, claimer);
 }
 
 absl::StatusOr<std::string> PostgresReplicaStore::ClaimerOf(const std::string& replica_id) {
@@ -112,8 +110,7 @@ absl::Status PostgresReplicaStore::FinishTakeover(const std::string& dead, const
             "UPDATE replica_leases SET cleaned = 1 WHERE id = $1 AND taken_over_by = $2",
             PgParams().Text(dead).Text(by)));
   if (changed == 1) return absl::OkStatus();
-  return errors::FailedPrecondition(
-      absl::StrCat("replica ", by, " no longer holds the claim on ", "replica ", dead, "'s lease"));
+  return ClaimLost(dead, by);
 }
 
 }  // namespace sandgate::store

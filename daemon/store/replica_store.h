@@ -24,7 +24,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/errors.h"
 
 namespace sandgate::store {
 
@@ -62,6 +64,20 @@ class ReplicaStore {
   // otherwise: another replica took it over after `by`'s claim ended).
   virtual absl::Status FinishTakeover(const std::string& dead, const std::string& by) = 0;
 };
+
+// The errors every implementation gives, worded once.
+inline absl::Status CleanupUnderWay(const std::string& replica, const std::string& claimer) {
+  return errors::Unavailable(absl::StrCat("replica ", claimer, " is cleaning up after replica ",
+                                          replica, "; it rejoins when that is done"));
+}
+inline absl::Status LeaseTakenOver(const std::string& replica, const std::string& claimer) {
+  return errors::FailedPrecondition(
+      absl::StrCat("the lease of replica ", replica, " was taken over by replica ", claimer));
+}
+inline absl::Status ClaimLost(const std::string& dead, const std::string& by) {
+  return errors::FailedPrecondition(
+      absl::StrCat("replica ", by, " no longer holds the claim on replica ", dead, "'s lease"));
+}
 
 }  // namespace sandgate::store
 

@@ -92,8 +92,7 @@ absl::Status SqliteReplicaStore::Join(const Lease& lease, absl::Time now) {
             {lease.replica_id, lease.address}, {lease.expires_at, now}, "join"));
   if (changed == 1) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(lease.replica_id));
-  return errors::Unavailable(absl::StrCat("replica ", claimer, " is cleaning up after replica ",
-                                          lease.replica_id, "; it rejoins when that is done"));
+  return CleanupUnderWay(lease.replica_id, claimer);
 }
 
 absl::Status SqliteReplicaStore::Renew(const std::string& replica_id, absl::Time expires_at) {
@@ -103,8 +102,7 @@ absl::Status SqliteReplicaStore::Renew(const std::string& replica_id, absl::Time
             {replica_id}, {expires_at}, "renew lease"));
   if (changed == 1) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(replica_id));
-  return errors::FailedPrecondition(
-      absl::StrCat("the lease of replica ", replica_id, " was taken over by replica ", claimer));
+  return LeaseTakenOver(replica_id, claimer);
 }
 
 absl::StatusOr<std::string> SqliteReplicaStore::ClaimerOf(const std::string& replica_id) {
@@ -160,8 +158,7 @@ absl::Status SqliteReplicaStore::FinishTakeover(const std::string& dead, const s
       Write("UPDATE replica_leases SET cleaned = 1 WHERE id = ?1 AND taken_over_by = ?2",
             {dead, by}, {}, "finish takeover"));
   if (changed == 1) return absl::OkStatus();
-  return errors::FailedPrecondition(
-      absl::StrCat("replica ", by, " no longer holds the claim on ", "replica ", dead, "'s lease"));
+  return ClaimLost(dead, by);
 }
 
 }  // namespace sandgate::store
