@@ -2,6 +2,8 @@
 // short lease: replica A is SIGKILLed mid-run; B fails A's running run within the lease plus
 // a margin, saying why, and runs A's waiting run itself; A, restarted, sweeps its own
 // sandbox from the journal and rejoins.
+#include <sys/stat.h>
+
 #include <fstream>
 #include <thread>
 
@@ -9,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "store/postgres_connection.h"
+#include "tests/common/temp_dir.h"
+#include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/fakes/postgres_server.h"
 #include "tests/integration/daemon_harness.h"
 
@@ -125,6 +129,70 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
   EXPECT_TRUE(a.Stub()->RunAnalysis(ctx.get(), SampleRequest(), &again).ok()) << a.Log();
   EXPECT_EQ(again.replica(), "replica-a");
   EXPECT_EQ(a.Stop(SIGTERM), 0) << a.Log();
+  EXPECT_EQ(b.Stop(SIGTERM), 0) << b.Log();
+}
+
+// A's OpenAI container is deleted by B, once, when A's lease ends: a remote resource is any
+// replica's to delete.
+TEST(ReplicasTest, KilledReplicasContainerIsDeletedByAnotherOnce) {
+  constexpr char kKey[] = "sk-replicas-test-0123456789";
+  FakeOpenAiServer fake(kKey);
+  ASSERT_TRUE(fake.Start());
+  ScopedTempDir key_dir("sg-replicas-key");
+  ASSERT_TRUE(key_dir.ok());
+  const std::string key_file = key_dir.path() + "/openai.key";
+  std::ofstream(key_file) << kKey << "\n";
+  chmod(key_file.c_str(), 0600);
+  auto dsn = PostgresServer::Shared().CreateDatabase();
+  ASSERT_TRUE(dsn.ok()) << dsn.status();
+  auto config = [&](const std::string& id, uint32_t uid_base) {
+    nlohmann::json c = ReplicaConfig(*dsn, id, uid_base);
+    c["openai"] = {{"base_url", fake.base_url()},
+                   {"api_key_file", key_file},
+                   {"model", "fake-model"},
+                   {"max_turns", 10}};
+    return c;
+  };
+  DaemonHarness a(config("replica-a", 304400));
+  DaemonHarness b(config("replica-b", 304500));
+  a.Start();
+  b.Start();
+  fake.Scenario({{{"shell", {"sleep 30"}}, {"timeout_ms", 60000}}, {{"message", "done"}}});
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.set_provider("openai");
+  req.set_agent("openai");
+  v1::Run run;
+  {
+    auto ctx = DaemonHarness::Context();
+    ASSERT_TRUE(a.Stub()->RunAnalysis(ctx.get(), req, &run).ok()) << a.Log();
+  }
+  {
+    auto ctx = DaemonHarness::Context();
+    v1::StreamEventsRequest sreq;
+    sreq.set_run_id(run.id());
+    sreq.set_follow(true);
+    auto reader = a.Stub()->StreamEvents(ctx.get(), sreq);
+    v1::Event e;
+    bool started = false;
+    while (!started && reader->Read(&e)) started = e.type() == "command.started";
+    ASSERT_TRUE(started) << a.Log();
+    a.Stop(SIGKILL);
+    ctx->TryCancel();
+    reader->Finish();
+  }
+  ASSERT_EQ(fake.State()["containers"].size(), 1u);
+  EXPECT_TRUE(Eventually([&] { return fake.State()["containers"].empty(); },
+                         absl::Seconds(kLeaseSeconds) + kMargin))
+      << b.Log();
+  EXPECT_EQ(GetRun(b, run.id())->status(), v1::RUN_STATUS_FAILED);
+  int deletes = 0;
+  const nlohmann::json state = fake.State();
+  for (const auto& r : state["requests"]) {
+    deletes += r.value("method", "") == "DELETE" &&
+               absl::StartsWith(r.value("path", ""), "/v1/containers/") &&
+               r.value("path", "").find("/files") == std::string::npos;
+  }
+  EXPECT_EQ(deletes, 1) << state["requests"].dump();
   EXPECT_EQ(b.Stop(SIGTERM), 0) << b.Log();
 }
 
