@@ -41,6 +41,22 @@ absl::StatusOr<v1::Run> GetRun(DaemonHarness& d, const std::string& id) {
   return run;
 }
 
+// Follows `run_id` on `d` until its first command has started (its sandbox exists).
+bool WaitForCommand(DaemonHarness& d, const std::string& run_id) {
+  auto stub = d.Stub();
+  auto ctx = DaemonHarness::Context();
+  v1::StreamEventsRequest req;
+  req.set_run_id(run_id);
+  req.set_follow(true);
+  auto reader = stub->StreamEvents(ctx.get(), req);
+  v1::Event e;
+  bool started = false;
+  while (!started && reader->Read(&e)) started = e.type() == "command.started";
+  ctx->TryCancel();
+  reader->Finish();
+  return started;
+}
+
 int64_t JournalRows(const std::string& dsn) {
   store::PostgresOptions o;
   o.dsn = dsn;
@@ -78,19 +94,7 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
   }
   EXPECT_EQ(running.replica(), "replica-a");
   EXPECT_EQ(waiting.status(), v1::RUN_STATUS_QUEUED);
-  {  // until its sandbox exists and the command runs
-    auto ctx = DaemonHarness::Context();
-    v1::StreamEventsRequest sreq;
-    sreq.set_run_id(running.id());
-    sreq.set_follow(true);
-    auto reader = stub->StreamEvents(ctx.get(), sreq);
-    v1::Event e;
-    while (reader->Read(&e)) {
-      if (e.has_command_started()) break;
-    }
-    ctx->TryCancel();
-    reader->Finish();
-  }
+  ASSERT_TRUE(WaitForCommand(a, running.id())) << a.Log();
   ASSERT_GE(JournalRows(*dsn), 1) << "A's sandbox is journaled";
 
   a.Stop(SIGKILL);
@@ -166,20 +170,8 @@ TEST(ReplicasTest, KilledReplicasContainerIsDeletedByAnotherOnce) {
     auto ctx = DaemonHarness::Context();
     ASSERT_TRUE(a.Stub()->RunAnalysis(ctx.get(), req, &run).ok()) << a.Log();
   }
-  {
-    auto ctx = DaemonHarness::Context();
-    v1::StreamEventsRequest sreq;
-    sreq.set_run_id(run.id());
-    sreq.set_follow(true);
-    auto reader = a.Stub()->StreamEvents(ctx.get(), sreq);
-    v1::Event e;
-    bool started = false;
-    while (!started && reader->Read(&e)) started = e.type() == "command.started";
-    ASSERT_TRUE(started) << a.Log();
-    a.Stop(SIGKILL);
-    ctx->TryCancel();
-    reader->Finish();
-  }
+  ASSERT_TRUE(WaitForCommand(a, run.id())) << a.Log();
+  a.Stop(SIGKILL);
   ASSERT_EQ(fake.State()["containers"].size(), 1u);
   EXPECT_TRUE(Eventually([&] { return fake.State()["containers"].empty(); },
                          absl::Seconds(kLeaseSeconds) + kMargin))
