@@ -20,6 +20,7 @@
 #include "core/event_log.h"
 #include "core/executor.h"
 #include "core/metrics.h"
+#include "core/replica.h"
 #include "core/run_manager.h"
 #include "core/tenants.h"
 #include "sandbox/agents/agents_provider.h"
@@ -29,7 +30,9 @@
 #include "server/metrics_http.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
+#include "store/postgres_replica_store.h"
 #include "store/postgres_store.h"
+#include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
 #include "upstream/agents_client.h"
 #include "upstream/credentials.h"
@@ -150,6 +153,11 @@ struct Daemon::Parts {
   std::unique_ptr<core::Api> api;
   std::unique_ptr<server::SandgateService> service;
   std::unique_ptr<server::GrpcServer> server;
+  // This daemon as a replica (core/replica.h): its lease, and the journal as it sees it
+  // (providers record through it; the start-up sweep lists only its own entries).
+  std::unique_ptr<store::ReplicaStore> leases;
+  std::unique_ptr<core::ReplicaJournal> journal;
+  std::unique_ptr<core::ReplicaMember> replica;
   bool drained = false;
 };
 
@@ -162,11 +170,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   server::InstallProtobufLogHandler();
   auto p = std::make_unique<Parts>();
   p->config = std::move(config);
+  if (p->config.replica.id.empty()) {
+    p->config.replica.id = core::DefaultReplicaId(p->config.state_dir);
+  }
   const core::Config& c = p->config;
   SANDGATE_RETURN_IF_ERROR(MakeDir(c.state_dir, 0700));
   SANDGATE_ASSIGN_OR_RETURN(p->store, OpenStore(c, &p->postgres));
   SANDGATE_ASSIGN_OR_RETURN(p->artifacts, store::ArtifactStore::Open(c.state_dir + "/artifacts"));
   p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real());
+  if (p->postgres != nullptr) {
+    SANDGATE_ASSIGN_OR_RETURN(p->leases, store::PostgresReplicaStore::Create(p->postgres));
+  } else {
+    SANDGATE_ASSIGN_OR_RETURN(p->leases,
+                              store::SqliteReplicaStore::Open(c.state_dir + "/state.db"));
+  }
+  p->journal = std::make_unique<core::ReplicaJournal>(p->store.get(), c.replica.id);
   SANDGATE_ASSIGN_OR_RETURN(p->audit,
                             core::AuditLog::Open(c.state_dir + "/audit.log", Clock::Real()));
 
@@ -176,7 +194,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   local.uid_base = c.uid_base;
   local.uid_pool_size = c.uid_count;
   absl::StatusOr<std::unique_ptr<sandbox::BwrapProvider>> provider =
-      sandbox::BwrapProvider::Create(local, p->store.get());
+      sandbox::BwrapProvider::Create(local, p->journal.get());
   if (!provider.ok()) {
     return absl::Status(provider.status().code(),
                         absl::StrCat("local provider: ", provider.status().message()));
@@ -198,7 +216,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     options.create_settle = c.openai.container_create_settle;
     SANDGATE_ASSIGN_OR_RETURN(
         p->openai_provider,
-        sandbox::OpenAiProvider::Create(p->openai_upstream->client.get(), p->store.get(), options));
+        sandbox::OpenAiProvider::Create(p->openai_upstream->client.get(), p->journal.get(),
+                                        options));
     p->openai_agent = std::make_unique<agent::OpenAiAgent>(
         p->openai_upstream->client.get(),
         agent::ModelAgentOptions{c.openai.model, c.openai.max_turns});
@@ -248,6 +267,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.budget = p->budget.get();
   deps.metrics = p->metrics.get();
   deps.warm_pool = p->warm_pool.get();
+  deps.journal = p->journal.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   p->io = std::make_unique<core::Executor>("io", 4, 4096);
@@ -258,6 +278,26 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   api.max_transfer_bytes = c.max_input_bytes;
   // The signal thread in main drains; an operator's Drain takes the same path.
   api.request_drain = [] { kill(getpid(), SIGTERM); };
+  core::ReplicaDeps replica;
+  replica.leases = p->leases.get();
+  replica.store = p->store.get();
+  replica.journal = p->store.get();
+  replica.events = p->events.get();
+  replica.clock = Clock::Real();
+  for (const auto& [name, provider] : providers) {
+    // A local sandbox lives on its own host: only its replica can delete it.
+    if (name != "local") replica.remote_providers[name] = provider;
+  }
+  replica.tenants = p->tenants.get();
+  core::RunManager* runs = p->runs.get();
+  replica.requeue = [runs](const core::Caller& caller, const v1::Run& run,
+                           v1::RunAnalysisRequest request) {
+    return runs->Requeue(caller, run, std::move(request));
+  };
+  replica.metrics = p->metrics.get();
+  p->replica = std::make_unique<core::ReplicaMember>(std::move(replica), c.replica);
+  core::ReplicaMember* member = p->replica.get();
+  api.can_take_work = [member] { return member->CanTakeWork(); };
   p->api = std::make_unique<core::Api>(std::move(api));
   server::ServiceDeps sd;
   sd.api = p->api.get();
@@ -276,8 +316,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
 absl::Status Daemon::Start() {
   Parts& p = *parts_;
   // Sessions first: a queued run that targets a session the restart ended fails saying so.
+  // The lease first: a replica restarted while another cleans up after it waits for that.
+  SANDGATE_RETURN_IF_ERROR(p.replica->Join());
   SANDGATE_RETURN_IF_ERROR(p.sessions->Recover());
   SANDGATE_RETURN_IF_ERROR(p.runs->Recover(*p.tenants));
+  p.replica->Start();  // renews the lease, and cleans up after replicas whose lease ends
   // After the sweep: a leftover of the previous daemon would share a uid with a new sandbox.
   p.warm_pool->Start();
 
@@ -313,6 +356,7 @@ absl::Status Daemon::Start() {
   }
   log::Info("daemon.serving", {{"address", p.server->address()},
                                {"state_dir", p.config.state_dir},
+                               {"replica", p.config.replica.id},
                                {"tenants", p.config.tenants.size()}});
   return absl::OkStatus();
 }
@@ -330,6 +374,9 @@ void Daemon::Drain() {
   // Kept sessions end too: their commands are cancelled and their sandboxes deleted.
   p.sessions->CloseAll("the daemon is shutting down");
   p.warm_pool->Drain();
+  // Only now: a replica that let its lease end while draining would have its runs failed
+  // by another. Its runs left queued go to a live replica once the lease ends.
+  p.replica->Stop();
   // Every running run has written its terminal event. A stream still waiting for events
   // follows a run left queued: it ends UNAVAILABLE now. Give the others a moment to read
   // what is buffered, then end whatever is still open and stop.

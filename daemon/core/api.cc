@@ -22,6 +22,7 @@ absl::Status Fill(absl::StatusOr<T> result, T* response) {
 
 absl::Status Api::RunAnalysis(const Caller& caller, v1::RunAnalysisRequest* request,
                               v1::Run* response) {
+  if (deps_.can_take_work) SANDGATE_RETURN_IF_ERROR(deps_.can_take_work());
   return Fill(deps_.runs->Start(caller, std::move(*request)), response);
 }
 
@@ -47,6 +48,7 @@ absl::Status Api::CancelRun(const Caller& caller, const v1::CancelRunRequest& re
 
 absl::Status Api::CreateSession(const Caller& caller, const v1::CreateSessionRequest& request,
                                 v1::Session* response) {
+  if (deps_.can_take_work) SANDGATE_RETURN_IF_ERROR(deps_.can_take_work());
   return Fill(deps_.sessions->Create(caller, request, nullptr), response);
 }
 

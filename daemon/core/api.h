@@ -30,6 +30,9 @@ struct ApiDeps {
   SessionManager* sessions = nullptr;
   uint64_t max_transfer_bytes = 64ull << 20;  // UploadFile / DownloadFile
   std::function<void()> request_drain;        // starts the daemon's drain; may be empty
+  // Refuses new runs and sessions (UNAVAILABLE, saying why) while this replica holds no
+  // lease (core/replica.h ReplicaMember::CanTakeWork); may be empty: always taken.
+  std::function<absl::Status()> can_take_work;
 };
 
 class Api {

@@ -344,6 +344,14 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     }
     return absl::OkStatus();
   });
+  r.On("replica", [&c](const json& v, const std::string&) -> absl::Status {
+    ObjectReader l(v, "replica");
+    l.On("id", String(&c.replica.id));
+    l.On("advertise_address", String(&c.replica.advertise_address));
+    l.On("lease_seconds", Seconds(&c.replica.lease_period));
+    l.On("renew_seconds", Seconds(&c.replica.renew_interval));
+    return l.Run();
+  });
   r.On("openai", [&c](const json& v, const std::string&) {
     return ReadUpstream(v, "openai", true, &c.openai);
   });
@@ -417,6 +425,18 @@ absl::Status ValidateConfig(const Config& c) {
     return errors::InvalidArgument(
         absl::StrCat("warm_pool: ", warm, " sandboxes kept ready, more than max_sandboxes (",
                      c.max_sandboxes, ") or local.uid_count (", c.uid_count, ")"));
+  }
+  if (c.replica.id.size() > 128 ||
+      c.replica.id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                     "0123456789._-") != std::string::npos) {
+    return errors::InvalidArgument(absl::StrCat(
+        "replica.id: '", c.replica.id, "' is not letters, digits, '.', '_', '-' (at most 128)"));
+  }
+  // One late renewal must not end the lease: another replica would fail this one's runs.
+  if (c.replica.renew_interval * 2 > c.replica.lease_period) {
+    return errors::InvalidArgument(
+        "replica.renew_seconds: at most half of replica.lease_seconds, so one late renewal does "
+        "not end the lease");
   }
   if (c.uid_base + static_cast<uint64_t>(c.uid_count) > 0xfffffffeull) {
     return errors::InvalidArgument("local.uid_base + local.uid_count: beyond the uid range");

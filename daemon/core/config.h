@@ -86,6 +86,17 @@ struct WarmPoolShape {
   std::vector<std::string> allowed_domains;  // restricted only
 };
 
+// This daemon as one replica among several sharing a store (docs/replicas.md).
+struct ReplicaConfig {
+  // Stable across restarts; "" = derived from the host name and state_dir (DefaultReplicaId in
+  // core/replica.h). Letters, digits, '.', '_', '-'; at most 128.
+  std::string id;
+  std::string advertise_address;  // where other replicas reach it, e.g. "tcp:10.0.0.5:7443"
+  // A replica that has not renewed its lease for lease_period is cleaned up after by another.
+  absl::Duration lease_period = absl::Seconds(15);
+  absl::Duration renew_interval = absl::Seconds(5);  // at most half of lease_period
+};
+
 // Where the daemon keeps its state ("store" in the file). SQLite (one daemon, no database
 // server) is the default; PostgreSQL is for several replicas sharing one database.
 struct StoreConfig {
@@ -148,6 +159,8 @@ struct Config {
 
   // Local sandboxes started ahead of demand, per shape; they count in max_sandboxes.
   std::vector<WarmPoolShape> warm_pool;
+
+  ReplicaConfig replica;  // "replica" in the file
 
   // Local provider.
   std::string bwrap_path = "/usr/bin/bwrap";

@@ -23,7 +23,8 @@ void JournalSweeper::Log(const JournalEntry& entry, const absl::Status& st) {
 }
 
 absl::Status JournalSweeper::Sweep() {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<JournalEntry> entries, deps_.store->List());
+  ResourceJournal* journal = deps_.journal != nullptr ? deps_.journal : deps_.store;
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<JournalEntry> entries, journal->List());
   std::vector<JournalEntry> later;
   for (const JournalEntry& entry : entries) {
     auto it = deps_.providers->find(entry.provider);
@@ -81,22 +82,35 @@ void JournalSweeper::StopBy(absl::Time deadline) {
 
 absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const Requeue& requeue) {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs, deps.store->ListUnfinishedRuns());
+  const bool adopting = !deps.lost_why.empty();
+  const std::string& owner = adopting ? deps.adopted_by : deps.replica;
   for (v1::Run& run : runs) {
-    std::string why = "interrupted: the daemon stopped before the run finished";
+    // Another live replica's runs are its own business.
+    if (run.replica() != deps.replica && (adopting || !run.replica().empty())) continue;
+    std::string why =
+        adopting ? deps.lost_why : "interrupted: the daemon stopped before the run finished";
     if (run.status() == v1::RUN_STATUS_QUEUED) {
       absl::StatusOr<v1::RunAnalysisRequest> request = deps.store->GetRunRequest(run.id());
       std::optional<Caller> caller = tenants.Find(run.tenant());
       absl::Status requeued = !request.ok() ? request.status()
                               : !caller     ? errors::FailedPrecondition(absl::StrCat(
                                                   "tenant ", run.tenant(), " is no longer configured"))
-                                            : requeue(*caller, run, std::move(*request));
+                                            : absl::OkStatus();
+      if (requeued.ok() && run.replica() != owner) {
+        // Stored as the new owner's before it is queued, so a cleanup after the new owner
+        // finds it too.
+        run.set_replica(owner);
+        requeued = deps.store->PutRun(run);
+      }
+      if (requeued.ok()) requeued = requeue(*caller, run, std::move(*request));
       if (requeued.ok()) {
-        log::Info("run.requeued", {{"run", run.id()}, {"tenant", run.tenant()}});
+        log::Info("run.requeued",
+                  {{"run", run.id()}, {"tenant", run.tenant()}, {"replica", owner}});
         continue;
       }
-      why = absl::StrCat(
-          "the daemon restarted while the run waited, and it could not be queued again: ",
-          requeued.message());
+      why = absl::StrCat(adopting ? absl::StrCat(deps.lost_why, ", and")
+                                  : "the daemon restarted while the run waited, and",
+                         " it could not be queued again: ", requeued.message());
     }
     run.set_status(v1::RUN_STATUS_FAILED);
     run.set_status_reason(why);
@@ -106,7 +120,7 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
     e.set_run_id(run.id());
     e.set_session_id(run.session_id());
     SANDGATE_RETURN_IF_ERROR(deps.events->Append(std::move(e)).status());
-    log::Warning("run.interrupted", {{"run", run.id()}, {"tenant", run.tenant()}});
+    log::Warning("run.interrupted", {{"run", run.id()}, {"tenant", run.tenant()}, {"why", why}});
   }
   return absl::OkStatus();
 }

@@ -44,6 +44,9 @@ struct SweeperDeps {
   const std::map<std::string, sandbox::Provider*>* providers = nullptr;
   Clock* clock = nullptr;
   Metrics* metrics = nullptr;
+  // The entries swept; null = the store's journal. A replica sweeps only its own
+  // (core/replica.h ReplicaJournal).
+  ResourceJournal* journal = nullptr;
 };
 
 class JournalSweeper {
@@ -77,6 +80,12 @@ struct RecoveryDeps {
   store::Store* store = nullptr;
   EventLog* events = nullptr;
   Clock* clock = nullptr;
+  // Whose runs are settled: this replica's own (and those stored before replicas, which name
+  // none); or, with `lost_why` set, a lost replica's (core/replica.h), whose running runs fail
+  // with `lost_why` and whose queued runs become `adopted_by`'s.
+  std::string replica;
+  std::string adopted_by;
+  std::string lost_why;
 };
 
 // Queues again a run the previous daemon left QUEUED, from its kept request.

@@ -28,7 +28,7 @@ RunManager::RunManager(RunManagerDeps deps)
       admission_(deps_.config->max_concurrent_runs, deps_.config->max_queued_runs, deps_.budget),
       quotas_(deps_.config, deps_.clock),
       side_events_("side-events", 1, 10000),
-      sweeper_({deps_.store, &deps_.providers, deps_.clock, deps_.metrics}),
+      sweeper_({deps_.store, &deps_.providers, deps_.clock, deps_.metrics, deps_.journal}),
       retention_({deps_.store, deps_.artifacts, deps_.clock, deps_.metrics},
                  deps_.config->retention),
       watchdog_([this] { WatchdogLoop(); }) {
@@ -51,7 +51,7 @@ RunManager::~RunManager() {
 absl::Status RunManager::Recover(const Tenants& tenants) {
   SANDGATE_RETURN_IF_ERROR(sweeper_.Sweep());
   return RecoverRuns(
-      {deps_.store, deps_.events, deps_.clock}, tenants,
+      {deps_.store, deps_.events, deps_.clock, deps_.config->replica.id, "", ""}, tenants,
       [this](const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request) {
         return Requeue(caller, run, std::move(request));
       });

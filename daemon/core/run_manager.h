@@ -54,6 +54,9 @@ class RunManager {
   absl::Status Recover(const Tenants& tenants);
 
   absl::StatusOr<v1::Run> Start(const Caller& caller, v1::RunAnalysisRequest request);
+  // Queues again a stored QUEUED run from its kept request: one a previous daemon left, or
+  // one a lost replica left (core/replica.h).
+  absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request);
   absl::StatusOr<v1::Run> Get(const Caller& caller, const std::string& run_id);
   // OK when `caller` may read the event log `id`: a run's, or a kept session's
   // own (its id; see SessionManagerDeps::events). NOT_FOUND otherwise.
@@ -103,8 +106,6 @@ class RunManager {
 
   // run_admit.cc. Queues a persisted run, and tells its events where it stands.
   absl::StatusOr<v1::Run> Admit(const std::shared_ptr<ActiveRun>& run);
-  // Queues again a run a previous daemon left queued.
-  absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request);
   // Starts every queued run that now has room, then tells the others their new position.
   void Dispatch();
   // Counts a waiting run's input bytes in quotas_ (RESOURCE_EXHAUSTED past

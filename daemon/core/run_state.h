@@ -43,6 +43,8 @@ struct RunManagerDeps {
   Metrics* metrics = nullptr;          // may be null
   // Ready sandboxes: a run's own sandbox of a shape it keeps is taken from it. May be null.
   WarmPool* warm_pool = nullptr;
+  // What the start-up sweep lists: this replica's entries (core/replica.h); null = the store's.
+  ResourceJournal* journal = nullptr;
 };
 
 // One run from Start to Finish. Shared by the RunManager's table of active runs, the run's

@@ -146,6 +146,7 @@ absl::StatusOr<std::shared_ptr<ActiveRun>> ValidateRun(const RunManagerDeps& dep
   *run.mutable_created_at() = ToProto(deps.clock->Now());
   *run.mutable_labels() = request.labels();
   run.set_idempotency_key(request.idempotency_key());
+  run.set_replica(cfg.replica.id);
   for (const auto& in : ar->inputs) run.add_input_names(in.name);
   const v1::SandboxSpec& sb = request.sandbox();
   ar->settings.env.insert(sb.env().begin(), sb.env().end());

@@ -146,6 +146,8 @@ v1::Session SessionManager::Snapshot(Entry& e) {
 absl::Status SessionManager::Recover() {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open, deps_.store->ListSessions("", false));
   for (v1::Session& s : open) {
+    // Another live replica's sessions are its own (those stored before replicas name none).
+    if (!s.replica().empty() && s.replica() != deps_.config->replica.id) continue;
     s.set_status(v1::SESSION_STATUS_EXPIRED);
     s.set_status_reason("the daemon restarted; its sandbox was deleted");
     *s.mutable_closed_at() = ToProto(deps_.clock->Now());
@@ -224,6 +226,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   *record.mutable_labels() = req.labels();
   record.set_idempotency_key(req.idempotency_key());
   record.set_from_warm_pool(warm.has_value());
+  record.set_replica(cfg.replica.id);
   *record.mutable_sandbox() = req.sandbox();
   record.mutable_sandbox()->clear_files();  // may be large; the workspace has them
   // The record (and with it the idempotency key) exists before the sandbox, so a concurrent

@@ -168,3 +168,26 @@ TEST_F(EventStreamTest, AReplayAnEndedSessionAndAnUnknownLogHoldNothing) {
 
 }  // namespace
 }  // namespace sandgate::core
+
+namespace sandgate::core {
+namespace {
+
+// A replica without its lease (core/replica.h) answers before a manager would take the work.
+TEST(ApiTest, ReplicaWithoutItsLeaseTakesNoNewRunsOrSessions) {
+  ApiDeps deps;
+  deps.can_take_work = [] {
+    return absl::UnavailableError("replica a could not renew its lease; no new work");
+  };
+  Api api(std::move(deps));
+  v1::RunAnalysisRequest run;
+  v1::Run started;
+  absl::Status st = api.RunAnalysis(Caller{"team-a", false}, &run, &started);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(st.message(), "could not renew its lease")) << st;
+  v1::Session session;
+  EXPECT_EQ(api.CreateSession(Caller{"team-a", false}, v1::CreateSessionRequest(), &session).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace sandgate::core

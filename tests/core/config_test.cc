@@ -237,3 +237,38 @@ TEST(ConfigTest, StoreIsSqliteByDefaultOrPostgresWithADsnAndAPasswordFile) {
 
 }  // namespace
 }  // namespace sandgate::core
+
+namespace sandgate::core {
+namespace {
+
+TEST(ConfigTest, ReplicaKeys) {
+  auto c =
+      ParseConfig(R"({"replica": {"id": "gw-1.eu_west", "advertise_address": "tcp:10.0.0.5:7443",
+                                       "lease_seconds": 30, "renew_seconds": 10}})",
+                  "t");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->replica.id, "gw-1.eu_west");
+  EXPECT_EQ(c->replica.advertise_address, "tcp:10.0.0.5:7443");
+  EXPECT_EQ(c->replica.lease_period, absl::Seconds(30));
+  EXPECT_EQ(c->replica.renew_interval, absl::Seconds(10));
+  EXPECT_TRUE(ValidateConfig(*c).ok());
+  auto defaults = ParseConfig("{}", "t");
+  EXPECT_EQ(defaults->replica.lease_period, absl::Seconds(15));
+  EXPECT_EQ(defaults->replica.renew_interval, absl::Seconds(5));
+
+  EXPECT_TRUE(absl::StrContains(ParseConfig(R"({"replica": {"lease": 1}})", "t").status().message(),
+                                "replica.lease: unknown key"));
+  EXPECT_TRUE(
+      absl::StrContains(ParseConfig(R"({"replica": {"lease_seconds": 0}})", "t").status().message(),
+                        "replica.lease_seconds: expected a positive number of seconds"));
+  auto slash = ParseConfig(R"({"replica": {"id": "a/b"}})", "t");
+  ASSERT_TRUE(slash.ok());
+  EXPECT_TRUE(absl::StrContains(ValidateConfig(*slash).message(), "replica.id: 'a/b' is not"));
+  auto slow = ParseConfig(R"({"replica": {"lease_seconds": 10, "renew_seconds": 6}})", "t");
+  ASSERT_TRUE(slow.ok());
+  EXPECT_TRUE(absl::StrContains(ValidateConfig(*slow).message(),
+                                "replica.renew_seconds: at most half of replica.lease_seconds"));
+}
+
+}  // namespace
+}  // namespace sandgate::core

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/fakes/fake_clock.h"
@@ -297,6 +298,26 @@ TEST_F(SessionManagerTest, RecoverExpiresSessionsAKilledDaemonLeftActive) {
   std::vector<v1::Event> events = *events_->Read("s-left", 0, 10);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].type(), "session.closed");
+}
+
+// Sharing a store with other replicas: a restart expires this replica's own sessions (and
+// those stored before replicas), never another live replica's.
+TEST_F(SessionManagerTest, RecoverLeavesAnotherReplicasSessions) {
+  config_.replica.id = "a";
+  Build();
+  for (const char* owner : {"a", "b", ""}) {
+    v1::Session left;
+    left.set_id(absl::StrCat("s-", owner));
+    left.set_tenant("team-a");
+    left.set_status(v1::SESSION_STATUS_ACTIVE);
+    left.set_replica(owner);
+    ASSERT_TRUE(store_->PutSession(left).ok());
+  }
+  ASSERT_TRUE(sessions_->Recover().ok());
+  EXPECT_EQ(store_->GetSession("s-a")->status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_EQ(store_->GetSession("s-")->status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_EQ(store_->GetSession("s-b")->status(), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_EQ(Create().replica(), "a");
 }
 
 TEST_F(SessionManagerTest, SetupCommandsRunAndAFailingOneFailsCreation) {

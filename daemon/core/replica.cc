@@ -1,0 +1,258 @@
+#include "core/replica.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/events.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "core/sandbox_spec.h"
+
+namespace sandgate::core {
+
+std::string DefaultReplicaId(const std::string& state_dir) {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof(host), "host");
+  }
+  // A host name may hold characters replica.id does not allow.
+  std::string id;
+  for (const char* c = host; *c; ++c) id += std::isalnum(*c) || *c == '.' || *c == '-' ? *c : '_';
+  return absl::StrCat(id, "-", Sha256::Hex(state_dir).substr(0, 8));
+}
+
+ReplicaJournal ReplicaJournal::Of(ResourceJournal* base, std::string replica,
+                                  std::set<std::string> providers) {
+  ReplicaJournal view(base, std::move(replica));
+  view.include_unmarked_ = false;
+  view.providers_ = std::move(providers);
+  return view;
+}
+
+absl::Status ReplicaJournal::Record(const JournalEntry& entry) {
+  JournalEntry marked = entry;
+  marked.details[kKey] = id_;
+  return base_->Record(marked);
+}
+
+absl::StatusOr<std::vector<JournalEntry>> ReplicaJournal::List() {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<JournalEntry> all, base_->List());
+  std::vector<JournalEntry> mine;
+  for (JournalEntry& e : all) {
+    auto owner = e.details.find(kKey);
+    const bool ours = owner == e.details.end()
+                          ? include_unmarked_
+                          : owner->is_string() && owner->get<std::string>() == id_;
+    if (ours && (providers_.empty() || providers_.count(e.provider) > 0)) {
+      mine.push_back(std::move(e));
+    }
+  }
+  return mine;
+}
+
+ReplicaMember::ReplicaMember(ReplicaDeps deps, ReplicaConfig config)
+    : deps_(std::move(deps)), config_(std::move(config)) {}
+
+absl::Status ReplicaMember::Join() {
+  const absl::Time give_up = deps_.clock->Now() + 2 * config_.lease_period;
+  while (true) {
+    const absl::Time now = deps_.clock->Now();
+    store::Lease lease;
+    lease.replica_id = config_.id;
+    lease.address = config_.advertise_address;
+    lease.expires_at = now + config_.lease_period;
+    absl::Status joined = deps_.leases->Join(lease, now);
+    if (joined.ok()) {
+      absl::MutexLock lock(&mu_);
+      lease_end_ = lease.expires_at;
+      held_since_ = now;
+      lost_.clear();
+      log::Info("replica.joined", {{"replica", config_.id},
+                                   {"address", config_.advertise_address},
+                                   {"lease_until", absl::FormatTime(lease.expires_at)}});
+      return absl::OkStatus();
+    }
+    if (joined.code() != absl::StatusCode::kUnavailable || now >= give_up) return joined;
+    log::Warning("replica.join_waiting", {{"replica", config_.id}, {"why", joined.message()}});
+    deps_.clock->SleepFor(config_.renew_interval);
+  }
+}
+
+void ReplicaMember::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ReplicaMember::Stop(absl::Time deadline) {
+  std::vector<JournalSweeper*> sweepers;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    for (auto& s : sweepers_) sweepers.push_back(s.get());
+  }
+  if (thread_.joinable()) thread_.join();
+  for (JournalSweeper* s : sweepers) s->StopBy(deadline);
+}
+
+absl::Status ReplicaMember::CanTakeWork() const {
+  absl::MutexLock lock(&mu_);
+  // Exactly at the lease's end, whenever the failing renewals happen to run.
+  if (lost_.empty() && deps_.clock->Now() < lease_end_) return absl::OkStatus();
+  const std::string why =
+      !lost_.empty()
+          ? lost_
+          : absl::StrCat("replica ", config_.id, " could not renew its lease, which ended at ",
+                         absl::FormatTime(lease_end_));
+  return errors::Unavailable(absl::StrCat(why, "; this replica takes no new work"));
+}
+
+bool ReplicaMember::MayClaim(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  // A replica without its lease must not clean up after others: it may be the one cut off.
+  // One whose lease lapsed (the store was out of reach) waits a whole lease period after it
+  // has it back: the others, cut off alike, renew meanwhile instead of being taken over.
+  return lost_.empty() && now < lease_end_ && now - held_since_ >= config_.lease_period;
+}
+
+int ReplicaMember::takeovers() const {
+  absl::MutexLock lock(&mu_);
+  return takeovers_;
+}
+
+void ReplicaMember::Loop() {
+  absl::Time next_renew = deps_.clock->Now() + config_.renew_interval;
+  absl::Time next_end = Watch(deps_.clock->Now());
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&stop_), std::min(next_renew, next_end));
+      if (stop_) return;
+    }
+    const absl::Time now = deps_.clock->Now();
+    if (now >= next_renew) {
+      Renew(now);
+      next_renew = now + config_.renew_interval;
+    }
+    next_end = Watch(now);
+  }
+}
+
+void ReplicaMember::Renew(absl::Time now) {
+  const absl::Time until = now + config_.lease_period;
+  absl::Status renewed = deps_.leases->Renew(config_.id, until);
+  absl::MutexLock lock(&mu_);
+  if (renewed.ok()) {
+    if (now >= lease_end_) held_since_ = now;  // it had lapsed
+    lease_end_ = until;
+    if (!lost_.empty()) {
+      log::Info("replica.lease_regained", {{"replica", config_.id}});
+      lost_.clear();
+    }
+    return;
+  }
+  // Taken over: this replica's runs were failed or moved by another; it must not go on as if
+  // it still held them. Otherwise (the store is unreachable) it still holds its lease until
+  // the lease ends, and takes no new work from then on.
+  const bool taken = renewed.code() == absl::StatusCode::kFailedPrecondition;
+  log::Error("replica.renew_failed", {{"replica", config_.id}, {"error", renewed.ToString()}});
+  std::string why;
+  if (taken) {
+    why = std::string(renewed.message());
+  } else if (now >= lease_end_) {
+    why = absl::StrCat("replica ", config_.id, " could not renew its lease, which ended at ",
+                       absl::FormatTime(lease_end_));
+  }
+  if (!why.empty() && (lost_.empty() || taken) && lost_ != why) {
+    lost_ = why;
+    log::Error("replica.lease_lost", {{"replica", config_.id}, {"why", lost_}});
+  }
+}
+
+absl::Time ReplicaMember::Watch(absl::Time now) {
+  absl::StatusOr<std::vector<store::Lease>> leases = deps_.leases->ListLeases();
+  if (!leases.ok()) {
+    log::Error("replica.watch_failed",
+               {{"replica", config_.id}, {"error", leases.status().ToString()}});
+    return absl::InfiniteFuture();  // looked at again at the next renewal
+  }
+  absl::Time next = absl::InfiniteFuture();
+  for (const store::Lease& l : *leases) {
+    if (l.replica_id == config_.id || l.cleaned) continue;
+    // When it may next be claimed: at its end, or when a claim on it runs out.
+    const absl::Time claimable =
+        l.taken_over_by.empty() ? l.expires_at : std::max(l.expires_at, l.claim_until);
+    if (claimable > now) {
+      next = std::min(next, claimable);
+      continue;
+    }
+    if (!MayClaim(now)) continue;
+    absl::StatusOr<bool> claimed =
+        deps_.leases->ClaimTakeover(l.replica_id, config_.id, now, now + config_.lease_period);
+    if (!claimed.ok() || !*claimed) continue;  // another replica did, or its lease came back
+    log::Warning("replica.takeover", {{"replica", config_.id},
+                                      {"lost", l.replica_id},
+                                      {"lease_ended", absl::FormatTime(l.expires_at)}});
+    absl::Status cleaned = CleanUpAfter(l);
+    if (cleaned.ok()) cleaned = deps_.leases->FinishTakeover(l.replica_id, config_.id);
+    if (!cleaned.ok()) {
+      // The claim runs out and another replica (or this one) takes it up again.
+      log::Error("replica.takeover_failed",
+                 {{"replica", config_.id}, {"lost", l.replica_id}, {"error", cleaned.ToString()}});
+      next = std::min(next, now + config_.lease_period);
+      continue;
+    }
+    absl::MutexLock lock(&mu_);
+    ++takeovers_;
+  }
+  return next;
+}
+
+absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
+  const std::string why =
+      absl::StrCat("replica ", dead.replica_id, " stopped renewing its lease, which ended at ",
+                   absl::FormatTime(dead.expires_at));
+  const RecoveryDeps recovery{deps_.store,     deps_.events, deps_.clock,
+                              dead.replica_id, config_.id,   why};
+  SANDGATE_RETURN_IF_ERROR(RecoverRuns(recovery, *deps_.tenants, deps_.requeue));
+  SANDGATE_RETURN_IF_ERROR(ExpireSessions(dead, why));
+  // Its remote resources, through this replica's providers; what a provider cannot tell yet
+  // is asked again in the background (JournalSweeper), or swept by the lost replica's return.
+  std::set<std::string> remote;
+  for (const auto& [name, provider] : deps_.remote_providers) remote.insert(name);
+  auto view = std::make_unique<ReplicaJournal>(
+      ReplicaJournal::Of(deps_.journal, dead.replica_id, std::move(remote)));
+  auto sweeper = std::make_unique<JournalSweeper>(
+      SweeperDeps{deps_.store, &deps_.remote_providers, deps_.clock, deps_.metrics, view.get()});
+  absl::Status swept = sweeper->Sweep();
+  absl::MutexLock lock(&mu_);
+  views_.push_back(std::move(view));
+  sweepers_.push_back(std::move(sweeper));
+  return swept;
+}
+
+absl::Status ReplicaMember::ExpireSessions(const store::Lease& dead, const std::string& why) {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open, deps_.store->ListSessions("", false));
+  for (v1::Session& s : open) {
+    if (s.replica() != dead.replica_id) continue;
+    s.set_status(v1::SESSION_STATUS_EXPIRED);
+    s.set_status_reason(why);
+    *s.mutable_closed_at() = ToProto(deps_.clock->Now());
+    SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(s));
+    v1::Event closed = events::SessionClosed(s.id(), why);
+    closed.set_run_id(s.id());
+    closed.set_session_id(s.id());
+    SANDGATE_RETURN_IF_ERROR(deps_.events->Append(std::move(closed)).status());
+    log::Warning("session.lost_with_replica",
+                 {{"session", s.id()}, {"tenant", s.tenant()}, {"replica", dead.replica_id}});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sandgate::core

@@ -1,0 +1,144 @@
+// Replica: this daemon as one of several sharing a store (docs/replicas.md).
+//
+// Each replica has a stable id (config replica.id, else DefaultReplicaId) and a lease row
+// (store/replica_store.h) it renews every renew_interval on the injected clock. A replica
+// that cannot renew before its lease ends stops taking new work (CanTakeWork) and logs
+// `replica.lease_lost`. Every replica also watches the others' leases: at the moment one
+// ends, the first replica to claim it (a guarded UPDATE: exactly one) cleans up after it:
+//  - its RUNNING runs end FAILED, saying which replica stopped renewing and when its lease
+//    ended; its kept sessions end EXPIRED the same way;
+//  - its QUEUED runs (their requests are kept) become this replica's and are queued here;
+//  - every journal entry of its remote providers (OpenAI containers and files) is swept
+//    through this replica's provider. Local sandboxes cannot be reached from another host:
+//    their entries stay, and the lost replica sweeps them when it comes back (its start-up
+//    sweep lists only its own entries, ReplicaJournal).
+//
+//   ReplicaJournal journal(store, config.replica.id);       // providers record through it
+//   ReplicaMember member(deps, config.replica);
+//   SANDGATE_RETURN_IF_ERROR(member.Join());                  // before recovering
+//   member.Start();                                           // heartbeat + watching
+//   ... member.CanTakeWork() at every new run and session ...
+//   member.Stop();                                            // on drain
+//
+// Thread safe.
+#ifndef SANDGATE_CORE_REPLICA_H_
+#define SANDGATE_CORE_REPLICA_H_
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/journal.h"
+#include "core/config.h"
+#include "core/event_log.h"
+#include "core/recovery.h"
+#include "core/tenants.h"
+#include "sandbox/sandbox.h"
+#include "store/replica_store.h"
+#include "store/store.h"
+
+namespace sandgate::core {
+
+// "<host name>-<8 hex digits of sha256(state_dir)>": stable across restarts, and distinct for
+// two daemons on one host with different state directories.
+std::string DefaultReplicaId(const std::string& state_dir);
+
+// The resource journal as one replica sees it: every entry it records carries its id (in
+// details["replica"], so both stores keep it without a schema change), and List() returns
+// its own entries (and those recorded before replicas existed, which have none).
+// A view for cleaning up after another replica lists that replica's entries of the given
+// providers only. Thread safe; `base` outlives it.
+class ReplicaJournal : public ResourceJournal {
+ public:
+  ReplicaJournal(ResourceJournal* base, std::string replica) : base_(base), id_(replica) {}
+  // `replica`'s entries of `providers`, recorded under its id (not the unmarked ones).
+  static ReplicaJournal Of(ResourceJournal* base, std::string replica,
+                           std::set<std::string> providers);
+
+  absl::Status Record(const JournalEntry& entry) override;
+  absl::Status Erase(const std::string& id) override { return base_->Erase(id); }
+  absl::StatusOr<std::vector<JournalEntry>> List() override;
+
+  static constexpr const char* kKey = "replica";
+
+ private:
+  ResourceJournal* const base_;
+  const std::string id_;
+  bool include_unmarked_ = true;
+  std::set<std::string> providers_;  // empty: all
+};
+
+// Not owned; all outlive the member.
+struct ReplicaDeps {
+  store::ReplicaStore* leases = nullptr;
+  store::Store* store = nullptr;
+  ResourceJournal* journal = nullptr;  // the shared journal, every replica's entries
+  EventLog* events = nullptr;
+  Clock* clock = nullptr;
+  // Providers whose resources another host can delete (not "local").
+  std::map<std::string, sandbox::Provider*> remote_providers;
+  const Tenants* tenants = nullptr;
+  Requeue requeue;             // queues a run here (RunManager::Requeue)
+  Metrics* metrics = nullptr;  // may be null
+};
+
+class ReplicaMember {
+ public:
+  ReplicaMember(ReplicaDeps deps, ReplicaConfig config);
+  ~ReplicaMember() { Stop(); }
+
+  // Makes the lease this replica's own, for lease_period from now. While another replica is
+  // cleaning up after this one (a restart within its claim), waits on the clock and tries
+  // again, for at most two lease periods; then the error.
+  absl::Status Join();
+  // Starts the heartbeat thread: renews the lease every renew_interval and, at the moment
+  // another replica's lease ends, tries to claim its cleanup. Call once, after Join.
+  void Start();
+  // Ends the thread (and the background sweeps of cleanups, by `deadline`). Idempotent.
+  void Stop(absl::Time deadline = absl::InfinitePast());
+
+  // OK while the lease is held; UNAVAILABLE, saying why, once it has ended unrenewed or
+  // another replica has taken it over.
+  absl::Status CanTakeWork() const;
+  const std::string& id() const { return config_.id; }
+  // Cleanups this replica has done (claimed and finished).
+  int takeovers() const;
+
+ private:
+  void Loop();
+  // Renews the lease; notes its loss.
+  void Renew(absl::Time now);
+  // Claims whatever lease has ended; returns when the next one may end (InfiniteFuture: none).
+  absl::Time Watch(absl::Time now);
+  // Whether this replica may claim another's lease now.
+  bool MayClaim(absl::Time now) const;
+  // The cleanup after `dead`, once claimed.
+  absl::Status CleanUpAfter(const store::Lease& dead);
+  absl::Status ExpireSessions(const store::Lease& dead, const std::string& why);
+
+  const ReplicaDeps deps_;
+  const ReplicaConfig config_;
+
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time lease_end_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Since when the lease has been held without a gap.
+  absl::Time held_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::string lost_ ABSL_GUARDED_BY(mu_);  // why work is refused; "" while the lease holds
+  int takeovers_ ABSL_GUARDED_BY(mu_) = 0;
+  // The journal views and sweepers of cleanups whose deferred sweeps go on in the background.
+  std::vector<std::unique_ptr<ReplicaJournal>> views_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<JournalSweeper>> sweepers_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace sandgate::core
+
+#endif  // SANDGATE_CORE_REPLICA_H_

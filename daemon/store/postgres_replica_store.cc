@@ -1,0 +1,116 @@
+#include "store/postgres_replica_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "store/postgres_schema.h"
+
+namespace sandgate::store {
+namespace {
+
+// Times are unix nanoseconds from the callers' clock (see replica_store.h).
+constexpr const char* kSteps[] = {
+    R"sql(
+CREATE TABLE replica_leases (
+  id TEXT PRIMARY KEY,
+  address TEXT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  taken_over_by TEXT NOT NULL DEFAULT '',
+  claim_until BIGINT NOT NULL DEFAULT 0,
+  cleaned INTEGER NOT NULL DEFAULT 0);
+)sql",
+};
+
+int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostgresReplicaStore>> PostgresReplicaStore::Create(
+    PostgresDatabase* db) {
+  SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, "replicas", kSteps));
+  return std::unique_ptr<PostgresReplicaStore>(new PostgresReplicaStore(db));
+}
+
+absl::StatusOr<int64_t> PostgresReplicaStore::Write(const char* what, const char* sql,
+                                                    const PgParams& params) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(what));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec(what, sql, params));
+  return r.affected();
+}
+
+absl::Status PostgresReplicaStore::Join(const Lease& lease, absl::Time now) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      int64_t changed,
+      Write("join",
+            "INSERT INTO replica_leases(id, address, expires_at) VALUES($1, $2, $3) "
+            "ON CONFLICT(id) DO UPDATE SET address = excluded.address, "
+            "expires_at = excluded.expires_at, taken_over_by = '', claim_until = 0, cleaned = 0 "
+            "WHERE replica_leases.taken_over_by = '' OR replica_leases.cleaned = 1 "
+            "OR replica_leases.claim_until <= $4",
+            PgParams()
+                .Text(lease.replica_id)
+                .Text(lease.address)
+                .Int(Ns(lease.expires_at))
+                .Int(Ns(now))));
+  if (changed == 1) return absl::OkStatus();
+  SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(lease.replica_id));
+  return CleanupUnderWay(lease.replica_id, claimer);
+}
+
+absl::Status PostgresReplicaStore::Renew(const std::string& replica_id, absl::Time expires_at) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      int64_t changed,
+      Write("renew lease",
+            "UPDATE replica_leases SET expires_at = $2 WHERE id = $1 AND taken_over_by = ''",
+            PgParams().Text(replica_id).Int(Ns(expires_at))));
+  if (changed == 1) return absl::OkStatus();
+  SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(replica_id));
+  return LeaseTakenOver(replica_id, claimer);
+}
+
+absl::StatusOr<std::string> PostgresReplicaStore::ClaimerOf(const std::string& replica_id) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("read lease"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r, conn->Exec("read lease", "SELECT taken_over_by FROM replica_leases WHERE id = $1",
+                             PgParams().Text(replica_id)));
+  if (r.rows() == 0) return errors::NotFound("lease of replica", replica_id);
+  return r.Text(0, 0);
+}
+
+absl::StatusOr<std::vector<Lease>> PostgresReplicaStore::ListLeases() {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list leases"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r, conn->Exec("list leases",
+                             "SELECT id, address, expires_at, taken_over_by, claim_until, cleaned "
+                             "FROM replica_leases ORDER BY id"));
+  std::vector<Lease> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    out.push_back({r.Text(i, 0), r.Text(i, 1), absl::FromUnixNanos(r.Int(i, 2)), r.Text(i, 3),
+                   absl::FromUnixNanos(r.Int(i, 4)), r.Int(i, 5) != 0});
+  }
+  return out;
+}
+
+absl::StatusOr<bool> PostgresReplicaStore::ClaimTakeover(const std::string& dead,
+                                                         const std::string& by, absl::Time now,
+                                                         absl::Time claim_until) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      int64_t changed, Write("claim lease",
+                             "UPDATE replica_leases SET taken_over_by = $2, claim_until = $4 "
+                             "WHERE id = $1 AND expires_at <= $3 AND cleaned = 0 "
+                             "AND (taken_over_by = '' OR claim_until <= $3)",
+                             PgParams().Text(dead).Text(by).Int(Ns(now)).Int(Ns(claim_until))));
+  return changed == 1;
+}
+
+absl::Status PostgresReplicaStore::FinishTakeover(const std::string& dead, const std::string& by) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      int64_t changed,
+      Write("finish takeover",
+            "UPDATE replica_leases SET cleaned = 1 WHERE id = $1 AND taken_over_by = $2",
+            PgParams().Text(dead).Text(by)));
+  if (changed == 1) return absl::OkStatus();
+  return ClaimLost(dead, by);
+}
+
+}  // namespace sandgate::store

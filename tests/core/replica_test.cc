@@ -1,0 +1,389 @@
+// ReplicaMember on a FakeClock, with replicas sharing one SQLite file: a lost replica's lease
+// is not taken over 1 ns before it ends and is at its end; of two replicas racing, one cleans
+// up, and each remote resource is deleted once; a replica that cannot renew stops taking work
+// exactly at its lease's end. Also the start-up recovery and sweep that touch only a
+// replica's own runs and journal entries.
+#include "core/replica.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "store/sqlite_replica_store.h"
+#include "store/sqlite_store.h"
+#include "tests/common/temp_dir.h"
+#include "tests/fakes/fake_clock.h"
+
+namespace sandgate::core {
+namespace {
+
+constexpr absl::Duration kNs = absl::Nanoseconds(1);
+constexpr absl::Duration kLease = absl::Seconds(15);
+constexpr absl::Duration kRenew = absl::Seconds(5);
+
+// A remote provider that counts its sweeps per resource and erases each record, as the real
+// ones do once the resource is gone. Shared by the replicas of a test.
+class CountingProvider : public sandbox::Provider {
+ public:
+  explicit CountingProvider(ResourceJournal* journal) : journal_(journal) {}
+  std::string name() const override { return "openai"; }
+  absl::StatusOr<std::unique_ptr<sandbox::Session>> Create(const sandbox::SessionSpec&,
+                                                           const CancelToken*) override {
+    return absl::UnimplementedError("sweeps only");
+  }
+  absl::Status Sweep(const JournalEntry& entry) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++sweeps_[entry.id];
+    }
+    return journal_->Erase(entry.id);
+  }
+  std::map<std::string, int> sweeps() {
+    absl::MutexLock lock(&mu_);
+    return sweeps_;
+  }
+
+ private:
+  ResourceJournal* const journal_;
+  absl::Mutex mu_;
+  std::map<std::string, int> sweeps_ ABSL_GUARDED_BY(mu_);
+};
+
+class Requeued {
+ public:
+  Requeue Fn() {
+    return [this](const Caller&, const v1::Run& run, v1::RunAnalysisRequest) {
+      absl::MutexLock lock(&mu_);
+      ids_.push_back(run.id());
+      return absl::OkStatus();
+    };
+  }
+  std::vector<std::string> ids() {
+    absl::MutexLock lock(&mu_);
+    return ids_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> ids_ ABSL_GUARDED_BY(mu_);
+};
+
+v1::Run MakeRun(const std::string& id, const std::string& replica, v1::RunStatus status) {
+  v1::Run run;
+  run.set_id(id);
+  run.set_tenant("t");
+  run.set_status(status);
+  run.set_replica(replica);
+  return run;
+}
+
+store::Lease Own(const std::string& id, absl::Time expires_at) {
+  store::Lease lease;
+  lease.replica_id = id;
+  lease.expires_at = expires_at;
+  return lease;
+}
+
+// Renewals that fail while the flag is set, as when the database is out of reach.
+class FlakyLeases : public store::ReplicaStore {
+ public:
+  explicit FlakyLeases(store::ReplicaStore* base) : base_(base) {}
+  absl::Status Join(const store::Lease& l, absl::Time now) override { return base_->Join(l, now); }
+  absl::Status Renew(const std::string& id, absl::Time until) override {
+    if (failing.load()) return absl::UnavailableError("connection refused");
+    return base_->Renew(id, until);
+  }
+  absl::StatusOr<std::vector<store::Lease>> ListLeases() override { return base_->ListLeases(); }
+  absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
+                                     absl::Time until) override {
+    return base_->ClaimTakeover(dead, by, now, until);
+  }
+  absl::Status FinishTakeover(const std::string& dead, const std::string& by) override {
+    return base_->FinishTakeover(dead, by);
+  }
+  std::atomic<bool> failing{false};
+
+ private:
+  store::ReplicaStore* const base_;
+};
+
+class ReplicaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(dir_.ok());
+    store_ = *store::SqliteStore::Open(path());
+    events_ = std::make_unique<EventLog>(store_.get(), &clock_);
+    TenantConfig t;
+    t.name = "t";
+    tenants_ = std::make_unique<Tenants>(std::vector<TenantConfig>{t});
+    provider_ = std::make_unique<CountingProvider>(store_.get());
+  }
+  void TearDown() override {
+    members_.clear();
+    events_.reset();
+  }
+  std::string path() const { return dir_.path() + "/state.db"; }
+
+  // Replica "a", which dies: a lease ending at kLease from now, a running and a queued run, a
+  // kept session, two remote resources and a local sandbox in the journal.
+  void LeaveLostReplica() {
+    auto leases = *store::SqliteReplicaStore::Open(path());
+    ASSERT_TRUE(leases->Join(Own("a", clock_.Now() + kLease), clock_.Now()).ok());
+    ASSERT_TRUE(store_->CreateRun(MakeRun("r-running", "a", v1::RUN_STATUS_RUNNING), "").ok());
+    ASSERT_TRUE(store_->CreateRun(MakeRun("r-queued", "a", v1::RUN_STATUS_QUEUED), "").ok());
+    v1::RunAnalysisRequest request;
+    request.set_playbook("financial-analyst");
+    ASSERT_TRUE(store_->PutRunRequest("r-queued", request).ok());
+    ASSERT_TRUE(store_->CreateRun(MakeRun("r-other", "z", v1::RUN_STATUS_RUNNING), "").ok());
+    v1::Session session;
+    session.set_id("s-a");
+    session.set_tenant("t");
+    session.set_status(v1::SESSION_STATUS_ACTIVE);
+    session.set_replica("a");
+    ASSERT_TRUE(store_->CreateSession(session, "").ok());
+    ReplicaJournal a(store_.get(), "a");
+    ASSERT_TRUE(a.Record({"openai-container:c1", "openai", "container", {}}).ok());
+    ASSERT_TRUE(a.Record({"openai-file:f1", "openai", "file", {}}).ok());
+    ASSERT_TRUE(a.Record({"local-session:s-a", "local", "session", {}}).ok());
+    ASSERT_TRUE(ReplicaJournal(store_.get(), "z")
+                    .Record({"openai-container:c9", "openai", "container", {}})
+                    .ok());
+  }
+
+  // `leases` null: a connection of its own. Not joined yet.
+  ReplicaMember& NewReplica(const std::string& id, store::ReplicaStore* leases = nullptr) {
+    leases_.push_back(*store::SqliteReplicaStore::Open(path()));
+    ReplicaDeps deps;
+    deps.leases = leases != nullptr ? leases : leases_.back().get();
+    deps.store = store_.get();
+    deps.journal = store_.get();
+    deps.events = events_.get();
+    deps.clock = &clock_;
+    deps.remote_providers = {{"openai", provider_.get()}};
+    deps.tenants = tenants_.get();
+    deps.requeue = requeued_.Fn();
+    ReplicaConfig config;
+    config.id = id;
+    config.lease_period = kLease;
+    config.renew_interval = kRenew;
+    members_.push_back(std::make_unique<ReplicaMember>(deps, config));
+    return *members_.back();
+  }
+  // Leases whose renewals fail while `failing` is set; they outlive the replicas.
+  FlakyLeases& Flaky() {
+    leases_.push_back(*store::SqliteReplicaStore::Open(path()));
+    flaky_.push_back(std::make_unique<FlakyLeases>(leases_.back().get()));
+    return *flaky_.back();
+  }
+  ReplicaMember& StartReplica(const std::string& id, store::ReplicaStore* leases = nullptr) {
+    ReplicaMember& member = NewReplica(id, leases);
+    EXPECT_TRUE(member.Join().ok());
+    member.Start();
+    return member;
+  }
+
+  testing::ScopedTempDir dir_{"sg-replica"};
+  testing::FakeClock clock_;
+  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<EventLog> events_;  // one timer thread waits on the clock
+  std::unique_ptr<Tenants> tenants_;
+  std::unique_ptr<CountingProvider> provider_;
+  Requeued requeued_;
+  std::vector<std::unique_ptr<store::SqliteReplicaStore>> leases_;
+  std::vector<std::unique_ptr<FlakyLeases>> flaky_;
+  std::vector<std::unique_ptr<ReplicaMember>> members_;
+};
+
+TEST_F(ReplicaTest, LostReplicaIsTakenOverAtItsLeasesEndNotBefore) {
+  const absl::Time end = clock_.Now() + kLease;
+  LeaveLostReplica();
+  ReplicaMember& b = StartReplica("b");
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));  // b's heartbeat, the event log's timer
+
+  clock_.Advance(kLease - kNs);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  EXPECT_EQ(b.takeovers(), 0) << "1 ns before the lease ends";
+  EXPECT_EQ(store_->GetRun("r-running")->status(), v1::RUN_STATUS_RUNNING);
+  EXPECT_TRUE(provider_->sweeps().empty());
+
+  clock_.Advance(kNs);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  EXPECT_EQ(b.takeovers(), 1) << "at the lease's end";
+  v1::Run failed = *store_->GetRun("r-running");
+  EXPECT_EQ(failed.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(failed.status_reason(),
+            "replica a stopped renewing its lease, which ended at " + absl::FormatTime(end));
+  std::vector<v1::Event> log = *store_->ReadEvents("r-running", 0, 10);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].run_finished().reason(), failed.status_reason());
+
+  EXPECT_EQ(requeued_.ids(), std::vector<std::string>{"r-queued"});
+  EXPECT_EQ(store_->GetRun("r-queued")->replica(), "b") << "stored as b's before it is queued";
+  EXPECT_EQ(store_->GetRun("r-other")->status(), v1::RUN_STATUS_RUNNING) << "z's, alive";
+  v1::Session session = *store_->GetSession("s-a");
+  EXPECT_EQ(session.status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_TRUE(absl::StartsWith(session.status_reason(), "replica a stopped renewing"));
+
+  EXPECT_EQ(provider_->sweeps(),
+            (std::map<std::string, int>{{"openai-container:c1", 1}, {"openai-file:f1", 1}}));
+  std::vector<JournalEntry> left = *store_->List();
+  ASSERT_EQ(left.size(), 2u) << "a's local sandbox (a sweeps it when back) and z's container";
+  EXPECT_EQ(left[0].id, "local-session:s-a");
+  EXPECT_EQ(left[1].id, "openai-container:c9");
+
+  clock_.Advance(kLease);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  EXPECT_EQ(b.takeovers(), 1) << "once";
+}
+
+TEST_F(ReplicaTest, OfTwoRacingReplicasOneCleansUpAndEachResourceGoesOnce) {
+  LeaveLostReplica();
+  ReplicaMember& b = StartReplica("b");
+  ReplicaMember& c = StartReplica("c");
+  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // b and c renew on time
+    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    clock_.Advance(kRenew);
+  }
+  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  EXPECT_EQ(b.takeovers() + c.takeovers(), 1);
+  EXPECT_EQ(provider_->sweeps(),
+            (std::map<std::string, int>{{"openai-container:c1", 1}, {"openai-file:f1", 1}}));
+  EXPECT_EQ(requeued_.ids().size(), 1u);
+  EXPECT_EQ(*store_->LastSeq("r-running"), 1) << "one run.finished";
+  EXPECT_EQ(*store_->LastSeq("s-a"), 1) << "one session.closed";
+}
+
+TEST_F(ReplicaTest, ReplicaThatCannotRenewStopsTakingWorkAtItsLeasesEnd) {
+  FlakyLeases& leases = Flaky();
+  ReplicaMember& a = NewReplica("a", &leases);
+  EXPECT_EQ(a.CanTakeWork().code(), absl::StatusCode::kUnavailable) << "before joining";
+  ASSERT_TRUE(a.Join().ok());
+  a.Start();
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  clock_.Advance(kRenew);  // renewed: the lease now ends at kRenew + kLease
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  leases.failing = true;
+  clock_.Advance(kLease - kNs);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  EXPECT_TRUE(a.CanTakeWork().ok()) << "1 ns before the lease ends";
+  clock_.Advance(kNs);
+  absl::Status refused = a.CanTakeWork();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(refused.message(), "replica a could not renew its lease"))
+      << refused;
+  leases.failing = false;
+  clock_.Advance(kRenew);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  EXPECT_TRUE(a.CanTakeWork().ok()) << "renewed again before anyone took it over";
+}
+
+TEST_F(ReplicaTest, TakenOverReplicaStopsTakingWork) {
+  // "a" is only cut off from the store for a while; "b" takes its lease over meanwhile.
+  FlakyLeases& leases = Flaky();
+  ReplicaMember& a = StartReplica("a", &leases);
+  leases.failing = true;
+  ReplicaMember& b = StartReplica("b");
+  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {
+    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    clock_.Advance(kRenew);
+  }
+  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  ASSERT_EQ(b.takeovers(), 1);
+  leases.failing = false;
+  clock_.Advance(kRenew);
+  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  absl::Status refused = a.CanTakeWork();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(
+      absl::StrContains(refused.message(), "the lease of replica a was taken over by replica b"))
+      << refused;
+  EXPECT_EQ(a.takeovers(), 0) << "a replica without its lease cleans up after nobody";
+}
+
+TEST_F(ReplicaTest, AfterAnOutageOfTheStoreNoReplicaTakesAnotherOver) {
+  FlakyLeases& b_leases = Flaky();
+  FlakyLeases& c_leases = Flaky();
+  ReplicaMember& b = StartReplica("b", &b_leases);
+  ReplicaMember& c = StartReplica("c", &c_leases);
+  b_leases.failing = true;
+  c_leases.failing = true;
+  for (absl::Duration t = kRenew; t <= 2 * kLease; t += kRenew) {  // both cut off, leases end
+    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    clock_.Advance(kRenew);
+  }
+  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  b_leases.failing = false;  // b is back one renewal before c
+  clock_.Advance(kRenew);
+  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  c_leases.failing = false;
+  for (absl::Duration t = kRenew; t <= 2 * kLease; t += kRenew) {
+    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    clock_.Advance(kRenew);
+  }
+  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  EXPECT_EQ(b.takeovers() + c.takeovers(), 0);
+  EXPECT_TRUE(b.CanTakeWork().ok()) << b.CanTakeWork();
+  EXPECT_TRUE(c.CanTakeWork().ok()) << c.CanTakeWork();
+}
+
+TEST(ReplicaJournalTest, ListsItsOwnAndUnmarkedEntriesAndViewsAnothersRemoteOnes) {
+  testing::ScopedTempDir dir("sg-rjournal");
+  ASSERT_TRUE(dir.ok());
+  auto store = *store::SqliteStore::Open(dir.path() + "/s.db");
+  ASSERT_TRUE(store->Record({"old", "openai", "container", {}}).ok());  // before replicas
+  ReplicaJournal a(store.get(), "a"), b(store.get(), "b");
+  ASSERT_TRUE(a.Record({"a-c", "openai", "container", {}}).ok());
+  ASSERT_TRUE(a.Record({"a-l", "local", "session", {}}).ok());
+  ASSERT_TRUE(b.Record({"b-c", "openai", "container", {}}).ok());
+  auto ids = [](ResourceJournal& j) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<JournalEntry>> entries = j.List();
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    if (entries.ok()) {
+      for (const JournalEntry& e : *entries) out.push_back(e.id);
+    }
+    return out;
+  };
+  EXPECT_EQ(ids(a), (std::vector<std::string>{"a-c", "a-l", "old"}));
+  EXPECT_EQ(ids(b), (std::vector<std::string>{"b-c", "old"}));
+  ReplicaJournal remote_of_a = ReplicaJournal::Of(store.get(), "a", {"openai"});
+  EXPECT_EQ(ids(remote_of_a), std::vector<std::string>{"a-c"});
+  EXPECT_EQ((*store->List())[0].details[ReplicaJournal::kKey], "a");
+}
+
+TEST(ReplicaIdTest, DefaultIsStablePerStateDirAndAValidId) {
+  const std::string one = DefaultReplicaId("/var/lib/sandgate");
+  EXPECT_EQ(one, DefaultReplicaId("/var/lib/sandgate"));
+  EXPECT_NE(one, DefaultReplicaId("/var/lib/sandgate-2"));
+  Config c;
+  c.replica.id = one;
+  EXPECT_TRUE(ValidateConfig(c).ok()) << one;
+}
+
+// A replica's start-up recovery settles its own runs and those stored before replicas,
+// never a live replica's.
+TEST(RecoverRunsTest, OnlyThisReplicasOwnRuns) {
+  testing::ScopedTempDir dir("sg-recover");
+  ASSERT_TRUE(dir.ok());
+  auto store = *store::SqliteStore::Open(dir.path() + "/s.db");
+  testing::FakeClock clock;
+  EventLog events(store.get(), &clock);
+  ASSERT_TRUE(store->CreateRun(MakeRun("mine", "a", v1::RUN_STATUS_RUNNING), "").ok());
+  ASSERT_TRUE(store->CreateRun(MakeRun("old", "", v1::RUN_STATUS_RUNNING), "").ok());
+  ASSERT_TRUE(store->CreateRun(MakeRun("theirs", "b", v1::RUN_STATUS_RUNNING), "").ok());
+  Tenants tenants({});
+  ASSERT_TRUE(RecoverRuns({store.get(), &events, &clock, "a", "", ""}, tenants,
+                          [](const Caller&, const v1::Run&, v1::RunAnalysisRequest) {
+                            return absl::OkStatus();
+                          })
+                  .ok());
+  EXPECT_EQ(store->GetRun("mine")->status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(store->GetRun("old")->status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(store->GetRun("theirs")->status(), v1::RUN_STATUS_RUNNING);
+}
+
+}  // namespace
+}  // namespace sandgate::core
