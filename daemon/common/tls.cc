@@ -93,8 +93,8 @@ absl::StatusOr<TlsPem> ReadTlsFiles(const TlsFiles& files, const TlsFileNames& n
     if (!key_text.ok()) return key_text.status();
     Bio bio = MemoryBio(*key_text);
     // No password callback: an encrypted key fails here instead of prompting on a terminal.
-    Key key(PEM_read_bio_PrivateKey(bio.get(), nullptr,
-                                    [](char*, int, int, void*) { return 0; }, nullptr));
+    Key key(PEM_read_bio_PrivateKey(
+        bio.get(), nullptr, [](char*, int, int, void*) { return 0; }, nullptr));
     ERR_clear_error();
     if (!key) {
       return Bad(names.key_file, files.key_file,
@@ -111,7 +111,8 @@ absl::StatusOr<TlsPem> ReadTlsFiles(const TlsFiles& files, const TlsFileNames& n
   if (!files.ca_file.empty()) {
     absl::StatusOr<std::string> ca = Read(names.ca_file, files.ca_file);
     if (!ca.ok()) return ca.status();
-    if (Certificates(*ca).empty()) return Bad(names.ca_file, files.ca_file, "holds no PEM certificate");
+    if (Certificates(*ca).empty())
+      return Bad(names.ca_file, files.ca_file, "holds no PEM certificate");
     pem.ca = *std::move(ca);
   }
   return pem;

@@ -223,7 +223,8 @@ absl::Status ReadTls(const json& v, const std::string& where, TlsConfig* t) {
   }
   if (t->require_client_cert && t->client_ca_file.empty()) {
     return errors::InvalidArgument(absl::StrCat(
-        where, ".require_client_cert: needs client_ca_file (the CA that signs client certificates)"));
+        where,
+        ".require_client_cert: needs client_ca_file (the CA that signs client certificates)"));
   }
   return absl::OkStatus();
 }

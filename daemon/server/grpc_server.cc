@@ -50,7 +50,7 @@ std::shared_ptr<grpc::ServerCredentials> TlsListenerCredentials(const core::TlsC
   options.watch_identity_key_cert_pairs();
   if (!tls.client_ca_file.empty()) options.watch_root_certs();
   options.set_cert_request_type(
-      tls.require_client_cert    ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+      tls.require_client_cert      ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
       : tls.client_ca_file.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                    : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
   return grpc::experimental::TlsServerCredentials(options);
@@ -88,10 +88,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
     unlink(listen.path.c_str());  // a socket left by a killed daemon
     builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials());
   } else {
-    builder.AddListeningPort(listen.GrpcTarget(),
-                             tls.enabled() ? TlsListenerCredentials(tls)
-                                           : grpc::InsecureServerCredentials(),
-                             &port);
+    builder.AddListeningPort(
+        listen.GrpcTarget(),
+        tls.enabled() ? TlsListenerCredentials(tls) : grpc::InsecureServerCredentials(), &port);
   }
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);

@@ -225,7 +225,8 @@ TEST(ConfigTlsTest, TheTlsSectionIsReadAndItsMistakesNamed) {
            {R"({"tls": {"cert_file": "/c", "key_file": "/k", "reload_interval_seconds": 0}})",
             "tls.reload_interval_seconds: out of range"},
            {R"({"tls": {"cert": "/c"}})", "tls.cert: unknown key"},
-           {R"({"allow_plaintext_tokens": "yes"})", "allow_plaintext_tokens: expected true or false"},
+           {R"({"allow_plaintext_tokens": "yes"})",
+            "allow_plaintext_tokens: expected true or false"},
        }) {
     auto bad = ParseConfig(text, "t");
     ASSERT_FALSE(bad.ok()) << text;

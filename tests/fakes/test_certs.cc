@@ -25,8 +25,8 @@ absl::Status Run(const std::string& command) {
 constexpr char kKey[] = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
 
 absl::Status MakeCa(const std::string& dir, const std::string& name) {
-  return Run(absl::StrCat("openssl req -x509 ", kKey, " -days 2 -subj /CN=", name, " -keyout ",
-                          dir, "/", name, ".key -out ", dir, "/", name, ".pem",
+  return Run(absl::StrCat("openssl req -x509 ", kKey, " -days 2 -subj /CN=", name, " -keyout ", dir,
+                          "/", name, ".key -out ", dir, "/", name, ".pem",
                           " -addext basicConstraints=critical,CA:TRUE",
                           " -addext keyUsage=critical,keyCertSign,cRLSign"));
 }
@@ -35,17 +35,15 @@ absl::Status MakeCa(const std::string& dir, const std::string& name) {
 absl::Status MakeLeaf(const std::string& dir, const std::string& ca, const std::string& name,
                       const std::string& cn, int serial, const std::string& ext) {
   const std::string base = absl::StrCat(dir, "/", name);
-  {
-    std::ofstream(base + ".ext") << ext;
-  }
-  if (absl::Status s = Run(absl::StrCat("openssl req ", kKey, " -subj /CN=", cn, " -keyout ",
-                                        base, ".key -out ", base, ".csr"));
+  { std::ofstream(base + ".ext") << ext; }
+  if (absl::Status s = Run(absl::StrCat("openssl req ", kKey, " -subj /CN=", cn, " -keyout ", base,
+                                        ".key -out ", base, ".csr"));
       !s.ok()) {
     return s;
   }
   return Run(absl::StrCat("openssl x509 -req -days 2 -in ", base, ".csr -CA ", dir, "/", ca,
-                          ".pem -CAkey ", dir, "/", ca, ".key -set_serial ", serial,
-                          " -extfile ", base, ".ext -out ", base, ".pem"));
+                          ".pem -CAkey ", dir, "/", ca, ".key -set_serial ", serial, " -extfile ",
+                          base, ".ext -out ", base, ".pem"));
 }
 
 }  // namespace

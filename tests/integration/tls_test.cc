@@ -149,13 +149,12 @@ TEST_F(TlsTest, PlaintextIsRefusedWhereTlsIsRequired) {
   TcpDaemon daemon(DaemonDir("d"));
   int port = daemon.Start({{"tls", Tls(false)}, {"tenants", Tenants()}});
   ASSERT_GT(port, 0) << daemon.error();
-  auto plaintext = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                       grpc::InsecureChannelCredentials());
+  auto plaintext =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
   EXPECT_EQ(ListRuns(plaintext, true).error_code(), grpc::StatusCode::UNAVAILABLE);
   grpc::Status st = ListRuns(Channel(port, nullptr), true);
   EXPECT_TRUE(st.ok()) << st.error_message();
-  EXPECT_EQ(ListRuns(Channel(port, nullptr), false).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED)
+  EXPECT_EQ(ListRuns(Channel(port, nullptr), false).error_code(), grpc::StatusCode::UNAUTHENTICATED)
       << "TLS encrypts; the token still says who calls";
 }
 
@@ -183,8 +182,8 @@ TEST_F(TlsTest, BearerTokensOverPlaintextTcpAreRefusedAtStartUnlessOptedIn) {
   TcpDaemon allowed(DaemonDir("allowed"));
   int port = allowed.Start({{"tenants", Tenants()}, {"allow_plaintext_tokens", true}});
   ASSERT_GT(port, 0) << allowed.error();
-  auto plaintext = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                       grpc::InsecureChannelCredentials());
+  auto plaintext =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
   grpc::Status st = ListRuns(plaintext, true);
   EXPECT_TRUE(st.ok()) << st.error_message();
 }
@@ -201,8 +200,8 @@ TEST_F(TlsTest, AWrongFileStopsTheStartNamingIt) {
   TcpDaemon mismatched(DaemonDir("mismatched"));
   tls["key_file"] = certs_.server2.key;
   ASSERT_EQ(mismatched.Start({{"tls", tls}, {"tenants", Tenants()}}), 0);
-  EXPECT_TRUE(absl::StrContains(mismatched.error(), "does not match the certificate in " +
-                                                         certs_.server.cert))
+  EXPECT_TRUE(absl::StrContains(mismatched.error(),
+                                "does not match the certificate in " + certs_.server.cert))
       << mismatched.error();
 }
 
@@ -218,11 +217,9 @@ TEST_F(TlsTest, ARotatedCertificateIsServedWithoutARestart) {
   };
   install(certs_.server);
   TcpDaemon daemon(DaemonDir("d"));
-  int port = daemon.Start({{"tls",
-                            {{"cert_file", live_cert},
-                             {"key_file", live_key},
-                             {"reload_interval_seconds", 1}}},
-                           {"tenants", Tenants()}});
+  int port = daemon.Start(
+      {{"tls", {{"cert_file", live_cert}, {"key_file", live_key}, {"reload_interval_seconds", 1}}},
+       {"tenants", Tenants()}});
   ASSERT_GT(port, 0) << daemon.error();
   std::string peer;
   ASSERT_TRUE(ListRuns(Channel(port, nullptr), true, &peer).ok());
@@ -258,26 +255,25 @@ TEST_F(TlsTest, TheCliSpeaksTlsAndSkipsAReplicaThatIsDown) {
   std::string out;
   EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " ", tls, " runs"), &out), 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "RUN")) << out;
-  EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", down, ",tcp:127.0.0.1:", port, " ", tls,
-                             " runs"),
-                &out),
-            0)
+  EXPECT_EQ(
+      Cli(absl::StrCat("--addr tcp:127.0.0.1:", down, ",tcp:127.0.0.1:", port, " ", tls, " runs"),
+          &out),
+      0)
       << out;
   EXPECT_TRUE(absl::StrContains(out, "RUN")) << out;
   // The same through the environment.
-  EXPECT_EQ(Cli("runs", &out,
-                absl::StrCat("SANDGATE_TLS_CA=", certs_.ca, " SANDGATE_TLS_CERT=",
-                             certs_.client.cert, " SANDGATE_TLS_KEY=", certs_.client.key,
-                             " SANDGATE_ADDR=127.0.0.1:", port)),
-            0)
+  EXPECT_EQ(
+      Cli("runs", &out,
+          absl::StrCat("SANDGATE_TLS_CA=", certs_.ca, " SANDGATE_TLS_CERT=", certs_.client.cert,
+                       " SANDGATE_TLS_KEY=", certs_.client.key, " SANDGATE_ADDR=127.0.0.1:", port)),
+      0)
       << out;
 
-  EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.ca, " runs"),
-                &out),
-            2)
+  EXPECT_EQ(
+      Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.ca, " runs"), &out), 2)
       << "no client certificate: " << out;
-  EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.ca,
-                             " --tls-cert ", certs_.client.cert, " runs"),
+  EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.ca, " --tls-cert ",
+                             certs_.client.cert, " runs"),
                 &out),
             2);
   EXPECT_TRUE(absl::StrContains(out, "--tls-cert and --tls-key: set both")) << out;
