@@ -245,6 +245,7 @@ absl::Status Daemon::Start() {
   p.warm_pool->Start();
 
   SANDGATE_ASSIGN_OR_RETURN(p.server, server::GrpcServer::Start(p.config.listen, p.config.tls,
+                                                                p.config.state_dir + "/tls",
                                                                 p.service.get(), p.metrics.get()));
   if (!p.config.metrics_listen.empty()) {
     core::RunManager* runs = p.runs.get();

@@ -88,7 +88,8 @@ struct WarmPoolShape {
 
 // TLS on a TCP listener ("tls" in the file). The files are re-read every
 // reload_interval_seconds, so a renewed certificate is served without a restart (replace the
-// key and the certificate by renaming new files over them). With client_ca_file, a client
+// key and the certificate by renaming new files over them); files that fail the checks are
+// refused and the last good ones kept (server/tls_mirror.h). With client_ca_file, a client
 // certificate that is offered is verified against it; require_client_cert refuses clients
 // without one (mutual TLS), and then a verified certificate is how a caller proves who it is.
 struct TlsConfig {

@@ -41,8 +41,8 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
   }
 }
 
-// TLS through a certificate provider that re-reads the files, so a renewed certificate is
-// served to new connections without a restart (open ones keep theirs).
+// TLS through a certificate provider that re-reads the files (the mirror's copies), so a
+// renewed certificate is served to new connections without a restart (open ones keep theirs).
 std::shared_ptr<grpc::ServerCredentials> TlsListenerCredentials(const core::TlsConfig& tls) {
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
       tls.key_file, tls.cert_file, tls.client_ca_file, tls.reload_interval_seconds);
@@ -68,6 +68,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerChannelCredentials
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& listen_address,
                                                               const core::TlsConfig& tls,
+                                                              const std::string& tls_dir,
                                                               SandgateService* service,
                                                               core::Metrics* metrics) {
   std::unique_ptr<GrpcServer> s(new GrpcServer());
@@ -87,10 +88,12 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
   if (listen.unix_socket) {
     unlink(listen.path.c_str());  // a socket left by a killed daemon
     builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials());
+  } else if (tls.enabled()) {
+    SANDGATE_ASSIGN_OR_RETURN(s->tls_mirror_, TlsMirror::Start(tls, tls_dir, Clock::Real()));
+    builder.AddListeningPort(listen.GrpcTarget(), TlsListenerCredentials(s->tls_mirror_->served()),
+                             &port);
   } else {
-    builder.AddListeningPort(
-        listen.GrpcTarget(),
-        tls.enabled() ? TlsListenerCredentials(tls) : grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials(), &port);
   }
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);

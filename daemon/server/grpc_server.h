@@ -4,7 +4,7 @@
 // (the composition root, app/, builds those).
 //
 //   SANDGATE_ASSIGN_OR_RETURN(auto server, GrpcServer::Start("unix:/run/s.sock", config.tls,
-//                                                             &service, &metrics));
+//                                                             tls_dir, &service, &metrics));
 //   ... server->address() ...
 //   server->SetServing(false);                 // drain: health says NOT_SERVING
 //   server->Shutdown(absl::Seconds(2));        // ends open streams after the grace
@@ -25,17 +25,20 @@
 #include "core/metrics.h"
 #include "server/reflection_v1.h"
 #include "server/service.h"
+#include "server/tls_mirror.h"
 
 namespace sandgate::server {
 
 class GrpcServer {
  public:
   // `listen`: "unix:/path", "tcp:host:port" or "host:port" (port 0 picks one). With
-  // tls.enabled() (TCP only) the listener speaks TLS only, re-reading its files every
+  // tls.enabled() (TCP only) the listener speaks TLS only, serving the copies a TlsMirror
+  // keeps in `tls_dir` (server/tls_mirror.h) of the files it re-reads every
   // tls.reload_interval_seconds; otherwise plaintext. Which combinations may start is
   // core::ValidateConfig's rule, checked before.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const std::string& listen,
                                                            const core::TlsConfig& tls,
+                                                           const std::string& tls_dir,
                                                            SandgateService* service,
                                                            core::Metrics* metrics);
   ~GrpcServer();  // Shutdown with no grace if not called
@@ -52,6 +55,7 @@ class GrpcServer {
   GrpcServer() = default;
 
   std::unique_ptr<ReflectionV1> reflection_v1_;
+  std::unique_ptr<TlsMirror> tls_mirror_;  // TLS only
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   bool shut_down_ = false;

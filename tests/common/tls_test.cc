@@ -4,25 +4,15 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "tests/common/temp_dir.h"
 #include "tests/fakes/test_certs.h"
 
 namespace sandgate {
 namespace {
 
-using testing::ScopedTempDir;
-using testing::TestCertificates;
-
 const TlsFileNames kNames = {"tls.cert_file", "tls.key_file", "tls.client_ca_file"};
 
-class TlsFilesTest : public ::testing::Test {
+class TlsFilesTest : public testing::TlsFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(tmp_.ok());
-    absl::StatusOr<TestCertificates> certs = TestCertificates::Create(tmp_.path());
-    ASSERT_TRUE(certs.ok()) << certs.status();
-    certs_ = *certs;
-  }
   // The error's message, or "ok".
   std::string Error(const TlsFiles& files) {
     absl::StatusOr<TlsPem> pem = ReadTlsFiles(files, kNames);
@@ -30,8 +20,6 @@ class TlsFilesTest : public ::testing::Test {
     EXPECT_EQ(pem.status().code(), absl::StatusCode::kInvalidArgument);
     return std::string(pem.status().message());
   }
-  ScopedTempDir tmp_{"sandgate-tls"};
-  TestCertificates certs_;
 };
 
 TEST_F(TlsFilesTest, AGoodSetIsReadWhole) {

@@ -5,7 +5,7 @@
 // two days. The server certificates carry serverAuth and clientAuth (a replica presents its
 // own certificate when it calls another).
 //
-//   absl::StatusOr<TestCertificates> certs = TestCertificates::Create(dir);
+//   absl::StatusOr<TestCertificates> certs = TestCertificates::Create(dir);  // or TlsFixture
 //   ASSERT_TRUE(certs.ok()) << certs.status();
 //   config["tls"] = {{"cert_file", certs->server.cert}, {"key_file", certs->server.key}};
 //
@@ -16,6 +16,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "tests/common/temp_dir.h"
 
 namespace sandgate::testing {
 
@@ -37,6 +39,20 @@ struct TestCertificates {
 
 // The whole of a file, or "" when it cannot be read.
 std::string ReadFileOrEmpty(const std::string& path);
+
+// A fixture with a fresh PKI (certs_) in a temp directory of its own (tmp_), removed after.
+class TlsFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(tmp_.ok());
+    absl::StatusOr<TestCertificates> certs = TestCertificates::Create(tmp_.path());
+    ASSERT_TRUE(certs.ok()) << certs.status();
+    certs_ = *certs;
+  }
+
+  ScopedTempDir tmp_{"sandgate-tls"};
+  TestCertificates certs_;
+};
 
 }  // namespace sandgate::testing
 

@@ -18,11 +18,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "sandgate/v1/sandgate.grpc.pb.h"
-#include "tests/common/temp_dir.h"
 #include "tests/fakes/test_certs.h"
 #include "tests/integration/daemon_harness.h"
 
@@ -82,14 +82,8 @@ class TcpDaemon {
   int exit_code_ = -1;
 };
 
-class TlsTest : public ::testing::Test {
+class TlsTest : public TlsFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(tmp_.ok());
-    absl::StatusOr<TestCertificates> certs = TestCertificates::Create(tmp_.path());
-    ASSERT_TRUE(certs.ok()) << certs.status();
-    certs_ = *certs;
-  }
   nlohmann::json Tls(bool mutual) const {
     nlohmann::json tls = {{"cert_file", certs_.server.cert}, {"key_file", certs_.server.key}};
     if (mutual) {
@@ -140,9 +134,6 @@ class TlsTest : public ::testing::Test {
     std::filesystem::create_directories(dir);
     return dir;
   }
-
-  ScopedTempDir tmp_{"sandgate-tls-it"};
-  TestCertificates certs_;
 };
 
 TEST_F(TlsTest, PlaintextIsRefusedWhereTlsIsRequired) {
@@ -233,6 +224,24 @@ TEST_F(TlsTest, ARotatedCertificateIsServedWithoutARestart) {
       absl::Seconds(15)))
       << "still served:\n"
       << peer;
+
+  // A replacement that is not a certificate: refused, logged, the last good pair still served.
+  std::ofstream(live_cert + ".new") << "-----BEGIN CERTIFICATE-----\nhalf written";
+  std::filesystem::rename(live_cert + ".new", live_cert);
+  ASSERT_TRUE(Eventually([&] { return absl::StrContains(daemon.error(), "tls.reload_refused"); },
+                         absl::Seconds(15)))
+      << daemon.error();
+  EXPECT_TRUE(absl::StrContains(daemon.error(), live_cert + " holds no PEM certificate"))
+      << daemon.error();
+  // Every new connection, for a few of gRPC's own re-reads (each second), gets it.
+  const absl::Time until = absl::Now() + absl::Seconds(3);
+  int attempts = 0;
+  while (absl::Now() < until) {
+    grpc::Status st = ListRuns(Channel(port, nullptr), true, &peer);
+    ASSERT_TRUE(st.ok()) << "attempt " << attempts << ": " << st.error_message();
+    ASSERT_EQ(peer, renewed);
+    ++attempts;
+  }
 }
 
 TEST_F(TlsTest, TheCliSpeaksTlsAndSkipsAReplicaThatIsDown) {
