@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "sandgate/v1/sandgate.grpc.pb.h"
+#include "server/grpc_server.h"
 #include "tests/fakes/test_certs.h"
 #include "tests/integration/daemon_harness.h"
 
@@ -288,6 +289,27 @@ TEST_F(TlsTest, TheCliSpeaksTlsAndSkipsAReplicaThatIsDown) {
   EXPECT_TRUE(absl::StrContains(out, "--tls-cert and --tls-key: set both")) << out;
   EXPECT_EQ(Cli(absl::StrCat("--addr unix:/tmp/x.sock --tls-ca ", certs_.ca, " runs"), &out), 2);
   EXPECT_TRUE(absl::StrContains(out, "TLS is for tcp: addresses")) << out;
+}
+
+TEST_F(TlsTest, ReplicasCallEachOtherWithMutualTlsFromTheSameSection) {
+  TcpDaemon daemon(DaemonDir("d"));
+  nlohmann::json tls = Tls(true);
+  int port = daemon.Start({{"tls", tls}});
+  ASSERT_GT(port, 0) << daemon.error();
+  // Another replica's view of the same section: its own certificate is its client certificate.
+  core::TlsConfig peer;
+  peer.cert_file = certs_.server2.cert;
+  peer.key_file = certs_.server2.key;
+  peer.client_ca_file = certs_.ca;
+  peer.require_client_cert = true;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds =
+      server::PeerChannelCredentials(peer);
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  grpc::Status st = ListRuns(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), *creds), false);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  peer.key_file = certs_.client.key;
+  EXPECT_TRUE(absl::StrContains(server::PeerChannelCredentials(peer).status().message(),
+                                "tls.key_file: " + certs_.client.key + " does not match"));
 }
 
 }  // namespace
