@@ -31,7 +31,6 @@ namespace sandgate::cli {
 constexpr int kExitRunFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitDetached = 130;
-constexpr int kMaxMessageBytes = 80 << 20;
 
 // What the user typed ("get", "session exec"), for every message: set once in main before
 // any command runs.
@@ -49,13 +48,9 @@ int Fail(const grpc::Status& s);
 
 class Client {
  public:
-  static std::unique_ptr<Client> Connect(const Address& addr, std::string token,
+  // `channel` from OpenChannel (client/connection.h).
+  static std::unique_ptr<Client> Connect(std::shared_ptr<grpc::Channel> channel, std::string token,
                                          Interrupt* interrupt) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    args.SetMaxSendMessageSize(kMaxMessageBytes);
-    auto channel =
-        grpc::CreateCustomChannel(addr.GrpcTarget(), grpc::InsecureChannelCredentials(), args);
     return std::unique_ptr<Client>(
         new Client(v1::Sandgate::NewStub(channel), std::move(token), interrupt));
   }

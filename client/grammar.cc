@@ -6,7 +6,8 @@
 namespace sandgate::cli {
 namespace {
 
-constexpr char kUsageText[] = R"(usage: sandgate [--addr ADDR] [--token-file FILE] COMMAND ...
+constexpr char kUsageText[] = R"(usage: sandgate [--addr ADDR[,ADDR]...] [--token-file FILE]
+                [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] COMMAND ...
 
 commands:
   run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME] [--provider NAME]
@@ -37,15 +38,20 @@ commands:
   admin purge --older-than-hours N             operators: delete old runs and ended sessions
 
 Every command answers --help. --version prints the version.
-ADDR: unix:PATH, tcp:HOST:PORT (as sandgated prints it) or HOST:PORT.
-environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN
+ADDR: unix:PATH, tcp:HOST:PORT (as sandgated prints it) or HOST:PORT. Several replicas'
+      tcp: IP addresses, comma separated, share the calls; one that is down is skipped.
+TLS (tcp: only): --tls-ca FILE verifies the daemon's certificate (default: the system's
+      roots); --tls-cert FILE --tls-key FILE present a client certificate (mutual TLS).
+environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN,
+             SANDGATE_TLS_CA, SANDGATE_TLS_CERT, SANDGATE_TLS_KEY
 exit codes: 0 success, 1 the run did not succeed (or a download did not match its sha256, or
             `run` could not save all of a finished run's files), 2 usage or connection error,
             130 detached
 )";
 
 constexpr char kGlobalUsage[] = R"(
-global options: --addr ADDR (unix:PATH, tcp:HOST:PORT or HOST:PORT), --token-file FILE
+global options: --addr ADDR[,ADDR]... (unix:PATH, tcp:HOST:PORT or HOST:PORT), --token-file FILE,
+                --tls-ca FILE, --tls-cert FILE, --tls-key FILE (see sandgate --help)
 )";
 
 constexpr char kSandboxOptions[] = R"(
@@ -81,9 +87,10 @@ const ArgsGrammar& Grammar() {
        {"--reason", true},        {"--addr", true},         {"--token-file", true}, {"--env", true},
        {"--setup", true},         {"--network", true},      {"--allow", true},     {"--memory-mib", true},
        {"--session", true},       {"--idle", true},         {"--lifetime", true},  {"--all", false},
-       {"--command-timeout", true}, {"--older-than-hours", true}, {"--model", true}},
+       {"--command-timeout", true}, {"--older-than-hours", true}, {"--model", true},
+       {"--tls-ca", true},        {"--tls-cert", true},     {"--tls-key", true}},
       // clang-format on
-      {"--addr", "--token-file"},
+      {"--addr", "--token-file", "--tls-ca", "--tls-cert", "--tls-key"},
       {
           {"run",
            absl::StrCat(

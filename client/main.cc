@@ -4,7 +4,9 @@
 //   sandgate events RUN --follow
 //
 // Address: --addr, else $SANDGATE_ADDR, else unix:/run/sandgate/sandgated.sock, in the
-// daemon's own syntax (common/address.h). Token: --token-file, else $SANDGATE_TOKEN (never a
+// daemon's own syntax (common/address.h), or several replicas' comma separated
+// (client/connection.h). TLS files: --tls-ca/--tls-cert/--tls-key, else $SANDGATE_TLS_CA/
+// _CERT/_KEY. Token: --token-file, else $SANDGATE_TOKEN (never a
 // flag: it would show in `ps`). Everything shown to a person from the daemon or a sandbox
 // goes through TerminalSafe (client/terminal_text.h); `session exec` passes the command's
 // output through as bytes.
@@ -20,9 +22,11 @@
 #include "absl/strings/strip.h"
 #include "client/args.h"
 #include "client/command.h"
+#include "client/connection.h"
 #include "client/grammar.h"
 #include "client/interrupt.h"
 #include "common/address.h"
+#include "common/tls.h"
 
 #ifndef SANDGATE_VERSION
 #define SANDGATE_VERSION "unknown"
@@ -67,14 +71,26 @@ int Main(int argc, char** argv) {
                               near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?")));
   }
 
-  const char* env_addr = std::getenv("SANDGATE_ADDR");
+  // A flag, else its environment variable, else `def`; *from names where it came from.
+  auto setting = [&](const std::string& flag, const char* env, const std::string& def,
+                     std::string* from) {
+    *from = flag;
+    if (args.Has(flag)) return args.Get(flag);
+    *from = env;
+    const char* value = std::getenv(env);
+    return value ? std::string(value) : def;
+  };
+  std::string addr_from;
   std::string addr_text =
-      args.Get("--addr", env_addr ? env_addr : "unix:/run/sandgate/sandgated.sock");
-  absl::StatusOr<Address> addr = ParseAddress(addr_text);
-  if (!addr.ok()) {
-    return Usage(
-        absl::StrCat(args.Has("--addr") ? "--addr: " : "SANDGATE_ADDR: ", addr.status().message()));
-  }
+      setting("--addr", "SANDGATE_ADDR", "unix:/run/sandgate/sandgated.sock", &addr_from);
+  absl::StatusOr<std::vector<Address>> addrs = ParseAddresses(addr_text);
+  if (!addrs.ok()) return Usage(absl::StrCat(addr_from, ": ", addrs.status().message()));
+  std::string ignored;
+  TlsFiles tls{setting("--tls-cert", "SANDGATE_TLS_CERT", "", &ignored),
+               setting("--tls-key", "SANDGATE_TLS_KEY", "", &ignored),
+               setting("--tls-ca", "SANDGATE_TLS_CA", "", &ignored)};
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenChannel(*addrs, tls);
+  if (!channel.ok()) return Usage(std::string(channel.status().message()));
   std::string token;
   if (args.Has("--token-file")) {
     auto t = ReadAll(args.Get("--token-file"));
@@ -83,7 +99,7 @@ int Main(int argc, char** argv) {
   } else if (const char* env_token = std::getenv("SANDGATE_TOKEN")) {
     token = env_token;
   }
-  auto client = Client::Connect(*addr, token, &interrupt);
+  auto client = Client::Connect(*std::move(channel), token, &interrupt);
   const std::string& c = args.command;
   if (c == "run") return CmdRun(*client, args);
   if (c == "events") return CmdEvents(*client, args);

@@ -324,8 +324,9 @@ absl::Status Daemon::Start() {
   // After the sweep: a leftover of the previous daemon would share a uid with a new sandbox.
   p.warm_pool->Start();
 
-  SANDGATE_ASSIGN_OR_RETURN(
-      p.server, server::GrpcServer::Start(p.config.listen, p.service.get(), p.metrics.get()));
+  SANDGATE_ASSIGN_OR_RETURN(p.server, server::GrpcServer::Start(p.config.listen, p.config.tls,
+                                                                p.config.state_dir + "/tls",
+                                                                p.service.get(), p.metrics.get()));
   if (!p.config.metrics_listen.empty()) {
     core::RunManager* runs = p.runs.get();
     core::SessionManager* sessions = p.sessions.get();

@@ -14,6 +14,7 @@
 #include "common/address.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "common/tls.h"
 #include "nlohmann/json.hpp"
 
 namespace sandgate::core {
@@ -256,6 +257,46 @@ absl::Status ReadStore(const json& v, StoreConfig* s) {
   return absl::OkStatus();
 }
 
+absl::Status ReadTls(const json& v, const std::string& where, TlsConfig* t) {
+  ObjectReader r(v, where);
+  r.On("cert_file", String(&t->cert_file));
+  r.On("key_file", String(&t->key_file));
+  r.On("client_ca_file", String(&t->client_ca_file));
+  r.On("require_client_cert", Bool(&t->require_client_cert));
+  r.On("reload_interval_seconds", Whole(&t->reload_interval_seconds, 1));
+  SANDGATE_RETURN_IF_ERROR(r.Run());
+  if (t->cert_file.empty() || t->key_file.empty()) {
+    return errors::InvalidArgument(
+        absl::StrCat(where, ": cert_file and key_file are both required"));
+  }
+  if (t->require_client_cert && t->client_ca_file.empty()) {
+    return errors::InvalidArgument(absl::StrCat(
+        where,
+        ".require_client_cert: needs client_ca_file (the CA that signs client certificates)"));
+  }
+  return absl::OkStatus();
+}
+
+// The two rules of a TCP listener, in the order an operator meets them: who may call, then
+// whether a token would cross the network in the clear. A Unix socket is guarded by its
+// permissions and needs neither.
+absl::Status CheckTcpListener(const Config& c) {
+  const bool client_certs = c.tls.enabled() && c.tls.require_client_cert;
+  if (c.tenants.empty() && !client_certs && !c.allow_unauthenticated_tcp) {
+    return errors::InvalidArgument(
+        "listen: TCP without tenants would let anyone on the network run code; configure "
+        "tenants, require client certificates (tls.require_client_cert) or set "
+        "allow_unauthenticated_tcp");
+  }
+  if (!c.tenants.empty() && !c.tls.enabled() && !c.allow_plaintext_tokens) {
+    return errors::InvalidArgument(
+        "listen: TCP without TLS would carry the tenants' bearer tokens in the clear; add "
+        "\"tls\": {\"cert_file\": ..., \"key_file\": ...} or set \"allow_plaintext_tokens\": "
+        "true (only on a network you trust)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin) {
@@ -276,6 +317,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     return absl::OkStatus();
   });
   r.On("allow_unauthenticated_tcp", Bool(&c.allow_unauthenticated_tcp));
+  r.On("allow_plaintext_tokens", Bool(&c.allow_plaintext_tokens));
+  r.On("tls", [&c](const json& v, const std::string&) { return ReadTls(v, "tls", &c.tls); });
   r.On("max_concurrent_runs", Whole(&c.max_concurrent_runs, 1));
   r.On("max_concurrent_execs", Whole(&c.max_concurrent_execs, 1));
   r.On("max_queued_runs", Whole(&c.max_queued_runs, 1));
@@ -379,12 +422,11 @@ absl::Status ValidateConfig(const Config& c) {
   absl::StatusOr<Address> listen = ParseAddress(c.listen);
   if (!listen.ok())
     return errors::InvalidArgument(absl::StrCat("listen: ", listen.status().message()));
-  bool unix_socket = listen->unix_socket;
-  if (!unix_socket && c.tenants.empty() && !c.allow_unauthenticated_tcp) {
+  if (listen->unix_socket && c.tls.enabled()) {
     return errors::InvalidArgument(
-        "listen: TCP without tenants would let anyone on the network run code; configure "
-        "tenants or set allow_unauthenticated_tcp");
+        "tls: only for a TCP listen address (a Unix socket is guarded by its permissions)");
   }
+  if (!listen->unix_socket) SANDGATE_RETURN_IF_ERROR(CheckTcpListener(c));
   static const char* kLevels[] = {"debug", "info", "warning", "error"};
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) == std::end(kLevels)) {
     return errors::InvalidArgument(
@@ -440,6 +482,14 @@ absl::Status ValidateConfig(const Config& c) {
   }
   if (c.uid_base + static_cast<uint64_t>(c.uid_count) > 0xfffffffeull) {
     return errors::InvalidArgument("local.uid_base + local.uid_count: beyond the uid range");
+  }
+  // Last: the only check that reads files. The listener re-reads them (server/grpc_server.cc);
+  // this makes a wrong file stop the start, naming it.
+  if (c.tls.enabled()) {
+    absl::StatusOr<TlsPem> pem =
+        ReadTlsFiles({c.tls.cert_file, c.tls.key_file, c.tls.client_ca_file},
+                     {"tls.cert_file", "tls.key_file", "tls.client_ca_file"});
+    if (!pem.ok()) return pem.status();
   }
   return absl::OkStatus();
 }

@@ -110,6 +110,21 @@ struct StoreConfig {
   uint32_t pool_size = 8;  // postgres connections kept open
 };
 
+// TLS on a TCP listener ("tls" in the file). The files are re-read every
+// reload_interval_seconds, so a renewed certificate is served without a restart (replace the
+// key and the certificate by renaming new files over them); files that fail the checks are
+// refused and the last good ones kept (server/tls_mirror.h). With client_ca_file, a client
+// certificate that is offered is verified against it; require_client_cert refuses clients
+// without one (mutual TLS), and then a verified certificate is how a caller proves who it is.
+struct TlsConfig {
+  bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+  bool require_client_cert = false;
+  uint32_t reload_interval_seconds = 10;
+};
+
 struct Config {
   // "unix:/path" or "tcp:host:port" (e.g. "tcp:127.0.0.1:7443", port 0 = any free port).
   std::string listen = "unix:/run/sandgate/sandgated.sock";
@@ -118,7 +133,12 @@ struct Config {
   std::string log_level = "info";
   std::string metrics_listen;         // "127.0.0.1:9464" serves GET /metrics; "" = off
   std::vector<TenantConfig> tenants;  // empty = one "local" tenant, Unix socket only
+  // TCP needs callers to prove who they are (tenants' bearer tokens, or client
+  // certificates under tls.require_client_cert) unless allow_unauthenticated_tcp; bearer
+  // tokens over TCP need TLS unless allow_plaintext_tokens.
   bool allow_unauthenticated_tcp = false;
+  TlsConfig tls;
+  bool allow_plaintext_tokens = false;
 
   uint32_t max_concurrent_runs = 4;
   uint32_t max_queued_runs = 1024;  // beyond it RunAnalysis is RESOURCE_EXHAUSTED
@@ -172,7 +192,8 @@ struct Config {
 // Parses a config file's text; `origin` names it in errors.
 absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin);
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
-// Checks cross-field rules (e.g. TCP without tenants).
+// Checks cross-field rules (e.g. TCP without tenants), then reads the TLS files (each
+// readable, parsed, the key the certificate's; common/tls.h).
 absl::Status ValidateConfig(const Config& config);
 
 }  // namespace sandgate::core

@@ -3,6 +3,9 @@
 #include <google/protobuf/stubs/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +18,7 @@
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/tls_credentials.h"
 #include "common/utf8.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/rpc_observer.h"
@@ -37,11 +41,34 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
   }
 }
 
+// TLS through a certificate provider that re-reads the files (the mirror's copies), so a
+// renewed certificate is served to new connections without a restart (open ones keep theirs).
+std::shared_ptr<grpc::ServerCredentials> TlsListenerCredentials(const core::TlsConfig& tls) {
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.key_file, tls.cert_file, tls.client_ca_file, tls.reload_interval_seconds);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (!tls.client_ca_file.empty()) options.watch_root_certs();
+  options.set_cert_request_type(
+      tls.require_client_cert      ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+      : tls.client_ca_file.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                   : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
 }  // namespace
 
 void InstallProtobufLogHandler() { google::protobuf::SetLogHandler(&ProtobufLog); }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerChannelCredentials(
+    const core::TlsConfig& tls) {
+  return TlsChannelCredentials({tls.cert_file, tls.key_file, tls.client_ca_file},
+                               {"tls.cert_file", "tls.key_file", "tls.client_ca_file"});
+}
+
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& listen_address,
+                                                              const core::TlsConfig& tls,
+                                                              const std::string& tls_dir,
                                                               SandgateService* service,
                                                               core::Metrics* metrics) {
   std::unique_ptr<GrpcServer> s(new GrpcServer());
@@ -61,6 +88,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
   if (listen.unix_socket) {
     unlink(listen.path.c_str());  // a socket left by a killed daemon
     builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials());
+  } else if (tls.enabled()) {
+    SANDGATE_ASSIGN_OR_RETURN(s->tls_mirror_, TlsMirror::Start(tls, tls_dir, Clock::Real()));
+    builder.AddListeningPort(listen.GrpcTarget(), TlsListenerCredentials(s->tls_mirror_->served()),
+                             &port);
   } else {
     builder.AddListeningPort(listen.GrpcTarget(), grpc::InsecureServerCredentials(), &port);
   }

@@ -3,8 +3,8 @@
 // the message size limits. It knows the service, not what implements the calls behind it
 // (the composition root, app/, builds those).
 //
-//   SANDGATE_ASSIGN_OR_RETURN(auto server, GrpcServer::Start("unix:/run/s.sock", &service,
-//                                                             &metrics));
+//   SANDGATE_ASSIGN_OR_RETURN(auto server, GrpcServer::Start("unix:/run/s.sock", config.tls,
+//                                                             tls_dir, &service, &metrics));
 //   ... server->address() ...
 //   server->SetServing(false);                 // drain: health says NOT_SERVING
 //   server->Shutdown(absl::Seconds(2));        // ends open streams after the grace
@@ -21,16 +21,24 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/config.h"
 #include "core/metrics.h"
 #include "server/reflection_v1.h"
 #include "server/service.h"
+#include "server/tls_mirror.h"
 
 namespace sandgate::server {
 
 class GrpcServer {
  public:
-  // `listen`: "unix:/path", "tcp:host:port" or "host:port" (port 0 picks one).
+  // `listen`: "unix:/path", "tcp:host:port" or "host:port" (port 0 picks one). With
+  // tls.enabled() (TCP only) the listener speaks TLS only, serving the copies a TlsMirror
+  // keeps in `tls_dir` (server/tls_mirror.h) of the files it re-reads every
+  // tls.reload_interval_seconds; otherwise plaintext. Which combinations may start is
+  // core::ValidateConfig's rule, checked before.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const std::string& listen,
+                                                           const core::TlsConfig& tls,
+                                                           const std::string& tls_dir,
                                                            SandgateService* service,
                                                            core::Metrics* metrics);
   ~GrpcServer();  // Shutdown with no grace if not called
@@ -47,10 +55,18 @@ class GrpcServer {
   GrpcServer() = default;
 
   std::unique_ptr<ReflectionV1> reflection_v1_;
+  std::unique_ptr<TlsMirror> tls_mirror_;  // TLS only
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   bool shut_down_ = false;
 };
+
+// The credentials one replica calls another with: mutual TLS from the same `tls` section,
+// the daemon's certificate and key as the client certificate (so it needs the clientAuth
+// extended key usage, or none) and client_ca_file to verify the replica called. Read once;
+// errors name the config key and the file.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerChannelCredentials(
+    const core::TlsConfig& tls);
 
 // protobuf reports each request that does not parse (a string that is not UTF-8) on stderr
 // in its own format; this sends it to the daemon's log (one JSON object per line) instead.

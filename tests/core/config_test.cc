@@ -2,6 +2,8 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/common/temp_dir.h"
+#include "tests/fakes/test_certs.h"
 
 namespace sandgate::core {
 namespace {
@@ -19,8 +21,8 @@ TEST(ConfigTest, EmptyObjectGivesEmbeddedDefaults) {
 TEST(ConfigTest, ReadsEverySection) {
   auto c = ParseConfig(R"({
     // comments are allowed
-    "listen": "tcp:127.0.0.1:0", "state_dir": "/tmp/x", "max_concurrent_runs": 2,
-    "tenants": [{"name": "a", "token_sha256": ")" +
+    "listen": "tcp:127.0.0.1:0", "allow_plaintext_tokens": true, "state_dir": "/tmp/x",
+    "max_concurrent_runs": 2, "tenants": [{"name": "a", "token_sha256": ")" +
                            std::string(kHash) + R"(", "operator": true}],
     "defaults": {"memory_bytes": 536870912, "command_timeout_seconds": 30},
     "local": {"uid_base": 200000, "uid_count": 10}})",
@@ -268,6 +270,105 @@ TEST(ConfigTest, ReplicaKeys) {
   ASSERT_TRUE(slow.ok());
   EXPECT_TRUE(absl::StrContains(ValidateConfig(*slow).message(),
                                 "replica.renew_seconds: at most half of replica.lease_seconds"));
+}
+
+}  // namespace
+}  // namespace sandgate::core
+
+// TLS on the listener (issue 13): the keys, and the two rules of a TCP listener.
+namespace sandgate::core {
+namespace {
+
+TenantConfig OneTenant() {
+  TenantConfig t;
+  t.name = "a";
+  t.token_sha256 = kHash;
+  return t;
+}
+
+TEST(ConfigTlsTest, TheTlsSectionIsReadAndItsMistakesNamed) {
+  auto c = ParseConfig(R"({"tls": {"cert_file": "/c.pem", "key_file": "/k.pem",
+      "client_ca_file": "/ca.pem", "require_client_cert": true, "reload_interval_seconds": 3},
+      "allow_plaintext_tokens": true})",
+                       "t.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->tls.cert_file, "/c.pem");
+  EXPECT_EQ(c->tls.key_file, "/k.pem");
+  EXPECT_EQ(c->tls.client_ca_file, "/ca.pem");
+  EXPECT_TRUE(c->tls.require_client_cert);
+  EXPECT_EQ(c->tls.reload_interval_seconds, 3u);
+  EXPECT_TRUE(c->allow_plaintext_tokens);
+  EXPECT_EQ(ParseConfig("{}", "t")->tls.reload_interval_seconds, 10u);
+  for (const auto& [text, expect] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"tls": {"cert_file": "/c.pem"}})", "tls: cert_file and key_file are both required"},
+           {R"({"tls": {"cert_file": "/c", "key_file": "/k", "require_client_cert": true}})",
+            "tls.require_client_cert: needs client_ca_file"},
+           {R"({"tls": {"cert_file": "/c", "key_file": "/k", "reload_interval_seconds": 0}})",
+            "tls.reload_interval_seconds: out of range"},
+           {R"({"tls": {"cert": "/c"}})", "tls.cert: unknown key"},
+           {R"({"allow_plaintext_tokens": "yes"})",
+            "allow_plaintext_tokens: expected true or false"},
+       }) {
+    auto bad = ParseConfig(text, "t");
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), expect)) << bad.status();
+  }
+}
+
+TEST(ConfigTlsTest, TokensOverPlaintextTcpAreRefusedUnlessOptedIn) {
+  Config c;
+  c.listen = "tcp:0.0.0.0:7443";
+  c.tenants.push_back(OneTenant());
+  absl::Status st = ValidateConfig(c);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(st.message(), "bearer tokens in the clear")) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), R"(add "tls")")) << st;
+  EXPECT_TRUE(absl::StrContains(st.message(), R"("allow_plaintext_tokens": true)")) << st;
+  c.allow_plaintext_tokens = true;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  // A Unix socket carries tokens between local processes only.
+  c.allow_plaintext_tokens = false;
+  c.listen = "unix:/tmp/s.sock";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(ConfigTlsTest, ClientCertificatesAuthenticateTcpWithoutTenants) {
+  Config c;
+  c.listen = "tcp:127.0.0.1:0";
+  c.tls.cert_file = "/nonexistent/c.pem";
+  c.tls.key_file = "/nonexistent/k.pem";
+  // TLS alone encrypts but proves nothing about the caller.
+  EXPECT_TRUE(absl::StrContains(ValidateConfig(c).message(), "tls.require_client_cert"));
+  c.tls.client_ca_file = "/nonexistent/ca.pem";
+  c.tls.require_client_cert = true;
+  // Past the rules, the files are read: a missing one is named.
+  absl::Status st = ValidateConfig(c);
+  EXPECT_TRUE(absl::StrContains(st.message(), "tls.cert_file: /nonexistent/c.pem cannot be read"))
+      << st;
+}
+
+TEST(ConfigTlsTest, TlsIsForTcpOnly) {
+  Config c;
+  c.tls.cert_file = "/c.pem";
+  c.tls.key_file = "/k.pem";
+  EXPECT_TRUE(absl::StrContains(ValidateConfig(c).message(), "tls: only for a TCP listen"));
+}
+
+TEST(ConfigTlsTest, GoodFilesPass) {
+  testing::ScopedTempDir tmp("sandgate-config-tls");
+  ASSERT_TRUE(tmp.ok());
+  auto certs = testing::TestCertificates::Create(tmp.path());
+  ASSERT_TRUE(certs.ok()) << certs.status();
+  Config c;
+  c.listen = "tcp:127.0.0.1:0";
+  c.tenants.push_back(OneTenant());
+  c.tls.cert_file = certs->server.cert;
+  c.tls.key_file = certs->server.key;
+  c.tls.client_ca_file = certs->ca;
+  c.tls.require_client_cert = true;
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+  c.tls.key_file = certs->client.key;
+  EXPECT_TRUE(absl::StrContains(ValidateConfig(c).message(), "does not match the certificate"));
 }
 
 }  // namespace

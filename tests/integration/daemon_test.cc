@@ -870,6 +870,7 @@ TEST(DaemonStartTest, TcpWithTenantsServesAuthenticatedCallers) {
   Launched l =
       Launch({{"listen", "tcp:127.0.0.1:0"},
               {"state_dir", dir + "/state"},
+              {"allow_plaintext_tokens", true},  // tokens over TLS: tls_test.cc
               {"tenants", {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kAlphaToken)}}}}},
              dir);
   char line[256] = {0};

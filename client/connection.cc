@@ -1,0 +1,90 @@
+#include "client/connection.h"
+
+#include <arpa/inet.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "common/tls_credentials.h"
+
+namespace sandgate::cli {
+namespace {
+
+// Must match the daemon's limit (server/grpc_server.cc): inputs travel in the request.
+constexpr int kMaxMessageBytes = 80 << 20;
+
+// The address family of an IP literal host (AF_INET, AF_INET6 for "[::1]"), or 0 for a name.
+int Family(const std::string& host) {
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1) return AF_INET;
+  absl::string_view inner = host;
+  if (absl::ConsumePrefix(&inner, "[") && absl::ConsumeSuffix(&inner, "]") &&
+      inet_pton(AF_INET6, std::string(inner).c_str(), buf) == 1) {
+    return AF_INET6;
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Address>> ParseAddresses(absl::string_view text) {
+  std::vector<Address> addresses;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    SANDGATE_ASSIGN_OR_RETURN(Address a, ParseAddress(absl::StripAsciiWhitespace(part)));
+    addresses.push_back(std::move(a));
+  }
+  if (addresses.size() == 1) return addresses;
+  const int family = addresses[0].unix_socket ? 0 : Family(addresses[0].host);
+  for (const Address& a : addresses) {
+    if (a.unix_socket || Family(a.host) == 0 || Family(a.host) != family) {
+      return errors::InvalidArgument(absl::StrCat(
+          "several addresses must all be tcp: IPv4 addresses, or all [IPv6] ones, got '",
+          a.ToString(), "' (a host name that resolves to several replicas works alone)"));
+    }
+  }
+  return addresses;
+}
+
+std::string ChannelTarget(const std::vector<Address>& addresses) {
+  if (addresses.size() == 1) return addresses[0].GrpcTarget();
+  std::vector<std::string> targets;
+  for (const Address& a : addresses) targets.push_back(a.GrpcTarget());
+  return absl::StrCat(Family(addresses[0].host) == AF_INET6 ? "ipv6:" : "ipv4:",
+                      absl::StrJoin(targets, ","));
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::vector<Address>& addresses,
+                                                           const TlsFiles& tls) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  const Address& first = addresses.at(0);
+  if (first.unix_socket) {
+    if (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty()) {
+      return errors::InvalidArgument(absl::StrCat(
+          "--tls-*: TLS is for tcp: addresses; ", first.ToString(),
+          " is a local socket (unset SANDGATE_TLS_* or use the daemon's tcp: address)"));
+    }
+    return grpc::CreateCustomChannel(ChannelTarget(addresses), grpc::InsecureChannelCredentials(),
+                                     args);
+  }
+  args.SetLoadBalancingPolicyName("round_robin");
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty()) {
+    SANDGATE_ASSIGN_OR_RETURN(creds,
+                              TlsChannelCredentials(tls, {"--tls-cert", "--tls-key", "--tls-ca"}));
+    // A list's target is not a host name: the replicas' certificates are checked against the
+    // first one's host (a certificate for the service names them all).
+    if (addresses.size() > 1) {
+      args.SetSslTargetNameOverride(
+          std::string(absl::StripSuffix(absl::StripPrefix(first.host, "["), "]")));
+    }
+  }
+  return grpc::CreateCustomChannel(ChannelTarget(addresses), creds, args);
+}
+
+}  // namespace sandgate::cli
