@@ -214,10 +214,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     options.keepalive_model = c.openai.model;  // runs `true` when listing files is no touch
     options.max_file_bytes = c.max_input_bytes;
     options.create_settle = c.openai.container_create_settle;
-    SANDGATE_ASSIGN_OR_RETURN(
-        p->openai_provider,
-        sandbox::OpenAiProvider::Create(p->openai_upstream->client.get(), p->journal.get(),
-                                        options));
+    SANDGATE_ASSIGN_OR_RETURN(p->openai_provider,
+                              sandbox::OpenAiProvider::Create(p->openai_upstream->client.get(),
+                                                              p->journal.get(), options));
     p->openai_agent = std::make_unique<agent::OpenAiAgent>(
         p->openai_upstream->client.get(),
         agent::ModelAgentOptions{c.openai.model, c.openai.max_turns});
