@@ -421,8 +421,9 @@ TEST_F(AgentsRunTest, ASigkilledDaemonsSessionIsSweptOnRestart) {
   ASSERT_EQ(fake_.State()["agents"]["sessions"].size(), 1u);
   daemon_->Start();
   stub_ = daemon_->Stub();
-  EXPECT_TRUE(
-      Eventually([&] { return fake_.State()["agents"]["sessions"].empty(); }, absl::Seconds(20)));
+  EXPECT_TRUE(Eventually(
+      "the restarted daemon to delete the killed one's agent session",
+      [&] { return fake_.State()["agents"]["sessions"].empty(); }, absl::Seconds(20)));
   EXPECT_EQ(Get(id).status(), v1::RUN_STATUS_FAILED);
 }
 

@@ -100,6 +100,7 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
   a.Stop(SIGKILL);
   const absl::Time killed = absl::Now();
   ASSERT_TRUE(Eventually(
+      "replica B to fail A's running run",
       [&] {
         absl::StatusOr<v1::Run> r = GetRun(b, running.id());
         return r.ok() && r->status() == v1::RUN_STATUS_FAILED;
@@ -126,7 +127,8 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
 
   // A comes back: its own sweep deletes its sandbox, and it serves again.
   a.Start();
-  EXPECT_TRUE(Eventually([&] { return JournalRows(*dsn) == 0; })) << a.Log();
+  EXPECT_TRUE(Eventually("the journal to be empty", [&] { return JournalRows(*dsn) == 0; }))
+      << a.Log();
   EXPECT_TRUE(absl::StrContains(a.Log(), "replica.joined")) << a.Log();
   v1::Run again;
   auto ctx = DaemonHarness::Context();
@@ -173,8 +175,9 @@ TEST(ReplicasTest, KilledReplicasContainerIsDeletedByAnotherOnce) {
   ASSERT_TRUE(WaitForCommand(a, run.id())) << a.Log();
   a.Stop(SIGKILL);
   ASSERT_EQ(fake.State()["containers"].size(), 1u);
-  EXPECT_TRUE(Eventually([&] { return fake.State()["containers"].empty(); },
-                         absl::Seconds(kLeaseSeconds) + kMargin))
+  EXPECT_TRUE(Eventually(
+      "the fake to hold no container", [&] { return fake.State()["containers"].empty(); },
+      absl::Seconds(kLeaseSeconds) + kMargin))
       << b.Log();
   EXPECT_EQ(GetRun(b, run.id())->status(), v1::RUN_STATUS_FAILED);
   int deletes = 0;

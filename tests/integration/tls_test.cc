@@ -221,6 +221,7 @@ TEST_F(TlsTest, ARotatedCertificateIsServedWithoutARestart) {
   const std::string renewed = ReadFileOrEmpty(certs_.server2.cert);
   // Each attempt on a new channel: an open connection keeps the certificate it began with.
   EXPECT_TRUE(Eventually(
+      "the renewed certificate to be served",
       [&] { return ListRuns(Channel(port, nullptr), true, &peer).ok() && peer == renewed; },
       absl::Seconds(15)))
       << "still served:\n"
@@ -229,8 +230,9 @@ TEST_F(TlsTest, ARotatedCertificateIsServedWithoutARestart) {
   // A replacement that is not a certificate: refused, logged, the last good pair still served.
   std::ofstream(live_cert + ".new") << "-----BEGIN CERTIFICATE-----\nhalf written";
   std::filesystem::rename(live_cert + ".new", live_cert);
-  ASSERT_TRUE(Eventually([&] { return absl::StrContains(daemon.error(), "tls.reload_refused"); },
-                         absl::Seconds(15)))
+  ASSERT_TRUE(Eventually(
+      "tls.reload_refused in the log",
+      [&] { return absl::StrContains(daemon.error(), "tls.reload_refused"); }, absl::Seconds(15)))
       << daemon.error();
   EXPECT_TRUE(absl::StrContains(daemon.error(), live_cert + " holds no PEM certificate"))
       << daemon.error();
