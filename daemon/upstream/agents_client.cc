@@ -16,6 +16,34 @@ namespace {
 
 constexpr absl::string_view kSessions = "/agents/sessions";
 
+// `path` with the non-empty `terms` ("name=value", values escaped by the caller) as its query.
+std::string WithQuery(std::string path, const std::vector<std::string>& terms) {
+  for (size_t i = 0; i < terms.size(); ++i) absl::StrAppend(&path, i == 0 ? "?" : "&", terms[i]);
+  return path;
+}
+
+// The cursor terms every list takes.
+void AddCursorTerms(const std::string& after, int limit, const std::string& order,
+                    std::vector<std::string>* terms) {
+  if (!after.empty()) terms->push_back(absl::StrCat("after=", Escape(after)));
+  if (limit > 0) terms->push_back(absl::StrCat("limit=", limit));
+  if (!order.empty()) terms->push_back(absl::StrCat("order=", Escape(order)));
+}
+
+// A list page read by `parse` (json → StatusOr<T>, with an `id`); its first failure fails it.
+template <typename T, typename Parse>
+absl::StatusOr<AgentListPage<T>> ReadPage(const json& j, const Parse& parse) {
+  AgentListPage<T> page;
+  for (const json& item : ListData(j)) {
+    SANDGATE_ASSIGN_OR_RETURN(T t, parse(item));
+    page.data.push_back(std::move(t));
+  }
+  page.has_more = j.is_object() && j.value("has_more", false);
+  page.last_id = StringField(j, "last_id");
+  if (page.last_id.empty() && !page.data.empty()) page.last_id = page.data.back().id;
+  return page;
+}
+
 }  // namespace
 
 AgentsClient::AgentsClient(HttpClient* http, const Credentials* credentials, std::string base_url,
@@ -60,6 +88,20 @@ absl::StatusOr<AgentSession> AgentsClient::GetSession(absl::string_view session_
       json j, transport_.JsonCall("GET", absl::StrCat(kSessions, "/", Escape(session_id)), nullptr,
                                   cancel));
   return ParseAgentSession(j);
+}
+
+absl::StatusOr<AgentSessionPage> AgentsClient::ListSessions(const AgentSessionListParams& params,
+                                                            const CancelToken* cancel) {
+  std::vector<std::string> terms;
+  AddCursorTerms(params.after, params.limit, params.order, &terms);
+  SANDGATE_ASSIGN_OR_RETURN(
+      json j,
+      transport_.JsonCall("GET", WithQuery(std::string(kSessions), terms), nullptr, cancel));
+  return ReadPage<AgentSession>(j, ParseAgentSession);
+}
+
+absl::StatusOr<std::vector<AgentSession>> AgentsClient::ListAllSessions(const CancelToken* cancel) {
+  return transport_.ListAllAs<AgentSession>(std::string(kSessions), ParseAgentSession, cancel);
 }
 
 absl::Status AgentsClient::DeleteSession(absl::string_view session_id, const CancelToken* cancel) {
@@ -225,21 +267,13 @@ absl::StatusOr<AgentArtifactPage> AgentsClient::ListArtifacts(absl::string_view 
   if (!params.environment_id.empty()) {
     terms.push_back(absl::StrCat("environment_id=", Escape(params.environment_id)));
   }
-  if (!params.after.empty()) terms.push_back(absl::StrCat("after=", Escape(params.after)));
-  if (params.limit > 0) terms.push_back(absl::StrCat("limit=", params.limit));
-  if (!params.order.empty()) terms.push_back(absl::StrCat("order=", Escape(params.order)));
-  std::string path = absl::StrCat(kSessions, "/", Escape(session_id), "/artifacts");
-  for (size_t i = 0; i < terms.size(); ++i) absl::StrAppend(&path, i == 0 ? "?" : "&", terms[i]);
-  SANDGATE_ASSIGN_OR_RETURN(json j, transport_.JsonCall("GET", path, nullptr, cancel));
-  AgentArtifactPage page;
-  for (const json& item : ListData(j)) {
-    SANDGATE_ASSIGN_OR_RETURN(AgentArtifact a, ParseAgentArtifact(item));
-    page.data.push_back(std::move(a));
-  }
-  page.has_more = j.is_object() && j.value("has_more", false);
-  page.last_id = StringField(j, "last_id");
-  if (page.last_id.empty() && !page.data.empty()) page.last_id = page.data.back().id;
-  return page;
+  AddCursorTerms(params.after, params.limit, params.order, &terms);
+  SANDGATE_ASSIGN_OR_RETURN(
+      json j,
+      transport_.JsonCall(
+          "GET", WithQuery(absl::StrCat(kSessions, "/", Escape(session_id), "/artifacts"), terms),
+          nullptr, cancel));
+  return ReadPage<AgentArtifact>(j, ParseAgentArtifact);
 }
 
 absl::StatusOr<std::vector<AgentArtifact>> AgentsClient::ListAllArtifacts(

@@ -1,6 +1,6 @@
 // AgentsClient: the OpenAI Agents API (beta; specs/openai-api.md §7) as typed calls.
 //
-// Sessions (create, streaming create, get, delete), input events (message, cancel), the
+// Sessions (create, streaming create, get, list, delete), input events (message, cancel), the
 // session's Server-Sent-Events stream, turns, artifacts (list, content) and environments.
 // Every call sends `OpenAI-Beta: agents=v1` and goes through OpenAiTransport, so credential
 // handling, error mapping, key redaction and (with a RetryingHttpClient underneath) the retry
@@ -167,6 +167,7 @@ struct AgentSession {
   std::optional<AgentUsage> usage;
   nlohmann::json error;             // null when none
   nlohmann::json required_actions;  // array; empty when none
+  std::map<std::string, std::string> metadata;  // its string pairs (others are skipped)
   nlohmann::json raw;
 };
 
@@ -241,11 +242,21 @@ struct AgentArtifactListParams {
   std::string order;  // "asc" | "desc"; empty: server default
 };
 
-struct AgentArtifactPage {
-  std::vector<AgentArtifact> data;
+// One page of a cursor list.
+template <typename T>
+struct AgentListPage {
+  std::vector<T> data;
   bool has_more = false;
   std::string last_id;  // pass as `after` for the next page
 };
+using AgentArtifactPage = AgentListPage<AgentArtifact>;
+
+struct AgentSessionListParams {
+  std::string after;
+  int limit = 0;      // 0: server default
+  std::string order;  // "asc" | "desc"; empty: server default
+};
+using AgentSessionPage = AgentListPage<AgentSession>;
 
 // ---------------------------------------------------------------------------------------------
 // Events
@@ -341,6 +352,12 @@ class AgentsClient {
                                                    const CancelToken* cancel = nullptr);
   absl::StatusOr<AgentSession> GetSession(absl::string_view session_id,
                                           const CancelToken* cancel = nullptr);
+  // GET /agents/sessions: one page of the key's sessions (those of every host using the key).
+  absl::StatusOr<AgentSessionPage> ListSessions(const AgentSessionListParams& params = {},
+                                                const CancelToken* cancel = nullptr);
+  // Every session (follows the cursor, a bounded number of pages): how a session whose id was
+  // never learned is found again, by the metadata its create set.
+  absl::StatusOr<std::vector<AgentSession>> ListAllSessions(const CancelToken* cancel = nullptr);
   // Deletion may abandon unpublished outputs and finish asynchronously upstream; cancel a
   // running turn first (SendCancel). NOT_FOUND when already gone.
   absl::Status DeleteSession(absl::string_view session_id, const CancelToken* cancel = nullptr);

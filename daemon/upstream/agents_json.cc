@@ -128,6 +128,12 @@ AgentSession SessionFrom(const json& j) {
   s.error = ErrorField(j);
   const json& actions = Member(j, "required_actions");
   s.required_actions = actions.is_array() ? actions : json::array();
+  const json& metadata = Member(j, "metadata");
+  if (metadata.is_object()) {
+    for (const auto& [key, value] : metadata.items()) {
+      if (value.is_string()) s.metadata[key] = value.get<std::string>();
+    }
+  }
   s.raw = j;
   return s;
 }

@@ -613,6 +613,45 @@ TEST_F(AgentsClientTest, ArtifactsArePagedAndTheirContentIsCapped) {
   EXPECT_THAT(big.message(), HasSubstr("artifact art_1 is larger than 10 bytes"));
 }
 
+TEST_F(AgentsClientTest, SessionsArePagedWithTheirMetadata) {
+  json first = SessionObject("idle");
+  first["metadata"] = {{"sandgate_session", "s-1"}, {"count", 3}};
+  http_.Push(ScriptedReply::Json(
+      200, {{"object", "list"}, {"data", {first}}, {"last_id", "sess_1"}, {"has_more", true}}));
+  http_.Push(ScriptedReply::Json(
+      200, json::parse(R"({"data":[{"id":"sess_2","status":"in_progress"}],"has_more":false})")));
+  absl::StatusOr<std::vector<AgentSession>> all = client_.ListAllSessions();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, "sess_1");
+  EXPECT_EQ((*all)[0].metadata, (std::map<std::string, std::string>{{"sandgate_session", "s-1"}}))
+      << "a value that is not a string is skipped";
+  EXPECT_EQ((*all)[1].id, "sess_2");
+  EXPECT_EQ((*all)[1].status, AgentSessionStatus::kInProgress);
+  EXPECT_TRUE((*all)[1].metadata.empty());
+  std::vector<RecordedRequest> reqs = http_.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  const std::string base = std::string(kBase) + "/agents/sessions";
+  EXPECT_EQ(reqs[0].url, base + "?limit=100");
+  EXPECT_EQ(reqs[1].url, base + "?after=sess_1&limit=100");
+
+  http_.Push(
+      ScriptedReply::Json(200, json::parse(R"({"data":[{"id":"sess_3"}],"has_more":true})")));
+  AgentSessionListParams params;
+  params.after = "sess_2";
+  params.limit = 1;
+  params.order = "asc";
+  absl::StatusOr<AgentSessionPage> page = client_.ListSessions(params);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(http_.requests().back().url, base + "?after=sess_2&limit=1&order=asc");
+  EXPECT_TRUE(page->has_more);
+  EXPECT_EQ(page->last_id, "sess_3") << "the last element's id when the page names none";
+
+  http_.Push(ScriptedReply::Json(200, json::parse(R"({"data":[{"status":"idle"}]})")));
+  EXPECT_EQ(client_.ListSessions().status().code(), absl::StatusCode::kInternal)
+      << "a session without an id";
+}
+
 TEST_F(AgentsClientTest, TurnsItemsAndEnvironmentsAreParsed) {
   http_.Push(ScriptedReply::Json(200, json::parse(R"({"data":[
       {"id":"turn_1","object":"agent.session.turn","status":"completed","created_at":1,

@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "upstream/openai_transport.h"
 
 namespace sandgate::sandbox {
@@ -18,6 +19,9 @@ using nlohmann::json;
 
 constexpr char kProvider[] = "openai-agents";
 constexpr char kKind[] = "agent_session";
+// The create's metadata key naming the sandgate session: how a session whose id was never
+// learned is found again.
+constexpr char kSessionMetadata[] = "sandgate_session";
 
 // Whether a create that failed with `status` may still have made a session upstream: its
 // answer was lost (a broken stream, a cut connection, a 5xx, a timeout), rather than refused.
@@ -137,7 +141,7 @@ absl::Status AgentsSession::Run(const Task& task, const OnEvent& on_event,
   req.agent.model = task.model;
   req.agent.instructions = task.instructions;
   req.input = task.input;
-  req.metadata = {{"sandgate_session", id_}};
+  req.metadata = {{kSessionMetadata, id_}};
   // Journaled before the create: a daemon killed from here on leaves a record to sweep.
   absl::Status recorded = journal_->Record(Entry(""));
   if (!recorded.ok()) {
@@ -318,16 +322,52 @@ absl::StatusOr<std::unique_ptr<Session>> AgentsProvider::Create(const SessionSpe
 
 absl::Status AgentsProvider::Sweep(const JournalEntry& entry) {
   const std::string upstream_id = entry.details.value("agent_session_id", "");
-  if (upstream_id.empty()) {
-    return errors::NotFound(
-        "Agents API session",
-        absl::StrCat("of ", entry.details.value("session", "?"),
-                     " (its id was never learned: the daemon stopped while creating it; look for "
-                     "metadata sandgate_session=",
-                     entry.details.value("session", "?"), ")"));
-  }
+  if (upstream_id.empty()) return SweepUnnamed(entry);
   absl::Status gone = CancelAndDelete(client_, upstream_id, /*cancel_first=*/true);
   if (!gone.ok()) return gone;
+  return journal_->Erase(entry.id);
+}
+
+absl::Status AgentsProvider::SweepUnnamed(const JournalEntry& entry) {
+  const std::string session = entry.details.value("session", "");
+  if (session.empty()) {
+    return errors::InvalidArgument(
+        absl::StrCat("journal entry ", entry.id, " names no session to look for"));
+  }
+  absl::StatusOr<std::vector<upstream::AgentSession>> all = client_->ListAllSessions();
+  if (!all.ok()) {
+    return absl::Status(all.status().code(),
+                        absl::StrCat("listing Agents API sessions to find ", kSessionMetadata, "=",
+                                     session, ": ", all.status().message()));
+  }
+  int found = 0;
+  for (const upstream::AgentSession& s : *all) {
+    auto it = s.metadata.find(kSessionMetadata);
+    if (it == s.metadata.end() || it->second != session) continue;
+    ++found;
+    absl::Status gone = CancelAndDelete(client_, s.id, /*cancel_first=*/true);
+    if (!gone.ok()) {
+      return absl::Status(gone.code(), absl::StrCat("deleting Agents API session ", s.id, " of ",
+                                                    session, ": ", gone.message()));
+    }
+    log::Info("agents.session_swept", {{"session", session}, {"agent_session", s.id}});
+  }
+  if (found == 0) {
+    // The entry is from a dead daemon, so any create it sent has either made a session or
+    // failed; but a create still in flight upstream when the daemon died, or a list that lags
+    // a fresh create, may not show it yet. So an entry younger than kCreateSettle is kept:
+    // UNAVAILABLE makes the start-up sweep ask again in the background (every 250 ms for a
+    // minute), and an entry older than that with nothing found made nothing.
+    const absl::Time requested =
+        absl::FromUnixMillis(entry.details.value("requested_at_ms", int64_t{0}));
+    if (clock_->Now() - requested < kCreateSettle) {
+      return errors::Unavailable(
+          absl::StrCat("no Agents API session has metadata ", kSessionMetadata, "=", session,
+                       " yet; its create was sent less than ", absl::FormatDuration(kCreateSettle),
+                       " ago and may still land"));
+    }
+    log::Info("agents.session_never_made", {{"session", session}});
+  }
   return journal_->Erase(entry.id);
 }
 

@@ -138,18 +138,30 @@ class AgentsProvider : public Provider {
                                                   const CancelToken* cancel) override;
   // kind "agent_session": sends the cancel event and deletes the session by its recorded id
   // (already gone counts as deleted), then erases the entry. An entry without an id (the
-  // daemon stopped while the create was in flight) cannot be found by this client, which lists
-  // no sessions: it is reported (NOT_FOUND) and kept.
+  // daemon stopped while the create was in flight) is looked for among the listed sessions by
+  // the metadata sandgate_session=<session id> its create set; each found is cancelled and
+  // deleted. When none is found, the entry is kept (UNAVAILABLE, so it is asked again) until
+  // kCreateSettle after its request, then erased.
   absl::Status Sweep(const JournalEntry& entry) override;
+
+  // How long after its request a create may still land unseen by a list (see Sweep).
+  static constexpr absl::Duration kCreateSettle = absl::Minutes(1);
 
  private:
   AgentsProvider(upstream::AgentsClient* client, ResourceJournal* journal,
                  AgentsProviderOptions options)
-      : client_(client), journal_(journal), options_(std::move(options)) {}
+      : client_(client),
+        journal_(journal),
+        options_(std::move(options)),
+        clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+
+  // Sweep of an entry whose upstream id was never learned.
+  absl::Status SweepUnnamed(const JournalEntry& entry);
 
   upstream::AgentsClient* const client_;
   ResourceJournal* const journal_;
   const AgentsProviderOptions options_;
+  Clock* const clock_;
 };
 
 }  // namespace sandgate::sandbox

@@ -1,7 +1,7 @@
 // The openai-agents provider against the fake OpenAI server: nothing is made upstream until the
 // agent runs; the session is journaled before its create and its id recorded; files after the
 // create are refused; Close and Sweep cancel and delete; an entry whose id was never learned is
-// kept and reported.
+// swept by the session's metadata, and kept while a create could still be landing.
 #include "sandbox/agents/agents_provider.h"
 
 #include <memory>
@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_credentials.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/fakes/openai/fake_openai_server.h"
@@ -29,7 +30,9 @@ class AgentsProviderTest : public ::testing::Test {
     ro.sleep = [](absl::Duration, const CancelToken*) { return false; };
     http_ = std::make_unique<upstream::RetryingHttpClient>(&curl_, ro);
     client_ = std::make_unique<upstream::AgentsClient>(http_.get(), &creds_, fake_.base_url());
-    provider_ = *AgentsProvider::Create(client_.get(), &journal_);
+    AgentsProviderOptions options;
+    options.clock = &clock_;
+    provider_ = *AgentsProvider::Create(client_.get(), &journal_, options);
   }
   void TearDown() override { EXPECT_EQ(fake_.State()["agents"]["sessions"], json::array()); }
 
@@ -60,6 +63,7 @@ class AgentsProviderTest : public ::testing::Test {
   std::unique_ptr<upstream::RetryingHttpClient> http_;
   std::unique_ptr<upstream::AgentsClient> client_;
   testing::FakeJournal journal_;
+  testing::FakeClock clock_;
   std::unique_ptr<AgentsProvider> provider_;
 };
 
@@ -114,14 +118,41 @@ TEST_F(AgentsProviderTest, SweepCancelsAndDeletesWhatAKilledDaemonLeft) {
   EXPECT_TRUE(provider_->Sweep(entries[0]).ok()) << "already gone counts as deleted";
   EXPECT_TRUE(s->Close().ok()) << "already gone counts as deleted";
 
-  // An entry whose create never answered: it cannot be found, so it is reported and kept.
+  // An entry whose create never answered, and nothing upstream names it: while a create could
+  // still be landing it is kept (UNAVAILABLE: asked again later); after that it is erased.
   JournalEntry lost = entries[0];
   lost.details.erase("agent_session_id");
   ASSERT_TRUE(journal_.Record(lost).ok());
   absl::Status st = provider_->Sweep(lost);
-  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(st.message(), HasSubstr("metadata sandgate_session=s-left"));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_THAT(st.message(), HasSubstr("sandgate_session=s-left"));
   EXPECT_TRUE(journal_.Has(lost.id));
+  clock_.Advance(absl::Minutes(2));
+  EXPECT_TRUE(provider_->Sweep(lost).ok());
+  EXPECT_FALSE(journal_.Has(lost.id));
+}
+
+TEST_F(AgentsProviderTest, SweepFindsASessionWhoseIdWasNeverLearnedByItsMetadata) {
+  std::unique_ptr<Session> other = Make("s-other");
+  ASSERT_TRUE(RunCommand(*other, "true").ok());
+  std::unique_ptr<Session> s = Make("s-unnamed");
+  ASSERT_TRUE(RunCommand(*s, "true").ok());
+  JournalEntry lost, kept;
+  std::vector<JournalEntry> entries = *journal_.List();
+  for (const JournalEntry& e : entries)
+    (e.id == AgentsSessionJournalId("s-other") ? kept : lost) = e;
+  // As if the daemon were killed after sending the create, before the first event named it.
+  lost.details.erase("agent_session_id");
+  ASSERT_TRUE(journal_.Record(lost).ok());
+  ASSERT_EQ(fake_.State()["agents"]["sessions"].size(), 2u);
+
+  EXPECT_TRUE(provider_->Sweep(lost).ok());
+  EXPECT_FALSE(journal_.Has(lost.id));
+  json left = fake_.State()["agents"]["sessions"];
+  ASSERT_EQ(left.size(), 1u) << "only the session whose metadata names the entry is deleted";
+  EXPECT_EQ(left[0]["id"], kept.details.value("agent_session_id", ""));
+  EXPECT_TRUE(s->Close().ok()) << "already gone counts as deleted";
+  EXPECT_TRUE(other->Close().ok());
 }
 
 TEST_F(AgentsProviderTest, WhatTheApiCannotDoIsRefusedAtCreate) {
