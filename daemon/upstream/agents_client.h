@@ -165,8 +165,8 @@ struct AgentSession {
   int64_t last_active_at = 0;
   AgentEnvironment environment;
   std::optional<AgentUsage> usage;
-  nlohmann::json error;             // null when none
-  nlohmann::json required_actions;  // array; empty when none
+  nlohmann::json error;                         // null when none
+  nlohmann::json required_actions;              // array; empty when none
   std::map<std::string, std::string> metadata;  // its string pairs (others are skipped)
   nlohmann::json raw;
 };
