@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "playbooks/playbook.h"
+#include "tests/fakes/host_listener.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/fakes/openai/reference_plan_turns.h"
 #include "tests/integration/daemon_harness.h"
@@ -38,48 +39,6 @@ using ::testing::HasSubstr;
 constexpr char kApiKey[] = "sk-agents-SECRET-9b1e7c5a3d2f4e6a8c0b1d3f5a7c9e2b";
 constexpr char kProvider[] = "openai-agents";
 constexpr char kEventsArtifact[] = "agents-events.jsonl";
-
-// A TCP listener on the host's loopback that answers every request with 200: reachable from a
-// sandbox only through the host's network, so a probe pointed at it tells whether the network
-// was really off (the daemon's default probe URL cannot resolve on an offline machine either
-// way).
-class HostListener {
- public:
-  HostListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    listen(fd_, 8);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] {
-      while (true) {
-        int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) return;
-        char buf[1024];
-        (void)!read(c, buf, sizeof(buf));
-        const char kAnswer[] =
-            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
-        (void)!write(c, kAnswer, sizeof(kAnswer) - 1);
-        close(c);
-      }
-    });
-  }
-  ~HostListener() {
-    shutdown(fd_, SHUT_RDWR);
-    close(fd_);
-    thread_.join();
-  }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-};
 
 class AgentsRunTest : public ::testing::Test {
  protected:
