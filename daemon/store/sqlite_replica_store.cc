@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "store/sqlite_file.h"
 
 namespace sandgate::store {
 namespace {
@@ -34,21 +35,10 @@ std::string Column(sqlite3_stmt* s, int col) {
 
 absl::StatusOr<std::unique_ptr<SqliteReplicaStore>> SqliteReplicaStore::Open(
     const std::string& path) {
-  sqlite3* db = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    sqlite3_close(db);
-    return errors::Unavailable(absl::StrCat("cannot open lease database ", path, ": ", msg));
-  }
-  // Another daemon's write holds the file for milliseconds; waiting for it is always right.
-  sqlite3_busy_timeout(db, 5000);
+  SANDGATE_ASSIGN_OR_RETURN(sqlite3 * db, OpenSqliteFile(path, "lease database"));
   std::unique_ptr<SqliteReplicaStore> store(new SqliteReplicaStore(db));
   char* err = nullptr;
-  if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err) != SQLITE_OK ||
-      sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+  if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     return errors::Internal(absl::StrCat("sqlite: creating the lease table in ", path, ": ", msg));

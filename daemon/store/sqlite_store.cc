@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "store/sqlite_file.h"
 
 namespace sandgate::store {
 namespace {
@@ -148,19 +149,9 @@ absl::StatusOr<std::vector<Message>> CollectProtos(Stmt& s, absl::string_view wh
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
-  sqlite3* db = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    sqlite3_close(db);
-    return errors::Unavailable(absl::StrCat("cannot open state database ", path, ": ", msg));
-  }
-  sqlite3_busy_timeout(db, 5000);
+  SANDGATE_ASSIGN_OR_RETURN(sqlite3 * db, OpenSqliteFile(path, "state database"));
   std::unique_ptr<SqliteStore> store(new SqliteStore(db));
   absl::MutexLock lock(&store->mu_);
-  SANDGATE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   // Runs and events survive a killed daemon with NORMAL in WAL mode (only a power loss can
   // drop the newest commits); journal records are written with FULL, see Record.
   SANDGATE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
