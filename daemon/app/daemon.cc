@@ -30,6 +30,8 @@
 #include "server/metrics_http.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
+#include "store/file_artifact_store.h"
+#include "store/postgres_artifact_store.h"
 #include "store/postgres_replica_store.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_replica_store.h"
@@ -176,7 +178,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   const core::Config& c = p->config;
   SANDGATE_RETURN_IF_ERROR(MakeDir(c.state_dir, 0700));
   SANDGATE_ASSIGN_OR_RETURN(p->store, OpenStore(c, &p->postgres));
-  SANDGATE_ASSIGN_OR_RETURN(p->artifacts, store::ArtifactStore::Open(c.state_dir + "/artifacts"));
+  // Artifacts live with the state: in the shared database when there is one, so any replica
+  // serves any run's (store/artifact_store.h says why not a shared directory).
+  if (p->postgres != nullptr) {
+    SANDGATE_ASSIGN_OR_RETURN(p->artifacts, store::PostgresArtifactStore::Open(p->postgres));
+  } else {
+    SANDGATE_ASSIGN_OR_RETURN(p->artifacts,
+                              store::FileArtifactStore::Open(c.state_dir + "/artifacts"));
+  }
   p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real());
   if (p->postgres != nullptr) {
     SANDGATE_ASSIGN_OR_RETURN(p->leases, store::PostgresReplicaStore::Create(p->postgres));

@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "store/artifact_store.h"
+#include "store/file_artifact_store.h"
 #include "store/sqlite_store.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/host_sandbox.h"
@@ -55,7 +55,7 @@ class EventStreamTest : public ::testing::Test {
     char tmpl[] = "/tmp/sg-api-XXXXXX";
     dir_ = mkdtemp(tmpl);
     store_ = *store::SqliteStore::Open(dir_ + "/s.db");
-    artifacts_ = *store::ArtifactStore::Open(dir_ + "/artifacts");
+    artifacts_ = *store::FileArtifactStore::Open(dir_ + "/artifacts");
     events_ = std::make_unique<EventLog>(store_.get(), &clock_);
     sessions_ = std::make_unique<SessionManager>(SessionManagerDeps{
         &config_, store_.get(), &clock_, {{"local", &provider_}}, &budget_, events_.get()});

@@ -3,6 +3,7 @@
 
 #include "core/sandbox_spec.h"
 #include "gtest/gtest.h"
+#include "store/file_artifact_store.h"
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
@@ -18,7 +19,7 @@ class RetentionTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(dir_.ok());
     store_ = *store::SqliteStore::Open(dir_.path() + "/s.db");
-    artifacts_ = *store::ArtifactStore::Open(dir_.path() + "/artifacts");
+    artifacts_ = *store::FileArtifactStore::Open(dir_.path() + "/artifacts");
   }
   // A run that finished at `at`.
   void Finished(const std::string& id, absl::Time at) {

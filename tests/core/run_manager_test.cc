@@ -13,6 +13,7 @@
 #include "agent/reference_agent.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
+#include "store/file_artifact_store.h"
 #include "store/sqlite_store.h"
 #include "tests/common/eventually.h"
 #include "tests/fakes/fake_clock.h"
@@ -123,7 +124,7 @@ class RunManagerTest : public ::testing::Test {
     char tmpl[] = "/tmp/sg-rm-XXXXXX";
     dir_ = mkdtemp(tmpl);
     store_ = *store::SqliteStore::Open(dir_ + "/s.db");
-    artifacts_ = *store::ArtifactStore::Open(dir_ + "/artifacts");
+    artifacts_ = *store::FileArtifactStore::Open(dir_ + "/artifacts");
     events_ = std::make_unique<EventLog>(store_.get(), Clock::Real());
     provider_ = std::make_unique<HostProvider>(store_.get());
     config_.max_concurrent_runs = 2;
