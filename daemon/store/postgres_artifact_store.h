@@ -12,10 +12,11 @@
 // daemon killed mid-write) leaves chunks no row names: removed by the writer's destructor,
 // or else with the run (RemoveRun deletes every chunk of the run, named or not).
 //
-// Read fetches, in one REPEATABLE READ snapshot, only the chunk bytes asked for: the chunks
-// are stored uncompressed out of line (STORAGE EXTERNAL), so substring() reads the slices
-// it needs, not the whole 1 MiB. A download is one Read per 256 KiB, each its own
-// statement, so the artifact is never whole in memory.
+// Read fetches, in one snapshot, only the chunk bytes asked for: the chunks are stored
+// uncompressed out of line (STORAGE EXTERNAL), so substring() reads the slices it needs,
+// not the whole 1 MiB. A download is one Read per 256 KiB, each one statement (its slice
+// lies in one chunk), so the artifact is never whole in memory; a Read spanning chunks
+// (the verifier's whole artifact) is a REPEATABLE READ transaction of one per chunk.
 //
 // Its tables are component "artifacts" of the schema (store/postgres_schema.h).
 //
@@ -55,6 +56,10 @@ class PostgresArtifactStore : public ArtifactStore {
  private:
   PostgresArtifactStore(PostgresDatabase* db, uint64_t chunk_bytes)
       : db_(db), chunk_bytes_(chunk_bytes) {}
+  // A Read whose bytes span chunks, in one REPEATABLE READ snapshot.
+  absl::StatusOr<std::string> ReadAcrossChunks(PgConnection& conn, const std::string& run_id,
+                                               const std::string& name, uint64_t offset,
+                                               uint64_t max_bytes);
   PostgresDatabase* const db_;
   const uint64_t chunk_bytes_;
 };
