@@ -75,6 +75,8 @@ class Daemon {
   }
 
   pid_t pid() const { return pid_; }
+  // Its directory; the state directory is dir() + "/state".
+  const std::string& dir() const { return dir_; }
 
   // A stub on a channel of its own (its own connection: `local_pool` keeps gRPC from sharing
   // one subchannel between channels), as separate callers would have.

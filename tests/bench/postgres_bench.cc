@@ -3,11 +3,16 @@
 //      store.type postgres and one with sqlite, alternated (target: PostgreSQL <= 1.2x);
 //   2. events/s appended through the Store (one event per commit, and batches of 64 as the
 //      event log's group commit makes them) and read back (pages of 1000), on PostgresStore
-//      and SqliteStore, alternated round by round.
+//      and SqliteStore, alternated round by round;
+//   3. DownloadArtifact MiB/s through gRPC of one 32 MiB artifact (max_artifact_bytes) of a
+//      finished run, from PostgreSQL chunks and from a file, alternated round by round. The
+//      playbooks' artifacts are a few KiB, so the bench adds it to a run of each daemon
+//      through the stores' own API, as the collector would (same bytes, same run record).
 // PostgreSQL is a throwaway server (tests/fakes/postgres_server.h) with fsync on, on this
 // machine's Unix socket.
 //
-//   build/bin/bench_postgres [runs] [rounds]     (as root; default 20 runs, 5 rounds)
+//   build/bin/bench_postgres [runs] [rounds] [downloads]
+//   (as root; default 20 runs, 5 rounds, 10 downloads)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,7 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "common/sha256.h"
 #include "nlohmann/json.hpp"
+#include "store/file_artifact_store.h"
+#include "store/postgres_artifact_store.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 #include "tests/bench/bench_daemon.h"
@@ -87,11 +95,72 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// A finished sample run on `stub`; its id, or "" when it failed.
+std::string SampleRun(sandgate::v1::Sandgate::Stub& stub, const std::string& csv) {
+  sandgate::v1::RunAnalysisRequest req;
+  auto* in = req.add_inputs();
+  in->set_name("northstar_cloud_financial_statements.csv");
+  in->set_content(csv);
+  sandgate::v1::Run run;
+  grpc::ClientContext ctx;
+  if (!stub.RunAnalysis(&ctx, req, &run).ok()) return "";
+  if (sandgate::bench::FollowToFinish(stub, run.id()).status() !=
+      sandgate::v1::RUN_STATUS_SUCCEEDED) {
+    return "";
+  }
+  return run.id();
+}
+
+// Stores `data` as artifact `name` of the finished run `id` and lists it in its record.
+void AddArtifact(sandgate::store::ArtifactStore& artifacts, sandgate::store::Store& store,
+                 const std::string& id, const std::string& name, const std::string& data) {
+  auto stored = artifacts.Put(id, name, data);
+  auto run = store.GetRun(id);
+  if (!stored.ok() || !run.ok()) std::exit(1);
+  *run->add_artifacts() = *stored;
+  if (!store.PutRun(*run).ok()) std::exit(1);
+}
+
+// MiB/s of one DownloadArtifact; -1 on an error or a wrong sha256.
+double DownloadMiBs(sandgate::v1::Sandgate::Stub& stub, const std::string& id,
+                    const std::string& name, const std::string& sha256) {
+  const auto start = Steady::now();
+  grpc::ClientContext ctx;
+  sandgate::v1::DownloadArtifactRequest req;
+  req.set_run_id(id);
+  req.set_name(name);
+  auto reader = stub.DownloadArtifact(&ctx, req);
+  sandgate::v1::ArtifactChunk chunk;
+  uint64_t bytes = 0;
+  std::string last_sha;
+  while (reader->Read(&chunk)) {
+    bytes += chunk.data().size();
+    if (!chunk.sha256().empty()) last_sha = chunk.sha256();
+  }
+  if (!reader->Finish().ok() || last_sha != sha256) return -1;
+  return static_cast<double>(bytes) / (1 << 20) / (Ms(start) / 1000);
+}
+
+// MiB/s of reading the whole artifact in the download's 256 KiB pieces, without gRPC.
+double ReadMiBs(sandgate::store::ArtifactStore& artifacts, const std::string& id,
+                const std::string& name) {
+  const auto start = Steady::now();
+  uint64_t offset = 0;
+  for (;;) {
+    auto piece = artifacts.Read(id, name, offset, 256 << 10);
+    if (!piece.ok()) std::exit(1);
+    if (piece->empty()) break;
+    offset += piece->size();
+  }
+  return static_cast<double>(offset) / (1 << 20) / (Ms(start) / 1000);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::atoi(argv[1]) : 20;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
+  const int downloads = argc > 3 ? std::atoi(argv[3]) : 10;
   auto server = sandgate::testing::PostgresServer::Start(/*fsync=*/true);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
@@ -172,5 +241,42 @@ int main(int argc, char** argv) {
   line("read back, pages of 1000", Median(sr), Median(pr));
   sq->reset();
   std::system(("rm -rf " + dir).c_str());
+
+  // 3. DownloadArtifact through gRPC, from PostgreSQL and from a file.
+  const std::string pg_run = SampleRun(*pg_stub, csv), sqlite_run = SampleRun(*sqlite_stub, csv);
+  if (pg_run.empty() || sqlite_run.empty()) return 1;
+  std::string blob(32 << 20, '\0');
+  for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<char>((i * 2654435761u) >> 13);
+  const std::string sha = sandgate::Sha256::Hex(blob);
+  sandgate::store::PostgresOptions po;
+  po.dsn = *daemon_db;
+  auto pstore = sandgate::store::PostgresStore::Open(po);
+  if (!pstore.ok()) return 1;
+  auto partifacts = sandgate::store::PostgresArtifactStore::Open(&(*pstore)->database());
+  auto sstore = sandgate::store::SqliteStore::Open(sqlite.dir() + "/state/state.db");
+  auto sartifacts = sandgate::store::FileArtifactStore::Open(sqlite.dir() + "/state/artifacts");
+  if (!partifacts.ok() || !sstore.ok() || !sartifacts.ok()) return 1;
+  AddArtifact(**partifacts, **pstore, pg_run, "bench.bin", blob);
+  AddArtifact(**sartifacts, **sstore, sqlite_run, "bench.bin", blob);
+  std::vector<double> pg_mibs, file_mibs, pg_read, file_read;
+  for (int i = 0; i < downloads; ++i) {
+    pg_read.push_back(ReadMiBs(**partifacts, pg_run, "bench.bin"));
+    file_read.push_back(ReadMiBs(**sartifacts, sqlite_run, "bench.bin"));
+    double p = DownloadMiBs(*pg_stub, pg_run, "bench.bin", sha);
+    double f = DownloadMiBs(*sqlite_stub, sqlite_run, "bench.bin", sha);
+    if (p < 0 || f < 0) {
+      std::fprintf(stderr, "a download failed or its sha256 differed\n");
+      return 1;
+    }
+    pg_mibs.push_back(p);
+    file_mibs.push_back(f);
+  }
+  std::printf("DownloadArtifact of 32 MiB through gRPC, median of %d (MiB/s)\n", downloads);
+  std::printf("  %-20s %8.1f\n  %-20s %8.1f\n  %-20s %7.2fx\n", "file (sqlite)",
+              Median(file_mibs), "postgres", Median(pg_mibs), "ratio",
+              Median(pg_mibs) / Median(file_mibs));
+  std::printf("The same through ArtifactStore::Read in this process, 256 KiB reads (MiB/s)\n");
+  std::printf("  %-20s %8.1f\n  %-20s %8.1f\n", "file", Median(file_read), "postgres",
+              Median(pg_read));
   return 0;
 }
