@@ -224,4 +224,15 @@ std::string PostgresServer::Dsn(const std::string& db, const std::string& user) 
   return absl::StrCat("host=", dir_, " dbname=", db, " user=", user);
 }
 
+absl::StatusOr<int64_t> QueryCount(const std::string& dsn, const char* sql) {
+  store::PostgresOptions o;
+  o.dsn = dsn;
+  o.pool_size = 1;
+  SANDGATE_ASSIGN_OR_RETURN(auto db, store::PostgresDatabase::Open(o));
+  SANDGATE_ASSIGN_OR_RETURN(store::PgLease conn, db->Acquire("count"));
+  SANDGATE_ASSIGN_OR_RETURN(store::PgResult r, conn->Exec("count", sql));
+  if (r.rows() != 1) return errors::Internal(absl::StrCat("count: ", r.rows(), " rows"));
+  return r.Int(0, 0);
+}
+
 }  // namespace sandgate::testing

@@ -21,6 +21,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,10 @@ class PostgresServer {
   absl::Mutex mu_;
   int databases_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// The single number `sql` returns (a count(*)) on database `dsn`, on a connection of its
+// own: for checking what a daemon left in its tables.
+absl::StatusOr<int64_t> QueryCount(const std::string& dsn, const char* sql);
 
 }  // namespace sandgate::testing
 

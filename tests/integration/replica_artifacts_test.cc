@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "store/postgres_connection.h"
 #include "tests/fakes/postgres_server.h"
 #include "tests/integration/daemon_harness.h"
 
@@ -48,17 +47,9 @@ Download DownloadArtifact(DaemonHarness& d, const std::string& run_id, const std
 }
 
 int64_t Count(const std::string& dsn, const char* sql) {
-  store::PostgresOptions o;
-  o.dsn = dsn;
-  o.pool_size = 1;
-  auto db = store::PostgresDatabase::Open(o);
-  EXPECT_TRUE(db.ok()) << db.status();
-  if (!db.ok()) return -1;
-  auto conn = (*db)->Acquire("count");
-  if (!conn.ok()) return -1;
-  auto r = (*conn)->Exec("count", sql);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? r->Int(0, 0) : -1;
+  absl::StatusOr<int64_t> n = QueryCount(dsn, sql);
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? *n : -1;
 }
 
 std::string Slurp(const std::string& path) {

@@ -10,7 +10,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "store/postgres_connection.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/fakes/postgres_server.h"
@@ -58,18 +57,9 @@ bool WaitForCommand(DaemonHarness& d, const std::string& run_id) {
 }
 
 int64_t JournalRows(const std::string& dsn) {
-  store::PostgresOptions o;
-  o.dsn = dsn;
-  o.pool_size = 1;
-  auto db = store::PostgresDatabase::Open(o);
-  EXPECT_TRUE(db.ok()) << db.status();
-  if (!db.ok()) return -1;
-  auto conn = (*db)->Acquire("count");
-  EXPECT_TRUE(conn.ok());
-  if (!conn.ok()) return -1;
-  auto r = (*conn)->Exec("count", "SELECT count(*) FROM journal");
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? r->Int(0, 0) : -1;
+  absl::StatusOr<int64_t> n = QueryCount(dsn, "SELECT count(*) FROM journal");
+  EXPECT_TRUE(n.ok()) << n.status();
+  return n.ok() ? *n : -1;
 }
 
 TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBack) {

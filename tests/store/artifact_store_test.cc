@@ -83,11 +83,9 @@ class PostgresBackend : public Backend {
   uint64_t writer_buffer_bytes() const override { return 2 * PostgresArtifactStore::kChunkBytes; }
 
   int64_t Count(const char* sql) {
-    auto conn = db_->Acquire("count");
-    if (!conn.ok()) return -1;
-    auto r = (*conn)->Exec("count", sql);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->Int(0, 0) : -1;
+    absl::StatusOr<int64_t> n = sandgate::testing::QueryCount(dsn_, sql);
+    EXPECT_TRUE(n.ok()) << n.status();
+    return n.ok() ? *n : -1;
   }
   absl::Status Exec(const char* sql) {
     auto conn = db_->Acquire("exec");
