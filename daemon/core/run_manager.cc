@@ -164,15 +164,12 @@ absl::StatusOr<v1::Run> RunManager::Cancel(const Caller& caller, const std::stri
   return Get(caller, run_id);
 }
 
-absl::StatusOr<std::string> RunManager::ReadArtifact(const Caller& caller,
-                                                     const std::string& run_id,
-                                                     const std::string& name, uint64_t offset,
-                                                     uint64_t max_bytes) {
-  SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, run_id));
+absl::StatusOr<std::string> RunManager::ReadArtifact(const v1::Run& run, const std::string& name,
+                                                     uint64_t offset, uint64_t max_bytes) {
   for (const v1::Artifact& a : run.artifacts()) {
-    if (a.name() == name) return deps_.artifacts->Read(run_id, name, offset, max_bytes);
+    if (a.name() == name) return deps_.artifacts->Read(run.id(), name, offset, max_bytes);
   }
-  return errors::NotFound("artifact", absl::StrCat(run_id, "/", name));
+  return errors::NotFound("artifact", absl::StrCat(run.id(), "/", name));
 }
 
 size_t RunManager::active_runs() {

@@ -65,9 +65,11 @@ class RunManager {
                                       const std::string& page_token);
   absl::StatusOr<v1::Run> Cancel(const Caller& caller, const std::string& run_id,
                                  const std::string& reason);
-  absl::StatusOr<std::string> ReadArtifact(const Caller& caller, const std::string& run_id,
-                                           const std::string& name, uint64_t offset,
-                                           uint64_t max_bytes);
+  // Up to `max_bytes` from `offset` of artifact `name` of `run`, a record Get gave the
+  // caller: a download checks who may read the run once, not again for every chunk (each a
+  // store round trip on PostgreSQL). NOT_FOUND when the run has no such artifact.
+  absl::StatusOr<std::string> ReadArtifact(const v1::Run& run, const std::string& name,
+                                           uint64_t offset, uint64_t max_bytes);
 
   // Refuses new runs, cancels every running run, and waits up to `grace` (on the injected
   // clock) for them to finish (sessions closed, terminal events written). A waiting run whose

@@ -298,9 +298,10 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
             ToGrpc(errors::NotFound("artifact", absl::StrCat(req_.run_id(), "/", req_.name()))));
         return;
       }
+      run_ = std::move(*run);
     }
-    absl::StatusOr<std::string> data = deps_.runs->ReadArtifact(caller_, req_.run_id(), req_.name(),
-                                                                offset_, core::kTransferChunkBytes);
+    absl::StatusOr<std::string> data =
+        deps_.runs->ReadArtifact(*run_, req_.name(), offset_, core::kTransferChunkBytes);
     if (!data.ok()) {
       FinishOnce(ToGrpc(data.status()));
       return;
@@ -320,6 +321,7 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
   const v1::DownloadArtifactRequest req_;
   // Touched only by the one task or reaction in flight at a time.
   std::optional<v1::Artifact> artifact_;
+  std::optional<v1::Run> run_;  // as Get gave it to the caller: who may read it is checked
   uint64_t offset_ = 0;
   bool last_ = false;
   v1::ArtifactChunk chunk_;
