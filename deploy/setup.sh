@@ -16,6 +16,7 @@ packages=(
   libpq-dev postgresql
   bubblewrap python3 python3-grpcio procps
   clang clang-format
+  groff-base man-db zsh
 )
 missing=()
 for p in "${packages[@]}"; do
