@@ -90,7 +90,7 @@ class Run:
             call = self._client.stream(
                 "StreamEvents", pb.StreamEventsRequest(run_id=self.id, after_seq=last,
                                                        follow=follow),
-                timeout=remaining, wait_for_ready=attempt > 0)
+                timeout=remaining)
             try:
                 for event in call:
                     if event.seq == 0:
@@ -123,8 +123,8 @@ class Run:
             self.reconnects += 1
             # The channel's own backoff paces the reconnects; the pause keeps a daemon that
             # answers but ends streams early from being asked in a tight loop.
-            self._client.wait_until_ready(reconnect_timeout - (now - down_since))
             time.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0))
+            self._client.wait_until_ready(reconnect_timeout - (time.monotonic() - down_since))
 
     def wait(self, timeout: Optional[float] = None) -> pb.Run:
         """Blocks until the run finished and returns its final record (sandgate.v1.Run).

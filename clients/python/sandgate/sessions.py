@@ -247,7 +247,8 @@ class Session:
 
     def ls(self, path: str = "") -> List[pb.FileInfo]:
         """The files under `path` (default the workspace), recursively, as sandgate.v1.FileInfo
-        with paths relative to `path`; the list's `truncated` is set when a cap stopped it."""
+        (paths as the daemon gives them: relative to the workspace, "data/x.csv" also when
+        listing "data"); the list's `truncated` is set when a cap stopped it."""
         answer = self._client.call("ListFiles", pb.ListFilesRequest(session_id=self.id, dir=path))
         files = FileList(answer.files)
         files.truncated = answer.truncated

@@ -4,6 +4,7 @@ resumed across a cut stream, checked downloads, a session, and the daemon's erro
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import grpc
@@ -139,3 +140,23 @@ def test_errors_carry_the_daemons_code_and_message(client, daemon):
     with pytest.raises(sandgate.NotFound) as caught:
         client.get_run("r-nope")
     assert isinstance(caught.value, sandgate.Error) and "r-nope" in caught.value.message
+
+
+def test_events_resume_across_a_daemon_restart(own_daemon):
+    with sandgate.Client(own_daemon.address, token=TOKEN) as c:
+        run = c.run_analysis(SAMPLE_CSV, sandbox=sandgate.pb.SandboxSpec(
+            setup_commands=["sleep 5"]))
+        events = []
+        for event in run.events(timeout=60, reconnect_timeout=20):
+            events.append(event)
+            if event.type == "command.started" and own_daemon.process:
+                # Killed, so it cannot end the stream with a terminal event; the restarted
+                # daemon finds the run interrupted and writes its run.finished.
+                own_daemon.stop(signal.SIGKILL)
+                own_daemon.start()
+        assert run.reconnects >= 1
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert events[-1].type == "run.finished"
+        assert events[-1].run_finished.status == sandgate.pb.RUN_STATUS_FAILED
+        assert "daemon stopped" in events[-1].run_finished.reason
+        assert [e.seq for e in run.events(follow=False)] == [e.seq for e in events]
