@@ -7,14 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from typing import Iterator, Optional
 
-import grpc
 import pytest
 
 TOKEN = "py-client-test-token"
@@ -23,47 +22,40 @@ SOURCE_DIR = os.environ.get("SANDGATE_SOURCE_DIR",
 SAMPLE_CSV = os.path.join(SOURCE_DIR, "examples", "northstar_cloud_financial_statements.csv")
 
 
-def healthy(address: str) -> bool:
-    """grpc.health.v1.Health/Check for the whole server answers SERVING (the bytes 08 01)."""
-    with grpc.insecure_channel(address) as channel:
-        try:
-            return channel.unary_unary("/grpc.health.v1.Health/Check")(b"", timeout=0.5) == \
-                b"\x08\x01"
-        except grpc.RpcError:
-            return False
-
-
 class Daemon:
     """One sandgated; start() may be called again after stop() (same state, same socket)."""
 
-    def __init__(self, directory: str, socket_path: Optional[str] = None) -> None:
+    def __init__(self, directory: str, listen: Optional[str] = None,
+                 config: Optional[dict] = None) -> None:
         self.dir = directory
         self.state_dir = os.path.join(directory, "state")
-        self.socket = socket_path or os.path.join(directory, "sandgated.sock")
-        self.address = f"unix:{self.socket}"
+        self.socket = os.path.join(directory, "sandgated.sock")
+        # What it was told to listen on; after start(), where it listens (tcp port 0 chosen).
+        self.address = listen or f"unix:{self.socket}"
         self.log_path = os.path.join(directory, "daemon.log")
         self.config_path = os.path.join(directory, "config.json")
-        config = {
-            "listen": self.address,
-            "state_dir": self.state_dir,
-            "tenants": [{"name": "py", "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}],
-        }
+        config = dict(config or {})
+        config.setdefault(
+            "tenants", [{"name": "py", "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}])
+        config.update({"listen": self.address, "state_dir": self.state_dir})
         with open(self.config_path, "w") as f:
             json.dump(config, f)
         self.process: Optional[subprocess.Popen] = None
 
     def start(self) -> None:
+        """Starts it and waits for "sandgated listening on ADDRESS", which it prints once it
+        serves."""
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [os.environ["SANDGATED_PATH"], "--config", self.config_path, "--log-level",
-                 "debug"], stdout=subprocess.DEVNULL, stderr=log, close_fds=True)
-        deadline = time.monotonic() + 15
-        while not healthy(self.address):
-            if self.process.poll() is not None:
-                pytest.fail(f"sandgated exited during start:\n{self.log()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"sandgated did not become healthy:\n{self.log()}")
-            time.sleep(0.05)
+                 "debug"], stdout=subprocess.PIPE, stderr=log, close_fds=True)
+        ready, _, _ = select.select([self.process.stdout], [], [], 15)
+        line = self.process.stdout.readline().decode() if ready else ""
+        prefix = "sandgated listening on "
+        if not line.startswith(prefix):
+            self.stop(signal.SIGKILL)
+            pytest.fail(f"sandgated did not start (said {line!r}):\n{self.log()}")
+        self.address = line[len(prefix):].strip()
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         if self.process is None:
@@ -74,6 +66,7 @@ class Daemon:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
+        self.process.stdout.close()
         self.process = None
         return code
 
