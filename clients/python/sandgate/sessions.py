@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Union
 
@@ -105,6 +106,27 @@ class FileList(list):
     truncated: bool = False
 
 
+def _keep_alive(ref: "weakref.ReferenceType[Session]", closed: threading.Event,
+                interval: float) -> None:
+    """Sends KeepAlive every `interval` seconds until `closed` is set, the handle is gone,
+    the session is no longer active, or the daemon no longer knows it."""
+    while not closed.wait(interval):
+        session = ref()
+        if session is None:
+            return
+        try:
+            record = session._client.call("KeepAlive", pb.KeepAliveRequest(session_id=session.id),
+                                          timeout=max(interval, 5.0))
+            session.record = record
+            if record.status != pb.SESSION_STATUS_ACTIVE:
+                return
+        except Error as e:
+            session.keepalive_error = e
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                return
+        del session  # not held while waiting
+
+
 class Session:
     """A kept sandbox. `record` is the sandgate.v1.Session last seen; `id` never changes.
 
@@ -123,8 +145,11 @@ class Session:
         # the session is no longer active).
         self.keepalive_error: Optional[Error] = None
         self._closed = threading.Event()
-        self._keepalive = threading.Thread(target=self._keep_alive, daemon=True,
-                                           name=f"sandgate-keepalive-{record.id}")
+        # The thread holds the handle weakly: a handle dropped without close() stops keeping
+        # its session alive, and the daemon reaps it after its idle timeout.
+        self._keepalive = threading.Thread(
+            target=_keep_alive, args=(weakref.ref(self), self._closed, self.keepalive_interval),
+            daemon=True, name=f"sandgate-keepalive-{record.id}")
         self._keepalive.start()
 
     @property
@@ -139,19 +164,6 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _keep_alive(self) -> None:
-        while not self._closed.wait(self.keepalive_interval):
-            try:
-                record = self._client.call("KeepAlive", pb.KeepAliveRequest(session_id=self.id),
-                                           timeout=max(self.keepalive_interval, 5.0))
-                self.record = record
-                if record.status != pb.SESSION_STATUS_ACTIVE:
-                    return
-            except Error as e:
-                self.keepalive_error = e
-                if e.code == grpc.StatusCode.NOT_FOUND:
-                    return
 
     def refresh(self) -> pb.Session:
         self.record = self._client.call("GetSession", pb.GetSessionRequest(session_id=self.id))

@@ -3,6 +3,7 @@ resumed across a cut stream, checked downloads, a session, and the daemon's erro
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import time
@@ -160,3 +161,26 @@ def test_events_resume_across_a_daemon_restart(own_daemon):
         assert events[-1].run_finished.status == sandgate.pb.RUN_STATUS_FAILED
         assert "daemon stopped" in events[-1].run_finished.reason
         assert [e.seq for e in run.events(follow=False)] == [e.seq for e in events]
+
+
+def test_a_dropped_session_handle_stops_keeping_its_session_alive(client):
+    s = client.session(keepalive_interval=0.1)
+    session_id, keepalive = s.id, s._keepalive
+    del s
+    gc.collect()
+    keepalive.join(timeout=10)
+    assert not keepalive.is_alive()
+    client.call("CloseSession", sandgate.pb.CloseSessionRequest(session_id=session_id))
+
+
+def test_cancel_ends_a_running_run_as_cancelled(client):
+    run = client.run_analysis(SAMPLE_CSV, sandbox=sandgate.pb.SandboxSpec(
+        setup_commands=["sleep 30"]))
+    for event in run.events(timeout=30):
+        if event.type == "command.started":
+            break
+    assert run.cancel("the caller changed its mind").id == run.id
+    final = run.wait(timeout=30)
+    assert sandgate.RunStatus(final.status) == sandgate.RunStatus.CANCELLED
+    assert "changed its mind" in final.status_reason
+    assert sandgate.RunStatus(run.cancel().status) == sandgate.RunStatus.CANCELLED  # idempotent
