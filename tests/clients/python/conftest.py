@@ -4,6 +4,7 @@ its own state directory and one tenant whose token the tests use."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -75,22 +76,29 @@ class Daemon:
             return f.read()
 
 
+@contextlib.contextmanager
+def running_daemon(**kwargs) -> Iterator[Daemon]:
+    """A started Daemon (arguments as Daemon's) in a fresh directory, stopped and removed
+    after."""
+    directory = tempfile.mkdtemp(prefix="sg-py-")
+    d = Daemon(directory, **kwargs)
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def daemon() -> Iterator[Daemon]:
-    directory = tempfile.mkdtemp(prefix="sg-py-")
-    d = Daemon(directory)
-    d.start()
-    yield d
-    d.stop()
-    shutil.rmtree(directory, ignore_errors=True)
+    """The daemon most tests share."""
+    with running_daemon() as d:
+        yield d
 
 
 @pytest.fixture
 def own_daemon() -> Iterator[Daemon]:
     """A daemon of the test's own, for tests that stop or restart it."""
-    directory = tempfile.mkdtemp(prefix="sg-py-")
-    d = Daemon(directory)
-    d.start()
-    yield d
-    d.stop()
-    shutil.rmtree(directory, ignore_errors=True)
+    with running_daemon() as d:
+        yield d

@@ -4,16 +4,14 @@ certificates made per run with the openssl CLI, as tests/fakes/test_certs.h make
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
 
 import grpc
 import pytest
 
 import sandgate
-from conftest import TOKEN, Daemon
+from conftest import TOKEN, running_daemon
 
 KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
@@ -48,20 +46,22 @@ def closed_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def tls_daemon():
-    directory = tempfile.mkdtemp(prefix="sg-py-tls-")
-    make_certs(directory)
-    d = Daemon(directory, listen="tcp:127.0.0.1:0", config={"tls": {
-        "cert_file": f"{directory}/server.pem", "key_file": f"{directory}/server.key",
-        "client_ca_file": f"{directory}/ca.pem", "require_client_cert": True}})
-    d.start()
-    yield d
-    d.stop()
-    shutil.rmtree(directory, ignore_errors=True)
+def certs(tmp_path_factory) -> str:
+    d = str(tmp_path_factory.mktemp("certs"))
+    make_certs(d)
+    return d
 
 
-def test_mutual_tls_with_the_clis_files(tls_daemon, monkeypatch):
-    d = tls_daemon.dir
+@pytest.fixture(scope="module")
+def tls_daemon(certs):
+    with running_daemon(listen="tcp:127.0.0.1:0", config={"tls": {
+            "cert_file": f"{certs}/server.pem", "key_file": f"{certs}/server.key",
+            "client_ca_file": f"{certs}/ca.pem", "require_client_cert": True}}) as d:
+        yield d
+
+
+def test_mutual_tls_with_the_clis_files(tls_daemon, certs, monkeypatch):
+    d = certs
     assert tls_daemon.address.startswith("tcp:127.0.0.1:")
     with sandgate.Client(tls_daemon.address, token=TOKEN, tls_ca=f"{d}/ca.pem",
                          tls_cert=f"{d}/client.pem", tls_key=f"{d}/client.key") as c:
@@ -75,8 +75,8 @@ def test_mutual_tls_with_the_clis_files(tls_daemon, monkeypatch):
         assert c.list_sessions() == []
 
 
-def test_several_addresses_go_round_robin_and_skip_one_that_is_down(tls_daemon):
-    d = tls_daemon.dir
+def test_several_addresses_go_round_robin_and_skip_one_that_is_down(tls_daemon, certs):
+    d = certs
     port = tls_daemon.address.rsplit(":", 1)[1]
     addr = f"127.0.0.1:{closed_port()},127.0.0.1:{port}"
     with sandgate.Client(addr, token=TOKEN, tls_ca=f"{d}/ca.pem", tls_cert=f"{d}/client.pem",
@@ -85,9 +85,9 @@ def test_several_addresses_go_round_robin_and_skip_one_that_is_down(tls_daemon):
             assert list(c.list_runs()) == []
 
 
-def test_without_a_client_certificate_the_handshake_fails(tls_daemon):
+def test_without_a_client_certificate_the_handshake_fails(tls_daemon, certs):
     with sandgate.Client(tls_daemon.address, token=TOKEN,
-                         tls_ca=f"{tls_daemon.dir}/ca.pem") as c:
+                         tls_ca=f"{certs}/ca.pem") as c:
         with pytest.raises(sandgate.Unavailable) as caught:
             list(c.list_runs())
     assert caught.value.code == grpc.StatusCode.UNAVAILABLE
