@@ -85,8 +85,7 @@ class Run:
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                       f"run {self.id}: no run.finished within {timeout} s")
+                raise self._no_end_within(timeout)
             call = self._client.stream(
                 "StreamEvents", pb.StreamEventsRequest(run_id=self.id, after_seq=last,
                                                        follow=follow),
@@ -100,7 +99,7 @@ class Run:
                     if event.seq <= last:
                         continue  # already yielded before the stream broke
                     last = event.seq
-                    down_since = None
+                    down_since, attempt = None, 0
                     yield event
                     if event.type == "run.finished":
                         return
@@ -108,6 +107,8 @@ class Run:
                     return
                 broken = "the stream ended before run.finished"
             except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
+                    raise self._no_end_within(timeout) from None
                 if e.code() not in _RESUMABLE:
                     raise from_rpc_error(e) from None
                 broken = f"{e.code().name}: {e.details()}"
@@ -125,6 +126,10 @@ class Run:
             # answers but ends streams early from being asked in a tight loop.
             time.sleep(min(0.05 * 2 ** min(attempt, 5), 1.0))
             self._client.wait_until_ready(reconnect_timeout - (time.monotonic() - down_since))
+
+    def _no_end_within(self, timeout: Optional[float]) -> DeadlineExceeded:
+        return DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                f"run {self.id}: no run.finished within {timeout} s")
 
     def wait(self, timeout: Optional[float] = None) -> pb.Run:
         """Blocks until the run finished and returns its final record (sandgate.v1.Run).

@@ -173,12 +173,14 @@ def test_a_dropped_session_handle_stops_keeping_its_session_alive(client):
     client.call("CloseSession", sandgate.pb.CloseSessionRequest(session_id=session_id))
 
 
-def test_cancel_ends_a_running_run_as_cancelled(client):
+def test_wait_times_out_and_cancel_ends_a_running_run_as_cancelled(client):
     run = client.run_analysis(SAMPLE_CSV, sandbox=sandgate.pb.SandboxSpec(
         setup_commands=["sleep 30"]))
     for event in run.events(timeout=30):
         if event.type == "command.started":
             break
+    with pytest.raises(sandgate.DeadlineExceeded, match="no run.finished within 0.3 s"):
+        run.wait(timeout=0.3)
     assert run.cancel("the caller changed its mind").id == run.id
     final = run.wait(timeout=30)
     assert sandgate.RunStatus(final.status) == sandgate.RunStatus.CANCELLED
