@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from typing import Iterable, Optional, Protocol
+from typing import Iterable, Protocol
 
 import grpc
 

@@ -21,7 +21,7 @@ from typing import Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 import grpc
 from . import _connection
 from ._durations import Seconds, duration
-from .errors import Error, InvalidArgument, from_rpc_error
+from .errors import InvalidArgument, from_rpc_error
 from .runs import Run
 from .sessions import Session
 from .v1 import sandgate_pb2 as pb
@@ -189,5 +189,3 @@ class Client:
         return list(self.call("ListSessions",
                               pb.ListSessionsRequest(include_closed=include_closed)).sessions)
 
-
-__all__ = ["Client", "Error"]
