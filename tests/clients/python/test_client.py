@@ -86,12 +86,24 @@ def test_download_checks_every_artifact_and_refuses_a_tampered_one(client, daemo
 
 def test_a_session_execs_uploads_downloads_and_lists(client, tmp_path):
     local = tmp_path / "in.txt"
-    local.write_bytes(b"hello from python\n" * 1000)
+    local.write_bytes(os.urandom(600 << 10))  # several upload and download chunks
     with client.session() as s:
         assert s.record.status == sandgate.pb.SESSION_STATUS_ACTIVE
         info = s.upload(str(local), "data/in.txt")
         assert info.size_bytes == local.stat().st_size
         s.write("note.txt", b"a note")
+
+        # Output arrives as produced: the command waits for a file the test writes only
+        # after it has read the command's first line.
+        execution = s.exec("echo ready; while [ ! -e go ]; do sleep 0.05; done; echo done",
+                           timeout=30)
+        lines = []
+        for piece in execution:
+            lines.append(piece.data)
+            if piece.data == b"ready\n":
+                s.write("go", b"")
+        assert lines == [b"ready\n", b"done\n"] and execution.exit_code == 0
+        assert not execution.finished.timed_out
 
         execution = s.exec("wc -c < data/in.txt; echo oops >&2; exit 4")
         pieces = list(execution)
@@ -110,6 +122,8 @@ def test_a_session_execs_uploads_downloads_and_lists(client, tmp_path):
         assert s.read("made.txt") == b"x"
         session_id = s.id
     assert client.get_session(session_id).status == sandgate.pb.SESSION_STATUS_CLOSED
+    with pytest.raises(sandgate.FailedPrecondition, match=f"session {session_id} is closed"):
+        s.run("true")
 
 
 def test_a_session_is_closed_when_its_block_raises(client):
@@ -141,6 +155,16 @@ def test_errors_carry_the_daemons_code_and_message(client, daemon):
     with pytest.raises(sandgate.NotFound) as caught:
         client.get_run("r-nope")
     assert isinstance(caught.value, sandgate.Error) and "r-nope" in caught.value.message
+
+    # Operator-only RPCs through the stub the client holds; the tenant is not an operator.
+    with pytest.raises(sandgate.PermissionDenied, match="operator role is required"):
+        client.call("Purge", sandgate.pb.PurgeRequest())
+
+    with client.session() as s:
+        with pytest.raises(sandgate.InvalidArgument, match='".." is not allowed'):
+            s.write("../escape", b"x")
+        with pytest.raises(sandgate.NotFound, match="file not found: nope.txt"):
+            s.read("nope.txt")
 
 
 def test_events_resume_across_a_daemon_restart(own_daemon):
