@@ -40,8 +40,9 @@ def test_a_run_end_to_end_with_its_events(client):
     assert client.get_run(run.id).record.status == final.status
 
 
-def test_events_resume_after_a_cut_stream_without_losing_or_repeating_one(daemon, tmp_path):
-    proxy = CuttingProxy(daemon.socket, str(tmp_path / "proxy.sock"))
+def test_events_resume_after_a_cut_stream_without_losing_or_repeating_one(daemon):
+    # Beside the daemon's socket: a Unix socket path must stay under 108 bytes.
+    proxy = CuttingProxy(daemon.socket, os.path.join(daemon.dir, "proxy.sock"))
     try:
         with sandgate.Client(proxy.address, token=TOKEN) as c:
             # The setup command keeps the run going while its stream is cut.
