@@ -22,7 +22,7 @@ export async function startDaemon(config = {}) {
     listen: `unix:${socket}`,
     state_dir: join(dir, "state"),
     // A uid range of its own, apart from the C++ integration tests' (they may run at once).
-    local: { uid_base: 310100, uid_count: 16 },
+    local: { uid_base: 330100, uid_count: 16 },
     ...config,
   };
   writeFileSync(join(dir, "config.json"), JSON.stringify(full));

@@ -38,6 +38,8 @@ class Daemon:
         config = dict(config or {})
         config.setdefault(
             "tenants", [{"name": "py", "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}])
+        # A uid range of its own, apart from every other test's daemon (they may run at once).
+        config.setdefault("local", {"uid_base": 330000, "uid_count": 16})
         config.update({"listen": self.address, "state_dir": self.state_dir})
         with open(self.config_path, "w") as f:
             json.dump(config, f)
