@@ -536,23 +536,43 @@ export class Session {
    * its size and sha256 before the file appears. */
   async upload(local: string, remote = basename(local), mode = 0): Promise<FileInfo__Output> {
     // Two passes over the file, never all of it in memory: its size and sha256 for the
-    // header, then the bytes, as fast as the stream takes them.
+    // header, then the bytes.
     const hash = createHash("sha256");
     let size = 0;
     for await (const piece of createReadStream(local)) {
       hash.update(piece as Buffer);
       size += (piece as Buffer).length;
     }
+    return this.send(remote, mode, size, hash.digest("hex"), createReadStream(local, { highWaterMark: 1 << 20 }));
+  }
+
+  /** Writes `data` to `remote` in the workspace (made or replaced whole), like upload. */
+  async write(remote: string, data: Buffer | string, mode = 0): Promise<FileInfo__Output> {
+    const bytes = Buffer.from(data);
+    const pieces = [];
+    for (let at = 0; at < bytes.length; at += 1 << 20) pieces.push(bytes.subarray(at, at + (1 << 20)));
+    return this.send(remote, mode, bytes.length, sha256Hex(bytes), pieces);
+  }
+
+  // UploadFile: the header with the size and sha256 the daemon checks, then the pieces, as
+  // fast as the stream takes them.
+  private async send(
+    remote: string,
+    mode: number,
+    size: number,
+    sha256: string,
+    pieces: AsyncIterable<unknown> | Iterable<unknown>,
+  ): Promise<FileInfo__Output> {
     let call!: grpc.ClientWritableStream<UploadFileRequest>;
     const answer = new Promise<FileInfo__Output>((resolve, reject) => {
       call = this.client.stub.UploadFile(this.client.metadata(), (e, info) =>
         e ? reject(toError(e)) : resolve(info!),
       );
     });
-    call.write({ header: { sessionId: this.id, path: remote, mode, sizeBytes: size, sha256: hash.digest("hex") } });
+    call.write({ header: { sessionId: this.id, path: remote, mode, sizeBytes: size, sha256 } });
     try {
-      for await (const piece of createReadStream(local, { highWaterMark: 1 << 20 })) {
-        if (!call.write({ data: piece })) await new Promise((r) => call.once("drain", r));
+      for await (const piece of pieces) {
+        if (!call.write({ data: piece as Buffer })) await new Promise((r) => call.once("drain", r));
       }
     } catch (e) {
       call.cancel();
@@ -561,6 +581,27 @@ export class Session {
     }
     call.end();
     return answer;
+  }
+
+  /** Reads a workspace file into memory (at most `maxBytes`, default the daemon's limit),
+   * checked against the sha256 the daemon sends. */
+  async read(remote: string, maxBytes = 0): Promise<Buffer> {
+    const pieces: Buffer[] = [];
+    let sent = "";
+    const call = this.client.stub.DownloadFile({ sessionId: this.id, path: remote, maxBytes }, this.client.metadata());
+    try {
+      for await (const chunk of call as AsyncIterable<{ data: Buffer; sha256: string }>) {
+        pieces.push(chunk.data);
+        if (chunk.sha256) sent = chunk.sha256;
+      }
+    } catch (e) {
+      throw toError(e);
+    }
+    const data = Buffer.concat(pieces);
+    if (sent === "" || sha256Hex(data) !== sent) {
+      throw new Error(`${remote}: what arrived does not match the sha256 the daemon sent`);
+    }
+    return data;
   }
 
   /** Downloads a workspace file to `local` (default: its name here), checked against the

@@ -128,6 +128,10 @@ describe("sessions", () => {
       assert.ok(r.stdout.startsWith(sha256(bytes)));
       const back = await s.download("in/data.bin", join(work, "back.bin"));
       assert.deepEqual(readFileSync(back), bytes);
+      // From memory and back.
+      await s.write("notes/a.txt", "hello ünïcode\n");
+      assert.equal((await s.read("notes/a.txt")).toString(), "hello ünïcode\n");
+      await assert.rejects(s.read("notes/none.txt"), (e) => e.codeName === "NOT_FOUND");
     });
     const closed = (await c.listSessions(true)).find((x) => x.id === id);
     assert.equal(closed.status, "SESSION_STATUS_CLOSED");
