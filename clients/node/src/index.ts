@@ -483,13 +483,16 @@ export class Session {
   private keeper: NodeJS.Timeout | null = null;
   private closed = false;
 
+  /** `keepAlive`: whether this handle keeps the session alive in the background (a handle on
+   * a session someone else keeps alive need not). */
   constructor(
     readonly client: Client,
     public record: Session__Output,
+    options: { keepAlive?: boolean } = {},
   ) {
     const idle = Number(record.idleTimeout?.seconds ?? 0);
     // A third of the idle timeout: two keep-alives may be lost before the session idles out.
-    if (idle > 0) {
+    if (idle > 0 && (options.keepAlive ?? true)) {
       this.keeper = setInterval(() => void this.keepAlive().catch(() => {}), (idle * 1000) / 3);
       this.keeper.unref();
     }
