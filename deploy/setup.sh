@@ -17,6 +17,7 @@ packages=(
   bubblewrap python3 python3-grpcio python3-protobuf python3-pytest procps
   clang clang-format
   groff-base man-db zsh
+  libjs-marked node-dompurify chromium
 )
 missing=()
 for p in "${packages[@]}"; do
