@@ -260,7 +260,7 @@ async function runPage(runId) {
     checks,
     el("h2", { text: "Artifacts" }),
     artifacts,
-    el("h2", { text: "Memo" }),
+    el("h2", { text: "Memo or report" }),
     memo,
     el("h2", { text: "Chart" }),
     chart,
@@ -326,8 +326,10 @@ async function runPage(runId) {
     const key = `${r.status}:${(r.artifacts ?? []).length}`;
     if (key !== shown && (r.artifacts ?? []).length) {
       shown = key;
-      if (files.memo) {
-        const text = await (await artifactBlob(runId, files.memo)).text();
+      // The analyst's memo, or the probe's report: Markdown the sandbox wrote.
+      const markdown = files.memo ?? files.report;
+      if (markdown) {
+        const text = await (await artifactBlob(runId, markdown)).text();
         const fragment = DOMPurify.sanitize(marked.parse(text), { RETURN_DOM_FRAGMENT: true });
         memo.replaceChildren(el("div", { class: "memo" }, fragment));
       }
