@@ -34,6 +34,9 @@ commands:
   session ls ID [DIR]
   run ... --session ID     runs in that session; its workspace stays for the next run
 
+  completion bash|zsh                          print the shell's completion script
+  man                                          print the manual page (sandgate man | man -l -)
+
   admin drain                                  operators: drain and stop the daemon
   admin purge --older-than-hours N             operators: delete old runs and ended sessions
 
@@ -211,6 +214,19 @@ const ArgsGrammar& Grammar() {
            absl::StrCat(
                "usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n",
                kGlobalUsage),
+           {}},
+          {"completion",
+           "usage: sandgate completion bash|zsh\n"
+           "Prints the shell's completion script for sandgate: commands, subcommands, options\n"
+           "and their values, file names where a file goes. Install with\n"
+           "  sandgate completion bash > /etc/bash_completion.d/sandgate\n"
+           "  sandgate completion zsh > \"${fpath[1]}/_sandgate\"\n"
+           "or load it in the current shell: source <(sandgate completion bash).\n",
+           {}},
+          {"man",
+           "usage: sandgate man\n"
+           "Prints this manual page, sandgate(1), in roff: sandgate man | man -l -\n"
+           "It is generated from the same text as --help.\n",
            {}},
           {"admin",
            absl::StrCat(

@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "client/args.h"
 #include "client/command.h"
+#include "client/completion.h"
 #include "client/connection.h"
 #include "client/grammar.h"
 #include "client/interrupt.h"
@@ -36,6 +37,15 @@ namespace sandgate::cli {
 namespace {
 
 int Main(int argc, char** argv) {
+  // The completion scripts' call (client/completion.h): before the parser, which would
+  // refuse the half-typed words it is asked about.
+  if (argc >= 2 && std::string(argv[1]) == "__complete") {
+    for (const std::string& c :
+         Complete(Grammar(), std::vector<std::string>(argv + 2, argv + argc))) {
+      std::printf("%s\n", c.c_str());
+    }
+    return 0;
+  }
   // Before anything else, while this is the only thread: every thread gRPC starts later
   // inherits the blocked signals, and the one waiting thread takes them (client/interrupt.h).
   Interrupt& interrupt = Interrupt::Install(kExitDetached);
@@ -58,6 +68,17 @@ int Main(int argc, char** argv) {
   }
   if (args.help) {
     std::fputs(args.spec->usage.c_str(), stdout);
+    return 0;
+  }
+  if (args.command == "completion") {
+    std::string script = args.positional.size() == 1 ? CompletionScript(args.positional[0]) : "";
+    if (script.empty()) return Usage("needs the shell: bash or zsh");
+    std::fputs(script.c_str(), stdout);
+    return 0;
+  }
+  if (args.command == "man") {
+    if (!args.positional.empty()) return Usage("takes no arguments");
+    std::fputs(ManPage(Grammar(), UsageText(), SANDGATE_VERSION).c_str(), stdout);
     return 0;
   }
   // "session" or "admin" without a subcommand it knows.

@@ -1,0 +1,650 @@
+// sandgate's TypeScript client: runs, their resumable event logs and artifacts, and kept
+// sessions (exec, files, keep-alive), over gRPC (@grpc/grpc-js) with the API's own .proto.
+//
+//   import { Client } from "sandgate";
+//   const client = new Client();                       // SANDGATE_ADDR, SANDGATE_TOKEN
+//   const run = await client.runAnalysis("statements.csv");
+//   for await (const event of run.events()) console.log(event.seq, event.type);
+//   console.log((await run.wait()).status);
+//   await run.download("out/");                        // every artifact, sha256 checked
+//
+//   await client.withSession({}, async (s) => {
+//     const { exitCode, stdout } = await s.run("echo hi");
+//   });                                                // closed on the way out
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream, promises as fs, readFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { channelTarget } from "./address.js";
+import type { ProtoGrpcType } from "./generated/sandgate.js";
+import type { Event__Output } from "./generated/sandgate/v1/Event.js";
+import type { CommandFinished__Output } from "./generated/sandgate/v1/CommandFinished.js";
+import type { ExecResponse__Output } from "./generated/sandgate/v1/ExecResponse.js";
+import type { FileInfo__Output } from "./generated/sandgate/v1/FileInfo.js";
+import type { Run__Output } from "./generated/sandgate/v1/Run.js";
+import type { SandboxSpec } from "./generated/sandgate/v1/SandboxSpec.js";
+import type { UploadFileRequest } from "./generated/sandgate/v1/UploadFileRequest.js";
+import type { SandgateClient } from "./generated/sandgate/v1/Sandgate.js";
+import type { Session__Output } from "./generated/sandgate/v1/Session.js";
+
+export { channelTarget, parseAddress } from "./address.js";
+/** gRPC status codes, to compare with SandgateError.code. */
+export { status } from "@grpc/grpc-js";
+export type { Event__Output as Event } from "./generated/sandgate/v1/Event.js";
+export type { Run__Output as RunRecord } from "./generated/sandgate/v1/Run.js";
+export type { Session__Output as SessionRecord } from "./generated/sandgate/v1/Session.js";
+export type { FileInfo__Output as FileInfo } from "./generated/sandgate/v1/FileInfo.js";
+export type { CommandFinished__Output as CommandFinished } from "./generated/sandgate/v1/CommandFinished.js";
+export type { SandboxSpec } from "./generated/sandgate/v1/SandboxSpec.js";
+
+const DEFAULT_ADDR = "unix:/run/sandgate/sandgated.sock";
+const TERMINAL_STATUSES = new Set([
+  "RUN_STATUS_SUCCEEDED",
+  "RUN_STATUS_FAILED",
+  "RUN_STATUS_CANCELLED",
+  "RUN_STATUS_TIMED_OUT",
+]);
+
+/** A call the daemon (or the connection) answered with an error: its gRPC code and message. */
+export class SandgateError extends Error {
+  /** The gRPC status code (grpc.status.NOT_FOUND, ...). */
+  readonly code: grpc.status;
+  /** Its name: "NOT_FOUND", "INVALID_ARGUMENT", ... */
+  readonly codeName: string;
+  constructor(code: grpc.status, message: string) {
+    super(message);
+    this.name = "SandgateError";
+    this.code = code;
+    this.codeName = grpc.status[code] ?? String(code);
+  }
+}
+
+function toError(e: unknown): Error {
+  if (e instanceof SandgateError) return e;
+  const s = e as Partial<grpc.ServiceError>;
+  if (typeof s?.code === "number") return new SandgateError(s.code, s.details ?? s.message ?? "");
+  return e instanceof Error ? e : new Error(String(e));
+}
+
+export interface ClientOptions {
+  /** `unix:PATH`, `tcp:HOST:PORT` or `HOST:PORT`, several comma separated; default
+   * $SANDGATE_ADDR, else unix:/run/sandgate/sandgated.sock. */
+  addr?: string;
+  /** The bearer token; default $SANDGATE_TOKEN. */
+  token?: string;
+  /** PEM files for TLS (tcp only): the CA that signed the daemon's certificate, and a client
+   * certificate and key for mutual TLS. Defaults: $SANDGATE_TLS_CA, _CERT, _KEY. */
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  /** How long a broken event stream is retried for, in reconnections a second apart
+   * (default 60, as the CLI). */
+  reconnectAttempts?: number;
+  /** Delay between reconnections, ms (default 1000). */
+  reconnectDelayMs?: number;
+}
+
+export interface RunOptions {
+  playbook?: string;
+  agent?: string;
+  provider?: string;
+  model?: string;
+  /** A retry with the same key returns the same run. */
+  idempotencyKey?: string;
+  labels?: Record<string, string>;
+  /** Run in this kept session (no sandbox options then). */
+  sessionId?: string;
+  sandbox?: SandboxSpec;
+  runTimeoutSeconds?: number;
+  maxTurns?: number;
+}
+
+/** An input given by its contents rather than a path. */
+export interface InputContent {
+  name: string;
+  content: Buffer | string;
+}
+
+let protoCache: ProtoGrpcType | undefined;
+function proto(): ProtoGrpcType {
+  if (!protoCache) {
+    const dir = join(dirname(fileURLToPath(import.meta.url)), "..", "proto");
+    const def = protoLoader.loadSync("sandgate/v1/sandgate.proto", {
+      includeDirs: [dir],
+      longs: Number,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+    });
+    protoCache = grpc.loadPackageDefinition(def) as unknown as ProtoGrpcType;
+  }
+  return protoCache;
+}
+
+function readIfSet(path: string | undefined, what: string): Buffer | null {
+  if (!path) return null;
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new Error(`${what} ${path}: ${(e as Error).message}`);
+  }
+}
+
+function isPlainFileName(name: string): boolean {
+  return name !== "" && name !== "." && name !== ".." && !name.includes("/") && !name.includes("\0");
+}
+
+function sha256Hex(data: Buffer): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+// Receives a download (ArtifactChunk or FileChunk stream) into a temporary file next to
+// `path`, hashing as it goes, so no file is held in memory whole. keep() renames it into place
+// (`path` then holds the whole file), drop() removes it.
+async function receive(
+  call: AsyncIterable<unknown>,
+  path: string,
+): Promise<{ actual: string; sent: string; keep: () => Promise<string>; drop: () => Promise<void> }> {
+  const tmp = `${path}.${randomBytes(4).toString("hex")}.part`;
+  const file = await fs.open(tmp, "wx", 0o600);
+  const hash = createHash("sha256");
+  let sent = "";
+  try {
+    for await (const chunk of call as AsyncIterable<{ data: Buffer; sha256: string }>) {
+      hash.update(chunk.data);
+      await file.write(chunk.data);
+      if (chunk.sha256) sent = chunk.sha256;
+    }
+  } catch (e) {
+    await file.close();
+    await fs.rm(tmp, { force: true });
+    throw toError(e);
+  }
+  await file.close();
+  return {
+    actual: hash.digest("hex"),
+    sent,
+    keep: async () => {
+      await fs.rename(tmp, path);
+      return path;
+    },
+    drop: () => fs.rm(tmp, { force: true }),
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+export class Client {
+  /** The generated stub, for calls this class does not wrap. */
+  readonly stub: SandgateClient;
+  private readonly token: string;
+  readonly reconnectAttempts: number;
+  readonly reconnectDelayMs: number;
+
+  /** Connects lazily: the first call opens the channel. TLS files are read at once; an
+   * address or file that is wrong throws here, naming it. */
+  constructor(options: ClientOptions = {}) {
+    const ca = readIfSet(options.tlsCa ?? process.env.SANDGATE_TLS_CA, "tlsCa");
+    const cert = readIfSet(options.tlsCert ?? process.env.SANDGATE_TLS_CERT, "tlsCert");
+    const key = readIfSet(options.tlsKey ?? process.env.SANDGATE_TLS_KEY, "tlsKey");
+    const tls = { ca, cert, key };
+    const addr = options.addr ?? process.env.SANDGATE_ADDR ?? DEFAULT_ADDR;
+    const { target, several } = channelTarget(addr);
+    const useTls = tls.ca !== null || tls.cert !== null || tls.key !== null;
+    if (useTls && target.startsWith("unix:")) throw new Error("TLS is for tcp: addresses only");
+    if ((tls.cert === null) !== (tls.key === null)) {
+      throw new Error("a client certificate needs both tlsCert and tlsKey");
+    }
+    const creds = useTls
+      ? grpc.credentials.createSsl(tls.ca, tls.key, tls.cert)
+      : grpc.credentials.createInsecure();
+    const channelOptions: grpc.ChannelOptions = {};
+    if (several) {
+      channelOptions["grpc.service_config"] = JSON.stringify({
+        loadBalancingConfig: [{ round_robin: {} }],
+      });
+    }
+    this.stub = new (proto().sandgate.v1.Sandgate)(target, creds, channelOptions);
+    this.token = options.token ?? process.env.SANDGATE_TOKEN ?? "";
+    this.reconnectAttempts = options.reconnectAttempts ?? 60;
+    this.reconnectDelayMs = options.reconnectDelayMs ?? 1000;
+  }
+
+  /** The call metadata: the bearer token, when there is one. */
+  metadata(): grpc.Metadata {
+    const md = new grpc.Metadata();
+    if (this.token) md.set("authorization", `Bearer ${this.token}`);
+    return md;
+  }
+
+  /** Calls a unary RPC of the stub by name; errors as SandgateError. */
+  unary<Res>(method: string, request: object): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      const fn = (this.stub as unknown as Record<string, Function>)[method];
+      fn.call(this.stub, request, this.metadata(), (err: grpc.ServiceError | null, res: Res) =>
+        err ? reject(toError(err)) : resolve(res),
+      );
+    });
+  }
+
+  close(): void {
+    this.stub.close();
+  }
+
+  /** Starts a run on the given inputs (paths, or {name, content}); returns at once. */
+  async runAnalysis(
+    inputs: string | InputContent | Array<string | InputContent>,
+    options: RunOptions = {},
+  ): Promise<Run> {
+    const list = Array.isArray(inputs) ? inputs : [inputs];
+    const files = await Promise.all(
+      list.map(async (i) =>
+        typeof i === "string"
+          ? { name: basename(i), content: await fs.readFile(i) }
+          : { name: i.name, content: Buffer.from(i.content) },
+      ),
+    );
+    const record = await this.unary<Run__Output>("RunAnalysis", {
+      playbook: options.playbook ?? "",
+      agent: options.agent ?? "",
+      provider: options.provider ?? "",
+      model: options.model ?? "",
+      inputs: files,
+      sandbox: options.sandbox,
+      sessionId: options.sessionId ?? "",
+      idempotencyKey: options.idempotencyKey ?? "",
+      labels: options.labels ?? {},
+      runTimeout: options.runTimeoutSeconds ? { seconds: options.runTimeoutSeconds } : undefined,
+      maxTurns: options.maxTurns ?? 0,
+    });
+    return new Run(this, record);
+  }
+
+  /** A handle on an existing run. */
+  async getRun(runId: string): Promise<Run> {
+    return new Run(this, await this.unary<Run__Output>("GetRun", { runId }));
+  }
+
+  /** Your runs, newest first, every page. */
+  async listRuns(): Promise<Run__Output[]> {
+    const runs: Run__Output[] = [];
+    let pageToken = "";
+    do {
+      const page = await this.unary<{ runs: Run__Output[]; nextPageToken: string }>("ListRuns", {
+        pageSize: 500,
+        pageToken,
+      });
+      runs.push(...page.runs);
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    return runs;
+  }
+
+  /** Creates a kept session. Close it (or use withSession). */
+  async createSession(
+    options: { provider?: string; sandbox?: SandboxSpec; idempotencyKey?: string; labels?: Record<string, string> } = {},
+  ): Promise<Session> {
+    const record = await this.unary<Session__Output>("CreateSession", {
+      provider: options.provider ?? "",
+      sandbox: options.sandbox,
+      idempotencyKey: options.idempotencyKey ?? "",
+      labels: options.labels ?? {},
+    });
+    return new Session(this, record);
+  }
+
+  /** Runs `fn` with a new session, kept alive meanwhile and closed afterwards (also when
+   * `fn` throws). */
+  async withSession<T>(
+    options: Parameters<Client["createSession"]>[0],
+    fn: (session: Session) => Promise<T>,
+  ): Promise<T> {
+    const session = await this.createSession(options);
+    try {
+      return await fn(session);
+    } finally {
+      await session.close();
+    }
+  }
+
+  async listSessions(includeClosed = false): Promise<Session__Output[]> {
+    const res = await this.unary<{ sessions: Session__Output[] }>("ListSessions", { includeClosed });
+    return res.sessions;
+  }
+}
+
+/** A run: its record as last seen, its event log, its artifacts. */
+export class Run {
+  constructor(
+    readonly client: Client,
+    public record: Run__Output,
+  ) {}
+
+  get id(): string {
+    return this.record.id;
+  }
+  get status(): string {
+    return this.record.status;
+  }
+
+  /** Fetches the record again. */
+  async refresh(): Promise<Run__Output> {
+    this.record = await this.client.unary<Run__Output>("GetRun", { runId: this.id });
+    return this.record;
+  }
+
+  /**
+   * The run's events from after `afterSeq`, in order, each once (heartbeats left out). With
+   * `follow` (the default) it goes on until the terminal `run.finished`, reopening a broken
+   * stream from the last seq it yielded (the daemon restarted, a replica went away).
+   */
+  async *events(options: { afterSeq?: number; follow?: boolean } = {}): AsyncGenerator<Event__Output> {
+    const follow = options.follow ?? true;
+    let last = options.afterSeq ?? 0;
+    for (let attempt = 0; ; ++attempt) {
+      const call = this.client.stub.StreamEvents({ runId: this.id, afterSeq: last, follow }, this.client.metadata());
+      try {
+        for await (const event of call as AsyncIterable<Event__Output>) {
+          attempt = 0;
+          if (event.seq === 0 || event.seq <= last) continue; // a heartbeat, or seen already
+          last = event.seq;
+          yield event;
+          if (event.type === "run.finished") return;
+        }
+        if (!follow) return;
+      } catch (e) {
+        const err = toError(e);
+        const broken =
+          err instanceof SandgateError &&
+          (err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.CANCELLED);
+        if (!broken || !follow || attempt + 1 >= this.client.reconnectAttempts) throw err;
+      } finally {
+        call.cancel();
+      }
+      await sleep(this.client.reconnectDelayMs);
+    }
+  }
+
+  /** Waits for the run to end (following its events) and returns its final record. */
+  async wait(): Promise<Run__Output> {
+    if (!TERMINAL_STATUSES.has(this.record.status)) {
+      for await (const _ of this.events({ afterSeq: 0 })) {
+        // drained: the terminal event has been seen
+      }
+    }
+    return this.refresh();
+  }
+
+  async cancel(reason = ""): Promise<Run__Output> {
+    this.record = await this.client.unary<Run__Output>("CancelRun", { runId: this.id, reason });
+    return this.record;
+  }
+
+  /**
+   * Downloads every artifact into `dir` (made if missing), streamed to disk and checked
+   * against the sha256 of the run's record and of the last chunk; a file that does not match
+   * is not saved and the call fails. Returns the paths written.
+   */
+  async download(dir: string): Promise<string[]> {
+    const record = TERMINAL_STATUSES.has(this.record.status) ? this.record : await this.refresh();
+    await fs.mkdir(dir, { recursive: true });
+    const written: string[] = [];
+    for (const artifact of record.artifacts) {
+      if (!isPlainFileName(artifact.name)) {
+        throw new Error(`the daemon named an artifact '${artifact.name}'; not a file name`);
+      }
+      const got = await receive(
+        this.client.stub.DownloadArtifact({ runId: this.id, name: artifact.name }, this.client.metadata()),
+        join(dir, artifact.name),
+      );
+      const actual = got.actual;
+      if (actual !== artifact.sha256 || (got.sent !== "" && got.sent !== actual)) {
+        await got.drop();
+        throw new Error(
+          `artifact ${artifact.name}: sha256 ${actual} does not match the run's ${artifact.sha256}; not saved`,
+        );
+      }
+      written.push(await got.keep());
+    }
+    return written;
+  }
+}
+
+/** One command's output as it arrives. */
+export interface OutputPiece {
+  stream: "stdout" | "stderr";
+  data: Buffer;
+}
+
+/** A command running in a session: iterate its output; `result` is how it ended. */
+export class Execution implements AsyncIterable<OutputPiece> {
+  /** How the command ended (exitCode, signal, timedOut, oomKilled, ...). */
+  readonly result: Promise<CommandFinished__Output>;
+  private readonly queue: Array<OutputPiece | null> = [];
+  private wake: (() => void) | null = null;
+  private failure: Error | null = null;
+
+  constructor(private readonly call: grpc.ClientReadableStream<ExecResponse__Output>) {
+    let finished: CommandFinished__Output | null = null;
+    this.result = new Promise((resolve, reject) => {
+      call.on("data", (r: ExecResponse__Output) => {
+        if (r.output) {
+          const stream = r.output.stream === "STREAM_STDERR" ? "stderr" : "stdout";
+          this.push({ stream, data: r.output.data });
+        } else if (r.finished) {
+          finished = r.finished;
+        }
+      });
+      call.on("error", (e) => {
+        this.failure = toError(e);
+        this.push(null);
+        reject(this.failure);
+      });
+      call.on("end", () => {
+        this.push(null);
+        if (finished) resolve(finished);
+        else reject((this.failure = new Error("the command's stream ended without its end")));
+      });
+    });
+    this.result.catch(() => {}); // also reported through iteration
+  }
+
+  private push(piece: OutputPiece | null): void {
+    this.queue.push(piece);
+    this.wake?.();
+    this.wake = null;
+  }
+
+  /** Stops the command (the daemon kills it). */
+  cancel(): void {
+    this.call.cancel();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<OutputPiece> {
+    for (;;) {
+      while (this.queue.length === 0) await new Promise<void>((r) => (this.wake = r));
+      const piece = this.queue.shift()!;
+      if (piece === null) {
+        if (this.failure) throw this.failure;
+        return;
+      }
+      yield piece;
+    }
+  }
+}
+
+/** A kept session. While it is open here, a keep-alive runs in the background. */
+export class Session {
+  private keeper: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  /** `keepAlive`: whether this handle keeps the session alive in the background (a handle on
+   * a session someone else keeps alive need not). */
+  constructor(
+    readonly client: Client,
+    public record: Session__Output,
+    options: { keepAlive?: boolean } = {},
+  ) {
+    const idle = Number(record.idleTimeout?.seconds ?? 0);
+    // A third of the idle timeout: two keep-alives may be lost before the session idles out.
+    if (idle > 0 && (options.keepAlive ?? true)) {
+      this.keeper = setInterval(() => void this.keepAlive().catch(() => {}), (idle * 1000) / 3);
+      this.keeper.unref();
+    }
+  }
+
+  get id(): string {
+    return this.record.id;
+  }
+
+  /** Starts a command (`sh -c` for a string, exact argv for an array). */
+  exec(
+    command: string | string[],
+    options: { env?: Record<string, string>; cwd?: string; timeoutSeconds?: number } = {},
+  ): Execution {
+    const request = {
+      sessionId: this.id,
+      ...(Array.isArray(command) ? { argv: command } : { command }),
+      env: options.env ?? {},
+      cwd: options.cwd ?? "",
+      timeout: options.timeoutSeconds ? { seconds: options.timeoutSeconds } : undefined,
+    };
+    return new Execution(this.client.stub.Exec(request, this.client.metadata()));
+  }
+
+  /** Runs a command to its end: its exit code and its whole stdout and stderr. */
+  async run(
+    command: string | string[],
+    options: Parameters<Session["exec"]>[1] = {},
+  ): Promise<{ exitCode: number; stdout: string; stderr: string; finished: CommandFinished__Output }> {
+    const execution = this.exec(command, options);
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    for await (const piece of execution) (piece.stream === "stdout" ? out : err).push(piece.data);
+    const finished = await execution.result;
+    return {
+      exitCode: finished.exitCode,
+      stdout: Buffer.concat(out).toString(),
+      stderr: Buffer.concat(err).toString(),
+      finished,
+    };
+  }
+
+  /** Uploads a local file to `remote` (default: its name) in the workspace; the daemon checks
+   * its size and sha256 before the file appears. */
+  async upload(local: string, remote = basename(local), mode = 0): Promise<FileInfo__Output> {
+    // Two passes over the file, never all of it in memory: its size and sha256 for the
+    // header, then the bytes.
+    const hash = createHash("sha256");
+    let size = 0;
+    for await (const piece of createReadStream(local)) {
+      hash.update(piece as Buffer);
+      size += (piece as Buffer).length;
+    }
+    return this.send(remote, mode, size, hash.digest("hex"), createReadStream(local, { highWaterMark: 1 << 20 }));
+  }
+
+  /** Writes `data` to `remote` in the workspace (made or replaced whole), like upload. */
+  async write(remote: string, data: Buffer | string, mode = 0): Promise<FileInfo__Output> {
+    const bytes = Buffer.from(data);
+    const pieces = [];
+    for (let at = 0; at < bytes.length; at += 1 << 20) pieces.push(bytes.subarray(at, at + (1 << 20)));
+    return this.send(remote, mode, bytes.length, sha256Hex(bytes), pieces);
+  }
+
+  // UploadFile: the header with the size and sha256 the daemon checks, then the pieces, as
+  // fast as the stream takes them.
+  private async send(
+    remote: string,
+    mode: number,
+    size: number,
+    sha256: string,
+    pieces: AsyncIterable<unknown> | Iterable<unknown>,
+  ): Promise<FileInfo__Output> {
+    let call!: grpc.ClientWritableStream<UploadFileRequest>;
+    const answer = new Promise<FileInfo__Output>((resolve, reject) => {
+      call = this.client.stub.UploadFile(this.client.metadata(), (e, info) =>
+        e ? reject(toError(e)) : resolve(info!),
+      );
+    });
+    call.write({ header: { sessionId: this.id, path: remote, mode, sizeBytes: size, sha256 } });
+    try {
+      for await (const piece of pieces) {
+        if (!call.write({ data: piece as Buffer })) await new Promise((r) => call.once("drain", r));
+      }
+    } catch (e) {
+      call.cancel();
+      await answer.catch(() => {});
+      throw e;
+    }
+    call.end();
+    return answer;
+  }
+
+  /** Reads a workspace file into memory (at most `maxBytes`, default the daemon's limit),
+   * checked against the sha256 the daemon sends. */
+  async read(remote: string, maxBytes = 0): Promise<Buffer> {
+    const pieces: Buffer[] = [];
+    let sent = "";
+    const call = this.client.stub.DownloadFile({ sessionId: this.id, path: remote, maxBytes }, this.client.metadata());
+    try {
+      for await (const chunk of call as AsyncIterable<{ data: Buffer; sha256: string }>) {
+        pieces.push(chunk.data);
+        if (chunk.sha256) sent = chunk.sha256;
+      }
+    } catch (e) {
+      throw toError(e);
+    }
+    const data = Buffer.concat(pieces);
+    if (sent === "" || sha256Hex(data) !== sent) {
+      throw new Error(`${remote}: what arrived does not match the sha256 the daemon sent`);
+    }
+    return data;
+  }
+
+  /** Downloads a workspace file to `local` (default: its name here), checked against the
+   * sha256 the daemon sends; nothing is left at `local` when it does not match. */
+  async download(remote: string, local = basename(remote)): Promise<string> {
+    const got = await receive(
+      this.client.stub.DownloadFile({ sessionId: this.id, path: remote }, this.client.metadata()),
+      local,
+    );
+    if (got.sent === "" || got.actual !== got.sent) {
+      await got.drop();
+      throw new Error(`${remote}: the download does not match the sha256 the daemon sent; not saved`);
+    }
+    return got.keep();
+  }
+
+  /** Lists the workspace (or `dir` in it); paths are relative to the workspace. */
+  async ls(dir = ""): Promise<FileInfo__Output[]> {
+    const res = await this.client.unary<{ files: FileInfo__Output[] }>("ListFiles", { sessionId: this.id, dir });
+    return res.files;
+  }
+
+  async keepAlive(): Promise<Session__Output> {
+    this.record = await this.client.unary<Session__Output>("KeepAlive", { sessionId: this.id });
+    return this.record;
+  }
+
+  async refresh(): Promise<Session__Output> {
+    this.record = await this.client.unary<Session__Output>("GetSession", { sessionId: this.id });
+    return this.record;
+  }
+
+  /** Closes the session and deletes its sandbox. Idempotent. */
+  async close(reason = ""): Promise<Session__Output> {
+    if (this.keeper) clearInterval(this.keeper);
+    this.keeper = null;
+    if (!this.closed) {
+      this.record = await this.client.unary<Session__Output>("CloseSession", { sessionId: this.id, reason });
+      this.closed = true;
+    }
+    return this.record;
+  }
+}

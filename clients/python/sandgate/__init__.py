@@ -1,0 +1,30 @@
+"""sandgate: the Python client of sandgated (README "Python").
+
+    import sandgate
+
+    with sandgate.Client() as client:       # $SANDGATE_ADDR / $SANDGATE_TOKEN, like the CLI
+        run = client.run_analysis("statements.csv")
+        for event in run.events():
+            print(event.seq, event.type)
+        run.download("out")
+        with client.session() as s:
+            code, out, err = s.run("uname -a")
+
+`sandgate.pb` is the generated sandgate.v1 message module (Run, Event, SandboxSpec, …), made
+from proto/sandgate/v1/sandgate.proto when the project is built.
+"""
+
+from .client import Client
+from .errors import (AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
+                     FailedPrecondition, InvalidArgument, NotFound, PermissionDenied,
+                     ResourceExhausted, Unauthenticated, Unavailable, Unimplemented)
+from .runs import Run, RunStatus
+from .sessions import Execution, ExecResult, FileList, Output, Session
+from .v1 import sandgate_pb2 as pb
+
+__all__ = [
+    "AlreadyExists", "Cancelled", "Client", "DataLoss", "DeadlineExceeded", "Error",
+    "ExecResult", "Execution", "FailedPrecondition", "FileList", "InvalidArgument", "NotFound",
+    "Output", "PermissionDenied", "ResourceExhausted", "Run", "RunStatus", "Session",
+    "Unauthenticated", "Unavailable", "Unimplemented", "pb",
+]

@@ -1,0 +1,444 @@
+// sandgate's dashboard: runs, a run's live events, checks, artifacts, memo and chart; sessions
+// and their files. It reads the REST/JSON face of the API (proto3 JSON mapping) with the
+// caller's bearer token, which stays in this tab's sessionStorage.
+//
+// Everything shown comes from sandboxes and callers, so nothing is ever parsed as HTML here:
+// every text goes in with textContent, except the memo, which marked renders and DOMPurify
+// sanitises into a DOM fragment (never innerHTML); the chart is shown as an <img> of a blob,
+// where an SVG's scripts cannot run. The page's Content-Security-Policy (script-src 'self')
+// backs all of this: an inline script or handler that slipped through would not run.
+"use strict";
+
+const TOKEN_KEY = "sandgate.token";
+const main = document.getElementById("main");
+let stopPage = () => {}; // ends the current page's streams and timers
+
+// ---- API ---------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(httpStatus, status, message) {
+    super(`${status}: ${message}`);
+    this.httpStatus = httpStatus;
+  }
+}
+
+function headers(extra = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}`, ...extra } : extra;
+}
+
+async function apiError(res) {
+  let body = {};
+  try {
+    body = await res.json();
+  } catch {
+    // not JSON: the status line says enough
+  }
+  if (res.status === 401) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    location.hash = "#/login";
+  }
+  return new ApiError(res.status, body.status ?? String(res.status), body.message ?? res.statusText);
+}
+
+async function api(path, options = {}) {
+  const res = await fetch(path, { ...options, headers: headers(options.headers) });
+  if (!res.ok) throw await apiError(res);
+  return res;
+}
+const getJson = async (path) => (await api(path)).json();
+const enc = encodeURIComponent;
+
+// A run's events from after `afterSeq`, live, each once, until run.finished: server-sent
+// events over fetch (EventSource cannot send the Authorization header), reconnecting with
+// Last-Event-ID after a break.
+async function followEvents(runId, afterSeq, onEvent, signal) {
+  let last = afterSeq;
+  while (!signal.aborted) {
+    try {
+      const res = await api(`/v1/runs/${enc(runId)}/events`, {
+        headers: { "Last-Event-ID": String(last), Accept: "text/event-stream" },
+        signal,
+      });
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value.replace(/\r\n?/g, "\n");
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const data = buffer
+            .slice(0, end)
+            .split("\n")
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(line[5] === " " ? 6 : 5))
+            .join("\n");
+          buffer = buffer.slice(end + 2);
+          if (!data) continue; // a comment (heartbeat) or a field we do not use
+          const event = JSON.parse(data);
+          const seq = Number(event.seq ?? 0);
+          if (seq <= last) continue;
+          last = seq;
+          onEvent(event);
+          if (event.type === "run.finished") return;
+        }
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+      if (e instanceof ApiError && e.httpStatus < 500) throw e;
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+// ---- DOM helpers (text only) ------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c != null) node.append(c);
+  return node;
+}
+
+function table(columns, rows) {
+  const head = el("tr", {}, ...columns.map((c) => el("th", { text: c })));
+  return el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows));
+}
+
+const short = (status, prefix) => (status ?? "").replace(prefix, "");
+const runStatus = (s) => el("span", { class: `status ${short(s, "RUN_STATUS_")}`, text: short(s, "RUN_STATUS_") });
+
+function age(ts) {
+  if (!ts) return "";
+  const s = Math.max(0, (Date.now() - Date.parse(ts)) / 1000);
+  return s < 90 ? `${Math.round(s)} s` : s < 5400 ? `${Math.round(s / 60)} min` : `${Math.round(s / 3600)} h`;
+}
+
+function duration(from, to) {
+  if (!from) return "";
+  const s = ((to ? Date.parse(to) : Date.now()) - Date.parse(from)) / 1000;
+  return `${s.toFixed(1)} s`;
+}
+
+const bytes = (n) => {
+  const v = Number(n ?? 0);
+  return v < 1024 ? `${v} B` : v < 1 << 20 ? `${(v / 1024).toFixed(1)} KiB` : `${(v / (1 << 20)).toFixed(1)} MiB`;
+};
+
+function decodeBase64(b64) {
+  const raw = atob(b64 ?? "");
+  return new TextDecoder().decode(Uint8Array.from(raw, (c) => c.charCodeAt(0)));
+}
+
+function showError(e) {
+  const box = document.getElementById("error");
+  box.textContent = e.message;
+  box.hidden = false;
+  setTimeout(() => (box.hidden = true), 6000);
+}
+
+// ---- pages -----------------------------------------------------------------------------
+
+function loginPage() {
+  const input = el("input", { type: "password", id: "token", autocomplete: "off", required: "" });
+  const form = el(
+    "form",
+    { class: "login" },
+    el("h1", { text: "Log in" }),
+    el("label", { for: "token", text: "Bearer token" }),
+    input,
+    el("button", { type: "submit", text: "Log in" }),
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    try {
+      await getJson("/v1/runs?pageSize=1");
+      location.hash = "#/runs";
+    } catch (e) {
+      showError(e);
+    }
+  });
+  main.replaceChildren(form);
+}
+
+async function runsPage() {
+  const filter = el("input", { type: "search", id: "filter", placeholder: "filter: id, playbook, agent, tenant…" });
+  const status = el(
+    "select",
+    { id: "status-filter" },
+    ...["", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"].map((s) =>
+      el("option", { value: s, text: s || "any status" }),
+    ),
+  );
+  const holder = el("div", { id: "runs" });
+  main.replaceChildren(el("h1", { text: "Runs" }), el("div", { class: "filters" }, filter, status), holder);
+  let runs = [];
+  const render = () => {
+    const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+    const shown = runs.filter((r) => {
+      if (status.value && short(r.status, "RUN_STATUS_") !== status.value) return false;
+      const hay = [r.id, r.playbook, r.agent, r.provider, r.tenant].join(" ").toLowerCase();
+      return words.every((w) => hay.includes(w));
+    });
+    holder.replaceChildren(
+      table(
+        ["run", "status", "playbook", "agent", "provider", "tenant", "age", "duration"],
+        shown.map((r) =>
+          el(
+            "tr",
+            { "data-run": r.id },
+            el("td", {}, el("a", { href: `#/runs/${enc(r.id)}`, class: "mono", text: r.id })),
+            el("td", {}, runStatus(r.status)),
+            el("td", { text: r.playbook }),
+            el("td", { text: r.agent }),
+            el("td", { text: r.provider }),
+            el("td", { text: r.tenant }),
+            el("td", { text: age(r.createdAt) }),
+            el("td", { text: duration(r.startedAt, r.finishedAt) }),
+          ),
+        ),
+      ),
+    );
+  };
+  filter.addEventListener("input", render);
+  status.addEventListener("change", render);
+  const load = async () => {
+    runs = (await getJson("/v1/runs?pageSize=200")).runs ?? [];
+    render();
+  };
+  await load();
+  const timer = setInterval(() => load().catch(showError), 2000);
+  return () => clearInterval(timer);
+}
+
+function eventDetail(e) {
+  if (e.commandOutput) return el("pre", { class: "output", text: decodeBase64(e.commandOutput.data) });
+  if (e.commandStarted) return el("code", { text: (e.commandStarted.argv ?? []).join(" ") });
+  if (e.commandFinished) return el("span", { text: `exit ${e.commandFinished.exitCode ?? 0}` });
+  if (e.check) return el("span", { class: e.check.passed ? "pass" : "fail", text: `${e.check.name}: ${e.check.detail ?? ""}` });
+  if (e.notice) return el("span", { text: e.notice.message });
+  if (e.agentMessage) return el("span", { text: e.agentMessage.text });
+  if (e.stepStarted) return el("span", { text: e.stepStarted.name });
+  if (e.stepFinished) return el("span", { text: `${e.stepFinished.name} ${e.stepFinished.ok ? "ok" : "failed"}` });
+  if (e.artifactCollected) return el("span", { text: e.artifactCollected.artifact?.name ?? "" });
+  if (e.runFinished) return el("span", { text: `${short(e.runFinished.status, "RUN_STATUS_")} ${e.runFinished.reason ?? ""}` });
+  if (e.network) return el("span", { text: `${e.network.verdict} ${e.network.host}:${e.network.port}` });
+  if (e.tokenUsage) return el("span", { text: `${e.tokenUsage.totalTokens ?? 0} tokens` });
+  return el("span", { text: "" });
+}
+
+async function artifactBlob(runId, name) {
+  return (await api(`/v1/runs/${enc(runId)}/artifacts/${enc(name)}`)).blob();
+}
+
+async function runPage(runId) {
+  const abort = new AbortController();
+  const head = el("div", { id: "run-head" });
+  const summary = el("div", { id: "summary" });
+  const checks = el("div", { id: "checks" });
+  const artifacts = el("div", { id: "artifacts" });
+  const memo = el("div", { id: "memo" });
+  const chart = el("div", { id: "chart", class: "chart" });
+  const tokens = el("p", { id: "tokens" });
+  const eventsTable = table(["seq", "time", "type", "detail"], []);
+  const events = eventsTable.querySelector("tbody");
+  main.replaceChildren(
+    el("h1", {}, "Run ", el("span", { class: "mono", text: runId })),
+    head,
+    summary,
+    el("h2", { text: "Events" }),
+    el("div", { id: "events" }, eventsTable),
+    tokens,
+    el("h2", { text: "Checks" }),
+    checks,
+    el("h2", { text: "Artifacts" }),
+    artifacts,
+    el("h2", { text: "Memo or report" }),
+    memo,
+    el("h2", { text: "Chart" }),
+    chart,
+  );
+  let usage = 0;
+  let shown = "";
+  const showRun = async () => {
+    const r = await getJson(`/v1/runs/${enc(runId)}`);
+    head.replaceChildren(
+      el(
+        "div",
+        { class: "grid" },
+        ...[
+          ["status", runStatus(r.status)],
+          ["playbook", r.playbook],
+          ["agent", r.agent],
+          ["provider", r.provider],
+          ["tenant", r.tenant],
+          ["age", age(r.createdAt)],
+          ["duration", duration(r.startedAt, r.finishedAt)],
+          ["reason", r.statusReason ?? ""],
+        ].map(([k, v]) => el("div", { class: "card" }, el("div", { class: "label", text: k }), typeof v === "string" ? el("div", { text: v }) : v)),
+      ),
+    );
+    const s = r.summary;
+    if (s) {
+      summary.replaceChildren(
+        el("p", { text: s.headline ?? "" }),
+        el(
+          "div",
+          { class: "grid" },
+          ...(s.metrics ?? []).map((m) =>
+            el("div", { class: "card" }, el("div", { class: "label", text: m.label }), el("div", { text: m.text || (m.value === undefined ? "n/a" : `${Number(m.value).toFixed(m.decimals ?? 0)} ${m.unit ?? ""}`) })),
+          ),
+        ),
+      );
+    }
+    checks.replaceChildren(
+      table(
+        ["check", "result", "detail"],
+        (r.checks ?? []).map((c) =>
+          el("tr", {}, el("td", { text: c.name }), el("td", { class: c.passed ? "pass" : "fail", text: c.passed ? "passed" : "failed" }), el("td", { text: c.detail ?? "" })),
+        ),
+      ),
+    );
+    artifacts.replaceChildren(
+      table(
+        ["artifact", "size", "sha256", ""],
+        (r.artifacts ?? []).map((a) => {
+          const link = el("a", { href: "#", text: "download", "data-artifact": a.name });
+          link.addEventListener("click", async (ev) => {
+            ev.preventDefault();
+            const url = URL.createObjectURL(await artifactBlob(runId, a.name));
+            const save = el("a", { href: url, download: a.name });
+            save.click();
+            setTimeout(() => URL.revokeObjectURL(url), 10000);
+          });
+          return el("tr", {}, el("td", { class: "mono", text: a.name }), el("td", { class: "num", text: bytes(a.sizeBytes) }), el("td", { class: "mono", text: a.sha256 }), el("td", {}, link));
+        }),
+      ),
+    );
+    const files = Object.fromEntries((s?.files ?? []).map((f) => [f.role, f.name]));
+    const key = `${r.status}:${(r.artifacts ?? []).length}`;
+    if (key !== shown && (r.artifacts ?? []).length) {
+      shown = key;
+      // The analyst's memo, or the probe's report: Markdown the sandbox wrote.
+      const markdown = files.memo ?? files.report;
+      if (markdown) {
+        const text = await (await artifactBlob(runId, markdown)).text();
+        const fragment = DOMPurify.sanitize(marked.parse(text), { RETURN_DOM_FRAGMENT: true });
+        memo.replaceChildren(el("div", { class: "memo" }, fragment));
+      }
+      if (files.chart) {
+        const blob = await artifactBlob(runId, files.chart);
+        const image = el("img", { alt: `chart ${files.chart}`, src: URL.createObjectURL(blob) });
+        chart.replaceChildren(image);
+      }
+    }
+    return r;
+  };
+  await showRun();
+  followEvents(
+    runId,
+    0,
+    (e) => {
+      events.append(
+        el(
+          "tr",
+          { "data-seq": String(e.seq) },
+          el("td", { class: "num", text: String(e.seq) }),
+          el("td", { text: (e.time ?? "").replace("T", " ").replace(/\.\d+Z$/, "Z") }),
+          el("td", { class: "type", text: e.type }),
+          el("td", {}, eventDetail(e)),
+        ),
+      );
+      if (e.tokenUsage) {
+        usage += Number(e.tokenUsage.totalTokens ?? 0);
+        tokens.textContent = `token usage: ${usage}`;
+      }
+      if (e.type === "run.finished" || e.type === "artifact.collected") showRun().catch(showError);
+    },
+    abort.signal,
+  ).catch(showError);
+  return () => abort.abort();
+}
+
+async function sessionsPage() {
+  const holder = el("div", { id: "sessions" });
+  main.replaceChildren(el("h1", { text: "Sessions" }), holder);
+  const load = async () => {
+    const list = (await getJson("/v1/sessions?includeClosed=true")).sessions ?? [];
+    holder.replaceChildren(
+      table(
+        ["session", "status", "provider", "tenant", "in flight", "expires in", "age"],
+        list.map((s) => {
+          const left = s.expiresAt && short(s.status, "SESSION_STATUS_") === "ACTIVE" ? Math.max(0, (Date.parse(s.expiresAt) - Date.now()) / 1000) : null;
+          return el(
+            "tr",
+            { "data-session": s.id },
+            el("td", {}, el("a", { href: `#/sessions/${enc(s.id)}`, class: "mono", text: s.id })),
+            el("td", {}, el("span", { class: `status ${short(s.status, "SESSION_STATUS_")}`, text: short(s.status, "SESSION_STATUS_") })),
+            el("td", { text: s.provider }),
+            el("td", { text: s.tenant }),
+            el("td", { class: "num", text: String(s.inFlight ?? 0) }),
+            el("td", { text: left === null ? "" : `${Math.round(left)} s` }),
+            el("td", { text: age(s.createdAt) }),
+          );
+        }),
+      ),
+    );
+  };
+  await load();
+  const timer = setInterval(() => load().catch(showError), 2000);
+  return () => clearInterval(timer);
+}
+
+async function sessionPage(id) {
+  const s = await getJson(`/v1/sessions/${enc(id)}`);
+  const files = (await getJson(`/v1/sessions/${enc(id)}/files`)).files ?? [];
+  main.replaceChildren(
+    el("h1", {}, "Session ", el("span", { class: "mono", text: id })),
+    el("p", {}, el("span", { class: `status ${short(s.status, "SESSION_STATUS_")}`, text: short(s.status, "SESSION_STATUS_") }), ` ${s.provider} · ${s.workdir ?? ""} · ${s.statusReason ?? ""}`),
+    el("h2", { text: "Files" }),
+    el(
+      "div",
+      { id: "files" },
+      table(
+        ["path", "type", "size"],
+        files.map((f) => el("tr", {}, el("td", { class: "mono", text: f.path }), el("td", { text: short(f.type, "TYPE_").toLowerCase() }), el("td", { class: "num", text: bytes(f.sizeBytes) }))),
+      ),
+    ),
+  );
+  return () => {};
+}
+
+// ---- routing ---------------------------------------------------------------------------
+
+async function route() {
+  stopPage();
+  stopPage = () => {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  document.getElementById("logout").hidden = !token;
+  const [, page, id] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.nav === page);
+  if (!token || page === "login") return loginPage();
+  try {
+    if (page === "runs" && id) stopPage = await runPage(id);
+    else if (page === "sessions" && id) stopPage = await sessionPage(id);
+    else if (page === "sessions") stopPage = await sessionsPage();
+    else stopPage = await runsPage();
+  } catch (e) {
+    showError(e);
+  }
+}
+
+document.getElementById("logout").addEventListener("click", () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  location.hash = "#/login";
+});
+window.addEventListener("hashchange", route);
+route();

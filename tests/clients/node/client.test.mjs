@@ -1,0 +1,165 @@
+// The TypeScript client against the real daemon (reference agent, local provider): a run end
+// to end with its events, resuming a broken stream, downloads checked by sha256, a session
+// with exec and files, and errors carrying the daemon's code and message.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { status } from "../../../clients/node/dist/index.js";
+const grpc = { status };
+
+import { Client, SandgateError, channelTarget } from "../../../clients/node/dist/index.js";
+import { sampleCsv, sha256, startDaemon, startProxy } from "./daemon.mjs";
+
+const TOKEN = "node-client-test-token";
+const OTHER = "node-client-other-token";
+let daemon;
+
+before(async () => {
+  daemon = await startDaemon({
+    tenants: [
+      { name: "team", token_sha256: sha256(TOKEN) },
+      { name: "other", token_sha256: sha256(OTHER) },
+    ],
+  });
+});
+after(async () => {
+  await daemon?.dispose();
+});
+
+const client = (options = {}) => new Client({ addr: daemon.addr, token: TOKEN, reconnectDelayMs: 100, ...options });
+
+describe("runs", () => {
+  test("a run end to end: dense events ending in run.finished, then SUCCEEDED", async () => {
+    const c = client();
+    const run = await c.runAnalysis(sampleCsv, { labels: { from: "node" } });
+    assert.match(run.id, /.+/);
+    const seqs = [];
+    const types = new Set();
+    for await (const e of run.events()) {
+      seqs.push(e.seq);
+      types.add(e.type);
+    }
+    assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1));
+    assert.ok(types.has("run.started") && types.has("run.finished"), [...types].join(","));
+    const final = await run.wait();
+    assert.equal(final.status, "RUN_STATUS_SUCCEEDED", final.statusReason);
+    assert.equal(final.labels.from, "node");
+    assert.ok(final.checks.length > 0 && final.checks.every((k) => k.passed));
+    assert.ok((await c.listRuns()).some((r) => r.id === run.id));
+    assert.equal((await c.getRun(run.id)).status, "RUN_STATUS_SUCCEEDED");
+    c.close();
+  });
+
+  test("a broken stream is resumed from the last seq: no event lost or repeated", async () => {
+    const proxy = await startProxy(daemon.addr.slice("unix:".length));
+    const c = client({ addr: proxy.addr });
+    try {
+      const run = await c.runAnalysis(sampleCsv);
+      const seqs = [];
+      for await (const e of run.events()) {
+        seqs.push(e.seq);
+        if (seqs.length === 3) proxy.cutAll(); // mid-stream, as a network drop
+      }
+      assert.ok(proxy.accepted() >= 2, `reconnected: ${proxy.accepted()} connections`);
+      assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1));
+      assert.ok(seqs.length > 3);
+      assert.equal((await run.refresh()).lastSeq, seqs.at(-1));
+    } finally {
+      c.close();
+      await proxy.close();
+    }
+  });
+
+  test("download: every artifact saved and checked; one that does not match is refused", async () => {
+    const c = client();
+    const run = await c.runAnalysis(sampleCsv);
+    const final = await run.wait();
+    const dir = mkdtempSync(join(tmpdir(), "sg-node-dl-"));
+    const paths = await run.download(dir);
+    assert.equal(paths.length, final.artifacts.length);
+    for (const a of final.artifacts) {
+      assert.equal(sha256(readFileSync(join(dir, a.name))), a.sha256, a.name);
+    }
+    // The record says another hash (as if the bytes had been changed in transit or at rest).
+    const bad = mkdtempSync(join(tmpdir(), "sg-node-bad-"));
+    run.record.artifacts[0].sha256 = "0".repeat(64);
+    await assert.rejects(run.download(bad), /does not match/);
+    assert.equal(existsSync(join(bad, final.artifacts[0].name)), false);
+    assert.deepEqual(readdirSync(bad), []);
+    c.close();
+  });
+
+  test("cancel ends a run CANCELLED", async () => {
+    const c = client();
+    const run = await c.runAnalysis(sampleCsv, { sandbox: { setupCommands: ["sleep 30"] } });
+    await run.cancel("not needed");
+    const final = await run.wait();
+    assert.equal(final.status, "RUN_STATUS_CANCELLED");
+    c.close();
+  });
+});
+
+describe("sessions", () => {
+  test("exec streams output and its end; files go up, are listed, and come back", async () => {
+    const c = client();
+    const work = mkdtempSync(join(tmpdir(), "sg-node-files-"));
+    let id;
+    await c.withSession({ sandbox: { idleTimeout: { seconds: 60 } } }, async (s) => {
+      id = s.id;
+      const pieces = [];
+      const execution = s.exec("echo out; echo err >&2; exit 3");
+      for await (const p of execution) pieces.push(p);
+      const end = await execution.result;
+      assert.equal(end.exitCode, 3);
+      assert.equal(Buffer.concat(pieces.filter((p) => p.stream === "stdout").map((p) => p.data)).toString(), "out\n");
+      assert.equal(Buffer.concat(pieces.filter((p) => p.stream === "stderr").map((p) => p.data)).toString(), "err\n");
+
+      const local = join(work, "data.bin");
+      const bytes = Buffer.alloc(3 << 20, 7); // several chunks
+      writeFileSync(local, bytes);
+      const info = await s.upload(local, "in/data.bin");
+      assert.equal(info.sha256, sha256(bytes));
+      const listed = await s.ls("in");
+      assert.ok(listed.some((f) => f.path === "in/data.bin" && f.sizeBytes === bytes.length), JSON.stringify(listed));
+      const r = await s.run(["sha256sum", "in/data.bin"]);
+      assert.equal(r.exitCode, 0);
+      assert.ok(r.stdout.startsWith(sha256(bytes)));
+      const back = await s.download("in/data.bin", join(work, "back.bin"));
+      assert.deepEqual(readFileSync(back), bytes);
+      // From memory and back.
+      await s.write("notes/a.txt", "hello ünïcode\n");
+      assert.equal((await s.read("notes/a.txt")).toString(), "hello ünïcode\n");
+      await assert.rejects(s.read("notes/none.txt"), (e) => e.codeName === "NOT_FOUND");
+    });
+    const closed = (await c.listSessions(true)).find((x) => x.id === id);
+    assert.equal(closed.status, "SESSION_STATUS_CLOSED");
+    c.close();
+  });
+});
+
+describe("errors", () => {
+  test("carry the gRPC code and the daemon's message", async () => {
+    const wrong = client({ token: "not-a-token" });
+    await assert.rejects(wrong.listRuns(), (e) => e instanceof SandgateError && e.code === grpc.status.UNAUTHENTICATED && /unknown token/.test(e.message));
+    const c = client();
+    await assert.rejects(c.runAnalysis(sampleCsv, { playbook: "no-such-playbook" }), (e) =>
+      e instanceof SandgateError && e.codeName === "INVALID_ARGUMENT" && /no-such-playbook/.test(e.message));
+    await assert.rejects(c.getRun("r-nope"), (e) => e.code === grpc.status.NOT_FOUND);
+    // Another tenant's run is not found, never forbidden.
+    const mine = await c.runAnalysis(sampleCsv);
+    const other = client({ token: OTHER });
+    await assert.rejects(other.getRun(mine.id), (e) => e.code === grpc.status.NOT_FOUND);
+    await mine.wait();
+    for (const x of [wrong, c, other]) x.close();
+  });
+
+  test("a bad address or TLS file is refused at once, naming it", () => {
+    assert.throws(() => new Client({ addr: "localhost" }), /no port/);
+    assert.throws(() => new Client({ addr: "tcp:a:1,tcp:b:2" }), /several addresses/);
+    assert.throws(() => new Client({ addr: "tcp:127.0.0.1:1", tlsCa: "/nonexistent/ca.pem" }), /tlsCa \/nonexistent\/ca.pem/);
+    assert.deepEqual(channelTarget("tcp:10.0.0.1:7,10.0.0.2:8"), { target: "ipv4:10.0.0.1:7,10.0.0.2:8", several: true });
+    assert.deepEqual(channelTarget("unix:/run/x.sock"), { target: "unix:/run/x.sock", several: false });
+  });
+});

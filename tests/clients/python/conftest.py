@@ -1,0 +1,106 @@
+"""The real daemon for the Python client's tests, as tests/integration/daemon_harness.h runs it:
+sandgated (SANDGATED_PATH, from ctest) on a Unix socket in a fresh temporary directory, with
+its own state directory and one tenant whose token the tests use."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+from typing import Iterator, Optional
+
+import pytest
+
+TOKEN = "py-client-test-token"
+SOURCE_DIR = os.environ.get("SANDGATE_SOURCE_DIR",
+                            os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+SAMPLE_CSV = os.path.join(SOURCE_DIR, "examples", "northstar_cloud_financial_statements.csv")
+
+
+class Daemon:
+    """One sandgated; start() may be called again after stop() (same state, same socket)."""
+
+    def __init__(self, directory: str, listen: Optional[str] = None,
+                 config: Optional[dict] = None) -> None:
+        self.dir = directory
+        self.state_dir = os.path.join(directory, "state")
+        self.socket = os.path.join(directory, "sandgated.sock")
+        # What it was told to listen on; after start(), where it listens (tcp port 0 chosen).
+        self.address = listen or f"unix:{self.socket}"
+        self.log_path = os.path.join(directory, "daemon.log")
+        self.config_path = os.path.join(directory, "config.json")
+        config = dict(config or {})
+        config.setdefault(
+            "tenants", [{"name": "py", "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}])
+        # A uid range of its own, apart from every other test's daemon (they may run at once).
+        config.setdefault("local", {"uid_base": 330000, "uid_count": 16})
+        config.update({"listen": self.address, "state_dir": self.state_dir})
+        with open(self.config_path, "w") as f:
+            json.dump(config, f)
+        self.process: Optional[subprocess.Popen] = None
+
+    def start(self) -> None:
+        """Starts it and waits for "sandgated listening on ADDRESS", which it prints once it
+        serves."""
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [os.environ["SANDGATED_PATH"], "--config", self.config_path, "--log-level",
+                 "debug"], stdout=subprocess.PIPE, stderr=log, close_fds=True)
+        ready, _, _ = select.select([self.process.stdout], [], [], 15)
+        line = self.process.stdout.readline().decode() if ready else ""
+        prefix = "sandgated listening on "
+        if not line.startswith(prefix):
+            self.stop(signal.SIGKILL)
+            pytest.fail(f"sandgated did not start (said {line!r}):\n{self.log()}")
+        self.address = line[len(prefix):].strip()
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.process is None:
+            return 0
+        self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self.process.stdout.close()
+        self.process = None
+        return code
+
+    def log(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+
+@contextlib.contextmanager
+def running_daemon(**kwargs) -> Iterator[Daemon]:
+    """A started Daemon (arguments as Daemon's) in a fresh directory, stopped and removed
+    after."""
+    directory = tempfile.mkdtemp(prefix="sg-py-")
+    d = Daemon(directory, **kwargs)
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def daemon() -> Iterator[Daemon]:
+    """The daemon most tests share."""
+    with running_daemon() as d:
+        yield d
+
+
+@pytest.fixture
+def own_daemon() -> Iterator[Daemon]:
+    """A daemon of the test's own, for tests that stop or restart it."""
+    with running_daemon() as d:
+        yield d

@@ -1,0 +1,180 @@
+// The dashboard in a real browser: Debian's Chromium, headless, driven by puppeteer-core,
+// against the real daemon's HTTP port. Log in; see a run appear and its events arrive live
+// while it runs; its checks, artifacts (a download checked by sha256), the report rendered and
+// the chart shown; the sessions list and a session's files; and hostile content from the
+// sandbox (a file name, command output, a report that smuggles HTML) shown inert: no script
+// runs, no element is injected. A screenshot of each page is kept in $SANDGATE_ARTIFACTS_DIR.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+
+import puppeteer from "puppeteer-core";
+
+import { sampleCsv, sha256, startDaemon } from "../clients/node/daemon.mjs";
+
+const TOKEN = "dashboard-test-token";
+const OTHER = "dashboard-other-token";
+const HOSTILE = "<img src=x onerror=window.__pwned=1>";
+const shots = process.env.SANDGATE_ARTIFACTS_DIR ?? mkdtempSync(join(tmpdir(), "sg-dash-shots-"));
+mkdirSync(shots, { recursive: true });
+
+let daemon;
+let base;
+let browser;
+let page;
+
+async function rest(path, { method = "GET", body, token = TOKEN } = {}) {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await res.json();
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+before(async () => {
+  daemon = await startDaemon({
+    http_listen: "127.0.0.1:0",
+    allow_plaintext_tokens: true,
+    tenants: [
+      { name: "analysts", token_sha256: sha256(TOKEN) },
+      { name: "others", token_sha256: sha256(OTHER) },
+    ],
+  });
+  const port = daemon.log().match(/http[^\n]*listening on [^\n]*?:(\d+)/i)?.[1];
+  assert.ok(port, `the daemon says where HTTP listens:\n${daemon.log()}`);
+  base = `http://127.0.0.1:${port}`;
+  browser = await puppeteer.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  // Any script the sandbox smuggled in would show here: a dialog, or a page error.
+  page.on("dialog", (d) => {
+    page.__dialogs = (page.__dialogs ?? 0) + 1;
+    d.dismiss();
+  });
+  page.__errors = [];
+  page.on("pageerror", (e) => page.__errors.push(String(e)));
+});
+
+after(async () => {
+  await browser?.close();
+  await daemon?.dispose();
+});
+
+async function noScriptRan() {
+  assert.equal(await page.evaluate(() => window.__pwned), undefined, "a smuggled script ran");
+  assert.equal(page.__dialogs ?? 0, 0, "a dialog was opened");
+}
+
+test("log in with the bearer token", async () => {
+  await page.goto(`${base}/`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("form.login");
+  await page.screenshot({ path: join(shots, "login.png") });
+  await page.type("#token", TOKEN);
+  await Promise.all([page.waitForSelector("#runs"), page.click("form.login button")]);
+  assert.match(page.url(), /#\/runs$/);
+});
+
+test("a run appears, its events arrive live, then its checks, artifacts, report and chart", async () => {
+  // A probe run that takes a few seconds, whose setup command and input name are hostile.
+  const run = await rest("/v1/runs", {
+    method: "POST",
+    body: {
+      playbook: "sandbox-probe",
+      inputs: [{ name: `${HOSTILE}.csv`, content: readFileSync(sampleCsv).toString("base64") }],
+      sandbox: {
+        setupCommands: [
+          "sleep 2",
+          'echo "`<img src=x onerror=window.__pwned=2>`<script>window.__pwned=3</script>"',
+        ],
+      },
+    },
+  });
+  await page.waitForSelector(`tr[data-run="${run.id}"]`, { timeout: 10000 });
+  await page.screenshot({ path: join(shots, "runs.png") });
+  await page.click(`tr[data-run="${run.id}"] a`);
+  await page.waitForSelector("#events tr[data-seq]");
+  // Events are shown while the run is still going: the first row is there before the last.
+  const whileRunning = await page.$$eval("#events tr[data-seq] td.type", (cells) => cells.map((c) => c.textContent));
+  assert.ok(!whileRunning.includes("run.finished"), `live, not replayed at the end: ${whileRunning}`);
+  await page.waitForFunction(
+    () => [...document.querySelectorAll("#events td.type")].some((c) => c.textContent === "run.finished"),
+    { timeout: 60000 },
+  );
+  const seqs = await page.$$eval("#events tr[data-seq]", (rows) => rows.map((r) => Number(r.dataset.seq)));
+  assert.deepEqual(seqs, seqs.map((_, i) => i + 1), "every event once, in order");
+  await page.waitForSelector("#checks td.pass");
+  assert.equal(await page.$$eval("#checks td.fail", (c) => c.length), 0);
+  const artifacts = await page.$$eval("#artifacts tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+  assert.ok(artifacts.length >= 2 && artifacts.every(([, , sha]) => /^[0-9a-f]{64}$/.test(sha)), JSON.stringify(artifacts));
+  await page.waitForSelector("#memo .memo");
+  // The report's smuggled HTML is gone, its text is there.
+  assert.equal(await page.$$eval("#memo script, #memo img, #memo [onerror]", (n) => n.length), 0);
+  assert.match(await page.$eval("#memo", (m) => m.textContent), /setup/i);
+  // Command output and the input's name are text, not markup.
+  const output = await page.$$eval("#events pre.output", (p) => p.map((x) => x.textContent).join("\n"));
+  assert.match(output, /<script>window.__pwned=3<\/script>/);
+  assert.equal(await page.$$eval("#events img, #events script", (n) => n.length), 0);
+  assert.match(await page.$eval("#events", (e) => e.textContent), /<img src=x onerror=window.__pwned=1>\.csv/);
+  await noScriptRan();
+  await page.screenshot({ path: join(shots, "run-probe.png"), fullPage: true });
+
+  // A download goes through the page and matches the run's sha256.
+  const downloads = mkdtempSync(join(tmpdir(), "sg-dash-dl-"));
+  const cdp = await page.createCDPSession();
+  await cdp.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloads });
+  const [name, , sha] = artifacts[0];
+  await page.click(`a[data-artifact="${name}"]`);
+  for (let i = 0; i < 100 && !existsSync(join(downloads, name)); ++i) await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(readdirSync(downloads).filter((f) => !f.endsWith(".crdownload")), [name]);
+  assert.equal(createHash("sha256").update(readFileSync(join(downloads, name))).digest("hex"), sha);
+});
+
+test("the analyst's run: memo rendered, chart shown", async () => {
+  const run = await rest("/v1/runs", {
+    method: "POST",
+    body: { inputs: [{ name: "statements.csv", content: readFileSync(sampleCsv).toString("base64") }] },
+  });
+  await page.goto(`${base}/#/runs/${run.id}`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("#chart img", { timeout: 60000 });
+  await page.waitForFunction(() => document.querySelector("#chart img").naturalWidth > 0);
+  assert.ok(await page.$eval("#memo .memo", (m) => m.querySelectorAll("h1, h2, p").length > 0));
+  await noScriptRan();
+  await page.screenshot({ path: join(shots, "run.png"), fullPage: true });
+});
+
+test("sessions: the list with in-flight count and expiry, and a hostile file name shown as text", async () => {
+  const session = await rest("/v1/sessions", {
+    method: "POST",
+    body: { sandbox: { files: [{ path: `${HOSTILE}.txt`, content: Buffer.from("x").toString("base64") }] } },
+  });
+  await page.goto(`${base}/#/sessions`, { waitUntil: "networkidle0" });
+  await page.waitForSelector(`tr[data-session="${session.id}"]`);
+  const row = await page.$eval(`tr[data-session="${session.id}"]`, (r) => [...r.cells].map((c) => c.textContent));
+  assert.equal(row[1], "ACTIVE");
+  assert.match(row[5], /^\d+ s$/);
+  await page.screenshot({ path: join(shots, "sessions.png") });
+  await page.click(`tr[data-session="${session.id}"] a`);
+  await page.waitForSelector("#files td");
+  assert.ok((await page.$$eval("#files td.mono", (c) => c.map((x) => x.textContent))).includes(`${HOSTILE}.txt`));
+  assert.equal(await page.$$eval("#files img", (n) => n.length), 0);
+  await noScriptRan();
+  await page.screenshot({ path: join(shots, "session.png") });
+});
+
+test("a tenant sees only its own runs", async () => {
+  const mine = await rest("/v1/runs?pageSize=200");
+  const theirs = await rest("/v1/runs?pageSize=200", { token: OTHER });
+  assert.ok((mine.runs ?? []).length > 0);
+  assert.equal((theirs.runs ?? []).length, 0);
+  assert.deepEqual(page.__errors, []);
+});
