@@ -286,6 +286,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   api.max_transfer_bytes = c.max_input_bytes;
   // The signal thread in main drains; an operator's Drain takes the same path.
   api.request_drain = [] { kill(getpid(), SIGTERM); };
+  api.journal = p->store.get();  // every replica's entries: the cleanup state
   core::ReplicaDeps replica;
   replica.leases = p->leases.get();
   replica.store = p->store.get();

@@ -5,6 +5,7 @@
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "core/file_transfer.h"
+#include "core/replica.h"
 #include "core/sandbox_spec.h"
 
 namespace sandgate::core {
@@ -115,6 +116,31 @@ absl::Status Api::Purge(const Caller& caller, const v1::PurgeRequest& request,
   absl::StatusOr<size_t> purged = deps_.runs->PurgeOlderThan(older_than);
   if (!purged.ok()) return purged.status();
   response->set_runs_deleted(static_cast<uint32_t>(*purged));
+  return absl::OkStatus();
+}
+
+absl::Status Api::ListResources(const Caller& caller, const v1::ListResourcesRequest&,
+                                v1::ListResourcesResponse* response) {
+  // The journal is the gateway's, not a tenant's: entries name hosts' uids and cgroups and
+  // upstream ids of every tenant's sandboxes.
+  if (!caller.is_operator) {
+    return errors::PermissionDenied("ListResources: the operator role is required");
+  }
+  if (deps_.journal == nullptr) return errors::Unavailable("ListResources: no journal here");
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<JournalEntry> entries, deps_.journal->List());
+  for (const JournalEntry& e : entries) {
+    v1::Resource* r = response->add_resources();
+    r->set_id(e.id);
+    r->set_provider(e.provider);
+    r->set_kind(e.kind);
+    auto text = [&](const char* key) {
+      auto it = e.details.find(key);
+      return it != e.details.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    r->set_session_id(text("session"));
+    r->set_replica(text(ReplicaJournal::kKey));
+    r->set_details_json(e.details.dump());
+  }
   return absl::OkStatus();
 }
 

@@ -33,6 +33,8 @@ struct ApiDeps {
   // Refuses new runs and sessions (UNAVAILABLE, saying why) while this replica holds no
   // lease (core/replica.h ReplicaMember::CanTakeWork); may be empty: always taken.
   std::function<absl::Status()> can_take_work;
+  // The whole journal, every replica's entries (ListResources); may be null: UNAVAILABLE.
+  ResourceJournal* journal = nullptr;
 };
 
 class Api {
@@ -75,6 +77,8 @@ class Api {
                      v1::DrainResponse* response);
   absl::Status Purge(const Caller& caller, const v1::PurgeRequest& request,
                      v1::PurgeResponse* response);
+  absl::Status ListResources(const Caller& caller, const v1::ListResourcesRequest& request,
+                             v1::ListResourcesResponse* response);
 
   uint64_t max_transfer_bytes() const { return deps_.max_transfer_bytes; }
 

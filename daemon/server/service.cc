@@ -453,4 +453,10 @@ grpc::ServerUnaryReactor* SandgateService::Purge(grpc::CallbackServerContext* ct
                 }});
 }
 
+grpc::ServerUnaryReactor* SandgateService::ListResources(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListResourcesRequest* request,
+                                                         v1::ListResourcesResponse* response) {
+  return Unary(deps_, ctx, &core::Api::ListResources, request, response);
+}
+
 }  // namespace sandgate::server

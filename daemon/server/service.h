@@ -84,6 +84,9 @@ class SandgateService final
                                   v1::DrainResponse* response) override;
   grpc::ServerUnaryReactor* Purge(grpc::CallbackServerContext* ctx, const v1::PurgeRequest* request,
                                   v1::PurgeResponse* response) override;
+  grpc::ServerUnaryReactor* ListResources(grpc::CallbackServerContext* ctx,
+                                          const v1::ListResourcesRequest* request,
+                                          v1::ListResourcesResponse* response) override;
 
  private:
   const ServiceDeps deps_;

@@ -17,6 +17,7 @@ import { sampleCsv, sha256, startDaemon } from "../clients/node/daemon.mjs";
 
 const TOKEN = "dashboard-test-token";
 const OTHER = "dashboard-other-token";
+const OPS = "dashboard-ops-token";
 const HOSTILE = "<img src=x onerror=window.__pwned=1>";
 const shots = process.env.SANDGATE_ARTIFACTS_DIR ?? mkdtempSync(join(tmpdir(), "sg-dash-shots-"));
 mkdirSync(shots, { recursive: true });
@@ -44,6 +45,7 @@ before(async () => {
     tenants: [
       { name: "analysts", token_sha256: sha256(TOKEN) },
       { name: "others", token_sha256: sha256(OTHER) },
+      { name: "ops", token_sha256: sha256(OPS), operator: true },
     ],
   });
   const port = daemon.log().match(/http[^\n]*listening on [^\n]*?:(\d+)/i)?.[1];
@@ -171,10 +173,32 @@ test("sessions: the list with in-flight count and expiry, and a hostile file nam
   await page.screenshot({ path: join(shots, "session.png") });
 });
 
+async function logInAs(token) {
+  await page.goto(`${base}/#/login`, { waitUntil: "networkidle0" });
+  await page.evaluate(() => sessionStorage.clear());
+  await page.goto(`${base}/#/login`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("form.login");
+  await page.type("#token", token);
+  await Promise.all([page.waitForSelector("#runs"), page.click("form.login button")]);
+}
+
+test("the cleanup state: operators see the journal (the open session in it), tenants are told", async () => {
+  await page.goto(`${base}/#/cleanup`, { waitUntil: "networkidle0" });
+  await page.waitForFunction(() => /operators/.test(document.querySelector("#resources")?.textContent ?? ""));
+  await logInAs(OPS);
+  await page.goto(`${base}/#/cleanup`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("#resources tr[data-resource]");
+  const kinds = await page.$$eval("#resources tr[data-resource] td:nth-child(3)", (c) => c.map((x) => x.textContent));
+  assert.ok(kinds.includes("session"), kinds.join(","));
+  await page.screenshot({ path: join(shots, "cleanup.png") });
+});
+
 test("a tenant sees only its own runs", async () => {
-  const mine = await rest("/v1/runs?pageSize=200");
-  const theirs = await rest("/v1/runs?pageSize=200", { token: OTHER });
-  assert.ok((mine.runs ?? []).length > 0);
-  assert.equal((theirs.runs ?? []).length, 0);
+  await logInAs(OTHER);
+  await page.waitForSelector("#runs table");
+  assert.equal(await page.$$eval("#runs tr[data-run]", (rows) => rows.length), 0);
+  await logInAs(TOKEN);
+  await page.waitForSelector("#runs tr[data-run]");
+  assert.ok((await page.$$eval("#runs tr[data-run]", (rows) => rows.length)) >= 2);
   assert.deepEqual(page.__errors, []);
 });

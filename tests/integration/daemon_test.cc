@@ -448,6 +448,39 @@ TEST_F(DaemonTest, OperatorsSeeEverythingPurgeAndDrain) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << daemon_->Log();
 }
 
+TEST_F(DaemonTest, OperatorsSeeTheCleanupStateAKeptSessionInItUntilItIsClosed) {
+  auto list = [&](const std::string& token, v1::ListResourcesResponse* out) {
+    return stub_->ListResources(DaemonHarness::Context(token).get(), v1::ListResourcesRequest(),
+                                out);
+  };
+  v1::ListResourcesResponse resources;
+  EXPECT_EQ(list(kAlphaToken, &resources).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  v1::CreateSessionRequest create;
+  v1::Session session;
+  ASSERT_TRUE(
+      stub_->CreateSession(DaemonHarness::Context(kAlphaToken).get(), create, &session).ok());
+  ASSERT_TRUE(list(kOpsToken, &resources).ok());
+  auto of_session = [&](const v1::ListResourcesResponse& r) {
+    std::vector<v1::Resource> found;
+    for (const v1::Resource& e : r.resources()) {
+      if (e.session_id() == session.id()) found.push_back(e);
+    }
+    return found;
+  };
+  std::vector<v1::Resource> entries = of_session(resources);
+  ASSERT_EQ(entries.size(), 1u) << resources.DebugString();
+  EXPECT_EQ(entries[0].provider(), "local");
+  EXPECT_EQ(entries[0].kind(), "session");
+  EXPECT_FALSE(entries[0].replica().empty());
+  EXPECT_TRUE(nlohmann::json::parse(entries[0].details_json()).contains("uid"));
+
+  v1::CloseSessionRequest close;
+  close.set_session_id(session.id());
+  ASSERT_TRUE(stub_->CloseSession(DaemonHarness::Context(kAlphaToken).get(), close, &session).ok());
+  ASSERT_TRUE(list(kOpsToken, &resources).ok());
+  EXPECT_TRUE(of_session(resources).empty()) << "a closed session's sandbox is gone, and its entry";
+}
+
 TEST_F(DaemonTest, IdempotencyKeyReturnsTheSameRun) {
   v1::RunAnalysisRequest req = SampleRequest();
   req.set_idempotency_key("job-42");

@@ -416,6 +416,37 @@ async function sessionPage(id) {
   return () => {};
 }
 
+// What the resource journal holds, on every replica: each sandbox, container or upstream
+// object made and not yet seen deleted. Operators only (the daemon answers 403 otherwise).
+async function cleanupPage() {
+  const holder = el("div", { id: "resources" });
+  main.replaceChildren(el("h1", { text: "Cleanup state" }), holder);
+  const load = async () => {
+    let list;
+    try {
+      list = (await getJson("/v1/resources")).resources ?? [];
+    } catch (e) {
+      if (e instanceof ApiError && e.httpStatus === 403) {
+        holder.replaceChildren(el("p", { text: "Only operators see the cleanup state." }));
+        return;
+      }
+      throw e;
+    }
+    holder.replaceChildren(
+      el("p", { text: list.length ? `${list.length} resources in the journal` : "The journal is empty: nothing is left to clean up." }),
+      table(
+        ["resource", "provider", "kind", "session", "replica"],
+        list.map((r) =>
+          el("tr", { "data-resource": r.id }, el("td", { class: "mono", text: r.id }), el("td", { text: r.provider }), el("td", { text: r.kind }), el("td", { class: "mono", text: r.sessionId ?? "" }), el("td", { text: r.replica ?? "" })),
+        ),
+      ),
+    );
+  };
+  await load();
+  const timer = setInterval(() => load().catch(showError), 2000);
+  return () => clearInterval(timer);
+}
+
 // ---- routing ---------------------------------------------------------------------------
 
 async function route() {
@@ -430,6 +461,7 @@ async function route() {
     if (page === "runs" && id) stopPage = await runPage(id);
     else if (page === "sessions" && id) stopPage = await sessionPage(id);
     else if (page === "sessions") stopPage = await sessionsPage();
+    else if (page === "cleanup") stopPage = await cleanupPage();
     else stopPage = await runsPage();
   } catch (e) {
     showError(e);
