@@ -253,25 +253,30 @@ absl::StatusOr<std::optional<KeyedRecord>> PostgresStore::FindRunByIdempotencyKe
   return FindByKey("runs", tenant, key);
 }
 
+// The literal statuses in these, as in the partial indexes' WHERE, so the planner may use them.
 absl::StatusOr<std::vector<v1::Run>> PostgresStore::ListUnfinishedRunsOf(
     const std::string& replica) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list unfinished runs of a replica"));
-  // The literal statuses, as in the partial index's WHERE, so the planner may use it.
-  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec("list unfinished runs of a replica",
-                                                   "SELECT proto FROM runs WHERE status IN (1, 2) "
-                                                   "AND replica IN ($1, '') ORDER BY n",
-                                                   PgParams().Text(replica)));
-  return Collect<v1::Run>(r, 0, "run");
+  return ListOwned<v1::Run>(
+      "list unfinished runs of a replica",
+      "SELECT proto FROM runs WHERE status IN (1, 2) AND replica IN ($1, '') ORDER BY n", replica,
+      "run");
 }
 
 absl::StatusOr<std::vector<v1::Session>> PostgresStore::ListLiveSessionsOf(
     const std::string& replica) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list live sessions of a replica"));
-  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec("list live sessions of a replica",
-                                                   "SELECT proto FROM sessions WHERE status = 1 "
-                                                   "AND replica IN ($1, '') ORDER BY n",
-                                                   PgParams().Text(replica)));
-  return Collect<v1::Session>(r, 0, "session");
+  return ListOwned<v1::Session>(
+      "list live sessions of a replica",
+      "SELECT proto FROM sessions WHERE status = 1 AND replica IN ($1, '') ORDER BY n", replica,
+      "session");
+}
+
+template <typename Message>
+absl::StatusOr<std::vector<Message>> PostgresStore::ListOwned(const char* what, const char* sql,
+                                                              const std::string& replica,
+                                                              const char* kind) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(what));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec(what, sql, PgParams().Text(replica)));
+  return Collect<Message>(r, 0, kind);
 }
 
 absl::StatusOr<std::vector<v1::Run>> PostgresStore::ListUnfinishedRuns() {

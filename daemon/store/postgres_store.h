@@ -89,6 +89,10 @@ class PostgresStore : public Store {
   // Why a fenced write to `record` (id `id` in `table`; null for events) was refused.
   absl::Status Fenced(PgConnection& conn, const Fence& fence, const char* table,
                       const std::string& record, const std::string& id);
+  // The rows `sql` selects for owner `replica` ($1), parsed.
+  template <typename Message>
+  absl::StatusOr<std::vector<Message>> ListOwned(const char* what, const char* sql,
+                                                 const std::string& replica, const char* kind);
   absl::Status InsertFencedEvents(PgConnection& conn, const Fence& fence, const v1::Event* events,
                                   size_t n);
   absl::StatusOr<std::optional<KeyedRecord>> FindByKey(const char* table, const std::string& tenant,

@@ -68,7 +68,7 @@ int64_t Count(const std::string& dsn, const char* sql) {
   return r.ok() ? r->Int(0, 0) : -1;
 }
 
-int Occurrences(const std::string& log, absl::string_view what) {
+int Occurrences(const std::string& log, const std::string& what) {
   int n = 0;
   for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
   return n;
