@@ -6,6 +6,8 @@
 // write leaves the failure in place.
 #include "store/replica_store.h"
 
+#include <sqlite3.h>
+
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -332,6 +334,31 @@ TEST_P(FencingContract, TakeoverRacingALateWriteLeavesTheFailure) {
   v1::Run stored = *store_b_->GetRun("r1");
   EXPECT_EQ(stored.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(stored.status_reason(), "a was lost");
+}
+
+// A lease table made before epochs: opening it adds the columns, and a join counts from 0.
+TEST(SqliteReplicaStoreTest, AnOlderLeaseTableGainsTheEpochColumns) {
+  testing::ScopedTempDir dir("sg-old-leases");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.path() + "/state.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE replica_leases (id TEXT PRIMARY KEY, address TEXT NOT NULL, "
+                         "expires_at INTEGER NOT NULL, taken_over_by TEXT NOT NULL DEFAULT '', "
+                         "claim_until INTEGER NOT NULL DEFAULT 0, cleaned INTEGER NOT NULL "
+                         "DEFAULT 0); INSERT INTO replica_leases(id, address, expires_at) "
+                         "VALUES('a', '', 0);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  for (int open = 0; open < 2; ++open) {  // the second finds the columns there
+    auto leases = SqliteReplicaStore::Open(path);
+    ASSERT_TRUE(leases.ok()) << leases.status();
+    absl::StatusOr<int64_t> epoch = (*leases)->Join(Own("a", "", kT0 + kPeriod), kT0);
+    ASSERT_TRUE(epoch.ok()) << epoch.status();
+    EXPECT_EQ(*epoch, open + 1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, FencingContract,
