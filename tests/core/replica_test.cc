@@ -6,6 +6,7 @@
 // runs and journal entries.
 #include "core/replica.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -351,6 +352,38 @@ TEST_F(ReplicaTest, TakenOverReplicaEndsItsWorkSweepsItsHostAndRejoins) {
   ASSERT_TRUE(clock_.BlockUntilSettled(3));
   EXPECT_TRUE(a->CanTakeWork().ok()) << "renews its new lease";
   EXPECT_EQ(ended.size(), 2u);
+}
+
+// Taken over by a claimer still cleaning up: "a" ends its work at once, but joins again only
+// once that cleanup is done, as a restart would wait.
+TEST_F(ReplicaTest, TakenOverReplicaRejoinsOnlyOnceTheCleanupIsDone) {
+  FlakyLeases& leases = Flaky();
+  std::atomic<int> ended{0};
+  ReplicaDeps deps;
+  deps.end_local_work = [&](const std::string&) { ++ended; };
+  ReplicaMember& a = StartReplica("a", &leases, deps);
+  leases.failing = true;
+  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // a's lease ends unrenewed
+    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+    clock_.Advance(kRenew);
+  }
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  auto claimer = *store::SqliteReplicaStore::Open(path());
+  ASSERT_TRUE(*claimer->ClaimTakeover("a", "c", clock_.Now(), clock_.Now() + 10 * kLease));
+  leases.failing = false;
+  for (int renewal = 0; renewal < 2; ++renewal) {
+    clock_.Advance(kRenew);
+    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+    EXPECT_EQ(ended.load(), 1) << "its work ends once, at the first refused renewal";
+    EXPECT_EQ(a.epoch(), 1) << "c's cleanup is under way";
+    EXPECT_EQ(a.CanTakeWork().code(), absl::StatusCode::kUnavailable);
+  }
+  ASSERT_TRUE(claimer->FinishTakeover("a", "c").ok());
+  clock_.Advance(kRenew);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  EXPECT_EQ(a.epoch(), 2);
+  EXPECT_TRUE(a.CanTakeWork().ok()) << a.CanTakeWork();
+  EXPECT_EQ(ended.load(), 1);
 }
 
 TEST_F(ReplicaTest, AfterAnOutageOfTheStoreNoReplicaTakesAnotherOver) {
