@@ -8,9 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "store/postgres_connection.h"
 #include "tests/fakes/postgres_server.h"
 #include "tests/integration/daemon_harness.h"
+#include "tests/integration/replica_calls.h"
 
 namespace sandgate::testing {
 namespace {
@@ -23,49 +23,6 @@ nlohmann::json ReplicaConfig(const std::string& dsn, const std::string& id, uint
   return {{"store", {{"type", "postgres"}, {"dsn", dsn}}},
           {"replica", {{"id", id}, {"lease_seconds", kLeaseSeconds}, {"renew_seconds", 0.5}}},
           {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
-}
-
-absl::StatusOr<v1::Run> GetRun(DaemonHarness& d, const std::string& id) {
-  auto stub = d.Stub();
-  auto ctx = DaemonHarness::Context();
-  v1::GetRunRequest req;
-  req.set_run_id(id);
-  v1::Run run;
-  grpc::Status st = stub->GetRun(ctx.get(), req, &run);
-  if (!st.ok()) return absl::UnknownError(st.error_message());
-  return run;
-}
-
-// Follows `run_id` on `d` until its first command has started (its sandbox exists).
-bool WaitForCommand(DaemonHarness& d, const std::string& run_id) {
-  auto stub = d.Stub();
-  auto ctx = DaemonHarness::Context();
-  v1::StreamEventsRequest req;
-  req.set_run_id(run_id);
-  req.set_follow(true);
-  auto reader = stub->StreamEvents(ctx.get(), req);
-  v1::Event e;
-  bool started = false;
-  while (!started && reader->Read(&e)) started = e.type() == "command.started";
-  ctx->TryCancel();
-  reader->Finish();
-  return started;
-}
-
-// One number from the shared database.
-int64_t Count(const std::string& dsn, const char* sql) {
-  store::PostgresOptions o;
-  o.dsn = dsn;
-  o.pool_size = 1;
-  auto db = store::PostgresDatabase::Open(o);
-  EXPECT_TRUE(db.ok()) << db.status();
-  if (!db.ok()) return -1;
-  auto conn = (*db)->Acquire("count");
-  EXPECT_TRUE(conn.ok());
-  if (!conn.ok()) return -1;
-  auto r = (*conn)->Exec("count", sql);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? r->Int(0, 0) : -1;
 }
 
 int Occurrences(const std::string& log, const std::string& what) {
@@ -90,7 +47,7 @@ TEST(ReplicaFencingTest, FrozenReplicasLateWritesAreRefusedAndItRejoins) {
     ASSERT_TRUE(a.Stub()->RunAnalysis(ctx.get(), slow, &running).ok()) << a.Log();
   }
   ASSERT_TRUE(WaitForCommand(a, running.id())) << a.Log();
-  ASSERT_GE(Count(*dsn, "SELECT count(*) FROM journal"), 1) << "A's sandbox is journaled";
+  ASSERT_GE(CountRows(*dsn, "SELECT count(*) FROM journal"), 1) << "A's sandbox is journaled";
 
   ASSERT_EQ(kill(a.pid(), SIGSTOP), 0);
   const bool failed = Eventually(
@@ -103,9 +60,8 @@ TEST(ReplicaFencingTest, FrozenReplicasLateWritesAreRefusedAndItRejoins) {
   // B's run.finished is stored (its stream ends there) before A runs again.
   std::vector<v1::Event> by_b =
       failed ? FollowToEnd(*b.Stub(), running.id()) : std::vector<v1::Event>{};
-  const int64_t seq_at_failure = Count(
-      *dsn,
-      absl::StrCat("SELECT max(seq) FROM events WHERE run_id = '", running.id(), "'").c_str());
+  const int64_t seq_at_failure = CountRows(
+      *dsn, absl::StrCat("SELECT max(seq) FROM events WHERE run_id = '", running.id(), "'"));
   ASSERT_EQ(kill(a.pid(), SIGCONT), 0);
   ASSERT_TRUE(failed) << b.Log();
   ASSERT_FALSE(by_b.empty());
@@ -128,11 +84,9 @@ TEST(ReplicaFencingTest, FrozenReplicasLateWritesAreRefusedAndItRejoins) {
   v1::Run after = *GetRun(a, running.id());
   EXPECT_EQ(after.status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(after.status_reason(), reason) << "B's failure stays";
-  EXPECT_EQ(
-      Count(
-          *dsn,
-          absl::StrCat("SELECT max(seq) FROM events WHERE run_id = '", running.id(), "'").c_str()),
-      seq_at_failure)
+  EXPECT_EQ(CountRows(*dsn, absl::StrCat("SELECT max(seq) FROM events WHERE run_id = '",
+                                         running.id(), "'")),
+            seq_at_failure)
       << "no event of A's after B's run.finished";
   std::vector<v1::Event> events = FollowToEnd(*a.Stub(), running.id());
   ASSERT_FALSE(events.empty());
@@ -140,7 +94,7 @@ TEST(ReplicaFencingTest, FrozenReplicasLateWritesAreRefusedAndItRejoins) {
 
   // A's sandbox was deleted on A's host only, once: by the run's own close or A's sweep.
   EXPECT_TRUE(Eventually("the journal to be empty", [&] {
-    return Count(*dsn, "SELECT count(*) FROM journal") == 0;
+    return CountRows(*dsn, "SELECT count(*) FROM journal") == 0;
   })) << a.Log();
   EXPECT_EQ(Occurrences(b.Log(), "sweep.removed"), 0) << "B deletes none of A's local sandbox";
   EXPECT_EQ(Occurrences(a.Log(), "sweep.failed"), 0) << a.Log();

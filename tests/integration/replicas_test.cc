@@ -10,11 +10,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "store/postgres_connection.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/fakes/postgres_server.h"
 #include "tests/integration/daemon_harness.h"
+#include "tests/integration/replica_calls.h"
 
 namespace sandgate::testing {
 namespace {
@@ -30,46 +30,8 @@ nlohmann::json ReplicaConfig(const std::string& dsn, const std::string& id, uint
           {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
 }
 
-absl::StatusOr<v1::Run> GetRun(DaemonHarness& d, const std::string& id) {
-  auto stub = d.Stub();
-  auto ctx = DaemonHarness::Context();
-  v1::GetRunRequest req;
-  req.set_run_id(id);
-  v1::Run run;
-  grpc::Status st = stub->GetRun(ctx.get(), req, &run);
-  if (!st.ok()) return absl::UnknownError(st.error_message());
-  return run;
-}
-
-// Follows `run_id` on `d` until its first command has started (its sandbox exists).
-bool WaitForCommand(DaemonHarness& d, const std::string& run_id) {
-  auto stub = d.Stub();
-  auto ctx = DaemonHarness::Context();
-  v1::StreamEventsRequest req;
-  req.set_run_id(run_id);
-  req.set_follow(true);
-  auto reader = stub->StreamEvents(ctx.get(), req);
-  v1::Event e;
-  bool started = false;
-  while (!started && reader->Read(&e)) started = e.type() == "command.started";
-  ctx->TryCancel();
-  reader->Finish();
-  return started;
-}
-
 int64_t JournalRows(const std::string& dsn) {
-  store::PostgresOptions o;
-  o.dsn = dsn;
-  o.pool_size = 1;
-  auto db = store::PostgresDatabase::Open(o);
-  EXPECT_TRUE(db.ok()) << db.status();
-  if (!db.ok()) return -1;
-  auto conn = (*db)->Acquire("count");
-  EXPECT_TRUE(conn.ok());
-  if (!conn.ok()) return -1;
-  auto r = (*conn)->Exec("count", "SELECT count(*) FROM journal");
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? r->Int(0, 0) : -1;
+  return CountRows(dsn, "SELECT count(*) FROM journal");
 }
 
 TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBack) {
