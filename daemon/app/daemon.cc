@@ -304,6 +304,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     return runs->Requeue(caller, run, std::move(request));
   };
   replica.metrics = p->metrics.get();
+  // Taken over: the runs and sessions still going here were settled by the claimer.
+  core::SessionManager* sessions = p->sessions.get();
+  const absl::Duration grace = c.drain_grace;
+  replica.end_local_work = [runs, sessions, grace](const std::string& why) {
+    size_t left = runs->EndAll(why, grace);
+    if (left > 0) log::Error("replica.work_not_ended", {{"active_runs", left}});
+    sessions->CloseAll(why);
+  };
+  replica.own_providers = providers;
   p->replica = std::make_unique<core::ReplicaMember>(std::move(replica), c.replica);
   core::ReplicaMember* member = p->replica.get();
   api.can_take_work = [member] { return member->CanTakeWork(); };

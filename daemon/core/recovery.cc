@@ -81,7 +81,9 @@ void JournalSweeper::StopBy(absl::Time deadline) {
 }
 
 absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const Requeue& requeue) {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs, deps.store->ListUnfinishedRuns());
+  // By the owner column: this replica's, or the lost one's (and rows from before the column).
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs,
+                            deps.store->ListUnfinishedRunsOf(deps.replica));
   const bool adopting = !deps.lost_why.empty();
   const std::string& owner = adopting ? deps.adopted_by : deps.replica;
   for (v1::Run& run : runs) {

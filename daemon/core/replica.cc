@@ -65,25 +65,77 @@ absl::Status ReplicaMember::Join() {
   const absl::Time give_up = deps_.clock->Now() + 2 * config_.lease_period;
   while (true) {
     const absl::Time now = deps_.clock->Now();
-    store::Lease lease;
-    lease.replica_id = config_.id;
-    lease.address = config_.advertise_address;
-    lease.expires_at = now + config_.lease_period;
-    absl::Status joined = deps_.leases->Join(lease, now);
-    if (joined.ok()) {
-      absl::MutexLock lock(&mu_);
-      lease_end_ = lease.expires_at;
-      held_since_ = now;
-      lost_.clear();
-      log::Info("replica.joined", {{"replica", config_.id},
-                                   {"address", config_.advertise_address},
-                                   {"lease_until", absl::FormatTime(lease.expires_at)}});
-      return absl::OkStatus();
-    }
+    absl::Status joined = JoinOnce(now, "replica.joined");
+    if (joined.ok()) return joined;
     if (joined.code() != absl::StatusCode::kUnavailable || now >= give_up) return joined;
     log::Warning("replica.join_waiting", {{"replica", config_.id}, {"why", joined.message()}});
     deps_.clock->SleepFor(config_.renew_interval);
   }
+}
+
+absl::Status ReplicaMember::JoinOnce(absl::Time now, const char* event) {
+  store::Lease lease;
+  lease.replica_id = config_.id;
+  lease.address = config_.advertise_address;
+  lease.expires_at = now + config_.lease_period;
+  SANDGATE_ASSIGN_OR_RETURN(int64_t epoch, deps_.leases->Join(lease, now));
+  // Every write of this replica's runs and sessions names the new epoch from now on: one
+  // still in flight under an older epoch is refused (store/store.h FenceWrites).
+  deps_.store->FenceWrites(config_.id, epoch);
+  absl::MutexLock lock(&mu_);
+  lease_end_ = lease.expires_at;
+  held_since_ = now;
+  lost_.clear();
+  taken_over_ = false;
+  work_ended_ = false;
+  epoch_ = epoch;
+  log::Info(event, {{"replica", config_.id},
+                    {"address", config_.advertise_address},
+                    {"epoch", epoch},
+                    {"lease_until", absl::FormatTime(lease.expires_at)}});
+  return absl::OkStatus();
+}
+
+void ReplicaMember::Rejoin(absl::Time now) {
+  std::string why;
+  bool ended;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!taken_over_) return;
+    why = lost_;
+    ended = work_ended_;
+  }
+  if (!ended) {
+    // Its runs and sessions were settled by the replica that took it over, and every write
+    // this one makes to them is refused: what still runs here ends, and what it leaves on
+    // this host (no other host can delete it) is swept, before the lease is held again at a
+    // new epoch, so nothing of the old work goes on writing under the new one.
+    log::Warning("replica.ending_work", {{"replica", config_.id}, {"why", why}});
+    if (deps_.end_local_work) deps_.end_local_work(why);
+    SweepOwnHost();
+    absl::MutexLock lock(&mu_);
+    work_ended_ = true;
+  }
+  // Refused (UNAVAILABLE) while the claimer's cleanup is under way: tried again at the next
+  // renewal.
+  absl::Status joined = JoinOnce(now, "replica.rejoined");
+  if (!joined.ok()) {
+    log::Warning("replica.rejoin_waiting", {{"replica", config_.id}, {"why", joined.message()}});
+  }
+}
+
+void ReplicaMember::SweepOwnHost() {
+  if (deps_.own_providers.empty()) return;
+  auto view = std::make_unique<ReplicaJournal>(deps_.journal, config_.id);
+  auto sweeper = std::make_unique<JournalSweeper>(
+      SweeperDeps{deps_.store, &deps_.own_providers, deps_.clock, deps_.metrics, view.get()});
+  absl::Status swept = sweeper->Sweep();
+  if (!swept.ok()) {
+    log::Error("replica.sweep_failed", {{"replica", config_.id}, {"error", swept.ToString()}});
+  }
+  absl::MutexLock lock(&mu_);
+  views_.push_back(std::move(view));
+  sweepers_.push_back(std::move(sweeper));
 }
 
 void ReplicaMember::Start() {
@@ -126,6 +178,11 @@ int ReplicaMember::takeovers() const {
   return takeovers_;
 }
 
+int64_t ReplicaMember::epoch() const {
+  absl::MutexLock lock(&mu_);
+  return epoch_;
+}
+
 void ReplicaMember::Loop() {
   absl::Time next_renew = deps_.clock->Now() + config_.renew_interval;
   absl::Time next_end = Watch(deps_.clock->Now());
@@ -138,6 +195,7 @@ void ReplicaMember::Loop() {
     const absl::Time now = deps_.clock->Now();
     if (now >= next_renew) {
       Renew(now);
+      Rejoin(now);
       next_renew = now + config_.renew_interval;
     }
     next_end = Watch(now);
@@ -169,6 +227,7 @@ void ReplicaMember::Renew(absl::Time now) {
     why = absl::StrCat("replica ", config_.id, " could not renew its lease, which ended at ",
                        absl::FormatTime(lease_end_));
   }
+  if (taken) taken_over_ = true;
   if (!why.empty() && (lost_.empty() || taken) && lost_ != why) {
     lost_ = why;
     log::Error("replica.lease_lost", {{"replica", config_.id}, {"why", lost_}});
@@ -238,7 +297,8 @@ absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
 }
 
 absl::Status ReplicaMember::ExpireSessions(const store::Lease& dead, const std::string& why) {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open, deps_.store->ListSessions("", false));
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,
+                            deps_.store->ListLiveSessionsOf(dead.replica_id));
   for (v1::Session& s : open) {
     if (s.replica() != dead.replica_id) continue;
     s.set_status(v1::SESSION_STATUS_EXPIRED);

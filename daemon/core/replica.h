@@ -12,6 +12,11 @@
 //    through this replica's provider. Local sandboxes cannot be reached from another host:
 //    their entries stay, and the lost replica sweeps them when it comes back (its start-up
 //    sweep lists only its own entries, ReplicaJournal).
+// Each Join makes the lease's epoch one more, and the store's writes are fenced by it
+// (Store::FenceWrites): once a replica has been taken over, every write it still makes to
+// its runs, sessions and events is refused. A replica that finds itself taken over (its
+// renewal refused) ends what it still runs here (end_local_work), sweeps its own host, and
+// joins again at a new epoch without a restart (`replica.rejoined`).
 //
 //   ReplicaJournal journal(store, config.replica.id);       // providers record through it
 //   ReplicaMember member(deps, config.replica);
@@ -24,6 +29,8 @@
 #ifndef SANDGATE_CORE_REPLICA_H_
 #define SANDGATE_CORE_REPLICA_H_
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -87,6 +94,12 @@ struct ReplicaDeps {
   const Tenants* tenants = nullptr;
   Requeue requeue;             // queues a run here (RunManager::Requeue)
   Metrics* metrics = nullptr;  // may be null
+  // Once taken over: ends every run and session still going on here (their records were
+  // settled by the claimer), returning when they have ended. May be empty.
+  std::function<void(const std::string& why)> end_local_work;
+  // Every provider of this replica, local ones too: what the ended work leaves on this host
+  // is swept through them before it joins again. Empty: no sweep.
+  std::map<std::string, sandbox::Provider*> own_providers;
 };
 
 class ReplicaMember {
@@ -110,9 +123,16 @@ class ReplicaMember {
   const std::string& id() const { return config_.id; }
   // Cleanups this replica has done (claimed and finished).
   int takeovers() const;
+  // The epoch of the lease as last joined (0 before Join).
+  int64_t epoch() const;
 
  private:
   void Loop();
+  // One try at making the lease this replica's own at a new epoch; logs `event`.
+  absl::Status JoinOnce(absl::Time now, const char* event);
+  // Once taken over: ends the local work and sweeps this host (once), then tries to join.
+  void Rejoin(absl::Time now);
+  void SweepOwnHost();
   // Renews the lease; notes its loss.
   void Renew(absl::Time now);
   // Claims whatever lease has ended; returns when the next one may end (InfiniteFuture: none).
@@ -133,6 +153,9 @@ class ReplicaMember {
   absl::Time held_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::string lost_ ABSL_GUARDED_BY(mu_);  // why work is refused; "" while the lease holds
   int takeovers_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool taken_over_ ABSL_GUARDED_BY(mu_) = false;  // a renewal said so; until it joins again
+  bool work_ended_ ABSL_GUARDED_BY(mu_) = false;  // end_local_work and the sweep are done
   // The journal views and sweepers of cleanups whose deferred sweeps go on in the background.
   std::vector<std::unique_ptr<ReplicaJournal>> views_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<JournalSweeper>> sweepers_ ABSL_GUARDED_BY(mu_);

@@ -216,6 +216,27 @@ size_t RunManager::Drain(absl::Duration grace) {
   return left;
 }
 
+size_t RunManager::EndAll(const std::string& why, absl::Duration grace) {
+  std::vector<std::shared_ptr<ActiveRun>> runs;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, ar] : active_) runs.push_back(ar);
+  }
+  for (const auto& ar : runs) {
+    if (!admission_.Remove(ar->request_run_id)) {
+      ar->cancel.Cancel(why);
+      continue;
+    }
+    ReleaseQueuedBytes(*ar);
+    absl::MutexLock lock(&mu_);
+    active_.erase(ar->request_run_id);
+  }
+  absl::MutexLock lock(&mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_.empty(); };
+  deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&none), deps_.clock->Now() + grace);
+  return active_.size();
+}
+
 void RunManager::WatchdogLoop() {
   absl::MutexLock lock(&mu_);
   while (!stop_watchdog_) {

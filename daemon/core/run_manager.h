@@ -76,6 +76,12 @@ class RunManager {
   // request is kept stays QUEUED for the next start (Recover), with a notice; one without is
   // cancelled. Returns the number still active.
   size_t Drain(absl::Duration grace);
+  // For a replica that was taken over (core/replica.h): its runs were settled elsewhere and
+  // their writes here are refused. Cancels every running run with `why` and drops every
+  // waiting one (not written: the claimer queued it again or failed it), then waits up to
+  // `grace` for the running ones to end. Takes new runs afterwards. Returns how many are
+  // still active.
+  size_t EndAll(const std::string& why, absl::Duration grace);
   size_t active_runs();
   // Retention (core/retention.h): deletes runs (events, artifacts) finished, and sessions
   // ended, before `cutoff`. Returns how many runs went.

@@ -79,6 +79,8 @@ void RunManager::PutRun(ActiveRun& ar) {
   const v1::Run copy = ar.Snapshot();
   absl::Status st = deps_.store->PutRun(copy);
   if (!st.ok()) log::Error("run.persist_failed", {{"run", copy.id()}, {"error", st.ToString()}});
+  // Fenced (store/store.h): another replica settled this run; its work here stops, not retries.
+  if (store::IsFencedWrite(st)) ar.cancel.Cancel(std::string(st.message()));
 }
 
 }  // namespace sandgate::core

@@ -20,6 +20,9 @@ void RunEvents::Emit(v1::Event event) {
   if (!stored.ok()) {
     log::Error("event.append_failed",
                {{"run", run_id_}, {"tenant", tenant_}, {"error", stored.status().ToString()}});
+    // Fenced (store/store.h): another replica settled this run; its work here stops.
+    if (store::IsFencedWrite(stored.status()))
+      run_->cancel.Cancel(std::string(stored.status().message()));
   }
 }
 

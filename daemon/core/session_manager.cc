@@ -144,7 +144,8 @@ v1::Session SessionManager::Snapshot(Entry& e) {
 }
 
 absl::Status SessionManager::Recover() {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open, deps_.store->ListSessions("", false));
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,
+                            deps_.store->ListLiveSessionsOf(deps_.config->replica.id));
   for (v1::Session& s : open) {
     // Another live replica's sessions are its own (those stored before replicas name none).
     if (!s.replica().empty() && s.replica() != deps_.config->replica.id) continue;

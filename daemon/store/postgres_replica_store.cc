@@ -19,6 +19,11 @@ CREATE TABLE replica_leases (
   claim_until BIGINT NOT NULL DEFAULT 0,
   cleaned INTEGER NOT NULL DEFAULT 0);
 )sql",
+    // 2: the fencing token (Lease::epoch) and when a takeover was claimed.
+    R"sql(
+ALTER TABLE replica_leases ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN claimed_at BIGINT NOT NULL DEFAULT 0;
+)sql",
 };
 
 int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
@@ -38,21 +43,23 @@ absl::StatusOr<int64_t> PostgresReplicaStore::Write(const char* what, const char
   return r.affected();
 }
 
-absl::Status PostgresReplicaStore::Join(const Lease& lease, absl::Time now) {
+absl::StatusOr<int64_t> PostgresReplicaStore::Join(const Lease& lease, absl::Time now) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("join"));
   SANDGATE_ASSIGN_OR_RETURN(
-      int64_t changed,
-      Write("join",
-            "INSERT INTO replica_leases(id, address, expires_at) VALUES($1, $2, $3) "
-            "ON CONFLICT(id) DO UPDATE SET address = excluded.address, "
-            "expires_at = excluded.expires_at, taken_over_by = '', claim_until = 0, cleaned = 0 "
-            "WHERE replica_leases.taken_over_by = '' OR replica_leases.cleaned = 1 "
-            "OR replica_leases.claim_until <= $4",
-            PgParams()
-                .Text(lease.replica_id)
-                .Text(lease.address)
-                .Int(Ns(lease.expires_at))
-                .Int(Ns(now))));
-  if (changed == 1) return absl::OkStatus();
+      PgResult r,
+      conn->Exec("join",
+                 "INSERT INTO replica_leases(id, address, expires_at, epoch) VALUES($1, $2, $3, 1) "
+                 "ON CONFLICT(id) DO UPDATE SET address = excluded.address, "
+                 "expires_at = excluded.expires_at, taken_over_by = '', claim_until = 0, "
+                 "cleaned = 0, claimed_at = 0, epoch = replica_leases.epoch + 1 "
+                 "WHERE replica_leases.taken_over_by = '' OR replica_leases.cleaned = 1 "
+                 "OR replica_leases.claim_until <= $4 RETURNING epoch",
+                 PgParams()
+                     .Text(lease.replica_id)
+                     .Text(lease.address)
+                     .Int(Ns(lease.expires_at))
+                     .Int(Ns(now))));
+  if (r.rows() == 1) return r.Int(0, 0);
   SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(lease.replica_id));
   return CleanupUnderWay(lease.replica_id, claimer);
 }
@@ -81,12 +88,13 @@ absl::StatusOr<std::vector<Lease>> PostgresReplicaStore::ListLeases() {
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list leases"));
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult r, conn->Exec("list leases",
-                             "SELECT id, address, expires_at, taken_over_by, claim_until, cleaned "
-                             "FROM replica_leases ORDER BY id"));
+                             "SELECT id, address, expires_at, taken_over_by, claim_until, cleaned, "
+                             "epoch, claimed_at FROM replica_leases ORDER BY id"));
   std::vector<Lease> out;
   for (int i = 0; i < r.rows(); ++i) {
     out.push_back({r.Text(i, 0), r.Text(i, 1), absl::FromUnixNanos(r.Int(i, 2)), r.Text(i, 3),
-                   absl::FromUnixNanos(r.Int(i, 4)), r.Int(i, 5) != 0});
+                   absl::FromUnixNanos(r.Int(i, 4)), r.Int(i, 5) != 0, r.Int(i, 6),
+                   absl::FromUnixNanos(r.Int(i, 7))});
   }
   return out;
 }
@@ -96,8 +104,8 @@ absl::StatusOr<bool> PostgresReplicaStore::ClaimTakeover(const std::string& dead
                                                          absl::Time claim_until) {
   SANDGATE_ASSIGN_OR_RETURN(
       int64_t changed, Write("claim lease",
-                             "UPDATE replica_leases SET taken_over_by = $2, claim_until = $4 "
-                             "WHERE id = $1 AND expires_at <= $3 AND cleaned = 0 "
+                             "UPDATE replica_leases SET taken_over_by = $2, claim_until = $4, "
+                             "claimed_at = $3 WHERE id = $1 AND expires_at <= $3 AND cleaned = 0 "
                              "AND (taken_over_by = '' OR claim_until <= $3)",
                              PgParams().Text(dead).Text(by).Int(Ns(now)).Int(Ns(claim_until))));
   return changed == 1;

@@ -8,6 +8,7 @@
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "store/postgres_schema.h"
+#include "store/replica_store.h"
 
 namespace sandgate::store {
 namespace {
@@ -58,33 +59,106 @@ const std::string& InsertEventsSql(size_t n) {
   return (*kSql)[n];
 }
 
+// Component "ownership" of the schema: the owner of a run or session (Run.replica,
+// Session.replica) as a column beside the store's, so "the unfinished runs of replica A" is
+// an index lookup and a fenced write checks the owner in its own statement (FenceWrites).
+// Rows from before get '' (listed as anyone's; see Store::ListUnfinishedRunsOf), filled at
+// their next write. A component of its own so its versions never clash with the store's.
+constexpr const char* kOwnershipSteps[] = {
+    // 1
+    R"sql(
+ALTER TABLE runs ADD COLUMN replica TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN replica TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_replica_unfinished ON runs(replica, n) WHERE status IN (1, 2);
+CREATE INDEX sessions_replica_live ON sessions(replica, n) WHERE status = 1;
+)sql",
+};
+
+// The writer's lease row, locked against a concurrent takeover until the write commits: a
+// claim (an UPDATE of that row) waits for the write, or the write sees the claim.
+constexpr const char* kFenceCte =
+    "WITH fence AS (SELECT 1 FROM replica_leases WHERE id = $1 AND epoch = $2 "
+    "AND taken_over_by = '' FOR SHARE) ";
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const PostgresOptions& options) {
   SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<PostgresDatabase> db, PostgresDatabase::Open(options));
   SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, kStoreComponent, StoreMigrations()));
+  SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, "ownership", kOwnershipSteps));
   return std::unique_ptr<PostgresStore>(new PostgresStore(std::move(db)));
 }
 
 absl::Status PostgresStore::PutRecord(PgConnection& conn, const char* table, const char* kind,
                                       const std::string& id, const std::string& tenant,
-                                      const std::string& key, int64_t status, int64_t ended_ns,
-                                      std::string proto, const std::string* request_sha256) {
-  const std::string sql =
-      absl::StrCat("INSERT INTO ", table,
-                   "(id, tenant, idempotency_key, status, ended_ns, proto, request_sha256) "
-                   "VALUES($1, $2, $3, $4, NULLIF($5::bigint, 0), $6, $7)",
-                   request_sha256 ? ""
-                                  : " ON CONFLICT(id) DO UPDATE SET status = excluded.status, "
-                                    "ended_ns = excluded.ended_ns, proto = excluded.proto");
+                                      const std::string& key, const std::string& replica,
+                                      int64_t status, int64_t ended_ns, std::string proto,
+                                      const std::string* request_sha256) {
+  // A fenced update (FenceWrites) is written only while the writer's lease is current at its
+  // epoch (kFenceCte), and only over a row the writer owns, one without an owner, or one of a
+  // replica the writer has taken over.
+  const Fence fence = fence_now();
+  const bool fenced = request_sha256 == nullptr && !fence.replica.empty();
+  const std::string sql = absl::StrCat(
+      fenced ? kFenceCte : "", "INSERT INTO ", table,
+      "(id, tenant, idempotency_key, status, ended_ns, proto, request_sha256, replica) ",
+      fenced ? "SELECT $3::text, $4::text, $5::text, $6::integer, NULLIF($7::bigint, 0), "
+               "$8::bytea, $9::text, $10::text FROM fence"
+             : "VALUES($1, $2, $3, $4, NULLIF($5::bigint, 0), $6, $7, $8)",
+      request_sha256 ? ""
+                     : " ON CONFLICT(id) DO UPDATE SET status = excluded.status, "
+                       "ended_ns = excluded.ended_ns, proto = excluded.proto, "
+                       "replica = excluded.replica",
+      fenced ? absl::StrCat(" WHERE ", table, ".replica IN ($1, '') OR EXISTS(SELECT 1 FROM ",
+                            "replica_leases l WHERE l.id = ", table,
+                            ".replica AND l.taken_over_by = $1)")
+             : "");
   PgParams p;
+  if (fenced) p.Text(fence.replica).Int(fence.epoch);
   p.Text(id).Text(tenant).Text(key).Int(status).Int(ended_ns).Bytes(std::move(proto));
-  p.Text(request_sha256 ? *request_sha256 : std::string());
-  absl::Status st = conn.Run(absl::StrCat("put ", kind), sql.c_str(), p);
-  if (st.code() == absl::StatusCode::kAlreadyExists) {
+  p.Text(request_sha256 ? *request_sha256 : std::string()).Text(replica);
+  absl::StatusOr<PgResult> r = conn.Exec(absl::StrCat("put ", kind), sql.c_str(), p);
+  if (r.status().code() == absl::StatusCode::kAlreadyExists) {
     return errors::AlreadyExists(absl::StrCat(kind, " idempotency key"), key);
   }
-  return st;
+  if (!r.ok()) return r.status();
+  if (fenced && r->affected() == 0) {
+    return Fenced(conn, fence, table, absl::StrCat(kind, " ", id), id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PostgresStore::Fenced(PgConnection& conn, const Fence& fence, const char* table,
+                                   const std::string& record, const std::string& id) {
+  std::string owner;
+  if (table != nullptr) {
+    const std::string sql = absl::StrCat("SELECT replica FROM ", table, " WHERE id = $1");
+    SANDGATE_ASSIGN_OR_RETURN(PgResult o,
+                              conn.Exec("read the owner", sql.c_str(), PgParams().Text(id)));
+    if (o.rows() == 1) owner = o.Text(0, 0);
+  }
+  SANDGATE_ASSIGN_OR_RETURN(PgResult l,
+                            conn.Exec("read the writer's lease",
+                                      "SELECT epoch, taken_over_by, claimed_at FROM replica_leases "
+                                      "WHERE id = $1",
+                                      PgParams().Text(fence.replica)));
+  Lease lease;
+  if (l.rows() == 1) {
+    lease.epoch = l.Int(0, 0);
+    lease.taken_over_by = l.Text(0, 1);
+    lease.claimed_at = absl::FromUnixNanos(l.Int(0, 2));
+  }
+  return FencedWrite(record, fence.replica, fence.epoch, l.rows() == 1 ? &lease : nullptr, owner);
+}
+
+void PostgresStore::FenceWrites(const std::string& replica, int64_t epoch) {
+  absl::MutexLock lock(&fence_mu_);
+  fence_ = {replica, epoch};
+}
+
+PostgresStore::Fence PostgresStore::fence_now() {
+  absl::MutexLock lock(&fence_mu_);
+  return fence_;
 }
 
 absl::StatusOr<std::optional<KeyedRecord>> PostgresStore::FindByKey(const char* table,
@@ -102,15 +176,16 @@ absl::StatusOr<std::optional<KeyedRecord>> PostgresStore::FindByKey(const char* 
 absl::Status PostgresStore::CreateRun(const v1::Run& run, const std::string& request_sha256) {
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("create run"));
   return PutRecord(*conn, "runs", "run", run.id(), run.tenant(), run.idempotency_key(),
-                   run.status(), UnixNanos(run.has_finished_at(), run.finished_at()),
+                   run.replica(), run.status(), UnixNanos(run.has_finished_at(), run.finished_at()),
                    run.SerializeAsString(), &request_sha256);
 }
 
 absl::Status PostgresStore::PutRun(const v1::Run& run) {
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("put run"));
-  SANDGATE_RETURN_IF_ERROR(PutRecord(
-      *conn, "runs", "run", run.id(), run.tenant(), run.idempotency_key(), run.status(),
-      UnixNanos(run.has_finished_at(), run.finished_at()), run.SerializeAsString(), nullptr));
+  SANDGATE_RETURN_IF_ERROR(PutRecord(*conn, "runs", "run", run.id(), run.tenant(),
+                                     run.idempotency_key(), run.replica(), run.status(),
+                                     UnixNanos(run.has_finished_at(), run.finished_at()),
+                                     run.SerializeAsString(), nullptr));
   if (run.status() == v1::RUN_STATUS_QUEUED) return absl::OkStatus();
   return conn->Run("delete run request", "DELETE FROM run_requests WHERE run_id = $1",
                    PgParams().Text(run.id()));
@@ -178,6 +253,32 @@ absl::StatusOr<std::optional<KeyedRecord>> PostgresStore::FindRunByIdempotencyKe
   return FindByKey("runs", tenant, key);
 }
 
+// The literal statuses in these, as in the partial indexes' WHERE, so the planner may use them.
+absl::StatusOr<std::vector<v1::Run>> PostgresStore::ListUnfinishedRunsOf(
+    const std::string& replica) {
+  return ListOwned<v1::Run>(
+      "list unfinished runs of a replica",
+      "SELECT proto FROM runs WHERE status IN (1, 2) AND replica IN ($1, '') ORDER BY n", replica,
+      "run");
+}
+
+absl::StatusOr<std::vector<v1::Session>> PostgresStore::ListLiveSessionsOf(
+    const std::string& replica) {
+  return ListOwned<v1::Session>(
+      "list live sessions of a replica",
+      "SELECT proto FROM sessions WHERE status = 1 AND replica IN ($1, '') ORDER BY n", replica,
+      "session");
+}
+
+template <typename Message>
+absl::StatusOr<std::vector<Message>> PostgresStore::ListOwned(const char* what, const char* sql,
+                                                              const std::string& replica,
+                                                              const char* kind) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(what));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec(what, sql, PgParams().Text(replica)));
+  return Collect<Message>(r, 0, kind);
+}
+
 absl::StatusOr<std::vector<v1::Run>> PostgresStore::ListUnfinishedRuns() {
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list unfinished runs"));
   SANDGATE_ASSIGN_OR_RETURN(
@@ -191,7 +292,7 @@ absl::Status PostgresStore::CreateSession(const v1::Session& session,
                                           const std::string& request_sha256) {
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("create session"));
   return PutRecord(*conn, "sessions", "session", session.id(), session.tenant(),
-                   session.idempotency_key(), session.status(),
+                   session.idempotency_key(), session.replica(), session.status(),
                    UnixNanos(session.has_closed_at(), session.closed_at()),
                    session.SerializeAsString(), &request_sha256);
 }
@@ -199,7 +300,7 @@ absl::Status PostgresStore::CreateSession(const v1::Session& session,
 absl::Status PostgresStore::PutSession(const v1::Session& session) {
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("put session"));
   return PutRecord(*conn, "sessions", "session", session.id(), session.tenant(),
-                   session.idempotency_key(), session.status(),
+                   session.idempotency_key(), session.replica(), session.status(),
                    UnixNanos(session.has_closed_at(), session.closed_at()),
                    session.SerializeAsString(), nullptr);
 }
@@ -260,11 +361,36 @@ absl::StatusOr<std::vector<std::string>> PostgresStore::PurgeBefore(absl::Time c
 }
 
 absl::Status PostgresStore::InsertEvents(PgConnection& conn, const v1::Event* events, size_t n) {
+  const Fence fence = fence_now();
+  if (!fence.replica.empty()) return InsertFencedEvents(conn, fence, events, n);
   PgParams p;
   for (size_t i = 0; i < n; ++i) {
     p.Text(events[i].run_id()).Int(events[i].seq()).Bytes(events[i].SerializeAsString());
   }
   return conn.Run("append events", InsertEventsSql(n).c_str(), p);
+}
+
+absl::Status PostgresStore::InsertFencedEvents(PgConnection& conn, const Fence& fence,
+                                               const v1::Event* events, size_t n) {
+  // Written only while the writer's lease is current at its epoch (kFenceCte): all n rows
+  // or none.
+  std::string sql =
+      absl::StrCat(kFenceCte,
+                   "INSERT INTO events(run_id, seq, proto) SELECT v.run_id, v.seq, v.proto "
+                   "FROM fence, (VALUES ");
+  PgParams p;
+  p.Text(fence.replica).Int(fence.epoch);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = 3 * i + 3;
+    absl::StrAppend(&sql, i > 0 ? "," : "", "($", k, "::text,$", k + 1, "::bigint,$", k + 2,
+                    "::bytea)");
+    p.Text(events[i].run_id()).Int(events[i].seq()).Bytes(events[i].SerializeAsString());
+  }
+  sql += ") AS v(run_id, seq, proto)";
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn.Exec("append events", sql.c_str(), p));
+  if (r.affected() == static_cast<int64_t>(n)) return absl::OkStatus();
+  return Fenced(conn, fence, nullptr, absl::StrCat("the events of ", events[0].run_id()),
+                events[0].run_id());
 }
 
 absl::Status PostgresStore::AppendEvent(const v1::Event& event) {

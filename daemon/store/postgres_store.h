@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "store/postgres_connection.h"
 #include "store/store.h"
 
@@ -47,6 +48,11 @@ class PostgresStore : public Store {
   absl::StatusOr<std::optional<KeyedRecord>> FindRunByIdempotencyKey(
       const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() override;
+  absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRunsOf(const std::string& replica) override;
+  absl::StatusOr<std::vector<v1::Session>> ListLiveSessionsOf(const std::string& replica) override;
+  // The lease table (PostgresReplicaStore) is in the same database: a fenced write checks
+  // and locks the writer's lease row in its own statement.
+  void FenceWrites(const std::string& replica, int64_t epoch) override;
   absl::Status CreateSession(const v1::Session& session,
                              const std::string& request_sha256) override;
   absl::Status PutSession(const v1::Session& session) override;
@@ -72,13 +78,30 @@ class PostgresStore : public Store {
   // existing row (or an insert), which keeps the stored fingerprint.
   absl::Status PutRecord(PgConnection& conn, const char* table, const char* kind,
                          const std::string& id, const std::string& tenant, const std::string& key,
-                         int64_t status, int64_t ended_ns, std::string proto,
-                         const std::string* request_sha256);
+                         const std::string& replica, int64_t status, int64_t ended_ns,
+                         std::string proto, const std::string* request_sha256);
+  // FenceWrites: replica "" = not fenced.
+  struct Fence {
+    std::string replica;
+    int64_t epoch = 0;
+  };
+  Fence fence_now();
+  // Why a fenced write to `record` (id `id` in `table`; null for events) was refused.
+  absl::Status Fenced(PgConnection& conn, const Fence& fence, const char* table,
+                      const std::string& record, const std::string& id);
+  // The rows `sql` selects for owner `replica` ($1), parsed.
+  template <typename Message>
+  absl::StatusOr<std::vector<Message>> ListOwned(const char* what, const char* sql,
+                                                 const std::string& replica, const char* kind);
+  absl::Status InsertFencedEvents(PgConnection& conn, const Fence& fence, const v1::Event* events,
+                                  size_t n);
   absl::StatusOr<std::optional<KeyedRecord>> FindByKey(const char* table, const std::string& tenant,
                                                        const std::string& key);
   absl::Status InsertEvents(PgConnection& conn, const v1::Event* events, size_t n);
 
   const std::unique_ptr<PostgresDatabase> db_;
+  absl::Mutex fence_mu_;
+  Fence fence_ ABSL_GUARDED_BY(fence_mu_);
 };
 
 }  // namespace sandgate::store

@@ -19,6 +19,7 @@
 #ifndef SANDGATE_STORE_REPLICA_STORE_H_
 #define SANDGATE_STORE_REPLICA_STORE_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,25 +40,31 @@ struct Lease {
   // Until when that claim stands: a claimer that dies mid-cleanup is replaced after it.
   absl::Time claim_until = absl::UnixEpoch();
   bool cleaned = false;  // the cleanup is done; nobody claims the lease again
+  // The fencing token: Join makes it one more than the row's last. Every write the replica
+  // makes to its runs and sessions names it (Store::FenceWrites) and is refused once the row
+  // holds another epoch or has been taken over.
+  int64_t epoch = 0;
+  absl::Time claimed_at = absl::UnixEpoch();  // when taken_over_by claimed it
 };
 
 class ReplicaStore {
  public:
   virtual ~ReplicaStore() = default;
 
-  // Makes lease.replica_id's row (or makes it the replica's own again, after a restart),
-  // with lease.address and lease.expires_at. UNAVAILABLE while another replica's claim on it
+  // Makes lease.replica_id's row (or makes it the replica's own again, after a restart or a
+  // takeover), with lease.address and lease.expires_at; returns its new epoch (1 for a new
+  // row, else one more than the row's). UNAVAILABLE while another replica's claim on it
   // stands at `now` and its cleanup is not done (the caller waits and tries again: a restarted
   // replica must not queue runs again that the claimer is queueing).
-  virtual absl::Status Join(const Lease& lease, absl::Time now) = 0;
+  virtual absl::StatusOr<int64_t> Join(const Lease& lease, absl::Time now) = 0;
   // Moves the end of the replica's own lease to `expires_at`. FAILED_PRECONDITION naming the
   // claimer when another replica has taken it over; NOT_FOUND when it has no row.
   virtual absl::Status Renew(const std::string& replica_id, absl::Time expires_at) = 0;
   // Every lease, by replica id.
   virtual absl::StatusOr<std::vector<Lease>> ListLeases() = 0;
-  // Claims the cleanup after `dead` for `by` until `claim_until`. True for exactly one of any
-  // number of concurrent callers, and only when dead's lease has ended (expires_at <= now),
-  // its cleanup is not done and no earlier claim stands at `now`.
+  // Claims the cleanup after `dead` for `by` until `claim_until` (claimed_at = now). True for
+  // exactly one of any number of concurrent callers, and only when dead's lease has ended
+  // (expires_at <= now), its cleanup is not done and no earlier claim stands at `now`.
   virtual absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by,
                                              absl::Time now, absl::Time claim_until) = 0;
   // Marks the cleanup after `dead` done, if `by` still holds the claim (FAILED_PRECONDITION
@@ -77,6 +84,27 @@ inline absl::Status LeaseTakenOver(const std::string& replica, const std::string
 inline absl::Status ClaimLost(const std::string& dead, const std::string& by) {
   return errors::FailedPrecondition(
       absl::StrCat("replica ", by, " no longer holds the claim on replica ", dead, "'s lease"));
+}
+
+// Why a fenced write (Store::FenceWrites) of `record` ("run r-1") by `replica` at `epoch`
+// was refused, from that replica's lease row as it is now (`lease` null: it has none) and the
+// record's owner column. ABORTED: the writer must stop the record's work, not retry.
+inline absl::Status FencedWrite(const std::string& record, const std::string& replica,
+                                int64_t epoch, const Lease* lease, const std::string& owner) {
+  std::string why;
+  if (lease == nullptr) {
+    why = absl::StrCat("replica ", replica, " holds no lease");
+  } else if (!lease->taken_over_by.empty()) {
+    why = absl::StrCat("replica ", replica, " was taken over by replica ", lease->taken_over_by,
+                       " at ", absl::FormatTime(lease->claimed_at), "; ", record,
+                       " was settled there (failed, or queued again on a live replica)");
+  } else if (lease->epoch != epoch) {
+    why = absl::StrCat("replica ", replica, " joined again (lease epoch ", lease->epoch,
+                       ") after this writer's epoch ", epoch, " was taken over");
+  } else {
+    why = absl::StrCat(record, " belongs to replica ", owner, ", not ", replica);
+  }
+  return absl::AbortedError(absl::StrCat("write to ", record, " refused: ", why));
 }
 
 }  // namespace sandgate::store

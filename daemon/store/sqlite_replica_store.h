@@ -29,7 +29,7 @@ class SqliteReplicaStore : public ReplicaStore {
   static absl::StatusOr<std::unique_ptr<SqliteReplicaStore>> Open(const std::string& path);
   ~SqliteReplicaStore() override;
 
-  absl::Status Join(const Lease& lease, absl::Time now) override;
+  absl::StatusOr<int64_t> Join(const Lease& lease, absl::Time now) override;
   absl::Status Renew(const std::string& replica_id, absl::Time expires_at) override;
   absl::StatusOr<std::vector<Lease>> ListLeases() override;
   absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
@@ -39,9 +39,13 @@ class SqliteReplicaStore : public ReplicaStore {
  private:
   explicit SqliteReplicaStore(sqlite3* db) : db_(db) {}
   // Runs `sql` with `texts` bound to ?1.. and `times` (unix ns) after them; returns the
-  // number of rows it changed. `what` names the operation in errors.
+  // number of rows it changed. `what` names the operation in errors. `returned`: the first
+  // column of the row a RETURNING clause gives, if any.
   absl::StatusOr<int> Write(const char* sql, const std::vector<std::string>& texts,
-                            const std::vector<absl::Time>& times, const char* what);
+                            const std::vector<absl::Time>& times, const char* what,
+                            int64_t* returned = nullptr);
+  // Adds the columns a file made by an older daemon lacks.
+  absl::Status AddColumns();
   // The claimer of `replica_id`'s lease ("" when none), NOT_FOUND without a row.
   absl::StatusOr<std::string> ClaimerOf(const std::string& replica_id);
 

@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "store/replica_store.h"
 #include "store/sqlite_file.h"
 
 namespace sandgate::store {
@@ -61,6 +62,14 @@ constexpr const char* kMigrations[] = {
     // (see KeyedRecord).
     "ALTER TABLE runs ADD COLUMN request_sha256 TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE sessions ADD COLUMN request_sha256 TEXT NOT NULL DEFAULT '';",
+    // The owner of a run or session (Run.replica, Session.replica) as a column, so "the
+    // unfinished runs of replica A" is an index lookup and a fenced write checks the owner in
+    // its own statement (FenceWrites). Rows from before get '' (listed as anyone's; see
+    // Store::ListUnfinishedRunsOf), filled at their next write.
+    "ALTER TABLE runs ADD COLUMN replica TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE sessions ADD COLUMN replica TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX runs_replica_unfinished ON runs(replica, n) WHERE status IN (1, 2);"
+    "CREATE INDEX sessions_replica_live ON sessions(replica, n) WHERE status = 1;",
 };
 constexpr int64_t kSchemaVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -223,13 +232,24 @@ template <typename Message>
 absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const Message& m,
                                     int64_t status, const std::string* request_sha256) {
   absl::MutexLock lock(&mu_);
+  // A fenced update (FenceWrites) is written only while the writer's lease is current at its
+  // epoch, and only over a row the writer owns (or one without an owner, or one of a replica
+  // the writer has taken over): checked in this statement, which SQLite runs under the
+  // database's write lock, so a takeover commits wholly before it or after it.
+  const bool fenced = request_sha256 == nullptr && !fence_replica_.empty();
   std::string sql =
       absl::StrCat("INSERT INTO ", table,
-                   "(id, tenant, idempotency_key, status, proto, request_sha256) "
-                   "VALUES(?,?,?,?,?,?)",
+                   "(id, tenant, idempotency_key, status, proto, request_sha256, replica) ",
+                   fenced ? "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS(SELECT 1 FROM "
+                            "replica_leases WHERE id = ?8 AND epoch = ?9 AND taken_over_by = '')"
+                          : "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                    request_sha256 ? ""
                                   : " ON CONFLICT(id) DO UPDATE SET status=excluded.status, "
-                                    "proto=excluded.proto");
+                                    "proto=excluded.proto, replica=excluded.replica");
+  if (fenced) {
+    absl::StrAppend(&sql, " WHERE ", table, ".replica IN (?8, '') OR EXISTS(SELECT 1 FROM ",
+                    "replica_leases l WHERE l.id = ", table, ".replica AND l.taken_over_by = ?8)");
+  }
   Stmt s(db_, sql.c_str());
   if (!s.ok()) return Error("prepare put");
   s.Bind(1, m.id());
@@ -238,12 +258,49 @@ absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const M
   s.Bind(4, status);
   s.BindBlob(5, m.SerializeAsString());
   s.Bind(6, request_sha256 ? *request_sha256 : std::string());
+  s.Bind(7, m.replica());
+  if (fenced) {
+    s.Bind(8, fence_replica_);
+    s.Bind(9, fence_epoch_);
+  }
   int rc = s.Step();
   if (rc == SQLITE_CONSTRAINT) {
     return errors::AlreadyExists(absl::StrCat(kind, " idempotency key"), m.idempotency_key());
   }
   if (rc != SQLITE_DONE) return Error("put");
+  if (fenced && sqlite3_changes(db_) == 0) {
+    return Fenced(table, absl::StrCat(kind, " ", m.id()), m.id());
+  }
   return absl::OkStatus();
+}
+
+absl::Status SqliteStore::Fenced(const char* table, const std::string& record,
+                                 const std::string& id) {
+  std::string owner;
+  if (table != nullptr) {
+    Stmt o(db_, absl::StrCat("SELECT replica FROM ", table, " WHERE id = ?1").c_str());
+    o.Bind(1, id);
+    if (o.ok() && o.Step() == SQLITE_ROW) owner = o.Text(0);
+  }
+  Stmt l(db_, "SELECT epoch, taken_over_by, claimed_at FROM replica_leases WHERE id = ?1");
+  l.Bind(1, fence_replica_);
+  if (!l.ok()) return Error("read the writer's lease");
+  const int rc = l.Step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("read the writer's lease");
+  Lease lease;
+  if (rc == SQLITE_ROW) {
+    lease.epoch = l.Int(0);
+    lease.taken_over_by = l.Text(1);
+    lease.claimed_at = absl::FromUnixNanos(l.Int(2));
+  }
+  return FencedWrite(record, fence_replica_, fence_epoch_, rc == SQLITE_ROW ? &lease : nullptr,
+                     owner);
+}
+
+void SqliteStore::FenceWrites(const std::string& replica, int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  fence_replica_ = replica;
+  fence_epoch_ = epoch;
 }
 
 template <typename Message>
@@ -378,6 +435,24 @@ absl::StatusOr<std::optional<KeyedRecord>> SqliteStore::FindRunByIdempotencyKey(
   return FindByKey("runs", tenant, key);
 }
 
+absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRunsOf(const std::string& replica) {
+  absl::MutexLock lock(&mu_);
+  // The literal statuses, as in the partial index's WHERE, so SQLite uses it.
+  Stmt s(db_, "SELECT proto FROM runs WHERE status IN (1, 2) AND replica IN (?1, '') ORDER BY n");
+  if (!s.ok()) return Error("prepare unfinished runs of a replica");
+  s.Bind(1, replica);
+  return CollectProtos<v1::Run>(s, "run");
+}
+
+absl::StatusOr<std::vector<v1::Session>> SqliteStore::ListLiveSessionsOf(
+    const std::string& replica) {
+  absl::MutexLock lock(&mu_);
+  Stmt s(db_, "SELECT proto FROM sessions WHERE status = 1 AND replica IN (?1, '') ORDER BY n");
+  if (!s.ok()) return Error("prepare live sessions of a replica");
+  s.Bind(1, replica);
+  return CollectProtos<v1::Session>(s, "session");
+}
+
 absl::StatusOr<std::vector<v1::Run>> SqliteStore::ListUnfinishedRuns() {
   absl::MutexLock lock(&mu_);
   Stmt s(db_, "SELECT proto FROM runs WHERE status IN (?, ?) ORDER BY n");
@@ -479,16 +554,28 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
 }
 
 absl::Status SqliteStore::InsertEvent(const v1::Event& event) {
-  Stmt s(Cached("INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)"));
+  // Fenced (FenceWrites): written only while the writer's lease is current at its epoch.
+  const bool fenced = !fence_replica_.empty();
+  Stmt s(Cached(fenced ? "INSERT INTO events(run_id, seq, proto) SELECT ?1, ?2, ?3 WHERE "
+                         "EXISTS(SELECT 1 FROM replica_leases WHERE id = ?4 AND epoch = ?5 "
+                         "AND taken_over_by = '')"
+                       : "INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)"));
   if (!s.ok()) return Error("prepare append event");
   s.Bind(1, event.run_id());
   s.Bind(2, static_cast<int64_t>(event.seq()));
   s.BindBlob(3, event.SerializeAsString());
+  if (fenced) {
+    s.Bind(4, fence_replica_);
+    s.Bind(5, fence_epoch_);
+  }
   int rc = s.Step();
   if (rc == SQLITE_CONSTRAINT) {
     return errors::AlreadyExists("event", absl::StrCat(event.run_id(), "#", event.seq()));
   }
   if (rc != SQLITE_DONE) return Error("append event");
+  if (fenced && sqlite3_changes(db_) == 0) {
+    return Fenced(nullptr, absl::StrCat("the events of ", event.run_id()), event.run_id());
+  }
   return absl::OkStatus();
 }
 

@@ -37,6 +37,11 @@ class SqliteStore : public Store {
   absl::StatusOr<std::optional<KeyedRecord>> FindRunByIdempotencyKey(
       const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() override;
+  absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRunsOf(const std::string& replica) override;
+  absl::StatusOr<std::vector<v1::Session>> ListLiveSessionsOf(const std::string& replica) override;
+  // The lease table (SqliteReplicaStore) is in the same file: a fenced write checks it in
+  // its own statement.
+  void FenceWrites(const std::string& replica, int64_t epoch) override;
   absl::Status CreateSession(const v1::Session& session,
                              const std::string& request_sha256) override;
   absl::Status PutSession(const v1::Session& session) override;
@@ -73,6 +78,9 @@ class SqliteStore : public Store {
   absl::StatusOr<std::optional<KeyedRecord>> FindByKey(const char* table, const std::string& tenant,
                                                        const std::string& key);
   absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a fenced write to `record` (id `id` in `table`; null for events) was refused.
+  absl::Status Fenced(const char* table, const std::string& record, const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status InsertEvent(const v1::Event& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs a statement without parameters or rows through the statement cache.
   absl::Status StepCached(const char* sql, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -84,6 +92,9 @@ class SqliteStore : public Store {
   absl::Mutex mu_;
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);
   std::map<const char*, sqlite3_stmt*> cached_ ABSL_GUARDED_BY(mu_);
+  // FenceWrites: "" = not fenced.
+  std::string fence_replica_ ABSL_GUARDED_BY(mu_);
+  int64_t fence_epoch_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sandgate::store

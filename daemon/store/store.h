@@ -8,6 +8,7 @@
 #ifndef SANDGATE_STORE_STORE_H_
 #define SANDGATE_STORE_STORE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -87,7 +88,43 @@ class Store : public ResourceJournal {
   virtual absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id,
                                                             int64_t after_seq, uint32_t limit) = 0;
   virtual absl::StatusOr<int64_t> LastSeq(const std::string& run_id) = 0;
+
+  // Fencing (docs/replicas.md): from this call on, PutRun, PutSession and event appends are
+  // written as `replica` holding its lease at `epoch` (store/replica_store.h), and the
+  // statement that writes checks it: it is refused with ABORTED (IsFencedWrite) once that
+  // lease has been taken over or joined again at another epoch, or when the record's owner
+  // is another replica that this one is not cleaning up after. Until it is called (one
+  // daemon alone, tests) writes are not fenced. Stores without lease rows ignore it.
+  virtual void FenceWrites(const std::string& replica, int64_t epoch) {}
+
+  // The unfinished runs (QUEUED, RUNNING) and live sessions whose owner is `replica`, by the
+  // owner column; rows stored before that column have it empty and are listed too (the
+  // caller reads Run.replica / Session.replica). This scan is for stores without the column.
+  virtual absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRunsOf(const std::string& replica) {
+    return OwnedBy(ListUnfinishedRuns(), replica);
+  }
+  virtual absl::StatusOr<std::vector<v1::Session>> ListLiveSessionsOf(const std::string& replica) {
+    return OwnedBy(ListSessions("", false), replica);
+  }
+
+ private:
+  template <typename Message>
+  static absl::StatusOr<std::vector<Message>> OwnedBy(absl::StatusOr<std::vector<Message>> all,
+                                                      const std::string& replica) {
+    if (!all.ok()) return all;
+    all->erase(std::remove_if(all->begin(), all->end(),
+                              [&](const Message& m) {
+                                return !m.replica().empty() && m.replica() != replica;
+                              }),
+               all->end());
+    return all;
+  }
 };
+
+// A write refused by fencing (Store::FenceWrites): the record was settled by another replica.
+inline bool IsFencedWrite(const absl::Status& st) {
+  return st.code() == absl::StatusCode::kAborted;
+}
 
 }  // namespace sandgate::store
 

@@ -1,10 +1,12 @@
 // ReplicaMember on a FakeClock, with replicas sharing one SQLite file: a lost replica's lease
 // is not taken over 1 ns before it ends and is at its end; of two replicas racing, one cleans
 // up, and each remote resource is deleted once; a replica that cannot renew stops taking work
-// exactly at its lease's end. Also the start-up recovery and sweep that touch only a
-// replica's own runs and journal entries.
+// exactly at its lease's end; one taken over ends its work and rejoins at a new epoch, its
+// late writes refused. Also the start-up recovery and sweep that touch only a replica's own
+// runs and journal entries.
 #include "core/replica.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -91,7 +93,9 @@ store::Lease Own(const std::string& id, absl::Time expires_at) {
 class FlakyLeases : public store::ReplicaStore {
  public:
   explicit FlakyLeases(store::ReplicaStore* base) : base_(base) {}
-  absl::Status Join(const store::Lease& l, absl::Time now) override { return base_->Join(l, now); }
+  absl::StatusOr<int64_t> Join(const store::Lease& l, absl::Time now) override {
+    return base_->Join(l, now);
+  }
   absl::Status Renew(const std::string& id, absl::Time until) override {
     if (failing.load()) return absl::UnavailableError("connection refused");
     return base_->Renew(id, until);
@@ -123,6 +127,7 @@ class ReplicaTest : public ::testing::Test {
   }
   void TearDown() override {
     members_.clear();
+    stores_.clear();
     events_.reset();
   }
   std::string path() const { return dir_.path() + "/state.db"; }
@@ -153,12 +158,15 @@ class ReplicaTest : public ::testing::Test {
                     .ok());
   }
 
-  // `leases` null: a connection of its own. Not joined yet.
-  ReplicaMember& NewReplica(const std::string& id, store::ReplicaStore* leases = nullptr) {
+  // `leases` null: a connection of its own. Not joined yet. Each replica writes through a
+  // store of its own on the shared file, fenced at its epoch once joined; its events go
+  // through the test's (unfenced) log.
+  ReplicaMember& NewReplica(const std::string& id, store::ReplicaStore* leases = nullptr,
+                            ReplicaDeps deps = {}) {
     leases_.push_back(*store::SqliteReplicaStore::Open(path()));
-    ReplicaDeps deps;
+    stores_.push_back(*store::SqliteStore::Open(path()));
     deps.leases = leases != nullptr ? leases : leases_.back().get();
-    deps.store = store_.get();
+    deps.store = stores_.back().get();
     deps.journal = store_.get();
     deps.events = events_.get();
     deps.clock = &clock_;
@@ -178,8 +186,9 @@ class ReplicaTest : public ::testing::Test {
     flaky_.push_back(std::make_unique<FlakyLeases>(leases_.back().get()));
     return *flaky_.back();
   }
-  ReplicaMember& StartReplica(const std::string& id, store::ReplicaStore* leases = nullptr) {
-    ReplicaMember& member = NewReplica(id, leases);
+  ReplicaMember& StartReplica(const std::string& id, store::ReplicaStore* leases = nullptr,
+                              ReplicaDeps deps = {}) {
+    ReplicaMember& member = NewReplica(id, leases, std::move(deps));
     EXPECT_TRUE(member.Join().ok());
     member.Start();
     return member;
@@ -193,6 +202,7 @@ class ReplicaTest : public ::testing::Test {
   std::unique_ptr<CountingProvider> provider_;
   Requeued requeued_;
   std::vector<std::unique_ptr<store::SqliteReplicaStore>> leases_;
+  std::vector<std::unique_ptr<store::SqliteStore>> stores_;  // the replicas' own
   std::vector<std::unique_ptr<FlakyLeases>> flaky_;
   std::vector<std::unique_ptr<ReplicaMember>> members_;
 };
@@ -280,10 +290,26 @@ TEST_F(ReplicaTest, ReplicaThatCannotRenewStopsTakingWorkAtItsLeasesEnd) {
   EXPECT_TRUE(a.CanTakeWork().ok()) << "renewed again before anyone took it over";
 }
 
-TEST_F(ReplicaTest, TakenOverReplicaStopsTakingWork) {
-  // "a" is only cut off from the store for a while; "b" takes its lease over meanwhile.
+// "a" is only cut off from the store for a while, with a run going; "b" takes its lease over
+// meanwhile and fails the run. Back, a's writes to the run are refused (the failure stays);
+// a ends its work, sweeps its host and joins again at a new epoch, without a restart.
+TEST_F(ReplicaTest, TakenOverReplicaEndsItsWorkSweepsItsHostAndRejoins) {
   FlakyLeases& leases = Flaky();
-  ReplicaMember& a = StartReplica("a", &leases);
+  CountingProvider local(store_.get());
+  std::vector<std::string> ended;  // end_local_work's calls, with what CanTakeWork said then
+  ReplicaMember* a = nullptr;
+  ReplicaDeps deps;
+  deps.own_providers = {{"local", &local}};
+  deps.end_local_work = [&](const std::string& why) {
+    ended.push_back(why);
+    ended.push_back(a->CanTakeWork().ToString());
+  };
+  a = &StartReplica("a", &leases, deps);
+  store::Store& a_store = *stores_.back();
+  EXPECT_EQ(a->epoch(), 1);
+  ASSERT_TRUE(a_store.CreateRun(MakeRun("r-a", "a", v1::RUN_STATUS_RUNNING), "").ok());
+  ASSERT_TRUE(
+      ReplicaJournal(store_.get(), "a").Record({"local-session:sa", "local", "session", {}}).ok());
   leases.failing = true;
   ReplicaMember& b = StartReplica("b");
   for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {
@@ -292,15 +318,72 @@ TEST_F(ReplicaTest, TakenOverReplicaStopsTakingWork) {
   }
   ASSERT_TRUE(clock_.BlockUntilSettled(3));
   ASSERT_EQ(b.takeovers(), 1);
-  leases.failing = false;
+  const std::string reason = store_->GetRun("r-a")->status_reason();
+  ASSERT_TRUE(absl::StartsWith(reason, "replica a stopped renewing")) << reason;
+
+  // Its run's work, going on meanwhile, writes: refused, saying by whom and that the run was
+  // settled there.
+  v1::Run late = MakeRun("r-a", "a", v1::RUN_STATUS_SUCCEEDED);
+  absl::Status refused = a_store.PutRun(late);
+  EXPECT_TRUE(store::IsFencedWrite(refused)) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "replica a was taken over by replica b"))
+      << refused;
+  EXPECT_EQ(store_->GetRun("r-a")->status(), v1::RUN_STATUS_FAILED);
+  EXPECT_TRUE(ended.empty()) << "a has not renewed since";
+
+  leases.failing = false;  // a's next renewal is refused: taken over
   clock_.Advance(kRenew);
   ASSERT_TRUE(clock_.BlockUntilSettled(3));
-  absl::Status refused = a.CanTakeWork();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
-  EXPECT_TRUE(
-      absl::StrContains(refused.message(), "the lease of replica a was taken over by replica b"))
-      << refused;
-  EXPECT_EQ(a.takeovers(), 0) << "a replica without its lease cleans up after nobody";
+  ASSERT_EQ(ended.size(), 2u) << "its work ended once";
+  EXPECT_TRUE(absl::StrContains(ended[0], "the lease of replica a was taken over by replica b"))
+      << ended[0];
+  EXPECT_TRUE(absl::StrContains(ended[1], "UNAVAILABLE")) << "no new work meanwhile: " << ended[1];
+  EXPECT_EQ(local.sweeps(), (std::map<std::string, int>{{"local-session:sa", 1}}))
+      << "its own host swept before it rejoins";
+  EXPECT_EQ(a->epoch(), 2) << "rejoined at a new epoch";
+  EXPECT_TRUE(a->CanTakeWork().ok()) << a->CanTakeWork();
+  EXPECT_EQ(a->takeovers(), 0) << "a replica without its lease cleans up after nobody";
+
+  // New work of a's is written; the old run stays as b left it.
+  EXPECT_TRUE(a_store.CreateRun(MakeRun("r-new", "a", v1::RUN_STATUS_QUEUED), "").ok());
+  EXPECT_TRUE(a_store.PutRun(MakeRun("r-new", "a", v1::RUN_STATUS_RUNNING)).ok());
+  EXPECT_EQ(store_->GetRun("r-a")->status_reason(), reason);
+  clock_.Advance(kRenew);
+  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  EXPECT_TRUE(a->CanTakeWork().ok()) << "renews its new lease";
+  EXPECT_EQ(ended.size(), 2u);
+}
+
+// Taken over by a claimer still cleaning up: "a" ends its work at once, but joins again only
+// once that cleanup is done, as a restart would wait.
+TEST_F(ReplicaTest, TakenOverReplicaRejoinsOnlyOnceTheCleanupIsDone) {
+  FlakyLeases& leases = Flaky();
+  std::atomic<int> ended{0};
+  ReplicaDeps deps;
+  deps.end_local_work = [&](const std::string&) { ++ended; };
+  ReplicaMember& a = StartReplica("a", &leases, deps);
+  leases.failing = true;
+  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // a's lease ends unrenewed
+    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+    clock_.Advance(kRenew);
+  }
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  auto claimer = *store::SqliteReplicaStore::Open(path());
+  ASSERT_TRUE(*claimer->ClaimTakeover("a", "c", clock_.Now(), clock_.Now() + 10 * kLease));
+  leases.failing = false;
+  for (int renewal = 0; renewal < 2; ++renewal) {
+    clock_.Advance(kRenew);
+    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+    EXPECT_EQ(ended.load(), 1) << "its work ends once, at the first refused renewal";
+    EXPECT_EQ(a.epoch(), 1) << "c's cleanup is under way";
+    EXPECT_EQ(a.CanTakeWork().code(), absl::StatusCode::kUnavailable);
+  }
+  ASSERT_TRUE(claimer->FinishTakeover("a", "c").ok());
+  clock_.Advance(kRenew);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  EXPECT_EQ(a.epoch(), 2);
+  EXPECT_TRUE(a.CanTakeWork().ok()) << a.CanTakeWork();
+  EXPECT_EQ(ended.load(), 1);
 }
 
 TEST_F(ReplicaTest, AfterAnOutageOfTheStoreNoReplicaTakesAnotherOver) {

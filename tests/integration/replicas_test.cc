@@ -14,6 +14,7 @@
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/fakes/postgres_server.h"
 #include "tests/integration/daemon_harness.h"
+#include "tests/integration/replica_calls.h"
 
 namespace sandgate::testing {
 namespace {
@@ -29,37 +30,8 @@ nlohmann::json ReplicaConfig(const std::string& dsn, const std::string& id, uint
           {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
 }
 
-absl::StatusOr<v1::Run> GetRun(DaemonHarness& d, const std::string& id) {
-  auto stub = d.Stub();
-  auto ctx = DaemonHarness::Context();
-  v1::GetRunRequest req;
-  req.set_run_id(id);
-  v1::Run run;
-  grpc::Status st = stub->GetRun(ctx.get(), req, &run);
-  if (!st.ok()) return absl::UnknownError(st.error_message());
-  return run;
-}
-
-// Follows `run_id` on `d` until its first command has started (its sandbox exists).
-bool WaitForCommand(DaemonHarness& d, const std::string& run_id) {
-  auto stub = d.Stub();
-  auto ctx = DaemonHarness::Context();
-  v1::StreamEventsRequest req;
-  req.set_run_id(run_id);
-  req.set_follow(true);
-  auto reader = stub->StreamEvents(ctx.get(), req);
-  v1::Event e;
-  bool started = false;
-  while (!started && reader->Read(&e)) started = e.type() == "command.started";
-  ctx->TryCancel();
-  reader->Finish();
-  return started;
-}
-
 int64_t JournalRows(const std::string& dsn) {
-  absl::StatusOr<int64_t> n = QueryCount(dsn, "SELECT count(*) FROM journal");
-  EXPECT_TRUE(n.ok()) << n.status();
-  return n.ok() ? *n : -1;
+  return CountRows(dsn, "SELECT count(*) FROM journal");
 }
 
 TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBack) {

@@ -1,8 +1,12 @@
 // The ReplicaStore contract, run on every implementation: a lease is claimed for cleanup
 // only once it has ended, by exactly one of the replicas racing for it, and a restarted
 // replica waits for a cleanup under way. Each backend gives two instances on one database,
-// as two replicas have.
+// as two replicas have. Also fencing (Store::FenceWrites) on the store of each backend: a
+// taken-over replica's writes are refused, the winner's pass, and a takeover racing a late
+// write leaves the failure in place.
 #include "store/replica_store.h"
+
+#include <sqlite3.h>
 
 #include <atomic>
 #include <memory>
@@ -11,7 +15,9 @@
 
 #include "gtest/gtest.h"
 #include "store/postgres_replica_store.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_replica_store.h"
+#include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/postgres_server.h"
 
@@ -27,12 +33,19 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::unique_ptr<ReplicaStore> Connect() = 0;
+  // Another Store instance on the same database (a replica's own).
+  virtual std::unique_ptr<Store> OpenStore() = 0;
 };
 
 class SqliteBackend : public Backend {
  public:
   std::unique_ptr<ReplicaStore> Connect() override {
     auto s = SqliteReplicaStore::Open(dir_.path() + "/state.db");
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::unique_ptr<Store> OpenStore() override {
+    auto s = SqliteStore::Open(dir_.path() + "/state.db");
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
@@ -59,6 +72,14 @@ class PostgresBackend : public Backend {
     auto s = PostgresReplicaStore::Create(db->get());
     EXPECT_TRUE(s.ok()) << s.status();
     pools_.push_back(std::move(*db));
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::unique_ptr<Store> OpenStore() override {
+    PostgresOptions options;
+    options.dsn = dsn_;
+    options.pool_size = 2;
+    auto s = PostgresStore::Open(options);
+    EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
   ~PostgresBackend() override = default;
@@ -140,7 +161,7 @@ TEST_P(ReplicaStoreContract, RestartedReplicaWaitsForTheCleanupThenRejoins) {
   const absl::Time end = kT0 + kPeriod;
   ASSERT_TRUE(a_->Join(Own("a", "", end), kT0).ok());
   ASSERT_TRUE(*b_->ClaimTakeover("a", "b", end, end + kPeriod));
-  absl::Status early = a_->Join(Own("a", "", end + 2 * kPeriod), end + kNs);
+  absl::Status early = a_->Join(Own("a", "", end + 2 * kPeriod), end + kNs).status();
   EXPECT_EQ(early.code(), absl::StatusCode::kUnavailable) << early;
   EXPECT_NE(early.message().find("replica b is cleaning up after replica a"),
             absl::string_view::npos)
@@ -148,7 +169,9 @@ TEST_P(ReplicaStoreContract, RestartedReplicaWaitsForTheCleanupThenRejoins) {
   ASSERT_TRUE(b_->FinishTakeover("a", "b").ok());
   EXPECT_FALSE(*b_->ClaimTakeover("a", "c", end + kPeriod, end + 2 * kPeriod))
       << "a cleaned-up lease is not claimed again";
-  ASSERT_TRUE(a_->Join(Own("a", "", end + 2 * kPeriod), end + kNs).ok());
+  absl::StatusOr<int64_t> epoch = a_->Join(Own("a", "", end + 2 * kPeriod), end + kNs);
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  EXPECT_EQ(*epoch, 2) << "one more than the first join's";
   EXPECT_TRUE(a_->Renew("a", end + 3 * kPeriod).ok()) << "its own again";
 }
 
@@ -169,6 +192,182 @@ INSTANTIATE_TEST_SUITE_P(Postgres, ReplicaStoreContract,
                          [](const auto&) { return std::string("two_pools"); });
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, ReplicaStoreContract,
+                         ::testing::Values(+[]() -> std::unique_ptr<Backend> {
+                           return std::make_unique<SqliteBackend>();
+                         }),
+                         [](const auto&) { return std::string("two_connections"); });
+
+v1::Run RunOf(const std::string& id, const std::string& replica, v1::RunStatus status,
+              const std::string& reason = "") {
+  v1::Run run;
+  run.set_id(id);
+  run.set_tenant("t");
+  run.set_replica(replica);
+  run.set_status(status);
+  run.set_status_reason(reason);
+  return run;
+}
+
+v1::Event EventOf(const std::string& run_id, int64_t seq) {
+  v1::Event e;
+  e.set_run_id(run_id);
+  e.set_seq(seq);
+  return e;
+}
+
+// Replicas "a" and "b" joined, each with its own store fenced at its epoch; a's lease ends
+// at kT0 + kPeriod.
+class FencingContract : public ReplicaStoreContract {
+ protected:
+  void SetUp() override {
+    ReplicaStoreContract::SetUp();
+    absl::StatusOr<int64_t> ea = a_->Join(Own("a", "", kT0 + kPeriod), kT0);
+    absl::StatusOr<int64_t> eb = b_->Join(Own("b", "", kT0 + 3 * kPeriod), kT0);
+    ASSERT_TRUE(ea.ok() && eb.ok()) << ea.status() << eb.status();
+    EXPECT_EQ(*ea, 1) << "a new row's first epoch";
+    store_a_ = backend_->OpenStore();
+    store_b_ = backend_->OpenStore();
+    ASSERT_NE(store_a_, nullptr);
+    ASSERT_NE(store_b_, nullptr);
+    store_a_->FenceWrites("a", *ea);
+    store_b_->FenceWrites("b", *eb);
+  }
+  std::unique_ptr<Store> store_a_, store_b_;
+};
+
+TEST_P(FencingContract, TakenOverOwnersWritesAreRefusedAndTheWinnersPass) {
+  ASSERT_TRUE(store_a_->CreateRun(RunOf("r1", "a", v1::RUN_STATUS_QUEUED), "").ok());
+  ASSERT_TRUE(store_a_->PutRun(RunOf("r1", "a", v1::RUN_STATUS_RUNNING)).ok()) << "a holds it";
+  ASSERT_TRUE(store_a_->AppendEvents({EventOf("r1", 1)}).ok());
+  v1::Session session;
+  session.set_id("s1");
+  session.set_tenant("t");
+  session.set_replica("a");
+  session.set_status(v1::SESSION_STATUS_ACTIVE);
+  ASSERT_TRUE(store_a_->CreateSession(session, "").ok());
+  ASSERT_TRUE(store_a_->PutSession(session).ok());
+
+  const absl::Time end = kT0 + kPeriod;
+  ASSERT_TRUE(*b_->ClaimTakeover("a", "b", end, end + kPeriod));
+  absl::Status late = store_a_->PutRun(RunOf("r1", "a", v1::RUN_STATUS_SUCCEEDED));
+  EXPECT_TRUE(IsFencedWrite(late)) << late;
+  EXPECT_NE(
+      late.message().find("replica a was taken over by replica b at " + absl::FormatTime(end)),
+      absl::string_view::npos)
+      << late;
+  EXPECT_NE(late.message().find("run r1"), absl::string_view::npos) << late;
+  absl::Status event = store_a_->AppendEvents({EventOf("r1", 2)});
+  EXPECT_TRUE(IsFencedWrite(event)) << event;
+  EXPECT_TRUE(IsFencedWrite(store_a_->AppendEvent(EventOf("r1", 2)))) << "one event alike";
+  session.set_status(v1::SESSION_STATUS_CLOSED);
+  EXPECT_TRUE(IsFencedWrite(store_a_->PutSession(session)));
+
+  // The winner fails a's run and ends its session; both pass, over a's rows.
+  ASSERT_TRUE(store_b_->PutRun(RunOf("r1", "a", v1::RUN_STATUS_FAILED, "a was lost")).ok());
+  ASSERT_TRUE(store_b_->AppendEvents({EventOf("r1", 2)}).ok());
+  session.set_status(v1::SESSION_STATUS_EXPIRED);
+  ASSERT_TRUE(store_b_->PutSession(session).ok());
+  EXPECT_TRUE(IsFencedWrite(store_a_->PutRun(RunOf("r1", "a", v1::RUN_STATUS_SUCCEEDED))));
+  v1::Run stored = *store_a_->GetRun("r1");
+  EXPECT_EQ(stored.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(stored.status_reason(), "a was lost");
+  EXPECT_EQ(*store_a_->LastSeq("r1"), 2);
+  EXPECT_EQ(store_a_->GetSession("s1")->status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_TRUE(store_b_->ListUnfinishedRunsOf("a")->empty());
+  EXPECT_TRUE(store_b_->ListLiveSessionsOf("a")->empty());
+}
+
+TEST_P(FencingContract, RejoinedReplicaWritesAtItsNewEpochOnlyAndNotOverAnothersRun) {
+  const absl::Time end = kT0 + kPeriod;
+  ASSERT_TRUE(store_a_->CreateRun(RunOf("queued", "a", v1::RUN_STATUS_QUEUED), "").ok());
+  ASSERT_TRUE(*b_->ClaimTakeover("a", "b", end, end + kPeriod));
+  // The winner takes a's queued run as its own.
+  ASSERT_TRUE(store_b_->PutRun(RunOf("queued", "b", v1::RUN_STATUS_QUEUED)).ok());
+  ASSERT_TRUE(b_->FinishTakeover("a", "b").ok());
+  absl::StatusOr<int64_t> epoch = a_->Join(Own("a", "", end + 2 * kPeriod), end);
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  ASSERT_EQ(*epoch, 2);
+
+  std::unique_ptr<Store> old_a = backend_->OpenStore();  // a write still under epoch 1
+  old_a->FenceWrites("a", 1);
+  absl::Status stale = old_a->PutRun(RunOf("fresh", "a", v1::RUN_STATUS_RUNNING));
+  EXPECT_TRUE(IsFencedWrite(stale)) << stale;
+  EXPECT_NE(stale.message().find("joined again (lease epoch 2)"), absl::string_view::npos) << stale;
+
+  store_a_->FenceWrites("a", *epoch);
+  EXPECT_TRUE(store_a_->PutRun(RunOf("fresh", "a", v1::RUN_STATUS_RUNNING)).ok()) << "its own";
+  EXPECT_TRUE(store_a_->AppendEvents({EventOf("fresh", 1)}).ok());
+  absl::Status theirs = store_a_->PutRun(RunOf("queued", "a", v1::RUN_STATUS_RUNNING));
+  EXPECT_TRUE(IsFencedWrite(theirs)) << theirs;
+  EXPECT_NE(theirs.message().find("run queued belongs to replica b, not a"),
+            absl::string_view::npos)
+      << theirs;
+  std::vector<v1::Run> of_b = *store_a_->ListUnfinishedRunsOf("b");
+  ASSERT_EQ(of_b.size(), 1u) << "by the owner column";
+  EXPECT_EQ(of_b[0].id(), "queued");
+  EXPECT_EQ(store_a_->ListUnfinishedRunsOf("a")->size(), 1u);
+}
+
+TEST_P(FencingContract, TakeoverRacingALateWriteLeavesTheFailure) {
+  ASSERT_TRUE(store_a_->CreateRun(RunOf("r1", "a", v1::RUN_STATUS_RUNNING), "").ok());
+  // a keeps writing its run as it goes on; b claims a's lease and fails the run meanwhile.
+  std::atomic<bool> failed_by_b{false};
+  std::atomic<int> writes_after{0};
+  std::thread late([&] {
+    for (int i = 0; i < 100000; ++i) {
+      const bool after = failed_by_b.load();
+      v1::Run run = RunOf("r1", "a", v1::RUN_STATUS_RUNNING, "write " + std::to_string(i));
+      absl::Status st = store_a_->PutRun(run);
+      if (!st.ok()) {
+        EXPECT_TRUE(IsFencedWrite(st)) << st;
+        return;
+      }
+      if (after && ++writes_after > 50) return;  // not fenced: it would go on forever
+    }
+  });
+  const absl::Time end = kT0 + kPeriod;
+  ASSERT_TRUE(*b_->ClaimTakeover("a", "b", end, end + kPeriod));
+  ASSERT_TRUE(store_b_->PutRun(RunOf("r1", "a", v1::RUN_STATUS_FAILED, "a was lost")).ok());
+  failed_by_b = true;
+  late.join();
+  EXPECT_EQ(writes_after.load(), 0);
+  v1::Run stored = *store_b_->GetRun("r1");
+  EXPECT_EQ(stored.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(stored.status_reason(), "a was lost");
+}
+
+// A lease table made before epochs: opening it adds the columns, and a join counts from 0.
+TEST(SqliteReplicaStoreTest, AnOlderLeaseTableGainsTheEpochColumns) {
+  testing::ScopedTempDir dir("sg-old-leases");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.path() + "/state.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE replica_leases (id TEXT PRIMARY KEY, address TEXT NOT NULL, "
+                         "expires_at INTEGER NOT NULL, taken_over_by TEXT NOT NULL DEFAULT '', "
+                         "claim_until INTEGER NOT NULL DEFAULT 0, cleaned INTEGER NOT NULL "
+                         "DEFAULT 0); INSERT INTO replica_leases(id, address, expires_at) "
+                         "VALUES('a', '', 0);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  for (int open = 0; open < 2; ++open) {  // the second finds the columns there
+    auto leases = SqliteReplicaStore::Open(path);
+    ASSERT_TRUE(leases.ok()) << leases.status();
+    absl::StatusOr<int64_t> epoch = (*leases)->Join(Own("a", "", kT0 + kPeriod), kT0);
+    ASSERT_TRUE(epoch.ok()) << epoch.status();
+    EXPECT_EQ(*epoch, open + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Postgres, FencingContract,
+                         ::testing::Values(+[]() -> std::unique_ptr<Backend> {
+                           return std::make_unique<PostgresBackend>();
+                         }),
+                         [](const auto&) { return std::string("two_pools"); });
+
+INSTANTIATE_TEST_SUITE_P(Sqlite, FencingContract,
                          ::testing::Values(+[]() -> std::unique_ptr<Backend> {
                            return std::make_unique<SqliteBackend>();
                          }),
