@@ -26,6 +26,7 @@ state=${SANDGATE_CLUSTER_DIR:-$repo/.sandgate-cluster}
 pg_bin=${SANDGATE_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 replicas=(a b c)
 sample=$repo/examples/northstar_cloud_financial_statements.csv
+pg_dir=""  # PostgreSQL's directory (data/, the socket, server.log), once made
 
 say() { echo "cluster: $*"; }
 die() {
@@ -33,10 +34,14 @@ die() {
   exit 1
 }
 
-# Runs a PostgreSQL command as the server's user: nobody under root, else ourselves.
+# Runs a PostgreSQL command as the owner of the server's directory ($pg_dir): nobody when
+# this runs as root (PostgreSQL refuses root), else ourselves. From /, which nobody can
+# enter even when the clone is in a 0700 home.
 as_pg() {
-  if [ "$(id -u)" -eq 0 ]; then
-    setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"
+  local owner
+  owner=$(stat -c %U "$pg_dir")
+  if [ "$owner" != "$(id -un)" ]; then
+    (cd / && setpriv --reuid="$owner" --regid="$(stat -c %G "$pg_dir")" --clear-groups -- "$@")
   else
     "$@"
   fi
@@ -81,11 +86,10 @@ make_certs() {
 }
 
 start_postgres() {
-  local dir
-  dir=$(mktemp -d /tmp/sg-cluster-pg.XXXXXX)
-  echo "$dir" >"$state/pg.dir"
-  [ "$(id -u)" -eq 0 ] && chown nobody:nogroup "$dir"
-  chmod 0700 "$dir"
+  pg_dir=$(mktemp -d /tmp/sg-cluster-pg.XXXXXX)
+  echo "$pg_dir" >"$state/pg.dir"
+  if [ "$(id -u)" -eq 0 ]; then chown nobody:nogroup "$pg_dir"; fi
+  local dir=$pg_dir
   as_pg "$pg_bin/initdb" -D "$dir/data" -U sandgate --auth-local=trust --auth-host=reject \
     -E UTF8 --no-sync >"$state/initdb.log" 2>&1 || {
     cat "$state/initdb.log" >&2
@@ -148,10 +152,12 @@ cmd_start() {
   fi
   [ -x "$pg_bin/initdb" ] || die "no $pg_bin/initdb: install Debian's postgresql (deploy/setup.sh does)"
   command -v openssl >/dev/null || die "openssl is needed for the certificates"
+  # sandgated gives each sandbox a host uid of its own and mounts its file systems.
+  [ "$(id -u)" -eq 0 ] || die "sandgated runs as root (each sandbox gets a host uid of its own); run this as root"
   mkdir -p "$state"
   chmod 0700 "$state"
-  # A failed start leaves nothing running.
-  trap 'echo "cluster: start failed; cleaning up" >&2; cmd_stop >/dev/null 2>&1 || true' ERR
+  # A failed start leaves nothing running and nothing behind.
+  trap 'echo "cluster: start failed; cleaning up" >&2; cmd_stop >/dev/null 2>&1 || true' EXIT
 
   local ports
   ports=${SANDGATE_CLUSTER_PORTS:-$(free_ports)}
@@ -161,8 +167,7 @@ cmd_start() {
 
   say "PostgreSQL (Unix socket only) ..."
   start_postgres
-  local pg_dir dsn
-  pg_dir=$(cat "$state/pg.dir")
+  local dsn
   dsn="host=$pg_dir dbname=sandgate user=sandgate"
 
   say "certificates (a throwaway CA, mutual TLS) ..."
@@ -183,7 +188,6 @@ cmd_start() {
   done
   for r in "${replicas[@]}"; do wait_listening "$r"; done
   say "replicas running: ${addrs[*]}"
-  trap - ERR
 
   local all
   all=$(
@@ -222,6 +226,7 @@ Use it:    $build/bin/sandgate --addr $all --token-file $state/token \\
 Kill one:  kill -9 \$(cat $state/replica-a/pid)   (another fails its running runs at its lease's end)
 Stop it:   ${SANDGATE_CLUSTER_DIR:+SANDGATE_CLUSTER_DIR=$state }$repo/deploy/cluster.sh stop   (drains the replicas, stops PostgreSQL, deletes $state and $pg_dir)
 TXT
+  trap - EXIT
 }
 
 # Sends SIGTERM (a drain) to process $1, waits up to $2 seconds, then SIGKILL.
@@ -252,7 +257,6 @@ cmd_stop() {
   done
   wait
   if [ -f "$state/pg.dir" ]; then
-    local pg_dir
     pg_dir=$(cat "$state/pg.dir")
     if [ -f "$pg_dir/data/postmaster.pid" ]; then
       say "stopping PostgreSQL"
@@ -280,9 +284,8 @@ cmd_status() {
     fi
     i=$((i + 1))
   done
-  local pg_dir
   pg_dir=$(cat "$state/pg.dir" 2>/dev/null || true)
-  if [ -n "$pg_dir" ] && as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" status >/dev/null 2>&1; then
+  if [ -d "$pg_dir" ] && as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" status >/dev/null 2>&1; then
     say "PostgreSQL: running, socket in $pg_dir"
   else
     say "PostgreSQL: not running"
