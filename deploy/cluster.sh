@@ -17,7 +17,8 @@
 # deploy/setup.sh only when they are missing. Its state is in .sandgate-cluster/ (or
 # $SANDGATE_CLUSTER_DIR); PostgreSQL's directory is under /tmp (its socket path must be short,
 # and `nobody` must reach it even when the clone is in a 0700 home). Ports: three free ones
-# on 127.0.0.1, or $SANDGATE_CLUSTER_PORTS ("7443,7444,7445").
+# on 127.0.0.1, or $SANDGATE_CLUSTER_PORTS ("7443,7444,7445"). Sandbox uids: from 400000, or
+# $SANDGATE_CLUSTER_UID_BASE.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +27,8 @@ state=${SANDGATE_CLUSTER_DIR:-$repo/.sandgate-cluster}
 pg_bin=${SANDGATE_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 replicas=(a b c)
 sample=$repo/examples/northstar_cloud_financial_statements.csv
+# Sandbox uids: replica i has uid_base + 1000 i and the 100 after it; nothing else may use them.
+uid_base=${SANDGATE_CLUSTER_UID_BASE:-400000}
 pg_dir=""  # PostgreSQL's directory (data/, the socket, server.log), once made
 
 say() { echo "cluster: $*"; }
@@ -180,7 +183,7 @@ cmd_start() {
   for i in 0 1 2; do
     r=${replicas[$i]}
     # One host, so each replica its own range of sandbox uids; on separate hosts the same.
-    write_config "$r" "${port[$i]}" "$dsn" "$token_sha" $((200000 + i * 1000))
+    write_config "$r" "${port[$i]}" "$dsn" "$token_sha" $((uid_base + i * 1000))
     setsid "$build/bin/sandgated" --config "$state/replica-$r/config.json" \
       >"$state/replica-$r/stdout" 2>"$state/replica-$r/log" </dev/null &
     echo $! >"$state/replica-$r/pid"

@@ -9,7 +9,8 @@ set -euo pipefail
 repo=$1
 build=$2
 tmp=$(mktemp -d /tmp/sg-cluster-test.XXXXXX)
-export SANDGATE_CLUSTER_DIR=$tmp/cluster SANDGATE_BUILD_DIR=$build
+# Uids of its own, so it runs beside the other tests and a cluster someone is trying.
+export SANDGATE_CLUSTER_DIR=$tmp/cluster SANDGATE_BUILD_DIR=$build SANDGATE_CLUSTER_UID_BASE=410000
 trap '"$repo/deploy/cluster.sh" stop >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 
 fail() {
