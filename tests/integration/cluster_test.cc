@@ -1,0 +1,226 @@
+// Three real replicas sharing one PostgreSQL database, on loopback TCP with mutual TLS
+// (tests/integration/cluster.h), with a 2 s lease: one run per idempotency key whichever
+// replicas a key reaches at once; SIGKILL of replica A mid-run and what B and C do about it;
+// A restarted, sweeping its host and rejoining.
+#include "tests/integration/cluster.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/common/temp_dir.h"
+#include "tests/fakes/openai/fake_openai_server.h"
+#include "tests/fakes/postgres_server.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+constexpr double kLeaseSeconds = 2;
+// A dead lease is noticed the moment it ends; the margin is the cleanup (failing runs,
+// deleting containers through the fake) and this test's polling, on a shared machine.
+constexpr absl::Duration kMargin = absl::Seconds(5);
+constexpr char kOpenAiKey[] = "sk-cluster-test-0123456789";
+const std::string kAlpha = Cluster::kAlphaToken;
+
+// Each test its own uid ranges (replica i: base + 100 i), clear of the other test binaries'.
+std::unique_ptr<Cluster> MakeCluster(uint32_t uid_base, nlohmann::json config = {}) {
+  absl::StatusOr<std::string> dsn = PostgresServer::Shared().CreateDatabase();
+  EXPECT_TRUE(dsn.ok()) << dsn.status();
+  if (!dsn.ok()) return nullptr;
+  ClusterOptions o;
+  o.dsn = *dsn;
+  o.uid_base = uid_base;
+  o.lease_seconds = kLeaseSeconds;
+  if (!config.is_null()) o.config = std::move(config);
+  absl::StatusOr<std::unique_ptr<Cluster>> c = Cluster::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return nullptr;
+  absl::Status started = (*c)->StartAll();
+  EXPECT_TRUE(started.ok()) << started;
+  if (!started.ok()) return nullptr;
+  return std::move(*c);
+}
+
+// Keeps the cluster's logs when the test failed.
+struct KeepOnFailure {
+  Cluster* c;
+  ~KeepOnFailure() {
+    if (::testing::Test::HasFailure() && c != nullptr) c->keep_dir();
+  }
+};
+
+absl::StatusOr<v1::Run> GetRun(v1::Sandgate::Stub& stub, const std::string& id) {
+  auto ctx = Cluster::Context(kAlpha);
+  v1::GetRunRequest req;
+  req.set_run_id(id);
+  v1::Run run;
+  grpc::Status st = stub.GetRun(ctx.get(), req, &run);
+  if (!st.ok()) return absl::UnknownError(st.error_message());
+  return run;
+}
+
+v1::Run Start(v1::Sandgate::Stub& stub, const v1::RunAnalysisRequest& req) {
+  auto ctx = Cluster::Context(kAlpha);
+  v1::Run run;
+  grpc::Status st = stub.RunAnalysis(ctx.get(), req, &run);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return run;
+}
+
+// Follows `run_id` until its first command has started (its sandbox exists).
+bool WaitForCommand(v1::Sandgate::Stub& stub, const std::string& run_id) {
+  auto ctx = Cluster::Context(kAlpha);
+  v1::StreamEventsRequest req;
+  req.set_run_id(run_id);
+  req.set_follow(true);
+  auto reader = stub.StreamEvents(ctx.get(), req);
+  v1::Event e;
+  bool started = false;
+  while (!started && reader->Read(&e)) started = e.type() == "command.started";
+  ctx->TryCancel();
+  reader->Finish();
+  return started;
+}
+
+// The same key sent to all three replicas at once, five times: one run each time, which
+// succeeds, and the table holds one run per key.
+TEST(ClusterTest, SameIdempotencyKeyOnThreeReplicasAtOnceIsOneRun) {
+  std::unique_ptr<Cluster> c = MakeCluster(420000);
+  ASSERT_NE(c, nullptr);
+  KeepOnFailure keep{c.get()};
+  constexpr int kRounds = 5;
+  for (int round = 0; round < kRounds; ++round) {
+    v1::RunAnalysisRequest req = SampleRequest();
+    req.set_idempotency_key(absl::StrCat("key-", round));
+    v1::Run runs[3];
+    grpc::Status status[3];
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i) {
+      threads.emplace_back([&, i] {
+        auto ctx = Cluster::Context(kAlpha);
+        status[i] = c->Stub(i)->RunAnalysis(ctx.get(), req, &runs[i]);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(status[i].ok()) << Cluster::Id(i) << ": " << status[i].error_message();
+      EXPECT_EQ(runs[i].id(), runs[0].id()) << "round " << round << ", " << Cluster::Id(i);
+    }
+    const int owner = c->IndexOf(runs[0].replica());
+    ASSERT_GE(owner, 0) << runs[0].replica();
+    std::vector<v1::Event> events = FollowToEnd(*c->Stub(owner), runs[0].id(), kAlpha);
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED);
+  }
+  EXPECT_EQ(c->QueryInt("SELECT count(*) FROM runs"), kRounds);
+}
+
+// Replica A is SIGKILLed with a local run and an openai run running and a third run waiting.
+// Within the lease and the margin, B or C (one of them) fails both running runs saying why,
+// takes the waiting run, which succeeds there, and deletes A's container at the fake, once;
+// A's local sandbox waits for A, which, restarted, sweeps it and serves again.
+TEST(ClusterTest, KilledReplicaIsCleanedUpAfterByOneOtherAndSweepsWhenBack) {
+  FakeOpenAiServer fake(kOpenAiKey);
+  ASSERT_TRUE(fake.Start());
+  ScopedTempDir key_dir("sg-cluster-key");
+  ASSERT_TRUE(key_dir.ok());
+  const std::string key_file = key_dir.path() + "/openai.key";
+  std::ofstream(key_file) << kOpenAiKey << "\n";
+  chmod(key_file.c_str(), 0600);
+  std::unique_ptr<Cluster> c =
+      MakeCluster(420400, {{"max_concurrent_runs", 2},  // a third run waits
+                           {"openai",
+                            {{"base_url", fake.base_url()},
+                             {"api_key_file", key_file},
+                             {"model", "fake-model"},
+                             {"max_turns", 10}}}});
+  ASSERT_NE(c, nullptr);
+  KeepOnFailure keep{c.get()};
+  auto a = c->Stub(0);
+
+  v1::RunAnalysisRequest slow_local = SampleRequest();
+  slow_local.mutable_sandbox()->add_setup_commands("sleep 300");
+  fake.Scenario({{{"shell", {"sleep 60"}}, {"timeout_ms", 120000}}, {{"message", "done"}}});
+  v1::RunAnalysisRequest slow_openai = SampleRequest();
+  slow_openai.set_provider("openai");
+  slow_openai.set_agent("openai");
+  const v1::Run local = Start(*a, slow_local);
+  const v1::Run remote = Start(*a, slow_openai);
+  const v1::Run waiting = Start(*a, SampleRequest());
+  EXPECT_EQ(local.replica(), "replica-a");
+  EXPECT_EQ(waiting.status(), v1::RUN_STATUS_QUEUED);
+  ASSERT_TRUE(WaitForCommand(*a, local.id())) << c->Log(0);
+  ASSERT_TRUE(WaitForCommand(*a, remote.id())) << c->Log(0);
+  ASSERT_EQ(fake.State()["containers"].size(), 1u);
+
+  c->Stop(0, SIGKILL);
+  const absl::Time killed = absl::Now();
+  auto b = c->Stub(1);
+  ASSERT_TRUE(Eventually(
+      "B or C to fail A's two running runs",
+      [&] {
+        absl::StatusOr<v1::Run> l = GetRun(*b, local.id()), r = GetRun(*b, remote.id());
+        return l.ok() && r.ok() && l->status() == v1::RUN_STATUS_FAILED &&
+               r->status() == v1::RUN_STATUS_FAILED;
+      },
+      absl::Seconds(kLeaseSeconds) + kMargin))
+      << c->Log(1) << c->Log(2);
+  EXPECT_LE(absl::Now() - killed, absl::Seconds(kLeaseSeconds) + kMargin);
+  for (const v1::Run& run : {local, remote}) {
+    // Read through C too: any replica answers from the store.
+    absl::StatusOr<v1::Run> failed = GetRun(*c->Stub(2), run.id());
+    ASSERT_TRUE(failed.ok()) << failed.status();
+    EXPECT_TRUE(absl::StartsWith(failed->status_reason(),
+                                 "replica replica-a stopped renewing its lease, which ended at"))
+        << failed->status_reason();
+  }
+  // Exactly one of B and C did the cleanup.
+  const bool by_b = absl::StrContains(c->Log(1), "\"event\":\"replica.takeover\"");
+  const bool by_c = absl::StrContains(c->Log(2), "\"event\":\"replica.takeover\"");
+  EXPECT_NE(by_b, by_c) << "B: " << by_b << ", C: " << by_c;
+
+  // The waiting run is B's or C's now, and succeeds there.
+  absl::StatusOr<v1::Run> moved = GetRun(*b, waiting.id());
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  const int mover = c->IndexOf(moved->replica());
+  ASSERT_TRUE(mover == 1 || mover == 2) << moved->replica();
+  std::vector<v1::Event> events = FollowToEnd(*c->Stub(mover), waiting.id(), kAlpha);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << events.back().run_finished().reason();
+
+  // A's container is gone from the fake, deleted once; its local sandbox is not theirs.
+  EXPECT_TRUE(Eventually(
+      "the fake to hold no container", [&] { return fake.State()["containers"].empty(); },
+      kMargin));
+  std::map<std::string, int> deletes;
+  const nlohmann::json state = fake.State();
+  for (const auto& r : state["requests"]) {
+    const std::string path = r.value("path", "");
+    if (r.value("method", "") == "DELETE") ++deletes[path];
+  }
+  for (const auto& [path, n] : deletes) EXPECT_EQ(n, 1) << path << " deleted " << n << " times";
+  EXPECT_GE(c->QueryInt("SELECT count(*) FROM journal"), 1) << "A's local sandbox waits for A";
+
+  // A comes back: its own sweep empties the journal, and it takes runs again.
+  ASSERT_TRUE(c->Start(0).ok());
+  EXPECT_TRUE(Eventually("the journal to be empty", [&] {
+    return c->QueryInt("SELECT count(*) FROM journal") == 0;
+  })) << c->Log(0);
+  EXPECT_TRUE(absl::StrContains(c->Log(0), "replica.joined"));
+  const v1::Run again = Start(*c->Stub(0), SampleRequest());
+  EXPECT_EQ(again.replica(), "replica-a");
+  events = FollowToEnd(*c->Stub(0), again.id(), kAlpha);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED);
+}
+
+}  // namespace
+}  // namespace sandgate::testing
