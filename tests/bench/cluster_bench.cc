@@ -5,8 +5,8 @@
 //
 // For each gateway the offered rate steps up (open loop: a new RunAnalysis every 1/rate s
 // for `window` seconds, each followed to run.finished on the replica that took it); the
-// baseline is the p99 at the lowest rate, and the sustained rate is the highest step whose p99
-// stays within twice it (and which completed what it was offered).
+// baseline is the p99 at the lowest rate (at least 20 runs), and the sustained rate is the highest
+// step whose p99 stays within twice it (and which completed what it was offered).
 //
 //   build/bin/bench_cluster [window_seconds] [rates...]   (as root; default 6 s; 0.5 1 2 3 4 6 8 12
 //   16)
@@ -78,10 +78,11 @@ double OneRun(const Cluster& c, v1::Sandgate::Stub& any, const std::string& csv)
   return ok ? std::chrono::duration<double, std::milli>(Steady::now() - t0).count() : -1;
 }
 
-Step Offer(const Cluster& c, double rate, double window_s, const std::string& csv) {
+// `at_least` runs even when rate * window is fewer: the baseline's p99 needs samples.
+Step Offer(const Cluster& c, double rate, double window_s, int at_least, const std::string& csv) {
   Step step;
   step.rate = rate;
-  step.offered = std::max(1, static_cast<int>(rate * window_s));
+  step.offered = std::max(at_least, static_cast<int>(rate * window_s));
   auto any = c.StubAll();
   std::mutex mu;
   std::vector<double> latencies;
@@ -111,10 +112,10 @@ struct Gateway {
 }  // namespace
 
 int main(int argc, char** argv) {
-  double window = argc > 1 ? std::atof(argv[1]) : 6;
+  double window = argc > 1 ? std::atof(argv[1]) : 8;
   std::vector<double> rates;
   for (int i = 2; i < argc; ++i) rates.push_back(std::atof(argv[i]));
-  if (rates.empty()) rates = {0.5, 1, 2, 3, 4, 6, 8, 12, 16};
+  if (rates.empty()) rates = {1, 2, 3, 4, 6, 8, 12, 16, 24};
   if (window <= 0) {
     std::fprintf(stderr, "usage: bench_cluster [window_seconds] [rates...]\n");
     return 2;
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", g.name);
     double baseline = 0, sustained = 0;
     for (double rate : rates) {
-      const Step s = Offer(**c, rate, window, csv);
+      const Step s = Offer(**c, rate, window, baseline == 0 ? 20 : 1, csv);
       if (baseline == 0) baseline = s.p99;
       const bool holds = s.succeeded == s.offered && s.p99 <= 2 * baseline;
       std::printf("  %5.1f/s  %4d of %4d  %7.0f / %7.0f%s\n", s.rate, s.succeeded, s.offered, s.p50,
