@@ -63,6 +63,7 @@ struct Stats {
   std::map<std::string, std::set<std::string>> runs_by_key;  // what each key answered
   std::vector<double> latency_ms;
   std::map<std::string, int> rpc_errors;
+  std::map<std::string, int> failed_why;  // FAILED runs by reason, up to its first digit
   int sessions = 0, execs = 0, seq_errors = 0;
 
   void Count(std::map<std::string, int>* m, const std::string& what) {
@@ -174,6 +175,10 @@ class Client {
           reader->Finish();
           std::lock_guard<std::mutex> lock(stats_->mu);
           ++stats_->by_status[v1::RunStatusLabel(e.run_finished().status())];
+          if (e.run_finished().status() == v1::RUN_STATUS_FAILED) {
+            const std::string& why = e.run_finished().reason();
+            ++stats_->failed_why[why.substr(0, why.find_first_of("0123456789"))];
+          }
           stats_->latency_ms.push_back(
               std::chrono::duration<double, std::milli>(Steady::now() - t0).count());
           return;
@@ -431,6 +436,7 @@ int main(int argc, char** argv) {
   std::printf("runs stored %d, asked for by %zu keys; by final status:", stored_runs,
               stats.runs_by_key.size());
   for (const auto& [status, n] : stats.by_status) std::printf(" %s %d", status.c_str(), n);
+  for (const auto& [why, n] : stats.failed_why) std::printf("\n  FAILED %d: %s…", n, why.c_str());
   std::printf("\nrun latency (RunAnalysis to run.finished): p50 %.0f ms, p99 %.0f ms\n",
               sandgate::load::Percentile(stats.latency_ms, 0.5),
               sandgate::load::Percentile(stats.latency_ms, 0.99));
