@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +54,16 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(ClusterOptions options)
   if (!certs.ok()) return certs.status();
   c->certs_ = *certs;
   const ClusterOptions& o = c->options_;
+  nlohmann::json openai;
+  if (!o.openai_base_url.empty()) {
+    const std::string key_file = c->dir_ + "/openai.key";
+    std::ofstream(key_file) << o.openai_key << "\n";
+    chmod(key_file.c_str(), 0600);
+    openai = {{"base_url", o.openai_base_url},
+              {"api_key_file", key_file},
+              {"model", "fake-model"},
+              {"max_turns", 10}};
+  }
   const nlohmann::json tenants =
       nlohmann::json::array({{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kAlphaToken)}},
                              {{"name", "beta"}, {"token_sha256", Sha256::Hex(kBetaToken)}}});
@@ -77,6 +88,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(ClusterOptions options)
           {"require_client_cert", true}}},
         {"tenants", tenants},
         {"local", {{"uid_base", o.uid_base + 100 * i}, {"uid_count", o.uid_count}}}};
+    if (!openai.is_null()) config["openai"] = openai;
     config.merge_patch(o.config);
     std::ofstream(absl::StrCat(c->dir_, "/", Id(i), ".json")) << config.dump(2);
   }

@@ -46,6 +46,9 @@ struct ClusterOptions {
   uint32_t uid_count = 32;
   double lease_seconds = 2;
   double renew_seconds = 0.5;
+  // With a base URL (a FakeOpenAiServer's base_url()), every replica's openai provider and
+  // agent use it with this key (written to a 0600 file of the cluster's), model fake-model.
+  std::string openai_base_url, openai_key;
   nlohmann::json config = nlohmann::json::object();  // merged over every replica's config
 };
 

@@ -5,16 +5,13 @@
 #include "tests/integration/cluster.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 
-#include <fstream>
 #include <map>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/common/temp_dir.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/fakes/postgres_server.h"
 #include "tests/integration/daemon_harness.h"
@@ -30,7 +27,8 @@ constexpr char kOpenAiKey[] = "sk-cluster-test-0123456789";
 const std::string kAlpha = Cluster::kAlphaToken;
 
 // Each test its own uid ranges (replica i: base + 100 i), clear of the other test binaries'.
-std::unique_ptr<Cluster> MakeCluster(uint32_t uid_base, nlohmann::json config = {}) {
+std::unique_ptr<Cluster> MakeCluster(uint32_t uid_base, nlohmann::json config = {},
+                                     const FakeOpenAiServer* fake = nullptr) {
   absl::StatusOr<std::string> dsn = PostgresServer::Shared().CreateDatabase();
   EXPECT_TRUE(dsn.ok()) << dsn.status();
   if (!dsn.ok()) return nullptr;
@@ -39,6 +37,10 @@ std::unique_ptr<Cluster> MakeCluster(uint32_t uid_base, nlohmann::json config = 
   o.uid_base = uid_base;
   o.lease_seconds = kLeaseSeconds;
   if (!config.is_null()) o.config = std::move(config);
+  if (fake != nullptr) {
+    o.openai_base_url = fake->base_url();
+    o.openai_key = fake->api_key();
+  }
   absl::StatusOr<std::unique_ptr<Cluster>> c = Cluster::Create(o);
   EXPECT_TRUE(c.ok()) << c.status();
   if (!c.ok()) return nullptr;
@@ -129,18 +131,8 @@ TEST(ClusterTest, SameIdempotencyKeyOnThreeReplicasAtOnceIsOneRun) {
 TEST(ClusterTest, KilledReplicaIsCleanedUpAfterByOneOtherAndSweepsWhenBack) {
   FakeOpenAiServer fake(kOpenAiKey);
   ASSERT_TRUE(fake.Start());
-  ScopedTempDir key_dir("sg-cluster-key");
-  ASSERT_TRUE(key_dir.ok());
-  const std::string key_file = key_dir.path() + "/openai.key";
-  std::ofstream(key_file) << kOpenAiKey << "\n";
-  chmod(key_file.c_str(), 0600);
   std::unique_ptr<Cluster> c =
-      MakeCluster(420400, {{"max_concurrent_runs", 2},  // a third run waits
-                           {"openai",
-                            {{"base_url", fake.base_url()},
-                             {"api_key_file", key_file},
-                             {"model", "fake-model"},
-                             {"max_turns", 10}}}});
+      MakeCluster(420400, {{"max_concurrent_runs", 2}}, &fake);  // a third run waits
   ASSERT_NE(c, nullptr);
   KeepOnFailure keep{c.get()};
   auto a = c->Stub(0);

@@ -17,13 +17,11 @@
 // Until calls are forwarded to a sandbox's owner (issue 13), a session's execs and close go to
 // the replica that made it, and a run is followed on the replica that owns it.
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -312,22 +310,17 @@ int main(int argc, char** argv) {
   sandgate::testing::FakeOpenAiServer fake(kOpenAiKey);
   if (!fake.Start(dir + "/fake_openai.log")) return 2;
   fake.Scenario(sandgate::testing::AnalystTurns(kInput));
-  const std::string key_file = dir + "/openai.key";
-  std::ofstream(key_file) << kOpenAiKey << "\n";
-  chmod(key_file.c_str(), 0600);
 
   sandgate::testing::ClusterOptions o;
   o.dsn = *dsn;
   o.uid_base = kUidBase;
   o.uid_count = kUidCount;
+  o.openai_base_url = fake.base_url();
+  o.openai_key = kOpenAiKey;
   o.config = {{"max_concurrent_runs", 4},
               {"defaults", {{"drain_grace_seconds", 30}}},
-              {"openai",
-               {{"base_url", fake.base_url()},
-                {"api_key_file", key_file},
-                {"model", "fake-model"},
-                {"max_turns", 10},
-                {"container_create_settle_seconds", 2}}}};
+              // The fake makes a container at once: a short window lets a cut create settle.
+              {"openai", {{"container_create_settle_seconds", 2}}}};
   absl::StatusOr<std::unique_ptr<Cluster>> made = Cluster::Create(o);
   if (!made.ok()) {
     std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
