@@ -63,7 +63,7 @@ absl::StatusOr<std::optional<Peer>> OwnerLookup::Owner(const std::string& what,
     return errors::Unavailable(absl::StrCat(
         owned, ", which advertises no address to forward the call to (replica.advertise_address)"));
   }
-  return Peer{replica, lease->address};
+  return Peer{replica, lease->address, lease->expires_at};
 }
 
 }  // namespace sandgate::core

@@ -32,6 +32,7 @@ namespace sandgate::core {
 struct Peer {
   std::string replica;
   std::string address;  // its replica.advertise_address, "tcp:host:port" or "unix:/path"
+  absl::Time lease_ends = absl::InfinitePast();  // as last renewed
 };
 
 class OwnerLookup {

@@ -30,6 +30,9 @@ absl::StatusOr<core::Caller> Authenticate(const core::Tenants& tenants,
 // callbacks: it is deleted when gRPC is done with it (OnDone) and no such work still holds
 // it. Finish is called at most once.
 template <typename T>
+class RelayedWriter;  // server/forwarding.h
+
+template <typename T>
 class PullWriter : public grpc::ServerWriteReactor<T> {
  public:
   void OnDone() override { Release(); }
@@ -74,6 +77,7 @@ class PullWriter : public grpc::ServerWriteReactor<T> {
   absl::Mutex mu_;
 
  private:
+  friend class RelayedWriter<T>;       // finishes the call with the owner's status
   int refs_ ABSL_GUARDED_BY(mu_) = 1;  // gRPC's, released in OnDone
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
