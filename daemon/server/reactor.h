@@ -26,12 +26,12 @@ absl::Status QueueFull();
 absl::StatusOr<core::Caller> Authenticate(const core::Tenants& tenants,
                                           grpc::CallbackServerContext* ctx);
 
-// Lifetime of a write reactor whose work also runs on executor threads and in EventLog
-// callbacks: it is deleted when gRPC is done with it (OnDone) and no such work still holds
-// it. Finish is called at most once.
 template <typename T>
 class RelayedWriter;  // server/forwarding.h
 
+// Lifetime of a write reactor whose work also runs on executor threads and in EventLog
+// callbacks: it is deleted when gRPC is done with it (OnDone) and no such work still holds
+// it. Finish is called at most once.
 template <typename T>
 class PullWriter : public grpc::ServerWriteReactor<T> {
  public:
