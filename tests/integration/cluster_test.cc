@@ -1,7 +1,8 @@
 // Three real replicas sharing one PostgreSQL database, on loopback TCP with mutual TLS
-// (tests/integration/cluster.h), with a 2 s lease: one run per idempotency key whichever
-// replicas a key reaches at once; SIGKILL of replica A mid-run and what B and C do about it;
-// A restarted, sweeping its host and rejoining.
+// (tests/integration/cluster.h), with a 2 s lease: calls sent to B and C for a run or a
+// session on A (forwarded to A); one run per idempotency key whichever replicas a key reaches
+// at once; SIGKILL of replica A mid-run and what B and C do about it; A restarted, sweeping
+// its host and rejoining.
 #include "tests/integration/cluster.h"
 
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -212,6 +214,115 @@ TEST(ClusterTest, KilledReplicaIsCleanedUpAfterByOneOtherAndSweepsWhenBack) {
   events = FollowToEnd(*c->Stub(0), again.id(), kAlpha);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED);
+}
+
+// A cancel sent to C for a run on A ends it CANCELLED on A.
+TEST(ClusterTest, CancelSentToCEndsTheRunOnACancelled) {
+  std::unique_ptr<Cluster> c = MakeCluster(421200);
+  ASSERT_NE(c, nullptr);
+  KeepOnFailure keep{c.get()};
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.mutable_sandbox()->add_setup_commands("sleep 300");
+  const v1::Run run = Start(*c->Stub(0), req);
+  ASSERT_TRUE(WaitForCommand(*c->Stub(0), run.id())) << c->Log(0);
+  {
+    auto ctx = Cluster::Context(kAlpha);
+    v1::CancelRunRequest creq;
+    creq.set_run_id(run.id());
+    creq.set_reason("cancelled through C");
+    v1::Run answer;
+    grpc::Status st = c->Stub(2)->CancelRun(ctx.get(), creq, &answer);
+    ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << c->Log(2);
+  }
+  std::vector<v1::Event> events = FollowToEnd(*c->Stub(0), run.id(), kAlpha);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_CANCELLED)
+      << events.back().run_finished().reason();
+  EXPECT_EQ(GetRun(*c->Stub(1), run.id())->status(), v1::RUN_STATUS_CANCELLED);
+}
+
+// A session on A used entirely through B: upload, exec, download; kept alive and closed
+// through C. B and C forward to A, invisibly.
+TEST(ClusterTest, ExecUploadAndDownloadThroughBOnASession) {
+  std::unique_ptr<Cluster> c = MakeCluster(421600);
+  ASSERT_NE(c, nullptr);
+  KeepOnFailure keep{c.get()};
+  v1::Session s;
+  {
+    auto ctx = Cluster::Context(kAlpha);
+    v1::CreateSessionRequest req;
+    ASSERT_TRUE(c->Stub(0)->CreateSession(ctx.get(), req, &s).ok()) << c->Log(0);
+  }
+  ASSERT_EQ(s.replica(), "replica-a");
+  auto b = c->Stub(1);
+  const std::string content = "hello from the test, through replica-b\n";
+  {
+    auto ctx = Cluster::Context(kAlpha);
+    v1::FileInfo info;
+    auto writer = b->UploadFile(ctx.get(), &info);
+    v1::UploadFileRequest header;
+    header.mutable_header()->set_session_id(s.id());
+    header.mutable_header()->set_path("in.txt");
+    ASSERT_TRUE(writer->Write(header));
+    v1::UploadFileRequest chunk;
+    chunk.set_data(content);
+    ASSERT_TRUE(writer->Write(chunk));
+    writer->WritesDone();
+    grpc::Status st = writer->Finish();
+    ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << c->Log(1);
+  }
+  std::string out;
+  {
+    auto ctx = Cluster::Context(kAlpha);
+    v1::ExecRequest req;
+    req.set_session_id(s.id());
+    req.set_command("cat in.txt; tr a-z A-Z < in.txt > out.txt");
+    auto reader = b->Exec(ctx.get(), req);
+    v1::ExecResponse r;
+    while (reader->Read(&r)) {
+      if (r.has_output() && r.output().stream() == v1::CommandOutput::STREAM_STDOUT) {
+        out += r.output().data();
+      }
+    }
+    grpc::Status st = reader->Finish();
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  EXPECT_EQ(out, content);
+  std::string downloaded;
+  {
+    auto ctx = Cluster::Context(kAlpha);
+    v1::DownloadFileRequest req;
+    req.set_session_id(s.id());
+    req.set_path("out.txt");
+    auto reader = b->DownloadFile(ctx.get(), req);
+    v1::FileChunk chunk;
+    while (reader->Read(&chunk)) downloaded += chunk.data();
+    grpc::Status st = reader->Finish();
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  EXPECT_EQ(downloaded, absl::AsciiStrToUpper(content));
+  auto cc = c->Stub(2);
+  {
+    auto ctx = Cluster::Context(kAlpha);
+    v1::KeepAliveRequest req;
+    req.set_session_id(s.id());
+    v1::Session kept;
+    grpc::Status st = cc->KeepAlive(ctx.get(), req, &kept);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+  }
+  {
+    auto ctx = Cluster::Context(kAlpha);
+    v1::CloseSessionRequest req;
+    req.set_session_id(s.id());
+    v1::Session closed;
+    grpc::Status st = cc->CloseSession(ctx.get(), req, &closed);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  EXPECT_TRUE(Eventually("A to have closed the session", [&] {
+    return c->QueryInt("SELECT count(*) FROM sessions WHERE status = 2") == 1;
+  }));
+  EXPECT_TRUE(Eventually("the journal to be empty",
+                         [&] { return c->QueryInt("SELECT count(*) FROM journal") == 0; }));
 }
 
 }  // namespace
