@@ -14,8 +14,8 @@
 //   build/bin/cluster_chaos --runs 300 --clients 12 --kills 12    (full size, by hand)
 //   build/bin/cluster_chaos --runs 30 --clients 4 --kills 3       (CI: load.cluster_chaos_small)
 //
-// Until calls are forwarded to a sandbox's owner (issue 13), a session's execs and close go to
-// the replica that made it, and a run is followed on the replica that owns it.
+// A session's execs and close go to random replicas too (forwarded to the one that owns it).
+// A run is followed on the replica that owns it, until a follower on another is woken live.
 #include <signal.h>
 
 #include <atomic>
@@ -188,16 +188,15 @@ class Client {
     stats_->Count(&stats_->by_status, "UNFINISHED");
   }
 
-  // A kept local session on a random replica: two execs there, then closed, or (half of
-  // them) left to the idle reaper, a drain or a takeover.
+  // A kept local session made on a random replica, two execs and maybe a close each through
+  // another random one; half are left to the idle reaper, a drain or a takeover.
   void Session() {
-    const int at = Any();
     v1::CreateSessionRequest req;
     req.mutable_sandbox()->mutable_idle_timeout()->set_seconds(20);
     v1::Session s;
     {
       auto ctx = Context();
-      grpc::Status st = cluster_.Stub(at)->CreateSession(ctx.get(), req, &s);
+      grpc::Status st = cluster_.Stub(Any())->CreateSession(ctx.get(), req, &s);
       if (!st.ok()) return Error("CreateSession", st);
     }
     {
@@ -209,7 +208,7 @@ class Client {
       v1::ExecRequest ereq;
       ereq.set_session_id(s.id());
       ereq.set_command(i == 1 ? "setsid nohup sleep 300 >/dev/null 2>&1 & echo left" : "ls");
-      auto reader = cluster_.Stub(at)->Exec(ctx.get(), ereq);
+      auto reader = cluster_.Stub(Any())->Exec(ctx.get(), ereq);
       v1::ExecResponse r;
       while (reader->Read(&r)) {
       }
@@ -226,7 +225,7 @@ class Client {
       v1::CloseSessionRequest creq;
       creq.set_session_id(s.id());
       v1::Session closed;
-      grpc::Status st = cluster_.Stub(at)->CloseSession(ctx.get(), creq, &closed);
+      grpc::Status st = cluster_.Stub(Any())->CloseSession(ctx.get(), creq, &closed);
       if (!st.ok()) Error("CloseSession", st);
     }
   }
