@@ -151,7 +151,10 @@ class Client {
       stats_->runs_by_key[key].insert(run.id());
     }
     int64_t last = 0;
-    for (int attempt = 0; attempt < 600; ++attempt) {
+    // Long enough for a lease to end and a takeover, a restart and a queue to drain; a run
+    // whose log never ends is reported, not waited for until the test's timeout.
+    const auto give_up = Steady::now() + std::chrono::seconds(60);
+    while (Steady::now() < give_up) {
       auto ctx = Context(10);
       v1::StreamEventsRequest sreq;
       sreq.set_run_id(run.id());
@@ -185,6 +188,8 @@ class Client {
       reader->Finish();
       Pause(100);
     }
+    std::fprintf(stderr, "run %s: no run.finished after seq %lld in 60 s\n", run.id().c_str(),
+                 static_cast<long long>(last));
     stats_->Count(&stats_->by_status, "UNFINISHED");
   }
 
