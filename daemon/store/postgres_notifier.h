@@ -57,13 +57,26 @@ class PostgresNotifier : public Notifier {
     std::string channel;
     Callback cb;
   };
-  PostgresNotifier(const PostgresOptions& options, PostgresDatabase* db);
+  PostgresNotifier(const PostgresOptions& options, PostgresDatabase* db,
+                   std::unique_ptr<PostgresDatabase> listener);
+  // Reconnects (with backoff) for as long as the notifier lives.
   void Loop();
+  // One listening connection: LISTENs, then delivers until the connection fails (the
+  // error) or the notifier stops (OK). `connected` is set once it listens.
+  absl::Status Listen(bool* connected);
+  // LISTENs on every subscribed channel not yet listened to on `conn`; adds them to
+  // `listening`. Returns the channels it added.
+  absl::StatusOr<std::set<std::string>> ListenNew(PgConnection& conn,
+                                                  std::set<std::string>& listening);
+  // Calls the subscribers of `channel` (all of them when `channel` is null) with `payload`.
+  void Deliver(const std::string* channel, const std::string& payload);
 
   const PostgresOptions options_;
   PostgresDatabase* const db_;
+  // A pool of one: the LISTENing connection, reopened by Acquire after it broke.
+  const std::unique_ptr<PostgresDatabase> listener_;
   CancelToken stop_;
-  int wake_[2] = {-1, -1};  // a pipe: Subscribe and the destructor wake the loop's poll()
+  const int wake_;  // an eventfd: Subscribe wakes the loop's poll() to LISTEN on a new channel
 
   mutable absl::Mutex mu_;
   std::map<uint64_t, Subscription> subs_ ABSL_GUARDED_BY(mu_);
