@@ -1,8 +1,8 @@
 // Three real replicas sharing one PostgreSQL database, on loopback TCP with mutual TLS
-// (tests/integration/cluster.h), with a 2 s lease: calls sent to B and C for a run or a
-// session on A (forwarded to A); one run per idempotency key whichever replicas a key reaches
-// at once; SIGKILL of replica A mid-run and what B and C do about it; A restarted, sweeping
-// its host and rejoining.
+// (tests/integration/cluster.h), with a 2 s lease: a run on A followed live from B and C;
+// calls sent to B and C for a run or a session on A (forwarded to A); one run per idempotency key
+// whichever replicas a key reaches at once; SIGKILL of replica A mid-run and what B and C do about
+// it; A restarted, sweeping its host and rejoining.
 #include "tests/integration/cluster.h"
 
 #include <signal.h>
@@ -214,6 +214,53 @@ TEST(ClusterTest, KilledReplicaIsCleanedUpAfterByOneOtherAndSweepsWhenBack) {
   events = FollowToEnd(*c->Stub(0), again.id(), kAlpha);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED);
+}
+
+// A run on A followed from B and C, from the start and from a middle seq, while it runs: each
+// follower sees every event once, in order, the same as A's log, and its stream ends with
+// run.finished.
+TEST(ClusterTest, RunOnAFollowedFromBAndCFromZeroAndFromAMiddleSeq) {
+  // The fallback poll out of the way: only the store's notification can wake them in time.
+  std::unique_ptr<Cluster> c = MakeCluster(420800, {{"replica", {{"follow_poll_ms", 10000}}}});
+  ASSERT_NE(c, nullptr);
+  KeepOnFailure keep{c.get()};
+  v1::RunAnalysisRequest req = SampleRequest();
+  // Output over a second or two, so the followers are live, not replaying a finished log.
+  req.mutable_sandbox()->add_setup_commands(
+      "for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.2; done");
+  const v1::Run run = Start(*c->Stub(0), req);
+  ASSERT_EQ(run.replica(), "replica-a");
+  constexpr int64_t kMiddle = 3;
+  struct Follower {
+    int replica;
+    int64_t after;
+    std::vector<v1::Event> events;
+    absl::Time ended;  // when its stream gave run.finished
+  };
+  // The first follows on A itself: the log as its owner wrote it, and when it ended there.
+  std::vector<Follower> followers = {
+      {0, 0, {}, {}}, {1, 0, {}, {}}, {2, 0, {}, {}}, {1, kMiddle, {}, {}}, {2, kMiddle, {}, {}}};
+  std::vector<std::thread> threads;
+  for (Follower& f : followers) {
+    threads.emplace_back([&] {
+      f.events = FollowToEnd(*c->Stub(f.replica), run.id(), kAlpha, f.after);
+      f.ended = absl::Now();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const std::vector<v1::Event>& truth = followers[0].events;
+  ASSERT_GT(truth.size(), static_cast<size_t>(kMiddle) + 5);
+  EXPECT_EQ(truth.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED);
+  for (const Follower& f : followers) {
+    const std::string who = absl::StrCat(Cluster::Id(f.replica), " after ", f.after);
+    ASSERT_EQ(f.events.size(), truth.size() - f.after) << who;
+    for (size_t k = 0; k < f.events.size(); ++k) {
+      EXPECT_EQ(f.events[k].seq(), static_cast<int64_t>(k) + f.after + 1) << who;
+      EXPECT_EQ(f.events[k].type(), truth[k + f.after].type()) << who;
+    }
+    // Live: woken by A's appends (the notification), not by the poll 10 s later.
+    EXPECT_LE(f.ended - followers[0].ended, absl::Seconds(1)) << who;
+  }
 }
 
 // A cancel sent to C for a run on A ends it CANCELLED on A.
