@@ -20,12 +20,14 @@
 #include "core/event_log.h"
 #include "core/executor.h"
 #include "core/metrics.h"
+#include "core/owner.h"
 #include "core/replica.h"
 #include "core/run_manager.h"
 #include "core/tenants.h"
 #include "sandbox/agents/agents_provider.h"
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/openai/openai_provider.h"
+#include "server/forwarding.h"
 #include "server/grpc_server.h"
 #include "server/metrics_http.h"
 #include "server/service.h"
@@ -160,6 +162,9 @@ struct Daemon::Parts {
   std::unique_ptr<store::ReplicaStore> leases;
   std::unique_ptr<core::ReplicaJournal> journal;
   std::unique_ptr<core::ReplicaMember> replica;
+  // Calls on another replica's runs and sessions go to their owner (server/forwarding.h).
+  std::unique_ptr<core::OwnerLookup> owners;
+  std::unique_ptr<server::Forwarder> forwarder;
   bool drained = false;
 };
 
@@ -327,6 +332,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   sd.io = p->io.get();
   sd.exec = p->exec.get();
   sd.heartbeat_interval = c.heartbeat_interval;
+  p->owners = std::make_unique<core::OwnerLookup>(p->store.get(), p->leases.get(), c.replica.id,
+                                                  Clock::Real());
+  p->forwarder = server::Forwarder::FromConfig(p->owners.get(), c);
+  sd.forwarder = p->forwarder.get();
   p->service = std::make_unique<server::SandgateService>(sd);
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }

@@ -95,6 +95,9 @@ struct ReplicaConfig {
   // A replica that has not renewed its lease for lease_period is cleaned up after by another.
   absl::Duration lease_period = absl::Seconds(15);
   absl::Duration renew_interval = absl::Seconds(5);  // at most half of lease_period
+  // follow_poll_ms: how often a follower of another replica's run reads the store when no
+  // notification came; the longest a lost one delays it (core/event_log.h).
+  absl::Duration follow_poll = absl::Milliseconds(500);
 };
 
 // Where the daemon keeps its state ("store" in the file). SQLite (one daemon, no database

@@ -1,9 +1,11 @@
 #include "core/event_log.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -23,13 +25,26 @@ bool IsTerminal(const v1::Event& event) {
 
 }  // namespace
 
-EventLog::EventLog(store::Store* store, Clock* clock)
+EventLog::EventLog(store::Store* store, Clock* clock, FollowOptions follow)
     : store_(store),
       clock_(clock),
+      follow_(follow),
       timer_([this] { TimerLoop(); }),
-      writer_([this] { WriterLoop(); }) {}
+      writer_([this] { WriterLoop(); }) {
+  if (follow_.notifier == nullptr) return;
+  absl::StatusOr<uint64_t> id = follow_.notifier->Subscribe(
+      store::kEventsChannel,
+      [this](const std::string&, const std::string& payload) { OnNotification(payload); });
+  // Cannot fail for this channel's name; if it did, the poll still follows every run.
+  if (id.ok()) {
+    subscription_ = *id;
+  } else {
+    log::Error("event.subscribe_failed", {{"error", id.status().ToString()}});
+  }
+}
 
 EventLog::~EventLog() {
+  if (subscription_ != 0) follow_.notifier->Unsubscribe(subscription_);
   Shutdown();
   {
     absl::MutexLock lock(&mu_);
@@ -42,9 +57,8 @@ EventLog::~EventLog() {
 absl::StatusOr<int64_t> EventLog::CommittedSeqLocked(const std::string& run_id) {
   auto it = committed_seq_.find(run_id);
   if (it != committed_seq_.end()) return it->second;
-  SANDGATE_ASSIGN_OR_RETURN(int64_t last, store_->LastSeq(run_id));
-  committed_seq_[run_id] = last;
-  return last;
+  // Not cached: another process may be appending the run, and a cached seq would go stale.
+  return store_->LastSeq(run_id);
 }
 
 absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
@@ -55,6 +69,8 @@ absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
     // Nothing of the run is queued: its next seq follows the last committed.
     SANDGATE_ASSIGN_OR_RETURN(int64_t committed, CommittedSeqLocked(event.run_id()));
     last = last_seq_.emplace(event.run_id(), committed).first;
+    // This log appends the run from now on: its committed seq is known here, no store read.
+    committed_seq_[event.run_id()] = committed;
   }
   event.set_seq(++last->second);
   *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
@@ -182,13 +198,19 @@ std::vector<EventLog::WaitCallback> EventLog::PublishLocked(
   std::vector<WaitCallback> ready;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (touched.contains(it->second.run_id)) {
-      ready.push_back(std::move(it->second.cb));
-      it = waiters_.erase(it);
+      ready.push_back(TakeWaiterLocked(it++));
     } else {
       ++it;
     }
   }
   return ready;
+}
+
+EventLog::WaitCallback EventLog::TakeWaiterLocked(std::map<uint64_t, Waiter>::iterator it) {
+  if (it->second.poll_at != absl::InfiniteFuture()) --polled_waiters_;
+  WaitCallback cb = std::move(it->second.cb);
+  waiters_.erase(it);
+  return cb;
 }
 
 void EventLog::AddToTailLocked(v1::Event event) {
@@ -228,32 +250,109 @@ absl::StatusOr<std::vector<v1::Event>> EventLog::Read(const std::string& run_id,
 
 uint64_t EventLog::Wait(const std::string& run_id, int64_t after_seq, absl::Duration timeout,
                         WaitCallback cb) {
-  WaitResult immediate;
+  std::optional<WaitResult> immediate;
+  uint64_t id;
+  bool polled = false;
   {
     absl::MutexLock lock(&mu_);
-    uint64_t id = next_waiter_++;
+    id = next_waiter_++;
+    auto committed = committed_seq_.find(run_id);
+    const bool appended_here = committed != committed_seq_.end();
     if (shutdown_) {
       immediate = WaitResult::kShutdown;
+    } else if (appended_here && committed->second > after_seq) {
+      immediate = WaitResult::kReady;
     } else {
-      absl::StatusOr<int64_t> last = CommittedSeqLocked(run_id);
-      // A store error is reported as "ready": the follower's next Read surfaces it.
-      if (!last.ok() || *last > after_seq) {
-        immediate = WaitResult::kReady;
-      } else {
-        const absl::Time deadline = clock_->Now() + timeout;
-        waiters_[id] = Waiter{run_id, deadline, std::move(cb)};
-        if (deadline < timer_due_) timer_kicked_ = true;
-        return id;
+      const absl::Time now = clock_->Now();
+      Waiter w{run_id, after_seq, now + timeout, absl::InfiniteFuture(), std::move(cb)};
+      // A run this log appends wakes its waiters as it publishes; any other is polled, and
+      // woken by its notifications.
+      if (!appended_here) {
+        w.poll_at = now + follow_.poll;
+        ++polled_waiters_;
+        polled = true;
       }
+      if (std::min(w.deadline, w.poll_at) < timer_due_) timer_kicked_ = true;
+      waiters_.emplace(id, std::move(w));
     }
   }
-  cb(immediate);
-  return 0;
+  if (immediate.has_value()) {
+    cb(*immediate);
+    return 0;
+  }
+  // Registered first, then the store read: an event committed after the read is announced
+  // to the registered waiter (notification or poll), one committed before is seen here.
+  if (polled) PollStore({id});
+  return id;
 }
 
 bool EventLog::CancelWait(uint64_t id) {
   absl::MutexLock lock(&mu_);
-  return waiters_.erase(id) > 0;
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return false;
+  TakeWaiterLocked(it);
+  return true;
+}
+
+void EventLog::PollStore(const std::vector<uint64_t>& polled) {
+  absl::flat_hash_set<std::string> runs;
+  {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t id : polled) {
+      auto it = waiters_.find(id);
+      if (it != waiters_.end()) runs.insert(it->second.run_id);
+    }
+  }
+  absl::flat_hash_map<std::string, absl::StatusOr<int64_t>> last;
+  for (const std::string& run : runs) last.emplace(run, store_->LastSeq(run));
+  std::vector<WaitCallback> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t id : polled) {
+      auto it = waiters_.find(id);
+      if (it == waiters_.end()) continue;  // answered, cancelled or timed out meanwhile
+      auto seq = last.find(it->second.run_id);
+      if (seq == last.end()) continue;
+      // A store error is reported as "ready": the follower's next Read surfaces it.
+      if (!seq->second.ok() || *seq->second > it->second.after_seq) {
+        ready.push_back(TakeWaiterLocked(it));
+      }
+    }
+  }
+  for (auto& cb : ready) cb(WaitResult::kReady);
+}
+
+void EventLog::OnNotification(const std::string& payload) {
+  std::vector<WaitCallback> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    if (polled_waiters_ == 0 || shutdown_) return;
+    if (payload.empty()) {
+      // The notifier listens again after a gap: whatever it missed, the store has.
+      const absl::Time now = clock_->Now();
+      for (auto& [id, w] : waiters_) {
+        if (w.poll_at != absl::InfiniteFuture()) w.poll_at = now;
+      }
+      timer_kicked_ = true;
+      return;
+    }
+    const size_t space = payload.rfind(' ');
+    int64_t seq = 0;
+    if (space == std::string::npos || !absl::SimpleAtoi(payload.substr(space + 1), &seq)) {
+      log::Warning("event.bad_notification", {{"payload", payload}});
+      return;
+    }
+    const absl::string_view run(payload.data(), space);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      const Waiter& w = it->second;
+      if (w.poll_at != absl::InfiniteFuture() && w.run_id == run && w.after_seq < seq) {
+        ready.push_back(TakeWaiterLocked(it++));
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& cb : ready) cb(WaitResult::kReady);
 }
 
 void EventLog::Shutdown() {
@@ -266,6 +365,7 @@ void EventLog::Shutdown() {
     shutdown_ = true;
     for (auto& [id, w] : waiters_) all.push_back(std::move(w.cb));
     waiters_.clear();
+    polled_waiters_ = 0;
   }
   for (auto& cb : all) cb(WaitResult::kShutdown);
 }
@@ -273,6 +373,7 @@ void EventLog::Shutdown() {
 void EventLog::TimerLoop() {
   for (;;) {
     std::vector<WaitCallback> expired;
+    std::vector<uint64_t> polled;
     {
       absl::MutexLock lock(&mu_);
       clock_->AwaitWithDeadline(mu_, absl::Condition(this, &EventLog::TimerWoken), timer_due_);
@@ -281,16 +382,21 @@ void EventLog::TimerLoop() {
       const absl::Time now = clock_->Now();
       timer_due_ = absl::InfiniteFuture();
       for (auto it = waiters_.begin(); it != waiters_.end();) {
-        if (it->second.deadline <= now) {
-          expired.push_back(std::move(it->second.cb));
-          it = waiters_.erase(it);
-        } else {
-          timer_due_ = std::min(timer_due_, it->second.deadline);
-          ++it;
+        Waiter& w = it->second;
+        if (w.deadline <= now) {
+          expired.push_back(TakeWaiterLocked(it++));
+          continue;
         }
+        if (w.poll_at <= now) {
+          polled.push_back(it->first);
+          w.poll_at = now + follow_.poll;  // and again one interval later, if still waiting
+        }
+        timer_due_ = std::min({timer_due_, w.deadline, w.poll_at});
+        ++it;
       }
     }
     for (auto& cb : expired) cb(WaitResult::kTimeout);
+    if (!polled.empty()) PollStore(polled);
   }
 }
 

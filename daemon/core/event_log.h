@@ -27,9 +27,19 @@
 //    returns once every event appended before it is committed, for anything else that must
 //    be stored before the caller goes on. Shutdown flushes everything.
 //
+// Followers of a run another process appends (another replica's, on a shared store): the
+// tails and committed seqs are kept only for runs this log appends, so such a follower
+// always reads the store, which is the truth. Its wait ends when the store has an event past
+// its position: at once when a store notification (store/notifier.h) says so, or at the
+// latest at the next poll of the store, `follow_poll` after the wait began (and every
+// follow_poll after), so a lost notification delays a follower but never loses an event.
+// On SQLite (several daemons on one file) there are no notifications: the poll is the
+// mechanism.
+//
 // A wait times out at exactly its deadline on the injected clock (StreamEvents' heartbeats
 // are these timeouts). Thread safe. Wait callbacks run on the writer thread, the log's timer
-// thread, or the caller of Wait/Shutdown, never under the log's lock; they must not block.
+// thread, the notifier's thread, or the caller of Wait/Shutdown, never under the log's lock;
+// they must not block.
 #ifndef SANDGATE_CORE_EVENT_LOG_H_
 #define SANDGATE_CORE_EVENT_LOG_H_
 
@@ -46,16 +56,25 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "store/notifier.h"
 #include "store/store.h"
 
 namespace sandgate::core {
+
+// How the log follows runs another process appends (see the header comment).
+struct FollowOptions {
+  store::Notifier* notifier = nullptr;  // not owned, outlives the log; null: polls only
+  // replica.follow_poll_ms: the longest a lost notification delays a follower.
+  absl::Duration poll = absl::Milliseconds(500);
+};
 
 class EventLog {
  public:
   enum class WaitResult { kReady, kTimeout, kShutdown };
   using WaitCallback = std::function<void(WaitResult)>;
 
-  EventLog(store::Store* store, Clock* clock);  // store and clock outlive the log
+  // store and clock outlive the log.
+  EventLog(store::Store* store, Clock* clock, FollowOptions follow = FollowOptions());
   ~EventLog();
 
   // Sets seq (the run's next) and time and queues the event for the writer thread; returns
@@ -74,7 +93,8 @@ class EventLog {
   absl::StatusOr<std::vector<v1::Event>> Read(const std::string& run_id, int64_t after_seq,
                                               uint32_t limit);
   // Calls `cb` exactly once: when the run has an event with seq > after_seq (at once if it
-  // already has), after `timeout`, or at Shutdown. Returns an id for CancelWait.
+  // already has), after `timeout`, or at Shutdown. Returns an id for CancelWait (0, or the
+  // id of a wait that has fired, when cb ran before Wait returned).
   uint64_t Wait(const std::string& run_id, int64_t after_seq, absl::Duration timeout,
                 WaitCallback cb);
   // True when the wait was removed before firing: its callback will never run. False when it
@@ -87,7 +107,11 @@ class EventLog {
  private:
   struct Waiter {
     std::string run_id;
+    int64_t after_seq = 0;
     absl::Time deadline;
+    // When the store is next read for the run: a run this log does not append (no
+    // committed seq here) is polled; InfiniteFuture for one it appends.
+    absl::Time poll_at = absl::InfiniteFuture();
     WaitCallback cb;
   };
   // The newest events of a live run, with dense seqs ending at the run's last.
@@ -104,9 +128,19 @@ class EventLog {
   // woken when a new waiter's deadline comes before that.
   void TimerLoop();
   bool TimerWoken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutdown_ || timer_kicked_; }
-  // The run's last committed seq (cached from the store on first use).
+  // The run's last committed seq: cached while this log appends the run (from its first
+  // Append to its terminal event), read from the store for any other run.
   absl::StatusOr<int64_t> CommittedSeqLocked(const std::string& run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the waiter; returns its callback.
+  WaitCallback TakeWaiterLocked(std::map<uint64_t, Waiter>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the last seq of the runs of the waiters `polled` from the store (once per run, not
+  // under mu_), then answers those of them it is past.
+  void PollStore(const std::vector<uint64_t>& polled) ABSL_LOCKS_EXCLUDED(mu_);
+  // A store notification: "<run> <last seq>" answers that run's polled waiters behind it;
+  // an empty one (the notifier has just listened again) makes every polled waiter poll now.
+  void OnNotification(const std::string& payload) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The writer thread: stores each batch of queued events in one transaction, then
   // publishes it (tails, committed seqs, wake-ups).
@@ -129,6 +163,8 @@ class EventLog {
 
   store::Store* const store_;
   Clock* const clock_;
+  const FollowOptions follow_;
+  uint64_t subscription_ = 0;  // on follow_.notifier; 0 when none
 
   mutable absl::Mutex mu_;
   // Per live run: the last seq given out (queued or committed), and the last committed.
@@ -147,6 +183,7 @@ class EventLog {
   bool stop_writer_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t polled_waiters_ ABSL_GUARDED_BY(mu_) = 0;  // those with a finite poll_at
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time timer_due_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // the timer wakes then
   bool timer_kicked_ ABSL_GUARDED_BY(mu_) = false;

@@ -26,6 +26,9 @@ absl::Status QueueFull();
 absl::StatusOr<core::Caller> Authenticate(const core::Tenants& tenants,
                                           grpc::CallbackServerContext* ctx);
 
+template <typename T>
+class RelayedWriter;  // server/forwarding.h
+
 // Lifetime of a write reactor whose work also runs on executor threads and in EventLog
 // callbacks: it is deleted when gRPC is done with it (OnDone) and no such work still holds
 // it. Finish is called at most once.
@@ -74,6 +77,7 @@ class PullWriter : public grpc::ServerWriteReactor<T> {
   absl::Mutex mu_;
 
  private:
+  friend class RelayedWriter<T>;       // finishes the call with the owner's status
   int refs_ ABSL_GUARDED_BY(mu_) = 1;  // gRPC's, released in OnDone
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -10,6 +10,7 @@
 #include "common/errors.h"
 #include "common/events.h"
 #include "core/file_transfer.h"
+#include "server/forwarding.h"
 #include "server/reactor.h"
 #include "server/session_streams.h"
 #include "server/status.h"
@@ -36,19 +37,23 @@ struct Audited {
 // call with its status and `response` (its strings escaped to UTF-8); with `audit`, the call
 // is written to the audit log. A handler that takes its request by pointer takes its contents:
 // gRPC owns the (non-const) message and only destroys it after the call.
+// With `forward`, a call on another replica's run or session is sent to its owner instead
+// (server/forwarding.h), which audits it.
 template <typename Arg, typename Req, typename Resp>
 grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerContext* ctx,
                                 absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
                                 const Req* request, Resp* response,
-                                typename Identity<Audited<Req, Resp>>::type audit = {}) {
+                                typename Identity<Audited<Req, Resp>>::type audit = {},
+                                typename Identity<UnaryForward<Req, Resp>>::type forward = {}) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
   if (!caller.ok()) {
     reactor->Finish(ToGrpc(caller.status()));
     return reactor;
   }
-  bool queued =
-      deps.io->Submit([&deps, reactor, handler, request, response, caller = *caller, audit] {
+  bool queued = deps.io->Submit(
+      [&deps, ctx, reactor, handler, request, response, caller = *caller, audit, forward] {
+        if (ForwardUnary(deps.forwarder, ctx, reactor, caller, forward, request, response)) return;
         absl::Status st;
         if constexpr (std::is_pointer_v<Arg>) {
           st = (deps.api->*handler)(caller, const_cast<Req*>(request), response);
@@ -341,12 +346,51 @@ std::string CreatedId(const Req&, const Resp& resp) {
   return resp.id();
 }
 
+// What each forwarded unary RPC names, and its call on the owner's stub.
+template <typename Req>
+std::string SessionOf(const Req& req) {
+  return req.session_id();
+}
+template <typename Req>
+std::string RunOf(const Req& req) {
+  return req.run_id();
+}
+template <typename Req, typename Resp>
+using ForwardTo = UnaryForward<Req, Resp>;
+using Async = v1::Sandgate::Stub::async_interface;
+using Done = std::function<void(grpc::Status)>;
+const ForwardTo<v1::RunAnalysisRequest, v1::Run> kForwardRunAnalysis{
+    false, &SessionOf<v1::RunAnalysisRequest>,  // a run in a kept session runs in its sandbox
+    [](Async* a, grpc::ClientContext* c, const v1::RunAnalysisRequest* q, v1::Run* r, Done d) {
+      a->RunAnalysis(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::CancelRunRequest, v1::Run> kForwardCancelRun{
+    true, &RunOf<v1::CancelRunRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::CancelRunRequest* q, v1::Run* r, Done d) {
+      a->CancelRun(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::KeepAliveRequest, v1::Session> kForwardKeepAlive{
+    false, &SessionOf<v1::KeepAliveRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::KeepAliveRequest* q, v1::Session* r, Done d) {
+      a->KeepAlive(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::CloseSessionRequest, v1::Session> kForwardCloseSession{
+    false, &SessionOf<v1::CloseSessionRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::CloseSessionRequest* q, v1::Session* r, Done d) {
+      a->CloseSession(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::ListFilesRequest, v1::ListFilesResponse> kForwardListFiles{
+    false, &SessionOf<v1::ListFilesRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::ListFilesRequest* q, v1::ListFilesResponse* r,
+       Done d) { a->ListFiles(c, q, r, std::move(d)); }};
+
 }  // namespace
 
 grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerContext* ctx,
                                                        const v1::RunAnalysisRequest* request,
                                                        v1::Run* response) {
-  return Unary(deps_, ctx, &core::Api::RunAnalysis, request, response, {"RunAnalysis", &CreatedId});
+  return Unary(deps_, ctx, &core::Api::RunAnalysis, request, response, {"RunAnalysis", &CreatedId},
+               kForwardRunAnalysis);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetRun(grpc::CallbackServerContext* ctx,
@@ -364,7 +408,8 @@ grpc::ServerUnaryReactor* SandgateService::ListRuns(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* SandgateService::CancelRun(grpc::CallbackServerContext* ctx,
                                                      const v1::CancelRunRequest* request,
                                                      v1::Run* response) {
-  return Unary(deps_, ctx, &core::Api::CancelRun, request, response, {"CancelRun", &RunIdOf});
+  return Unary(deps_, ctx, &core::Api::CancelRun, request, response, {"CancelRun", &RunIdOf},
+               kForwardCancelRun);
 }
 
 grpc::ServerWriteReactor<v1::Event>* SandgateService::StreamEvents(
@@ -404,20 +449,21 @@ grpc::ServerUnaryReactor* SandgateService::ListSessions(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* SandgateService::KeepAlive(grpc::CallbackServerContext* ctx,
                                                      const v1::KeepAliveRequest* request,
                                                      v1::Session* response) {
-  return Unary(deps_, ctx, &core::Api::KeepAlive, request, response, {"KeepAlive", &SessionIdOf});
+  return Unary(deps_, ctx, &core::Api::KeepAlive, request, response, {"KeepAlive", &SessionIdOf},
+               kForwardKeepAlive);
 }
 
 grpc::ServerUnaryReactor* SandgateService::CloseSession(grpc::CallbackServerContext* ctx,
                                                         const v1::CloseSessionRequest* request,
                                                         v1::Session* response) {
   return Unary(deps_, ctx, &core::Api::CloseSession, request, response,
-               {"CloseSession", &SessionIdOf});
+               {"CloseSession", &SessionIdOf}, kForwardCloseSession);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListFiles(grpc::CallbackServerContext* ctx,
                                                      const v1::ListFilesRequest* request,
                                                      v1::ListFilesResponse* response) {
-  return Unary(deps_, ctx, &core::Api::ListFiles, request, response);
+  return Unary(deps_, ctx, &core::Api::ListFiles, request, response, {}, kForwardListFiles);
 }
 
 grpc::ServerWriteReactor<v1::ExecResponse>* SandgateService::Exec(grpc::CallbackServerContext* ctx,

@@ -20,6 +20,8 @@
 
 namespace sandgate::server {
 
+class Forwarder;  // server/forwarding.h
+
 struct ServiceDeps {
   core::Api* api = nullptr;  // all not owned; outlive the service
   const core::Tenants* tenants = nullptr;
@@ -31,6 +33,8 @@ struct ServiceDeps {
   core::Executor* exec = nullptr;   // commands of Exec, each holding a thread while it runs
   Clock* clock = Clock::Real();     // the waits of Exec's backpressure
   absl::Duration heartbeat_interval = absl::Seconds(15);
+  // Sends calls on another replica's runs and sessions to their owner; null: all served here.
+  Forwarder* forwarder = nullptr;
 };
 
 // UploadFile is registered raw (ByteBuffer messages) so that it can tell a message that does

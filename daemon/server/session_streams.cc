@@ -7,6 +7,7 @@
 #include "common/cancel.h"
 #include "core/exec_stream.h"
 #include "core/file_transfer.h"
+#include "server/forwarding.h"
 #include "server/reactor.h"
 
 namespace sandgate::server {
@@ -16,8 +17,10 @@ namespace {
 // client through a core::ExecOutput, which this reactor adapts as the stream's writer.
 class ExecStream final : public PullWriter<v1::ExecResponse>, private core::ExecWriter {
  public:
-  ExecStream(const ServiceDeps& deps, core::Caller caller, v1::ExecRequest req)
+  ExecStream(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, core::Caller caller,
+             v1::ExecRequest req)
       : deps_(deps),
+        relay_(deps, ctx, this),
         caller_(std::move(caller)),
         req_(std::move(req)),
         output_(this, &cancel_, deps_.clock) {
@@ -28,6 +31,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
     }
   }
   void OnWriteDone(bool ok) override {
+    if (relay_.WriteDone(ok)) return;
     if (!ok) {
       cancel_.Cancel("the caller went away");
       output_.Stop();
@@ -37,6 +41,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
     output_.WriteDone();
   }
   void OnCancel() override {
+    if (relay_.Cancel()) return;
     cancel_.Cancel("the caller cancelled the stream");
     if (!output_.Stop()) {
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
@@ -45,6 +50,11 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
 
  private:
   void Run() {
+    if (relay_.ForSession(caller_, req_.session_id(), [this](auto* async, auto* ctx, auto* r) {
+          async->Exec(ctx, &req_, r);
+        })) {
+      return;
+    }
     core::ExecOutcome outcome = core::RunExec(*deps_.sessions, caller_, req_, &cancel_, &output_);
     if (outcome.ran && deps_.audit != nullptr) {
       deps_.audit->Record(caller_.tenant, "Exec", req_.session_id(), outcome.command_status);
@@ -57,6 +67,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
   void End(const absl::Status& status) override { FinishOnce(ToGrpc(status)); }
 
   const ServiceDeps deps_;
+  RelayedWriter<v1::ExecResponse> relay_;
   const core::Caller caller_;
   const v1::ExecRequest req_;
   CancelToken cancel_;
@@ -67,11 +78,13 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
 // chunk.
 class FileDownload final : public PullWriter<v1::FileChunk> {
  public:
-  FileDownload(const ServiceDeps& deps, core::Caller caller, v1::DownloadFileRequest req)
-      : deps_(deps), caller_(std::move(caller)), req_(std::move(req)) {
+  FileDownload(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, core::Caller caller,
+               v1::DownloadFileRequest req)
+      : deps_(deps), relay_(deps, ctx, this), caller_(std::move(caller)), req_(std::move(req)) {
     Schedule(deps_.io, [this] { Read(); });
   }
   void OnWriteDone(bool ok) override {
+    if (relay_.WriteDone(ok)) return;
     if (!ok || chunks_->done()) {
       FinishOnce(ok ? grpc::Status::OK
                     : grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
@@ -80,10 +93,15 @@ class FileDownload final : public PullWriter<v1::FileChunk> {
     WriteNext();
   }
   // As for artifacts: the read task or the write in flight ends the stream.
-  void OnCancel() override {}
+  void OnCancel() override { relay_.Cancel(); }
 
  private:
   void Read() {
+    if (relay_.ForSession(caller_, req_.session_id(), [this](auto* async, auto* ctx, auto* r) {
+          async->DownloadFile(ctx, &req_, r);
+        })) {
+      return;
+    }
     absl::StatusOr<core::FileChunker> chunks =
         core::ReadForDownload(*deps_.sessions, caller_, req_, deps_.api->max_transfer_bytes());
     if (!chunks.ok()) {
@@ -99,6 +117,7 @@ class FileDownload final : public PullWriter<v1::FileChunk> {
   }
 
   const ServiceDeps deps_;
+  RelayedWriter<v1::FileChunk> relay_;
   const core::Caller caller_;
   const v1::DownloadFileRequest req_;
   // Touched only by the one task or reaction in flight at a time.
@@ -124,25 +143,89 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     StartRead(&buf_);
   }
   void OnReadDone(bool ok) override {
+    if (UploadRelay* relay = relayed()) {  // the owner parses what is passed on
+      if (ok) {
+        relay->Write(&buf_);
+      } else {
+        relay->End(Cut());
+      }
+      return;
+    }
     if (!ok) {
       EndOfStream();
       return;
     }
+    // Parsing consumes the buffer: the first message is kept (a shallow copy) to pass on.
+    if (!routed_ && deps_.forwarder != nullptr) first_raw_ = buf_;
     v1::UploadFileRequest msg;
-    absl::Status st =
-        grpc::SerializationTraits<v1::UploadFileRequest>::Deserialize(&buf_, &msg).ok()
-            ? upload_.Add(msg)
-            : upload_.Unparsable();
+    const bool parsed =
+        grpc::SerializationTraits<v1::UploadFileRequest>::Deserialize(&buf_, &msg).ok();
+    if (!routed_ && parsed && msg.has_header() && deps_.forwarder != nullptr) {
+      // The header names the session: its owner takes the whole stream, this message first.
+      routed_ = true;
+      first_ = std::move(msg);
+      if (!deps_.io->Submit([this] { Route(); })) Fail(QueueFull());
+      return;
+    }
+    routed_ = true;
+    Accept(parsed ? upload_.Add(msg) : upload_.Unparsable());
+  }
+  void OnCancel() override {
+    cancelled_.store(true);
+    if (UploadRelay* relay = relayed()) relay->Cancel();
+  }
+  void OnDone() override { Unref(); }
+
+ private:
+  void Accept(const absl::Status& st) {
     if (!st.ok()) {
       Fail(st);
       return;
     }
     StartRead(&buf_);
   }
-  void OnCancel() override { cancelled_.store(true); }
-  void OnDone() override { delete this; }
+  // On the executor: serve the upload here, or relay it to the session's owner.
+  void Route() {
+    absl::StatusOr<std::optional<server::Route>> route =
+        deps_.forwarder->ForSession(ctx_, caller_, first_.header().session_id());
+    if (!route.ok()) {
+      Fail(route.status());
+      return;
+    }
+    if (!route->has_value()) {
+      Accept(upload_.Add(first_));
+      return;
+    }
+    auto relay = std::make_unique<UploadRelay>(
+        deps_.forwarder->ClientContextFor(ctx_), [this] { StartRead(&buf_); },
+        [this, route = **route](const grpc::Status& status, const grpc::ByteBuffer& response) {
+          if (status.ok()) *response_ = response;
+          Finish(Forwarder::Explain(route, status));  // the owner audited it
+          Unref();
+        });
+    UploadRelay* r = relay.get();
+    {
+      absl::MutexLock lock(&mu_);
+      ++refs_;
+      relay_ = std::move(relay);
+    }
+    r->Begin((*route)->generic.get(), &first_raw_);
+    if (Cut()) r->Cancel();  // cancelled during the lookup
+  }
+  UploadRelay* relayed() {
+    absl::MutexLock lock(&mu_);
+    return relay_.get();
+  }
+  // Deleted once gRPC is done with it and a relay has finished.
+  void Unref() {
+    bool last;
+    {
+      absl::MutexLock lock(&mu_);
+      last = --refs_ == 0;
+    }
+    if (last) delete this;
+  }
 
- private:
   // A cancelled RPC (the client's TryCancel, a dropped connection, the deadline) also ends
   // the reads with ok=false; only a half-close of a live call means the client sent all.
   bool Cut() const { return cancelled_.load() || ctx_->IsCancelled(); }
@@ -184,6 +267,12 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // Touched only by the one reaction or task in flight at a time.
   grpc::ByteBuffer buf_;
   core::UploadAssembler upload_;
+  bool routed_ = false;          // the first message was looked at
+  v1::UploadFileRequest first_;  // the header, while its session's owner is looked up
+  grpc::ByteBuffer first_raw_;   // its bytes, for the owner
+  absl::Mutex mu_;
+  int refs_ ABSL_GUARDED_BY(mu_) = 1;  // gRPC's, and a relay's while it runs
+  std::unique_ptr<UploadRelay> relay_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -191,13 +280,17 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 grpc::ServerWriteReactor<v1::ExecResponse>* NewExecStream(const ServiceDeps& deps,
                                                           grpc::CallbackServerContext* ctx,
                                                           const v1::ExecRequest& request) {
-  return StartStream<ExecStream, v1::ExecRequest, v1::ExecResponse>(deps, ctx, request);
+  absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
+  if (!caller.ok()) return new FailedWriter<v1::ExecResponse>(caller.status());
+  return new ExecStream(deps, ctx, *caller, request);
 }
 
 grpc::ServerWriteReactor<v1::FileChunk>* NewFileDownload(const ServiceDeps& deps,
                                                          grpc::CallbackServerContext* ctx,
                                                          const v1::DownloadFileRequest& request) {
-  return StartStream<FileDownload, v1::DownloadFileRequest, v1::FileChunk>(deps, ctx, request);
+  absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
+  if (!caller.ok()) return new FailedWriter<v1::FileChunk>(caller.status());
+  return new FileDownload(deps, ctx, *caller, request);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* NewFileUpload(const ServiceDeps& deps,

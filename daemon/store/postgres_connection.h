@@ -121,6 +121,7 @@ class PgConnection {
 
  private:
   friend class PostgresDatabase;
+  friend class PostgresNotifier;  // waits on the socket of its LISTENing connection
   explicit PgConnection(PGconn* conn) : conn_(conn) {}
   // The statement's result, or its error as a Status (see Exec).
   absl::StatusOr<PgResult> Check(absl::string_view what, PGresult* result);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "store/notifier.h"
 #include "store/postgres_schema.h"
 #include "store/replica_store.h"
 
@@ -52,7 +53,11 @@ const std::string& InsertEventsSql(size_t n) {
     for (size_t i = 1; i <= kEventsPerStatement; ++i) {
       absl::StrAppend(&values, i > 1 ? "," : "", "($", 3 * i - 2, ",$", 3 * i - 1, ",$", 3 * i,
                       ")");
-      (*all)[i] = absl::StrCat("INSERT INTO events(run_id, seq, proto) VALUES ", values);
+      // With the rows, in the same transaction, one notification per run: "<run> <last seq>",
+      // which wakes that run's followers on the other replicas (store/notifier.h) at commit.
+      (*all)[i] = absl::StrCat("WITH ins AS (INSERT INTO events(run_id, seq, proto) VALUES ",
+                               values, " RETURNING run_id, seq) SELECT pg_notify('", kEventsChannel,
+                               "', run_id || ' ' || max(seq)) FROM ins GROUP BY run_id");
     }
     return all;
   }();

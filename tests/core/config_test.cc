@@ -257,6 +257,16 @@ TEST(ConfigTest, ReplicaKeys) {
   auto defaults = ParseConfig("{}", "t");
   EXPECT_EQ(defaults->replica.lease_period, absl::Seconds(15));
   EXPECT_EQ(defaults->replica.renew_interval, absl::Seconds(5));
+  EXPECT_EQ(defaults->replica.follow_poll, absl::Milliseconds(500));
+  auto poll = ParseConfig(R"({"replica": {"follow_poll_ms": 250}})", "t");
+  ASSERT_TRUE(poll.ok()) << poll.status();
+  EXPECT_EQ(poll->replica.follow_poll, absl::Milliseconds(250));
+  for (const char* bad : {"0", "9", "60001", "1.5", "\"fast\""}) {
+    auto refused = ParseConfig(absl::StrCat(R"({"replica": {"follow_poll_ms": )", bad, "}}"), "t");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "replica.follow_poll_ms: "))
+        << refused.status();
+  }
 
   EXPECT_TRUE(absl::StrContains(ParseConfig(R"({"replica": {"lease": 1}})", "t").status().message(),
                                 "replica.lease: unknown key"));

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_notifier.h"
 
 namespace sandgate::core {
 namespace {
@@ -487,6 +488,159 @@ TEST_F(EventLogTailTest, AStoreErrorFailsOnlyTheRunWhoseEventFailed) {
   EXPECT_EQ(ReadAll(*log_, "b", 10), OneTo(2));
   EXPECT_EQ(ReadAll(*log_, "c", 10), OneTo(1));
   EXPECT_TRUE(ReadAll(*log_, "a", 10).empty());
+}
+
+// Two logs on one store, as two replicas on one database: `producer_` appends runs,
+// `follower_` follows them, woken by `notifier_` (what PostgreSQL's notifications would
+// carry; a test that does not send one has lost it) or by its poll.
+class EventLogFollowTest : public EventLogTest {
+ protected:
+  static constexpr absl::Duration kPoll = absl::Milliseconds(500);
+  // Both logs keep a timer thread on the clock.
+  static constexpr int kBothTimers = 2;
+  void SetUp() override {
+    EventLogTest::SetUp();
+    follower_ = std::make_unique<EventLog>(store_.get(), &clock_, FollowOptions{&notifier_, kPoll});
+  }
+  void TearDown() override {
+    follower_.reset();
+    EventLogTest::TearDown();
+  }
+  EventLog& producer() { return *log_; }
+  // Appends `n` events of `run` on the producer, stored; returns the last seq.
+  int64_t Produce(const std::string& run, int n) {
+    int64_t last = 0;
+    for (int i = 0; i < n; ++i) last = producer().Append(Ev(run))->seq();
+    EXPECT_TRUE(producer().Flush(run).ok());
+    return last;
+  }
+  void Announce(const std::string& run, int64_t seq) {
+    ASSERT_TRUE(notifier_.Notify(store::kEventsChannel, absl::StrCat(run, " ", seq)).ok());
+  }
+  testing::FakeNotifier notifier_;
+  std::unique_ptr<EventLog> follower_;
+};
+
+TEST_F(EventLogFollowTest, AFollowerOfAnotherLogsRunIsWokenByItsNotificationAtOnce) {
+  EXPECT_EQ(notifier_.subscribers(), 1u);
+  Outcome wait;
+  follower_->Wait("r", 0, absl::Seconds(15), wait.cb());
+  EXPECT_FALSE(wait.fired());
+  const int64_t last = Produce("r", 3);
+  EXPECT_FALSE(wait.fired()) << "no notification yet, no poll yet";
+  Announce("other", 9);
+  EXPECT_FALSE(wait.fired()) << "another run's notification";
+  Announce("r", last);
+  EXPECT_EQ(wait.result.load(), static_cast<int>(EventLog::WaitResult::kReady));
+  EXPECT_EQ(ReadAll(*follower_, "r", 2), OneTo(3));
+  // A notification the follower is not behind does not wake it.
+  Outcome caught_up;
+  follower_->Wait("r", last, absl::Seconds(15), caught_up.cb());
+  Announce("r", last);
+  EXPECT_FALSE(caught_up.fired());
+  follower_.reset();
+  EXPECT_EQ(notifier_.subscribers(), 0u) << "the log unsubscribes when it goes";
+}
+
+// The notification is lost: the poll finds the event exactly one interval after the wait
+// began, not a nanosecond before; and the wait still times out at its own deadline.
+TEST_F(EventLogFollowTest, ALostNotificationIsCoveredByThePollExactlyAtItsInterval) {
+  Outcome wait;
+  follower_->Wait("r", 0, absl::Seconds(15), wait.cb());
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  Produce("r", 1);
+  clock_.Advance(kPoll - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  EXPECT_FALSE(wait.fired()) << "polled before its interval";
+  clock_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  EXPECT_EQ(wait.result.load(), static_cast<int>(EventLog::WaitResult::kReady));
+
+  // Nothing new: every poll finds nothing, and the heartbeat comes at its deadline.
+  Outcome idle;
+  follower_->Wait("r", 1, absl::Seconds(2), idle.cb());
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(kPoll);
+    ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  }
+  EXPECT_FALSE(idle.fired());
+  clock_.Advance(kPoll - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  EXPECT_FALSE(idle.fired());
+  clock_.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  EXPECT_TRUE(idle.timed_out());
+}
+
+// The notifier listens again after a gap (its empty payload): the follower reads the store
+// at once instead of at its next poll.
+TEST_F(EventLogFollowTest, AfterTheNotifierListensAgainEveryFollowerLooksAtTheStoreAtOnce) {
+  Outcome wait;
+  follower_->Wait("r", 0, absl::Seconds(15), wait.cb());
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  Produce("r", 1);  // its notification was lost in the gap
+  ASSERT_TRUE(notifier_.Notify(store::kEventsChannel, "").ok());
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  EXPECT_EQ(wait.result.load(), static_cast<int>(EventLog::WaitResult::kReady));
+}
+
+// A follower's wait must not leave a stale committed seq behind: the log that later appends
+// to the run (a replica failing another's run) continues its seqs, and a new wait sees the
+// events stored meanwhile.
+TEST_F(EventLogFollowTest, FollowingARunCachesNothingThatGoesStale) {
+  Outcome first;
+  follower_->Wait("r", 0, absl::Seconds(1), first.cb());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  ASSERT_TRUE(first.timed_out());
+  Produce("r", 3);
+  Outcome second;
+  follower_->Wait("r", 0, absl::Seconds(1), second.cb());
+  EXPECT_EQ(second.result.load(), static_cast<int>(EventLog::WaitResult::kReady))
+      << "the store has 3 events past 0";
+  auto appended = follower_->Append(Ev("r"));
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  EXPECT_EQ(appended->seq(), 4);
+}
+
+// A follower on the other log reads every event exactly once, in order, from seq 0 and from
+// the middle, while the producer appends in bursts and each burst is announced.
+TEST_F(EventLogFollowTest, EveryEventOnceInOrderWhileTheOtherLogAppends) {
+  constexpr int kBursts = 30, kPerBurst = 10;
+  auto follow = [&](int64_t after, std::vector<int64_t>* seen) {
+    for (;;) {
+      auto batch = follower_->Read("r", after, 7);
+      ASSERT_TRUE(batch.ok()) << batch.status();
+      for (const v1::Event& e : *batch) {
+        seen->push_back(e.seq());
+        after = e.seq();
+        if (e.type() == "run.finished") return;
+      }
+      if (!batch->empty()) continue;
+      absl::Notification woken;
+      follower_->Wait("r", after, absl::Hours(1), [&](EventLog::WaitResult r) {
+        EXPECT_EQ(r, EventLog::WaitResult::kReady);
+        woken.Notify();
+      });
+      woken.WaitForNotification();
+    }
+  };
+  std::vector<int64_t> from_start, from_middle;
+  std::thread a([&] { follow(0, &from_start); });
+  Produce("r", kPerBurst);
+  Announce("r", kPerBurst);
+  std::thread b([&] { follow(kPerBurst / 2, &from_middle); });
+  for (int burst = 1; burst < kBursts; ++burst) Announce("r", Produce("r", kPerBurst));
+  v1::Event fin = Ev("r");
+  fin.set_type("run.finished");
+  fin.mutable_run_finished();
+  Announce("r", producer().Append(fin)->seq());
+  a.join();
+  b.join();
+  const int total = kBursts * kPerBurst + 1;
+  EXPECT_EQ(from_start, OneTo(total));
+  const std::vector<int64_t> all = OneTo(total);
+  EXPECT_EQ(from_middle, std::vector<int64_t>(all.begin() + kPerBurst / 2, all.end()));
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 //
 //   build/bin/load_chaos --runs 1000 --clients 16 --tenants 4 --kills 20      (by hand)
 //   build/bin/load_chaos --runs 40 --clients 4 --tenants 2 --kills 2          (CI)
-#include <dirent.h>
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -46,6 +45,7 @@
 #include "sandgate/v1/labels.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/fakes/openai/fake_openai_server.h"
+#include "tests/load/leak_checks.h"
 #include "tests/sandbox/openai/analyst_scenario.h"
 
 namespace {
@@ -413,43 +413,6 @@ class Client {
   int counter_ = 0;
 };
 
-// Live (non-zombie) processes running as one of the daemon's sandbox uids.
-int LeakedProcesses() {
-  int n = 0;
-  DIR* d = opendir("/proc");
-  while (dirent* e = readdir(d)) {
-    int pid;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-    std::string line;
-    bool zombie = false;
-    while (std::getline(in, line)) {
-      if (absl::StartsWith(line, "State:") && absl::StrContains(line, "zombie")) zombie = true;
-      if (absl::StartsWith(line, "Uid:") && !zombie) {
-        std::vector<std::string> f =
-            absl::StrSplit(line, absl::ByAnyChar("\t "), absl::SkipEmpty());
-        uint32_t uid;
-        if (f.size() > 1 && absl::SimpleAtoi(f[1], &uid) && uid >= kUidBase &&
-            uid < kUidBase + kUidCount)
-          ++n;
-      }
-    }
-  }
-  closedir(d);
-  return n;
-}
-
-// Session cgroup directories anywhere in the cgroup mounts.
-std::set<std::string> SessionCgroups() {
-  std::set<std::string> dirs;
-  FILE* p = popen("find /sys/fs/cgroup -maxdepth 7 -type d -name 'sandgate-s*' 2>/dev/null", "r");
-  char line[4096];
-  while (p && fgets(line, sizeof(line), p))
-    dirs.insert(std::string(absl::StripTrailingAsciiWhitespace(line)));
-  if (p) pclose(p);
-  return dirs;
-}
-
 // Runs `sql` on the daemon's database, read only; `row` sees each result row.
 void Query(const std::string& db_path, const char* sql,
            const std::function<void(sqlite3_stmt*)>& row) {
@@ -482,12 +445,6 @@ std::set<std::string> OurSessions(const std::string& db_path) {
     if (absl::StartsWith(run, "run-")) ids.insert("s" + run.substr(4));
   });
   return ids;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }
 
 }  // namespace
@@ -562,18 +519,8 @@ int main(int argc, char** argv) {
   peak_kb = std::max(peak_kb, daemon.Stop(SIGTERM));  // drain: closes what is left
 
   std::string db = daemon.dir() + "/state/state.db";
-  int leaked_processes = LeakedProcesses();
-  // Only this daemon's sessions count: other programs on this machine (tests of another
-  // checkout running at the same time) make and leave session cgroups of their own.
-  const std::set<std::string> ours = OurSessions(db);
-  int leaked_cgroups = 0;
-  for (const std::string& dir : SessionCgroups()) {
-    const std::string name = dir.substr(dir.rfind('/') + 1);
-    if (ours.count(std::string(absl::StripPrefix(name, "sandgate-"))) != 0) {
-      ++leaked_cgroups;
-      std::fprintf(stderr, "leaked cgroup %s\n", dir.c_str());
-    }
-  }
+  int leaked_processes = sandgate::load::LiveProcessesWithUids(kUidBase, kUidCount);
+  int leaked_cgroups = sandgate::load::LeakedCgroups(OurSessions(db));
   int journal = Count(db, "SELECT COUNT(*) FROM journal");
   int live_sessions = Count(db, "SELECT COUNT(*) FROM sessions WHERE status = 1");
   int unfinished_runs = Count(db, "SELECT COUNT(*) FROM runs WHERE status IN (1, 2)");
@@ -610,7 +557,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& [why, n] : stats.failed_why) std::printf("\n  FAILED %d: %s", n, why.c_str());
   std::printf("\nrun latency (RunAnalysis to run.finished): p50 %.0f ms, p99 %.0f ms\n",
-              Percentile(stats.latency_ms, 0.5), Percentile(stats.latency_ms, 0.99));
+              sandgate::load::Percentile(stats.latency_ms, 0.5), sandgate::load::Percentile(stats.latency_ms, 0.99));
   std::printf(
       "sessions %d, execs %d (hosted, refused: %d), cancels %d, disconnects %d, rpc errors:",
       stats.sessions, stats.execs, stats.execs_refused, stats.cancels, stats.disconnects);

@@ -1,0 +1,333 @@
+// Forwarding between replicas, end to end: two real daemons sharing one PostgreSQL database
+// (tests/fakes' throwaway server), each on loopback TCP with mutual TLS (certificates made
+// for this run), each advertising its own address. Every call here goes to replica B about
+// a session or run that lives on replica A, and must behave as if sent to A.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/postgres_server.h"
+#include "tests/fakes/test_certs.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+constexpr char kToken[] = "forward-token";
+constexpr char kOtherToken[] = "forward-other-token";
+constexpr double kLeaseSeconds = 2;
+
+// A free loopback port, for a daemon that must advertise it before it listens.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), len);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One replica: sandgated on tcp:127.0.0.1:<port> with mutual TLS, advertising that address.
+class TlsReplica {
+ public:
+  TlsReplica(const std::string& dir, nlohmann::json config, const TestCertificates& certs)
+      : dir_(dir), port_(FreePort()), certs_(certs) {
+    mkdir(dir_.c_str(), 0700);
+    address_ = absl::StrCat("tcp:127.0.0.1:", port_);
+    config["listen"] = address_;
+    config["state_dir"] = dir_ + "/state";
+    config["replica"]["advertise_address"] = address_;
+    std::ofstream(dir_ + "/config.json") << config.dump();
+  }
+  ~TlsReplica() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  void Start() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int err = open((dir_ + "/stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      dup2(err, STDERR_FILENO);
+      int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+      dup2(null, STDOUT_FILENO);
+      execl(SANDGATED_PATH, "sandgated", "--config", (dir_ + "/config.json").c_str(), nullptr);
+      _exit(127);
+    }
+    ASSERT_TRUE(Eventually(
+        "the replica to answer over mutual TLS",
+        [&] {
+          auto ctx = DaemonHarness::Context(kToken);
+          ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+          v1::ListSessionsResponse resp;
+          return Stub()->ListSessions(ctx.get(), {}, &resp).ok();
+        },
+        absl::Seconds(20)))
+        << Log();
+  }
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // A caller's stub: the test CA, and the client certificate mutual TLS asks for.
+  std::unique_ptr<v1::Sandgate::Stub> Stub() const {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = ReadFileOrEmpty(certs_.ca);
+    o.pem_cert_chain = ReadFileOrEmpty(certs_.client.cert);
+    o.pem_private_key = ReadFileOrEmpty(certs_.client.key);
+    return v1::Sandgate::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(o)));
+  }
+  std::string Log() const { return ReadFileOrEmpty(dir_ + "/stderr"); }
+  std::string Audit() const { return ReadFileOrEmpty(dir_ + "/state/audit.log"); }
+
+ private:
+  const std::string dir_;
+  const int port_;
+  const TestCertificates& certs_;
+  std::string address_;
+  pid_t pid_ = -1;
+};
+
+struct ExecOutcome {
+  std::string out, err;
+  v1::CommandFinished finished;
+  grpc::Status status;
+};
+
+ExecOutcome Exec(v1::Sandgate::Stub& stub, const std::string& session, const std::string& command,
+                 const std::string& token = kToken) {
+  auto ctx = DaemonHarness::Context(token);
+  v1::ExecRequest req;
+  req.set_session_id(session);
+  req.set_command(command);
+  auto reader = stub.Exec(ctx.get(), req);
+  ExecOutcome o;
+  v1::ExecResponse r;
+  while (reader->Read(&r)) {
+    if (r.has_output()) {
+      (r.output().stream() == v1::CommandOutput::STREAM_STDOUT ? o.out : o.err) +=
+          r.output().data();
+    }
+    if (r.has_finished()) o.finished = r.finished();
+  }
+  o.status = reader->Finish();
+  return o;
+}
+
+grpc::Status KeepAlive(v1::Sandgate::Stub& stub, const std::string& session,
+                       const std::string& token = kToken) {
+  v1::KeepAliveRequest req;
+  req.set_session_id(session);
+  v1::Session s;
+  return stub.KeepAlive(DaemonHarness::Context(token).get(), req, &s);
+}
+
+class ReplicaForwardTest : public TlsFixture {
+ protected:
+  void SetUp() override {
+    TlsFixture::SetUp();
+    absl::StatusOr<std::string> dsn = PostgresServer::Shared().CreateDatabase();
+    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    a_ =
+        std::make_unique<TlsReplica>(tmp_.path() + "/a", Config(*dsn, "replica-a", 305000), certs_);
+    b_ =
+        std::make_unique<TlsReplica>(tmp_.path() + "/b", Config(*dsn, "replica-b", 305100), certs_);
+    a_->Start();
+    b_->Start();
+  }
+  nlohmann::json Config(const std::string& dsn, const std::string& id, uint32_t uid_base) const {
+    return {{"store", {{"type", "postgres"}, {"dsn", dsn}}},
+            {"replica", {{"id", id}, {"lease_seconds", kLeaseSeconds}, {"renew_seconds", 0.5}}},
+            {"tls",
+             {{"cert_file", certs_.server.cert},
+              {"key_file", certs_.server.key},
+              {"client_ca_file", certs_.ca},
+              {"require_client_cert", true}}},
+            {"tenants",
+             {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kToken)}},
+              {{"name", "beta"}, {"token_sha256", Sha256::Hex(kOtherToken)}}}},
+            {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
+  }
+  // A kept session on A.
+  v1::Session SessionOnA() {
+    v1::CreateSessionRequest req;
+    v1::Session s;
+    grpc::Status st = a_->Stub()->CreateSession(DaemonHarness::Context(kToken).get(), req, &s);
+    EXPECT_TRUE(st.ok()) << st.error_message() << a_->Log();
+    EXPECT_EQ(s.replica(), "replica-a");
+    return s;
+  }
+
+  std::unique_ptr<TlsReplica> a_, b_;
+};
+
+TEST_F(ReplicaForwardTest, SessionCallsThroughBActOnTheSandboxOnA) {
+  const v1::Session s = SessionOnA();
+  auto b = b_->Stub();
+
+  ExecOutcome hi = Exec(*b, s.id(), "echo hello; echo oops >&2; exit 3");
+  ASSERT_TRUE(hi.status.ok()) << hi.status.error_message() << "\n" << b_->Log();
+  EXPECT_EQ(hi.out, "hello\n");
+  EXPECT_EQ(hi.err, "oops\n");
+  EXPECT_EQ(hi.finished.exit_code(), 3);
+
+  // An upload of several messages, checked by the owner against the header's sha256.
+  std::string data;
+  for (int i = 0; i < 4096; ++i) absl::StrAppend(&data, "line ", i, "\n");
+  {
+    auto ctx = DaemonHarness::Context(kToken);
+    v1::FileInfo info;
+    auto writer = b->UploadFile(ctx.get(), &info);
+    v1::UploadFileRequest m;
+    m.mutable_header()->set_session_id(s.id());
+    m.mutable_header()->set_path("in.txt");
+    m.mutable_header()->set_sha256(Sha256::Hex(data));
+    ASSERT_TRUE(writer->Write(m));
+    for (size_t off = 0; off < data.size(); off += 7000) {
+      m.Clear();
+      m.set_data(data.substr(off, 7000));
+      ASSERT_TRUE(writer->Write(m));
+    }
+    writer->WritesDone();
+    grpc::Status st = writer->Finish();
+    ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << b_->Log();
+    EXPECT_EQ(info.sha256(), Sha256::Hex(data));
+    EXPECT_EQ(info.size_bytes(), data.size());
+  }
+  ExecOutcome wc = Exec(*a_->Stub(), s.id(), "wc -l < in.txt");
+  EXPECT_EQ(wc.out, "4096\n") << "the file is in A's sandbox";
+
+  v1::ListFilesRequest list;
+  list.set_session_id(s.id());
+  v1::ListFilesResponse listed;
+  ASSERT_TRUE(b->ListFiles(DaemonHarness::Context(kToken).get(), list, &listed).ok());
+  bool found = false;
+  for (const auto& f : listed.files()) found |= f.path() == "in.txt";
+  EXPECT_TRUE(found) << listed.DebugString();
+
+  {
+    auto ctx = DaemonHarness::Context(kToken);
+    v1::DownloadFileRequest req;
+    req.set_session_id(s.id());
+    req.set_path("in.txt");
+    auto reader = b->DownloadFile(ctx.get(), req);
+    std::string got;
+    v1::FileChunk chunk;
+    while (reader->Read(&chunk)) got += chunk.data();
+    grpc::Status st = reader->Finish();
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(got, data);
+  }
+
+  EXPECT_TRUE(KeepAlive(*b, s.id()).ok());
+  // The owner audits what it was asked through B; B audits none of it.
+  EXPECT_TRUE(absl::StrContains(a_->Audit(), "\"KeepAlive\"")) << a_->Audit();
+  EXPECT_FALSE(absl::StrContains(b_->Audit(), "\"KeepAlive\"")) << b_->Audit();
+
+  // Another tenant's token is refused by the owner exactly as when it calls A directly.
+  grpc::Status direct = KeepAlive(*a_->Stub(), s.id(), kOtherToken);
+  grpc::Status forwarded = KeepAlive(*b, s.id(), kOtherToken);
+  EXPECT_EQ(direct.error_code(), grpc::StatusCode::NOT_FOUND) << direct.error_message();
+  EXPECT_EQ(forwarded.error_code(), direct.error_code());
+  EXPECT_EQ(forwarded.error_message(), direct.error_message());
+  ExecOutcome stranger = Exec(*b, s.id(), "true", kOtherToken);
+  EXPECT_EQ(stranger.status.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  v1::CloseSessionRequest close;
+  close.set_session_id(s.id());
+  v1::Session closed;
+  ASSERT_TRUE(b->CloseSession(DaemonHarness::Context(kToken).get(), close, &closed).ok());
+  EXPECT_EQ(closed.status(), v1::SESSION_STATUS_CLOSED);
+  // Ended: the record answers, on either replica, as it does directly.
+  EXPECT_EQ(KeepAlive(*b, s.id()).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+// A caller that cancels an Exec it sent to B cancels the command on A.
+TEST_F(ReplicaForwardTest, CancellingAForwardedExecCancelsItOnTheOwner) {
+  const v1::Session s = SessionOnA();
+  auto b = b_->Stub();
+  const std::string probe = "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '";
+  {
+    auto ctx = DaemonHarness::Context(kToken);
+    v1::ExecRequest req;
+    req.set_session_id(s.id());
+    req.set_command("echo started; exec sleep 4242");
+    auto reader = b->Exec(ctx.get(), req);
+    v1::ExecResponse r;
+    ASSERT_TRUE(reader->Read(&r)) << b_->Log();
+    EXPECT_EQ(r.output().data(), "started\n");
+    // Visible to another command of the session while it runs.
+    EXPECT_TRUE(absl::StrContains(Exec(*a_->Stub(), s.id(), probe).out, "sleep 4242"));
+    ctx->TryCancel();
+    while (reader->Read(&r)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(Eventually("the command on A to be gone", [&] {
+    return !absl::StrContains(Exec(*a_->Stub(), s.id(), probe).out, "sleep 4242");
+  }));
+}
+
+// CancelRun sent to B ends A's run CANCELLED; then, with A gone, calls through B on its
+// session say which replica owned it.
+TEST_F(ReplicaForwardTest, CancelThroughBEndsAsRunAndAGoneIsToldInWords) {
+  v1::RunAnalysisRequest slow = SampleRequest();
+  slow.mutable_sandbox()->add_setup_commands("sleep 300");
+  v1::Run run;
+  {
+    grpc::Status st = a_->Stub()->RunAnalysis(DaemonHarness::Context(kToken).get(), slow, &run);
+    ASSERT_TRUE(st.ok()) << st.error_message() << a_->Log();
+  }
+  v1::CancelRunRequest cancel;
+  cancel.set_run_id(run.id());
+  cancel.set_reason("from B");
+  v1::Run answered;
+  grpc::Status st = b_->Stub()->CancelRun(DaemonHarness::Context(kToken).get(), cancel, &answered);
+  ASSERT_TRUE(st.ok()) << st.error_message() << "\n" << b_->Log();
+  EXPECT_EQ(answered.replica(), "replica-a");
+  std::vector<v1::Event> events = FollowToEnd(*a_->Stub(), run.id(), kToken);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_CANCELLED)
+      << events.back().run_finished().reason();
+  EXPECT_TRUE(absl::StrContains(events.back().run_finished().reason(), "from B"));
+
+  const v1::Session s = SessionOnA();
+  a_->Kill();
+  grpc::Status gone = KeepAlive(*b_->Stub(), s.id());
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(absl::StrContains(gone.error_message(), "replica replica-a at tcp:127.0.0.1:"))
+      << gone.error_message();
+  EXPECT_TRUE(absl::StrContains(gone.error_message(), "cannot be reached")) << gone.error_message();
+  // Once B has taken A's lease over, the record answers: the session ended, saying why.
+  EXPECT_TRUE(Eventually(
+      "B to end A's session",
+      [&] {
+        grpc::Status ended = KeepAlive(*b_->Stub(), s.id());
+        return ended.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+               absl::StrContains(ended.error_message(), "replica replica-a stopped renewing");
+      },
+      absl::Seconds(kLeaseSeconds + 5)))
+      << KeepAlive(*b_->Stub(), s.id()).error_message() << "\n"
+      << b_->Log();
+}
+
+}  // namespace
+}  // namespace sandgate::testing
