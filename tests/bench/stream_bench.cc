@@ -40,42 +40,17 @@
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/bench/bench_daemon.h"
+#include "tests/bench/setup_run.h"
 
 namespace {
 
 using sandgate::bench::Daemon;
+using sandgate::bench::EventNanos;
+using sandgate::bench::NowNanos;
+using sandgate::bench::StartRun;
 using sandgate::bench::Median;
 using sandgate::bench::Quantile;
 namespace v1 = sandgate::v1;
-
-int64_t NowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t EventNanos(const v1::Event& e) {
-  return e.time().seconds() * 1000000000 + e.time().nanos();
-}
-
-// Starts a run whose sandbox runs `setup` before the agent (the sandbox-probe playbook, which
-// needs one input; what it then does does not matter here). Returns its id, or "" on failure.
-std::string StartRun(v1::Sandgate::Stub& stub, const std::string& setup) {
-  v1::RunAnalysisRequest req;
-  req.set_playbook("sandbox-probe");
-  auto* in = req.add_inputs();
-  in->set_name("input.txt");
-  in->set_content("x\n");
-  req.mutable_sandbox()->add_setup_commands(setup);
-  v1::Run run;
-  grpc::ClientContext ctx;
-  grpc::Status st = stub.RunAnalysis(&ctx, req, &run);
-  if (!st.ok()) {
-    std::fprintf(stderr, "RunAnalysis: %s\n", st.error_message().c_str());
-    return "";
-  }
-  return run.id();
-}
 
 // One follower's view of a run: when it received its first event, and (event time, receipt
 // time) of every command.output event. `in_order` is false if a seq was skipped or repeated.
