@@ -35,47 +35,11 @@
 namespace {
 
 using sandgate::bench::Daemon;
-using sandgate::bench::EventNanos;
-using sandgate::bench::NowNanos;
+using sandgate::bench::Follow;
+using sandgate::bench::Followed;
 using sandgate::bench::Quantile;
 using sandgate::bench::StartRun;
 namespace v1 = sandgate::v1;
-
-// One follower: (event time, receipt time) of each command.output event, and whether the
-// seqs came dense from 1, each once.
-struct Followed {
-  std::vector<std::pair<int64_t, int64_t>> outputs;
-  int64_t events = 0;
-  bool in_order = true;
-  bool finished = false;
-};
-
-Followed Follow(v1::Sandgate::Stub& stub, const std::string& run_id, std::atomic<int>* attached) {
-  Followed f;
-  grpc::ClientContext ctx;
-  v1::StreamEventsRequest req;
-  req.set_run_id(run_id);
-  req.set_follow(true);
-  auto reader = stub.StreamEvents(&ctx, req);
-  v1::Event e;
-  int64_t last_seq = 0;
-  bool first = true;
-  while (reader->Read(&e)) {
-    const int64_t now = NowNanos();
-    if (first) {
-      first = false;
-      attached->fetch_add(1);
-    }
-    if (e.seq() == 0) continue;  // a heartbeat
-    if (e.seq() != last_seq + 1) f.in_order = false;
-    last_seq = e.seq();
-    ++f.events;
-    if (e.has_command_output()) f.outputs.emplace_back(EventNanos(e), now);
-    if (e.has_run_finished()) f.finished = true;
-  }
-  reader->Finish();
-  return f;
-}
 
 // Follows `run_id` with `n` followers on each of `a` and `b` at once; returns the lags in ms
 // of the A and the B side. The run waits (a `sleep` first) until every follower is attached.
