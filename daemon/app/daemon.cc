@@ -34,6 +34,7 @@
 #include "store/artifact_store.h"
 #include "store/file_artifact_store.h"
 #include "store/postgres_artifact_store.h"
+#include "store/postgres_notifier.h"
 #include "store/postgres_replica_store.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_replica_store.h"
@@ -112,7 +113,8 @@ std::unique_ptr<Upstream> MakeUpstream(const core::UpstreamConfig& c, const std:
 // database replicas share. `postgres` is set to the latter's pool, for the parts that keep
 // their own tables there.
 absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const core::Config& c,
-                                                        store::PostgresDatabase** postgres) {
+                                                        store::PostgresDatabase** postgres,
+                                                        store::PostgresOptions* options) {
   if (c.store.type != "postgres") {
     SANDGATE_ASSIGN_OR_RETURN(auto sqlite, store::SqliteStore::Open(c.state_dir + "/state.db"));
     return std::unique_ptr<store::Store>(std::move(sqlite));
@@ -125,6 +127,7 @@ absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const core::Config& c,
   }
   SANDGATE_ASSIGN_OR_RETURN(auto pg, store::PostgresStore::Open(o));
   *postgres = &pg->database();
+  *options = o;
   return std::unique_ptr<store::Store>(std::move(pg));
 }
 
@@ -134,6 +137,9 @@ struct Daemon::Parts {
   core::Config config;
   std::unique_ptr<store::Store> store;
   store::PostgresDatabase* postgres = nullptr;  // store's pool when store.type is postgres
+  store::PostgresOptions postgres_options;      // how it was opened
+  // Wakes followers of other replicas' runs (PostgreSQL only); outlives the event log.
+  std::unique_ptr<store::PostgresNotifier> notifier;
   std::unique_ptr<store::ArtifactStore> artifacts;
   std::unique_ptr<core::EventLog> events;
   std::unique_ptr<sandbox::BwrapProvider> local;
@@ -182,7 +188,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   }
   const core::Config& c = p->config;
   SANDGATE_RETURN_IF_ERROR(MakeDir(c.state_dir, 0700));
-  SANDGATE_ASSIGN_OR_RETURN(p->store, OpenStore(c, &p->postgres));
+  SANDGATE_ASSIGN_OR_RETURN(p->store, OpenStore(c, &p->postgres, &p->postgres_options));
   // Artifacts live with the state: in the shared database when there is one, so any replica
   // serves any run's (store/artifact_store.h says why not a shared directory).
   if (p->postgres != nullptr) {
@@ -191,7 +197,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     SANDGATE_ASSIGN_OR_RETURN(p->artifacts,
                               store::FileArtifactStore::Open(c.state_dir + "/artifacts"));
   }
-  p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real());
+  core::FollowOptions follow{nullptr, c.replica.follow_poll};
+  if (p->postgres != nullptr) {
+    SANDGATE_ASSIGN_OR_RETURN(p->notifier,
+                              store::PostgresNotifier::Start(p->postgres_options, p->postgres));
+    follow.notifier = p->notifier.get();
+  }
+  p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real(), follow);
   if (p->postgres != nullptr) {
     SANDGATE_ASSIGN_OR_RETURN(p->leases, store::PostgresReplicaStore::Create(p->postgres));
   } else {
