@@ -30,8 +30,10 @@
 #include "server/metrics_http.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
+#include "store/postgres_admission_store.h"
 #include "store/postgres_replica_store.h"
 #include "store/postgres_store.h"
+#include "store/sqlite_admission_store.h"
 #include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
 #include "upstream/agents_client.h"
@@ -130,6 +132,8 @@ struct Daemon::Parts {
   core::Config config;
   std::unique_ptr<store::Store> store;
   store::PostgresDatabase* postgres = nullptr;  // store's pool when store.type is postgres
+  // The run queue and tenant quotas every replica of the store shares.
+  std::unique_ptr<store::AdmissionStore> admission;
   std::unique_ptr<store::ArtifactStore> artifacts;
   std::unique_ptr<core::EventLog> events;
   std::unique_ptr<sandbox::BwrapProvider> local;
@@ -183,6 +187,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   } else {
     SANDGATE_ASSIGN_OR_RETURN(p->leases,
                               store::SqliteReplicaStore::Open(c.state_dir + "/state.db"));
+  }
+  if (p->postgres != nullptr) {
+    SANDGATE_ASSIGN_OR_RETURN(p->admission, store::PostgresAdmissionStore::Create(p->postgres));
+  } else {
+    SANDGATE_ASSIGN_OR_RETURN(p->admission,
+                              store::SqliteAdmissionStore::Open(c.state_dir + "/state.db"));
   }
   p->journal = std::make_unique<core::ReplicaJournal>(p->store.get(), c.replica.id);
   SANDGATE_ASSIGN_OR_RETURN(p->audit,
@@ -249,6 +259,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   session_deps.store = p->store.get();
   session_deps.clock = Clock::Real();
   session_deps.providers = providers;
+  session_deps.admission = p->admission.get();
   p->warm_pool = std::make_unique<core::WarmPool>(
       core::WarmPoolDeps{&p->config, p->local.get(), p->budget.get(), Clock::Real()});
   session_deps.warm_pool = p->warm_pool.get();
@@ -267,8 +278,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.metrics = p->metrics.get();
   deps.warm_pool = p->warm_pool.get();
   deps.journal = p->journal.get();
-  p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
+  deps.admission = p->admission.get();
+  deps.tenants = p->tenants.get();
+  p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->io = std::make_unique<core::Executor>("io", 4, 4096);
   p->exec = std::make_unique<core::Executor>("exec", c.max_concurrent_execs, 1024);
   core::ApiDeps api;
@@ -290,9 +303,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   replica.tenants = p->tenants.get();
   core::RunManager* runs = p->runs.get();
   replica.requeue = [runs](const core::Caller& caller, const v1::Run& run,
-                           v1::RunAnalysisRequest request) {
-    return runs->Requeue(caller, run, std::move(request));
+                           v1::RunAnalysisRequest request, const std::string& why) {
+    return runs->Requeue(caller, run, std::move(request), why);
   };
+  replica.admission = p->admission.get();
   replica.metrics = p->metrics.get();
   p->replica = std::make_unique<core::ReplicaMember>(std::move(replica), c.replica);
   core::ReplicaMember* member = p->replica.get();

@@ -14,7 +14,10 @@ namespace sandgate::store {
 namespace {
 
 // Times are unix nanoseconds from the callers' clock; booleans 0/1.
+// NORMAL: a power loss may drop the newest rows, which recovery rebuilds from the runs
+// (waiting runs are queued again, and a restart frees the previous life's slots).
 constexpr const char* kSchema = R"sql(
+PRAGMA synchronous=NORMAL;
 CREATE TABLE IF NOT EXISTS admission_queue (
   run_id TEXT PRIMARY KEY,
   tenant TEXT NOT NULL,
