@@ -35,8 +35,10 @@
 #include "store/file_artifact_store.h"
 #include "store/postgres_artifact_store.h"
 #include "store/postgres_notifier.h"
+#include "store/postgres_admission_store.h"
 #include "store/postgres_replica_store.h"
 #include "store/postgres_store.h"
+#include "store/sqlite_admission_store.h"
 #include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
 #include "upstream/agents_client.h"
@@ -140,6 +142,8 @@ struct Daemon::Parts {
   store::PostgresOptions postgres_options;      // how it was opened
   // Wakes followers of other replicas' runs (PostgreSQL only); outlives the event log.
   std::unique_ptr<store::PostgresNotifier> notifier;
+  // The run queue and tenant quotas every replica of the store shares.
+  std::unique_ptr<store::AdmissionStore> admission;
   std::unique_ptr<store::ArtifactStore> artifacts;
   std::unique_ptr<core::EventLog> events;
   std::unique_ptr<sandbox::BwrapProvider> local;
@@ -210,6 +214,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     SANDGATE_ASSIGN_OR_RETURN(p->leases,
                               store::SqliteReplicaStore::Open(c.state_dir + "/state.db"));
   }
+  if (p->postgres != nullptr) {
+    SANDGATE_ASSIGN_OR_RETURN(p->admission, store::PostgresAdmissionStore::Create(p->postgres));
+  } else {
+    SANDGATE_ASSIGN_OR_RETURN(p->admission,
+                              store::SqliteAdmissionStore::Open(c.state_dir + "/state.db"));
+  }
   p->journal = std::make_unique<core::ReplicaJournal>(p->store.get(), c.replica.id);
   SANDGATE_ASSIGN_OR_RETURN(p->audit,
                             core::AuditLog::Open(c.state_dir + "/audit.log", Clock::Real()));
@@ -275,6 +285,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   session_deps.store = p->store.get();
   session_deps.clock = Clock::Real();
   session_deps.providers = providers;
+  session_deps.admission = p->admission.get();
   p->warm_pool = std::make_unique<core::WarmPool>(
       core::WarmPoolDeps{&p->config, p->local.get(), p->budget.get(), Clock::Real()});
   session_deps.warm_pool = p->warm_pool.get();
@@ -293,8 +304,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.metrics = p->metrics.get();
   deps.warm_pool = p->warm_pool.get();
   deps.journal = p->journal.get();
-  p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
+  deps.admission = p->admission.get();
+  deps.tenants = p->tenants.get();
+  p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->io = std::make_unique<core::Executor>("io", 4, 4096);
   p->exec = std::make_unique<core::Executor>("exec", c.max_concurrent_execs, 1024);
   core::ApiDeps api;
@@ -317,9 +330,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   replica.tenants = p->tenants.get();
   core::RunManager* runs = p->runs.get();
   replica.requeue = [runs](const core::Caller& caller, const v1::Run& run,
-                           v1::RunAnalysisRequest request) {
-    return runs->Requeue(caller, run, std::move(request));
+                           v1::RunAnalysisRequest request, const std::string& why) {
+    return runs->Requeue(caller, run, std::move(request), why);
   };
+  replica.admission = p->admission.get();
   replica.metrics = p->metrics.get();
   // Taken over: the runs and sessions still going here were settled by the claimer.
   core::SessionManager* sessions = p->sessions.get();

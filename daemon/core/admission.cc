@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/log.h"
 
 namespace sandgate::core {
 
@@ -22,6 +23,11 @@ void SandboxBudget::Give() {
   if (fn) fn();
 }
 
+void SandboxBudget::Untake() {
+  absl::MutexLock lock(&mu_);
+  if (used_ > 0) --used_;
+}
+
 uint32_t SandboxBudget::used() {
   absl::MutexLock lock(&mu_);
   return used_;
@@ -32,7 +38,18 @@ void SandboxBudget::set_on_release(std::function<void()> fn) {
   on_release_ = std::move(fn);
 }
 
-absl::Status AdmissionQueue::Enqueue(Ticket ticket) {
+absl::Status AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
+  if (shared()) {
+    store::QueuedRun row;
+    row.run_id = ticket.run_id;
+    row.tenant = ticket.tenant;
+    row.tenant_limit = ticket.tenant_limit;
+    row.needs_sandbox = ticket.needs_sandbox;
+    row.only_replica = only_here ? shared_.replica : "";
+    row.enqueued_by = shared_.replica;
+    row.enqueued_at = shared_.clock->Now();
+    return shared_.store->Enqueue(row, max_queued_);
+  }
   absl::MutexLock lock(&mu_);
   if (queued_ >= max_queued_) {
     return errors::ResourceExhausted(absl::StrCat(
@@ -44,6 +61,14 @@ absl::Status AdmissionQueue::Enqueue(Ticket ticket) {
 }
 
 bool AdmissionQueue::Remove(const std::string& run_id) {
+  if (shared()) {
+    absl::StatusOr<bool> removed = shared_.store->Remove(run_id);
+    if (!removed.ok()) {
+      log::Error("admission.remove_failed",
+                 {{"run", run_id}, {"error", removed.status().ToString()}});
+    }
+    return removed.ok() && *removed;
+  }
   absl::MutexLock lock(&mu_);
   for (auto& [tenant, q] : waiting_) {
     for (auto it = q.begin(); it != q.end(); ++it) {
@@ -61,7 +86,45 @@ bool AdmissionQueue::CanAdmit(const std::string& tenant, uint32_t limit) {
   return running_ < max_running_ && (limit == 0 || running_by_tenant_[tenant] < limit);
 }
 
+std::vector<AdmissionQueue::Ticket> AdmissionQueue::AdmitShared() {
+  std::vector<Ticket> admitted;
+  absl::MutexLock claiming(&claim_mu_);
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (running_ >= max_running_) break;
+    }
+    // A sandbox is taken before the claim, so a run that needs one is claimed only with one
+    // in hand; given back when the run claimed needs none, or nothing was claimed.
+    const bool sandbox = budget_->TryTake();
+    absl::StatusOr<std::optional<store::QueuedRun>> claimed =
+        shared_.store->Claim(shared_.replica, sandbox);
+    if (sandbox && (!claimed.ok() || !claimed->has_value() || !(*claimed)->needs_sandbox)) {
+      budget_->Untake();
+    }
+    if (!claimed.ok()) {  // the store is out of reach: the poll tries again
+      log::Error("admission.claim_failed",
+                 {{"replica", shared_.replica}, {"error", claimed.status().ToString()}});
+      break;
+    }
+    if (!claimed->has_value()) break;
+    const store::QueuedRun& run = **claimed;
+    absl::MutexLock lock(&mu_);
+    ++running_;
+    claimed_here_.insert(run.run_id);
+    admitted.push_back({run.run_id, run.tenant, run.tenant_limit, run.needs_sandbox});
+  }
+  return admitted;
+}
+
+bool AdmissionQueue::ClaimedHere(const std::string& run_id) {
+  absl::MutexLock claiming(&claim_mu_);
+  absl::MutexLock lock(&mu_);
+  return claimed_here_.count(run_id) > 0;
+}
+
 std::vector<AdmissionQueue::Ticket> AdmissionQueue::Admit() {
+  if (shared()) return AdmitShared();
   std::vector<Ticket> admitted;
   absl::MutexLock lock(&mu_);
   for (;;) {
@@ -88,6 +151,21 @@ std::vector<AdmissionQueue::Ticket> AdmissionQueue::Admit() {
 }
 
 void AdmissionQueue::Done(const Ticket& ticket) {
+  if (shared()) {
+    // A slot the store could not free now is freed when this replica restarts or is taken
+    // over (ReleaseReplica).
+    absl::Status released = shared_.store->Release(ticket.run_id);
+    if (!released.ok()) {
+      log::Error("admission.release_failed",
+                 {{"run", ticket.run_id}, {"error", released.ToString()}});
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (claimed_here_.erase(ticket.run_id) > 0) --running_;
+    }
+    if (ticket.needs_sandbox) budget_->Give();
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     --running_;
@@ -96,20 +174,21 @@ void AdmissionQueue::Done(const Ticket& ticket) {
   if (ticket.needs_sandbox) budget_->Give();
 }
 
-std::vector<std::string> AdmissionQueue::Order() {
-  absl::MutexLock lock(&mu_);
+std::vector<std::string> RoundRobinOrder(
+    const std::map<std::string, std::vector<std::string>>& waiting,
+    const std::string& last_tenant) {
   std::vector<std::string> order;
   std::map<std::string, size_t> taken;
-  auto start = waiting_.upper_bound(last_tenant_);
+  auto start = waiting.upper_bound(last_tenant);
   bool any = true;
   while (any) {
     any = false;
     auto it = start;
-    for (size_t i = 0; i < waiting_.size(); ++i, ++it) {
-      if (it == waiting_.end()) it = waiting_.begin();
+    for (size_t i = 0; i < waiting.size(); ++i, ++it) {
+      if (it == waiting.end()) it = waiting.begin();
       size_t& n = taken[it->first];
       if (n < it->second.size()) {
-        order.push_back(it->second[n].run_id);
+        order.push_back(it->second[n]);
         ++n;
         any = true;
       }
@@ -118,7 +197,30 @@ std::vector<std::string> AdmissionQueue::Order() {
   return order;
 }
 
+std::vector<std::string> AdmissionQueue::Order() {
+  std::map<std::string, std::vector<std::string>> by_tenant;
+  if (shared()) {
+    absl::StatusOr<store::WaitingRuns> waiting = shared_.store->Waiting();
+    if (!waiting.ok()) {
+      log::Error("admission.list_failed", {{"error", waiting.status().ToString()}});
+      return {};
+    }
+    for (const store::QueuedRun& r : waiting->runs) by_tenant[r.tenant].push_back(r.run_id);
+    return RoundRobinOrder(by_tenant, waiting->last_tenant);
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& [tenant, q] : waiting_) {
+    for (const Ticket& t : q) by_tenant[tenant].push_back(t.run_id);
+  }
+  return RoundRobinOrder(by_tenant, last_tenant_);
+}
+
 size_t AdmissionQueue::waiting() {
+  if (shared()) {
+    absl::StatusOr<uint64_t> n = shared_.store->WaitingCount();
+    if (!n.ok()) log::Error("admission.count_failed", {{"error", n.status().ToString()}});
+    return n.ok() ? *n : 0;
+  }
   absl::MutexLock lock(&mu_);
   return queued_;
 }

@@ -6,6 +6,13 @@
 // concurrency quota and (for a run that needs its own sandbox) the machine's sandbox budget
 // all have room. The queue is bounded.
 //
+// With a shared AdmissionStore (store/admission_store.h: the replicas of one store), the
+// queue and the tenants' quotas are the store's, gateway-wide: Enqueue adds a row any
+// replica may claim, and Admit claims, while THIS replica has room of its own (max_running,
+// the machine's sandbox budget), the next runs in the gateway's fair order, which may be runs
+// another replica queued (the caller starts them from their kept requests). Without one, all
+// of it is in memory, for this daemon alone.
+//
 //   AdmissionQueue q(/*max_running=*/4, /*max_queued=*/1024, &budget);
 //   SANDGATE_RETURN_IF_ERROR(q.Enqueue({run_id, tenant, /*tenant_limit=*/2, true}));
 //   for (const auto& t : q.Admit()) Start(t);     // … and when one ends:
@@ -19,11 +26,15 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "store/admission_store.h"
 
 namespace sandgate::core {
 
@@ -35,6 +46,9 @@ class SandboxBudget {
   bool TryTake();
   // Returns one; calls the release listener (outside the lock) so waiting runs can start.
   void Give();
+  // Returns one taken a moment ago and never used, without calling the listener (the taker
+  // is the one looking for work).
+  void Untake();
   uint32_t used();
   uint32_t max() const { return max_; }
   void set_on_release(std::function<void()> fn);
@@ -55,24 +69,47 @@ class AdmissionQueue {
     bool needs_sandbox = true;  // false for runs in a kept session
   };
 
-  AdmissionQueue(uint32_t max_running, uint32_t max_queued, SandboxBudget* budget)
-      : max_running_(max_running), max_queued_(max_queued), budget_(budget) {}
+  // Shared across replicas: the store, this replica's id, the clock for the queue's times.
+  // All outlive the queue.
+  struct Shared {
+    store::AdmissionStore* store = nullptr;
+    std::string replica;
+    Clock* clock = nullptr;
+  };
 
-  // RESOURCE_EXHAUSTED naming the limit when the queue is full.
-  absl::Status Enqueue(Ticket ticket);
+  AdmissionQueue(uint32_t max_running, uint32_t max_queued, SandboxBudget* budget)
+      : AdmissionQueue(max_running, max_queued, budget, Shared()) {}
+  AdmissionQueue(uint32_t max_running, uint32_t max_queued, SandboxBudget* budget, Shared shared)
+      : max_running_(max_running),
+        max_queued_(max_queued),
+        budget_(budget),
+        shared_(std::move(shared)) {}
+  bool shared() const { return shared_.store != nullptr; }
+
+  // RESOURCE_EXHAUSTED naming the limit when the queue is full. Shared queue: `only_here`
+  // when only this replica can start the run (its kept session is here, or its request is
+  // not kept in the store).
+  absl::Status Enqueue(Ticket ticket, bool only_here = false);
   // Takes a waiting run out (cancelled before it started); false if it is not waiting.
   bool Remove(const std::string& run_id);
   // Admits every run the limits allow now, in fair order.
   std::vector<Ticket> Admit();
   // An admitted run has ended; its room (and sandbox, if it took one) is free again.
   void Done(const Ticket& ticket);
-  // Waiting runs in the order they would be admitted if room appeared one run at a time.
+  // Waiting runs in the order they would be admitted if room appeared one run at a time
+  // (shared: every replica's).
   std::vector<std::string> Order();
+  // Runs waiting (shared: in the whole gateway).
   size_t waiting();
-  size_t running();
+  size_t running();  // on this replica
+  // Shared: whether this replica claimed `run_id` (and has not called Done): a run it queued
+  // that is neither waiting nor claimed here was claimed by another replica. Waits for a
+  // claim under way.
+  bool ClaimedHere(const std::string& run_id);
 
  private:
   bool CanAdmit(const std::string& tenant, uint32_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<Ticket> AdmitShared();
 
   const uint32_t max_running_;
   const uint32_t max_queued_;
@@ -83,7 +120,18 @@ class AdmissionQueue {
   uint32_t running_ ABSL_GUARDED_BY(mu_) = 0;
   size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_tenant_ ABSL_GUARDED_BY(mu_);  // round-robin cursor
+
+  const Shared shared_;
+  // Held across a claim and the note of what it claimed, so ClaimedHere never answers
+  // between the two.
+  absl::Mutex claim_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::set<std::string> claimed_here_ ABSL_GUARDED_BY(mu_);
 };
+
+// The order round robin across tenants gives `waiting` (each tenant's runs in their order),
+// starting with the first tenant after `last_tenant` by name and wrapping around.
+std::vector<std::string> RoundRobinOrder(
+    const std::map<std::string, std::vector<std::string>>& waiting, const std::string& last_tenant);
 
 }  // namespace sandgate::core
 

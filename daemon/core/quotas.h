@@ -1,6 +1,9 @@
 // RunQuotas: the limits a run meets before it may wait for admission: the tenant's
 // runs_per_minute, and the bytes of input all waiting runs hold (max_queued_input_bytes).
 // The concurrency quota and the sandbox budget are the admission queue's (core/admission.h).
+// With a shared AdmissionStore (replicas of one store), runs_per_minute counts the starts of
+// the whole gateway there, exactly; the bytes of waiting inputs stay this replica's own (they
+// are its memory).
 //
 //   RunQuotas quotas(config, clock);
 //   SANDGATE_ASSIGN_OR_RETURN(uint64_t held, quotas.HoldQueuedBytes(bytes, /*enforce=*/true));
@@ -22,13 +25,15 @@
 #include "common/clock.h"
 #include "core/config.h"
 #include "core/tenants.h"
+#include "store/admission_store.h"
 
 namespace sandgate::core {
 
 class RunQuotas {
  public:
-  // Not owned; both outlive the RunQuotas.
-  RunQuotas(const Config* config, Clock* clock) : config_(config), clock_(clock) {}
+  // Not owned; all outlive the RunQuotas. `shared` may be null: the rate is counted here.
+  RunQuotas(const Config* config, Clock* clock, store::AdmissionStore* shared = nullptr)
+      : config_(config), clock_(clock), shared_(shared) {}
 
   // Counts a start of `caller`'s tenant in the last minute; RESOURCE_EXHAUSTED, saying when
   // to retry, when that would pass its runs_per_minute (0: no limit). A start leaves the
@@ -45,6 +50,7 @@ class RunQuotas {
  private:
   const Config* const config_;
   Clock* const clock_;
+  store::AdmissionStore* const shared_;
 
   absl::Mutex mu_;
   uint64_t queued_input_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -98,13 +98,21 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
                               : !caller     ? errors::FailedPrecondition(absl::StrCat(
                                                   "tenant ", run.tenant(), " is no longer configured"))
                                             : absl::OkStatus();
+      const std::string was = run.replica();
       if (requeued.ok() && run.replica() != owner) {
         // Stored as the new owner's before it is queued, so a cleanup after the new owner
         // finds it too.
         run.set_replica(owner);
         requeued = deps.store->PutRun(run);
       }
-      if (requeued.ok()) requeued = requeue(*caller, run, std::move(*request));
+      if (requeued.ok()) {
+        requeued = requeue(*caller, run, std::move(*request),
+                           adopting ? absl::StrCat(deps.lost_why, "; replica ", owner,
+                                                   " took this waiting run from replica ", was,
+                                                   " and queued it again")
+                                    : "the daemon restarted while this run waited; it is queued "
+                                      "again");
+      }
       if (requeued.ok()) {
         log::Info("run.requeued",
                   {{"run", run.id()}, {"tenant", run.tenant()}, {"replica", owner}});

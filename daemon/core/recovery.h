@@ -88,8 +88,10 @@ struct RecoveryDeps {
   std::string lost_why;
 };
 
-// Queues again a run the previous daemon left QUEUED, from its kept request.
-using Requeue = std::function<absl::Status(const Caller&, const v1::Run&, v1::RunAnalysisRequest)>;
+// Queues again a run the previous daemon (or a lost replica) left QUEUED, from its kept
+// request; `why` says to the run's followers why it waits again.
+using Requeue = std::function<absl::Status(const Caller&, const v1::Run&, v1::RunAnalysisRequest,
+                                           const std::string& why)>;
 
 absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const Requeue& requeue);
 

@@ -279,6 +279,11 @@ absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
                    absl::FormatTime(dead.expires_at));
   const RecoveryDeps recovery{deps_.store,     deps_.events, deps_.clock,
                               dead.replica_id, config_.id,   why};
+  // Its claimed runs fail and its sessions end below: their quota slots are free first, so
+  // the runs it left waiting can be claimed at once.
+  if (deps_.admission != nullptr) {
+    SANDGATE_RETURN_IF_ERROR(deps_.admission->ReleaseReplica(dead.replica_id));
+  }
   SANDGATE_RETURN_IF_ERROR(RecoverRuns(recovery, *deps_.tenants, deps_.requeue));
   SANDGATE_RETURN_IF_ERROR(ExpireSessions(dead, why));
   // Its remote resources, through this replica's providers; what a provider cannot tell yet

@@ -48,6 +48,7 @@
 #include "core/recovery.h"
 #include "core/tenants.h"
 #include "sandbox/sandbox.h"
+#include "store/admission_store.h"
 #include "store/replica_store.h"
 #include "store/store.h"
 
@@ -93,6 +94,9 @@ struct ReplicaDeps {
   std::map<std::string, sandbox::Provider*> remote_providers;
   const Tenants* tenants = nullptr;
   Requeue requeue;             // queues a run here (RunManager::Requeue)
+  // The shared queue and quotas: the slots a lost replica's runs and sessions held are
+  // freed at its takeover. May be null (none shared).
+  store::AdmissionStore* admission = nullptr;
   Metrics* metrics = nullptr;  // may be null
   // Once taken over: ends every run and session still going on here (their records were
   // settled by the claimer), returning when they have ended. May be empty.

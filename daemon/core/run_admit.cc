@@ -1,23 +1,44 @@
 // The admit step: a persisted run waits in the fair queue (core/admission.h) for its tenant's
 // concurrency quota and a sandbox of the global budget, told its position by `run.queued`,
-// and starts on the run executor (Execute, run_pipeline.cc) when it has room.
+// and starts on the run executor (Execute, run_pipeline.cc) when it has room. With a queue
+// shared by replicas, the replica that claims it starts it, from its kept request (Adopt).
 #include <algorithm>
+#include <set>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "common/events.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "core/request_validation.h"
 #include "core/run_manager.h"
 #include "core/run_validate.h"
+#include "core/sandbox_spec.h"
 
 namespace sandgate::core {
+namespace {
+
+// How often a replica of a shared queue looks for runs it may claim without being nudged:
+// a run queued on another replica, or a tenant's slot freed there, waits at most this long
+// for a replica with room.
+constexpr absl::Duration kClaimPoll = absl::Seconds(1);
+
+}  // namespace
+
+bool RunManager::OnlyHere(const ActiveRun& ar) {
+  // A run in a kept session starts where the session is; one whose request is not in the
+  // store, only where its inputs are.
+  return !ar.request.session_id().empty() || !ar.request_kept.load();
+}
+
 absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) {
   const v1::Run run = ar->Snapshot();
   const Caller& caller = ar->caller;
+  const bool needs_sandbox = ar->request.session_id().empty();
   ar->ticket = {run.id(), caller.tenant, caller.config ? caller.config->quotas.concurrent_runs : 0,
-                /*needs_sandbox=*/ar->request.session_id().empty()};
+                needs_sandbox};
   {
     absl::MutexLock lock(&mu_);
     active_[run.id()] = ar;
@@ -27,7 +48,7 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
                            {"playbook", run.playbook()},
                            {"agent", run.agent()}});
   RunEvents events(deps_.events, ar.get());
-  absl::Status queued = admission_.Enqueue(ar->ticket);
+  absl::Status queued = admission_.Enqueue(ar->ticket, OnlyHere(*ar));
   if (!queued.ok()) {
     Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(queued.message()));
     return queued;
@@ -41,8 +62,9 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
   return run;
 }
 
-absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
-                                 v1::RunAnalysisRequest request) {
+absl::StatusOr<std::shared_ptr<ActiveRun>> RunManager::Revive(const Caller& caller,
+                                                              const v1::Run& run,
+                                                              v1::RunAnalysisRequest request) {
   // Checked again: the daemon's configuration (and the tenant's policy) may have changed.
   SANDGATE_RETURN_IF_ERROR(ValidateRunRequest(request, *deps_.config));
   SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar,
@@ -55,12 +77,70 @@ absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
   (void)HoldQueuedBytes(*ar, /*enforce=*/false);  // accepted before: never refused now
   ar->request_kept.store(true);                   // read from the store just now
   ShelveInputs(*ar);
+  return ar;
+}
+
+absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
+                                 v1::RunAnalysisRequest request, const std::string& why) {
+  // Claimed from the shared queue and started here meanwhile (Adopt): nothing to queue.
+  if (FindActive(run.id())) return absl::OkStatus();
+  SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar, Revive(caller, run, std::move(request)));
   {
     RunEvents events(deps_.events, ar.get());
-    events.Notice(v1::Notice::SEVERITY_WARNING,
-                  "the daemon restarted while this run waited; it is queued again");
+    events.Notice(v1::Notice::SEVERITY_WARNING, why);
   }
   return Admit(ar).status();
+}
+
+void RunManager::Adopt(const AdmissionQueue::Ticket& t) {
+  const std::string& me = deps_.config->replica.id;
+  absl::StatusOr<v1::Run> run = deps_.store->GetRun(t.run_id);
+  if (!run.ok() || run->status() != v1::RUN_STATUS_QUEUED) {
+    // Ended meanwhile (cancelled where it was queued) or gone: nothing to start.
+    admission_.Done(t);
+    return;
+  }
+  const std::string from = run->replica();
+  run->set_replica(me);  // a cleanup after this replica finds it from now on
+  absl::StatusOr<v1::RunAnalysisRequest> request = deps_.store->GetRunRequest(t.run_id);
+  std::optional<Caller> caller = deps_.tenants ? deps_.tenants->Find(run->tenant()) : std::nullopt;
+  absl::StatusOr<std::shared_ptr<ActiveRun>> ar =
+      !request.ok() ? request.status()
+      : !caller     ? errors::FailedPrecondition(
+                          absl::StrCat("tenant ", run->tenant(), " is not configured on replica ", me))
+                : Revive(*caller, *run, std::move(*request));
+  if (!ar.ok()) {
+    // Its record is this replica's to end: the one that queued it has let it go.
+    const std::string why = absl::StrCat(
+        "replica ", me, " claimed this run but could not start it: ", ar.status().message());
+    run->set_status(v1::RUN_STATUS_FAILED);
+    run->set_status_reason(why);
+    *run->mutable_finished_at() = ToProto(deps_.clock->Now());
+    absl::Status put = deps_.store->PutRun(*run);
+    v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, why, {});
+    e.set_run_id(run->id());
+    if (put.ok()) put = deps_.events->Append(std::move(e)).status();
+    log::Error("run.adopt_failed", {{"run", t.run_id}, {"why", why}, {"error", put.ToString()}});
+    admission_.Done(t);
+    return;
+  }
+  (*ar)->ticket = t;
+  (*ar)->admitted.store(true);
+  ReleaseQueuedBytes(**ar);
+  {
+    absl::MutexLock lock(&mu_);
+    active_[t.run_id] = *ar;
+  }
+  PutRun(**ar);
+  log::Info("run.adopted", {{"run", t.run_id}, {"from", from}, {"replica", me}});
+  RunEvents events(deps_.events, ar->get());
+  events.Notice(v1::Notice::SEVERITY_INFO,
+                from == me ? "the daemon restarted while this run waited; it starts now"
+                           : absl::StrCat("queued on replica ", from, "; replica ", me,
+                                          " had room first and starts it"));
+  if (!executor_.Submit([this, a = *ar] { Execute(a); })) {
+    Finish(*ar, events, v1::RUN_STATUS_FAILED, "the daemon is shutting down");
+  }
 }
 
 absl::Status RunManager::HoldQueuedBytes(ActiveRun& ar, bool enforce) {
@@ -76,10 +156,26 @@ void RunManager::ReleaseQueuedBytes(ActiveRun& ar) {
 }
 
 void RunManager::Dispatch() {
+  // Shared queue: the runs queued here still waiting, noted BEFORE the queue is read, so one
+  // missing from it was claimed (here or by another replica), not queued after the read.
+  std::vector<std::shared_ptr<ActiveRun>> ours;
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) return;  // a replica shutting down takes no more runs
+    if (admission_.shared()) {
+      for (const auto& [id, ar] : active_) {
+        if (!ar->admitted.load() && ar->position.load() > 0) ours.push_back(ar);
+      }
+    }
+  }
   for (const AdmissionQueue::Ticket& t : admission_.Admit()) {
     std::shared_ptr<ActiveRun> ar = FindActive(t.run_id);
-    if (!ar) {  // finished while being admitted
-      admission_.Done(t);
+    if (!ar) {
+      if (admission_.shared()) {
+        Adopt(t);  // queued by another replica
+      } else {
+        admission_.Done(t);  // finished while being admitted
+      }
       continue;
     }
     ar->admitted.store(true);
@@ -98,6 +194,28 @@ void RunManager::Dispatch() {
     if (!ar || ar->position.exchange(position) == position) continue;
     RunEvents events(deps_.events, ar.get());
     events.Emit(events::RunQueued(position));
+  }
+  // Ours that another replica claimed: it starts them and writes their events from now on.
+  const std::set<std::string> waiting(order.begin(), order.end());
+  for (const std::shared_ptr<ActiveRun>& ar : ours) {
+    const std::string& id = ar->request_run_id;
+    if (waiting.count(id) > 0 || ar->admitted.load() || admission_.ClaimedHere(id)) continue;
+    ReleaseQueuedBytes(*ar);
+    log::Info("run.moved", {{"run", id}, {"replica", deps_.config->replica.id}});
+    absl::MutexLock lock(&mu_);
+    active_.erase(id);
+  }
+}
+
+void RunManager::ClaimLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stop_watchdog_) {
+    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_watchdog_; };
+    deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&stop), deps_.clock->Now() + kClaimPoll);
+    if (stop_watchdog_) break;
+    mu_.Unlock();
+    Dispatch();
+    mu_.Lock();
   }
 }
 

@@ -25,8 +25,9 @@ RunManager::RunManager(RunManagerDeps deps)
     : deps_(std::move(deps)),
       executor_("runs", deps_.config->max_concurrent_runs,
                 /*max_queue=*/deps_.config->max_concurrent_runs),
-      admission_(deps_.config->max_concurrent_runs, deps_.config->max_queued_runs, deps_.budget),
-      quotas_(deps_.config, deps_.clock),
+      admission_(deps_.config->max_concurrent_runs, deps_.config->max_queued_runs, deps_.budget,
+                 {deps_.admission, deps_.config->replica.id, deps_.clock}),
+      quotas_(deps_.config, deps_.clock, deps_.admission),
       side_events_("side-events", 1, 10000),
       sweeper_({deps_.store, &deps_.providers, deps_.clock, deps_.metrics, deps_.journal}),
       retention_({deps_.store, deps_.artifacts, deps_.clock, deps_.metrics},
@@ -44,17 +45,28 @@ RunManager::~RunManager() {
     stop_watchdog_ = true;
   }
   watchdog_.join();
+  if (claimer_.joinable()) claimer_.join();
   executor_.Shutdown();
   side_events_.Shutdown();
 }
 
 absl::Status RunManager::Recover(const Tenants& tenants) {
   SANDGATE_RETURN_IF_ERROR(sweeper_.Sweep());
-  return RecoverRuns(
+  // The slots the previous daemon's runs and sessions held in the shared queue are free: its
+  // running runs fail below, its sessions were ended (SessionManager::Recover).
+  if (deps_.admission != nullptr) {
+    SANDGATE_RETURN_IF_ERROR(deps_.admission->ReleaseReplica(deps_.config->replica.id));
+  }
+  SANDGATE_RETURN_IF_ERROR(RecoverRuns(
       {deps_.store, deps_.events, deps_.clock, deps_.config->replica.id, "", ""}, tenants,
-      [this](const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request) {
-        return Requeue(caller, run, std::move(request));
-      });
+      [this](const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request,
+             const std::string& why) { return Requeue(caller, run, std::move(request), why); }));
+  // Claims start once this replica's own leftovers are settled: a claim made before would be
+  // released above as the previous daemon's.
+  if (admission_.shared() && !claimer_.joinable()) {
+    claimer_ = std::thread([this] { ClaimLoop(); });
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<v1::Run>> RunManager::FindKeyed(const Caller& caller,
@@ -185,16 +197,30 @@ size_t RunManager::Drain(absl::Duration grace) {
     for (const auto& [id, ar] : active_) runs.push_back(ar);
   }
   for (const auto& ar : runs) {
-    if (!admission_.Remove(ar->request_run_id)) {  // running: its sandbox cannot outlive us
-      ar->cancel.Cancel("the daemon is shutting down");
+    const std::string& id = ar->request_run_id;
+    // Shared queue: a waiting run any replica may start stays in it, for one with room.
+    const bool leave = admission_.shared() && !OnlyHere(*ar);
+    const bool waiting =
+        leave ? !ar->admitted.load() && !admission_.ClaimedHere(id) : admission_.Remove(id);
+    if (!waiting) {
+      if (admission_.shared() && !ar->admitted.load() && !admission_.ClaimedHere(id)) {
+        ReleaseQueuedBytes(*ar);  // another replica claimed it: its business now
+        absl::MutexLock lock(&mu_);
+        active_.erase(id);
+        continue;
+      }
+      ar->cancel.Cancel("the daemon is shutting down");  // running: its sandbox cannot outlive us
       continue;
     }
     RunEvents events(deps_.events, ar.get());
     if (ar->request_kept.load()) {
-      // Waiting and kept: it stays QUEUED and is queued again when the daemon is back.
+      // Waiting and kept: it stays QUEUED and is queued again when the daemon is back (or,
+      // shared, starts on another replica with room).
       events.Notice(v1::Notice::SEVERITY_WARNING,
-                    "the daemon is shutting down; this run stays queued and starts when it is back "
-                    "(follow again from the last seq seen)");
+                    leave ? "this replica is shutting down; this run stays queued and starts on "
+                            "a replica with room (follow again from the last seq seen)"
+                          : "the daemon is shutting down; this run stays queued and starts when "
+                            "it is back (follow again from the last seq seen)");
       log::Info("run.shelved", {{"run", ar->request_run_id}, {"tenant", events.tenant()}});
       ReleaseQueuedBytes(*ar);
       absl::MutexLock lock(&mu_);

@@ -55,8 +55,9 @@ class RunManager {
 
   absl::StatusOr<v1::Run> Start(const Caller& caller, v1::RunAnalysisRequest request);
   // Queues again a stored QUEUED run from its kept request: one a previous daemon left, or
-  // one a lost replica left (core/replica.h).
-  absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request);
+  // one a lost replica left (core/replica.h); a notice tells its followers `why`.
+  absl::Status Requeue(const Caller& caller, const v1::Run& run, v1::RunAnalysisRequest request,
+                       const std::string& why);
   absl::StatusOr<v1::Run> Get(const Caller& caller, const std::string& run_id);
   // OK when `caller` may read the event log `id`: a run's, or a kept session's
   // own (its id; see SessionManagerDeps::events). NOT_FOUND otherwise.
@@ -115,7 +116,21 @@ class RunManager {
   // run_admit.cc. Queues a persisted run, and tells its events where it stands.
   absl::StatusOr<v1::Run> Admit(const std::shared_ptr<ActiveRun>& run);
   // Starts every queued run that now has room, then tells the others their new position.
+  // Shared queue: a run claimed here that another replica queued is started here (Adopt),
+  // and a run queued here that another replica claimed is forgotten here.
   void Dispatch();
+  // An ActiveRun for a stored QUEUED run, from its kept request (checked again against
+  // today's configuration), its inputs left in the store.
+  absl::StatusOr<std::shared_ptr<ActiveRun>> Revive(const Caller& caller, const v1::Run& run,
+                                                    v1::RunAnalysisRequest request);
+  // Whether only this replica can start the run (shared queue: its kept session is here, or
+  // its request is not kept in the store).
+  static bool OnlyHere(const ActiveRun& run);
+  // Starts here a run another replica queued, which this one claimed.
+  void Adopt(const AdmissionQueue::Ticket& ticket);
+  // Shared queue: claims waiting runs every kClaimPoll, so a run queued on another replica
+  // (or a slot freed there) is seen here even without a nudge.
+  void ClaimLoop();
   // Counts a waiting run's input bytes in quotas_ (RESOURCE_EXHAUSTED past
   // max_queued_input_bytes when `enforce`); released, once, when it leaves the queue.
   absl::Status HoldQueuedBytes(ActiveRun& run, bool enforce);
@@ -182,7 +197,8 @@ class RunManager {
   bool stop_watchdog_ ABSL_GUARDED_BY(mu_) = false;
   // Bumped when a run gets a deadline, so the watchdog waits for the new earliest one.
   uint64_t deadlines_set_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread watchdog_;  // last: starts once everything above is set
+  std::thread watchdog_;  // starts once everything above is set
+  std::thread claimer_;   // shared queue only, from Recover on
 };
 
 }  // namespace sandgate::core

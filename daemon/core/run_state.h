@@ -24,6 +24,7 @@
 #include "playbooks/playbook.h"
 #include "sandbox/sandbox.h"
 #include "sandgate/v1/sandgate.pb.h"
+#include "store/admission_store.h"
 #include "store/artifact_store.h"
 #include "store/store.h"
 
@@ -45,6 +46,11 @@ struct RunManagerDeps {
   WarmPool* warm_pool = nullptr;
   // What the start-up sweep lists: this replica's entries (core/replica.h); null = the store's.
   ResourceJournal* journal = nullptr;
+  // The queue and quotas the replicas of one store share (store/admission_store.h); null =
+  // this daemon's own, in memory. With one, a run another replica queued may start here,
+  // for its tenant found in `tenants`.
+  store::AdmissionStore* admission = nullptr;
+  const Tenants* tenants = nullptr;
 };
 
 // One run from Start to Finish. Shared by the RunManager's table of active runs, the run's

@@ -57,6 +57,7 @@ struct SessionManager::Entry {
   std::unique_ptr<sandbox::Session> sandbox;
   const std::shared_ptr<DecisionRoute> route = std::make_shared<DecisionRoute>();
   std::string id, tenant;
+  std::string slot;  // its live_sessions slot in the shared admission store ("" none)
   absl::Time created;
   absl::Duration idle_timeout, max_lifetime, command_timeout;
   absl::Time warn_at;  // when lease holders are told max_lifetime is near
@@ -160,6 +161,15 @@ absl::Status SessionManager::Recover() {
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status LiveSessionsReached(uint32_t quota, const std::string& tenant) {
+  return errors::ResourceExhausted(absl::StrCat("quota live_sessions (", quota, ") of tenant ",
+                                                tenant, " is reached; close a session first"));
+}
+
+}  // namespace
+
 absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
                                                    const v1::CreateSessionRequest& req,
                                                    const CancelToken* cancel) {
@@ -180,15 +190,24 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   SANDGATE_RETURN_IF_ERROR(CheckProviderRunsCommands(*provider->second, req.sandbox()));
   SANDGATE_RETURN_IF_ERROR(
       CheckPolicy(caller, PolicyRequest{provider_name, "", "", &req.sandbox()}, cfg));
-  if (uint32_t quota = caller.config ? caller.config->quotas.live_sessions : 0) {
+  const uint32_t quota = caller.config ? caller.config->quotas.live_sessions : 0;
+  // Shared by replicas: the slot is taken in the store, counted across the gateway, and
+  // given back when the session ends (or now, if it never starts).
+  std::string slot;
+  if (deps_.admission != nullptr) {
+    slot = absl::StrCat("slot-", RandomHex(8));
+    SANDGATE_ASSIGN_OR_RETURN(
+        bool taken, deps_.admission->TakeSessionSlot(caller.tenant, slot, cfg.replica.id, quota));
+    if (!taken) return LiveSessionsReached(quota, caller.tenant);
+  }
+  auto give_slot = absl::MakeCleanup([this, &slot] {
+    if (!slot.empty()) (void)deps_.admission->ReleaseSessionSlot(slot);
+  });
+  if (quota > 0 && deps_.admission == nullptr) {
     uint32_t live = 0;
     absl::MutexLock lock(&mu_);
     for (const auto& [id, e] : live_) live += e->tenant == caller.tenant ? 1 : 0;
-    if (live >= quota) {
-      return errors::ResourceExhausted(absl::StrCat("quota live_sessions (", quota, ") of tenant ",
-                                                    caller.tenant,
-                                                    " is reached; close a session first"));
-    }
+    if (live >= quota) return LiveSessionsReached(quota, caller.tenant);
   }
   // A ready sandbox brings its own budget unit and its id, which becomes the session's.
   std::optional<WarmSandbox> warm = TakeWarm(deps_.warm_pool, provider->second, req.sandbox(), cfg);
@@ -210,6 +229,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   auto e = std::make_shared<Entry>();
   e->id = warm ? warm->session->id() : absl::StrCat("s", RandomHex(8));
   e->tenant = caller.tenant;
+  e->slot = slot;
   e->created = deps_.clock->Now();
   e->idle_timeout = IdleTimeout(req.sandbox(), cfg);
   e->max_lifetime = MaxLifetime(req.sandbox(), cfg);
@@ -280,6 +300,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     reschedule_ = true;
   }
   std::move(give_back).Cancel();
+  std::move(give_slot).Cancel();
   log::Info("session.created",
             {{"session", e->id}, {"tenant", caller.tenant}, {"provider", provider_name}});
   return Snapshot(*e);
@@ -443,6 +464,12 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
   {
     absl::MutexLock lock(&mu_);
     live_.erase(e->id);
+  }
+  if (!e->slot.empty()) {
+    absl::Status freed = deps_.admission->ReleaseSessionSlot(e->slot);
+    // Left held, it is freed when this replica restarts or is taken over (ReleaseReplica).
+    if (!freed.ok())
+      log::Error("session.slot_release_failed", {{"session", e->id}, {"error", freed.ToString()}});
   }
   log::Info(status == v1::SESSION_STATUS_EXPIRED ? "session.expired" : "session.closed",
             {{"session", e->id}, {"tenant", e->tenant}, {"reason", reason}});

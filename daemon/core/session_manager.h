@@ -39,6 +39,7 @@
 #include "core/tenants.h"
 #include "core/warm_pool.h"
 #include "sandbox/sandbox.h"
+#include "store/admission_store.h"
 #include "store/store.h"
 
 namespace sandgate::core {
@@ -58,6 +59,9 @@ struct SessionManagerDeps {
   // Ready sandboxes: a request of a shape it keeps takes one instead of waiting
   // for a create. May be null: every session is made on demand.
   WarmPool* warm_pool = nullptr;
+  // The quotas replicas of one store share (store/admission_store.h): live_sessions is
+  // counted there, across the gateway. May be null: counted here.
+  store::AdmissionStore* admission = nullptr;
 };
 
 // What the holder of a lease is told while it holds it.

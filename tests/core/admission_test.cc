@@ -2,6 +2,9 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "store/sqlite_admission_store.h"
+#include "tests/common/temp_dir.h"
+#include "tests/fakes/fake_clock.h"
 
 namespace sandgate::core {
 namespace {
@@ -74,6 +77,38 @@ TEST(AdmissionTest, TheQueueIsBoundedAndNamesTheLimit) {
   EXPECT_TRUE(q.Remove("r2"));
   EXPECT_FALSE(q.Remove("r2"));
   EXPECT_TRUE(q.Enqueue({"r3", "a", 0, true}).ok());
+}
+
+// Two replicas' queues on one shared store: the tenant's quota counts both, each replica's
+// own limit and sandbox budget stay its own, and either claims the other's waiting runs.
+TEST(AdmissionTest, SharedQueuesOfTwoReplicasHoldTheTenantsQuotaTogether) {
+  testing::ScopedTempDir dir("sg-admission");
+  testing::FakeClock clock;
+  auto store_a = *store::SqliteAdmissionStore::Open(dir.path() + "/state.db");
+  auto store_b = *store::SqliteAdmissionStore::Open(dir.path() + "/state.db");
+  SandboxBudget budget_a(4), budget_b(0);
+  AdmissionQueue a(/*max_running=*/1, 100, &budget_a, {store_a.get(), "a", &clock});
+  AdmissionQueue b(/*max_running=*/4, 100, &budget_b, {store_b.get(), "b", &clock});
+  ASSERT_TRUE(a.Enqueue({"t1", "t", /*tenant_limit=*/2, true}).ok());
+  ASSERT_TRUE(a.Enqueue({"t2", "t", 2, true}).ok());
+  ASSERT_TRUE(a.Enqueue({"k1", "u", 0, /*needs_sandbox=*/false}, /*only_here=*/true).ok());
+  ASSERT_TRUE(b.Enqueue({"t3", "t", 2, /*needs_sandbox=*/false}).ok());
+  EXPECT_EQ(b.waiting(), 4u) << "one queue";
+  EXPECT_EQ(Ids(b.Admit()), (std::vector<std::string>{"t3"}))
+      << "b has no sandbox and k1's session is a's";
+  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"k1"})) << "a's own limit is 1";
+  a.Done({"k1", "u", 0, false});
+  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"t1"}));
+  EXPECT_TRUE(a.ClaimedHere("t1"));
+  EXPECT_FALSE(a.ClaimedHere("t3"));
+  a.Done({"t1", "t", 2, true});
+  EXPECT_EQ(budget_a.used(), 0u);
+  ASSERT_TRUE(b.Enqueue({"t4", "t", 2, false}).ok());
+  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"t2"}));
+  EXPECT_EQ(Ids(b.Admit()), (std::vector<std::string>{})) << "t3 and t2 hold t's 2 slots";
+  b.Done({"t3", "t", 2, false});
+  EXPECT_EQ(Ids(b.Admit()), (std::vector<std::string>{"t4"}));
+  EXPECT_EQ(a.Order(), (std::vector<std::string>{}));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "store/sqlite_admission_store.h"
+#include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
 
 namespace sandgate::core {
@@ -29,6 +31,31 @@ TEST(RunQuotasTest, AStartLeavesTheRateWindowExactlyAMinuteLaterNotBefore) {
   clock.Advance(absl::Nanoseconds(1));
   EXPECT_TRUE(quotas.CheckRate(caller).ok()) << "the first start is a minute old now";
   EXPECT_EQ(quotas.CheckRate(caller).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(RunQuotasTest, SharedByReplicasTheRateCountsEveryReplicasStartsToTheMinute) {
+  Config config;
+  TenantConfig tenant;
+  tenant.name = "team-a";
+  tenant.quotas.runs_per_minute = 2;
+  const Caller caller{"team-a", false, &tenant};
+  testing::FakeClock clock;
+  testing::ScopedTempDir dir("sg-quotas");
+  auto store_a = *store::SqliteAdmissionStore::Open(dir.path() + "/state.db");
+  auto store_b = *store::SqliteAdmissionStore::Open(dir.path() + "/state.db");
+  RunQuotas a(&config, &clock, store_a.get());
+  RunQuotas b(&config, &clock, store_b.get());
+
+  ASSERT_TRUE(a.CheckRate(caller).ok());
+  clock.Advance(absl::Seconds(10));
+  ASSERT_TRUE(b.CheckRate(caller).ok());
+  clock.Advance(absl::Seconds(50) - absl::Nanoseconds(1));
+  absl::Status refused = a.CheckRate(caller);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << "b's start counts on a";
+  EXPECT_TRUE(absl::StrContains(refused.message(), "retry in 1s")) << refused;
+  clock.Advance(absl::Nanoseconds(1));
+  EXPECT_TRUE(b.CheckRate(caller).ok()) << "a's start is a minute old now";
+  EXPECT_EQ(a.CheckRate(caller).code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST(RunQuotasTest, NoLimitWithoutATenantPolicy) {

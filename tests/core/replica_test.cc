@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "store/sqlite_admission_store.h"
 #include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
@@ -57,20 +58,27 @@ class CountingProvider : public sandbox::Provider {
 class Requeued {
  public:
   Requeue Fn() {
-    return [this](const Caller&, const v1::Run& run, v1::RunAnalysisRequest) {
-      absl::MutexLock lock(&mu_);
-      ids_.push_back(run.id());
-      return absl::OkStatus();
-    };
+    return
+        [this](const Caller&, const v1::Run& run, v1::RunAnalysisRequest, const std::string& why) {
+          absl::MutexLock lock(&mu_);
+          ids_.push_back(run.id());
+          whys_.push_back(why);
+          return absl::OkStatus();
+        };
   }
   std::vector<std::string> ids() {
     absl::MutexLock lock(&mu_);
     return ids_;
   }
+  std::vector<std::string> whys() {
+    absl::MutexLock lock(&mu_);
+    return whys_;
+  }
 
  private:
   absl::Mutex mu_;
   std::vector<std::string> ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> whys_ ABSL_GUARDED_BY(mu_);
 };
 
 v1::Run MakeRun(const std::string& id, const std::string& replica, v1::RunStatus status) {
@@ -124,6 +132,7 @@ class ReplicaTest : public ::testing::Test {
     t.name = "t";
     tenants_ = std::make_unique<Tenants>(std::vector<TenantConfig>{t});
     provider_ = std::make_unique<CountingProvider>(store_.get());
+    admission_ = *store::SqliteAdmissionStore::Open(path());
   }
   void TearDown() override {
     members_.clear();
@@ -173,6 +182,7 @@ class ReplicaTest : public ::testing::Test {
     deps.remote_providers = {{"openai", provider_.get()}};
     deps.tenants = tenants_.get();
     deps.requeue = requeued_.Fn();
+    deps.admission = admission_.get();
     ReplicaConfig config;
     config.id = id;
     config.lease_period = kLease;
@@ -201,6 +211,7 @@ class ReplicaTest : public ::testing::Test {
   std::unique_ptr<Tenants> tenants_;
   std::unique_ptr<CountingProvider> provider_;
   Requeued requeued_;
+  std::unique_ptr<store::SqliteAdmissionStore> admission_;
   std::vector<std::unique_ptr<store::SqliteReplicaStore>> leases_;
   std::vector<std::unique_ptr<store::SqliteStore>> stores_;  // the replicas' own
   std::vector<std::unique_ptr<FlakyLeases>> flaky_;
@@ -231,6 +242,12 @@ TEST_F(ReplicaTest, LostReplicaIsTakenOverAtItsLeasesEndNotBefore) {
   EXPECT_EQ(log[0].run_finished().reason(), failed.status_reason());
 
   EXPECT_EQ(requeued_.ids(), std::vector<std::string>{"r-queued"});
+  EXPECT_EQ(
+      requeued_.whys(),
+      std::vector<std::string>{failed.status_reason() +
+                               "; replica b took this waiting run from replica a and queued it "
+                               "again"})
+      << "the notice names both replicas, not a restart";
   EXPECT_EQ(store_->GetRun("r-queued")->replica(), "b") << "stored as b's before it is queued";
   EXPECT_EQ(store_->GetRun("r-other")->status(), v1::RUN_STATUS_RUNNING) << "z's, alive";
   v1::Session session = *store_->GetSession("s-a");
@@ -247,6 +264,34 @@ TEST_F(ReplicaTest, LostReplicaIsTakenOverAtItsLeasesEndNotBefore) {
   clock_.Advance(kLease);
   ASSERT_TRUE(clock_.BlockUntilSettled(2));
   EXPECT_EQ(b.takeovers(), 1) << "once";
+}
+
+TEST_F(ReplicaTest, ALostReplicasQuotaSlotsAreFreedAtItsTakeover) {
+  LeaveLostReplica();
+  store::QueuedRun running;
+  running.run_id = "r-running";
+  running.tenant = "t";
+  running.tenant_limit = 1;
+  running.enqueued_by = "a";
+  store::QueuedRun later = running;
+  later.run_id = "r-later";
+  ASSERT_TRUE(admission_->Enqueue(running, 0).ok());
+  ASSERT_EQ((*admission_->Claim("a", true))->run_id, "r-running");
+  ASSERT_TRUE(*admission_->TakeSessionSlot("t", "slot-a", "a", 1));
+  ASSERT_TRUE(admission_->Enqueue(later, 0).ok());
+  ReplicaMember& b = StartReplica("b");
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  EXPECT_FALSE(admission_->Claim("b", true)->has_value()) << "a's run holds t's one slot";
+
+  clock_.Advance(kLease - kNs);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  clock_.Advance(kNs);
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_EQ(b.takeovers(), 1);
+  absl::StatusOr<std::optional<store::QueuedRun>> next = admission_->Claim("b", true);
+  ASSERT_TRUE(next.ok() && next->has_value()) << "a's slot is free";
+  EXPECT_EQ((*next)->run_id, "r-later");
+  EXPECT_TRUE(*admission_->TakeSessionSlot("t", "slot-b", "b", 1)) << "so is its session's";
 }
 
 TEST_F(ReplicaTest, OfTwoRacingReplicasOneCleansUpAndEachResourceGoesOnce) {
@@ -459,7 +504,8 @@ TEST(RecoverRunsTest, OnlyThisReplicasOwnRuns) {
   ASSERT_TRUE(store->CreateRun(MakeRun("theirs", "b", v1::RUN_STATUS_RUNNING), "").ok());
   Tenants tenants({});
   ASSERT_TRUE(RecoverRuns({store.get(), &events, &clock, "a", "", ""}, tenants,
-                          [](const Caller&, const v1::Run&, v1::RunAnalysisRequest) {
+                          [](const Caller&, const v1::Run&, v1::RunAnalysisRequest,
+                             const std::string&) {
                             return absl::OkStatus();
                           })
                   .ok());

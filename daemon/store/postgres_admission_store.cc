@@ -1,0 +1,278 @@
+#include "store/postgres_admission_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "store/postgres_schema.h"
+
+namespace sandgate::store {
+namespace {
+
+// Times are unix nanoseconds from the callers' clock; booleans 0/1. Tenant names compare
+// byte-wise (COLLATE "C"), as on SQLite, so the round robin is the same on both.
+constexpr const char* kSteps[] = {
+    R"sql(
+CREATE TABLE admission_queue (
+  run_id TEXT PRIMARY KEY,
+  tenant TEXT COLLATE "C" NOT NULL,
+  needs_sandbox INTEGER NOT NULL,
+  only_replica TEXT NOT NULL,
+  enqueued_by TEXT NOT NULL,
+  enqueued_at BIGINT NOT NULL,
+  seq BIGINT GENERATED ALWAYS AS IDENTITY,
+  claimed_by TEXT NOT NULL DEFAULT '');
+CREATE INDEX admission_queue_by_tenant ON admission_queue(tenant, claimed_by, seq);
+CREATE TABLE admission_tenants (
+  tenant TEXT COLLATE "C" PRIMARY KEY,
+  max_running INTEGER NOT NULL DEFAULT 0,
+  running INTEGER NOT NULL DEFAULT 0,
+  last_claimed BIGINT NOT NULL DEFAULT 0);
+CREATE SEQUENCE admission_claim_order;
+CREATE TABLE admission_starts (tenant TEXT NOT NULL, at BIGINT NOT NULL);
+CREATE INDEX admission_starts_by_tenant ON admission_starts(tenant, at);
+CREATE TABLE admission_sessions (
+  session_id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  replica TEXT NOT NULL);
+)sql",
+};
+
+constexpr const char* kComponent = "admission";
+
+constexpr const char kCountWaiting[] = "SELECT count(*) FROM admission_queue WHERE claimed_by = ''";
+// The tenant's row, made if new and locked: every check of one tenant's quota and the count
+// it guards run under this lock.
+constexpr const char kTouchTenant[] =
+    "INSERT INTO admission_tenants(tenant) VALUES($1) ON CONFLICT(tenant) DO NOTHING";
+constexpr const char kLockTenant[] = "SELECT 1 FROM admission_tenants WHERE tenant = $1 FOR UPDATE";
+
+int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
+
+QueuedRun Queued(const PgResult& r, int row) {
+  return {r.Text(row, 0), r.Text(row, 1), static_cast<uint32_t>(r.Int(row, 2)), r.Int(row, 3) != 0,
+          r.Text(row, 4), r.Text(row, 5), absl::FromUnixNanos(r.Int(row, 6)),   r.Text(row, 7)};
+}
+
+absl::Status LockTenant(PgConnection& conn, const char* what, const std::string& tenant) {
+  SANDGATE_RETURN_IF_ERROR(conn.Run(what, kTouchTenant, PgParams().Text(tenant)));
+  return conn.Run(what, kLockTenant, PgParams().Text(tenant));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::Create(
+    PostgresDatabase* db) {
+  SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, kComponent, kSteps));
+  return std::unique_ptr<PostgresAdmissionStore>(new PostgresAdmissionStore(db));
+}
+
+absl::Status PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting) {
+  constexpr const char* kWhat = "queue run";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  return conn->Transaction(kWhat, [&]() -> absl::Status {
+    SANDGATE_ASSIGN_OR_RETURN(PgResult queued,
+                              conn->Exec(kWhat, "SELECT 1 FROM admission_queue WHERE run_id = $1",
+                                         PgParams().Text(run.run_id)));
+    if (queued.rows() > 0) return absl::OkStatus();
+    if (max_waiting > 0) {
+      // A bound on memory and patience, not a quota: two replicas queueing at once may pass
+      // it by one each.
+      SANDGATE_ASSIGN_OR_RETURN(PgResult waiting, conn->Exec(kWhat, kCountWaiting));
+      if (static_cast<uint64_t>(waiting.Int(0, 0)) >= max_waiting)
+        return QueueFull(waiting.Int(0, 0), max_waiting);
+    }
+    SANDGATE_RETURN_IF_ERROR(
+        conn->Run(kWhat,
+                  "INSERT INTO admission_tenants(tenant, max_running) VALUES($1, $2) "
+                  "ON CONFLICT(tenant) DO UPDATE SET max_running = excluded.max_running "
+                  "WHERE admission_tenants.max_running <> excluded.max_running",
+                  PgParams().Text(run.tenant).Int(run.tenant_limit)));
+    return conn->Run(kWhat,
+                     "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
+                     "enqueued_by, enqueued_at) VALUES($1, $2, $3, $4, $5, $6) "
+                     "ON CONFLICT(run_id) DO NOTHING",
+                     PgParams()
+                         .Text(run.run_id)
+                         .Text(run.tenant)
+                         .Int(run.needs_sandbox)
+                         .Text(run.only_replica)
+                         .Text(run.enqueued_by)
+                         .Int(Ns(run.enqueued_at)));
+  });
+}
+
+absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Claim(const std::string& replica,
+                                                                       bool sandbox_room) {
+  constexpr const char* kWhat = "claim run";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  std::optional<QueuedRun> claimed;
+  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+    const PgParams params = PgParams().Int(sandbox_room).Text(replica);
+    // The next tenant after the one claimed last (by name, wrapping around) that is under its
+    // quota and has a run this replica may start; a tenant another claimer holds is skipped.
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult tenant,
+        conn->Exec(kWhat,
+                   "SELECT t.tenant FROM admission_tenants t "
+                   "WHERE (t.max_running = 0 OR t.running < t.max_running) "
+                   "AND EXISTS (SELECT 1 FROM admission_queue q WHERE q.tenant = t.tenant "
+                   "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
+                   "AND (q.only_replica = '' OR q.only_replica = $2)) "
+                   "ORDER BY (t.tenant <= coalesce((SELECT c.tenant FROM admission_tenants c "
+                   "WHERE c.last_claimed > 0 ORDER BY c.last_claimed DESC LIMIT 1), '')), "
+                   "t.tenant LIMIT 1 FOR UPDATE OF t SKIP LOCKED",
+                   params));
+    if (tenant.rows() == 0) return absl::OkStatus();
+    const std::string name = tenant.Text(0, 0);
+    // Its oldest such run; one a cancel is deleting right now is skipped.
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult run,
+        conn->Exec(kWhat,
+                   "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
+                   "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
+                   "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.tenant = $3 "
+                   "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
+                   "AND (q.only_replica = '' OR q.only_replica = $2) "
+                   "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED",
+                   PgParams().Int(sandbox_room).Text(replica).Text(name)));
+    if (run.rows() == 0) return absl::OkStatus();  // cancelled meanwhile: the next poll
+    claimed = Queued(run, 0);
+    claimed->claimed_by = replica;
+    SANDGATE_RETURN_IF_ERROR(
+        conn->Run(kWhat, "UPDATE admission_queue SET claimed_by = $2 WHERE run_id = $1",
+                  PgParams().Text(claimed->run_id).Text(replica)));
+    return conn->Run(kWhat,
+                     "UPDATE admission_tenants SET running = running + 1, "
+                     "last_claimed = nextval('admission_claim_order') WHERE tenant = $1",
+                     PgParams().Text(name));
+  }));
+  return claimed;
+}
+
+absl::StatusOr<bool> PostgresAdmissionStore::Remove(const std::string& run_id) {
+  constexpr const char* kWhat = "remove waiting run";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec(kWhat, "DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by = ''",
+                 PgParams().Text(run_id)));
+  return r.affected() == 1;
+}
+
+absl::Status PostgresAdmissionStore::Release(const std::string& run_id) {
+  constexpr const char* kWhat = "release run";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  return conn->Run(kWhat,
+                   "WITH d AS (DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by <> '' "
+                   "RETURNING tenant) UPDATE admission_tenants t SET running = t.running - 1 "
+                   "FROM d WHERE t.tenant = d.tenant AND t.running > 0",
+                   PgParams().Text(run_id));
+}
+
+absl::Status PostgresAdmissionStore::ReleaseReplica(const std::string& replica) {
+  constexpr const char* kWhat = "release replica";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  const PgParams params = PgParams().Text(replica);
+  return conn->Transaction(kWhat, [&]() -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(
+        conn->Run(kWhat,
+                  "WITH d AS (DELETE FROM admission_queue WHERE claimed_by = $1 RETURNING tenant), "
+                  "n AS (SELECT tenant, count(*) AS c FROM d GROUP BY tenant) "
+                  "UPDATE admission_tenants t SET running = greatest(0, t.running - n.c) "
+                  "FROM n WHERE t.tenant = n.tenant",
+                  params));
+    SANDGATE_RETURN_IF_ERROR(conn->Run(
+        kWhat, "DELETE FROM admission_queue WHERE claimed_by = '' AND only_replica = $1", params));
+    return conn->Run(kWhat, "DELETE FROM admission_sessions WHERE replica = $1", params);
+  });
+}
+
+absl::StatusOr<WaitingRuns> PostgresAdmissionStore::Waiting() {
+  constexpr const char* kWhat = "list waiting runs";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  WaitingRuns out;
+  // One snapshot for the runs and the cursor.
+  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn->Exec(kWhat,
+                   "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
+                   "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
+                   "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.claimed_by = '' "
+                   "ORDER BY q.seq"));
+    for (int i = 0; i < r.rows(); ++i) out.runs.push_back(Queued(r, i));
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult cursor, conn->Exec(kWhat,
+                                    "SELECT tenant FROM admission_tenants WHERE last_claimed > 0 "
+                                    "ORDER BY last_claimed DESC LIMIT 1"));
+    if (cursor.rows() > 0) out.last_tenant = cursor.Text(0, 0);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<uint64_t> PostgresAdmissionStore::WaitingCount() {
+  constexpr const char* kWhat = "count waiting runs";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec(kWhat, kCountWaiting));
+  return static_cast<uint64_t>(r.Int(0, 0));
+}
+
+absl::StatusOr<std::optional<absl::Time>> PostgresAdmissionStore::CountStart(
+    const std::string& tenant, uint32_t limit, absl::Time now) {
+  constexpr const char* kWhat = "count run start";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  std::optional<absl::Time> retry_at;
+  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(LockTenant(*conn, kWhat, tenant));
+    SANDGATE_RETURN_IF_ERROR(
+        conn->Run(kWhat, "DELETE FROM admission_starts WHERE tenant = $1 AND at <= $2",
+                  PgParams().Text(tenant).Int(Ns(now - absl::Minutes(1)))));
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult window, conn->Exec(kWhat,
+                                    "SELECT count(*), coalesce(min(at), 0) FROM admission_starts "
+                                    "WHERE tenant = $1",
+                                    PgParams().Text(tenant)));
+    if (window.Int(0, 0) >= limit) {
+      retry_at = absl::FromUnixNanos(window.Int(0, 1)) + absl::Minutes(1);
+      return absl::OkStatus();
+    }
+    return conn->Run(kWhat, "INSERT INTO admission_starts(tenant, at) VALUES($1, $2)",
+                     PgParams().Text(tenant).Int(Ns(now)));
+  }));
+  return retry_at;
+}
+
+absl::StatusOr<bool> PostgresAdmissionStore::TakeSessionSlot(const std::string& tenant,
+                                                             const std::string& session_id,
+                                                             const std::string& replica,
+                                                             uint32_t limit) {
+  constexpr const char* kWhat = "take session slot";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  bool taken = false;
+  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+    if (limit > 0) {
+      SANDGATE_RETURN_IF_ERROR(LockTenant(*conn, kWhat, tenant));
+      SANDGATE_ASSIGN_OR_RETURN(
+          PgResult live,
+          conn->Exec(kWhat, "SELECT count(*) FROM admission_sessions WHERE tenant = $1",
+                     PgParams().Text(tenant)));
+      if (live.Int(0, 0) >= limit) return absl::OkStatus();
+    }
+    taken = true;
+    return conn->Run(kWhat,
+                     "INSERT INTO admission_sessions(session_id, tenant, replica) "
+                     "VALUES($1, $2, $3) ON CONFLICT(session_id) DO NOTHING",
+                     PgParams().Text(session_id).Text(tenant).Text(replica));
+  }));
+  return taken;
+}
+
+absl::Status PostgresAdmissionStore::ReleaseSessionSlot(const std::string& session_id) {
+  constexpr const char* kWhat = "release session slot";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  return conn->Run(kWhat, "DELETE FROM admission_sessions WHERE session_id = $1",
+                   PgParams().Text(session_id));
+}
+
+}  // namespace sandgate::store

@@ -1,0 +1,327 @@
+#include "store/sqlite_admission_store.h"
+
+#include <sqlite3.h>
+
+#include <initializer_list>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "store/sqlite_file.h"
+
+namespace sandgate::store {
+namespace {
+
+// Times are unix nanoseconds from the callers' clock; booleans 0/1.
+// NORMAL: a power loss may drop the newest rows, which recovery rebuilds from the runs
+// (waiting runs are queued again, and a restart frees the previous life's slots).
+constexpr const char* kSchema = R"sql(
+PRAGMA synchronous=NORMAL;
+CREATE TABLE IF NOT EXISTS admission_queue (
+  run_id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  needs_sandbox INTEGER NOT NULL,
+  only_replica TEXT NOT NULL,
+  enqueued_by TEXT NOT NULL,
+  enqueued_at INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  claimed_by TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS admission_queue_by_tenant ON admission_queue(tenant, claimed_by, seq);
+CREATE TABLE IF NOT EXISTS admission_tenants (
+  tenant TEXT PRIMARY KEY,
+  max_running INTEGER NOT NULL DEFAULT 0,
+  running INTEGER NOT NULL DEFAULT 0,
+  last_claimed INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS admission_starts (tenant TEXT NOT NULL, at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS admission_starts_by_tenant ON admission_starts(tenant, at);
+CREATE TABLE IF NOT EXISTS admission_sessions (
+  session_id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  replica TEXT NOT NULL);
+)sql";
+
+constexpr const char* kQueueColumns =
+    "q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, q.enqueued_by, "
+    "q.enqueued_at, q.claimed_by";
+
+using Value = std::variant<std::string, int64_t>;
+
+// One prepared statement with its parameters bound (?1..), finalized on every path.
+class Sql {
+ public:
+  Sql(sqlite3* db, const std::string& sql, std::initializer_list<Value> params) : db_(db) {
+    ok_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr) == SQLITE_OK;
+    int i = 1;
+    for (const Value& v : params) {
+      if (const auto* t = std::get_if<std::string>(&v)) {
+        sqlite3_bind_text(s_, i++, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
+      } else {
+        sqlite3_bind_int64(s_, i++, std::get<int64_t>(v));
+      }
+    }
+  }
+  ~Sql() { sqlite3_finalize(s_); }
+  // SQLITE_ROW, SQLITE_DONE, or the error as a Status naming `what`.
+  absl::StatusOr<bool> Row(const char* what) {
+    int rc = ok_ ? sqlite3_step(s_) : SQLITE_ERROR;
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return errors::Internal(absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
+  }
+  // Runs a statement without rows; the rows it changed.
+  absl::StatusOr<int> Run(const char* what) {
+    SANDGATE_ASSIGN_OR_RETURN(bool row, Row(what));
+    (void)row;
+    return sqlite3_changes(db_);
+  }
+  std::string Text(int col) {
+    const unsigned char* p = sqlite3_column_text(s_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
+  QueuedRun Queued() {
+    return {Text(0), Text(1), static_cast<uint32_t>(Int(2)), Int(3) != 0,
+            Text(4), Text(5), absl::FromUnixNanos(Int(6)),   Text(7)};
+  }
+
+ private:
+  sqlite3* const db_;
+  sqlite3_stmt* s_ = nullptr;
+  bool ok_ = false;
+};
+
+int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
+
+absl::StatusOr<uint64_t> CountWaiting(sqlite3* db) {
+  Sql s(db, "SELECT count(*) FROM admission_queue WHERE claimed_by = ''", {});
+  SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row("count waiting runs"));
+  return row ? static_cast<uint64_t>(s.Int(0)) : 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open(
+    const std::string& path) {
+  SANDGATE_ASSIGN_OR_RETURN(sqlite3 * db, OpenSqliteFile(path, "admission database"));
+  std::unique_ptr<SqliteAdmissionStore> store(new SqliteAdmissionStore(db));
+  char* err = nullptr;
+  if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return errors::Internal(
+        absl::StrCat("sqlite: creating the admission tables in ", path, ": ", msg));
+  }
+  return store;
+}
+
+SqliteAdmissionStore::~SqliteAdmissionStore() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status SqliteAdmissionStore::Transaction(const char* what,
+                                               const std::function<absl::Status()>& body) {
+  SANDGATE_RETURN_IF_ERROR(Sql(db_, "BEGIN IMMEDIATE", {}).Run(what).status());
+  absl::Status st = body();
+  if (st.ok()) st = Sql(db_, "COMMIT", {}).Run(what).status();
+  if (!st.ok()) (void)Sql(db_, "ROLLBACK", {}).Run(what);  // the first error is the one to report
+  return st;
+}
+
+absl::Status SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting) {
+  absl::MutexLock lock(&mu_);
+  return Transaction("queue run", [&]() -> absl::Status {
+    Sql queued(db_, "SELECT 1 FROM admission_queue WHERE run_id = ?1", {run.run_id});
+    SANDGATE_ASSIGN_OR_RETURN(bool already, queued.Row("queue run"));
+    if (already) return absl::OkStatus();
+    if (max_waiting > 0) {
+      SANDGATE_ASSIGN_OR_RETURN(uint64_t waiting, CountWaiting(db_));
+      if (waiting >= max_waiting) return QueueFull(waiting, max_waiting);
+    }
+    SANDGATE_RETURN_IF_ERROR(
+        Sql(db_,
+            "INSERT INTO admission_tenants(tenant, max_running) VALUES(?1, ?2) "
+            "ON CONFLICT(tenant) DO UPDATE SET max_running = excluded.max_running",
+            {run.tenant, int64_t{run.tenant_limit}})
+            .Run("queue run")
+            .status());
+    return Sql(db_,
+               "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
+               "enqueued_by, enqueued_at, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
+               "(SELECT coalesce(max(seq), 0) + 1 FROM admission_queue))",
+               {run.run_id, run.tenant, int64_t{run.needs_sandbox}, run.only_replica,
+                run.enqueued_by, Ns(run.enqueued_at)})
+        .Run("queue run")
+        .status();
+  });
+}
+
+absl::StatusOr<std::optional<QueuedRun>> SqliteAdmissionStore::Claim(const std::string& replica,
+                                                                     bool sandbox_room) {
+  absl::MutexLock lock(&mu_);
+  std::optional<QueuedRun> claimed;
+  SANDGATE_RETURN_IF_ERROR(Transaction("claim run", [&]() -> absl::Status {
+    // The next tenant after the one claimed last (by name, wrapping around) with a run this
+    // replica may start, under its quota; that tenant's oldest such run.
+    Sql next(db_,
+             absl::StrCat(
+                 "SELECT ", kQueueColumns,
+                 " FROM admission_queue q JOIN admission_tenants t ON t.tenant = q.tenant "
+                 "WHERE q.claimed_by = '' AND (t.max_running = 0 OR t.running < t.max_running) "
+                 "AND (q.needs_sandbox = 0 OR ?1 = 1) AND (q.only_replica = '' OR "
+                 "q.only_replica = ?2) ORDER BY (q.tenant <= coalesce((SELECT tenant FROM "
+                 "admission_tenants WHERE last_claimed > 0 ORDER BY last_claimed DESC LIMIT 1), "
+                 "'')), q.tenant, q.seq LIMIT 1"),
+             {int64_t{sandbox_room}, replica});
+    SANDGATE_ASSIGN_OR_RETURN(bool found, next.Row("claim run"));
+    if (!found) return absl::OkStatus();
+    claimed = next.Queued();
+    claimed->claimed_by = replica;
+    SANDGATE_RETURN_IF_ERROR(Sql(db_,
+                                 "UPDATE admission_queue SET claimed_by = ?2 WHERE run_id = ?1",
+                                 {claimed->run_id, replica})
+                                 .Run("claim run")
+                                 .status());
+    return Sql(db_,
+               "UPDATE admission_tenants SET running = running + 1, last_claimed = "
+               "(SELECT max(last_claimed) + 1 FROM admission_tenants) WHERE tenant = ?1",
+               {claimed->tenant})
+        .Run("claim run")
+        .status();
+  }));
+  return claimed;
+}
+
+absl::StatusOr<bool> SqliteAdmissionStore::Remove(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  SANDGATE_ASSIGN_OR_RETURN(
+      int changed,
+      Sql(db_, "DELETE FROM admission_queue WHERE run_id = ?1 AND claimed_by = ''", {run_id})
+          .Run("remove waiting run"));
+  return changed == 1;
+}
+
+absl::Status SqliteAdmissionStore::Release(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  return Transaction("release run", [&]() -> absl::Status {
+    Sql claimed(db_, "SELECT tenant FROM admission_queue WHERE run_id = ?1 AND claimed_by <> ''",
+                {run_id});
+    SANDGATE_ASSIGN_OR_RETURN(bool found, claimed.Row("release run"));
+    if (!found) return absl::OkStatus();
+    const std::string tenant = claimed.Text(0);
+    SANDGATE_RETURN_IF_ERROR(Sql(db_, "DELETE FROM admission_queue WHERE run_id = ?1", {run_id})
+                                 .Run("release run")
+                                 .status());
+    return Sql(db_,
+               "UPDATE admission_tenants SET running = running - 1 WHERE tenant = ?1 AND "
+               "running > 0",
+               {tenant})
+        .Run("release run")
+        .status();
+  });
+}
+
+absl::Status SqliteAdmissionStore::ReleaseReplica(const std::string& replica) {
+  absl::MutexLock lock(&mu_);
+  return Transaction("release replica", [&]() -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(
+        Sql(db_,
+            "UPDATE admission_tenants SET running = max(0, running - (SELECT count(*) FROM "
+            "admission_queue q WHERE q.tenant = admission_tenants.tenant AND q.claimed_by = ?1))",
+            {replica})
+            .Run("release replica")
+            .status());
+    SANDGATE_RETURN_IF_ERROR(
+        Sql(db_,
+            "DELETE FROM admission_queue WHERE claimed_by = ?1 OR (claimed_by = '' AND "
+            "only_replica = ?1)",
+            {replica})
+            .Run("release replica")
+            .status());
+    return Sql(db_, "DELETE FROM admission_sessions WHERE replica = ?1", {replica})
+        .Run("release replica")
+        .status();
+  });
+}
+
+absl::StatusOr<WaitingRuns> SqliteAdmissionStore::Waiting() {
+  absl::MutexLock lock(&mu_);
+  WaitingRuns out;
+  Sql runs(db_,
+           absl::StrCat("SELECT ", kQueueColumns,
+                        " FROM admission_queue q JOIN admission_tenants t ON t.tenant = q.tenant "
+                        "WHERE q.claimed_by = '' ORDER BY q.seq"),
+           {});
+  for (;;) {
+    SANDGATE_ASSIGN_OR_RETURN(bool row, runs.Row("list waiting runs"));
+    if (!row) break;
+    out.runs.push_back(runs.Queued());
+  }
+  Sql cursor(db_,
+             "SELECT tenant FROM admission_tenants WHERE last_claimed > 0 "
+             "ORDER BY last_claimed DESC LIMIT 1",
+             {});
+  SANDGATE_ASSIGN_OR_RETURN(bool row, cursor.Row("read the admission cursor"));
+  if (row) out.last_tenant = cursor.Text(0);
+  return out;
+}
+
+absl::StatusOr<uint64_t> SqliteAdmissionStore::WaitingCount() {
+  absl::MutexLock lock(&mu_);
+  return CountWaiting(db_);
+}
+
+absl::StatusOr<std::optional<absl::Time>> SqliteAdmissionStore::CountStart(
+    const std::string& tenant, uint32_t limit, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::optional<absl::Time> retry_at;
+  SANDGATE_RETURN_IF_ERROR(Transaction("count run start", [&]() -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(Sql(db_, "DELETE FROM admission_starts WHERE tenant = ?1 AND at <= ?2",
+                                 {tenant, Ns(now - absl::Minutes(1))})
+                                 .Run("count run start")
+                                 .status());
+    Sql window(db_, "SELECT count(*), min(at) FROM admission_starts WHERE tenant = ?1", {tenant});
+    SANDGATE_ASSIGN_OR_RETURN(bool row, window.Row("count run start"));
+    if (row && window.Int(0) >= limit) {
+      retry_at = absl::FromUnixNanos(window.Int(1)) + absl::Minutes(1);
+      return absl::OkStatus();
+    }
+    return Sql(db_, "INSERT INTO admission_starts(tenant, at) VALUES(?1, ?2)", {tenant, Ns(now)})
+        .Run("count run start")
+        .status();
+  }));
+  return retry_at;
+}
+
+absl::StatusOr<bool> SqliteAdmissionStore::TakeSessionSlot(const std::string& tenant,
+                                                           const std::string& session_id,
+                                                           const std::string& replica,
+                                                           uint32_t limit) {
+  absl::MutexLock lock(&mu_);
+  bool taken = false;
+  SANDGATE_RETURN_IF_ERROR(Transaction("take session slot", [&]() -> absl::Status {
+    if (limit > 0) {
+      Sql live(db_, "SELECT count(*) FROM admission_sessions WHERE tenant = ?1", {tenant});
+      SANDGATE_ASSIGN_OR_RETURN(bool row, live.Row("take session slot"));
+      if (row && live.Int(0) >= limit) return absl::OkStatus();
+    }
+    taken = true;
+    return Sql(db_,
+               "INSERT INTO admission_sessions(session_id, tenant, replica) VALUES(?1, ?2, ?3) "
+               "ON CONFLICT(session_id) DO NOTHING",
+               {session_id, tenant, replica})
+        .Run("take session slot")
+        .status();
+  }));
+  return taken;
+}
+
+absl::Status SqliteAdmissionStore::ReleaseSessionSlot(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  return Sql(db_, "DELETE FROM admission_sessions WHERE session_id = ?1", {session_id})
+      .Run("release session slot")
+      .status();
+}
+
+}  // namespace sandgate::store

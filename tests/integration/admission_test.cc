@@ -1,0 +1,130 @@
+// Admission across replicas: two real daemons on one PostgreSQL database (tests/fakes'
+// throwaway server) share one run queue and the tenants' quotas. A tenant limited to 2
+// concurrent runs never has more than 2 RUNNING in the whole gateway, whichever replica its
+// runs were sent to; runs_per_minute and live_sessions count both replicas' work; and a run
+// waiting on a full replica is started by the other one.
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/postgres_server.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+constexpr char kLimited[] = "limited-token";  // concurrent_runs 2, runs_per_minute 8
+constexpr char kRated[] = "rated-token";      // runs_per_minute 2, live_sessions 1
+
+nlohmann::json Config(const std::string& dsn, const std::string& id, uint32_t uid_base) {
+  return {{"store", {{"type", "postgres"}, {"dsn", dsn}}},
+          {"replica", {{"id", id}, {"lease_seconds", 4}, {"renew_seconds", 1}}},
+          {"max_concurrent_runs", 4},
+          {"tenants",
+           {{{"name", "limited"},
+             {"token_sha256", Sha256::Hex(kLimited)},
+             {"quotas", {{"concurrent_runs", 2}, {"runs_per_minute", 8}}}},
+            {{"name", "rated"},
+             {"token_sha256", Sha256::Hex(kRated)},
+             {"quotas", {{"runs_per_minute", 2}, {"live_sessions", 1}}}}}},
+          {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
+}
+
+class AdmissionAcrossReplicasTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> dsn = PostgresServer::Shared().CreateDatabase();
+    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    a_ = std::make_unique<DaemonHarness>(Config(*dsn, "replica-a", 305000));
+    b_ = std::make_unique<DaemonHarness>(Config(*dsn, "replica-b", 305100));
+    a_->Start();
+    b_->Start();
+  }
+  void TearDown() override {
+    EXPECT_EQ(a_->Stop(SIGTERM), 0) << a_->Log();
+    EXPECT_EQ(b_->Stop(SIGTERM), 0) << b_->Log();
+  }
+  grpc::Status Start(DaemonHarness& d, const std::string& token, v1::Run* run,
+                     const std::string& setup = "") {
+    v1::RunAnalysisRequest req = SampleRequest();
+    if (!setup.empty()) req.mutable_sandbox()->add_setup_commands(setup);
+    return d.Stub()->RunAnalysis(DaemonHarness::Context(token).get(), req, run);
+  }
+  // The tenant's runs as replica `d` lists them (from the shared store).
+  std::vector<v1::Run> List(DaemonHarness& d, const std::string& token) {
+    v1::ListRunsRequest req;
+    req.set_page_size(100);
+    v1::ListRunsResponse resp;
+    grpc::Status st = d.Stub()->ListRuns(DaemonHarness::Context(token).get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return {resp.runs().begin(), resp.runs().end()};
+  }
+  std::unique_ptr<DaemonHarness> a_, b_;
+};
+
+TEST_F(AdmissionAcrossReplicasTest, ATenantsConcurrentRunsHoldInTheWholeGateway) {
+  // Six overlapping runs, three sent to each replica: each replica alone has room for 4.
+  std::vector<v1::Run> runs(6);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    grpc::Status st = Start(i % 2 ? *b_ : *a_, kLimited, &runs[i], "sleep 1");
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  // Sampled on both replicas until every run has ended (a follower on one replica is not
+  // woken by the other's events yet: the store is read instead).
+  int most = 0;
+  std::vector<v1::Run> ended;
+  const absl::Time give_up = absl::Now() + absl::Seconds(90);
+  while (ended.size() < runs.size() && absl::Now() < give_up) {
+    for (DaemonHarness* d : {a_.get(), b_.get()}) {
+      int running = 0;
+      ended.clear();
+      for (const v1::Run& r : List(*d, kLimited)) {
+        running += r.status() == v1::RUN_STATUS_RUNNING;
+        if (r.has_finished_at()) ended.push_back(r);
+      }
+      most = std::max(most, running);
+    }
+  }
+  ASSERT_EQ(ended.size(), runs.size()) << a_->Log() << b_->Log();
+  std::set<std::string> replicas;
+  for (const v1::Run& run : ended) {
+    EXPECT_EQ(run.status(), v1::RUN_STATUS_SUCCEEDED) << run.status_reason();
+    replicas.insert(run.replica());
+  }
+  EXPECT_LE(most, 2) << "never more than concurrent_runs RUNNING across both replicas";
+  EXPECT_EQ(most, 2) << "the runs did overlap";
+  EXPECT_EQ(replicas.size(), 2u) << "both replicas ran some";
+}
+
+TEST_F(AdmissionAcrossReplicasTest, RunsPerMinuteAndLiveSessionsCountBothReplicas) {
+  v1::Run run;
+  ASSERT_TRUE(Start(*a_, kRated, &run).ok());
+  ASSERT_TRUE(Start(*b_, kRated, &run).ok());
+  grpc::Status third = Start(*a_, kRated, &run);
+  EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(third.error_message(), "quota runs_per_minute (2) of tenant rated"))
+      << third.error_message();
+
+  v1::CreateSessionRequest create;
+  v1::Session s;
+  ASSERT_TRUE(a_->Stub()->CreateSession(DaemonHarness::Context(kRated).get(), create, &s).ok());
+  v1::Session other;
+  grpc::Status st = b_->Stub()->CreateSession(DaemonHarness::Context(kRated).get(), create, &other);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "quota live_sessions (1) of tenant rated"))
+      << st.error_message();
+  v1::CloseSessionRequest close;
+  close.set_session_id(s.id());
+  v1::Session closed;
+  ASSERT_TRUE(a_->Stub()->CloseSession(DaemonHarness::Context(kRated).get(), close, &closed).ok());
+  st = b_->Stub()->CreateSession(DaemonHarness::Context(kRated).get(), create, &other);
+  EXPECT_TRUE(st.ok()) << "the slot is free once the session on A closed: " << st.error_message();
+  close.set_session_id(other.id());
+  EXPECT_TRUE(b_->Stub()->CloseSession(DaemonHarness::Context(kRated).get(), close, &closed).ok());
+}
+
+}  // namespace
+}  // namespace sandgate::testing

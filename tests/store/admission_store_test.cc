@@ -1,0 +1,280 @@
+// The AdmissionStore contract, run on every implementation, each with several store
+// instances on one database as replicas have: claims go round robin across tenants; however
+// many claimers race, no tenant passes its concurrent_runs quota; runs_per_minute and
+// live_sessions are counted exactly, at the minute's edge and under concurrency.
+#include "store/admission_store.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "store/postgres_admission_store.h"
+#include "store/sqlite_admission_store.h"
+#include "tests/common/temp_dir.h"
+#include "tests/fakes/postgres_server.h"
+
+namespace sandgate::store {
+namespace {
+
+constexpr absl::Duration kNs = absl::Nanoseconds(1);
+const absl::Time kT0 = absl::FromUnixSeconds(1800000000);
+
+// A database for one test; Connect() may be called several times: each is another replica.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::unique_ptr<AdmissionStore> Connect() = 0;
+};
+
+class SqliteBackend : public Backend {
+ public:
+  std::unique_ptr<AdmissionStore> Connect() override {
+    auto s = SqliteAdmissionStore::Open(dir_.path() + "/state.db");
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+ private:
+  testing::ScopedTempDir dir_{"sg-admission"};
+};
+
+// One database on the binary's shared throwaway server; each Connect a pool of its own.
+class PostgresBackend : public Backend {
+ public:
+  PostgresBackend() {
+    absl::StatusOr<std::string> dsn = sandgate::testing::PostgresServer::Shared().CreateDatabase();
+    EXPECT_TRUE(dsn.ok()) << dsn.status();
+    if (dsn.ok()) dsn_ = *dsn;
+  }
+  std::unique_ptr<AdmissionStore> Connect() override {
+    PostgresOptions options;
+    options.dsn = dsn_;
+    options.pool_size = 4;
+    auto db = PostgresDatabase::Open(options);
+    EXPECT_TRUE(db.ok()) << db.status();
+    if (!db.ok()) return nullptr;
+    auto s = PostgresAdmissionStore::Create(db->get());
+    EXPECT_TRUE(s.ok()) << s.status();
+    pools_.push_back(std::move(*db));
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+ private:
+  std::string dsn_;
+  std::vector<std::unique_ptr<PostgresDatabase>> pools_;  // outlive the stores (fixture order)
+};
+
+QueuedRun Waiter(const std::string& id, const std::string& tenant, uint32_t limit = 0,
+                 bool needs_sandbox = true, const std::string& only_replica = "") {
+  QueuedRun r;
+  r.run_id = id;
+  r.tenant = tenant;
+  r.tenant_limit = limit;
+  r.needs_sandbox = needs_sandbox;
+  r.only_replica = only_replica;
+  r.enqueued_by = "a";
+  r.enqueued_at = kT0;
+  return r;
+}
+
+// The id claimed, "" for none.
+std::string ClaimId(AdmissionStore& s, const std::string& replica, bool sandbox_room = true) {
+  absl::StatusOr<std::optional<QueuedRun>> c = s.Claim(replica, sandbox_room);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() && c->has_value() ? (*c)->run_id : "";
+}
+
+using BackendFactory = std::unique_ptr<Backend> (*)();
+
+class AdmissionStoreContract : public ::testing::TestWithParam<BackendFactory> {
+ protected:
+  void SetUp() override {
+    backend_ = GetParam()();
+    a_ = backend_->Connect();
+    b_ = backend_->Connect();
+    ASSERT_NE(a_, nullptr);
+    ASSERT_NE(b_, nullptr);
+  }
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<AdmissionStore> a_, b_;  // replica "a"'s and replica "b"'s connections
+};
+
+TEST_P(AdmissionStoreContract, ClaimsGoRoundRobinAcrossTenantsWhicheverReplicaClaims) {
+  for (const char* id : {"a1", "a2", "a3"}) ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta"), 0).ok());
+  ASSERT_TRUE(b_->Enqueue(Waiter("b1", "tb"), 0).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("c1", "tc"), 0).ok());
+  absl::StatusOr<WaitingRuns> waiting = b_->Waiting();
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->runs.size(), 5u);
+  EXPECT_EQ(waiting->last_tenant, "");
+  std::vector<std::string> order;
+  for (int i = 0; i < 6; ++i) order.push_back(ClaimId(i % 2 ? *b_ : *a_, i % 2 ? "b" : "a"));
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "c1", "a2", "a3", ""}));
+  EXPECT_EQ(*a_->WaitingCount(), 0u);
+  EXPECT_EQ(b_->Waiting()->last_tenant, "ta");
+}
+
+TEST_P(AdmissionStoreContract, QuotaCountsClaimsOfEveryReplicaAndReleaseFreesTheSlot) {
+  for (const char* id : {"a1", "a2", "a3"}) ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta", 2), 0).ok());
+  EXPECT_EQ(ClaimId(*a_, "a"), "a1");
+  EXPECT_EQ(ClaimId(*b_, "b"), "a2");
+  EXPECT_EQ(ClaimId(*b_, "b"), "") << "2 running in the gateway: the quota is reached";
+  EXPECT_EQ(ClaimId(*a_, "a"), "");
+  ASSERT_TRUE(a_->Release("a1").ok());
+  ASSERT_TRUE(a_->Release("a1").ok()) << "twice is once";
+  EXPECT_EQ(ClaimId(*b_, "b"), "a3");
+  EXPECT_EQ(ClaimId(*b_, "b"), "");
+}
+
+TEST_P(AdmissionStoreContract, SandboxRoomAndKeptSessionOwnerDecideWhatAReplicaMayClaim) {
+  ASSERT_TRUE(a_->Enqueue(Waiter("own", "ta"), 0).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("kept", "tb", 0, /*needs_sandbox=*/false, "a"), 0).ok());
+  EXPECT_EQ(ClaimId(*b_, "b", /*sandbox_room=*/false), "") << "b has no sandbox, a has the session";
+  EXPECT_EQ(ClaimId(*b_, "b", /*sandbox_room=*/true), "own");
+  EXPECT_EQ(ClaimId(*b_, "b", /*sandbox_room=*/true), "");
+  EXPECT_EQ(ClaimId(*a_, "a", /*sandbox_room=*/false), "kept");
+}
+
+TEST_P(AdmissionStoreContract, OnlyAWaitingRunIsRemovedAndTheQueueIsBounded) {
+  ASSERT_TRUE(a_->Enqueue(Waiter("r1", "ta"), 2).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("r2", "ta"), 2).ok());
+  absl::Status full = b_->Enqueue(Waiter("r3", "tb"), 2);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("max_queued_runs 2"), absl::string_view::npos) << full;
+  EXPECT_TRUE(b_->Enqueue(Waiter("r2", "ta"), 2).ok()) << "queued again: keeps its place";
+  EXPECT_EQ(*a_->WaitingCount(), 2u);
+  EXPECT_EQ(ClaimId(*b_, "b"), "r1");
+  EXPECT_FALSE(*a_->Remove("r1")) << "claimed: not waiting";
+  EXPECT_TRUE(*a_->Remove("r2"));
+  EXPECT_FALSE(*a_->Remove("r2"));
+  EXPECT_EQ(ClaimId(*a_, "a"), "");
+}
+
+TEST_P(AdmissionStoreContract, ReleasingAReplicaFreesItsSlotsAndDropsRunsOnlyItCouldStart) {
+  for (const char* id : {"a1", "a2", "a3"}) ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta", 2), 0).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("kept", "tb", 0, false, "a"), 0).ok());
+  EXPECT_EQ(ClaimId(*a_, "a"), "a1");
+  EXPECT_EQ(ClaimId(*a_, "a"), "kept");
+  EXPECT_EQ(ClaimId(*a_, "a"), "a2");
+  ASSERT_TRUE(*a_->TakeSessionSlot("ta", "s1", "a", 1));
+  EXPECT_EQ(ClaimId(*b_, "b"), "");
+  ASSERT_TRUE(b_->ReleaseReplica("a").ok());
+  EXPECT_EQ(ClaimId(*b_, "b"), "a3");
+  EXPECT_TRUE(*b_->TakeSessionSlot("ta", "s2", "b", 1)) << "a's session slot went with it";
+}
+
+TEST_P(AdmissionStoreContract, RacingClaimersOfSeveralReplicasNeverPassATenantsQuota) {
+  constexpr int kTenants = 3, kRunsEach = 30, kLimit = 2;
+  std::vector<std::unique_ptr<AdmissionStore>> replicas;
+  for (int i = 0; i < 3; ++i) replicas.push_back(backend_->Connect());
+  for (int r = 0; r < kRunsEach; ++r) {
+    for (int t = 0; t < kTenants; ++t) {
+      const std::string tenant = "t" + std::to_string(t);
+      ASSERT_TRUE(a_->Enqueue(Waiter(tenant + "-" + std::to_string(r), tenant, kLimit), 0).ok());
+    }
+  }
+  absl::Mutex mu;
+  std::map<std::string, int> running, most;
+  std::set<std::string> claimed;
+  int duplicates = 0;
+  std::atomic<int> done{0};
+  // A store that loses a slot (counts a claim twice) would stall the queue: give up then.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  std::vector<std::thread> claimers;
+  for (size_t i = 0; i < replicas.size() * 3; ++i) {
+    AdmissionStore* s = replicas[i % replicas.size()].get();
+    const std::string replica = "r" + std::to_string(i % replicas.size());
+    claimers.emplace_back([&, s, replica] {
+      while (done.load() < kTenants * kRunsEach && absl::Now() < give_up) {
+        absl::StatusOr<std::optional<QueuedRun>> c = s->Claim(replica, true);
+        ASSERT_TRUE(c.ok()) << c.status();
+        if (!c->has_value()) continue;
+        const QueuedRun run = **c;
+        {
+          absl::MutexLock lock(&mu);
+          int& n = ++running[run.tenant];
+          most[run.tenant] = std::max(most[run.tenant], n);
+          if (!claimed.insert(run.run_id).second) ++duplicates;
+        }
+        std::this_thread::yield();  // the run "runs"; others claim meanwhile
+        {
+          absl::MutexLock lock(&mu);
+          --running[run.tenant];
+        }
+        ASSERT_TRUE(s->Release(run.run_id).ok());
+        ++done;
+      }
+    });
+  }
+  for (std::thread& t : claimers) t.join();
+  EXPECT_EQ(duplicates, 0);
+  EXPECT_EQ(done.load(), kTenants * kRunsEach) << "every run claimed and released";
+  EXPECT_EQ(claimed.size(), static_cast<size_t>(kTenants * kRunsEach));
+  for (const auto& [tenant, n] : most) EXPECT_LE(n, kLimit) << tenant;
+  EXPECT_EQ(most.size(), static_cast<size_t>(kTenants));
+}
+
+TEST_P(AdmissionStoreContract, RunsPerMinuteCountsEveryReplicasStartsExactlyToTheMinute) {
+  EXPECT_EQ(*a_->CountStart("ta", 2, kT0), std::nullopt);
+  EXPECT_EQ(*b_->CountStart("ta", 2, kT0 + absl::Seconds(10)), std::nullopt);
+  EXPECT_EQ(*b_->CountStart("tb", 2, kT0 + absl::Seconds(10)), std::nullopt) << "another tenant";
+  EXPECT_EQ(*a_->CountStart("ta", 2, kT0 + absl::Minutes(1) - kNs),
+            std::optional<absl::Time>(kT0 + absl::Minutes(1)))
+      << "1 ns before the first start leaves the window";
+  EXPECT_EQ(*b_->CountStart("ta", 2, kT0 + absl::Minutes(1)), std::nullopt) << "at it";
+  EXPECT_EQ(*a_->CountStart("ta", 2, kT0 + absl::Minutes(1)),
+            std::optional<absl::Time>(kT0 + absl::Seconds(70)));
+}
+
+TEST_P(AdmissionStoreContract, RacingStartsAndSessionsOfSeveralReplicasPassNoQuota) {
+  constexpr int kLimit = 5;
+  std::vector<std::unique_ptr<AdmissionStore>> replicas;
+  for (int i = 0; i < 3; ++i) replicas.push_back(backend_->Connect());
+  std::atomic<int> starts{0}, sessions{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 12; ++i) {
+    AdmissionStore* s = replicas[i % replicas.size()].get();
+    threads.emplace_back([&, s, i] {
+      for (int k = 0; k < 3; ++k) {
+        absl::StatusOr<std::optional<absl::Time>> c = s->CountStart("ta", kLimit, kT0);
+        ASSERT_TRUE(c.ok()) << c.status();
+        if (!c->has_value()) ++starts;
+        const std::string id = "s" + std::to_string(i) + "-" + std::to_string(k);
+        absl::StatusOr<bool> slot = s->TakeSessionSlot("ta", id, "r", kLimit);
+        ASSERT_TRUE(slot.ok()) << slot.status();
+        if (*slot) ++sessions;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(starts.load(), kLimit);
+  EXPECT_EQ(sessions.load(), kLimit);
+}
+
+TEST_P(AdmissionStoreContract, AClosedSessionFreesItsSlot) {
+  ASSERT_TRUE(*a_->TakeSessionSlot("ta", "s1", "a", 1));
+  EXPECT_FALSE(*b_->TakeSessionSlot("ta", "s2", "b", 1));
+  EXPECT_TRUE(*b_->TakeSessionSlot("tb", "s3", "b", 1)) << "another tenant";
+  ASSERT_TRUE(a_->ReleaseSessionSlot("s1").ok());
+  EXPECT_TRUE(*b_->TakeSessionSlot("ta", "s2", "b", 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(Postgres, AdmissionStoreContract,
+                         ::testing::Values(+[]() -> std::unique_ptr<Backend> {
+                           return std::make_unique<PostgresBackend>();
+                         }),
+                         [](const auto&) { return std::string("pools"); });
+
+INSTANTIATE_TEST_SUITE_P(Sqlite, AdmissionStoreContract,
+                         ::testing::Values(+[]() -> std::unique_ptr<Backend> {
+                           return std::make_unique<SqliteBackend>();
+                         }),
+                         [](const auto&) { return std::string("connections"); });
+
+}  // namespace
+}  // namespace sandgate::store
