@@ -32,18 +32,10 @@
 namespace {
 
 using sandgate::bench::Daemon;
+using sandgate::bench::EventNanos;
+using sandgate::bench::NowNanos;
 using sandgate::bench::Quantile;
 namespace v1 = sandgate::v1;
-
-int64_t NowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t EventNanos(const v1::Event& e) {
-  return e.time().seconds() * 1000000000 + e.time().nanos();
-}
 
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -44,19 +44,12 @@
 namespace {
 
 using sandgate::bench::Daemon;
+using sandgate::bench::EventNanos;
+using sandgate::bench::NowNanos;
 using sandgate::bench::Median;
 using sandgate::bench::Quantile;
 namespace v1 = sandgate::v1;
 
-int64_t NowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t EventNanos(const v1::Event& e) {
-  return e.time().seconds() * 1000000000 + e.time().nanos();
-}
 
 // Starts a run whose sandbox runs `setup` before the agent (the sandbox-probe playbook, which
 // needs one input; what it then does does not matter here). Returns its id, or "" on failure.
