@@ -45,11 +45,10 @@ namespace {
 
 using sandgate::bench::Daemon;
 using sandgate::bench::EventNanos;
-using sandgate::bench::NowNanos;
 using sandgate::bench::Median;
+using sandgate::bench::NowNanos;
 using sandgate::bench::Quantile;
 namespace v1 = sandgate::v1;
-
 
 // Starts a run whose sandbox runs `setup` before the agent (the sandbox-probe playbook, which
 // needs one input; what it then does does not matter here). Returns its id, or "" on failure.
