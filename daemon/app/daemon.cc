@@ -16,6 +16,7 @@
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/tls.h"
 #include "core/api.h"
 #include "core/event_log.h"
 #include "core/executor.h"
@@ -29,7 +30,8 @@
 #include "sandbox/openai/openai_provider.h"
 #include "server/forwarding.h"
 #include "server/grpc_server.h"
-#include "server/metrics_http.h"
+#include "server/http_api.h"
+#include "server/http_server.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
 #include "store/file_artifact_store.h"
@@ -156,7 +158,9 @@ struct Daemon::Parts {
   std::unique_ptr<agent::ChatAgent> chat_agent;
   std::unique_ptr<core::Metrics> metrics;
   std::unique_ptr<core::AuditLog> audit;
-  std::unique_ptr<server::MetricsHttpServer> metrics_http;
+  std::unique_ptr<server::HttpServer> metrics_http;  // metrics_listen: /metrics alone
+  std::unique_ptr<server::HttpServer> http;          // http_listen: REST, events, /metrics
+  server::ServiceDeps http_deps;                     // the REST routes' (they outlive it)
   std::unique_ptr<core::SandboxBudget> budget;
   std::unique_ptr<core::WarmPool> warm_pool;  // before sessions: they take from it
   std::unique_ptr<core::SessionManager> sessions;
@@ -362,8 +366,47 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
                                                   Clock::Real());
   p->forwarder = server::Forwarder::FromConfig(p->owners.get(), c);
   sd.forwarder = p->forwarder.get();
+  p->http_deps = sd;
   p->service = std::make_unique<server::SandgateService>(sd);
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
+}
+
+// The HTTP ports: metrics_listen (only /metrics) and http_listen (the REST API, its event
+// streams and /metrics; HTTPS with the tls files, read once here). Each logs and prints the
+// address it serves on (port 0 = the one chosen).
+absl::Status Daemon::StartHttp(Parts& p) {
+  core::Metrics* metrics = p.metrics.get();
+  auto render = [metrics] { return metrics->Render(); };
+  if (!p.config.metrics_listen.empty()) {
+    server::HttpServerOptions o;
+    o.address = p.config.metrics_listen;
+    o.key_name = "metrics_listen";
+    SANDGATE_ASSIGN_OR_RETURN(p.metrics_http,
+                              server::HttpServer::Start(o, {server::MetricsRoute(render)}));
+    std::string address = absl::StrCat(server::HttpHost(o.address), ":", p.metrics_http->port());
+    log::Info("daemon.metrics", {{"address", address}});
+    std::fprintf(stdout, "sandgated metrics on http://%s/metrics\n", address.c_str());
+  }
+  if (!p.config.http_listen.empty()) {
+    server::HttpServerOptions o;
+    o.address = p.config.http_listen;
+    o.max_body_bytes = p.config.max_input_bytes * 2 + (1 << 20);  // base64 of the inputs
+    if (p.config.tls.enabled()) {
+      SANDGATE_ASSIGN_OR_RETURN(TlsPem pem,
+                                ReadTlsFiles({p.config.tls.cert_file, p.config.tls.key_file, ""},
+                                             {"tls.cert_file", "tls.key_file", ""}));
+      o.tls_cert_pem = pem.cert_chain;
+      o.tls_key_pem = pem.private_key;
+    }
+    server::HttpServer::Routes routes = server::RestRoutes(p.http_deps);
+    routes.push_back(server::MetricsRoute(render));
+    SANDGATE_ASSIGN_OR_RETURN(p.http, server::HttpServer::Start(o, std::move(routes)));
+    std::string url = absl::StrCat(p.http->tls() ? "https://" : "http://",
+                                   server::HttpHost(o.address), ":", p.http->port());
+    log::Info("daemon.http", {{"url", url}});
+    std::fprintf(stdout, "sandgated http on %s\n", url.c_str());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Daemon::Start() {
@@ -380,7 +423,7 @@ absl::Status Daemon::Start() {
   SANDGATE_ASSIGN_OR_RETURN(p.server, server::GrpcServer::Start(p.config.listen, p.config.tls,
                                                                 p.config.state_dir + "/tls",
                                                                 p.service.get(), p.metrics.get()));
-  if (!p.config.metrics_listen.empty()) {
+  if (!p.config.metrics_listen.empty() || !p.config.http_listen.empty()) {
     core::RunManager* runs = p.runs.get();
     core::SessionManager* sessions = p.sessions.get();
     core::SandboxBudget* budget = p.budget.get();
@@ -396,18 +439,8 @@ absl::Status Daemon::Start() {
     p.metrics->AddGauge("sandgate_sandboxes_in_use",
                         "Sandboxes alive (runs' own and kept sessions).",
                         [budget] { return budget->used(); });
-    core::Metrics* metrics = p.metrics.get();
-    SANDGATE_ASSIGN_OR_RETURN(
-        p.metrics_http, server::MetricsHttpServer::Start(p.config.metrics_listen,
-                                                         [metrics] { return metrics->Render(); }));
-    log::Info("daemon.metrics",
-              {{"address",
-                absl::StrCat(p.config.metrics_listen.substr(0, p.config.metrics_listen.rfind(':')),
-                             ":", p.metrics_http->port())}});
-    std::fprintf(stdout, "sandgated metrics on http://%s:%d/metrics\n",
-                 p.config.metrics_listen.substr(0, p.config.metrics_listen.rfind(':')).c_str(),
-                 p.metrics_http->port());
   }
+  SANDGATE_RETURN_IF_ERROR(StartHttp(p));
   log::Info("daemon.serving", {{"address", p.server->address()},
                                {"state_dir", p.config.state_dir},
                                {"replica", p.config.replica.id},
@@ -436,9 +469,11 @@ void Daemon::Drain() {
   // what is buffered, then end whatever is still open and stop.
   p.events->Shutdown();
   if (p.server) p.server->Shutdown(absl::Seconds(2));
+  // Before the executors: an HTTP answer in flight runs on them.
+  if (p.http) p.http->Stop();
+  if (p.metrics_http) p.metrics_http->Stop();
   p.io->Shutdown();
   p.exec->Shutdown();
-  if (p.metrics_http) p.metrics_http->Stop();
   log::Info("daemon.stopped");
 }
 

@@ -36,6 +36,7 @@ class Daemon {
  private:
   struct Parts;
   explicit Daemon(std::unique_ptr<Parts> parts);
+  static absl::Status StartHttp(Parts& p);  // metrics_listen, http_listen
   std::unique_ptr<Parts> parts_;
 };
 

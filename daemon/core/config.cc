@@ -1,5 +1,7 @@
 #include "core/config.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -9,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/address.h"
@@ -277,24 +280,41 @@ absl::Status ReadTls(const json& v, const std::string& where, TlsConfig* t) {
   return absl::OkStatus();
 }
 
-// The two rules of a TCP listener, in the order an operator meets them: who may call, then
-// whether a token would cross the network in the clear. A Unix socket is guarded by its
-// permissions and needs neither.
-absl::Status CheckTcpListener(const Config& c) {
-  const bool client_certs = c.tls.enabled() && c.tls.require_client_cert;
+// The two rules of a TCP listener (`key`), in the order an operator meets them: who may
+// call, then whether a token would cross the network in the clear. A Unix socket is guarded by
+// its permissions and needs neither. The HTTP port does not check client certificates, so
+// there only tenants' tokens (or allow_unauthenticated_tcp) let callers in.
+absl::Status CheckTcpListener(const Config& c, const std::string& key, bool checks_client_certs) {
+  const bool client_certs = checks_client_certs && c.tls.enabled() && c.tls.require_client_cert;
   if (c.tenants.empty() && !client_certs && !c.allow_unauthenticated_tcp) {
-    return errors::InvalidArgument(
-        "listen: TCP without tenants would let anyone on the network run code; configure "
-        "tenants, require client certificates (tls.require_client_cert) or set "
-        "allow_unauthenticated_tcp");
+    return errors::InvalidArgument(absl::StrCat(
+        key, ": TCP without tenants would let anyone on the network run code; configure tenants",
+        checks_client_certs ? ", require client certificates (tls.require_client_cert)"
+                            : " (client certificates are not checked on this port)",
+        " or set allow_unauthenticated_tcp"));
   }
   if (!c.tenants.empty() && !c.tls.enabled() && !c.allow_plaintext_tokens) {
-    return errors::InvalidArgument(
-        "listen: TCP without TLS would carry the tenants' bearer tokens in the clear; add "
+    return errors::InvalidArgument(absl::StrCat(
+        key,
+        ": TCP without TLS would carry the tenants' bearer tokens in the clear; add "
         "\"tls\": {\"cert_file\": ..., \"key_file\": ...} or set \"allow_plaintext_tokens\": "
-        "true (only on a network you trust)");
+        "true (only on a network you trust)"));
   }
   return absl::OkStatus();
+}
+
+// http_listen: an IPv4 host:port, then the TCP rules.
+absl::Status CheckHttpListener(const Config& c) {
+  const std::string& a = c.http_listen;
+  size_t colon = a.rfind(':');
+  int port = -1;
+  struct in_addr ip;
+  if (colon == std::string::npos || !absl::SimpleAtoi(a.substr(colon + 1), &port) || port < 0 ||
+      port > 65535 || inet_pton(AF_INET, a.substr(0, colon).c_str(), &ip) != 1) {
+    return errors::InvalidArgument(
+        absl::StrCat("http_listen: expected IPv4 host:port (e.g. 127.0.0.1:8080), got '", a, "'"));
+  }
+  return CheckTcpListener(c, "http_listen", /*checks_client_certs=*/false);
 }
 
 }  // namespace
@@ -310,6 +330,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
        [&c](const json& v, const std::string&) -> absl::Status { return ReadStore(v, &c.store); });
   r.On("log_level", String(&c.log_level));
   r.On("metrics_listen", String(&c.metrics_listen));
+  r.On("http_listen", String(&c.http_listen));
   r.On("retention_hours", [&c](const json& v, const std::string& where) -> absl::Status {
     if (!v.is_number() || v.get<double>() < 0)
       return errors::InvalidArgument(absl::StrCat(where, "expected hours, 0 or more"));
@@ -430,11 +451,13 @@ absl::Status ValidateConfig(const Config& c) {
   absl::StatusOr<Address> listen = ParseAddress(c.listen);
   if (!listen.ok())
     return errors::InvalidArgument(absl::StrCat("listen: ", listen.status().message()));
-  if (listen->unix_socket && c.tls.enabled()) {
+  if (listen->unix_socket && c.tls.enabled() && c.http_listen.empty()) {
     return errors::InvalidArgument(
-        "tls: only for a TCP listen address (a Unix socket is guarded by its permissions)");
+        "tls: only for a TCP listen address or http_listen (a Unix socket is guarded by its "
+        "permissions)");
   }
-  if (!listen->unix_socket) SANDGATE_RETURN_IF_ERROR(CheckTcpListener(c));
+  if (!listen->unix_socket) SANDGATE_RETURN_IF_ERROR(CheckTcpListener(c, "listen", true));
+  if (!c.http_listen.empty()) SANDGATE_RETURN_IF_ERROR(CheckHttpListener(c));
   static const char* kLevels[] = {"debug", "info", "warning", "error"};
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log_level) == std::end(kLevels)) {
     return errors::InvalidArgument(

@@ -135,6 +135,9 @@ struct Config {
   StoreConfig store;
   std::string log_level = "info";
   std::string metrics_listen;         // "127.0.0.1:9464" serves GET /metrics; "" = off
+  // "127.0.0.1:8080": the REST/JSON API, its event streams and /metrics over HTTP (HTTPS with
+  // `tls`); "" = off. Callers authenticate with tenants' bearer tokens only.
+  std::string http_listen;
   std::vector<TenantConfig> tenants;  // empty = one "local" tenant, Unix socket only
   // TCP needs callers to prove who they are (tenants' bearer tokens, or client
   // certificates under tls.require_client_cert) unless allow_unauthenticated_tcp; bearer

@@ -1,5 +1,5 @@
 // Metrics: the daemon's counters, gauges and histograms, rendered in the Prometheus text
-// format (server/metrics_http serves them on a configurable port).
+// format (server/http_server.h serves them on metrics_listen and http_listen).
 //
 //   metrics->runs_finished.Add({{"status", "SUCCEEDED"}});
 //   metrics->sandbox_create_seconds.Observe(0.012);

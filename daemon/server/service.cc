@@ -332,20 +332,6 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
   v1::ArtifactChunk chunk_;
 };
 
-// What an audited call acted on.
-template <typename Req, typename Resp>
-std::string RunIdOf(const Req& req, const Resp&) {
-  return req.run_id();
-}
-template <typename Req, typename Resp>
-std::string SessionIdOf(const Req& req, const Resp&) {
-  return req.session_id();
-}
-template <typename Req, typename Resp>
-std::string CreatedId(const Req&, const Resp& resp) {
-  return resp.id();
-}
-
 // What each forwarded unary RPC names, and its call on the owner's stub.
 template <typename Req>
 std::string SessionOf(const Req& req) {

@@ -94,6 +94,17 @@ class Daemon {
   std::string dir_, socket_;
 };
 
+// Wall-clock now, and an event's time, in ns since the epoch (client and daemon share the
+// machine's clock: their difference is a delivery lag).
+inline int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+inline int64_t EventNanos(const v1::Event& e) {
+  return e.time().seconds() * 1000000000 + e.time().nanos();
+}
+
 // The q-quantile (0..1) of `v` by nearest rank; 0 for an empty `v`.
 inline double Quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;

@@ -14,19 +14,9 @@
 #include <vector>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
+#include "tests/bench/bench_daemon.h"  // NowNanos, EventNanos
 
 namespace sandgate::bench {
-
-// The wall clock the daemon stamps events with (client and daemon share the machine's).
-inline int64_t NowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-inline int64_t EventNanos(const v1::Event& e) {
-  return e.time().seconds() * 1000000000 + e.time().nanos();
-}
 
 // Starts a run whose sandbox runs `setup` before the agent (the sandbox-probe playbook, which
 // needs one input; what it then does does not matter here). Returns its id, or "" on failure.

@@ -126,6 +126,29 @@ TEST(ConfigTest, TcpWithoutTenantsIsRefusedUnlessAllowed) {
   EXPECT_FALSE(ValidateConfig(c).ok());
 }
 
+// The HTTP port: a bad address is named; no tenants is refused unless allowed (client
+// certificates are not checked there); tokens in the clear are refused unless allowed.
+TEST(ConfigTest, HttpListenFollowsTheTcpRulesAndRefusesPlaintextTokens) {
+  Config c;
+  c.listen = "unix:/tmp/x.sock";
+  c.http_listen = "localhost:8080";
+  absl::Status st = ValidateConfig(c);
+  EXPECT_TRUE(absl::StrContains(st.message(), "http_listen: expected IPv4 host:port")) << st;
+  c.http_listen = "127.0.0.1:8080";
+  st = ValidateConfig(c);
+  EXPECT_TRUE(absl::StrContains(st.message(), "http_listen: TCP without tenants")) << st;
+  c.tenants.push_back({});
+  c.tenants.back().name = "a";
+  c.tenants.back().token_sha256 = kHash;
+  st = ValidateConfig(c);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(st.message(), "bearer tokens in the clear")) << st;
+  c.allow_plaintext_tokens = true;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  auto parsed = ParseConfig(R"({"http_listen": 8080})", "c");
+  EXPECT_TRUE(absl::StrContains(parsed.status().message(), "http_listen")) << parsed.status();
+}
+
 TEST(ConfigTest, MissingFileIsNotFoundNamingIt) {
   auto c = LoadConfigFile("/nonexistent/sandgated.json");
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);

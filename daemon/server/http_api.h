@@ -1,0 +1,46 @@
+// The REST/JSON face of the API (grpc-gateway style) and the /metrics page, as routes of the
+// HttpServer (http_server.h).
+//
+// The routes call the same core::Api functions as the gRPC edge (service.cc), with the same
+// authentication (Authorization: Bearer <token>, core::Tenants), so both faces answer the
+// same: a request body or query is the RPC's request in the proto3 JSON mapping (lowerCamelCase
+// names, enums by name, 64-bit integers as strings, bytes as base64), the answer its response;
+// an error is {"code": <gRPC code>, "status": "NOT_FOUND", "message": "<the daemon's>"} with
+// the usual HTTP status (400, 401, 403, 404, 409, 412, 429, 501, 503, 500 ...).
+//
+//   POST /v1/runs                    RunAnalysis   GET /v1/runs              ListRuns
+//   GET  /v1/runs/{id}               GetRun        POST /v1/runs/{id}:cancel CancelRun
+//   GET  /v1/runs/{id}/events        StreamEvents, as text/event-stream (below)
+//   GET  /v1/runs/{id}/artifacts/{name}            DownloadArtifact, the bytes
+//   POST /v1/sessions                CreateSession GET /v1/sessions          ListSessions
+//   GET  /v1/sessions/{id}           GetSession    POST /v1/sessions/{id}:keepAlive
+//   POST /v1/sessions/{id}:close     CloseSession  GET /v1/sessions/{id}/files  ListFiles
+//
+// Events: each as "id: <seq>", "event: <type>", "data: <the Event as JSON>"; resumed after
+// the Last-Event-ID header (or ?after_seq=); heartbeats are SSE comments; the stream ends
+// after run.finished (follow=false: after the replay). A follower waits in the EventLog
+// (Wait), suspended in the HTTP server: it holds no thread.
+#ifndef SANDGATE_SERVER_HTTP_API_H_
+#define SANDGATE_SERVER_HTTP_API_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "server/http_server.h"
+#include "server/service.h"
+
+namespace sandgate::server {
+
+// The REST routes; `deps` (and what it points to) outlive the server they are given to.
+HttpServer::Routes RestRoutes(const ServiceDeps& deps);
+// GET /metrics: the Prometheus text page `render` makes.
+HttpRoute MetricsRoute(std::function<std::string()> render);
+
+// An error in the REST shape, with its HTTP status.
+HttpResponse JsonError(const absl::Status& status);
+unsigned int HttpStatusOf(absl::StatusCode code);
+
+}  // namespace sandgate::server
+
+#endif  // SANDGATE_SERVER_HTTP_API_H_

@@ -1,0 +1,140 @@
+// HttpServer: the daemon's HTTP port (REST/JSON API, server-sent events, /metrics), on GNU
+// libmicrohttpd.
+//
+// Why libmicrohttpd and not cpp-httplib: it runs every connection on one internal polling
+// thread (epoll) and lets a connection be suspended while its answer is produced elsewhere,
+// so a request that blocks (the store, a sandbox) runs on the daemon's I/O executor and
+// hundreds of SSE followers cost no thread each; cpp-httplib holds a thread per connection.
+// It also brings connection limits, timeouts and TLS (GnuTLS), and is in Debian.
+//
+// A route's handler runs on the polling thread and must not block: it answers through its
+// HttpExchange, now or later from any thread (Reply), or streams (Stream), pulling more body
+// when the client has taken what was written. Every connection is suspended while its
+// handler works, so a slow answer holds no thread.
+//
+//   HttpServer::Routes routes;
+//   routes.push_back({"GET", "/v1/runs/{id}", [](const HttpRequest& r,
+//                                                std::shared_ptr<HttpExchange> x) {
+//     x->Reply({200, {{"Content-Type", "text/plain"}}, r.params.at("id")});
+//   }});
+//   auto server = HttpServer::Start({"127.0.0.1:0"}, std::move(routes));
+//
+// Every answer carries X-Content-Type-Options: nosniff, plus the route's own headers (the
+// seam for a dashboard's pages: a route for "/" and "/ui/..." with a strict
+// Content-Security-Policy). Thread safe. Stop() ends every stream and waits for answers in
+// flight; it must run before the executors the handlers use are shut down.
+#ifndef SANDGATE_SERVER_HTTP_SERVER_H_
+#define SANDGATE_SERVER_HTTP_SERVER_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+
+namespace sandgate::server {
+
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method;
+  std::string path;                           // decoded, without the query
+  std::map<std::string, std::string> params;  // the route's {name} segments
+  std::map<std::string, std::string> query;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+  // The header's value, or "" when absent.
+  std::string Header(const std::string& lower_name) const;
+};
+
+struct HttpResponse {
+  unsigned int status = 200;
+  HttpHeaders headers;
+  std::string body;
+};
+
+// One request's answer. Exactly one of Reply or Stream, once, from any thread.
+class HttpExchange {
+ public:
+  // Pulls a streamed body: called (on an executor or the polling thread, never under the
+  // exchange's lock) whenever everything written so far has been sent; it answers later by
+  // Write or End. Never called again before one of them.
+  using Pull = std::function<void()>;
+
+  virtual ~HttpExchange() = default;
+  virtual void Reply(HttpResponse response) = 0;
+  // Starts a streamed (chunked) answer; `pull` asks for more, `on_close` is called once when
+  // the client is gone or the server stops (the producer should stop then).
+  virtual void Stream(unsigned int status, HttpHeaders headers, Pull pull,
+                      std::function<void()> on_close) = 0;
+  // Appends to a stream; false once it is closed (the data is dropped).
+  virtual bool Write(std::string data) = 0;
+  // Ends a stream: normally, or (failed) cutting it short so the client sees an error.
+  virtual void End(bool failed = false) = 0;
+};
+
+struct HttpRoute {
+  std::string method;   // "GET", "POST"
+  std::string pattern;  // "/v1/runs/{id}", "/v1/runs/{id}:cancel"; segments are literal or {name}
+  std::function<void(const HttpRequest&, std::shared_ptr<HttpExchange>)> handler;
+};
+
+struct HttpServerOptions {
+  std::string address;                   // "host:port", IPv4; port 0 = any free port
+  std::string key_name = "http_listen";  // names the config key in errors
+  // TLS: the key and certificate chain, PEM; both empty = plain HTTP.
+  std::string tls_key_pem, tls_cert_pem;
+  uint64_t max_body_bytes = 96ull << 20;  // bigger requests are refused (413)
+  unsigned int max_connections = 1024;
+  unsigned int idle_timeout_seconds = 60;  // an idle (not suspended) connection is closed
+};
+
+class HttpServer {
+ public:
+  using Routes = std::vector<HttpRoute>;
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options,
+                                                           Routes routes);
+  ~HttpServer();
+  int port() const { return port_; }
+  bool tls() const { return tls_; }
+  void Stop();
+
+  class Exchange;  // http_server.cc
+
+ private:
+  HttpServer(HttpServerOptions options, Routes routes);
+  static int AccessHandler(void* cls, MHD_Connection* connection, const char* url,
+                           const char* method, const char* version, const char* upload_data,
+                           size_t* upload_data_size, void** con_cls);
+  static void Completed(void* cls, MHD_Connection* connection, void** con_cls, int toe);
+  void Dispatch(const std::shared_ptr<Exchange>& exchange);
+  void Answered();  // a handler's Reply or Stream has run
+
+  const HttpServerOptions options_;
+  const Routes routes_;
+  MHD_Daemon* daemon_ = nullptr;
+  int port_ = 0;
+  bool tls_ = false;
+
+  absl::Mutex mu_;
+  // Exchanges answered or streaming whose connection MHD has not finished; Stop closes them.
+  std::map<Exchange*, std::weak_ptr<Exchange>> live_ ABSL_GUARDED_BY(mu_);
+  int unanswered_ ABSL_GUARDED_BY(mu_) = 0;  // handlers that have not replied yet
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// The path of an address "host:port" without its port, for logs ("127.0.0.1").
+std::string HttpHost(const std::string& address);
+
+}  // namespace sandgate::server
+
+#endif  // SANDGATE_SERVER_HTTP_SERVER_H_

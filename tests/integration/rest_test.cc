@@ -1,0 +1,425 @@
+// The REST/JSON face (server/http_api.h) of the real daemon: every RPC that has a route
+// answers over HTTP as over gRPC (the JSON parsed back into the proto and compared), the
+// event stream as server-sent events, artifacts, auth and tenants, /metrics; and the curl
+// commands of the README.
+#include <curl/curl.h>
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/test_certs.h"
+#include "tests/integration/daemon_harness.h"
+
+namespace sandgate::testing {
+namespace {
+
+constexpr char kAlice[] = "alice-token";
+constexpr char kBob[] = "bob-token";
+
+struct Answer {
+  long status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;  // names lower-cased
+};
+
+size_t Collect(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+size_t CollectHeader(char* data, size_t size, size_t n, void* out) {
+  std::string line(data, size * n);
+  size_t colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string name = absl::AsciiStrToLower(line.substr(0, colon));
+    (*static_cast<std::map<std::string, std::string>*>(out))[name] =
+        std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+  }
+  return size * n;
+}
+
+// `ca`: the CA file that verifies an https:// server.
+Answer Http(const std::string& method, const std::string& url, const std::string& token,
+            const std::string& body = "", const std::vector<std::string>& headers = {},
+            const std::string& ca = "") {
+  Answer a;
+  CURL* curl = curl_easy_init();
+  if (!ca.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, ca.c_str());
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
+  if (method == "POST") curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_slist* list = nullptr;
+  if (!token.empty()) list = curl_slist_append(list, ("Authorization: Bearer " + token).c_str());
+  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+  list = curl_slist_append(list, "Content-Type: application/json");
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &CollectHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a.headers);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 120L);
+  CURLcode rc = curl_easy_perform(curl);
+  EXPECT_EQ(rc, CURLE_OK) << curl_easy_strerror(rc) << " " << method << " " << url;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.status);
+  curl_slist_free_all(list);
+  curl_easy_cleanup(curl);
+  return a;
+}
+
+template <typename M>
+M Parse(const Answer& a) {
+  M m;
+  auto st = google::protobuf::util::JsonStringToMessage(a.body, &m);
+  EXPECT_TRUE(st.ok()) << st.message() << " in " << a.body;
+  return m;
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(m, &out).ok());
+  return out;
+}
+
+// The REST answer is the gRPC one: the same message on success, the same code and message
+// (and the mapped HTTP status) on failure.
+template <typename M>
+void ExpectSame(const Answer& rest, const grpc::Status& st, const M& grpc_answer,
+                const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(rest.headers.at("x-content-type-options"), "nosniff");
+  EXPECT_EQ(rest.headers.at("content-type"), "application/json; charset=utf-8");
+  if (st.ok()) {
+    ASSERT_EQ(rest.status, 200) << rest.body;
+    M got = Parse<M>(rest);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, grpc_answer))
+        << "REST: " << got.DebugString() << "\ngRPC: " << grpc_answer.DebugString();
+    return;
+  }
+  nlohmann::json error = nlohmann::json::parse(rest.body);
+  EXPECT_EQ(error["code"], static_cast<int>(st.error_code())) << rest.body;
+  EXPECT_EQ(error["message"], st.error_message());
+  EXPECT_NE(rest.status, 200);
+}
+
+// The HTTP port's base URL, from the daemon's daemon.http log line.
+std::string HttpBase(const DaemonHarness& daemon) {
+  std::string log = daemon.Log();
+  size_t at = log.find("\"event\":\"daemon.http\"");
+  size_t url = log.find("\"url\":\"", at);
+  if (at == std::string::npos || url == std::string::npos) return "";
+  url += 7;
+  return log.substr(url, log.find('"', url) - url);
+}
+
+class RestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<DaemonHarness>(
+        nlohmann::json{{"http_listen", "127.0.0.1:0"},
+                       {"allow_plaintext_tokens", true},
+                       {"tenants",
+                        {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}},
+                         {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}}}},
+                       {"local", {{"uid_base", 340000}, {"uid_count", 16}}}});
+    daemon_->Start();
+    stub_ = daemon_->Stub();
+    base_ = HttpBase(*daemon_);
+    ASSERT_TRUE(absl::StartsWith(base_, "http://127.0.0.1:")) << daemon_->Log();
+  }
+  std::string Url(const std::string& path) const { return base_ + path; }
+  v1::Run StartRun(const std::string& token) {
+    Answer a = Http("POST", Url("/v1/runs"), token, ToJson(SampleRequest()));
+    EXPECT_EQ(a.status, 200) << a.body;
+    return Parse<v1::Run>(a);
+  }
+
+  std::unique_ptr<DaemonHarness> daemon_;
+  std::unique_ptr<v1::Sandgate::Stub> stub_;
+  std::string base_;  // http://127.0.0.1:<port>
+};
+
+TEST_F(RestTest, EveryRunRouteAnswersAsGrpcDoes) {
+  v1::Run run = StartRun(kAlice);
+  ASSERT_FALSE(run.id().empty());
+  FollowToEnd(*stub_, run.id(), kAlice);
+
+  v1::GetRunRequest get;
+  get.set_run_id(run.id());
+  v1::Run grpc_run;
+  grpc::Status st = stub_->GetRun(DaemonHarness::Context(kAlice).get(), get, &grpc_run);
+  ExpectSame(Http("GET", Url("/v1/runs/" + run.id()), kAlice), st, grpc_run, "GetRun");
+  EXPECT_EQ(grpc_run.status(), v1::RUN_STATUS_SUCCEEDED);
+
+  v1::ListRunsRequest list;
+  list.set_page_size(1);
+  v1::ListRunsResponse grpc_list;
+  st = stub_->ListRuns(DaemonHarness::Context(kAlice).get(), list, &grpc_list);
+  ExpectSame(Http("GET", Url("/v1/runs?page_size=1"), kAlice), st, grpc_list, "ListRuns");
+
+  v1::CancelRunRequest cancel;
+  cancel.set_run_id(run.id());
+  v1::Run grpc_cancel;
+  st = stub_->CancelRun(DaemonHarness::Context(kAlice).get(), cancel, &grpc_cancel);
+  ExpectSame(Http("POST", Url("/v1/runs/" + run.id() + ":cancel"), kAlice), st, grpc_cancel,
+             "CancelRun of a finished run");
+
+  // Errors: the same code and message.
+  get.set_run_id("run_missing");
+  st = stub_->GetRun(DaemonHarness::Context(kAlice).get(), get, &grpc_run);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  Answer missing = Http("GET", Url("/v1/runs/run_missing"), kAlice);
+  ExpectSame(missing, st, grpc_run, "GetRun of a missing run");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(missing.body)["status"], "NOT_FOUND");
+
+  v1::RunAnalysisRequest bad = SampleRequest();
+  bad.set_playbook("no-such-playbook");
+  st = stub_->RunAnalysis(DaemonHarness::Context(kAlice).get(), bad, &grpc_run);
+  ASSERT_FALSE(st.ok());
+  ExpectSame(Http("POST", Url("/v1/runs"), kAlice, ToJson(bad)), st, grpc_run,
+             "RunAnalysis refused");
+
+  Answer garbage = Http("POST", Url("/v1/runs"), kAlice, "{\"playbok\": 1}");
+  EXPECT_EQ(garbage.status, 400) << garbage.body;
+  EXPECT_TRUE(absl::StrContains(garbage.body, "request body")) << garbage.body;
+}
+
+TEST_F(RestTest, EverySessionRouteAnswersAsGrpcDoes) {
+  Answer created = Http("POST", Url("/v1/sessions"), kAlice, "{}");
+  ASSERT_EQ(created.status, 200) << created.body;
+  v1::Session session = Parse<v1::Session>(created);
+  ASSERT_FALSE(session.id().empty());
+  const std::string path = "/v1/sessions/" + session.id();
+
+  v1::GetSessionRequest get;
+  get.set_session_id(session.id());
+  v1::Session grpc_session;
+  grpc::Status st = stub_->GetSession(DaemonHarness::Context(kAlice).get(), get, &grpc_session);
+  ExpectSame(Http("GET", Url(path), kAlice), st, grpc_session, "GetSession");
+
+  v1::ListSessionsRequest list;
+  v1::ListSessionsResponse grpc_list;
+  st = stub_->ListSessions(DaemonHarness::Context(kAlice).get(), list, &grpc_list);
+  ExpectSame(Http("GET", Url("/v1/sessions"), kAlice), st, grpc_list, "ListSessions");
+
+  v1::ListFilesRequest files;
+  files.set_session_id(session.id());
+  v1::ListFilesResponse grpc_files;
+  st = stub_->ListFiles(DaemonHarness::Context(kAlice).get(), files, &grpc_files);
+  ExpectSame(Http("GET", Url(path + "/files"), kAlice), st, grpc_files, "ListFiles");
+  files.set_dir("../etc");
+  st = stub_->ListFiles(DaemonHarness::Context(kAlice).get(), files, &grpc_files);
+  ExpectSame(Http("GET", Url(path + "/files?dir=../etc"), kAlice), st, grpc_files,
+             "ListFiles outside the workspace");
+
+  Answer kept = Http("POST", Url(path + ":keepAlive"), kAlice);
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(Parse<v1::Session>(kept).id(), session.id());
+
+  Answer closed = Http("POST", Url(path + ":close"), kAlice, "{\"reason\": \"done\"}");
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  st = stub_->GetSession(DaemonHarness::Context(kAlice).get(), get, &grpc_session);
+  ExpectSame(Http("GET", Url(path), kAlice), st, grpc_session, "GetSession of a closed one");
+
+  v1::KeepAliveRequest keep;
+  keep.set_session_id(session.id());
+  st = stub_->KeepAlive(DaemonHarness::Context(kAlice).get(), keep, &grpc_session);
+  ASSERT_FALSE(st.ok());
+  ExpectSame(Http("POST", Url(path + ":keepAlive"), kAlice), st, grpc_session,
+             "KeepAlive of a closed session");
+}
+
+struct SseEvent {
+  std::string id, type, data;
+};
+
+std::vector<SseEvent> ParseSse(const std::string& body, int* comments) {
+  std::vector<SseEvent> out;
+  *comments = 0;
+  for (absl::string_view block : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
+    SseEvent e;
+    for (absl::string_view line : absl::StrSplit(block, '\n')) {
+      if (absl::ConsumePrefix(&line, ":")) ++*comments;
+      if (absl::ConsumePrefix(&line, "id: ")) e.id = std::string(line);
+      if (absl::ConsumePrefix(&line, "event: ")) e.type = std::string(line);
+      if (absl::ConsumePrefix(&line, "data: ")) e.data = std::string(line);
+    }
+    if (!e.data.empty()) out.push_back(e);
+  }
+  return out;
+}
+
+TEST_F(RestTest, EventsStreamAsServerSentEventsAndResumeFromLastEventId) {
+  v1::Run run = StartRun(kAlice);
+  // Followed from the start while the run goes on: every event once, in order, to the end.
+  Answer live = Http("GET", Url("/v1/runs/" + run.id() + "/events"), kAlice);
+  ASSERT_EQ(live.status, 200) << live.body;
+  EXPECT_EQ(live.headers["content-type"], "text/event-stream; charset=utf-8");
+  EXPECT_EQ(live.headers["x-content-type-options"], "nosniff");
+  int comments = 0;
+  std::vector<SseEvent> events = ParseSse(live.body, &comments);
+  std::vector<v1::Event> grpc_events = FollowToEnd(*stub_, run.id(), kAlice);
+  ASSERT_EQ(events.size(), grpc_events.size()) << live.body;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].id, absl::StrCat(i + 1));
+    EXPECT_EQ(events[i].type, grpc_events[i].type());
+    v1::Event e;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(events[i].data, &e).ok());
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(e, grpc_events[i]))
+        << e.DebugString() << " vs " << grpc_events[i].DebugString();
+  }
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back().type, "run.finished");
+
+  // Resumed after a middle seq: the rest, once each.
+  const size_t mid = events.size() / 2;
+  Answer resumed = Http("GET", Url("/v1/runs/" + run.id() + "/events"), kAlice, "",
+                        {"Last-Event-ID: " + events[mid - 1].id});
+  std::vector<SseEvent> rest = ParseSse(resumed.body, &comments);
+  ASSERT_EQ(rest.size(), events.size() - mid) << resumed.body;
+  EXPECT_EQ(rest.front().id, events[mid].id);
+  EXPECT_EQ(rest.back().type, "run.finished");
+
+  Answer replay = Http(
+      "GET", Url("/v1/runs/" + run.id() + "/events?follow=false&after_seq=" + events[mid - 1].id),
+      kAlice);
+  EXPECT_EQ(ParseSse(replay.body, &comments).size(), events.size() - mid);
+
+  Answer bad =
+      Http("GET", Url("/v1/runs/" + run.id() + "/events"), kAlice, "", {"Last-Event-ID: seven"});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_TRUE(absl::StrContains(bad.body, "Last-Event-ID")) << bad.body;
+}
+
+TEST_F(RestTest, ArtifactsDownloadWithTheirTypeAndDigest) {
+  v1::Run run = StartRun(kAlice);
+  FollowToEnd(*stub_, run.id(), kAlice);
+  v1::Run done = Parse<v1::Run>(Http("GET", Url("/v1/runs/" + run.id()), kAlice));
+  ASSERT_GT(done.artifacts_size(), 0);
+  for (const v1::Artifact& artifact : done.artifacts()) {
+    SCOPED_TRACE(artifact.name());
+    Answer a = Http("GET", Url("/v1/runs/" + run.id() + "/artifacts/" + artifact.name()), kAlice);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(a.body.size(), artifact.size_bytes());
+    EXPECT_EQ(Sha256Hex(a.body), artifact.sha256());
+    EXPECT_EQ(a.headers["x-sandgate-sha256"], artifact.sha256());
+    EXPECT_TRUE(absl::StartsWith(a.headers["digest"], "sha-256=")) << a.headers["digest"];
+    EXPECT_EQ(a.headers["content-disposition"],
+              absl::StrCat("attachment; filename=\"", artifact.name(), "\""));
+    EXPECT_EQ(a.headers["x-content-type-options"], "nosniff");
+    if (absl::EndsWith(artifact.name(), ".md")) {
+      EXPECT_EQ(a.headers["content-type"], "text/markdown; charset=utf-8");
+    }
+  }
+  Answer missing = Http("GET", Url("/v1/runs/" + run.id() + "/artifacts/nope.md"), kAlice);
+  EXPECT_EQ(missing.status, 404) << missing.body;
+}
+
+TEST_F(RestTest, WrongTokenIs401AndAnotherTenantsRunIs404) {
+  v1::Run run = StartRun(kAlice);
+  for (const std::string& token : {std::string("wrong-token"), std::string()}) {
+    Answer a = Http("GET", Url("/v1/runs/" + run.id()), token);
+    EXPECT_EQ(a.status, 401) << a.body;
+    nlohmann::json error = nlohmann::json::parse(a.body);
+    EXPECT_EQ(error["code"], 16);
+    EXPECT_EQ(error["status"], "UNAUTHENTICATED");
+    EXPECT_EQ(Http("GET", Url("/v1/runs/" + run.id() + "/events"), token).status, 401);
+  }
+  for (const std::string& path : {"/v1/runs/" + run.id(), "/v1/runs/" + run.id() + "/events",
+                                  "/v1/runs/" + run.id() + "/artifacts/investment_analysis.md"}) {
+    Answer a = Http("GET", Url(path), kBob);
+    EXPECT_EQ(a.status, 404) << path << ": " << a.body;
+  }
+  FollowToEnd(*stub_, run.id(), kAlice);
+  Answer nowhere = Http("GET", Url("/v2/nothing"), kAlice);
+  EXPECT_EQ(nowhere.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(nowhere.body)["status"], "NOT_FOUND");
+}
+
+TEST_F(RestTest, MetricsAreServedOnTheHttpPort) {
+  Answer a = Http("GET", Url("/metrics"), "");
+  EXPECT_EQ(a.status, 200);
+  EXPECT_TRUE(absl::StrContains(a.body, "sandgate_runs_active 0")) << a.body;
+  EXPECT_EQ(a.headers["x-content-type-options"], "nosniff");
+}
+
+// The README's REST examples, run with the real curl as a user would.
+TEST_F(RestTest, TheReadmeCurlExamplesWork) {
+  const std::string dir = daemon_->dir();
+  std::ofstream(dir + "/run.json") << ToJson(SampleRequest());
+  auto sh = [&](const std::string& command) {
+    std::string full = absl::StrCat("cd ", dir, " && SANDGATE_URL=", base_,
+                                    " SANDGATE_TOKEN=", kAlice, " sh -c '", command, "'");
+    FILE* f = popen(full.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    EXPECT_EQ(pclose(f), 0) << command << "\n" << out;
+    return out;
+  };
+  // These lines are the README's (section "REST"), with $SANDGATE_URL and $SANDGATE_TOKEN.
+  std::string created =
+      sh("curl -sS --fail-with-body -H \"Authorization: Bearer $SANDGATE_TOKEN\" "
+         "-H \"Content-Type: application/json\" -d @run.json \"$SANDGATE_URL/v1/runs\"");
+  v1::Run run;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(created, &run).ok()) << created;
+  std::string events =
+      sh(absl::StrCat("curl -sS -N --fail-with-body -H \"Authorization: Bearer $SANDGATE_TOKEN\" "
+                      "\"$SANDGATE_URL/v1/runs/",
+                      run.id(), "/events\""));
+  EXPECT_TRUE(absl::StrContains(events, "event: run.finished")) << events;
+  std::string got =
+      sh(absl::StrCat("curl -sS --fail-with-body -H \"Authorization: Bearer $SANDGATE_TOKEN\" "
+                      "\"$SANDGATE_URL/v1/runs/",
+                      run.id(), "\""));
+  EXPECT_TRUE(absl::StrContains(got, "\"status\":\"RUN_STATUS_SUCCEEDED\"")) << got;
+  sh(
+      absl::StrCat("curl -sS --fail-with-body -OJ -H \"Authorization: Bearer $SANDGATE_TOKEN\" "
+                   "\"$SANDGATE_URL/v1/runs/",
+                   run.id(), "/artifacts/investment_analysis.md\""));
+  std::ifstream report(dir + "/investment_analysis.md");
+  EXPECT_TRUE(report.good()) << "curl -OJ saved no investment_analysis.md";
+}
+
+// With `tls`, the HTTP port is HTTPS with the gRPC port's certificate, and tokens need no
+// allow_plaintext_tokens; plain HTTP gets no answer from it.
+class RestTlsTest : public TlsFixture {};
+
+TEST_F(RestTlsTest, HttpsWithTheTlsFilesCarriesTokens) {
+  DaemonHarness daemon(
+      nlohmann::json{{"http_listen", "127.0.0.1:0"},
+                     {"tls", {{"cert_file", certs_.server.cert}, {"key_file", certs_.server.key}}},
+                     {"tenants", {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}}}},
+                     {"local", {{"uid_base", 340000}, {"uid_count", 16}}}});
+  daemon.Start();
+  const std::string base = HttpBase(daemon);
+  ASSERT_TRUE(absl::StartsWith(base, "https://127.0.0.1:")) << daemon.Log();
+  Answer a = Http("GET", base + "/v1/runs", kAlice, "", {}, certs_.ca);
+  EXPECT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.headers["x-content-type-options"], "nosniff");
+  CURL* curl = curl_easy_init();
+  std::string plain = "http://" + base.substr(8) + "/v1/runs";
+  curl_easy_setopt(curl, CURLOPT_URL, plain.c_str());
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+  std::string body;
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  CURLcode rc = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(curl);
+  EXPECT_TRUE(rc != CURLE_OK || status != 200) << "plain HTTP answered on the HTTPS port: " << body;
+}
+
+}  // namespace
+}  // namespace sandgate::testing
