@@ -400,6 +400,7 @@ absl::Status Daemon::StartHttp(Parts& p) {
     }
     server::HttpServer::Routes routes = server::RestRoutes(p.http_deps);
     routes.push_back(server::MetricsRoute(render));
+    for (server::HttpRoute& r : server::DashboardRoutes()) routes.push_back(std::move(r));
     SANDGATE_ASSIGN_OR_RETURN(p.http, server::HttpServer::Start(o, std::move(routes)));
     std::string url = absl::StrCat(p.http->tls() ? "https://" : "http://",
                                    server::HttpHost(o.address), ":", p.http->port());

@@ -19,6 +19,7 @@
 #include "core/event_log.h"
 #include "core/file_transfer.h"
 #include "nlohmann/json.hpp"
+#include "server/dashboard_assets.h"
 #include "server/reactor.h"
 #include "server/utf8_fields.h"
 
@@ -462,7 +463,30 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
                                                   {"CloseSession", &SessionIdOf}),
       Unary<v1::ListFilesRequest, v1::ListFilesResponse>(
           deps, "GET", "/v1/sessions/{session_id}/files", &Api::ListFiles),
+      Unary<v1::ListResourcesRequest, v1::ListResourcesResponse>(deps, "GET", "/v1/resources",
+                                                                 &Api::ListResources),
   };
+}
+
+HttpServer::Routes DashboardRoutes() {
+  auto serve = [](const HttpRequest& request, Exchange x) {
+    const EmbeddedFile* file = FindDashboardFile(request.path);
+    if (file == nullptr) {
+      x->Reply(JsonError(errors::NotFound(absl::StrCat("no dashboard file ", request.path))));
+      return;
+    }
+    HttpResponse response{200, {{"Content-Type", std::string(file->content_type)}},
+                          std::string(file->body)};
+    for (const auto& [name, value] : DashboardHeaders()) {
+      response.headers.emplace_back(std::string(name), std::string(value));
+    }
+    x->Reply(std::move(response));
+  };
+  HttpServer::Routes routes;
+  for (const char* pattern : {"/", "/ui", "/ui/", "/ui/{file}", "/ui/vendor/{file}"}) {
+    routes.push_back({"GET", pattern, serve});
+  }
+  return routes;
 }
 
 }  // namespace sandgate::server

@@ -15,6 +15,7 @@
 //   POST /v1/sessions                CreateSession GET /v1/sessions          ListSessions
 //   GET  /v1/sessions/{id}           GetSession    POST /v1/sessions/{id}:keepAlive
 //   POST /v1/sessions/{id}:close     CloseSession  GET /v1/sessions/{id}/files  ListFiles
+//   GET  /v1/resources               ListResources (operators: the cleanup state)
 //
 // Events: each as "id: <seq>", "event: <type>", "data: <the Event as JSON>"; resumed after
 // the Last-Event-ID header (or ?after_seq=); heartbeats are SSE comments; the stream ends
@@ -34,6 +35,10 @@ namespace sandgate::server {
 
 // The REST routes; `deps` (and what it points to) outlive the server they are given to.
 HttpServer::Routes RestRoutes(const ServiceDeps& deps);
+// The web dashboard (server/dashboard_assets.h): GET /, /ui/ and its files, each with the
+// dashboard's Content-Security-Policy and headers. The page itself is public (it holds no
+// data); everything it shows comes from the REST routes, with the caller's token.
+HttpServer::Routes DashboardRoutes();
 // GET /metrics: the Prometheus text page `render` makes.
 HttpRoute MetricsRoute(std::function<std::string()> render);
 

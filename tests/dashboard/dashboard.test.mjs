@@ -40,6 +40,7 @@ async function rest(path, { method = "GET", body, token = TOKEN } = {}) {
 
 before(async () => {
   daemon = await startDaemon({
+    local: { uid_base: 330200, uid_count: 16 }, // apart from the client tests' daemons
     http_listen: "127.0.0.1:0",
     allow_plaintext_tokens: true,
     tenants: [
@@ -48,9 +49,12 @@ before(async () => {
       { name: "ops", token_sha256: sha256(OPS), operator: true },
     ],
   });
-  const port = daemon.log().match(/http[^\n]*listening on [^\n]*?:(\d+)/i)?.[1];
-  assert.ok(port, `the daemon says where HTTP listens:\n${daemon.log()}`);
-  base = `http://127.0.0.1:${port}`;
+  // The daemon says where HTTP listens in its daemon.http log line.
+  for (let i = 0; i < 100 && !base; ++i) {
+    base = daemon.log().match(/"event":"daemon\.http".*?"url":"([^"]+)"/)?.[1];
+    if (!base) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(base, `the daemon says where HTTP listens:\n${daemon.log()}`);
   browser = await puppeteer.launch({
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     headless: true,
