@@ -15,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libsqlite3-dev libseccomp-dev libexpat1-dev
   libpq-dev postgresql
   bubblewrap python3 python3-grpcio procps
-  clang clang-format
+  clang clang-format lld
 )
 missing=()
 for p in "${packages[@]}"; do
