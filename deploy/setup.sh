@@ -16,7 +16,7 @@ packages=(
   libpq-dev postgresql
   libmicrohttpd-dev curl
   bubblewrap python3 python3-grpcio python3-protobuf python3-pytest procps
-  clang clang-format
+  clang clang-format lld
   groff-base man-db zsh
   libjs-marked node-dompurify chromium
 )

@@ -9,6 +9,10 @@ build=${SANDGATE_BUILD_DIR:-$repo/build}
 "$repo/deploy/setup.sh" "$build"
 cd "$build"
 # Every test, the style checks included (label `style`: deploy/format.sh --check, and clang's
-# thread-safety analysis over daemon/ and client/, tests/style/thread_safety.py). Integration
-# tests run the daemon and sandboxes; they are serialised, the rest in parallel.
-ctest --output-on-failure --parallel "$(nproc)" --timeout 300
+# thread-safety analysis over daemon/ and client/, tests/style/thread_safety.py). Twice as many
+# at once as there are cores: most tests wait (daemons, sandboxes, the fakes' delays) rather
+# than compute. The CPU-bound ones count as two processors (PROCESSORS), tests that share a
+# sandbox uid range hold its RESOURCE_LOCK, the load test runs alone (RUN_SERIAL); the longest
+# start first (COST). See tests/integration/CMakeLists.txt and BENCHMARKS.md "CI time".
+jobs=${SANDGATE_TEST_JOBS:-$((2 * $(nproc)))}
+ctest --output-on-failure --parallel "$jobs" --timeout 300

@@ -337,16 +337,20 @@ class BasicsTest(AgentsBase):
         sid = s["id"]
         self.wait_ready(s)
         got = []
-        t = threading.Thread(target=lambda: got.extend(self.sse(
-            "GET", "/v1/agents/sessions/%s/events" % sid,
-            stop=lambda evs: evs and evs[-1]["type"] == "agent.session.idle" and
-            any(e["type"] in TERMINAL_TURN for e in evs))[0]))
+
+        def until_ended(evs):
+            got[:] = evs  # as they arrive, so that the wait below sees "started"
+            return evs and evs[-1]["type"] == "agent.session.idle" and any(
+                e["type"] in TERMINAL_TURN for e in evs)
+        t = threading.Thread(target=lambda: self.sse(
+            "GET", "/v1/agents/sessions/%s/events" % sid, stop=until_ended))
         t.start()
         time.sleep(0.3)
         self.send(sid, self.message("$ echo started; sleep 30\n$ echo never"))
         deadline = time.monotonic() + 20
         while "started" not in self.outputs(got) and time.monotonic() < deadline:
             time.sleep(0.05)
+        self.assertIn("started", self.outputs(got))  # the cancel comes while the command runs
         t0 = time.monotonic()
         self.send(sid, {"type": "agent.session.input.cancel"})
         t.join(timeout=30)
