@@ -238,6 +238,22 @@ TEST_F(ReplicaForwardTest, SessionCallsThroughBActOnTheSandboxOnA) {
   }
 
   EXPECT_TRUE(KeepAlive(*b, s.id()).ok());
+  {
+    // A call marked as forwarded (from a peer with a certificate of the cluster CA) is never
+    // forwarded again: B, which does not own the session, says so naming both.
+    auto ctx = DaemonHarness::Context(kToken);
+    ctx->AddMetadata("sandgate-forwarded-by", "replica-x");
+    v1::KeepAliveRequest req;
+    req.set_session_id(s.id());
+    v1::Session ignored;
+    grpc::Status looped = b->KeepAlive(ctx.get(), req, &ignored);
+    EXPECT_EQ(looped.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_TRUE(absl::StrContains(looped.error_message(),
+                                  "replica replica-x forwarded this call to replica replica-b, "
+                                  "but session " +
+                                      s.id() + " is owned by replica replica-a"))
+        << looped.error_message();
+  }
   // The owner audits what it was asked through B; B audits none of it.
   EXPECT_TRUE(absl::StrContains(a_->Audit(), "\"KeepAlive\"")) << a_->Audit();
   EXPECT_FALSE(absl::StrContains(b_->Audit(), "\"KeepAlive\"")) << b_->Audit();
