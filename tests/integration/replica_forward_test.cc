@@ -127,7 +127,10 @@ TEST_F(ReplicaForwardTest, SessionCallsThroughBActOnTheSandboxOnA) {
   v1::ListFilesRequest list;
   list.set_session_id(s.id());
   v1::ListFilesResponse listed;
-  ASSERT_TRUE(b->ListFiles(DaemonHarness::Context(kToken).get(), list, &listed).ok());
+  {
+    grpc::Status st = b->ListFiles(DaemonHarness::Context(kToken).get(), list, &listed);
+    ASSERT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message() << "\n" << b_->Log();
+  }
   bool found = false;
   for (const auto& f : listed.files()) found |= f.path() == "in.txt";
   EXPECT_TRUE(found) << listed.DebugString();
