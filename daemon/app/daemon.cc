@@ -362,8 +362,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   sd.io = p->io.get();
   sd.exec = p->exec.get();
   sd.heartbeat_interval = c.heartbeat_interval;
+  core::SessionManager* sessions = p->sessions.get();
+  core::HeldHere held{[sessions](const std::string& id) { return sessions->Holds(id); },
+                      [runs](const std::string& id) { return runs->Holds(id); }};
   p->owners = std::make_unique<core::OwnerLookup>(p->store.get(), p->leases.get(), c.replica.id,
-                                                  Clock::Real());
+                                                  Clock::Real(), std::move(held));
   p->forwarder = server::Forwarder::FromConfig(p->owners.get(), c);
   sd.forwarder = p->forwarder.get();
   p->http_deps = sd;

@@ -17,6 +17,7 @@ bool Live(v1::RunStatus s) { return s == v1::RUN_STATUS_QUEUED || s == v1::RUN_S
 absl::StatusOr<std::optional<Peer>> OwnerLookup::OfSession(const Caller& caller,
                                                            const std::string& id) {
   if (id.empty()) return std::nullopt;  // the local path names the missing field
+  if (held_.session && held_.session(id)) return std::nullopt;
   absl::StatusOr<v1::Session> s = store_->GetSession(id);
   if (absl::IsNotFound(s.status())) return std::nullopt;
   if (!s.ok()) return s.status();
@@ -29,6 +30,7 @@ absl::StatusOr<std::optional<Peer>> OwnerLookup::OfSession(const Caller& caller,
 absl::StatusOr<std::optional<Peer>> OwnerLookup::OfRun(const Caller& caller,
                                                        const std::string& id) {
   if (id.empty()) return std::nullopt;
+  if (held_.run && held_.run(id)) return std::nullopt;
   absl::StatusOr<v1::Run> run = store_->GetRun(id);
   if (absl::IsNotFound(run.status())) return std::nullopt;
   if (!run.ok()) return run.status();

@@ -17,6 +17,7 @@
 #ifndef SANDGATE_CORE_OWNER_H_
 #define SANDGATE_CORE_OWNER_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -35,10 +36,22 @@ struct Peer {
   absl::Time lease_ends = absl::InfinitePast();  // as last renewed
 };
 
+// What this replica holds in memory, asked before the store (the common case, a call on the
+// replica's own work, then costs no store read). Either may be empty.
+struct HeldHere {
+  std::function<bool(const std::string&)> session;
+  std::function<bool(const std::string&)> run;
+};
+
 class OwnerLookup {
  public:
-  OwnerLookup(store::Store* store, store::ReplicaStore* leases, std::string self, Clock* clock)
-      : store_(store), leases_(leases), self_(std::move(self)), clock_(clock) {}
+  OwnerLookup(store::Store* store, store::ReplicaStore* leases, std::string self, Clock* clock,
+              HeldHere held = {})
+      : store_(store),
+        leases_(leases),
+        self_(std::move(self)),
+        clock_(clock),
+        held_(std::move(held)) {}
 
   // nullopt: serve the call here. A Peer: the live replica to forward it to. UNAVAILABLE,
   // naming the owner, when the owner's lease has ended (or it is being taken over) or it
@@ -56,6 +69,7 @@ class OwnerLookup {
   store::ReplicaStore* const leases_;
   const std::string self_;
   Clock* const clock_;
+  const HeldHere held_;
 };
 
 }  // namespace sandgate::core

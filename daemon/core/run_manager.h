@@ -84,6 +84,8 @@ class RunManager {
   // still active.
   size_t EndAll(const std::string& why, absl::Duration grace);
   size_t active_runs();
+  // Whether run `id` is queued or running in this daemon's memory (no store read).
+  bool Holds(const std::string& id) { return FindActive(id) != nullptr; }
   // Retention (core/retention.h): deletes runs (events, artifacts) finished, and sessions
   // ended, before `cutoff`. Returns how many runs went.
   absl::StatusOr<size_t> PurgeBefore(absl::Time cutoff) { return retention_.PurgeBefore(cutoff); }

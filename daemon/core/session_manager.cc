@@ -336,6 +336,11 @@ absl::StatusOr<v1::Session> SessionManager::Get(const Caller& caller, const std:
   return s;
 }
 
+bool SessionManager::Holds(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  return live_.count(id) > 0;
+}
+
 absl::StatusOr<std::vector<v1::Session>> SessionManager::List(const Caller& caller,
                                                               bool include_closed) {
   SANDGATE_ASSIGN_OR_RETURN(

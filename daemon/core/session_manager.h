@@ -116,6 +116,8 @@ class SessionManager {
   // Closes every live session (drain). Blocks until their sandboxes are deleted.
   void CloseAll(const std::string& reason);
   size_t live();
+  // Whether session `id` is live in this daemon's memory (no store read; any tenant).
+  bool Holds(const std::string& id);
 
  private:
   struct Entry;

@@ -206,11 +206,14 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     UploadRelay* r = relay.get();
     {
       absl::MutexLock lock(&mu_);
-      ++refs_;
+      // The relay's, and this task's own: once started, the whole upload may end (and gRPC
+      // be done with this reactor) before Begin returns.
+      refs_ += 2;
       relay_ = std::move(relay);
     }
     r->Begin((*route)->generic.get(), &first_raw_);
     if (Cut()) r->Cancel();  // cancelled during the lookup
+    Unref();
   }
   UploadRelay* relayed() {
     absl::MutexLock lock(&mu_);

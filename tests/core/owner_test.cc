@@ -142,5 +142,17 @@ TEST_F(OwnerLookupTest, AnOwnerWithNoLeaseOrNoAddressIsUnavailableSayingSo) {
   EXPECT_TRUE(absl::StrContains(st.message(), "advertises no address")) << st;
 }
 
+TEST_F(OwnerLookupTest, WhatThisReplicaHoldsIsServedHereWithoutAskingTheStore) {
+  PutSession("s-1", "a");  // what the store says does not matter then
+  PutRun("r-1", "a", v1::RUN_STATUS_RUNNING);
+  HeldHere held{[](const std::string& id) { return id == "s-1"; },
+                [](const std::string& id) { return id == "r-1"; }};
+  OwnerLookup b(store_.get(), leases_.get(), "b", &clock_, held);
+  EXPECT_FALSE(b.OfSession(tenant_, "s-1")->has_value());
+  EXPECT_FALSE(b.OfRun(tenant_, "r-1")->has_value());
+  PutSession("s-2", "a");
+  EXPECT_TRUE(b.OfSession(tenant_, "s-2")->has_value());
+}
+
 }  // namespace
 }  // namespace sandgate::core

@@ -2,15 +2,7 @@
 // (tests/fakes' throwaway server), each on loopback TCP with mutual TLS (certificates made
 // for this run), each advertising its own address. Every call here goes to replica B about
 // a session or run that lives on replica A, and must behave as if sent to A.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <fstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -21,6 +13,7 @@
 #include "tests/fakes/postgres_server.h"
 #include "tests/fakes/test_certs.h"
 #include "tests/integration/daemon_harness.h"
+#include "tests/integration/tls_replica.h"
 
 namespace sandgate::testing {
 namespace {
@@ -28,83 +21,6 @@ namespace {
 constexpr char kToken[] = "forward-token";
 constexpr char kOtherToken[] = "forward-other-token";
 constexpr double kLeaseSeconds = 2;
-
-// A free loopback port, for a daemon that must advertise it before it listens.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), len);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// One replica: sandgated on tcp:127.0.0.1:<port> with mutual TLS, advertising that address.
-class TlsReplica {
- public:
-  TlsReplica(const std::string& dir, nlohmann::json config, const TestCertificates& certs)
-      : dir_(dir), port_(FreePort()), certs_(certs) {
-    mkdir(dir_.c_str(), 0700);
-    address_ = absl::StrCat("tcp:127.0.0.1:", port_);
-    config["listen"] = address_;
-    config["state_dir"] = dir_ + "/state";
-    config["replica"]["advertise_address"] = address_;
-    std::ofstream(dir_ + "/config.json") << config.dump();
-  }
-  ~TlsReplica() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  void Start() {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int err = open((dir_ + "/stderr").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      dup2(err, STDERR_FILENO);
-      int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-      dup2(null, STDOUT_FILENO);
-      execl(SANDGATED_PATH, "sandgated", "--config", (dir_ + "/config.json").c_str(), nullptr);
-      _exit(127);
-    }
-    ASSERT_TRUE(Eventually(
-        "the replica to answer over mutual TLS",
-        [&] {
-          auto ctx = DaemonHarness::Context(kToken);
-          ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-          v1::ListSessionsResponse resp;
-          return Stub()->ListSessions(ctx.get(), {}, &resp).ok();
-        },
-        absl::Seconds(20)))
-        << Log();
-  }
-  void Kill() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  // A caller's stub: the test CA, and the client certificate mutual TLS asks for.
-  std::unique_ptr<v1::Sandgate::Stub> Stub() const {
-    grpc::SslCredentialsOptions o;
-    o.pem_root_certs = ReadFileOrEmpty(certs_.ca);
-    o.pem_cert_chain = ReadFileOrEmpty(certs_.client.cert);
-    o.pem_private_key = ReadFileOrEmpty(certs_.client.key);
-    return v1::Sandgate::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::SslCredentials(o)));
-  }
-  std::string Log() const { return ReadFileOrEmpty(dir_ + "/stderr"); }
-  std::string Audit() const { return ReadFileOrEmpty(dir_ + "/state/audit.log"); }
-
- private:
-  const std::string dir_;
-  const int port_;
-  const TestCertificates& certs_;
-  std::string address_;
-  pid_t pid_ = -1;
-};
 
 struct ExecOutcome {
   std::string out, err;
@@ -150,21 +66,14 @@ class ReplicaForwardTest : public TlsFixture {
         std::make_unique<TlsReplica>(tmp_.path() + "/a", Config(*dsn, "replica-a", 305000), certs_);
     b_ =
         std::make_unique<TlsReplica>(tmp_.path() + "/b", Config(*dsn, "replica-b", 305100), certs_);
-    a_->Start();
-    b_->Start();
+    ASSERT_TRUE(a_->Start(kToken)) << a_->Log();
+    ASSERT_TRUE(b_->Start(kToken)) << b_->Log();
   }
   nlohmann::json Config(const std::string& dsn, const std::string& id, uint32_t uid_base) const {
-    return {{"store", {{"type", "postgres"}, {"dsn", dsn}}},
-            {"replica", {{"id", id}, {"lease_seconds", kLeaseSeconds}, {"renew_seconds", 0.5}}},
-            {"tls",
-             {{"cert_file", certs_.server.cert},
-              {"key_file", certs_.server.key},
-              {"client_ca_file", certs_.ca},
-              {"require_client_cert", true}}},
-            {"tenants",
-             {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kToken)}},
-              {{"name", "beta"}, {"token_sha256", Sha256::Hex(kOtherToken)}}}},
-            {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
+    return TlsReplicaConfig(dsn, id, uid_base, certs_,
+                            {{{"name", "alpha"}, {"token_sha256", Sha256::Hex(kToken)}},
+                             {{"name", "beta"}, {"token_sha256", Sha256::Hex(kOtherToken)}}},
+                            kLeaseSeconds);
   }
   // A kept session on A.
   v1::Session SessionOnA() {
@@ -218,7 +127,10 @@ TEST_F(ReplicaForwardTest, SessionCallsThroughBActOnTheSandboxOnA) {
   v1::ListFilesRequest list;
   list.set_session_id(s.id());
   v1::ListFilesResponse listed;
-  ASSERT_TRUE(b->ListFiles(DaemonHarness::Context(kToken).get(), list, &listed).ok());
+  {
+    grpc::Status st = b->ListFiles(DaemonHarness::Context(kToken).get(), list, &listed);
+    ASSERT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message() << "\n" << b_->Log();
+  }
   bool found = false;
   for (const auto& f : listed.files()) found |= f.path() == "in.txt";
   EXPECT_TRUE(found) << listed.DebugString();
@@ -238,6 +150,22 @@ TEST_F(ReplicaForwardTest, SessionCallsThroughBActOnTheSandboxOnA) {
   }
 
   EXPECT_TRUE(KeepAlive(*b, s.id()).ok());
+  {
+    // A call marked as forwarded (from a peer with a certificate of the cluster CA) is never
+    // forwarded again: B, which does not own the session, says so naming both.
+    auto ctx = DaemonHarness::Context(kToken);
+    ctx->AddMetadata("sandgate-forwarded-by", "replica-x");
+    v1::KeepAliveRequest req;
+    req.set_session_id(s.id());
+    v1::Session ignored;
+    grpc::Status looped = b->KeepAlive(ctx.get(), req, &ignored);
+    EXPECT_EQ(looped.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_TRUE(absl::StrContains(looped.error_message(),
+                                  "replica replica-x forwarded this call to replica replica-b, "
+                                  "but session " +
+                                      s.id() + " is owned by replica replica-a"))
+        << looped.error_message();
+  }
   // The owner audits what it was asked through B; B audits none of it.
   EXPECT_TRUE(absl::StrContains(a_->Audit(), "\"KeepAlive\"")) << a_->Audit();
   EXPECT_FALSE(absl::StrContains(b_->Audit(), "\"KeepAlive\"")) << b_->Audit();
