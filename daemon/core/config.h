@@ -134,7 +134,7 @@ struct Config {
   std::string state_dir = "/var/lib/sandgate";
   StoreConfig store;
   std::string log_level = "info";
-  std::string metrics_listen;         // "127.0.0.1:9464" serves GET /metrics; "" = off
+  std::string metrics_listen;  // "127.0.0.1:9464" serves GET /metrics; "" = off
   // "127.0.0.1:8080": the REST/JSON API, its event streams and /metrics over HTTP (HTTPS with
   // `tls`); "" = off. Callers authenticate with tenants' bearer tokens only.
   std::string http_listen;

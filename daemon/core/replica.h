@@ -93,7 +93,7 @@ struct ReplicaDeps {
   // Providers whose resources another host can delete (not "local").
   std::map<std::string, sandbox::Provider*> remote_providers;
   const Tenants* tenants = nullptr;
-  Requeue requeue;             // queues a run here (RunManager::Requeue)
+  Requeue requeue;  // queues a run here (RunManager::Requeue)
   // The shared queue and quotas: the slots a lost replica's runs and sessions held are
   // freed at its takeover. May be null (none shared).
   store::AdmissionStore* admission = nullptr;

@@ -475,8 +475,8 @@ HttpServer::Routes DashboardRoutes() {
       x->Reply(JsonError(errors::NotFound(absl::StrCat("no dashboard file ", request.path))));
       return;
     }
-    HttpResponse response{200, {{"Content-Type", std::string(file->content_type)}},
-                          std::string(file->body)};
+    HttpResponse response{
+        200, {{"Content-Type", std::string(file->content_type)}}, std::string(file->body)};
     for (const auto& [name, value] : DashboardHeaders()) {
       response.headers.emplace_back(std::string(name), std::string(value));
     }

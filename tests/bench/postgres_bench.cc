@@ -272,9 +272,8 @@ int main(int argc, char** argv) {
     file_mibs.push_back(f);
   }
   std::printf("DownloadArtifact of 32 MiB through gRPC, median of %d (MiB/s)\n", downloads);
-  std::printf("  %-20s %8.1f\n  %-20s %8.1f\n  %-20s %7.2fx\n", "file (sqlite)",
-              Median(file_mibs), "postgres", Median(pg_mibs), "ratio",
-              Median(pg_mibs) / Median(file_mibs));
+  std::printf("  %-20s %8.1f\n  %-20s %8.1f\n  %-20s %7.2fx\n", "file (sqlite)", Median(file_mibs),
+              "postgres", Median(pg_mibs), "ratio", Median(pg_mibs) / Median(file_mibs));
   std::printf("The same through ArtifactStore::Read in this process, 256 KiB reads (MiB/s)\n");
   std::printf("  %-20s %8.1f\n  %-20s %8.1f\n", "file", Median(file_read), "postgres",
               Median(pg_read));

@@ -45,9 +45,9 @@
 namespace {
 
 using sandgate::bench::Daemon;
+using sandgate::bench::EventNanos;
 using sandgate::bench::Follow;
 using sandgate::bench::Followed;
-using sandgate::bench::EventNanos;
 using sandgate::bench::Median;
 using sandgate::bench::NowNanos;
 using sandgate::bench::Quantile;

@@ -505,9 +505,7 @@ TEST(RecoverRunsTest, OnlyThisReplicasOwnRuns) {
   Tenants tenants({});
   ASSERT_TRUE(RecoverRuns({store.get(), &events, &clock, "a", "", ""}, tenants,
                           [](const Caller&, const v1::Run&, v1::RunAnalysisRequest,
-                             const std::string&) {
-                            return absl::OkStatus();
-                          })
+                             const std::string&) { return absl::OkStatus(); })
                   .ok());
   EXPECT_EQ(store->GetRun("mine")->status(), v1::RUN_STATUS_FAILED);
   EXPECT_EQ(store->GetRun("old")->status(), v1::RUN_STATUS_FAILED);

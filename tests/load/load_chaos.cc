@@ -557,7 +557,8 @@ int main(int argc, char** argv) {
   }
   for (const auto& [why, n] : stats.failed_why) std::printf("\n  FAILED %d: %s", n, why.c_str());
   std::printf("\nrun latency (RunAnalysis to run.finished): p50 %.0f ms, p99 %.0f ms\n",
-              sandgate::load::Percentile(stats.latency_ms, 0.5), sandgate::load::Percentile(stats.latency_ms, 0.99));
+              sandgate::load::Percentile(stats.latency_ms, 0.5),
+              sandgate::load::Percentile(stats.latency_ms, 0.99));
   std::printf(
       "sessions %d, execs %d (hosted, refused: %d), cancels %d, disconnects %d, rpc errors:",
       stats.sessions, stats.execs, stats.execs_refused, stats.cancels, stats.disconnects);
