@@ -362,7 +362,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   sd.io = p->io.get();
   sd.exec = p->exec.get();
   sd.heartbeat_interval = c.heartbeat_interval;
-  core::SessionManager* sessions = p->sessions.get();
   core::HeldHere held{[sessions](const std::string& id) { return sessions->Holds(id); },
                       [runs](const std::string& id) { return runs->Holds(id); }};
   p->owners = std::make_unique<core::OwnerLookup>(p->store.get(), p->leases.get(), c.replica.id,

@@ -370,57 +370,59 @@ struct ArtifactDownload {
   uint64_t size = 0;
   std::weak_ptr<HttpExchange> x;
   uint64_t offset = 0;  // touched only by the one read in flight
+  v1::Run run;          // as the caller may see it, read once when the stream starts
 };
 
 void NextChunk(const std::shared_ptr<ArtifactDownload>& d) {
   Exchange x = d->x.lock();
   if (!x) return;
   if (d->offset >= d->size) return x->End(false);
-  absl::StatusOr<std::string> data = d->deps.runs->ReadArtifact(
-      d->caller, d->run_id, d->name, d->offset, core::kTransferChunkBytes);
+  absl::StatusOr<std::string> data =
+      d->deps.runs->ReadArtifact(d->run, d->name, d->offset, core::kTransferChunkBytes);
   if (!data.ok() || data->empty()) return x->End(true);
   d->offset += data->size();
   x->Write(*std::move(data));
 }
 
 HttpRoute Artifacts(const ServiceDeps& deps) {
-  return {"GET", "/v1/runs/{run_id}/artifacts/{name}",
-          [&deps](const HttpRequest& http, Exchange x) {
-            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
-            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
-            auto d = std::make_shared<ArtifactDownload>(ArtifactDownload{
-                deps, *caller, http.params.at("run_id"), http.params.at("name"), 0, x});
-            OnIo(deps, x, [d, x] {
-              absl::StatusOr<v1::Run> run = d->deps.runs->Get(d->caller, d->run_id);
-              if (!run.ok()) return x->Reply(JsonError(run.status()));
-              const v1::Artifact* artifact = nullptr;
-              for (const auto& a : run->artifacts()) {
-                if (a.name() == d->name) artifact = &a;
-              }
-              if (artifact == nullptr) {
-                return x->Reply(
-                    JsonError(errors::NotFound("artifact", absl::StrCat(d->run_id, "/", d->name))));
-              }
-              d->size = artifact->size_bytes();
-              std::string raw = absl::HexStringToBytes(artifact->sha256());
-              HttpHeaders headers = {
-                  {"Content-Type", ContentTypeOf(d->name)},
-                  {"Content-Disposition", absl::StrCat("attachment; filename=\"", d->name, "\"")},
-                  {"X-Sandgate-Sha256", artifact->sha256()},
-                  {"Digest", absl::StrCat("sha-256=", absl::Base64Escape(raw))},
-                  {"X-Sandgate-Size", absl::StrCat(artifact->size_bytes())},
-              };
-              const ServiceDeps& deps = d->deps;
-              x->Stream(
-                  200, std::move(headers),
-                  [d, &deps] {
-                    if (!deps.io->Submit([d] { NextChunk(d); })) {
-                      if (Exchange x = d->x.lock()) x->End(true);
-                    }
-                  },
-                  nullptr);
-            });
-          }};
+  return {
+      "GET", "/v1/runs/{run_id}/artifacts/{name}", [&deps](const HttpRequest& http, Exchange x) {
+        absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+        if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+        auto d = std::make_shared<ArtifactDownload>(ArtifactDownload{
+            deps, *caller, http.params.at("run_id"), http.params.at("name"), 0, x, 0, v1::Run()});
+        OnIo(deps, x, [d, x] {
+          absl::StatusOr<v1::Run> run = d->deps.runs->Get(d->caller, d->run_id);
+          if (!run.ok()) return x->Reply(JsonError(run.status()));
+          const v1::Artifact* artifact = nullptr;
+          for (const auto& a : run->artifacts()) {
+            if (a.name() == d->name) artifact = &a;
+          }
+          if (artifact == nullptr) {
+            return x->Reply(
+                JsonError(errors::NotFound("artifact", absl::StrCat(d->run_id, "/", d->name))));
+          }
+          d->size = artifact->size_bytes();
+          d->run = *run;
+          std::string raw = absl::HexStringToBytes(artifact->sha256());
+          HttpHeaders headers = {
+              {"Content-Type", ContentTypeOf(d->name)},
+              {"Content-Disposition", absl::StrCat("attachment; filename=\"", d->name, "\"")},
+              {"X-Sandgate-Sha256", artifact->sha256()},
+              {"Digest", absl::StrCat("sha-256=", absl::Base64Escape(raw))},
+              {"X-Sandgate-Size", absl::StrCat(artifact->size_bytes())},
+          };
+          const ServiceDeps& deps = d->deps;
+          x->Stream(
+              200, std::move(headers),
+              [d, &deps] {
+                if (!deps.io->Submit([d] { NextChunk(d); })) {
+                  if (Exchange x = d->x.lock()) x->End(true);
+                }
+              },
+              nullptr);
+        });
+      }};
 }
 
 }  // namespace
@@ -472,7 +474,7 @@ HttpServer::Routes DashboardRoutes() {
   auto serve = [](const HttpRequest& request, Exchange x) {
     const EmbeddedFile* file = FindDashboardFile(request.path);
     if (file == nullptr) {
-      x->Reply(JsonError(errors::NotFound(absl::StrCat("no dashboard file ", request.path))));
+      x->Reply(JsonError(errors::NotFound("dashboard file", request.path)));
       return;
     }
     HttpResponse response{
