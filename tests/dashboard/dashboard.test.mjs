@@ -99,8 +99,10 @@ test("a run appears, its events arrive live, then its checks, artifacts, report 
       inputs: [{ name: `${HOSTILE}.csv`, content: readFileSync(sampleCsv).toString("base64") }],
       sandbox: {
         setupCommands: [
-          "sleep 2",
-          'echo "`<img src=x onerror=window.__pwned=2>`<script>window.__pwned=3</script>"',
+          "sleep 8", // long enough to open its page while it runs
+          // The report quotes each setup command in a code span: this one's own backticks
+          // close it, so the tags between them reach the report's Markdown as raw HTML.
+          "echo '`<img src=x onerror=window.__pwned=2><script>window.__pwned=3</script>`'",
         ],
       },
     },

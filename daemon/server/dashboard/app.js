@@ -228,6 +228,11 @@ function eventDetail(e) {
   if (e.stepStarted) return el("span", { text: e.stepStarted.name });
   if (e.stepFinished) return el("span", { text: `${e.stepFinished.name} ${e.stepFinished.ok ? "ok" : "failed"}` });
   if (e.artifactCollected) return el("span", { text: e.artifactCollected.artifact?.name ?? "" });
+  if (e.fileTransferred) {
+    const into = e.fileTransferred.direction === "DIRECTION_INTO_SANDBOX";
+    return el("span", { text: `${into ? "into" : "out of"} the sandbox: ${e.fileTransferred.path} (${bytes(e.fileTransferred.sizeBytes)})` });
+  }
+  if (e.sessionCreated) return el("span", { text: e.sessionCreated.fromWarmPool ? "from the warm pool" : "" });
   if (e.runFinished) return el("span", { text: `${short(e.runFinished.status, "RUN_STATUS_")} ${e.runFinished.reason ?? ""}` });
   if (e.network) return el("span", { text: `${e.network.verdict} ${e.network.host}:${e.network.port}` });
   if (e.tokenUsage) return el("span", { text: `${e.tokenUsage.totalTokens ?? 0} tokens` });
