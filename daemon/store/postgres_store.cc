@@ -114,8 +114,13 @@ absl::Status PostgresStore::PutRecord(PgConnection& conn, const char* table, con
                      : " ON CONFLICT(id) DO UPDATE SET status = excluded.status, "
                        "ended_ns = excluded.ended_ns, proto = excluded.proto, "
                        "replica = excluded.replica",
-      fenced ? absl::StrCat(" WHERE ", table, ".replica IN ($1, '') OR EXISTS(SELECT 1 FROM ",
-                            "replica_leases l WHERE l.id = ", table,
+      fenced ? absl::StrCat(" WHERE ", table, ".replica IN ($1, '')",
+                            // A waiting run is the next claimer's (store/admission_store.h: a
+                            // claim is exclusive), whichever replica queued it.
+                            std::string(table) == "runs"
+                                ? absl::StrCat(" OR runs.status = ", v1::RUN_STATUS_QUEUED)
+                                : "",
+                            " OR EXISTS(SELECT 1 FROM replica_leases l WHERE l.id = ", table,
                             ".replica AND l.taken_over_by = $1)")
              : "");
   PgParams p;
@@ -379,10 +384,11 @@ absl::Status PostgresStore::InsertFencedEvents(PgConnection& conn, const Fence& 
                                                const v1::Event* events, size_t n) {
   // Written only while the writer's lease is current at its epoch (kFenceCte): all n rows
   // or none.
+  // With the rows, as the unfenced insert does, one notification per run (InsertEventsSql).
   std::string sql =
       absl::StrCat(kFenceCte,
-                   "INSERT INTO events(run_id, seq, proto) SELECT v.run_id, v.seq, v.proto "
-                   "FROM fence, (VALUES ");
+                   ", ins AS (INSERT INTO events(run_id, seq, proto) SELECT v.run_id, v.seq, "
+                   "v.proto FROM fence, (VALUES ");
   PgParams p;
   p.Text(fence.replica).Int(fence.epoch);
   for (size_t i = 0; i < n; ++i) {
@@ -391,9 +397,14 @@ absl::Status PostgresStore::InsertFencedEvents(PgConnection& conn, const Fence& 
                     "::bytea)");
     p.Text(events[i].run_id()).Int(events[i].seq()).Bytes(events[i].SerializeAsString());
   }
-  sql += ") AS v(run_id, seq, proto)";
+  absl::StrAppend(&sql,
+                  ") AS v(run_id, seq, proto) RETURNING run_id, seq), "
+                  "notified AS (SELECT pg_notify('",
+                  kEventsChannel,
+                  "', run_id || ' ' || max(seq)) FROM ins GROUP BY run_id) "
+                  "SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM notified)");
   SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn.Exec("append events", sql.c_str(), p));
-  if (r.affected() == static_cast<int64_t>(n)) return absl::OkStatus();
+  if (r.rows() == 1 && r.Int(0, 0) == static_cast<int64_t>(n)) return absl::OkStatus();
   return Fenced(conn, fence, nullptr, absl::StrCat("the events of ", events[0].run_id()),
                 events[0].run_id());
 }

@@ -247,8 +247,14 @@ absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const M
                                   : " ON CONFLICT(id) DO UPDATE SET status=excluded.status, "
                                     "proto=excluded.proto, replica=excluded.replica");
   if (fenced) {
-    absl::StrAppend(&sql, " WHERE ", table, ".replica IN (?8, '') OR EXISTS(SELECT 1 FROM ",
-                    "replica_leases l WHERE l.id = ", table, ".replica AND l.taken_over_by = ?8)");
+    // A waiting run is the next claimer's (store/admission_store.h: a claim is exclusive),
+    // whichever replica queued it.
+    const std::string waiting = std::string(table) == "runs"
+                                    ? absl::StrCat(" OR runs.status = ", v1::RUN_STATUS_QUEUED)
+                                    : "";
+    absl::StrAppend(&sql, " WHERE ", table, ".replica IN (?8, '')", waiting,
+                    " OR EXISTS(SELECT 1 FROM replica_leases l WHERE l.id = ", table,
+                    ".replica AND l.taken_over_by = ?8)");
   }
   Stmt s(db_, sql.c_str());
   if (!s.ok()) return Error("prepare put");

@@ -283,6 +283,7 @@ TEST_P(FencingContract, RejoinedReplicaWritesAtItsNewEpochOnlyAndNotOverAnothers
   ASSERT_TRUE(*b_->ClaimTakeover("a", "b", end, end + kPeriod));
   // The winner takes a's queued run as its own.
   ASSERT_TRUE(store_b_->PutRun(RunOf("queued", "b", v1::RUN_STATUS_QUEUED)).ok());
+  ASSERT_TRUE(store_b_->PutRun(RunOf("started", "b", v1::RUN_STATUS_RUNNING)).ok());
   ASSERT_TRUE(b_->FinishTakeover("a", "b").ok());
   absl::StatusOr<int64_t> epoch = a_->Join(Own("a", "", end + 2 * kPeriod), end);
   ASSERT_TRUE(epoch.ok()) << epoch.status();
@@ -297,15 +298,19 @@ TEST_P(FencingContract, RejoinedReplicaWritesAtItsNewEpochOnlyAndNotOverAnothers
   store_a_->FenceWrites("a", *epoch);
   EXPECT_TRUE(store_a_->PutRun(RunOf("fresh", "a", v1::RUN_STATUS_RUNNING)).ok()) << "its own";
   EXPECT_TRUE(store_a_->AppendEvents({EventOf("fresh", 1)}).ok());
-  absl::Status theirs = store_a_->PutRun(RunOf("queued", "a", v1::RUN_STATUS_RUNNING));
+  absl::Status theirs = store_a_->PutRun(RunOf("started", "a", v1::RUN_STATUS_FAILED));
   EXPECT_TRUE(IsFencedWrite(theirs)) << theirs;
-  EXPECT_NE(theirs.message().find("run queued belongs to replica b, not a"),
+  EXPECT_NE(theirs.message().find("run started belongs to replica b, not a"),
             absl::string_view::npos)
       << theirs;
   std::vector<v1::Run> of_b = *store_a_->ListUnfinishedRunsOf("b");
-  ASSERT_EQ(of_b.size(), 1u) << "by the owner column";
-  EXPECT_EQ(of_b[0].id(), "queued");
+  ASSERT_EQ(of_b.size(), 2u) << "by the owner column";
   EXPECT_EQ(store_a_->ListUnfinishedRunsOf("a")->size(), 1u);
+  // A waiting run is whoever claims it from the shared queue (the claim is exclusive there):
+  // the claimer records itself as its owner over the replica that queued it.
+  EXPECT_TRUE(store_a_->PutRun(RunOf("queued", "a", v1::RUN_STATUS_RUNNING)).ok());
+  EXPECT_EQ(store_a_->ListUnfinishedRunsOf("a")->size(), 2u);
+  EXPECT_EQ(store_a_->ListUnfinishedRunsOf("b")->size(), 1u);
 }
 
 TEST_P(FencingContract, TakeoverRacingALateWriteLeavesTheFailure) {
