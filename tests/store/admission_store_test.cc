@@ -17,6 +17,7 @@
 #include "store/sqlite_admission_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/postgres_server.h"
+#include "tests/store/test_database.h"
 
 namespace sandgate::store {
 namespace {
@@ -46,27 +47,16 @@ class SqliteBackend : public Backend {
 // One database on the binary's shared throwaway server; each Connect a pool of its own.
 class PostgresBackend : public Backend {
  public:
-  PostgresBackend() {
-    absl::StatusOr<std::string> dsn = sandgate::testing::PostgresServer::Shared().CreateDatabase();
-    EXPECT_TRUE(dsn.ok()) << dsn.status();
-    if (dsn.ok()) dsn_ = *dsn;
-  }
   std::unique_ptr<AdmissionStore> Connect() override {
-    PostgresOptions options;
-    options.dsn = dsn_;
-    options.pool_size = 4;
-    auto db = PostgresDatabase::Open(options);
-    EXPECT_TRUE(db.ok()) << db.status();
-    if (!db.ok()) return nullptr;
-    auto s = PostgresAdmissionStore::Create(db->get());
+    PostgresDatabase* pool = db_.NewPool(4);
+    if (pool == nullptr) return nullptr;
+    auto s = PostgresAdmissionStore::Create(pool);
     EXPECT_TRUE(s.ok()) << s.status();
-    pools_.push_back(std::move(*db));
     return s.ok() ? std::move(*s) : nullptr;
   }
 
  private:
-  std::string dsn_;
-  std::vector<std::unique_ptr<PostgresDatabase>> pools_;  // outlive the stores (fixture order)
+  testing::TestDatabase db_;  // its pools outlive the stores (fixture order)
 };
 
 QueuedRun Waiter(const std::string& id, const std::string& tenant, uint32_t limit = 0,

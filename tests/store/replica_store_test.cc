@@ -20,6 +20,7 @@
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/postgres_server.h"
+#include "tests/store/test_database.h"
 
 namespace sandgate::store {
 namespace {
@@ -57,26 +58,16 @@ class SqliteBackend : public Backend {
 // One database on the binary's shared throwaway server; each Connect a pool of its own.
 class PostgresBackend : public Backend {
  public:
-  PostgresBackend() {
-    absl::StatusOr<std::string> dsn = sandgate::testing::PostgresServer::Shared().CreateDatabase();
-    EXPECT_TRUE(dsn.ok()) << dsn.status();
-    if (dsn.ok()) dsn_ = *dsn;
-  }
   std::unique_ptr<ReplicaStore> Connect() override {
-    PostgresOptions options;
-    options.dsn = dsn_;
-    options.pool_size = 2;
-    auto db = PostgresDatabase::Open(options);
-    EXPECT_TRUE(db.ok()) << db.status();
-    if (!db.ok()) return nullptr;
-    auto s = PostgresReplicaStore::Create(db->get());
+    PostgresDatabase* pool = db_.NewPool(2);
+    if (pool == nullptr) return nullptr;
+    auto s = PostgresReplicaStore::Create(pool);
     EXPECT_TRUE(s.ok()) << s.status();
-    pools_.push_back(std::move(*db));
     return s.ok() ? std::move(*s) : nullptr;
   }
   std::unique_ptr<Store> OpenStore() override {
     PostgresOptions options;
-    options.dsn = dsn_;
+    options.dsn = db_.dsn();
     options.pool_size = 2;
     auto s = PostgresStore::Open(options);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -85,8 +76,7 @@ class PostgresBackend : public Backend {
   ~PostgresBackend() override = default;
 
  private:
-  std::string dsn_;
-  std::vector<std::unique_ptr<PostgresDatabase>> pools_;  // outlive the stores (fixture order)
+  testing::TestDatabase db_;  // its pools outlive the stores (fixture order)
 };
 
 // A lease held by its own replica.
