@@ -148,22 +148,9 @@ class AgentsRunTest : public ::testing::Test {
   }
 
   std::string Download(const v1::Run& run, const std::string& name) {
-    auto ctx = DaemonHarness::Context();
-    v1::DownloadArtifactRequest req;
-    req.set_run_id(run.id());
-    req.set_name(name);
-    auto reader = stub_->DownloadArtifact(ctx.get(), req);
-    std::string data;
-    v1::ArtifactChunk chunk;
-    while (reader->Read(&chunk)) data += chunk.data();
-    EXPECT_TRUE(reader->Finish().ok());
-    return data;
-  }
-
-  static int Count(const std::vector<v1::Event>& events, const std::string& type) {
-    int n = 0;
-    for (const auto& e : events) n += e.type() == type ? 1 : 0;
-    return n;
+    DownloadedArtifact d = DownloadArtifact(*stub_, run.id(), name);
+    EXPECT_TRUE(d.status.ok()) << name << ": " << d.status.error_message();
+    return d.data;
   }
 
   // Succeeded, every check passed, the raw events kept beside the playbook's artifacts.
@@ -174,11 +161,11 @@ class AgentsRunTest : public ::testing::Test {
     EXPECT_EQ(run.artifacts_size(), static_cast<int>(playbook_artifacts) + 1);
     EXPECT_GT(run.checks_size(), 0);
     for (const auto& c : run.checks()) EXPECT_TRUE(c.passed()) << c.name() << ": " << c.detail();
-    EXPECT_GE(Count(events, "command.started"), 2);
-    EXPECT_EQ(Count(events, "command.started"), Count(events, "command.finished"));
-    EXPECT_GE(Count(events, "command.output"), 1);
-    EXPECT_GE(Count(events, "token_usage"), 1);
-    EXPECT_GE(Count(events, "agent_message"), 1);
+    EXPECT_GE(CountEvents(events, "command.started"), 2);
+    EXPECT_EQ(CountEvents(events, "command.started"), CountEvents(events, "command.finished"));
+    EXPECT_GE(CountEvents(events, "command.output"), 1);
+    EXPECT_GE(CountEvents(events, "token_usage"), 1);
+    EXPECT_GE(CountEvents(events, "agent_message"), 1);
   }
 
   // Runs `req` until its first command has started, then hands the run id back.

@@ -216,4 +216,30 @@ std::vector<v1::Event> FollowToEnd(v1::Sandgate::Stub& stub, const std::string& 
 
 std::string Sha256Hex(const std::string& data) { return Sha256::Hex(data); }
 
+DownloadedArtifact DownloadArtifact(v1::Sandgate::Stub& stub, const std::string& run_id,
+                                    const std::string& name, const std::string& token) {
+  auto ctx = DaemonHarness::Context(token);
+  v1::DownloadArtifactRequest req;
+  req.set_run_id(run_id);
+  req.set_name(name);
+  auto reader = stub.DownloadArtifact(ctx.get(), req);
+  DownloadedArtifact out;
+  v1::ArtifactChunk chunk;
+  while (reader->Read(&chunk)) {
+    EXPECT_EQ(chunk.offset(), out.data.size()) << name;
+    EXPECT_LE(chunk.data().size(), 256u << 10) << "a chunk above the transfer size";
+    out.data += chunk.data();
+    if (!chunk.sha256().empty()) out.sha256 = chunk.sha256();
+    ++out.chunks;
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+int CountEvents(const std::vector<v1::Event>& events, const std::string& type) {
+  int n = 0;
+  for (const v1::Event& e : events) n += e.type() == type ? 1 : 0;
+  return n;
+}
+
 }  // namespace sandgate::testing

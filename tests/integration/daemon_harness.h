@@ -58,6 +58,18 @@ std::vector<v1::Event> FollowToEnd(v1::Sandgate::Stub& stub, const std::string& 
                                    const std::string& token = "", int64_t after = 0,
                                    const std::function<void(const v1::Event&)>& on_event = nullptr);
 std::string Sha256Hex(const std::string& data);
+// A run's artifact read whole through DownloadArtifact. Fails the test when a chunk does not
+// start where the last ended or is above the 256 KiB transfer size; the caller checks status.
+struct DownloadedArtifact {
+  grpc::Status status;
+  std::string data;
+  std::string sha256;  // from the last chunk that carries it
+  int chunks = 0;
+};
+DownloadedArtifact DownloadArtifact(v1::Sandgate::Stub& stub, const std::string& run_id,
+                                    const std::string& name, const std::string& token = "");
+// How many of `events` are of `type`.
+int CountEvents(const std::vector<v1::Event>& events, const std::string& type);
 // GET http://127.0.0.1:port/path over a plain socket; the whole answer, headers included.
 std::string HttpGet(int port, const std::string& path);
 

@@ -163,22 +163,11 @@ TEST_F(DaemonTest, FullRunSucceedsWithVerifiedArtifacts) {
   std::set<std::string> names;
   for (const auto& a : done.artifacts()) {
     names.insert(a.name());
-    auto ctx = DaemonHarness::Context(kAlphaToken);
-    v1::DownloadArtifactRequest req;
-    req.set_run_id(run.id());
-    req.set_name(a.name());
-    auto reader = stub_->DownloadArtifact(ctx.get(), req);
-    std::string data, sha;
-    v1::ArtifactChunk chunk;
-    while (reader->Read(&chunk)) {
-      EXPECT_EQ(chunk.offset(), data.size());
-      data += chunk.data();
-      if (!chunk.sha256().empty()) sha = chunk.sha256();
-    }
-    ASSERT_TRUE(reader->Finish().ok());
-    EXPECT_EQ(data.size(), a.size_bytes());
-    EXPECT_EQ(sha, Sha256Hex(data));
-    EXPECT_GT(data.size(), 0u);
+    DownloadedArtifact d = DownloadArtifact(*stub_, run.id(), a.name(), kAlphaToken);
+    ASSERT_TRUE(d.status.ok()) << a.name() << ": " << d.status.error_message();
+    EXPECT_EQ(d.data.size(), a.size_bytes());
+    EXPECT_EQ(d.sha256, Sha256Hex(d.data));
+    EXPECT_GT(d.data.size(), 0u);
   }
   EXPECT_EQ(names, (std::set<std::string>{"analyze_financials.py", "calculated_metrics.csv",
                                           "unusual_movements.csv", "investment_analysis.md",

@@ -113,22 +113,9 @@ class OpenAiIntegrationTest : public ::testing::Test {
   }
 
   std::string Download(const v1::Run& run, const std::string& name) {
-    auto ctx = DaemonHarness::Context();
-    v1::DownloadArtifactRequest req;
-    req.set_run_id(run.id());
-    req.set_name(name);
-    auto reader = stub_->DownloadArtifact(ctx.get(), req);
-    std::string data;
-    v1::ArtifactChunk chunk;
-    while (reader->Read(&chunk)) data += chunk.data();
-    EXPECT_TRUE(reader->Finish().ok());
-    return data;
-  }
-
-  static int Count(const std::vector<v1::Event>& events, const std::string& type) {
-    int n = 0;
-    for (const auto& e : events) n += e.type() == type ? 1 : 0;
-    return n;
+    DownloadedArtifact d = DownloadArtifact(*stub_, run.id(), name);
+    EXPECT_TRUE(d.status.ok()) << name << ": " << d.status.error_message();
+    return d.data;
   }
 
   // Succeeded with all six artifacts and every check passed.
@@ -138,10 +125,10 @@ class OpenAiIntegrationTest : public ::testing::Test {
     EXPECT_EQ(run.artifacts_size(), 6);
     EXPECT_GT(run.checks_size(), 0);
     for (const auto& c : run.checks()) EXPECT_TRUE(c.passed()) << c.name() << ": " << c.detail();
-    EXPECT_GE(Count(events, "command.started"), 2);
-    EXPECT_EQ(Count(events, "command.started"), Count(events, "command.finished"));
-    EXPECT_GE(Count(events, "token_usage"), 1);
-    EXPECT_GE(Count(events, "agent_message"), 1);
+    EXPECT_GE(CountEvents(events, "command.started"), 2);
+    EXPECT_EQ(CountEvents(events, "command.started"), CountEvents(events, "command.finished"));
+    EXPECT_GE(CountEvents(events, "token_usage"), 1);
+    EXPECT_GE(CountEvents(events, "agent_message"), 1);
   }
 
   FakeOpenAiServer fake_{kApiKey};
@@ -218,7 +205,7 @@ TEST_F(OpenAiIntegrationTest, ADroppedHostedStreamIsResumedAndRunsNoCommandTwice
   std::vector<v1::Event> events;
   v1::Run run = RunToEnd(Request("openai", "openai"), &events);
   ExpectVerified(run, events);
-  EXPECT_EQ(Count(events, "command.started"), 3);  // one, then the analyst's two
+  EXPECT_EQ(CountEvents(events, "command.started"), 3);  // one, then the analyst's two
   std::string ran;
   bool resumed = false;
   for (const auto& e : events) {
@@ -232,7 +219,7 @@ TEST_F(OpenAiIntegrationTest, ADroppedHostedStreamIsResumedAndRunsNoCommandTwice
   EXPECT_TRUE(resumed);
   // The hosted response runs both shell calls and ends with the message: it is sent once.
   EXPECT_EQ(Attempts(fake_, "POST", "/v1/responses"), 1);
-  EXPECT_EQ(Count(events, "token_usage"), 1);
+  EXPECT_EQ(CountEvents(events, "token_usage"), 1);
 }
 
 // When the stream cannot be picked up again, the turn fails saying so instead of being sent
@@ -273,7 +260,7 @@ TEST_F(OpenAiIntegrationTest, ChatFaultsAreRetried) {
   std::vector<v1::Event> events;
   v1::Run run = RunToEnd(Request("local", "chat"), &events);
   ExpectVerified(run, events);
-  EXPECT_EQ(Count(events, "command.started"), 3);
+  EXPECT_EQ(CountEvents(events, "command.started"), 3);
   std::string ran;
   for (const auto& e : events) {
     if (e.type() == "command.output" && e.command_output().command_id() == 1) {

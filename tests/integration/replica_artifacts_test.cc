@@ -20,32 +20,6 @@ nlohmann::json ReplicaConfig(const std::string& dsn, const std::string& id, uint
           {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
 }
 
-struct Download {
-  grpc::Status status;
-  std::string data;
-  std::string sha256;  // from the last chunk
-  int chunks = 0;
-};
-
-Download DownloadArtifact(DaemonHarness& d, const std::string& run_id, const std::string& name) {
-  auto ctx = DaemonHarness::Context();
-  v1::DownloadArtifactRequest req;
-  req.set_run_id(run_id);
-  req.set_name(name);
-  auto reader = d.Stub()->DownloadArtifact(ctx.get(), req);
-  Download out;
-  v1::ArtifactChunk chunk;
-  while (reader->Read(&chunk)) {
-    EXPECT_EQ(chunk.offset(), out.data.size()) << name;
-    EXPECT_LE(chunk.data().size(), 256u << 10) << "a chunk above the transfer size";
-    out.data += chunk.data();
-    if (!chunk.sha256().empty()) out.sha256 = chunk.sha256();
-    ++out.chunks;
-  }
-  out.status = reader->Finish();
-  return out;
-}
-
 int64_t Count(const std::string& dsn, const char* sql) {
   absl::StatusOr<int64_t> n = QueryCount(dsn, sql);
   EXPECT_TRUE(n.ok()) << n.status();
@@ -87,8 +61,8 @@ TEST(ReplicaArtifactsTest, ARunOnADownloadsThroughBAndAPurgeOnBRemovesThem) {
   ASSERT_GE(seen.artifacts_size(), 6);
   std::map<std::string, std::string> on_a;
   for (const v1::Artifact& art : seen.artifacts()) {
-    Download from_a = DownloadArtifact(a, run.id(), art.name());
-    Download from_b = DownloadArtifact(b, run.id(), art.name());
+    DownloadedArtifact from_a = DownloadArtifact(*a.Stub(), run.id(), art.name());
+    DownloadedArtifact from_b = DownloadArtifact(*b.Stub(), run.id(), art.name());
     ASSERT_TRUE(from_a.status.ok()) << art.name() << ": " << from_a.status.error_message();
     ASSERT_TRUE(from_b.status.ok())
         << art.name() << " through B: " << from_b.status.error_message() << "\n"
@@ -126,8 +100,10 @@ TEST(ReplicaArtifactsTest, ARunOnADownloadsThroughBAndAPurgeOnBRemovesThem) {
   }
   EXPECT_EQ(purged.runs_deleted(), 1u);
   const std::string name = seen.artifacts(0).name();
-  EXPECT_EQ(DownloadArtifact(a, run.id(), name).status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(DownloadArtifact(b, run.id(), name).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(DownloadArtifact(*a.Stub(), run.id(), name).status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(DownloadArtifact(*b.Stub(), run.id(), name).status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Count(*dsn, "SELECT count(*) FROM artifacts"), 0);
   EXPECT_EQ(Count(*dsn, "SELECT count(*) FROM artifact_chunks"), 0);
 
