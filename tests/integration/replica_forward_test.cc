@@ -232,7 +232,7 @@ TEST_F(ReplicaForwardTest, CallersCancellingAtEachStepLeaveBServing) {
       m.mutable_header()->set_session_id(s.id());
       m.mutable_header()->set_path("cut.txt");
       writer->Write(m);
-    for (int i = 0; i < chunks; ++i) {
+      for (int i = 0; i < chunks; ++i) {
         m.Clear();
         m.set_data(std::string(7000, 'x'));
         writer->Write(m);
