@@ -202,24 +202,31 @@ class StreamRelay final : public grpc::ClientReadReactor<Resp> {
 // known (on an executor), the reactor either serves the call itself or hands it to a
 // StreamRelay, and then passes its write completions and cancellation here first.
 // `host` owns this and outlives it; a relay holds a reference to `host` until it finished.
+//
+// The lookup reads the caller's server context (its metadata, its peer's certificate), which
+// gRPC frees once the host's call is done: so while the route is not known, this, not the
+// host, ends a cancelled call (Cancel answers true), after the lookup and before anything
+// else reads the context.
 template <typename Resp>
 class RelayedWriter {
  public:
   RelayedWriter(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, PullWriter<Resp>* host)
-      : forwarder_(deps.forwarder), ctx_(ctx), host_(host) {}
+      : forwarder_(deps.forwarder),
+        ctx_(ctx),
+        host_(host),
+        state_(forwarder_ == nullptr ? State::kHere : State::kDeciding) {}
 
   // For a call on `caller`'s session `id`: false to serve it here; true when it was sent to
   // the owner (`start(async_stub, client_context, reactor)` opens the call there) or finished
-  // with why it cannot be. Blocks (the lookup): call on an executor.
+  // with why it cannot be (also CANCELLED, when the caller went away during the lookup).
+  // Called once, before the host finishes. Blocks (the lookup): call on an executor.
   template <typename StartFn>
   bool ForSession(const core::Caller& caller, const std::string& id, StartFn start) {
-    if (forwarder_ == nullptr || id.empty()) return false;
-    absl::StatusOr<std::optional<Route>> route = forwarder_->ForSession(ctx_, caller, id);
-    if (!route.ok()) {
-      host_->FinishOnce(ToGrpc(route.status()));
-      return true;
-    }
-    if (!route->has_value()) return false;
+    if (forwarder_ == nullptr) return false;
+    absl::StatusOr<std::optional<Route>> route = std::nullopt;
+    if (!id.empty()) route = forwarder_->ForSession(ctx_, caller, id);
+    if (!route.ok()) return Decided(ToGrpc(route.status()));
+    if (!route->has_value()) return Decided(std::nullopt);
     PullWriter<Resp>* host = host_;
     auto relay = std::make_unique<StreamRelay<Resp>>(
         forwarder_->ClientContextFor(ctx_), [host](const Resp* msg) { host->StartWrite(msg); },
@@ -230,12 +237,12 @@ class RelayedWriter {
     StreamRelay<Resp>* r = relay.get();
     {
       absl::MutexLock lock(&mu_);
-      if (!cancelled_) relay_ = std::move(relay);
+      if (!cancelled_) {
+        relay_ = std::move(relay);
+        state_ = State::kRelayed;
+      }
     }
-    if (relay != nullptr) {  // the caller went away during the lookup
-      host_->FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
-      return true;
-    }
+    if (relay != nullptr) return Decided(Cancelled());
     host_->Acquire();
     std::shared_ptr<v1::Sandgate::Stub> stub = (*route)->stub;
     r->Begin([&](grpc::ClientContext* c, grpc::ClientReadReactor<Resp>* reactor) {
@@ -250,19 +257,43 @@ class RelayedWriter {
     r->WriteDone(ok);
     return true;
   }
-  // The caller cancelled; true when the call is relayed (the owner's status ends it).
+  // The caller cancelled; true when this ends the call: it is relayed (the owner's status
+  // ends it) or its route is still being looked up (ForSession ends it). False: the host
+  // serves it and ends it.
   bool Cancel() {
     StreamRelay<Resp>* r;
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
+      if (state_ == State::kHere) return false;
       r = relay_.get();
     }
     if (r != nullptr) r->Cancel();
-    return r != nullptr;
+    return true;
   }
 
  private:
+  enum class State { kDeciding, kHere, kRelayed };
+
+  static grpc::Status Cancelled() {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
+  }
+  // The route is known and the call not relayed: `status` ends it, else (nullopt) the host
+  // serves it, unless the caller cancelled during the lookup, which ends it CANCELLED.
+  bool Decided(const std::optional<grpc::Status>& status) {
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      state_ = State::kHere;
+      cancelled = cancelled_;
+    }
+    if (status.has_value()) {
+      host_->FinishOnce(*status);
+    } else if (cancelled) {
+      host_->FinishOnce(Cancelled());
+    }
+    return status.has_value() || cancelled;
+  }
   StreamRelay<Resp>* relay() {
     absl::MutexLock lock(&mu_);
     return relay_.get();
@@ -272,6 +303,7 @@ class RelayedWriter {
   grpc::CallbackServerContext* const ctx_;  // gRPC's, valid until the host's OnDone
   PullWriter<Resp>* const host_;
   absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<StreamRelay<Resp>> relay_ ABSL_GUARDED_BY(mu_);
 };

@@ -211,8 +211,11 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       refs_ += 2;
       relay_ = std::move(relay);
     }
+    // Asked before the call starts: from then on the whole upload may end, and gRPC free
+    // ctx_, before Begin returns. (A cancellation after this finds the relay in OnCancel.)
+    const bool cut = Cut();
     r->Begin((*route)->generic.get(), &first_raw_);
-    if (Cut()) r->Cancel();  // cancelled during the lookup
+    if (cut) r->Cancel();  // cancelled during the lookup
     Unref();
   }
   UploadRelay* relayed() {

@@ -156,7 +156,9 @@ std::string HttpGet(int port, const std::string& path) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string out;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";
+    // Read to the end: the server closes the connection after its answer only when asked (an
+    // HTTP/1.1 connection is otherwise kept open until its idle timeout, a minute).
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     (void)!write(fd, req.data(), req.size());
     char buf[4096];
     ssize_t n;

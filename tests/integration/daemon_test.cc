@@ -646,7 +646,7 @@ TEST(DaemonMetricsTest, PrometheusPageCountsRunsAndSandboxes) {
     page = HttpGet(port, "/metrics");
     return absl::StrContains(page, "sandgate_sandboxes_in_use 0") &&
            absl::StrContains(page, "sandgate_runs_active 0");
-  }));
+  })) << daemon.Log();
   EXPECT_TRUE(absl::StartsWith(page, "HTTP/1.1 200 OK")) << page;
   for (const char* line :
        {"sandgate_runs_finished_total{status=\"SUCCEEDED\"} 1",

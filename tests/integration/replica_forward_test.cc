@@ -214,6 +214,62 @@ TEST_F(ReplicaForwardTest, CancellingAForwardedExecCancelsItOnTheOwner) {
   }));
 }
 
+// Callers that go away at each step of a relayed stream (during the owner lookup, as the
+// relayed call starts, mid-stream) leave B serving. The relayed call of a caller cancelled
+// during the lookup ends at once, and with it the caller's call: B once read that call's
+// (gRPC-owned, by then freed) server context after starting the relay, and crashed.
+TEST_F(ReplicaForwardTest, CallersCancellingAtEachStepLeaveBServing) {
+  const v1::Session s = SessionOnA();
+  auto b = b_->Stub();
+  constexpr int kRounds = 12;
+  for (int round = 0; round < kRounds; ++round) {
+    const int chunks = round % 3;  // cancelled after the header, or 1 or 2 data messages
+    {
+      auto ctx = DaemonHarness::Context(kToken);
+      v1::FileInfo info;
+      auto writer = b->UploadFile(ctx.get(), &info);
+      v1::UploadFileRequest m;
+      m.mutable_header()->set_session_id(s.id());
+      m.mutable_header()->set_path("cut.txt");
+      writer->Write(m);
+      for (int i = 0; i < chunks; ++i) {
+        m.Clear();
+        m.set_data(std::string(7000, 'x'));
+        writer->Write(m);
+      }
+      ctx->TryCancel();
+      EXPECT_FALSE(writer->Finish().ok());
+    }
+    {
+      auto ctx = DaemonHarness::Context(kToken);
+      v1::ExecRequest req;
+      req.set_session_id(s.id());
+      req.set_command("echo started; exec sleep 60");
+      auto reader = b->Exec(ctx.get(), req);
+      v1::ExecResponse r;
+      if (chunks > 0) reader->Read(&r);  // cancelled mid-stream, else at once
+      ctx->TryCancel();
+      while (reader->Read(&r)) {
+      }
+      EXPECT_FALSE(reader->Finish().ok());
+    }
+    {
+      auto ctx = DaemonHarness::Context(kToken);
+      v1::DownloadFileRequest req;
+      req.set_session_id(s.id());
+      req.set_path("absent.txt");
+      auto reader = b->DownloadFile(ctx.get(), req);
+      ctx->TryCancel();
+      v1::FileChunk chunk;
+      while (reader->Read(&chunk)) {
+      }
+      EXPECT_FALSE(reader->Finish().ok());
+    }
+  }
+  grpc::Status alive = KeepAlive(*b, s.id());
+  EXPECT_TRUE(alive.ok()) << alive.error_message() << "\n" << b_->Log();
+}
+
 // CancelRun sent to B ends A's run CANCELLED; then, with A gone, calls through B on its
 // session say which replica owned it.
 TEST_F(ReplicaForwardTest, CancelThroughBEndsAsRunAndAGoneIsToldInWords) {
