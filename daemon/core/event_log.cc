@@ -69,9 +69,9 @@ absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
 
 absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Run record) {
   if (!IsTerminal(terminal) || record.id() != terminal.run_id()) {
-    return errors::InvalidArgument(absl::StrCat("a final record goes with its run's terminal event: ",
-                                                terminal.type(), " of run ", terminal.run_id(),
-                                                " given with the record of run ", record.id()));
+    return errors::InvalidArgument(
+        absl::StrCat("a final record goes with its run's terminal event: ", terminal.type(),
+                     " of run ", terminal.run_id(), " given with the record of run ", record.id()));
   }
   absl::MutexLock lock(&mu_);
   return AppendLocked(std::move(terminal), std::move(record));

@@ -158,7 +158,8 @@ class EventLog {
   // Stores `batch`; returns the runs whose events failed, with the error. A failed batch is
   // retried event by event, so that one bad event fails only its own run.
   absl::flat_hash_map<std::string, absl::Status> Write(
-      const std::vector<v1::Event>& batch, const absl::flat_hash_map<std::string, v1::Run>& records);
+      const std::vector<v1::Event>& batch,
+      const absl::flat_hash_map<std::string, v1::Run>& records);
   // Makes a committed batch visible; returns the callbacks of the waiters it answers.
   std::vector<WaitCallback> PublishLocked(
       std::vector<v1::Event> batch, const absl::flat_hash_map<std::string, absl::Status>& failed)

@@ -1,6 +1,6 @@
 // The finish step (DESIGN.md "A run, end to end", 7): the run's final record and its
-// terminal event `run.finished`, stored together; the run leaves the admission and the table of active runs,
-// and its inputs go.
+// terminal event `run.finished`, stored together; the run leaves the admission and the table of
+// active runs, and its inputs go.
 #include <optional>
 #include <string>
 #include <utility>
