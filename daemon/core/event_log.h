@@ -90,6 +90,12 @@ class EventLog {
   // A follower that sees the event and then reads the record finds it final. On error
   // neither is stored. INVALID_ARGUMENT when the event is not terminal or not the record's.
   absl::StatusOr<v1::Event> Finish(v1::Event terminal, v1::Run record);
+  // This log stops appending `run_id`: another process does from now on (a waiting run that
+  // another replica claimed from the shared queue). Its events appended here are stored
+  // first; then its cached seq and tail go, so that Read reads the store and its followers
+  // here are polled and notified as for any other process's run, instead of being answered
+  // from a cache that no longer moves.
+  void Release(const std::string& run_id);
   // Waits until every event appended before the call (of any run) is committed. Returns the
   // store error of `run_id`'s events not yet reported, if any (and reports it: once).
   absl::Status Flush(const std::string& run_id);
