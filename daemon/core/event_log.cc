@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/time_util.h"
@@ -63,6 +64,20 @@ absl::StatusOr<int64_t> EventLog::CommittedSeqLocked(const std::string& run_id) 
 
 absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
   absl::MutexLock lock(&mu_);
+  return AppendLocked(std::move(event), std::nullopt);
+}
+
+absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Run record) {
+  if (!IsTerminal(terminal) || record.id() != terminal.run_id()) {
+    return errors::InvalidArgument(
+        absl::StrCat("a final record goes with its run's terminal event: ", terminal.type(),
+                     " of run ", terminal.run_id(), " given with the record of run ", record.id()));
+  }
+  absl::MutexLock lock(&mu_);
+  return AppendLocked(std::move(terminal), std::move(record));
+}
+
+absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<v1::Run> record) {
   SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
   auto last = last_seq_.find(event.run_id());
   if (last == last_seq_.end()) {
@@ -75,6 +90,7 @@ absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
   event.set_seq(++last->second);
   *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
   const bool terminal = IsTerminal(event);
+  if (record.has_value()) records_[event.run_id()] = *std::move(record);
   queue_.push_back(event);
   ++appended_;
   if (terminal) {
@@ -84,6 +100,21 @@ absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
     SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
   }
   return event;
+}
+
+void EventLog::Release(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  AwaitWrittenLocked();
+  last_seq_.erase(run_id);
+  committed_seq_.erase(run_id);
+  tails_.erase(run_id);
+  const absl::Time now = clock_->Now();
+  for (auto& [id, w] : waiters_) {
+    if (w.run_id != run_id || w.poll_at != absl::InfiniteFuture()) continue;
+    w.poll_at = now;  // at once: the other process may have appended already
+    ++polled_waiters_;
+    timer_kicked_ = true;
+  }
 }
 
 absl::Status EventLog::Flush(const std::string& run_id) {
@@ -114,14 +145,16 @@ int64_t EventLog::store_errors() const {
 void EventLog::WriterLoop() {
   for (;;) {
     std::vector<v1::Event> batch;
+    absl::flat_hash_map<std::string, v1::Run> records;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &EventLog::WriterWoken));
       if (queue_.empty()) return;  // stopping, and everything is stored
       batch.swap(queue_);
+      records.swap(records_);
     }
     // Outside mu_: producers keep queuing and followers keep reading while the store writes.
-    absl::flat_hash_map<std::string, absl::Status> failed = Write(batch);
+    absl::flat_hash_map<std::string, absl::Status> failed = Write(batch, records);
     const size_t size = batch.size();
     std::vector<WaitCallback> ready;
     {
@@ -136,20 +169,25 @@ void EventLog::WriterLoop() {
 }
 
 absl::flat_hash_map<std::string, absl::Status> EventLog::Write(
-    const std::vector<v1::Event>& batch) {
+    const std::vector<v1::Event>& batch, const absl::flat_hash_map<std::string, v1::Run>& records) {
   absl::flat_hash_map<std::string, absl::Status> failed;
-  absl::Status st = store_->AppendEvents(batch);
+  std::vector<v1::Run> runs;
+  for (const auto& [run_id, record] : records) runs.push_back(record);
+  absl::Status st = store_->AppendEventsWithRuns(batch, runs);
   if (st.ok()) return failed;
   if (batch.size() == 1) {
     failed[batch.front().run_id()] = std::move(st);
     return failed;
   }
-  // Nothing of the batch is stored: one event at a time, so that one bad event (or run)
-  // does not take the others with it. A run's events after its failed one are not tried
-  // (they would leave a gap in its seqs).
+  // Nothing of the batch is stored: one event at a time (a terminal one with its run's
+  // final record), so that one bad event (or run) does not take the others with it. A run's
+  // events after its failed one are not tried (they would leave a gap in its seqs).
   for (const v1::Event& event : batch) {
     if (failed.contains(event.run_id())) continue;
-    absl::Status one = store_->AppendEvents({event});
+    runs.clear();
+    auto record = records.find(event.run_id());
+    if (record != records.end() && IsTerminal(event)) runs.push_back(record->second);
+    absl::Status one = store_->AppendEventsWithRuns({event}, runs);
     if (!one.ok()) failed[event.run_id()] = std::move(one);
   }
   return failed;
@@ -168,6 +206,7 @@ std::vector<EventLog::WaitCallback> EventLog::PublishLocked(
     queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
                                 [&](const v1::Event& e) { return e.run_id() == run_id; }),
                  queue_.end());
+    records_.erase(run_id);
     written_ += before - queue_.size();
     last_seq_.erase(run_id);
     committed_seq_.erase(run_id);

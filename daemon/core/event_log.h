@@ -47,6 +47,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +84,18 @@ class EventLog {
   // error, when an earlier event of the run failed to be stored and that was not yet
   // reported (see the contract above).
   absl::StatusOr<v1::Event> Append(v1::Event event);
+  // Appends a run's terminal event (run.finished) as Append does, and stores `record`, the
+  // run's final record (its id the event's run), in the same store transaction: a process
+  // killed at any point leaves both or neither, never a finished run whose log does not end.
+  // A follower that sees the event and then reads the record finds it final. On error
+  // neither is stored. INVALID_ARGUMENT when the event is not terminal or not the record's.
+  absl::StatusOr<v1::Event> Finish(v1::Event terminal, v1::Run record);
+  // This log stops appending `run_id`: another process does from now on (a waiting run that
+  // another replica claimed from the shared queue). Its events appended here are stored
+  // first; then its cached seq and tail go, so that Read reads the store and its followers
+  // here are polled and notified as for any other process's run, instead of being answered
+  // from a cache that no longer moves.
+  void Release(const std::string& run_id);
   // Waits until every event appended before the call (of any run) is committed. Returns the
   // store error of `run_id`'s events not yet reported, if any (and reports it: once).
   absl::Status Flush(const std::string& run_id);
@@ -150,13 +163,18 @@ class EventLog {
   }
   // Stores `batch`; returns the runs whose events failed, with the error. A failed batch is
   // retried event by event, so that one bad event fails only its own run.
-  absl::flat_hash_map<std::string, absl::Status> Write(const std::vector<v1::Event>& batch);
+  absl::flat_hash_map<std::string, absl::Status> Write(
+      const std::vector<v1::Event>& batch,
+      const absl::flat_hash_map<std::string, v1::Run>& records);
   // Makes a committed batch visible; returns the callbacks of the waiters it answers.
   std::vector<WaitCallback> PublishLocked(
       std::vector<v1::Event> batch, const absl::flat_hash_map<std::string, absl::Status>& failed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The store error of run_id's events not yet reported, or OK; reports it (once).
   absl::Status TakeUnreportedLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Append and Finish: queues `event` (and the final record, when given), as Append says.
+  absl::StatusOr<v1::Event> AppendLocked(v1::Event event, std::optional<v1::Run> record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns once the writer has finished every event appended so far.
   void AwaitWrittenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddToTailLocked(v1::Event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -173,6 +191,9 @@ class EventLog {
   absl::flat_hash_map<std::string, Tail> tails_ ABSL_GUARDED_BY(mu_);
   // Appended, not yet taken by the writer; in append order (so each run's in seq order).
   std::vector<v1::Event> queue_ ABSL_GUARDED_BY(mu_);
+  // The final records (Finish) of the runs whose terminal event is in queue_, by run: the
+  // writer stores each in the transaction that stores its event.
+  absl::flat_hash_map<std::string, v1::Run> records_ ABSL_GUARDED_BY(mu_);
   // Events ever appended, and ever finished by the writer (stored or failed): Flush waits
   // for the second to reach the first's value at its call.
   uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;

@@ -125,11 +125,12 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
     run.set_status(v1::RUN_STATUS_FAILED);
     run.set_status_reason(why);
     *run.mutable_finished_at() = ToProto(deps.clock->Now());
-    SANDGATE_RETURN_IF_ERROR(deps.store->PutRun(run));
     v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, run.status_reason(), {});
     e.set_run_id(run.id());
     e.set_session_id(run.session_id());
-    SANDGATE_RETURN_IF_ERROR(deps.events->Append(std::move(e)).status());
+    // Both in one transaction (EventLog::Finish): a recovery killed half way leaves the run
+    // unfinished, for the next one.
+    SANDGATE_RETURN_IF_ERROR(deps.events->Finish(std::move(e), run).status());
     log::Warning("run.interrupted", {{"run", run.id()}, {"tenant", run.tenant()}, {"why", why}});
   }
   return absl::OkStatus();

@@ -201,6 +201,7 @@ void RunManager::Dispatch() {
     const std::string& id = ar->request_run_id;
     if (waiting.count(id) > 0 || ar->admitted.load() || admission_.ClaimedHere(id)) continue;
     ReleaseQueuedBytes(*ar);
+    deps_.events->Release(id);  // its log is the claimer's to append now, not cached here
     log::Info("run.moved", {{"run", id}, {"replica", deps_.config->replica.id}});
     absl::MutexLock lock(&mu_);
     active_.erase(id);

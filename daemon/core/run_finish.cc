@@ -1,6 +1,6 @@
-// The finish step (DESIGN.md "A run, end to end", 7): the run's record is final, then its
-// terminal event `run.finished`; the run leaves the admission and the table of active runs,
-// and its inputs go.
+// The finish step (DESIGN.md "A run, end to end", 7): the run's final record and its
+// terminal event `run.finished`, stored together; the run leaves the admission and the table of
+// active runs, and its inputs go.
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,11 +40,14 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
                                                                FromProto(ar->run.started_at())));
     }
   }
-  // The record is final before the terminal event, so a caller that sees run.finished and
-  // then calls GetRun reads the final status.
-  PutRun(*ar);
-  events.Emit(
-      events::RunFinished(status, reason, std::move(failed_checks), summary ? &*summary : nullptr));
+  // The final record and run.finished in one store transaction: a caller that sees the event
+  // and then calls GetRun reads the final status, and a process killed between the two
+  // writes cannot leave a finished run whose log never ends (which recovery, settling only
+  // unfinished records, would never end either). On a store error neither is written: the
+  // record stays unfinished, for recovery or takeover to settle.
+  events.Finish(
+      events::RunFinished(status, reason, std::move(failed_checks), summary ? &*summary : nullptr),
+      ar->Snapshot());
   log::Info("run.finished", {{"run", run_id},
                              {"tenant", tenant},
                              {"status", v1::RunStatusLabel(status)},

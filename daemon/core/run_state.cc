@@ -16,14 +16,21 @@ RunEvents::RunEvents(EventLog* log, ActiveRun* run) : log_(log), run_(run) {
 void RunEvents::Emit(v1::Event event) {
   event.set_run_id(run_id_);
   event.set_session_id(session_id_);
-  absl::StatusOr<v1::Event> stored = log_->Append(std::move(event));
-  if (!stored.ok()) {
-    log::Error("event.append_failed",
-               {{"run", run_id_}, {"tenant", tenant_}, {"error", stored.status().ToString()}});
-    // Fenced (store/store.h): another replica settled this run; its work here stops.
-    if (store::IsFencedWrite(stored.status()))
-      run_->cancel.Cancel(std::string(stored.status().message()));
-  }
+  Check(log_->Append(std::move(event)).status());
+}
+
+void RunEvents::Finish(v1::Event terminal, v1::Run record) {
+  terminal.set_run_id(run_id_);
+  terminal.set_session_id(session_id_);
+  Check(log_->Finish(std::move(terminal), std::move(record)).status());
+}
+
+void RunEvents::Check(const absl::Status& appended) {
+  if (appended.ok()) return;
+  log::Error("event.append_failed",
+             {{"run", run_id_}, {"tenant", tenant_}, {"error", appended.ToString()}});
+  // Fenced (store/store.h): another replica settled this run; its work here stops.
+  if (store::IsFencedWrite(appended)) run_->cancel.Cancel(std::string(appended.message()));
 }
 
 void RunEvents::Notice(v1::Notice::Severity severity, std::string message) {

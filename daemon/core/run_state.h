@@ -104,10 +104,16 @@ class RunEvents : public agent::EventSink {
   const std::string& run_id() const { return run_id_; }
   const std::string& tenant() const { return tenant_; }
   void Emit(v1::Event event) override;
+  // Emits the run's terminal event with its final record, both stored in one transaction
+  // (EventLog::Finish); a failure is handled as Emit's.
+  void Finish(v1::Event terminal, v1::Run record);
   uint32_t NextCommandId() override { return ++run_->next_command_id; }
   void Notice(v1::Notice::Severity severity, std::string message);
 
  private:
+  // Logs a failed append; a fenced one cancels the run.
+  void Check(const absl::Status& appended);
+
   EventLog* const log_;
   ActiveRun* const run_;
   std::string run_id_, tenant_, session_id_;

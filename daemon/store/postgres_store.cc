@@ -192,13 +192,17 @@ absl::Status PostgresStore::CreateRun(const v1::Run& run, const std::string& req
 
 absl::Status PostgresStore::PutRun(const v1::Run& run) {
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("put run"));
-  SANDGATE_RETURN_IF_ERROR(PutRecord(*conn, "runs", "run", run.id(), run.tenant(),
+  return PutRunOn(*conn, run);
+}
+
+absl::Status PostgresStore::PutRunOn(PgConnection& conn, const v1::Run& run) {
+  SANDGATE_RETURN_IF_ERROR(PutRecord(conn, "runs", "run", run.id(), run.tenant(),
                                      run.idempotency_key(), run.replica(), run.status(),
                                      UnixNanos(run.has_finished_at(), run.finished_at()),
                                      run.SerializeAsString(), nullptr));
   if (run.status() == v1::RUN_STATUS_QUEUED) return absl::OkStatus();
-  return conn->Run("delete run request", "DELETE FROM run_requests WHERE run_id = $1",
-                   PgParams().Text(run.id()));
+  return conn.Run("delete run request", "DELETE FROM run_requests WHERE run_id = $1",
+                  PgParams().Text(run.id()));
 }
 
 absl::StatusOr<v1::Run> PostgresStore::GetRun(const std::string& run_id) {
@@ -414,14 +418,18 @@ absl::Status PostgresStore::AppendEvent(const v1::Event& event) {
   return InsertEvents(*conn, &event, 1);
 }
 
-absl::Status PostgresStore::AppendEvents(const std::vector<v1::Event>& events) {
-  if (events.empty()) return absl::OkStatus();
+absl::Status PostgresStore::AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                                 const std::vector<v1::Run>& runs) {
+  if (events.empty() && runs.empty()) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("append events"));
   // One statement is its own transaction: a burst costs one round trip and one commit.
-  if (events.size() <= kEventsPerStatement) {
+  if (runs.empty() && events.size() <= kEventsPerStatement) {
     return InsertEvents(*conn, events.data(), events.size());
   }
+  // A fenced record's check locks the writer's lease row (kFenceCte) until the commit, as
+  // the events' does: a takeover commits wholly before the batch or after it.
   return conn->Transaction("append events", [&]() -> absl::Status {
+    for (const v1::Run& run : runs) SANDGATE_RETURN_IF_ERROR(PutRunOn(*conn, run));
     for (size_t i = 0; i < events.size(); i += kEventsPerStatement) {
       SANDGATE_RETURN_IF_ERROR(
           InsertEvents(*conn, &events[i], std::min(kEventsPerStatement, events.size() - i)));

@@ -63,7 +63,8 @@ class PostgresStore : public Store {
       const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) override;
   absl::Status AppendEvent(const v1::Event& event) override;
-  absl::Status AppendEvents(const std::vector<v1::Event>& events) override;
+  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                    const std::vector<v1::Run>& runs) override;
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
                                                     uint32_t limit) override;
   absl::StatusOr<int64_t> LastSeq(const std::string& run_id) override;
@@ -80,6 +81,8 @@ class PostgresStore : public Store {
                          const std::string& id, const std::string& tenant, const std::string& key,
                          const std::string& replica, int64_t status, int64_t ended_ns,
                          std::string proto, const std::string* request_sha256);
+  // PutRun's statements on `conn` (in its transaction, if one is open).
+  absl::Status PutRunOn(PgConnection& conn, const v1::Run& run);
   // FenceWrites: replica "" = not fenced.
   struct Fence {
     std::string replica;

@@ -232,6 +232,12 @@ template <typename Message>
 absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const Message& m,
                                     int64_t status, const std::string* request_sha256) {
   absl::MutexLock lock(&mu_);
+  return PutRecordLocked(table, kind, m, status, request_sha256);
+}
+
+template <typename Message>
+absl::Status SqliteStore::PutRecordLocked(const char* table, const char* kind, const Message& m,
+                                          int64_t status, const std::string* request_sha256) {
   // A fenced update (FenceWrites) is written only while the writer's lease is current at its
   // epoch, and only over a row the writer owns (or one without an owner, or one of a replica
   // the writer has taken over): checked in this statement, which SQLite runs under the
@@ -344,10 +350,14 @@ absl::Status SqliteStore::CreateRun(const v1::Run& run, const std::string& reque
 }
 
 absl::Status SqliteStore::PutRun(const v1::Run& run) {
-  SANDGATE_RETURN_IF_ERROR(
-      PutRecord("runs", "run", run, static_cast<int64_t>(run.status()), nullptr));
-  if (run.status() == v1::RUN_STATUS_QUEUED) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
+  return PutRunLocked(run);
+}
+
+absl::Status SqliteStore::PutRunLocked(const v1::Run& run) {
+  SANDGATE_RETURN_IF_ERROR(
+      PutRecordLocked("runs", "run", run, static_cast<int64_t>(run.status()), nullptr));
+  if (run.status() == v1::RUN_STATUS_QUEUED) return absl::OkStatus();
   Stmt d(db_, "DELETE FROM run_requests WHERE run_id = ?");
   d.Bind(1, run.id());
   if (!d.ok() || d.Step() != SQLITE_DONE) return Error("delete run request");
@@ -590,18 +600,19 @@ absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
   return InsertEvent(event);
 }
 
-absl::Status SqliteStore::AppendEvents(const std::vector<v1::Event>& events) {
+absl::Status SqliteStore::AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                               const std::vector<v1::Run>& runs) {
   absl::MutexLock lock(&mu_);
   // One event is its own transaction (autocommit). BEGIN and COMMIT are prepared once: a
   // batch is often small, and parsing them again cost as much as the insert.
-  if (events.size() == 1) return InsertEvent(events.front());
+  if (events.size() == 1 && runs.empty()) return InsertEvent(events.front());
   SANDGATE_RETURN_IF_ERROR(StepCached("BEGIN", "begin events"));
-  for (const v1::Event& event : events) {
-    absl::Status st = InsertEvent(event);
-    if (!st.ok()) {
-      (void)Exec("ROLLBACK");  // the insert's error is the one to report
-      return st;
-    }
+  absl::Status st;
+  for (size_t i = 0; st.ok() && i < runs.size(); ++i) st = PutRunLocked(runs[i]);
+  for (size_t i = 0; st.ok() && i < events.size(); ++i) st = InsertEvent(events[i]);
+  if (!st.ok()) {
+    (void)Exec("ROLLBACK");  // the write's error is the one to report
+    return st;
   }
   absl::Status committed = StepCached("COMMIT", "commit events");
   if (!committed.ok()) (void)Exec("ROLLBACK");  // a failed COMMIT may leave it open

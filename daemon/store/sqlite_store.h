@@ -52,7 +52,8 @@ class SqliteStore : public Store {
       const std::string& tenant, const std::string& key) override;
   absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) override;
   absl::Status AppendEvent(const v1::Event& event) override;
-  absl::Status AppendEvents(const std::vector<v1::Event>& events) override;
+  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                    const std::vector<v1::Run>& runs) override;
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
                                                     uint32_t limit) override;
   absl::StatusOr<int64_t> LastSeq(const std::string& run_id) override;
@@ -72,7 +73,13 @@ class SqliteStore : public Store {
   // keeps the stored fingerprint.
   template <typename Message>
   absl::Status PutRecord(const char* table, const char* kind, const Message& m, int64_t status,
-                         const std::string* request_sha256);
+                         const std::string* request_sha256) ABSL_LOCKS_EXCLUDED(mu_);
+  template <typename Message>
+  absl::Status PutRecordLocked(const char* table, const char* kind, const Message& m,
+                               int64_t status, const std::string* request_sha256)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PutRun's statements, in the caller's transaction (or each its own).
+  absl::Status PutRunLocked(const v1::Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   template <typename Message>
   absl::StatusOr<Message> GetRecord(const char* table, const char* kind, const std::string& id);
   absl::StatusOr<std::optional<KeyedRecord>> FindByKey(const char* table, const std::string& tenant,

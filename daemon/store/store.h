@@ -83,7 +83,15 @@ class Store : public ResourceJournal {
   virtual absl::Status AppendEvent(const v1::Event& event) = 0;
   // Appends `events` (of any runs, each run's in seq order) in one transaction: all of them
   // or, on error, none. The event log's group commit: a burst costs one commit.
-  virtual absl::Status AppendEvents(const std::vector<v1::Event>& events) = 0;
+  absl::Status AppendEvents(const std::vector<v1::Event>& events) {
+    return AppendEventsWithRuns(events, {});
+  }
+  // As AppendEvents, and in the same transaction writes `runs` as PutRun does (fenced alike):
+  // all of it or, on error, none. The event log stores a run's final record with its
+  // terminal event so, and a process killed at any point leaves both or neither: never a
+  // finished run whose log does not end (docs/replicas.md).
+  virtual absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                            const std::vector<v1::Run>& runs) = 0;
   // Events with seq > after_seq, ascending, at most `limit`.
   virtual absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id,
                                                             int64_t after_seq, uint32_t limit) = 0;

@@ -10,6 +10,7 @@
 #include "store/sqlite_store.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_notifier.h"
+#include "tests/fakes/forwarding_store.h"
 
 namespace sandgate::core {
 namespace {
@@ -19,9 +20,9 @@ using testing::FakeClock;
 // A SqliteStore seen through: counts event reads and batch appends (transactions), can hold
 // a batch until the test lets it go (to see what the log does while the store writes), and
 // can fail the batches holding an event of one run.
-class ObservedStore : public store::Store {
+class ObservedStore : public testing::ForwardingStore {
  public:
-  explicit ObservedStore(store::Store* inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
 
   std::atomic<int> event_reads{0};
   std::atomic<int> transactions{0};
@@ -30,8 +31,8 @@ class ObservedStore : public store::Store {
   absl::Mutex mu;
   std::string fail_run ABSL_GUARDED_BY(mu);  // batches with an event of it fail
 
-  absl::Status AppendEvent(const v1::Event& e) override { return inner_->AppendEvent(e); }
-  absl::Status AppendEvents(const std::vector<v1::Event>& events) override {
+  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                    const std::vector<v1::Run>& runs) override {
     if (hold_appends.exchange(false)) {
       append_entered.Notify();
       release_append.WaitForNotification();
@@ -43,61 +44,13 @@ class ObservedStore : public store::Store {
       }
     }
     ++transactions;
-    return inner_->AppendEvents(events);
+    return inner()->AppendEventsWithRuns(events, runs);
   }
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run, int64_t after,
                                                     uint32_t limit) override {
     ++event_reads;
-    return inner_->ReadEvents(run, after, limit);
+    return inner()->ReadEvents(run, after, limit);
   }
-  absl::StatusOr<int64_t> LastSeq(const std::string& run) override { return inner_->LastSeq(run); }
-
-  absl::Status CreateRun(const v1::Run& r, const std::string& sha) override {
-    return inner_->CreateRun(r, sha);
-  }
-  absl::Status PutRun(const v1::Run& r) override { return inner_->PutRun(r); }
-  absl::StatusOr<v1::Run> GetRun(const std::string& id) override { return inner_->GetRun(id); }
-  absl::StatusOr<store::RunPage> ListRuns(const std::string& t, uint32_t n,
-                                          const std::string& tok) override {
-    return inner_->ListRuns(t, n, tok);
-  }
-  absl::StatusOr<std::optional<store::KeyedRecord>> FindRunByIdempotencyKey(
-      const std::string& t, const std::string& k) override {
-    return inner_->FindRunByIdempotencyKey(t, k);
-  }
-  absl::StatusOr<std::vector<v1::Run>> ListUnfinishedRuns() override {
-    return inner_->ListUnfinishedRuns();
-  }
-  absl::Status PutRunRequest(const std::string& id, const v1::RunAnalysisRequest& r) override {
-    return inner_->PutRunRequest(id, r);
-  }
-  absl::StatusOr<v1::RunAnalysisRequest> GetRunRequest(const std::string& id) override {
-    return inner_->GetRunRequest(id);
-  }
-  absl::Status CreateSession(const v1::Session& s, const std::string& sha) override {
-    return inner_->CreateSession(s, sha);
-  }
-  absl::Status PutSession(const v1::Session& s) override { return inner_->PutSession(s); }
-  absl::StatusOr<v1::Session> GetSession(const std::string& id) override {
-    return inner_->GetSession(id);
-  }
-  absl::StatusOr<std::vector<v1::Session>> ListSessions(const std::string& t,
-                                                        bool closed) override {
-    return inner_->ListSessions(t, closed);
-  }
-  absl::StatusOr<std::optional<store::KeyedRecord>> FindSessionByIdempotencyKey(
-      const std::string& t, const std::string& k) override {
-    return inner_->FindSessionByIdempotencyKey(t, k);
-  }
-  absl::StatusOr<std::vector<std::string>> PurgeBefore(absl::Time cutoff) override {
-    return inner_->PurgeBefore(cutoff);
-  }
-  absl::Status Record(const JournalEntry& e) override { return inner_->Record(e); }
-  absl::Status Erase(const std::string& id) override { return inner_->Erase(id); }
-  absl::StatusOr<std::vector<JournalEntry>> List() override { return inner_->List(); }
-
- private:
-  store::Store* const inner_;
 };
 
 class EventLogTest : public ::testing::Test {
@@ -414,6 +367,60 @@ TEST_F(EventLogTailTest, ARunsTerminalEventIsStoredWhenItsAppendReturns) {
   EXPECT_EQ(*store_->LastSeq("a"), 2);
 }
 
+// Finish stores the run's final record in the transaction of its terminal event: a follower
+// woken by run.finished reads the final record, and when that transaction fails (with
+// another run's events in its batch, retried alone) neither is stored.
+TEST_F(EventLogTailTest, AFinalRecordIsStoredWithItsTerminalEventOrNotAtAll) {
+  v1::Run run;
+  run.set_id("a");
+  run.set_status(v1::RUN_STATUS_RUNNING);
+  ASSERT_TRUE(store_->PutRun(run).ok());
+  ASSERT_TRUE(log_->Append(Ev("a")).ok());
+  ASSERT_TRUE(log_->Flush("a").ok());
+  v1::Event fin = Ev("a");
+  fin.set_type("run.finished");
+  run.set_status(v1::RUN_STATUS_SUCCEEDED);
+
+  {
+    absl::MutexLock lock(&observed_->mu);
+    observed_->fail_run = "a";
+  }
+  observed_->hold_appends = true;
+  ASSERT_TRUE(log_->Append(Ev("b")).ok());
+  observed_->append_entered.WaitForNotification();
+  ASSERT_TRUE(log_->Append(Ev("b")).ok());
+  std::thread finisher([&] {
+    // Queued while b's first batch is held: stored after it, most often in one batch with
+    // b's second event (then retried event by event), else alone; neither way is a stored.
+    EXPECT_EQ(log_->Finish(fin, run).status().code(), absl::StatusCode::kUnavailable);
+  });
+  observed_->release_append.Notify();
+  finisher.join();
+  EXPECT_EQ(store_->GetRun("a")->status(), v1::RUN_STATUS_RUNNING) << "neither was stored";
+  EXPECT_EQ(*store_->LastSeq("a"), 1);
+  EXPECT_EQ(*store_->LastSeq("b"), 2) << "b's events were stored on their own";
+
+  {
+    absl::MutexLock lock(&observed_->mu);
+    observed_->fail_run.clear();
+  }
+  absl::Notification woken;
+  log_->Wait("a", 1, absl::Hours(1), [&](EventLog::WaitResult) { woken.Notify(); });
+  const int before = observed_->transactions.load();
+  ASSERT_EQ(log_->Finish(fin, run)->seq(), 2);
+  EXPECT_EQ(observed_->transactions.load(), before + 1) << "one transaction for both";
+  woken.WaitForNotification();
+  EXPECT_EQ(log_->Read("a", 1, 10)->back().type(), "run.finished");
+  EXPECT_EQ(store_->GetRun("a")->status(), v1::RUN_STATUS_SUCCEEDED);
+
+  // Only a run's own terminal event carries its record.
+  v1::Run other = run;
+  other.set_id("b");
+  EXPECT_EQ(log_->Finish(fin, other).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(log_->Finish(Ev("a"), run).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store_->LastSeq("a"), 2);
+}
+
 // Producers of several runs append concurrently while a follower of each follows it live:
 // each follower sees its run's events once, in order, across however many batches.
 TEST_F(EventLogTailTest, EveryEventOnceInOrderAcrossBatchesOfSeveralRuns) {
@@ -601,6 +608,29 @@ TEST_F(EventLogFollowTest, FollowingARunCachesNothingThatGoesStale) {
   auto appended = follower_->Append(Ev("r"));
   ASSERT_TRUE(appended.ok()) << appended.status();
   EXPECT_EQ(appended->seq(), 4);
+}
+
+// A run this log appended for a while and then let go (a waiting run another replica
+// claimed): the other log's events reach this log's readers and followers, where before the
+// release they were answered from a tail and a seq that no longer moved.
+TEST_F(EventLogFollowTest, AReleasedRunIsFollowedFromTheStoreAsAnotherLogAppendsIt) {
+  ASSERT_EQ(follower_->Append(Ev("r"))->seq(), 1);  // run.queued, say, where it was queued
+  ASSERT_TRUE(follower_->Flush("r").ok());
+  Outcome woken;
+  follower_->Wait("r", 1, absl::Seconds(15), woken.cb());
+  EXPECT_EQ(Produce("r", 2), 3) << "the claimer goes on after seq 1";
+  EXPECT_FALSE(woken.fired()) << "still answered from this log's cache";
+  follower_->Release("r");
+  ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
+  EXPECT_EQ(woken.result.load(), static_cast<int>(EventLog::WaitResult::kReady))
+      << "polled at once after the release, and answered by the store";
+  EXPECT_EQ(ReadAll(*follower_, "r", 10), OneTo(3));
+  Outcome later;
+  follower_->Wait("r", 3, absl::Seconds(15), later.cb());
+  Produce("r", 1);
+  Announce("r", 4);
+  EXPECT_EQ(later.result.load(), static_cast<int>(EventLog::WaitResult::kReady))
+      << "woken by the claimer's notification, as any other process's run";
 }
 
 // A follower on the other log reads every event exactly once, in order, from seq 0 and from

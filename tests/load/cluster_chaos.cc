@@ -63,6 +63,10 @@ struct Stats {
   std::map<std::string, int> rpc_errors;
   std::map<std::string, int> failed_why;  // FAILED runs by reason, up to its first digit
   int sessions = 0, execs = 0, seq_errors = 0;
+  // The runs started and not yet seen to finish, by the replica that took them: the chaos
+  // thread kills one of those, so every kill lands on runs in flight.
+  std::multiset<int> in_flight;
+  int kills_in_flight = 0;  // runs in flight on the victim, summed over the kills
 
   void Count(std::map<std::string, int>* m, const std::string& what) {
     std::lock_guard<std::mutex> lock(mu);
@@ -84,8 +88,10 @@ class Client {
         rng_(id * 7919 + 17),
         token_(kTokens[id % 2]) {}
 
-  void Loop() {
-    while (remaining_->fetch_sub(1) > 0) {
+  // Takes operations from `remaining`, and then from `extra` while the chaos thread still has
+  // kills to make (they need runs in flight).
+  void Loop(std::atomic<int>* extra, const std::atomic<bool>* kills_done) {
+    while (remaining_->fetch_sub(1) > 0 || (!kills_done->load() && extra->fetch_sub(1) > 0)) {
       const int dice = std::uniform_int_distribution<int>(0, 7)(rng_);
       if (dice < 2) {
         Run("openai", "openai");
@@ -146,10 +152,21 @@ class Client {
       }
       Pause(100);
     }
+    const int took = cluster_.IndexOf(run.replica());
     {
       std::lock_guard<std::mutex> lock(stats_->mu);
       stats_->runs_by_key[key].insert(run.id());
+      stats_->in_flight.insert(took);
     }
+    // However the follow ends, the run is no longer in flight for the chaos thread.
+    struct Landed {
+      Stats* stats;
+      int took;
+      ~Landed() {
+        std::lock_guard<std::mutex> lock(stats->mu);
+        stats->in_flight.erase(stats->in_flight.find(took));
+      }
+    } landed{stats_, took};
     int64_t last = 0;
     // Long enough for a lease to end and a takeover, a restart and a queue to drain; a run
     // whose log never ends is reported, not waited for until the test's timeout.
@@ -264,7 +281,7 @@ std::vector<std::string> Column(const std::string& dsn, const char* sql) {
 // A run's stored log as replica i serves it (no follow): the seqs, and whether the last is
 // run.finished. Empty on an error.
 std::vector<int64_t> Log(const Cluster& c, int i, const std::string& token,
-                         const std::string& run_id, bool* finished) {
+                         const std::string& run_id, bool* finished, std::string* error) {
   auto ctx = Cluster::Context(token);
   v1::StreamEventsRequest req;
   req.set_run_id(run_id);
@@ -277,7 +294,10 @@ std::vector<int64_t> Log(const Cluster& c, int i, const std::string& token,
     seqs.push_back(e.seq());
     *finished = e.has_run_finished();
   }
-  if (!reader->Finish().ok()) seqs.clear();
+  if (grpc::Status st = reader->Finish(); !st.ok()) {
+    seqs.clear();
+    *error = st.error_message();
+  }
   return seqs;
 }
 
@@ -340,17 +360,39 @@ int main(int argc, char** argv) {
 
   Stats stats;
   std::atomic<int> remaining{opt.runs};
-  std::atomic<bool> done{false};
+  std::atomic<int> extra{2 * opt.runs};  // at most: the kills have run out of time then
+  std::atomic<bool> done{false}, kills_done{opt.kills == 0};
   std::set<int> killed;
   int kills = 0;
   std::thread chaos([&] {
     std::mt19937 rng(42);
     int last = -1;
     while (!done && kills < opt.kills) {
-      Pause(std::uniform_int_distribution<int>(500, 2500)(rng));
-      if (done) break;
-      int victim = std::uniform_int_distribution<int>(0, cluster.size() - 2)(rng);
-      if (victim >= last && last >= 0) ++victim;  // never the same one twice in a row
+      Pause(std::uniform_int_distribution<int>(300, 1500)(rng));
+      // A replica with runs in flight, never the one killed last (so at least two different
+      // ones die), as soon as there is one.
+      int victim = -1, on_victim = 0;
+      while (!done && victim < 0) {
+        {
+          std::lock_guard<std::mutex> lock(stats.mu);
+          std::vector<int> candidates;
+          for (int r : stats.in_flight) {
+            if (r >= 0 && r != last && (candidates.empty() || candidates.back() != r)) {
+              candidates.push_back(r);
+            }
+          }
+          if (!candidates.empty()) {
+            victim =
+                candidates[std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng)];
+            on_victim = static_cast<int>(stats.in_flight.count(victim));
+            stats.kills_in_flight += on_victim;
+          }
+        }
+        if (victim < 0) Pause(20);
+      }
+      if (victim < 0) break;
+      std::fprintf(stderr, "cluster_chaos: SIGKILL %s with %d runs in flight\n",
+                   Cluster::Id(victim).c_str(), on_victim);
       cluster.Stop(victim, SIGKILL);
       killed.insert(victim);
       last = victim;
@@ -361,16 +403,24 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "restart: %s\n", st.ToString().c_str());
       }
     }
+    kills_done = true;
   });
   std::vector<std::thread> clients;
   for (int i = 0; i < opt.clients; ++i) {
-    clients.emplace_back([&, i] { Client(i, cluster, &stats, csv, &remaining).Loop(); });
+    clients.emplace_back(
+        [&, i] { Client(i, cluster, &stats, csv, &remaining).Loop(&extra, &kills_done); });
   }
   for (auto& t : clients) t.join();
   done = true;
   chaos.join();
   const double seconds = std::chrono::duration<double>(Steady::now() - t0).count();
 
+  // A run a client stopped following (refused, given up) may still be settled by a takeover:
+  // its log is compared once every run is final, not while a replica still appends to it.
+  for (int i = 0;
+       i < 150 && cluster.QueryInt("SELECT count(*) FROM runs WHERE status IN (1, 2)") != 0; ++i) {
+    Pause(100);
+  }
   // Every run's log from every replica: the same, dense from 1, ending in run.finished.
   int bad_logs = 0;
   std::vector<std::pair<std::string, std::string>> runs;  // id, its tenant's token
@@ -385,15 +435,17 @@ int main(int argc, char** argv) {
     std::vector<int64_t> first;
     for (int i = 0; i < cluster.size(); ++i) {
       bool finished = false;
-      std::vector<int64_t> seqs = Log(cluster, i, token, id, &finished);
+      std::string error;
+      std::vector<int64_t> seqs = Log(cluster, i, token, id, &finished, &error);
       bool dense = !seqs.empty() && finished;
       for (size_t k = 0; dense && k < seqs.size(); ++k) dense = seqs[k] == int64_t(k) + 1;
       if (i == 0) first = seqs;
       if (!dense || seqs != first) {
         ++bad_logs;
-        std::fprintf(stderr, "run %s: %zu events from %s, %sdense, %sfinished\n", id.c_str(),
-                     seqs.size(), Cluster::Id(i).c_str(), dense ? "" : "not ",
-                     finished ? "" : "not ");
+        std::fprintf(stderr, "run %s: %zu events from %s (%zu from %s), %sdense, %sfinished%s%s\n",
+                     id.c_str(), seqs.size(), Cluster::Id(i).c_str(), first.size(),
+                     Cluster::Id(0).c_str(), dense ? "" : "not ", finished ? "" : "not ",
+                     error.empty() ? "" : ": ", error.c_str());
       }
     }
   }
@@ -428,8 +480,9 @@ int main(int argc, char** argv) {
   const int files = upstream["files"].is_array() ? static_cast<int>(upstream["files"].size()) : -1;
 
   std::printf(
-      "cluster_chaos: %d operations, %d clients, 3 replicas, %d kills of %zu replicas, %.1f s\n",
-      opt.runs, opt.clients, kills, killed.size(), seconds);
+      "cluster_chaos: %d operations, %d clients, 3 replicas, %d kills of %zu replicas (on %d runs "
+      "in flight), %.1f s\n",
+      opt.runs, opt.clients, kills, killed.size(), stats.kills_in_flight, seconds);
   std::printf("runs stored %d, asked for by %zu keys; by final status:", stored_runs,
               stats.runs_by_key.size());
   for (const auto& [status, n] : stats.by_status) std::printf(" %s %d", status.c_str(), n);
@@ -447,12 +500,12 @@ int main(int argc, char** argv) {
       "leaks: sandbox processes %d, cgroups %d, journal entries %d, live sessions %d, unfinished "
       "runs %d, upstream containers %d, upstream files %d\n",
       leaked_processes, leaked_cgroups, journal, live_sessions, unfinished, containers, files);
-  const bool ok = leaked_processes == 0 && leaked_cgroups == 0 && journal == 0 &&
-                  live_sessions == 0 && unfinished == 0 && containers == 0 && files == 0 &&
-                  stats.seq_errors == 0 && bad_logs == 0 && duplicate_keys == 0 &&
-                  keyed_runs == static_cast<size_t>(stored_runs) &&
-                  stats.by_status.count("UNFINISHED") == 0 &&
-                  stats.by_status.count("REFUSED") == 0 && (opt.kills < 2 || killed.size() >= 2);
+  const bool ok =
+      leaked_processes == 0 && leaked_cgroups == 0 && journal == 0 && live_sessions == 0 &&
+      unfinished == 0 && containers == 0 && files == 0 && stats.seq_errors == 0 && bad_logs == 0 &&
+      duplicate_keys == 0 && keyed_runs == static_cast<size_t>(stored_runs) &&
+      stats.by_status.count("UNFINISHED") == 0 && stats.by_status.count("REFUSED") == 0 &&
+      (opt.kills < 2 || killed.size() >= 2) && kills == opt.kills && stats.kills_in_flight >= kills;
   std::printf("%d passed, %d failed\n", ok ? 1 : 0, ok ? 0 : 1);
   if (ok) {
     std::system(("rm -rf " + dir).c_str());

@@ -249,12 +249,17 @@ TEST_P(FencingContract, TakenOverOwnersWritesAreRefusedAndTheWinnersPass) {
   absl::Status event = store_a_->AppendEvents({EventOf("r1", 2)});
   EXPECT_TRUE(IsFencedWrite(event)) << event;
   EXPECT_TRUE(IsFencedWrite(store_a_->AppendEvent(EventOf("r1", 2)))) << "one event alike";
+  EXPECT_TRUE(IsFencedWrite(store_a_->AppendEventsWithRuns(
+      {EventOf("r1", 2)}, {RunOf("r1", "a", v1::RUN_STATUS_SUCCEEDED)})))
+      << "a final record with its event alike";
   session.set_status(v1::SESSION_STATUS_CLOSED);
   EXPECT_TRUE(IsFencedWrite(store_a_->PutSession(session)));
 
   // The winner fails a's run and ends its session; both pass, over a's rows.
-  ASSERT_TRUE(store_b_->PutRun(RunOf("r1", "a", v1::RUN_STATUS_FAILED, "a was lost")).ok());
-  ASSERT_TRUE(store_b_->AppendEvents({EventOf("r1", 2)}).ok());
+  ASSERT_TRUE(store_b_
+                  ->AppendEventsWithRuns({EventOf("r1", 2)},
+                                         {RunOf("r1", "a", v1::RUN_STATUS_FAILED, "a was lost")})
+                  .ok());
   session.set_status(v1::SESSION_STATUS_EXPIRED);
   ASSERT_TRUE(store_b_->PutSession(session).ok());
   EXPECT_TRUE(IsFencedWrite(store_a_->PutRun(RunOf("r1", "a", v1::RUN_STATUS_SUCCEEDED))));

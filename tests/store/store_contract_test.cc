@@ -152,6 +152,41 @@ TEST_P(StoreContractTest, ALargeBatchIsStoredWholeOrNotAtAll) {
   EXPECT_EQ(store_->ReadEvents("big", 2000, 1000)->size(), 500u);
 }
 
+// A run's final record and its terminal event in one transaction (the event log's Finish):
+// both stored, or on any error neither, so no reader ever finds a finished run whose log
+// does not end, nor an ended log under an unfinished record.
+TEST_P(StoreContractTest, AFinalRecordAndItsEventsAreStoredTogetherOrNotAtAll) {
+  v1::Run queued = MakeRun("r1", "a");
+  queued.set_status(v1::RUN_STATUS_QUEUED);
+  ASSERT_TRUE(store_->PutRun(queued).ok());
+  ASSERT_TRUE(store_->PutRunRequest("r1", v1::RunAnalysisRequest()).ok());
+  ASSERT_TRUE(store_->PutRun(MakeRun("r2", "a")).ok());
+  ASSERT_TRUE(store_->AppendEvents({Ev("r1", 1), Ev("r2", 1)}).ok());
+
+  v1::Run r1 = MakeRun("r1", "a");
+  r1.set_status(v1::RUN_STATUS_SUCCEEDED);
+  v1::Run r2 = MakeRun("r2", "a");
+  r2.set_status(v1::RUN_STATUS_FAILED);
+  // r2#1 is a duplicate: the batch fails, and r1's record goes with it.
+  EXPECT_EQ(store_->AppendEventsWithRuns({Ev("r1", 2), Ev("r2", 1)}, {r1, r2}).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->GetRun("r1")->status(), v1::RUN_STATUS_QUEUED);
+  EXPECT_EQ(store_->GetRun("r2")->status(), v1::RUN_STATUS_RUNNING);
+  EXPECT_EQ(*store_->LastSeq("r1"), 1);
+  EXPECT_TRUE(store_->GetRunRequest("r1").ok()) << "rolled back with the record";
+
+  ASSERT_TRUE(store_->AppendEventsWithRuns({Ev("r1", 2)}, {r1}).ok());
+  ASSERT_TRUE(store_->AppendEventsWithRuns({Ev("r2", 2), Ev("r2", 3)}, {r2}).ok());
+  Reopen();
+  EXPECT_EQ(store_->GetRun("r1")->status(), v1::RUN_STATUS_SUCCEEDED);
+  EXPECT_EQ(store_->GetRun("r2")->status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(*store_->LastSeq("r1"), 2);
+  EXPECT_EQ(*store_->LastSeq("r2"), 3);
+  EXPECT_EQ(store_->GetRunRequest("r1").status().code(), absl::StatusCode::kNotFound)
+      << "a run that has started cannot be queued again (PutRun's contract)";
+  EXPECT_TRUE(store_->ListUnfinishedRuns()->empty());
+}
+
 TEST_P(StoreContractTest, JournalRecordsAndErases) {
   JournalEntry e{"local-session:x", "local", "session", {{"uid", 100001}}};
   ASSERT_TRUE(store_->Record(e).ok());

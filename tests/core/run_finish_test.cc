@@ -1,0 +1,194 @@
+// The finish step (core/run_finish.cc) against a daemon killed at any point: a store that
+// dies after its Nth write (every later write fails, as after a SIGKILL) never leaves a
+// finished run whose log does not end, and recovery then ends the run with run.finished.
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/events.h"
+#include "core/recovery.h"
+#include "core/run_manager.h"
+#include "gtest/gtest.h"
+#include "store/file_artifact_store.h"
+#include "store/sqlite_store.h"
+#include "tests/common/eventually.h"
+#include "tests/common/temp_dir.h"
+#include "tests/fakes/fake_clock.h"
+#include "tests/fakes/forwarding_store.h"
+#include "tests/fakes/host_sandbox.h"
+
+namespace sandgate::core {
+namespace {
+
+// Writes `budget` times, then every write fails: what a killed process leaves is what the
+// inner store holds. With `at_final_record`, it dies at once after the first write that
+// stores a finished run's record (the moment the finish step is most fragile) instead.
+// Reads go on (the test reads what is left).
+class DyingStore : public testing::ForwardingStore {
+ public:
+  DyingStore(store::Store* inner, int budget, bool at_final_record)
+      : ForwardingStore(inner), left_(budget), at_final_record_(at_final_record) {}
+  // Whether it refused a write, or was killed at a final record.
+  bool died() const { return left_.load() < 0 || killed_at_final_.load(); }
+
+  absl::Status CreateRun(const v1::Run& r, const std::string& sha) override {
+    return Write([&] { return inner()->CreateRun(r, sha); });
+  }
+  absl::Status PutRun(const v1::Run& r) override {
+    return Write([&] { return inner()->PutRun(r); }, {r});
+  }
+  absl::Status PutRunRequest(const std::string& id, const v1::RunAnalysisRequest& r) override {
+    return Write([&] { return inner()->PutRunRequest(id, r); });
+  }
+  absl::Status CreateSession(const v1::Session& s, const std::string& sha) override {
+    return Write([&] { return inner()->CreateSession(s, sha); });
+  }
+  absl::Status PutSession(const v1::Session& s) override {
+    return Write([&] { return inner()->PutSession(s); });
+  }
+  absl::Status AppendEvent(const v1::Event& e) override {
+    return Write([&] { return inner()->AppendEvent(e); });
+  }
+  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                    const std::vector<v1::Run>& runs) override {
+    return Write([&] { return inner()->AppendEventsWithRuns(events, runs); }, runs);
+  }
+  absl::Status Record(const JournalEntry& e) override {
+    return Write([&] { return inner()->Record(e); });
+  }
+  absl::Status Erase(const std::string& id) override {
+    return Write([&] { return inner()->Erase(id); });
+  }
+
+ private:
+  template <typename Fn>
+  absl::Status Write(Fn write, const std::vector<v1::Run>& runs = {}) {
+    if (left_.fetch_sub(1) <= 0) return absl::UnavailableError("the process was killed");
+    absl::Status st = write();
+    for (const v1::Run& r : runs) {
+      if (st.ok() && at_final_record_ && r.status() >= v1::RUN_STATUS_SUCCEEDED) {
+        left_ = 0;
+        killed_at_final_ = true;
+      }
+    }
+    return st;
+  }
+  std::atomic<int> left_;
+  const bool at_final_record_;
+  std::atomic<bool> killed_at_final_{false};
+};
+
+// Ends at once: the run goes through every step to its finish (failed: no artifacts).
+class QuickAgent : public agent::Agent {
+ public:
+  std::string name() const override { return "quick"; }
+  absl::Status Run(const agent::AgentTask&, sandbox::Session&, agent::EventSink& events,
+                   const CancelToken&) override {
+    events.Emit(events::Notice(v1::Notice::SEVERITY_INFO, "done"));
+    return absl::OkStatus();
+  }
+};
+
+// What a daemon left in `store` for run `id`, read as a follower and GetRun would.
+struct Left {
+  bool exists = false;
+  bool final = false;
+  int terminal_events = 0;
+  bool log_ended = false;  // its last event is run.finished
+};
+
+Left Inspect(store::Store& store, const std::string& id) {
+  Left left;
+  absl::StatusOr<v1::Run> run = store.GetRun(id);
+  if (!run.ok()) return left;
+  left.exists = true;
+  left.final = run->status() >= v1::RUN_STATUS_SUCCEEDED;
+  std::vector<v1::Event> events = *store.ReadEvents(id, 0, 10000);
+  for (const v1::Event& e : events) left.terminal_events += e.type() == "run.finished";
+  left.log_ended = !events.empty() && events.back().type() == "run.finished";
+  return left;
+}
+
+// One daemon life on a fresh database whose store dies after `budget` writes (or after the
+// final record: see DyingStore); returns whether it died before the run ended (false: the
+// whole run fit in `budget`).
+bool KillAfter(int budget, bool at_final_record = false) {
+  const std::string at = at_final_record ? std::string("killed after the final record")
+                                         : absl::StrCat("killed after write ", budget);
+  testing::ScopedTempDir dir("sg-finish");
+  EXPECT_TRUE(dir.ok());
+  std::unique_ptr<store::SqliteStore> inner = *store::SqliteStore::Open(dir.path() + "/s.db");
+  auto artifacts = *store::FileArtifactStore::Open(dir.path() + "/artifacts");
+  DyingStore dying(inner.get(), budget, at_final_record);
+  Config config;
+  QuickAgent agent;
+  SandboxBudget sandboxes{4};
+  std::string run_id;
+  {
+    EventLog events(&dying, Clock::Real());
+    testing::HostProvider provider(&dying);
+    RunManagerDeps deps;
+    deps.config = &config;
+    deps.store = &dying;
+    deps.artifacts = artifacts.get();
+    deps.events = &events;
+    deps.clock = Clock::Real();
+    deps.providers["local"] = &provider;
+    deps.agents["quick"] = &agent;
+    deps.budget = &sandboxes;
+    RunManager runs(std::move(deps));
+    v1::RunAnalysisRequest req;
+    req.set_agent("quick");
+    auto* in = req.add_inputs();
+    in->set_name("northstar_cloud_financial_statements.csv");
+    std::ifstream data(std::string(SANDGATE_SOURCE_DIR) +
+                       "/tests/data/northstar_cloud_financial_statements.csv");
+    in->set_content(std::string(std::istreambuf_iterator<char>(data), {}));
+    absl::StatusOr<v1::Run> started = runs.Start(Caller{"team-a", false}, req);
+    if (!started.ok()) return true;  // killed before the run was stored
+    run_id = started->id();
+    EXPECT_TRUE(testing::Eventually(at + ": the run's thread ends",
+                                    [&] { return runs.active_runs() == 0; }));
+  }
+  // The process is gone: what it left must never be a finished run whose log does not end
+  // (a follower would wait forever), nor an ended log under an unfinished record.
+  const Left left = Inspect(*inner, run_id);
+  EXPECT_TRUE(left.exists) << at;
+  EXPECT_EQ(left.final, left.log_ended)
+      << at << ": final record " << left.final << ", log ends with run.finished " << left.log_ended;
+  // The next start settles what was left: the run ends, with exactly one run.finished.
+  testing::FakeClock clock;
+  EventLog events(inner.get(), &clock);
+  Tenants tenants({});
+  EXPECT_TRUE(RecoverRuns({inner.get(), &events, &clock, "", "", ""}, tenants,
+                          [](const Caller&, const v1::Run&, v1::RunAnalysisRequest,
+                             const std::string&) { return absl::UnavailableError("no room"); })
+                  .ok())
+      << at;
+  const Left recovered = Inspect(*inner, run_id);
+  EXPECT_TRUE(recovered.final && recovered.log_ended) << at;
+  EXPECT_EQ(recovered.terminal_events, 1) << at;
+  return dying.died();
+}
+
+// Right after the run's final record is stored, the process dies: its terminal event must be
+// in the same write (the finish step was a record, then an event: this left a SUCCEEDED run
+// whose log ended at session.closed, and no recovery ended it).
+TEST(RunFinishTest, AKillRightAfterTheFinalRecordLeavesItsTerminalEventStored) {
+  EXPECT_TRUE(KillAfter(1000, /*at_final_record=*/true));
+}
+
+// Every write of a run in turn (how many a run makes varies with the log's batching).
+TEST(RunFinishTest, AKillAtAnyWriteLeavesNoFinishedRunWithoutItsTerminalEvent) {
+  int budget = 0;
+  while (KillAfter(budget) && !HasFailure()) {
+    ++budget;
+    ASSERT_LT(budget, 200) << "a run this short never fit in its store writes";
+  }
+}
+
+}  // namespace
+}  // namespace sandgate::core
