@@ -38,7 +38,7 @@ void SandboxBudget::set_on_release(std::function<void()> fn) {
   on_release_ = std::move(fn);
 }
 
-absl::Status AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
+absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
   if (shared()) {
     store::QueuedRun row;
     row.run_id = ticket.run_id;
@@ -48,7 +48,21 @@ absl::Status AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
     row.only_replica = only_here ? shared_.replica : "";
     row.enqueued_by = shared_.replica;
     row.enqueued_at = shared_.clock->Now();
-    return shared_.store->Enqueue(row, max_queued_);
+    // As in AdmitShared: the room is this replica's, a sandbox in hand before the claim.
+    absl::MutexLock claiming(&claim_mu_);
+    store::RoomHere room;
+    {
+      absl::MutexLock lock(&mu_);
+      room.run_slot = running_ < max_running_;
+    }
+    room.sandbox = room.run_slot && budget_->TryTake();
+    absl::StatusOr<bool> claimed = shared_.store->Enqueue(row, max_queued_, room);
+    if (room.sandbox && (!claimed.ok() || !*claimed || !ticket.needs_sandbox)) budget_->Untake();
+    if (!claimed.ok() || !*claimed) return claimed;
+    absl::MutexLock lock(&mu_);
+    ++running_;
+    claimed_here_.insert(ticket.run_id);
+    return true;
   }
   absl::MutexLock lock(&mu_);
   if (queued_ >= max_queued_) {
@@ -57,7 +71,7 @@ absl::Status AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
   }
   waiting_[ticket.tenant].push_back(std::move(ticket));
   ++queued_;
-  return absl::OkStatus();
+  return false;
 }
 
 bool AdmissionQueue::Remove(const std::string& run_id) {

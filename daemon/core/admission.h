@@ -88,8 +88,12 @@ class AdmissionQueue {
 
   // RESOURCE_EXHAUSTED naming the limit when the queue is full. Shared queue: `only_here`
   // when only this replica can start the run (its kept session is here, or its request is
-  // not kept in the store).
-  absl::Status Enqueue(Ticket ticket, bool only_here = false);
+  // not kept in the store); true when the run was admitted at once, claimed for this replica
+  // in the same transaction as its queueing (this replica has room, its tenant is under its
+  // gateway-wide quota, and no run this replica could start waits ahead of it): the caller
+  // starts it (and calls Done when it ends), and no other replica can take it first. False
+  // when it waits (always, in memory: Admit admits it).
+  absl::StatusOr<bool> Enqueue(Ticket ticket, bool only_here = false);
   // Takes a waiting run out (cancelled before it started); false if it is not waiting.
   bool Remove(const std::string& run_id);
   // Admits every run the limits allow now, in fair order.

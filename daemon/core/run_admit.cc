@@ -48,10 +48,16 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
                            {"playbook", run.playbook()},
                            {"agent", run.agent()}});
   RunEvents events(deps_.events, ar.get());
-  absl::Status queued = admission_.Enqueue(ar->ticket, OnlyHere(*ar));
-  if (!queued.ok()) {
-    Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(queued.message()));
-    return queued;
+  absl::StatusOr<bool> admitted = admission_.Enqueue(ar->ticket, OnlyHere(*ar));
+  if (!admitted.ok()) {
+    Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(admitted.status().message()));
+    return admitted.status();
+  }
+  if (*admitted) {  // claimed here as it was queued: it was next, and starts now
+    ar->position.store(1);
+    events.Emit(events::RunQueued(1));
+    Launch(ar);
+    return run;
   }
   std::vector<std::string> order = admission_.Order();
   uint32_t position =
@@ -155,6 +161,16 @@ void RunManager::ReleaseQueuedBytes(ActiveRun& ar) {
   quotas_.ReleaseQueuedBytes(ar.queued_bytes.exchange(0));
 }
 
+void RunManager::Launch(const std::shared_ptr<ActiveRun>& ar) {
+  ar->admitted.store(true);
+  ReleaseQueuedBytes(*ar);
+  // The executor has a thread for every run the admission lets through.
+  if (!executor_.Submit([this, ar] { Execute(ar); })) {
+    RunEvents events(deps_.events, ar.get());
+    Finish(ar, events, v1::RUN_STATUS_FAILED, "the daemon is shutting down");
+  }
+}
+
 void RunManager::Dispatch() {
   // Shared queue: the runs queued here still waiting, noted BEFORE the queue is read, so one
   // missing from it was claimed (here or by another replica), not queued after the read.
@@ -178,13 +194,7 @@ void RunManager::Dispatch() {
       }
       continue;
     }
-    ar->admitted.store(true);
-    ReleaseQueuedBytes(*ar);
-    // The executor has a thread for every run the admission lets through.
-    if (!executor_.Submit([this, ar] { Execute(ar); })) {
-      RunEvents events(deps_.events, ar.get());
-      Finish(ar, events, v1::RUN_STATUS_FAILED, "the daemon is shutting down");
-    }
+    Launch(ar);
   }
   // Tell waiting runs where they stand now (only those whose position changed).
   std::vector<std::string> order = admission_.Order();

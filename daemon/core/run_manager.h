@@ -130,6 +130,8 @@ class RunManager {
   static bool OnlyHere(const ActiveRun& run);
   // Starts here a run another replica queued, which this one claimed.
   void Adopt(const AdmissionQueue::Ticket& ticket);
+  // Starts an admitted run of this replica on the run executor.
+  void Launch(const std::shared_ptr<ActiveRun>& run);
   // Shared queue: claims waiting runs every kClaimPoll, so a run queued on another replica
   // (or a slot freed there) is seen here even without a nudge.
   void ClaimLoop();
