@@ -355,6 +355,25 @@ void EventLog::OnNotification(const std::string& payload) {
   for (auto& cb : ready) cb(WaitResult::kReady);
 }
 
+void EventLog::Forget(const std::string& run_id) {
+  std::vector<WaitCallback> woken;
+  {
+    absl::MutexLock lock(&mu_);
+    AwaitWrittenLocked();  // a batch published after this would cache the run again
+    last_seq_.erase(run_id);
+    committed_seq_.erase(run_id);
+    tails_.erase(run_id);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.run_id == run_id) {
+        woken.push_back(TakeWaiterLocked(it++));
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& cb : woken) cb(WaitResult::kReady);
+}
+
 void EventLog::Shutdown() {
   std::vector<WaitCallback> all;
   {

@@ -100,6 +100,12 @@ class EventLog {
   // True when the wait was removed before firing: its callback will never run. False when it
   // has fired or is firing.
   bool CancelWait(uint64_t id);
+  // This log no longer appends `run_id` (another replica claimed the waiting run and writes
+  // its events from now on): once the run's queued events are stored, its cached tail and
+  // seq go, and its followers are woken (kReady) so they read the store and, waiting again,
+  // are polled and notified as for any run another process appends. Without it they would
+  // wait on a cache nothing updates any more.
+  void Forget(const std::string& run_id);
   // Flushes, then fires every waiter with kShutdown and refuses new waits (they fire
   // kShutdown at once). Appends still work after it (they are stored, and seen by Read).
   void Shutdown();

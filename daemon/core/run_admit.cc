@@ -211,6 +211,7 @@ void RunManager::Dispatch() {
     const std::string& id = ar->request_run_id;
     if (waiting.count(id) > 0 || ar->admitted.load() || admission_.ClaimedHere(id)) continue;
     ReleaseQueuedBytes(*ar);
+    deps_.events->Forget(id);  // its followers here read the claimer's events from the store
     log::Info("run.moved", {{"run", id}, {"replica", deps_.config->replica.id}});
     absl::MutexLock lock(&mu_);
     active_.erase(id);

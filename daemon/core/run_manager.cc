@@ -205,6 +205,7 @@ size_t RunManager::Drain(absl::Duration grace) {
     if (!waiting) {
       if (admission_.shared() && !ar->admitted.load() && !admission_.ClaimedHere(id)) {
         ReleaseQueuedBytes(*ar);  // another replica claimed it: its business now
+        deps_.events->Forget(id);
         absl::MutexLock lock(&mu_);
         active_.erase(id);
         continue;
@@ -254,6 +255,7 @@ size_t RunManager::EndAll(const std::string& why, absl::Duration grace) {
       continue;
     }
     ReleaseQueuedBytes(*ar);
+    deps_.events->Forget(ar->request_run_id);  // the winner queued it again and writes it
     absl::MutexLock lock(&mu_);
     active_.erase(ar->request_run_id);
   }

@@ -1,7 +1,8 @@
 // Two real daemons sharing one PostgreSQL database (tests/fakes' throwaway server), with a
-// short lease: replica A is SIGKILLed mid-run; B fails A's running run within the lease plus
-// a margin, saying why, and runs A's waiting run itself; A, restarted, sweeps its own
-// sandbox from the journal and rejoins.
+// short lease: a run sent to A while A has room starts on A at once; a run queued on A while
+// A is full runs on B (which has room), followed to its end on A; then replica A is
+// SIGKILLed mid-run; B fails A's running run within the lease plus a margin, saying why; A,
+// restarted, sweeps its own sandbox from the journal and rejoins.
 #include <sys/stat.h>
 
 #include <fstream>
@@ -58,6 +59,14 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
   EXPECT_EQ(waiting.status(), v1::RUN_STATUS_QUEUED);
   ASSERT_TRUE(WaitForCommand(a, running.id())) << a.Log();
   ASSERT_GE(JournalRows(*dsn), 1) << "A's sandbox is journaled";
+  // A is full, so B (with room) claims the waiting run from the shared queue and runs it. A
+  // follower on A, where it was queued, sees it to its end: what A cached of the run while it
+  // was A's must not hold the follower.
+  std::vector<v1::Event> followed_on_a = FollowToEnd(*stub, waiting.id());
+  ASSERT_FALSE(followed_on_a.empty());
+  EXPECT_EQ(followed_on_a.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << a.Log() << "\n"
+      << b.Log();
 
   a.Stop(SIGKILL);
   const absl::Time killed = absl::Now();
@@ -78,7 +87,7 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().run_finished().reason(), failed.status_reason());
 
-  // The waiting run is B's now, and runs there.
+  // The waiting run is B's, and ran there.
   std::vector<v1::Event> moved = FollowToEnd(*b.Stub(), waiting.id());
   ASSERT_FALSE(moved.empty());
   EXPECT_EQ(moved.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
