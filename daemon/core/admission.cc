@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace sandgate::core {
 
@@ -186,6 +187,39 @@ void AdmissionQueue::Done(const Ticket& ticket) {
     if (--running_by_tenant_[ticket.tenant] == 0) running_by_tenant_.erase(ticket.tenant);
   }
   if (ticket.needs_sandbox) budget_->Give();
+}
+
+ClaimWakeups::~ClaimWakeups() {
+  if (subscription_ != 0) notifier_->Unsubscribe(subscription_);
+}
+
+absl::Status ClaimWakeups::Start() {
+  if (notifier_ == nullptr) return absl::OkStatus();
+  // An empty payload (the listener has just connected again) is a nudge too: a notification
+  // may have been lost meanwhile.
+  SANDGATE_ASSIGN_OR_RETURN(
+      subscription_,
+      notifier_->Subscribe(store::kQueueChannel,
+                           [this](const std::string&, const std::string&) { Nudge(); }));
+  return absl::OkStatus();
+}
+
+void ClaimWakeups::Nudge() {
+  absl::MutexLock lock(&mu_);
+  nudged_ = true;
+}
+
+bool ClaimWakeups::Wait() {
+  absl::MutexLock lock(&mu_);
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return nudged_ || stopped_; };
+  clock_->AwaitWithDeadline(mu_, absl::Condition(&woken), clock_->Now() + poll_);
+  nudged_ = false;
+  return !stopped_;
+}
+
+void ClaimWakeups::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
 }
 
 std::vector<std::string> RoundRobinOrder(

@@ -18,15 +18,6 @@
 #include "core/sandbox_spec.h"
 
 namespace sandgate::core {
-namespace {
-
-// How often a replica of a shared queue looks for runs it may claim without being nudged:
-// a run queued on another replica, or a tenant's slot freed there, waits at most this long
-// for a replica with room.
-constexpr absl::Duration kClaimPoll = absl::Seconds(1);
-
-}  // namespace
-
 bool RunManager::OnlyHere(const ActiveRun& ar) {
   // A run in a kept session starts where the session is; one whose request is not in the
   // store, only where its inputs are.
@@ -219,15 +210,7 @@ void RunManager::Dispatch() {
 }
 
 void RunManager::ClaimLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!stop_watchdog_) {
-    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_watchdog_; };
-    deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&stop), deps_.clock->Now() + kClaimPoll);
-    if (stop_watchdog_) break;
-    mu_.Unlock();
-    Dispatch();
-    mu_.Lock();
-  }
+  while (claim_wakeups_.Wait()) Dispatch();
 }
 
 }  // namespace sandgate::core

@@ -57,6 +57,11 @@
 
 namespace sandgate::store {
 
+// The channel every replica is nudged on when the queue changes (a run queued or removed,
+// room freed by a release): payload "", sent in the transaction that changed it, so a replica
+// with room looks for a run at once instead of at its next poll (store/notifier.h).
+inline constexpr char kQueueChannel[] = "sandgate_queue";
+
 struct QueuedRun {
   std::string run_id;
   std::string tenant;

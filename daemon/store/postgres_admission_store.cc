@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "store/postgres_notifier.h"
 #include "store/postgres_schema.h"
 
 namespace sandgate::store {
@@ -153,12 +154,13 @@ absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint3
                       .Text(run.only_replica)
                       .Text(run.enqueued_by)
                       .Int(Ns(run.enqueued_at))));
-    if (!room.run_slot) return absl::OkStatus();
+    if (!room.run_slot) return PgNotify(*conn, kQueueChannel, "");
     // The row is not committed yet, so no other replica sees it before this claim is made.
     SANDGATE_ASSIGN_OR_RETURN(std::optional<QueuedRun> here,
                               ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id));
     claimed = here.has_value();
-    return absl::OkStatus();
+    // A run that waits: a replica with room elsewhere claims it now, not at its next poll.
+    return claimed ? absl::OkStatus() : PgNotify(*conn, kQueueChannel, "");
   }));
   return claimed;
 }
@@ -178,21 +180,33 @@ absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Claim(const std
 absl::StatusOr<bool> PostgresAdmissionStore::Remove(const std::string& run_id) {
   constexpr const char* kWhat = "remove waiting run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn->Exec(kWhat, "DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by = ''",
-                 PgParams().Text(run_id)));
-  return r.affected() == 1;
+  bool removed = false;
+  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn->Exec(kWhat, "DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by = ''",
+                   PgParams().Text(run_id)));
+    removed = r.affected() == 1;
+    // The runs behind it moved up: their replicas tell them.
+    return removed ? PgNotify(*conn, kQueueChannel, "") : absl::OkStatus();
+  }));
+  return removed;
 }
 
 absl::Status PostgresAdmissionStore::Release(const std::string& run_id) {
   constexpr const char* kWhat = "release run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  return conn->Run(kWhat,
+  return conn->Transaction(kWhat, [&]() -> absl::Status {
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn->Exec(kWhat,
                    "WITH d AS (DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by <> '' "
                    "RETURNING tenant) UPDATE admission_tenants t SET running = t.running - 1 "
                    "FROM d WHERE t.tenant = d.tenant AND t.running > 0",
-                   PgParams().Text(run_id));
+                   PgParams().Text(run_id)));
+    // The tenant's slot is free: a run of it waiting on a full replica starts elsewhere now.
+    return r.affected() > 0 ? PgNotify(*conn, kQueueChannel, "") : absl::OkStatus();
+  });
 }
 
 absl::Status PostgresAdmissionStore::ReleaseReplica(const std::string& replica) {
@@ -209,7 +223,9 @@ absl::Status PostgresAdmissionStore::ReleaseReplica(const std::string& replica) 
                   params));
     SANDGATE_RETURN_IF_ERROR(conn->Run(
         kWhat, "DELETE FROM admission_queue WHERE claimed_by = '' AND only_replica = $1", params));
-    return conn->Run(kWhat, "DELETE FROM admission_sessions WHERE replica = $1", params);
+    SANDGATE_RETURN_IF_ERROR(
+        conn->Run(kWhat, "DELETE FROM admission_sessions WHERE replica = $1", params));
+    return PgNotify(*conn, kQueueChannel, "");
   });
 }
 

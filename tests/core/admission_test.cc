@@ -1,10 +1,14 @@
 #include "core/admission.h"
 
+#include <atomic>
+#include <thread>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_admission_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_notifier.h"
 
 namespace sandgate::core {
 namespace {
@@ -114,6 +118,32 @@ TEST(AdmissionTest, SharedQueuesOfTwoReplicasHoldTheTenantsQuotaTogether) {
   a.Done({"t2", "t", 2, true});
   EXPECT_EQ(budget_a.used(), 0u);
   EXPECT_EQ(a.Order(), (std::vector<std::string>{}));
+}
+
+// The claim loop's wake-ups: a notification on the queue's channel ends the wait at once
+// (the clock not moved); without one, the poll ends it at its interval and not 1 ns before.
+TEST(AdmissionTest, ClaimWakeupsComeAtOnceOnANotificationAndAtThePollWithout) {
+  testing::FakeClock clock;
+  testing::FakeNotifier notifier;
+  ClaimWakeups wakeups(&clock, &notifier, absl::Seconds(1));
+  ASSERT_TRUE(wakeups.Start().ok());
+  std::atomic<int> wakes{0};
+  std::thread loop([&] {
+    while (wakeups.Wait()) ++wakes;
+  });
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  ASSERT_TRUE(notifier.Notify(store::kQueueChannel, "").ok());
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  EXPECT_EQ(wakes.load(), 1) << "at once: the clock did not move";
+  ASSERT_TRUE(notifier.Notify(store::kEventsChannel, "run-1 3").ok());
+  clock.Advance(absl::Seconds(1) - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  EXPECT_EQ(wakes.load(), 1) << "another channel, and the poll is not due";
+  clock.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  EXPECT_EQ(wakes.load(), 2) << "the poll, for a lost notification";
+  wakeups.Stop();
+  loop.join();
 }
 
 }  // namespace

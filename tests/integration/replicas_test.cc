@@ -38,8 +38,15 @@ int64_t JournalRows(const std::string& dsn) {
 TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBack) {
   auto dsn = PostgresServer::Shared().CreateDatabase();
   ASSERT_TRUE(dsn.ok()) << dsn.status();
-  DaemonHarness a(ReplicaConfig(*dsn, "replica-a", 304000));
-  DaemonHarness b(ReplicaConfig(*dsn, "replica-b", 304100));
+  // A claim poll of a minute: B claims the run queued on full A at once only because A's
+  // queueing notified it (sandgate_queue).
+  auto config = [&](const std::string& id, uint32_t uid_base) {
+    nlohmann::json c = ReplicaConfig(*dsn, id, uid_base);
+    c["replica"]["claim_poll_ms"] = 60000;
+    return c;
+  };
+  DaemonHarness a(config("replica-a", 304000));
+  DaemonHarness b(config("replica-b", 304100));
   a.Start();
   b.Start();
 
@@ -51,6 +58,7 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
     auto ctx = DaemonHarness::Context();
     ASSERT_TRUE(stub->RunAnalysis(ctx.get(), slow, &running).ok()) << a.Log();
   }
+  const absl::Time queued = absl::Now();
   {
     auto ctx = DaemonHarness::Context();
     ASSERT_TRUE(stub->RunAnalysis(ctx.get(), SampleRequest(), &waiting).ok()) << a.Log();
@@ -67,6 +75,7 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
   EXPECT_EQ(followed_on_a.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
       << a.Log() << "\n"
       << b.Log();
+  EXPECT_LT(absl::Now() - queued, absl::Seconds(20)) << "woken by a notification, not the poll";
 
   a.Stop(SIGKILL);
   const absl::Time killed = absl::Now();
