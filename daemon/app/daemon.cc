@@ -310,6 +310,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.journal = p->journal.get();
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   deps.admission = p->admission.get();
+  deps.notifier = p->notifier.get();  // null on SQLite: the claim loop polls only
   deps.tenants = p->tenants.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->io = std::make_unique<core::Executor>("io", 4, 4096);

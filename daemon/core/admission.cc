@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace sandgate::core {
 
@@ -38,7 +39,7 @@ void SandboxBudget::set_on_release(std::function<void()> fn) {
   on_release_ = std::move(fn);
 }
 
-absl::Status AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
+absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
   if (shared()) {
     store::QueuedRun row;
     row.run_id = ticket.run_id;
@@ -48,7 +49,21 @@ absl::Status AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
     row.only_replica = only_here ? shared_.replica : "";
     row.enqueued_by = shared_.replica;
     row.enqueued_at = shared_.clock->Now();
-    return shared_.store->Enqueue(row, max_queued_);
+    // As in AdmitShared: the room is this replica's, a sandbox in hand before the claim.
+    absl::MutexLock claiming(&claim_mu_);
+    store::RoomHere room;
+    {
+      absl::MutexLock lock(&mu_);
+      room.run_slot = running_ < max_running_;
+    }
+    room.sandbox = room.run_slot && budget_->TryTake();
+    absl::StatusOr<bool> claimed = shared_.store->Enqueue(row, max_queued_, room);
+    if (room.sandbox && (!claimed.ok() || !*claimed || !ticket.needs_sandbox)) budget_->Untake();
+    if (!claimed.ok() || !*claimed) return claimed;
+    absl::MutexLock lock(&mu_);
+    ++running_;
+    claimed_here_.insert(ticket.run_id);
+    return true;
   }
   absl::MutexLock lock(&mu_);
   if (queued_ >= max_queued_) {
@@ -57,7 +72,7 @@ absl::Status AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
   }
   waiting_[ticket.tenant].push_back(std::move(ticket));
   ++queued_;
-  return absl::OkStatus();
+  return false;
 }
 
 bool AdmissionQueue::Remove(const std::string& run_id) {
@@ -172,6 +187,39 @@ void AdmissionQueue::Done(const Ticket& ticket) {
     if (--running_by_tenant_[ticket.tenant] == 0) running_by_tenant_.erase(ticket.tenant);
   }
   if (ticket.needs_sandbox) budget_->Give();
+}
+
+ClaimWakeups::~ClaimWakeups() {
+  if (subscription_ != 0) notifier_->Unsubscribe(subscription_);
+}
+
+absl::Status ClaimWakeups::Start() {
+  if (notifier_ == nullptr) return absl::OkStatus();
+  // An empty payload (the listener has just connected again) is a nudge too: a notification
+  // may have been lost meanwhile.
+  SANDGATE_ASSIGN_OR_RETURN(
+      subscription_,
+      notifier_->Subscribe(store::kQueueChannel,
+                           [this](const std::string&, const std::string&) { Nudge(); }));
+  return absl::OkStatus();
+}
+
+void ClaimWakeups::Nudge() {
+  absl::MutexLock lock(&mu_);
+  nudged_ = true;
+}
+
+bool ClaimWakeups::Wait() {
+  absl::MutexLock lock(&mu_);
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return nudged_ || stopped_; };
+  clock_->AwaitWithDeadline(mu_, absl::Condition(&woken), clock_->Now() + poll_);
+  nudged_ = false;
+  return !stopped_;
+}
+
+void ClaimWakeups::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
 }
 
 std::vector<std::string> RoundRobinOrder(

@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "store/admission_store.h"
+#include "store/notifier.h"
 
 namespace sandgate::core {
 
@@ -88,8 +89,12 @@ class AdmissionQueue {
 
   // RESOURCE_EXHAUSTED naming the limit when the queue is full. Shared queue: `only_here`
   // when only this replica can start the run (its kept session is here, or its request is
-  // not kept in the store).
-  absl::Status Enqueue(Ticket ticket, bool only_here = false);
+  // not kept in the store); true when the run was admitted at once, claimed for this replica
+  // in the same transaction as its queueing (this replica has room, its tenant is under its
+  // gateway-wide quota, and no run this replica could start waits ahead of it): the caller
+  // starts it (and calls Done when it ends), and no other replica can take it first. False
+  // when it waits (always, in memory: Admit admits it).
+  absl::StatusOr<bool> Enqueue(Ticket ticket, bool only_here = false);
   // Takes a waiting run out (cancelled before it started); false if it is not waiting.
   bool Remove(const std::string& run_id);
   // Admits every run the limits allow now, in fair order.
@@ -126,6 +131,40 @@ class AdmissionQueue {
   // between the two.
   absl::Mutex claim_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::set<std::string> claimed_here_ ABSL_GUARDED_BY(mu_);
+};
+
+// When a replica of a shared queue looks for runs it may claim: at once when nudged (a
+// notification on store::kQueueChannel: a run was queued, or room freed, somewhere in the
+// gateway), and `poll` after its last look otherwise, so a lost notification delays a
+// waiting run by at most `poll`. Waits on the injected clock.
+//
+//   ClaimWakeups wakeups(clock, notifier, absl::Seconds(1));
+//   SANDGATE_RETURN_IF_ERROR(wakeups.Start());
+//   while (wakeups.Wait()) Dispatch();         // another thread: wakeups.Stop()
+//
+// Thread safe. The clock and the notifier (null: the poll only, as on SQLite) outlive it.
+class ClaimWakeups {
+ public:
+  ClaimWakeups(Clock* clock, store::Notifier* notifier, absl::Duration poll)
+      : clock_(clock), notifier_(notifier), poll_(poll) {}
+  ~ClaimWakeups();
+  // Subscribes to the queue's notifications.
+  absl::Status Start();
+  // Ends the wait under way now (or the next one) at once.
+  void Nudge();
+  // Returns true when nudged since the last return, or `poll` after the wait began; false
+  // once Stop was called.
+  bool Wait();
+  void Stop();
+
+ private:
+  Clock* const clock_;
+  store::Notifier* const notifier_;
+  const absl::Duration poll_;
+  uint64_t subscription_ = 0;  // set by Start, before any notification can come
+  absl::Mutex mu_;
+  bool nudged_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The order round robin across tenants gives `waiting` (each tenant's runs in their order),

@@ -414,14 +414,20 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     l.On("advertise_address", String(&c.replica.advertise_address));
     l.On("lease_seconds", Seconds(&c.replica.lease_period));
     l.On("renew_seconds", Seconds(&c.replica.renew_interval));
-    l.On("follow_poll_ms", [&c](const json& v, const std::string& where) -> absl::Status {
-      // Under 10 ms is a busy loop of store reads per follower; over a minute is not "live".
-      uint64_t ms = 0;
-      absl::Status st = Whole(&ms, 10)(v, where);
-      if (st.ok() && ms > 60000) st = errors::InvalidArgument(absl::StrCat(where, "at most 60000"));
-      if (st.ok()) c.replica.follow_poll = absl::Milliseconds(ms);
-      return st;
-    });
+    // Under 10 ms is a busy loop of store reads (per follower, or of claims); over a minute is
+    // not "live".
+    auto poll_ms = [](absl::Duration* out) {
+      return [out](const json& v, const std::string& where) -> absl::Status {
+        uint64_t ms = 0;
+        absl::Status st = Whole(&ms, 10)(v, where);
+        if (st.ok() && ms > 60000)
+          st = errors::InvalidArgument(absl::StrCat(where, "at most 60000"));
+        if (st.ok()) *out = absl::Milliseconds(ms);
+        return st;
+      };
+    };
+    l.On("follow_poll_ms", poll_ms(&c.replica.follow_poll));
+    l.On("claim_poll_ms", poll_ms(&c.replica.claim_poll));
     return l.Run();
   });
   r.On("openai", [&c](const json& v, const std::string&) {

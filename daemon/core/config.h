@@ -98,6 +98,9 @@ struct ReplicaConfig {
   // follow_poll_ms: how often a follower of another replica's run reads the store when no
   // notification came; the longest a lost one delays it (core/event_log.h).
   absl::Duration follow_poll = absl::Milliseconds(500);
+  // claim_poll_ms: how often a replica of a shared queue looks for a run to claim when no
+  // notification came; the longest a lost one delays a waiting run (core/admission.h).
+  absl::Duration claim_poll = absl::Seconds(1);
 };
 
 // Where the daemon keeps its state ("store" in the file). SQLite (one daemon, no database

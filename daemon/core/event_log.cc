@@ -102,21 +102,6 @@ absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<
   return event;
 }
 
-void EventLog::Release(const std::string& run_id) {
-  absl::MutexLock lock(&mu_);
-  AwaitWrittenLocked();
-  last_seq_.erase(run_id);
-  committed_seq_.erase(run_id);
-  tails_.erase(run_id);
-  const absl::Time now = clock_->Now();
-  for (auto& [id, w] : waiters_) {
-    if (w.run_id != run_id || w.poll_at != absl::InfiniteFuture()) continue;
-    w.poll_at = now;  // at once: the other process may have appended already
-    ++polled_waiters_;
-    timer_kicked_ = true;
-  }
-}
-
 absl::Status EventLog::Flush(const std::string& run_id) {
   absl::MutexLock lock(&mu_);
   AwaitWrittenLocked();
@@ -392,6 +377,25 @@ void EventLog::OnNotification(const std::string& payload) {
     }
   }
   for (auto& cb : ready) cb(WaitResult::kReady);
+}
+
+void EventLog::Forget(const std::string& run_id) {
+  std::vector<WaitCallback> woken;
+  {
+    absl::MutexLock lock(&mu_);
+    AwaitWrittenLocked();  // a batch published after this would cache the run again
+    last_seq_.erase(run_id);
+    committed_seq_.erase(run_id);
+    tails_.erase(run_id);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.run_id == run_id) {
+        woken.push_back(TakeWaiterLocked(it++));
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& cb : woken) cb(WaitResult::kReady);
 }
 
 void EventLog::Shutdown() {

@@ -90,12 +90,6 @@ class EventLog {
   // A follower that sees the event and then reads the record finds it final. On error
   // neither is stored. INVALID_ARGUMENT when the event is not terminal or not the record's.
   absl::StatusOr<v1::Event> Finish(v1::Event terminal, v1::Run record);
-  // This log stops appending `run_id`: another process does from now on (a waiting run that
-  // another replica claimed from the shared queue). Its events appended here are stored
-  // first; then its cached seq and tail go, so that Read reads the store and its followers
-  // here are polled and notified as for any other process's run, instead of being answered
-  // from a cache that no longer moves.
-  void Release(const std::string& run_id);
   // Waits until every event appended before the call (of any run) is committed. Returns the
   // store error of `run_id`'s events not yet reported, if any (and reports it: once).
   absl::Status Flush(const std::string& run_id);
@@ -113,6 +107,12 @@ class EventLog {
   // True when the wait was removed before firing: its callback will never run. False when it
   // has fired or is firing.
   bool CancelWait(uint64_t id);
+  // This log no longer appends `run_id` (another replica claimed the waiting run and writes
+  // its events from now on): once the run's queued events are stored, its cached tail and
+  // seq go, and its followers are woken (kReady) so they read the store and, waiting again,
+  // are polled and notified as for any run another process appends. Without it they would
+  // wait on a cache nothing updates any more.
+  void Forget(const std::string& run_id);
   // Flushes, then fires every waiter with kShutdown and refuses new waits (they fire
   // kShutdown at once). Appends still work after it (they are stored, and seen by Read).
   void Shutdown();

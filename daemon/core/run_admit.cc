@@ -18,15 +18,6 @@
 #include "core/sandbox_spec.h"
 
 namespace sandgate::core {
-namespace {
-
-// How often a replica of a shared queue looks for runs it may claim without being nudged:
-// a run queued on another replica, or a tenant's slot freed there, waits at most this long
-// for a replica with room.
-constexpr absl::Duration kClaimPoll = absl::Seconds(1);
-
-}  // namespace
-
 bool RunManager::OnlyHere(const ActiveRun& ar) {
   // A run in a kept session starts where the session is; one whose request is not in the
   // store, only where its inputs are.
@@ -48,10 +39,16 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
                            {"playbook", run.playbook()},
                            {"agent", run.agent()}});
   RunEvents events(deps_.events, ar.get());
-  absl::Status queued = admission_.Enqueue(ar->ticket, OnlyHere(*ar));
-  if (!queued.ok()) {
-    Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(queued.message()));
-    return queued;
+  absl::StatusOr<bool> admitted = admission_.Enqueue(ar->ticket, OnlyHere(*ar));
+  if (!admitted.ok()) {
+    Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(admitted.status().message()));
+    return admitted.status();
+  }
+  if (*admitted) {  // claimed here as it was queued: it was next, and starts now
+    ar->position.store(1);
+    events.Emit(events::RunQueued(1));
+    Launch(ar);
+    return run;
   }
   std::vector<std::string> order = admission_.Order();
   uint32_t position =
@@ -155,6 +152,16 @@ void RunManager::ReleaseQueuedBytes(ActiveRun& ar) {
   quotas_.ReleaseQueuedBytes(ar.queued_bytes.exchange(0));
 }
 
+void RunManager::Launch(const std::shared_ptr<ActiveRun>& ar) {
+  ar->admitted.store(true);
+  ReleaseQueuedBytes(*ar);
+  // The executor has a thread for every run the admission lets through.
+  if (!executor_.Submit([this, ar] { Execute(ar); })) {
+    RunEvents events(deps_.events, ar.get());
+    Finish(ar, events, v1::RUN_STATUS_FAILED, "the daemon is shutting down");
+  }
+}
+
 void RunManager::Dispatch() {
   // Shared queue: the runs queued here still waiting, noted BEFORE the queue is read, so one
   // missing from it was claimed (here or by another replica), not queued after the read.
@@ -178,13 +185,7 @@ void RunManager::Dispatch() {
       }
       continue;
     }
-    ar->admitted.store(true);
-    ReleaseQueuedBytes(*ar);
-    // The executor has a thread for every run the admission lets through.
-    if (!executor_.Submit([this, ar] { Execute(ar); })) {
-      RunEvents events(deps_.events, ar.get());
-      Finish(ar, events, v1::RUN_STATUS_FAILED, "the daemon is shutting down");
-    }
+    Launch(ar);
   }
   // Tell waiting runs where they stand now (only those whose position changed).
   std::vector<std::string> order = admission_.Order();
@@ -201,7 +202,7 @@ void RunManager::Dispatch() {
     const std::string& id = ar->request_run_id;
     if (waiting.count(id) > 0 || ar->admitted.load() || admission_.ClaimedHere(id)) continue;
     ReleaseQueuedBytes(*ar);
-    deps_.events->Release(id);  // its log is the claimer's to append now, not cached here
+    deps_.events->Forget(id);  // its followers here read the claimer's events from the store
     log::Info("run.moved", {{"run", id}, {"replica", deps_.config->replica.id}});
     absl::MutexLock lock(&mu_);
     active_.erase(id);
@@ -209,15 +210,7 @@ void RunManager::Dispatch() {
 }
 
 void RunManager::ClaimLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!stop_watchdog_) {
-    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_watchdog_; };
-    deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&stop), deps_.clock->Now() + kClaimPoll);
-    if (stop_watchdog_) break;
-    mu_.Unlock();
-    Dispatch();
-    mu_.Lock();
-  }
+  while (claim_wakeups_.Wait()) Dispatch();
 }
 
 }  // namespace sandgate::core

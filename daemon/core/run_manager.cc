@@ -27,6 +27,7 @@ RunManager::RunManager(RunManagerDeps deps)
                 /*max_queue=*/deps_.config->max_concurrent_runs),
       admission_(deps_.config->max_concurrent_runs, deps_.config->max_queued_runs, deps_.budget,
                  {deps_.admission, deps_.config->replica.id, deps_.clock}),
+      claim_wakeups_(deps_.clock, deps_.notifier, deps_.config->replica.claim_poll),
       quotas_(deps_.config, deps_.clock, deps_.admission),
       side_events_("side-events", 1, 10000),
       sweeper_({deps_.store, &deps_.providers, deps_.clock, deps_.metrics, deps_.journal}),
@@ -44,6 +45,7 @@ RunManager::~RunManager() {
     absl::MutexLock lock(&mu_);
     stop_watchdog_ = true;
   }
+  claim_wakeups_.Stop();
   watchdog_.join();
   if (claimer_.joinable()) claimer_.join();
   executor_.Shutdown();
@@ -64,6 +66,7 @@ absl::Status RunManager::Recover(const Tenants& tenants) {
   // Claims start once this replica's own leftovers are settled: a claim made before would be
   // released above as the previous daemon's.
   if (admission_.shared() && !claimer_.joinable()) {
+    SANDGATE_RETURN_IF_ERROR(claim_wakeups_.Start());
     claimer_ = std::thread([this] { ClaimLoop(); });
   }
   return absl::OkStatus();
@@ -205,6 +208,7 @@ size_t RunManager::Drain(absl::Duration grace) {
     if (!waiting) {
       if (admission_.shared() && !ar->admitted.load() && !admission_.ClaimedHere(id)) {
         ReleaseQueuedBytes(*ar);  // another replica claimed it: its business now
+        deps_.events->Forget(id);
         absl::MutexLock lock(&mu_);
         active_.erase(id);
         continue;
@@ -254,6 +258,7 @@ size_t RunManager::EndAll(const std::string& why, absl::Duration grace) {
       continue;
     }
     ReleaseQueuedBytes(*ar);
+    deps_.events->Forget(ar->request_run_id);  // the winner queued it again and writes it
     absl::MutexLock lock(&mu_);
     active_.erase(ar->request_run_id);
   }

@@ -130,8 +130,11 @@ class RunManager {
   static bool OnlyHere(const ActiveRun& run);
   // Starts here a run another replica queued, which this one claimed.
   void Adopt(const AdmissionQueue::Ticket& ticket);
-  // Shared queue: claims waiting runs every kClaimPoll, so a run queued on another replica
-  // (or a slot freed there) is seen here even without a nudge.
+  // Starts an admitted run of this replica on the run executor.
+  void Launch(const std::shared_ptr<ActiveRun>& run);
+  // Shared queue: claims waiting runs when the queue changes anywhere (a notification) and
+  // every replica.claim_poll_ms, so a run queued on another replica (or a slot freed there)
+  // is seen here at once, and even when a notification was lost.
   void ClaimLoop();
   // Counts a waiting run's input bytes in quotas_ (RESOURCE_EXHAUSTED past
   // max_queued_input_bytes when `enforce`); released, once, when it leaves the queue.
@@ -186,6 +189,7 @@ class RunManager {
   const RunManagerDeps deps_;
   Executor executor_;
   AdmissionQueue admission_;
+  ClaimWakeups claim_wakeups_;  // the claim loop's: notifications and the poll
   RunQuotas quotas_;
   // Appends events that arrive off the run's thread (proxy decisions, session expiry
   // warnings), whose callers must not block.

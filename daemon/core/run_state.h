@@ -51,6 +51,9 @@ struct RunManagerDeps {
   // for its tenant found in `tenants`.
   store::AdmissionStore* admission = nullptr;
   const Tenants* tenants = nullptr;
+  // Nudges the claim loop when the shared queue changes anywhere (store::kQueueChannel); may
+  // be null: it polls every replica.claim_poll_ms only.
+  store::Notifier* notifier = nullptr;
 };
 
 // One run from Start to Finish. Shared by the RunManager's table of active runs, the run's

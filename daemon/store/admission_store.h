@@ -32,7 +32,9 @@
 //
 // Times come from the caller (the injected clock), never from the database.
 //
-//   SANDGATE_RETURN_IF_ERROR(admission->Enqueue({run_id, tenant, 2, true, "", "replica-a"}, 1024));
+//   SANDGATE_ASSIGN_OR_RETURN(bool started_here,
+//                             admission->Enqueue({run_id, tenant, 2, true, "", "replica-a"}, 1024,
+//                                                /*room=*/{true, true}));
 //   SANDGATE_ASSIGN_OR_RETURN(std::optional<QueuedRun> next,
 //                             admission->Claim("replica-b", /*sandbox_room=*/true));
 //   ... when it ends: admission->Release(next->run_id);
@@ -55,6 +57,11 @@
 
 namespace sandgate::store {
 
+// The channel every replica is nudged on when the queue changes (a run queued or removed,
+// room freed by a release): payload "", sent in the transaction that changed it, so a replica
+// with room looks for a run at once instead of at its next poll (store/notifier.h).
+inline constexpr char kQueueChannel[] = "sandgate_queue";
+
 struct QueuedRun {
   std::string run_id;
   std::string tenant;
@@ -68,6 +75,13 @@ struct QueuedRun {
   std::string claimed_by;  // "" while it waits
 };
 
+// What the replica queueing a run has room for (core/admission.h decides it), so Enqueue can
+// claim the run for it at once.
+struct RoomHere {
+  bool run_slot = false;  // fewer runs running there than its max_concurrent_runs
+  bool sandbox = false;   // a unit of its machine's sandbox budget in hand
+};
+
 // What waits, for telling runs their place (core/admission.h computes the round robin).
 struct WaitingRuns {
   std::vector<QueuedRun> runs;  // in the order they were queued
@@ -79,10 +93,18 @@ class AdmissionStore {
   virtual ~AdmissionStore() = default;
 
   // Queues `run` (tenant_limit becomes the tenant's quota for every claim from now on). A run
-  // already queued keeps its row and place (a takeover queueing it again); OK. When
+  // already queued keeps its row and place (a takeover queueing it again); false. When
   // `max_waiting` > 0 and that many runs already wait in the gateway, RESOURCE_EXHAUSTED
   // naming max_queued_runs.
-  virtual absl::Status Enqueue(const QueuedRun& run, uint32_t max_waiting) = 0;
+  //
+  // When the replica queueing it (run.enqueued_by) has `room` and the run is the one
+  // Claim(run.enqueued_by, room.sandbox) would take next (its tenant under its gateway-wide
+  // quota, and no run that replica could start waiting ahead of it in fair order), it is
+  // claimed for that replica in the same transaction and true is returned: a run sent to a
+  // replica with room starts there, and no other replica's claim can take it between the
+  // queueing and the claim. Otherwise it waits (false), as any queued run.
+  virtual absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting,
+                                       RoomHere room) = 0;
   // Claims for `replica` the next waiting run in fair order that its tenant's quota admits
   // and `replica` may start: one needing a sandbox only when `sandbox_room`. nullopt when
   // there is none.

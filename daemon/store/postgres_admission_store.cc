@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "store/postgres_notifier.h"
 #include "store/postgres_schema.h"
 
 namespace sandgate::store {
@@ -58,6 +59,55 @@ absl::Status LockTenant(PgConnection& conn, const char* what, const std::string&
   return conn.Run(what, kLockTenant, PgParams().Text(tenant));
 }
 
+// Claims for `replica`, in the caller's transaction, the next waiting run in fair order that
+// its tenant's quota admits and `replica` may start; when `only` is given, only if that next
+// run is `only` (else nothing is claimed). nullopt when nothing was claimed.
+absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const char* what,
+                                                   const std::string& replica, bool sandbox_room,
+                                                   const std::string* only) {
+  const PgParams params = PgParams().Int(sandbox_room).Text(replica);
+  // The next tenant after the one claimed last (by name, wrapping around) that is under its
+  // quota and has a run this replica may start; a tenant another claimer holds is skipped.
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult tenant,
+      conn.Exec(what,
+                "SELECT t.tenant FROM admission_tenants t "
+                "WHERE (t.max_running = 0 OR t.running < t.max_running) "
+                "AND EXISTS (SELECT 1 FROM admission_queue q WHERE q.tenant = t.tenant "
+                "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
+                "AND (q.only_replica = '' OR q.only_replica = $2)) "
+                "ORDER BY (t.tenant <= coalesce((SELECT c.tenant FROM admission_tenants c "
+                "WHERE c.last_claimed > 0 ORDER BY c.last_claimed DESC LIMIT 1), '')), "
+                "t.tenant LIMIT 1 FOR UPDATE OF t SKIP LOCKED",
+                params));
+  if (tenant.rows() == 0) return std::nullopt;
+  const std::string name = tenant.Text(0, 0);
+  // Its oldest such run; one a cancel is deleting right now is skipped.
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult run,
+      conn.Exec(what,
+                "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
+                "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
+                "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.tenant = $3 "
+                "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
+                "AND (q.only_replica = '' OR q.only_replica = $2) "
+                "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED",
+                PgParams().Int(sandbox_room).Text(replica).Text(name)));
+  if (run.rows() == 0) return std::nullopt;  // cancelled meanwhile: the next poll
+  QueuedRun claimed = Queued(run, 0);
+  if (only != nullptr && claimed.run_id != *only) return std::nullopt;
+  claimed.claimed_by = replica;
+  SANDGATE_RETURN_IF_ERROR(conn.Run(what,
+                                    "UPDATE admission_queue SET claimed_by = $2 WHERE run_id = $1",
+                                    PgParams().Text(claimed.run_id).Text(replica)));
+  SANDGATE_RETURN_IF_ERROR(conn.Run(what,
+                                    "UPDATE admission_tenants SET running = running + 1, "
+                                    "last_claimed = nextval('admission_claim_order') "
+                                    "WHERE tenant = $1",
+                                    PgParams().Text(name)));
+  return claimed;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::Create(
@@ -66,10 +116,12 @@ absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::
   return std::unique_ptr<PostgresAdmissionStore>(new PostgresAdmissionStore(db));
 }
 
-absl::Status PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting) {
+absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
+                                                     RoomHere room) {
   constexpr const char* kWhat = "queue run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  return conn->Transaction(kWhat, [&]() -> absl::Status {
+  bool claimed = false;
+  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
     SANDGATE_ASSIGN_OR_RETURN(PgResult queued,
                               conn->Exec(kWhat, "SELECT 1 FROM admission_queue WHERE run_id = $1",
                                          PgParams().Text(run.run_id)));
@@ -81,24 +133,36 @@ absl::Status PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_
       if (static_cast<uint64_t>(waiting.Int(0, 0)) >= max_waiting)
         return QueueFull(waiting.Int(0, 0), max_waiting);
     }
+    // Locks the tenant's row (ON CONFLICT DO UPDATE locks the row it finds, updated or not)
+    // until the commit, so the claim below counts against the tenant's latest count and no
+    // other claimer takes one of its runs meanwhile.
     SANDGATE_RETURN_IF_ERROR(
         conn->Run(kWhat,
                   "INSERT INTO admission_tenants(tenant, max_running) VALUES($1, $2) "
                   "ON CONFLICT(tenant) DO UPDATE SET max_running = excluded.max_running "
                   "WHERE admission_tenants.max_running <> excluded.max_running",
                   PgParams().Text(run.tenant).Int(run.tenant_limit)));
-    return conn->Run(kWhat,
-                     "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
-                     "enqueued_by, enqueued_at) VALUES($1, $2, $3, $4, $5, $6) "
-                     "ON CONFLICT(run_id) DO NOTHING",
-                     PgParams()
-                         .Text(run.run_id)
-                         .Text(run.tenant)
-                         .Int(run.needs_sandbox)
-                         .Text(run.only_replica)
-                         .Text(run.enqueued_by)
-                         .Int(Ns(run.enqueued_at)));
-  });
+    SANDGATE_RETURN_IF_ERROR(
+        conn->Run(kWhat,
+                  "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
+                  "enqueued_by, enqueued_at) VALUES($1, $2, $3, $4, $5, $6) "
+                  "ON CONFLICT(run_id) DO NOTHING",
+                  PgParams()
+                      .Text(run.run_id)
+                      .Text(run.tenant)
+                      .Int(run.needs_sandbox)
+                      .Text(run.only_replica)
+                      .Text(run.enqueued_by)
+                      .Int(Ns(run.enqueued_at))));
+    if (!room.run_slot) return PgNotify(*conn, kQueueChannel, "");
+    // The row is not committed yet, so no other replica sees it before this claim is made.
+    SANDGATE_ASSIGN_OR_RETURN(std::optional<QueuedRun> here,
+                              ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id));
+    claimed = here.has_value();
+    // A run that waits: a replica with room elsewhere claims it now, not at its next poll.
+    return claimed ? absl::OkStatus() : PgNotify(*conn, kQueueChannel, "");
+  }));
+  return claimed;
 }
 
 absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Claim(const std::string& replica,
@@ -107,44 +171,8 @@ absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Claim(const std
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
   std::optional<QueuedRun> claimed;
   SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
-    const PgParams params = PgParams().Int(sandbox_room).Text(replica);
-    // The next tenant after the one claimed last (by name, wrapping around) that is under its
-    // quota and has a run this replica may start; a tenant another claimer holds is skipped.
-    SANDGATE_ASSIGN_OR_RETURN(
-        PgResult tenant,
-        conn->Exec(kWhat,
-                   "SELECT t.tenant FROM admission_tenants t "
-                   "WHERE (t.max_running = 0 OR t.running < t.max_running) "
-                   "AND EXISTS (SELECT 1 FROM admission_queue q WHERE q.tenant = t.tenant "
-                   "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
-                   "AND (q.only_replica = '' OR q.only_replica = $2)) "
-                   "ORDER BY (t.tenant <= coalesce((SELECT c.tenant FROM admission_tenants c "
-                   "WHERE c.last_claimed > 0 ORDER BY c.last_claimed DESC LIMIT 1), '')), "
-                   "t.tenant LIMIT 1 FOR UPDATE OF t SKIP LOCKED",
-                   params));
-    if (tenant.rows() == 0) return absl::OkStatus();
-    const std::string name = tenant.Text(0, 0);
-    // Its oldest such run; one a cancel is deleting right now is skipped.
-    SANDGATE_ASSIGN_OR_RETURN(
-        PgResult run,
-        conn->Exec(kWhat,
-                   "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                   "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
-                   "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.tenant = $3 "
-                   "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
-                   "AND (q.only_replica = '' OR q.only_replica = $2) "
-                   "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED",
-                   PgParams().Int(sandbox_room).Text(replica).Text(name)));
-    if (run.rows() == 0) return absl::OkStatus();  // cancelled meanwhile: the next poll
-    claimed = Queued(run, 0);
-    claimed->claimed_by = replica;
-    SANDGATE_RETURN_IF_ERROR(
-        conn->Run(kWhat, "UPDATE admission_queue SET claimed_by = $2 WHERE run_id = $1",
-                  PgParams().Text(claimed->run_id).Text(replica)));
-    return conn->Run(kWhat,
-                     "UPDATE admission_tenants SET running = running + 1, "
-                     "last_claimed = nextval('admission_claim_order') WHERE tenant = $1",
-                     PgParams().Text(name));
+    SANDGATE_ASSIGN_OR_RETURN(claimed, ClaimNext(*conn, kWhat, replica, sandbox_room, nullptr));
+    return absl::OkStatus();
   }));
   return claimed;
 }
@@ -152,21 +180,33 @@ absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Claim(const std
 absl::StatusOr<bool> PostgresAdmissionStore::Remove(const std::string& run_id) {
   constexpr const char* kWhat = "remove waiting run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn->Exec(kWhat, "DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by = ''",
-                 PgParams().Text(run_id)));
-  return r.affected() == 1;
+  bool removed = false;
+  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn->Exec(kWhat, "DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by = ''",
+                   PgParams().Text(run_id)));
+    removed = r.affected() == 1;
+    // The runs behind it moved up: their replicas tell them.
+    return removed ? PgNotify(*conn, kQueueChannel, "") : absl::OkStatus();
+  }));
+  return removed;
 }
 
 absl::Status PostgresAdmissionStore::Release(const std::string& run_id) {
   constexpr const char* kWhat = "release run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  return conn->Run(kWhat,
+  return conn->Transaction(kWhat, [&]() -> absl::Status {
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn->Exec(kWhat,
                    "WITH d AS (DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by <> '' "
                    "RETURNING tenant) UPDATE admission_tenants t SET running = t.running - 1 "
                    "FROM d WHERE t.tenant = d.tenant AND t.running > 0",
-                   PgParams().Text(run_id));
+                   PgParams().Text(run_id)));
+    // The tenant's slot is free: a run of it waiting on a full replica starts elsewhere now.
+    return r.affected() > 0 ? PgNotify(*conn, kQueueChannel, "") : absl::OkStatus();
+  });
 }
 
 absl::Status PostgresAdmissionStore::ReleaseReplica(const std::string& replica) {
@@ -183,7 +223,9 @@ absl::Status PostgresAdmissionStore::ReleaseReplica(const std::string& replica) 
                   params));
     SANDGATE_RETURN_IF_ERROR(conn->Run(
         kWhat, "DELETE FROM admission_queue WHERE claimed_by = '' AND only_replica = $1", params));
-    return conn->Run(kWhat, "DELETE FROM admission_sessions WHERE replica = $1", params);
+    SANDGATE_RETURN_IF_ERROR(
+        conn->Run(kWhat, "DELETE FROM admission_sessions WHERE replica = $1", params));
+    return PgNotify(*conn, kQueueChannel, "");
   });
 }
 

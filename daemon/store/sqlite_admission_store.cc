@@ -99,6 +99,42 @@ absl::StatusOr<uint64_t> CountWaiting(sqlite3* db) {
   return row ? static_cast<uint64_t>(s.Int(0)) : 0;
 }
 
+// Claims for `replica`, in the caller's transaction, the next waiting run in fair order that
+// its tenant's quota admits and `replica` may start; when `only` is given, only if that next
+// run is `only` (else nothing is claimed). nullopt when nothing was claimed.
+absl::StatusOr<std::optional<QueuedRun>> ClaimNext(sqlite3* db, const std::string& replica,
+                                                   bool sandbox_room, const std::string* only) {
+  // The next tenant after the one claimed last (by name, wrapping around) with a run this
+  // replica may start, under its quota; that tenant's oldest such run.
+  Sql next(
+      db,
+      absl::StrCat("SELECT ", kQueueColumns,
+                   " FROM admission_queue q JOIN admission_tenants t ON t.tenant = q.tenant "
+                   "WHERE q.claimed_by = '' AND (t.max_running = 0 OR t.running < t.max_running) "
+                   "AND (q.needs_sandbox = 0 OR ?1 = 1) AND (q.only_replica = '' OR "
+                   "q.only_replica = ?2) ORDER BY (q.tenant <= coalesce((SELECT tenant FROM "
+                   "admission_tenants WHERE last_claimed > 0 ORDER BY last_claimed DESC LIMIT 1), "
+                   "'')), q.tenant, q.seq LIMIT 1"),
+      {int64_t{sandbox_room}, replica});
+  SANDGATE_ASSIGN_OR_RETURN(bool found, next.Row("claim run"));
+  if (!found) return std::nullopt;
+  QueuedRun claimed = next.Queued();
+  if (only != nullptr && claimed.run_id != *only) return std::nullopt;
+  claimed.claimed_by = replica;
+  SANDGATE_RETURN_IF_ERROR(Sql(db, "UPDATE admission_queue SET claimed_by = ?2 WHERE run_id = ?1",
+                               {claimed.run_id, replica})
+                               .Run("claim run")
+                               .status());
+  SANDGATE_RETURN_IF_ERROR(Sql(db,
+                               "UPDATE admission_tenants SET running = running + 1, last_claimed = "
+                               "(SELECT max(last_claimed) + 1 FROM admission_tenants) "
+                               "WHERE tenant = ?1",
+                               {claimed.tenant})
+                               .Run("claim run")
+                               .status());
+  return claimed;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open(
@@ -129,9 +165,11 @@ absl::Status SqliteAdmissionStore::Transaction(const char* what,
   return st;
 }
 
-absl::Status SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting) {
+absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
+                                                   RoomHere room) {
   absl::MutexLock lock(&mu_);
-  return Transaction("queue run", [&]() -> absl::Status {
+  bool claimed = false;
+  SANDGATE_RETURN_IF_ERROR(Transaction("queue run", [&]() -> absl::Status {
     Sql queued(db_, "SELECT 1 FROM admission_queue WHERE run_id = ?1", {run.run_id});
     SANDGATE_ASSIGN_OR_RETURN(bool already, queued.Row("queue run"));
     if (already) return absl::OkStatus();
@@ -146,15 +184,23 @@ absl::Status SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_wa
             {run.tenant, int64_t{run.tenant_limit}})
             .Run("queue run")
             .status());
-    return Sql(db_,
-               "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
-               "enqueued_by, enqueued_at, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
-               "(SELECT coalesce(max(seq), 0) + 1 FROM admission_queue))",
-               {run.run_id, run.tenant, int64_t{run.needs_sandbox}, run.only_replica,
-                run.enqueued_by, Ns(run.enqueued_at)})
-        .Run("queue run")
-        .status();
-  });
+    SANDGATE_RETURN_IF_ERROR(
+        Sql(db_,
+            "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
+            "enqueued_by, enqueued_at, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
+            "(SELECT coalesce(max(seq), 0) + 1 FROM admission_queue))",
+            {run.run_id, run.tenant, int64_t{run.needs_sandbox}, run.only_replica, run.enqueued_by,
+             Ns(run.enqueued_at)})
+            .Run("queue run")
+            .status());
+    if (!room.run_slot) return absl::OkStatus();
+    // Under the same write lock: no other replica sees the row before this claim is made.
+    SANDGATE_ASSIGN_OR_RETURN(std::optional<QueuedRun> here,
+                              ClaimNext(db_, run.enqueued_by, room.sandbox, &run.run_id));
+    claimed = here.has_value();
+    return absl::OkStatus();
+  }));
+  return claimed;
 }
 
 absl::StatusOr<std::optional<QueuedRun>> SqliteAdmissionStore::Claim(const std::string& replica,
@@ -162,33 +208,8 @@ absl::StatusOr<std::optional<QueuedRun>> SqliteAdmissionStore::Claim(const std::
   absl::MutexLock lock(&mu_);
   std::optional<QueuedRun> claimed;
   SANDGATE_RETURN_IF_ERROR(Transaction("claim run", [&]() -> absl::Status {
-    // The next tenant after the one claimed last (by name, wrapping around) with a run this
-    // replica may start, under its quota; that tenant's oldest such run.
-    Sql next(db_,
-             absl::StrCat(
-                 "SELECT ", kQueueColumns,
-                 " FROM admission_queue q JOIN admission_tenants t ON t.tenant = q.tenant "
-                 "WHERE q.claimed_by = '' AND (t.max_running = 0 OR t.running < t.max_running) "
-                 "AND (q.needs_sandbox = 0 OR ?1 = 1) AND (q.only_replica = '' OR "
-                 "q.only_replica = ?2) ORDER BY (q.tenant <= coalesce((SELECT tenant FROM "
-                 "admission_tenants WHERE last_claimed > 0 ORDER BY last_claimed DESC LIMIT 1), "
-                 "'')), q.tenant, q.seq LIMIT 1"),
-             {int64_t{sandbox_room}, replica});
-    SANDGATE_ASSIGN_OR_RETURN(bool found, next.Row("claim run"));
-    if (!found) return absl::OkStatus();
-    claimed = next.Queued();
-    claimed->claimed_by = replica;
-    SANDGATE_RETURN_IF_ERROR(Sql(db_,
-                                 "UPDATE admission_queue SET claimed_by = ?2 WHERE run_id = ?1",
-                                 {claimed->run_id, replica})
-                                 .Run("claim run")
-                                 .status());
-    return Sql(db_,
-               "UPDATE admission_tenants SET running = running + 1, last_claimed = "
-               "(SELECT max(last_claimed) + 1 FROM admission_tenants) WHERE tenant = ?1",
-               {claimed->tenant})
-        .Run("claim run")
-        .status();
+    SANDGATE_ASSIGN_OR_RETURN(claimed, ClaimNext(db_, replica, sandbox_room, nullptr));
+    return absl::OkStatus();
   }));
   return claimed;
 }

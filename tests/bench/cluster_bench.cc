@@ -46,8 +46,11 @@ double Quantile(std::vector<double> v, double q) {
 }
 
 // One run end to end: RunAnalysis through the round-robin channel, then its events followed
-// on the replica that owns it. Its latency in ms, or -1 if it did not succeed.
-double OneRun(const Cluster& c, v1::Sandgate::Stub& any, const std::string& csv) {
+// on the replica that owns it. Its latency in ms, or -1 if it did not succeed, with why in
+// `failure` (the run, the replica that took it, its final status and reason or the call's
+// error), so a lost run can be told apart from a slow one.
+double OneRun(const Cluster& c, v1::Sandgate::Stub& any, const std::string& csv,
+              std::string* failure) {
   const auto t0 = Steady::now();
   v1::RunAnalysisRequest req;
   req.set_playbook("financial-analyst");
@@ -57,7 +60,11 @@ double OneRun(const Cluster& c, v1::Sandgate::Stub& any, const std::string& csv)
   v1::Run run;
   {
     auto ctx = Cluster::Context(Cluster::kAlphaToken);
-    if (!any.RunAnalysis(ctx.get(), req, &run).ok()) return -1;
+    grpc::Status st = any.RunAnalysis(ctx.get(), req, &run);
+    if (!st.ok()) {
+      *failure = absl::StrCat("RunAnalysis: ", st.error_code(), " ", st.error_message());
+      return -1;
+    }
   }
   const int owner = std::max(0, c.IndexOf(run.replica()));
   auto ctx = Cluster::Context(Cluster::kAlphaToken);
@@ -67,15 +74,30 @@ double OneRun(const Cluster& c, v1::Sandgate::Stub& any, const std::string& csv)
   auto reader = c.Stub(owner)->StreamEvents(ctx.get(), sreq);
   v1::Event e;
   bool ok = false;
+  std::string finished = "no run.finished";
   while (reader->Read(&e)) {
     if (e.has_run_finished()) {
       ok = e.run_finished().status() == v1::RUN_STATUS_SUCCEEDED;
+      finished = absl::StrCat("run.finished ", v1::RunStatus_Name(e.run_finished().status()), ": ",
+                              e.run_finished().reason(), " (seq ", e.seq(), ")");
       ctx->TryCancel();
       break;
     }
   }
-  reader->Finish();
-  return ok ? std::chrono::duration<double, std::milli>(Steady::now() - t0).count() : -1;
+  grpc::Status st = reader->Finish();
+  if (ok) return std::chrono::duration<double, std::milli>(Steady::now() - t0).count();
+  auto get_ctx = Cluster::Context(Cluster::kAlphaToken);
+  v1::GetRunRequest get;
+  get.set_run_id(run.id());
+  v1::Run now;
+  grpc::Status got = c.Stub(owner)->GetRun(get_ctx.get(), get, &now);
+  *failure =
+      absl::StrCat("run ", run.id(), " taken by ", run.replica(), ", followed there: ", finished,
+                   "; stream ", st.error_code(), " ", st.error_message(), "; now ",
+                   got.ok() ? absl::StrCat(v1::RunStatus_Name(now.status()), " on ", now.replica(),
+                                           ": ", now.status_reason())
+                            : absl::StrCat("GetRun ", got.error_message()));
+  return -1;
 }
 
 // `at_least` runs even when rate * window is fewer: the baseline's p99 needs samples.
@@ -86,17 +108,21 @@ Step Offer(const Cluster& c, double rate, double window_s, int at_least, const s
   auto any = c.StubAll();
   std::mutex mu;
   std::vector<double> latencies;
+  std::vector<std::string> failures;
   std::vector<std::thread> threads;
   const auto t0 = Steady::now();
   for (int k = 0; k < step.offered; ++k) {
     std::this_thread::sleep_until(t0 + std::chrono::duration<double>(k / rate));
     threads.emplace_back([&] {
-      const double ms = OneRun(c, *any, csv);
+      std::string failure;
+      const double ms = OneRun(c, *any, csv, &failure);
       std::lock_guard<std::mutex> lock(mu);
       if (ms >= 0) latencies.push_back(ms);
+      if (ms < 0) failures.push_back(std::move(failure));
     });
   }
   for (std::thread& t : threads) t.join();
+  for (const std::string& f : failures) std::printf("    lost: %s\n", f.c_str());
   step.succeeded = static_cast<int>(latencies.size());
   step.p50 = Quantile(latencies, 0.5);
   step.p99 = Quantile(latencies, 0.99);

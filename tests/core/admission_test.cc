@@ -1,10 +1,14 @@
 #include "core/admission.h"
 
+#include <atomic>
+#include <thread>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_admission_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_notifier.h"
 
 namespace sandgate::core {
 namespace {
@@ -71,7 +75,7 @@ TEST(AdmissionTest, TheQueueIsBoundedAndNamesTheLimit) {
   AdmissionQueue q(1, /*max_queued=*/2, &budget);
   ASSERT_TRUE(q.Enqueue({"r1", "a", 0, true}).ok());
   ASSERT_TRUE(q.Enqueue({"r2", "a", 0, true}).ok());
-  absl::Status full = q.Enqueue({"r3", "a", 0, true});
+  absl::Status full = q.Enqueue({"r3", "a", 0, true}).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(full.message(), "max_queued_runs 2")) << full;
   EXPECT_TRUE(q.Remove("r2"));
@@ -80,7 +84,8 @@ TEST(AdmissionTest, TheQueueIsBoundedAndNamesTheLimit) {
 }
 
 // Two replicas' queues on one shared store: the tenant's quota counts both, each replica's
-// own limit and sandbox budget stay its own, and either claims the other's waiting runs.
+// own limit and sandbox budget stay its own, a run queued where there is room is admitted
+// there at once, and either claims the other's waiting runs.
 TEST(AdmissionTest, SharedQueuesOfTwoReplicasHoldTheTenantsQuotaTogether) {
   testing::ScopedTempDir dir("sg-admission");
   testing::FakeClock clock;
@@ -89,26 +94,56 @@ TEST(AdmissionTest, SharedQueuesOfTwoReplicasHoldTheTenantsQuotaTogether) {
   SandboxBudget budget_a(4), budget_b(0);
   AdmissionQueue a(/*max_running=*/1, 100, &budget_a, {store_a.get(), "a", &clock});
   AdmissionQueue b(/*max_running=*/4, 100, &budget_b, {store_b.get(), "b", &clock});
-  ASSERT_TRUE(a.Enqueue({"t1", "t", /*tenant_limit=*/2, true}).ok());
-  ASSERT_TRUE(a.Enqueue({"t2", "t", 2, true}).ok());
-  ASSERT_TRUE(a.Enqueue({"k1", "u", 0, /*needs_sandbox=*/false}, /*only_here=*/true).ok());
-  ASSERT_TRUE(b.Enqueue({"t3", "t", 2, /*needs_sandbox=*/false}).ok());
-  EXPECT_EQ(b.waiting(), 4u) << "one queue";
-  EXPECT_EQ(Ids(b.Admit()), (std::vector<std::string>{"t3"}))
-      << "b has no sandbox and k1's session is a's";
-  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"k1"})) << "a's own limit is 1";
-  a.Done({"k1", "u", 0, false});
-  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"t1"}));
+  EXPECT_TRUE(*a.Enqueue({"t1", "t", /*tenant_limit=*/2, true})) << "a has room: t1 starts on a";
   EXPECT_TRUE(a.ClaimedHere("t1"));
-  EXPECT_FALSE(a.ClaimedHere("t3"));
+  EXPECT_EQ(a.running(), 1u);
+  EXPECT_EQ(budget_a.used(), 1u);
+  EXPECT_FALSE(*a.Enqueue({"t2", "t", 2, true})) << "a's own limit is 1";
+  EXPECT_FALSE(*a.Enqueue({"k1", "u", 0, /*needs_sandbox=*/false}, /*only_here=*/true));
+  EXPECT_TRUE(*b.Enqueue({"t3", "t", 2, /*needs_sandbox=*/false}))
+      << "b has room for a run without a sandbox; t2 ahead of it needs one";
+  EXPECT_EQ(b.waiting(), 2u) << "one queue";
+  EXPECT_EQ(Ids(b.Admit()), (std::vector<std::string>{}))
+      << "t's 2 slots are held, b has no sandbox and k1's session is a's";
   a.Done({"t1", "t", 2, true});
   EXPECT_EQ(budget_a.used(), 0u);
-  ASSERT_TRUE(b.Enqueue({"t4", "t", 2, false}).ok());
+  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"k1"})) << "u is after t, a's limit is 1";
+  a.Done({"k1", "u", 0, false});
   EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"t2"}));
-  EXPECT_EQ(Ids(b.Admit()), (std::vector<std::string>{})) << "t3 and t2 hold t's 2 slots";
+  EXPECT_TRUE(a.ClaimedHere("t2"));
+  EXPECT_FALSE(a.ClaimedHere("t3"));
+  EXPECT_FALSE(*b.Enqueue({"t4", "t", 2, false})) << "t2 and t3 hold t's 2 slots";
   b.Done({"t3", "t", 2, false});
   EXPECT_EQ(Ids(b.Admit()), (std::vector<std::string>{"t4"}));
+  a.Done({"t2", "t", 2, true});
+  EXPECT_EQ(budget_a.used(), 0u);
   EXPECT_EQ(a.Order(), (std::vector<std::string>{}));
+}
+
+// The claim loop's wake-ups: a notification on the queue's channel ends the wait at once
+// (the clock not moved); without one, the poll ends it at its interval and not 1 ns before.
+TEST(AdmissionTest, ClaimWakeupsComeAtOnceOnANotificationAndAtThePollWithout) {
+  testing::FakeClock clock;
+  testing::FakeNotifier notifier;
+  ClaimWakeups wakeups(&clock, &notifier, absl::Seconds(1));
+  ASSERT_TRUE(wakeups.Start().ok());
+  std::atomic<int> wakes{0};
+  std::thread loop([&] {
+    while (wakeups.Wait()) ++wakes;
+  });
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  ASSERT_TRUE(notifier.Notify(store::kQueueChannel, "").ok());
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  EXPECT_EQ(wakes.load(), 1) << "at once: the clock did not move";
+  ASSERT_TRUE(notifier.Notify(store::kEventsChannel, "run-1 3").ok());
+  clock.Advance(absl::Seconds(1) - absl::Nanoseconds(1));
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  EXPECT_EQ(wakes.load(), 1) << "another channel, and the poll is not due";
+  clock.Advance(absl::Nanoseconds(1));
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  EXPECT_EQ(wakes.load(), 2) << "the poll, for a lost notification";
+  wakeups.Stop();
+  loop.join();
 }
 
 }  // namespace

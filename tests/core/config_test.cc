@@ -284,11 +284,18 @@ TEST(ConfigTest, ReplicaKeys) {
   auto poll = ParseConfig(R"({"replica": {"follow_poll_ms": 250}})", "t");
   ASSERT_TRUE(poll.ok()) << poll.status();
   EXPECT_EQ(poll->replica.follow_poll, absl::Milliseconds(250));
-  for (const char* bad : {"0", "9", "60001", "1.5", "\"fast\""}) {
-    auto refused = ParseConfig(absl::StrCat(R"({"replica": {"follow_poll_ms": )", bad, "}}"), "t");
-    ASSERT_FALSE(refused.ok()) << bad;
-    EXPECT_TRUE(absl::StrContains(refused.status().message(), "replica.follow_poll_ms: "))
-        << refused.status();
+  EXPECT_EQ(defaults->replica.claim_poll, absl::Seconds(1));
+  auto claim = ParseConfig(R"({"replica": {"claim_poll_ms": 200}})", "t");
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  EXPECT_EQ(claim->replica.claim_poll, absl::Milliseconds(200));
+  for (const char* key : {"follow_poll_ms", "claim_poll_ms"}) {
+    for (const char* bad : {"0", "9", "60001", "1.5", "\"fast\""}) {
+      auto refused = ParseConfig(absl::StrCat(R"({"replica": {")", key, R"(": )", bad, "}}"), "t");
+      ASSERT_FALSE(refused.ok()) << key << " " << bad;
+      EXPECT_TRUE(
+          absl::StrContains(refused.status().message(), absl::StrCat("replica.", key, ": ")))
+          << refused.status();
+    }
   }
 
   EXPECT_TRUE(absl::StrContains(ParseConfig(R"({"replica": {"lease": 1}})", "t").status().message(),

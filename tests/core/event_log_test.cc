@@ -610,20 +610,20 @@ TEST_F(EventLogFollowTest, FollowingARunCachesNothingThatGoesStale) {
   EXPECT_EQ(appended->seq(), 4);
 }
 
-// A run this log appended for a while and then let go (a waiting run another replica
+// A run this log appended for a while and then forgot (a waiting run another replica
 // claimed): the other log's events reach this log's readers and followers, where before the
 // release they were answered from a tail and a seq that no longer moved.
-TEST_F(EventLogFollowTest, AReleasedRunIsFollowedFromTheStoreAsAnotherLogAppendsIt) {
+TEST_F(EventLogFollowTest, AForgottenRunIsFollowedFromTheStoreAsAnotherLogAppendsIt) {
   ASSERT_EQ(follower_->Append(Ev("r"))->seq(), 1);  // run.queued, say, where it was queued
   ASSERT_TRUE(follower_->Flush("r").ok());
   Outcome woken;
   follower_->Wait("r", 1, absl::Seconds(15), woken.cb());
   EXPECT_EQ(Produce("r", 2), 3) << "the claimer goes on after seq 1";
   EXPECT_FALSE(woken.fired()) << "still answered from this log's cache";
-  follower_->Release("r");
+  follower_->Forget("r");
   ASSERT_TRUE(clock_.BlockUntilSettled(kBothTimers));
   EXPECT_EQ(woken.result.load(), static_cast<int>(EventLog::WaitResult::kReady))
-      << "polled at once after the release, and answered by the store";
+      << "woken at once when forgotten, and answered by the store";
   EXPECT_EQ(ReadAll(*follower_, "r", 10), OneTo(3));
   Outcome later;
   follower_->Wait("r", 3, absl::Seconds(15), later.cb());

@@ -1,7 +1,8 @@
 // Two real daemons sharing one PostgreSQL database (tests/fakes' throwaway server), with a
-// short lease: replica A is SIGKILLed mid-run; B fails A's running run within the lease plus
-// a margin, saying why, and runs A's waiting run itself; A, restarted, sweeps its own
-// sandbox from the journal and rejoins.
+// short lease: a run sent to A while A has room starts on A at once; a run queued on A while
+// A is full runs on B (which has room), followed to its end on A; then replica A is
+// SIGKILLed mid-run; B fails A's running run within the lease plus a margin, saying why; A,
+// restarted, sweeps its own sandbox from the journal and rejoins.
 #include <sys/stat.h>
 
 #include <fstream>
@@ -37,8 +38,15 @@ int64_t JournalRows(const std::string& dsn) {
 TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBack) {
   auto dsn = PostgresServer::Shared().CreateDatabase();
   ASSERT_TRUE(dsn.ok()) << dsn.status();
-  DaemonHarness a(ReplicaConfig(*dsn, "replica-a", 304000));
-  DaemonHarness b(ReplicaConfig(*dsn, "replica-b", 304100));
+  // A claim poll of a minute: B claims the run queued on full A at once only because A's
+  // queueing notified it (sandgate_queue).
+  auto config = [&](const std::string& id, uint32_t uid_base) {
+    nlohmann::json c = ReplicaConfig(*dsn, id, uid_base);
+    c["replica"]["claim_poll_ms"] = 60000;
+    return c;
+  };
+  DaemonHarness a(config("replica-a", 304000));
+  DaemonHarness b(config("replica-b", 304100));
   a.Start();
   b.Start();
 
@@ -50,6 +58,7 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
     auto ctx = DaemonHarness::Context();
     ASSERT_TRUE(stub->RunAnalysis(ctx.get(), slow, &running).ok()) << a.Log();
   }
+  const absl::Time queued = absl::Now();
   {
     auto ctx = DaemonHarness::Context();
     ASSERT_TRUE(stub->RunAnalysis(ctx.get(), SampleRequest(), &waiting).ok()) << a.Log();
@@ -58,6 +67,15 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
   EXPECT_EQ(waiting.status(), v1::RUN_STATUS_QUEUED);
   ASSERT_TRUE(WaitForCommand(a, running.id())) << a.Log();
   ASSERT_GE(JournalRows(*dsn), 1) << "A's sandbox is journaled";
+  // A is full, so B (with room) claims the waiting run from the shared queue and runs it. A
+  // follower on A, where it was queued, sees it to its end: what A cached of the run while it
+  // was A's must not hold the follower.
+  std::vector<v1::Event> followed_on_a = FollowToEnd(*stub, waiting.id());
+  ASSERT_FALSE(followed_on_a.empty());
+  EXPECT_EQ(followed_on_a.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << a.Log() << "\n"
+      << b.Log();
+  EXPECT_LT(absl::Now() - queued, absl::Seconds(20)) << "woken by a notification, not the poll";
 
   a.Stop(SIGKILL);
   const absl::Time killed = absl::Now();
@@ -78,7 +96,7 @@ TEST(ReplicasTest, KilledReplicasRunsAreFailedAndMovedByAnotherAndItSweepsWhenBa
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().run_finished().reason(), failed.status_reason());
 
-  // The waiting run is B's now, and runs there.
+  // The waiting run is B's, and ran there.
   std::vector<v1::Event> moved = FollowToEnd(*b.Stub(), waiting.id());
   ASSERT_FALSE(moved.empty());
   EXPECT_EQ(moved.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)

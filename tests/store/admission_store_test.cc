@@ -95,9 +95,9 @@ class AdmissionStoreContract : public ::testing::TestWithParam<BackendFactory> {
 };
 
 TEST_P(AdmissionStoreContract, ClaimsGoRoundRobinAcrossTenantsWhicheverReplicaClaims) {
-  for (const char* id : {"a1", "a2", "a3"}) ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta"), 0).ok());
-  ASSERT_TRUE(b_->Enqueue(Waiter("b1", "tb"), 0).ok());
-  ASSERT_TRUE(a_->Enqueue(Waiter("c1", "tc"), 0).ok());
+  for (const char* id : {"a1", "a2", "a3"}) ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta"), 0, {}).ok());
+  ASSERT_TRUE(b_->Enqueue(Waiter("b1", "tb"), 0, {}).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("c1", "tc"), 0, {}).ok());
   absl::StatusOr<WaitingRuns> waiting = b_->Waiting();
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_EQ(waiting->runs.size(), 5u);
@@ -110,7 +110,8 @@ TEST_P(AdmissionStoreContract, ClaimsGoRoundRobinAcrossTenantsWhicheverReplicaCl
 }
 
 TEST_P(AdmissionStoreContract, QuotaCountsClaimsOfEveryReplicaAndReleaseFreesTheSlot) {
-  for (const char* id : {"a1", "a2", "a3"}) ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta", 2), 0).ok());
+  for (const char* id : {"a1", "a2", "a3"})
+    ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta", 2), 0, {}).ok());
   EXPECT_EQ(ClaimId(*a_, "a"), "a1");
   EXPECT_EQ(ClaimId(*b_, "b"), "a2");
   EXPECT_EQ(ClaimId(*b_, "b"), "") << "2 running in the gateway: the quota is reached";
@@ -122,8 +123,8 @@ TEST_P(AdmissionStoreContract, QuotaCountsClaimsOfEveryReplicaAndReleaseFreesThe
 }
 
 TEST_P(AdmissionStoreContract, SandboxRoomAndKeptSessionOwnerDecideWhatAReplicaMayClaim) {
-  ASSERT_TRUE(a_->Enqueue(Waiter("own", "ta"), 0).ok());
-  ASSERT_TRUE(a_->Enqueue(Waiter("kept", "tb", 0, /*needs_sandbox=*/false, "a"), 0).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("own", "ta"), 0, {}).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("kept", "tb", 0, /*needs_sandbox=*/false, "a"), 0, {}).ok());
   EXPECT_EQ(ClaimId(*b_, "b", /*sandbox_room=*/false), "") << "b has no sandbox, a has the session";
   EXPECT_EQ(ClaimId(*b_, "b", /*sandbox_room=*/true), "own");
   EXPECT_EQ(ClaimId(*b_, "b", /*sandbox_room=*/true), "");
@@ -131,12 +132,12 @@ TEST_P(AdmissionStoreContract, SandboxRoomAndKeptSessionOwnerDecideWhatAReplicaM
 }
 
 TEST_P(AdmissionStoreContract, OnlyAWaitingRunIsRemovedAndTheQueueIsBounded) {
-  ASSERT_TRUE(a_->Enqueue(Waiter("r1", "ta"), 2).ok());
-  ASSERT_TRUE(a_->Enqueue(Waiter("r2", "ta"), 2).ok());
-  absl::Status full = b_->Enqueue(Waiter("r3", "tb"), 2);
+  ASSERT_TRUE(a_->Enqueue(Waiter("r1", "ta"), 2, {}).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("r2", "ta"), 2, {}).ok());
+  absl::Status full = b_->Enqueue(Waiter("r3", "tb"), 2, {}).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
   EXPECT_NE(full.message().find("max_queued_runs 2"), absl::string_view::npos) << full;
-  EXPECT_TRUE(b_->Enqueue(Waiter("r2", "ta"), 2).ok()) << "queued again: keeps its place";
+  EXPECT_TRUE(b_->Enqueue(Waiter("r2", "ta"), 2, {}).ok()) << "queued again: keeps its place";
   EXPECT_EQ(*a_->WaitingCount(), 2u);
   EXPECT_EQ(ClaimId(*b_, "b"), "r1");
   EXPECT_FALSE(*a_->Remove("r1")) << "claimed: not waiting";
@@ -146,8 +147,9 @@ TEST_P(AdmissionStoreContract, OnlyAWaitingRunIsRemovedAndTheQueueIsBounded) {
 }
 
 TEST_P(AdmissionStoreContract, ReleasingAReplicaFreesItsSlotsAndDropsRunsOnlyItCouldStart) {
-  for (const char* id : {"a1", "a2", "a3"}) ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta", 2), 0).ok());
-  ASSERT_TRUE(a_->Enqueue(Waiter("kept", "tb", 0, false, "a"), 0).ok());
+  for (const char* id : {"a1", "a2", "a3"})
+    ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta", 2), 0, {}).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("kept", "tb", 0, false, "a"), 0, {}).ok());
   EXPECT_EQ(ClaimId(*a_, "a"), "a1");
   EXPECT_EQ(ClaimId(*a_, "a"), "kept");
   EXPECT_EQ(ClaimId(*a_, "a"), "a2");
@@ -158,6 +160,65 @@ TEST_P(AdmissionStoreContract, ReleasingAReplicaFreesItsSlotsAndDropsRunsOnlyItC
   EXPECT_TRUE(*b_->TakeSessionSlot("ta", "s2", "b", 1)) << "a's session slot went with it";
 }
 
+// A run queued on a replica with room is claimed for it in the queueing transaction: no other
+// replica's claim can take it first; over the tenant's gateway-wide quota it waits.
+TEST_P(AdmissionStoreContract, EnqueueWithRoomClaimsForTheQueuerWithinItsTenantsQuota) {
+  const RoomHere room{/*run_slot=*/true, /*sandbox=*/true};
+  EXPECT_TRUE(*a_->Enqueue(Waiter("r1", "ta", 1), 0, room)) << "a has room: r1 is a's";
+  EXPECT_EQ(ClaimId(*b_, "b"), "") << "claimed already: nothing for b";
+  EXPECT_EQ(*b_->WaitingCount(), 0u);
+  EXPECT_FALSE(*a_->Enqueue(Waiter("r2", "ta", 1), 0, room)) << "ta's quota of 1 is r1's";
+  EXPECT_FALSE(*a_->Enqueue(Waiter("r3", "tb"), 0, RoomHere{})) << "no room: it waits";
+  EXPECT_EQ(*b_->WaitingCount(), 2u);
+  EXPECT_FALSE(*a_->Enqueue(Waiter("r3", "tb"), 0, room)) << "queued already: keeps its place";
+  ASSERT_TRUE(a_->Release("r1").ok());
+  EXPECT_EQ(ClaimId(*b_, "b"), "r3") << "ta was claimed last: tb is next";
+  EXPECT_EQ(ClaimId(*b_, "b"), "r2") << "r1's slot is free again";
+}
+
+// The claim at queueing takes the run only when it is next in fair order for that replica: a
+// run of another tenant ahead of it that the replica could start keeps its place; one it could
+// not start (it needs a sandbox the replica has not) does not hold the new run back.
+TEST_P(AdmissionStoreContract, EnqueueWithRoomDoesNotJumpTheQueue) {
+  ASSERT_TRUE(a_->Enqueue(Waiter("b1", "tb"), 0, RoomHere{}).ok());
+  EXPECT_FALSE(*a_->Enqueue(Waiter("c1", "tc"), 0, RoomHere{true, true}))
+      << "b1 (tb, before tc) is ahead of it and a could start it";
+  EXPECT_EQ(ClaimId(*a_, "a"), "b1");
+  EXPECT_EQ(ClaimId(*a_, "a"), "c1");
+  ASSERT_TRUE(a_->Enqueue(Waiter("a1", "ta"), 0, RoomHere{}).ok());  // tc claimed last: ta next
+  EXPECT_TRUE(*a_->Enqueue(Waiter("k1", "tb", 0, /*needs_sandbox=*/false), 0,
+                           RoomHere{true, /*sandbox=*/false}))
+      << "a1 needs a sandbox a has not: k1 is next for a";
+  EXPECT_EQ(ClaimId(*b_, "b"), "a1");
+}
+
+// However the queueing and other replicas' claims interleave, a run queued with room is the
+// queuer's, never another's.
+TEST_P(AdmissionStoreContract, AConcurrentClaimNeverTakesARunQueuedWithRoom) {
+  constexpr int kRuns = 30;
+  std::atomic<bool> done{false};
+  std::atomic<int> taken_by_b{0};
+  std::thread claimer([&] {
+    while (!done.load()) {
+      absl::StatusOr<std::optional<QueuedRun>> c = b_->Claim("b", true);
+      ASSERT_TRUE(c.ok()) << c.status();
+      if (c->has_value()) ++taken_by_b;
+    }
+  });
+  int here = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    absl::StatusOr<bool> claimed = a_->Enqueue(Waiter(id, "ta"), 0, RoomHere{true, true});
+    ASSERT_TRUE(claimed.ok()) << claimed.status();
+    here += *claimed;
+    ASSERT_TRUE(a_->Release(id).ok());
+  }
+  done.store(true);
+  claimer.join();
+  EXPECT_EQ(here, kRuns);
+  EXPECT_EQ(taken_by_b.load(), 0);
+}
+
 TEST_P(AdmissionStoreContract, RacingClaimersOfSeveralReplicasNeverPassATenantsQuota) {
   constexpr int kTenants = 3, kRunsEach = 30, kLimit = 2;
   std::vector<std::unique_ptr<AdmissionStore>> replicas;
@@ -165,7 +226,8 @@ TEST_P(AdmissionStoreContract, RacingClaimersOfSeveralReplicasNeverPassATenantsQ
   for (int r = 0; r < kRunsEach; ++r) {
     for (int t = 0; t < kTenants; ++t) {
       const std::string tenant = "t" + std::to_string(t);
-      ASSERT_TRUE(a_->Enqueue(Waiter(tenant + "-" + std::to_string(r), tenant, kLimit), 0).ok());
+      ASSERT_TRUE(
+          a_->Enqueue(Waiter(tenant + "-" + std::to_string(r), tenant, kLimit), 0, {}).ok());
     }
   }
   absl::Mutex mu;
