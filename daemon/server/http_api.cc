@@ -13,10 +13,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/cancel.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "core/event_log.h"
+#include "core/exec_stream.h"
 #include "core/file_transfer.h"
 #include "nlohmann/json.hpp"
 #include "server/dashboard_assets.h"
@@ -362,6 +364,24 @@ std::string ContentTypeOf(const std::string& name) {
   return "application/octet-stream";
 }
 
+// The headers of an answer that carries bytes a sandbox made (an artifact, a workspace file):
+// a download, never a page of this origin: were it opened anyway (an SVG, an HTML file named
+// .txt), the browser runs it sandboxed (no scripts, no same-origin access); and nosniff
+// (every answer's) keeps the declared type.
+HttpHeaders SandboxMadeHeaders(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  // Only what cannot end the quoted string or the header: the name in full is the caller's
+  // own (the URL), or the playbook's.
+  std::string safe;
+  for (char c : name) {
+    const bool plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != ';';
+    safe.push_back(plain ? c : '_');
+  }
+  return {{"Content-Type", ContentTypeOf(name)},
+          {"Content-Disposition", absl::StrCat("attachment; filename=\"", safe, "\"")},
+          {"Content-Security-Policy", "sandbox"}};
+}
+
 // GET /v1/runs/{run_id}/artifacts/{name}: the bytes, a chunk read on the executor per pull.
 struct ArtifactDownload {
   const ServiceDeps& deps;
@@ -405,13 +425,11 @@ HttpRoute Artifacts(const ServiceDeps& deps) {
           d->size = artifact->size_bytes();
           d->run = *run;
           std::string raw = absl::HexStringToBytes(artifact->sha256());
-          HttpHeaders headers = {
-              {"Content-Type", ContentTypeOf(d->name)},
-              {"Content-Disposition", absl::StrCat("attachment; filename=\"", d->name, "\"")},
-              {"X-Sandgate-Sha256", artifact->sha256()},
-              {"Digest", absl::StrCat("sha-256=", absl::Base64Escape(raw))},
-              {"X-Sandgate-Size", absl::StrCat(artifact->size_bytes())},
-          };
+          HttpHeaders headers = SandboxMadeHeaders(d->name);
+          headers.insert(headers.end(),
+                         {{"X-Sandgate-Sha256", artifact->sha256()},
+                          {"Digest", absl::StrCat("sha-256=", absl::Base64Escape(raw))},
+                          {"X-Sandgate-Size", absl::StrCat(artifact->size_bytes())}});
           const ServiceDeps& deps = d->deps;
           x->Stream(
               200, std::move(headers),
@@ -420,9 +438,183 @@ HttpRoute Artifacts(const ServiceDeps& deps) {
                   if (Exchange x = d->x.lock()) x->End(true);
                 }
               },
-              nullptr);
+              nullptr, d->size);
         });
       }};
+}
+
+// POST /v1/sessions/{session_id}:exec: the command's messages (ExecResponse) as NDJSON, one
+// JSON object a line as each is produced, the last the CommandFinished with the exit status;
+// an error after the stream began is a last line {"error": {code, status, message}}. As
+// ExecStream in session_streams.cc: the command runs on the exec executor, its messages pass
+// through a core::ExecOutput (the next one is taken once the last was sent, so a slow reader
+// slows the command), and a client that hangs up (or the server's stop) cancels it.
+class HttpExec final : public core::ExecWriter, public std::enable_shared_from_this<HttpExec> {
+ public:
+  HttpExec(const ServiceDeps& deps, core::Caller caller, v1::ExecRequest req, Exchange x)
+      : deps_(deps),
+        caller_(std::move(caller)),
+        req_(std::move(req)),
+        x_(x),
+        output_(this, &cancel_, deps_.clock) {}
+
+  // On the exec executor, for the command's whole run.
+  void Run() {
+    if (Exchange x = x_.lock()) {
+      auto self = shared_from_this();
+      x->OnClose([self] { self->Gone(); });
+    }
+    core::ExecOutcome outcome = core::RunExec(*deps_.sessions, caller_, req_, &cancel_, &output_);
+    if (outcome.ran && deps_.audit != nullptr) {
+      deps_.audit->Record(caller_.tenant, "Exec", req_.session_id(), outcome.command_status);
+    }
+    output_.Close(outcome.stream_status);
+  }
+
+ private:
+  void Send(const v1::ExecResponse* msg) override {
+    Exchange x = x_.lock();
+    if (!x) return;
+    v1::ExecResponse copy = *msg;
+    absl::StatusOr<std::string> json = ToJson(&copy);
+    x->Write(json.ok() ? *json + "\n" : ErrorLine(json.status()));
+    if (started_) return;
+    // The first message: the answer begins (an error before it is a plain JSON error).
+    started_ = true;
+    auto self = shared_from_this();
+    x->Stream(
+        200, {{"Content-Type", "application/x-ndjson"}, {"Cache-Control", "no-cache"}},
+        [self] {
+          if (!self->deps_.io->Submit([self] { self->output_.WriteDone(); })) self->Gone();
+        },
+        [self] { self->Gone(); });
+  }
+  void End(const absl::Status& status) override {
+    Exchange x = x_.lock();
+    if (!x) return;
+    if (!started_) return x->Reply(status.ok() ? Json("") : JsonError(status));
+    if (!status.ok()) x->Write(ErrorLine(status));
+    x->End(false);
+  }
+  static std::string ErrorLine(const absl::Status& status) {
+    std::string body = JsonError(status).body;
+    body.pop_back();  // its newline
+    return absl::StrCat("{\"error\":", body, "}\n");
+  }
+  void Gone() {
+    cancel_.Cancel("the caller went away");
+    output_.Stop();
+  }
+
+  const ServiceDeps& deps_;
+  const core::Caller caller_;
+  const v1::ExecRequest req_;
+  const std::weak_ptr<HttpExchange> x_;
+  CancelToken cancel_;
+  core::ExecOutput output_;
+  bool started_ = false;  // ExecOutput calls Send and End one at a time
+};
+
+HttpRoute ExecRoute(const ServiceDeps& deps) {
+  return {"POST", "/v1/sessions/{session_id}:exec", [&deps](const HttpRequest& http, Exchange x) {
+            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+            v1::ExecRequest req;
+            absl::Status st = ParseRequest(http, &req);
+            if (st.ok()) st = deps.sessions->CheckExec(req);
+            if (!st.ok()) return x->Reply(JsonError(st));
+            auto exec = std::make_shared<HttpExec>(deps, *caller, std::move(req), x);
+            if (!deps.exec->Submit([exec] { exec->Run(); })) x->Reply(JsonError(QueueFull()));
+          }};
+}
+
+// GET /v1/sessions/{session_id}/files/{path*}: the file's bytes (read under a lease, as
+// DownloadFile does), with its length; a chunk written per pull.
+HttpRoute DownloadRoute(const ServiceDeps& deps) {
+  return {"GET", "/v1/sessions/{session_id}/files/{path*}",
+          [&deps](const HttpRequest& http, Exchange x) {
+            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+            OnIo(deps, x, [&deps, http, x, caller = *caller] {
+              v1::DownloadFileRequest req;
+              absl::Status st = ParseRequest(http, &req);
+              if (!st.ok()) return x->Reply(JsonError(st));
+              absl::StatusOr<core::FileChunker> chunks = core::ReadForDownload(
+                  *deps.sessions, caller, req, deps.api->max_transfer_bytes());
+              if (!chunks.ok()) return x->Reply(JsonError(chunks.status()));
+              auto chunker = std::make_shared<core::FileChunker>(*std::move(chunks));
+              v1::FileChunk first = chunker->Next();
+              const uint64_t size = first.total_size();
+              x->Write(std::move(*first.mutable_data()));
+              std::weak_ptr<HttpExchange> weak = x;
+              // One pull at a time: the chunker is touched by one task at a time.
+              x->Stream(
+                  200, SandboxMadeHeaders(req.path()),
+                  [&deps, chunker, weak] {
+                    deps.io->Submit([chunker, weak] {
+                      Exchange x = weak.lock();
+                      if (!x) return;
+                      if (chunker->done()) return x->End(false);
+                      x->Write(std::move(*chunker->Next().mutable_data()));
+                    });
+                  },
+                  nullptr, size);
+            });
+          }};
+}
+
+// PUT /v1/sessions/{session_id}/files/{path*}[?mode=&sha256=&sizeBytes=]: the body is the
+// file. As UploadFile: the body goes to a core::UploadAssembler piece by piece as it arrives
+// (the HTTP server holds none of it), over the limit it is refused (at once when
+// Content-Length, which stands for size_bytes when the query gives none, says so), and the
+// file appears only once the whole body arrived and matched; a body cut short writes nothing.
+HttpRoute UploadRoute(const ServiceDeps& deps) {
+  HttpRoute route{"PUT", "/v1/sessions/{session_id}/files/{path*}", nullptr};
+  route.open_body = [&deps](const HttpRequest& http) {
+    HttpBodySink sink;
+    absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+    if (!caller.ok()) {
+      sink.refused = JsonError(caller.status());
+      return sink;
+    }
+    v1::UploadFileRequest first;
+    absl::Status st = ParseRequest(http, first.mutable_header());
+    uint64_t length = 0;
+    if (st.ok() && !first.header().has_size_bytes() &&
+        absl::SimpleAtoi(http.Header("content-length"), &length)) {
+      first.mutable_header()->set_size_bytes(length);
+    }
+    auto upload = std::make_shared<core::UploadAssembler>(deps.api->max_transfer_bytes());
+    if (st.ok()) st = upload->Add(first);
+    auto fail = [&deps, upload, tenant = caller->tenant](const absl::Status& st) {
+      if (deps.audit != nullptr) deps.audit->Record(tenant, "UploadFile", upload->target(), st);
+      return JsonError(st);
+    };
+    if (!st.ok()) {
+      sink.refused = fail(st);
+      return sink;
+    }
+    sink.append = [upload, fail](const char* data, size_t size) -> std::optional<HttpResponse> {
+      v1::UploadFileRequest msg;
+      msg.set_data(data, size);
+      absl::Status st = upload->Add(msg);
+      if (!st.ok()) return fail(st);
+      return std::nullopt;
+    };
+    sink.done = [&deps, upload, fail, caller = *caller](Exchange x) {
+      OnIo(deps, x, [&deps, upload, fail, caller, x] {
+        absl::StatusOr<v1::FileInfo> info = upload->Commit(*deps.sessions, caller, false);
+        if (!info.ok()) return x->Reply(fail(info.status()));
+        if (deps.audit != nullptr) {
+          deps.audit->Record(caller.tenant, "UploadFile", upload->target(), absl::OkStatus());
+        }
+        absl::StatusOr<std::string> json = ToJson(&*info);
+        x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+      });
+    };
+    return sink;
+  };
+  return route;
 }
 
 }  // namespace
@@ -467,6 +659,19 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
           deps, "GET", "/v1/sessions/{session_id}/files", &Api::ListFiles),
       Unary<v1::ListResourcesRequest, v1::ListResourcesResponse>(deps, "GET", "/v1/resources",
                                                                  &Api::ListResources),
+      ExecRoute(deps),
+      UploadRoute(deps),
+      DownloadRoute(deps),
+      Unary<v1::DrainRequest, v1::DrainResponse>(
+          deps, "POST", "/v1/daemon:drain", &Api::Drain,
+          {"Drain", [](const v1::DrainRequest&,
+                       const v1::DrainResponse&) { return std::string("daemon"); }}),
+      Unary<v1::PurgeRequest, v1::PurgeResponse>(
+          deps, "POST", "/v1/runs:purge", &Api::Purge,
+          {"Purge",
+           [](const v1::PurgeRequest& req, const v1::PurgeResponse&) {
+             return absl::StrCat("older_than ", req.older_than().seconds(), "s");
+           }}),
   };
 }
 
