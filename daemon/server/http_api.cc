@@ -22,6 +22,7 @@
 #include "core/file_transfer.h"
 #include "nlohmann/json.hpp"
 #include "server/dashboard_assets.h"
+#include "server/forwarding.h"
 #include "server/reactor.h"
 #include "server/utf8_fields.h"
 
@@ -132,6 +133,81 @@ void OnIo(const ServiceDeps& deps, const Exchange& x, std::function<void()> fn) 
   if (!deps.io->Submit(std::move(fn))) x->Reply(JsonError(QueueFull()));
 }
 
+// Forwarding (server/forwarding.h) from the REST face: a call on a run or session another
+// replica owns is served there, its answer relayed (a stream message by message). REST has no gRPC
+// call of its own to forward from: the lookup and the forwarded call's context come from an empty
+// server context (no forwarding marker to honour, no deadline or cancellation to inherit: a
+// hang-up cancels the relay), and the caller's Authorization header travels as gRPC's
+// authorization metadata, so the owner authenticates the caller as if called directly.
+absl::StatusOr<std::optional<Route>> OwnerOfSession(const ServiceDeps& deps,
+                                                    const core::Caller& caller,
+                                                    const std::string& id) {
+  if (deps.forwarder == nullptr || id.empty()) return std::nullopt;
+  grpc::CallbackServerContext none;
+  return deps.forwarder->ForSession(&none, caller, id);
+}
+
+absl::StatusOr<std::optional<Route>> OwnerOfRun(const ServiceDeps& deps, const core::Caller& caller,
+                                                const std::string& id) {
+  if (deps.forwarder == nullptr || id.empty()) return std::nullopt;
+  grpc::CallbackServerContext none;
+  return deps.forwarder->ForRun(&none, caller, id);
+}
+
+std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
+                                                      const std::string& authorization) {
+  grpc::CallbackServerContext none;
+  std::unique_ptr<grpc::ClientContext> ctx = deps.forwarder->ClientContextFor(&none);
+  if (!authorization.empty()) ctx->AddMetadata("authorization", authorization);
+  return ctx;
+}
+
+absl::Status FromGrpc(const grpc::Status& st) {
+  return absl::Status(static_cast<absl::StatusCode>(st.error_code()), st.error_message());
+}
+
+// What a unary call names that may live on another replica, and its method there (the
+// owner audits a forwarded call).
+template <typename Req>
+struct Forward {
+  bool by_run = false;  // the id names a run (else a session)
+  std::string (*id)(const Req&) = nullptr;
+  const char* method = nullptr;  // "/sandgate.v1.Sandgate/KeepAlive"
+};
+
+template <typename Req>
+std::string SessionOf(const Req& req) {
+  return req.session_id();
+}
+template <typename Req>
+std::string RunOf(const Req& req) {
+  return req.run_id();
+}
+
+// Sends the unary call to `route`'s replica and answers with its response or status.
+template <typename Resp>
+void RelayUnary(const ServiceDeps& deps, const Route& route, const char* method,
+                const google::protobuf::Message& request, const std::string& authorization,
+                const Exchange& x) {
+  std::shared_ptr<grpc::ClientContext> ctx = ForwardedContext(deps, authorization);
+  std::string bytes = request.SerializeAsString();
+  grpc::Slice slice(bytes);
+  auto req = std::make_shared<grpc::ByteBuffer>(&slice, 1);
+  auto resp = std::make_shared<grpc::ByteBuffer>();
+  route.generic->UnaryCall(
+      ctx.get(), method, grpc::StubOptions(), req.get(), resp.get(),
+      [ctx, req, resp, route, x](grpc::Status st) {
+        if (!st.ok()) return x->Reply(JsonError(FromGrpc(Forwarder::Explain(route, st))));
+        Resp response;
+        if (!grpc::SerializationTraits<Resp>::Deserialize(resp.get(), &response).ok()) {
+          return x->Reply(JsonError(errors::Internal(absl::StrCat(
+              "replica ", route.peer.replica, " answered with a message that does not parse"))));
+        }
+        absl::StatusOr<std::string> json = ToJson(&response);
+        x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+      });
+}
+
 // An audited call: its action, and what it acted on.
 template <typename Req, typename Resp>
 struct Audit {
@@ -146,17 +222,30 @@ struct Identity {
 
 // The one unary adapter, as service.cc's for gRPC: authenticate, parse, call the Api on the
 // executor, answer its response as JSON or its status as a JSON error; audited with `audit`.
+// With `forward`, a call on another replica's run or session is sent to its owner instead.
 template <typename Req, typename Resp, typename Arg>
 HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern,
                 absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
-                typename Identity<Audit<Req, Resp>>::type audit = {}) {
-  return {method, pattern, [&deps, handler, audit](const HttpRequest& http, Exchange x) {
+                typename Identity<Audit<Req, Resp>>::type audit = {},
+                typename Identity<Forward<Req>>::type forward = {}) {
+  return {method, pattern, [&deps, handler, audit, forward](const HttpRequest& http, Exchange x) {
             absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
             if (!caller.ok()) return x->Reply(JsonError(caller.status()));
-            OnIo(deps, x, [&deps, handler, audit, http, x, caller = *caller] {
+            OnIo(deps, x, [&deps, handler, audit, forward, http, x, caller = *caller] {
               Req request;
               Resp response;
               absl::Status st = ParseRequest(http, &request);
+              if (st.ok() && forward.id != nullptr) {
+                const std::string id = forward.id(request);
+                absl::StatusOr<std::optional<Route>> owner = forward.by_run
+                                                                 ? OwnerOfRun(deps, caller, id)
+                                                                 : OwnerOfSession(deps, caller, id);
+                if (!owner.ok()) return x->Reply(JsonError(owner.status()));
+                if (owner->has_value()) {
+                  return RelayUnary<Resp>(deps, **owner, forward.method, request,
+                                          http.Header("authorization"), x);
+                }
+              }
               if (st.ok()) {
                 if constexpr (std::is_pointer_v<Arg>) {
                   st = (deps.api->*handler)(caller, &request, &response);
@@ -443,26 +532,93 @@ HttpRoute Artifacts(const ServiceDeps& deps) {
       }};
 }
 
+// One relayed stream, owned by the object that adapts it to its HTTP answer (its host).
+// Thread safe.
+template <typename Resp>
+class HttpRelay {
+ public:
+  // Opens the call on the owner (`start(async_stub, client_context, reactor)`): each message
+  // goes to `write`, and `finish` gets the owner's status (or why there is none). `host` is
+  // kept until `finish` ran: the relay, the host's, is gRPC's until then.
+  template <typename StartFn>
+  void Begin(std::shared_ptr<void> host, const ServiceDeps& deps, const Route& route,
+             const std::string& authorization, std::function<void(const Resp*)> write,
+             std::function<void(const absl::Status&)> finish, StartFn start) {
+    std::unique_ptr<grpc::ClientContext> ctx = ForwardedContext(deps, authorization);
+    auto keep = std::make_shared<std::shared_ptr<void>>(std::move(host));
+    auto relay = std::make_unique<StreamRelay<Resp>>(
+        std::move(ctx), std::move(write), [keep, route, finish](const grpc::Status& st) {
+          finish(FromGrpc(Forwarder::Explain(route, st)));
+          keep->reset();  // the last act: the host, and this relay with it, may go now
+        });
+    StreamRelay<Resp>* r = relay.get();
+    {
+      absl::MutexLock lock(&mu_);
+      if (!cancelled_) relay_ = std::move(relay);
+    }
+    if (relay != nullptr) return finish(errors::Cancelled("the caller went away"));
+    std::shared_ptr<v1::Sandgate::Stub> stub = route.stub;
+    r->Begin([&](grpc::ClientContext* c, grpc::ClientReadReactor<Resp>* reactor) {
+      start(stub->async(), c, reactor);
+    });
+  }
+  // The last message was sent to the client: the next is read. False when not relaying.
+  bool Next() {
+    StreamRelay<Resp>* r;
+    {
+      absl::MutexLock lock(&mu_);
+      r = relay_.get();
+    }
+    if (r != nullptr) r->WriteDone(true);
+    return r != nullptr;
+  }
+  // The client went away: the owner's call is cancelled. False when not relaying.
+  bool Cancel() {
+    StreamRelay<Resp>* r;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      r = relay_.get();
+    }
+    if (r != nullptr) r->Cancel();
+    return r != nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<StreamRelay<Resp>> relay_ ABSL_GUARDED_BY(mu_);
+};
+
 // POST /v1/sessions/{session_id}:exec: the command's messages (ExecResponse) as NDJSON, one
 // JSON object a line as each is produced, the last the CommandFinished with the exit status;
 // an error after the stream began is a last line {"error": {code, status, message}}. As
 // ExecStream in session_streams.cc: the command runs on the exec executor, its messages pass
 // through a core::ExecOutput (the next one is taken once the last was sent, so a slow reader
-// slows the command), and a client that hangs up (or the server's stop) cancels it.
+// slows the command), and a client that hangs up (or the server's stop) cancels it. In a
+// session another replica owns, the command runs there (HttpRelay).
 class HttpExec final : public core::ExecWriter, public std::enable_shared_from_this<HttpExec> {
  public:
-  HttpExec(const ServiceDeps& deps, core::Caller caller, v1::ExecRequest req, Exchange x)
+  HttpExec(const ServiceDeps& deps, core::Caller caller, v1::ExecRequest req,
+           std::string authorization, Exchange x)
       : deps_(deps),
         caller_(std::move(caller)),
         req_(std::move(req)),
+        authorization_(std::move(authorization)),
         x_(x),
         output_(this, &cancel_, deps_.clock) {}
 
   // On the exec executor, for the command's whole run.
   void Run() {
-    if (Exchange x = x_.lock()) {
-      auto self = shared_from_this();
-      x->OnClose([self] { self->Gone(); });
+    auto self = shared_from_this();
+    if (Exchange x = x_.lock()) x->OnClose([self] { self->Gone(); });
+    absl::StatusOr<std::optional<Route>> owner = OwnerOfSession(deps_, caller_, req_.session_id());
+    if (!owner.ok()) return End(owner.status());
+    if (owner->has_value()) {
+      return relay_.Begin(
+          self, deps_, **owner, authorization_, [this](const v1::ExecResponse* m) { Send(m); },
+          [this](const absl::Status& st) { End(st); },
+          [this](auto* async, auto* ctx, auto* r) { async->Exec(ctx, &req_, r); });
     }
     core::ExecOutcome outcome = core::RunExec(*deps_.sessions, caller_, req_, &cancel_, &output_);
     if (outcome.ran && deps_.audit != nullptr) {
@@ -485,7 +641,11 @@ class HttpExec final : public core::ExecWriter, public std::enable_shared_from_t
     x->Stream(
         200, {{"Content-Type", "application/x-ndjson"}, {"Cache-Control", "no-cache"}},
         [self] {
-          if (!self->deps_.io->Submit([self] { self->output_.WriteDone(); })) self->Gone();
+          if (!self->deps_.io->Submit([self] {
+                if (!self->relay_.Next()) self->output_.WriteDone();
+              })) {
+            self->Gone();
+          }
         },
         [self] { self->Gone(); });
   }
@@ -502,6 +662,7 @@ class HttpExec final : public core::ExecWriter, public std::enable_shared_from_t
     return absl::StrCat("{\"error\":", body, "}\n");
   }
   void Gone() {
+    if (relay_.Cancel()) return;  // the owner's status ends it
     cancel_.Cancel("the caller went away");
     output_.Stop();
   }
@@ -509,7 +670,9 @@ class HttpExec final : public core::ExecWriter, public std::enable_shared_from_t
   const ServiceDeps& deps_;
   const core::Caller caller_;
   const v1::ExecRequest req_;
+  const std::string authorization_;  // passed on to the session's owner
   const std::weak_ptr<HttpExchange> x_;
+  HttpRelay<v1::ExecResponse> relay_;
   CancelToken cancel_;
   core::ExecOutput output_;
   bool started_ = false;  // ExecOutput calls Send and End one at a time
@@ -523,43 +686,90 @@ HttpRoute ExecRoute(const ServiceDeps& deps) {
             absl::Status st = ParseRequest(http, &req);
             if (st.ok()) st = deps.sessions->CheckExec(req);
             if (!st.ok()) return x->Reply(JsonError(st));
-            auto exec = std::make_shared<HttpExec>(deps, *caller, std::move(req), x);
+            auto exec = std::make_shared<HttpExec>(deps, *caller, std::move(req),
+                                                   http.Header("authorization"), x);
             if (!deps.exec->Submit([exec] { exec->Run(); })) x->Reply(JsonError(QueueFull()));
           }};
 }
 
 // GET /v1/sessions/{session_id}/files/{path*}: the file's bytes (read under a lease, as
-// DownloadFile does), with its length; a chunk written per pull.
+// DownloadFile does, or relayed from the session's owner), with its length; a chunk written
+// per pull.
+class HttpDownload final : public std::enable_shared_from_this<HttpDownload> {
+ public:
+  HttpDownload(const ServiceDeps& deps, core::Caller caller, std::string authorization, Exchange x)
+      : deps_(deps), caller_(std::move(caller)), authorization_(std::move(authorization)), x_(x) {}
+
+  // On the I/O executor.
+  void Start(const HttpRequest& http) {
+    Exchange x = x_.lock();
+    if (!x) return;
+    auto self = shared_from_this();
+    x->OnClose([self] { self->relay_.Cancel(); });
+    if (absl::Status st = ParseRequest(http, &req_); !st.ok()) return End(st);
+    absl::StatusOr<std::optional<Route>> owner = OwnerOfSession(deps_, caller_, req_.session_id());
+    if (!owner.ok()) return End(owner.status());
+    if (owner->has_value()) {
+      return relay_.Begin(
+          self, deps_, **owner, authorization_, [this](const v1::FileChunk* c) { Send(*c); },
+          [this](const absl::Status& st) { End(st); },
+          [this](auto* async, auto* ctx, auto* r) { async->DownloadFile(ctx, &req_, r); });
+    }
+    absl::StatusOr<core::FileChunker> chunks =
+        core::ReadForDownload(*deps_.sessions, caller_, req_, deps_.api->max_transfer_bytes());
+    if (!chunks.ok()) return End(chunks.status());
+    chunks_.emplace(*std::move(chunks));
+    Send(chunks_->Next());
+  }
+
+ private:
+  // One chunk at a time: the next is asked for (read here, or relayed) once this one was sent.
+  void Send(const v1::FileChunk& chunk) {
+    Exchange x = x_.lock();
+    if (!x) return;
+    x->Write(chunk.data());
+    if (started_) return;
+    started_ = true;
+    auto self = shared_from_this();
+    x->Stream(
+        200, SandboxMadeHeaders(req_.path()),
+        [self] {
+          if (!self->deps_.io->Submit([self] { self->Next(); })) self->End(QueueFull());
+        },
+        [self] { self->relay_.Cancel(); }, chunk.total_size());
+  }
+  void Next() {
+    if (relay_.Next()) return;
+    if (chunks_->done()) return End(absl::OkStatus());
+    Send(chunks_->Next());
+  }
+  // Once begun, the answer has its length: an error can only cut it short.
+  void End(const absl::Status& st) {
+    Exchange x = x_.lock();
+    if (!x) return;
+    if (!started_) return x->Reply(JsonError(st.ok() ? errors::Internal("no chunk") : st));
+    x->End(!st.ok());
+  }
+
+  const ServiceDeps& deps_;
+  const core::Caller caller_;
+  const std::string authorization_;
+  const std::weak_ptr<HttpExchange> x_;
+  HttpRelay<v1::FileChunk> relay_;
+  // Touched by one task or relayed message at a time.
+  v1::DownloadFileRequest req_;
+  std::optional<core::FileChunker> chunks_;
+  bool started_ = false;
+};
+
 HttpRoute DownloadRoute(const ServiceDeps& deps) {
   return {"GET", "/v1/sessions/{session_id}/files/{path*}",
           [&deps](const HttpRequest& http, Exchange x) {
             absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
             if (!caller.ok()) return x->Reply(JsonError(caller.status()));
-            OnIo(deps, x, [&deps, http, x, caller = *caller] {
-              v1::DownloadFileRequest req;
-              absl::Status st = ParseRequest(http, &req);
-              if (!st.ok()) return x->Reply(JsonError(st));
-              absl::StatusOr<core::FileChunker> chunks = core::ReadForDownload(
-                  *deps.sessions, caller, req, deps.api->max_transfer_bytes());
-              if (!chunks.ok()) return x->Reply(JsonError(chunks.status()));
-              auto chunker = std::make_shared<core::FileChunker>(*std::move(chunks));
-              v1::FileChunk first = chunker->Next();
-              const uint64_t size = first.total_size();
-              x->Write(std::move(*first.mutable_data()));
-              std::weak_ptr<HttpExchange> weak = x;
-              // One pull at a time: the chunker is touched by one task at a time.
-              x->Stream(
-                  200, SandboxMadeHeaders(req.path()),
-                  [&deps, chunker, weak] {
-                    deps.io->Submit([chunker, weak] {
-                      Exchange x = weak.lock();
-                      if (!x) return;
-                      if (chunker->done()) return x->End(false);
-                      x->Write(std::move(*chunker->Next().mutable_data()));
-                    });
-                  },
-                  nullptr, size);
-            });
+            auto download =
+                std::make_shared<HttpDownload>(deps, *caller, http.Header("authorization"), x);
+            OnIo(deps, x, [download, http] { download->Start(http); });
           }};
 }
 
@@ -636,12 +846,15 @@ HttpRoute MetricsRoute(std::function<std::string()> render) {
 HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
   using core::Api;
   return {
-      Unary<v1::RunAnalysisRequest, v1::Run>(deps, "POST", "/v1/runs", &Api::RunAnalysis,
-                                             {"RunAnalysis", &CreatedId}),
+      // A run in a kept session runs in its sandbox.
+      Unary<v1::RunAnalysisRequest, v1::Run>(
+          deps, "POST", "/v1/runs", &Api::RunAnalysis, {"RunAnalysis", &CreatedId},
+          {false, &SessionOf<v1::RunAnalysisRequest>, "/sandgate.v1.Sandgate/RunAnalysis"}),
       Unary<v1::ListRunsRequest, v1::ListRunsResponse>(deps, "GET", "/v1/runs", &Api::ListRuns),
       Unary<v1::GetRunRequest, v1::Run>(deps, "GET", "/v1/runs/{run_id}", &Api::GetRun),
-      Unary<v1::CancelRunRequest, v1::Run>(deps, "POST", "/v1/runs/{run_id}:cancel",
-                                           &Api::CancelRun, {"CancelRun", &RunIdOf}),
+      Unary<v1::CancelRunRequest, v1::Run>(
+          deps, "POST", "/v1/runs/{run_id}:cancel", &Api::CancelRun, {"CancelRun", &RunIdOf},
+          {true, &RunOf<v1::CancelRunRequest>, "/sandgate.v1.Sandgate/CancelRun"}),
       Events(deps),
       Artifacts(deps),
       Unary<v1::CreateSessionRequest, v1::Session>(
@@ -650,13 +863,17 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
                                                                &Api::ListSessions),
       Unary<v1::GetSessionRequest, v1::Session>(deps, "GET", "/v1/sessions/{session_id}",
                                                 &Api::GetSession),
-      Unary<v1::KeepAliveRequest, v1::Session>(deps, "POST", "/v1/sessions/{session_id}:keepAlive",
-                                               &Api::KeepAlive, {"KeepAlive", &SessionIdOf}),
-      Unary<v1::CloseSessionRequest, v1::Session>(deps, "POST", "/v1/sessions/{session_id}:close",
-                                                  &Api::CloseSession,
-                                                  {"CloseSession", &SessionIdOf}),
+      Unary<v1::KeepAliveRequest, v1::Session>(
+          deps, "POST", "/v1/sessions/{session_id}:keepAlive", &Api::KeepAlive,
+          {"KeepAlive", &SessionIdOf},
+          {false, &SessionOf<v1::KeepAliveRequest>, "/sandgate.v1.Sandgate/KeepAlive"}),
+      Unary<v1::CloseSessionRequest, v1::Session>(
+          deps, "POST", "/v1/sessions/{session_id}:close", &Api::CloseSession,
+          {"CloseSession", &SessionIdOf},
+          {false, &SessionOf<v1::CloseSessionRequest>, "/sandgate.v1.Sandgate/CloseSession"}),
       Unary<v1::ListFilesRequest, v1::ListFilesResponse>(
-          deps, "GET", "/v1/sessions/{session_id}/files", &Api::ListFiles),
+          deps, "GET", "/v1/sessions/{session_id}/files", &Api::ListFiles, {},
+          {false, &SessionOf<v1::ListFilesRequest>, "/sandgate.v1.Sandgate/ListFiles"}),
       Unary<v1::ListResourcesRequest, v1::ListResourcesResponse>(deps, "GET", "/v1/resources",
                                                                  &Api::ListResources),
       ExecRoute(deps),

@@ -17,8 +17,10 @@
 #include "absl/strings/strip.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/postgres_server.h"
 #include "tests/fakes/test_certs.h"
 #include "tests/integration/daemon_harness.h"
+#include "tests/integration/tls_replica.h"
 
 namespace sandgate::testing {
 namespace {
@@ -117,14 +119,14 @@ void ExpectSame(const Answer& rest, const grpc::Status& st, const M& grpc_answer
 }
 
 // The HTTP port's base URL, from the daemon's daemon.http log line.
-std::string HttpBase(const DaemonHarness& daemon) {
-  std::string log = daemon.Log();
+std::string HttpBase(const std::string& log) {
   size_t at = log.find("\"event\":\"daemon.http\"");
   size_t url = log.find("\"url\":\"", at);
   if (at == std::string::npos || url == std::string::npos) return "";
   url += 7;
   return log.substr(url, log.find('"', url) - url);
 }
+std::string HttpBase(const DaemonHarness& daemon) { return HttpBase(daemon.Log()); }
 
 class RestTest : public ::testing::Test {
  protected:
@@ -730,6 +732,71 @@ TEST_F(RestTlsTest, HttpsWithTheTlsFilesCarriesTokens) {
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   curl_easy_cleanup(curl);
   EXPECT_TRUE(rc != CURLE_OK || status != 200) << "plain HTTP answered on the HTTPS port: " << body;
+}
+
+// Two replicas on one PostgreSQL database with mutual TLS between them: the session streams
+// asked of B's REST port act on the sandbox A owns, relayed as gRPC's are.
+class RestReplicaTest : public TlsFixture {};
+
+TEST_F(RestReplicaTest, SessionStreamsThroughBsRestPortActOnTheSandboxOnA) {
+  absl::StatusOr<std::string> dsn = PostgresServer::Shared().CreateDatabase();
+  ASSERT_TRUE(dsn.ok()) << dsn.status();
+  auto config = [&](const std::string& id, uint32_t uid_base) {
+    nlohmann::json c = TlsReplicaConfig(
+        *dsn, id, uid_base, certs_, {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}}});
+    c["http_listen"] = "127.0.0.1:0";
+    return c;
+  };
+  TlsReplica a(tmp_.path() + "/a", config("replica-a", 340000), certs_);
+  TlsReplica b(tmp_.path() + "/b", config("replica-b", 340100), certs_);
+  ASSERT_TRUE(a.Start(kAlice)) << a.Log();
+  ASSERT_TRUE(b.Start(kAlice)) << b.Log();
+  const std::string base = HttpBase(b.Log());
+  ASSERT_TRUE(absl::StartsWith(base, "https://")) << b.Log();
+  v1::Session s;
+  ASSERT_TRUE(a.Stub()->CreateSession(DaemonHarness::Context(kAlice).get(), {}, &s).ok());
+  ASSERT_EQ(s.replica(), "replica-a");
+
+  v1::ExecRequest req;
+  req.set_session_id(s.id());
+  req.set_command("echo hello; echo oops >&2; exit 3");
+  Answer rest = Http("POST", base + "/v1/sessions/" + s.id() + ":exec", kAlice,
+                     R"({"command": "echo hello; echo oops >&2; exit 3"})", {}, certs_.ca);
+  ASSERT_EQ(rest.status, 200) << rest.body << b.Log();
+  nlohmann::json error;
+  std::vector<v1::ExecResponse> lines = ExecLines(rest.body, &error);
+  EXPECT_TRUE(error.is_null()) << rest.body;
+  GrpcExec on_a = ExecOverGrpc(*a.Stub(), req);
+  EXPECT_EQ(Comparable(lines), Comparable(on_a.messages));
+
+  v1::UploadFileRequest::Header header;
+  header.set_session_id(s.id());
+  header.set_path("made-on-a.txt");
+  v1::FileInfo info;
+  const std::string data(300 << 10, 'a');  // more than one chunk
+  ASSERT_TRUE(UploadOverGrpc(*a.Stub(), header, data, &info).ok());
+  Answer got = Http("GET", base + "/v1/sessions/" + s.id() + "/files/made-on-a.txt", kAlice, "", {},
+                    certs_.ca);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.body, data);
+  EXPECT_EQ(got.headers["content-length"], absl::StrCat(data.size()));
+  Answer missing =
+      Http("GET", base + "/v1/sessions/" + s.id() + "/files/nope.txt", kAlice, "", {}, certs_.ca);
+  EXPECT_EQ(missing.status, 404) << missing.body;
+
+  // The unary calls on the session, too.
+  const std::string path = base + "/v1/sessions/" + s.id();
+  v1::ListFilesRequest files;
+  files.set_session_id(s.id());
+  v1::ListFilesResponse on_a_files;
+  grpc::Status st = a.Stub()->ListFiles(DaemonHarness::Context(kAlice).get(), files, &on_a_files);
+  ExpectSame(Http("GET", path + "/files", kAlice, "", {}, certs_.ca), st, on_a_files,
+             "ListFiles through B");
+  Answer kept = Http("POST", path + ":keepAlive", kAlice, "", {}, certs_.ca);
+  EXPECT_EQ(kept.status, 200) << kept.body;
+  Answer closed = Http("POST", path + ":close", kAlice, "{}", {}, certs_.ca);
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  EXPECT_EQ(Parse<v1::Session>(closed).status(), v1::SESSION_STATUS_CLOSED) << closed.body;
 }
 
 }  // namespace
