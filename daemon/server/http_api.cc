@@ -773,6 +773,66 @@ HttpRoute DownloadRoute(const ServiceDeps& deps) {
           }};
 }
 
+// An upload taken whole (and checked) here, sent on to its session's owner in messages of
+// kTransferChunkBytes through forwarding's UploadRelay, which asks for each once the last
+// was written; the owner's FileInfo or status is the answer (and the owner audits it).
+class HttpUploadRelay {
+ public:
+  HttpUploadRelay(std::shared_ptr<core::UploadAssembler> upload, Exchange x)
+      : upload_(std::move(upload)), x_(std::move(x)) {}
+
+  // `self` is this, kept until the relay finished.
+  void Begin(std::shared_ptr<HttpUploadRelay> self, const Route& route,
+             std::unique_ptr<grpc::ClientContext> ctx) {
+    keep_ = std::move(self);
+    relay_ = std::make_unique<UploadRelay>(
+        std::move(ctx), [this] { Next(); },
+        [this, route](const grpc::Status& st, const grpc::ByteBuffer& response) {
+          std::shared_ptr<HttpUploadRelay> last = std::move(keep_);  // this goes with it
+          v1::FileInfo info;
+          grpc::ByteBuffer copy = response;
+          if (!st.ok()) {
+            x_->Reply(JsonError(FromGrpc(Forwarder::Explain(route, st))));
+          } else if (!grpc::SerializationTraits<v1::FileInfo>::Deserialize(&copy, &info).ok()) {
+            x_->Reply(JsonError(errors::Internal(absl::StrCat(
+                "replica ", route.peer.replica, " answered with a message that does not parse"))));
+          } else {
+            absl::StatusOr<std::string> json = ToJson(&info);
+            x_->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+          }
+        });
+    v1::UploadFileRequest first;
+    *first.mutable_header() = upload_->header();
+    Serialize(first);
+    relay_->Begin(route.generic.get(), &message_);
+  }
+
+ private:
+  // The last message was written: the next, or the end of the stream.
+  void Next() {
+    const std::string& data = upload_->data();
+    if (offset_ >= data.size()) return relay_->End(/*cut=*/false);
+    v1::UploadFileRequest msg;
+    msg.set_data(data.substr(offset_, core::kTransferChunkBytes));
+    offset_ += msg.data().size();
+    Serialize(msg);
+    relay_->Write(&message_);
+  }
+  void Serialize(const v1::UploadFileRequest& msg) {
+    bool own = false;
+    message_.Clear();
+    grpc::SerializationTraits<v1::UploadFileRequest>::Serialize(msg, &message_, &own);
+  }
+
+  const std::shared_ptr<core::UploadAssembler> upload_;
+  const Exchange x_;
+  std::shared_ptr<HttpUploadRelay> keep_;
+  std::unique_ptr<UploadRelay> relay_;
+  // The relay's one write in flight at a time.
+  grpc::ByteBuffer message_;
+  size_t offset_ = 0;
+};
+
 // PUT /v1/sessions/{session_id}/files/{path*}[?mode=&sha256=&sizeBytes=]: the body is the
 // file. As UploadFile: the body goes to a core::UploadAssembler piece by piece as it arrives
 // (the HTTP server holds none of it), over the limit it is refused (at once when
@@ -811,8 +871,16 @@ HttpRoute UploadRoute(const ServiceDeps& deps) {
       if (!st.ok()) return fail(st);
       return std::nullopt;
     };
-    sink.done = [&deps, upload, fail, caller = *caller](Exchange x) {
-      OnIo(deps, x, [&deps, upload, fail, caller, x] {
+    sink.done = [&deps, upload, fail, caller = *caller,
+                 authorization = http.Header("authorization")](Exchange x) {
+      OnIo(deps, x, [&deps, upload, fail, caller, authorization, x] {
+        absl::StatusOr<std::optional<Route>> owner =
+            OwnerOfSession(deps, caller, upload->header().session_id());
+        if (!owner.ok()) return x->Reply(fail(owner.status()));
+        if (owner->has_value()) {
+          auto relay = std::make_shared<HttpUploadRelay>(upload, x);
+          return relay->Begin(relay, **owner, ForwardedContext(deps, authorization));
+        }
         absl::StatusOr<v1::FileInfo> info = upload->Commit(*deps.sessions, caller, false);
         if (!info.ok()) return x->Reply(fail(info.status()));
         if (deps.audit != nullptr) {

@@ -784,6 +784,16 @@ TEST_F(RestReplicaTest, SessionStreamsThroughBsRestPortActOnTheSandboxOnA) {
       Http("GET", base + "/v1/sessions/" + s.id() + "/files/nope.txt", kAlice, "", {}, certs_.ca);
   EXPECT_EQ(missing.status, 404) << missing.body;
 
+  // An upload through B lands in A's workspace (sent on in more than one message).
+  const std::string sent(600 << 10, 'b');
+  Answer put = Http("PUT", base + "/v1/sessions/" + s.id() + "/files/via-b.txt", kAlice, sent, {},
+                    certs_.ca);
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(put).sha256(), Sha256::Hex(sent));
+  std::string landed;
+  ASSERT_TRUE(DownloadOverGrpc(*a.Stub(), s.id(), "via-b.txt", &landed).ok());
+  EXPECT_EQ(landed, sent);
+
   // The unary calls on the session, too.
   const std::string path = base + "/v1/sessions/" + s.id();
   v1::ListFilesRequest files;
