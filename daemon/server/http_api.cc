@@ -228,40 +228,39 @@ HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern
                 absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
                 typename Identity<Audit<Req, Resp>>::type audit = {},
                 typename Identity<Forward<Req>>::type forward = {}) {
-  return {method, pattern, [&deps, handler, audit, forward](const HttpRequest& http, Exchange x) {
-            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
-            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
-            OnIo(deps, x, [&deps, handler, audit, forward, http, x, caller = *caller] {
-              Req request;
-              Resp response;
-              absl::Status st = ParseRequest(http, &request);
-              if (st.ok() && forward.id != nullptr) {
-                const std::string id = forward.id(request);
-                absl::StatusOr<std::optional<Route>> owner = forward.by_run
-                                                                 ? OwnerOfRun(deps, caller, id)
-                                                                 : OwnerOfSession(deps, caller, id);
-                if (!owner.ok()) return x->Reply(JsonError(owner.status()));
-                if (owner->has_value()) {
-                  return RelayUnary<Resp>(deps, **owner, forward.method, request,
-                                          http.Header("authorization"), x);
-                }
-              }
-              if (st.ok()) {
-                if constexpr (std::is_pointer_v<Arg>) {
-                  st = (deps.api->*handler)(caller, &request, &response);
-                } else {
-                  st = (deps.api->*handler)(caller, request, &response);
-                }
-                if (audit.action != nullptr && deps.audit != nullptr) {
-                  deps.audit->Record(caller.tenant, audit.action, audit.target(request, response),
-                                     st);
-                }
-              }
-              if (!st.ok()) return x->Reply(JsonError(st));
-              absl::StatusOr<std::string> json = ToJson(&response);
-              x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
-            });
-          }};
+  return {
+      method, pattern, [&deps, handler, audit, forward](const HttpRequest& http, Exchange x) {
+        absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+        if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+        OnIo(deps, x, [&deps, handler, audit, forward, http, x, caller = *caller] {
+          Req request;
+          Resp response;
+          absl::Status st = ParseRequest(http, &request);
+          if (st.ok() && forward.id != nullptr) {
+            const std::string id = forward.id(request);
+            absl::StatusOr<std::optional<Route>> owner =
+                forward.by_run ? OwnerOfRun(deps, caller, id) : OwnerOfSession(deps, caller, id);
+            if (!owner.ok()) return x->Reply(JsonError(owner.status()));
+            if (owner->has_value()) {
+              return RelayUnary<Resp>(deps, **owner, forward.method, request,
+                                      http.Header("authorization"), x);
+            }
+          }
+          if (st.ok()) {
+            if constexpr (std::is_pointer_v<Arg>) {
+              st = (deps.api->*handler)(caller, &request, &response);
+            } else {
+              st = (deps.api->*handler)(caller, request, &response);
+            }
+            if (audit.action != nullptr && deps.audit != nullptr) {
+              deps.audit->Record(caller.tenant, audit.action, audit.target(request, response), st);
+            }
+          }
+          if (!st.ok()) return x->Reply(JsonError(st));
+          absl::StatusOr<std::string> json = ToJson(&response);
+          x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+        });
+      }};
 }
 
 bool Terminal(const v1::Event& e) {

@@ -6,9 +6,11 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -127,6 +129,22 @@ std::string HttpBase(const std::string& log) {
   return log.substr(url, log.find('"', url) - url);
 }
 std::string HttpBase(const DaemonHarness& daemon) { return HttpBase(daemon.Log()); }
+
+// The NDJSON lines of an Exec answer; an {"error": ...} line is returned in `error`.
+std::vector<v1::ExecResponse> ExecLines(const std::string& body, nlohmann::json* error) {
+  std::vector<v1::ExecResponse> out;
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("error")) {
+      *error = j["error"];
+      continue;
+    }
+    v1::ExecResponse r;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &r).ok()) << line;
+    out.push_back(r);
+  }
+  return out;
+}
 
 class RestTest : public ::testing::Test {
  protected:
@@ -326,6 +344,8 @@ TEST_F(RestTest, ArtifactsDownloadWithTheirTypeAndDigest) {
     EXPECT_EQ(a.headers["content-disposition"],
               absl::StrCat("attachment; filename=\"", artifact.name(), "\""));
     EXPECT_EQ(a.headers["x-content-type-options"], "nosniff");
+    EXPECT_EQ(a.headers["content-security-policy"], "sandbox");
+    EXPECT_EQ(a.headers["content-length"], absl::StrCat(artifact.size_bytes()));
     if (absl::EndsWith(artifact.name(), ".md")) {
       EXPECT_EQ(a.headers["content-type"], "text/markdown; charset=utf-8");
     }
@@ -399,6 +419,35 @@ TEST_F(RestTest, TheReadmeCurlExamplesWork) {
                    run.id(), "/artifacts/investment_analysis.md\""));
   std::ifstream report(dir + "/investment_analysis.md");
   EXPECT_TRUE(report.good()) << "curl -OJ saved no investment_analysis.md";
+
+  // A kept session: upload, exec, download.
+  const std::string csv = SampleCsv();
+  std::ofstream(dir + "/q3.csv") << csv;
+  std::string created_session =
+      sh("curl -sS --fail-with-body -H \"Authorization: Bearer $SANDGATE_TOKEN\" "
+         "-d \"{}\" \"$SANDGATE_URL/v1/sessions\"");
+  v1::Session session;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(created_session, &session).ok())
+      << created_session;
+  const std::string at = absl::StrCat("\"$SANDGATE_URL/v1/sessions/", session.id());
+  std::string put = sh(absl::StrCat("curl -sS --fail-with-body -H \"Authorization: Bearer ",
+                                    "$SANDGATE_TOKEN\" -T q3.csv ", at, "/files/in/q3.csv\""));
+  EXPECT_TRUE(absl::StrContains(put, "\"path\":\"in/q3.csv\"")) << put;
+  std::string exec =
+      sh(absl::StrCat("curl -sS -N --fail-with-body -H \"Authorization: Bearer $SANDGATE_TOKEN\" ",
+                      "-d \"{\\\"command\\\": \\\"wc -l in/q3.csv\\\"}\" ", at, ":exec\""));
+  nlohmann::json error;
+  std::vector<v1::ExecResponse> lines = ExecLines(exec, &error);
+  ASSERT_EQ(lines.size(), 2u) << exec;
+  const size_t rows = std::count(csv.begin(), csv.end(), '\n');
+  EXPECT_EQ(lines[0].output().data(), absl::StrCat(rows, " in/q3.csv\n")) << exec;
+  EXPECT_TRUE(lines[1].has_finished()) << exec;
+  std::remove((dir + "/q3.csv").c_str());
+  sh(absl::StrCat("curl -sS --fail-with-body -OJ -H \"Authorization: Bearer $SANDGATE_TOKEN\" ", at,
+                  "/files/in/q3.csv\""));
+  std::ifstream back(dir + "/q3.csv");
+  std::string text((std::istreambuf_iterator<char>(back)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, csv) << "curl -OJ saved no q3.csv";
 }
 
 // The session streams over gRPC, as the REST answers are compared with them.
@@ -440,22 +489,6 @@ grpc::Status DownloadOverGrpc(v1::Sandgate::Stub& stub, const std::string& sessi
   v1::FileChunk chunk;
   while (reader->Read(&chunk)) data->append(chunk.data());
   return reader->Finish();
-}
-
-// The NDJSON lines of an Exec answer; an {"error": ...} line is returned in `error`.
-std::vector<v1::ExecResponse> ExecLines(const std::string& body, nlohmann::json* error) {
-  std::vector<v1::ExecResponse> out;
-  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    if (j.contains("error")) {
-      *error = j["error"];
-      continue;
-    }
-    v1::ExecResponse r;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &r).ok()) << line;
-    out.push_back(r);
-  }
-  return out;
 }
 
 // What both faces must agree on: the messages, without what differs by run (the command's
