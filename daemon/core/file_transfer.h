@@ -53,6 +53,8 @@ class UploadAssembler {
   std::string target() const;
   bool have_header() const { return have_header_; }
   const v1::UploadFileRequest::Header& header() const { return header_; }
+  // The bytes taken so far: what a relay to the session's owner passes on.
+  const std::string& data() const { return data_; }
 
  private:
   absl::Status CheckHeader() const;

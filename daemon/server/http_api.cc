@@ -13,13 +13,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/cancel.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "core/event_log.h"
+#include "core/exec_stream.h"
 #include "core/file_transfer.h"
 #include "nlohmann/json.hpp"
 #include "server/dashboard_assets.h"
+#include "server/forwarding.h"
 #include "server/reactor.h"
 #include "server/utf8_fields.h"
 
@@ -130,6 +133,81 @@ void OnIo(const ServiceDeps& deps, const Exchange& x, std::function<void()> fn) 
   if (!deps.io->Submit(std::move(fn))) x->Reply(JsonError(QueueFull()));
 }
 
+// Forwarding (server/forwarding.h) from the REST face: a call on a run or session another
+// replica owns is served there, its answer relayed (a stream message by message). REST has no gRPC
+// call of its own to forward from: the lookup and the forwarded call's context come from an empty
+// server context (no forwarding marker to honour, no deadline or cancellation to inherit: a
+// hang-up cancels the relay), and the caller's Authorization header travels as gRPC's
+// authorization metadata, so the owner authenticates the caller as if called directly.
+absl::StatusOr<std::optional<Route>> OwnerOfSession(const ServiceDeps& deps,
+                                                    const core::Caller& caller,
+                                                    const std::string& id) {
+  if (deps.forwarder == nullptr || id.empty()) return std::nullopt;
+  grpc::CallbackServerContext none;
+  return deps.forwarder->ForSession(&none, caller, id);
+}
+
+absl::StatusOr<std::optional<Route>> OwnerOfRun(const ServiceDeps& deps, const core::Caller& caller,
+                                                const std::string& id) {
+  if (deps.forwarder == nullptr || id.empty()) return std::nullopt;
+  grpc::CallbackServerContext none;
+  return deps.forwarder->ForRun(&none, caller, id);
+}
+
+std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
+                                                      const std::string& authorization) {
+  grpc::CallbackServerContext none;
+  std::unique_ptr<grpc::ClientContext> ctx = deps.forwarder->ClientContextFor(&none);
+  if (!authorization.empty()) ctx->AddMetadata("authorization", authorization);
+  return ctx;
+}
+
+absl::Status FromGrpc(const grpc::Status& st) {
+  return absl::Status(static_cast<absl::StatusCode>(st.error_code()), st.error_message());
+}
+
+// What a unary call names that may live on another replica, and its method there (the
+// owner audits a forwarded call).
+template <typename Req>
+struct Forward {
+  bool by_run = false;  // the id names a run (else a session)
+  std::string (*id)(const Req&) = nullptr;
+  const char* method = nullptr;  // "/sandgate.v1.Sandgate/KeepAlive"
+};
+
+template <typename Req>
+std::string SessionOf(const Req& req) {
+  return req.session_id();
+}
+template <typename Req>
+std::string RunOf(const Req& req) {
+  return req.run_id();
+}
+
+// Sends the unary call to `route`'s replica and answers with its response or status.
+template <typename Resp>
+void RelayUnary(const ServiceDeps& deps, const Route& route, const char* method,
+                const google::protobuf::Message& request, const std::string& authorization,
+                const Exchange& x) {
+  std::shared_ptr<grpc::ClientContext> ctx = ForwardedContext(deps, authorization);
+  std::string bytes = request.SerializeAsString();
+  grpc::Slice slice(bytes);
+  auto req = std::make_shared<grpc::ByteBuffer>(&slice, 1);
+  auto resp = std::make_shared<grpc::ByteBuffer>();
+  route.generic->UnaryCall(
+      ctx.get(), method, grpc::StubOptions(), req.get(), resp.get(),
+      [ctx, req, resp, route, x](grpc::Status st) {
+        if (!st.ok()) return x->Reply(JsonError(FromGrpc(Forwarder::Explain(route, st))));
+        Resp response;
+        if (!grpc::SerializationTraits<Resp>::Deserialize(resp.get(), &response).ok()) {
+          return x->Reply(JsonError(errors::Internal(absl::StrCat(
+              "replica ", route.peer.replica, " answered with a message that does not parse"))));
+        }
+        absl::StatusOr<std::string> json = ToJson(&response);
+        x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+      });
+}
+
 // An audited call: its action, and what it acted on.
 template <typename Req, typename Resp>
 struct Audit {
@@ -144,33 +222,45 @@ struct Identity {
 
 // The one unary adapter, as service.cc's for gRPC: authenticate, parse, call the Api on the
 // executor, answer its response as JSON or its status as a JSON error; audited with `audit`.
+// With `forward`, a call on another replica's run or session is sent to its owner instead.
 template <typename Req, typename Resp, typename Arg>
 HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern,
                 absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
-                typename Identity<Audit<Req, Resp>>::type audit = {}) {
-  return {method, pattern, [&deps, handler, audit](const HttpRequest& http, Exchange x) {
-            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
-            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
-            OnIo(deps, x, [&deps, handler, audit, http, x, caller = *caller] {
-              Req request;
-              Resp response;
-              absl::Status st = ParseRequest(http, &request);
-              if (st.ok()) {
-                if constexpr (std::is_pointer_v<Arg>) {
-                  st = (deps.api->*handler)(caller, &request, &response);
-                } else {
-                  st = (deps.api->*handler)(caller, request, &response);
-                }
-                if (audit.action != nullptr && deps.audit != nullptr) {
-                  deps.audit->Record(caller.tenant, audit.action, audit.target(request, response),
-                                     st);
-                }
-              }
-              if (!st.ok()) return x->Reply(JsonError(st));
-              absl::StatusOr<std::string> json = ToJson(&response);
-              x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
-            });
-          }};
+                typename Identity<Audit<Req, Resp>>::type audit = {},
+                typename Identity<Forward<Req>>::type forward = {}) {
+  return {
+      method, pattern, [&deps, handler, audit, forward](const HttpRequest& http, Exchange x) {
+        absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+        if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+        OnIo(deps, x, [&deps, handler, audit, forward, http, x, caller = *caller] {
+          Req request;
+          Resp response;
+          absl::Status st = ParseRequest(http, &request);
+          if (st.ok() && forward.id != nullptr) {
+            const std::string id = forward.id(request);
+            absl::StatusOr<std::optional<Route>> owner =
+                forward.by_run ? OwnerOfRun(deps, caller, id) : OwnerOfSession(deps, caller, id);
+            if (!owner.ok()) return x->Reply(JsonError(owner.status()));
+            if (owner->has_value()) {
+              return RelayUnary<Resp>(deps, **owner, forward.method, request,
+                                      http.Header("authorization"), x);
+            }
+          }
+          if (st.ok()) {
+            if constexpr (std::is_pointer_v<Arg>) {
+              st = (deps.api->*handler)(caller, &request, &response);
+            } else {
+              st = (deps.api->*handler)(caller, request, &response);
+            }
+            if (audit.action != nullptr && deps.audit != nullptr) {
+              deps.audit->Record(caller.tenant, audit.action, audit.target(request, response), st);
+            }
+          }
+          if (!st.ok()) return x->Reply(JsonError(st));
+          absl::StatusOr<std::string> json = ToJson(&response);
+          x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+        });
+      }};
 }
 
 bool Terminal(const v1::Event& e) {
@@ -362,6 +452,24 @@ std::string ContentTypeOf(const std::string& name) {
   return "application/octet-stream";
 }
 
+// The headers of an answer that carries bytes a sandbox made (an artifact, a workspace file):
+// a download, never a page of this origin: were it opened anyway (an SVG, an HTML file named
+// .txt), the browser runs it sandboxed (no scripts, no same-origin access); and nosniff
+// (every answer's) keeps the declared type.
+HttpHeaders SandboxMadeHeaders(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  // Only what cannot end the quoted string or the header: the name in full is the caller's
+  // own (the URL), or the playbook's.
+  std::string safe;
+  for (char c : name) {
+    const bool plain = c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != ';';
+    safe.push_back(plain ? c : '_');
+  }
+  return {{"Content-Type", ContentTypeOf(name)},
+          {"Content-Disposition", absl::StrCat("attachment; filename=\"", safe, "\"")},
+          {"Content-Security-Policy", "sandbox"}};
+}
+
 // GET /v1/runs/{run_id}/artifacts/{name}: the bytes, a chunk read on the executor per pull.
 struct ArtifactDownload {
   const ServiceDeps& deps;
@@ -405,13 +513,11 @@ HttpRoute Artifacts(const ServiceDeps& deps) {
           d->size = artifact->size_bytes();
           d->run = *run;
           std::string raw = absl::HexStringToBytes(artifact->sha256());
-          HttpHeaders headers = {
-              {"Content-Type", ContentTypeOf(d->name)},
-              {"Content-Disposition", absl::StrCat("attachment; filename=\"", d->name, "\"")},
-              {"X-Sandgate-Sha256", artifact->sha256()},
-              {"Digest", absl::StrCat("sha-256=", absl::Base64Escape(raw))},
-              {"X-Sandgate-Size", absl::StrCat(artifact->size_bytes())},
-          };
+          HttpHeaders headers = SandboxMadeHeaders(d->name);
+          headers.insert(headers.end(),
+                         {{"X-Sandgate-Sha256", artifact->sha256()},
+                          {"Digest", absl::StrCat("sha-256=", absl::Base64Escape(raw))},
+                          {"X-Sandgate-Size", absl::StrCat(artifact->size_bytes())}});
           const ServiceDeps& deps = d->deps;
           x->Stream(
               200, std::move(headers),
@@ -420,9 +526,372 @@ HttpRoute Artifacts(const ServiceDeps& deps) {
                   if (Exchange x = d->x.lock()) x->End(true);
                 }
               },
-              nullptr);
+              nullptr, d->size);
         });
       }};
+}
+
+// One relayed stream, owned by the object that adapts it to its HTTP answer (its host).
+// Thread safe.
+template <typename Resp>
+class HttpRelay {
+ public:
+  // Opens the call on the owner (`start(async_stub, client_context, reactor)`): each message
+  // goes to `write`, and `finish` gets the owner's status (or why there is none). `host` is
+  // kept until `finish` ran: the relay, the host's, is gRPC's until then.
+  template <typename StartFn>
+  void Begin(std::shared_ptr<void> host, const ServiceDeps& deps, const Route& route,
+             const std::string& authorization, std::function<void(const Resp*)> write,
+             std::function<void(const absl::Status&)> finish, StartFn start) {
+    std::unique_ptr<grpc::ClientContext> ctx = ForwardedContext(deps, authorization);
+    auto keep = std::make_shared<std::shared_ptr<void>>(std::move(host));
+    auto relay = std::make_unique<StreamRelay<Resp>>(
+        std::move(ctx), std::move(write), [keep, route, finish](const grpc::Status& st) {
+          finish(FromGrpc(Forwarder::Explain(route, st)));
+          keep->reset();  // the last act: the host, and this relay with it, may go now
+        });
+    StreamRelay<Resp>* r = relay.get();
+    {
+      absl::MutexLock lock(&mu_);
+      if (!cancelled_) relay_ = std::move(relay);
+    }
+    if (relay != nullptr) return finish(errors::Cancelled("the caller went away"));
+    std::shared_ptr<v1::Sandgate::Stub> stub = route.stub;
+    r->Begin([&](grpc::ClientContext* c, grpc::ClientReadReactor<Resp>* reactor) {
+      start(stub->async(), c, reactor);
+    });
+  }
+  // The last message was sent to the client: the next is read. False when not relaying.
+  bool Next() {
+    StreamRelay<Resp>* r;
+    {
+      absl::MutexLock lock(&mu_);
+      r = relay_.get();
+    }
+    if (r != nullptr) r->WriteDone(true);
+    return r != nullptr;
+  }
+  // The client went away: the owner's call is cancelled. False when not relaying.
+  bool Cancel() {
+    StreamRelay<Resp>* r;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      r = relay_.get();
+    }
+    if (r != nullptr) r->Cancel();
+    return r != nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<StreamRelay<Resp>> relay_ ABSL_GUARDED_BY(mu_);
+};
+
+// POST /v1/sessions/{session_id}:exec: the command's messages (ExecResponse) as NDJSON, one
+// JSON object a line as each is produced, the last the CommandFinished with the exit status;
+// an error after the stream began is a last line {"error": {code, status, message}}. As
+// ExecStream in session_streams.cc: the command runs on the exec executor, its messages pass
+// through a core::ExecOutput (the next one is taken once the last was sent, so a slow reader
+// slows the command), and a client that hangs up (or the server's stop) cancels it. In a
+// session another replica owns, the command runs there (HttpRelay).
+class HttpExec final : public core::ExecWriter, public std::enable_shared_from_this<HttpExec> {
+ public:
+  HttpExec(const ServiceDeps& deps, core::Caller caller, v1::ExecRequest req,
+           std::string authorization, Exchange x)
+      : deps_(deps),
+        caller_(std::move(caller)),
+        req_(std::move(req)),
+        authorization_(std::move(authorization)),
+        x_(x),
+        output_(this, &cancel_, deps_.clock) {}
+
+  // On the exec executor, for the command's whole run.
+  void Run() {
+    auto self = shared_from_this();
+    if (Exchange x = x_.lock()) x->OnClose([self] { self->Gone(); });
+    absl::StatusOr<std::optional<Route>> owner = OwnerOfSession(deps_, caller_, req_.session_id());
+    if (!owner.ok()) return End(owner.status());
+    if (owner->has_value()) {
+      return relay_.Begin(
+          self, deps_, **owner, authorization_, [this](const v1::ExecResponse* m) { Send(m); },
+          [this](const absl::Status& st) { End(st); },
+          [this](auto* async, auto* ctx, auto* r) { async->Exec(ctx, &req_, r); });
+    }
+    core::ExecOutcome outcome = core::RunExec(*deps_.sessions, caller_, req_, &cancel_, &output_);
+    if (outcome.ran && deps_.audit != nullptr) {
+      deps_.audit->Record(caller_.tenant, "Exec", req_.session_id(), outcome.command_status);
+    }
+    output_.Close(outcome.stream_status);
+  }
+
+ private:
+  void Send(const v1::ExecResponse* msg) override {
+    Exchange x = x_.lock();
+    if (!x) return;
+    v1::ExecResponse copy = *msg;
+    absl::StatusOr<std::string> json = ToJson(&copy);
+    x->Write(json.ok() ? *json + "\n" : ErrorLine(json.status()));
+    if (started_) return;
+    // The first message: the answer begins (an error before it is a plain JSON error).
+    started_ = true;
+    auto self = shared_from_this();
+    x->Stream(
+        200, {{"Content-Type", "application/x-ndjson"}, {"Cache-Control", "no-cache"}},
+        [self] {
+          if (!self->deps_.io->Submit([self] {
+                if (!self->relay_.Next()) self->output_.WriteDone();
+              })) {
+            self->Gone();
+          }
+        },
+        [self] { self->Gone(); });
+  }
+  void End(const absl::Status& status) override {
+    Exchange x = x_.lock();
+    if (!x) return;
+    if (!started_) return x->Reply(status.ok() ? Json("") : JsonError(status));
+    if (!status.ok()) x->Write(ErrorLine(status));
+    x->End(false);
+  }
+  static std::string ErrorLine(const absl::Status& status) {
+    std::string body = JsonError(status).body;
+    body.pop_back();  // its newline
+    return absl::StrCat("{\"error\":", body, "}\n");
+  }
+  void Gone() {
+    if (relay_.Cancel()) return;  // the owner's status ends it
+    cancel_.Cancel("the caller went away");
+    output_.Stop();
+  }
+
+  const ServiceDeps& deps_;
+  const core::Caller caller_;
+  const v1::ExecRequest req_;
+  const std::string authorization_;  // passed on to the session's owner
+  const std::weak_ptr<HttpExchange> x_;
+  HttpRelay<v1::ExecResponse> relay_;
+  CancelToken cancel_;
+  core::ExecOutput output_;
+  bool started_ = false;  // ExecOutput calls Send and End one at a time
+};
+
+HttpRoute ExecRoute(const ServiceDeps& deps) {
+  return {"POST", "/v1/sessions/{session_id}:exec", [&deps](const HttpRequest& http, Exchange x) {
+            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+            v1::ExecRequest req;
+            absl::Status st = ParseRequest(http, &req);
+            if (st.ok()) st = deps.sessions->CheckExec(req);
+            if (!st.ok()) return x->Reply(JsonError(st));
+            auto exec = std::make_shared<HttpExec>(deps, *caller, std::move(req),
+                                                   http.Header("authorization"), x);
+            if (!deps.exec->Submit([exec] { exec->Run(); })) x->Reply(JsonError(QueueFull()));
+          }};
+}
+
+// GET /v1/sessions/{session_id}/files/{path*}: the file's bytes (read under a lease, as
+// DownloadFile does, or relayed from the session's owner), with its length; a chunk written
+// per pull.
+class HttpDownload final : public std::enable_shared_from_this<HttpDownload> {
+ public:
+  HttpDownload(const ServiceDeps& deps, core::Caller caller, std::string authorization, Exchange x)
+      : deps_(deps), caller_(std::move(caller)), authorization_(std::move(authorization)), x_(x) {}
+
+  // On the I/O executor.
+  void Start(const HttpRequest& http) {
+    Exchange x = x_.lock();
+    if (!x) return;
+    auto self = shared_from_this();
+    x->OnClose([self] { self->relay_.Cancel(); });
+    if (absl::Status st = ParseRequest(http, &req_); !st.ok()) return End(st);
+    absl::StatusOr<std::optional<Route>> owner = OwnerOfSession(deps_, caller_, req_.session_id());
+    if (!owner.ok()) return End(owner.status());
+    if (owner->has_value()) {
+      return relay_.Begin(
+          self, deps_, **owner, authorization_, [this](const v1::FileChunk* c) { Send(*c); },
+          [this](const absl::Status& st) { End(st); },
+          [this](auto* async, auto* ctx, auto* r) { async->DownloadFile(ctx, &req_, r); });
+    }
+    absl::StatusOr<core::FileChunker> chunks =
+        core::ReadForDownload(*deps_.sessions, caller_, req_, deps_.api->max_transfer_bytes());
+    if (!chunks.ok()) return End(chunks.status());
+    chunks_.emplace(*std::move(chunks));
+    Send(chunks_->Next());
+  }
+
+ private:
+  // One chunk at a time: the next is asked for (read here, or relayed) once this one was sent.
+  void Send(const v1::FileChunk& chunk) {
+    Exchange x = x_.lock();
+    if (!x) return;
+    x->Write(chunk.data());
+    if (started_) return;
+    started_ = true;
+    auto self = shared_from_this();
+    x->Stream(
+        200, SandboxMadeHeaders(req_.path()),
+        [self] {
+          if (!self->deps_.io->Submit([self] { self->Next(); })) self->End(QueueFull());
+        },
+        [self] { self->relay_.Cancel(); }, chunk.total_size());
+  }
+  void Next() {
+    if (relay_.Next()) return;
+    if (chunks_->done()) return End(absl::OkStatus());
+    Send(chunks_->Next());
+  }
+  // Once begun, the answer has its length: an error can only cut it short.
+  void End(const absl::Status& st) {
+    Exchange x = x_.lock();
+    if (!x) return;
+    if (!started_) return x->Reply(JsonError(st.ok() ? errors::Internal("no chunk") : st));
+    x->End(!st.ok());
+  }
+
+  const ServiceDeps& deps_;
+  const core::Caller caller_;
+  const std::string authorization_;
+  const std::weak_ptr<HttpExchange> x_;
+  HttpRelay<v1::FileChunk> relay_;
+  // Touched by one task or relayed message at a time.
+  v1::DownloadFileRequest req_;
+  std::optional<core::FileChunker> chunks_;
+  bool started_ = false;
+};
+
+HttpRoute DownloadRoute(const ServiceDeps& deps) {
+  return {"GET", "/v1/sessions/{session_id}/files/{path*}",
+          [&deps](const HttpRequest& http, Exchange x) {
+            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+            auto download =
+                std::make_shared<HttpDownload>(deps, *caller, http.Header("authorization"), x);
+            OnIo(deps, x, [download, http] { download->Start(http); });
+          }};
+}
+
+// An upload taken whole (and checked) here, sent on to its session's owner in messages of
+// kTransferChunkBytes through forwarding's UploadRelay, which asks for each once the last
+// was written; the owner's FileInfo or status is the answer (and the owner audits it).
+class HttpUploadRelay {
+ public:
+  HttpUploadRelay(std::shared_ptr<core::UploadAssembler> upload, Exchange x)
+      : upload_(std::move(upload)), x_(std::move(x)) {}
+
+  // `self` is this, kept until the relay finished.
+  void Begin(std::shared_ptr<HttpUploadRelay> self, const Route& route,
+             std::unique_ptr<grpc::ClientContext> ctx) {
+    keep_ = std::move(self);
+    relay_ = std::make_unique<UploadRelay>(
+        std::move(ctx), [this] { Next(); },
+        [this, route](const grpc::Status& st, const grpc::ByteBuffer& response) {
+          std::shared_ptr<HttpUploadRelay> last = std::move(keep_);  // this goes with it
+          v1::FileInfo info;
+          grpc::ByteBuffer copy = response;
+          if (!st.ok()) {
+            x_->Reply(JsonError(FromGrpc(Forwarder::Explain(route, st))));
+          } else if (!grpc::SerializationTraits<v1::FileInfo>::Deserialize(&copy, &info).ok()) {
+            x_->Reply(JsonError(errors::Internal(absl::StrCat(
+                "replica ", route.peer.replica, " answered with a message that does not parse"))));
+          } else {
+            absl::StatusOr<std::string> json = ToJson(&info);
+            x_->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+          }
+        });
+    v1::UploadFileRequest first;
+    *first.mutable_header() = upload_->header();
+    Serialize(first);
+    relay_->Begin(route.generic.get(), &message_);
+  }
+
+ private:
+  // The last message was written: the next, or the end of the stream.
+  void Next() {
+    const std::string& data = upload_->data();
+    if (offset_ >= data.size()) return relay_->End(/*cut=*/false);
+    v1::UploadFileRequest msg;
+    msg.set_data(data.substr(offset_, core::kTransferChunkBytes));
+    offset_ += msg.data().size();
+    Serialize(msg);
+    relay_->Write(&message_);
+  }
+  void Serialize(const v1::UploadFileRequest& msg) {
+    bool own = false;
+    message_.Clear();
+    grpc::SerializationTraits<v1::UploadFileRequest>::Serialize(msg, &message_, &own);
+  }
+
+  const std::shared_ptr<core::UploadAssembler> upload_;
+  const Exchange x_;
+  std::shared_ptr<HttpUploadRelay> keep_;
+  std::unique_ptr<UploadRelay> relay_;
+  // The relay's one write in flight at a time.
+  grpc::ByteBuffer message_;
+  size_t offset_ = 0;
+};
+
+// PUT /v1/sessions/{session_id}/files/{path*}[?mode=&sha256=&sizeBytes=]: the body is the
+// file. As UploadFile: the body goes to a core::UploadAssembler piece by piece as it arrives
+// (the HTTP server holds none of it), over the limit it is refused (at once when
+// Content-Length, which stands for size_bytes when the query gives none, says so), and the
+// file appears only once the whole body arrived and matched; a body cut short writes nothing.
+HttpRoute UploadRoute(const ServiceDeps& deps) {
+  HttpRoute route{"PUT", "/v1/sessions/{session_id}/files/{path*}", nullptr};
+  route.open_body = [&deps](const HttpRequest& http) {
+    HttpBodySink sink;
+    absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+    if (!caller.ok()) {
+      sink.refused = JsonError(caller.status());
+      return sink;
+    }
+    v1::UploadFileRequest first;
+    absl::Status st = ParseRequest(http, first.mutable_header());
+    uint64_t length = 0;
+    if (st.ok() && !first.header().has_size_bytes() &&
+        absl::SimpleAtoi(http.Header("content-length"), &length)) {
+      first.mutable_header()->set_size_bytes(length);
+    }
+    auto upload = std::make_shared<core::UploadAssembler>(deps.api->max_transfer_bytes());
+    if (st.ok()) st = upload->Add(first);
+    auto fail = [&deps, upload, tenant = caller->tenant](const absl::Status& st) {
+      if (deps.audit != nullptr) deps.audit->Record(tenant, "UploadFile", upload->target(), st);
+      return JsonError(st);
+    };
+    if (!st.ok()) {
+      sink.refused = fail(st);
+      return sink;
+    }
+    sink.append = [upload, fail](const char* data, size_t size) -> std::optional<HttpResponse> {
+      v1::UploadFileRequest msg;
+      msg.set_data(data, size);
+      absl::Status st = upload->Add(msg);
+      if (!st.ok()) return fail(st);
+      return std::nullopt;
+    };
+    sink.done = [&deps, upload, fail, caller = *caller,
+                 authorization = http.Header("authorization")](Exchange x) {
+      OnIo(deps, x, [&deps, upload, fail, caller, authorization, x] {
+        absl::StatusOr<std::optional<Route>> owner =
+            OwnerOfSession(deps, caller, upload->header().session_id());
+        if (!owner.ok()) return x->Reply(fail(owner.status()));
+        if (owner->has_value()) {
+          auto relay = std::make_shared<HttpUploadRelay>(upload, x);
+          return relay->Begin(relay, **owner, ForwardedContext(deps, authorization));
+        }
+        absl::StatusOr<v1::FileInfo> info = upload->Commit(*deps.sessions, caller, false);
+        if (!info.ok()) return x->Reply(fail(info.status()));
+        if (deps.audit != nullptr) {
+          deps.audit->Record(caller.tenant, "UploadFile", upload->target(), absl::OkStatus());
+        }
+        absl::StatusOr<std::string> json = ToJson(&*info);
+        x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+      });
+    };
+    return sink;
+  };
+  return route;
 }
 
 }  // namespace
@@ -444,12 +913,15 @@ HttpRoute MetricsRoute(std::function<std::string()> render) {
 HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
   using core::Api;
   return {
-      Unary<v1::RunAnalysisRequest, v1::Run>(deps, "POST", "/v1/runs", &Api::RunAnalysis,
-                                             {"RunAnalysis", &CreatedId}),
+      // A run in a kept session runs in its sandbox.
+      Unary<v1::RunAnalysisRequest, v1::Run>(
+          deps, "POST", "/v1/runs", &Api::RunAnalysis, {"RunAnalysis", &CreatedId},
+          {false, &SessionOf<v1::RunAnalysisRequest>, "/sandgate.v1.Sandgate/RunAnalysis"}),
       Unary<v1::ListRunsRequest, v1::ListRunsResponse>(deps, "GET", "/v1/runs", &Api::ListRuns),
       Unary<v1::GetRunRequest, v1::Run>(deps, "GET", "/v1/runs/{run_id}", &Api::GetRun),
-      Unary<v1::CancelRunRequest, v1::Run>(deps, "POST", "/v1/runs/{run_id}:cancel",
-                                           &Api::CancelRun, {"CancelRun", &RunIdOf}),
+      Unary<v1::CancelRunRequest, v1::Run>(
+          deps, "POST", "/v1/runs/{run_id}:cancel", &Api::CancelRun, {"CancelRun", &RunIdOf},
+          {true, &RunOf<v1::CancelRunRequest>, "/sandgate.v1.Sandgate/CancelRun"}),
       Events(deps),
       Artifacts(deps),
       Unary<v1::CreateSessionRequest, v1::Session>(
@@ -458,15 +930,32 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
                                                                &Api::ListSessions),
       Unary<v1::GetSessionRequest, v1::Session>(deps, "GET", "/v1/sessions/{session_id}",
                                                 &Api::GetSession),
-      Unary<v1::KeepAliveRequest, v1::Session>(deps, "POST", "/v1/sessions/{session_id}:keepAlive",
-                                               &Api::KeepAlive, {"KeepAlive", &SessionIdOf}),
-      Unary<v1::CloseSessionRequest, v1::Session>(deps, "POST", "/v1/sessions/{session_id}:close",
-                                                  &Api::CloseSession,
-                                                  {"CloseSession", &SessionIdOf}),
+      Unary<v1::KeepAliveRequest, v1::Session>(
+          deps, "POST", "/v1/sessions/{session_id}:keepAlive", &Api::KeepAlive,
+          {"KeepAlive", &SessionIdOf},
+          {false, &SessionOf<v1::KeepAliveRequest>, "/sandgate.v1.Sandgate/KeepAlive"}),
+      Unary<v1::CloseSessionRequest, v1::Session>(
+          deps, "POST", "/v1/sessions/{session_id}:close", &Api::CloseSession,
+          {"CloseSession", &SessionIdOf},
+          {false, &SessionOf<v1::CloseSessionRequest>, "/sandgate.v1.Sandgate/CloseSession"}),
       Unary<v1::ListFilesRequest, v1::ListFilesResponse>(
-          deps, "GET", "/v1/sessions/{session_id}/files", &Api::ListFiles),
+          deps, "GET", "/v1/sessions/{session_id}/files", &Api::ListFiles, {},
+          {false, &SessionOf<v1::ListFilesRequest>, "/sandgate.v1.Sandgate/ListFiles"}),
       Unary<v1::ListResourcesRequest, v1::ListResourcesResponse>(deps, "GET", "/v1/resources",
                                                                  &Api::ListResources),
+      ExecRoute(deps),
+      UploadRoute(deps),
+      DownloadRoute(deps),
+      Unary<v1::DrainRequest, v1::DrainResponse>(
+          deps, "POST", "/v1/daemon:drain", &Api::Drain,
+          {"Drain", [](const v1::DrainRequest&,
+                       const v1::DrainResponse&) { return std::string("daemon"); }}),
+      Unary<v1::PurgeRequest, v1::PurgeResponse>(
+          deps, "POST", "/v1/runs:purge", &Api::Purge,
+          {"Purge",
+           [](const v1::PurgeRequest& req, const v1::PurgeResponse&) {
+             return absl::StrCat("older_than ", req.older_than().seconds(), "s");
+           }}),
   };
 }
 

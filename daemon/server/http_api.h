@@ -15,7 +15,15 @@
 //   POST /v1/sessions                CreateSession GET /v1/sessions          ListSessions
 //   GET  /v1/sessions/{id}           GetSession    POST /v1/sessions/{id}:keepAlive
 //   POST /v1/sessions/{id}:close     CloseSession  GET /v1/sessions/{id}/files  ListFiles
+//   POST /v1/sessions/{id}:exec      Exec, as NDJSON (one ExecResponse a line, as produced)
+//   PUT  /v1/sessions/{id}/files/{path...}          UploadFile, the body streamed in
+//   GET  /v1/sessions/{id}/files/{path...}          DownloadFile, the bytes
 //   GET  /v1/resources               ListResources (operators: the cleanup state)
+//   POST /v1/runs:purge              Purge         POST /v1/daemon:drain     Drain (operators)
+//
+// With replicas, a call on another replica's session or run is forwarded to its owner as the
+// gRPC edge forwards it (server/forwarding.h), its answer relayed as it comes. The bytes a
+// sandbox made (artifacts, downloads) carry Content-Security-Policy: sandbox.
 //
 // Events: each as "id: <seq>", "event: <type>", "data: <the Event as JSON>"; resumed after
 // the Last-Event-ID header (or ?after_seq=); heartbeats are SSE comments; the stream ends

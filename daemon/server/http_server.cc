@@ -3,6 +3,9 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cstdarg>
 #include <cstdio>
@@ -12,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/errors.h"
 #include "common/log.h"
@@ -57,10 +61,17 @@ bool Match(const std::string& pattern, const std::string& path,
            std::map<std::string, std::string>* params) {
   std::vector<absl::string_view> want = absl::StrSplit(pattern, '/');
   std::vector<absl::string_view> got = absl::StrSplit(path, '/');
-  if (want.size() != got.size()) return false;
+  const bool rest = absl::EndsWith(pattern, "*}");
+  if (rest ? got.size() < want.size() : want.size() != got.size()) return false;
   std::map<std::string, std::string> found;
   for (size_t i = 0; i < want.size(); ++i) {
     absl::string_view w = want[i], g = got[i];
+    if (rest && i + 1 == want.size()) {
+      std::string tail = absl::StrJoin(got.begin() + i, got.end(), "/");
+      if (tail.empty() || absl::EndsWith(tail, "/")) return false;
+      found[std::string(w.substr(1, w.size() - 3))] = std::move(tail);
+      break;
+    }
     if (!absl::StartsWith(w, "{")) {
       if (w != g) return false;
       continue;
@@ -115,7 +126,8 @@ class HttpServer::Exchange final : public HttpExchange,
     MHD_Response* r = MakeResponse(response);
     {
       absl::MutexLock lock(&mu_);
-      if (!answered_) {
+      // Once closed (the client hung up) the connection may be gone: nothing is queued.
+      if (!answered_ && !closed_) {
         answered_ = true;
         MHD_queue_response(connection_, response.status, r);
         ResumeLocked();
@@ -125,20 +137,23 @@ class HttpServer::Exchange final : public HttpExchange,
     server_->Answered();
   }
 
-  void Stream(unsigned int status, HttpHeaders headers, Pull pull,
-              std::function<void()> on_close) override {
+  void Stream(unsigned int status, HttpHeaders headers, Pull pull, std::function<void()> on_close,
+              uint64_t content_length) override {
     MHD_Response* r = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 16 << 10, &Exchange::Read,
-        new std::shared_ptr<Exchange>(shared_from_this()), &Exchange::Free);
+        content_length == kUnknownLength ? MHD_SIZE_UNKNOWN : content_length, 16 << 10,
+        &Exchange::Read, new std::shared_ptr<Exchange>(shared_from_this()), &Exchange::Free);
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     for (const auto& [name, value] : headers) {
       MHD_add_response_header(r, name.c_str(), value.c_str());
     }
+    std::function<void()> gone;  // the client left before the stream began
     {
       absl::MutexLock lock(&mu_);
       pull_ = std::move(pull);
-      on_close_ = std::move(on_close);
-      if (!answered_) {
+      if (on_close) on_close_ = std::move(on_close);
+      if (closed_) {
+        gone = std::move(on_close_);
+      } else if (!answered_) {
         answered_ = true;
         streaming_ = true;
         MHD_queue_response(connection_, status, r);
@@ -147,6 +162,23 @@ class HttpServer::Exchange final : public HttpExchange,
     }
     MHD_destroy_response(r);
     server_->Answered();
+    if (gone) gone();
+  }
+
+  void OnClose(std::function<void()> on_close) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!closed_) {
+        on_close_ = std::move(on_close);
+        return;
+      }
+    }
+    if (on_close) on_close();
+  }
+
+  bool closed() {
+    absl::MutexLock lock(&mu_);
+    return closed_;
   }
 
   bool Write(std::string data) override {
@@ -158,7 +190,9 @@ class HttpServer::Exchange final : public HttpExchange,
     }
     buffer_.append(data);
     pulling_ = false;
-    ResumeLocked();
+    // Before Stream the connection waits for its answer, not for data: what is written
+    // then is sent first.
+    if (streaming_) ResumeLocked();
     return true;
   }
 
@@ -166,7 +200,7 @@ class HttpServer::Exchange final : public HttpExchange,
     absl::MutexLock lock(&mu_);
     ended_ = true;
     failed_ = failed;
-    ResumeLocked();
+    if (streaming_) ResumeLocked();
   }
 
   // The server stops: the stream ends now (its producer is told), and a suspended
@@ -185,9 +219,14 @@ class HttpServer::Exchange final : public HttpExchange,
 
   MHD_Connection* connection() const { return connection_; }
 
+  // The polling thread's, before the handler runs.
   HttpRequest request;
-  bool too_large = false;
+  const HttpRoute* route = nullptr;
+  std::optional<HttpBodySink> sink;     // the route's, when it takes the body as it arrives
+  std::optional<HttpResponse> refused;  // the answer instead of the handler's
   bool dispatched = false;
+  uint64_t watch_id = 0;  // its entry in the server's hang-up watcher, and the socket
+  int watch_fd = -1;
 
  private:
   void ResumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -280,9 +319,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   // Options after the TLS pair are ignored when it is absent: MHD_OPTION_END ends the list.
   server->daemon_ = MHD_start_daemon(
       flags, 0, nullptr, nullptr, reinterpret_cast<MHD_AccessHandlerCallback>(&AccessHandler),
-      server.get(), MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_NOTIFY_COMPLETED, &Completed,
-      server.get(), MHD_OPTION_CONNECTION_LIMIT, o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-      o.idle_timeout_seconds, MHD_OPTION_EXTERNAL_LOGGER, &LogFromMhd, nullptr,
+      // The logger first: MHD warns through its own stderr logger until it is set.
+      server.get(), MHD_OPTION_EXTERNAL_LOGGER, &LogFromMhd, nullptr, MHD_OPTION_SOCK_ADDR, &addr,
+      MHD_OPTION_NOTIFY_COMPLETED, &Completed, server.get(), MHD_OPTION_CONNECTION_LIMIT,
+      o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, o.idle_timeout_seconds,
       tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, o.tls_key_pem.c_str(),
       MHD_OPTION_HTTPS_MEM_CERT, o.tls_cert_pem.c_str(), MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
@@ -293,6 +333,17 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
       MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
   server->port_ = info ? info->port : port;
   server->tls_ = tls;
+  server->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  server->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  struct epoll_event wake = {};
+  wake.events = EPOLLIN;
+  wake.data.u64 = 0;  // watch ids start at 1
+  if (server->epoll_fd_ < 0 || server->wake_fd_ < 0 ||
+      epoll_ctl(server->epoll_fd_, EPOLL_CTL_ADD, server->wake_fd_, &wake) != 0) {
+    return errors::Internal(
+        absl::StrCat(o.key_name, ": cannot watch connections: ", std::strerror(errno)));
+  }
+  server->watcher_ = std::thread([s = server.get()] { s->WatchLoop(); });
   return server;
 }
 
@@ -304,60 +355,78 @@ int HttpServer::AccessHandler(void* cls, MHD_Connection* connection, const char*
   auto* server = static_cast<HttpServer*>(cls);
   if (*con_cls == nullptr) {
     auto exchange = std::make_shared<Exchange>(server, connection);
-    exchange->request.method = method;
-    exchange->request.path = url;
-    MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader,
-                              &exchange->request.headers);
-    MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectArg,
-                              &exchange->request.query);
-    *con_cls = new std::shared_ptr<Exchange>(std::move(exchange));
+    HttpRequest& request = exchange->request;
+    request.method = method;
+    request.path = url;
+    MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &request.headers);
+    MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectArg, &request.query);
+    *con_cls = new std::shared_ptr<Exchange>(exchange);
+    // Refused on its headers alone, the request's body is never read.
+    std::optional<HttpResponse> refused;
+    exchange->route = server->Route(request, &refused);
+    uint64_t length = 0;
+    if (exchange->route != nullptr && exchange->route->open_body) {
+      exchange->sink = exchange->route->open_body(request);
+      refused = std::move(exchange->sink->refused);
+    } else if (exchange->route != nullptr &&
+               absl::SimpleAtoi(request.Header("content-length"), &length) &&
+               length > server->options_.max_body_bytes) {
+      refused = ErrorResponse(
+          413, absl::StatusCode::kInvalidArgument,
+          absl::StrCat("the request body is over ", server->options_.max_body_bytes, " bytes"));
+    }
+    if (refused) {
+      exchange->dispatched = true;
+      QueueNow(connection, *refused);
+    }
     return MHD_YES;
   }
   std::shared_ptr<Exchange>& exchange = *static_cast<std::shared_ptr<Exchange>*>(*con_cls);
   if (*upload_data_size > 0) {
-    if (exchange->request.body.size() + *upload_data_size > server->options_.max_body_bytes) {
-      exchange->too_large = true;
-    } else {
-      exchange->request.body.append(upload_data, *upload_data_size);
-    }
+    size_t size = *upload_data_size;
     *upload_data_size = 0;
+    if (exchange->dispatched || exchange->refused) return MHD_YES;  // dropped
+    if (exchange->sink) {
+      exchange->refused = exchange->sink->append(upload_data, size);
+    } else if (exchange->request.body.size() + size > server->options_.max_body_bytes) {
+      exchange->refused = ErrorResponse(
+          413, absl::StatusCode::kInvalidArgument,
+          absl::StrCat("the request body is over ", server->options_.max_body_bytes, " bytes"));
+    } else {
+      exchange->request.body.append(upload_data, size);
+    }
     return MHD_YES;
   }
-  if (exchange->dispatched) return MHD_YES;
+  // Resumed after the client hung up: MHD closes the connection.
+  if (exchange->dispatched) return exchange->closed() ? MHD_NO : MHD_YES;
   exchange->dispatched = true;
+  if (exchange->refused) {
+    QueueNow(connection, *exchange->refused);
+    return MHD_YES;
+  }
   server->Dispatch(exchange);
   return MHD_YES;
 }
 
-void HttpServer::Dispatch(const std::shared_ptr<Exchange>& exchange) {
-  HttpRequest& request = exchange->request;
-  if (exchange->too_large) {
-    QueueNow(exchange->connection(),
-             ErrorResponse(
-                 413, absl::StatusCode::kInvalidArgument,
-                 absl::StrCat("the request body is over ", options_.max_body_bytes, " bytes")));
-    return;
-  }
-  const HttpRoute* route = nullptr;
+const HttpRoute* HttpServer::Route(HttpRequest& request, std::optional<HttpResponse>* refused) {
   bool path_known = false;
   for (const HttpRoute& r : routes_) {
     std::map<std::string, std::string> params;
     if (!Match(r.pattern, request.path, &params)) continue;
     path_known = true;
     if (r.method != request.method) continue;
-    route = &r;
     request.params = std::move(params);
-    break;
+    return &r;
   }
-  if (route == nullptr) {
-    QueueNow(exchange->connection(),
-             path_known
+  *refused = path_known
                  ? ErrorResponse(405, absl::StatusCode::kUnimplemented,
                                  absl::StrCat(request.method, " is not allowed on ", request.path))
                  : ErrorResponse(404, absl::StatusCode::kNotFound,
-                                 absl::StrCat("no such path: ", request.path)));
-    return;
-  }
+                                 absl::StrCat("no such path: ", request.path));
+  return nullptr;
+}
+
+void HttpServer::Dispatch(const std::shared_ptr<Exchange>& exchange) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
@@ -369,7 +438,58 @@ void HttpServer::Dispatch(const std::shared_ptr<Exchange>& exchange) {
     live_[exchange.get()] = exchange;
   }
   exchange->Suspend();
-  route->handler(request, exchange);
+  Watch(exchange);
+  if (exchange->sink) {
+    exchange->sink->done(exchange);
+  } else {
+    exchange->route->handler(exchange->request, exchange);
+  }
+}
+
+void HttpServer::Watch(const std::shared_ptr<Exchange>& exchange) {
+  const union MHD_ConnectionInfo* info =
+      MHD_get_connection_info(exchange->connection(), MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (info == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_watch_id_++;
+  struct epoll_event ev = {};
+  ev.events = EPOLLRDHUP;
+  ev.data.u64 = id;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, info->connect_fd, &ev) != 0) return;
+  exchange->watch_id = id;
+  exchange->watch_fd = info->connect_fd;
+  watched_[id] = exchange;
+}
+
+// Before MHD closes the socket (a closed one leaves the epoll set by itself, but its number
+// may be reused by the next connection, which must not be dropped instead).
+void HttpServer::Unwatch(Exchange* exchange) {
+  absl::MutexLock lock(&mu_);
+  if (watched_.erase(exchange->watch_id) > 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, exchange->watch_fd, nullptr);
+  }
+}
+
+void HttpServer::WatchLoop() {
+  struct epoll_event events[16];
+  for (;;) {
+    int n = epoll_wait(epoll_fd_, events, 16, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == 0) return;  // Stop
+      std::shared_ptr<Exchange> gone;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = watched_.find(events[i].data.u64);
+        if (it == watched_.end()) continue;
+        gone = it->second.lock();
+        watched_.erase(it);
+        if (gone) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, gone->watch_fd, nullptr);
+      }
+      if (gone) gone->Close();
+    }
+  }
 }
 
 void HttpServer::Answered() {
@@ -381,6 +501,7 @@ void HttpServer::Completed(void* cls, MHD_Connection*, void** con_cls, int) {
   auto* server = static_cast<HttpServer*>(cls);
   auto* holder = static_cast<std::shared_ptr<Exchange>*>(*con_cls);
   if (holder == nullptr) return;
+  server->Unwatch(holder->get());
   {
     absl::MutexLock lock(&server->mu_);
     server->live_.erase(holder->get());
@@ -402,10 +523,17 @@ void HttpServer::Stop() {
       if (auto e = weak.lock()) live.push_back(std::move(e));
     }
   }
+  uint64_t one = 1;
+  if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof(one)) < 0) {
+    log::Warning("http.watcher", {{"message", "cannot wake the hang-up watcher"}});
+  }
+  if (watcher_.joinable()) watcher_.join();
   // MHD must not be stopped with a connection suspended: each stream ends and resumes.
   for (auto& e : live) e->Close();
   MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 }  // namespace sandgate::server

@@ -31,7 +31,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,10 +50,10 @@ using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 struct HttpRequest {
   std::string method;
   std::string path;                           // decoded, without the query
-  std::map<std::string, std::string> params;  // the route's {name} segments
+  std::map<std::string, std::string> params;  // the route's {name} and {name*} segments
   std::map<std::string, std::string> query;
   std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;
+  std::string body;  // empty for a route that takes its body as it arrives (HttpBodySink)
   // The header's value, or "" when absent.
   std::string Header(const std::string& lower_name) const;
 };
@@ -74,18 +76,43 @@ class HttpExchange {
   virtual void Reply(HttpResponse response) = 0;
   // Starts a streamed (chunked) answer; `pull` asks for more, `on_close` is called once when
   // the client is gone or the server stops (the producer should stop then).
+  // `content_length`: sent as Content-Length when known (and then the stream must write
+  // exactly that many bytes); kUnknownLength: chunked.
+  static constexpr uint64_t kUnknownLength = ~uint64_t{0};
   virtual void Stream(unsigned int status, HttpHeaders headers, Pull pull,
-                      std::function<void()> on_close) = 0;
-  // Appends to a stream; false once it is closed (the data is dropped).
+                      std::function<void()> on_close, uint64_t content_length = kUnknownLength) = 0;
+  // `on_close` is called once when the client is gone (it hung up) or the server stops,
+  // also before any answer began: a handler whose work outlives the client (a command) stops
+  // it then. Called at once when that has already happened. Stream's on_close replaces it.
+  virtual void OnClose(std::function<void()> on_close) = 0;
+  // Appends to a stream (before Stream: kept, and sent first); false once it is closed (the
+  // data is dropped).
   virtual bool Write(std::string data) = 0;
   // Ends a stream: normally, or (failed) cutting it short so the client sees an error.
   virtual void End(bool failed = false) = 0;
 };
 
+// A request body taken as it arrives, for a route that must not hold it whole (an upload):
+// the server hands each piece to `append` and, once all arrived, the exchange to `done`.
+struct HttpBodySink {
+  // Set: the request is answered with this at once and its body is not read.
+  std::optional<HttpResponse> refused;
+  // Each piece in order, on the polling thread (must not block). An answer refuses the
+  // request: the rest of the body is read and dropped, then that answer is sent.
+  std::function<std::optional<HttpResponse>(const char* data, size_t size)> append;
+  // The whole body arrived and was taken: answer through the exchange (as a handler does).
+  std::function<void(std::shared_ptr<HttpExchange>)> done;
+};
+
 struct HttpRoute {
-  std::string method;   // "GET", "POST"
-  std::string pattern;  // "/v1/runs/{id}", "/v1/runs/{id}:cancel"; segments are literal or {name}
+  std::string method;  // "GET", "POST"
+  // "/v1/runs/{id}", "/v1/runs/{id}:cancel"; segments are literal or {name}; a last segment
+  // {name*} takes the rest of the path (one or more segments, slashes included).
+  std::string pattern;
   std::function<void(const HttpRequest&, std::shared_ptr<HttpExchange>)> handler;
+  // Set: the route takes its body as it arrives instead of `handler` getting it whole. Called
+  // on the polling thread once the headers are in (must not block).
+  std::function<HttpBodySink(const HttpRequest&)> open_body = nullptr;
 };
 
 struct HttpServerOptions {
@@ -116,18 +143,33 @@ class HttpServer {
                            const char* method, const char* version, const char* upload_data,
                            size_t* upload_data_size, void** con_cls);
   static void Completed(void* cls, MHD_Connection* connection, void** con_cls, int toe);
+  // The request's route, or the answer that refuses it (no such path, method, stopping).
+  const HttpRoute* Route(HttpRequest& request, std::optional<HttpResponse>* refused);
   void Dispatch(const std::shared_ptr<Exchange>& exchange);
   void Answered();  // a handler's Reply or Stream has run
+  // Hang-ups: a suspended connection is not watched by MHD, so a client that goes away while
+  // its answer is being made (a command with no output yet, a quiet stream) would go unseen
+  // until something is written. The watcher thread polls each dispatched connection's socket
+  // for EPOLLRDHUP and closes its exchange, whose on_close stops the producer.
+  void Watch(const std::shared_ptr<Exchange>& exchange);
+  void Unwatch(Exchange* exchange);
+  void WatchLoop();
 
   const HttpServerOptions options_;
   const Routes routes_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   bool tls_ = false;
+  int epoll_fd_ = -1;  // the watcher's; wake_fd_ (an eventfd) in it ends the loop
+  int wake_fd_ = -1;
+  std::thread watcher_;
 
   absl::Mutex mu_;
   // Exchanges answered or streaming whose connection MHD has not finished; Stop closes them.
   std::map<Exchange*, std::weak_ptr<Exchange>> live_ ABSL_GUARDED_BY(mu_);
+  // The watched sockets' exchanges, by the id in their epoll entry.
+  std::map<uint64_t, std::weak_ptr<Exchange>> watched_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_watch_id_ ABSL_GUARDED_BY(mu_) = 1;
   int unanswered_ ABSL_GUARDED_BY(mu_) = 0;  // handlers that have not replied yet
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -6,8 +6,11 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -16,14 +19,18 @@
 #include "absl/strings/strip.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/postgres_server.h"
 #include "tests/fakes/test_certs.h"
 #include "tests/integration/daemon_harness.h"
+#include "tests/integration/tls_replica.h"
 
 namespace sandgate::testing {
 namespace {
 
 constexpr char kAlice[] = "alice-token";
 constexpr char kBob[] = "bob-token";
+constexpr char kOps[] = "ops-token";
+constexpr uint64_t kMaxInput = 1 << 20;  // max_input_bytes: the upload limit
 
 struct Answer {
   long status = 0;
@@ -56,7 +63,10 @@ Answer Http(const std::string& method, const std::string& url, const std::string
   if (!ca.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, ca.c_str());
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
-  if (method == "POST") curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  if (method == "POST" || !body.empty()) {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  }
   curl_slist* list = nullptr;
   if (!token.empty()) list = curl_slist_append(list, ("Authorization: Bearer " + token).c_str());
   for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
@@ -111,25 +121,43 @@ void ExpectSame(const Answer& rest, const grpc::Status& st, const M& grpc_answer
 }
 
 // The HTTP port's base URL, from the daemon's daemon.http log line.
-std::string HttpBase(const DaemonHarness& daemon) {
-  std::string log = daemon.Log();
+std::string HttpBase(const std::string& log) {
   size_t at = log.find("\"event\":\"daemon.http\"");
   size_t url = log.find("\"url\":\"", at);
   if (at == std::string::npos || url == std::string::npos) return "";
   url += 7;
   return log.substr(url, log.find('"', url) - url);
 }
+std::string HttpBase(const DaemonHarness& daemon) { return HttpBase(daemon.Log()); }
+
+// The NDJSON lines of an Exec answer; an {"error": ...} line is returned in `error`.
+std::vector<v1::ExecResponse> ExecLines(const std::string& body, nlohmann::json* error) {
+  std::vector<v1::ExecResponse> out;
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("error")) {
+      *error = j["error"];
+      continue;
+    }
+    v1::ExecResponse r;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &r).ok()) << line;
+    out.push_back(r);
+  }
+  return out;
+}
 
 class RestTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<DaemonHarness>(
-        nlohmann::json{{"http_listen", "127.0.0.1:0"},
-                       {"allow_plaintext_tokens", true},
-                       {"tenants",
-                        {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}},
-                         {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}}}},
-                       {"local", {{"uid_base", 340000}, {"uid_count", 16}}}});
+    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
+        {"http_listen", "127.0.0.1:0"},
+        {"allow_plaintext_tokens", true},
+        {"tenants",
+         {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}},
+          {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}},
+          {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOps)}, {"operator", true}}}},
+        {"max_input_bytes", kMaxInput},
+        {"local", {{"uid_base", 340000}, {"uid_count", 16}}}});
     daemon_->Start();
     stub_ = daemon_->Stub();
     base_ = HttpBase(*daemon_);
@@ -316,6 +344,8 @@ TEST_F(RestTest, ArtifactsDownloadWithTheirTypeAndDigest) {
     EXPECT_EQ(a.headers["content-disposition"],
               absl::StrCat("attachment; filename=\"", artifact.name(), "\""));
     EXPECT_EQ(a.headers["x-content-type-options"], "nosniff");
+    EXPECT_EQ(a.headers["content-security-policy"], "sandbox");
+    EXPECT_EQ(a.headers["content-length"], absl::StrCat(artifact.size_bytes()));
     if (absl::EndsWith(artifact.name(), ".md")) {
       EXPECT_EQ(a.headers["content-type"], "text/markdown; charset=utf-8");
     }
@@ -389,6 +419,322 @@ TEST_F(RestTest, TheReadmeCurlExamplesWork) {
                    run.id(), "/artifacts/investment_analysis.md\""));
   std::ifstream report(dir + "/investment_analysis.md");
   EXPECT_TRUE(report.good()) << "curl -OJ saved no investment_analysis.md";
+
+  // A kept session: upload, exec, download.
+  const std::string csv = SampleCsv();
+  std::ofstream(dir + "/q3.csv") << csv;
+  std::string created_session =
+      sh("curl -sS --fail-with-body -H \"Authorization: Bearer $SANDGATE_TOKEN\" "
+         "-d \"{}\" \"$SANDGATE_URL/v1/sessions\"");
+  v1::Session session;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(created_session, &session).ok())
+      << created_session;
+  const std::string at = absl::StrCat("\"$SANDGATE_URL/v1/sessions/", session.id());
+  std::string put = sh(absl::StrCat("curl -sS --fail-with-body -H \"Authorization: Bearer ",
+                                    "$SANDGATE_TOKEN\" -T q3.csv ", at, "/files/in/q3.csv\""));
+  EXPECT_TRUE(absl::StrContains(put, "\"path\":\"in/q3.csv\"")) << put;
+  std::string exec =
+      sh(absl::StrCat("curl -sS -N --fail-with-body -H \"Authorization: Bearer $SANDGATE_TOKEN\" ",
+                      "-d \"{\\\"command\\\": \\\"wc -l in/q3.csv\\\"}\" ", at, ":exec\""));
+  nlohmann::json error;
+  std::vector<v1::ExecResponse> lines = ExecLines(exec, &error);
+  ASSERT_EQ(lines.size(), 2u) << exec;
+  const size_t rows = std::count(csv.begin(), csv.end(), '\n');
+  EXPECT_EQ(lines[0].output().data(), absl::StrCat(rows, " in/q3.csv\n")) << exec;
+  EXPECT_TRUE(lines[1].has_finished()) << exec;
+  std::remove((dir + "/q3.csv").c_str());
+  sh(absl::StrCat("curl -sS --fail-with-body -OJ -H \"Authorization: Bearer $SANDGATE_TOKEN\" ", at,
+                  "/files/in/q3.csv\""));
+  std::ifstream back(dir + "/q3.csv");
+  std::string text((std::istreambuf_iterator<char>(back)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, csv) << "curl -OJ saved no q3.csv";
+}
+
+// The session streams over gRPC, as the REST answers are compared with them.
+struct GrpcExec {
+  std::vector<v1::ExecResponse> messages;
+  grpc::Status status;
+};
+
+GrpcExec ExecOverGrpc(v1::Sandgate::Stub& stub, const v1::ExecRequest& req) {
+  auto ctx = DaemonHarness::Context(kAlice);
+  auto reader = stub.Exec(ctx.get(), req);
+  GrpcExec out;
+  v1::ExecResponse r;
+  while (reader->Read(&r)) out.messages.push_back(r);
+  out.status = reader->Finish();
+  return out;
+}
+
+grpc::Status UploadOverGrpc(v1::Sandgate::Stub& stub, const v1::UploadFileRequest::Header& header,
+                            const std::string& data, v1::FileInfo* info) {
+  auto ctx = DaemonHarness::Context(kAlice);
+  auto writer = stub.UploadFile(ctx.get(), info);
+  v1::UploadFileRequest m;
+  *m.mutable_header() = header;
+  writer->Write(m);
+  m.set_data(data);
+  writer->Write(m);
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+grpc::Status DownloadOverGrpc(v1::Sandgate::Stub& stub, const std::string& session,
+                              const std::string& path, std::string* data) {
+  auto ctx = DaemonHarness::Context(kAlice);
+  v1::DownloadFileRequest req;
+  req.set_session_id(session);
+  req.set_path(path);
+  auto reader = stub.DownloadFile(ctx.get(), req);
+  v1::FileChunk chunk;
+  while (reader->Read(&chunk)) data->append(chunk.data());
+  return reader->Finish();
+}
+
+// What both faces must agree on: the messages, without what differs by run (the command's
+// number, its duration).
+std::string Comparable(std::vector<v1::ExecResponse> messages) {
+  std::string out;
+  for (v1::ExecResponse& m : messages) {
+    m.mutable_output()->clear_command_id();
+    if (m.has_finished()) {
+      m.mutable_finished()->clear_command_id();
+      m.mutable_finished()->clear_duration();
+    }
+    if (!m.has_output()) m.clear_output();
+    absl::StrAppend(&out, m.ShortDebugString(), "\n");
+  }
+  return out;
+}
+
+TEST_F(RestTest, ExecStreamsTheCommandAndItsExitStatusAsGrpcDoes) {
+  v1::Session session = Parse<v1::Session>(Http("POST", Url("/v1/sessions"), kAlice, "{}"));
+  ASSERT_FALSE(session.id().empty());
+  const std::string exec = "/v1/sessions/" + session.id() + ":exec";
+  v1::ExecRequest req;
+  req.set_session_id(session.id());
+  req.set_command("echo hello; echo oops >&2; exit 3");
+  Answer rest =
+      Http("POST", Url(exec), kAlice, R"({"command": "echo hello; echo oops >&2; exit 3"})");
+  ASSERT_EQ(rest.status, 200) << rest.body;
+  EXPECT_EQ(rest.headers["content-type"], "application/x-ndjson");
+  EXPECT_EQ(rest.headers["transfer-encoding"], "chunked");
+  nlohmann::json error;
+  std::vector<v1::ExecResponse> lines = ExecLines(rest.body, &error);
+  GrpcExec grpc_exec = ExecOverGrpc(*stub_, req);
+  ASSERT_TRUE(grpc_exec.status.ok()) << grpc_exec.status.error_message();
+  EXPECT_TRUE(error.is_null()) << rest.body;
+  EXPECT_EQ(Comparable(lines), Comparable(grpc_exec.messages));
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back().finished().exit_code(), 3) << rest.body;
+
+  // Refusals before anything ran: the same code and message, as a JSON error.
+  req.add_argv("true");  // both argv and command
+  GrpcExec both = ExecOverGrpc(*stub_, req);
+  ASSERT_FALSE(both.status.ok());
+  ExpectSame(Http("POST", Url(exec), kAlice, R"({"command": "true", "argv": ["true"]})"),
+             both.status, v1::ExecResponse(), "Exec with argv and command");
+  req.clear_argv();
+  req.set_session_id("ses_missing");
+  GrpcExec missing = ExecOverGrpc(*stub_, req);
+  ASSERT_EQ(missing.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  ExpectSame(Http("POST", Url("/v1/sessions/ses_missing:exec"), kAlice, R"({"command": "true"})"),
+             missing.status, v1::ExecResponse(), "Exec in a missing session");
+  req.set_session_id(session.id());
+  auto ctx = DaemonHarness::Context(kBob);
+  auto reader = stub_->Exec(ctx.get(), req);
+  v1::ExecResponse ignored;
+  while (reader->Read(&ignored)) {
+  }
+  grpc::Status bob = reader->Finish();
+  ExpectSame(Http("POST", Url(exec), kBob, R"({"command": "true"})"), bob, v1::ExecResponse(),
+             "Exec in another tenant's session");
+  EXPECT_EQ(Http("POST", Url(exec), "", R"({"command": "true"})").status, 401);
+}
+
+size_t AbortOnFirstByte(char*, size_t, size_t, void* got) {
+  *static_cast<bool*>(got) = true;
+  return 0;  // curl closes the connection
+}
+
+TEST_F(RestTest, AClientThatHangsUpCancelsItsExec) {
+  v1::Session session = Parse<v1::Session>(Http("POST", Url("/v1/sessions"), kAlice, "{}"));
+  ASSERT_FALSE(session.id().empty());
+  // The command writes once and then is quiet: only the hang-up itself can stop it.
+  const std::string body = R"({"command": "echo started; exec sleep 60"})";
+  CURL* curl = curl_easy_init();
+  const std::string url = Url("/v1/sessions/" + session.id() + ":exec");
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_slist* list = curl_slist_append(nullptr, "Authorization: Bearer alice-token");
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+  bool got = false;
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AbortOnFirstByte);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &got);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+  EXPECT_EQ(curl_easy_perform(curl), CURLE_WRITE_ERROR);
+  curl_slist_free_all(list);
+  curl_easy_cleanup(curl);
+  ASSERT_TRUE(got);
+
+  // The command is cancelled: the session has nothing in flight long before the sleep ends.
+  v1::GetSessionRequest get;
+  get.set_session_id(session.id());
+  EXPECT_TRUE(Eventually("the command to end once its caller hung up", [&] {
+    v1::Session now;
+    return stub_->GetSession(DaemonHarness::Context(kAlice).get(), get, &now).ok() &&
+           now.in_flight() == 0;
+  }));
+}
+
+TEST_F(RestTest, FilesUploadAndDownloadAsGrpcDoes) {
+  v1::Session session = Parse<v1::Session>(Http("POST", Url("/v1/sessions"), kAlice, "{}"));
+  ASSERT_FALSE(session.id().empty());
+  const std::string files = "/v1/sessions/" + session.id() + "/files/";
+  const std::string data = "year,revenue\n2023,100\n2024,120\n<script>alert(1)</script>\n";
+
+  Answer put = Http("PUT", Url(files + "in/data.csv?mode=416"), kAlice, data);
+  ASSERT_EQ(put.status, 200) << put.body;
+  v1::FileInfo rest_info = Parse<v1::FileInfo>(put);
+  v1::UploadFileRequest::Header header;
+  header.set_session_id(session.id());
+  header.set_path("in/copy.csv");
+  header.set_mode(416);
+  v1::FileInfo grpc_info;
+  ASSERT_TRUE(UploadOverGrpc(*stub_, header, data, &grpc_info).ok());
+  EXPECT_EQ(rest_info.path(), "in/data.csv");
+  grpc_info.set_path(rest_info.path());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(rest_info, grpc_info))
+      << rest_info.DebugString() << " vs " << grpc_info.DebugString();
+
+  Answer got = Http("GET", Url(files + "in/data.csv"), kAlice);
+  ASSERT_EQ(got.status, 200) << got.body;
+  std::string grpc_data;
+  ASSERT_TRUE(DownloadOverGrpc(*stub_, session.id(), "in/data.csv", &grpc_data).ok());
+  EXPECT_EQ(got.body, grpc_data);
+  EXPECT_EQ(got.body, data);
+  EXPECT_EQ(got.headers["content-length"], absl::StrCat(data.size()));
+  EXPECT_EQ(got.headers["content-type"], "text/csv; charset=utf-8");
+  EXPECT_EQ(got.headers["content-disposition"], "attachment; filename=\"data.csv\"");
+  EXPECT_EQ(got.headers["content-security-policy"], "sandbox");
+  EXPECT_EQ(got.headers["x-content-type-options"], "nosniff");
+
+  // Refusals: the same code and message as over gRPC, and nothing written.
+  std::string none;
+  grpc::Status absent = DownloadOverGrpc(*stub_, session.id(), "nope.txt", &none);
+  ASSERT_FALSE(absent.ok());
+  ExpectSame(Http("GET", Url(files + "nope.txt"), kAlice), absent, v1::FileChunk(),
+             "DownloadFile of a missing file");
+  const std::string wrong(64, 'a');
+  header.set_path("bad.csv");
+  header.set_sha256(wrong);
+  grpc::Status mismatch = UploadOverGrpc(*stub_, header, data, &grpc_info);
+  ASSERT_EQ(mismatch.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  ExpectSame(Http("PUT", Url(files + "bad.csv?sha256=" + wrong), kAlice, data), mismatch,
+             v1::FileInfo(), "UploadFile with a wrong sha256");
+  EXPECT_EQ(Http("GET", Url(files + "bad.csv"), kAlice).status, 404);
+  EXPECT_EQ(Http("GET", Url(files + "in/data.csv"), kBob).status, 404);
+  EXPECT_EQ(Http("PUT", Url(files + "x.txt"), "", data).status, 401);
+}
+
+// A PUT of `size` bytes, chunked (no Content-Length) or not.
+Answer Put(const std::string& url, const std::string& data, bool chunked) {
+  struct Source {
+    const std::string* data;
+    size_t at = 0;
+  } source{&data};
+  Answer a;
+  CURL* curl = curl_easy_init();
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+  curl_easy_setopt(
+      curl, CURLOPT_READFUNCTION, +[](char* buf, size_t size, size_t n, void* p) -> size_t {
+        auto* s = static_cast<Source*>(p);
+        size_t take = std::min(size * n, s->data->size() - s->at);
+        std::memcpy(buf, s->data->data() + s->at, take);
+        s->at += take;
+        return take;
+      });
+  curl_easy_setopt(curl, CURLOPT_READDATA, &source);
+  curl_slist* list = curl_slist_append(nullptr, "Authorization: Bearer alice-token");
+  if (chunked) {
+    list = curl_slist_append(list, "Transfer-Encoding: chunked");
+  } else {
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(data.size()));
+  }
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &CollectHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a.headers);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+  curl_easy_perform(curl);  // a refusal before the whole body was sent may cut the send
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.status);
+  curl_slist_free_all(list);
+  curl_easy_cleanup(curl);
+  return a;
+}
+
+TEST_F(RestTest, AnUploadOverTheLimitIsRefusedWithAJsonErrorAndWritesNothing) {
+  v1::Session session = Parse<v1::Session>(Http("POST", Url("/v1/sessions"), kAlice, "{}"));
+  ASSERT_FALSE(session.id().empty());
+  const std::string big(kMaxInput + 1, 'x');
+  const std::string files = "/v1/sessions/" + session.id() + "/files/";
+
+  // With its length: refused on the headers, as gRPC refuses a header.size_bytes over it.
+  v1::UploadFileRequest::Header header;
+  header.set_session_id(session.id());
+  header.set_path("big.bin");
+  header.set_size_bytes(big.size());
+  v1::FileInfo info;
+  grpc::Status sized = UploadOverGrpc(*stub_, header, big, &info);
+  ASSERT_FALSE(sized.ok());
+  Answer a = Put(Url(files + "big.bin"), big, /*chunked=*/false);
+  ExpectSame(a, sized, v1::FileInfo(), "a sized upload over the limit");
+  EXPECT_EQ(a.status, 400) << a.body;
+
+  // Chunked: refused once the bytes pass the limit, as a gRPC upload without a size.
+  header.clear_size_bytes();
+  grpc::Status unsized = UploadOverGrpc(*stub_, header, big, &info);
+  ASSERT_EQ(unsized.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  a = Put(Url(files + "big.bin"), big, /*chunked=*/true);
+  ExpectSame(a, unsized, v1::FileInfo(), "a chunked upload over the limit");
+  EXPECT_EQ(a.status, 429) << a.body;
+
+  v1::ListFilesResponse listed = Parse<v1::ListFilesResponse>(
+      Http("GET", Url("/v1/sessions/" + session.id() + "/files"), kAlice));
+  for (const v1::FileInfo& f : listed.files()) EXPECT_NE(f.path(), "big.bin");
+
+  // At the limit it is taken, in either form.
+  const std::string full(kMaxInput, 'y');
+  Answer sized_ok = Put(Url(files + "full.bin"), full, false);
+  EXPECT_EQ(sized_ok.status, 200) << sized_ok.body;
+  Answer chunked_ok = Put(Url(files + "full2.bin"), full, true);
+  EXPECT_EQ(chunked_ok.status, 200) << chunked_ok.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(chunked_ok).size_bytes(), kMaxInput);
+}
+
+TEST_F(RestTest, DrainAndPurgeAreForOperatorsAsOverGrpc) {
+  v1::PurgeRequest purge;
+  purge.mutable_older_than()->set_seconds(86400);
+  v1::PurgeResponse grpc_purge;
+  grpc::Status st = stub_->Purge(DaemonHarness::Context(kAlice).get(), purge, &grpc_purge);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  const std::string body = R"({"olderThan": "86400s"})";
+  ExpectSame(Http("POST", Url("/v1/runs:purge"), kAlice, body), st, grpc_purge,
+             "Purge by a tenant");
+  st = stub_->Purge(DaemonHarness::Context(kOps).get(), purge, &grpc_purge);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ExpectSame(Http("POST", Url("/v1/runs:purge"), kOps, body), st, grpc_purge,
+             "Purge by an operator");
+
+  v1::DrainRequest drain;
+  v1::DrainResponse grpc_drain;
+  st = stub_->Drain(DaemonHarness::Context(kAlice).get(), drain, &grpc_drain);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  ExpectSame(Http("POST", Url("/v1/daemon:drain"), kAlice), st, grpc_drain, "Drain by a tenant");
+  // An operator's Drain is the gRPC one's path (daemon_test drains that way); its exit takes
+  // seconds that this suite does not spend again.
 }
 
 // With `tls`, the HTTP port is HTTPS with the gRPC port's certificate, and tokens need no
@@ -419,6 +765,81 @@ TEST_F(RestTlsTest, HttpsWithTheTlsFilesCarriesTokens) {
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   curl_easy_cleanup(curl);
   EXPECT_TRUE(rc != CURLE_OK || status != 200) << "plain HTTP answered on the HTTPS port: " << body;
+}
+
+// Two replicas on one PostgreSQL database with mutual TLS between them: the session streams
+// asked of B's REST port act on the sandbox A owns, relayed as gRPC's are.
+class RestReplicaTest : public TlsFixture {};
+
+TEST_F(RestReplicaTest, SessionStreamsThroughBsRestPortActOnTheSandboxOnA) {
+  absl::StatusOr<std::string> dsn = PostgresServer::Shared().CreateDatabase();
+  ASSERT_TRUE(dsn.ok()) << dsn.status();
+  auto config = [&](const std::string& id, uint32_t uid_base) {
+    nlohmann::json c = TlsReplicaConfig(
+        *dsn, id, uid_base, certs_, {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}}});
+    c["http_listen"] = "127.0.0.1:0";
+    return c;
+  };
+  TlsReplica a(tmp_.path() + "/a", config("replica-a", 340000), certs_);
+  TlsReplica b(tmp_.path() + "/b", config("replica-b", 340100), certs_);
+  ASSERT_TRUE(a.Start(kAlice)) << a.Log();
+  ASSERT_TRUE(b.Start(kAlice)) << b.Log();
+  const std::string base = HttpBase(b.Log());
+  ASSERT_TRUE(absl::StartsWith(base, "https://")) << b.Log();
+  v1::Session s;
+  ASSERT_TRUE(a.Stub()->CreateSession(DaemonHarness::Context(kAlice).get(), {}, &s).ok());
+  ASSERT_EQ(s.replica(), "replica-a");
+
+  v1::ExecRequest req;
+  req.set_session_id(s.id());
+  req.set_command("echo hello; echo oops >&2; exit 3");
+  Answer rest = Http("POST", base + "/v1/sessions/" + s.id() + ":exec", kAlice,
+                     R"({"command": "echo hello; echo oops >&2; exit 3"})", {}, certs_.ca);
+  ASSERT_EQ(rest.status, 200) << rest.body << b.Log();
+  nlohmann::json error;
+  std::vector<v1::ExecResponse> lines = ExecLines(rest.body, &error);
+  EXPECT_TRUE(error.is_null()) << rest.body;
+  GrpcExec on_a = ExecOverGrpc(*a.Stub(), req);
+  EXPECT_EQ(Comparable(lines), Comparable(on_a.messages));
+
+  v1::UploadFileRequest::Header header;
+  header.set_session_id(s.id());
+  header.set_path("made-on-a.txt");
+  v1::FileInfo info;
+  const std::string data(300 << 10, 'a');  // more than one chunk
+  ASSERT_TRUE(UploadOverGrpc(*a.Stub(), header, data, &info).ok());
+  Answer got = Http("GET", base + "/v1/sessions/" + s.id() + "/files/made-on-a.txt", kAlice, "", {},
+                    certs_.ca);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.body, data);
+  EXPECT_EQ(got.headers["content-length"], absl::StrCat(data.size()));
+  Answer missing =
+      Http("GET", base + "/v1/sessions/" + s.id() + "/files/nope.txt", kAlice, "", {}, certs_.ca);
+  EXPECT_EQ(missing.status, 404) << missing.body;
+
+  // An upload through B lands in A's workspace (sent on in more than one message).
+  const std::string sent(600 << 10, 'b');
+  Answer put = Http("PUT", base + "/v1/sessions/" + s.id() + "/files/via-b.txt", kAlice, sent, {},
+                    certs_.ca);
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(put).sha256(), Sha256::Hex(sent));
+  std::string landed;
+  ASSERT_TRUE(DownloadOverGrpc(*a.Stub(), s.id(), "via-b.txt", &landed).ok());
+  EXPECT_EQ(landed, sent);
+
+  // The unary calls on the session, too.
+  const std::string path = base + "/v1/sessions/" + s.id();
+  v1::ListFilesRequest files;
+  files.set_session_id(s.id());
+  v1::ListFilesResponse on_a_files;
+  grpc::Status st = a.Stub()->ListFiles(DaemonHarness::Context(kAlice).get(), files, &on_a_files);
+  ExpectSame(Http("GET", path + "/files", kAlice, "", {}, certs_.ca), st, on_a_files,
+             "ListFiles through B");
+  Answer kept = Http("POST", path + ":keepAlive", kAlice, "", {}, certs_.ca);
+  EXPECT_EQ(kept.status, 200) << kept.body;
+  Answer closed = Http("POST", path + ":close", kAlice, "{}", {}, certs_.ca);
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  EXPECT_EQ(Parse<v1::Session>(closed).status(), v1::SESSION_STATUS_CLOSED) << closed.body;
 }
 
 }  // namespace
