@@ -113,10 +113,11 @@ void RunManager::Adopt(const AdmissionQueue::Ticket& t) {
     run->set_status(v1::RUN_STATUS_FAILED);
     run->set_status_reason(why);
     *run->mutable_finished_at() = ToProto(deps_.clock->Now());
-    absl::Status put = deps_.store->PutRun(*run);
     v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, why, {});
     e.set_run_id(run->id());
-    if (put.ok()) put = deps_.events->Append(std::move(e)).status();
+    // The record and its terminal event in one write: a kill between them would leave a
+    // failed run whose log never ends.
+    absl::Status put = deps_.events->Finish(std::move(e), *run).status();
     log::Error("run.adopt_failed", {{"run", t.run_id}, {"why", why}, {"error", put.ToString()}});
     admission_.Done(t);
     return;
