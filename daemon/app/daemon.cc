@@ -375,7 +375,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
 }
 
 // The HTTP ports: metrics_listen (only /metrics) and http_listen (the REST API, its event
-// streams and /metrics; HTTPS with the tls files, read once here). Each logs and prints the
+// streams and /metrics; HTTPS with the tls files, read here and re-read every
+// tls.reload_interval_seconds). Each logs and prints the
 // address it serves on (port 0 = the one chosen).
 absl::Status Daemon::StartHttp(Parts& p) {
   core::Metrics* metrics = p.metrics.get();
@@ -400,6 +401,9 @@ absl::Status Daemon::StartHttp(Parts& p) {
                                              {"tls.cert_file", "tls.key_file", ""}));
       o.tls_cert_pem = pem.cert_chain;
       o.tls_key_pem = pem.private_key;
+      o.tls_cert_file = p.config.tls.cert_file;
+      o.tls_key_file = p.config.tls.key_file;
+      o.tls_reload_interval_seconds = p.config.tls.reload_interval_seconds;
     }
     server::HttpServer::Routes routes = server::RestRoutes(p.http_deps);
     routes.push_back(server::MetricsRoute(render));

@@ -1,12 +1,15 @@
 #include "server/http_server.h"
 
 #include <arpa/inet.h>
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "common/errors.h"
 #include "common/log.h"
+#include "common/tls.h"
 
 namespace sandgate::server {
 
@@ -103,6 +107,118 @@ void LogFromMhd(void*, const char* fmt, va_list ap) {
   while (!text.empty() && text.back() == '\n') text.pop_back();
   log::Warning("http.library", {{"message", text}});
 }
+
+// The HTTPS listener's key pair, handed to GnuTLS at each handshake (MHD's certificate
+// callback) and re-read from its files every reload interval, at the first handshake after
+// it (two small files, once an interval, on the polling thread). Every pair loaded stays until
+// the process ends: a handshake under way may still use an older one, and a renewal a day
+// costs a few KB. The callback has no user pointer: one TLS identity per process (the daemon
+// has one HTTPS port). Thread safe.
+class TlsIdentity {
+ public:
+  static TlsIdentity* Install(const HttpServerOptions& o) {
+    auto* identity = new TlsIdentity(o);
+    absl::Status st;
+    {
+      absl::MutexLock lock(&identity->mu_);
+      st = identity->AddLocked(o.tls_cert_pem, o.tls_key_pem);
+    }
+    if (!st.ok()) {
+      delete identity;
+      return nullptr;
+    }
+    delete current_.exchange(identity);
+    return identity;
+  }
+  static void Uninstall(TlsIdentity* identity) {
+    TlsIdentity* expected = identity;
+    if (current_.compare_exchange_strong(expected, nullptr)) delete identity;
+  }
+
+  static int Retrieve(gnutls_session_t, const gnutls_datum_t*, int, const gnutls_pk_algorithm_t*,
+                      int, gnutls_pcert_st** pcert, unsigned int* pcert_length,
+                      gnutls_privkey_t* key) {
+    TlsIdentity* self = current_.load();
+    if (self == nullptr) return -1;
+    absl::MutexLock lock(&self->mu_);
+    self->MaybeReloadLocked();
+    Pair& p = *self->pairs_.back();
+    *pcert = p.certs.data();
+    *pcert_length = static_cast<unsigned int>(p.certs.size());
+    *key = p.key;
+    return 0;
+  }
+
+  ~TlsIdentity() {
+    absl::MutexLock lock(&mu_);
+    for (auto& p : pairs_) {
+      for (auto& c : p->certs) gnutls_pcert_deinit(&c);
+      gnutls_privkey_deinit(p->key);
+    }
+  }
+
+ private:
+  struct Pair {
+    std::vector<gnutls_pcert_st> certs;
+    gnutls_privkey_t key = nullptr;
+  };
+
+  explicit TlsIdentity(const HttpServerOptions& o)
+      : options_(o), next_check_(o.clock->Now() + absl::Seconds(o.tls_reload_interval_seconds)) {}
+
+  void MaybeReloadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (options_.tls_reload_interval_seconds <= 0 || options_.tls_cert_file.empty()) return;
+    const absl::Time now = options_.clock->Now();
+    if (now < next_check_) return;
+    next_check_ = now + absl::Seconds(options_.tls_reload_interval_seconds);
+    absl::StatusOr<TlsPem> pem = ReadTlsFiles({options_.tls_cert_file, options_.tls_key_file, ""},
+                                              {"tls.cert_file", "tls.key_file", ""});
+    absl::Status st = pem.status();
+    if (st.ok() && pem->cert_chain == cert_pem_ && pem->private_key == key_pem_) return;
+    if (st.ok()) st = AddLocked(pem->cert_chain, pem->private_key);
+    if (!st.ok()) {
+      log::Warning("tls.reload_refused",
+                   {{"listener", options_.key_name}, {"message", std::string(st.message())}});
+      return;
+    }
+    log::Info("tls.reloaded", {{"listener", options_.key_name}});
+  }
+
+  absl::Status AddLocked(const std::string& cert_pem, const std::string& key_pem)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto pair = std::make_unique<Pair>();
+    pair->certs.resize(16);
+    unsigned int n = static_cast<unsigned int>(pair->certs.size());
+    gnutls_datum_t cert{reinterpret_cast<unsigned char*>(const_cast<char*>(cert_pem.data())),
+                        static_cast<unsigned int>(cert_pem.size())};
+    if (gnutls_pcert_list_import_x509_raw(pair->certs.data(), &n, &cert, GNUTLS_X509_FMT_PEM, 0) <
+        0) {
+      return errors::InvalidArgument("the certificate chain does not load into GnuTLS");
+    }
+    pair->certs.resize(n);
+    gnutls_datum_t key{reinterpret_cast<unsigned char*>(const_cast<char*>(key_pem.data())),
+                       static_cast<unsigned int>(key_pem.size())};
+    if (gnutls_privkey_init(&pair->key) < 0 ||
+        gnutls_privkey_import_x509_raw(pair->key, &key, GNUTLS_X509_FMT_PEM, nullptr, 0) < 0) {
+      for (auto& c : pair->certs) gnutls_pcert_deinit(&c);
+      if (pair->key != nullptr) gnutls_privkey_deinit(pair->key);
+      return errors::InvalidArgument("the private key does not load into GnuTLS");
+    }
+    pairs_.push_back(std::move(pair));
+    cert_pem_ = cert_pem;
+    key_pem_ = key_pem;
+    return absl::OkStatus();
+  }
+
+  const HttpServerOptions options_;
+  static std::atomic<TlsIdentity*> current_;
+  absl::Mutex mu_;
+  absl::Time next_check_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Pair>> pairs_ ABSL_GUARDED_BY(mu_);
+  std::string cert_pem_ ABSL_GUARDED_BY(mu_), key_pem_ ABSL_GUARDED_BY(mu_);
+};
+
+std::atomic<TlsIdentity*> TlsIdentity::current_{nullptr};
 
 }  // namespace
 
@@ -307,15 +423,24 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
                                                 "' is not an IPv4 address"));
   }
   const bool tls = !options.tls_cert_pem.empty();
-  if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+  if (tls && (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES ||
+              MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK) != MHD_YES)) {
     return errors::FailedPrecondition(
-        absl::StrCat(options.key_name, ": this libmicrohttpd was built without TLS"));
+        absl::StrCat(options.key_name,
+                     ": this libmicrohttpd was built without TLS (or its certificate callback)"));
   }
   std::unique_ptr<HttpServer> server(new HttpServer(std::move(options), std::move(routes)));
   const HttpServerOptions& o = server->options_;
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                        MHD_USE_ERROR_LOG;
-  if (tls) flags |= MHD_USE_TLS;
+  if (tls) {
+    flags |= MHD_USE_TLS;
+    server->tls_identity_ = TlsIdentity::Install(o);
+    if (server->tls_identity_ == nullptr) {
+      return errors::InvalidArgument(
+          absl::StrCat(o.key_name, ": the TLS key or certificate does not load into GnuTLS"));
+    }
+  }
   // Options after the TLS pair are ignored when it is absent: MHD_OPTION_END ends the list.
   server->daemon_ = MHD_start_daemon(
       flags, 0, nullptr, nullptr, reinterpret_cast<MHD_AccessHandlerCallback>(&AccessHandler),
@@ -323,8 +448,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
       server.get(), MHD_OPTION_EXTERNAL_LOGGER, &LogFromMhd, nullptr, MHD_OPTION_SOCK_ADDR, &addr,
       MHD_OPTION_NOTIFY_COMPLETED, &Completed, server.get(), MHD_OPTION_CONNECTION_LIMIT,
       o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, o.idle_timeout_seconds,
-      tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, o.tls_key_pem.c_str(),
-      MHD_OPTION_HTTPS_MEM_CERT, o.tls_cert_pem.c_str(), MHD_OPTION_END);
+      tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, &TlsIdentity::Retrieve,
+      MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     return errors::Unavailable(absl::StrCat(o.key_name, ": cannot serve HTTP on ", o.address,
                                             " (in use, or a bad TLS key or certificate)"));
@@ -534,6 +659,7 @@ void HttpServer::Stop() {
   daemon_ = nullptr;
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (tls_identity_ != nullptr) TlsIdentity::Uninstall(static_cast<TlsIdentity*>(tls_identity_));
 }
 
 }  // namespace sandgate::server

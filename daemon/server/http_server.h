@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;
@@ -120,6 +121,13 @@ struct HttpServerOptions {
   std::string key_name = "http_listen";  // names the config key in errors
   // TLS: the key and certificate chain, PEM; both empty = plain HTTP.
   std::string tls_key_pem, tls_cert_pem;
+  // Where they came from: re-read (ReadTlsFiles) every tls_reload_interval_seconds of
+  // `clock`, at the first handshake after it, as the gRPC listener re-reads its files, so a
+  // renewed certificate is served to new connections without a restart; a bad replacement
+  // is logged (tls.reload_refused) and the last good pair stays. 0 or no files: never.
+  std::string tls_key_file, tls_cert_file;
+  int tls_reload_interval_seconds = 0;
+  Clock* clock = Clock::Real();
   uint64_t max_body_bytes = 96ull << 20;  // bigger requests are refused (413)
   unsigned int max_connections = 1024;
   unsigned int idle_timeout_seconds = 60;  // an idle (not suspended) connection is closed
@@ -160,7 +168,8 @@ class HttpServer {
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   bool tls_ = false;
-  int epoll_fd_ = -1;  // the watcher's; wake_fd_ (an eventfd) in it ends the loop
+  void* tls_identity_ = nullptr;  // http_server.cc's TlsIdentity, with TLS
+  int epoll_fd_ = -1;             // the watcher's; wake_fd_ (an eventfd) in it ends the loop
   int wake_fd_ = -1;
   std::thread watcher_;
 

@@ -7,8 +7,10 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -765,6 +767,76 @@ TEST_F(RestTlsTest, HttpsWithTheTlsFilesCarriesTokens) {
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   curl_easy_cleanup(curl);
   EXPECT_TRUE(rc != CURLE_OK || status != 200) << "plain HTTP answered on the HTTPS port: " << body;
+}
+
+// The certificate an HTTPS port serves to a new connection (PEM, whitespace removed), or "".
+std::string ServedCertificate(const std::string& url, const std::string& ca) {
+  CURL* curl = curl_easy_init();
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CAINFO, ca.c_str());
+  curl_easy_setopt(curl, CURLOPT_CERTINFO, 1L);
+  curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+  std::string pem;
+  if (curl_easy_perform(curl) == CURLE_OK) {
+    curl_certinfo* info = nullptr;
+    curl_easy_getinfo(curl, CURLINFO_CERTINFO, &info);
+    for (curl_slist* e = info && info->num_of_certs > 0 ? info->certinfo[0] : nullptr; e;
+         e = e->next) {
+      absl::string_view line(e->data);
+      if (absl::ConsumePrefix(&line, "Cert:")) pem = std::string(line);
+    }
+  }
+  curl_easy_cleanup(curl);
+  pem.erase(std::remove_if(pem.begin(), pem.end(), [](char c) { return std::isspace(c); }),
+            pem.end());
+  return pem;
+}
+
+std::string Pem(const std::string& file) {
+  std::string pem = ReadFileOrEmpty(file);
+  pem.erase(std::remove_if(pem.begin(), pem.end(), [](char c) { return std::isspace(c); }),
+            pem.end());
+  return pem;
+}
+
+TEST_F(RestTlsTest, ARotatedCertificateIsServedWithoutARestart) {
+  const std::string live_cert = tmp_.path() + "/live.pem";
+  const std::string live_key = tmp_.path() + "/live.key";
+  // New files renamed over the old ones, the way a certificate renewer replaces them.
+  auto install = [&](const TestCertificates::Pair& pair) {
+    std::filesystem::copy_file(pair.key, live_key + ".new");
+    std::filesystem::copy_file(pair.cert, live_cert + ".new");
+    std::filesystem::rename(live_key + ".new", live_key);
+    std::filesystem::rename(live_cert + ".new", live_cert);
+  };
+  install(certs_.server);
+  DaemonHarness daemon(nlohmann::json{
+      {"http_listen", "127.0.0.1:0"},
+      {"tls", {{"cert_file", live_cert}, {"key_file", live_key}, {"reload_interval_seconds", 1}}},
+      {"tenants", {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}}}},
+      {"local", {{"uid_base", 340000}, {"uid_count", 16}}}});
+  daemon.Start();
+  const std::string url = HttpBase(daemon) + "/metrics";
+  ASSERT_EQ(ServedCertificate(url, certs_.ca), Pem(certs_.server.cert)) << daemon.Log();
+
+  install(certs_.server2);
+  std::string served;
+  EXPECT_TRUE(Eventually("the renewed certificate to be served",
+                         [&] {
+                           served = ServedCertificate(url, certs_.ca);
+                           return served == Pem(certs_.server2.cert);
+                         }))
+      << "still served: " << served;
+
+  // A replacement that is not a certificate: refused, logged, the last good pair still served.
+  std::ofstream(live_cert + ".new") << "-----BEGIN CERTIFICATE-----\nhalf written";
+  std::filesystem::rename(live_cert + ".new", live_cert);
+  EXPECT_TRUE(Eventually("the HTTP port's tls.reload_refused in the log", [&] {
+    ServedCertificate(url, certs_.ca);  // the re-read comes with a handshake
+    return absl::StrContains(daemon.Log(), "\"listener\":\"http_listen\"");
+  })) << daemon.Log();
+  EXPECT_EQ(ServedCertificate(url, certs_.ca), Pem(certs_.server2.cert));
 }
 
 // Two replicas on one PostgreSQL database with mutual TLS between them: the session streams
