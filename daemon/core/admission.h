@@ -10,11 +10,14 @@
 // queue and the tenants' quotas are the store's, gateway-wide: Enqueue adds a row any
 // replica may claim, and Admit claims, while THIS replica has room of its own (max_running,
 // the machine's sandbox budget), the next runs in the gateway's fair order, which may be runs
-// another replica queued (the caller starts them from their kept requests). Without one, all
-// of it is in memory, for this daemon alone.
+// another replica queued (the caller starts them from their kept requests); a run queued
+// while this replica has room for it, and is next, is admitted by Enqueue itself (claimed in
+// the same transaction), so no other replica takes it first. Without one, all of it is in
+// memory, for this daemon alone.
 //
 //   AdmissionQueue q(/*max_running=*/4, /*max_queued=*/1024, &budget);
-//   SANDGATE_RETURN_IF_ERROR(q.Enqueue({run_id, tenant, /*tenant_limit=*/2, true}));
+//   SANDGATE_ASSIGN_OR_RETURN(bool now, q.Enqueue({run_id, tenant, /*tenant_limit=*/2, true}));
+//   if (now) Start(ticket);
 //   for (const auto& t : q.Admit()) Start(t);     // … and when one ends:
 //   q.Done(ticket); for (const auto& t : q.Admit()) Start(t);
 //
