@@ -48,6 +48,26 @@ ExecOutcome Exec(v1::Sandgate::Stub& stub, const std::string& session, const std
   return o;
 }
 
+// An Exec through `stub` left open for the test to read, cancel or cut.
+struct OpenExec {
+  OpenExec(v1::Sandgate::Stub& stub, const std::string& session, const std::string& command)
+      : ctx(DaemonHarness::Context(kToken)) {
+    v1::ExecRequest req;
+    req.set_session_id(session);
+    req.set_command(command);
+    reader = stub.Exec(ctx.get(), req);
+  }
+  // Reads what is left; the stream's status.
+  grpc::Status End() {
+    v1::ExecResponse r;
+    while (reader->Read(&r)) {
+    }
+    return reader->Finish();
+  }
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReader<v1::ExecResponse>> reader;
+};
+
 grpc::Status KeepAlive(v1::Sandgate::Stub& stub, const std::string& session,
                        const std::string& token = kToken) {
   v1::KeepAliveRequest req;
@@ -194,20 +214,14 @@ TEST_F(ReplicaForwardTest, CancellingAForwardedExecCancelsItOnTheOwner) {
   auto b = b_->Stub();
   const std::string probe = "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '";
   {
-    auto ctx = DaemonHarness::Context(kToken);
-    v1::ExecRequest req;
-    req.set_session_id(s.id());
-    req.set_command("echo started; exec sleep 4242");
-    auto reader = b->Exec(ctx.get(), req);
+    OpenExec exec(*b, s.id(), "echo started; exec sleep 4242");
     v1::ExecResponse r;
-    ASSERT_TRUE(reader->Read(&r)) << b_->Log();
+    ASSERT_TRUE(exec.reader->Read(&r)) << b_->Log();
     EXPECT_EQ(r.output().data(), "started\n");
     // Visible to another command of the session while it runs.
     EXPECT_TRUE(absl::StrContains(Exec(*a_->Stub(), s.id(), probe).out, "sleep 4242"));
-    ctx->TryCancel();
-    while (reader->Read(&r)) {
-    }
-    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+    exec.ctx->TryCancel();
+    EXPECT_EQ(exec.End().error_code(), grpc::StatusCode::CANCELLED);
   }
   EXPECT_TRUE(Eventually("the command on A to be gone", [&] {
     return !absl::StrContains(Exec(*a_->Stub(), s.id(), probe).out, "sleep 4242");
@@ -221,7 +235,7 @@ TEST_F(ReplicaForwardTest, CancellingAForwardedExecCancelsItOnTheOwner) {
 TEST_F(ReplicaForwardTest, CallersCancellingAtEachStepLeaveBServing) {
   const v1::Session s = SessionOnA();
   auto b = b_->Stub();
-  constexpr int kRounds = 12;
+  constexpr int kRounds = 16;
   for (int round = 0; round < kRounds; ++round) {
     const int chunks = round % 3;  // cancelled after the header, or 1 or 2 data messages
     {
@@ -240,18 +254,13 @@ TEST_F(ReplicaForwardTest, CallersCancellingAtEachStepLeaveBServing) {
       ctx->TryCancel();
       EXPECT_FALSE(writer->Finish().ok());
     }
-    {
-      auto ctx = DaemonHarness::Context(kToken);
-      v1::ExecRequest req;
-      req.set_session_id(s.id());
-      req.set_command("echo started; exec sleep 60");
-      auto reader = b->Exec(ctx.get(), req);
+    // Cancelled at once (most often during the lookup), and mid-stream.
+    for (bool mid_stream : {false, false, chunks > 0}) {
+      OpenExec exec(*b, s.id(), "echo started; exec sleep 60");
       v1::ExecResponse r;
-      if (chunks > 0) reader->Read(&r);  // cancelled mid-stream, else at once
-      ctx->TryCancel();
-      while (reader->Read(&r)) {
-      }
-      EXPECT_FALSE(reader->Finish().ok());
+      if (mid_stream) exec.reader->Read(&r);
+      exec.ctx->TryCancel();
+      EXPECT_FALSE(exec.End().ok());
     }
     {
       auto ctx = DaemonHarness::Context(kToken);
@@ -268,6 +277,20 @@ TEST_F(ReplicaForwardTest, CallersCancellingAtEachStepLeaveBServing) {
   }
   grpc::Status alive = KeepAlive(*b, s.id());
   EXPECT_TRUE(alive.ok()) << alive.error_message() << "\n" << b_->Log();
+}
+
+// B drained (SIGTERM) while it relays an Exec: the caller's stream ends with a status, and B
+// exits cleanly, not blocked on (or crashing in) the relay.
+TEST_F(ReplicaForwardTest, DrainingBMidRelayEndsTheCallersStream) {
+  const v1::Session s = SessionOnA();
+  auto b = b_->Stub();
+  OpenExec exec(*b, s.id(), "echo started; exec sleep 60");
+  v1::ExecResponse r;
+  ASSERT_TRUE(exec.reader->Read(&r)) << b_->Log();
+  EXPECT_EQ(r.output().data(), "started\n");
+  const int status = b_->Stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << b_->Log();
+  EXPECT_FALSE(exec.End().ok());
 }
 
 // CancelRun sent to B ends A's run CANCELLED; then, with A gone, calls through B on its

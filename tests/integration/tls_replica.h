@@ -78,6 +78,14 @@ class TlsReplica {
         },
         absl::Seconds(20));
   }
+  // Sends `sig` and waits for the daemon to exit; its status as from waitpid.
+  int Stop(int sig) {
+    int status = 0;
+    kill(pid_, sig);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
   void Kill() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
