@@ -56,6 +56,14 @@ size_t CollectHeader(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
+// The answer's body and headers go to `a`.
+void CollectInto(CURL* curl, Answer* a) {
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a->body);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &CollectHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a->headers);
+}
+
 // `ca`: the CA file that verifies an https:// server.
 Answer Http(const std::string& method, const std::string& url, const std::string& token,
             const std::string& body = "", const std::vector<std::string>& headers = {},
@@ -74,10 +82,7 @@ Answer Http(const std::string& method, const std::string& url, const std::string
   for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
   list = curl_slist_append(list, "Content-Type: application/json");
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &CollectHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a.headers);
+  CollectInto(curl, &a);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, 120L);
   CURLcode rc = curl_easy_perform(curl);
   EXPECT_EQ(rc, CURLE_OK) << curl_easy_strerror(rc) << " " << method << " " << url;
@@ -665,10 +670,7 @@ Answer Put(const std::string& url, const std::string& data, bool chunked) {
     curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(data.size()));
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a.body);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &CollectHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a.headers);
+  CollectInto(curl, &a);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
   curl_easy_perform(curl);  // a refusal before the whole body was sent may cut the send
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.status);
@@ -769,6 +771,11 @@ TEST_F(RestTlsTest, HttpsWithTheTlsFilesCarriesTokens) {
   EXPECT_TRUE(rc != CURLE_OK || status != 200) << "plain HTTP answered on the HTTPS port: " << body;
 }
 
+std::string WithoutSpace(std::string s) {
+  s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return std::isspace(c); }), s.end());
+  return s;
+}
+
 // The certificate an HTTPS port serves to a new connection (PEM, whitespace removed), or "".
 std::string ServedCertificate(const std::string& url, const std::string& ca) {
   CURL* curl = curl_easy_init();
@@ -788,17 +795,10 @@ std::string ServedCertificate(const std::string& url, const std::string& ca) {
     }
   }
   curl_easy_cleanup(curl);
-  pem.erase(std::remove_if(pem.begin(), pem.end(), [](char c) { return std::isspace(c); }),
-            pem.end());
-  return pem;
+  return WithoutSpace(pem);
 }
 
-std::string Pem(const std::string& file) {
-  std::string pem = ReadFileOrEmpty(file);
-  pem.erase(std::remove_if(pem.begin(), pem.end(), [](char c) { return std::isspace(c); }),
-            pem.end());
-  return pem;
-}
+std::string Pem(const std::string& file) { return WithoutSpace(ReadFileOrEmpty(file)); }
 
 TEST_F(RestTlsTest, ARotatedCertificateIsServedWithoutARestart) {
   const std::string live_cert = tmp_.path() + "/live.pem";
