@@ -14,7 +14,7 @@ packages=(
   libabsl-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libsqlite3-dev libseccomp-dev libexpat1-dev
   libpq-dev postgresql
-  libmicrohttpd-dev curl
+  libmicrohttpd-dev libgnutls28-dev curl
   bubblewrap python3 python3-grpcio python3-protobuf python3-pytest procps
   clang clang-format lld
   groff-base man-db zsh
