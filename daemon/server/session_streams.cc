@@ -32,7 +32,9 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
   }
   void OnWriteDone(bool ok) override {
     if (relay_.WriteDone(ok)) return;
-    if (!ok) {
+    // After Stop, the completion of the write then in flight ends the call, also when that
+    // write went through: the output calls this writer no more.
+    if (!ok || stopped_.load()) {
       cancel_.Cancel("the caller went away");
       output_.Stop();
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
@@ -43,6 +45,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
   void OnCancel() override {
     if (relay_.Cancel()) return;
     cancel_.Cancel("the caller cancelled the stream");
+    stopped_.store(true);
     if (!output_.Stop()) {
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
     }
@@ -71,6 +74,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
   const core::Caller caller_;
   const v1::ExecRequest req_;
   CancelToken cancel_;
+  std::atomic<bool> stopped_{false};  // the caller cancelled: output_ was stopped
   core::ExecOutput output_;
 };
 

@@ -277,6 +277,9 @@ TEST_F(ReplicaForwardTest, CallersCancellingAtEachStepLeaveBServing) {
   }
   grpc::Status alive = KeepAlive(*b, s.id());
   EXPECT_TRUE(alive.ok()) << alive.error_message() << "\n" << b_->Log();
+  // Every cancelled call ended on A too: a leaked one holds A's drain until its watchdog.
+  const int status = a_->Stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << a_->Log();
 }
 
 // B drained (SIGTERM) while it relays an Exec: the caller's stream ends with a status, and B
