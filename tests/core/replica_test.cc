@@ -275,10 +275,10 @@ TEST_F(ReplicaTest, ALostReplicasQuotaSlotsAreFreedAtItsTakeover) {
   running.enqueued_by = "a";
   store::QueuedRun later = running;
   later.run_id = "r-later";
-  ASSERT_TRUE(admission_->Enqueue(running, 0).ok());
+  ASSERT_TRUE(admission_->Enqueue(running, 0, store::RoomHere{}).ok());
   ASSERT_EQ((*admission_->Claim("a", true))->run_id, "r-running");
   ASSERT_TRUE(*admission_->TakeSessionSlot("t", "slot-a", "a", 1));
-  ASSERT_TRUE(admission_->Enqueue(later, 0).ok());
+  ASSERT_TRUE(admission_->Enqueue(later, 0, store::RoomHere{}).ok());
   ReplicaMember& b = StartReplica("b");
   ASSERT_TRUE(clock_.BlockUntilSettled(2));
   EXPECT_FALSE(admission_->Claim("b", true)->has_value()) << "a's run holds t's one slot";
