@@ -1,8 +1,11 @@
 // Admission across replicas: two real daemons on one PostgreSQL database (tests/fakes'
 // throwaway server) share one run queue and the tenants' quotas. A tenant limited to 2
 // concurrent runs never has more than 2 RUNNING in the whole gateway, whichever replica its
-// runs were sent to; runs_per_minute and live_sessions count both replicas' work; and a run
-// waiting on a full replica is started by the other one.
+// runs were sent to; runs_per_minute and live_sessions count both replicas' work; a run
+// waiting on a full replica is started by the other one; and the queue is fair across
+// tenants in the whole gateway, not per replica.
+#include <algorithm>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -18,18 +21,23 @@ namespace {
 
 constexpr char kLimited[] = "limited-token";  // concurrent_runs 2, runs_per_minute 8
 constexpr char kRated[] = "rated-token";      // runs_per_minute 2, live_sessions 1
+constexpr char kFirst[] = "first-token";      // no quotas
+constexpr char kSecond[] = "second-token";    // no quotas
 
-nlohmann::json Config(const std::string& dsn, const std::string& id, uint32_t uid_base) {
+nlohmann::json Config(const std::string& dsn, const std::string& id, uint32_t uid_base,
+                      uint32_t max_concurrent_runs) {
   return {{"store", {{"type", "postgres"}, {"dsn", dsn}}},
           {"replica", {{"id", id}, {"lease_seconds", 4}, {"renew_seconds", 1}}},
-          {"max_concurrent_runs", 4},
+          {"max_concurrent_runs", max_concurrent_runs},
           {"tenants",
            {{{"name", "limited"},
              {"token_sha256", Sha256::Hex(kLimited)},
              {"quotas", {{"concurrent_runs", 2}, {"runs_per_minute", 8}}}},
             {{"name", "rated"},
              {"token_sha256", Sha256::Hex(kRated)},
-             {"quotas", {{"runs_per_minute", 2}, {"live_sessions", 1}}}}}},
+             {"quotas", {{"runs_per_minute", 2}, {"live_sessions", 1}}}},
+            {{"name", "first"}, {"token_sha256", Sha256::Hex(kFirst)}},
+            {{"name", "second"}, {"token_sha256", Sha256::Hex(kSecond)}}}},
           {"local", {{"uid_base", uid_base}, {"uid_count", 8}}}};
 }
 
@@ -38,11 +46,12 @@ class AdmissionAcrossReplicasTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<std::string> dsn = PostgresServer::Shared().CreateDatabase();
     ASSERT_TRUE(dsn.ok()) << dsn.status();
-    a_ = std::make_unique<DaemonHarness>(Config(*dsn, "replica-a", 305000));
-    b_ = std::make_unique<DaemonHarness>(Config(*dsn, "replica-b", 305100));
+    a_ = std::make_unique<DaemonHarness>(Config(*dsn, "replica-a", 305000, MaxConcurrentRuns()));
+    b_ = std::make_unique<DaemonHarness>(Config(*dsn, "replica-b", 305100, MaxConcurrentRuns()));
     a_->Start();
     b_->Start();
   }
+  virtual uint32_t MaxConcurrentRuns() const { return 4; }
   void TearDown() override {
     EXPECT_EQ(a_->Stop(SIGTERM), 0) << a_->Log();
     EXPECT_EQ(b_->Stop(SIGTERM), 0) << b_->Log();
@@ -124,6 +133,57 @@ TEST_F(AdmissionAcrossReplicasTest, RunsPerMinuteAndLiveSessionsCountBothReplica
   EXPECT_TRUE(st.ok()) << "the slot is free once the session on A closed: " << st.error_message();
   close.set_session_id(other.id());
   EXPECT_TRUE(b_->Stub()->CloseSession(DaemonHarness::Context(kRated).get(), close, &closed).ok());
+}
+
+// The same two replicas with room for one run each: a gateway of two slots.
+class FairQueueAcrossReplicasTest : public AdmissionAcrossReplicasTest {
+ protected:
+  uint32_t MaxConcurrentRuns() const override { return 1; }
+};
+
+// Tenant `second` fills both slots and queues two more, then `first` queues two: as the slots
+// free, the gateway alternates between the tenants (round robin from the tenant claimed
+// last), where one queue in arrival order would run both of `second`'s first.
+TEST_F(FairQueueAcrossReplicasTest, WaitingRunsStartRoundRobinAcrossTenantsInTheWholeGateway) {
+  struct Sent {
+    DaemonHarness* replica;
+    const char* token;
+    v1::Run run;
+  };
+  std::vector<Sent> blockers = {{a_.get(), kSecond, {}}, {b_.get(), kSecond, {}}};
+  for (Sent& s : blockers) {
+    ASSERT_TRUE(Start(*s.replica, s.token, &s.run, "sleep 2").ok());
+    EXPECT_EQ(s.run.replica(), s.replica == a_.get() ? "replica-a" : "replica-b")
+        << "a replica with room starts the run it is sent";
+  }
+  std::vector<Sent> waiting = {{a_.get(), kSecond, {}},
+                               {b_.get(), kSecond, {}},
+                               {a_.get(), kFirst, {}},
+                               {b_.get(), kFirst, {}}};
+  for (Sent& s : waiting) {
+    ASSERT_TRUE(Start(*s.replica, s.token, &s.run).ok());
+    EXPECT_EQ(s.run.status(), v1::RUN_STATUS_QUEUED) << "both slots are taken";
+  }
+  std::vector<std::pair<std::pair<int64_t, int32_t>, std::string>> started;  // (started_at, tenant)
+  for (Sent& s : waiting) {
+    std::vector<v1::Event> events = FollowToEnd(*s.replica->Stub(), s.run.id(), s.token);
+    ASSERT_FALSE(events.empty());
+    ASSERT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+        << events.back().run_finished().reason();
+    v1::GetRunRequest get;
+    get.set_run_id(s.run.id());
+    v1::Run run;
+    ASSERT_TRUE(s.replica->Stub()->GetRun(DaemonHarness::Context(s.token).get(), get, &run).ok());
+    started.push_back({{run.started_at().seconds(), run.started_at().nanos()}, run.tenant()});
+  }
+  std::sort(started.begin(), started.end());
+  // Two slots free at about the same time, on two machines: the two runs started then may be
+  // stamped in either order, so each pair is compared as a set.
+  const std::multiset<std::string> one_each = {"first", "second"};
+  EXPECT_EQ((std::multiset<std::string>{started[0].second, started[1].second}), one_each)
+      << "the first two to start; arrival order would be second, second";
+  EXPECT_EQ((std::multiset<std::string>{started[2].second, started[3].second}), one_each)
+      << "the last two to start; arrival order would be first, first";
 }
 
 }  // namespace
