@@ -352,6 +352,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->replica = std::make_unique<core::ReplicaMember>(std::move(replica), c.replica);
   core::ReplicaMember* member = p->replica.get();
   api.can_take_work = [member] { return member->CanTakeWork(); };
+  // A replica that lost its lease claims no waiting run either: its writes would be refused.
+  runs->SetClaimGate([member] { return member->CanTakeWork(); });
   p->api = std::make_unique<core::Api>(std::move(api));
   server::ServiceDeps sd;
   sd.api = p->api.get();

@@ -50,11 +50,12 @@ absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
     row.enqueued_by = shared_.replica;
     row.enqueued_at = shared_.clock->Now();
     // As in AdmitShared: the room is this replica's, a sandbox in hand before the claim.
+    const bool may_claim = MayClaim();
     absl::MutexLock claiming(&claim_mu_);
     store::RoomHere room;
     {
       absl::MutexLock lock(&mu_);
-      room.run_slot = running_ < max_running_;
+      room.run_slot = may_claim && running_ < max_running_;
     }
     room.sandbox = room.run_slot && budget_->TryTake();
     absl::StatusOr<bool> claimed = shared_.store->Enqueue(row, max_queued_, room);
@@ -101,8 +102,24 @@ bool AdmissionQueue::CanAdmit(const std::string& tenant, uint32_t limit) {
   return running_ < max_running_ && (limit == 0 || running_by_tenant_[tenant] < limit);
 }
 
+void AdmissionQueue::SetClaimGate(std::function<absl::Status()> gate) {
+  absl::MutexLock lock(&mu_);
+  claim_gate_ = std::move(gate);
+}
+
+bool AdmissionQueue::MayClaim() {
+  std::function<absl::Status()> gate;
+  {
+    absl::MutexLock lock(&mu_);
+    gate = claim_gate_;
+  }
+  // Outside the lock: the gate takes the replica's own.
+  return !gate || gate().ok();
+}
+
 std::vector<AdmissionQueue::Ticket> AdmissionQueue::AdmitShared() {
   std::vector<Ticket> admitted;
+  if (!MayClaim()) return admitted;  // the queue's runs are for replicas that hold a lease
   absl::MutexLock claiming(&claim_mu_);
   for (;;) {
     {

@@ -114,8 +114,13 @@ class AdmissionQueue {
   // that is neither waiting nor claimed here was claimed by another replica. Waits for a
   // claim under way.
   bool ClaimedHere(const std::string& run_id);
+  // Shared: this replica claims nothing (neither in Admit nor at Enqueue) while `gate` says
+  // it may not take work (its lease lost or fenced: core/replica.h CanTakeWork). Set once the
+  // replica exists; until then every claim is allowed. Called without this queue's locks.
+  void SetClaimGate(std::function<absl::Status()> gate);
 
  private:
+  bool MayClaim();
   bool CanAdmit(const std::string& tenant, uint32_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Ticket> AdmitShared();
 
@@ -134,6 +139,7 @@ class AdmissionQueue {
   // between the two.
   absl::Mutex claim_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::set<std::string> claimed_here_ ABSL_GUARDED_BY(mu_);
+  std::function<absl::Status()> claim_gate_ ABSL_GUARDED_BY(mu_);
 };
 
 // When a replica of a shared queue looks for runs it may claim: at once when nudged (a

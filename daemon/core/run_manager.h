@@ -93,6 +93,10 @@ class RunManager {
     return PurgeBefore(deps_.clock->Now() - age);
   }
   size_t queued_runs() { return admission_.waiting(); }
+  // Shared queue: claims only while `gate` is OK (AdmissionQueue::SetClaimGate).
+  void SetClaimGate(std::function<absl::Status()> gate) {
+    admission_.SetClaimGate(std::move(gate));
+  }
   uint64_t queued_input_bytes() { return quotas_.queued_input_bytes(); }
 
  private:

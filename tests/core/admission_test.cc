@@ -120,6 +120,31 @@ TEST(AdmissionTest, SharedQueuesOfTwoReplicasHoldTheTenantsQuotaTogether) {
   EXPECT_EQ(a.Order(), (std::vector<std::string>{}));
 }
 
+// A replica that may not take work (its lease lost: ReplicaMember::CanTakeWork) claims
+// nothing, neither a run it queues with room to spare nor a waiting one; once it may again,
+// it claims as before.
+TEST(AdmissionTest, ASharedQueueClaimsNothingWhileItsReplicaMayNotTakeWork) {
+  testing::ScopedTempDir dir("sg-admission");
+  testing::FakeClock clock;
+  auto store = *store::SqliteAdmissionStore::Open(dir.path() + "/state.db");
+  SandboxBudget budget(4);
+  AdmissionQueue a(/*max_running=*/2, 100, &budget, {store.get(), "a", &clock});
+  std::atomic<bool> may{false};
+  a.SetClaimGate([&may]() -> absl::Status {
+    return may.load() ? absl::OkStatus() : absl::UnavailableError("replica a lost its lease");
+  });
+  EXPECT_FALSE(*a.Enqueue({"r1", "t", 0, true})) << "room, but no lease: it waits";
+  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{}));
+  EXPECT_EQ(a.running(), 0u);
+  EXPECT_EQ(budget.used(), 0u) << "no sandbox taken for a claim not made";
+  EXPECT_EQ(a.waiting(), 1u);
+  may = true;
+  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"r1"}));
+  EXPECT_TRUE(*a.Enqueue({"r2", "t", 0, true})) << "claimed as it is queued again";
+  a.Done({"r1", "t", 0, true});
+  a.Done({"r2", "t", 0, true});
+}
+
 // The claim loop's wake-ups: a notification on the queue's channel ends the wait at once
 // (the clock not moved); without one, the poll ends it at its interval and not 1 ns before.
 TEST(AdmissionTest, ClaimWakeupsComeAtOnceOnANotificationAndAtThePollWithout) {
