@@ -5,10 +5,10 @@
 #include "store/admission_store.h"
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
-#include <chrono>
 #include <thread>
 #include <vector>
 
