@@ -17,8 +17,18 @@ absl::StatusOr<sqlite3*> OpenSqliteFile(const std::string& path, const std::stri
   }
   // Another connection's write holds the file for milliseconds; waiting for it is always right.
   sqlite3_busy_timeout(db, 5000);
+  // Switching a new file to WAL needs it alone, and SQLite answers BUSY at once (no busy
+  // wait) when another connection is opening it at the same moment: asked again within the
+  // same 5 s. Once the file is in WAL mode the pragma is a no-op that needs no lock.
   char* err = nullptr;
-  if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err) != SQLITE_OK) {
+  rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err);
+  for (int tries = 0; rc == SQLITE_BUSY && tries < 500; ++tries) {
+    sqlite3_free(err);
+    err = nullptr;
+    sqlite3_sleep(10);
+    rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err);
+  }
+  if (rc != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     sqlite3_close(db);

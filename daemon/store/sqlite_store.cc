@@ -170,19 +170,26 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
 }
 
 absl::Status SqliteStore::Migrate() {
+  // The version is read inside the write transaction: an instance that read it before
+  // another's migration committed would run the same steps again (duplicate columns).
+  SANDGATE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   int64_t version;
   {
     Stmt s(db_, "PRAGMA user_version");
-    if (!s.ok() || s.Step() != SQLITE_ROW) return Error("read schema version");
+    if (!s.ok() || s.Step() != SQLITE_ROW) {
+      absl::Status st = Error("read schema version");
+      (void)Exec("ROLLBACK");
+      return st;
+    }
     version = s.Int(0);
   }
-  if (version > kSchemaVersion) {
+  if (version >= kSchemaVersion) {
+    SANDGATE_RETURN_IF_ERROR(Exec("COMMIT"));
+    if (version == kSchemaVersion) return absl::OkStatus();
     return errors::FailedPrecondition(absl::StrCat("state database has schema version ", version,
                                                    ", newer than this daemon's ", kSchemaVersion,
                                                    "; run the newer sandgated"));
   }
-  if (version == kSchemaVersion) return absl::OkStatus();
-  SANDGATE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   for (int64_t v = version; v < kSchemaVersion; ++v) {
     absl::Status st = Exec(kMigrations[v]);
     if (!st.ok()) {
