@@ -8,8 +8,10 @@
 #define SANDGATE_TESTS_COMMON_TEMP_DIR_H_
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <system_error>
 
@@ -34,6 +36,15 @@ class ScopedTempDir {
  private:
   std::string path_;
 };
+
+// Writes `key` and a newline to `dir`/openai.key, mode 0600 as the daemon wants its
+// credentials file, and returns the path.
+inline std::string WriteKeyFile(const std::string& dir, const std::string& key) {
+  const std::string path = dir + "/openai.key";
+  std::ofstream(path) << key << "\n";
+  chmod(path.c_str(), 0600);
+  return path;
+}
 
 }  // namespace sandgate::testing
 

@@ -1,6 +1,7 @@
 #include "tests/fakes/test_certs.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -83,6 +84,14 @@ std::string ReadFileOrEmpty(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+void InstallPair(const TestCertificates::Pair& pair, const std::string& cert,
+                 const std::string& key) {
+  std::filesystem::copy_file(pair.key, key + ".new");
+  std::filesystem::copy_file(pair.cert, cert + ".new");
+  std::filesystem::rename(key + ".new", key);
+  std::filesystem::rename(cert + ".new", cert);
 }
 
 }  // namespace sandgate::testing

@@ -40,6 +40,11 @@ struct TestCertificates {
 // The whole of a file, or "" when it cannot be read.
 std::string ReadFileOrEmpty(const std::string& path);
 
+// Puts `pair` at `cert` and `key` the way a certificate renewer replaces them: each copied
+// beside its place and renamed over it (key first), so a reader never sees half a file.
+void InstallPair(const TestCertificates::Pair& pair, const std::string& cert,
+                 const std::string& key);
+
 // A fixture with a fresh PKI (certs_) in a temp directory of its own (tmp_), removed after.
 class TlsFixture : public ::testing::Test {
  protected:

@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "playbooks/playbook.h"
+#include "tests/common/temp_dir.h"
 #include "tests/fakes/host_listener.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/fakes/openai/reference_plan_turns.h"
@@ -44,11 +45,8 @@ class AgentsRunTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fake_.Start());
-    char tmpl[] = "/tmp/sg-agents-it-XXXXXX";
-    key_dir_ = mkdtemp(tmpl);
-    key_file_ = key_dir_ + "/openai.key";
-    std::ofstream(key_file_) << kApiKey << "\n";
-    chmod(key_file_.c_str(), 0600);
+    ASSERT_TRUE(key_dir_.ok());
+    key_file_ = WriteKeyFile(key_dir_.path(), kApiKey);
     daemon_ = std::make_unique<DaemonHarness>(json{
         {"local", {{"uid_base", 320000}, {"uid_count", 64}}},
         {"openai",
@@ -60,7 +58,6 @@ class AgentsRunTest : public ::testing::Test {
   void TearDown() override {
     daemon_->Stop(SIGTERM);
     ExpectNothingUpstream();
-    std::system(("rm -rf " + key_dir_).c_str());
   }
 
   void ExpectNothingUpstream() {
@@ -207,7 +204,8 @@ class AgentsRunTest : public ::testing::Test {
 
   FakeOpenAiServer fake_{kApiKey};
   HostListener listener_;
-  std::string key_dir_, key_file_;
+  ScopedTempDir key_dir_{"sg-key"};
+  std::string key_file_;
   std::unique_ptr<DaemonHarness> daemon_;
   std::unique_ptr<v1::Sandgate::Stub> stub_;
 };

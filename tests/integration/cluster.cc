@@ -20,6 +20,7 @@
 #include "common/sha256.h"
 #include "store/postgres_connection.h"
 #include "tests/common/eventually.h"
+#include "tests/common/temp_dir.h"
 
 namespace sandgate::testing {
 namespace {
@@ -56,9 +57,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Create(ClusterOptions options)
   const ClusterOptions& o = c->options_;
   nlohmann::json openai;
   if (!o.openai_base_url.empty()) {
-    const std::string key_file = c->dir_ + "/openai.key";
-    std::ofstream(key_file) << o.openai_key << "\n";
-    chmod(key_file.c_str(), 0600);
+    const std::string key_file = WriteKeyFile(c->dir_, o.openai_key);
     openai = {{"base_url", o.openai_base_url},
               {"api_key_file", key_file},
               {"model", "fake-model"},

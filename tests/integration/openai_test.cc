@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/temp_dir.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/integration/daemon_harness.h"
 #include "tests/sandbox/openai/analyst_scenario.h"
@@ -55,11 +56,8 @@ class OpenAiIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fake_.Start());
-    char tmpl[] = "/tmp/sg-openai-it-XXXXXX";
-    key_dir_ = mkdtemp(tmpl);
-    key_file_ = key_dir_ + "/openai.key";
-    std::ofstream(key_file_) << kApiKey << "\n";
-    chmod(key_file_.c_str(), 0600);
+    ASSERT_TRUE(key_dir_.ok());
+    key_file_ = WriteKeyFile(key_dir_.path(), kApiKey);
     nlohmann::json upstream = {{"base_url", fake_.base_url()}, {"api_key_file", key_file_}};
     nlohmann::json openai = upstream, chat = upstream;
     openai["model"] = "fake-model";
@@ -80,7 +78,6 @@ class OpenAiIntegrationTest : public ::testing::Test {
     nlohmann::json state = fake_.State();
     EXPECT_TRUE(state["containers"].empty()) << state.dump();
     EXPECT_TRUE(state["files"].empty()) << state.dump();
-    std::system(("rm -rf " + key_dir_).c_str());
   }
 
   v1::RunAnalysisRequest Request(const std::string& provider, const std::string& agent) {
@@ -132,7 +129,8 @@ class OpenAiIntegrationTest : public ::testing::Test {
   }
 
   FakeOpenAiServer fake_{kApiKey};
-  std::string key_dir_, key_file_;
+  ScopedTempDir key_dir_{"sg-key"};
+  std::string key_file_;
   std::unique_ptr<DaemonHarness> daemon_;
   std::unique_ptr<v1::Sandgate::Stub> stub_;
 };

@@ -200,12 +200,8 @@ TEST_F(TlsTest, AWrongFileStopsTheStartNamingIt) {
 TEST_F(TlsTest, ARotatedCertificateIsServedWithoutARestart) {
   const std::string live_cert = tmp_.path() + "/live.pem";
   const std::string live_key = tmp_.path() + "/live.key";
-  // New files renamed over the old ones, the way a certificate renewer replaces them.
   auto install = [&](const TestCertificates::Pair& pair) {
-    std::filesystem::copy_file(pair.key, live_key + ".new");
-    std::filesystem::copy_file(pair.cert, live_cert + ".new");
-    std::filesystem::rename(live_key + ".new", live_key);
-    std::filesystem::rename(live_cert + ".new", live_cert);
+    InstallPair(pair, live_cert, live_key);
   };
   install(certs_.server);
   TcpDaemon daemon(DaemonDir("d"));

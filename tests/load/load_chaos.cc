@@ -44,6 +44,7 @@
 #include "nlohmann/json.hpp"
 #include "sandgate/v1/labels.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
+#include "tests/common/temp_dir.h"
 #include "tests/fakes/openai/fake_openai_server.h"
 #include "tests/load/leak_checks.h"
 #include "tests/sandbox/openai/analyst_scenario.h"
@@ -76,9 +77,7 @@ class Daemon {
                          {"token_sha256", sandgate::Sha256::Hex(absl::StrCat("token-", i))},
                          {"quotas", {{"concurrent_runs", 2}, {"live_sessions", 4}}}});
     }
-    const std::string key_file = dir_ + "/openai.key";
-    std::ofstream(key_file) << kOpenAiKey << "\n";
-    chmod(key_file.c_str(), 0600);
+    const std::string key_file = sandgate::testing::WriteKeyFile(dir_, kOpenAiKey);
     nlohmann::json config = {{"listen", "unix:" + dir_ + "/s.sock"},
                              {"state_dir", dir_ + "/state"},
                              {"max_concurrent_runs", 4},
