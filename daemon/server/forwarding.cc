@@ -11,6 +11,7 @@ namespace sandgate::server {
 namespace {
 
 std::string Meta(const grpc::CallbackServerContext* ctx, const char* key) {
+  if (ctx == nullptr) return "";
   const auto& md = ctx->client_metadata();
   auto it = md.find(key);
   return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
@@ -112,7 +113,9 @@ std::string Forwarder::ForwardedBy(const grpc::CallbackServerContext* ctx) const
 std::unique_ptr<grpc::ClientContext> Forwarder::ClientContextFor(
     grpc::CallbackServerContext* ctx) const {
   // Deadline and cancellation: a caller that goes away cancels the forwarded call too.
-  std::unique_ptr<grpc::ClientContext> out = grpc::ClientContext::FromCallbackServerContext(*ctx);
+  std::unique_ptr<grpc::ClientContext> out =
+      ctx == nullptr ? std::make_unique<grpc::ClientContext>()
+                     : grpc::ClientContext::FromCallbackServerContext(*ctx);
   if (std::string authorization = Meta(ctx, "authorization"); !authorization.empty()) {
     out->AddMetadata("authorization", authorization);
   }

@@ -78,7 +78,8 @@ class Forwarder {
   // to its owner. The lookup's UNAVAILABLE when the owner is gone; FAILED_PRECONDITION for a
   // call forwarded here that this replica would forward again; an error naming the peer and
   // its address when no channel can be made to it. Blocks (the store): call off the
-  // reactions.
+  // reactions. `ctx` is the gRPC call being served, or null for a call that came another way
+  // (REST): no marker to honour.
   absl::StatusOr<std::optional<Route>> ForSession(const grpc::CallbackServerContext* ctx,
                                                   const core::Caller& caller,
                                                   const std::string& id);
@@ -86,7 +87,8 @@ class Forwarder {
                                               const core::Caller& caller, const std::string& id);
 
   // The context of the forwarded call: the caller's deadline and cancellation (gRPC's
-  // propagation from `ctx`), its authorization metadata, and the marker.
+  // propagation from `ctx`), its authorization metadata, and the marker. With a null `ctx`
+  // only the marker: the caller adds its own authorization and cancels the call itself.
   std::unique_ptr<grpc::ClientContext> ClientContextFor(grpc::CallbackServerContext* ctx) const;
 
   // The forwarded call's status as the caller gets it: the owner's unchanged, except when the

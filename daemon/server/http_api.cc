@@ -135,29 +135,26 @@ void OnIo(const ServiceDeps& deps, const Exchange& x, std::function<void()> fn) 
 
 // Forwarding (server/forwarding.h) from the REST face: a call on a run or session another
 // replica owns is served there, its answer relayed (a stream message by message). REST has no gRPC
-// call of its own to forward from: the lookup and the forwarded call's context come from an empty
-// server context (no forwarding marker to honour, no deadline or cancellation to inherit: a
-// hang-up cancels the relay), and the caller's Authorization header travels as gRPC's
-// authorization metadata, so the owner authenticates the caller as if called directly.
+// call of its own to forward from (a null server context: no forwarding marker to honour, no
+// deadline or cancellation to inherit: a hang-up cancels the relay), and the caller's
+// Authorization header travels as gRPC's authorization metadata, so the owner authenticates
+// the caller as if called directly.
 absl::StatusOr<std::optional<Route>> OwnerOfSession(const ServiceDeps& deps,
                                                     const core::Caller& caller,
                                                     const std::string& id) {
   if (deps.forwarder == nullptr || id.empty()) return std::nullopt;
-  grpc::CallbackServerContext none;
-  return deps.forwarder->ForSession(&none, caller, id);
+  return deps.forwarder->ForSession(nullptr, caller, id);
 }
 
 absl::StatusOr<std::optional<Route>> OwnerOfRun(const ServiceDeps& deps, const core::Caller& caller,
                                                 const std::string& id) {
   if (deps.forwarder == nullptr || id.empty()) return std::nullopt;
-  grpc::CallbackServerContext none;
-  return deps.forwarder->ForRun(&none, caller, id);
+  return deps.forwarder->ForRun(nullptr, caller, id);
 }
 
 std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
                                                       const std::string& authorization) {
-  grpc::CallbackServerContext none;
-  std::unique_ptr<grpc::ClientContext> ctx = deps.forwarder->ClientContextFor(&none);
+  std::unique_ptr<grpc::ClientContext> ctx = deps.forwarder->ClientContextFor(nullptr);
   if (!authorization.empty()) ctx->AddMetadata("authorization", authorization);
   return ctx;
 }
