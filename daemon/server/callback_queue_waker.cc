@@ -48,8 +48,10 @@ void CallbackQueueWaker::Tick() {
   // An empty message (a ByteBuffer never filled is no message at all: gRPC refuses it).
   grpc::Slice empty;
   call->request = grpc::ByteBuffer(&empty, 1);
-  // Fails at once; the deadline only bounds a call that, against expectation, would not.
+  // Cancelled before it starts: it ends without picking a connection. The deadline only
+  // bounds a call that, against expectation, would not end.
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  call->context.TryCancel();
   // Not under mu_: the callback takes it.
   stub_.UnaryCall(&call->context, "/sandgate.internal.CallbackQueueWaker/Wake", grpc::StubOptions(),
                   &call->request, &call->response, [this](const grpc::Status&) {

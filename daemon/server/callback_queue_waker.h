@@ -13,9 +13,11 @@
 //
 // The waker makes a completion on that queue every `period` (under 1 s): the thread that
 // takes it never waits a full second, so one is always waiting. The completion is a unary
-// call on a channel that cannot connect (a socket path under /proc, where no file can be
-// made): it fails in the client at once, never reaches a server (nor our metrics), and its
-// callback is one completion on the queue. Costs a few microseconds per period.
+// call cancelled before it starts, on a channel that cannot connect anyway (a socket path
+// under /proc, where no file can be made): it ends in the client at once, never reaches a
+// server (nor our metrics), and its callback is one completion on the queue. An idle daemon
+// used about 1 ms of CPU a second more with it (8 against 5 ticks of 10 ms in 40 s); without
+// the cancel, where each call tried the channel, about 2 ms.
 //
 //   CallbackQueueWaker waker(Clock::Real());   // for the server's lifetime
 //
