@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
                                                               SandgateService* service,
                                                               core::Metrics* metrics) {
   std::unique_ptr<GrpcServer> s(new GrpcServer());
+  s->waker_ = std::make_unique<CallbackQueueWaker>(Clock::Real());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();  // v1alpha
   // gRPC's health service has no protobuf descriptor of its own; naming one of health.proto's

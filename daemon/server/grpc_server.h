@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "server/callback_queue_waker.h"
 #include "server/reflection_v1.h"
 #include "server/service.h"
 #include "server/tls_mirror.h"
@@ -57,6 +58,9 @@ class GrpcServer {
   std::unique_ptr<ReflectionV1> reflection_v1_;
   std::unique_ptr<TlsMirror> tls_mirror_;  // TLS only
   std::unique_ptr<grpc::Server> server_;
+  // Keeps the reactors' completions prompt (server/callback_queue_waker.h); made before the
+  // server starts, gone after it stops.
+  std::unique_ptr<CallbackQueueWaker> waker_;
   std::string address_;
   bool shut_down_ = false;
 };

@@ -3,7 +3,7 @@
 // process.
 //
 //   build/bin/bench_replica_follow [--followers 10] [--events 300] [--interval-ms 10]
-//                                  [--lines 100000] [--rounds 3]          (as root)
+//                                  [--lines 100000] [--rounds 3] [--daemon PATH]  (as root)
 //
 // lag: a run on A prints a line every `interval-ms` (sandbox.setup_commands: each read of
 // its pipe is a command.output event); `followers` streams on A and as many on B follow it
@@ -13,11 +13,17 @@
 // append) against B (woken by A's PostgreSQL notification, reads the table). Target: B's p99
 // <= 20 ms.
 //
+// Each lag round also prints how many events any follower on a side got more than 20 ms late,
+// and the line (0 = the first) of the latest one: a tail at the run's first lines after its
+// quiet second was gRPC's callback threads napping (server/callback_queue_waker.h).
+// `--daemon` runs another sandgated binary for both replicas (e.g. one built before a change).
+//
 // rate: a run on A prints `lines` lines as fast as the shell can, a write each; one follower
 // on A and one on B. Prints events/s appended on A (event times) and delivered to each
 // (receipt times), and checks that both saw every event once, in order.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -72,6 +78,25 @@ void LagRound(Daemon& a, Daemon& b, int n, int events, int interval_ms, std::vec
       (i < n ? on_a : on_b)->push_back((received - sent) / 1e6);
     }
   }
+  // Per line, the latest any follower of a side got it.
+  const char* side_name[2] = {"A", "B"};
+  for (int side = 0; side < 2; ++side) {
+    int late = 0, worst_line = -1;
+    double worst = 0;
+    for (size_t k = 0; k < got[side * n].outputs.size(); ++k) {
+      double lag = 0;
+      for (int i = side * n; i < (side + 1) * n && k < got[i].outputs.size(); ++i) {
+        lag = std::max(lag, (got[i].outputs[k].second - got[i].outputs[k].first) / 1e6);
+      }
+      if (lag > 20) ++late;
+      if (lag > worst) {
+        worst = lag;
+        worst_line = static_cast<int>(k);
+      }
+    }
+    std::printf("    %s: %d of %zu lines over 20 ms late; the latest, %.2f ms, line %d\n",
+                side_name[side], late, got[side * n].outputs.size(), worst, worst_line);
+  }
 }
 
 void Rate(Daemon& a, Daemon& b, int lines) {
@@ -106,10 +131,13 @@ void Rate(Daemon& a, Daemon& b, int lines) {
 
 int main(int argc, char** argv) {
   int followers = 10, events = 300, interval_ms = 10, lines = 100000, rounds = 3;
+  std::string daemon = SANDGATED_PATH;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int v = std::atoi(argv[i + 1]);
-    if (flag == "--followers") {
+    if (flag == "--daemon") {
+      daemon = argv[i + 1];
+    } else if (flag == "--followers") {
       followers = v;
     } else if (flag == "--events") {
       events = v;
@@ -137,8 +165,8 @@ int main(int argc, char** argv) {
            R"("}, "max_sandboxes": 16, "local": {"uid_base": )" + std::to_string(uid_base) +
            R"(, "uid_count": 16}})";
   };
-  Daemon a = Daemon::Start(config("bench-a", 306000));
-  Daemon b = Daemon::Start(config("bench-b", 306100));
+  Daemon a = Daemon::Start(config("bench-a", 306000), daemon);
+  Daemon b = Daemon::Start(config("bench-b", 306100), daemon);
   std::printf("lag: %d followers on A (the run's owner) and %d on B, %d events %d ms apart\n",
               followers, followers, events, interval_ms);
   for (int r = 0; r < rounds; ++r) {
