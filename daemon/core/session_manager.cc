@@ -294,6 +294,16 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     e->last_active = deps_.clock->Now();
   }
   SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(record));
+  // The reply promises what the session's log holds so far (session.created, the warm pool's
+  // notice, the setup commands' events and decisions): the log only queues them, so they are
+  // stored before the caller, who may read the log next, is answered.
+  FlushSideEvents();
+  if (deps_.events != nullptr) {
+    absl::Status stored = deps_.events->Flush(e->id);
+    if (!stored.ok()) {
+      log::Error("session.events_not_stored", {{"session", e->id}, {"error", stored.ToString()}});
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     live_[e->id] = e;

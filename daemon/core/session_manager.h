@@ -96,7 +96,8 @@ class SessionManager {
   // failing one deletes the sandbox and fails the call with the command's
   // stderr), all of it in the session's own log. The same idempotency_key with
   // the same request returns the same session; with a different request,
-  // FAILED_PRECONDITION. Blocks.
+  // FAILED_PRECONDITION. Blocks, also until the session's log so far is stored: a
+  // caller that reads it next finds session.created and what setup wrote.
   absl::StatusOr<v1::Session> Create(const Caller& caller, const v1::CreateSessionRequest& req,
                                      const CancelToken* cancel);
   absl::StatusOr<v1::Session> Get(const Caller& caller, const std::string& id);
