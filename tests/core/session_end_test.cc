@@ -1,0 +1,147 @@
+// A kept session's end (SessionManager: Close, Recover) against a daemon killed at any point:
+// a store that dies after its Nth write (every later write fails, as after a SIGKILL) never
+// leaves a closed session whose own log does not end, and the next start then ends every
+// session with exactly one session.closed.
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/session_manager.h"
+#include "gtest/gtest.h"
+#include "store/sqlite_store.h"
+#include "tests/common/temp_dir.h"
+#include "tests/fakes/fake_clock.h"
+#include "tests/fakes/forwarding_store.h"
+#include "tests/fakes/host_sandbox.h"
+
+namespace sandgate::core {
+namespace {
+
+// Writes `budget` times, then every write fails: what a killed process leaves is what the
+// inner store holds. Reads go on (the test reads what is left).
+class DyingStore : public testing::ForwardingStore {
+ public:
+  DyingStore(store::Store* inner, int budget) : ForwardingStore(inner), left_(budget) {}
+  bool died() const { return left_.load() < 0; }
+
+  absl::Status CreateSession(const v1::Session& s, const std::string& sha) override {
+    return Write([&] { return inner()->CreateSession(s, sha); });
+  }
+  absl::Status PutSession(const v1::Session& s) override {
+    return Write([&] { return inner()->PutSession(s); });
+  }
+  absl::Status AppendEvent(const v1::Event& e) override {
+    return Write([&] { return inner()->AppendEvent(e); });
+  }
+  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                    const std::vector<v1::Run>& runs) override {
+    return Write([&] { return inner()->AppendEventsWithRuns(events, runs); });
+  }
+  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                       const std::vector<v1::Run>& runs,
+                                       const std::vector<v1::Session>& sessions) override {
+    return Write([&] { return inner()->AppendEventsWithRecords(events, runs, sessions); });
+  }
+  absl::Status Record(const JournalEntry& e) override {
+    return Write([&] { return inner()->Record(e); });
+  }
+  absl::Status Erase(const std::string& id) override {
+    return Write([&] { return inner()->Erase(id); });
+  }
+
+ private:
+  template <typename Fn>
+  absl::Status Write(Fn write) {
+    if (left_.fetch_sub(1) <= 0) return absl::UnavailableError("the process was killed");
+    return write();
+  }
+  std::atomic<int> left_;
+};
+
+// What a daemon left in `store` for session `id`, read as a follower and GetSession would.
+struct Left {
+  bool final = false;
+  int closed_events = 0;
+  bool log_ended = false;  // its last event is session.closed
+};
+
+Left Inspect(store::Store& store, const v1::Session& s) {
+  Left left;
+  left.final = s.status() != v1::SESSION_STATUS_ACTIVE;
+  std::vector<v1::Event> events = *store.ReadEvents(s.id(), 0, 10000);
+  for (const v1::Event& e : events) left.closed_events += e.type() == "session.closed";
+  left.log_ended = !events.empty() && events.back().type() == "session.closed";
+  return left;
+}
+
+// A manager on `store` as the daemon builds one.
+struct Daemon {
+  Daemon(store::Store* store, testing::FakeClock* clock)
+      : events(store, clock),
+        provider(store),
+        sessions(SessionManagerDeps{
+            &config, store, clock, {{"local", &provider}}, nullptr, &events, nullptr}) {}
+  Config config;
+  EventLog events;
+  testing::HostProvider provider;
+  SessionManager sessions;
+};
+
+// One daemon life on a fresh database whose store dies after `budget` writes: a session is
+// created and closed. Returns whether it died before the close was stored (false: the whole
+// life fit in `budget`).
+bool KillAfter(int budget) {
+  const std::string at = absl::StrCat("killed after write ", budget);
+  testing::ScopedTempDir dir("sg-session-end");
+  EXPECT_TRUE(dir.ok());
+  std::unique_ptr<store::SqliteStore> inner = *store::SqliteStore::Open(dir.path() + "/s.db");
+  DyingStore dying(inner.get(), budget);
+  testing::FakeClock clock;
+  const Caller caller{"team-a", false};
+  {
+    Daemon daemon(&dying, &clock);
+    v1::CreateSessionRequest req;
+    req.mutable_sandbox()->add_setup_commands("echo ready");
+    absl::StatusOr<v1::Session> s = daemon.sessions.Create(caller, req, nullptr);
+    if (s.ok()) {
+      EXPECT_TRUE(daemon.sessions.Close(caller, s->id(), "done").ok()) << at;
+    }
+  }
+  // The process is gone: what it left must never be a closed session whose log does not end
+  // (a follower would wait to its deadline), nor an ended log under a live record.
+  const std::vector<v1::Session> left = *inner->ListSessions("", true);
+  for (const v1::Session& s : left) {
+    const Left l = Inspect(*inner, s);
+    EXPECT_EQ(l.final, l.log_ended)
+        << at << ": final record " << l.final << ", log ends with session.closed " << l.log_ended;
+  }
+  // The next start settles what was left: every session ends, with exactly one session.closed.
+  {
+    Daemon next(inner.get(), &clock);
+    EXPECT_TRUE(next.sessions.Recover().ok()) << at;
+  }
+  const std::vector<v1::Session> settled = *inner->ListSessions("", true);
+  EXPECT_EQ(settled.size(), left.size()) << at;
+  for (const v1::Session& s : settled) {
+    const Left l = Inspect(*inner, s);
+    EXPECT_TRUE(l.final && l.log_ended) << at << ": session " << s.id();
+    EXPECT_EQ(l.closed_events, 1) << at << ": session " << s.id();
+  }
+  return dying.died();
+}
+
+// Every write of a session's life in turn (how many it makes varies with the log's batching).
+// Its end was the record, the sandbox's close, then session.closed: a kill after the record
+// left a closed session whose log never ended, and recovery, which ends live sessions only,
+// never ended it.
+TEST(SessionEndTest, AKillAtAnyWriteLeavesNoClosedSessionWithoutItsSessionClosed) {
+  int budget = 0;
+  while (KillAfter(budget) && !HasFailure()) {
+    ++budget;
+    ASSERT_LT(budget, 100) << "a session this short never fit in its store writes";
+  }
+}
+
+}  // namespace
+}  // namespace sandgate::core
