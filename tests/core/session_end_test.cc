@@ -2,7 +2,6 @@
 // a store that dies after its Nth write (every later write fails, as after a SIGKILL) never
 // leaves a closed session whose own log does not end, and the next start then ends every
 // session with exactly one session.closed.
-#include <atomic>
 #include <string>
 #include <vector>
 
@@ -11,53 +10,12 @@
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
+#include "tests/fakes/dying_store.h"
 #include "tests/fakes/fake_clock.h"
-#include "tests/fakes/forwarding_store.h"
 #include "tests/fakes/host_sandbox.h"
 
 namespace sandgate::core {
 namespace {
-
-// Writes `budget` times, then every write fails: what a killed process leaves is what the
-// inner store holds. Reads go on (the test reads what is left).
-class DyingStore : public testing::ForwardingStore {
- public:
-  DyingStore(store::Store* inner, int budget) : ForwardingStore(inner), left_(budget) {}
-  bool died() const { return left_.load() < 0; }
-
-  absl::Status CreateSession(const v1::Session& s, const std::string& sha) override {
-    return Write([&] { return inner()->CreateSession(s, sha); });
-  }
-  absl::Status PutSession(const v1::Session& s) override {
-    return Write([&] { return inner()->PutSession(s); });
-  }
-  absl::Status AppendEvent(const v1::Event& e) override {
-    return Write([&] { return inner()->AppendEvent(e); });
-  }
-  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
-                                    const std::vector<v1::Run>& runs) override {
-    return Write([&] { return inner()->AppendEventsWithRuns(events, runs); });
-  }
-  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
-                                       const std::vector<v1::Run>& runs,
-                                       const std::vector<v1::Session>& sessions) override {
-    return Write([&] { return inner()->AppendEventsWithRecords(events, runs, sessions); });
-  }
-  absl::Status Record(const JournalEntry& e) override {
-    return Write([&] { return inner()->Record(e); });
-  }
-  absl::Status Erase(const std::string& id) override {
-    return Write([&] { return inner()->Erase(id); });
-  }
-
- private:
-  template <typename Fn>
-  absl::Status Write(Fn write) {
-    if (left_.fetch_sub(1) <= 0) return absl::UnavailableError("the process was killed");
-    return write();
-  }
-  std::atomic<int> left_;
-};
 
 // What a daemon left in `store` for session `id`, read as a follower and GetSession would.
 struct Left {
@@ -96,7 +54,7 @@ bool KillAfter(int budget) {
   testing::ScopedTempDir dir("sg-session-end");
   EXPECT_TRUE(dir.ok());
   std::unique_ptr<store::SqliteStore> inner = *store::SqliteStore::Open(dir.path() + "/s.db");
-  DyingStore dying(inner.get(), budget);
+  testing::DyingStore dying(inner.get(), budget);
   testing::FakeClock clock;
   const Caller caller{"team-a", false};
   {

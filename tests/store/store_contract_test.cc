@@ -40,6 +40,15 @@ class StoreContractTest : public ::testing::TestWithParam<testing::BackendKind> 
     run.set_status(v1::RUN_STATUS_RUNNING);
     return run;
   }
+  static v1::Session MakeSession(const std::string& id, const std::string& tenant,
+                                 const std::string& key = "") {
+    v1::Session session;
+    session.set_id(id);
+    session.set_tenant(tenant);
+    session.set_idempotency_key(key);
+    session.set_status(v1::SESSION_STATUS_ACTIVE);
+    return session;
+  }
   static v1::Event Ev(const std::string& run, int64_t seq) {
     v1::Event e;
     e.set_run_id(run);
@@ -191,11 +200,7 @@ TEST_P(StoreContractTest, AFinalRecordAndItsEventsAreStoredTogetherOrNotAtAll) {
 // event log's Finish), with a run's alike: all stored, or on any error none, so no reader
 // finds a closed session whose log does not end.
 TEST_P(StoreContractTest, ASessionsFinalRecordAndItsEventsAreStoredTogetherOrNotAtAll) {
-  v1::Session live;
-  live.set_id("s1");
-  live.set_tenant("a");
-  live.set_idempotency_key("k");
-  live.set_status(v1::SESSION_STATUS_ACTIVE);
+  v1::Session live = MakeSession("s1", "a", "k");
   ASSERT_TRUE(store_->CreateSession(live, "sha").ok());
   ASSERT_TRUE(store_->PutRun(MakeRun("r1", "a")).ok());
   ASSERT_TRUE(store_->AppendEvents({Ev("s1", 1), Ev("r1", 1)}).ok());
