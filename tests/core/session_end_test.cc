@@ -1,13 +1,15 @@
-// A kept session's end (SessionManager: Close, Recover) against a daemon killed at any point:
-// a store that dies after its Nth write (every later write fails, as after a SIGKILL) never
-// leaves a closed session whose own log does not end, and the next start then ends every
-// session with exactly one session.closed.
+// A kept session's end (SessionManager: Close, Recover; a takeover's ReplicaMember) against a
+// daemon killed at any point: a store that dies after its Nth write (every later write fails,
+// as after a SIGKILL) never leaves a closed session whose own log does not end, and the next
+// start then ends every session with exactly one session.closed.
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/replica.h"
 #include "core/session_manager.h"
 #include "gtest/gtest.h"
+#include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/dying_store.h"
@@ -98,6 +100,75 @@ TEST(SessionEndTest, AKillAtAnyWriteLeavesNoClosedSessionWithoutItsSessionClosed
   while (KillAfter(budget) && !HasFailure()) {
     ++budget;
     ASSERT_LT(budget, 100) << "a session this short never fit in its store writes";
+  }
+}
+
+// A lost replica's kept session, ended by the replica that takes it over, whose store dies
+// after `budget` writes. Returns whether it died before the session's end was stored.
+bool TakeoverKilledAfter(int budget) {
+  constexpr absl::Duration kLease = absl::Seconds(15);
+  const std::string at = absl::StrCat("takeover killed after write ", budget);
+  testing::ScopedTempDir dir("sg-session-takeover");
+  EXPECT_TRUE(dir.ok());
+  const std::string path = dir.path() + "/s.db";
+  std::unique_ptr<store::SqliteStore> inner = *store::SqliteStore::Open(path);
+  std::unique_ptr<store::SqliteReplicaStore> leases = *store::SqliteReplicaStore::Open(path);
+  testing::FakeClock clock;
+  store::Lease lost;
+  lost.replica_id = "a";
+  lost.expires_at = clock.Now() + kLease;
+  EXPECT_TRUE(leases->Join(lost, clock.Now()).ok());
+  v1::Session session;
+  session.set_id("s-a");
+  session.set_tenant("t");
+  session.set_status(v1::SESSION_STATUS_ACTIVE);
+  session.set_replica("a");
+  EXPECT_TRUE(inner->CreateSession(session, "").ok());
+  testing::DyingStore dying(inner.get(), budget);
+  Tenants tenants({});
+  {
+    EventLog events(&dying, &clock);
+    ReplicaDeps deps;
+    deps.leases = leases.get();
+    deps.store = &dying;
+    deps.journal = &dying;
+    deps.events = &events;
+    deps.clock = &clock;
+    deps.tenants = &tenants;
+    deps.requeue = [](const Caller&, const v1::Run&, v1::RunAnalysisRequest, const std::string&) {
+      return absl::OkStatus();
+    };
+    ReplicaConfig config;
+    config.id = "b";
+    config.lease_period = kLease;
+    config.renew_interval = absl::Seconds(5);
+    ReplicaMember b(deps, config);
+    EXPECT_TRUE(b.Join().ok()) << at;
+    b.Start();
+    // b renews on time until a's lease ends, when it takes a over.
+    for (absl::Duration t; t < kLease; t += config.renew_interval) {
+      EXPECT_TRUE(clock.BlockUntilSettled(2));  // b's heartbeat, the event log's timer
+      clock.Advance(config.renew_interval);
+    }
+    EXPECT_TRUE(clock.BlockUntilSettled(2));
+    EXPECT_EQ(b.takeovers(), dying.died() ? 0 : 1) << at;
+  }
+  const Left l = Inspect(*inner, *inner->GetSession("s-a"));
+  EXPECT_EQ(l.final, l.log_ended) << at << ": final record " << l.final
+                                  << ", log ends with session.closed " << l.log_ended;
+  if (!dying.died()) {
+    EXPECT_TRUE(l.final && l.closed_events == 1) << at;
+  }
+  return dying.died();
+}
+
+// The takeover stored the record, then appended session.closed: a kill between them left the
+// session closed with a log that never ended, and no later takeover ends a closed session.
+TEST(SessionEndTest, ATakeoverKilledAtAnyWriteLeavesNoClosedSessionWithoutItsSessionClosed) {
+  int budget = 0;
+  while (TakeoverKilledAfter(budget) && !HasFailure()) {
+    ++budget;
+    ASSERT_LT(budget, 20) << "a takeover this short never fit in its store writes";
   }
 }
 
