@@ -77,7 +77,19 @@ absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Run record) {
   return AppendLocked(std::move(terminal), std::move(record));
 }
 
-absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<v1::Run> record) {
+absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Session record) {
+  if (!IsTerminal(terminal) || terminal.type() != "session.closed" ||
+      record.id() != terminal.run_id()) {
+    return errors::InvalidArgument(absl::StrCat(
+        "a session's final record goes with its own log's session.closed: ", terminal.type(),
+        " of ", terminal.run_id(), " given with the record of session ", record.id()));
+  }
+  absl::MutexLock lock(&mu_);
+  return AppendLocked(std::move(terminal), std::nullopt, std::move(record));
+}
+
+absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<v1::Run> record,
+                                                 std::optional<v1::Session> session) {
   SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
   auto last = last_seq_.find(event.run_id());
   if (last == last_seq_.end()) {
@@ -91,6 +103,7 @@ absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<
   *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
   const bool terminal = IsTerminal(event);
   if (record.has_value()) records_[event.run_id()] = *std::move(record);
+  if (session.has_value()) session_records_[event.run_id()] = *std::move(session);
   queue_.push_back(event);
   ++appended_;
   if (terminal) {
@@ -131,15 +144,17 @@ void EventLog::WriterLoop() {
   for (;;) {
     std::vector<v1::Event> batch;
     absl::flat_hash_map<std::string, v1::Run> records;
+    absl::flat_hash_map<std::string, v1::Session> sessions;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &EventLog::WriterWoken));
       if (queue_.empty()) return;  // stopping, and everything is stored
       batch.swap(queue_);
       records.swap(records_);
+      sessions.swap(session_records_);
     }
     // Outside mu_: producers keep queuing and followers keep reading while the store writes.
-    absl::flat_hash_map<std::string, absl::Status> failed = Write(batch, records);
+    absl::flat_hash_map<std::string, absl::Status> failed = Write(batch, records, sessions);
     const size_t size = batch.size();
     std::vector<WaitCallback> ready;
     {
@@ -154,11 +169,14 @@ void EventLog::WriterLoop() {
 }
 
 absl::flat_hash_map<std::string, absl::Status> EventLog::Write(
-    const std::vector<v1::Event>& batch, const absl::flat_hash_map<std::string, v1::Run>& records) {
+    const std::vector<v1::Event>& batch, const absl::flat_hash_map<std::string, v1::Run>& records,
+    const absl::flat_hash_map<std::string, v1::Session>& sessions) {
   absl::flat_hash_map<std::string, absl::Status> failed;
   std::vector<v1::Run> runs;
   for (const auto& [run_id, record] : records) runs.push_back(record);
-  absl::Status st = store_->AppendEventsWithRuns(batch, runs);
+  std::vector<v1::Session> ended;
+  for (const auto& [session_id, record] : sessions) ended.push_back(record);
+  absl::Status st = store_->AppendEventsWithRecords(batch, runs, ended);
   if (st.ok()) return failed;
   if (batch.size() == 1) {
     failed[batch.front().run_id()] = std::move(st);
@@ -170,9 +188,12 @@ absl::flat_hash_map<std::string, absl::Status> EventLog::Write(
   for (const v1::Event& event : batch) {
     if (failed.contains(event.run_id())) continue;
     runs.clear();
+    ended.clear();
     auto record = records.find(event.run_id());
     if (record != records.end() && IsTerminal(event)) runs.push_back(record->second);
-    absl::Status one = store_->AppendEventsWithRuns({event}, runs);
+    auto session = sessions.find(event.run_id());
+    if (session != sessions.end() && IsTerminal(event)) ended.push_back(session->second);
+    absl::Status one = store_->AppendEventsWithRecords({event}, runs, ended);
     if (!one.ok()) failed[event.run_id()] = std::move(one);
   }
   return failed;
@@ -192,6 +213,7 @@ std::vector<EventLog::WaitCallback> EventLog::PublishLocked(
                                 [&](const v1::Event& e) { return e.run_id() == run_id; }),
                  queue_.end());
     records_.erase(run_id);
+    session_records_.erase(run_id);
     written_ += before - queue_.size();
     last_seq_.erase(run_id);
     committed_seq_.erase(run_id);

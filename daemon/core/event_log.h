@@ -90,6 +90,9 @@ class EventLog {
   // A follower that sees the event and then reads the record finds it final. On error
   // neither is stored. INVALID_ARGUMENT when the event is not terminal or not the record's.
   absl::StatusOr<v1::Event> Finish(v1::Event terminal, v1::Run record);
+  // The same for a kept session: its own log's session.closed (run and session id the
+  // record's) with its final record, in one store transaction.
+  absl::StatusOr<v1::Event> Finish(v1::Event terminal, v1::Session record);
   // Waits until every event appended before the call (of any run) is committed. Returns the
   // store error of `run_id`'s events not yet reported, if any (and reports it: once).
   absl::Status Flush(const std::string& run_id);
@@ -164,8 +167,8 @@ class EventLog {
   // Stores `batch`; returns the runs whose events failed, with the error. A failed batch is
   // retried event by event, so that one bad event fails only its own run.
   absl::flat_hash_map<std::string, absl::Status> Write(
-      const std::vector<v1::Event>& batch,
-      const absl::flat_hash_map<std::string, v1::Run>& records);
+      const std::vector<v1::Event>& batch, const absl::flat_hash_map<std::string, v1::Run>& records,
+      const absl::flat_hash_map<std::string, v1::Session>& sessions);
   // Makes a committed batch visible; returns the callbacks of the waiters it answers.
   std::vector<WaitCallback> PublishLocked(
       std::vector<v1::Event> batch, const absl::flat_hash_map<std::string, absl::Status>& failed)
@@ -173,7 +176,8 @@ class EventLog {
   // The store error of run_id's events not yet reported, or OK; reports it (once).
   absl::Status TakeUnreportedLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Append and Finish: queues `event` (and the final record, when given), as Append says.
-  absl::StatusOr<v1::Event> AppendLocked(v1::Event event, std::optional<v1::Run> record)
+  absl::StatusOr<v1::Event> AppendLocked(v1::Event event, std::optional<v1::Run> record,
+                                         std::optional<v1::Session> session = std::nullopt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns once the writer has finished every event appended so far.
   void AwaitWrittenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -194,6 +198,8 @@ class EventLog {
   // The final records (Finish) of the runs whose terminal event is in queue_, by run: the
   // writer stores each in the transaction that stores its event.
   absl::flat_hash_map<std::string, v1::Run> records_ ABSL_GUARDED_BY(mu_);
+  // The same for kept sessions whose session.closed is in queue_ (their log's key is their id).
+  absl::flat_hash_map<std::string, v1::Session> session_records_ ABSL_GUARDED_BY(mu_);
   // Events ever appended, and ever finished by the writer (stored or failed): Flush waits
   // for the second to reach the first's value at its call.
   uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;

@@ -309,11 +309,12 @@ absl::Status ReplicaMember::ExpireSessions(const store::Lease& dead, const std::
     s.set_status(v1::SESSION_STATUS_EXPIRED);
     s.set_status_reason(why);
     *s.mutable_closed_at() = ToProto(deps_.clock->Now());
-    SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(s));
     v1::Event closed = events::SessionClosed(s.id(), why);
     closed.set_run_id(s.id());
     closed.set_session_id(s.id());
-    SANDGATE_RETURN_IF_ERROR(deps_.events->Append(std::move(closed)).status());
+    // The record and its log's end in one write (EventLog::Finish): a takeover killed midway
+    // leaves the session live, for the next takeover, never closed with a log that never ends.
+    SANDGATE_RETURN_IF_ERROR(deps_.events->Finish(std::move(closed), s).status());
     log::Warning("session.lost_with_replica",
                  {{"session", s.id()}, {"tenant", s.tenant()}, {"replica", dead.replica_id}});
   }

@@ -1,7 +1,9 @@
 #include "core/session_manager.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -32,14 +34,28 @@ struct SessionManager::DecisionRoute {
 };
 
 // Appends to a kept session's own log (keyed by the session id), when there is
-// one.
+// one. Once told how the session ends (EndWith), its session.closed is stored with the
+// session's final record in one write.
 class SessionManager::SessionEvents : public agent::EventSink {
  public:
-  SessionEvents(EventLog* log, std::string session_id) : log_(log), id_(std::move(session_id)) {}
+  // `log` may be null (nothing is recorded but the final record); both outlive it.
+  SessionEvents(EventLog* log, store::Store* store, std::string session_id)
+      : log_(log), store_(store), id_(std::move(session_id)) {}
+  // The session ends with the next session.closed emitted here: the record `end` makes of
+  // that event, the session's final one, is stored with it in one store transaction
+  // (EventLog::Finish), so a process killed at any point leaves both or neither. Without a
+  // log, the record alone is stored.
+  void EndWith(std::function<v1::Session(const v1::Event& closed)> end) { end_ = std::move(end); }
+  // Whether an EndWith is still waiting for its session.closed.
+  bool ending() const { return end_ != nullptr; }
+  // How storing the end went (OK until then).
+  const absl::Status& end_status() const { return end_status_; }
+
   void Emit(v1::Event event) override {
-    if (log_ == nullptr) return;
     event.set_run_id(id_);
     event.set_session_id(id_);
+    if (end_ && event.has_session_closed()) return End(std::move(event));
+    if (log_ == nullptr) return;
     absl::StatusOr<v1::Event> stored = log_->Append(std::move(event));
     if (!stored.ok())
       log::Error("event.append_failed", {{"session", id_}, {"error", stored.status().ToString()}});
@@ -47,9 +63,22 @@ class SessionManager::SessionEvents : public agent::EventSink {
   uint32_t NextCommandId() override { return ++next_command_id_; }
 
  private:
+  void End(v1::Event closed) {
+    const v1::Session record = std::exchange(end_, nullptr)(closed);
+    end_status_ = log_ != nullptr ? log_->Finish(std::move(closed), record).status()
+                                  : store_->PutSession(record);
+    // Neither is stored: the record is still live, for the next start (Recover) or a takeover
+    // to end.
+    if (!end_status_.ok())
+      log::Error("session.persist_failed", {{"session", id_}, {"error", end_status_.ToString()}});
+  }
+
   EventLog* const log_;
+  store::Store* const store_;
   const std::string id_;
   uint32_t next_command_id_ = 0;  // only the creating thread runs commands in the log
+  std::function<v1::Session(const v1::Event&)> end_;
+  absl::Status end_status_;
 };
 
 struct SessionManager::Entry {
@@ -111,7 +140,7 @@ void SessionManager::OnNetworkDecision(const std::shared_ptr<DecisionRoute>& rou
   }
   if (deps_.events == nullptr) return;
   if (!side_events_.Submit([this, session_id, e = NetworkDecisionEvent(d)]() mutable {
-        SessionEvents(deps_.events, session_id).Emit(std::move(e));
+        SessionEvents(deps_.events, deps_.store, session_id).Emit(std::move(e));
       })) {
     log::Warning("event.dropped", {{"session", session_id}, {"type", "network.decision"}});
   }
@@ -144,18 +173,33 @@ v1::Session SessionManager::Snapshot(Entry& e) {
   return s;
 }
 
+namespace {
+
+// `record` as it ends now: its final record.
+v1::Session Ended(v1::Session record, v1::SessionStatus status, std::string reason,
+                  absl::Time now) {
+  record.set_status(status);
+  record.set_status_reason(std::move(reason));
+  *record.mutable_closed_at() = ToProto(now);
+  return record;
+}
+
+}  // namespace
+
 absl::Status SessionManager::Recover() {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,
                             deps_.store->ListLiveSessionsOf(deps_.config->replica.id));
   for (v1::Session& s : open) {
     // Another live replica's sessions are its own (those stored before replicas name none).
     if (!s.replica().empty() && s.replica() != deps_.config->replica.id) continue;
-    s.set_status(v1::SESSION_STATUS_EXPIRED);
-    s.set_status_reason("the daemon restarted; its sandbox was deleted");
-    *s.mutable_closed_at() = ToProto(deps_.clock->Now());
-    SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(s));
-    // Its log ends as every session's does, so a follower is not left waiting.
-    SessionEvents(deps_.events, s.id()).Emit(events::SessionClosed(s.id(), s.status_reason()));
+    s = Ended(std::move(s), v1::SESSION_STATUS_EXPIRED,
+              "the daemon restarted; its sandbox was deleted", deps_.clock->Now());
+    // Its log ends as every session's does, so a follower is not left waiting: in the write
+    // that ends the record, so a second kill cannot leave one without the other.
+    SessionEvents events(deps_.events, deps_.store, s.id());
+    events.EndWith([&s](const v1::Event&) { return s; });
+    events.Emit(events::SessionClosed(s.id(), s.status_reason()));
+    SANDGATE_RETURN_IF_ERROR(events.end_status());
     log::Warning("session.lost_in_restart", {{"session", s.id()}, {"tenant", s.tenant()}});
   }
   return absl::OkStatus();
@@ -260,7 +304,13 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   }
   SANDGATE_RETURN_IF_ERROR(put);
 
-  SessionEvents events(deps_.events, e->id);
+  SessionEvents events(deps_.events, deps_.store, e->id);
+  // A sandbox that fails its setup is closed inside MakeSandbox: the session.closed it emits
+  // then ends the record too, in the same write.
+  events.EndWith([this, &record](const v1::Event& closed) {
+    return Ended(record, v1::SESSION_STATUS_EXPIRED, closed.session_closed().reason(),
+                 deps_.clock->Now());
+  });
   SandboxPlan plan = ClosePlan(e->id);
   plan.provider = provider->second;
   plan.spec = &req.sandbox();
@@ -277,14 +327,15 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   absl::StatusOr<std::unique_ptr<sandbox::Session>> made = MakeSandbox(
       plan, SandboxEnv{&cfg, deps_.clock, deps_.metrics}, events, cancel ? *cancel : never);
   if (!made.ok()) {
-    record.set_status(v1::SESSION_STATUS_EXPIRED);
-    record.set_status_reason(absl::StrCat("creation failed: ", made.status().message()));
-    *record.mutable_closed_at() = ToProto(deps_.clock->Now());
-    absl::Status st = deps_.store->PutSession(record);
-    if (!st.ok())
-      log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
+    // The provider made no sandbox (one it made was closed in MakeSandbox, and that ended the
+    // record): the session ends here, its log too, so a follower of it is not left waiting.
+    if (events.ending()) {
+      events.Emit(
+          events::SessionClosed(e->id, absl::StrCat("creation failed: ", made.status().message())));
+    }
     return made.status();
   }
+  events.EndWith(nullptr);  // it lives: Expire ends it
   e->sandbox = std::move(*made);
   for (const std::string& w : e->sandbox->Warnings()) record.add_unenforced(w);
   record.set_workdir(e->sandbox->workdir());
@@ -294,6 +345,16 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     e->last_active = deps_.clock->Now();
   }
   SANDGATE_RETURN_IF_ERROR(deps_.store->PutSession(record));
+  // The reply promises what the session's log holds so far (session.created, the warm pool's
+  // notice, the setup commands' events and decisions): the log only queues them, so they are
+  // stored before the caller, who may read the log next, is answered.
+  FlushSideEvents();
+  if (deps_.events != nullptr) {
+    absl::Status stored = deps_.events->Flush(e->id);
+    if (!stored.ok()) {
+      log::Error("session.events_not_stored", {{"session", e->id}, {"error", stored.ToString()}});
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     live_[e->id] = e;
@@ -455,13 +516,16 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
     }
     record = e->record;
   }
-  // The final record is stored before the entry leaves live_, so Get never reads an older one.
-  absl::Status st = deps_.store->PutSession(record);
-  if (!st.ok())
-    log::Error("session.persist_failed", {{"session", e->id}, {"error", st.ToString()}});
-  // Ends running commands (they report cancelled) and deletes the sandbox; a
-  // failure is logged and counted there.
-  SessionEvents events(deps_.events, e->id);
+  // The sandbox is closed first (running commands report cancelled), and only then is the final
+  // record stored, with its log's session.closed in the same write: a record that says closed
+  // never names a sandbox that may still be alive. A process killed before that write leaves
+  // the record live and the sandbox in the journal (the journal entry goes once it is
+  // deleted), and the next start (Recover, after the journal sweep) or a takeover ends both;
+  // killed after it, nothing is left to do. A failed close is logged and counted there, and
+  // leaves the sandbox in the journal for the sweep. The write happens before the entry
+  // leaves live_, so Get never reads an older record.
+  SessionEvents events(deps_.events, deps_.store, e->id);
+  events.EndWith([&record](const v1::Event&) { return record; });
   CloseSandbox(*e->sandbox, ClosePlan(e->id), SandboxEnv{deps_.config, deps_.clock, deps_.metrics},
                events, reason, "session_close")
       .IgnoreError();
@@ -496,7 +560,7 @@ void SessionManager::CheckSandboxHealth(const std::shared_ptr<Entry>& e) {
     if (e->ended || e->told_sandbox_end == h.expires_at) return;
     e->told_sandbox_end = h.expires_at;
   }
-  SessionEvents events(deps_.events, e->id);
+  SessionEvents events(deps_.events, deps_.store, e->id);
   agent::EmitNotice(events, v1::Notice::SEVERITY_WARNING, h.reason);
   log::Warning("session.sandbox_ends_on_its_own",
                {{"session", e->id}, {"tenant", e->tenant}, {"reason", h.reason}});

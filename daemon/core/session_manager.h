@@ -6,7 +6,8 @@
 // before that (config.session_expiry_warning, at most half the lifetime) every lease holder is
 // warned once, so open streams can say so. When it is closed or reaped, every lease's watched
 // CancelToken fires with the reason, so a run or a command in it ends saying why, and the
-// sandbox is deleted.
+// sandbox is deleted; then its final record and its own log's session.closed are stored in one
+// write (EventLog::Finish), so no kill leaves a closed session whose log does not end.
 //
 // Three clocks, never mixed: the caller's RPC deadline belongs to the RPC (server/); the
 // per-command timeout to sandbox::ExecRequest; idle_timeout and max_lifetime to this class.
@@ -86,7 +87,7 @@ class SessionManager {
   ~SessionManager();  // CloseAll, then stops the reaper
 
   // At start: sessions a previous daemon left ACTIVE are EXPIRED (their sandboxes were swept
-  // from the journal).
+  // from the journal), each record with its log's session.closed in one write.
   absl::Status Recover();
 
   // Validates the request, then takes a ready sandbox of its shape from the warm
@@ -96,7 +97,8 @@ class SessionManager {
   // failing one deletes the sandbox and fails the call with the command's
   // stderr), all of it in the session's own log. The same idempotency_key with
   // the same request returns the same session; with a different request,
-  // FAILED_PRECONDITION. Blocks.
+  // FAILED_PRECONDITION. Blocks, also until the session's log so far is stored: a
+  // caller that reads it next finds session.created and what setup wrote.
   absl::StatusOr<v1::Session> Create(const Caller& caller, const v1::CreateSessionRequest& req,
                                      const CancelToken* cancel);
   absl::StatusOr<v1::Session> Get(const Caller& caller, const std::string& id);

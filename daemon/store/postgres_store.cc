@@ -313,7 +313,11 @@ absl::Status PostgresStore::CreateSession(const v1::Session& session,
 
 absl::Status PostgresStore::PutSession(const v1::Session& session) {
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("put session"));
-  return PutRecord(*conn, "sessions", "session", session.id(), session.tenant(),
+  return PutSessionOn(*conn, session);
+}
+
+absl::Status PostgresStore::PutSessionOn(PgConnection& conn, const v1::Session& session) {
+  return PutRecord(conn, "sessions", "session", session.id(), session.tenant(),
                    session.idempotency_key(), session.replica(), session.status(),
                    UnixNanos(session.has_closed_at(), session.closed_at()),
                    session.SerializeAsString(), nullptr);
@@ -420,16 +424,23 @@ absl::Status PostgresStore::AppendEvent(const v1::Event& event) {
 
 absl::Status PostgresStore::AppendEventsWithRuns(const std::vector<v1::Event>& events,
                                                  const std::vector<v1::Run>& runs) {
-  if (events.empty() && runs.empty()) return absl::OkStatus();
+  return AppendEventsWithRecords(events, runs, {});
+}
+
+absl::Status PostgresStore::AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                                    const std::vector<v1::Run>& runs,
+                                                    const std::vector<v1::Session>& sessions) {
+  if (events.empty() && runs.empty() && sessions.empty()) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("append events"));
   // One statement is its own transaction: a burst costs one round trip and one commit.
-  if (runs.empty() && events.size() <= kEventsPerStatement) {
+  if (runs.empty() && sessions.empty() && events.size() <= kEventsPerStatement) {
     return InsertEvents(*conn, events.data(), events.size());
   }
   // A fenced record's check locks the writer's lease row (kFenceCte) until the commit, as
   // the events' does: a takeover commits wholly before the batch or after it.
   return conn->Transaction("append events", [&]() -> absl::Status {
     for (const v1::Run& run : runs) SANDGATE_RETURN_IF_ERROR(PutRunOn(*conn, run));
+    for (const v1::Session& s : sessions) SANDGATE_RETURN_IF_ERROR(PutSessionOn(*conn, s));
     for (size_t i = 0; i < events.size(); i += kEventsPerStatement) {
       SANDGATE_RETURN_IF_ERROR(
           InsertEvents(*conn, &events[i], std::min(kEventsPerStatement, events.size() - i)));

@@ -65,6 +65,9 @@ class PostgresStore : public Store {
   absl::Status AppendEvent(const v1::Event& event) override;
   absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
                                     const std::vector<v1::Run>& runs) override;
+  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                       const std::vector<v1::Run>& runs,
+                                       const std::vector<v1::Session>& sessions) override;
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
                                                     uint32_t limit) override;
   absl::StatusOr<int64_t> LastSeq(const std::string& run_id) override;
@@ -83,6 +86,8 @@ class PostgresStore : public Store {
                          std::string proto, const std::string* request_sha256);
   // PutRun's statements on `conn` (in its transaction, if one is open).
   absl::Status PutRunOn(PgConnection& conn, const v1::Run& run);
+  // PutSession's statement on `conn` (in its transaction, if one is open).
+  absl::Status PutSessionOn(PgConnection& conn, const v1::Session& session);
   // FenceWrites: replica "" = not fenced.
   struct Fence {
     std::string replica;

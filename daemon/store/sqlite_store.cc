@@ -609,13 +609,23 @@ absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
 
 absl::Status SqliteStore::AppendEventsWithRuns(const std::vector<v1::Event>& events,
                                                const std::vector<v1::Run>& runs) {
+  return AppendEventsWithRecords(events, runs, {});
+}
+
+absl::Status SqliteStore::AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                                  const std::vector<v1::Run>& runs,
+                                                  const std::vector<v1::Session>& sessions) {
   absl::MutexLock lock(&mu_);
   // One event is its own transaction (autocommit). BEGIN and COMMIT are prepared once: a
   // batch is often small, and parsing them again cost as much as the insert.
-  if (events.size() == 1 && runs.empty()) return InsertEvent(events.front());
+  if (events.size() == 1 && runs.empty() && sessions.empty()) return InsertEvent(events.front());
   SANDGATE_RETURN_IF_ERROR(StepCached("BEGIN", "begin events"));
   absl::Status st;
   for (size_t i = 0; st.ok() && i < runs.size(); ++i) st = PutRunLocked(runs[i]);
+  for (size_t i = 0; st.ok() && i < sessions.size(); ++i) {
+    st = PutRecordLocked("sessions", "session", sessions[i],
+                         static_cast<int64_t>(sessions[i].status()), nullptr);
+  }
   for (size_t i = 0; st.ok() && i < events.size(); ++i) st = InsertEvent(events[i]);
   if (!st.ok()) {
     (void)Exec("ROLLBACK");  // the write's error is the one to report

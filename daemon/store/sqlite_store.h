@@ -54,6 +54,9 @@ class SqliteStore : public Store {
   absl::Status AppendEvent(const v1::Event& event) override;
   absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
                                     const std::vector<v1::Run>& runs) override;
+  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                       const std::vector<v1::Run>& runs,
+                                       const std::vector<v1::Session>& sessions) override;
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
                                                     uint32_t limit) override;
   absl::StatusOr<int64_t> LastSeq(const std::string& run_id) override;

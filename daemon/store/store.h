@@ -92,6 +92,12 @@ class Store : public ResourceJournal {
   // finished run whose log does not end (docs/replicas.md).
   virtual absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
                                             const std::vector<v1::Run>& runs) = 0;
+  // As AppendEventsWithRuns, and in the same transaction writes `sessions` as PutSession does
+  // (fenced alike). The event log stores a kept session's final record with its own log's
+  // session.closed so: never a closed session whose log does not end (docs/replicas.md).
+  virtual absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                               const std::vector<v1::Run>& runs,
+                                               const std::vector<v1::Session>& sessions) = 0;
   // Events with seq > after_seq, ascending, at most `limit`.
   virtual absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id,
                                                             int64_t after_seq, uint32_t limit) = 0;

@@ -16,70 +16,12 @@
 #include "store/sqlite_store.h"
 #include "tests/common/eventually.h"
 #include "tests/common/temp_dir.h"
+#include "tests/fakes/dying_store.h"
 #include "tests/fakes/fake_clock.h"
-#include "tests/fakes/forwarding_store.h"
 #include "tests/fakes/host_sandbox.h"
 
 namespace sandgate::core {
 namespace {
-
-// Writes `budget` times, then every write fails: what a killed process leaves is what the
-// inner store holds. With `at_final_record`, it dies at once after the first write that
-// stores a finished run's record (the moment the finish step is most fragile) instead.
-// Reads go on (the test reads what is left).
-class DyingStore : public testing::ForwardingStore {
- public:
-  DyingStore(store::Store* inner, int budget, bool at_final_record)
-      : ForwardingStore(inner), left_(budget), at_final_record_(at_final_record) {}
-  // Whether it refused a write, or was killed at a final record.
-  bool died() const { return left_.load() < 0 || killed_at_final_.load(); }
-
-  absl::Status CreateRun(const v1::Run& r, const std::string& sha) override {
-    return Write([&] { return inner()->CreateRun(r, sha); });
-  }
-  absl::Status PutRun(const v1::Run& r) override {
-    return Write([&] { return inner()->PutRun(r); }, {r});
-  }
-  absl::Status PutRunRequest(const std::string& id, const v1::RunAnalysisRequest& r) override {
-    return Write([&] { return inner()->PutRunRequest(id, r); });
-  }
-  absl::Status CreateSession(const v1::Session& s, const std::string& sha) override {
-    return Write([&] { return inner()->CreateSession(s, sha); });
-  }
-  absl::Status PutSession(const v1::Session& s) override {
-    return Write([&] { return inner()->PutSession(s); });
-  }
-  absl::Status AppendEvent(const v1::Event& e) override {
-    return Write([&] { return inner()->AppendEvent(e); });
-  }
-  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
-                                    const std::vector<v1::Run>& runs) override {
-    return Write([&] { return inner()->AppendEventsWithRuns(events, runs); }, runs);
-  }
-  absl::Status Record(const JournalEntry& e) override {
-    return Write([&] { return inner()->Record(e); });
-  }
-  absl::Status Erase(const std::string& id) override {
-    return Write([&] { return inner()->Erase(id); });
-  }
-
- private:
-  template <typename Fn>
-  absl::Status Write(Fn write, const std::vector<v1::Run>& runs = {}) {
-    if (left_.fetch_sub(1) <= 0) return absl::UnavailableError("the process was killed");
-    absl::Status st = write();
-    for (const v1::Run& r : runs) {
-      if (st.ok() && at_final_record_ && r.status() >= v1::RUN_STATUS_SUCCEEDED) {
-        left_ = 0;
-        killed_at_final_ = true;
-      }
-    }
-    return st;
-  }
-  std::atomic<int> left_;
-  const bool at_final_record_;
-  std::atomic<bool> killed_at_final_{false};
-};
 
 // Ends at once: the run goes through every step to its finish (failed: no artifacts).
 class QuickAgent : public agent::Agent {
@@ -122,7 +64,7 @@ bool KillAfter(int budget, bool at_final_record = false) {
   EXPECT_TRUE(dir.ok());
   std::unique_ptr<store::SqliteStore> inner = *store::SqliteStore::Open(dir.path() + "/s.db");
   auto artifacts = *store::FileArtifactStore::Open(dir.path() + "/artifacts");
-  DyingStore dying(inner.get(), budget, at_final_record);
+  testing::DyingStore dying(inner.get(), budget, at_final_record);
   Config config;
   QuickAgent agent;
   SandboxBudget sandboxes{4};

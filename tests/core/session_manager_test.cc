@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/forwarding_store.h"
 #include "tests/fakes/host_sandbox.h"
 
 namespace sandgate::core {
@@ -33,13 +34,16 @@ class SessionManagerTest : public ::testing::Test {
   }
   void Build() {
     sessions_.reset();
-    SessionManagerDeps deps{&config_, store_.get(),  &clock_,  {{"local", provider_.get()}},
-                            nullptr,  events_.get(), &metrics_};
+    SessionManagerDeps deps{&config_, front_ ? front_.get() : store_.get(),
+                            &clock_,  {{"local", provider_.get()}},
+                            nullptr,  events_.get(),
+                            &metrics_};
     sessions_ = std::make_unique<SessionManager>(deps);
   }
   void TearDown() override {
     sessions_.reset();
     events_.reset();
+    front_.reset();
     store_.reset();
     std::system(("rm -rf " + dir_).c_str());
   }
@@ -76,6 +80,8 @@ class SessionManagerTest : public ::testing::Test {
   FakeClock clock_;
   Caller caller_{"team-a", false};
   std::unique_ptr<store::SqliteStore> store_;
+  // In front of store_ when a test sets it (then Build again): what the manager writes to.
+  std::unique_ptr<store::Store> front_;
   std::unique_ptr<HostProvider> provider_;
   std::unique_ptr<EventLog> events_;
   Metrics metrics_;
@@ -318,6 +324,34 @@ TEST_F(SessionManagerTest, RecoverLeavesAnotherReplicasSessions) {
   EXPECT_EQ(store_->GetSession("s-")->status(), v1::SESSION_STATUS_EXPIRED);
   EXPECT_EQ(store_->GetSession("s-b")->status(), v1::SESSION_STATUS_ACTIVE);
   EXPECT_EQ(Create().replica(), "a");
+}
+
+// Stores each batch of events late, as a busy database does: until then a reader finds none
+// of them.
+class SlowEventStore : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                    const std::vector<v1::Run>& runs) override {
+    absl::SleepFor(absl::Milliseconds(200));
+    return inner()->AppendEventsWithRuns(events, runs);
+  }
+};
+
+// CI failed on this (integration warm_pool_test): the log only queues events, and Create
+// answered before session.created was stored, so a StreamEvents right after CreateSession read
+// an empty log.
+TEST_F(SessionManagerTest, CreateAnswersOnlyOnceTheSessionsLogSoFarIsStored) {
+  front_ = std::make_unique<SlowEventStore>(store_.get());
+  events_ = std::make_unique<EventLog>(front_.get(), &clock_);
+  Build();
+  v1::CreateSessionRequest req;
+  req.mutable_sandbox()->add_setup_commands("echo ready");
+  auto s = sessions_->Create(caller_, req, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Types(*events_->Read(s->id(), 0, 100)),
+            (std::vector<std::string>{"session.created", "command.started", "command.output",
+                                      "command.finished"}));
 }
 
 TEST_F(SessionManagerTest, SetupCommandsRunAndAFailingOneFailsCreation) {

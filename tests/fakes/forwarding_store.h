@@ -73,6 +73,14 @@ class ForwardingStore : public store::Store {
                                     const std::vector<v1::Run>& runs) override {
     return inner_->AppendEventsWithRuns(events, runs);
   }
+  // Without sessions, through AppendEventsWithRuns: a test store that overrides only that
+  // one still sees every batch.
+  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                       const std::vector<v1::Run>& runs,
+                                       const std::vector<v1::Session>& sessions) override {
+    if (sessions.empty()) return AppendEventsWithRuns(events, runs);
+    return inner_->AppendEventsWithRecords(events, runs, sessions);
+  }
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run, int64_t after,
                                                     uint32_t limit) override {
     return inner_->ReadEvents(run, after, limit);

@@ -40,6 +40,15 @@ class StoreContractTest : public ::testing::TestWithParam<testing::BackendKind> 
     run.set_status(v1::RUN_STATUS_RUNNING);
     return run;
   }
+  static v1::Session MakeSession(const std::string& id, const std::string& tenant,
+                                 const std::string& key = "") {
+    v1::Session session;
+    session.set_id(id);
+    session.set_tenant(tenant);
+    session.set_idempotency_key(key);
+    session.set_status(v1::SESSION_STATUS_ACTIVE);
+    return session;
+  }
   static v1::Event Ev(const std::string& run, int64_t seq) {
     v1::Event e;
     e.set_run_id(run);
@@ -185,6 +194,36 @@ TEST_P(StoreContractTest, AFinalRecordAndItsEventsAreStoredTogetherOrNotAtAll) {
   EXPECT_EQ(store_->GetRunRequest("r1").status().code(), absl::StatusCode::kNotFound)
       << "a run that has started cannot be queued again (PutRun's contract)";
   EXPECT_TRUE(store_->ListUnfinishedRuns()->empty());
+}
+
+// A kept session's final record and its own log's session.closed in one transaction (the
+// event log's Finish), with a run's alike: all stored, or on any error none, so no reader
+// finds a closed session whose log does not end.
+TEST_P(StoreContractTest, ASessionsFinalRecordAndItsEventsAreStoredTogetherOrNotAtAll) {
+  v1::Session live = MakeSession("s1", "a", "k");
+  ASSERT_TRUE(store_->CreateSession(live, "sha").ok());
+  ASSERT_TRUE(store_->PutRun(MakeRun("r1", "a")).ok());
+  ASSERT_TRUE(store_->AppendEvents({Ev("s1", 1), Ev("r1", 1)}).ok());
+
+  v1::Session closed = live;
+  closed.set_status(v1::SESSION_STATUS_CLOSED);
+  closed.mutable_closed_at()->set_seconds(1000);
+  v1::Run r1 = MakeRun("r1", "a");
+  r1.set_status(v1::RUN_STATUS_SUCCEEDED);
+  // r1#1 is a duplicate: the batch fails, and the session's record goes with it.
+  EXPECT_EQ(store_->AppendEventsWithRecords({Ev("s1", 2), Ev("r1", 1)}, {r1}, {closed}).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->GetSession("s1")->status(), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_EQ(store_->GetRun("r1")->status(), v1::RUN_STATUS_RUNNING);
+  EXPECT_EQ(*store_->LastSeq("s1"), 1);
+
+  ASSERT_TRUE(store_->AppendEventsWithRecords({Ev("s1", 2)}, {}, {closed}).ok());
+  Reopen();
+  EXPECT_EQ(store_->GetSession("s1")->status(), v1::SESSION_STATUS_CLOSED);
+  EXPECT_EQ(*store_->LastSeq("s1"), 2);
+  EXPECT_TRUE(store_->ListSessions("a", false)->empty());
+  EXPECT_EQ((*store_->FindSessionByIdempotencyKey("a", "k"))->request_sha256, "sha")
+      << "written as PutSession writes: the fingerprint stays";
 }
 
 TEST_P(StoreContractTest, JournalRecordsAndErases) {
