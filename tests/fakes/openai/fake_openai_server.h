@@ -82,7 +82,7 @@ class FakeOpenAiServer {
   }
 
   // SIGTERM, then, for a server still there after stop_grace (stalled, or stopped), SIGKILL
-  // to its process group (its hosted commands too); reaped either way.
+  // to its process group; reaped either way.
   void Stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGTERM);
@@ -97,7 +97,7 @@ class FakeOpenAiServer {
     pid_ = -1;
   }
   void set_stop_grace(absl::Duration grace) { stop_grace_ = grace; }
-  // How long one admin or AgentsCall request may take (default 30 s).
+  // How long one admin request (/_fake/*, State, Scenario, …) may take (default 30 s).
   void set_call_timeout(absl::Duration timeout) { call_timeout_ = timeout; }
   pid_t pid() const { return pid_; }
 
@@ -133,7 +133,7 @@ class FakeOpenAiServer {
       req.headers.Add("Content-Type", "application/json");
       req.body = body.dump();
     }
-    req.total_timeout = call_timeout_;
+    req.total_timeout = kAgentsCallWithin;
     absl::StatusOr<upstream::HttpResponse> resp = curl_.Send(req, nullptr);
     if (!resp.ok()) return upstream::HttpResponse{0, {}, resp.status().ToString()};
     return *std::move(resp);
@@ -142,6 +142,8 @@ class FakeOpenAiServer {
  private:
   // Well inside the ctest timeouts of the tests that use the fake (180 s).
   static constexpr absl::Duration kReadyWithin = absl::Seconds(60);
+  // An Agents API call may play a whole agent session (a streaming create) before it answers.
+  static constexpr absl::Duration kAgentsCallWithin = absl::Seconds(150);
 
   // Reads up to the first newline from `fd` until `deadline`; false on EOF or at the deadline.
   static bool ReadLine(int fd, absl::Time deadline, std::string* line) {
