@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/time/time.h"
 #include "agent/agent.h"
 #include "upstream/openai_client.h"
 
@@ -24,6 +25,9 @@ namespace sandgate::agent {
 struct ModelAgentOptions {
   std::string default_model;  // used when AgentTask.model is empty
   uint32_t max_turns = 30;    // used when AgentTask.max_turns is 0
+  // The openai agent's wait for each attempt of the request that stops a hosted response
+  // after its run was cancelled (or its stream lost): the run ends after it either way.
+  absl::Duration stop_timeout = absl::Seconds(10);
 };
 
 struct ModelChoice {
@@ -52,7 +56,8 @@ class TokenTally {
 };
 
 // What one model-driven run works with: the openai and chat agents' run objects derive from
-// it, and their agents start one with RunModelAgent.
+// it (the chat agent starts one with RunModelAgent; the openai agent also passes its
+// stop_timeout).
 class ModelRun {
  public:
   ModelRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,

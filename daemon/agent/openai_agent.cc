@@ -247,9 +247,11 @@ class HostedRelay {
 class OpenAiRun : public ModelRun {
  public:
   OpenAiRun(upstream::OpenAiClient* client, const AgentTask& task, sandbox::Session& session,
-            EventSink& events, const CancelToken& cancel, ModelChoice choice)
+            EventSink& events, const CancelToken& cancel, ModelChoice choice,
+            absl::Duration stop_timeout)
       : ModelRun(client, task, session, events, cancel, std::move(choice)),
-        hosted_(session.hosted_shell()) {}
+        hosted_(session.hosted_shell()),
+        stop_timeout_(stop_timeout) {}
 
   absl::Status Run() {
     const std::string workdir = session_.workdir();
@@ -359,8 +361,10 @@ class OpenAiRun : public ModelRun {
     }
     relay.AbortOpen(cancel_.cancelled());
     if (!response.ok() && !pos.response_id.empty()) {
-      // Stop what runs upstream without us: cancelled, or a stream we could not pick up.
-      absl::StatusOr<json> stopped = client_->CancelResponse(pos.response_id, nullptr);
+      // Stop what runs upstream without us: cancelled, or a stream we could not pick up. The
+      // run's token cannot bound this wait (it may be what fired), so stop_timeout_ does.
+      absl::StatusOr<json> stopped =
+          client_->CancelResponse(pos.response_id, nullptr, stop_timeout_);
       if (!stopped.ok()) {
         log::Warning("agent.openai_cancel_failed",
                      {{"response", pos.response_id}, {"error", stopped.status().ToString()}});
@@ -511,6 +515,7 @@ class OpenAiRun : public ModelRun {
   }
 
   sandbox::HostedShell* const hosted_;  // the session's; null on a non-hosted session
+  const absl::Duration stop_timeout_;   // ModelAgentOptions::stop_timeout
 };
 
 }  // namespace
@@ -520,15 +525,15 @@ OpenAiAgent::OpenAiAgent(upstream::OpenAiClient* client, ModelAgentOptions optio
 
 absl::Status OpenAiAgent::Run(const AgentTask& task, sandbox::Session& session, EventSink& events,
                               const CancelToken& cancel) {
+  absl::StatusOr<ModelChoice> choice =
+      ChooseModel(task, options_.default_model, options_.max_turns, "openai");
+  if (!choice.ok()) return choice.status();
   // On the openai-agents provider the Agents API runs the model's loop itself.
   if (sandbox::HostedAgent* hosted = session.hosted_agent()) {
-    absl::StatusOr<ModelChoice> choice =
-        ChooseModel(task, options_.default_model, options_.max_turns, "openai");
-    if (!choice.ok()) return choice.status();
     return RunHostedAgent(*hosted, task, choice->model, events, cancel);
   }
-  return RunModelAgent<OpenAiRun>(client_, options_.default_model, options_.max_turns, "openai",
-                                  task, session, events, cancel);
+  OpenAiRun run(client_, task, session, events, cancel, std::move(*choice), options_.stop_timeout);
+  return run.Run();
 }
 
 }  // namespace sandgate::agent

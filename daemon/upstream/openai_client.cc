@@ -266,9 +266,10 @@ absl::StatusOr<json> OpenAiClient::RetrieveResponse(absl::string_view response_i
 }
 
 absl::StatusOr<json> OpenAiClient::CancelResponse(absl::string_view response_id,
-                                                  const CancelToken* cancel) {
+                                                  const CancelToken* cancel,
+                                                  absl::Duration timeout) {
   return transport_.JsonCall("POST", absl::StrCat("/responses/", Escape(response_id), "/cancel"),
-                             nullptr, cancel);
+                             nullptr, cancel, {}, timeout);
 }
 
 // --- Chat Completions ---

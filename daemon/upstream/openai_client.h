@@ -193,8 +193,11 @@ class OpenAiClient {
                                                       const CancelToken* cancel = nullptr);
   absl::StatusOr<nlohmann::json> RetrieveResponse(absl::string_view response_id,
                                                   const CancelToken* cancel = nullptr);
+  // `timeout` (zero: OpenAiOptions::timeout) bounds each attempt: a caller stopping a
+  // response because its own run was cancelled has no token left to stop the wait with.
   absl::StatusOr<nlohmann::json> CancelResponse(absl::string_view response_id,
-                                                const CancelToken* cancel = nullptr);
+                                                const CancelToken* cancel = nullptr,
+                                                absl::Duration timeout = absl::ZeroDuration());
 
   // --- Chat Completions (§6) ---
   absl::StatusOr<nlohmann::json> CreateChatCompletion(const nlohmann::json& request,

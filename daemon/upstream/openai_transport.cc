@@ -220,11 +220,12 @@ absl::StatusOr<HttpResponse> OpenAiTransport::Execute(OpenAiCall& call,
 
 absl::StatusOr<json> OpenAiTransport::JsonCall(
     absl::string_view method, std::string path, const json* body, const CancelToken* cancel,
-    std::vector<std::pair<std::string, std::string>> headers) const {
+    std::vector<std::pair<std::string, std::string>> headers, absl::Duration timeout) const {
   OpenAiCall call;
   call.method = std::string(method);
   call.path = std::move(path);
   call.headers = std::move(headers);
+  call.timeout = timeout;
   if (body != nullptr) {
     call.json_body = Dump(*body);
     call.has_json_body = true;

@@ -101,10 +101,11 @@ class OpenAiTransport {
   absl::StatusOr<HttpResponse> Execute(OpenAiCall& call, const CancelToken* cancel) const;
 
   // `body` (may be null: none sent) as JSON; the response parsed (an empty body is {}).
+  // `timeout` (zero: OpenAiOptions::timeout) bounds each attempt.
   absl::StatusOr<nlohmann::json> JsonCall(
       absl::string_view method, std::string path, const nlohmann::json* body,
-      const CancelToken* cancel,
-      std::vector<std::pair<std::string, std::string>> headers = {}) const;
+      const CancelToken* cancel, std::vector<std::pair<std::string, std::string>> headers = {},
+      absl::Duration timeout = absl::ZeroDuration()) const;
   // A multipart/form-data POST; the response parsed as JSON.
   absl::StatusOr<nlohmann::json> MultipartCall(std::string path, std::vector<MultipartPart> parts,
                                                const CancelToken* cancel) const;

@@ -288,6 +288,29 @@ TEST_F(OpenAiAgentTest, CancellationStopsAHostedCommandStream) {
   EXPECT_TRUE(finished[0].command_finished().cancelled());
 }
 
+// A cancelled hosted turn stops its response upstream (POST /responses/{id}/cancel) with no
+// token left to end that wait: an upstream that stalls on it held the run for the whole HTTP
+// timeout (600 s, per attempt) before the run could end.
+TEST_F(OpenAiAgentTest, ACancelledHostedRunDoesNotWaitOnAStalledStop) {
+  sandbox::Session& session = NewSession(true, "oa-cancel-stall");
+  fake_.Scenario(
+      {{{"shell", {"echo started; sleep 20"}}, {"timeout_ms", 25000}}, {{"message", "never"}}});
+  fake_.Fault({{"path_prefix", "/v1/responses/"}, {"method", "POST"}, {"delay_ms", 30000}});
+  OpenAiAgent agent(client_.get(), {"fake-model", 30, absl::Seconds(1)});
+  absl::Time t0 = absl::Now();
+  absl::Status st = RunCancelledOnce("command.output",
+                                     [&] { return agent.Run(task_, session, events_, cancel_); });
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  int stops = 0;
+  for (const testing::RecordedRequest& r : recorder_.requests()) {
+    if (!absl::EndsWith(r.url, "/cancel")) continue;
+    ++stops;
+    EXPECT_EQ(r.total_timeout, absl::Seconds(1));
+  }
+  EXPECT_EQ(stops, 1);  // sent, timed out, not repeated
+}
+
 TEST_F(OpenAiAgentTest, CancellationStopsALocalCommand) {
   sandbox::Session& session = NewSession(false, "oa-cancel-local");
   fake_.Scenario({{{"shell", {"echo started; sleep 20"}}}, {{"message", "never"}}});

@@ -1,5 +1,9 @@
 #include "agent/shell_output.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <memory>
 
 #include "gmock/gmock.h"
@@ -87,6 +91,35 @@ TEST(ShellOutputTest, RunShellCallRunsInOrderAndTruncates) {
   cancel.Cancel("stop");
   EXPECT_EQ(RunShellCall(**session, events, call, absl::Seconds(10), cancel).status().code(),
             absl::StatusCode::kCancelled);
+}
+
+// CI hung in waitpid once (agent.OpenAiAgentTest.CancellationStopsALocalCommand, 180 s): a
+// host session whose fork failed went on as if it had a child, and waitpid(-1) waits for any
+// child of the test, such as the fake OpenAI server, which ends only after the test. Here the
+// bystander is a child that has already exited: waited on, it would be reaped (and its exit
+// taken for the command's).
+TEST(ShellOutputTest, AFailedForkFailsTheCallAndWaitsOnNoOtherChild) {
+  const pid_t bystander = fork();
+  if (bystander == 0) _exit(7);
+  ASSERT_GT(bystander, 0);
+  testing::HostProvider provider;
+  sandbox::SessionSpec spec;
+  spec.id = "shell-out-nofork";
+  auto session = provider.Create(spec, nullptr);
+  ASSERT_TRUE(session.ok()) << session.status();
+  testing::RecordingSink events;
+  CancelToken cancel;
+  ShellCall call;
+  call.commands = {"echo never"};
+  provider.FailNextFork(EAGAIN);
+  auto out = RunShellCall(**session, events, call, absl::Seconds(10), cancel);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnavailable) << out.status();
+  EXPECT_THAT(out.status().message(), HasSubstr("running a shell command for the model: fork"));
+  ASSERT_EQ(events.OfType("command.finished").size(), 1u);
+  EXPECT_EQ(events.OfType("command.finished")[0].command_finished().exit_code(), -1);
+  int status = 0;
+  EXPECT_EQ(waitpid(bystander, &status, 0), bystander) << "the session reaped another child";
+  EXPECT_EQ(WEXITSTATUS(status), 7);
 }
 
 }  // namespace

@@ -43,7 +43,15 @@ class HostSession : public sandbox::Session {
     merged.emplace("PATH", "/usr/local/bin:/usr/bin:/bin");
     for (const auto& [k, v] : merged) envs.push_back(k + "=" + v);
     absl::Time start = absl::Now();
-    pid_t pid = fork();
+    const int injected = provider_->TakeForkFailure();
+    pid_t pid = injected != 0 ? -1 : fork();
+    if (pid < 0) {
+      // No child: below, kill(-pid) would signal init and waitpid(pid) would wait for any
+      // child at all (the fake OpenAI server: forever).
+      const int fork_errno = injected != 0 ? injected : errno;
+      for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+      return errors::FromErrno(fork_errno, "fork");
+    }
     if (pid == 0) {
       setpgid(0, 0);
       dup2(out[1], 1);

@@ -4,7 +4,7 @@
 // Provider contract (streaming output, timeouts, cancellation, files,
 // journaling) without bubblewrap.
 //
-// Thread safe. Tests can make the next Create or Close fail, play a network
+// Thread safe. Tests can make the next Create, Close or fork fail, play a network
 // decision as a session's proxy would, and count live sessions.
 #ifndef SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
 #define SANDGATE_TESTS_FAKES_HOST_SANDBOX_H_
@@ -44,6 +44,10 @@ class HostProvider : public sandbox::Provider {
     absl::MutexLock lock(&mu_);
     return std::exchange(fail_next_close_, absl::OkStatus());
   }
+  // The next Exec of any session fails as a fork() failing with `err` would (EAGAIN: the
+  // process table is full), without forking.
+  void FailNextFork(int err) { fail_next_fork_.store(err); }
+  int TakeForkFailure() { return fail_next_fork_.exchange(0); }
   // Calls live session `session_id`'s SessionSpec::on_network_decision with
   // `decision`, as its proxy would on a connection. False when there is no such
   // session or it has no callback.
@@ -66,6 +70,7 @@ class HostProvider : public sandbox::Provider {
       ABSL_GUARDED_BY(mu_);
   std::atomic<int> live_{0};
   std::atomic<int> created_{0};
+  std::atomic<int> fail_next_fork_{0};
 };
 
 }  // namespace sandgate::testing

@@ -7,13 +7,17 @@
 //   fake.Post("/_fake/scenario", {{"turns", …}});
 //   nlohmann::json state = fake.State();   // containers, files, requests, …
 //
-// Not thread safe for Start/Stop; Post/Get may be called from any thread.
+// Not thread safe for Start/Stop; Post/Get may be called from any thread. No call waits
+// unbounded on the server: a fake that stalls fails the test that needs it, with a line on
+// stderr saying so, instead of sitting out the ctest timeout.
 #ifndef SANDGATE_TESTS_FAKES_OPENAI_FAKE_OPENAI_SERVER_H_
 #define SANDGATE_TESTS_FAKES_OPENAI_FAKE_OPENAI_SERVER_H_
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +27,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "upstream/curl_http_client.h"
 
@@ -37,10 +43,10 @@ class FakeOpenAiServer {
   explicit FakeOpenAiServer(std::string api_key) : api_key_(std::move(api_key)) {}
   ~FakeOpenAiServer() { Stop(); }
 
-  // Starts the server and waits for its "listening on" line. False on failure. Its request
-  // log (stderr) goes to `log_path` when given, else to this process's stderr. The server
-  // gets SIGTERM when the thread that called Start ends, so a test that exits without
-  // Stop (std::exit, a crash) leaves no server behind.
+  // Starts the server and waits (up to kReadyWithin) for its "listening on" line. False on
+  // failure. Its request log (stderr) goes to `log_path` when given, else to this process's
+  // stderr. The server gets SIGTERM when the thread that called Start ends, so a test that
+  // exits without Stop (std::exit, a crash) leaves no server behind.
   bool Start(const std::string& log_path = "") {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return false;
@@ -61,24 +67,39 @@ class FakeOpenAiServer {
       _exit(127);
     }
     close(out[1]);
-    FILE* f = fdopen(out[0], "r");
-    char line[512];
-    bool ok = f != nullptr && fgets(line, sizeof(line), f) != nullptr;
-    if (f != nullptr) fclose(f);
-    if (!ok) return false;
+    std::string line;
+    const bool ready = ReadLine(out[0], absl::Now() + kReadyWithin, &line);
+    close(out[0]);
     absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (!absl::ConsumePrefix(&l, "listening on ")) return false;
+    if (!ready || !absl::ConsumePrefix(&l, "listening on ")) {
+      std::fprintf(stderr, "fake-openai did not say it was listening within %s (said: %s)\n",
+                   absl::FormatDuration(kReadyWithin).c_str(), line.c_str());
+      Stop();
+      return false;
+    }
     root_ = std::string(l);
     return true;
   }
 
+  // SIGTERM, then, for a server still there after stop_grace (stalled, or stopped), SIGKILL
+  // to its process group; reaped either way.
   void Stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGTERM);
+    if (!ExitsWithin(pid_, stop_grace_)) {
+      std::fprintf(stderr, "fake-openai (pid %d) had not exited %s after SIGTERM; killed\n",
+                   static_cast<int>(pid_), absl::FormatDuration(stop_grace_).c_str());
+      kill(-pid_, SIGKILL);
+      kill(pid_, SIGKILL);
+    }
     int status;
     waitpid(pid_, &status, 0);
     pid_ = -1;
   }
+  void set_stop_grace(absl::Duration grace) { stop_grace_ = grace; }
+  // How long one admin request (/_fake/*, State, Scenario, …) may take (default 30 s).
+  void set_call_timeout(absl::Duration timeout) { call_timeout_ = timeout; }
+  pid_t pid() const { return pid_; }
 
   const std::string& api_key() const { return api_key_; }
   std::string root() const { return root_; }              // http://127.0.0.1:PORT
@@ -112,16 +133,46 @@ class FakeOpenAiServer {
       req.headers.Add("Content-Type", "application/json");
       req.body = body.dump();
     }
+    req.total_timeout = kAgentsCallWithin;
     absl::StatusOr<upstream::HttpResponse> resp = curl_.Send(req, nullptr);
     if (!resp.ok()) return upstream::HttpResponse{0, {}, resp.status().ToString()};
     return *std::move(resp);
   }
 
  private:
+  // Well inside the ctest timeouts of the tests that use the fake (180 s).
+  static constexpr absl::Duration kReadyWithin = absl::Seconds(60);
+  // An Agents API call may play a whole agent session (a streaming create) before it answers.
+  static constexpr absl::Duration kAgentsCallWithin = absl::Seconds(150);
+
+  // Reads up to the first newline from `fd` until `deadline`; false on EOF or at the deadline.
+  static bool ReadLine(int fd, absl::Time deadline, std::string* line) {
+    for (;;) {
+      struct pollfd p = {fd, POLLIN, 0};
+      const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      if (ms <= 0 || poll(&p, 1, static_cast<int>(ms)) <= 0) return false;
+      char c;
+      if (read(fd, &c, 1) != 1) return false;
+      if (c == '\n') return true;
+      *line += c;
+    }
+  }
+  // Whether `pid` (a child) exits within `d`; true when that cannot be watched (no pidfd):
+  // then Stop waits as it always did.
+  static bool ExitsWithin(pid_t pid, absl::Duration d) {
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) return true;
+    struct pollfd p = {fd, POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(d)));
+    close(fd);
+    return ready > 0;
+  }
+
   nlohmann::json Call(const std::string& method, const std::string& path, const std::string& body) {
     upstream::HttpRequest req;
     req.method = method;
     req.url = root_ + path;
+    req.total_timeout = call_timeout_;
     if (!body.empty()) {
       req.headers.Add("Content-Type", "application/json");
       req.body = body;
@@ -137,6 +188,8 @@ class FakeOpenAiServer {
   upstream::CurlHttpClient curl_;
   pid_t pid_ = -1;
   std::string root_;
+  absl::Duration stop_grace_ = absl::Seconds(10);
+  absl::Duration call_timeout_ = absl::Seconds(30);
 };
 
 }  // namespace sandgate::testing
