@@ -2157,12 +2157,18 @@ def main(argv=None):
     httpd = Server((args.host, args.port), Handler)
 
     def on_signal(signum, frame):
-        raise SystemExit(0)
+        # Not an exception raised wherever the main thread is: landing inside a lock's acquire
+        # or release (CI printed "release unlocked lock" from one) it could leave a lock held,
+        # and the cleanup below would then wait on it for ever. serve_forever ends at its next
+        # poll; shutdown() waits for that, so it runs on a thread of its own. Once.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        threading.Thread(target=httpd.shutdown, daemon=True).start()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     host, port = httpd.server_address[:2]
     # Once "listening" is out a test may stop the server at any moment: the workdir line is
-    # written before it, and the SIGTERM's SystemExit lands inside the try (cleanup runs).
+    # written before it, and serve_forever returns into the try (cleanup runs).
     try:
         log("serving on http://%s:%d (isolation: %s, workdir %s)"
             % (host, port, "bwrap" if use_bwrap else "none", root))
