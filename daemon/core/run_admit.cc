@@ -228,14 +228,21 @@ void RunManager::Dispatch() {
   // Ours that another replica claimed: it starts them and writes their events from now on.
   const std::set<std::string> waiting(order.begin(), order.end());
   for (const std::shared_ptr<ActiveRun>& ar : ours) {
-    const std::string& id = ar->request_run_id;
-    if (waiting.count(id) > 0 || ar->admitted.load() || admission_.ClaimedHere(id)) continue;
-    ReleaseQueuedBytes(*ar);
-    deps_.events->Forget(id);  // its followers here read the claimer's events from the store
-    log::Info("run.moved", {{"run", id}, {"replica", deps_.config->replica.id}});
-    absl::MutexLock lock(&mu_);
-    active_.erase(id);
+    if (waiting.count(ar->request_run_id) == 0 && MovedAway(*ar)) LetGo(*ar);
   }
+}
+
+bool RunManager::MovedAway(ActiveRun& ar) {
+  return admission_.shared() && !ar.admitted.load() && !admission_.ClaimedHere(ar.request_run_id);
+}
+
+void RunManager::LetGo(ActiveRun& ar) {
+  const std::string id = ar.request_run_id;
+  ReleaseQueuedBytes(ar);
+  deps_.events->Forget(id);  // its followers here read the claimer's events from the store
+  log::Info("run.moved", {{"run", id}, {"replica", deps_.config->replica.id}});
+  absl::MutexLock lock(&mu_);
+  active_.erase(id);
 }
 
 void RunManager::ClaimLoop() {

@@ -138,6 +138,14 @@ class RunManager {
   void TellPositions(const std::vector<std::string>& order) ABSL_LOCKS_EXCLUDED(positions_mu_);
   // Shared queue: waits until the events appended so far are stored, then unpins `pinned`.
   void StoreThenUnpin(const std::vector<std::string>& pinned);
+  // Shared queue: whether a run queued here, not started here, is no longer waiting as this
+  // replica's: another replica claimed it (call once it is known not to wait any more).
+  bool MovedAway(ActiveRun& run);
+  // Forgets here a run another replica claimed: it starts it and writes its events now.
+  void LetGo(ActiveRun& run);
+  // Cancel of a run another replica claimed: the run once its record names another replica
+  // (or is finished), at most a few seconds on.
+  absl::StatusOr<v1::Run> AwaitClaimer(const Caller& caller, const std::string& run_id);
   // Starts here a run another replica queued, which this one claimed.
   void Adopt(const AdmissionQueue::Ticket& ticket);
   // Starts an admitted run of this replica on the run executor.
