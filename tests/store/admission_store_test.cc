@@ -4,6 +4,8 @@
 // live_sessions are counted exactly, at the minute's edge and under concurrency.
 #include "store/admission_store.h"
 
+#include <sqlite3.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -348,6 +350,37 @@ TEST_P(AdmissionStoreContract, AClosedSessionFreesItsSlot) {
   EXPECT_TRUE(*b_->TakeSessionSlot("tb", "s3", "b", 1)) << "another tenant";
   ASSERT_TRUE(a_->ReleaseSessionSlot("s1").ok());
   EXPECT_TRUE(*b_->TakeSessionSlot("ta", "s2", "b", 1));
+}
+
+// A state file made before pins: opening it adds the column (once: a second opener finds it),
+// and its waiting rows are unpinned.
+TEST(SqliteAdmissionStoreTest, AFileMadeBeforePinsGetsThePinColumn) {
+  testing::ScopedTempDir dir{"sg-admission-old"};
+  const std::string path = dir.path() + "/state.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE admission_queue (run_id TEXT PRIMARY KEY, tenant TEXT NOT "
+                         "NULL, needs_sandbox INTEGER NOT NULL, only_replica TEXT NOT NULL, "
+                         "enqueued_by TEXT NOT NULL, enqueued_at INTEGER NOT NULL, seq INTEGER NOT "
+                         "NULL, claimed_by TEXT NOT NULL DEFAULT ''); INSERT INTO admission_queue "
+                         "VALUES('old', 'ta', 1, '', 'a', 0, 1, '')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> a = SqliteAdmissionStore::Open(path);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> b = SqliteAdmissionStore::Open(path);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<std::vector<std::string>> pinned = (*a)->Pin({"old"}, "a");
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(*pinned, std::vector<std::string>{"old"});
+  QueuedRun run = Waiter("new", "ta");
+  run.pinned_by = "a";
+  ASSERT_TRUE((*a)->Enqueue(run, 0, {}).ok());
+  EXPECT_EQ(ClaimId(**b, "b"), "");
+  ASSERT_TRUE((*a)->Unpin({"old", "new"}).ok());
+  EXPECT_EQ(ClaimId(**b, "b"), "old");
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, AdmissionStoreContract,
