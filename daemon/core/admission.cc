@@ -235,12 +235,14 @@ ClaimWakeups::~ClaimWakeups() {
 
 absl::Status ClaimWakeups::Start() {
   if (notifier_ == nullptr) return absl::OkStatus();
-  // An empty payload (the listener has just connected again) is a nudge too: a notification
-  // may have been lost meanwhile.
+  // An empty payload is a change of the queue, or the listener has just connected again (a
+  // notification may have been lost meanwhile); a claim is news only to its run's queuer.
   SANDGATE_ASSIGN_OR_RETURN(
-      subscription_,
-      notifier_->Subscribe(store::kQueueChannel,
-                           [this](const std::string&, const std::string&) { Nudge(); }));
+      subscription_, notifier_->Subscribe(store::kQueueChannel,
+                                          [this](const std::string&, const std::string& payload) {
+                                            if (payload.empty() || payload == claimed_from_)
+                                              Nudge();
+                                          }));
   return absl::OkStatus();
 }
 

@@ -153,18 +153,23 @@ class AdmissionQueue {
 
 // When a replica of a shared queue looks for runs it may claim: at once when nudged (a
 // notification on store::kQueueChannel: a run was queued, or room freed, somewhere in the
-// gateway), and `poll` after its last look otherwise, so a lost notification delays a
-// waiting run by at most `poll`. Waits on the injected clock.
+// gateway; or another replica claimed a run `replica` queued, store::ClaimedFrom), and `poll`
+// after its last look otherwise, so a lost notification delays a waiting run by at most
+// `poll`. Waits on the injected clock.
 //
-//   ClaimWakeups wakeups(clock, notifier, absl::Seconds(1));
+//   ClaimWakeups wakeups(clock, notifier, absl::Seconds(1), "replica-a");
 //   SANDGATE_RETURN_IF_ERROR(wakeups.Start());
 //   while (wakeups.Wait()) Dispatch();         // another thread: wakeups.Stop()
 //
 // Thread safe. The clock and the notifier (null: the poll only, as on SQLite) outlive it.
 class ClaimWakeups {
  public:
-  ClaimWakeups(Clock* clock, store::Notifier* notifier, absl::Duration poll)
-      : clock_(clock), notifier_(notifier), poll_(poll) {}
+  ClaimWakeups(Clock* clock, store::Notifier* notifier, absl::Duration poll,
+               std::string replica = "")
+      : clock_(clock),
+        notifier_(notifier),
+        poll_(poll),
+        claimed_from_(store::ClaimedFrom(replica)) {}
   ~ClaimWakeups();
   // Subscribes to the queue's notifications.
   absl::Status Start();
@@ -179,6 +184,7 @@ class ClaimWakeups {
   Clock* const clock_;
   store::Notifier* const notifier_;
   const absl::Duration poll_;
+  const std::string claimed_from_;  // the payload of a claim of one of this replica's runs
   uint64_t subscription_ = 0;  // set by Start, before any notification can come
   absl::Mutex mu_;
   bool nudged_ ABSL_GUARDED_BY(mu_) = false;

@@ -61,6 +61,12 @@ namespace sandgate::store {
 // room freed by a release): payload "", sent in the transaction that changed it, so a replica
 // with room looks for a run at once instead of at its next poll (store/notifier.h).
 inline constexpr char kQueueChannel[] = "sandgate_queue";
+// The payload a claim of a run another replica queued sends on kQueueChannel: that replica
+// (`queuer`) looks at once, sees the run claimed, and lets go of it, instead of at its next
+// claim. Other replicas ignore it: nothing freed or queued for them.
+inline std::string ClaimedFrom(const std::string& queuer) {
+  return absl::StrCat("claimed-from ", queuer);
+}
 
 struct QueuedRun {
   std::string run_id;

@@ -125,6 +125,9 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const cha
                                     "last_claimed = nextval('admission_claim_order') "
                                     "WHERE tenant = $1",
                                     PgParams().Text(name)));
+  if (claimed.enqueued_by != replica) {
+    SANDGATE_RETURN_IF_ERROR(PgNotify(conn, kQueueChannel, ClaimedFrom(claimed.enqueued_by)));
+  }
   return claimed;
 }
 
