@@ -237,12 +237,10 @@ absl::Status ClaimWakeups::Start() {
   if (notifier_ == nullptr) return absl::OkStatus();
   // An empty payload is a change of the queue, or the listener has just connected again (a
   // notification may have been lost meanwhile); a claim is news only to its run's queuer.
-  SANDGATE_ASSIGN_OR_RETURN(
-      subscription_, notifier_->Subscribe(store::kQueueChannel,
-                                          [this](const std::string&, const std::string& payload) {
-                                            if (payload.empty() || payload == claimed_from_)
-                                              Nudge();
-                                          }));
+  auto on_queue = [this](const std::string&, const std::string& payload) {
+    if (payload.empty() || payload == claimed_from_) Nudge();
+  };
+  SANDGATE_ASSIGN_OR_RETURN(subscription_, notifier_->Subscribe(store::kQueueChannel, on_queue));
   return absl::OkStatus();
 }
 
