@@ -96,8 +96,17 @@ class AdmissionQueue {
   // in the same transaction as its queueing (this replica has room, its tenant is under its
   // gateway-wide quota, and no run this replica could start waits ahead of it): the caller
   // starts it (and calls Done when it ends), and no other replica can take it first. False
-  // when it waits (always, in memory: Admit admits it).
+  // when it waits (always, in memory: Admit admits it); shared, it waits pinned to this
+  // replica (only this one may claim it) until Unpin({run_id}), so the caller's `run.queued`
+  // is stored before any other replica writes the run's events.
   absl::StatusOr<bool> Enqueue(Ticket ticket, bool only_here = false);
+  // Shared: pins those of `run_ids` that still wait and are not pinned (store::AdmissionStore
+  // Pin) and returns them: until Unpin only this replica may claim them, so the events it
+  // writes to them meanwhile (then flushes) are stored before a claimer reads their last
+  // seq. A run not returned was claimed (or removed, or is pinned by a call under way): its
+  // events are not this caller's to write. In memory every id is returned.
+  std::vector<std::string> Pin(const std::vector<std::string>& run_ids);
+  void Unpin(const std::vector<std::string>& run_ids);
   // Takes a waiting run out (cancelled before it started); false if it is not waiting.
   bool Remove(const std::string& run_id);
   // Admits every run the limits allow now, in fair order.
@@ -144,18 +153,23 @@ class AdmissionQueue {
 
 // When a replica of a shared queue looks for runs it may claim: at once when nudged (a
 // notification on store::kQueueChannel: a run was queued, or room freed, somewhere in the
-// gateway), and `poll` after its last look otherwise, so a lost notification delays a
-// waiting run by at most `poll`. Waits on the injected clock.
+// gateway; or another replica claimed a run `replica` queued, store::ClaimedFrom), and `poll`
+// after its last look otherwise, so a lost notification delays a waiting run by at most
+// `poll`. Waits on the injected clock.
 //
-//   ClaimWakeups wakeups(clock, notifier, absl::Seconds(1));
+//   ClaimWakeups wakeups(clock, notifier, absl::Seconds(1), "replica-a");
 //   SANDGATE_RETURN_IF_ERROR(wakeups.Start());
 //   while (wakeups.Wait()) Dispatch();         // another thread: wakeups.Stop()
 //
 // Thread safe. The clock and the notifier (null: the poll only, as on SQLite) outlive it.
 class ClaimWakeups {
  public:
-  ClaimWakeups(Clock* clock, store::Notifier* notifier, absl::Duration poll)
-      : clock_(clock), notifier_(notifier), poll_(poll) {}
+  ClaimWakeups(Clock* clock, store::Notifier* notifier, absl::Duration poll,
+               std::string replica = "")
+      : clock_(clock),
+        notifier_(notifier),
+        poll_(poll),
+        claimed_from_(store::ClaimedFrom(replica)) {}
   ~ClaimWakeups();
   // Subscribes to the queue's notifications.
   absl::Status Start();
@@ -170,6 +184,7 @@ class ClaimWakeups {
   Clock* const clock_;
   store::Notifier* const notifier_;
   const absl::Duration poll_;
+  const std::string claimed_from_;  // the payload of a claim of one of this replica's runs
   uint64_t subscription_ = 0;  // set by Start, before any notification can come
   absl::Mutex mu_;
   bool nudged_ ABSL_GUARDED_BY(mu_) = false;

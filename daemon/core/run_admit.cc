@@ -55,8 +55,42 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
       static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
   ar->position.store(position);
   events.Emit(events::RunQueued(position));
+  // Shared: the run waits pinned here (Enqueue) until its run.queued is stored, so a replica
+  // that claims it next reads a last seq that already counts it.
+  StoreThenUnpin({run.id()});
   Dispatch();
   return run;
+}
+
+void RunManager::StoreThenUnpin(const std::vector<std::string>& pinned) {
+  if (!admission_.shared() || pinned.empty()) return;
+  // Every event appended before it (of any run) is committed. An error is the run's own
+  // (logged and counted where it happened), not a reason to keep it from other replicas.
+  for (const std::string& id : pinned) (void)deps_.events->Flush(id);
+  admission_.Unpin(pinned);
+}
+
+void RunManager::TellPositions(const std::vector<std::string>& order) {
+  // One at a time: a run pinned by one call would be skipped by another, its news lost.
+  absl::MutexLock telling(&positions_mu_);
+  std::vector<std::string> moved;
+  for (size_t i = 0; i < order.size(); ++i) {
+    std::shared_ptr<ActiveRun> ar = FindActive(order[i]);
+    if (ar && ar->position.load() != i + 1) moved.push_back(order[i]);
+  }
+  if (moved.empty()) return;
+  // Only runs still waiting as this replica's: a claimed one's events are its claimer's now.
+  const std::vector<std::string> pinned = admission_.Pin(moved);
+  const std::set<std::string> mine(pinned.begin(), pinned.end());
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (mine.count(order[i]) == 0) continue;
+    std::shared_ptr<ActiveRun> ar = FindActive(order[i]);
+    const uint32_t position = static_cast<uint32_t>(i + 1);
+    if (!ar || ar->position.exchange(position) == position) continue;
+    RunEvents events(deps_.events, ar.get());
+    events.Emit(events::RunQueued(position));
+  }
+  StoreThenUnpin(pinned);
 }
 
 absl::StatusOr<std::shared_ptr<ActiveRun>> RunManager::Revive(const Caller& caller,
@@ -190,24 +224,25 @@ void RunManager::Dispatch() {
   }
   // Tell waiting runs where they stand now (only those whose position changed).
   std::vector<std::string> order = admission_.Order();
-  for (size_t i = 0; i < order.size(); ++i) {
-    std::shared_ptr<ActiveRun> ar = FindActive(order[i]);
-    uint32_t position = static_cast<uint32_t>(i + 1);
-    if (!ar || ar->position.exchange(position) == position) continue;
-    RunEvents events(deps_.events, ar.get());
-    events.Emit(events::RunQueued(position));
-  }
+  TellPositions(order);
   // Ours that another replica claimed: it starts them and writes their events from now on.
   const std::set<std::string> waiting(order.begin(), order.end());
   for (const std::shared_ptr<ActiveRun>& ar : ours) {
-    const std::string& id = ar->request_run_id;
-    if (waiting.count(id) > 0 || ar->admitted.load() || admission_.ClaimedHere(id)) continue;
-    ReleaseQueuedBytes(*ar);
-    deps_.events->Forget(id);  // its followers here read the claimer's events from the store
-    log::Info("run.moved", {{"run", id}, {"replica", deps_.config->replica.id}});
-    absl::MutexLock lock(&mu_);
-    active_.erase(id);
+    if (waiting.count(ar->request_run_id) == 0 && MovedAway(*ar)) LetGo(*ar);
   }
+}
+
+bool RunManager::MovedAway(ActiveRun& ar) {
+  return admission_.shared() && !ar.admitted.load() && !admission_.ClaimedHere(ar.request_run_id);
+}
+
+void RunManager::LetGo(ActiveRun& ar) {
+  const std::string id = ar.request_run_id;
+  ReleaseQueuedBytes(ar);
+  deps_.events->Forget(id);  // its followers here read the claimer's events from the store
+  log::Info("run.moved", {{"run", id}, {"replica", deps_.config->replica.id}});
+  absl::MutexLock lock(&mu_);
+  active_.erase(id);
 }
 
 void RunManager::ClaimLoop() {

@@ -27,7 +27,8 @@ RunManager::RunManager(RunManagerDeps deps)
                 /*max_queue=*/deps_.config->max_concurrent_runs),
       admission_(deps_.config->max_concurrent_runs, deps_.config->max_queued_runs, deps_.budget,
                  {deps_.admission, deps_.config->replica.id, deps_.clock}),
-      claim_wakeups_(deps_.clock, deps_.notifier, deps_.config->replica.claim_poll),
+      claim_wakeups_(deps_.clock, deps_.notifier, deps_.config->replica.claim_poll,
+                     deps_.config->replica.id),
       quotas_(deps_.config, deps_.clock, deps_.admission),
       side_events_("side-events", 1, 10000),
       sweeper_({deps_.store, &deps_.providers, deps_.clock, deps_.metrics, deps_.journal}),
@@ -174,9 +175,30 @@ absl::StatusOr<v1::Run> RunManager::Cancel(const Caller& caller, const std::stri
     if (admission_.Remove(run_id)) {  // still waiting: it ends now, without a sandbox
       RunEvents events(deps_.events, ar.get());
       Finish(ar, events, v1::RUN_STATUS_CANCELLED, why);
+    } else if (MovedAway(*ar)) {
+      // Another replica claimed it as it waited here: the cancel is the claimer's to act on.
+      // This replica lets go, and answers once the claimer has made the run's record its
+      // own, so the edge sends the cancel on to it (server/service.cc, CancelRun).
+      LetGo(*ar);
+      return AwaitClaimer(caller, run_id);
     }
   }
   return Get(caller, run_id);
+}
+
+absl::StatusOr<v1::Run> RunManager::AwaitClaimer(const Caller& caller, const std::string& run_id) {
+  // The claimer names itself in the record a few store round trips after its claim (Adopt).
+  // Past the bound (it died in between), the record is answered as it is: a takeover queues
+  // the run again, where a cancel reaches it.
+  const absl::Time give_up = deps_.clock->Now() + absl::Seconds(5);
+  for (;;) {
+    SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, run_id));
+    if (Finished(run.status()) || run.replica() != deps_.config->replica.id ||
+        deps_.clock->Now() >= give_up) {
+      return run;
+    }
+    deps_.clock->SleepFor(absl::Milliseconds(10));
+  }
 }
 
 absl::StatusOr<std::string> RunManager::ReadArtifact(const v1::Run& run, const std::string& name,
@@ -201,16 +223,15 @@ size_t RunManager::Drain(absl::Duration grace) {
   }
   for (const auto& ar : runs) {
     const std::string& id = ar->request_run_id;
-    // Shared queue: a waiting run any replica may start stays in it, for one with room.
+    // Shared queue: a waiting run any replica may start stays in it, for one with room;
+    // pinned while its notice below is stored (one not pinned was claimed meanwhile).
     const bool leave = admission_.shared() && !OnlyHere(*ar);
     const bool waiting =
-        leave ? !ar->admitted.load() && !admission_.ClaimedHere(id) : admission_.Remove(id);
+        leave ? !ar->admitted.load() && !admission_.ClaimedHere(id) && !admission_.Pin({id}).empty()
+              : admission_.Remove(id);
     if (!waiting) {
-      if (admission_.shared() && !ar->admitted.load() && !admission_.ClaimedHere(id)) {
-        ReleaseQueuedBytes(*ar);  // another replica claimed it: its business now
-        deps_.events->Forget(id);
-        absl::MutexLock lock(&mu_);
-        active_.erase(id);
+      if (MovedAway(*ar)) {
+        LetGo(*ar);  // another replica claimed it: its business now
         continue;
       }
       ar->cancel.Cancel("the daemon is shutting down");  // running: its sandbox cannot outlive us
@@ -225,6 +246,7 @@ size_t RunManager::Drain(absl::Duration grace) {
                             "a replica with room (follow again from the last seq seen)"
                           : "the daemon is shutting down; this run stays queued and starts when "
                             "it is back (follow again from the last seq seen)");
+      if (leave) StoreThenUnpin({id});
       log::Info("run.shelved", {{"run", ar->request_run_id}, {"tenant", events.tenant()}});
       ReleaseQueuedBytes(*ar);
       absl::MutexLock lock(&mu_);

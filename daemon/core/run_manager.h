@@ -132,6 +132,20 @@ class RunManager {
   // Whether only this replica can start the run (shared queue: its kept session is here, or
   // its request is not kept in the store).
   static bool OnlyHere(const ActiveRun& run);
+  // Tells the runs of `order` (the waiting runs, in admission order) that are queued here
+  // and whose place changed their new position (run.queued), each only while it is still
+  // waiting as this replica's (pinned: AdmissionQueue::Pin), stored before it is unpinned.
+  void TellPositions(const std::vector<std::string>& order) ABSL_LOCKS_EXCLUDED(positions_mu_);
+  // Shared queue: waits until the events appended so far are stored, then unpins `pinned`.
+  void StoreThenUnpin(const std::vector<std::string>& pinned);
+  // Shared queue: whether a run queued here, not started here, is no longer waiting as this
+  // replica's: another replica claimed it (call once it is known not to wait any more).
+  bool MovedAway(ActiveRun& run);
+  // Forgets here a run another replica claimed: it starts it and writes its events now.
+  void LetGo(ActiveRun& run);
+  // Cancel of a run another replica claimed: the run once its record names another replica
+  // (or is finished), at most a few seconds on.
+  absl::StatusOr<v1::Run> AwaitClaimer(const Caller& caller, const std::string& run_id);
   // Starts here a run another replica queued, which this one claimed.
   void Adopt(const AdmissionQueue::Ticket& ticket);
   // Starts an admitted run of this replica on the run executor.
@@ -201,6 +215,8 @@ class RunManager {
   JournalSweeper sweeper_;
   Retention retention_;
 
+  // Held by TellPositions from its pin to its unpin; guards no data.
+  absl::Mutex positions_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>> active_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

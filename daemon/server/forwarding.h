@@ -118,6 +118,10 @@ struct UnaryForward {
   bool by_run = false;                      // the id names a run (else a session)
   std::string (*id)(const Req&) = nullptr;  // null, or an empty id: served here
   Call call = nullptr;
+  // When set and true of a local answer, the call is looked up once more and sent on when
+  // its target has moved to another replica meanwhile (a waiting run claimed elsewhere as it
+  // was cancelled: core/run_manager.h Cancel); the owner's answer replaces the local one.
+  bool (*again)(const Resp&) = nullptr;
 };
 
 // Sends the call to the owner of what it names when that is another replica, finishing

@@ -60,6 +60,10 @@ grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerCon
         } else {
           st = (deps.api->*handler)(caller, *request, response);
         }
+        if (st.ok() && forward.again != nullptr && forward.again(*response) &&
+            ForwardUnary(deps.forwarder, ctx, reactor, caller, forward, request, response)) {
+          return;  // the owner answers (and audits)
+        }
         if (st.ok()) EscapeStringFields(response);
         if (audit.action != nullptr && deps.audit != nullptr) {
           deps.audit->Record(caller.tenant, audit.action, audit.target(*request, *response), st);
@@ -354,6 +358,10 @@ const ForwardTo<v1::CancelRunRequest, v1::Run> kForwardCancelRun{
     true, &RunOf<v1::CancelRunRequest>,
     [](Async* a, grpc::ClientContext* c, const v1::CancelRunRequest* q, v1::Run* r, Done d) {
       a->CancelRun(c, q, r, std::move(d));
+    },
+    // Not ended here: it may have moved to the replica that claimed it from the shared queue.
+    [](const v1::Run& r) {
+      return r.status() == v1::RUN_STATUS_QUEUED || r.status() == v1::RUN_STATUS_RUNNING;
     }};
 const ForwardTo<v1::KeepAliveRequest, v1::Session> kForwardKeepAlive{
     false, &SessionOf<v1::KeepAliveRequest>,

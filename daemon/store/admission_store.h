@@ -61,6 +61,12 @@ namespace sandgate::store {
 // room freed by a release): payload "", sent in the transaction that changed it, so a replica
 // with room looks for a run at once instead of at its next poll (store/notifier.h).
 inline constexpr char kQueueChannel[] = "sandgate_queue";
+// The payload a claim of a run another replica queued sends on kQueueChannel: that replica
+// (`queuer`) looks at once, sees the run claimed, and lets go of it, instead of at its next
+// claim. Other replicas ignore it: nothing freed or queued for them.
+inline std::string ClaimedFrom(const std::string& queuer) {
+  return absl::StrCat("claimed-from ", queuer);
+}
 
 struct QueuedRun {
   std::string run_id;
@@ -73,6 +79,10 @@ struct QueuedRun {
   std::string enqueued_by;  // the replica that queued it
   absl::Time enqueued_at = absl::UnixEpoch();
   std::string claimed_by;  // "" while it waits
+  // "" = claimable as above; else only this replica may claim it for now: the replica that
+  // queued it is writing one of its events (Pin), which must be stored before another
+  // replica, taking the run's next seq from the store, writes any.
+  std::string pinned_by;
 };
 
 // What the replica queueing a run has room for (core/admission.h decides it), so Enqueue can
@@ -102,7 +112,8 @@ class AdmissionStore {
   // quota, and no run that replica could start waiting ahead of it in fair order), it is
   // claimed for that replica in the same transaction and true is returned: a run sent to a
   // replica with room starts there, and no other replica's claim can take it between the
-  // queueing and the claim. Otherwise it waits (false), as any queued run.
+  // queueing and the claim. Otherwise it waits (false), as any queued run, pinned to
+  // run.pinned_by when that is set (Unpin it once its `run.queued` is stored).
   virtual absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting,
                                        RoomHere room) = 0;
   // Claims for `replica` the next waiting run in fair order that its tenant's quota admits
@@ -113,11 +124,21 @@ class AdmissionStore {
   // Takes a waiting run out (cancelled before it started); false if it is not waiting
   // (claimed meanwhile, or not queued).
   virtual absl::StatusOr<bool> Remove(const std::string& run_id) = 0;
+  // Pins those of `run_ids` that still wait and are not pinned to `replica`: no other replica
+  // claims them until Unpin, so the events `replica` writes to them meanwhile are stored
+  // before any claimer reads the run's last seq. Returns the runs pinned (a claimed,
+  // removed or already pinned run is not: its events are not `replica`'s to write now).
+  virtual absl::StatusOr<std::vector<std::string>> Pin(const std::vector<std::string>& run_ids,
+                                                       const std::string& replica) = 0;
+  // The pins of `run_ids` go (OK for a run not pinned, claimed or gone), and replicas with
+  // room are nudged to claim them.
+  virtual absl::Status Unpin(const std::vector<std::string>& run_ids) = 0;
   // A claimed run has ended: its tenant's slot is free. OK when it holds none.
   virtual absl::Status Release(const std::string& run_id) = 0;
   // `replica` is gone (its lease was taken over) or has restarted: the slots of the runs it
-  // had claimed and of its kept sessions are free, and the runs only it could start are out
-  // of the queue (they are queued again from the store's records, RecoverRuns).
+  // had claimed and of its kept sessions are free, the runs only it could start are out
+  // of the queue (they are queued again from the store's records, RecoverRuns), and its pins
+  // go (it writes no more events).
   virtual absl::Status ReleaseReplica(const std::string& replica) = 0;
   virtual absl::StatusOr<WaitingRuns> Waiting() = 0;
   // How many runs wait in the gateway.

@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS admission_queue (
   enqueued_by TEXT NOT NULL,
   enqueued_at INTEGER NOT NULL,
   seq INTEGER NOT NULL,
-  claimed_by TEXT NOT NULL DEFAULT '');
+  claimed_by TEXT NOT NULL DEFAULT '',
+  pinned_by TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS admission_queue_by_tenant ON admission_queue(tenant, claimed_by, seq);
 CREATE TABLE IF NOT EXISTS admission_tenants (
   tenant TEXT PRIMARY KEY,
@@ -43,7 +44,7 @@ CREATE TABLE IF NOT EXISTS admission_sessions (
 
 constexpr const char* kQueueColumns =
     "q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, q.enqueued_by, "
-    "q.enqueued_at, q.claimed_by";
+    "q.enqueued_at, q.claimed_by, q.pinned_by";
 
 using Value = std::variant<std::string, int64_t>;
 
@@ -82,7 +83,8 @@ class Sql {
   int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
   QueuedRun Queued() {
     return {Text(0), Text(1), static_cast<uint32_t>(Int(2)), Int(3) != 0,
-            Text(4), Text(5), absl::FromUnixNanos(Int(6)),   Text(7)};
+            Text(4), Text(5), absl::FromUnixNanos(Int(6)),   Text(7),
+            Text(8)};
   }
 
  private:
@@ -112,7 +114,8 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(sqlite3* db, const std::strin
                    " FROM admission_queue q JOIN admission_tenants t ON t.tenant = q.tenant "
                    "WHERE q.claimed_by = '' AND (t.max_running = 0 OR t.running < t.max_running) "
                    "AND (q.needs_sandbox = 0 OR ?1 = 1) AND (q.only_replica = '' OR "
-                   "q.only_replica = ?2) ORDER BY (q.tenant <= coalesce((SELECT tenant FROM "
+                   "q.only_replica = ?2) AND (q.pinned_by = '' OR q.pinned_by = ?2) ORDER BY "
+                   "(q.tenant <= coalesce((SELECT tenant FROM "
                    "admission_tenants WHERE last_claimed > 0 ORDER BY last_claimed DESC LIMIT 1), "
                    "'')), q.tenant, q.seq LIMIT 1"),
       {int64_t{sandbox_room}, replica});
@@ -148,6 +151,7 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
     return errors::Internal(
         absl::StrCat("sqlite: creating the admission tables in ", path, ": ", msg));
   }
+  SANDGATE_RETURN_IF_ERROR(store->AddPinColumn());
   return store;
 }
 
@@ -163,6 +167,20 @@ absl::Status SqliteAdmissionStore::Transaction(const char* what,
   if (st.ok()) st = Sql(db_, "COMMIT", {}).Run(what).status();
   if (!st.ok()) (void)Sql(db_, "ROLLBACK", {}).Run(what);  // the first error is the one to report
   return st;
+}
+
+absl::Status SqliteAdmissionStore::AddPinColumn() {
+  absl::MutexLock lock(&mu_);
+  // A file made before pins: its table gets the column (once, also when several daemons
+  // open the file at the same moment: the check and the change are one write transaction).
+  return Transaction("add the pin column", [&]() -> absl::Status {
+    Sql has(db_, "SELECT 1 FROM pragma_table_info('admission_queue') WHERE name = 'pinned_by'", {});
+    SANDGATE_ASSIGN_OR_RETURN(bool found, has.Row("read the queue's columns"));
+    if (found) return absl::OkStatus();
+    return Sql(db_, "ALTER TABLE admission_queue ADD COLUMN pinned_by TEXT NOT NULL DEFAULT ''", {})
+        .Run("add the pin column")
+        .status();
+  });
 }
 
 absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
@@ -187,10 +205,10 @@ absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_
     SANDGATE_RETURN_IF_ERROR(
         Sql(db_,
             "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
-            "enqueued_by, enqueued_at, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
+            "enqueued_by, enqueued_at, pinned_by, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, "
             "(SELECT coalesce(max(seq), 0) + 1 FROM admission_queue))",
             {run.run_id, run.tenant, int64_t{run.needs_sandbox}, run.only_replica, run.enqueued_by,
-             Ns(run.enqueued_at)})
+             Ns(run.enqueued_at), run.pinned_by})
             .Run("queue run")
             .status());
     if (!room.run_slot) return absl::OkStatus();
@@ -221,6 +239,39 @@ absl::StatusOr<bool> SqliteAdmissionStore::Remove(const std::string& run_id) {
       Sql(db_, "DELETE FROM admission_queue WHERE run_id = ?1 AND claimed_by = ''", {run_id})
           .Run("remove waiting run"));
   return changed == 1;
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteAdmissionStore::Pin(
+    const std::vector<std::string>& run_ids, const std::string& replica) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> pinned;
+  SANDGATE_RETURN_IF_ERROR(Transaction("pin waiting runs", [&]() -> absl::Status {
+    pinned.clear();
+    for (const std::string& id : run_ids) {
+      SANDGATE_ASSIGN_OR_RETURN(int changed,
+                                Sql(db_,
+                                    "UPDATE admission_queue SET pinned_by = ?2 WHERE run_id = ?1 "
+                                    "AND claimed_by = '' AND pinned_by = ''",
+                                    {id, replica})
+                                    .Run("pin waiting runs"));
+      if (changed == 1) pinned.push_back(id);
+    }
+    return absl::OkStatus();
+  }));
+  return pinned;
+}
+
+absl::Status SqliteAdmissionStore::Unpin(const std::vector<std::string>& run_ids) {
+  absl::MutexLock lock(&mu_);
+  return Transaction("unpin runs", [&]() -> absl::Status {
+    for (const std::string& id : run_ids) {
+      SANDGATE_RETURN_IF_ERROR(
+          Sql(db_, "UPDATE admission_queue SET pinned_by = '' WHERE run_id = ?1", {id})
+              .Run("unpin runs")
+              .status());
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status SqliteAdmissionStore::Release(const std::string& run_id) {
@@ -258,6 +309,10 @@ absl::Status SqliteAdmissionStore::ReleaseReplica(const std::string& replica) {
             "DELETE FROM admission_queue WHERE claimed_by = ?1 OR (claimed_by = '' AND "
             "only_replica = ?1)",
             {replica})
+            .Run("release replica")
+            .status());
+    SANDGATE_RETURN_IF_ERROR(
+        Sql(db_, "UPDATE admission_queue SET pinned_by = '' WHERE pinned_by = ?1", {replica})
             .Run("release replica")
             .status());
     return Sql(db_, "DELETE FROM admission_sessions WHERE replica = ?1", {replica})

@@ -150,7 +150,7 @@ TEST(AdmissionTest, ASharedQueueClaimsNothingWhileItsReplicaMayNotTakeWork) {
 TEST(AdmissionTest, ClaimWakeupsComeAtOnceOnANotificationAndAtThePollWithout) {
   testing::FakeClock clock;
   testing::FakeNotifier notifier;
-  ClaimWakeups wakeups(&clock, &notifier, absl::Seconds(1));
+  ClaimWakeups wakeups(&clock, &notifier, absl::Seconds(1), "replica-a");
   ASSERT_TRUE(wakeups.Start().ok());
   std::atomic<int> wakes{0};
   std::thread loop([&] {
@@ -160,13 +160,17 @@ TEST(AdmissionTest, ClaimWakeupsComeAtOnceOnANotificationAndAtThePollWithout) {
   ASSERT_TRUE(notifier.Notify(store::kQueueChannel, "").ok());
   ASSERT_TRUE(clock.BlockUntilSettled(1));
   EXPECT_EQ(wakes.load(), 1) << "at once: the clock did not move";
+  ASSERT_TRUE(notifier.Notify(store::kQueueChannel, store::ClaimedFrom("replica-a")).ok());
+  ASSERT_TRUE(clock.BlockUntilSettled(1));
+  EXPECT_EQ(wakes.load(), 2) << "a claim of a run replica-a queued: it lets go at once";
+  ASSERT_TRUE(notifier.Notify(store::kQueueChannel, store::ClaimedFrom("replica-b")).ok());
   ASSERT_TRUE(notifier.Notify(store::kEventsChannel, "run-1 3").ok());
   clock.Advance(absl::Seconds(1) - absl::Nanoseconds(1));
   ASSERT_TRUE(clock.BlockUntilSettled(1));
-  EXPECT_EQ(wakes.load(), 1) << "another channel, and the poll is not due";
+  EXPECT_EQ(wakes.load(), 2) << "another replica's claim, another channel; the poll is not due";
   clock.Advance(absl::Nanoseconds(1));
   ASSERT_TRUE(clock.BlockUntilSettled(1));
-  EXPECT_EQ(wakes.load(), 2) << "the poll, for a lost notification";
+  EXPECT_EQ(wakes.load(), 3) << "the poll, for a lost notification";
   wakeups.Stop();
   loop.join();
 }

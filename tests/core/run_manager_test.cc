@@ -11,12 +11,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "agent/reference_agent.h"
+#include "common/events.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "store/file_artifact_store.h"
+#include "store/sqlite_admission_store.h"
 #include "store/sqlite_store.h"
 #include "tests/common/eventually.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/forwarding_store.h"
 #include "tests/fakes/host_sandbox.h"
 #include "tests/fakes/largest_allocation.h"
 
@@ -158,6 +161,7 @@ class RunManagerTest : public ::testing::Test {
     deps.metrics = &metrics_;
     deps.sessions = sessions_.get();
     deps.budget = &budget_;
+    deps.admission = admission_;
     runs_ = std::make_unique<RunManager>(std::move(deps));
   }
   void TearDown() override {
@@ -245,6 +249,7 @@ class RunManagerTest : public ::testing::Test {
   Clock* clock_ =
       Clock::Real();  // the run manager's (or &fake_); sessions and events use real time
   Config config_;
+  store::AdmissionStore* admission_ = nullptr;  // the shared queue's, if any; outlives runs_
   Caller caller_{"team-a", false};
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<store::ArtifactStore> artifacts_;
@@ -826,6 +831,162 @@ TEST_F(RunManagerTest, DrainWaitsForRunningRunsUntilTheGraceIsOverNotBefore) {
   EXPECT_EQ(left, 1u) << "the run that ignores its cancel is still active";
   block_.release.Notify();
   EXPECT_EQ(FollowToFinish(id).status(), v1::RUN_STATUS_CANCELLED);
+}
+
+}  // namespace
+}  // namespace sandgate::core
+
+namespace sandgate::core {
+namespace {
+
+// Holds the first batch holding an event `hold` picks until `release`, so a test acts while
+// that event is appended but not committed.
+class HoldingStore : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  void Arm(std::function<bool(const v1::Event&)> hold) {
+    absl::MutexLock lock(&mu_);
+    hold_ = std::move(hold);
+  }
+  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                    const std::vector<v1::Run>& runs) override {
+    bool hold = false;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const v1::Event& e : events) {
+        if (hold_ && hold_(e)) {
+          held_run_ = e.run_id();
+          hold_ = nullptr;
+          hold = true;
+        }
+      }
+    }
+    if (hold) {
+      held.Notify();
+      release.WaitForNotification();
+    }
+    return inner()->AppendEventsWithRuns(events, runs);
+  }
+  std::string held_run() {
+    absl::MutexLock lock(&mu_);
+    return held_run_;
+  }
+  absl::Notification held, release;
+
+ private:
+  absl::Mutex mu_;
+  std::function<bool(const v1::Event&)> hold_ ABSL_GUARDED_BY(mu_);
+  std::string held_run_ ABSL_GUARDED_BY(mu_);
+};
+
+// Replica "a" (this fixture's run manager, one run slot, its events through `holding_`) and
+// replica "b" (a claimer with room: its queue connection and its own event log) on one state
+// file: b claims and appends as its claim loop and Adopt would.
+class SharedQueueRunManagerTest : public RunManagerTest {
+ protected:
+  void SetUp() override {
+    RunManagerTest::SetUp();
+    runs_.reset();
+    sessions_.reset();
+    holding_ = std::make_unique<HoldingStore>(store_.get());
+    events_ = std::make_unique<EventLog>(holding_.get(), Clock::Real());
+    events_b_ = std::make_unique<EventLog>(store_.get(), Clock::Real());
+    admission_a_ = *store::SqliteAdmissionStore::Open(dir_ + "/s.db");
+    admission_b_ = *store::SqliteAdmissionStore::Open(dir_ + "/s.db");
+    admission_ = admission_a_.get();
+    config_.max_concurrent_runs = 1;
+    config_.replica.id = "a";
+    Rebuild();
+  }
+  void TearDown() override {
+    runs_.reset();
+    sessions_.reset();
+    events_.reset();
+    events_b_.reset();
+    RunManagerTest::TearDown();
+  }
+  // Starts a run that holds a's one slot.
+  std::string HoldTheSlot() {
+    v1::RunAnalysisRequest slow = Sample();
+    slow.mutable_sandbox()->add_setup_commands("sleep 30");
+    absl::StatusOr<v1::Run> running = runs_->Start(caller_, slow);
+    EXPECT_TRUE(running.ok()) << running.status();
+    return running.ok() ? running->id() : "";
+  }
+  std::optional<std::string> ClaimB() {
+    absl::StatusOr<std::optional<store::QueuedRun>> c = admission_b_->Claim("b", true);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok() || !c->has_value()) return std::nullopt;
+    return (*c)->run_id;
+  }
+  // b's first event of a run it claimed, as Adopt appends it: its seq follows the store's last.
+  void AppendAsB(const std::string& run_id) {
+    v1::Event e = events::Notice(v1::Notice::SEVERITY_INFO, "replica b starts it");
+    e.set_run_id(run_id);
+    ASSERT_TRUE(events_b_->Append(e).ok());
+    ASSERT_TRUE(events_b_->Flush(run_id).ok());
+  }
+  // The run's stored log: dense from 1, ending with b's event, nothing lost on a.
+  void ExpectDenseLogEndingWithB(const std::string& run_id, size_t events) {
+    (void)events_->Flush(run_id);
+    EXPECT_EQ(events_->store_errors(), 0) << "an event of a was refused (its seq was taken)";
+    std::vector<v1::Event> log = *store_->ReadEvents(run_id, 0, 100);
+    ASSERT_EQ(log.size(), events);
+    for (size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i].seq(), static_cast<int64_t>(i + 1));
+    EXPECT_EQ(log.back().type(), "notice");
+  }
+
+  std::unique_ptr<HoldingStore> holding_;
+  std::unique_ptr<store::SqliteAdmissionStore> admission_a_, admission_b_;
+  std::unique_ptr<EventLog> events_b_;
+};
+
+TEST_F(SharedQueueRunManagerTest, AWaitingRunIsClaimableElsewhereOnlyOnceItsRunQueuedIsStored) {
+  const std::string running = HoldTheSlot();
+  holding_->Arm(
+      [&](const v1::Event& e) { return e.type() == "run.queued" && e.run_id() != running; });
+  absl::StatusOr<v1::Run> waiting;
+  std::thread queuer([&] { waiting = runs_->Start(caller_, Sample()); });
+  holding_->held.WaitForNotification();  // a's run.queued is appended, not committed
+  const std::string id = holding_->held_run();
+  const std::optional<std::string> early = ClaimB();
+  EXPECT_EQ(early, std::nullopt) << "b claimed the run before a's run.queued was stored";
+  if (early) AppendAsB(id);
+  holding_->release.Notify();
+  queuer.join();
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->id(), id);
+  if (!early) {
+    EXPECT_EQ(ClaimB(), id) << "claimable by b once a's run.queued is stored";
+    AppendAsB(id);
+  }
+  ExpectDenseLogEndingWithB(id, 2);  // a's run.queued, b's notice
+}
+
+TEST_F(SharedQueueRunManagerTest, APositionUpdateIsStoredBeforeAnotherReplicaCanClaimTheRun) {
+  const std::string running = HoldTheSlot();
+  absl::StatusOr<v1::Run> first = runs_->Start(caller_, Sample());
+  absl::StatusOr<v1::Run> second = runs_->Start(caller_, Sample());
+  ASSERT_TRUE(first.ok() && second.ok());
+  const std::string id = second->id();
+  holding_->Arm([&](const v1::Event& e) {
+    return e.run_id() == id && e.type() == "run.queued" && e.run_queued().position() == 1;
+  });
+  // The slot frees: a starts the first, and tells the second it is next.
+  ASSERT_TRUE(runs_->Cancel(caller_, running, "make room").ok());
+  holding_->held.WaitForNotification();
+  const std::optional<std::string> early = ClaimB();
+  EXPECT_EQ(early, std::nullopt) << "b claimed the run while a's position update was not stored";
+  if (early) AppendAsB(id);
+  holding_->release.Notify();
+  if (!early) {
+    EXPECT_TRUE(Eventually(
+        "b to claim the run once a's update is stored", [&] { return ClaimB() == id; },
+        absl::Seconds(5)));
+    AppendAsB(id);
+  }
+  ExpectDenseLogEndingWithB(id, 3);  // a's run.queued 2 and 1, b's notice
+  WaitFinished(first->id());
 }
 
 }  // namespace

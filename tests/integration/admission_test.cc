@@ -186,5 +186,88 @@ TEST_F(FairQueueAcrossReplicasTest, WaitingRunsStartRoundRobinAcrossTenantsInThe
       << "the last two to start; arrival order would be first, first";
 }
 
+// Replica a has one run slot and looks at the queue only once a minute, so it notices a claim
+// of a run it queued only when told; replica b has one slot, free.
+class CancelAcrossReplicasTest : public AdmissionAcrossReplicasTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> dsn = PostgresServer::Shared().CreateDatabase();
+    ASSERT_TRUE(dsn.ok()) << dsn.status();
+    nlohmann::json a = Config(*dsn, "replica-a", 305200, 1);
+    nlohmann::json b = Config(*dsn, "replica-b", 305300, 1);
+    a["replica"]["claim_poll_ms"] = 60000;
+    // Calls on a run the other replica owns are forwarded there, over its Unix socket.
+    for (nlohmann::json* c : {&a, &b}) (*c)["replica"]["advertise_address"] = "self";
+    a_ = std::make_unique<DaemonHarness>(a);
+    b_ = std::make_unique<DaemonHarness>(b);
+    a_->Start();
+    b_->Start();
+  }
+  v1::Run Get(DaemonHarness& d, const std::string& id) {
+    v1::GetRunRequest get;
+    get.set_run_id(id);
+    v1::Run run;
+    grpc::Status st = d.Stub()->GetRun(DaemonHarness::Context(kFirst).get(), get, &run);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return run;
+  }
+  grpc::Status Cancel(DaemonHarness& d, const std::string& id) {
+    v1::CancelRunRequest req;
+    req.set_run_id(id);
+    v1::Run run;
+    return d.Stub()->CancelRun(DaemonHarness::Context(kFirst).get(), req, &run);
+  }
+  // The run's log ends CANCELLED, with one run.finished and no run.started when `never_ran`.
+  void ExpectCancelledOnce(const std::string& id, bool never_ran) {
+    std::vector<v1::Event> events = FollowToEnd(*b_->Stub(), id, kFirst);
+    ASSERT_FALSE(events.empty());
+    int finished = 0, started = 0;
+    for (const v1::Event& e : events) {
+      finished += e.type() == "run.finished";
+      started += e.type() == "run.started";
+    }
+    EXPECT_EQ(finished, 1);
+    EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_CANCELLED)
+        << events.back().run_finished().reason() << a_->Log() << b_->Log();
+    if (never_ran) {
+      EXPECT_EQ(started, 0);
+    }
+  }
+};
+
+// A cancel sent to the replica that queued a run reaches the replica that claimed it (before,
+// the queuer, still holding the run as its own, answered and dropped it: the run ran on); a
+// cancel of a run still waiting in the shared queue, sent to either replica, takes it out and
+// ends it CANCELLED once.
+TEST_F(CancelAcrossReplicasTest,
+       CancelRunReachesTheReplicaThatClaimedTheRunOrTakesItOutOfTheQueue) {
+  v1::Run blocker_a, moved;
+  ASSERT_TRUE(Start(*a_, kFirst, &blocker_a, "sleep 30").ok());
+  ASSERT_TRUE(Start(*a_, kFirst, &moved, "sleep 30").ok());
+  EXPECT_EQ(moved.status(), v1::RUN_STATUS_QUEUED) << "a's one slot is taken";
+  ASSERT_TRUE(Eventually(
+      "b to claim and start the run a queued",
+      [&] {
+        v1::Run r = Get(*b_, moved.id());
+        return r.status() == v1::RUN_STATUS_RUNNING && r.replica() == "replica-b";
+      },
+      absl::Seconds(10)));
+  grpc::Status st = Cancel(*a_, moved.id());
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ExpectCancelledOnce(moved.id(), /*never_ran=*/false);
+
+  // Both slots taken: a run queued on a waits; cancelled through b, it leaves the queue.
+  v1::Run blocker_b, waiting;
+  ASSERT_TRUE(Start(*b_, kFirst, &blocker_b, "sleep 30").ok());
+  ASSERT_TRUE(Start(*a_, kFirst, &waiting, "sleep 30").ok());
+  EXPECT_EQ(waiting.status(), v1::RUN_STATUS_QUEUED);
+  st = Cancel(*b_, waiting.id());
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ExpectCancelledOnce(waiting.id(), /*never_ran=*/true);
+  for (const v1::Run* r : {&blocker_a, &blocker_b}) {
+    ASSERT_TRUE(Cancel(r->replica() == "replica-a" ? *a_ : *b_, r->id()).ok());
+  }
+}
+
 }  // namespace
 }  // namespace sandgate::testing

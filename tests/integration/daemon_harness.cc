@@ -68,6 +68,10 @@ DaemonHarness::DaemonHarness(nlohmann::json config) : config_(std::move(config))
   log_path_ = dir_ + "/daemon.log";
   config_["listen"] = "unix:" + socket_;
   config_["state_dir"] = state_dir_;
+  // A replica other replicas forward calls to advertises its own socket.
+  if (config_.contains("replica") && config_["replica"].value("advertise_address", "") == "self") {
+    config_["replica"]["advertise_address"] = address();
+  }
   std::ofstream(config_path_) << config_.dump(2);
 }
 

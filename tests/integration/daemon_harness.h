@@ -22,7 +22,8 @@ namespace sandgate::testing {
 
 class DaemonHarness {
  public:
-  // `config` is written to a file; listen and state_dir are filled in.
+  // `config` is written to a file; listen and state_dir are filled in, and
+  // replica.advertise_address when it is "self" (the daemon's own socket).
   explicit DaemonHarness(nlohmann::json config = nlohmann::json::object());
   ~DaemonHarness();
 

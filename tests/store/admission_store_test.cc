@@ -4,6 +4,8 @@
 // live_sessions are counted exactly, at the minute's edge and under concurrency.
 #include "store/admission_store.h"
 
+#include <sqlite3.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -193,6 +195,33 @@ TEST_P(AdmissionStoreContract, EnqueueWithRoomDoesNotJumpTheQueue) {
   EXPECT_EQ(ClaimId(*b_, "b"), "a1");
 }
 
+// A run pinned by its queuer (while its events are written and stored) is claimed by no
+// other replica until unpinned; only a waiting run is pinned, once; a replica's pins go with
+// it (ReleaseReplica).
+TEST_P(AdmissionStoreContract, APinnedRunIsClaimedOnlyByItsQueuerUntilUnpinned) {
+  QueuedRun pinned = Waiter("p1", "ta");
+  pinned.pinned_by = "a";
+  EXPECT_FALSE(*a_->Enqueue(pinned, 0, RoomHere{})) << "no room: it waits, pinned";
+  ASSERT_TRUE(a_->Enqueue(Waiter("w2", "ta"), 0, {}).ok());
+  EXPECT_EQ(ClaimId(*b_, "b"), "w2") << "p1 is pinned to a";
+  EXPECT_EQ(ClaimId(*b_, "b"), "");
+  EXPECT_EQ(*b_->WaitingCount(), 1u) << "a pinned run still waits";
+  ASSERT_TRUE(a_->Unpin({"p1"}).ok());
+  EXPECT_EQ(ClaimId(*b_, "b"), "p1");
+
+  ASSERT_TRUE(a_->Enqueue(Waiter("p3", "tb"), 0, {}).ok());
+  ASSERT_TRUE(a_->Enqueue(Waiter("p4", "tb"), 0, {}).ok());
+  absl::StatusOr<std::vector<std::string>> got = a_->Pin({"p1", "p3", "p4", "gone"}, "a");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(std::set<std::string>(got->begin(), got->end()), (std::set<std::string>{"p3", "p4"}))
+      << "p1 is b's, gone is not queued";
+  EXPECT_TRUE(a_->Pin({"p3"}, "a")->empty()) << "pinned already";
+  EXPECT_EQ(ClaimId(*b_, "b"), "");
+  EXPECT_EQ(ClaimId(*a_, "a"), "p3") << "its own pin does not hold the queuer back";
+  ASSERT_TRUE(b_->ReleaseReplica("a").ok());
+  EXPECT_EQ(ClaimId(*b_, "b"), "p4") << "a's pins went with it";
+}
+
 // However the queueing and other replicas' claims interleave, a run queued with room is the
 // queuer's, never another's.
 TEST_P(AdmissionStoreContract, AConcurrentClaimNeverTakesARunQueuedWithRoom) {
@@ -321,6 +350,37 @@ TEST_P(AdmissionStoreContract, AClosedSessionFreesItsSlot) {
   EXPECT_TRUE(*b_->TakeSessionSlot("tb", "s3", "b", 1)) << "another tenant";
   ASSERT_TRUE(a_->ReleaseSessionSlot("s1").ok());
   EXPECT_TRUE(*b_->TakeSessionSlot("ta", "s2", "b", 1));
+}
+
+// A state file made before pins: opening it adds the column (once: a second opener finds it),
+// and its waiting rows are unpinned.
+TEST(SqliteAdmissionStoreTest, AFileMadeBeforePinsGetsThePinColumn) {
+  testing::ScopedTempDir dir{"sg-admission-old"};
+  const std::string path = dir.path() + "/state.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE admission_queue (run_id TEXT PRIMARY KEY, tenant TEXT NOT "
+                         "NULL, needs_sandbox INTEGER NOT NULL, only_replica TEXT NOT NULL, "
+                         "enqueued_by TEXT NOT NULL, enqueued_at INTEGER NOT NULL, seq INTEGER NOT "
+                         "NULL, claimed_by TEXT NOT NULL DEFAULT ''); INSERT INTO admission_queue "
+                         "VALUES('old', 'ta', 1, '', 'a', 0, 1, '')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> a = SqliteAdmissionStore::Open(path);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> b = SqliteAdmissionStore::Open(path);
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<std::vector<std::string>> pinned = (*a)->Pin({"old"}, "a");
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(*pinned, std::vector<std::string>{"old"});
+  QueuedRun run = Waiter("new", "ta");
+  run.pinned_by = "a";
+  ASSERT_TRUE((*a)->Enqueue(run, 0, {}).ok());
+  EXPECT_EQ(ClaimId(**b, "b"), "");
+  ASSERT_TRUE((*a)->Unpin({"old", "new"}).ok());
+  EXPECT_EQ(ClaimId(**b, "b"), "old");
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, AdmissionStoreContract,

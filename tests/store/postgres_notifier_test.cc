@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "store/postgres_admission_store.h"
 #include "store/postgres_store.h"
 #include "tests/fakes/postgres_server.h"
 
@@ -106,6 +108,32 @@ TEST_F(PostgresNotifierTest, AppendEventsNotifiesEachRunOnceWithItsLastSeq) {
   std::vector<std::string> payloads;
   for (const auto& g : inbox.got()) payloads.push_back(g.second);
   EXPECT_EQ(payloads, (std::vector<std::string>{"", "run_a 3", "run_b 1", "marker"}));
+}
+
+// A claim of a run another replica queued tells that replica (it lets go of the run at once);
+// a replica claiming its own run tells nobody.
+TEST_F(PostgresNotifierTest, AClaimOfAnotherReplicasRunTellsItsQueuer) {
+  auto admission = PostgresAdmissionStore::Create(&store_->database());
+  ASSERT_TRUE(admission.ok()) << admission.status();
+  Inbox inbox;
+  Listen(kQueueChannel, inbox);
+  for (const char* id : {"r1", "r2"}) {
+    QueuedRun run;
+    run.run_id = id;
+    run.tenant = "t";
+    run.enqueued_by = "a";
+    ASSERT_TRUE((*admission)->Enqueue(run, 0, {}).ok());
+  }
+  auto by_b = (*admission)->Claim("b", true);
+  ASSERT_TRUE(by_b.ok() && by_b->has_value()) << by_b.status();
+  ASSERT_TRUE(inbox.WaitForPayload(ClaimedFrom("a")));
+  auto by_a = (*admission)->Claim("a", true);
+  ASSERT_TRUE(by_a.ok() && by_a->has_value()) << by_a.status();
+  ASSERT_TRUE(notifier_->Notify(kQueueChannel, "marker").ok());
+  ASSERT_TRUE(inbox.WaitForPayload("marker"));
+  size_t claims = 0;
+  for (const auto& g : inbox.got()) claims += absl::StartsWith(g.second, "claimed-from");
+  EXPECT_EQ(claims, 1u) << "a's claim of its own run is no news";
 }
 
 TEST_F(PostgresNotifierTest, NothingIsSentForARolledBackTransaction) {
