@@ -185,7 +185,7 @@ class ClaimWakeups {
   store::Notifier* const notifier_;
   const absl::Duration poll_;
   const std::string claimed_from_;  // the payload of a claim of one of this replica's runs
-  uint64_t subscription_ = 0;  // set by Start, before any notification can come
+  uint64_t subscription_ = 0;       // set by Start, before any notification can come
   absl::Mutex mu_;
   bool nudged_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

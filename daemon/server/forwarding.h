@@ -110,6 +110,23 @@ class Forwarder {
   std::map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);  // by address
 };
 
+// What a forwarded request names: its kept session, or its run (both edges, gRPC and REST).
+template <typename Req>
+std::string SessionOf(const Req& req) {
+  return req.session_id();
+}
+template <typename Req>
+std::string RunOf(const Req& req) {
+  return req.run_id();
+}
+
+// A CancelRun answered here that did not end the run: a waiting run claimed from the shared
+// queue by another replica as it was cancelled (core/run_manager.h Cancel), whose owner is to
+// be asked again.
+inline bool RunMayHaveMoved(const v1::Run& r) {
+  return r.status() == v1::RUN_STATUS_QUEUED || r.status() == v1::RUN_STATUS_RUNNING;
+}
+
 // How the edge forwards one unary RPC: what its request names, and the call on the owner.
 template <typename Req, typename Resp>
 struct UnaryForward {

@@ -170,16 +170,10 @@ struct Forward {
   bool by_run = false;  // the id names a run (else a session)
   std::string (*id)(const Req&) = nullptr;
   const char* method = nullptr;  // "/sandgate.v1.Sandgate/KeepAlive"
+  // As UnaryForward::again (server/forwarding.h): a local answer after which the owner is
+  // asked once more. Untyped here: the one user is CancelRun, whose answer is a v1::Run.
+  bool (*again)(const v1::Run&) = nullptr;
 };
-
-template <typename Req>
-std::string SessionOf(const Req& req) {
-  return req.session_id();
-}
-template <typename Req>
-std::string RunOf(const Req& req) {
-  return req.run_id();
-}
 
 // Sends the unary call to `route`'s replica and answers with its response or status.
 template <typename Resp>
@@ -233,21 +227,32 @@ HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern
           Req request;
           Resp response;
           absl::Status st = ParseRequest(http, &request);
-          if (st.ok() && forward.id != nullptr) {
+          // True when the owner is another replica: the answer is relayed from it.
+          auto forwarded = [&]() {
+            if (!st.ok() || forward.id == nullptr) return false;
             const std::string id = forward.id(request);
             absl::StatusOr<std::optional<Route>> owner =
                 forward.by_run ? OwnerOfRun(deps, caller, id) : OwnerOfSession(deps, caller, id);
-            if (!owner.ok()) return x->Reply(JsonError(owner.status()));
-            if (owner->has_value()) {
-              return RelayUnary<Resp>(deps, **owner, forward.method, request,
-                                      http.Header("authorization"), x);
+            if (!owner.ok()) {
+              x->Reply(JsonError(owner.status()));
+              return true;
             }
-          }
+            if (!owner->has_value()) return false;
+            RelayUnary<Resp>(deps, **owner, forward.method, request, http.Header("authorization"),
+                             x);
+            return true;
+          };
+          if (forwarded()) return;
           if (st.ok()) {
             if constexpr (std::is_pointer_v<Arg>) {
               st = (deps.api->*handler)(caller, &request, &response);
             } else {
               st = (deps.api->*handler)(caller, request, &response);
+            }
+            if constexpr (std::is_same_v<Resp, v1::Run>) {
+              if (st.ok() && forward.again != nullptr && forward.again(response) && forwarded()) {
+                return;  // the owner answers (and audits)
+              }
             }
             if (audit.action != nullptr && deps.audit != nullptr) {
               deps.audit->Record(caller.tenant, audit.action, audit.target(request, response), st);
@@ -916,9 +921,10 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
           {false, &SessionOf<v1::RunAnalysisRequest>, "/sandgate.v1.Sandgate/RunAnalysis"}),
       Unary<v1::ListRunsRequest, v1::ListRunsResponse>(deps, "GET", "/v1/runs", &Api::ListRuns),
       Unary<v1::GetRunRequest, v1::Run>(deps, "GET", "/v1/runs/{run_id}", &Api::GetRun),
-      Unary<v1::CancelRunRequest, v1::Run>(
-          deps, "POST", "/v1/runs/{run_id}:cancel", &Api::CancelRun, {"CancelRun", &RunIdOf},
-          {true, &RunOf<v1::CancelRunRequest>, "/sandgate.v1.Sandgate/CancelRun"}),
+      Unary<v1::CancelRunRequest, v1::Run>(deps, "POST", "/v1/runs/{run_id}:cancel",
+                                           &Api::CancelRun, {"CancelRun", &RunIdOf},
+                                           {true, &RunOf<v1::CancelRunRequest>,
+                                            "/sandgate.v1.Sandgate/CancelRun", &RunMayHaveMoved}),
       Events(deps),
       Artifacts(deps),
       Unary<v1::CreateSessionRequest, v1::Session>(

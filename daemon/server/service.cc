@@ -337,14 +337,6 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
 };
 
 // What each forwarded unary RPC names, and its call on the owner's stub.
-template <typename Req>
-std::string SessionOf(const Req& req) {
-  return req.session_id();
-}
-template <typename Req>
-std::string RunOf(const Req& req) {
-  return req.run_id();
-}
 template <typename Req, typename Resp>
 using ForwardTo = UnaryForward<Req, Resp>;
 using Async = v1::Sandgate::Stub::async_interface;
@@ -359,10 +351,7 @@ const ForwardTo<v1::CancelRunRequest, v1::Run> kForwardCancelRun{
     [](Async* a, grpc::ClientContext* c, const v1::CancelRunRequest* q, v1::Run* r, Done d) {
       a->CancelRun(c, q, r, std::move(d));
     },
-    // Not ended here: it may have moved to the replica that claimed it from the shared queue.
-    [](const v1::Run& r) {
-      return r.status() == v1::RUN_STATUS_QUEUED || r.status() == v1::RUN_STATUS_RUNNING;
-    }};
+    &RunMayHaveMoved};
 const ForwardTo<v1::KeepAliveRequest, v1::Session> kForwardKeepAlive{
     false, &SessionOf<v1::KeepAliveRequest>,
     [](Async* a, grpc::ClientContext* c, const v1::KeepAliveRequest* q, v1::Session* r, Done d) {

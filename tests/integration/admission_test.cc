@@ -4,6 +4,8 @@
 // runs were sent to; runs_per_minute and live_sessions count both replicas' work; a run
 // waiting on a full replica is started by the other one; and the queue is fair across
 // tenants in the whole gateway, not per replica.
+#include <curl/curl.h>
+
 #include <algorithm>
 #include <set>
 #include <thread>
@@ -196,6 +198,8 @@ class CancelAcrossReplicasTest : public AdmissionAcrossReplicasTest {
     nlohmann::json a = Config(*dsn, "replica-a", 305200, 1);
     nlohmann::json b = Config(*dsn, "replica-b", 305300, 1);
     a["replica"]["claim_poll_ms"] = 60000;
+    a["http_listen"] = "127.0.0.1:0";    // the REST face forwards the cancel as gRPC does
+    a["allow_plaintext_tokens"] = true;  // loopback
     // Calls on a run the other replica owns are forwarded there, over its Unix socket.
     for (nlohmann::json* c : {&a, &b}) (*c)["replica"]["advertise_address"] = "self";
     a_ = std::make_unique<DaemonHarness>(a);
@@ -210,6 +214,31 @@ class CancelAcrossReplicasTest : public AdmissionAcrossReplicasTest {
     grpc::Status st = d.Stub()->GetRun(DaemonHarness::Context(kFirst).get(), get, &run);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return run;
+  }
+  // POST /v1/runs/{id}:cancel on a's REST port; the HTTP status.
+  long CancelOverRest(const std::string& id) {
+    const std::string log = a_->Log();
+    const size_t at = log.find("\"event\":\"daemon.http\"");
+    const size_t url = log.find("\"url\":\"", at);
+    EXPECT_NE(at, std::string::npos) << log;
+    if (at == std::string::npos || url == std::string::npos) return 0;
+    const std::string base = log.substr(url + 7, log.find('"', url + 7) - url - 7);
+    CURL* curl = curl_easy_init();
+    const std::string target = base + "/v1/runs/" + id + ":cancel";
+    curl_slist* headers =
+        curl_slist_append(nullptr, absl::StrCat("Authorization: Bearer ", kFirst).c_str());
+    curl_easy_setopt(curl, CURLOPT_URL, target.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "{}");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(
+        curl, CURLOPT_WRITEFUNCTION, +[](char*, size_t size, size_t n, void*) { return size * n; });
+    long status = 0;
+    EXPECT_EQ(curl_easy_perform(curl), CURLE_OK) << target;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    return status;
   }
   grpc::Status Cancel(DaemonHarness& d, const std::string& id) {
     v1::CancelRunRequest req;
@@ -255,6 +284,19 @@ TEST_F(CancelAcrossReplicasTest,
   grpc::Status st = Cancel(*a_, moved.id());
   ASSERT_TRUE(st.ok()) << st.error_message();
   ExpectCancelledOnce(moved.id(), /*never_ran=*/false);
+
+  // The same over REST: a's slot still taken, b's free again.
+  v1::Run moved_rest;
+  ASSERT_TRUE(Start(*a_, kFirst, &moved_rest, "sleep 30").ok());
+  ASSERT_TRUE(Eventually(
+      "b to claim and start the second run a queued",
+      [&] {
+        v1::Run r = Get(*b_, moved_rest.id());
+        return r.status() == v1::RUN_STATUS_RUNNING && r.replica() == "replica-b";
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(CancelOverRest(moved_rest.id()), 200);
+  ExpectCancelledOnce(moved_rest.id(), /*never_ran=*/false);
 
   // Both slots taken: a run queued on a waits; cancelled through b, it leaves the queue.
   v1::Run blocker_b, waiting;
