@@ -60,14 +60,25 @@ TEST(ShellOutputTest, CapCombinedSharesTheBudget) {
   EXPECT_EQ(zero + zero_err, "");
 }
 
-TEST(ShellOutputTest, RunShellCallRunsInOrderAndTruncates) {
-  testing::HostProvider provider;
-  sandbox::SessionSpec spec;
-  spec.id = "shell-out-1";
-  auto session = provider.Create(spec, nullptr);
-  ASSERT_TRUE(session.ok()) << session.status();
-  testing::RecordingSink events;
-  CancelToken cancel;
+// RunShellCall on a host session of its own, with its events recorded.
+class ShellCallTest : public ::testing::Test {
+ protected:
+  void Open(const std::string& id) {
+    sandbox::SessionSpec spec;
+    spec.id = id;
+    absl::StatusOr<std::unique_ptr<sandbox::Session>> made = provider_.Create(spec, nullptr);
+    ASSERT_TRUE(made.ok()) << made.status();
+    session_ = *std::move(made);
+  }
+
+  testing::HostProvider provider_;
+  std::unique_ptr<sandbox::Session> session_;
+  testing::RecordingSink events_;
+  CancelToken cancel_;
+};
+
+TEST_F(ShellCallTest, RunShellCallRunsInOrderAndTruncates) {
+  ASSERT_NO_FATAL_FAILURE(Open("shell-out-1"));
   ShellCall call;
   call.commands = {"echo first > f.txt", "cat f.txt; echo oops >&2; exit 3",
                    "head -c 5000 /dev/zero | tr '\\0' x"};
@@ -75,7 +86,7 @@ TEST(ShellOutputTest, RunShellCallRunsInOrderAndTruncates) {
   // its deadline is infinite; the agents' timeouts are covered through the fake's hosted shell.)
   call.timeout_ms = 30000;
   call.max_output_length = 100;
-  auto out = RunShellCall(**session, events, call, absl::Seconds(10), cancel);
+  auto out = RunShellCall(*session_, events_, call, absl::Seconds(10), cancel_);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 3u);
   EXPECT_EQ((*out)[0]["outcome"]["exit_code"], 0);
@@ -83,13 +94,13 @@ TEST(ShellOutputTest, RunShellCallRunsInOrderAndTruncates) {
   EXPECT_EQ((*out)[1]["stderr"], "oops\n");
   EXPECT_EQ((*out)[1]["outcome"]["exit_code"], 3);
   EXPECT_EQ(Utf8Length((*out)[2]["stdout"].get<std::string>()), 100u);
-  EXPECT_EQ(events.OfType("command.started").size(), 3u);
-  EXPECT_EQ(events.OfType("command.finished").size(), 3u);
-  EXPECT_EQ(events.OfType("command.started")[1].command_started().argv(2),
+  EXPECT_EQ(events_.OfType("command.started").size(), 3u);
+  EXPECT_EQ(events_.OfType("command.finished").size(), 3u);
+  EXPECT_EQ(events_.OfType("command.started")[1].command_started().argv(2),
             "cat f.txt; echo oops >&2; exit 3");
 
-  cancel.Cancel("stop");
-  EXPECT_EQ(RunShellCall(**session, events, call, absl::Seconds(10), cancel).status().code(),
+  cancel_.Cancel("stop");
+  EXPECT_EQ(RunShellCall(*session_, events_, call, absl::Seconds(10), cancel_).status().code(),
             absl::StatusCode::kCancelled);
 }
 
@@ -98,25 +109,19 @@ TEST(ShellOutputTest, RunShellCallRunsInOrderAndTruncates) {
 // child of the test, such as the fake OpenAI server, which ends only after the test. Here the
 // bystander is a child that has already exited: waited on, it would be reaped (and its exit
 // taken for the command's).
-TEST(ShellOutputTest, AFailedForkFailsTheCallAndWaitsOnNoOtherChild) {
+TEST_F(ShellCallTest, AFailedForkFailsTheCallAndWaitsOnNoOtherChild) {
   const pid_t bystander = fork();
   if (bystander == 0) _exit(7);
   ASSERT_GT(bystander, 0);
-  testing::HostProvider provider;
-  sandbox::SessionSpec spec;
-  spec.id = "shell-out-nofork";
-  auto session = provider.Create(spec, nullptr);
-  ASSERT_TRUE(session.ok()) << session.status();
-  testing::RecordingSink events;
-  CancelToken cancel;
+  ASSERT_NO_FATAL_FAILURE(Open("shell-out-nofork"));
   ShellCall call;
   call.commands = {"echo never"};
-  provider.FailNextFork(EAGAIN);
-  auto out = RunShellCall(**session, events, call, absl::Seconds(10), cancel);
+  provider_.FailNextFork(EAGAIN);
+  auto out = RunShellCall(*session_, events_, call, absl::Seconds(10), cancel_);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kUnavailable) << out.status();
   EXPECT_THAT(out.status().message(), HasSubstr("running a shell command for the model: fork"));
-  ASSERT_EQ(events.OfType("command.finished").size(), 1u);
-  EXPECT_EQ(events.OfType("command.finished")[0].command_finished().exit_code(), -1);
+  ASSERT_EQ(events_.OfType("command.finished").size(), 1u);
+  EXPECT_EQ(events_.OfType("command.finished")[0].command_finished().exit_code(), -1);
   int status = 0;
   EXPECT_EQ(waitpid(bystander, &status, 0), bystander) << "the session reaped another child";
   EXPECT_EQ(WEXITSTATUS(status), 7);

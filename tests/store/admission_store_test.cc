@@ -4,8 +4,6 @@
 // live_sessions are counted exactly, at the minute's edge and under concurrency.
 #include "store/admission_store.h"
 
-#include <sqlite3.h>
-
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -20,6 +18,7 @@
 #include "store/sqlite_admission_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/postgres_server.h"
+#include "tests/store/old_state_file.h"
 #include "tests/store/test_database.h"
 
 namespace sandgate::store {
@@ -357,17 +356,14 @@ TEST_P(AdmissionStoreContract, AClosedSessionFreesItsSlot) {
 TEST(SqliteAdmissionStoreTest, AFileMadeBeforePinsGetsThePinColumn) {
   testing::ScopedTempDir dir{"sg-admission-old"};
   const std::string path = dir.path() + "/state.db";
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE admission_queue (run_id TEXT PRIMARY KEY, tenant TEXT NOT "
-                         "NULL, needs_sandbox INTEGER NOT NULL, only_replica TEXT NOT NULL, "
-                         "enqueued_by TEXT NOT NULL, enqueued_at INTEGER NOT NULL, seq INTEGER NOT "
-                         "NULL, claimed_by TEXT NOT NULL DEFAULT ''); INSERT INTO admission_queue "
-                         "VALUES('old', 'ta', 1, '', 'a', 0, 1, '')",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_EQ(
+      WriteOldStateFile(path,
+                        "CREATE TABLE admission_queue (run_id TEXT PRIMARY KEY, tenant TEXT NOT "
+                        "NULL, needs_sandbox INTEGER NOT NULL, only_replica TEXT NOT NULL, "
+                        "enqueued_by TEXT NOT NULL, enqueued_at INTEGER NOT NULL, seq INTEGER NOT "
+                        "NULL, claimed_by TEXT NOT NULL DEFAULT ''); INSERT INTO admission_queue "
+                        "VALUES('old', 'ta', 1, '', 'a', 0, 1, '')"),
+      absl::OkStatus());
   absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> a = SqliteAdmissionStore::Open(path);
   ASSERT_TRUE(a.ok()) << a.status();
   absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> b = SqliteAdmissionStore::Open(path);

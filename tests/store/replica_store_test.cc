@@ -6,8 +6,6 @@
 // write leaves the failure in place.
 #include "store/replica_store.h"
 
-#include <sqlite3.h>
-
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -20,6 +18,7 @@
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/postgres_server.h"
+#include "tests/store/old_state_file.h"
 #include "tests/store/test_database.h"
 
 namespace sandgate::store {
@@ -341,17 +340,14 @@ TEST(SqliteReplicaStoreTest, AnOlderLeaseTableGainsTheEpochColumns) {
   testing::ScopedTempDir dir("sg-old-leases");
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.path() + "/state.db";
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE replica_leases (id TEXT PRIMARY KEY, address TEXT NOT NULL, "
-                         "expires_at INTEGER NOT NULL, taken_over_by TEXT NOT NULL DEFAULT '', "
-                         "claim_until INTEGER NOT NULL DEFAULT 0, cleaned INTEGER NOT NULL "
-                         "DEFAULT 0); INSERT INTO replica_leases(id, address, expires_at) "
-                         "VALUES('a', '', 0);",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_EQ(
+      WriteOldStateFile(path,
+                        "CREATE TABLE replica_leases (id TEXT PRIMARY KEY, address TEXT NOT NULL, "
+                        "expires_at INTEGER NOT NULL, taken_over_by TEXT NOT NULL DEFAULT '', "
+                        "claim_until INTEGER NOT NULL DEFAULT 0, cleaned INTEGER NOT NULL "
+                        "DEFAULT 0); INSERT INTO replica_leases(id, address, expires_at) "
+                        "VALUES('a', '', 0);"),
+      absl::OkStatus());
   for (int open = 0; open < 2; ++open) {  // the second finds the columns there
     auto leases = SqliteReplicaStore::Open(path);
     ASSERT_TRUE(leases.ok()) << leases.status();
