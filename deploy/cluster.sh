@@ -153,7 +153,13 @@ cmd_start() {
     [ ! -x "$build/bin/sandgate-init" ]; then
     "$repo/deploy/setup.sh" "$build"
   fi
-  [ -x "$pg_bin/initdb" ] || die "no $pg_bin/initdb: install Debian's postgresql (deploy/setup.sh does)"
+  # The replicas' shared store; the quickstart's setup does not install it (only tests need it).
+  if [ ! -x "$pg_bin/initdb" ] && [ "$(id -u)" -eq 0 ]; then
+    echo "cluster: installing postgresql"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+  fi
+  [ -x "$pg_bin/initdb" ] || die "no $pg_bin/initdb: install Debian's postgresql (apt-get install postgresql)"
   command -v openssl >/dev/null || die "openssl is needed for the certificates"
   # sandgated gives each sandbox a host uid of its own and mounts its file systems.
   [ "$(id -u)" -eq 0 ] || die "sandgated runs as root (each sandbox gets a host uid of its own); run this as root"

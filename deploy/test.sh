@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, and runs every test (ctest). Exit status is ctest's.
+# Installs dependencies (the tests' too), builds everything, and runs every test (ctest).
+# Exit status is ctest's.
 #
 #   deploy/test.sh
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${SANDGATE_BUILD_DIR:-$repo/build}
-"$repo/deploy/setup.sh" "$build"
+"$repo/deploy/setup.sh" --tests "$build"
 cd "$build"
 # Every test, the style checks included (label `style`: deploy/format.sh --check, and clang's
 # thread-safety analysis over daemon/ and client/, tests/style/thread_safety.py). Twice as many
