@@ -149,13 +149,6 @@ test("a run appears, its events arrive live, then its checks, artifacts, report 
   );
   const seqs = await page.$$eval("#events tr[data-seq]", (rows) => rows.map((r) => Number(r.dataset.seq)));
   assert.deepEqual(seqs, seqs.map((_, i) => i + 1), "every event once, in order");
-  // The box scrolls, and has followed the events to the last: run.finished is in view.
-  const box = await page.$eval("#events", (b) => {
-    const last = [...b.querySelectorAll("td.type")].find((c) => c.textContent === "run.finished");
-    const [outer, row] = [b.getBoundingClientRect(), last.getBoundingClientRect()];
-    return { overflows: b.scrollHeight > b.clientHeight, inView: row.top >= outer.top && row.bottom <= outer.bottom + 1 };
-  });
-  assert.deepEqual(box, { overflows: true, inView: true });
   await page.waitForSelector("#checks td.pass");
   assert.equal(await page.$$eval("#checks td.fail", (c) => c.length), 0);
   const artifacts = await page.$$eval("#artifacts tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
@@ -169,6 +162,13 @@ test("a run appears, its events arrive live, then its checks, artifacts, report 
   assert.equal(await page.evaluate(() => document.getElementById("error").getAttribute("role")), "alert");
   const ids = await page.$$eval("#memo [id], #memo [name]", (n) => n.map((x) => x.id || x.getAttribute("name")));
   assert.ok(ids.length > 0 && ids.every((id) => id.startsWith("user-content-")), ids.join(","));
+  // The box scrolls, and has followed the events to the last: run.finished is in view.
+  const box = await page.$eval("#events", (b) => {
+    const last = [...b.querySelectorAll("td.type")].find((c) => c.textContent === "run.finished");
+    const [outer, row] = [b.getBoundingClientRect(), last.getBoundingClientRect()];
+    return { overflows: b.scrollHeight > b.clientHeight, inView: row.top >= outer.top && row.bottom <= outer.bottom + 1 };
+  });
+  assert.deepEqual(box, { overflows: true, inView: true });
   // Command output and the input's name are text, not markup.
   const output = await page.$$eval("#events pre.output", (p) => p.map((x) => x.textContent).join("\n"));
   assert.match(output, /<script>window.__pwned=3<\/script>/);
@@ -247,21 +247,25 @@ test("a chart that carries script runs at the dashboard's origin neither shown n
   // Opened on its own, in a tab of the same browser (the token's tab is the page above).
   const src = await page.$eval("#chart img", (i) => i.src);
   const tab = await browser.newPage();
-  await tab.goto(src, { waitUntil: "load" });
-  assert.notEqual(await tab.evaluate(() => location.origin), new URL(base).origin);
-  // The artifact's own URL with the token, as a tab that had it would: a download, not a page.
-  await tab.setExtraHTTPHeaders({ Authorization: `Bearer ${TOKEN}` });
-  const opened = await tab.goto(artifact).then(
-    () => "shown",
-    (e) => String(e),
-  );
-  assert.match(opened, /ERR_ABORTED/, "the artifact downloads rather than opens");
-  await tab.close();
-  assert.equal(await mark(), null, "the chart's script ran at the dashboard's origin");
+  try {
+    await tab.goto(src, { waitUntil: "load" });
+    assert.equal(await mark(), null, "the chart's script ran at the dashboard's origin");
+    assert.notEqual(await tab.evaluate(() => location.origin), new URL(base).origin);
+    // The artifact's own URL with the token, as a tab that had it would: a download, not a page.
+    await tab.setExtraHTTPHeaders({ Authorization: `Bearer ${TOKEN}` });
+    const opened = await tab.goto(artifact).then(
+      () => "shown",
+      (e) => String(e),
+    );
+    assert.match(opened, /ERR_ABORTED/, "the artifact downloads rather than opens");
+    assert.equal(await mark(), null, "the artifact's script ran at the dashboard's origin");
+  } finally {
+    await tab.close();
+  }
   await noScriptRan();
 });
 
-test("a queued run's page follows it: admitted, counting its age and duration, ended in view", async () => {
+test("a queued run's page follows it: admitted, counting its age and duration, then ended", async () => {
   const slow = {
     playbook: "sandbox-probe",
     inputs: [{ name: "statements.csv", content: readFileSync(sampleCsv).toString("base64") }],
@@ -269,44 +273,57 @@ test("a queued run's page follows it: admitted, counting its age and duration, e
   };
   const first = await rest("/v1/runs", { method: "POST", body: slow, token: QUEUE });
   const second = await rest("/v1/runs", { method: "POST", body: slow, token: QUEUE });
-  assert.equal(second.status, "RUN_STATUS_QUEUED");
-  await logInAs(QUEUE);
-  await whoSays("tenant queue");
-  await page.goto(`${base}/#/runs/${second.id}`, { waitUntil: "networkidle0" });
-  const field = (name) => page.$eval(`#run-head [data-field="${name}"] div:last-child`, (n) => n.textContent);
-  const changes = async (name) => {
-    const before = await field(name);
-    await page.waitForFunction(
-      (sel, was) => document.querySelector(sel).textContent !== was,
-      { timeout: 5000 },
-      `#run-head [data-field="${name}"] div:last-child`,
-      before,
+  const cancel = (run) => rest(`/v1/runs/${run.id}:cancel`, { method: "POST", body: {}, token: QUEUE });
+  try {
+    assert.equal(second.status, "RUN_STATUS_QUEUED");
+    await logInAs(QUEUE);
+    await page.goto(`${base}/#/runs/${second.id}`, { waitUntil: "networkidle0" });
+    // The value of the run's card labelled `name`, and of a cell of the runs list (XPath: the
+    // page's policy allows no eval, document.evaluate is none).
+    const card = (name) => `//div[@id="run-head"]//div[@class="card"][div[@class="label"]="${name}"]/*[last()]`;
+    const listed = (run, column) => `//tr[@data-run="${run.id}"]/td[${column}]`;
+    const read = (xpath) => document.evaluate(xpath, document, null, XPathResult.STRING_TYPE, null).stringValue;
+    const cardIs = (name, value) =>
+      page.waitForFunction(
+        (x, v) => document.evaluate(x, document, null, XPathResult.STRING_TYPE, null).stringValue === v,
+        { timeout: 20000 },
+        card(name),
+        value,
+      );
+    // Waits (a few seconds at most) for a text to change, as an age or duration does each second.
+    const changes = async (xpath) => {
+      const before = await page.evaluate(read, xpath);
+      await page.waitForFunction(
+        (x, was) => document.evaluate(x, document, null, XPathResult.STRING_TYPE, null).stringValue !== was,
+        { timeout: 5000 },
+        xpath,
+        before,
+      );
+    };
+    await cardIs("status", "QUEUED");
+    await changes(card("age"));
+
+    await cancel(first);
+    await cardIs("status", "RUNNING");
+    await changes(card("duration"));
+    await page.screenshot({ path: join(shots, "run-running.png"), fullPage: true });
+    // The list counts too.
+    await page.goto(`${base}/#/runs`, { waitUntil: "networkidle0" });
+    await page.waitForSelector(`#runs tr[data-run="${second.id}"]`);
+    await changes(listed(second, 8));
+
+    await page.goto(`${base}/#/runs/${second.id}`, { waitUntil: "networkidle0" });
+    await cancel(second);
+    await cardIs("status", "CANCELLED");
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll("#events td.type")].some((c) => c.textContent === "run.finished"),
     );
-  };
-  await page.waitForSelector('#run-head [data-field="status"] .status.QUEUED');
-  await changes("age");
-
-  await rest(`/v1/runs/${first.id}:cancel`, { method: "POST", body: {}, token: QUEUE });
-  await page.waitForSelector('#run-head [data-field="status"] .status.RUNNING', { timeout: 20000 });
-  await changes("duration");
-  await page.screenshot({ path: join(shots, "run-running.png"), fullPage: true });
-  // The list counts too.
-  await page.goto(`${base}/#/runs`, { waitUntil: "networkidle0" });
-  const cell = `#runs tr[data-run="${second.id}"] td:nth-child(8)`;
-  await page.waitForSelector(cell);
-  const was = await page.$eval(cell, (c) => c.textContent);
-  await page.waitForFunction((sel, w) => document.querySelector(sel).textContent !== w, { timeout: 5000 }, cell, was);
-
-  await page.goto(`${base}/#/runs/${second.id}`, { waitUntil: "networkidle0" });
-  await rest(`/v1/runs/${second.id}:cancel`, { method: "POST", body: {}, token: QUEUE });
-  await page.waitForSelector('#run-head [data-field="status"] .status.CANCELLED', { timeout: 20000 });
-  await page.waitForFunction(() =>
-    [...document.querySelectorAll("#events td.type")].some((c) => c.textContent === "run.finished"),
-  );
-  const ended = await field("duration");
-  assert.match(ended, /^\d+\.\d s$/);
-  await noScriptRan();
-  await logInAs(TOKEN);
+    assert.match(await page.evaluate(read, card("duration")), /^\d+\.\d s$/);
+    await noScriptRan();
+  } finally {
+    await Promise.allSettled([cancel(first), cancel(second)]);
+    await logInAs(TOKEN).catch(() => {}); // the next tests' tenant; a failure here is not news
+  }
 });
 
 test("sessions: the list with in-flight count and expiry, and a hostile file name shown as text", async () => {

@@ -365,7 +365,7 @@ async function runPage(runId) {
           ["age", liveAge(r.createdAt)],
           ["duration", liveDuration(r.startedAt, r.finishedAt)],
           ["reason", r.statusReason ?? ""],
-        ].map(([k, v]) => el("div", { class: "card", "data-field": k }, el("div", { class: "label", text: k }), typeof v === "string" ? el("div", { text: v }) : el("div", {}, v))),
+        ].map(([k, v]) => el("div", { class: "card" }, el("div", { class: "label", text: k }), typeof v === "string" ? el("div", { text: v }) : el("div", {}, v))),
       ),
     );
     const s = r.summary;
