@@ -14,7 +14,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& DashboardHeade
   static const auto* const kHeaders =
       new std::vector<std::pair<std::string_view, std::string_view>>{
           {"Content-Security-Policy",
-           "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+           "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
           {"X-Content-Type-Options", "nosniff"},
           {"Referrer-Policy", "no-referrer"},

@@ -28,9 +28,10 @@ const std::vector<EmbeddedFile>& DashboardFiles();
 const EmbeddedFile* FindDashboardFile(std::string_view path);
 
 // The headers every dashboard response carries. The Content-Security-Policy allows scripts,
-// styles and fetches from the daemon only, images from it and from blob: URLs (the chart, shown
-// from a fetched blob), and nothing else: no inline script or handler runs, the page cannot be
-// framed, no form posts elsewhere. With nosniff and no-referrer.
+// styles and fetches from the daemon only, images from it and from data: URLs (the chart, shown
+// from fetched bytes; never a blob: URL, which would be of the daemon's origin when opened as a
+// page), and nothing else: no inline script or handler runs, the page cannot be framed, no form
+// posts elsewhere. With nosniff and no-referrer.
 const std::vector<std::pair<std::string_view, std::string_view>>& DashboardHeaders();
 
 }  // namespace sandgate::server

@@ -456,8 +456,9 @@ std::string ContentTypeOf(const std::string& name) {
 
 // The headers of an answer that carries bytes a sandbox made (an artifact, a workspace file):
 // a download, never a page of this origin: were it opened anyway (an SVG, an HTML file named
-// .txt), the browser runs it sandboxed (no scripts, no same-origin access); and nosniff
-// (every answer's) keeps the declared type.
+// .txt), the browser runs it sandboxed (no scripts, no same-origin access) and lets it load
+// nothing (default-src 'none': no style sheet, image or font that could carry data away);
+// and nosniff (every answer's) keeps the declared type.
 HttpHeaders SandboxMadeHeaders(const std::string& path) {
   std::string name = path.substr(path.rfind('/') + 1);
   // Only what cannot end the quoted string or the header: the name in full is the caller's
@@ -469,7 +470,7 @@ HttpHeaders SandboxMadeHeaders(const std::string& path) {
   }
   return {{"Content-Type", ContentTypeOf(name)},
           {"Content-Disposition", absl::StrCat("attachment; filename=\"", safe, "\"")},
-          {"Content-Security-Policy", "sandbox"}};
+          {"Content-Security-Policy", "sandbox; default-src 'none'"}};
 }
 
 // GET /v1/runs/{run_id}/artifacts/{name}: the bytes, a chunk read on the executor per pull.
@@ -774,6 +775,18 @@ HttpRoute DownloadRoute(const ServiceDeps& deps) {
           }};
 }
 
+// GET /v1/whoami: the tenant the bearer token names, and whether it is an operator (what the
+// dashboard shows in its header). REST only, for the dashboard: it has no RPC.
+HttpRoute WhoAmIRoute(const ServiceDeps& deps) {
+  return {"GET", "/v1/whoami", [&deps](const HttpRequest& http, Exchange x) {
+            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+            nlohmann::json me = {{"tenant", EscapeInvalidUtf8(caller->tenant)},
+                                 {"operator", caller->is_operator}};
+            x->Reply(Json(me.dump()));
+          }};
+}
+
 // An upload taken whole (and checked) here, sent on to its session's owner in messages of
 // kTransferChunkBytes through forwarding's UploadRelay, which asks for each once the last
 // was written; the owner's FileInfo or status is the answer (and the owner audits it).
@@ -949,6 +962,7 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
       ExecRoute(deps),
       UploadRoute(deps),
       DownloadRoute(deps),
+      WhoAmIRoute(deps),
       Unary<v1::DrainRequest, v1::DrainResponse>(
           deps, "POST", "/v1/daemon:drain", &Api::Drain,
           {"Drain", [](const v1::DrainRequest&,

@@ -20,10 +20,11 @@
 //   GET  /v1/sessions/{id}/files/{path...}          DownloadFile, the bytes
 //   GET  /v1/resources               ListResources (operators: the cleanup state)
 //   POST /v1/runs:purge              Purge         POST /v1/daemon:drain     Drain (operators)
+//   GET  /v1/whoami                  the caller's tenant and operator flag (REST only)
 //
 // With replicas, a call on another replica's session or run is forwarded to its owner as the
 // gRPC edge forwards it (server/forwarding.h), its answer relayed as it comes. The bytes a
-// sandbox made (artifacts, downloads) carry Content-Security-Policy: sandbox.
+// sandbox made (artifacts, downloads) carry Content-Security-Policy: sandbox; default-src 'none'.
 //
 // Events: each as "id: <seq>", "event: <type>", "data: <the Event as JSON>"; resumed after
 // the Last-Event-ID header (or ?after_seq=); heartbeats are SSE comments; the stream ends

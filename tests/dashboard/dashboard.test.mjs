@@ -2,8 +2,12 @@
 // against the real daemon's HTTP port. Log in; see a run appear and its events arrive live
 // while it runs; its checks, artifacts (a download checked by sha256), the report rendered and
 // the chart shown; the sessions list and a session's files; and hostile content from the
-// sandbox (a file name, command output, a report that smuggles HTML) shown inert: no script
-// runs, no element is injected. A screenshot of each page is kept in $SANDGATE_ARTIFACTS_DIR.
+// sandbox (a file name, command output, a report that smuggles HTML, a chart that carries
+// script) shown inert: no script runs, no element is injected, and no byte a sandbox made is
+// ever a document of the dashboard's origin, also when opened on its own as a user would (the
+// chart's "open image in new tab"). A queued run's page follows it (admitted, counting its age
+// and duration, ended), the header names the tenant, and a failed login's message goes once
+// the login succeeds. A screenshot of each page is kept in $SANDGATE_ARTIFACTS_DIR.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
@@ -18,6 +22,7 @@ import { sampleCsv, sha256, startDaemon } from "../clients/node/daemon.mjs";
 const TOKEN = "dashboard-test-token";
 const OTHER = "dashboard-other-token";
 const OPS = "dashboard-ops-token";
+const QUEUE = "dashboard-queue-token"; // a tenant that runs one run at a time
 const HOSTILE = "<img src=x onerror=window.__pwned=1>";
 const shots = process.env.SANDGATE_ARTIFACTS_DIR ?? mkdtempSync(join(tmpdir(), "sg-dash-shots-"));
 mkdirSync(shots, { recursive: true });
@@ -47,6 +52,7 @@ before(async () => {
       { name: "analysts", token_sha256: sha256(TOKEN) },
       { name: "others", token_sha256: sha256(OTHER) },
       { name: "ops", token_sha256: sha256(OPS), operator: true },
+      { name: "queue", token_sha256: sha256(QUEUE), quotas: { concurrent_runs: 1 } },
     ],
   });
   // The daemon says where HTTP listens in its daemon.http log line.
@@ -81,13 +87,34 @@ async function noScriptRan() {
   assert.equal(page.__dialogs ?? 0, 0, "a dialog was opened");
 }
 
-test("log in with the bearer token", async () => {
-  await page.goto(`${base}/`, { waitUntil: "networkidle0" });
+async function logInAs(token) {
+  await page.goto(`${base}/#/login`, { waitUntil: "networkidle0" });
+  await page.evaluate(() => sessionStorage.clear());
+  await page.goto(`${base}/#/login`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("form.login");
+  await page.type("#token", token);
+  await Promise.all([page.waitForSelector("#runs"), page.click("form.login button")]);
+}
+
+const text = (selector) => page.$eval(selector, (n) => n.textContent);
+const whoSays = (words) =>
+  page.waitForFunction((w) => document.getElementById("who").textContent === w, { timeout: 5000 }, words);
+
+test("log in with the bearer token: a wrong one is told, the right one clears that and names the tenant", async () => {
+  await page.goto(`${base}/#/login`, { waitUntil: "networkidle0" });
   await page.waitForSelector("form.login");
   await page.screenshot({ path: join(shots, "login.png") });
+  await page.type("#token", "not-a-token");
+  await page.click("form.login button");
+  await page.waitForSelector("#error:not([hidden])");
+  assert.match(await text("#error"), /UNAUTHENTICATED/);
+  assert.equal(await text("#who"), "");
+  await page.$eval("#token", (input) => (input.value = ""));
   await page.type("#token", TOKEN);
   await Promise.all([page.waitForSelector("#runs"), page.click("form.login button")]);
   assert.match(page.url(), /#\/runs$/);
+  assert.equal(await page.$eval("#error", (e) => e.hidden), true, "the failed login's message is gone");
+  await whoSays("tenant analysts");
 });
 
 test("a run appears, its events arrive live, then its checks, artifacts, report and chart", async () => {
@@ -103,6 +130,8 @@ test("a run appears, its events arrive live, then its checks, artifacts, report 
           // The report quotes each setup command in a code span: this one's own backticks
           // close it, so the tags between them reach the report's Markdown as raw HTML.
           "echo '`<img src=x onerror=window.__pwned=2><script>window.__pwned=3</script>`'",
+          // An element that would stand in for the page's own error box, and a form.
+          "echo '`<b id=error>clobbered</b><form><input name=token></form>`'",
         ],
       },
     },
@@ -125,9 +154,21 @@ test("a run appears, its events arrive live, then its checks, artifacts, report 
   const artifacts = await page.$$eval("#artifacts tbody tr", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
   assert.ok(artifacts.length >= 2 && artifacts.every(([, , sha]) => /^[0-9a-f]{64}$/.test(sha)), JSON.stringify(artifacts));
   await page.waitForSelector("#memo .memo");
-  // The report's smuggled HTML is gone, its text is there.
-  assert.equal(await page.$$eval("#memo script, #memo img, #memo [onerror]", (n) => n.length), 0);
+  // The report's smuggled HTML is gone, its text is there; no id in it can stand in for one of
+  // the page's (getElementById finds the first in the document, and the memo comes first).
+  assert.equal(await page.$$eval("#memo script, #memo img, #memo [onerror], #memo form, #memo input", (n) => n.length), 0);
   assert.match(await page.$eval("#memo", (m) => m.textContent), /setup/i);
+  assert.match(await page.$eval("#memo", (m) => m.textContent), /clobbered/);
+  assert.equal(await page.evaluate(() => document.getElementById("error").getAttribute("role")), "alert");
+  const ids = await page.$$eval("#memo [id], #memo [name]", (n) => n.map((x) => x.id || x.getAttribute("name")));
+  assert.ok(ids.length > 0 && ids.every((id) => id.startsWith("user-content-")), ids.join(","));
+  // The box scrolls, and has followed the events to the last: run.finished is in view.
+  const box = await page.$eval("#events", (b) => {
+    const last = [...b.querySelectorAll("td.type")].find((c) => c.textContent === "run.finished");
+    const [outer, row] = [b.getBoundingClientRect(), last.getBoundingClientRect()];
+    return { overflows: b.scrollHeight > b.clientHeight, inView: row.top >= outer.top && row.bottom <= outer.bottom + 1 };
+  });
+  assert.deepEqual(box, { overflows: true, inView: true });
   // Command output and the input's name are text, not markup.
   const output = await page.$$eval("#events pre.output", (p) => p.map((x) => x.textContent).join("\n"));
   assert.match(output, /<script>window.__pwned=3<\/script>/);
@@ -160,6 +201,131 @@ test("the analyst's run: memo rendered, chart shown", async () => {
   await page.screenshot({ path: join(shots, "run.png"), fullPage: true });
 });
 
+// A chart whose script would read the token from sessionStorage and leave a mark in the
+// dashboard origin's localStorage (shared by its tabs): in an <img> it must not run, and
+// opened on its own, as "open image in new tab" opens the <img>'s URL, it must not run at the
+// dashboard's origin. The sandbox swaps it in: a csv.py in the workspace stands in for the
+// standard module (the program's directory comes first on sys.path), loads the real one, and
+// in the second step, after the first wrote the chart, writes this one over it.
+const HOSTILE_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" width="240" height="120" ' +
+  "onload=\"localStorage.setItem('sg.pwned', sessionStorage.getItem('sandgate.token') || 'onload ' + origin)\">" +
+  "<script>localStorage.setItem('sg.pwned', 'script ' + origin)</script>" +
+  '<rect width="240" height="120" fill="#b3261e"/></svg>';
+const SWAP_CHART = `import importlib, os, sys
+here = sys.path.pop(0)
+del sys.modules["csv"]
+real = importlib.import_module("csv")
+sys.path.insert(0, here)
+sys.modules["csv"] = real
+if os.path.basename(sys.argv[0]) == "recompute_metrics.py":
+    with open("financial_trends.svg", "w") as f:
+        f.write(${JSON.stringify(HOSTILE_SVG)})
+`;
+
+test("a chart that carries script runs at the dashboard's origin neither shown nor opened on its own", async () => {
+  const run = await rest("/v1/runs", {
+    method: "POST",
+    body: {
+      inputs: [{ name: "statements.csv", content: readFileSync(sampleCsv).toString("base64") }],
+      sandbox: { files: [{ path: "csv.py", content: Buffer.from(SWAP_CHART).toString("base64") }] },
+    },
+  });
+  await page.goto(`${base}/#/runs/${run.id}`, { waitUntil: "networkidle0" });
+  await page.evaluate(() => localStorage.removeItem("sg.pwned"));
+  await page.waitForSelector("#chart img", { timeout: 60000 });
+  await page.waitForFunction(() => document.querySelector("#chart img").naturalWidth > 0);
+  const artifact = `${base}/v1/runs/${run.id}/artifacts/financial_trends.svg`;
+  const stored = await fetch(artifact, { headers: { Authorization: `Bearer ${TOKEN}` } });
+  assert.equal(await stored.text(), HOSTILE_SVG, "the sandbox's chart is the one stored");
+  assert.equal(stored.headers.get("content-disposition"), 'attachment; filename="financial_trends.svg"');
+  assert.equal(stored.headers.get("content-security-policy"), "sandbox; default-src 'none'");
+  assert.equal(stored.headers.get("x-content-type-options"), "nosniff");
+  const mark = () => page.evaluate(() => localStorage.getItem("sg.pwned"));
+  assert.equal(await mark(), null, "the chart's script ran in the <img>");
+
+  // Opened on its own, in a tab of the same browser (the token's tab is the page above).
+  const src = await page.$eval("#chart img", (i) => i.src);
+  const tab = await browser.newPage();
+  try {
+    await tab.goto(src, { waitUntil: "load" });
+    assert.equal(await mark(), null, "the chart's script ran at the dashboard's origin");
+    assert.notEqual(await tab.evaluate(() => location.origin), new URL(base).origin);
+    // The artifact's own URL with the token, as a tab that had it would: a download, not a page.
+    await tab.setExtraHTTPHeaders({ Authorization: `Bearer ${TOKEN}` });
+    const opened = await tab.goto(artifact).then(
+      () => "shown",
+      (e) => String(e),
+    );
+    assert.match(opened, /ERR_ABORTED/, "the artifact downloads rather than opens");
+    assert.equal(await mark(), null, "the artifact's script ran at the dashboard's origin");
+  } finally {
+    await tab.close();
+  }
+  await noScriptRan();
+});
+
+test("a queued run's page follows it: admitted, counting its age and duration, then ended", async () => {
+  const slow = {
+    playbook: "sandbox-probe",
+    inputs: [{ name: "statements.csv", content: readFileSync(sampleCsv).toString("base64") }],
+    sandbox: { setupCommands: ["sleep 600"] },
+  };
+  const first = await rest("/v1/runs", { method: "POST", body: slow, token: QUEUE });
+  const second = await rest("/v1/runs", { method: "POST", body: slow, token: QUEUE });
+  const cancel = (run) => rest(`/v1/runs/${run.id}:cancel`, { method: "POST", body: {}, token: QUEUE });
+  try {
+    assert.equal(second.status, "RUN_STATUS_QUEUED");
+    await logInAs(QUEUE);
+    await page.goto(`${base}/#/runs/${second.id}`, { waitUntil: "networkidle0" });
+    // The value of the run's card labelled `name`, and of a cell of the runs list (XPath: the
+    // page's policy allows no eval, document.evaluate is none).
+    const card = (name) => `//div[@id="run-head"]//div[@class="card"][div[@class="label"]="${name}"]/*[last()]`;
+    const listed = (run, column) => `//tr[@data-run="${run.id}"]/td[${column}]`;
+    const read = (xpath) => document.evaluate(xpath, document, null, XPathResult.STRING_TYPE, null).stringValue;
+    const cardIs = (name, value) =>
+      page.waitForFunction(
+        (x, v) => document.evaluate(x, document, null, XPathResult.STRING_TYPE, null).stringValue === v,
+        { timeout: 20000 },
+        card(name),
+        value,
+      );
+    // Waits (a few seconds at most) for a text to change, as an age or duration does each second.
+    const changes = async (xpath) => {
+      const before = await page.evaluate(read, xpath);
+      await page.waitForFunction(
+        (x, was) => document.evaluate(x, document, null, XPathResult.STRING_TYPE, null).stringValue !== was,
+        { timeout: 5000 },
+        xpath,
+        before,
+      );
+    };
+    await cardIs("status", "QUEUED");
+    await changes(card("age"));
+
+    await cancel(first);
+    await cardIs("status", "RUNNING");
+    await changes(card("duration"));
+    await page.screenshot({ path: join(shots, "run-running.png"), fullPage: true });
+    // The list counts too.
+    await page.goto(`${base}/#/runs`, { waitUntil: "networkidle0" });
+    await page.waitForSelector(`#runs tr[data-run="${second.id}"]`);
+    await changes(listed(second, 8));
+
+    await page.goto(`${base}/#/runs/${second.id}`, { waitUntil: "networkidle0" });
+    await cancel(second);
+    await cardIs("status", "CANCELLED");
+    await page.waitForFunction(() =>
+      [...document.querySelectorAll("#events td.type")].some((c) => c.textContent === "run.finished"),
+    );
+    assert.match(await page.evaluate(read, card("duration")), /^\d+\.\d s$/);
+    await noScriptRan();
+  } finally {
+    await Promise.allSettled([cancel(first), cancel(second)]);
+    await logInAs(TOKEN).catch(() => {}); // the next tests' tenant; a failure here is not news
+  }
+});
+
 test("sessions: the list with in-flight count and expiry, and a hostile file name shown as text", async () => {
   const session = await rest("/v1/sessions", {
     method: "POST",
@@ -179,19 +345,11 @@ test("sessions: the list with in-flight count and expiry, and a hostile file nam
   await page.screenshot({ path: join(shots, "session.png") });
 });
 
-async function logInAs(token) {
-  await page.goto(`${base}/#/login`, { waitUntil: "networkidle0" });
-  await page.evaluate(() => sessionStorage.clear());
-  await page.goto(`${base}/#/login`, { waitUntil: "networkidle0" });
-  await page.waitForSelector("form.login");
-  await page.type("#token", token);
-  await Promise.all([page.waitForSelector("#runs"), page.click("form.login button")]);
-}
-
 test("the cleanup state: operators see the journal (the open session in it), tenants are told", async () => {
   await page.goto(`${base}/#/cleanup`, { waitUntil: "networkidle0" });
   await page.waitForFunction(() => /operators/.test(document.querySelector("#resources")?.textContent ?? ""));
   await logInAs(OPS);
+  await whoSays("tenant ops (operator)");
   await page.goto(`${base}/#/cleanup`, { waitUntil: "networkidle0" });
   await page.waitForSelector("#resources tr[data-resource]");
   const kinds = await page.$$eval("#resources tr[data-resource] td:nth-child(3)", (c) => c.map((x) => x.textContent));

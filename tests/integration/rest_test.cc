@@ -351,7 +351,7 @@ TEST_F(RestTest, ArtifactsDownloadWithTheirTypeAndDigest) {
     EXPECT_EQ(a.headers["content-disposition"],
               absl::StrCat("attachment; filename=\"", artifact.name(), "\""));
     EXPECT_EQ(a.headers["x-content-type-options"], "nosniff");
-    EXPECT_EQ(a.headers["content-security-policy"], "sandbox");
+    EXPECT_EQ(a.headers["content-security-policy"], "sandbox; default-src 'none'");
     EXPECT_EQ(a.headers["content-length"], absl::StrCat(artifact.size_bytes()));
     if (absl::EndsWith(artifact.name(), ".md")) {
       EXPECT_EQ(a.headers["content-type"], "text/markdown; charset=utf-8");
@@ -387,6 +387,38 @@ TEST_F(RestTest, MetricsAreServedOnTheHttpPort) {
   EXPECT_EQ(a.status, 200);
   EXPECT_TRUE(absl::StrContains(a.body, "sandgate_runs_active 0")) << a.body;
   EXPECT_EQ(a.headers["x-content-type-options"], "nosniff");
+}
+
+// GET /v1/whoami (REST only, for the dashboard's header): the token's tenant; no token, a
+// wrong one or another scheme is 401 with the reason, as on every route.
+TEST_F(RestTest, WhoAmINamesTheTokensTenantAndRefusesAMissingOrWrongToken) {
+  Answer alice = Http("GET", Url("/v1/whoami"), kAlice);
+  ASSERT_EQ(alice.status, 200) << alice.body;
+  EXPECT_EQ(alice.headers["content-type"], "application/json; charset=utf-8");
+  EXPECT_EQ(nlohmann::json::parse(alice.body),
+            (nlohmann::json{{"tenant", "alice"}, {"operator", false}}));
+  Answer ops = Http("GET", Url("/v1/whoami"), kOps);
+  EXPECT_EQ(nlohmann::json::parse(ops.body),
+            (nlohmann::json{{"tenant", "ops"}, {"operator", true}}));
+
+  struct Refused {
+    std::string token;
+    std::vector<std::string> headers;
+    std::string why;
+  };
+  for (const Refused& r : std::vector<Refused>{
+           {"", {}, "missing authorization"},
+           {"wrong-token", {}, "unknown token"},
+           {"", {"Authorization: Basic YWxpY2U6YWxpY2U="}, "Bearer <token>"},
+           {"", {"Authorization: Bearer "}, "Bearer <token>"},
+       }) {
+    Answer a = Http("GET", Url("/v1/whoami"), r.token, "", r.headers);
+    SCOPED_TRACE(r.why);
+    EXPECT_EQ(a.status, 401) << a.body;
+    nlohmann::json error = nlohmann::json::parse(a.body);
+    EXPECT_EQ(error["status"], "UNAUTHENTICATED");
+    EXPECT_TRUE(absl::StrContains(error["message"].get<std::string>(), r.why)) << a.body;
+  }
 }
 
 // The README's REST examples, run with the real curl as a user would.
@@ -623,7 +655,7 @@ TEST_F(RestTest, FilesUploadAndDownloadAsGrpcDoes) {
   EXPECT_EQ(got.headers["content-length"], absl::StrCat(data.size()));
   EXPECT_EQ(got.headers["content-type"], "text/csv; charset=utf-8");
   EXPECT_EQ(got.headers["content-disposition"], "attachment; filename=\"data.csv\"");
-  EXPECT_EQ(got.headers["content-security-policy"], "sandbox");
+  EXPECT_EQ(got.headers["content-security-policy"], "sandbox; default-src 'none'");
   EXPECT_EQ(got.headers["x-content-type-options"], "nosniff");
 
   // Refusals: the same code and message as over gRPC, and nothing written.

@@ -59,6 +59,10 @@ TEST(DashboardFilesTest, ThePolicyAllowsOnlyTheDaemonsOwnScriptsAndNoInlineCode)
   EXPECT_EQ(csp.find("unsafe-inline"), std::string::npos);
   EXPECT_EQ(csp.find("unsafe-eval"), std::string::npos);
   EXPECT_EQ(HeaderValue("X-Content-Type-Options"), "nosniff");
+  // Images are the daemon's or data: URLs; never blob: ones, which are of the daemon's origin
+  // when opened as a page (the chart, an SVG a sandbox wrote, would run its scripts there).
+  EXPECT_NE(csp.find("img-src 'self' data:;"), std::string::npos) << csp;
+  EXPECT_EQ(csp.find("blob:"), std::string::npos) << csp;
 }
 
 }  // namespace

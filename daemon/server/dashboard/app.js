@@ -4,13 +4,18 @@
 //
 // Everything shown comes from sandboxes and callers, so nothing is ever parsed as HTML here:
 // every text goes in with textContent, except the memo, which marked renders and DOMPurify
-// sanitises into a DOM fragment (never innerHTML); the chart is shown as an <img> of a blob,
-// where an SVG's scripts cannot run. The page's Content-Security-Policy (script-src 'self')
-// backs all of this: an inline script or handler that slipped through would not run.
+// sanitises into a DOM fragment (never innerHTML). No byte a sandbox made is ever given a URL
+// of this origin that could be opened as a document: a blob: URL is of the page's origin, and
+// an SVG opened from one (the chart's "open image in new tab") would run its scripts here and
+// read the token. So the chart is an <img> of a data: URL (an <img> runs no script; opened as
+// a page, a data: URL is a unique origin), and a download is an octet-stream blob behind a
+// download link. The page's Content-Security-Policy (script-src 'self') backs all of this: an
+// inline script or handler that slipped through would not run.
 "use strict";
 
 const TOKEN_KEY = "sandgate.token";
 const main = document.getElementById("main");
+const who = document.getElementById("who");
 let stopPage = () => {}; // ends the current page's streams and timers
 
 // ---- API ---------------------------------------------------------------------------------
@@ -36,6 +41,7 @@ async function apiError(res) {
   }
   if (res.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
+    who.textContent = "";
     location.hash = "#/login";
   }
   return new ApiError(res.status, body.status ?? String(res.status), body.message ?? res.statusText);
@@ -122,9 +128,21 @@ function age(ts) {
 
 function duration(from, to) {
   if (!from) return "";
-  const s = ((to ? Date.parse(to) : Date.now()) - Date.parse(from)) / 1000;
+  const s = Math.max(0, ((to ? Date.parse(to) : Date.now()) - Date.parse(from)) / 1000);
   return `${s.toFixed(1)} s`;
 }
+
+// An age, or a duration that has not ended, as text that the ticker below keeps current: a
+// page shows it once, and it goes on counting while it is on screen.
+const liveAge = (ts) => el("span", { "data-age": ts ?? "", text: age(ts) });
+const liveDuration = (from, to) =>
+  to || !from ? el("span", { text: duration(from, to) }) : el("span", { "data-since": from, text: duration(from) });
+
+function tick() {
+  for (const n of main.querySelectorAll("[data-age]")) n.textContent = age(n.dataset.age);
+  for (const n of main.querySelectorAll("[data-since]")) n.textContent = duration(n.dataset.since);
+}
+setInterval(tick, 1000);
 
 const bytes = (n) => {
   const v = Number(n ?? 0);
@@ -136,11 +154,31 @@ function decodeBase64(b64) {
   return new TextDecoder().decode(Uint8Array.from(raw, (c) => c.charCodeAt(0)));
 }
 
+// The error toast: shown for a while, or until what it complains about is put right (a good
+// login after a bad one).
+const errorBox = document.getElementById("error");
+let errorTimer = 0;
+
+function clearError() {
+  clearTimeout(errorTimer);
+  errorBox.hidden = true;
+  errorBox.textContent = "";
+}
+
 function showError(e) {
-  const box = document.getElementById("error");
-  box.textContent = e.message;
-  box.hidden = false;
-  setTimeout(() => (box.hidden = true), 6000);
+  clearTimeout(errorTimer);
+  errorBox.textContent = e.message;
+  errorBox.hidden = false;
+  errorTimer = setTimeout(clearError, 6000);
+}
+
+// Which tenant the token is, in the header (GET /v1/whoami); an answer about a token that
+// has since been replaced is dropped.
+async function showWho() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const me = await getJson("/v1/whoami");
+  if (sessionStorage.getItem(TOKEN_KEY) !== token) return;
+  who.textContent = `tenant ${me.tenant}${me.operator ? " (operator)" : ""}`;
 }
 
 // ---- pages -----------------------------------------------------------------------------
@@ -158,8 +196,10 @@ function loginPage() {
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    who.textContent = "";
     try {
-      await getJson("/v1/runs?pageSize=1");
+      await showWho();
+      clearError();
       location.hash = "#/runs";
     } catch (e) {
       showError(e);
@@ -200,8 +240,8 @@ async function runsPage() {
             el("td", { text: r.agent }),
             el("td", { text: r.provider }),
             el("td", { text: r.tenant }),
-            el("td", { text: age(r.createdAt) }),
-            el("td", { text: duration(r.startedAt, r.finishedAt) }),
+            el("td", {}, liveAge(r.createdAt)),
+            el("td", {}, liveDuration(r.startedAt, r.finishedAt)),
           ),
         ),
       ),
@@ -243,6 +283,40 @@ async function artifactBlob(runId, name) {
   return (await api(`/v1/runs/${enc(runId)}/artifacts/${enc(name)}`)).blob();
 }
 
+// An artifact saved to disk: the bytes as an octet-stream blob, so even a navigation to its
+// URL would download it rather than show it as a page of this origin.
+async function download(runId, name) {
+  const blob = new Blob([await artifactBlob(runId, name)], { type: "application/octet-stream" });
+  const url = URL.createObjectURL(blob);
+  el("a", { href: url, download: name }).click();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+// An image the sandbox made, as a data: URL: shown in an <img> it runs no script, and opened
+// on its own it is a document of a unique origin, never of this one (as a blob: URL would be).
+function dataUrl(blob) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
+}
+
+// Markdown a sandbox wrote, as a sanitised DOM fragment: HTML only (no inline SVG or MathML),
+// no forms or style sheets, and every id and name prefixed ("user-content-"), so neither a
+// heading's id nor a smuggled one can stand in for one of the page's own elements.
+function renderMarkdown(text) {
+  return DOMPurify.sanitize(marked.parse(text), {
+    USE_PROFILES: { html: true },
+    FORBID_TAGS: ["style", "form", "input", "button", "select", "textarea"],
+    SANITIZE_NAMED_PROPS: true,
+    RETURN_DOM_FRAGMENT: true,
+  });
+}
+
+const finished = (status) => ["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(short(status, "RUN_STATUS_"));
+
 async function runPage(runId) {
   const abort = new AbortController();
   const head = el("div", { id: "run-head" });
@@ -254,12 +328,13 @@ async function runPage(runId) {
   const tokens = el("p", { id: "tokens" });
   const eventsTable = table(["seq", "time", "type", "detail"], []);
   const events = eventsTable.querySelector("tbody");
+  const eventsBox = el("div", { id: "events" }, eventsTable);
   main.replaceChildren(
     el("h1", {}, "Run ", el("span", { class: "mono", text: runId })),
     head,
     summary,
     el("h2", { text: "Events" }),
-    el("div", { id: "events" }, eventsTable),
+    eventsBox,
     tokens,
     el("h2", { text: "Checks" }),
     checks,
@@ -272,8 +347,11 @@ async function runPage(runId) {
   );
   let usage = 0;
   let shown = "";
+  let done = false;
   const showRun = async () => {
     const r = await getJson(`/v1/runs/${enc(runId)}`);
+    if (abort.signal.aborted) return r;
+    done = finished(r.status);
     head.replaceChildren(
       el(
         "div",
@@ -284,10 +362,10 @@ async function runPage(runId) {
           ["agent", r.agent],
           ["provider", r.provider],
           ["tenant", r.tenant],
-          ["age", age(r.createdAt)],
-          ["duration", duration(r.startedAt, r.finishedAt)],
+          ["age", liveAge(r.createdAt)],
+          ["duration", liveDuration(r.startedAt, r.finishedAt)],
           ["reason", r.statusReason ?? ""],
-        ].map(([k, v]) => el("div", { class: "card" }, el("div", { class: "label", text: k }), typeof v === "string" ? el("div", { text: v }) : v)),
+        ].map(([k, v]) => el("div", { class: "card" }, el("div", { class: "label", text: k }), typeof v === "string" ? el("div", { text: v }) : el("div", {}, v))),
       ),
     );
     const s = r.summary;
@@ -316,12 +394,9 @@ async function runPage(runId) {
         ["artifact", "size", "sha256", ""],
         (r.artifacts ?? []).map((a) => {
           const link = el("a", { href: "#", text: "download", "data-artifact": a.name });
-          link.addEventListener("click", async (ev) => {
+          link.addEventListener("click", (ev) => {
             ev.preventDefault();
-            const url = URL.createObjectURL(await artifactBlob(runId, a.name));
-            const save = el("a", { href: url, download: a.name });
-            save.click();
-            setTimeout(() => URL.revokeObjectURL(url), 10000);
+            download(runId, a.name).catch(showError);
           });
           return el("tr", {}, el("td", { class: "mono", text: a.name }), el("td", { class: "num", text: bytes(a.sizeBytes) }), el("td", { class: "mono", text: a.sha256 }), el("td", {}, link));
         }),
@@ -335,22 +410,44 @@ async function runPage(runId) {
       const markdown = files.memo ?? files.report;
       if (markdown) {
         const text = await (await artifactBlob(runId, markdown)).text();
-        const fragment = DOMPurify.sanitize(marked.parse(text), { RETURN_DOM_FRAGMENT: true });
-        memo.replaceChildren(el("div", { class: "memo" }, fragment));
+        memo.replaceChildren(el("div", { class: "memo" }, renderMarkdown(text)));
       }
       if (files.chart) {
         const blob = await artifactBlob(runId, files.chart);
-        const image = el("img", { alt: `chart ${files.chart}`, src: URL.createObjectURL(blob) });
+        const image = el("img", { alt: `chart ${files.chart}`, src: await dataUrl(blob) });
         chart.replaceChildren(image);
       }
     }
     return r;
   };
+  // The run as it is now, asked again after every event (its status, reason, artifacts may
+  // have changed) and every few seconds until it ended: one request at a time, and one more
+  // after it when something asked meanwhile.
+  let inFlight = null;
+  let again = false;
+  const refresh = () => {
+    if (inFlight) {
+      again = true;
+      return;
+    }
+    inFlight = showRun()
+      .catch(showError)
+      .finally(() => {
+        inFlight = null;
+        if (again && !abort.signal.aborted) {
+          again = false;
+          refresh();
+        }
+      });
+  };
   await showRun();
+  const timer = setInterval(() => done || refresh(), 2000);
   followEvents(
     runId,
     0,
     (e) => {
+      // New rows keep the box scrolled to its end, unless the reader scrolled up.
+      const atEnd = eventsBox.scrollHeight - eventsBox.scrollTop - eventsBox.clientHeight < 2;
       events.append(
         el(
           "tr",
@@ -361,15 +458,19 @@ async function runPage(runId) {
           el("td", {}, eventDetail(e)),
         ),
       );
+      if (atEnd) eventsBox.scrollTop = eventsBox.scrollHeight;
       if (e.tokenUsage) {
         usage += Number(e.tokenUsage.totalTokens ?? 0);
         tokens.textContent = `token usage: ${usage}`;
       }
-      if (e.type === "run.finished" || e.type === "artifact.collected") showRun().catch(showError);
+      if (!e.commandOutput) refresh(); // output changes nothing GetRun shows
     },
     abort.signal,
   ).catch(showError);
-  return () => abort.abort();
+  return () => {
+    abort.abort();
+    clearInterval(timer);
+  };
 }
 
 async function sessionsPage() {
@@ -391,7 +492,7 @@ async function sessionsPage() {
             el("td", { text: s.tenant }),
             el("td", { class: "num", text: String(s.inFlight ?? 0) }),
             el("td", { text: left === null ? "" : `${Math.round(left)} s` }),
-            el("td", { text: age(s.createdAt) }),
+            el("td", {}, liveAge(s.createdAt)),
           );
         }),
       ),
@@ -459,6 +560,8 @@ async function route() {
   stopPage = () => {};
   const token = sessionStorage.getItem(TOKEN_KEY);
   document.getElementById("logout").hidden = !token;
+  if (!token) who.textContent = "";
+  else if (!who.textContent) showWho().catch(() => {}); // a page's own call reports a bad token
   const [, page, id] = (location.hash || "#/runs").split("/").map(decodeURIComponent);
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.nav === page);
   if (!token || page === "login") return loginPage();
@@ -475,6 +578,8 @@ async function route() {
 
 document.getElementById("logout").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
+  who.textContent = "";
+  clearError();
   location.hash = "#/login";
 });
 window.addEventListener("hashchange", route);
