@@ -244,7 +244,10 @@ void AgentsEventMapper::Usage(const json& usage) {
 std::optional<absl::Status> AgentsEventMapper::Environment(const std::string& state,
                                                            const json& event) {
   const json& env = Field(event, "environment");
-  const std::string id = Str(env, "id").empty() ? "(unnamed)" : Str(env, "id");
+  // The state events carry an environment object; a reset names it at the top level.
+  std::string id = Str(env, "id");
+  if (id.empty()) id = Str(event, "environment_id");
+  if (id.empty()) id = "(unnamed)";
   if (state == "reset") {
     AbortOpen(false);
     return errors::FailedPrecondition(absl::StrCat(

@@ -53,6 +53,8 @@ struct UpstreamConfig {
   std::string api_key_env;
   std::string model;
   uint32_t max_turns = 30;
+  // "request_timeout_seconds": one attempt of an upstream request, a streamed response
+  // included (the Agents API's event stream has its own bound: it may last a whole turn).
   absl::Duration request_timeout = absl::Seconds(600);
   // The openai provider's containers.
   std::string container_memory_limit = "1g";

@@ -97,6 +97,9 @@ absl::StatusOr<std::shared_ptr<ActiveRun>> ValidateRun(const RunManagerDeps& dep
         "' is not configured on this daemon (configured: ", Known(deps.providers), ")"));
   }
   ar->provider = provider->second;
+  if (!request.session_id().empty()) {
+    SANDGATE_RETURN_IF_ERROR(ar->provider->CheckRunIn(request.session_id()));
+  }
   auto agent = deps.agents.find(request.agent());
   if (agent == deps.agents.end()) {
     return errors::InvalidArgument(

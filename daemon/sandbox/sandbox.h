@@ -291,6 +291,11 @@ class Provider {
   // this provider takes instead. Checked before a run is accepted, so nothing is made for a
   // request that cannot be honoured. Default: everything Create maps.
   virtual absl::Status CheckSpec(const SessionSpec& /*spec*/) const { return absl::OkStatus(); }
+  // OK when another run may start in `session_id`, a kept session this provider made;
+  // otherwise FAILED_PRECONDITION saying why, checked before the run is accepted. Default: OK.
+  virtual absl::Status CheckRunIn(const std::string& /*session_id*/) const {
+    return absl::OkStatus();
+  }
   // Journals the session before creating anything. `cancel` may abort a slow creation.
   virtual absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                           const CancelToken* cancel) = 0;

@@ -1,5 +1,6 @@
 #include "upstream/agents_client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,35 @@ absl::StatusOr<AgentListPage<T>> ReadPage(const json& j, const Parse& parse) {
   page.last_id = StringField(j, "last_id");
   if (page.last_id.empty() && !page.data.empty()) page.last_id = page.data.back().id;
   return page;
+}
+
+// Whether `event` says something the stream has not said yet: an item added or done and a
+// turn's end count once, whichever way (stream, replay or read-back) they came first; output
+// of a finished or gapped command is dropped (its item.done carries it). Records what it says.
+bool FirstTime(const AgentEvent& event, AgentEventStreamState* state) {
+  switch (event.kind) {
+    case AgentEventKind::kItemAdded:
+      return event.item_id.empty() || state->items_added.insert(event.item_id).second;
+    case AgentEventKind::kItemDone:
+      if (event.item_id.empty()) return true;
+      state->items_added.insert(event.item_id);
+      state->items_gapped.erase(event.item_id);
+      return state->items_done.insert(event.item_id).second;
+    case AgentEventKind::kCommandOutputDelta:
+      return !state->items_done.contains(event.item_id) &&
+             !state->items_gapped.contains(event.item_id);
+    case AgentEventKind::kTurnStatus:
+      return !event.turn->IsFinished() || event.turn->id.empty() ||
+             state->turns_finished.insert(event.turn->id).second;
+    default:
+      return true;
+  }
+}
+
+// An item still being produced (its item.done is to come); other statuses, known or not, are
+// final.
+bool ItemIsOpen(const std::string& status) {
+  return status == "in_progress" || status == "queued" || status == "waiting";
 }
 
 }  // namespace
@@ -163,19 +193,12 @@ absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamSt
   bool callback_failed = false;
   state->server_ended = false;
   bool warned_unknown = false;
-  auto handle = [&](const SseEvent& sse, const json& data, bool* done) -> absl::Status {
-    if (!sse.id.empty()) state->last_sse_id = sse.id;
-    if (!data.is_object()) return absl::OkStatus();
-    bool known = false;
-    AgentEvent event = ParseAgentEvent(data, &known);
-    if (event.type.empty()) event.type = sse.event;
+  // Every event, streamed or read back, passes here once.
+  const auto deliver = [&](const AgentEvent& event) -> absl::Status {
     if (!event.event_id.empty() && !state->seen_event_ids.insert(event.event_id).second) {
       return absl::OkStatus();  // replayed after a reconnect: delivered already
     }
-    if (!known && !warned_unknown) {
-      warned_unknown = true;
-      log::Warning("agents.unknown_value", {{"field", "event.type"}, {"value", event.type}});
-    }
+    if (!FirstTime(event, state)) return absl::OkStatus();
     if (event.session.has_value() && !event.session->id.empty()) {
       if (state->session_id.empty()) state->session_id = event.session->id;
       *latest = *event.session;
@@ -185,16 +208,36 @@ absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamSt
     }
     ++state->delivered;
     absl::Status s = on_event(event, &stopped);
-    if (!s.ok()) {
-      callback_failed = true;
-      return s;
+    if (!s.ok()) callback_failed = true;
+    return s;
+  };
+  auto handle = [&](const SseEvent& sse, const json& data, bool* done) -> absl::Status {
+    if (!sse.id.empty()) state->last_sse_id = sse.id;
+    if (!data.is_object()) return absl::OkStatus();
+    bool known = false;
+    AgentEvent event = ParseAgentEvent(data, &known);
+    if (event.type.empty()) event.type = sse.event;
+    if (!known && !warned_unknown && !state->seen_event_ids.contains(event.event_id)) {
+      warned_unknown = true;
+      log::Warning("agents.unknown_value", {{"field", "event.type"}, {"value", event.type}});
     }
+    SANDGATE_RETURN_IF_ERROR(deliver(event));
     *done = stopped;
     return absl::OkStatus();
+  };
+  // After a break: once the new stream listens, what happened in the gap.
+  const OpenAiTransport::StreamOpened read_back = [&](bool* done) -> absl::Status {
+    absl::Status s = ReadBack(state, deliver, &stopped, cancel);
+    *done = stopped;
+    if (s.ok() || callback_failed) return s;
+    return absl::Status(s.code(),
+                        absl::StrCat("reading back what session ", state->session_id,
+                                     " did while its event stream was down: ", s.message()));
   };
 
   const json* request = create_request;
   int without_progress = 0;
+  bool after_break = false;
   for (;;) {
     const int64_t before = state->delivered;
     std::string path;
@@ -206,7 +249,8 @@ absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamSt
       if (!state->last_sse_id.empty()) headers.emplace_back("Last-Event-ID", state->last_sse_id);
     }
     absl::Status s =
-        transport_.StreamCall(path, request, handle, cancel, headers, options_.stream_timeout);
+        transport_.StreamCall(path, request, handle, cancel, headers, options_.stream_timeout,
+                              after_break ? read_back : OpenAiTransport::StreamOpened());
     if (stopped || callback_failed) return s;
     if (s.ok()) {
       state->server_ended = true;
@@ -224,11 +268,63 @@ absl::Status AgentsClient::Stream(const json* create_request, AgentEventStreamSt
       return BrokenStream(errors::Unavailable(absl::StrCat(
           why, " (", without_progress, " times in a row without a new event; giving up)")));
     }
+    // Whatever was running may have streamed output into the gap.
+    for (const std::string& id : state->items_added) {
+      if (!state->items_done.contains(id)) state->items_gapped.insert(id);
+    }
     log::Info("agents.stream_reconnect",
               {{"session", state->session_id}, {"delivered", state->delivered}, {"reason", why}});
     ++state->reconnects;
     request = nullptr;
+    after_break = true;
   }
+}
+
+absl::Status AgentsClient::ReadBack(AgentEventStreamState* state,
+                                    const std::function<absl::Status(const AgentEvent&)>& deliver,
+                                    const bool* stopped, const CancelToken* cancel) {
+  ++state->read_backs;
+  const std::string& session_id = state->session_id;
+  // Turns first: a turn over by now has all its items in the list read after it.
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<AgentTurn> turns, ListTurns(session_id, cancel));
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<AgentItem> items, ListItems(session_id, cancel));
+  const int64_t before = state->delivered;
+  const auto made = [&](const std::string& type, const std::string& turn_id, json fields) {
+    fields["type"] = type;
+    fields["session_id"] = session_id;
+    fields["turn_id"] = turn_id;
+    fields[kAgentsReadBackField] = true;
+    return ParseAgentEvent(fields);
+  };
+  for (const AgentItem& item : items) {
+    if (item.type == "message" && item.role == "user") continue;  // the input, never streamed
+    SANDGATE_RETURN_IF_ERROR(
+        deliver(made("agent.session.turn.item.added", item.turn_id, {{"item", item.raw}})));
+    if (*stopped) return absl::OkStatus();
+    if (ItemIsOpen(item.status)) {
+      if (!state->items_done.contains(item.id)) state->items_gapped.insert(item.id);
+      continue;
+    }
+    SANDGATE_RETURN_IF_ERROR(
+        deliver(made("agent.session.turn.item.done", item.turn_id, {{"item", item.raw}})));
+    if (*stopped) return absl::OkStatus();
+  }
+  std::stable_sort(turns.begin(), turns.end(), [](const AgentTurn& a, const AgentTurn& b) {
+    return a.created_at < b.created_at;
+  });
+  for (const AgentTurn& turn : turns) {
+    if (!turn.IsFinished()) continue;
+    json fields = {{"turn", turn.raw}};
+    if (turn.usage.has_value()) fields["usage"] = turn.usage->raw;
+    SANDGATE_RETURN_IF_ERROR(
+        deliver(made(absl::StrCat("agent.session.turn.", turn.status_text), turn.id, fields)));
+    if (*stopped) return absl::OkStatus();
+  }
+  log::Info("agents.stream_read_back", {{"session", session_id},
+                                        {"turns", static_cast<int64_t>(turns.size())},
+                                        {"items", static_cast<int64_t>(items.size())},
+                                        {"delivered", state->delivered - before}});
+  return absl::OkStatus();
 }
 
 // --- Items ---

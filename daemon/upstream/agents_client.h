@@ -18,11 +18,19 @@
 // cursor (no `starting_after`, unlike Responses), §10 is silent, and the openai npm client
 // 7.59.0 calls it "live events" with `include_obfuscation` as its only parameter. So a reconnect
 // asks for the stream again (sending the standard SSE `Last-Event-ID` when the server gave `id:`
-// lines, which a server may honour or ignore) and drops every event whose `event_id` was
-// already delivered (AgentEventStreamState). A server that replays from the start (the fake
-// does) yields each event exactly once; on a server that only sends live events, what
-// happened during the gap is lost from the stream, and the caller reads the session or turn
-// (GetSession, GetTurn, ListItems) to learn where things stand.
+// lines, which a server may honour or ignore) and, once it is answered and before its first
+// event, reads back the gap from the session's turns and items (GET …/turns, then …/items:
+// a turn over by the first read has every item in the second). What the events have not said
+// yet becomes events of the same shape, marked `"sandgate_read_back": true` and without an
+// `event_id`, in order: each item added, each finished item done, then each finished turn's
+// end (with its usage), so a turn that ended during the gap ends the stream at once. Because
+// the stream was already listening when the read-back ran, nothing after it is missed.
+// Everything delivered is de-duplicated: by `event_id` (a server that replays, as the fake
+// does by default), and by what it says (an item added or done, a turn ended: once each, from
+// whichever source came first). A command that was running across a break has no reliable
+// stream of output any more (deltas carry no offsets; a replaying server repeats them, a live
+// one lost some), so its later deltas are dropped and its `item.done` carries the whole output:
+// the consumer relays what its deltas had not (agent/agents_events.h does).
 //
 //   RetryingHttpClient http(&curl, RetryOptions{});
 //   AgentsClient agents(&http, &key);
@@ -62,6 +70,8 @@ namespace sandgate::upstream {
 
 inline constexpr absl::string_view kAgentsBetaHeader = "OpenAI-Beta";
 inline constexpr absl::string_view kAgentsBetaValue = "agents=v1";
+// Marks an event made from the session's turns and items after a break (see "Resuming").
+inline constexpr char kAgentsReadBackField[] = "sandgate_read_back";
 
 // ---------------------------------------------------------------------------------------------
 // Requests
@@ -304,6 +314,13 @@ using AgentEventCallback = std::function<absl::Status(const AgentEvent& event, b
 // event is delivered twice (see "Resuming" above). Not thread safe: one per consumer.
 struct AgentEventStreamState {
   absl::flat_hash_set<std::string> seen_event_ids;
+  // What the delivered events said, so that a read-back and a replay say it only once.
+  absl::flat_hash_set<std::string> items_added;
+  absl::flat_hash_set<std::string> items_done;
+  absl::flat_hash_set<std::string> turns_finished;
+  // Items running across a break: their output deltas are dropped until they are done.
+  absl::flat_hash_set<std::string> items_gapped;
+  int read_backs = 0;       // gaps read back from the session's turns and items
   std::string last_sse_id;  // the last SSE `id:` seen; sent as Last-Event-ID on a reconnect
   std::string session_id;   // known once the create stream's first session event arrived
   int64_t delivered = 0;    // events handed to the callback
@@ -378,7 +395,8 @@ class AgentsClient {
   // --- The event stream ---
   // GET /agents/sessions/{id}/events: delivers each event not yet in `state` until `on_event`
   // stops or fails or the server ends the stream (OK, state->server_ended); reconnects after a
-  // break as described above. A stream that still breaks
+  // break, reading back the gap, as described above (a read-back that fails ends the call
+  // with its error). A stream that still breaks
   // fails with UNAVAILABLE and IsBrokenStream (call again with the same state to go on).
   absl::Status StreamEvents(absl::string_view session_id, AgentEventStreamState* state,
                             const AgentEventCallback& on_event,
@@ -422,6 +440,11 @@ class AgentsClient {
   absl::Status Stream(const nlohmann::json* create_request, AgentEventStreamState* state,
                       const AgentEventCallback& on_event, std::optional<AgentSession>* latest,
                       const CancelToken* cancel);
+  // Reads back what the session's turns and items say and the events have not, as events
+  // handed to `deliver` (see "Resuming" above); stops early once `*stopped`.
+  absl::Status ReadBack(AgentEventStreamState* state,
+                        const std::function<absl::Status(const AgentEvent&)>& deliver,
+                        const bool* stopped, const CancelToken* cancel);
 
   // Declared first: the constructor builds transport_ from it (adding the OpenAI-Beta header).
   const AgentsOptions options_;

@@ -230,6 +230,8 @@ bool Classify(AgentEvent& e) {
     e.kind =
         rest == "reset" ? AgentEventKind::kEnvironmentReset : AgentEventKind::kEnvironmentStatus;
     AgentEnvironment env = EnvironmentFrom(Member(j, "environment"));
+    // A reset names its environment at the top level (`environment_id`), not in an object.
+    if (env.id.empty()) env.id = StringField(j, "environment_id");
     // An event that names its state only in its type still says what the state is.
     if (env.status_text.empty() && e.kind == AgentEventKind::kEnvironmentStatus) {
       env.status_text = std::string(rest);

@@ -78,6 +78,7 @@ struct Transfer {
   CURL* easy = nullptr;
   HttpResponse response;
   bool body_callback_stopped = false;
+  bool stream_opened = false;  // on_stream_open was called
 };
 
 bool Streaming(const Transfer& t) {
@@ -112,7 +113,16 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     return n;
   }
   const size_t colon = line.find(':');
-  if (colon == absl::string_view::npos) return n;  // the blank line that ends the headers
+  if (colon == absl::string_view::npos) {  // the blank line that ends the headers
+    if (t->request->on_stream_open && !t->stream_opened && Streaming(*t)) {
+      t->stream_opened = true;
+      if (!t->request->on_stream_open()) {
+        t->body_callback_stopped = true;
+        return 0;  // anything but n makes libcurl stop with CURLE_WRITE_ERROR
+      }
+    }
+    return n;
+  }
   t->response.headers.Add(std::string(absl::StripAsciiWhitespace(line.substr(0, colon))),
                           std::string(absl::StripAsciiWhitespace(line.substr(colon + 1))));
   return n;

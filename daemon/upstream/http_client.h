@@ -77,6 +77,12 @@ struct HttpRequest {
   // on_body_chunk (a download cut short is safe to fetch again): the retrying layer calls this
   // first, and the consumer drops what it had. Unset: a body that began is never repeated.
   std::function<void()> on_body_restart;
+  // With on_body_chunk: called once the headers of a 2xx response have all arrived, before any
+  // of its body (the request is now receiving whatever the server sends from here on). Return
+  // false to stop the transfer; Send then fails with ABORTED. Called on the thread that called
+  // Send, once per exchange (again if a retrying layer repeats it). A transport that cannot
+  // tell calls it before the first piece of the body.
+  std::function<bool()> on_stream_open;
 };
 
 struct HttpResponse {

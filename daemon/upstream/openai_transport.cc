@@ -206,6 +206,7 @@ absl::StatusOr<HttpResponse> OpenAiTransport::Execute(OpenAiCall& call,
   request.multipart = std::move(call.parts);
   request.on_body_chunk = call.on_chunk;
   request.on_body_restart = call.on_restart;
+  request.on_stream_open = call.on_open;
 
   absl::StatusOr<HttpResponse> response = http_->Send(request, cancel);
   if (!response.ok()) {
@@ -259,7 +260,8 @@ absl::StatusOr<json> OpenAiTransport::MultipartCall(std::string path,
 absl::Status OpenAiTransport::StreamCall(std::string path, const json* request,
                                          const SseJsonHandler& on_event, const CancelToken* cancel,
                                          std::vector<std::pair<std::string, std::string>> headers,
-                                         absl::Duration timeout) const {
+                                         absl::Duration timeout,
+                                         const StreamOpened& on_open) const {
   OpenAiCall call;
   call.method = request != nullptr ? "POST" : "GET";
   call.path = std::move(path);
@@ -305,6 +307,12 @@ absl::Status OpenAiTransport::StreamCall(std::string path, const json* request,
     handle(events);
     return !done && stream_status.ok();
   };
+  if (on_open) {
+    call.on_open = [&]() -> bool {
+      stream_status = on_open(&done);
+      return !done && stream_status.ok();
+    };
+  }
 
   absl::StatusOr<HttpResponse> response = Execute(call, cancel);
   if (!stream_status.ok()) return stream_status;

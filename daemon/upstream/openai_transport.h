@@ -75,6 +75,7 @@ struct OpenAiCall {
   std::vector<std::pair<std::string, std::string>> headers;
   BodyChunkCallback on_chunk;
   std::function<void()> on_restart;
+  std::function<bool()> on_open;  // HttpRequest::on_stream_open
 
   // "openai GET /containers/cntr_1": the operation named in errors (the query left out).
   std::string Name() const;
@@ -115,11 +116,15 @@ class OpenAiTransport {
   // at the end of the body. A stream that breaks (connection lost, UNAVAILABLE) after its body
   // began is UNAVAILABLE and IsBrokenStream; one that ends normally is OK, and the caller
   // decides whether an end without its terminal event is a break. `headers` as in JsonCall.
-  // `timeout` (zero: OpenAiOptions::timeout) bounds the whole stream.
+  // `timeout` (zero: OpenAiOptions::timeout) bounds the whole stream. `on_open` (optional)
+  // runs once the stream is answered, before its first event (HttpRequest::on_stream_open):
+  // setting `*done` ends the stream OK, a non-OK return ends it and becomes the result.
+  using StreamOpened = std::function<absl::Status(bool* done)>;
   absl::Status StreamCall(std::string path, const nlohmann::json* request,
                           const SseJsonHandler& on_event, const CancelToken* cancel,
                           std::vector<std::pair<std::string, std::string>> headers = {},
-                          absl::Duration timeout = absl::ZeroDuration()) const;
+                          absl::Duration timeout = absl::ZeroDuration(),
+                          const StreamOpened& on_open = nullptr) const;
 
   // GETs the cursor list at `path` (which may carry a query already) page after page
   // (limit=100, after=<last id>) until has_more is false, calling `on_item` with each element

@@ -15,6 +15,7 @@ namespace {
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 json Ev(const std::string& text) { return json::parse(text); }
 
@@ -132,6 +133,18 @@ TEST(AgentsEventMapperTest, EnvironmentStatesAreNoticesAndResetFailsTheRun) {
   std::vector<v1::Event> finished = sink.OfType("command.finished");
   ASSERT_EQ(finished.size(), 1u);
   EXPECT_EQ(finished[0].command_finished().exit_code(), -1);
+}
+
+// As the API (and the fake) send it: the reset names its environment at the top level.
+TEST(AgentsEventMapperTest, AResetNamesTheEnvironmentItsEventNames) {
+  testing::RecordingSink sink;
+  AgentsEventMapper m(sink);
+  std::optional<absl::Status> end = Feed(
+      m, {R"({"type":"agent.session.environment.reset","event_id":"evt_9","session_id":"sess_1",)"
+          R"("environment_id":"env_7","reset_count":1,"turn_id":"turn_1"})"});
+  ASSERT_TRUE(end.has_value());
+  EXPECT_THAT(end->message(), HasSubstr("environment env_7 was reset mid-run"));
+  EXPECT_THAT(end->message(), Not(HasSubstr("unnamed")));
 }
 
 TEST(AgentsEventMapperTest, ExpiredAndFailedEnvironmentsFailTheRun) {

@@ -43,6 +43,11 @@ TEST(ConfigTest, TheShippedExampleParsesAndValidates) {
   EXPECT_EQ(c->session_expiry_warning, absl::Seconds(60));
   EXPECT_EQ(c->max_queued_input_bytes, 1ull << 30);
   EXPECT_EQ(c->session_max_lifetime, absl::Hours(2));
+  // Its openai section names every key the section takes.
+  EXPECT_TRUE(c->openai.configured());
+  EXPECT_EQ(c->openai.api_key_file, "/etc/sandgate/openai.key");
+  EXPECT_EQ(c->openai.request_timeout, absl::Seconds(600));
+  EXPECT_EQ(c->openai.container_create_settle, absl::Seconds(60));
   EXPECT_TRUE(ValidateConfig(*c).ok());
 }
 

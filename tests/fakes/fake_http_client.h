@@ -141,6 +141,9 @@ class FakeHttpClient : public upstream::HttpClient {
     response.status = reply.status;
     for (auto& [name, value] : reply.headers) response.headers.Add(name, value);
     const bool ok_status = reply.status >= 200 && reply.status < 300;
+    if (request.on_body_chunk && ok_status && request.on_stream_open && !request.on_stream_open()) {
+      return absl::AbortedError("FakeHttpClient: the stream's opener stopped it");
+    }
     if (request.on_body_chunk && ok_status && !reply.chunks.empty()) {
       for (const std::string& chunk : reply.chunks) {
         if (!request.on_body_chunk(chunk)) {

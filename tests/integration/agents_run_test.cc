@@ -36,6 +36,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kApiKey[] = "sk-agents-SECRET-9b1e7c5a3d2f4e6a8c0b1d3f5a7c9e2b";
 constexpr char kProvider[] = "openai-agents";
@@ -298,6 +299,55 @@ TEST_F(AgentsRunTest, AResetEnvironmentFailsTheRunInsteadOfGoingOn) {
   v1::Run run = RunToEnd(req);
   EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
   EXPECT_THAT(run.status_reason(), HasSubstr("was reset mid-run"));
+  // The reset names its environment at the top level of the event.
+  EXPECT_THAT(run.status_reason(), HasSubstr("environment env_"));
+  EXPECT_THAT(run.status_reason(), Not(HasSubstr("unnamed")));
+}
+
+// As outside testing saw it: an artifact list that keeps answering HTTP 500 failed the run as
+// "artifact missing". The outputs could not be read, and the run says so.
+TEST_F(AgentsRunTest, AnArtifactListThatKeepsFailingFailsTheRunSayingWhy) {
+  v1::RunAnalysisRequest req = Analyst();
+  fake_.Fault({{"path_prefix", "/v1/agents/sessions/"},
+               {"method", "GET"},
+               {"status", 500},
+               {"times", 1000}});
+  v1::Run run = RunToEnd(req);
+  fake_.Delete("/_fake/faults");
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_FAILED);
+  EXPECT_THAT(run.status_reason(), HasSubstr("artifacts cannot be read (listing them)"));
+  EXPECT_THAT(run.status_reason(), HasSubstr("500"));
+  EXPECT_THAT(run.status_reason(), Not(HasSubstr("missing")));
+}
+
+// A kept session on this provider runs one agent task: the first run in it works, and a second
+// is refused when it is sent, saying why, instead of being accepted and failing later.
+TEST_F(AgentsRunTest, AKeptSessionTakesOneRunAndRefusesTheNextUpFront) {
+  v1::CreateSessionRequest create;
+  create.set_provider(kProvider);
+  v1::Session session;
+  {
+    auto ctx = DaemonHarness::Context();
+    grpc::Status st = stub_->CreateSession(ctx.get(), create, &session);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  v1::RunAnalysisRequest req = Analyst();
+  req.set_session_id(session.id());
+  v1::Run run = RunToEnd(req);
+  EXPECT_EQ(run.status(), v1::RUN_STATUS_SUCCEEDED) << run.status_reason();
+
+  v1::Run second;
+  auto ctx = DaemonHarness::Context();
+  grpc::Status st = stub_->RunAnalysis(ctx.get(), req, &second);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("has run its agent task"));
+  EXPECT_THAT(st.error_message(), HasSubstr("without session_id"));
+
+  v1::CloseSessionRequest close;
+  close.set_session_id(session.id());
+  v1::Session closed;
+  auto close_ctx = DaemonHarness::Context();
+  EXPECT_TRUE(stub_->CloseSession(close_ctx.get(), close, &closed).ok());
 }
 
 TEST_F(AgentsRunTest, AnExpiredEnvironmentAndAFailedTurnFailClearly) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "common/log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,6 +65,23 @@ json SessionObject(const std::string& status) {
 std::string TurnCompleted(const std::string& event_id) {
   return Frame(Event("agent.session.turn.completed", event_id,
                      {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}));
+}
+
+// `j` with `more`'s members set.
+json With(json j, const json& more) {
+  j.update(more);
+  return j;
+}
+
+// A list page holding `data`, the last one.
+ScriptedReply Page(json data = json::array()) {
+  return ScriptedReply::Json(200, {{"object", "list"}, {"data", data}, {"has_more", false}});
+}
+
+// The read-back after a reconnect when the session's turns and items add nothing.
+void PushNothingToReadBack(FakeHttpClient& http) {
+  http.Push(Page());
+  http.Push(Page());
 }
 
 // Collects what a stream delivered; stops at a finished turn.
@@ -452,6 +470,7 @@ TEST_F(AgentsClientTest, ABrokenEventStreamIsResumedWithoutDuplicates) {
   broken.error = absl::UnavailableError("connection reset by peer");
   http_.Push(broken);
   http_.Push(ScriptedReply::Stream({e1, e2, e3, e4}));  // the fake replays from the start
+  PushNothingToReadBack(http_);
 
   AgentEventStreamState state;
   Collector seen;
@@ -459,11 +478,15 @@ TEST_F(AgentsClientTest, ABrokenEventStreamIsResumedWithoutDuplicates) {
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_THAT(seen.ids(), ElementsAre("e1", "e2", "e3", "e4"));
   EXPECT_EQ(state.reconnects, 1);
+  EXPECT_EQ(state.read_backs, 1);
   EXPECT_EQ(state.delivered, 4);
   const std::vector<RecordedRequest> reqs = http_.requests();
-  ASSERT_EQ(reqs.size(), 2u);
+  ASSERT_EQ(reqs.size(), 4u);
   EXPECT_EQ(reqs[1].method, "GET");
   EXPECT_EQ(reqs[1].url, std::string(kBase) + "/agents/sessions/sess_1/events");
+  // Read back once the new stream listened: turns first, then items.
+  EXPECT_EQ(reqs[2].url, std::string(kBase) + "/agents/sessions/sess_1/turns?limit=100");
+  EXPECT_EQ(reqs[3].url, std::string(kBase) + "/agents/sessions/sess_1/items?order=asc&limit=100");
   EXPECT_EQ(reqs[0].headers.Find("last-event-id"), nullptr);
   EXPECT_EQ(reqs[1].headers.Get("last-event-id"), "1");  // e2 never completed
 }
@@ -476,6 +499,7 @@ TEST_F(AgentsClientTest, ACreateStreamThatBreaksResumesOnTheEventsStreamAndIsNot
   http_.Push(ScriptedReply::Stream(
       {Frame(Event("agent.session.created", "e1", {{"session", SessionObject("in_progress")}})),
        TurnCompleted("e2")}));
+  PushNothingToReadBack(http_);
   AgentEventStreamState state;
   Collector seen;
   absl::StatusOr<AgentSession> s =
@@ -484,7 +508,7 @@ TEST_F(AgentsClientTest, ACreateStreamThatBreaksResumesOnTheEventsStreamAndIsNot
   EXPECT_EQ(s->id, "sess_1");
   EXPECT_THAT(seen.ids(), ElementsAre("e1", "e2"));
   const std::vector<RecordedRequest> reqs = http_.requests();
-  ASSERT_EQ(reqs.size(), 2u);
+  ASSERT_EQ(reqs.size(), 4u);
   EXPECT_EQ(reqs[0].method, "POST");
   EXPECT_EQ(reqs[1].method + " " + reqs[1].url,
             "GET " + std::string(kBase) + "/agents/sessions/sess_1/events");
@@ -537,6 +561,7 @@ TEST_F(AgentsClientTest, AStreamThatKeepsBreakingWithoutNewEventsGivesUpAsBroken
     ScriptedReply broken = ScriptedReply::Stream({e1});
     broken.error = absl::UnavailableError("connection reset by peer");
     http_.Push(broken);
+    if (i > 0) PushNothingToReadBack(http_);  // each reconnect reads back the gap
   }
   http_.Push(ScriptedReply::Stream({e1}));  // must not be reached
   AgentEventStreamState state;
@@ -546,9 +571,124 @@ TEST_F(AgentsClientTest, AStreamThatKeepsBreakingWithoutNewEventsGivesUpAsBroken
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), HasSubstr("connection reset by peer"));
   EXPECT_THAT(seen.ids(), ElementsAre("e1"));
-  // One stream with progress, then three without: the third exceeds the two reconnects.
-  EXPECT_EQ(http_.requests().size(), 4u);
+  // One stream with progress, then three without (each read back): the third exceeds the two
+  // reconnects.
+  EXPECT_EQ(http_.requests().size(), 4u + 3 * 2);
   EXPECT_EQ(http_.pending(), 1u);
+}
+
+// A server that streams only live events: the turn ended while the stream was down, so no
+// event will ever say so. Once the new stream listens, the gap is read back from the turns and
+// items: the finished command, the message and the turn's end arrive as events, in order,
+// marked as read back, and the turn's end stops the stream at once.
+TEST_F(AgentsClientTest, ATurnThatEndedInTheGapIsReadBackAndEndsTheStream) {
+  ScriptedReply broken = ScriptedReply::Stream(
+      {Frame(Event("agent.session.turn.created", "e1",
+                   {{"turn", {{"id", "turn_1"}, {"status", "queued"}}}, {"turn_id", "turn_1"}})),
+       Frame(Event("agent.session.turn.item.added", "e2",
+                   {{"turn_id", "turn_1"},
+                    {"item",
+                     {{"type", "command_execution"},
+                      {"id", "cmd_1"},
+                      {"command", "ls"},
+                      {"status", "in_progress"}}}})),
+       Frame(Event("agent.output.command_execution_output.delta", "e3",
+                   {{"item_id", "cmd_1"}, {"delta", "a"}}))});
+  broken.error = absl::UnavailableError("connection reset by peer");
+  http_.Push(broken);
+  http_.Push(ScriptedReply::Stream({": keep-alive\n\n"}));  // live only: nothing more comes
+  http_.Push(Page(json::array({{{"id", "turn_1"},
+                                {"object", "agent.session.turn"},
+                                {"status", "completed"},
+                                {"created_at", 10},
+                                {"usage", {{"input_tokens", 7}, {"output_tokens", 3}}}}})));
+  http_.Push(Page(json::array({{{"id", "msg_0"},
+                                {"type", "message"},
+                                {"role", "user"},
+                                {"status", "completed"},
+                                {"turn_id", "turn_1"}},
+                               {{"id", "cmd_1"},
+                                {"type", "command_execution"},
+                                {"command", "ls"},
+                                {"output", "ab\n"},
+                                {"exit_code", 0},
+                                {"status", "completed"},
+                                {"turn_id", "turn_1"}},
+                               {{"id", "msg_1"},
+                                {"type", "message"},
+                                {"role", "assistant"},
+                                {"status", "completed"},
+                                {"content", {{{"type", "output_text"}, {"text", "done"}}}},
+                                {"turn_id", "turn_1"}}})));
+
+  AgentEventStreamState state;
+  Collector seen;
+  absl::Status s = client_.StreamEvents("sess_1", &state, seen.Callback());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(state.server_ended) << "the read-back's turn end stopped it";
+  std::vector<std::string> got;
+  for (const AgentEvent& e : seen.events) {
+    got.push_back(e.type + (e.raw.value(kAgentsReadBackField, false) ? "+" : "") + " " + e.item_id +
+                  e.event_id);
+  }
+  EXPECT_THAT(
+      got,
+      ElementsAre("agent.session.turn.created e1", "agent.session.turn.item.added cmd_1e2",
+                  "agent.output.command_execution_output.delta cmd_1e3",
+                  "agent.session.turn.item.done+ cmd_1", "agent.session.turn.item.added+ msg_1",
+                  "agent.session.turn.item.done+ msg_1", "agent.session.turn.completed+ "));
+  EXPECT_EQ(seen.events[3].item->command->output, "ab\n");
+  EXPECT_EQ(seen.events[3].item->command->exit_code, 0);
+  EXPECT_EQ(seen.events[3].turn_id, "turn_1");
+  EXPECT_EQ(seen.events[5].item->text, "done");
+  ASSERT_TRUE(seen.events[6].usage.has_value());
+  EXPECT_EQ(seen.events[6].usage->total_tokens, 10);
+  EXPECT_EQ(http_.pending(), 0u);
+}
+
+// A server that replays: a command that ran across the break has its later deltas dropped (the
+// replay repeats some; a live server would have lost some) and is done once, from its item; an
+// item or a turn end said by both the read-back and the replay is delivered once.
+TEST_F(AgentsClientTest, ACommandRunningAcrossABreakIsDoneOnceWithoutItsLaterDeltas) {
+  const json cmd = {{"type", "command_execution"}, {"id", "cmd_1"}, {"command", "ls"}};
+  const std::string added = Frame(Event("agent.session.turn.item.added", "e1",
+                                        {{"item", With(cmd, {{"status", "in_progress"}})}}));
+  const std::string d1 = Frame(Event("agent.output.command_execution_output.delta", "e2",
+                                     {{"item_id", "cmd_1"}, {"delta", "a"}}));
+  const std::string d2 = Frame(Event("agent.output.command_execution_output.delta", "e3",
+                                     {{"item_id", "cmd_1"}, {"delta", "b"}}));
+  const json done_item = With(cmd, {{"status", "completed"}, {"output", "abc"}, {"exit_code", 0}});
+  const std::string done =
+      Frame(Event("agent.session.turn.item.done", "e4", {{"item", done_item}}));
+  ScriptedReply broken = ScriptedReply::Stream({added, d1});
+  broken.error = absl::UnavailableError("connection reset by peer");
+  http_.Push(broken);
+  http_.Push(ScriptedReply::Stream({added, d1, d2, done, TurnCompleted("e5")}));
+  http_.Push(Page(json::array({{{"id", "turn_1"}, {"status", "in_progress"}}})));
+  http_.Push(Page(json::array({With(cmd, {{"status", "in_progress"}, {"output", "ab"}})})));
+
+  AgentEventStreamState state;
+  Collector seen;
+  absl::Status s = client_.StreamEvents("sess_1", &state, seen.Callback());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(seen.ids(), ElementsAre("e1", "e2", "e4", "e5"));
+  EXPECT_EQ(seen.events[2].item->command->output, "abc");
+  EXPECT_TRUE(state.items_gapped.empty());
+}
+
+TEST_F(AgentsClientTest, AReadBackThatFailsEndsTheStreamSayingSo) {
+  ScriptedReply broken = ScriptedReply::Stream({Frame(Event("agent.session.turn.created", "e1"))});
+  broken.error = absl::UnavailableError("connection reset by peer");
+  http_.Push(broken);
+  http_.Push(ScriptedReply::Stream({TurnCompleted("e2")}));
+  http_.Push(ScriptedReply::Json(404, {{"error", {{"message", "No session sess_1"}}}}));
+  AgentEventStreamState state;
+  Collector seen;
+  absl::Status s = client_.StreamEvents("sess_1", &state, seen.Callback());
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(), HasSubstr("reading back what session sess_1 did while its event "
+                                     "stream was down"));
+  EXPECT_THAT(seen.ids(), ElementsAre("e1"));
 }
 
 TEST_F(AgentsClientTest, HttpErrorsAndCallbackErrorsOnAStreamAreNotResumed) {
@@ -703,7 +843,13 @@ TEST(AgentsClientOverCurlTest, AConnectionDroppedMidStreamIsResumedWithoutDuplic
                                      {{"turn", {{"id", "turn_1"}, {"status", "completed"}}}}),
                                "2");
   std::atomic<int> connections{0};
-  LoopbackHttpServer server([&](const ReceivedRequest&, int fd, int) {
+  LoopbackHttpServer server([&](const ReceivedRequest& request, int fd, int) {
+    if (!absl::StrContains(request.target, "/events")) {  // the read-back: nothing in the gap
+      LoopbackHttpServer::WriteAll(
+          fd, LoopbackHttpServer::Response(200, R"({"object":"list","data":[],"has_more":false})",
+                                           {{"Content-Type", "application/json"}}));
+      return;
+    }
     LoopbackHttpServer::WriteAll(fd,
                                  "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                                  "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
@@ -726,8 +872,12 @@ TEST(AgentsClientOverCurlTest, AConnectionDroppedMidStreamIsResumedWithoutDuplic
   EXPECT_THAT(seen.ids(), ElementsAre("e1", "e2"));
   EXPECT_EQ(state.reconnects, 1);
   const std::vector<ReceivedRequest> got = server.requests();
-  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got[1].target, "/v1/agents/sessions/sess_1/events");
+  // The read-back runs once the new stream is answered, before its events are read.
+  EXPECT_EQ(got[2].target, "/v1/agents/sessions/sess_1/turns?limit=100");
+  EXPECT_EQ(got[3].target, "/v1/agents/sessions/sess_1/items?order=asc&limit=100");
+  EXPECT_EQ(state.read_backs, 1);
   EXPECT_EQ(got[1].headers.Get("last-event-id"), "1");
   EXPECT_EQ(got[1].headers.Get("openai-beta"), "agents=v1");
 }

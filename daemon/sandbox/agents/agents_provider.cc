@@ -55,21 +55,78 @@ absl::Status CancelAndDelete(upstream::AgentsClient* client, const std::string& 
   return deleted;
 }
 
+// Cancels and deletes every session whose create set sandgate_session=`session`: how one
+// whose id was never learned is found again. Returns how many there were.
+absl::StatusOr<int> DeleteByMetadata(upstream::AgentsClient* client, const std::string& session) {
+  absl::StatusOr<std::vector<upstream::AgentSession>> all = client->ListAllSessions();
+  if (!all.ok()) {
+    return absl::Status(all.status().code(),
+                        absl::StrCat("listing Agents API sessions to find ", kSessionMetadata, "=",
+                                     session, ": ", all.status().message()));
+  }
+  int found = 0;
+  for (const upstream::AgentSession& s : *all) {
+    auto it = s.metadata.find(kSessionMetadata);
+    if (it == s.metadata.end() || it->second != session) continue;
+    ++found;
+    absl::Status gone = CancelAndDelete(client, s.id, /*cancel_first=*/true);
+    if (!gone.ok()) {
+      return absl::Status(gone.code(), absl::StrCat("deleting Agents API session ", s.id, " of ",
+                                                    session, ": ", gone.message()));
+    }
+    log::Info("agents.session_found_and_deleted", {{"session", session}, {"agent_session", s.id}});
+  }
+  return found;
+}
+
+// An artifact call that failed for a reason other than the artifact itself (an upstream error
+// the retries could not get past, a broken connection): the session's outputs cannot be read,
+// which is why the run fails (FAILED_PRECONDITION), not a missing artifact. A cancel keeps its
+// meaning, and so do a download's NOT_FOUND (that artifact is gone) and RESOURCE_EXHAUSTED
+// (above the size cap); a list that fails says nothing about any one artifact.
+absl::Status ArtifactsUnreadable(const absl::Status& status, absl::string_view what, bool listing) {
+  const absl::StatusCode code = status.code();
+  if (code == absl::StatusCode::kCancelled ||
+      (!listing &&
+       (code == absl::StatusCode::kNotFound || code == absl::StatusCode::kResourceExhausted))) {
+    return status;
+  }
+  return errors::FailedPrecondition(absl::StrCat(
+      "the Agents API session's artifacts cannot be read (", what, "): ", status.ToString()));
+}
+
 }  // namespace
 
 std::string AgentsSessionJournalId(const std::string& session_id) {
   return absl::StrCat("openai-agents-session:", session_id);
 }
 
+void AgentsRunLedger::Started(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  started_.insert(session_id);
+}
+
+void AgentsRunLedger::Closed(const std::string& session_id) {
+  absl::MutexLock lock(&mu_);
+  started_.erase(session_id);
+}
+
+bool AgentsRunLedger::HasRun(const std::string& session_id) const {
+  absl::MutexLock lock(&mu_);
+  return started_.contains(session_id);
+}
+
 AgentsSession::AgentsSession(upstream::AgentsClient* client, ResourceJournal* journal,
-                             std::string id, SessionSpec spec, AgentsProviderOptions options)
+                             std::string id, SessionSpec spec, AgentsProviderOptions options,
+                             std::shared_ptr<AgentsRunLedger> ledger)
     : client_(client),
       journal_(journal),
       id_(std::move(id)),
       spec_(std::move(spec)),
       warnings_(AgentsUnenforced(spec_)),
       options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      ledger_(std::move(ledger)) {}
 
 AgentsSession::~AgentsSession() { Close().IgnoreError(); }
 
@@ -135,6 +192,7 @@ absl::Status AgentsSession::Run(const Task& task, const OnEvent& on_event,
           "an Agents API session runs one agent task; this one has run");
     }
     started_ = true;
+    ledger_->Started(id_);
     req.environment = EnvironmentFor(spec_, files_, setup_);
     files_.clear();  // the request holds them now; inputs may be large
   }
@@ -208,7 +266,7 @@ absl::StatusOr<upstream::AgentArtifact> AgentsSession::FindArtifact(absl::string
   }
   if (upstream_id.empty()) return errors::NotFound("artifact", path);
   absl::StatusOr<std::vector<upstream::AgentArtifact>> all = client_->ListAllArtifacts(upstream_id);
-  if (!all.ok()) return all.status();
+  if (!all.ok()) return ArtifactsUnreadable(all.status(), "listing them", /*listing=*/true);
   const std::string want = absl::StrCat(kAgentsOutputs, "/", path);
   // Artifacts are immutable, published at each turn's end: the latest of a path wins.
   std::optional<upstream::AgentArtifact> found;
@@ -245,7 +303,12 @@ absl::StatusOr<std::string> AgentsSession::ReadFile(absl::string_view path, uint
     absl::MutexLock lock(&mu_);
     upstream_id = upstream_id_;
   }
-  return client_->ArtifactContent(upstream_id, a->id, max_bytes);
+  absl::StatusOr<std::string> content = client_->ArtifactContent(upstream_id, a->id, max_bytes);
+  if (!content.ok()) {
+    return ArtifactsUnreadable(content.status(), absl::StrCat("downloading ", path),
+                               /*listing=*/false);
+  }
+  return content;
 }
 
 absl::StatusOr<FileListing> AgentsSession::ListFiles(absl::string_view dir) {
@@ -257,7 +320,7 @@ absl::StatusOr<FileListing> AgentsSession::ListFiles(absl::string_view dir) {
   FileListing listing;
   if (upstream_id.empty()) return listing;
   absl::StatusOr<std::vector<upstream::AgentArtifact>> all = client_->ListAllArtifacts(upstream_id);
-  if (!all.ok()) return all.status();
+  if (!all.ok()) return ArtifactsUnreadable(all.status(), "listing them", /*listing=*/true);
   const std::string prefix =
       dir.empty() ? absl::StrCat(kAgentsOutputs, "/") : absl::StrCat(kAgentsOutputs, "/", dir, "/");
   for (const upstream::AgentArtifact& a : *all) {
@@ -279,6 +342,7 @@ absl::Status AgentsSession::Close() {
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::OkStatus();
     closed_ = true;
+    ledger_->Closed(id_);
     if (!started_) return absl::OkStatus();  // nothing was made or journaled
     upstream_id = upstream_id_;
     may_exist = may_exist_;
@@ -286,10 +350,20 @@ absl::Status AgentsSession::Close() {
   }
   if (upstream_id.empty()) {
     if (may_exist) {
-      return errors::Unavailable(absl::StrCat(
-          "the Agents API session of ", id_,
-          " may have been created although its create failed, and its id was never learned; "
-          "its journal entry stays"));
+      // The create's answer was lost before it named the session: find it by the metadata the
+      // create set, now, rather than leave it to the next daemon's sweep.
+      absl::StatusOr<int> found = DeleteByMetadata(client_, id_);
+      if (!found.ok()) {
+        return absl::Status(found.status().code(),
+                            absl::StrCat(found.status().message(), "; its journal entry stays"));
+      }
+      if (*found == 0) {
+        // A create still landing, or a list that lags it: the sweep looks again.
+        return errors::Unavailable(absl::StrCat(
+            "the Agents API session of ", id_,
+            " may have been created although its create failed, and no session with metadata ",
+            kSessionMetadata, "=", id_, " is listed yet; its journal entry stays"));
+      }
     }
     return journal_->Erase(AgentsSessionJournalId(id_));
   }
@@ -317,7 +391,15 @@ absl::StatusOr<std::unique_ptr<Session>> AgentsProvider::Create(const SessionSpe
   SessionSpec kept = spec;
   kept.on_network_decision = nullptr;  // there is no proxy of ours to report
   return std::unique_ptr<Session>(
-      new AgentsSession(client_, journal_, spec.id, std::move(kept), options_));
+      new AgentsSession(client_, journal_, spec.id, std::move(kept), options_, ledger_));
+}
+
+absl::Status AgentsProvider::CheckRunIn(const std::string& session_id) const {
+  if (!ledger_->HasRun(session_id)) return absl::OkStatus();
+  return errors::FailedPrecondition(absl::StrCat(
+      "session_id: session ", session_id,
+      " has run its agent task already, and an Agents API session (provider openai-agents) "
+      "runs one; start this run without session_id, which makes a new session"));
 }
 
 absl::Status AgentsProvider::Sweep(const JournalEntry& entry) {
@@ -334,25 +416,9 @@ absl::Status AgentsProvider::SweepUnnamed(const JournalEntry& entry) {
     return errors::InvalidArgument(
         absl::StrCat("journal entry ", entry.id, " names no session to look for"));
   }
-  absl::StatusOr<std::vector<upstream::AgentSession>> all = client_->ListAllSessions();
-  if (!all.ok()) {
-    return absl::Status(all.status().code(),
-                        absl::StrCat("listing Agents API sessions to find ", kSessionMetadata, "=",
-                                     session, ": ", all.status().message()));
-  }
-  int found = 0;
-  for (const upstream::AgentSession& s : *all) {
-    auto it = s.metadata.find(kSessionMetadata);
-    if (it == s.metadata.end() || it->second != session) continue;
-    ++found;
-    absl::Status gone = CancelAndDelete(client_, s.id, /*cancel_first=*/true);
-    if (!gone.ok()) {
-      return absl::Status(gone.code(), absl::StrCat("deleting Agents API session ", s.id, " of ",
-                                                    session, ": ", gone.message()));
-    }
-    log::Info("agents.session_swept", {{"session", session}, {"agent_session", s.id}});
-  }
-  if (found == 0) {
+  absl::StatusOr<int> found = DeleteByMetadata(client_, session);
+  if (!found.ok()) return found.status();
+  if (*found == 0) {
     // The entry is from a dead daemon, so any create it sent has either made a session or
     // failed; but a create still in flight upstream when the daemon died, or a list that lags
     // a fresh create, may not show it yet. So an entry younger than kCreateSettle is kept:

@@ -20,10 +20,16 @@
 //    /workspace/outputs when its turn completed; paths are relative to /workspace/outputs.
 //    Contents are downloaded with the size cap enforced as bytes arrive. "agents-events.jsonl"
 //    reads the kept events.
+//  - ReadFile / ListFiles failing upstream for a reason other than the artifact (an HTTP 500
+//    the retries could not get past, a broken connection): FAILED_PRECONDITION naming what
+//    failed, so a run fails saying its outputs could not be read, not that they are missing.
 //  - Close (and the destructor): sends the API's cancel event unless the turn is known to be
 //    over, then deletes the session (a session already gone counts as deleted) and erases the
-//    journal entry. When the delete fails, or a create whose answer was lost may have made a
-//    session whose id was never learned, the entry stays for the next daemon's Sweep.
+//    journal entry. A create whose answer was lost before it named the session (a stream cut
+//    before its first event, a 5xx) may have made one: Close lists the key's sessions and
+//    cancels and deletes those whose metadata is sandgate_session=<session id>, then erases
+//    the entry. When the delete fails, or no such session is listed yet (a create still
+//    landing, a list that lags), the entry stays for the Sweep.
 //
 // Thread safe. The AgentsClient and the journal are not owned and outlive the provider and
 // every session it made.
@@ -41,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -68,6 +75,18 @@ struct AgentsProviderOptions {
 
 class AgentsProvider;
 
+// The sessions of one provider whose agent task has started (each takes one). Thread safe.
+class AgentsRunLedger {
+ public:
+  void Started(const std::string& session_id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Closed(const std::string& session_id) ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasRun(const std::string& session_id) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<std::string> started_ ABSL_GUARDED_BY(mu_);
+};
+
 // A session on an Agents API openai_hosted environment (see the file comment). Thread safe.
 class AgentsSession : public Session, public HostedAgent {
  public:
@@ -91,7 +110,8 @@ class AgentsSession : public Session, public HostedAgent {
  private:
   friend class AgentsProvider;
   AgentsSession(upstream::AgentsClient* client, ResourceJournal* journal, std::string id,
-                SessionSpec spec, AgentsProviderOptions options);
+                SessionSpec spec, AgentsProviderOptions options,
+                std::shared_ptr<AgentsRunLedger> ledger);
 
   JournalEntry Entry(const std::string& upstream_id) const;
   // Keeps one raw event for agents-events.jsonl.
@@ -106,6 +126,7 @@ class AgentsSession : public Session, public HostedAgent {
   const std::vector<std::string> warnings_;
   const AgentsProviderOptions options_;
   Clock* const clock_;
+  const std::shared_ptr<AgentsRunLedger> ledger_;  // shared with the provider
 
   mutable absl::Mutex mu_;
   std::vector<EnvironmentFile> files_ ABSL_GUARDED_BY(mu_);
@@ -134,6 +155,9 @@ class AgentsProvider : public Provider {
   bool runs_commands() const override { return false; }
   bool runs_setup_commands() const override { return true; }  // the environment's own
   absl::Status CheckSpec(const SessionSpec& spec) const override { return CheckAgentsSpec(spec); }
+  // An Agents API session runs one agent task: a kept session whose task has started on this
+  // daemon takes no other run, refused before it is accepted.
+  absl::Status CheckRunIn(const std::string& session_id) const override;
   absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                   const CancelToken* cancel) override;
   // kind "agent_session": sends the cancel event and deletes the session by its recorded id
@@ -153,7 +177,8 @@ class AgentsProvider : public Provider {
       : client_(client),
         journal_(journal),
         options_(std::move(options)),
-        clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+        clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+        ledger_(std::make_shared<AgentsRunLedger>()) {}
 
   // Sweep of an entry whose upstream id was never learned.
   absl::Status SweepUnnamed(const JournalEntry& entry);
@@ -162,6 +187,7 @@ class AgentsProvider : public Provider {
   ResourceJournal* const journal_;
   const AgentsProviderOptions options_;
   Clock* const clock_;
+  const std::shared_ptr<AgentsRunLedger> ledger_;  // a session may outlive the provider
 };
 
 }  // namespace sandgate::sandbox

@@ -66,6 +66,13 @@ class Registry:
         self.environments = {}  # id -> environment record
         self.faults = []  # {"kind", "after_commands", "times", "code", "message"}
         self.leave_network_open = False
+        self.stream = default_stream()  # POST /_fake/agents/stream
+
+
+def default_stream():
+    """How GET …/events behaves: replay from the last rest (the default) or live only; hold
+    the next N streams until their session rests; cut a stream right after an event type."""
+    return {"replay": True, "hold_next": 0, "cut_after_type": None, "cut_times": 0}
 
 
 REG = Registry()
@@ -889,6 +896,8 @@ def stream_events(h, s, start, until_rest, obfuscate=True):
     written event gets random `obfuscation` padding unless the client opted out (npm 7.59.0:
     `include_obfuscation`, default true), so clients are seen to ignore it."""
     drop = core.STATE.take_fault(h.command, h.path_only, ("drop",))
+    if start is None:  # GET …/events: held, and from where, per POST /_fake/agents/stream
+        start = subscribe(s)
     h.start_stream()
     sink = core.EventSink(h, drop_after=(drop.get("after_frames", 3) if drop else None))
     i = start
@@ -908,6 +917,12 @@ def stream_events(h, s, start, until_rest, obfuscate=True):
         for ev in batch:
             pad = secrets.token_urlsafe(1 + secrets.randbelow(12)) if obfuscate else None
             sink.replay(dict(ev, obfuscation=pad) if pad else ev)
+            if take_cut(ev["type"]):
+                with sink.lock:  # the event went out whole; the body never ends
+                    if not sink.dead:
+                        h.abort_connection()
+                        sink.dead = True
+                break
             if ev["type"] == "agent.session.failed" or (
                     until_rest and ev["type"] == "agent.session.idle"):
                 end = True
@@ -920,6 +935,36 @@ def stream_events(h, s, start, until_rest, obfuscate=True):
 
 # --------------------------------------------------------------------------------------------
 # routes
+
+
+def resting(s):
+    return s["deleted"] or s["obj"]["status"] in ("idle", "failed")
+
+
+def subscribe(s):
+    """Where a GET …/events stream starts: the last rest (replay) or the live end. A held
+    stream is answered only once its session rests (at most 120 s), so what the session did
+    meanwhile falls in the client's gap."""
+    with LOCK:
+        hold = REG.stream["hold_next"] > 0
+        if hold:
+            REG.stream["hold_next"] -= 1
+    if hold:
+        deadline = time.monotonic() + 120
+        with CV:
+            while not resting(s) and time.monotonic() < deadline:
+                CV.wait(timeout=1.0)
+    with LOCK:
+        return s["last_rest"] if REG.stream["replay"] else len(s["events"])
+
+
+def take_cut(type_):
+    with LOCK:
+        st = REG.stream
+        if st["cut_times"] > 0 and st["cut_after_type"] == type_:
+            st["cut_times"] -= 1
+            return True
+    return False
 
 
 def session_of(sid):
@@ -1109,11 +1154,11 @@ def events_post(h, sid):
 def events_stream(h, sid):
     with LOCK:
         s = session_of(sid)
-        # No cursor is documented: a new stream starts at the session's last rest (its last
-        # idle/failed event, or its creation), so a reconnect mid-turn replays that turn and the
-        # client drops what it saw by event_id (the npm client's TurnState does).
-        start = s["last_rest"]
-    stream_events(h, s, start, until_rest=False,
+    # No cursor is documented: by default a new stream starts at the session's last rest (its
+    # last idle/failed event, or its creation), so a reconnect mid-turn replays that turn and
+    # the client drops what it saw by event_id (the npm client's TurnState does); with
+    # {"replay": false} it starts at the live end, as a server that keeps no backlog would.
+    stream_events(h, s, None, until_rest=False,
                   obfuscate=h.query.get("include_obfuscation", "true") != "false")
 
 
@@ -1232,6 +1277,26 @@ def admin_agent_faults_clear(h):
     h.send_json(200, {"ok": True})
 
 
+@route("POST", "/_fake/agents/stream")
+def admin_agent_stream(h):
+    body = h.json_body()
+    reject_unknown(body, ("replay", "hold_next", "cut_after_type", "cut_times"))
+    if "replay" in body and not isinstance(body["replay"], bool):
+        raise invalid_type("replay", "a boolean")
+    for k in ("hold_next", "cut_times"):
+        if k in body and (not isinstance(body[k], int) or body[k] < 0):
+            raise invalid_type(k, "a whole number")
+    if body.get("cut_after_type") is not None and not isinstance(body["cut_after_type"], str):
+        raise invalid_type("cut_after_type", "an event type")
+    with LOCK:
+        st = REG.stream
+        st.update({k: v for k, v in body.items()})
+        if body.get("cut_after_type") and "cut_times" not in body:
+            st["cut_times"] = 1
+        snap = dict(st)
+    h.send_json(200, dict(snap, ok=True))
+
+
 @route("POST", "/_fake/agents/network")
 def admin_agent_network(h):
     v = h.json_body().get("leave_open")
@@ -1268,6 +1333,7 @@ def state_view():
             "artifacts": [aid for s in REG.sessions.values() for aid in s["artifacts"]],
             "faults_pending": sum(1 for f in REG.faults if f["times"] > 0),
             "leave_network_open": REG.leave_network_open,
+            "stream": dict(REG.stream),
         }
 
 
@@ -1280,3 +1346,4 @@ def reset():
     with LOCK:
         REG.faults = []
         REG.leave_network_open = False
+        REG.stream = default_stream()

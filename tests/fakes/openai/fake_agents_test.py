@@ -576,6 +576,32 @@ class FaultsTest(AgentsBase):
         turn = self.aok("GET", "/v1/agents/sessions/%s/turns/%s" % (sid, turn_id))
         self.assertEqual(turn["status"], "completed")
 
+    def test_stream_settings_cut_hold_and_live_only(self):
+        # A server that keeps no backlog, a create stream cut as the first command starts, and
+        # a reconnect answered only once the turn is over: the rest of the turn is in the gap.
+        self.admin("POST", "/_fake/agents/stream",
+                   {"replay": False, "hold_next": 1,
+                    "cut_after_type": "agent.session.turn.item.added"})
+        first, complete = self.create(stream=True, input="$ echo one\n$ echo two")
+        self.assertFalse(complete)
+        self.assertEqual(first[-1]["type"], "agent.session.turn.item.added")
+        sid = first[0]["session"]["id"]
+        c = self.conn(60)
+        c.request("GET", "/v1/agents/sessions/%s/events" % sid,
+                  headers=dict(BETA, Authorization="Bearer " + KEY))
+        r = c.getresponse()  # held until the session rests
+        self.assertEqual(r.status, 200)
+        self.assertEqual(self.aok("GET", "/v1/agents/sessions/" + sid)["status"], "idle")
+        c.close()
+        items = self.aok("GET", "/v1/agents/sessions/%s/items" % sid)["data"]
+        self.assertEqual([i["type"] for i in items],
+                         ["message", "command_execution", "command_execution", "message"])
+        # Live only: a new stream has nothing from before it, not even the last rest.
+        got = self.turn_events(sid, "$ echo three")
+        self.assertEqual(got[0]["type"], "agent.session.in_progress")
+        self.assertEqual(self.outputs(got), "three\n")
+        self.assertEqual(self.agents_state()["stream"]["cut_times"], 0)
+
     def test_environment_reset_mid_turn_loses_files(self):
         s = self.ready_session(files=[{"type": "inline", "path": "/workspace/in.txt",
                                        "data": b64(b"x")}])

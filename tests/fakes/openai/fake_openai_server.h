@@ -124,6 +124,8 @@ class FakeOpenAiServer {
   // The Agents API's control surface (README.md, "Agents API").
   void AgentsFault(const nlohmann::json& fault) { Post("/_fake/agents/faults", fault); }
   void LeaveNetworkOpen(bool open) { Post("/_fake/agents/network", {{"leave_open", open}}); }
+  // How GET …/events streams behave: {"replay", "hold_next", "cut_after_type", "cut_times"}.
+  void AgentsStream(const nlohmann::json& settings) { Post("/_fake/agents/stream", settings); }
   void ExpireEnvironment(const std::string& env_id) {
     Post("/_fake/agents/environments/" + env_id + "/expire", nlohmann::json::object());
   }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_clock.h"
@@ -20,6 +21,7 @@ namespace sandgate::sandbox {
 namespace {
 
 using nlohmann::json;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class AgentsProviderTest : public ::testing::Test {
@@ -29,7 +31,11 @@ class AgentsProviderTest : public ::testing::Test {
     upstream::RetryOptions ro;
     ro.sleep = [](absl::Duration, const CancelToken*) { return false; };
     http_ = std::make_unique<upstream::RetryingHttpClient>(&curl_, ro);
-    client_ = std::make_unique<upstream::AgentsClient>(http_.get(), &creds_, fake_.base_url());
+    upstream::AgentsOptions agents_options;
+    // A stream that waits for an end that never comes fails the test instead of hanging it.
+    agents_options.stream_timeout = absl::Seconds(60);
+    client_ = std::make_unique<upstream::AgentsClient>(http_.get(), &creds_, fake_.base_url(),
+                                                       agents_options);
     AgentsProviderOptions options;
     options.clock = &clock_;
     provider_ = *AgentsProvider::Create(client_.get(), &journal_, options);
@@ -45,12 +51,15 @@ class AgentsProviderTest : public ::testing::Test {
     return std::move(*s);
   }
 
-  // Runs the scripted agent's input `$ <command>` and stops at the turn's end.
-  absl::Status RunCommand(Session& s, const std::string& command) {
+  // Runs the scripted agent's input `$ <command>` (one command a line) and stops at the
+  // turn's end; `seen`, when given, gets every event the agent was handed.
+  absl::Status RunCommand(Session& s, const std::string& command,
+                          std::vector<json>* seen = nullptr) {
     CancelToken cancel;
     return s.hosted_agent()->Run(
-        {"fake-model", "brief", "$ " + command},
-        [](const json& e) -> std::optional<absl::Status> {
+        {"fake-model", "brief", "$ " + absl::StrReplaceAll(command, {{"\n", "\n$ "}})},
+        [seen](const json& e) -> std::optional<absl::Status> {
+          if (seen != nullptr) seen->push_back(e);
           if (e.value("type", "") == "agent.session.turn.completed") return absl::OkStatus();
           return std::nullopt;
         },
@@ -153,6 +162,97 @@ TEST_F(AgentsProviderTest, SweepFindsASessionWhoseIdWasNeverLearnedByItsMetadata
   EXPECT_EQ(left[0]["id"], kept.details.value("agent_session_id", ""));
   EXPECT_TRUE(s->Close().ok()) << "already gone counts as deleted";
   EXPECT_TRUE(other->Close().ok());
+}
+
+// The type of each event, with "+" for one read back from the session's turns and items.
+std::vector<std::string> Types(const std::vector<json>& events) {
+  std::vector<std::string> out;
+  for (const json& e : events) {
+    out.push_back(e.value("type", "") + (e.value("sandgate_read_back", false) ? "+" : ""));
+  }
+  return out;
+}
+
+// A server that streams only live events (no replay) cuts the create stream as the first
+// command starts and answers the reconnect only once the turn is over: the whole rest of the
+// turn, its end included, falls in the gap. The run ends at once with the gap's items, in
+// order, read back from the session's turns and items (without them it waits for an end that
+// never streams, until the stream's timeout).
+TEST_F(AgentsProviderTest, ATurnThatEndsWhileTheStreamReconnectsEndsTheRunWithTheGapsItems) {
+  fake_.AgentsStream(
+      {{"replay", false}, {"hold_next", 1}, {"cut_after_type", "agent.session.turn.item.added"}});
+  std::unique_ptr<Session> s = Make("s-gap");
+  std::vector<json> seen;
+  absl::Status ran = RunCommand(*s, "echo one\necho two", &seen);
+  ASSERT_TRUE(ran.ok()) << ran;
+  std::vector<std::string> types = Types(seen);
+  ASSERT_GE(types.size(), 7u);
+  EXPECT_THAT(std::vector<std::string>(types.end() - 7, types.end()),
+              ElementsAre("agent.session.turn.item.added",    // echo one, streamed
+                          "agent.session.turn.item.done+",    // echo one
+                          "agent.session.turn.item.added+",   // echo two
+                          "agent.session.turn.item.done+",    // echo two
+                          "agent.session.turn.item.added+",   // the final message
+                          "agent.session.turn.item.done+",    // the final message
+                          "agent.session.turn.completed+"));  // with its usage
+  const json& two = seen[seen.size() - 4]["item"];
+  EXPECT_EQ(two["command"], "echo two");
+  EXPECT_EQ(two["output"], "two\n");
+  EXPECT_EQ(two["exit_code"], 0);
+  EXPECT_TRUE(seen.back()["turn"]["usage"].is_object());
+  // What the agent was handed is what agents-events.jsonl keeps.
+  EXPECT_THAT(*s->ReadFile(kAgentsEventsArtifact, 1 << 20), HasSubstr("\"sandgate_read_back\""));
+  EXPECT_TRUE(s->Close().ok());
+}
+
+// As outside testing saw it: a create stream cut before its first event named the session.
+// The session exists upstream; Close finds it by its sandgate_session metadata and deletes it
+// while the daemon runs, and the journal entry goes (no restart's sweep needed).
+TEST_F(AgentsProviderTest, ACreateCutBeforeTheSessionIsNamedIsFoundAndDeletedAtClose) {
+  fake_.Fault({{"path_prefix", "/v1/agents/sessions"},
+               {"method", "POST"},
+               {"drop_mid_stream", true},
+               {"after_frames", 0}});
+  std::unique_ptr<Session> s = Make("s-cut");
+  absl::Status ran = RunCommand(*s, "true");
+  EXPECT_EQ(ran.code(), absl::StatusCode::kUnavailable) << ran;
+  EXPECT_THAT(ran.message(), HasSubstr("before the session was named"));
+  ASSERT_TRUE(journal_.Has(AgentsSessionJournalId("s-cut")));
+  ASSERT_EQ(fake_.State()["agents"]["sessions"].size(), 1u);
+  absl::Status closed = s->Close();
+  EXPECT_TRUE(closed.ok()) << closed;
+  EXPECT_EQ(fake_.State()["agents"]["sessions"], json::array());
+  EXPECT_FALSE(journal_.Has(AgentsSessionJournalId("s-cut")));
+}
+
+// A persistent HTTP 500 on the artifact list is not an artifact that is missing: the outputs
+// cannot be read, FAILED_PRECONDITION naming the list and the status (the run fails with it).
+TEST_F(AgentsProviderTest, AnArtifactListThatKeepsFailingIsUnreadableNotMissing) {
+  std::unique_ptr<Session> s = Make("s-500");
+  ASSERT_TRUE(RunCommand(*s, "mkdir -p outputs && echo 1 > outputs/count.txt").ok());
+  fake_.Fault(
+      {{"path_prefix", "/v1/agents/sessions/"}, {"method", "GET"}, {"status", 500}, {"times", 3}});
+  absl::StatusOr<std::string> read = s->ReadFile("count.txt", 100);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kFailedPrecondition) << read.status();
+  EXPECT_THAT(read.status().message(), HasSubstr("artifacts cannot be read (listing them)"));
+  EXPECT_THAT(read.status().message(), HasSubstr("500"));
+  fake_.Delete("/_fake/faults");
+  EXPECT_EQ(*s->ReadFile("count.txt", 100), "1\n");
+  EXPECT_TRUE(s->Close().ok());
+}
+
+// A kept session runs one agent task: once it has, another run in it is refused before it is
+// accepted, saying why; a session that has not run yet takes one.
+TEST_F(AgentsProviderTest, ASecondRunInAKeptSessionIsRefusedUpFront) {
+  std::unique_ptr<Session> s = Make("s-kept");
+  EXPECT_TRUE(provider_->CheckRunIn("s-kept").ok());
+  ASSERT_TRUE(RunCommand(*s, "true").ok());
+  absl::Status again = provider_->CheckRunIn("s-kept");
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
+  EXPECT_THAT(again.message(), HasSubstr("session_id: session s-kept has run its agent task"));
+  EXPECT_THAT(again.message(), HasSubstr("without session_id"));
+  EXPECT_TRUE(provider_->CheckRunIn("s-other").ok());
+  EXPECT_TRUE(s->Close().ok());
 }
 
 TEST_F(AgentsProviderTest, WhatTheApiCannotDoIsRefusedAtCreate) {
