@@ -265,11 +265,6 @@ HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern
       }};
 }
 
-bool Terminal(const v1::Event& e) {
-  return e.type() == "run.finished" ||
-         (e.type() == "session.closed" && e.run_id() == e.session_id());
-}
-
 // GET /v1/runs/{run_id}/events: a follower of the EventLog, as EventStream in service.cc.
 // It holds the exchange weakly (the exchange holds it, through its pull).
 class SseFollower : public std::enable_shared_from_this<SseFollower> {
@@ -287,6 +282,12 @@ class SseFollower : public std::enable_shared_from_this<SseFollower> {
     Exchange x = x_.lock();
     if (!x) return;
     if (!lease.ok()) return x->Reply(JsonError(lease.status()));
+    if (req_.follow()) {
+      // At or past the log's end: 204, which stops an EventSource reconnecting after the end.
+      absl::StatusOr<bool> ended = deps_.events->Ended(req_.run_id(), req_.after_seq());
+      if (!ended.ok()) return x->Reply(JsonError(ended.status()));
+      if (*ended) return x->Reply({204, {}, ""});
+    }
     {
       absl::MutexLock lock(&mu_);
       lease_ = *std::move(lease);
@@ -354,7 +355,7 @@ class SseFollower : public std::enable_shared_from_this<SseFollower> {
       absl::StatusOr<std::string> json = ToJson(&e);
       if (!json.ok()) return WriteError(x, json.status());
       absl::StrAppend(&text, "id: ", e.seq(), "\nevent: ", e.type(), "\ndata: ", *json, "\n\n");
-      terminal = terminal || Terminal(e);
+      terminal = terminal || core::IsTerminal(e);
     }
     {
       absl::MutexLock lock(&mu_);
