@@ -610,10 +610,17 @@ class HttpExec final : public core::ExecWriter, public std::enable_shared_from_t
         x_(x),
         output_(this, &cancel_, deps_.clock) {}
 
+  // On the polling thread, before Run is queued: from now on the client's going away (even
+  // while Run waits in the executor's queue) cancels the command.
+  void WatchClient(const Exchange& x) {
+    auto self = shared_from_this();
+    x->OnClose([self] { self->Gone(); });
+  }
+
   // On the exec executor, for the command's whole run.
   void Run() {
+    if (cancel_.cancelled()) return;  // the client left while this waited: nothing ran
     auto self = shared_from_this();
-    if (Exchange x = x_.lock()) x->OnClose([self] { self->Gone(); });
     absl::StatusOr<std::optional<Route>> owner = OwnerOfSession(deps_, caller_, req_.session_id());
     if (!owner.ok()) return End(owner.status());
     if (owner->has_value()) {
@@ -690,6 +697,7 @@ HttpRoute ExecRoute(const ServiceDeps& deps) {
             if (!st.ok()) return x->Reply(JsonError(st));
             auto exec = std::make_shared<HttpExec>(deps, *caller, std::move(req),
                                                    http.Header("authorization"), x);
+            exec->WatchClient(x);
             if (!deps.exec->Submit([exec] { exec->Run(); })) x->Reply(JsonError(QueueFull()));
           }};
 }
