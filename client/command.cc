@@ -94,7 +94,10 @@ grpc::Status FollowToEnd(Client& client, const std::string& run_id, int64_t afte
       on_event(e);
     });
     if (client.interrupt().fired()) return grpc::Status::OK;
-    if (!st.ok() && !*finished) {
+    // The daemon ends a follow with OK only at the log's end: after its terminal event, or at
+    // once when `last` is already at or past it (the run ended before the follow began).
+    if (st.ok()) return st;
+    if (!*finished) {
       // Not interrupted here, so a CANCELLED came from a server shutting down.
       if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
           st.error_code() != grpc::StatusCode::CANCELLED) {

@@ -16,15 +16,10 @@ namespace sandgate::core {
 
 using google::protobuf::util::TimeUtil;
 
-namespace {
-
-// A run's terminal event (a kept session's own log ends with session.closed) is its last.
 bool IsTerminal(const v1::Event& event) {
   return event.type() == "run.finished" ||
          (event.type() == "session.closed" && event.run_id() == event.session_id());
 }
-
-}  // namespace
 
 EventLog::EventLog(store::Store* store, Clock* clock, FollowOptions follow)
     : store_(store),
@@ -292,6 +287,18 @@ absl::StatusOr<std::vector<v1::Event>> EventLog::Read(const std::string& run_id,
     }
   }
   return store_->ReadEvents(run_id, after_seq, limit);
+}
+
+absl::StatusOr<bool> EventLog::Ended(const std::string& run_id, int64_t after_seq) {
+  {
+    absl::MutexLock lock(&mu_);
+    // Appending here: its terminal event, once published, takes it out of last_seq_.
+    if (last_seq_.contains(run_id)) return false;
+  }
+  SANDGATE_ASSIGN_OR_RETURN(int64_t last, store_->LastSeq(run_id));
+  if (last == 0 || last > after_seq) return false;
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Event> newest, store_->ReadEvents(run_id, last - 1, 1));
+  return !newest.empty() && IsTerminal(newest.front());
 }
 
 uint64_t EventLog::Wait(const std::string& run_id, int64_t after_seq, absl::Duration timeout,

@@ -62,6 +62,12 @@
 
 namespace sandgate::core {
 
+// Whether `event` ends its log: a run's run.finished, or a kept session's session.closed in
+// the session's own log (its run id is the session's). It is the log's last event: a stream
+// that has sent it is over, and a follower at or past it has nothing left to wait for
+// (EventLog::Ended). The one place both edges (gRPC and REST) learn where a log ends.
+bool IsTerminal(const v1::Event& event);
+
 // How the log follows runs another process appends (see the header comment).
 struct FollowOptions {
   store::Notifier* notifier = nullptr;  // not owned, outlives the log; null: polls only
@@ -102,6 +108,14 @@ class EventLog {
   // run's in-memory tail when it reaches back to after_seq + 1, else from the store.
   absl::StatusOr<std::vector<v1::Event>> Read(const std::string& run_id, int64_t after_seq,
                                               uint32_t limit);
+  // True when the run's log has ended at or before `after_seq`: its terminal event (its last)
+  // is stored with a seq <= after_seq, so a follower there will never get another event.
+  // A follow that starts there ends at once instead of waiting (only heartbeats would come):
+  // an SSE client that reconnects with the last event's id, a client resuming after the
+  // last seq it saw. False for a run this log is appending (no store read), for one with no
+  // terminal event yet, and for a follower before the end (it reads the terminal event and
+  // ends on it). At most two store reads.
+  absl::StatusOr<bool> Ended(const std::string& run_id, int64_t after_seq);
   // Calls `cb` exactly once: when the run has an event with seq > after_seq (at once if it
   // already has), after `timeout`, or at Shutdown. Returns an id for CancelWait (0, or the
   // id of a wait that has fired, when cb ran before Wait returned).

@@ -265,11 +265,6 @@ HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern
       }};
 }
 
-bool Terminal(const v1::Event& e) {
-  return e.type() == "run.finished" ||
-         (e.type() == "session.closed" && e.run_id() == e.session_id());
-}
-
 // GET /v1/runs/{run_id}/events: a follower of the EventLog, as EventStream in service.cc.
 // It holds the exchange weakly (the exchange holds it, through its pull).
 class SseFollower : public std::enable_shared_from_this<SseFollower> {
@@ -287,6 +282,12 @@ class SseFollower : public std::enable_shared_from_this<SseFollower> {
     Exchange x = x_.lock();
     if (!x) return;
     if (!lease.ok()) return x->Reply(JsonError(lease.status()));
+    if (req_.follow()) {
+      // At or past the log's end: 204, which stops an EventSource reconnecting after the end.
+      absl::StatusOr<bool> ended = deps_.events->Ended(req_.run_id(), req_.after_seq());
+      if (!ended.ok()) return x->Reply(JsonError(ended.status()));
+      if (*ended) return x->Reply({204, {}, ""});
+    }
     {
       absl::MutexLock lock(&mu_);
       lease_ = *std::move(lease);
@@ -354,7 +355,7 @@ class SseFollower : public std::enable_shared_from_this<SseFollower> {
       absl::StatusOr<std::string> json = ToJson(&e);
       if (!json.ok()) return WriteError(x, json.status());
       absl::StrAppend(&text, "id: ", e.seq(), "\nevent: ", e.type(), "\ndata: ", *json, "\n\n");
-      terminal = terminal || Terminal(e);
+      terminal = terminal || core::IsTerminal(e);
     }
     {
       absl::MutexLock lock(&mu_);
@@ -610,10 +611,17 @@ class HttpExec final : public core::ExecWriter, public std::enable_shared_from_t
         x_(x),
         output_(this, &cancel_, deps_.clock) {}
 
+  // On the polling thread, before Run is queued: from now on the client's going away (even
+  // while Run waits in the executor's queue) cancels the command.
+  void WatchClient(const Exchange& x) {
+    auto self = shared_from_this();
+    x->OnClose([self] { self->Gone(); });
+  }
+
   // On the exec executor, for the command's whole run.
   void Run() {
+    if (cancel_.cancelled()) return;  // the client left while this waited: nothing ran
     auto self = shared_from_this();
-    if (Exchange x = x_.lock()) x->OnClose([self] { self->Gone(); });
     absl::StatusOr<std::optional<Route>> owner = OwnerOfSession(deps_, caller_, req_.session_id());
     if (!owner.ok()) return End(owner.status());
     if (owner->has_value()) {
@@ -690,6 +698,7 @@ HttpRoute ExecRoute(const ServiceDeps& deps) {
             if (!st.ok()) return x->Reply(JsonError(st));
             auto exec = std::make_shared<HttpExec>(deps, *caller, std::move(req),
                                                    http.Header("authorization"), x);
+            exec->WatchClient(x);
             if (!deps.exec->Submit([exec] { exec->Run(); })) x->Reply(JsonError(QueueFull()));
           }};
 }

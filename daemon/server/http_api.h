@@ -28,8 +28,11 @@
 //
 // Events: each as "id: <seq>", "event: <type>", "data: <the Event as JSON>"; resumed after
 // the Last-Event-ID header (or ?after_seq=); heartbeats are SSE comments; the stream ends
-// after run.finished (follow=false: after the replay). A follower waits in the EventLog
-// (Wait), suspended in the HTTP server: it holds no thread.
+// after the log's terminal event, run.finished (follow=false: after the replay). A follow
+// from at or past that end is answered 204 No Content: an EventSource that reconnects once
+// the stream ended (with the last id) stops there, as its spec says it does on a 204, instead
+// of waiting on heartbeats for ever. A follower waits in the EventLog (Wait), suspended in
+// the HTTP server: it holds no thread.
 #ifndef SANDGATE_SERVER_HTTP_API_H_
 #define SANDGATE_SERVER_HTTP_API_H_
 

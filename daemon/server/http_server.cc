@@ -240,8 +240,10 @@ class HttpServer::Exchange final : public HttpExchange,
 
   void Reply(HttpResponse response) override {
     MHD_Response* r = MakeResponse(response);
+    bool counted;
     {
       absl::MutexLock lock(&mu_);
+      counted = CountAnsweredLocked();
       // Once closed (the client hung up) the connection may be gone: nothing is queued.
       if (!answered_ && !closed_) {
         answered_ = true;
@@ -250,7 +252,7 @@ class HttpServer::Exchange final : public HttpExchange,
       }
     }
     MHD_destroy_response(r);
-    server_->Answered();
+    if (counted) server_->Answered();
   }
 
   void Stream(unsigned int status, HttpHeaders headers, Pull pull, std::function<void()> on_close,
@@ -263,8 +265,10 @@ class HttpServer::Exchange final : public HttpExchange,
       MHD_add_response_header(r, name.c_str(), value.c_str());
     }
     std::function<void()> gone;  // the client left before the stream began
+    bool counted;
     {
       absl::MutexLock lock(&mu_);
+      counted = CountAnsweredLocked();
       pull_ = std::move(pull);
       if (on_close) on_close_ = std::move(on_close);
       if (closed_) {
@@ -277,7 +281,7 @@ class HttpServer::Exchange final : public HttpExchange,
       }
     }
     MHD_destroy_response(r);
-    server_->Answered();
+    if (counted) server_->Answered();
     if (gone) gone();
   }
 
@@ -319,17 +323,22 @@ class HttpServer::Exchange final : public HttpExchange,
     if (streaming_) ResumeLocked();
   }
 
-  // The server stops: the stream ends now (its producer is told), and a suspended
-  // connection is resumed so that MHD can close it.
+  // The client is gone or the server stops: the stream ends now (its producer is told), and
+  // a suspended connection is resumed so that MHD can close it. An answer not begun is no
+  // longer awaited (Stop waits for none): nothing would be sent, and its handler, told, may
+  // stop without answering (a command whose output was stopped never ends its answer).
   void Close() {
     std::function<void()> on_close;
+    bool counted;
     {
       absl::MutexLock lock(&mu_);
       if (closed_) return;
       closed_ = true;
+      counted = CountAnsweredLocked();
       on_close = std::move(on_close_);
       ResumeLocked();
     }
+    if (counted) server_->Answered();
     if (on_close) on_close();
   }
 
@@ -345,6 +354,13 @@ class HttpServer::Exchange final : public HttpExchange,
   int watch_fd = -1;
 
  private:
+  // True the first time: the exchange leaves the server's count of unanswered ones
+  // (Dispatch counted it), when answered or closed, whichever comes first.
+  bool CountAnsweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (counted_) return false;
+    counted_ = true;
+    return true;
+  }
   void ResumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!suspended_) return;
     suspended_ = false;
@@ -391,6 +407,7 @@ class HttpServer::Exchange final : public HttpExchange,
   absl::Mutex mu_;
   bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
+  bool counted_ ABSL_GUARDED_BY(mu_) = false;  // out of the server's unanswered_
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

@@ -74,8 +74,9 @@ grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerCon
   return reactor;
 }
 
-// StreamEvents: replay from the log, then follow until run.finished. One write in flight at
-// a time; the next batch is read on the executor when the buffer is empty.
+// StreamEvents: replay from the log, then follow until its terminal event (core::IsTerminal),
+// or end at once (OK) when the follow starts at or past it. One write in flight at a time;
+// the next batch is read on the executor when the buffer is empty.
 class EventStream final : public PullWriter<v1::Event> {
  public:
   EventStream(const ServiceDeps& deps, core::Caller caller, v1::StreamEventsRequest req)
@@ -93,9 +94,7 @@ class EventStream final : public PullWriter<v1::Event> {
       absl::MutexLock lock(&mu_);
       writing_ = false;
       if (current_.seq() > 0) last_seq_ = current_.seq();
-      // A kept session's own log (run_id is the session's id) ends with session.closed.
-      terminal = current_.type() == "run.finished" || (current_.type() == "session.closed" &&
-                                                       current_.run_id() == current_.session_id());
+      terminal = core::IsTerminal(current_);
     }
     if (terminal) {
       FinishOnce(grpc::Status::OK);
@@ -145,6 +144,19 @@ class EventStream final : public PullWriter<v1::Event> {
     {
       absl::MutexLock lock(&mu_);
       lease_ = *std::move(lease);
+    }
+    // A follow from at or past the log's end (a client resuming after the last event it saw)
+    // is over at once: no event will come, only heartbeats.
+    if (req_.follow()) {
+      absl::StatusOr<bool> ended = deps_.events->Ended(req_.run_id(), req_.after_seq());
+      if (!ended.ok()) {
+        FinishOnce(ToGrpc(ended.status()));
+        return;
+      }
+      if (*ended) {
+        FinishOnce(grpc::Status::OK);
+        return;
+      }
     }
     Fetch();
   }

@@ -211,6 +211,47 @@ TEST_F(EventLogTest, CancelledWaitNeverFiresAndShutdownFiresTheRest) {
   EXPECT_TRUE(after.load());
 }
 
+// Where a follower would wait for ever: at or past its log's stored terminal event. Not
+// before it, not while the run goes on, not in a log that has none; and the same seen from
+// another log on the store (another replica's, a restarted daemon's).
+TEST_F(EventLogTest, ALogHasEndedOnlyAtOrPastItsTerminalEvent) {
+  EventLog other(store_.get(), &clock_);
+  auto ended = [](EventLog& log, const std::string& run, int64_t after) {
+    absl::StatusOr<bool> e = log.Ended(run, after);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() && *e;
+  };
+  ASSERT_TRUE(log_->Append(Ev("r")).ok());
+  ASSERT_TRUE(log_->Flush("r").ok());
+  EXPECT_FALSE(ended(*log_, "r", 1)) << "appending";
+  EXPECT_FALSE(ended(other, "r", 1)) << "its last stored event is not terminal";
+  EXPECT_FALSE(ended(other, "none", 0));
+  v1::Event finished = Ev("r");
+  finished.set_type("run.finished");
+  ASSERT_EQ(log_->Append(finished)->seq(), 2);
+  for (EventLog* log : {log_.get(), &other}) {
+    EXPECT_FALSE(ended(*log, "r", 1)) << "run.finished is still to be read";
+    EXPECT_TRUE(ended(*log, "r", 2));
+    EXPECT_TRUE(ended(*log, "r", 7));
+  }
+
+  // A kept session's own log ends with its session.closed; an ephemeral session's, in its
+  // run's log, does not end that log.
+  v1::Event closed = Ev("ses");
+  closed.set_session_id("ses");
+  closed.set_type("session.closed");
+  EXPECT_TRUE(IsTerminal(closed));
+  ASSERT_EQ(log_->Append(closed)->seq(), 1);
+  EXPECT_TRUE(ended(other, "ses", 1));
+  v1::Event in_run = Ev("q");
+  in_run.set_session_id("ses-of-q");
+  in_run.set_type("session.closed");
+  EXPECT_FALSE(IsTerminal(in_run));
+  ASSERT_EQ(log_->Append(in_run)->seq(), 1);
+  ASSERT_TRUE(log_->Flush("q").ok());
+  EXPECT_FALSE(ended(other, "q", 1));
+}
+
 // Reads `run` from after_seq 0 in batches of `limit`; the seqs seen, in order.
 std::vector<int64_t> ReadAll(EventLog& log, const std::string& run, uint32_t limit) {
   std::vector<int64_t> seqs;

@@ -347,6 +347,23 @@ TEST_F(CliTest, EventsFollowRidesOutADaemonRestart) {
   }
 }
 
+// `events RUN --after LAST --follow` of a finished run has nothing to show and ends at once,
+// exit 0 (it waited on heartbeats until killed). timeout(1) bounds it: 124 when it did not end.
+TEST_F(CliTest, EventsFollowFromTheEndOfAFinishedRunEndsAtOnce) {
+  auto stub = daemon_->Stub();
+  v1::Run run;
+  ASSERT_TRUE(stub->RunAnalysis(DaemonHarness::Context().get(), SampleRequest(), &run).ok());
+  std::vector<v1::Event> events = FollowToEnd(*stub, run.id());
+  ASSERT_FALSE(events.empty());
+  for (int64_t after : {events.back().seq(), events.back().seq() + 2}) {
+    Child cli({"/usr/bin/timeout", "10", SANDGATE_CLI_PATH, "events", run.id(), "--after",
+               std::to_string(after), "--follow"},
+              {"SANDGATE_ADDR=" + daemon_->address()}, Child::Io::kPipe);
+    EXPECT_EQ(cli.Wait(), 0) << "after " << after << ":\n" << cli.out();
+    EXPECT_EQ(cli.out(), "") << "after " << after;
+  }
+}
+
 // A drain cancels the run and the daemon is gone right after its last event: the run is
 // reported as ended, with the events it streamed saved, and the exit code is the run's.
 TEST_F(CliTest, ARunEndedByADrainIsReportedWithItsEvents) {

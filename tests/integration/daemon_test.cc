@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/sha256.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
@@ -214,6 +216,66 @@ TEST_F(DaemonTest, TwoSubscribersAndAResumeEachSeeEveryEventOnce) {
     EXPECT_EQ(a[i].SerializeAsString(), c[i].SerializeAsString());
   }
   EXPECT_EQ(a.back().type(), "run.finished");
+}
+
+// A follow of `id` from `after`: the events it got (heartbeats left out) and how it ended,
+// within `within` (a follow that never ends is DEADLINE_EXCEEDED, not a hung test).
+struct Followed {
+  std::vector<v1::Event> events;
+  grpc::Status status;
+};
+Followed FollowWithin(v1::Sandgate::Stub& stub, const std::string& id, int64_t after,
+                      absl::Duration within) {
+  auto ctx = DaemonHarness::Context(kAlphaToken);
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + within));
+  v1::StreamEventsRequest req;
+  req.set_run_id(id);
+  req.set_after_seq(after);
+  req.set_follow(true);
+  auto reader = stub.StreamEvents(ctx.get(), req);
+  Followed out;
+  v1::Event e;
+  while (reader->Read(&e)) {
+    if (e.seq() > 0) out.events.push_back(e);
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+// A client resuming after the last event it saw (or past it) of a finished run or a closed
+// session: its follow ends at once, OK, where it used to get heartbeats until it gave up.
+TEST_F(DaemonTest, AFollowFromTheEndOfAFinishedLogEndsAtOnce) {
+  constexpr absl::Duration kAtOnce = absl::Seconds(10);  // heartbeats come every 15 s
+  v1::Run run = StartRun(SampleRequest());
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlphaToken);
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back().type(), "run.finished");
+  const int64_t last = events.back().seq();
+  for (int64_t after : {last, last + 5}) {
+    Followed f = FollowWithin(*stub_, run.id(), after, kAtOnce);
+    EXPECT_TRUE(f.status.ok()) << "after " << after << ": " << f.status.error_message();
+    EXPECT_TRUE(f.events.empty()) << "after " << after;
+  }
+  Followed one = FollowWithin(*stub_, run.id(), last - 1, kAtOnce);
+  EXPECT_TRUE(one.status.ok()) << one.status.error_message();
+  ASSERT_EQ(one.events.size(), 1u);
+  EXPECT_EQ(one.events[0].type(), "run.finished");
+
+  // A kept session's own log ends with its session.closed.
+  v1::Session session;
+  ASSERT_TRUE(stub_
+                  ->CreateSession(DaemonHarness::Context(kAlphaToken).get(),
+                                  v1::CreateSessionRequest(), &session)
+                  .ok());
+  v1::CloseSessionRequest close;
+  close.set_session_id(session.id());
+  ASSERT_TRUE(stub_->CloseSession(DaemonHarness::Context(kAlphaToken).get(), close, &session).ok());
+  std::vector<v1::Event> log = FollowToEnd(*stub_, session.id(), kAlphaToken);
+  ASSERT_FALSE(log.empty());
+  ASSERT_EQ(log.back().type(), "session.closed");
+  Followed closed = FollowWithin(*stub_, session.id(), log.back().seq(), kAtOnce);
+  EXPECT_TRUE(closed.status.ok()) << closed.status.error_message();
+  EXPECT_TRUE(closed.events.empty());
 }
 
 TEST_F(DaemonTest, CancelMidRunEndsCancelledAndLeavesNothing) {

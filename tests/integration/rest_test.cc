@@ -5,20 +5,27 @@
 #include <curl/curl.h>
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/postgres_server.h"
@@ -64,10 +71,11 @@ void CollectInto(CURL* curl, Answer* a) {
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a->headers);
 }
 
-// `ca`: the CA file that verifies an https:// server.
+// `ca`: the CA file that verifies an https:// server. An answer not complete within
+// `timeout_seconds` fails the test.
 Answer Http(const std::string& method, const std::string& url, const std::string& token,
             const std::string& body = "", const std::vector<std::string>& headers = {},
-            const std::string& ca = "") {
+            const std::string& ca = "", long timeout_seconds = 120) {
   Answer a;
   CURL* curl = curl_easy_init();
   if (!ca.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, ca.c_str());
@@ -83,7 +91,7 @@ Answer Http(const std::string& method, const std::string& url, const std::string
   list = curl_slist_append(list, "Content-Type: application/json");
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
   CollectInto(curl, &a);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 120L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout_seconds);
   CURLcode rc = curl_easy_perform(curl);
   EXPECT_EQ(rc, CURLE_OK) << curl_easy_strerror(rc) << " " << method << " " << url;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.status);
@@ -333,6 +341,43 @@ TEST_F(RestTest, EventsStreamAsServerSentEventsAndResumeFromLastEventId) {
       Http("GET", Url("/v1/runs/" + run.id() + "/events"), kAlice, "", {"Last-Event-ID: seven"});
   EXPECT_EQ(bad.status, 400);
   EXPECT_TRUE(absl::StrContains(bad.body, "Last-Event-ID")) << bad.body;
+}
+
+// An EventSource reconnects with the last id it got whenever a stream ends, also after
+// run.finished: that follow, and any from at or past the end, is answered 204 No Content (on
+// which an EventSource stops) at once, not with heartbeats until the client gives up.
+TEST_F(RestTest, AFollowFromTheEndOfAFinishedRunIsNoContentAtOnce) {
+  constexpr long kAtOnce = 10;  // seconds; heartbeats come every 15
+  v1::Run run = StartRun(kAlice);
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kAlice);
+  ASSERT_FALSE(events.empty());
+  const int64_t last = events.back().seq();
+  const std::string url = Url("/v1/runs/" + run.id() + "/events");
+  const std::vector<std::pair<std::string, Answer>> ended = {
+      {"Last-Event-ID",
+       Http("GET", url, kAlice, "", {absl::StrCat("Last-Event-ID: ", last)}, "", kAtOnce)},
+      {"after_seq",
+       Http("GET", absl::StrCat(url, "?after_seq=", last), kAlice, "", {}, "", kAtOnce)},
+      {"past the end",
+       Http("GET", url, kAlice, "", {absl::StrCat("Last-Event-ID: ", last + 3)}, "", kAtOnce)},
+  };
+  for (const auto& [what, answer] : ended) {
+    EXPECT_EQ(answer.status, 204) << what << ": " << answer.body;
+    EXPECT_EQ(answer.body, "") << what;
+  }
+  // From before the end: the rest, and the stream ends after run.finished.
+  Answer one =
+      Http("GET", url, kAlice, "", {absl::StrCat("Last-Event-ID: ", last - 1)}, "", kAtOnce);
+  EXPECT_EQ(one.status, 200) << one.body;
+  int comments = 0;
+  std::vector<SseEvent> rest = ParseSse(one.body, &comments);
+  ASSERT_EQ(rest.size(), 1u) << one.body;
+  EXPECT_EQ(rest[0].type, "run.finished");
+  // A replay (no follow) from the end is an empty stream, as before.
+  Answer replay =
+      Http("GET", absl::StrCat(url, "?follow=false&after_seq=", last), kAlice, "", {}, "", kAtOnce);
+  EXPECT_EQ(replay.status, 200) << replay.body;
+  EXPECT_TRUE(ParseSse(replay.body, &comments).empty()) << replay.body;
 }
 
 TEST_F(RestTest, ArtifactsDownloadWithTheirTypeAndDigest) {
@@ -591,6 +636,17 @@ TEST_F(RestTest, ExecStreamsTheCommandAndItsExitStatusAsGrpcDoes) {
   EXPECT_EQ(Http("POST", Url(exec), "", R"({"command": "true"})").status, 401);
 }
 
+// A curl handle that POSTs `body` (kept by the caller until the transfer ends) to an exec
+// `url` as alice; the caller frees it and *headers.
+CURL* ExecCall(const std::string& url, const std::string& body, curl_slist** headers) {
+  CURL* curl = curl_easy_init();
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  *headers = curl_slist_append(nullptr, "Authorization: Bearer alice-token");
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, *headers);
+  return curl;
+}
+
 size_t AbortOnFirstByte(char*, size_t, size_t, void* got) {
   *static_cast<bool*>(got) = true;
   return 0;  // curl closes the connection
@@ -601,12 +657,8 @@ TEST_F(RestTest, AClientThatHangsUpCancelsItsExec) {
   ASSERT_FALSE(session.id().empty());
   // The command writes once and then is quiet: only the hang-up itself can stop it.
   const std::string body = R"({"command": "echo started; exec sleep 60"})";
-  CURL* curl = curl_easy_init();
-  const std::string url = Url("/v1/sessions/" + session.id() + ":exec");
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-  curl_slist* list = curl_slist_append(nullptr, "Authorization: Bearer alice-token");
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
+  curl_slist* list = nullptr;
+  CURL* curl = ExecCall(Url("/v1/sessions/" + session.id() + ":exec"), body, &list);
   bool got = false;
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &AbortOnFirstByte);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &got);
@@ -624,6 +676,68 @@ TEST_F(RestTest, AClientThatHangsUpCancelsItsExec) {
     return stub_->GetSession(DaemonHarness::Context(kAlice).get(), get, &now).ok() &&
            now.in_flight() == 0;
   }));
+}
+
+// Whether a process runs whose command line is `argv` (its arguments NUL-separated).
+bool ProcessRuns(const std::vector<std::string>& argv) {
+  const std::string nul(1, '\0');
+  const std::string want = absl::StrCat(absl::StrJoin(argv, nul), nul);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline == want) return true;
+  }
+  return false;
+}
+
+// Aborts the transfer (curl closes the connection) once *hang_up is set.
+int HangUpWhenTold(void* hang_up, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<std::atomic<bool>*>(hang_up)->load() ? 1 : 0;
+}
+
+// A client that hangs up on its exec, before the command wrote anything or after, leaves
+// nothing behind: the command's process ends, and the drain that follows has no answer to
+// wait for. (An answer never begun used to hold the HTTP server's stop until the daemon's
+// drain_timeout, 35 s, and exit 1.)
+TEST_F(RestTest, AnExecWhoseClientHungUpLeavesNothingForTheDrain) {
+  for (const std::string quiet_first : {"", "echo started; "}) {
+    SCOPED_TRACE(quiet_first.empty() ? "quiet command" : "command that wrote first");
+    v1::Session session = Parse<v1::Session>(Http("POST", Url("/v1/sessions"), kAlice, "{}"));
+    ASSERT_FALSE(session.id().empty());
+    const std::string seconds = quiet_first.empty() ? "3171" : "3172";  // names the process
+    const std::string body =
+        absl::StrCat(R"({"command": ")", quiet_first, "exec sleep ", seconds, R"("})");
+    std::atomic<bool> hang_up{false};
+    Answer answer;
+    std::thread client([&] {
+      curl_slist* list = nullptr;
+      CURL* curl = ExecCall(Url("/v1/sessions/" + session.id() + ":exec"), body, &list);
+      CollectInto(curl, &answer);
+      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &HangUpWhenTold);
+      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &hang_up);
+      curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
+      EXPECT_EQ(curl_easy_perform(curl), CURLE_ABORTED_BY_CALLBACK);
+      curl_slist_free_all(list);
+      curl_easy_cleanup(curl);
+    });
+    EXPECT_TRUE(Eventually(
+        "the command to run",
+        [&] {
+          return ProcessRuns({"sleep", seconds});
+        },
+        absl::Seconds(30)));
+    hang_up = true;
+    client.join();
+    EXPECT_TRUE(Eventually("the command to end once its caller hung up", [&] {
+      return !ProcessRuns({"sleep", seconds});
+    }));
+  }
+  const absl::Time signalled = absl::Now();
+  const int status = daemon_->Stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << daemon_->Log();
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(15)) << "the drain's limit is 35 s";
+  EXPECT_FALSE(absl::StrContains(daemon_->Log(), "daemon.drain_timeout")) << daemon_->Log();
 }
 
 TEST_F(RestTest, FilesUploadAndDownloadAsGrpcDoes) {

@@ -340,8 +340,9 @@ export class Run {
 
   /**
    * The run's events from after `afterSeq`, in order, each once (heartbeats left out). With
-   * `follow` (the default) it goes on until the terminal `run.finished`, reopening a broken
-   * stream from the last seq it yielded (the daemon restarted, a replica went away).
+   * `follow` (the default) it goes on until the terminal `run.finished` (none when `afterSeq`
+   * is at or past it: it ends at once), reopening a broken stream from the last seq it
+   * yielded (the daemon restarted, a replica went away).
    */
   async *events(options: { afterSeq?: number; follow?: boolean } = {}): AsyncGenerator<Event__Output> {
     const follow = options.follow ?? true;
@@ -356,7 +357,9 @@ export class Run {
           yield event;
           if (event.type === "run.finished") return;
         }
-        if (!follow) return;
+        // An OK end: the replay (without follow), or the log's end, which the daemon reports
+        // at once when afterSeq is at or past run.finished.
+        return;
       } catch (e) {
         const err = toError(e);
         const broken =

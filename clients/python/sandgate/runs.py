@@ -72,7 +72,8 @@ class Run:
         """The run's events after `after_seq` (sandgate.v1.Event, seq dense from 1).
 
         With follow (the default) it keeps streaming until the terminal event run.finished,
-        which it yields last. When the stream breaks (the connection drops, the daemon
+        which it yields last (none when `after_seq` is at or past it: the iteration ends at
+        once). When the stream breaks (the connection drops, the daemon
         restarts) it reconnects and resumes after the last seq it yielded, so no event is lost
         or yielded twice; it gives up with Unavailable when the daemon stays unreachable for
         `reconnect_timeout` seconds. `timeout` bounds the whole iteration (DeadlineExceeded).
@@ -103,9 +104,9 @@ class Run:
                     yield event
                     if event.type == "run.finished":
                         return
-                if not follow:
-                    return
-                broken = "the stream ended before run.finished"
+                # An OK end: the replay (without follow), or the log's end, which the daemon
+                # reports at once when after_seq is at or past run.finished.
+                return
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and deadline is not None:
                     raise self._no_end_within(timeout) from None

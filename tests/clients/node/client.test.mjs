@@ -52,6 +52,26 @@ describe("runs", () => {
     c.close();
   });
 
+  // Resumed at (or past) run.finished: nothing, and at once; the timeout bounds a follow that
+  // would wait on heartbeats (or reopen the stream) for ever.
+  test("events from the end of a finished run end at once", { timeout: 60_000 }, async () => {
+    const c = client();
+    try {
+      const run = await c.runAnalysis(sampleCsv);
+      const last = (await run.wait()).lastSeq;
+      for (const afterSeq of [last, last + 2]) {
+        const got = [];
+        for await (const e of run.events({ afterSeq })) got.push(e.type);
+        assert.deepEqual(got, [], `after ${afterSeq}`);
+      }
+      const one = [];
+      for await (const e of run.events({ afterSeq: last - 1 })) one.push(e.type);
+      assert.deepEqual(one, ["run.finished"]);
+    } finally {
+      c.close();
+    }
+  });
+
   test("a broken stream is resumed from the last seq: no event lost or repeated", async () => {
     const proxy = await startProxy(daemon.addr.slice("unix:".length));
     const c = client({ addr: proxy.addr });

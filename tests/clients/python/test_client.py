@@ -62,6 +62,16 @@ def test_events_resume_after_a_cut_stream_without_losing_or_repeating_one(daemon
         proxy.close()
 
 
+def test_events_from_the_end_of_a_finished_run_end_at_once(client):
+    run = client.run_analysis(SAMPLE_CSV)
+    last = run.wait(timeout=120).last_seq
+    # Resumed at (or past) run.finished: nothing, at once; `timeout` bounds a follow that
+    # would wait on heartbeats (DeadlineExceeded).
+    for after in (last, last + 2):
+        assert list(run.events(after, timeout=10)) == []
+    assert [e.type for e in run.events(last - 1, timeout=10)] == ["run.finished"]
+
+
 def test_download_checks_every_artifact_and_refuses_a_tampered_one(client, daemon, tmp_path):
     run = client.run_analysis(SAMPLE_CSV)
     record = run.wait()
