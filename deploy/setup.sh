@@ -47,8 +47,13 @@ fi
 
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+# With clang (the style checks' compiler), the REST fuzz target too, and its short run in ctest
+# (tests/fuzz/CMakeLists.txt).
+fuzz=()
+command -v clang++ >/dev/null 2>&1 && fuzz=(-DSANDGATE_FUZZ=ON)
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S "$repo" -B "$build" "${generator[@]}" "${fuzz[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    >/dev/null
 fi
 cmake --build "$build" --parallel "$(nproc)"
 echo "setup: built in $build"
