@@ -68,7 +68,9 @@ fi
 # never turns them off in a directory deploy/test.sh configured.
 configure=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 if [ "$tests" -eq 1 ]; then
-  configure+=(-DSANDGATE_TESTS=ON)
+  # With clang (a test package), the REST fuzz target too, and its short run in ctest
+  # (tests/fuzz/CMakeLists.txt).
+  configure+=(-DSANDGATE_TESTS=ON -DSANDGATE_FUZZ=ON)
 elif [ ! -f "$build/CMakeCache.txt" ]; then
   configure+=(-DSANDGATE_TESTS=OFF)
 fi

@@ -376,10 +376,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }
 
-// The HTTP ports: metrics_listen (only /metrics) and http_listen (the REST API, its event
-// streams and /metrics; HTTPS with the tls files, read here and re-read every
-// tls.reload_interval_seconds). Each logs and prints the
-// address it serves on (port 0 = the one chosen).
+// The HTTP ports: metrics_listen (only /metrics, public) and http_listen (the REST API, its
+// event streams and /metrics for an operator's token; HTTPS with the tls files, read here and
+// re-read every tls.reload_interval_seconds). Each logs and prints the address it serves on
+// (port 0 = the one chosen).
 absl::Status Daemon::StartHttp(Parts& p) {
   core::Metrics* metrics = p.metrics.get();
   auto render = [metrics] { return metrics->Render(); };
@@ -408,7 +408,7 @@ absl::Status Daemon::StartHttp(Parts& p) {
       o.tls_reload_interval_seconds = p.config.tls.reload_interval_seconds;
     }
     server::HttpServer::Routes routes = server::RestRoutes(p.http_deps);
-    routes.push_back(server::MetricsRoute(render));
+    routes.push_back(server::MetricsRoute(render, p.tenants.get()));
     for (server::HttpRoute& r : server::DashboardRoutes()) routes.push_back(std::move(r));
     SANDGATE_ASSIGN_OR_RETURN(p.http, server::HttpServer::Start(o, std::move(routes)));
     std::string url = absl::StrCat(p.http->tls() ? "https://" : "http://",

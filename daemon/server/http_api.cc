@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "server/dashboard_assets.h"
 #include "server/forwarding.h"
+#include "server/http_request.h"
 #include "server/reactor.h"
 #include "server/utf8_fields.h"
 
@@ -88,6 +89,13 @@ absl::Status FromJson(const std::string& json, const std::string& what,
   return absl::OkStatus();
 }
 
+// `fields` as JSON text. The HTTP server let in only valid UTF-8 (server/http_request.h),
+// which is all that could make dump() throw; were that ever missed, a bad byte becomes
+// U+FFFD here instead of an exception that ends the daemon.
+std::string DumpFields(const nlohmann::json& fields) {
+  return fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // The request message from the body (POST), then the path's {fields} and the query's
 // parameters over it. A query value is a JSON string (the mapping takes numbers as strings)
 // or, for true/false, a bool.
@@ -106,24 +114,29 @@ absl::Status ParseRequest(const HttpRequest& http, Req* request) {
   }
   if (!fields.empty()) {
     Req from_query;
-    SANDGATE_RETURN_IF_ERROR(FromJson(fields.dump(), "query", &from_query));
+    SANDGATE_RETURN_IF_ERROR(FromJson(DumpFields(fields), "query", &from_query));
     request->MergeFrom(from_query);
   }
   nlohmann::json path = nlohmann::json::object();
   for (const auto& [k, v] : http.params) path[k] = v;
   if (!path.empty()) {
     Req from_path;
-    SANDGATE_RETURN_IF_ERROR(FromJson(path.dump(), "path", &from_path));
+    SANDGATE_RETURN_IF_ERROR(FromJson(DumpFields(path), "path", &from_path));
     request->MergeFrom(from_path);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<core::Caller> AuthenticateHttp(const ServiceDeps& deps, const HttpRequest& http) {
+absl::StatusOr<core::Caller> AuthenticateHttp(const core::Tenants& tenants,
+                                              const HttpRequest& http) {
   std::optional<std::string> authorization;
   auto it = http.headers.find("authorization");
   if (it != http.headers.end()) authorization = it->second;
-  return deps.tenants->Authenticate(authorization);
+  return tenants.Authenticate(authorization);
+}
+
+absl::StatusOr<core::Caller> AuthenticateHttp(const ServiceDeps& deps, const HttpRequest& http) {
+  return AuthenticateHttp(*deps.tenants, http);
 }
 
 using Exchange = std::shared_ptr<HttpExchange>;
@@ -921,15 +934,21 @@ HttpRoute UploadRoute(const ServiceDeps& deps) {
 }  // namespace
 
 HttpResponse JsonError(const absl::Status& status) {
-  nlohmann::json body = {{"code", static_cast<int>(status.code())},
-                         {"status", absl::StatusCodeToString(status.code())},
-                         {"message", EscapeInvalidUtf8(status.message())}};
-  return {HttpStatusOf(status.code()), {{"Content-Type", kJson}}, body.dump() + "\n"};
+  return ErrorAnswer(HttpStatusOf(status.code()), status);
 }
 
-HttpRoute MetricsRoute(std::function<std::string()> render) {
+HttpRoute MetricsRoute(std::function<std::string()> render, const core::Tenants* tenants) {
   return {
-      "GET", "/metrics", [render = std::move(render)](const HttpRequest&, Exchange x) {
+      "GET", "/metrics",
+      [render = std::move(render), tenants](const HttpRequest& http, Exchange x) {
+        if (tenants != nullptr) {
+          absl::StatusOr<core::Caller> caller = AuthenticateHttp(*tenants, http);
+          if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+          if (!caller->is_operator) {
+            return x->Reply(
+                JsonError(errors::PermissionDenied("/metrics: the operator role is required")));
+          }
+        }
         x->Reply({200, {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}}, render()});
       }};
 }

@@ -51,8 +51,10 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps);
 // dashboard's Content-Security-Policy and headers. The page itself is public (it holds no
 // data); everything it shows comes from the REST routes, with the caller's token.
 HttpServer::Routes DashboardRoutes();
-// GET /metrics: the Prometheus text page `render` makes.
-HttpRoute MetricsRoute(std::function<std::string()> render);
+// GET /metrics: the Prometheus text page `render` makes. With `tenants` (the REST port) only
+// an operator's token reads it (the page counts every tenant's runs and sessions); without
+// (metrics_listen, a port of its own for a scraper) it is public.
+HttpRoute MetricsRoute(std::function<std::string()> render, const core::Tenants* tenants = nullptr);
 
 // An error in the REST shape, with its HTTP status.
 HttpResponse JsonError(const absl::Status& status);

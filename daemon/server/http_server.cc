@@ -14,15 +14,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/tls.h"
+#include "server/http_request.h"
 
 namespace sandgate::server {
 
@@ -45,12 +42,9 @@ MHD_Response* MakeResponse(const HttpResponse& r) {
   return response;
 }
 
-// The server's own refusals (no route, too big, stopping), in the REST API's error shape.
+// The server's own refusals (too big, stopping), in the REST API's error shape.
 HttpResponse ErrorResponse(unsigned int http, absl::StatusCode code, const std::string& message) {
-  std::string body =
-      absl::StrCat("{\"code\":", static_cast<int>(code), ",\"status\":\"",
-                   absl::StatusCodeToString(code), "\",\"message\":\"", message, "\"}\n");
-  return {http, {{"Content-Type", "application/json; charset=utf-8"}}, std::move(body)};
+  return ErrorAnswer(http, absl::Status(code, message));
 }
 
 void QueueNow(MHD_Connection* connection, const HttpResponse& r) {
@@ -59,46 +53,21 @@ void QueueNow(MHD_Connection* connection, const HttpResponse& r) {
   MHD_destroy_response(response);
 }
 
-// Matches `path` against `pattern`, filling the {name} segments ("{id}:cancel" matches a
-// segment ending in ":cancel").
-bool Match(const std::string& pattern, const std::string& path,
-           std::map<std::string, std::string>* params) {
-  std::vector<absl::string_view> want = absl::StrSplit(pattern, '/');
-  std::vector<absl::string_view> got = absl::StrSplit(path, '/');
-  const bool rest = absl::EndsWith(pattern, "*}");
-  if (rest ? got.size() < want.size() : want.size() != got.size()) return false;
-  std::map<std::string, std::string> found;
-  for (size_t i = 0; i < want.size(); ++i) {
-    absl::string_view w = want[i], g = got[i];
-    if (rest && i + 1 == want.size()) {
-      std::string tail = absl::StrJoin(got.begin() + i, got.end(), "/");
-      if (tail.empty() || absl::EndsWith(tail, "/")) return false;
-      found[std::string(w.substr(1, w.size() - 3))] = std::move(tail);
-      break;
-    }
-    if (!absl::StartsWith(w, "{")) {
-      if (w != g) return false;
-      continue;
-    }
-    size_t close = w.find('}');
-    absl::string_view verb = w.substr(close + 1);  // "" or ":cancel"
-    if (!absl::ConsumeSuffix(&g, verb) || g.empty() || absl::StrContains(g, ':')) return false;
-    found[std::string(w.substr(1, close - 1))] = std::string(g);
-  }
-  *params = std::move(found);
-  return true;
-}
-
 enum MHD_Result CollectHeader(void* cls, enum MHD_ValueKind, const char* key, const char* value) {
-  (*static_cast<std::map<std::string, std::string>*>(cls))[absl::AsciiStrToLower(key)] =
-      value ? value : "";
+  static_cast<HttpHeaders*>(cls)->emplace_back(key, value ? value : "");
   return MHD_YES;
 }
 
 enum MHD_Result CollectArg(void* cls, enum MHD_ValueKind, const char* key, const char* value) {
-  (*static_cast<std::map<std::string, std::string>*>(cls))[key] = value ? value : "";
+  static_cast<std::vector<std::pair<std::string, std::string>>*>(cls)->emplace_back(
+      key, value ? value : "");
   return MHD_YES;
 }
+
+// MHD's percent-decoding, replaced by none: the path and the query reach RouteRequest as they
+// arrived, which decodes them and checks the result (a %00 decoded here would end MHD's
+// C string, and the path with it, silently).
+size_t KeepEscaped(void*, MHD_Connection*, char* s) { return std::strlen(s); }
 
 void LogFromMhd(void*, const char* fmt, va_list ap) {
   char buf[512];
@@ -463,8 +432,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
       flags, 0, nullptr, nullptr, reinterpret_cast<MHD_AccessHandlerCallback>(&AccessHandler),
       // The logger first: MHD warns through its own stderr logger until it is set.
       server.get(), MHD_OPTION_EXTERNAL_LOGGER, &LogFromMhd, nullptr, MHD_OPTION_SOCK_ADDR, &addr,
-      MHD_OPTION_NOTIFY_COMPLETED, &Completed, server.get(), MHD_OPTION_CONNECTION_LIMIT,
-      o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, o.idle_timeout_seconds,
+      MHD_OPTION_NOTIFY_COMPLETED, &Completed, server.get(), MHD_OPTION_UNESCAPE_CALLBACK,
+      &KeepEscaped, nullptr, MHD_OPTION_CONNECTION_LIMIT, o.max_connections,
+      MHD_OPTION_CONNECTION_TIMEOUT, o.idle_timeout_seconds,
       tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, &TlsIdentity::Retrieve,
       MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
@@ -498,14 +468,13 @@ int HttpServer::AccessHandler(void* cls, MHD_Connection* connection, const char*
   if (*con_cls == nullptr) {
     auto exchange = std::make_shared<Exchange>(server, connection);
     HttpRequest& request = exchange->request;
-    request.method = method;
-    request.path = url;
-    MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &request.headers);
-    MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectArg, &request.query);
+    RawHttpRequest raw{method, url, {}, {}};
+    MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &raw.headers);
+    MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectArg, &raw.query);
     *con_cls = new std::shared_ptr<Exchange>(exchange);
     // Refused on its headers alone, the request's body is never read.
     std::optional<HttpResponse> refused;
-    exchange->route = server->Route(request, &refused);
+    exchange->route = RouteRequest(server->routes_, raw, &request, &refused);
     uint64_t length = 0;
     if (exchange->route != nullptr && exchange->route->open_body) {
       exchange->sink = exchange->route->open_body(request);
@@ -548,24 +517,6 @@ int HttpServer::AccessHandler(void* cls, MHD_Connection* connection, const char*
   }
   server->Dispatch(exchange);
   return MHD_YES;
-}
-
-const HttpRoute* HttpServer::Route(HttpRequest& request, std::optional<HttpResponse>* refused) {
-  bool path_known = false;
-  for (const HttpRoute& r : routes_) {
-    std::map<std::string, std::string> params;
-    if (!Match(r.pattern, request.path, &params)) continue;
-    path_known = true;
-    if (r.method != request.method) continue;
-    request.params = std::move(params);
-    return &r;
-  }
-  *refused = path_known
-                 ? ErrorResponse(405, absl::StatusCode::kUnimplemented,
-                                 absl::StrCat(request.method, " is not allowed on ", request.path))
-                 : ErrorResponse(404, absl::StatusCode::kNotFound,
-                                 absl::StrCat("no such path: ", request.path));
-  return nullptr;
 }
 
 void HttpServer::Dispatch(const std::shared_ptr<Exchange>& exchange) {

@@ -151,8 +151,6 @@ class HttpServer {
                            const char* method, const char* version, const char* upload_data,
                            size_t* upload_data_size, void** con_cls);
   static void Completed(void* cls, MHD_Connection* connection, void** con_cls, int toe);
-  // The request's route, or the answer that refuses it (no such path, method, stopping).
-  const HttpRoute* Route(HttpRequest& request, std::optional<HttpResponse>* refused);
   void Dispatch(const std::shared_ptr<Exchange>& exchange);
   void Answered();  // a handler's Reply or Stream has run
   // Hang-ups: a suspended connection is not watched by MHD, so a client that goes away while

@@ -153,20 +153,29 @@ std::string DaemonHarness::Log() const {
 
 // GET http://127.0.0.1:port/path over a plain socket.
 std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  // Connection: close: the server closes the connection after its answer only when asked (an
+  // HTTP/1.1 connection is otherwise kept open until its idle timeout, a minute).
+  bool closed = false;
+  return HttpRaw(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 absl::Seconds(120), &closed);
+}
+
+std::string HttpRaw(int port, const std::string& bytes, absl::Duration wait, bool* closed) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in addr = {};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string out;
+  *closed = false;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    // Read to the end: the server closes the connection after its answer only when asked (an
-    // HTTP/1.1 connection is otherwise kept open until its idle timeout, a minute).
-    std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    (void)!write(fd, req.data(), req.size());
+    struct timeval tv = absl::ToTimeval(wait);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    (void)!write(fd, bytes.data(), bytes.size());
     char buf[4096];
     ssize_t n;
     while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    *closed = n == 0;
   }
   close(fd);
   return out;

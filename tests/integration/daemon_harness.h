@@ -73,6 +73,9 @@ DownloadedArtifact DownloadArtifact(v1::Sandgate::Stub& stub, const std::string&
 int CountEvents(const std::vector<v1::Event>& events, const std::string& type);
 // GET http://127.0.0.1:port/path over a plain socket; the whole answer, headers included.
 std::string HttpGet(int port, const std::string& path);
+// `bytes` written as they are on a new connection to 127.0.0.1:port; what came back until the
+// server closed the connection (`closed` true) or `wait` passed without a byte (false).
+std::string HttpRaw(int port, const std::string& bytes, absl::Duration wait, bool* closed);
 
 }  // namespace sandgate::testing
 

@@ -179,6 +179,7 @@ class RestTest : public ::testing::Test {
     ASSERT_TRUE(absl::StartsWith(base_, "http://127.0.0.1:")) << daemon_->Log();
   }
   std::string Url(const std::string& path) const { return base_ + path; }
+  int Port() const { return std::atoi(base_.substr(base_.rfind(':') + 1).c_str()); }
   v1::Run StartRun(const std::string& token) {
     Answer a = Http("POST", Url("/v1/runs"), token, ToJson(SampleRequest()));
     EXPECT_EQ(a.status, 200) << a.body;
@@ -427,11 +428,21 @@ TEST_F(RestTest, WrongTokenIs401AndAnotherTenantsRunIs404) {
   EXPECT_EQ(nlohmann::json::parse(nowhere.body)["status"], "NOT_FOUND");
 }
 
-TEST_F(RestTest, MetricsAreServedOnTheHttpPort) {
-  Answer a = Http("GET", Url("/metrics"), "");
+// The page counts every tenant's runs and sessions: on the REST port it is an operator's, as
+// ListResources is (metrics_listen, a port of its own, serves it to a scraper without one).
+TEST_F(RestTest, MetricsOnTheHttpPortNeedAnOperatorsToken) {
+  Answer a = Http("GET", Url("/metrics"), kOps);
   EXPECT_EQ(a.status, 200);
   EXPECT_TRUE(absl::StrContains(a.body, "sandgate_runs_active 0")) << a.body;
   EXPECT_EQ(a.headers["x-content-type-options"], "nosniff");
+
+  Answer anonymous = Http("GET", Url("/metrics"), "");
+  EXPECT_EQ(anonymous.status, 401) << anonymous.body;
+  EXPECT_FALSE(absl::StrContains(anonymous.body, "sandgate_")) << anonymous.body;
+  EXPECT_EQ(nlohmann::json::parse(anonymous.body)["status"], "UNAUTHENTICATED");
+  Answer tenant = Http("GET", Url("/metrics"), kAlice);
+  EXPECT_EQ(tenant.status, 403) << tenant.body;
+  EXPECT_TRUE(absl::StrContains(tenant.body, "operator")) << tenant.body;
 }
 
 // GET /v1/whoami (REST only, for the dashboard's header): the token's tenant; no token, a
@@ -885,6 +896,135 @@ TEST_F(RestTest, DrainAndPurgeAreForOperatorsAsOverGrpc) {
   ExpectSame(Http("POST", Url("/v1/daemon:drain"), kAlice), st, grpc_drain, "Drain by a tenant");
   // An operator's Drain is the gRPC one's path (daemon_test drains that way); its exit takes
   // seconds that this suite does not spend again.
+}
+
+// Issue 20: one request with a byte that is not UTF-8 (decoded from the path or the query,
+// or raw in a header) aborted the daemon, every tenant's runs and sessions with it. Each is a
+// 400 naming the field, and the daemon goes on.
+TEST_F(RestTest, InvalidUtf8AnywhereInARequestIsA400NamingTheField) {
+  Answer created = Http("POST", Url("/v1/sessions"), kAlice, "{}");
+  v1::Session session = Parse<v1::Session>(created);
+  ASSERT_FALSE(session.id().empty()) << created.body;
+  const std::string s = "/v1/sessions/" + session.id();
+  struct Case {
+    std::string path;
+    std::vector<std::string> headers;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/runs/%ff", {}, "run_id"},
+      {"/v1/runs?page_token=%ff", {}, "page_token"},
+      {"/v1/runs?%ff=1", {}, "query parameter name"},
+      {s + "/files?dir=%80", {}, "dir"},
+      {s + "/files/%ff%fe", {}, "path"},
+      {"/v1/runs/run_x/artifacts/%c0%af.md", {}, "name"},
+      {"/v2/%ff", {}, "path"},
+      {"/v1/runs", {"X-Trace: caf\xe9"}, "header X-Trace"},
+      {"/v1/runs/run_x/events", {"Last-Event-ID: \xff"}, "header Last-Event-ID"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path);
+    Answer a = Http("GET", Url(c.path), kAlice, "", c.headers);
+    EXPECT_EQ(a.status, 400) << a.body;
+    nlohmann::json error = nlohmann::json::parse(a.body, nullptr, false);
+    ASSERT_TRUE(error.is_object()) << a.body;
+    EXPECT_EQ(error["status"], "INVALID_ARGUMENT");
+    EXPECT_TRUE(
+        absl::StartsWith(error["message"].get<std::string>(), c.field + ": not valid UTF-8"))
+        << a.body;
+  }
+  // The daemon is still there, with the session.
+  v1::GetSessionRequest get;
+  get.set_session_id(session.id());
+  v1::Session now;
+  grpc::Status st = stub_->GetSession(DaemonHarness::Context(kAlice).get(), get, &now);
+  EXPECT_TRUE(st.ok()) << st.error_message() << "\n" << daemon_->Log();
+  EXPECT_EQ(now.status(), v1::SESSION_STATUS_ACTIVE);
+}
+
+// Issue 20: "%00" in a path ended the decoded C string: files/x%00.txt served x, and a PUT of
+// up%00load wrote "up". Refused as gRPC refuses a NUL in the path (INVALID_ARGUMENT, naming
+// it), and nothing is read or written.
+TEST_F(RestTest, ANulInAPathIsRefusedAsGrpcRefusesIt) {
+  v1::Session session = Parse<v1::Session>(Http("POST", Url("/v1/sessions"), kAlice, "{}"));
+  ASSERT_FALSE(session.id().empty());
+  const std::string files = "/v1/sessions/" + session.id() + "/files/";
+  ASSERT_EQ(Http("PUT", Url(files + "x"), kAlice, "the x file").status, 200);
+
+  std::string data;
+  grpc::Status grpc_get = DownloadOverGrpc(*stub_, session.id(), std::string("x\0.txt", 6), &data);
+  ASSERT_EQ(grpc_get.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::UploadFileRequest::Header header;
+  header.set_session_id(session.id());
+  header.set_path(std::string("up\0load", 7));
+  v1::FileInfo info;
+  grpc::Status grpc_put = UploadOverGrpc(*stub_, header, "abc", &info);
+  ASSERT_EQ(grpc_put.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", files + "x%00.txt"}, {"PUT", files + "up%00load"}, {"GET", files + "%00"}}) {
+    SCOPED_TRACE(method + " " + path);
+    Answer a = Http(method, Url(path), kAlice, method == "PUT" ? "abc" : "");
+    EXPECT_EQ(a.status, 400) << a.body;
+    EXPECT_NE(a.body, "the x file");
+    nlohmann::json error = nlohmann::json::parse(a.body, nullptr, false);
+    ASSERT_TRUE(error.is_object()) << a.body;
+    EXPECT_EQ(error["code"], static_cast<int>(grpc_get.error_code()));
+    EXPECT_EQ(error["message"], "path: contains a NUL byte");
+  }
+  Answer other = Http("GET", Url("/v1/runs/run%00x"), kAlice);
+  EXPECT_EQ(other.status, 400) << other.body;
+  EXPECT_TRUE(absl::StrContains(other.body, "run_id: contains a NUL byte")) << other.body;
+  Answer query = Http("GET", Url("/v1/runs?page_token=a%00b"), kAlice);
+  EXPECT_EQ(query.status, 400) << query.body;
+  EXPECT_TRUE(absl::StrContains(query.body, "page_token: contains a NUL byte")) << query.body;
+
+  v1::ListFilesResponse listed =
+      Parse<v1::ListFilesResponse>(Http("GET", Url(files.substr(0, files.size() - 1)), kAlice));
+  for (const v1::FileInfo& f : listed.files()) EXPECT_NE(f.path(), "up");
+}
+
+// Issue 20 (RFC 9112 section 6.3): with two Content-Length headers the first was used and a
+// second request hidden in the body was served; with Content-Length and Transfer-Encoding the
+// connection stayed open. Each is refused with 400 and the connection closed, so nothing that
+// follows is read as a request.
+TEST_F(RestTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
+  const std::string auth = absl::StrCat("Authorization: Bearer ", kAlice, "\r\n");
+  const std::string smuggled =
+      absl::StrCat("GET /v1/sessions HTTP/1.1\r\nHost: x\r\n", auth, "\r\n");
+  const std::string two_lengths = absl::StrCat(
+      "POST /v1/sessions HTTP/1.1\r\nHost: x\r\n", auth,
+      "Content-Length: 2\r\nContent-Length: ", 2 + smuggled.size(), "\r\n\r\n{}", smuggled);
+  const std::string length_and_chunked = absl::StrCat(
+      "POST /v1/sessions HTTP/1.1\r\nHost: x\r\n", auth,
+      "Content-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", smuggled);
+  for (const std::string& request : {two_lengths, length_and_chunked}) {
+    SCOPED_TRACE(request);
+    bool closed = false;
+    std::string answer = HttpRaw(Port(), request, absl::Seconds(5), &closed);
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 400")) << answer;
+    EXPECT_TRUE(absl::StrContains(answer, "Content-Length")) << answer;
+    EXPECT_TRUE(absl::StrContains(answer, "ambiguous")) << answer;
+    size_t answers = 0;
+    for (size_t at = answer.find("HTTP/1.1 "); at != std::string::npos;
+         at = answer.find("HTTP/1.1 ", at + 1)) {
+      ++answers;
+    }
+    EXPECT_EQ(answers, 1u) << "a second request was served:\n" << answer;
+    EXPECT_TRUE(closed) << "the connection stayed open";
+  }
+  // Nothing was made by either.
+  v1::ListSessionsResponse listed =
+      Parse<v1::ListSessionsResponse>(Http("GET", Url("/v1/sessions"), kAlice));
+  EXPECT_EQ(listed.sessions_size(), 0) << listed.DebugString();
+  // One Content-Length is fine, on the same kind of connection.
+  bool closed = false;
+  std::string one =
+      HttpRaw(Port(),
+              absl::StrCat("POST /v1/sessions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n", auth,
+                           "Content-Length: 2\r\n\r\n{}"),
+              absl::Seconds(5), &closed);
+  EXPECT_TRUE(absl::StartsWith(one, "HTTP/1.1 200")) << one;
 }
 
 // With `tls`, the HTTP port is HTTPS with the gRPC port's certificate, and tokens need no
