@@ -43,6 +43,7 @@
 #include "store/sqlite_admission_store.h"
 #include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
+#include "store/state_dir_lock.h"
 #include "upstream/agents_client.h"
 #include "upstream/credentials.h"
 #include "upstream/curl_http_client.h"
@@ -138,6 +139,9 @@ absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const core::Config& c,
 }  // namespace
 
 struct Daemon::Parts {
+  // Held from before anything in state_dir is opened until after everything is closed (the
+  // first member: destroyed last).
+  std::unique_ptr<store::StateDirLock> state_lock;
   core::Config config;
   std::unique_ptr<store::Store> store;
   store::PostgresDatabase* postgres = nullptr;  // store's pool when store.type is postgres
@@ -196,6 +200,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   }
   const core::Config& c = p->config;
   SANDGATE_RETURN_IF_ERROR(MakeDir(c.state_dir, 0700));
+  // Before the store, the socket, the lease or the sweep: another daemon on this directory
+  // would lose all of them to this one.
+  SANDGATE_ASSIGN_OR_RETURN(p->state_lock, store::StateDirLock::Acquire(c.state_dir));
   SANDGATE_ASSIGN_OR_RETURN(p->store, OpenStore(c, &p->postgres, &p->postgres_options));
   // Artifacts live with the state: in the shared database when there is one, so any replica
   // serves any run's (store/artifact_store.h says why not a shared directory).
