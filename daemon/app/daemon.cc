@@ -20,6 +20,7 @@
 #include "core/api.h"
 #include "core/event_log.h"
 #include "core/executor.h"
+#include "core/fair_executor.h"
 #include "core/metrics.h"
 #include "core/owner.h"
 #include "core/replica.h"
@@ -171,7 +172,7 @@ struct Daemon::Parts {
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
   std::unique_ptr<core::Executor> io;
-  std::unique_ptr<core::Executor> exec;
+  std::unique_ptr<core::FairExecutor> exec;
   std::unique_ptr<core::Api> api;
   std::unique_ptr<server::SandgateService> service;
   std::unique_ptr<server::GrpcServer> server;
@@ -321,7 +322,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.tenants = p->tenants.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->io = std::make_unique<core::Executor>("io", 4, 4096);
-  p->exec = std::make_unique<core::Executor>("exec", c.max_concurrent_execs, 1024);
+  p->exec = std::make_unique<core::FairExecutor>("exec", c.max_concurrent_execs, 1024);
   core::ApiDeps api;
   api.runs = p->runs.get();
   api.sessions = p->sessions.get();

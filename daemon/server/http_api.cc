@@ -689,7 +689,9 @@ HttpRoute ExecRoute(const ServiceDeps& deps) {
             if (!st.ok()) return x->Reply(JsonError(st));
             auto exec = std::make_shared<HttpExec>(deps, *caller, std::move(req),
                                                    http.Header("authorization"), x);
-            if (!deps.exec->Submit([exec] { exec->Run(); })) x->Reply(JsonError(QueueFull()));
+            if (!deps.exec->Submit(caller->tenant, [exec] { exec->Run(); })) {
+              x->Reply(JsonError(QueueFull()));
+            }
           }};
 }
 
