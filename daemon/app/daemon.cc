@@ -219,7 +219,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
                               store::PostgresNotifier::Start(p->postgres_options, p->postgres));
     follow.notifier = p->notifier.get();
   }
-  p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real(), follow);
+  p->events =
+      std::make_unique<core::EventLog>(p->store.get(), Clock::Real(), follow, c.sandbox_events);
   if (p->postgres != nullptr) {
     SANDGATE_ASSIGN_OR_RETURN(p->leases, store::PostgresReplicaStore::Create(p->postgres));
   } else {
