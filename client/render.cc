@@ -1,6 +1,8 @@
 #include "client/render.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -89,6 +91,16 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
                             Safe(e.session_expiring().reason()),
                             TimeUtil::ToString(e.session_expiring().expires_at()));
       break;
+    case v1::Event::kEventsDropped: {
+      std::vector<std::string> counts;
+      for (const auto& [type, n] : std::map<std::string, uint64_t>(
+               e.events_dropped().counts().begin(), e.events_dropped().counts().end())) {
+        counts.push_back(absl::StrCat(n, " ", Safe(type)));
+      }
+      absl::StrAppendFormat(&out, "  ! not stored: %s (%s)\n", absl::StrJoin(counts, ", "),
+                            Safe(e.events_dropped().reason()));
+      break;
+    }
     case v1::Event::kStepStarted:
       absl::StrAppendFormat(&out, "step %s\n", Safe(e.step_started().name()));
       break;

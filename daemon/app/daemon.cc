@@ -20,6 +20,7 @@
 #include "core/api.h"
 #include "core/event_log.h"
 #include "core/executor.h"
+#include "core/fair_executor.h"
 #include "core/metrics.h"
 #include "core/owner.h"
 #include "core/replica.h"
@@ -43,6 +44,7 @@
 #include "store/sqlite_admission_store.h"
 #include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
+#include "store/state_dir_lock.h"
 #include "upstream/agents_client.h"
 #include "upstream/credentials.h"
 #include "upstream/curl_http_client.h"
@@ -138,6 +140,9 @@ absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const core::Config& c,
 }  // namespace
 
 struct Daemon::Parts {
+  // Held from before anything in state_dir is opened until after everything is closed (the
+  // first member: destroyed last).
+  std::unique_ptr<store::StateDirLock> state_lock;
   core::Config config;
   std::unique_ptr<store::Store> store;
   store::PostgresDatabase* postgres = nullptr;  // store's pool when store.type is postgres
@@ -167,7 +172,7 @@ struct Daemon::Parts {
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
   std::unique_ptr<core::Executor> io;
-  std::unique_ptr<core::Executor> exec;
+  std::unique_ptr<core::FairExecutor> exec;
   std::unique_ptr<core::Api> api;
   std::unique_ptr<server::SandgateService> service;
   std::unique_ptr<server::GrpcServer> server;
@@ -196,6 +201,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   }
   const core::Config& c = p->config;
   SANDGATE_RETURN_IF_ERROR(MakeDir(c.state_dir, 0700));
+  // Before the store, the socket, the lease or the sweep: another daemon on this directory
+  // would lose all of them to this one.
+  SANDGATE_ASSIGN_OR_RETURN(p->state_lock, store::StateDirLock::Acquire(c.state_dir));
   SANDGATE_ASSIGN_OR_RETURN(p->store, OpenStore(c, &p->postgres, &p->postgres_options));
   // Artifacts live with the state: in the shared database when there is one, so any replica
   // serves any run's (store/artifact_store.h says why not a shared directory).
@@ -211,7 +219,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
                               store::PostgresNotifier::Start(p->postgres_options, p->postgres));
     follow.notifier = p->notifier.get();
   }
-  p->events = std::make_unique<core::EventLog>(p->store.get(), Clock::Real(), follow);
+  p->events =
+      std::make_unique<core::EventLog>(p->store.get(), Clock::Real(), follow, c.sandbox_events);
   if (p->postgres != nullptr) {
     SANDGATE_ASSIGN_OR_RETURN(p->leases, store::PostgresReplicaStore::Create(p->postgres));
   } else {
@@ -314,7 +323,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.tenants = p->tenants.get();
   p->runs = std::make_unique<core::RunManager>(std::move(deps));
   p->io = std::make_unique<core::Executor>("io", 4, 4096);
-  p->exec = std::make_unique<core::Executor>("exec", c.max_concurrent_execs, 1024);
+  p->exec = std::make_unique<core::FairExecutor>("exec", c.max_concurrent_execs, 1024);
   core::ApiDeps api;
   api.runs = p->runs.get();
   api.sessions = p->sessions.get();

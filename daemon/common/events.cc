@@ -54,6 +54,8 @@ absl::string_view TypeOf(v1::Event::PayloadCase payload) {
       return "network.decision";
     case v1::Event::kSessionExpiring:
       return "session.expiring";
+    case v1::Event::kEventsDropped:
+      return "events.dropped";
     case v1::Event::PAYLOAD_NOT_SET:
       return "";
   }
@@ -199,6 +201,12 @@ v1::Event NetworkDecision(v1::NetworkDecision decision) {
 v1::Event SessionExpiring(v1::SessionExpiring expiring) {
   v1::Event e;
   *e.mutable_session_expiring() = std::move(expiring);
+  return Typed(std::move(e));
+}
+
+v1::Event EventsDropped(v1::EventsDropped dropped) {
+  v1::Event e;
+  *e.mutable_events_dropped() = std::move(dropped);
   return Typed(std::move(e));
 }
 

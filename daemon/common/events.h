@@ -49,6 +49,7 @@ v1::Event RunFinished(v1::RunStatus status, std::string reason,
                       const v1::RunSummary* summary = nullptr);
 v1::Event NetworkDecision(v1::NetworkDecision decision);
 v1::Event SessionExpiring(v1::SessionExpiring expiring);
+v1::Event EventsDropped(v1::EventsDropped dropped);
 
 }  // namespace sandgate::events
 

@@ -390,6 +390,13 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     l.On("command_timeout_seconds", Seconds(&c.limits.command_timeout));
     return l.Run();
   });
+  r.On("sandbox_events", [&c](const json& v, const std::string& where) -> absl::Status {
+    ObjectReader l(v, "sandbox_events");
+    l.On("per_second", Whole(&c.sandbox_events.per_second, 1));
+    l.On("burst", Whole(&c.sandbox_events.burst, 1));
+    l.On("max_per_log", Whole(&c.sandbox_events.max_per_log, 1));
+    return l.Run();
+  });
   r.On("local", [&c](const json& v, const std::string& where) -> absl::Status {
     ObjectReader l(v, "local");
     l.On("bwrap", String(&c.bwrap_path));

@@ -75,6 +75,17 @@ struct MachineLimits {
   absl::Duration command_timeout = absl::Hours(24);
 };
 
+// What the code in a sandbox can make the daemon store ("sandbox_events" in the file): the
+// events it causes at will (network.decision, command.output) pass, per log (a run's, a kept
+// session's), a token bucket and a total; the rest are counted, not stored, and told in an
+// events.dropped (core/event_bounds.h). Without them a loop of refused CONNECTs stored 155,270
+// events in 20 s.
+struct SandboxEventLimits {
+  uint32_t per_second = 50;      // sustained
+  uint32_t burst = 500;          // at once, after a quiet spell
+  uint32_t max_per_log = 10000;  // over the log's whole life
+};
+
 // One sandbox shape the warm pool keeps ready (core/warm_pool.h): the fields that decide
 // how a sandbox is started. A CreateSession whose sandbox, with the daemon's defaults
 // applied, has exactly these (and no env) takes a ready one; its files and setup commands
@@ -161,6 +172,7 @@ struct Config {
   uint32_t max_concurrent_execs = 32;  // Exec RPCs running at once (each holds a thread)
   uint64_t max_input_bytes = 64ull << 20;
   uint64_t max_artifact_bytes = 32ull << 20;
+  SandboxEventLimits sandbox_events;  // "sandbox_events" in the file
 
   MachineLimits limits;  // "limits" in the file
   // Sandbox defaults, used where a request leaves a field 0.

@@ -21,10 +21,12 @@ bool IsTerminal(const v1::Event& event) {
          (event.type() == "session.closed" && event.run_id() == event.session_id());
 }
 
-EventLog::EventLog(store::Store* store, Clock* clock, FollowOptions follow)
+EventLog::EventLog(store::Store* store, Clock* clock, FollowOptions follow,
+                   std::optional<SandboxEventLimits> bounds)
     : store_(store),
       clock_(clock),
       follow_(follow),
+      bounds_(bounds ? std::optional<EventBounds>(EventBounds(*bounds)) : std::nullopt),
       timer_([this] { TimerLoop(); }),
       writer_([this] { WriterLoop(); }) {
   if (follow_.notifier == nullptr) return;
@@ -86,6 +88,29 @@ absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Session recor
 absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<v1::Run> record,
                                                  std::optional<v1::Session> session) {
   SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
+  if (bounds_.has_value()) {
+    std::optional<v1::Event> summary;
+    bool store = true;
+    if (IsTerminal(event)) {
+      summary = bounds_->End(event.run_id());
+    } else {
+      EventBounds::Verdict verdict = bounds_->Admit(event, clock_->Now());
+      summary = std::move(verdict.summary);
+      store = verdict.store;
+    }
+    if (summary.has_value()) {
+      summary->set_run_id(event.run_id());
+      summary->set_session_id(event.session_id());
+      SANDGATE_RETURN_IF_ERROR(
+          QueueLocked(*std::move(summary), std::nullopt, std::nullopt).status());
+    }
+    if (!store) return event;
+  }
+  return QueueLocked(std::move(event), std::move(record), std::move(session));
+}
+
+absl::StatusOr<v1::Event> EventLog::QueueLocked(v1::Event event, std::optional<v1::Run> record,
+                                                std::optional<v1::Session> session) {
   auto last = last_seq_.find(event.run_id());
   if (last == last_seq_.end()) {
     // Nothing of the run is queued: its next seq follows the last committed.

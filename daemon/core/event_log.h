@@ -57,6 +57,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "core/config.h"
+#include "core/event_bounds.h"
 #include "store/notifier.h"
 #include "store/store.h"
 
@@ -80,15 +82,18 @@ class EventLog {
   enum class WaitResult { kReady, kTimeout, kShutdown };
   using WaitCallback = std::function<void(WaitResult)>;
 
-  // store and clock outlive the log.
-  EventLog(store::Store* store, Clock* clock, FollowOptions follow = FollowOptions());
+  // store and clock outlive the log. With `bounds`, the events a sandbox causes at will are
+  // bounded per run or session (core/event_bounds.h); without, every event is stored.
+  EventLog(store::Store* store, Clock* clock, FollowOptions follow = FollowOptions(),
+           std::optional<SandboxEventLimits> bounds = std::nullopt);
   ~EventLog();
 
   // Sets seq (the run's next) and time and queues the event for the writer thread; returns
   // it without waiting for the store, except for a run's terminal event (run.finished, a
   // kept session's own session.closed), which returns once it is stored. Refused, with the
   // error, when an earlier event of the run failed to be stored and that was not yet
-  // reported (see the contract above).
+  // reported (see the contract above). An event over its log's bounds is counted for the
+  // log's next events.dropped and not stored: it is returned as given, with seq 0.
   absl::StatusOr<v1::Event> Append(v1::Event event);
   // Appends a run's terminal event (run.finished) as Append does, and stores `record`, the
   // run's final record (its id the event's run), in the same store transaction: a process
@@ -189,9 +194,13 @@ class EventLog {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The store error of run_id's events not yet reported, or OK; reports it (once).
   absl::Status TakeUnreportedLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Append and Finish: queues `event` (and the final record, when given), as Append says.
+  // Append and Finish: passes `event` through the bounds, with the events.dropped they
+  // add, then queues it (and the final record, when given), as Append says.
   absl::StatusOr<v1::Event> AppendLocked(v1::Event event, std::optional<v1::Run> record,
                                          std::optional<v1::Session> session = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::Event> QueueLocked(v1::Event event, std::optional<v1::Run> record,
+                                        std::optional<v1::Session> session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns once the writer has finished every event appended so far.
   void AwaitWrittenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -203,6 +212,7 @@ class EventLog {
   uint64_t subscription_ = 0;  // on follow_.notifier; 0 when none
 
   mutable absl::Mutex mu_;
+  std::optional<EventBounds> bounds_ ABSL_GUARDED_BY(mu_);
   // Per live run: the last seq given out (queued or committed), and the last committed.
   absl::flat_hash_map<std::string, int64_t> last_seq_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> committed_seq_ ABSL_GUARDED_BY(mu_);

@@ -712,7 +712,9 @@ HttpRoute ExecRoute(const ServiceDeps& deps) {
             auto exec = std::make_shared<HttpExec>(deps, *caller, std::move(req),
                                                    http.Header("authorization"), x);
             exec->WatchClient(x);
-            if (!deps.exec->Submit([exec] { exec->Run(); })) x->Reply(JsonError(QueueFull()));
+            if (!deps.exec->Submit(caller->tenant, [exec] { exec->Run(); })) {
+              x->Reply(JsonError(QueueFull()));
+            }
           }};
 }
 

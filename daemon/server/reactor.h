@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/executor.h"
+#include "core/fair_executor.h"
 #include "core/tenants.h"
 #include "server/service.h"
 #include "server/status.h"
@@ -66,8 +67,20 @@ class PullWriter : public grpc::ServerWriteReactor<T> {
   }
   // Runs `fn` on the executor with a reference held; finishes the call if it cannot queue.
   void Schedule(core::Executor* io, std::function<void()> fn) {
+    ScheduleWith([io](std::function<void()> task) { return io->Submit(std::move(task)); },
+                 std::move(fn));
+  }
+  // The same in `tenant`'s queue of a FairExecutor.
+  void Schedule(core::FairExecutor* exec, const std::string& tenant, std::function<void()> fn) {
+    ScheduleWith([exec, &tenant](
+                     std::function<void()> task) { return exec->Submit(tenant, std::move(task)); },
+                 std::move(fn));
+  }
+  // `submit` queues a task (false: the queue is full).
+  void ScheduleWith(const std::function<bool(std::function<void()>)>& submit,
+                    std::function<void()> fn) {
     Acquire();
-    if (!io->Submit([this, fn = std::move(fn)] {
+    if (!submit([this, fn = std::move(fn)] {
           fn();
           Release();
         })) {

@@ -13,6 +13,7 @@
 #include "core/audit.h"
 #include "core/event_log.h"
 #include "core/executor.h"
+#include "core/fair_executor.h"
 #include "core/run_manager.h"
 #include "core/session_manager.h"
 #include "core/tenants.h"
@@ -30,8 +31,9 @@ struct ServiceDeps {
   core::SessionManager* sessions = nullptr;
   core::AuditLog* audit = nullptr;  // may be null
   core::Executor* io = nullptr;     // short blocking work of RPCs (SQLite, files, sandbox create)
-  core::Executor* exec = nullptr;   // commands of Exec, each holding a thread while it runs
-  Clock* clock = Clock::Real();     // the waits of Exec's backpressure
+  // Commands of Exec, each holding a thread while it runs, shared fairly by the tenants.
+  core::FairExecutor* exec = nullptr;
+  Clock* clock = Clock::Real();  // the waits of Exec's backpressure
   absl::Duration heartbeat_interval = absl::Seconds(15);
   // Sends calls on another replica's runs and sessions to their owner; null: all served here.
   Forwarder* forwarder = nullptr;

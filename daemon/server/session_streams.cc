@@ -27,7 +27,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
     if (absl::Status valid = deps_.sessions->CheckExec(req_); !valid.ok()) {
       FinishOnce(ToGrpc(valid));
     } else {
-      Schedule(deps_.exec, [this] { Run(); });
+      Schedule(deps_.exec, caller_.tenant, [this] { Run(); });
     }
   }
   void OnWriteDone(bool ok) override {

@@ -33,6 +33,7 @@ TEST(EventsTest, EveryPayloadCaseHasItsOwnTypeString) {
       {"run_finished", "run.finished"},
       {"network", "network.decision"},
       {"session_expiring", "session.expiring"},
+      {"events_dropped", "events.dropped"},
   };
   const google::protobuf::OneofDescriptor* payload =
       v1::Event::descriptor()->FindOneofByName("payload");

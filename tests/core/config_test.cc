@@ -25,10 +25,14 @@ TEST(ConfigTest, ReadsEverySection) {
     "max_concurrent_runs": 2, "tenants": [{"name": "a", "token_sha256": ")" +
                            std::string(kHash) + R"(", "operator": true}],
     "defaults": {"memory_bytes": 536870912, "command_timeout_seconds": 30},
-    "local": {"uid_base": 200000, "uid_count": 10}})",
+    "local": {"uid_base": 200000, "uid_count": 10},
+    "sandbox_events": {"per_second": 5, "burst": 7, "max_per_log": 90}})",
                        "test.json");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_concurrent_runs, 2u);
+  EXPECT_EQ(c->sandbox_events.per_second, 5u);
+  EXPECT_EQ(c->sandbox_events.burst, 7u);
+  EXPECT_EQ(c->sandbox_events.max_per_log, 90u);
   ASSERT_EQ(c->tenants.size(), 1u);
   EXPECT_TRUE(c->tenants[0].is_operator);
   EXPECT_EQ(c->memory_bytes, 536870912u);
@@ -48,6 +52,8 @@ TEST(ConfigTest, TheShippedExampleParsesAndValidates) {
   EXPECT_EQ(c->openai.api_key_file, "/etc/sandgate/openai.key");
   EXPECT_EQ(c->openai.request_timeout, absl::Seconds(600));
   EXPECT_EQ(c->openai.container_create_settle, absl::Seconds(60));
+  EXPECT_EQ(c->sandbox_events.per_second, SandboxEventLimits().per_second);
+  EXPECT_EQ(c->sandbox_events.max_per_log, SandboxEventLimits().max_per_log);
   EXPECT_TRUE(ValidateConfig(*c).ok());
 }
 
@@ -66,6 +72,8 @@ TEST(ConfigTest, ErrorsNameTheKey) {
             "tenants[0].name: required"},
            {R"({"defaults": {"command_timeout_seconds": -3}})", "defaults.command_timeout_seconds"},
            {"{", "not valid JSON"},
+           {R"({"sandbox_events": {"per_second": 0}})", "sandbox_events.per_second: out of range"},
+           {R"({"sandbox_events": {"rate": 5}})", "sandbox_events.rate: unknown key"},
            {R"({"warm_pool": {"size": 1}})", "warm_pool: expected a list of shapes"},
            {R"({"warm_pool": [{"size": 0}]})", "warm_pool[0].size: out of range"},
            {R"({"warm_pool": [{"files": []}]})", "warm_pool[0].files: unknown key"},

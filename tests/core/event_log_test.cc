@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +90,117 @@ TEST_F(EventLogTest, SeqIsDensePerRunAndTimeComesFromTheClock) {
   auto read = log_->Read("a", 1, 10);
   ASSERT_EQ(read->size(), 2u);
   EXPECT_EQ((*read)[0].seq(), 2);
+}
+
+// Issue 20 item 3: a loop of refused CONNECTs stored 155,270 network.decision events in 20 s.
+// The events a sandbox causes pass a bucket and a total per log; what is dropped is told.
+class BoundedEventLogTest : public EventLogTest {
+ protected:
+  void SetUp() override {
+    EventLogTest::SetUp();
+    log_ = std::make_unique<EventLog>(store_.get(), &clock_, FollowOptions(),
+                                      SandboxEventLimits{/*per_second=*/10, /*burst=*/5,
+                                                         /*max_per_log=*/20});
+  }
+  // Appends `n` events of `type` to `run`; returns how many were stored.
+  int Flood(const std::string& run, const std::string& type, int n) {
+    int stored = 0;
+    for (int i = 0; i < n; ++i) {
+      v1::Event e;
+      e.set_run_id(run);
+      e.set_session_id("ses_1");
+      e.set_type(type);
+      absl::StatusOr<v1::Event> got = log_->Append(e);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (got.ok() && got->seq() > 0) ++stored;
+    }
+    return stored;
+  }
+  std::vector<v1::Event> All(const std::string& run) {
+    EXPECT_TRUE(log_->Flush(run).ok());
+    absl::StatusOr<std::vector<v1::Event>> all = log_->Read(run, 0, 10000);
+    EXPECT_TRUE(all.ok()) << all.status();
+    return all.ok() ? *all : std::vector<v1::Event>();
+  }
+};
+
+// Counts of an events.dropped, as "type=n,...".
+std::string Counts(const v1::Event& e) {
+  std::map<std::string, uint64_t> sorted(e.events_dropped().counts().begin(),
+                                         e.events_dropped().counts().end());
+  std::string out;
+  for (const auto& [type, n] : sorted) absl::StrAppend(&out, out.empty() ? "" : ",", type, "=", n);
+  return out;
+}
+
+TEST_F(BoundedEventLogTest, ASandboxsFloodIsCutToTheBucketAndTheDropsAreToldOnRecovery) {
+  EXPECT_EQ(Flood("r", "network.decision", 100), 5) << "the burst";
+  EXPECT_EQ(Flood("r", "notice", 3), 3) << "the daemon's own events are never held back";
+  EXPECT_EQ(Flood("other", "network.decision", 5), 5) << "another log has a bucket of its own";
+  clock_.Advance(absl::Milliseconds(99));
+  EXPECT_EQ(Flood("r", "network.decision", 1), 0) << "0.99 of a token";
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(Flood("r", "command.output", 1), 1) << "one token at 10 a second";
+  std::vector<v1::Event> events = All("r");
+  ASSERT_EQ(events.size(), 10u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(events[i].type(), "network.decision");
+  for (int i = 5; i < 8; ++i) EXPECT_EQ(events[i].type(), "notice");
+  // With the first event let through again, one summary of what was dropped before it.
+  EXPECT_EQ(events[8].type(), "events.dropped");
+  EXPECT_EQ(Counts(events[8]), "network.decision=96");
+  EXPECT_FALSE(events[8].events_dropped().total_reached());
+  EXPECT_EQ(events[8].session_id(), "ses_1");
+  EXPECT_EQ(events[9].type(), "command.output");
+  EXPECT_EQ(events[9].seq(), 10);
+}
+
+TEST_F(BoundedEventLogTest, ATotalPerLogEndsWithOneSummaryAndTheRestIsToldAtTheEnd) {
+  int stored = 0;
+  // Two seconds of quiet refill the burst (5) each time: 4 rounds store 20, the total.
+  for (int round = 0; round < 4; ++round) {
+    stored += Flood("r", "network.decision", 7);
+    clock_.Advance(absl::Seconds(2));
+  }
+  EXPECT_EQ(stored, 20);
+  EXPECT_EQ(Flood("r", "command.output", 50), 0) << "the total is reached, whatever the bucket";
+  clock_.Advance(absl::Minutes(10));
+  EXPECT_EQ(Flood("r", "network.decision", 3), 0);
+  v1::Event finished;
+  finished.set_run_id("r");
+  finished.set_session_id("ses_1");
+  finished.set_type("run.finished");
+  ASSERT_TRUE(log_->Append(finished).ok());
+
+  std::vector<v1::Event> events = All("r");
+  std::vector<std::string> summaries;
+  for (const v1::Event& e : events) {
+    if (e.type() == "events.dropped") {
+      summaries.push_back(
+          absl::StrCat(Counts(e), e.events_dropped().total_reached() ? " total" : ""));
+    }
+  }
+  // Rounds 2-4 each told round 1-3's two drops; the total's summary, at once; the rest at
+  // the end, just before the log's last event.
+  EXPECT_EQ(summaries, (std::vector<std::string>{"network.decision=2", "network.decision=2",
+                                                 "network.decision=2", "network.decision=1 total",
+                                                 "command.output=50,network.decision=4 total"}));
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[events.size() - 2].type(), "events.dropped");
+  EXPECT_EQ(events.back().type(), "run.finished");
+  EXPECT_EQ(events.size(), 20u + 5u + 1u);
+}
+
+TEST_F(BoundedEventLogTest, AnEndlessFloodAtTheBucketsRateIsToldAtMostOnceASecond) {
+  int stored = 0;
+  for (int step = 0; step < 100; ++step) {  // 10 s, 100 events every 0.1 s
+    stored += Flood("r", "network.decision", 100);
+    clock_.Advance(absl::Milliseconds(100));
+  }
+  // Burst 5, then 10 a second; the total (20) caps it.
+  EXPECT_EQ(stored, 20);
+  int summaries = 0;
+  for (const v1::Event& e : All("r")) summaries += e.type() == "events.dropped";
+  EXPECT_LE(summaries, 3) << "one a second at most while it lasts, and one for the total";
 }
 
 TEST_F(EventLogTest, SeqContinuesAfterReopen) {

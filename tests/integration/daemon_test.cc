@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -989,6 +990,56 @@ TEST(DaemonStartTest, TcpWithoutTenantsIsRefused) {
   std::stringstream err;
   err << in.rdbuf();
   EXPECT_TRUE(absl::StrContains(err.str(), "configure tenants")) << err.str();
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// Issue 20 item 9: a second daemon on a live daemon's state_dir deleted its socket and bumped
+// its lease epoch, after which the live one's writes were refused. It must stop before it
+// touches anything, saying whose directory it is.
+TEST(DaemonStartTest, ASecondDaemonOnTheSameStateDirExitsAndTheFirstKeepsServing) {
+  DaemonHarness first(
+      nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}});
+  first.Start();
+  const std::string socket = first.address().substr(std::string("unix:").size());
+  std::string dir = TempDir();
+  // The same socket too, as two daemons started from one config file would have.
+  Launched second = Launch({{"listen", first.address()},
+                            {"state_dir", first.state_dir()},
+                            {"local", {{"uid_base", kUidBase}, {"uid_count", kUidCount}}}},
+                           dir);
+  int status = 0;
+  const bool exited = Eventually(
+      "the second sandgated to exit",
+      [&] { return waitpid(second.pid, &status, WNOHANG) == second.pid; }, absl::Seconds(15));
+  if (!exited) {
+    kill(second.pid, SIGKILL);
+    waitpid(second.pid, &status, 0);
+  }
+  fclose(second.out);
+  EXPECT_TRUE(exited) << "the second daemon kept running on the first one's state_dir";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+  std::ifstream in(second.err_path);
+  std::stringstream err;
+  err << in.rdbuf();
+  EXPECT_TRUE(absl::StrContains(
+      err.str(), absl::StrCat("state_dir ", first.state_dir(),
+                              " is in use by another sandgated (pid ", first.pid(), ",")))
+      << err.str();
+  struct stat st;
+  EXPECT_EQ(stat(socket.c_str(), &st), 0) << "the first daemon's socket is gone";
+  // The first one still serves, and still writes (its lease was not taken from it).
+  auto stub = first.Stub();
+  v1::CreateSessionRequest create;
+  v1::Session session;
+  grpc::Status created = stub->CreateSession(DaemonHarness::Context().get(), create, &session);
+  EXPECT_TRUE(created.ok()) << created.error_message() << "\n" << first.Log();
+  v1::CloseSessionRequest close;
+  close.set_session_id(session.id());
+  v1::Session closed;
+  if (created.ok()) {
+    grpc::Status ended = stub->CloseSession(DaemonHarness::Context().get(), close, &closed);
+    EXPECT_TRUE(ended.ok()) << ended.error_message();
+  }
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -602,6 +602,63 @@ std::string Comparable(std::vector<v1::ExecResponse> messages) {
   return out;
 }
 
+// Issue 20 item 2 on REST: its Exec takes the same per-tenant share of the exec threads as
+// gRPC's. One thread: alice holds it (gRPC), so her REST exec waits; bob's REST echo does
+// not wait for either of hers.
+TEST(RestExecFairnessTest, AnotherTenantsRestExecIsAdmittedWhileOneTenantHoldsEveryThread) {
+  DaemonHarness daemon(nlohmann::json{{"http_listen", "127.0.0.1:0"},
+                                      {"allow_plaintext_tokens", true},
+                                      {"max_concurrent_execs", 1},
+                                      {"tenants",
+                                       {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}},
+                                        {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}}}},
+                                      {"local", {{"uid_base", 340000}, {"uid_count", 16}}}});
+  daemon.Start();
+  auto stub = daemon.Stub();
+  const std::string base = HttpBase(daemon);
+  v1::Session alice = Parse<v1::Session>(Http("POST", base + "/v1/sessions", kAlice, "{}"));
+  v1::Session bob = Parse<v1::Session>(Http("POST", base + "/v1/sessions", kBob, "{}"));
+  ASSERT_FALSE(alice.id().empty());
+  ASSERT_FALSE(bob.id().empty());
+
+  auto hold_ctx = DaemonHarness::Context(kAlice);
+  v1::ExecRequest hold;
+  hold.set_session_id(alice.id());
+  hold.set_command("echo started; exec sleep 600");
+  auto holding = stub->Exec(hold_ctx.get(), hold);
+  v1::ExecResponse first;
+  ASSERT_TRUE(holding->Read(&first)) << daemon.Log();
+  // Alice's second command, over REST, waits for her first: the one thread is hers.
+  std::atomic<bool> alice_rest_done{false};
+  Answer alice_rest;
+  std::thread alice_thread([&] {
+    alice_rest = Http("POST", base + "/v1/sessions/" + alice.id() + ":exec", kAlice,
+                      R"({"command": "echo second"})");
+    alice_rest_done.store(true);
+  });
+
+  Answer echo =
+      Http("POST", base + "/v1/sessions/" + bob.id() + ":exec", kBob, R"({"command": "echo hi"})");
+  EXPECT_FALSE(alice_rest_done.load()) << "alice's second command ran beside her first";
+  ASSERT_EQ(echo.status, 200) << echo.body;
+  nlohmann::json error;
+  std::vector<v1::ExecResponse> lines = ExecLines(echo.body, &error);
+  EXPECT_TRUE(error.is_null()) << echo.body;
+  ASSERT_FALSE(lines.empty()) << echo.body;
+  EXPECT_EQ(lines.front().output().data(), "hi\n");
+  EXPECT_EQ(lines.back().finished().exit_code(), 0) << echo.body;
+
+  hold_ctx->TryCancel();  // alice's first ends; her second runs
+  while (holding->Read(&first)) {
+  }
+  holding->Finish();
+  alice_thread.join();
+  EXPECT_EQ(alice_rest.status, 200) << alice_rest.body;
+  std::vector<v1::ExecResponse> second = ExecLines(alice_rest.body, &error);
+  ASSERT_FALSE(second.empty()) << alice_rest.body;
+  EXPECT_EQ(second.front().output().data(), "second\n") << alice_rest.body;
+}
+
 TEST_F(RestTest, ExecStreamsTheCommandAndItsExitStatusAsGrpcDoes) {
   v1::Session session = Parse<v1::Session>(Http("POST", Url("/v1/sessions"), kAlice, "{}"));
   ASSERT_FALSE(session.id().empty());

@@ -135,6 +135,67 @@ class SessionsTest : public ::testing::Test {
   std::unique_ptr<v1::Sandgate::Stub> stub_;
 };
 
+// Issue 20 item 3: a loop of refused CONNECTs made the daemon store every one of them
+// (155,270 network.decision events in 20 s). A session's log keeps at most
+// sandbox_events.max_per_log of them; every one dropped is counted in an events.dropped.
+TEST(SessionEventBoundsTest, ARefusedConnectLoopIsCutToTheLogsTotalAndTheRestCounted) {
+  DaemonHarness daemon(
+      nlohmann::json{{"tenants", {{{"name", "a"}, {"token_sha256", Sha256::Hex(kToken)}}}},
+                     {"sandbox_events", {{"per_second", 1}, {"burst", 20}, {"max_per_log", 20}}},
+                     {"local", {{"uid_base", 300200}, {"uid_count", 16}}}});
+  daemon.Start();
+  auto stub = daemon.Stub();
+  v1::CreateSessionRequest create;
+  create.mutable_sandbox()->mutable_network()->set_mode(v1::NetworkPolicy::MODE_RESTRICTED);
+  create.mutable_sandbox()->mutable_network()->add_allowed_domains("example.com");
+  v1::Session session;
+  grpc::Status st = stub->CreateSession(DaemonHarness::Context(kToken).get(), create, &session);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+
+  // 300 CONNECTs to a host off the allowlist, each refused by the proxy (curl goes on
+  // through the list after each refusal).
+  constexpr int kConnects = 300;
+  v1::ExecRequest exec;
+  exec.set_session_id(session.id());
+  exec.set_command(absl::StrCat("curl -s -m 5 'https://10.0.0.1/[1-", kConnects, "]'; true"));
+  auto ctx = DaemonHarness::Context(kToken);
+  auto reader = stub->Exec(ctx.get(), exec);
+  v1::ExecResponse msg;
+  while (reader->Read(&msg)) {
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  v1::CloseSessionRequest close;
+  close.set_session_id(session.id());
+  v1::Session closed;
+  ASSERT_TRUE(stub->CloseSession(DaemonHarness::Context(kToken).get(), close, &closed).ok());
+
+  std::vector<v1::Event> all = FollowToEnd(*stub, session.id(), kToken);
+  int stored = 0;
+  uint64_t dropped = 0;
+  int summaries = 0;
+  for (const v1::Event& e : all) {
+    if (e.has_network()) {
+      ++stored;
+      EXPECT_EQ(e.network().verdict(), "denied") << e.ShortDebugString();
+    }
+    if (e.has_events_dropped()) {
+      ++summaries;
+      for (const auto& [type, n] : e.events_dropped().counts()) {
+        EXPECT_EQ(type, "network.decision");
+        dropped += n;
+      }
+    }
+  }
+  EXPECT_EQ(stored, 20) << "the session's log holds max_per_log of them";
+  EXPECT_EQ(stored + dropped, static_cast<uint64_t>(kConnects))
+      << "each refused CONNECT is stored or counted";
+  EXPECT_GE(summaries, 1);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().type(), "session.closed");
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_EQ(all[all.size() - 2].type(), "events.dropped") << "the rest is told at the end";
+}
+
 TEST_F(SessionsTest, ExecFilesKeepAliveAndClose) {
   v1::Session s = Create();
   EXPECT_EQ(s.status(), v1::SESSION_STATUS_ACTIVE);

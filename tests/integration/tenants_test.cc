@@ -1,4 +1,5 @@
 // Several tenants on one daemon: fair queueing, quotas and policy, end to end.
+#include <chrono>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -203,6 +204,93 @@ TEST_F(TenantsTest, AKeptSessionsRefusedConnectionIsANetworkDecisionInItsLog) {
   while (other->Read(&e)) {
   }
   EXPECT_EQ(other->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace sandgate::testing
+
+namespace sandgate::testing {
+namespace {
+
+// Issue 20 item 2: Exec's threads were one pool in arrival order, so one tenant's long
+// commands made every other tenant's wait for them. Two threads here: busy holds both and
+// queues a third; small's echo is admitted at once, while busy's still run.
+class ExecFairnessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<DaemonHarness>(
+        nlohmann::json{{"max_concurrent_execs", 2},
+                       {"tenants",
+                        {{{"name", "busy"}, {"token_sha256", Sha256::Hex(kBusy)}},
+                         {{"name", "small"}, {"token_sha256", Sha256::Hex(kSmall)}}}},
+                       {"local", {{"uid_base", 300300}, {"uid_count", 16}}}});
+    daemon_->Start();
+    stub_ = daemon_->Stub();
+  }
+  std::string CreateSession(const std::string& token) {
+    v1::Session s;
+    grpc::Status st =
+        stub_->CreateSession(DaemonHarness::Context(token).get(), v1::CreateSessionRequest(), &s);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return s.id();
+  }
+  std::unique_ptr<DaemonHarness> daemon_;
+  std::unique_ptr<v1::Sandgate::Stub> stub_;
+};
+
+// One Exec call left open: its stream and its context (to cancel it).
+struct OpenExec {
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<grpc::ClientReader<v1::ExecResponse>> reader;
+};
+
+OpenExec StartExec(v1::Sandgate::Stub& stub, const std::string& token, const std::string& session,
+                   const std::string& command) {
+  OpenExec e;
+  e.ctx = DaemonHarness::Context(token);
+  e.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  v1::ExecRequest req;
+  req.set_session_id(session);
+  req.set_command(command);
+  e.reader = stub.Exec(e.ctx.get(), req);
+  return e;
+}
+
+TEST_F(ExecFairnessTest, AnotherTenantsExecIsAdmittedWhileOneTenantHoldsEveryThread) {
+  const std::string busy_session = CreateSession(kBusy);
+  const std::string small_session = CreateSession(kSmall);
+  std::vector<OpenExec> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(StartExec(*stub_, kBusy, busy_session, "echo started; exec sleep 600"));
+    v1::ExecResponse first;
+    ASSERT_TRUE(busy.back().reader->Read(&first)) << daemon_->Log();
+    EXPECT_EQ(first.output().data(), "started\n");
+  }
+  // Both threads are busy's; a third of its commands waits for one of them.
+  busy.push_back(StartExec(*stub_, kBusy, busy_session, "echo started; exec sleep 600"));
+
+  OpenExec echo = StartExec(*stub_, kSmall, small_session, "echo hi");
+  echo.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  std::string out;
+  bool finished = false;
+  v1::ExecResponse r;
+  while (echo.reader->Read(&r)) {
+    out += r.output().data();
+    if (r.has_finished()) finished = r.finished().exit_code() == 0;
+  }
+  grpc::Status st = echo.reader->Finish();
+  EXPECT_TRUE(st.ok()) << "small's echo waited behind busy's commands: " << st.error_message();
+  EXPECT_EQ(out, "hi\n");
+  EXPECT_TRUE(finished);
+
+  // busy's commands run on (`sleep 600`): small's was admitted without any of them ending.
+  for (OpenExec& e : busy) e.ctx->TryCancel();
+  for (OpenExec& e : busy) {
+    while (e.reader->Read(&r)) {
+      EXPECT_FALSE(r.has_finished()) << "a busy command ended before it was cancelled";
+    }
+    EXPECT_EQ(e.reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
 }
 
 }  // namespace
