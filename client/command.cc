@@ -37,7 +37,7 @@ absl::Status FromGrpc(const grpc::Status& s) {
 }
 
 int Fail(const absl::Status& status) {
-  const absl::Status s = ExplainConnectionFailure(status, LastChannelKind());
+  const absl::Status s = ExplainConnectionFailure(status, LastChannelKind(), LastHandshakeError());
   std::string msg(s.message());
   std::vector<std::string> not_found = absl::StrSplit(msg, absl::MaxSplits(" not found: ", 1));
   if (s.code() == absl::StatusCode::kNotFound && not_found.size() == 2) {

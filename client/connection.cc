@@ -6,11 +6,14 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "common/tls_credentials.h"
@@ -35,13 +38,29 @@ int Family(const std::string& host) {
 
 std::atomic<ChannelKind> last_channel_kind{ChannelKind::kUnix};
 
-void DropGrpcLog(gpr_log_func_args*) {}
+absl::Mutex handshake_mu;
+std::string* const last_handshake_error ABSL_PT_GUARDED_BY(handshake_mu) = new std::string;
+
+// gRPC's lines are dropped, but the reason a TLS handshake failed ("Handshake failed with
+// fatal error SSL_ERROR_SSL: error:0A000086:SSL routines::certificate verify failed.") is
+// kept for the CLI's own message: gRPC's status says only "Socket closed".
+void KeepHandshakeError(gpr_log_func_args* args) {
+  if (args->severity != GPR_LOG_SEVERITY_ERROR || args->message == nullptr) return;
+  absl::string_view message = args->message;
+  if (!absl::StrContains(message, "Handshake failed")) return;
+  absl::string_view reason = absl::StripSuffix(absl::StripAsciiWhitespace(message), ".");
+  if (size_t colon = reason.rfind(':'); colon != absl::string_view::npos) {
+    reason = absl::StripAsciiWhitespace(reason.substr(colon + 1));
+  }
+  absl::MutexLock lock(&handshake_mu);
+  *last_handshake_error = std::string(reason);
+}
 
 // The CLI reports every failure itself, once; gRPC's log lines would say it again in its
 // own format. Left as they are when the user asks gRPC for them.
 void QuietGrpcLogging() {
   if (std::getenv("GRPC_VERBOSITY") == nullptr && std::getenv("GRPC_TRACE") == nullptr) {
-    gpr_set_log_function(DropGrpcLog);
+    gpr_set_log_function(KeepHandshakeError);
   }
 }
 
@@ -49,7 +68,13 @@ void QuietGrpcLogging() {
 
 ChannelKind LastChannelKind() { return last_channel_kind.load(); }
 
-absl::Status ExplainConnectionFailure(const absl::Status& st, ChannelKind kind) {
+std::string LastHandshakeError() {
+  absl::MutexLock lock(&handshake_mu);
+  return *last_handshake_error;
+}
+
+absl::Status ExplainConnectionFailure(const absl::Status& st, ChannelKind kind,
+                                      absl::string_view handshake_error) {
   if (st.code() != absl::StatusCode::kUnavailable) return st;
   const absl::string_view msg = st.message();
   // Nothing listens there: no TLS question to ask.
@@ -58,8 +83,9 @@ absl::Status ExplainConnectionFailure(const absl::Status& st, ChannelKind kind) 
   }
   if (kind == ChannelKind::kTls) {
     return absl::UnavailableError(absl::StrCat(
-        msg,
-        "; the TLS connection failed: check that --tls-ca (SANDGATE_TLS_CA) is the CA that "
+        msg, "; the TLS connection failed",
+        handshake_error.empty() ? "" : absl::StrCat(" (", handshake_error, ")"),
+        ": check that --tls-ca (SANDGATE_TLS_CA) is the CA that "
         "signed the daemon's certificate and that the certificate names the host of --addr, "
         "that the daemon serves TLS on this port (not plaintext), and, if it asks for client "
         "certificates, that --tls-cert and --tls-key are a pair its client CA signed"));

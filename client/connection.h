@@ -47,11 +47,17 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::vector<Add
 enum class ChannelKind { kUnix, kTcp, kTls };
 ChannelKind LastChannelKind();
 
-// gRPC reports a refused connection as "Socket closed" or an SSL handshake failure and no
-// more; this adds the likely causes to an UNAVAILABLE `st` on a `kind` channel: for TLS the
-// CA, the daemon's certificate, the client certificate, or a daemon that speaks plaintext;
-// for plaintext TCP a daemon that wants TLS. Any other status is returned as it is.
-absl::Status ExplainConnectionFailure(const absl::Status& st, ChannelKind kind);
+// Why the last TLS handshake of this process failed on this side, as gRPC logged it
+// ("certificate verify failed"); empty when none did (or gRPC's logs are asked for).
+std::string LastHandshakeError();
+
+// gRPC reports a refused connection as "Socket closed" and no more; this adds the likely
+// causes to an UNAVAILABLE `st` on a `kind` channel: for TLS the `handshake_error` when this
+// side saw one, and the CA, the daemon's certificate, the client certificate, or a daemon
+// that speaks plaintext; for plaintext TCP a daemon that wants TLS. Any other status is
+// returned as it is.
+absl::Status ExplainConnectionFailure(const absl::Status& st, ChannelKind kind,
+                                      absl::string_view handshake_error = "");
 
 }  // namespace sandgate::cli
 

@@ -54,6 +54,11 @@ TEST(ConnectionTest, ARefusedConnectionNamesItsLikelyCause) {
   for (const char* cause : {"--tls-ca", "certificate", "plaintext", "--tls-cert and --tls-key"}) {
     EXPECT_TRUE(absl::StrContains(tls, cause)) << cause << " in " << tls;
   }
+  std::string seen(
+      ExplainConnectionFailure(closed, ChannelKind::kTls, "certificate verify failed").message());
+  EXPECT_TRUE(absl::StartsWith(
+      seen, "Socket closed; the TLS connection failed (certificate verify failed): check"))
+      << seen;
   std::string plain(ExplainConnectionFailure(closed, ChannelKind::kTcp).message());
   EXPECT_TRUE(absl::StrContains(plain, "if it serves TLS on this port, pass --tls-ca")) << plain;
   EXPECT_EQ(ExplainConnectionFailure(closed, ChannelKind::kUnix), closed);

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -419,6 +420,8 @@ TEST_F(CliTest, CommandOutputIsShownAsItArrives) {
   EXPECT_FALSE(absl::StrContains(cli->out(), "ok exit 0")) << cli->out();
   EXPECT_EQ(cli->Wait(), 0) << cli->out();
   EXPECT_TRUE(absl::StrContains(cli->out(), "│ tick-6\n")) << cli->out();
+  // The setup command is one word of the shell's -c, shown as a shell would take it back.
+  EXPECT_TRUE(absl::StrContains(cli->out(), absl::StrCat("-c '", kTicking, "'\n"))) << cli->out();
 }
 
 TEST_F(CliTest, RunJsonIntoAPipeIsFlushedPerEvent) {

@@ -288,6 +288,17 @@ TEST_F(TlsTest, TheCliSpeaksTlsAndSkipsAReplicaThatIsDown) {
   EXPECT_TRUE(absl::StrContains(out, "--tls-cert and --tls-key")) << out;
   EXPECT_FALSE(std::regex_search(out, std::regex("(^|\n)[EWID][0-9]{4} "))) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  // A CA that did not sign the daemon's certificate: the handshake fails in the CLI, which
+  // gRPC would log itself.
+  EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.stranger.cert,
+                             " --tls-cert ", certs_.client.cert, " --tls-key ", certs_.client.key,
+                             " runs"),
+                &out),
+            2);
+  EXPECT_TRUE(absl::StrContains(out, "the TLS connection failed (certificate verify failed)"))
+      << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex("(^|\n)[EWID][0-9]{4} "))) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " runs"), &out), 2) << out;
   EXPECT_TRUE(absl::StrContains(out, "if it serves TLS on this port, pass --tls-ca")) << out;
   EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.ca, " --tls-cert ",
