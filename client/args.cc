@@ -114,7 +114,6 @@ absl::Status ParseArgs(const std::vector<std::string>& argv, const ArgsGrammar& 
   std::vector<std::string> allowed = grammar.global_options;
   if (args.spec)
     allowed.insert(allowed.end(), args.spec->options.begin(), args.spec->options.end());
-  std::string where = args.spec ? absl::StrCat("sandgate ", args.spec->name) : "sandgate";
   for (const std::string& name : unknown) {
     std::vector<std::string> candidates = allowed;
     if (!args.spec) {
@@ -128,8 +127,8 @@ absl::Status ParseArgs(const std::vector<std::string>& argv, const ArgsGrammar& 
   if (args.spec) {
     for (const auto& [name, value] : args.options) {
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, " does not take ", name, " (see ", where, " --help)"));
+        // The caller names the command and where its options are (Usage in command.cc).
+        return absl::InvalidArgumentError(absl::StrCat("does not take ", name));
       }
     }
   }

@@ -224,14 +224,10 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
     v1::ListSessionsResponse resp;
     grpc::Status st = client.stub().ListSessions(&ctx, req, &resp);
     if (!st.ok()) return Fail(st);
-    for (const auto& s : resp.sessions()) {
-      if (json) {
-        PrintSession(s, true);
-      } else {
-        std::printf("%-20s %-16s %-8s in flight %u\n", TerminalSafe(s.id()).c_str(),
-                    v1::SessionStatusLabel(s.status()).c_str(), TerminalSafe(s.provider()).c_str(),
-                    s.in_flight());
-      }
+    if (json) {
+      for (const auto& s : resp.sessions()) PrintSession(s, true);
+    } else {
+      std::fputs(RenderSessionList(resp, args.Has("--all")).c_str(), stdout);
     }
     return 0;
   }

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/connection.h"
 #include "client/grammar.h"
 #include "client/render.h"
 #include "client/terminal_text.h"
@@ -35,7 +36,8 @@ absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
-int Fail(const absl::Status& s) {
+int Fail(const absl::Status& status) {
+  const absl::Status s = ExplainConnectionFailure(status, LastChannelKind(), LastHandshakeError());
   std::string msg(s.message());
   std::vector<std::string> not_found = absl::StrSplit(msg, absl::MaxSplits(" not found: ", 1));
   if (s.code() == absl::StatusCode::kNotFound && not_found.size() == 2) {

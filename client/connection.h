@@ -37,9 +37,27 @@ std::string ChannelTarget(const std::vector<Address>& addresses);
 
 // A channel to `addresses`; TLS when any of `tls`'s files is set (then TCP only: the
 // certificates are checked against the first address's host). Errors name the --tls-* flag
-// and the file.
+// and the file. Also keeps gRPC's own log lines ("E1202 … ssl_transport_security.cc …") off
+// stderr, where the CLI says what failed in its own words, unless $GRPC_VERBOSITY or
+// $GRPC_TRACE asks for them.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const std::vector<Address>& addresses,
                                                            const TlsFiles& tls);
+
+// How the last channel OpenChannel made reaches the daemon.
+enum class ChannelKind { kUnix, kTcp, kTls };
+ChannelKind LastChannelKind();
+
+// Why the last TLS handshake of this process failed on this side, as gRPC logged it
+// ("certificate verify failed"); empty when none did (or gRPC's logs are asked for).
+std::string LastHandshakeError();
+
+// gRPC reports a refused connection as "Socket closed" and no more; this adds the likely
+// causes to an UNAVAILABLE `st` on a `kind` channel: for TLS the `handshake_error` when this
+// side saw one, and the CA, the daemon's certificate, the client certificate, or a daemon
+// that speaks plaintext; for plaintext TCP a daemon that wants TLS. Any other status is
+// returned as it is.
+absl::Status ExplainConnectionFailure(const absl::Status& st, ChannelKind kind,
+                                      absl::string_view handshake_error = "");
 
 }  // namespace sandgate::cli
 

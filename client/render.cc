@@ -6,9 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/summary.h"
@@ -112,7 +114,7 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
       break;
     case v1::Event::kCommandStarted: {
       // A model's command can be a whole program in a heredoc: show its first line.
-      std::string line = absl::StrJoin(e.command_started().argv(), " ");
+      std::string line = ShellWords(e.command_started().argv());
       size_t nl = line.find('\n');
       bool cut = nl != std::string::npos || line.size() > 160;
       line = line.substr(0, std::min<size_t>(nl, 160));
@@ -221,6 +223,31 @@ void PrintRun(FILE* out, const v1::Run& run) {
     absl::FPrintF(out, "checks     %d passed, %d failed\n", run.checks_size() - failed, failed);
   }
   absl::FPrintF(out, "%s", RenderSummary(run.summary(), ""));
+}
+
+std::string ShellWords(const google::protobuf::RepeatedPtrField<std::string>& argv) {
+  std::vector<std::string> words;
+  for (const std::string& a : argv) {
+    bool plain = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+             absl::string_view("_@%+=:,./-").find(c) != absl::string_view::npos;
+    });
+    words.push_back(plain ? a : absl::StrCat("'", absl::StrReplaceAll(a, {{"'", "'\\''"}}), "'"));
+  }
+  return absl::StrJoin(words, " ");
+}
+
+std::string RenderSessionList(const v1::ListSessionsResponse& list, bool all) {
+  if (list.sessions().empty()) {
+    return all ? "no sessions\n" : "no active sessions (--all shows closed and expired ones)\n";
+  }
+  std::string out =
+      absl::StrFormat("%-20s %-16s %-8s %s\n", "SESSION", "STATUS", "PROVIDER", "IN FLIGHT");
+  for (const v1::Session& s : list.sessions()) {
+    absl::StrAppendFormat(&out, "%-20s %-16s %-8s %u\n", Safe(s.id()),
+                          v1::SessionStatusLabel(s.status()), Safe(s.provider()), s.in_flight());
+  }
+  return out;
 }
 
 }  // namespace sandgate::cli

@@ -52,6 +52,14 @@ class ProgressPrinter {
 // The run record, and its summary (client/summary.h) when it has one.
 void PrintRun(FILE* out, const v1::Run& run);
 
+// `argv` as a POSIX shell would take it back: each word that a shell would split or expand
+// in single quotes ("sh -c 'sleep 60'"), so a setup command shows as one word.
+std::string ShellWords(const google::protobuf::RepeatedPtrField<std::string>& argv);
+
+// `session list`: a header and one line per session, or a line saying there is none (`all`:
+// closed and expired ones were asked for too).
+std::string RenderSessionList(const v1::ListSessionsResponse& list, bool all);
+
 }  // namespace sandgate::cli
 
 #endif  // SANDGATE_CLIENT_RENDER_H_

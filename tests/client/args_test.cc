@@ -46,8 +46,8 @@ TEST(ArgsTest, AMistypedOptionSuggestsTheNearestOneOfThatCommand) {
 TEST(ArgsTest, AnOptionOfAnotherCommandIsRefusedByName) {
   absl::StatusOr<Args> a = Parse({"runs", "--follow"});
   ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.status().message(),
-            "sandgate runs does not take --follow (see sandgate runs --help)");
+  EXPECT_EQ(a.status().message(), "does not take --follow")
+      << "the command and its --help are for Usage to add, once";
 }
 
 TEST(ArgsTest, HelpAndVersionWinOverEverythingElse) {

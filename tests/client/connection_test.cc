@@ -46,5 +46,41 @@ TEST(ConnectionTest, TlsFilesAreForTcpAndCheckedBeforeAnyCall) {
   EXPECT_TRUE(OpenChannel(*tcp, {}).ok());
 }
 
+TEST(ConnectionTest, ARefusedConnectionNamesItsLikelyCause) {
+  // What gRPC says when the TLS handshake fails, with nothing about why.
+  absl::Status closed = absl::UnavailableError("Socket closed");
+  std::string tls(ExplainConnectionFailure(closed, ChannelKind::kTls).message());
+  EXPECT_TRUE(absl::StartsWith(tls, "Socket closed; the TLS connection failed")) << tls;
+  for (const char* cause : {"--tls-ca", "certificate", "plaintext", "--tls-cert and --tls-key"}) {
+    EXPECT_TRUE(absl::StrContains(tls, cause)) << cause << " in " << tls;
+  }
+  std::string seen(
+      ExplainConnectionFailure(closed, ChannelKind::kTls, "certificate verify failed").message());
+  EXPECT_TRUE(absl::StartsWith(
+      seen, "Socket closed; the TLS connection failed (certificate verify failed): check"))
+      << seen;
+  std::string plain(ExplainConnectionFailure(closed, ChannelKind::kTcp).message());
+  EXPECT_TRUE(absl::StrContains(plain, "if it serves TLS on this port, pass --tls-ca")) << plain;
+  EXPECT_EQ(ExplainConnectionFailure(closed, ChannelKind::kUnix), closed);
+  // Nothing listening, or another failure, is not a TLS question.
+  absl::Status refused = absl::UnavailableError(
+      "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Connection "
+      "refused");
+  EXPECT_EQ(ExplainConnectionFailure(refused, ChannelKind::kTls), refused);
+  absl::Status denied = absl::PermissionDeniedError("operator role is required");
+  EXPECT_EQ(ExplainConnectionFailure(denied, ChannelKind::kTls), denied);
+}
+
+TEST(ConnectionTest, OpenChannelSaysHowItReachesTheDaemon) {
+  absl::StatusOr<std::vector<Address>> tcp = ParseAddresses("tcp:127.0.0.1:1");
+  ASSERT_TRUE(tcp.ok());
+  ASSERT_TRUE(OpenChannel(*tcp, {}).ok());
+  EXPECT_EQ(LastChannelKind(), ChannelKind::kTcp);
+  absl::StatusOr<std::vector<Address>> unix_socket = ParseAddresses("unix:/run/s.sock");
+  ASSERT_TRUE(unix_socket.ok());
+  ASSERT_TRUE(OpenChannel(*unix_socket, {}).ok());
+  EXPECT_EQ(LastChannelKind(), ChannelKind::kUnix);
+}
+
 }  // namespace
 }  // namespace sandgate::cli

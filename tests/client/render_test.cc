@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 
 namespace sandgate::cli {
@@ -74,6 +75,46 @@ TEST(ToJsonTest, IsTerminalSafe) {
   std::string json = ToJson(n);
   EXPECT_EQ(json.find('\x1b'), std::string::npos) << json;
   EXPECT_EQ(json.find("\xc2\x9b"), std::string::npos) << json;
+}
+
+v1::Event Started(std::vector<std::string> argv) {
+  v1::Event e;
+  e.set_seq(1);
+  for (std::string& a : argv) e.mutable_command_started()->add_argv(std::move(a));
+  return e;
+}
+
+TEST(ProgressPrinterTest, ACommandShowsAsAShellWouldTakeItBack) {
+  ProgressPrinter p(stdout);
+  // A setup command is one word of `sh -c`: unquoted, "sleep 60" read as two.
+  EXPECT_EQ(p.Render(Started({"sh", "-c", "sleep 60"})), "  $ sh -c 'sleep 60'\n");
+  EXPECT_EQ(p.Render(Started({"python3", "calc.py", "--out=a/b.csv"})),
+            "  $ python3 calc.py --out=a/b.csv\n")
+      << "plain words stay bare";
+  EXPECT_EQ(p.Render(Started({"sh", "-c", "echo it's $HOME", ""})),
+            "  $ sh -c 'echo it'\\''s $HOME' ''\n");
+  EXPECT_EQ(p.Render(Started({"sh", "-c", "cat <<EOF\nx\nEOF"})), "  $ sh -c 'cat <<EOF …\n")
+      << "a program in a heredoc: its first line";
+}
+
+TEST(RenderSessionListTest, AHeaderAndALineASessionOrSaysThereIsNone) {
+  v1::ListSessionsResponse list;
+  EXPECT_EQ(RenderSessionList(list, false),
+            "no active sessions (--all shows closed and expired ones)\n");
+  EXPECT_EQ(RenderSessionList(list, true), "no sessions\n");
+  v1::Session* s = list.add_sessions();
+  s->set_id("s-1");
+  s->set_status(v1::SESSION_STATUS_ACTIVE);
+  s->set_provider("local");
+  s->set_in_flight(2);
+  std::string out = RenderSessionList(list, false);
+  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << out;
+  EXPECT_TRUE(absl::StartsWith(lines[0], "SESSION ")) << out;
+  EXPECT_TRUE(absl::StrContains(lines[0], "IN FLIGHT")) << out;
+  EXPECT_TRUE(absl::StartsWith(lines[1], "s-1 ")) << out;
+  EXPECT_TRUE(absl::StrContains(lines[1], "local")) << out;
+  EXPECT_TRUE(absl::EndsWith(lines[1], " 2")) << out;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -113,6 +114,13 @@ class Child {
   bool eof_ = false;
   std::string out_;
 };
+
+// How many times `word` appears in `text`.
+int Count(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
 
 // "run run-1234 started for x.csv" -> "run-1234".
 std::string RunIdFrom(const std::string& out) {
@@ -288,10 +296,16 @@ TEST_F(CliTest, BadUsageAndUnknownRunsSayWhatIsWrong) {
 }
 
 TEST_F(CliTest, SessionCommandsDriveAKeptSandbox) {
+  Result none = Cli("session list");
+  EXPECT_EQ(none.exit_code, 0) << none.out;
+  EXPECT_EQ(none.out, "no active sessions (--all shows closed and expired ones)\n");
   Result created = Cli("session create --idle 300 --env GREETING=hi");
   ASSERT_EQ(created.exit_code, 0) << created.out;
   std::string id(absl::StripAsciiWhitespace(created.out));
   ASSERT_TRUE(absl::StartsWith(id, "s")) << id;
+  Result listed = Cli("session list");
+  EXPECT_TRUE(absl::StartsWith(listed.out, "SESSION ")) << listed.out;
+  EXPECT_TRUE(absl::StrContains(listed.out, "\n" + id + " ")) << listed.out;
   Result echo = Cli("session exec " + id + " 'echo $GREETING; echo warn >&2'");
   EXPECT_EQ(echo.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(echo.out, "hi\n")) << echo.out;
@@ -423,6 +437,8 @@ TEST_F(CliTest, CommandOutputIsShownAsItArrives) {
   EXPECT_FALSE(absl::StrContains(cli->out(), "ok exit 0")) << cli->out();
   EXPECT_EQ(cli->Wait(), 0) << cli->out();
   EXPECT_TRUE(absl::StrContains(cli->out(), "│ tick-6\n")) << cli->out();
+  // The setup command is one word of the shell's -c, shown as a shell would take it back.
+  EXPECT_TRUE(absl::StrContains(cli->out(), absl::StrCat("-c '", kTicking, "'\n"))) << cli->out();
 }
 
 TEST_F(CliTest, RunJsonIntoAPipeIsFlushedPerEvent) {
@@ -475,7 +491,11 @@ TEST_F(CliTest, AMistypedOptionGetsTheNearestOne) {
       << r.out;
   Result other = Cli("runs --follow");
   EXPECT_EQ(other.exit_code, 2);
-  EXPECT_TRUE(absl::StrContains(other.out, "sandgate runs does not take --follow")) << other.out;
+  EXPECT_TRUE(absl::StrContains(other.out,
+                                "sandgate runs: does not take --follow\n"
+                                "(see sandgate runs --help)\n"))
+      << other.out;
+  EXPECT_EQ(Count(other.out, "--help"), 1) << "the hint once: " << other.out;
 }
 
 TEST_F(CliTest, TheAddressTheDaemonPrintsIsTheAddressTheCliTakes) {

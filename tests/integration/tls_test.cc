@@ -9,10 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -280,6 +282,25 @@ TEST_F(TlsTest, TheCliSpeaksTlsAndSkipsAReplicaThatIsDown) {
   EXPECT_EQ(
       Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.ca, " runs"), &out), 2)
       << "no client certificate: " << out;
+  // gRPC says only "Socket closed" or "handshake failed"; the CLI names the likely causes, in
+  // one line of its own, without gRPC's log lines ("E1202 07:12:20.1 ... ssl_transport...").
+  EXPECT_TRUE(absl::StrContains(out, "the TLS connection failed")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "--tls-cert and --tls-key")) << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex("(^|\n)[EWID][0-9]{4} "))) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  // A CA that did not sign the daemon's certificate: the handshake fails in the CLI, which
+  // gRPC would log itself.
+  EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.stranger.cert,
+                             " --tls-cert ", certs_.client.cert, " --tls-key ", certs_.client.key,
+                             " runs"),
+                &out),
+            2);
+  EXPECT_TRUE(absl::StrContains(out, "the TLS connection failed (certificate verify failed)"))
+      << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex("(^|\n)[EWID][0-9]{4} "))) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " runs"), &out), 2) << out;
+  EXPECT_TRUE(absl::StrContains(out, "if it serves TLS on this port, pass --tls-ca")) << out;
   EXPECT_EQ(Cli(absl::StrCat("--addr tcp:127.0.0.1:", port, " --tls-ca ", certs_.ca, " --tls-cert ",
                              certs_.client.cert, " runs"),
                 &out),

@@ -7,21 +7,30 @@
 //   { "mcpServers": { "sandgate": { "command": "sandgate-mcp",
 //                                   "env": { "SANDGATE_ADDR": "unix:/run/sandgate/sandgated.sock" } } } }
 //
-// Every session it creates is kept alive while the MCP client is connected and closed when the
-// client goes away (stdin ends, SIGTERM, SIGINT); if this process is killed outright, the
-// daemon's idle timeout reaps them.
+// Every session it creates is kept alive while the MCP client is connected and closed on every
+// way out: stdin ends, SIGTERM, SIGINT, the connection breaks, an uncaught error; only if this
+// process is killed outright does the daemon's idle timeout reap them.
+//
+// A request over MAX_REQUEST_BYTES (10 MiB: a file's content, an input) is refused with a tool
+// error naming the limit, and the server goes on. Unknown argument names are refused too.
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { Client, SandgateError, Session } from "sandgate";
 import { z } from "zod";
 
-import { describeRun, outputText } from "./render.js";
+import { artifactContent, describeRun, outputText } from "./render.js";
+import { LineTransport, type Oversized } from "./transport.js";
 
 const VERSION = "0.1.0";
 // What one tool answer carries of a command's output or a file, so an agent's context is not
 // flooded; the rest is cut with a note saying so.
 const MAX_TEXT = 64 << 10;
+// The largest request (one JSON-RPC line) taken; what is over it is skipped unread.
+const MAX_REQUEST_BYTES = 10 << 20;
+// The largest image read_artifact returns as image content.
+const MAX_IMAGE = 1 << 20;
+// How long closing the sessions may take on the way out (the daemon may be gone).
+const CLOSE_TIMEOUT_MS = 5000;
 
 const client = new Client();
 const sessions = new Map<string, Session>(); // the sessions this server made, by id
@@ -46,9 +55,12 @@ async function tool(fn: () => Promise<CallToolResult>): Promise<CallToolResult> 
 async function session(id: string): Promise<Session> {
   const known = sessions.get(id);
   if (known) return known;
-  const record = await client.unary<Session["record"]>("GetSession", { sessionId: id });
-  return new Session(client, record, { keepAlive: false });
+  return client.getSession(id, { keepAlive: false });
 }
+
+// A tool's arguments: exactly these (an unknown name is a tool error naming it, as the
+// schema's additionalProperties: false says).
+const exactly = <T extends z.ZodRawShape>(shape: T) => z.object(shape).strict();
 
 const server = new McpServer({ name: "sandgate", version: VERSION });
 
@@ -59,14 +71,14 @@ server.registerTool(
     description:
       "Creates an isolated Linux sandbox with a shell and a workspace directory. The network is " +
       "off unless asked for. Returns the session_id the other tools take. Close it when done.",
-    inputSchema: {
+    inputSchema: exactly({
       network: z.enum(["disabled", "restricted", "enabled"]).optional().describe("default disabled"),
       allowed_domains: z.array(z.string()).optional().describe("with network 'restricted'"),
       env: z.record(z.string(), z.string()).optional().describe("environment of every command"),
       setup_commands: z.array(z.string()).optional().describe("run once, in order, before anything else"),
       memory_mib: z.number().int().positive().optional(),
       idle_timeout_seconds: z.number().int().positive().optional(),
-    },
+    }),
   },
   (args) =>
     tool(async () => {
@@ -100,12 +112,12 @@ server.registerTool(
     description:
       "Runs `sh -c COMMAND` in the session's workspace and returns its exit code, stdout and " +
       "stderr (each cut at 64 KiB). A non-zero exit is a result, not an error.",
-    inputSchema: {
+    inputSchema: exactly({
       session_id: z.string(),
       command: z.string().min(1),
       cwd: z.string().optional().describe("relative to the workspace"),
       timeout_seconds: z.number().int().positive().optional(),
-    },
+    }),
   },
   (args) =>
     tool(async () => {
@@ -128,12 +140,12 @@ server.registerTool(
   {
     title: "Write a file in a session",
     description: "Writes (or replaces) a file in the session's workspace.",
-    inputSchema: {
+    inputSchema: exactly({
       session_id: z.string(),
       path: z.string().min(1).describe("relative to the workspace"),
       content: z.string(),
       encoding: z.enum(["utf8", "base64"]).optional().describe("of content; default utf8"),
-    },
+    }),
   },
   (args) =>
     tool(async () => {
@@ -155,7 +167,7 @@ server.registerTool(
     description:
       "Reads a file of the session's workspace: as text when it is UTF-8, else as base64 " +
       "(at most 64 KiB are returned; the size says how big it is).",
-    inputSchema: { session_id: z.string(), path: z.string().min(1) },
+    inputSchema: exactly({ session_id: z.string(), path: z.string().min(1) }),
   },
   (args) =>
     tool(async () => {
@@ -188,7 +200,7 @@ server.registerTool(
   {
     title: "List files in a session",
     description: "Lists the session's workspace, or a directory in it (paths relative to the workspace).",
-    inputSchema: { session_id: z.string(), dir: z.string().optional() },
+    inputSchema: exactly({ session_id: z.string(), dir: z.string().optional() }),
   },
   (args) =>
     tool(async () => {
@@ -206,7 +218,7 @@ server.registerTool(
   {
     title: "Close a session",
     description: "Closes the session and deletes its sandbox and workspace.",
-    inputSchema: { session_id: z.string(), reason: z.string().optional() },
+    inputSchema: exactly({ session_id: z.string(), reason: z.string().optional() }),
   },
   (args) =>
     tool(async () => {
@@ -227,15 +239,16 @@ server.registerTool(
     description:
       "Runs one of the daemon's playbooks (default: the financial analyst) on an input file in " +
       "a fresh sandbox; sandgate recomputes and checks every figure. Returns the status, the " +
-      "summary, every check with its detail, and the artifacts (name, size, sha256).",
-    inputSchema: {
+      "summary with its figures and flags, every check with its detail, and the artifacts " +
+      "(name, size, sha256), which read_artifact reads.",
+    inputSchema: exactly({
       input_name: z.string().min(1).describe("file name, e.g. statements.csv"),
       input_content: z.string().describe("the file's contents (utf8)"),
       playbook: z.string().optional(),
       agent: z.string().optional(),
       provider: z.string().optional(),
       model: z.string().optional(),
-    },
+    }),
   },
   (args) =>
     tool(async () => {
@@ -249,20 +262,73 @@ server.registerTool(
     }),
 );
 
-// Closes every session this server made, once; then the process may end.
+server.registerTool(
+  "read_artifact",
+  {
+    title: "Read an artifact of a run",
+    description:
+      "Reads a file a run produced (e.g. the memo), by the run_id and artifact name run_analysis " +
+      "returned: text as text (at most 64 KiB are returned; the size says how big it is), a " +
+      "PNG, JPEG, GIF or WebP image up to 1 MiB as an image. Other files are refused, naming " +
+      "how to download them.",
+    inputSchema: exactly({ run_id: z.string().min(1), name: z.string().min(1) }),
+  },
+  (args) =>
+    tool(async () => {
+      // The daemon answers only the caller's own runs (another tenant's is NOT_FOUND).
+      const run = await client.getRun(args.run_id);
+      const artifact = run.record.artifacts.find((a) => a.name === args.name);
+      if (!artifact) {
+        const names = run.record.artifacts.map((a) => a.name).join(", ") || "none";
+        throw new Error(`run ${run.id} has no artifact named "${args.name}"; its artifacts: ${names}`);
+      }
+      const data = await run.readArtifact(artifact.name, Math.max(MAX_TEXT, MAX_IMAGE));
+      return artifactContent(run.id, artifact, data, { maxText: MAX_TEXT, maxImage: MAX_IMAGE });
+    }),
+);
+
+// Closes every session this server made, once (bounded: the daemon may be gone); then the
+// process may end.
 let closing: Promise<void> | null = null;
 function closeAll(why: string): Promise<void> {
   closing ??= (async () => {
-    await Promise.allSettled([...sessions.values()].map((s) => s.close(why)));
+    const closed = Promise.allSettled([...sessions.values()].map((s) => s.close(why)));
+    await Promise.race([closed, new Promise((r) => setTimeout(r, CLOSE_TIMEOUT_MS).unref())]);
     sessions.clear();
     client.close();
   })();
   return closing;
 }
 
-const transport = new StdioServerTransport();
-const quit = (why: string) => void closeAll(why).finally(() => process.exit(0));
-process.stdin.on("end", () => quit("the MCP client disconnected"));
+// A request over the limit: a tool error for a tool call, a JSON-RPC error for anything else
+// (both name the limit); one whose id cannot be seen is reported on stderr only.
+function refuse(o: Oversized): JSONRPCMessage | null {
+  const what = o.tool ? `the ${o.tool} call` : o.method ? `the ${o.method} request` : "a request";
+  const text =
+    `${what} is ${o.bytes} bytes; sandgate-mcp takes requests of at most ${MAX_REQUEST_BYTES} bytes ` +
+    `(10 MiB). Write a large file in parts (several write_file calls joined with exec: ` +
+    `cat part1 part2 > file), or upload it with the CLI (sandgate session upload) or a client library.`;
+  if (o.id === null) {
+    process.stderr.write(`sandgate-mcp: refused ${text}\n`);
+    return null;
+  }
+  if (o.method === "tools/call") {
+    return { jsonrpc: "2.0", id: o.id, result: { isError: true, content: [{ type: "text", text }] } };
+  }
+  return { jsonrpc: "2.0", id: o.id, error: { code: -32600, message: text } };
+}
+
+const quit = (why: string, code = 0) => void closeAll(why).finally(() => process.exit(code));
+const failed = (e: unknown) => {
+  process.stderr.write(`sandgate-mcp: ${(e as Error)?.stack ?? String(e)}\n`);
+  quit(`the MCP server failed: ${(e as Error)?.message ?? String(e)}`, 1);
+};
 process.on("SIGTERM", () => quit("the MCP server was stopped (SIGTERM)"));
 process.on("SIGINT", () => quit("the MCP server was stopped (SIGINT)"));
+process.on("uncaughtException", failed);
+process.on("unhandledRejection", failed);
+const transport = new LineTransport(MAX_REQUEST_BYTES, refuse);
+// stdin's end, or a broken stdin or stdout, closes the transport, and with it the server.
+server.server.onclose = () => quit("the MCP client disconnected");
+transport.onerror = (e) => process.stderr.write(`sandgate-mcp: ${e.message}\n`);
 await server.connect(transport);

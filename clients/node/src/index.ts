@@ -312,6 +312,14 @@ export class Client {
     }
   }
 
+  /** Reattaches to an existing session of this tenant by id (NOT_FOUND otherwise): a live
+   * Session, as createSession returns, that can exec, read and write files, keep alive and
+   * close. `keepAlive` (default true) keeps it alive in the background until close(). */
+  async getSession(sessionId: string, options: { keepAlive?: boolean } = {}): Promise<Session> {
+    const record = await this.unary<Session__Output>("GetSession", { sessionId });
+    return new Session(this, record, options);
+  }
+
   async listSessions(includeClosed = false): Promise<Session__Output[]> {
     const res = await this.unary<{ sessions: Session__Output[] }>("ListSessions", { includeClosed });
     return res.sessions;
@@ -389,6 +397,35 @@ export class Run {
   }
 
   /**
+   * Reads artifact `name` into memory, checked against the sha256 the daemon sends. With
+   * `maxBytes`, reading stops there: a larger artifact gives its first `maxBytes` bytes (not
+   * checked then; compare the length with its record's sizeBytes).
+   */
+  async readArtifact(name: string, maxBytes = 0): Promise<Buffer> {
+    const call = this.client.stub.DownloadArtifact({ runId: this.id, name }, this.client.metadata());
+    const pieces: Buffer[] = [];
+    let size = 0;
+    let sent = "";
+    try {
+      for await (const chunk of call as AsyncIterable<{ data: Buffer; sha256: string }>) {
+        pieces.push(chunk.data);
+        size += chunk.data.length;
+        if (chunk.sha256) sent = chunk.sha256;
+        if (maxBytes > 0 && size > maxBytes) return Buffer.concat(pieces).subarray(0, maxBytes);
+      }
+    } catch (e) {
+      throw toError(e);
+    } finally {
+      call.cancel();
+    }
+    const data = Buffer.concat(pieces);
+    if (sent === "" || sha256Hex(data) !== sent) {
+      throw new SandgateError(grpc.status.DATA_LOSS, `artifact ${name}: what arrived does not match the sha256 the daemon sent`);
+    }
+    return data;
+  }
+
+  /**
    * Downloads every artifact into `dir` (made if missing), streamed to disk and checked
    * against the sha256 of the run's record and of the last chunk; a file that does not match
    * is not saved and the call fails. Returns the paths written.
@@ -443,16 +480,26 @@ export class Execution implements AsyncIterable<OutputPiece> {
           finished = r.finished;
         }
       });
-      call.on("error", (e) => {
-        this.failure = toError(e);
+      // Settles once: grpc-js emits "error" (the daemon's status: NOT_FOUND for a missing
+      // session, FAILED_PRECONDITION for a closed one) and then "end", which must not
+      // replace it.
+      let settled = false;
+      const settle = (failure: Error | null) => {
+        if (settled) return;
+        settled = true;
+        this.failure = failure;
         this.push(null);
-        reject(this.failure);
-      });
-      call.on("end", () => {
-        this.push(null);
-        if (finished) resolve(finished);
-        else reject((this.failure = new Error("the command's stream ended without its end")));
-      });
+        if (failure) reject(failure);
+        else resolve(finished!);
+      };
+      call.on("error", (e) => settle(toError(e)));
+      call.on("end", () =>
+        settle(
+          finished
+            ? null
+            : new SandgateError(grpc.status.UNKNOWN, "the command's stream ended without saying how the command finished"),
+        ),
+      );
     });
     this.result.catch(() => {}); // also reported through iteration
   }
@@ -495,7 +542,7 @@ export class Session {
   ) {
     const idle = Number(record.idleTimeout?.seconds ?? 0);
     // A third of the idle timeout: two keep-alives may be lost before the session idles out.
-    if (idle > 0 && (options.keepAlive ?? true)) {
+    if (idle > 0 && (options.keepAlive ?? true) && record.status === "SESSION_STATUS_ACTIVE") {
       this.keeper = setInterval(() => void this.keepAlive().catch(() => {}), (idle * 1000) / 3);
       this.keeper.unref();
     }

@@ -181,8 +181,14 @@ class Client:
                                           labels=dict(labels or {}))
         return Session(self, self.call("CreateSession", request), keepalive_interval)
 
-    def get_session(self, session_id: str) -> pb.Session:
-        return self.call("GetSession", pb.GetSessionRequest(session_id=session_id))
+    def get_session(self, session_id: str, *,
+                    keepalive_interval: Optional[float] = None) -> Session:
+        """Reattaches to the tenant's session `session_id` (NotFound otherwise): a live handle,
+        the same as session() returns, that can exec, read and write files, keep alive and
+        close. While it is open (and the session active) it sends KeepAlive in the background,
+        as session()'s does; `record` (and `status`) are the sandgate.v1.Session as fetched."""
+        record = self.call("GetSession", pb.GetSessionRequest(session_id=session_id))
+        return Session(self, record, keepalive_interval)
 
     def list_sessions(self, include_closed: bool = False) -> List[pb.Session]:
         """The tenant's sessions, newest first (active ones only unless include_closed)."""

@@ -145,6 +145,8 @@ class Session:
         # the session is no longer active).
         self.keepalive_error: Optional[Error] = None
         self._closed = threading.Event()
+        if record.status != pb.SESSION_STATUS_ACTIVE:
+            self._closed.set()  # nothing to keep alive (a closed or expired session reattached)
         # The thread holds the handle weakly: a handle dropped without close() stops keeping
         # its session alive, and the daemon reaps it after its idle timeout.
         self._keepalive = threading.Thread(
@@ -155,6 +157,11 @@ class Session:
     @property
     def id(self) -> str:
         return self.record.id
+
+    @property
+    def status(self) -> int:
+        """The status as last seen (sandgate.v1.SessionStatus; refresh() fetches it anew)."""
+        return self.record.status
 
     def __repr__(self) -> str:
         return f"<sandgate.Session {self.id}>"

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { status } from "../../../clients/node/dist/index.js";
 const grpc = { status };
 
-import { Client, SandgateError, channelTarget } from "../../../clients/node/dist/index.js";
+import { Client, SandgateError, Session, channelTarget } from "../../../clients/node/dist/index.js";
 import { sampleCsv, sha256, startDaemon, startProxy } from "./daemon.mjs";
 
 const TOKEN = "node-client-test-token";
@@ -155,6 +155,49 @@ describe("sessions", () => {
     });
     const closed = (await c.listSessions(true)).find((x) => x.id === id);
     assert.equal(closed.status, "SESSION_STATUS_CLOSED");
+    c.close();
+  });
+
+  test("getSession reattaches by id: a live session that runs, moves files, keeps alive, closes", async () => {
+    const c = client();
+    const made = await c.createSession({ sandbox: { idleTimeout: { seconds: 60 } } });
+    await made.write("left.txt", "from the first handle\n");
+    // Another process (here: another client) picks the session up by its id alone.
+    const other = client();
+    const s = await other.getSession(made.id);
+    assert.equal(s.id, made.id);
+    assert.equal(s.record.status, "SESSION_STATUS_ACTIVE");
+    const r = await s.run("cat left.txt");
+    assert.equal(r.stdout, "from the first handle\n");
+    await s.write("back.txt", "from the second\n");
+    assert.equal((await s.read("back.txt")).toString(), "from the second\n");
+    assert.equal((await s.keepAlive()).status, "SESSION_STATUS_ACTIVE");
+    assert.equal((await s.close("done")).status, "SESSION_STATUS_CLOSED");
+    await assert.rejects(other.getSession("s-does-not-exist"), (e) => e instanceof SandgateError && e.codeName === "NOT_FOUND");
+    // Another tenant's session is not found, as its runs are.
+    const stranger = client({ token: OTHER });
+    const theirs = await c.createSession({});
+    await assert.rejects(stranger.getSession(theirs.id), (e) => e.code === grpc.status.NOT_FOUND);
+    await theirs.close();
+    for (const x of [c, other, stranger]) x.close();
+  });
+
+  test("exec on a missing or closed session rejects with the daemon's code, as every call does", async () => {
+    const c = client();
+    const s = await c.createSession({});
+    const missing = new Session(c, { id: "s-does-not-exist" }, { keepAlive: false });
+    await assert.rejects(missing.run("true"), (e) => e instanceof SandgateError && e.codeName === "NOT_FOUND");
+    await s.close();
+    await assert.rejects(s.run("true"), (e) => e instanceof SandgateError && e.codeName === "FAILED_PRECONDITION");
+    // The same through iteration and through `result`.
+    const execution = s.exec("true");
+    await assert.rejects(execution.result, (e) => e instanceof SandgateError && e.codeName === "FAILED_PRECONDITION");
+    await assert.rejects(
+      (async () => {
+        for await (const _ of execution);
+      })(),
+      (e) => e instanceof SandgateError && e.codeName === "FAILED_PRECONDITION",
+    );
     c.close();
   });
 });

@@ -144,6 +144,29 @@ def test_a_session_is_closed_when_its_block_raises(client):
     assert client.get_session(s.id).status == sandgate.pb.SESSION_STATUS_CLOSED
 
 
+def test_get_session_reattaches_a_live_session_by_id(client, daemon):
+    made = client.session()
+    made.write("left.txt", b"from the first handle\n")
+    # Another process picks the session up by its id alone: the same handle session() gives.
+    with sandgate.Client(daemon.address, token=TOKEN) as other:
+        s = other.get_session(made.id)
+        assert isinstance(s, sandgate.Session) and s.id == made.id
+        assert s.status == sandgate.pb.SESSION_STATUS_ACTIVE
+        assert s.run("cat left.txt").stdout == "from the first handle\n"
+        s.write("back.txt", b"from the second")
+        assert s.read("back.txt") == b"from the second"
+        assert s.refresh().status == sandgate.pb.SESSION_STATUS_ACTIVE
+        assert s.close("done").status == sandgate.pb.SESSION_STATUS_CLOSED
+        with pytest.raises(sandgate.NotFound):
+            other.get_session("s-does-not-exist")
+    made.close()
+    # A closed session reattached is a handle with nothing to keep alive.
+    closed = client.get_session(made.id)
+    assert closed.status == sandgate.pb.SESSION_STATUS_CLOSED
+    closed._keepalive.join(timeout=10)
+    assert not closed._keepalive.is_alive()
+
+
 def test_the_keep_alive_holds_an_idle_session_past_its_idle_timeout(client):
     with client.session(idle_timeout=2, keepalive_interval=0.5) as s:
         # Real time: the daemon reaps sessions on its own clock (an unkept one is gone by now).
