@@ -444,6 +444,11 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
   return c;
 }
 
+uint64_t DefaultWorkspaceBytes(const Config& config, uint64_t memory_bytes) {
+  constexpr uint64_t kMiB = 1ull << 20;
+  return std::min(config.workspace_bytes, memory_bytes / 4 / kMiB * kMiB);
+}
+
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return errors::NotFound("config file", path);
