@@ -196,6 +196,8 @@ struct Config {
   std::string init_path;  // "" = sandgate-init beside the daemon, then libexec
   uint32_t uid_base = 100000;
   uint32_t uid_count = 1000;
+  // RLIMIT_NOFILE (soft and hard) of every sandbox process (BwrapOptions::max_open_files).
+  uint32_t max_open_files = 1024;
 };
 
 // The workspace a sandbox of `memory_bytes` gets when its request leaves workspace_bytes 0:

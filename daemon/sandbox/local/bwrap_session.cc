@@ -300,6 +300,7 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   plan.join_v2 = cgroups_.v2_dir();
   plan.uid = uid_;
   plan.gid = uid_;
+  plan.max_open_files = core_->options.max_open_files;
   SANDGATE_ASSIGN_OR_RETURN(bwrap_pid_, core_->spawner.Spawn(plan));
   inv.child_fds.clear();
   init_end.reset();

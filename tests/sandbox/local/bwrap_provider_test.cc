@@ -517,6 +517,43 @@ TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
 }
 
 TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
+// Issue 20 item 7: a sandbox's processes have the provider's open-file limit, soft and hard,
+// not the daemon's (20000 here), and cannot raise it: one session cannot take the host's
+// file table.
+TEST_F(BwrapProviderTest, OpenFilesAreCappedByTheProviderNotTheDaemon) {
+  constexpr char kOpenAll[] = R"(
+import errno, os, resource
+fds = []
+try:
+    while True:
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1 << 16, 1 << 16))
+    print("raised")
+except ValueError:
+    print("refused")
+)";
+  auto s = NewSession("nofile");
+  ASSERT_NE(s, nullptr);
+  Output r = Sh(s.get(), "ulimit -Sn; ulimit -Hn; grep 'Max open files' /proc/self/limits");
+  EXPECT_THAT(r.out, ::testing::StartsWith("1024\n1024\nMax open files            1024  "))
+      << r.out;
+  r = Exec(s.get(), {"python3", "-c", kOpenAll});
+  EXPECT_EQ(r.out, "EMFILE\nrefused\n") << r.err;
+
+  BwrapOptions opts = TestOptions(TestUidBase(1), 1);
+  opts.max_open_files = 256;
+  auto other = BwrapProvider::Create(opts, &journal_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  SessionSpec spec;
+  spec.id = "nofile-256";
+  auto small = (*other)->Create(spec, nullptr);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(Sh(small->get(), "ulimit -Sn; ulimit -Hn").out, "256\n256\n");
+}
+
   // As the daemon should be: a subreaper, so what the sweep kills is reaped here at once.
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   absl::Cleanup no_subreaper = [] { prctl(PR_SET_CHILD_SUBREAPER, 0); };
