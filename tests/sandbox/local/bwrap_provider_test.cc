@@ -386,6 +386,42 @@ TEST_F(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
   EXPECT_FALSE(s->ReadFile("x", 1).ok());
 }
 
+// Issue 20 item 6: a sandbox killed from outside is known dead at once (OnEnded, from the
+// provider's exit watcher), Health says why, and Exec is FAILED_PRECONDITION saying so, not a
+// broken pipe.
+TEST_F(BwrapProviderTest, ASandboxKilledFromOutsideSaysItDiedAndWhy) {
+  auto s = NewSession("dies");
+  ASSERT_NE(s, nullptr);
+  absl::Notification ended;
+  s->OnEnded([&ended] { ended.Notify(); });
+  EXPECT_FALSE(s->Health().expired);
+  EXPECT_FALSE(ended.HasBeenNotified());
+  ASSERT_EQ(kill(Local(s.get())->init_pid(), SIGKILL), 0);
+  ASSERT_TRUE(ended.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  const SessionHealth h = s->Health();
+  EXPECT_TRUE(h.expired);
+  EXPECT_EQ(h.reason, "its sandbox died: its init (PID 1) was killed by signal 9 (SIGKILL)");
+  ExecRequest req;
+  req.argv = {"true"};
+  absl::StatusOr<ExecResult> r = s->Exec(req, nullptr, nullptr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(r.status().message(), "session dies: " + h.reason);
+  // Closing a dead sandbox cleans up as ever, and calls no callback.
+  EXPECT_TRUE(s->Close().ok());
+  EXPECT_FALSE(s->Health().expired);
+  EXPECT_FALSE(journal_.Has("local-session:dies"));
+}
+
+// A sandbox closed by its owner is no death: no callback.
+TEST_F(BwrapProviderTest, CloseIsNoDeath) {
+  auto s = NewSession("no-death");
+  ASSERT_NE(s, nullptr);
+  bool called = false;
+  s->OnEnded([&called] { called = true; });
+  EXPECT_TRUE(s->Close().ok());
+  EXPECT_FALSE(called);
+}
+
 TEST_F(BwrapProviderTest, CloseDuringExecEndsItCancelled) {
   auto s = NewSession("close-exec");
   ASSERT_NE(s, nullptr);
@@ -481,42 +517,6 @@ TEST_F(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
   EXPECT_EQ(Exec(s.get(), {"echo", "after"}).out, "after\n");
 }
 
-TEST_F(BwrapProviderTest, WorkspaceSizeAndInodesAreCapped) {
-  SessionSpec spec;
-  spec.workspace_bytes = 4 << 20;
-  spec.workspace_inodes = 64;
-  auto s = NewSession("wscaps", spec);
-  ASSERT_NE(s, nullptr);
-  for (const std::string& w : s->Warnings()) {
-    EXPECT_THAT(w, Not(HasSubstr("inode limit"))) << w;
-  }
-  Output r = Sh(s.get(), "head -c 8M /dev/zero > big; echo $?");
-  EXPECT_THAT(r.err, HasSubstr("No space left on device"));
-  r = Sh(s.get(),
-         "rm -f big; for i in $(seq 1 100); do touch f$i 2>/dev/null || break; done; "
-         "ls | wc -l; touch /tmp/t1 && echo tmp-ok");
-  EXPECT_LT(atoi(r.out.c_str()), 64);
-  EXPECT_GT(atoi(r.out.c_str()), 50);
-  EXPECT_THAT(r.out, HasSubstr("tmp-ok"));
-  // The daemon's uploads hit the same caps as a clean error.
-  EXPECT_EQ(s->WriteFile("huge", std::string(5 << 20, 'x')).code(),
-            absl::StatusCode::kResourceExhausted);
-}
-
-TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
-  SessionSpec spec;
-  spec.memory_bytes = 64 << 20;
-  spec.workspace_bytes = 64 << 20;
-  auto s = NewSession("warnings", spec);
-  ASSERT_NE(s, nullptr);
-  bool tmpfs_vs_memory = false;
-  for (const std::string& line : s->Warnings()) {
-    if (absl::StrContains(line, "can fill the memory limit")) tmpfs_vs_memory = true;
-  }
-  EXPECT_TRUE(tmpfs_vs_memory);
-}
-
-TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
 // Issue 20 item 7: a sandbox's processes have the provider's open-file limit, soft and hard,
 // not the daemon's (20000 here), and cannot raise it: one session cannot take the host's
 // file table.
@@ -554,6 +554,42 @@ except ValueError:
   EXPECT_EQ(Sh(small->get(), "ulimit -Sn; ulimit -Hn").out, "256\n256\n");
 }
 
+TEST_F(BwrapProviderTest, WorkspaceSizeAndInodesAreCapped) {
+  SessionSpec spec;
+  spec.workspace_bytes = 4 << 20;
+  spec.workspace_inodes = 64;
+  auto s = NewSession("wscaps", spec);
+  ASSERT_NE(s, nullptr);
+  for (const std::string& w : s->Warnings()) {
+    EXPECT_THAT(w, Not(HasSubstr("inode limit"))) << w;
+  }
+  Output r = Sh(s.get(), "head -c 8M /dev/zero > big; echo $?");
+  EXPECT_THAT(r.err, HasSubstr("No space left on device"));
+  r = Sh(s.get(),
+         "rm -f big; for i in $(seq 1 100); do touch f$i 2>/dev/null || break; done; "
+         "ls | wc -l; touch /tmp/t1 && echo tmp-ok");
+  EXPECT_LT(atoi(r.out.c_str()), 64);
+  EXPECT_GT(atoi(r.out.c_str()), 50);
+  EXPECT_THAT(r.out, HasSubstr("tmp-ok"));
+  // The daemon's uploads hit the same caps as a clean error.
+  EXPECT_EQ(s->WriteFile("huge", std::string(5 << 20, 'x')).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
+  SessionSpec spec;
+  spec.memory_bytes = 64 << 20;
+  spec.workspace_bytes = 64 << 20;
+  auto s = NewSession("warnings", spec);
+  ASSERT_NE(s, nullptr);
+  bool tmpfs_vs_memory = false;
+  for (const std::string& line : s->Warnings()) {
+    if (absl::StrContains(line, "can fill the memory limit")) tmpfs_vs_memory = true;
+  }
+  EXPECT_TRUE(tmpfs_vs_memory);
+}
+
+TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
   // As the daemon should be: a subreaper, so what the sweep kills is reaped here at once.
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   absl::Cleanup no_subreaper = [] { prctl(PR_SET_CHILD_SUBREAPER, 0); };
