@@ -199,11 +199,17 @@ int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
   }
   for (const std::string& d : args.All("--allow"))
     sandbox->mutable_network()->add_allowed_domains(d);
-  if (args.Has("--memory-mib")) {
+  struct MibFlag {
+    const char* flag;
+    void (v1::SandboxSpec::*set)(uint64_t);
+  };
+  for (const MibFlag& m : {MibFlag{"--memory-mib", &v1::SandboxSpec::set_memory_bytes},
+                           MibFlag{"--workspace-mib", &v1::SandboxSpec::set_workspace_bytes}}) {
+    if (!args.Has(m.flag)) continue;
     uint64_t mib;
-    if (!absl::SimpleAtoi(args.Get("--memory-mib"), &mib) || mib == 0)
-      return Usage("--memory-mib needs a positive number");
-    sandbox->set_memory_bytes(mib << 20);
+    if (!absl::SimpleAtoi(args.Get(m.flag), &mib) || mib == 0 || mib > (1ull << 40))
+      return Usage(std::string(m.flag) + " needs a positive number");
+    (sandbox->*m.set)(mib << 20);
   }
   struct DurationFlag {
     const char* flag;

@@ -138,7 +138,8 @@ int ParseSeconds(const Args& args, const std::string& flag, int64_t* seconds);
 // Every --env NAME=VALUE into *env; 0, or the exit code of a usage error already reported.
 int ParseEnv(const Args& args, google::protobuf::Map<std::string, std::string>* env);
 
-// --env, --setup, --network, --allow, --memory-mib, --idle, --lifetime, --command-timeout
+// --env, --setup, --network, --allow, --memory-mib, --workspace-mib, --idle, --lifetime,
+// --command-timeout
 // into *sandbox; 0, or the exit code of a usage error already reported.
 int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox);
 

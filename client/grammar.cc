@@ -13,7 +13,7 @@ commands:
   run FILE [--out DIR] [--json] [--playbook NAME] [--agent NAME] [--provider NAME]
            [--model NAME] [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
            [--env NAME=VALUE]... [--setup COMMAND]... [--network disabled|restricted|enabled]
-           [--allow DOMAIN]... [--memory-mib N] [--session ID]
+           [--allow DOMAIN]... [--memory-mib N] [--workspace-mib N] [--session ID]
       start a run, show its progress, download its artifacts and events.jsonl into DIR
       (default ./sandgate-<run id>), print a summary; exit 0 only if the run succeeded.
       --playbook NAME picks the daemon's task (default: its default; a name it does not
@@ -26,7 +26,8 @@ commands:
   download RUN [--out DIR]                     download a run's artifacts and events.jsonl
 
   session create [--idle S] [--lifetime S] [--command-timeout S] [--env K=V]... [--setup CMD]...
-                 [--network MODE] [--memory-mib N] [--idempotency-key K] [--json]   prints the id
+                 [--network MODE] [--memory-mib N] [--workspace-mib N] [--idempotency-key K]
+                 [--json]   prints the id
   session list [--all] | get ID | keepalive ID | close ID [--reason TEXT]
   session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...
       one COMMAND word runs as `sh -c COMMAND`; exits with the command's status
@@ -61,7 +62,9 @@ constexpr char kSandboxOptions[] = R"(
 sandbox:  --env NAME=VALUE   (repeatable)  set in every command's environment
           --setup COMMAND    (repeatable)  run before anything else, in order
           --network disabled|restricted|enabled   --allow DOMAIN (repeatable, restricted)
-          --memory-mib N     memory limit
+          --memory-mib N     memory limit (at least 16)
+          --workspace-mib N  size of /work (and of /tmp), held in that memory: below it
+                             (default: a quarter of the memory, at most the daemon's default)
           --idle S  --lifetime S  --command-timeout S   the session's clocks, in seconds
 )";
 
@@ -75,9 +78,9 @@ std::vector<std::string> With(std::vector<std::string> a, const std::vector<std:
 const char* UsageText() { return kUsageText; }
 
 const std::vector<std::string>& SandboxFlags() {
-  static const auto* const kFlags =
-      new std::vector<std::string>{"--env",        "--setup", "--network",  "--allow",
-                                   "--memory-mib", "--idle",  "--lifetime", "--command-timeout"};
+  static const auto* const kFlags = new std::vector<std::string>{
+      "--env",           "--setup", "--network",  "--allow",          "--memory-mib",
+      "--workspace-mib", "--idle",  "--lifetime", "--command-timeout"};
   return *kFlags;
 }
 
@@ -91,7 +94,8 @@ const ArgsGrammar& Grammar() {
        {"--setup", true},         {"--network", true},      {"--allow", true},     {"--memory-mib", true},
        {"--session", true},       {"--idle", true},         {"--lifetime", true},  {"--all", false},
        {"--command-timeout", true}, {"--older-than-hours", true}, {"--model", true},
-       {"--tls-ca", true},        {"--tls-cert", true},     {"--tls-key", true}},
+       {"--tls-ca", true},        {"--tls-cert", true},     {"--tls-key", true},
+       {"--workspace-mib", true}},
       // clang-format on
       {"--addr", "--token-file", "--tls-ca", "--tls-cert", "--tls-key"},
       {

@@ -242,6 +242,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   local.init_path = FindInit(c);
   local.uid_base = c.uid_base;
   local.uid_pool_size = c.uid_count;
+  local.max_open_files = c.max_open_files;
   absl::StatusOr<std::unique_ptr<sandbox::BwrapProvider>> provider =
       sandbox::BwrapProvider::Create(local, p->journal.get());
   if (!provider.ok()) {

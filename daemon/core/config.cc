@@ -403,6 +403,13 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     l.On("init", String(&c.init_path));
     l.On("uid_base", Whole(&c.uid_base, 1000));
     l.On("uid_count", Whole(&c.uid_count, 1));
+    // bwrap and the init need a few dozen; above 1 Mi is more than the kernel allows (nr_open).
+    l.On("max_open_files", [&c](const json& v, const std::string& where) -> absl::Status {
+      SANDGATE_RETURN_IF_ERROR(Whole(&c.max_open_files, 64)(v, where));
+      if (c.max_open_files > (1u << 20))
+        return errors::InvalidArgument(absl::StrCat(where, "at most 1048576"));
+      return absl::OkStatus();
+    });
     return l.Run();
   });
   r.On("warm_pool", [&c](const json& v, const std::string& where) -> absl::Status {
@@ -449,6 +456,11 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
         absl::StrCat(origin, ": chat.base_url: required (the OpenAI-compatible endpoint)"));
   }
   return c;
+}
+
+uint64_t DefaultWorkspaceBytes(const Config& config, uint64_t memory_bytes) {
+  constexpr uint64_t kMiB = 1ull << 20;
+  return std::min(config.workspace_bytes, memory_bytes / 4 / kMiB * kMiB);
 }
 
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {

@@ -178,7 +178,7 @@ struct Config {
   // Sandbox defaults, used where a request leaves a field 0.
   uint64_t memory_bytes = 1ull << 30;
   uint32_t max_processes = 256;
-  uint64_t workspace_bytes = 256ull << 20;
+  uint64_t workspace_bytes = 256ull << 20;  // capped by memory (DefaultWorkspaceBytes)
   absl::Duration command_timeout = absl::Minutes(5);
   absl::Duration run_timeout = absl::Minutes(30);
   absl::Duration heartbeat_interval = absl::Seconds(15);
@@ -210,7 +210,15 @@ struct Config {
   std::string init_path;  // "" = sandgate-init beside the daemon, then libexec
   uint32_t uid_base = 100000;
   uint32_t uid_count = 1000;
+  // RLIMIT_NOFILE (soft and hard) of every sandbox process (BwrapOptions::max_open_files).
+  uint32_t max_open_files = 1024;
 };
+
+// The workspace a sandbox of `memory_bytes` gets when its request leaves workspace_bytes 0:
+// `config.workspace_bytes`, but at most a quarter of the memory (whole MiB), since /work,
+// /tmp and /dev/shm, each as large as the workspace, live in the sandbox's memory. So the
+// smallest sandbox (16 MiB) gets a 4 MiB workspace, and the 1 GiB default the 256 MiB one.
+uint64_t DefaultWorkspaceBytes(const Config& config, uint64_t memory_bytes);
 
 // Parses a config file's text; `origin` names it in errors.
 absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& origin);

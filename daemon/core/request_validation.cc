@@ -189,8 +189,8 @@ absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string
 
 absl::Status ValidateSandboxSpec(const v1::SandboxSpec& sb, const Config& cfg) {
   const MachineLimits& max = cfg.limits;
-  uint64_t memory = sb.memory_bytes() ? sb.memory_bytes() : cfg.memory_bytes;
-  uint64_t workspace = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;
+  const uint64_t memory = MemoryBytes(sb, cfg);
+  const uint64_t workspace = WorkspaceBytes(sb, cfg);
   if (memory < (16ull << 20))
     return errors::InvalidArgument("sandbox.memory_bytes: at least 16 MiB");
   if (memory > max.memory_bytes) {
@@ -205,9 +205,11 @@ absl::Status ValidateSandboxSpec(const v1::SandboxSpec& sb, const Config& cfg) {
                                 " (daemon ceiling limits.workspace_bytes)"));
   }
   if (workspace >= memory) {
-    return errors::InvalidArgument(
-        absl::StrCat("sandbox.workspace_bytes: must be below sandbox.memory_bytes (",
-                     FormatBytes(memory), "): the workspace lives in memory"));
+    return Invalid("sandbox.workspace_bytes",
+                   absl::StrCat(FormatBytes(workspace), " must be below sandbox.memory_bytes (",
+                                FormatBytes(memory),
+                                "): the workspace lives in memory; leave it 0 for a quarter of "
+                                "the memory"));
   }
   if (sb.max_processes() != 0 && sb.max_processes() < 8) {
     return errors::InvalidArgument("sandbox.max_processes: at least 8");

@@ -32,13 +32,21 @@ absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider,
                                               "agent; leave them out, or use provider 'local'"));
 }
 
+uint64_t MemoryBytes(const v1::SandboxSpec& sb, const Config& cfg) {
+  return sb.memory_bytes() ? sb.memory_bytes() : cfg.memory_bytes;
+}
+uint64_t WorkspaceBytes(const v1::SandboxSpec& sb, const Config& cfg) {
+  return sb.workspace_bytes() ? sb.workspace_bytes()
+                              : DefaultWorkspaceBytes(cfg, MemoryBytes(sb, cfg));
+}
+
 sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& sb,
                                    const Config& cfg) {
   sandbox::SessionSpec spec;
   spec.id = id;
-  spec.memory_bytes = sb.memory_bytes() ? sb.memory_bytes() : cfg.memory_bytes;
+  spec.memory_bytes = MemoryBytes(sb, cfg);
   spec.max_processes = sb.max_processes() ? sb.max_processes() : cfg.max_processes;
-  spec.workspace_bytes = sb.workspace_bytes() ? sb.workspace_bytes() : cfg.workspace_bytes;
+  spec.workspace_bytes = WorkspaceBytes(sb, cfg);
   spec.env.insert(sb.env().begin(), sb.env().end());
   switch (sb.network().mode()) {
     case v1::NetworkPolicy::MODE_RESTRICTED:

@@ -18,6 +18,10 @@ namespace sandgate::core {
 // (Provider::runs_commands), before anything is made.
 absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider,
                                        const v1::SandboxSpec& spec);
+// The sandbox's memory and workspace caps: the request's, or the config's defaults where it
+// left a field 0 (the workspace's derived from the memory: DefaultWorkspaceBytes).
+uint64_t MemoryBytes(const v1::SandboxSpec& spec, const Config& config);
+uint64_t WorkspaceBytes(const v1::SandboxSpec& spec, const Config& config);
 // With the config's defaults where the request left a field 0.
 sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& spec,
                                    const Config& config);

@@ -337,6 +337,9 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   }
   events.EndWith(nullptr);  // it lives: Expire ends it
   e->sandbox = std::move(*made);
+  // A sandbox that dies on its own ends its session at once (the reaper asks every live
+  // sandbox's Health when woken), not at its next use or its idle timeout.
+  e->sandbox->OnEnded([this] { Reschedule(); });
   for (const std::string& w : e->sandbox->Warnings()) record.add_unenforced(w);
   record.set_workdir(e->sandbox->workdir());
   {

@@ -9,6 +9,11 @@
 // sandbox is deleted; then its final record and its own log's session.closed are stored in one
 // write (EventLog::Finish), so no kill leaves a closed session whose log does not end.
 //
+// A session whose sandbox ends on its own (sandbox::Session::Health: a hosted container that
+// expired, a local sandbox whose processes died) is EXPIRED with the sandbox's reason as soon
+// as the provider tells (Session::OnEnded wakes the reaper) or a call finds it, whichever is
+// first; a lease on it is then FAILED_PRECONDITION naming that reason.
+//
 // Three clocks, never mixed: the caller's RPC deadline belongs to the RPC (server/); the
 // per-command timeout to sandbox::ExecRequest; idle_timeout and max_lifetime to this class.
 //

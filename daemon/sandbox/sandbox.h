@@ -259,6 +259,12 @@ class Session {
   // session has already learned), so the daemon may ask it often. Default: it lives until
   // closed.
   virtual SessionHealth Health() const { return SessionHealth(); }
+  // Asks to be told, as soon as the provider learns it, that the sandbox ended on its own
+  // (Health() then says so): `ended` is called once, from a provider thread, or from this
+  // call when the end is already known. It must be quick and must not call into the session.
+  // Never called after Close returned; a later call replaces an earlier callback. Default:
+  // never called (the end is learned when Health is asked).
+  virtual void OnEnded(std::function<void()> /*ended*/) {}
   // The session's hosted shell, when its commands run upstream; null when they run through
   // Exec (the default). Valid as long as the session.
   virtual HostedShell* hosted_shell() { return nullptr; }

@@ -25,7 +25,7 @@ TEST(ConfigTest, ReadsEverySection) {
     "max_concurrent_runs": 2, "tenants": [{"name": "a", "token_sha256": ")" +
                            std::string(kHash) + R"(", "operator": true}],
     "defaults": {"memory_bytes": 536870912, "command_timeout_seconds": 30},
-    "local": {"uid_base": 200000, "uid_count": 10},
+    "local": {"uid_base": 200000, "uid_count": 10, "max_open_files": 4096},
     "sandbox_events": {"per_second": 5, "burst": 7, "max_per_log": 90}})",
                        "test.json");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -38,6 +38,8 @@ TEST(ConfigTest, ReadsEverySection) {
   EXPECT_EQ(c->memory_bytes, 536870912u);
   EXPECT_EQ(c->command_timeout, absl::Seconds(30));
   EXPECT_EQ(c->uid_base, 200000u);
+  EXPECT_EQ(c->max_open_files, 4096u);
+  EXPECT_EQ(ParseConfig("{}", "test.json")->max_open_files, 1024u);
   EXPECT_TRUE(ValidateConfig(*c).ok());
 }
 
@@ -67,6 +69,8 @@ TEST(ConfigTest, ErrorsNameTheKey) {
            {R"({"max_concurrent_runs": 0})", "max_concurrent_runs: out of range"},
            {R"({"defaults": {"memory": 1}})", "defaults.memory: unknown key"},
            {R"({"local": {"uid_base": -1}})", "local.uid_base: expected a whole number"},
+           {R"({"local": {"max_open_files": 8}})", "local.max_open_files: out of range: 8"},
+           {R"({"local": {"max_open_files": 2000000}})", "local.max_open_files: at most 1048576"},
            {R"({"tenants": [{"name": "a", "token_sha256": "abc"}]})", "tenants[0].token_sha256"},
            {R"({"tenants": [{"token_sha256": ")" + std::string(kHash) + R"("}]})",
             "tenants[0].name: required"},

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "core/sandbox_spec.h"
 #include "gtest/gtest.h"
 
 namespace sandgate::core {
@@ -194,6 +195,45 @@ TEST(RequestValidationTest, SessionAndExecRequestsAreBoundedToo) {
                                 "reason: at most 1024 bytes"));
   EXPECT_TRUE(absl::StrContains(ValidateId(std::string(200, 'r'), "run_id").message(),
                                 "run_id: at most 128 bytes"));
+}
+
+// Issue 20 item 17: a small sandbox whose request leaves the workspace 0 gets one that fits
+// its memory, instead of the 256 MiB default refused as above it.
+TEST(RequestValidationTest, ASmallSandboxGetsAWorkspaceThatFitsItsMemory) {
+  const Config config;
+  for (uint64_t mib : {16, 128, 256}) {
+    v1::RunAnalysisRequest r = Valid();
+    r.mutable_sandbox()->set_memory_bytes(mib << 20);
+    EXPECT_TRUE(ValidateRunRequest(r, config).ok())
+        << mib << " MiB: " << ValidateRunRequest(r, config).message();
+    v1::CreateSessionRequest s;
+    *s.mutable_sandbox() = r.sandbox();
+    EXPECT_TRUE(ValidateCreateSessionRequest(s, config).ok()) << mib << " MiB";
+    const sandbox::SessionSpec spec = ToSessionSpec("s1", r.sandbox(), config);
+    EXPECT_EQ(spec.workspace_bytes, (mib << 20) / 4) << mib << " MiB";
+    EXPECT_EQ(spec.memory_bytes, mib << 20);
+  }
+  // The default sandbox keeps the configured default workspace.
+  EXPECT_EQ(ToSessionSpec("s1", v1::SandboxSpec(), config).workspace_bytes, config.workspace_bytes);
+  // An odd size is rounded down to whole MiB.
+  v1::SandboxSpec odd;
+  odd.set_memory_bytes((17ull << 20) + 5);
+  EXPECT_EQ(WorkspaceBytes(odd, config), 4ull << 20);
+}
+
+TEST(RequestValidationTest, AWorkspaceAskedForIsKeptAndOneTooLargeIsNamed) {
+  const Config config;
+  v1::RunAnalysisRequest r = Valid();
+  r.mutable_sandbox()->set_memory_bytes(128ull << 20);
+  r.mutable_sandbox()->set_workspace_bytes(100ull << 20);
+  EXPECT_TRUE(ValidateRunRequest(r, config).ok()) << ValidateRunRequest(r, config).message();
+  EXPECT_EQ(ToSessionSpec("s1", r.sandbox(), config).workspace_bytes, 100ull << 20);
+  r.mutable_sandbox()->set_workspace_bytes(128ull << 20);
+  const absl::Status st = ValidateRunRequest(r, config);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "sandbox.workspace_bytes: 128 MiB must be below sandbox.memory_bytes (128 MiB): the "
+            "workspace lives in memory; leave it 0 for a quarter of the memory");
 }
 
 TEST(RequestValidationTest, BytesReadAsAPersonWritesThem) {

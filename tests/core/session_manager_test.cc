@@ -132,6 +132,36 @@ TEST_F(SessionManagerTest, ALeaseInFlightHoldsOffTheIdleClockUntilItEnds) {
   ExpectExpiresIn(s.id(), absl::Seconds(60));
 }
 
+// Issue 20 item 6: a sandbox that dies on its own ends its session at once, with no call and
+// no clock moving: leases are cancelled, Get says EXPIRED with why, the log's session.closed
+// says it too, and a new lease is FAILED_PRECONDITION naming it.
+TEST_F(SessionManagerTest, ASandboxThatDiesEndsItsSessionAtOnceSayingWhy) {
+  v1::Session s = Create(/*idle_s=*/60);
+  CancelToken stream_cancel;
+  auto stream =
+      sessions_->Acquire(caller_, s.id(), {&stream_cancel, [](const v1::SessionExpiring&) {}});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const std::string why = "its sandbox died: bwrap was killed by signal 9 (SIGKILL)";
+  ASSERT_TRUE(provider_->Die(s.id(), why));
+  ASSERT_TRUE(stream_cancel.WaitFor(absl::Seconds(30))) << "the reaper did not end it";
+  EXPECT_TRUE(absl::StrContains(stream_cancel.reason(), why)) << stream_cancel.reason();
+  Settle();  // the reaper, which cancelled, has deleted the sandbox and stored the end
+  stream->reset();
+  EXPECT_EQ(sessions_->live(), 0u);
+  EXPECT_EQ(provider_->live_sessions(), 0);
+  auto after = sessions_->Get(caller_, s.id());
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_EQ(after->status_reason(), why);
+  std::vector<v1::Event> events = *events_->Read(s.id(), 0, 100);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().type(), "session.closed");
+  EXPECT_EQ(events.back().session_closed().reason(), why);
+  auto again = sessions_->Acquire(caller_, s.id());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(again.status().message(), why)) << again.status();
+}
+
 // KeepAlive restarts the idle clock: the session then lives idle_timeout from the KeepAlive.
 TEST_F(SessionManagerTest, KeepAliveExtendsTheIdleClockByIdleTimeoutFromNow) {
   v1::Session s = Create(/*idle_s=*/60, /*life_s=*/600);

@@ -167,6 +167,31 @@ class HostSession : public sandbox::Session {
     return errors::Unavailable("HostSession does not list files");
   }
   std::vector<std::string> Warnings() const override { return {"host session: no isolation"}; }
+  sandbox::SessionHealth Health() const override {
+    absl::MutexLock lock(&mu_);
+    sandbox::SessionHealth h;
+    h.expired = !death_.empty();
+    h.reason = death_;
+    return h;
+  }
+  void OnEnded(std::function<void()> ended) override {
+    bool dead;
+    {
+      absl::MutexLock lock(&mu_);
+      on_ended_ = ended;
+      dead = !death_.empty();
+    }
+    if (dead && ended) ended();
+  }
+  void Die(const std::string& reason) {
+    std::function<void()> ended;
+    {
+      absl::MutexLock lock(&mu_);
+      death_ = reason;
+      ended = on_ended_;
+    }
+    if (ended) ended();
+  }
 
   absl::Status Close() override {
     if (closed_.exchange(true)) return absl::OkStatus();
@@ -184,6 +209,9 @@ class HostSession : public sandbox::Session {
   const std::string id_, dir_;
   const std::map<std::string, std::string> env_;
   std::atomic<bool> closed_{false};
+  mutable absl::Mutex mu_;
+  std::string death_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> on_ended_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -206,7 +234,18 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> HostProvider::Create(
   }
   ++live_;
   ++created_;
-  return std::unique_ptr<sandbox::Session>(new HostSession(this, spec.id, tmpl, spec.env));
+  auto session = std::make_unique<HostSession>(this, spec.id, tmpl, spec.env);
+  OnDie(spec.id, [s = session.get()](const std::string& reason) { s->Die(reason); });
+  return std::unique_ptr<sandbox::Session>(std::move(session));
+}
+
+bool HostProvider::Die(const std::string& session_id, const std::string& reason) {
+  // Under the lock: a Close (Forget) waits, so the session outlives the call.
+  absl::MutexLock lock(&mu_);
+  auto it = deaths_.find(session_id);
+  if (it == deaths_.end()) return false;
+  it->second(reason);
+  return true;
 }
 
 bool HostProvider::Decide(const std::string& session_id, const sandbox::NetworkDecision& decision) {

@@ -52,9 +52,19 @@ class HostProvider : public sandbox::Provider {
   // `decision`, as its proxy would on a connection. False when there is no such
   // session or it has no callback.
   bool Decide(const std::string& session_id, const sandbox::NetworkDecision& decision);
+  // Ends live session `session_id` on its own, as a sandbox whose processes died: its Health
+  // says expired with `reason`, and its OnEnded callback is called from this thread. False
+  // when there is no such session.
+  bool Die(const std::string& session_id, const std::string& reason);
+  // Registers how a live session is killed by Die (`die` takes the reason).
+  void OnDie(const std::string& session_id, std::function<void(const std::string&)> die) {
+    absl::MutexLock lock(&mu_);
+    deaths_[session_id] = std::move(die);
+  }
   void Forget(const std::string& session_id) {
     absl::MutexLock lock(&mu_);
     decisions_.erase(session_id);
+    deaths_.erase(session_id);
   }
   int live_sessions() const { return live_.load(); }
   int created_sessions() const { return created_.load(); }
@@ -68,6 +78,7 @@ class HostProvider : public sandbox::Provider {
   absl::Status fail_next_close_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::function<void(const sandbox::NetworkDecision&)>> decisions_
       ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::function<void(const std::string&)>> deaths_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> live_{0};
   std::atomic<int> created_{0};
   std::atomic<int> fail_next_fork_{0};

@@ -561,6 +561,33 @@ TEST_F(CliTest, ExecSaysHowACommandEnded) {
   Cli("session close " + id);
 }
 
+// Issue 20 item 17: a small memory limit works without naming the workspace, and
+// --workspace-mib reaches the daemon (the size of /work) or is refused naming the field.
+TEST_F(CliTest, WorkspaceMibSizesTheWorkspaceAndASmallMemoryNeedsNone) {
+  // The size of /work in KiB, in a session made with `flags`.
+  auto work_kib = [this](const std::string& flags) {
+    Result created = Cli("session create --idle 300 " + flags);
+    EXPECT_EQ(created.exit_code, 0) << created.out;
+    const std::string id(absl::StripAsciiWhitespace(created.out));
+    Result df =
+        Cli("session exec " + id + " 'df -k /work | tail -1 | tr -s \" \" | cut -d\" \" -f2'");
+    Cli("session close " + id);
+    return std::string(absl::StripAsciiWhitespace(df.out));
+  };
+  EXPECT_EQ(work_kib("--memory-mib 128"), "32768") << "a quarter of 128 MiB";
+  EXPECT_EQ(work_kib("--memory-mib 128 --workspace-mib 24"), "24576");
+
+  Result too_large = Cli("session create --memory-mib 128 --workspace-mib 128");
+  EXPECT_EQ(too_large.exit_code, 2) << too_large.out;
+  EXPECT_TRUE(absl::StrContains(too_large.out,
+                                "sandbox.workspace_bytes: 128 MiB must be below "
+                                "sandbox.memory_bytes (128 MiB)"))
+      << too_large.out;
+  Result bad = Cli("session create --workspace-mib lots");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_TRUE(absl::StrContains(bad.out, "--workspace-mib needs a positive number")) << bad.out;
+}
+
 TEST_F(CliTest, AnUnknownRunIsNamedWithTheCommandTyped) {
   for (const char* cmd : {"get", "events", "cancel", "download"}) {
     Result r = Cli(std::string(cmd) + " run-doesnotexist");

@@ -302,6 +302,26 @@ std::vector<SseEvent> ParseSse(const std::string& body, int* comments) {
   return out;
 }
 
+// Issue 20 item 17: REST takes the sandbox's workspace size as gRPC does, a small memory
+// needs none, and one too large is refused naming the field.
+TEST_F(RestTest, TheWorkspaceSizeIsARequestFieldAndASmallMemoryNeedsNone) {
+  Answer small =
+      Http("POST", Url("/v1/sessions"), kAlice, R"({"sandbox": {"memoryBytes": "134217728"}})");
+  ASSERT_EQ(small.status, 200) << small.body;
+  Answer sized = Http("POST", Url("/v1/sessions"), kAlice,
+                      R"({"sandbox": {"memoryBytes": "134217728", "workspaceBytes": "25165824"}})");
+  ASSERT_EQ(sized.status, 200) << sized.body;
+  EXPECT_EQ(Parse<v1::Session>(sized).sandbox().workspace_bytes(), 25165824u);
+  Answer too_large =
+      Http("POST", Url("/v1/sessions"), kAlice,
+           R"({"sandbox": {"memoryBytes": "134217728", "workspaceBytes": "134217728"}})");
+  EXPECT_EQ(too_large.status, 400) << too_large.body;
+  EXPECT_TRUE(absl::StrContains(too_large.body,
+                                "sandbox.workspace_bytes: 128 MiB must be below "
+                                "sandbox.memory_bytes (128 MiB)"))
+      << too_large.body;
+}
+
 TEST_F(RestTest, EventsStreamAsServerSentEventsAndResumeFromLastEventId) {
   v1::Run run = StartRun(kAlice);
   // Followed from the start while the run goes on: every event once, in order, to the end.

@@ -1,5 +1,10 @@
 // The sessions API on the real daemon: create, exec, files, keep-alive, the three clocks.
+#include <dirent.h>
+#include <signal.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -313,6 +318,66 @@ TEST_F(SessionsTest, AFollowerOfTheSessionsLogKeepsItFromIdling) {
   v1::Session reaped = Get(s.id());
   EXPECT_EQ(reaped.status(), v1::SESSION_STATUS_EXPIRED);
   EXPECT_TRUE(absl::StrContains(reaped.status_reason(), "idle_timeout")) << reaped.status_reason();
+}
+
+// Host pids of the live processes named `comm` whose real uid is in [first, first + count).
+std::vector<pid_t> HostProcesses(const std::string& comm, uid_t first, uid_t count) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  while (struct dirent* e = readdir(d)) {
+    const pid_t pid = atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::string name;
+    std::ifstream(absl::StrCat("/proc/", pid, "/comm")) >> name;
+    if (name != comm) continue;
+    std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+    std::string line;
+    while (std::getline(status, line)) {
+      uid_t uid;
+      if (sscanf(line.c_str(), "Uid: %u", &uid) != 1) continue;
+      if (uid >= first && uid < first + count) out.push_back(pid);
+      break;
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+// Issue 20 item 6: a session whose sandbox is killed (here its bwrap, as a memory hog's OOM
+// kill did) ends at once, also with a follower holding it, long before its idle timeout:
+// its log's session.closed says why, Get says EXPIRED, and Exec is FAILED_PRECONDITION
+// naming the death (it was "Broken pipe" with the session still ACTIVE).
+TEST_F(SessionsTest, ASessionWhoseSandboxDiesEndsAtOnceSayingWhy) {
+  v1::Session s = Create(/*idle_s=*/600);
+  ASSERT_EQ(s.status(), v1::SESSION_STATUS_ACTIVE);
+  v1::StreamEventsRequest follow;
+  follow.set_run_id(s.id());
+  follow.set_follow(true);
+  auto ctx = DaemonHarness::Context(kToken);
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub_->StreamEvents(ctx.get(), follow);
+
+  const std::vector<pid_t> bwrap = HostProcesses("bwrap", 300200, 16);
+  ASSERT_EQ(bwrap.size(), 1u) << "one session, one bwrap";
+  ASSERT_EQ(kill(bwrap[0], SIGKILL), 0);
+  const std::string why =
+      "its sandbox died: bwrap (the sandbox's parent process) was killed by signal 9 (SIGKILL)";
+  v1::Event e;
+  std::optional<v1::Event> closed;
+  while (!closed && stream->Read(&e)) {
+    if (e.type() == "session.closed") closed = e;
+  }
+  ASSERT_TRUE(closed.has_value()) << "no session.closed: " << stream->Finish().error_message();
+  EXPECT_TRUE(absl::StartsWith(closed->session_closed().reason(), why))
+      << closed->session_closed().reason();
+
+  v1::Session dead = Get(s.id());
+  EXPECT_EQ(dead.status(), v1::SESSION_STATUS_EXPIRED);
+  EXPECT_TRUE(absl::StartsWith(dead.status_reason(), why)) << dead.status_reason();
+  ExecOutcome after = Exec(s.id(), "true");
+  EXPECT_EQ(after.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(after.status.error_message(), why)) << after.status.error_message();
+  EXPECT_TRUE(HostProcesses("bwrap", 300200, 16).empty());
 }
 
 TEST_F(SessionsTest, AnIdleSessionIsReapedButNotWhileACommandRuns) {

@@ -110,6 +110,7 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
       core->proxy, local::NetProxy::Create(
                        options.resolver != nullptr ? options.resolver : local::NewSystemResolver(),
                        options.proxy_options));
+  SANDGATE_ASSIGN_OR_RETURN(core->exit_watcher, local::ExitWatcher::Create());
   core->bwrap.host_binds = local::HostBinds();
   {
     absl::MutexLock l(&core->mu);

@@ -64,6 +64,10 @@ struct BwrapOptions {
   // above it must be searchable by others (bwrap binds them as the session's uid): not under
   // the daemon's 0700 runtime or state directory. Providers may share it.
   std::string mount_dir = "/run/sandgate-sandboxes";
+  // RLIMIT_NOFILE (soft and hard) of every process of a sandbox, bwrap and its init
+  // included: the host's file table is shared, so one sandbox must not be able to hold more
+  // than its share of it (uid_pool_size sessions × max_processes × this, at worst).
+  uint64_t max_open_files = 1024;
   // Longest wait for a new sandbox to report ready.
   absl::Duration start_timeout = absl::Seconds(10);
   // Time of the kill-and-wait loops (Close and Sweep: processes gone, cgroups removed) and

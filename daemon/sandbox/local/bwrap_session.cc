@@ -300,6 +300,7 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   plan.join_v2 = cgroups_.v2_dir();
   plan.uid = uid_;
   plan.gid = uid_;
+  plan.max_open_files = core_->options.max_open_files;
   SANDGATE_ASSIGN_OR_RETURN(bwrap_pid_, core_->spawner.Spawn(plan));
   inv.child_fds.clear();
   init_end.reset();
@@ -368,7 +369,88 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
                                                       spec_.on_network_decision));
     proxied_ = true;
   }
+  // Last: once watched, an exit of the init is a death, told to OnEnded's callback.
+  exit_watch_ = core_->exit_watcher->Watch(init_pidfd_.get(), [this] { OnExit(); });
   return absl::OkStatus();
+}
+
+bool BwrapSession::Exited() const {
+  struct pollfd p[2] = {{init_pidfd_.get(), POLLIN, 0}, {bwrap_pidfd_.get(), POLLIN, 0}};
+  return poll(p, 2, 0) > 0;
+}
+
+std::string BwrapSession::Death() const {
+  {
+    absl::MutexLock l(&mu_);
+    if (!death_.empty()) return death_;
+  }
+  // bwrap follows its init at once, and says how the init ended: its exit status, or 128 + the
+  // signal that killed it. bwrap itself killed takes the init with it (--die-with-parent).
+  std::string how = "its init (PID 1) exited";
+  siginfo_t info = {};
+  if (bwrap_pidfd_.valid() && WaitExit(bwrap_pidfd_, absl::Seconds(1)) &&
+      waitid(P_PIDFD, static_cast<id_t>(bwrap_pidfd_.get()), &info, WEXITED | WNOHANG | WNOWAIT) ==
+          0 &&
+      info.si_pid != 0) {
+    auto signal = [](int sig) {
+      const char* abbrev = sigabbrev_np(sig);
+      return abbrev != nullptr ? absl::StrCat("signal ", sig, " (SIG", abbrev, ")")
+                               : absl::StrCat("signal ", sig);
+    };
+    if (info.si_code != CLD_EXITED) {
+      how = absl::StrCat("bwrap (the sandbox's parent process) was killed by ",
+                         signal(info.si_status));
+    } else if (info.si_status > 128) {
+      how = absl::StrCat("its init (PID 1) was killed by ", signal(info.si_status - 128));
+    } else {
+      how = absl::StrCat("its init (PID 1) exited with status ", info.si_status);
+    }
+  }
+  std::string death = absl::StrCat("its sandbox died: ", how);
+  if (const uint64_t ooms = cgroups_.OomKillCount(); ooms > 0) {
+    absl::StrAppend(&death, "; the session's memory limit (", spec_.memory_bytes,
+                    " bytes) was reached: the OOM killer has killed ", ooms,
+                    ooms == 1 ? " process" : " processes", " in it");
+  }
+  absl::MutexLock l(&mu_);
+  if (death_.empty()) death_ = std::move(death);
+  return death_;
+}
+
+absl::Status BwrapSession::DeadError() const {
+  return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, ": ", Death()));
+}
+
+SessionHealth BwrapSession::Health() const {
+  SessionHealth h;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return h;
+  }
+  if (!Exited()) return h;
+  h.expired = true;
+  h.reason = Death();
+  return h;
+}
+
+void BwrapSession::OnEnded(std::function<void()> ended) {
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    on_ended_ = ended;
+  }
+  if (ended && Exited()) ended();
+}
+
+void BwrapSession::OnExit() {
+  std::function<void()> ended;
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return;
+    ended = on_ended_;
+  }
+  log::Warning("sandbox.died", {{"session", spec_.id}, {"init_pid", init_pid_}});
+  if (ended) ended();
 }
 
 absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int out_fd,
@@ -407,6 +489,7 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
     if (closed_)
       return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
   }
+  if (Exited()) return DeadError();
   int sv[2], po[2], pe[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return errors::FromErrno(errno, "socketpair");
@@ -425,9 +508,13 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
   const absl::Time start = absl::Now();
   absl::Status sent = SendExec(message, cmd_remote.get(), out_w.get(), err_w.get());
   if (!sent.ok()) {
-    absl::MutexLock l(&mu_);
-    if (closed_)
-      return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
+    {
+      absl::MutexLock l(&mu_);
+      if (closed_)
+        return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
+    }
+    // The init hung up: it is exiting (its pidfd is readable right after).
+    if (WaitExit(init_pidfd_, absl::Seconds(1))) return DeadError();
     return sent;
   }
   // Only the command may hold the write ends now, so EOF means it (and its heirs) are done.
@@ -492,8 +579,15 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
                                  absl::StrCat("sandbox init could not start ", request.argv[0]));
       }
       // EOF: the init is gone, so is the command.
-      absl::MutexLock l(&mu_);
-      if (!closed_) return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " exited"));
+      bool closed;
+      {
+        absl::MutexLock l(&mu_);
+        closed = closed_;
+      }
+      if (!closed) {
+        if (WaitExit(init_pidfd_, absl::Seconds(1))) return DeadError();
+        return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " exited"));
+      }
       result.cancelled = true;
       result.term_signal = SIGKILL;
       break;
@@ -552,7 +646,10 @@ absl::Status BwrapSession::Close() {
     if (closed_) return close_status_;
     closed_ = true;
     files_.reset();  // the last file call in flight releases the workspace
+    on_ended_ = nullptr;
   }
+  // Before the kill below: that exit is no death. Waits for an OnExit in flight.
+  core_->exit_watcher->Unwatch(exit_watch_);
   // Killing the init tears down the PID namespace: once the init has exited, every process
   // in it is gone. bwrap (the init's parent) then reaps it and exits by itself; killing bwrap
   // first would orphan the init's zombie to a reaper that may be slow.

@@ -3,11 +3,17 @@
 //
 // Thread safe, as Session requires: Exec runs concurrently with Exec, file calls and Close;
 // Close is idempotent and makes running Execs end cancelled.
+//
+// A sandbox that dies on its own (its init or bwrap killed: by the OOM killer, by a signal
+// from the host) is a dead session, not a broken pipe: the provider's exit watcher tells
+// OnEnded's callback at once, Health() says expired and why (how bwrap ended, and the OOM
+// kills of the session's memory cgroup), and Exec answers FAILED_PRECONDITION saying so.
 #ifndef SANDGATE_SANDBOX_LOCAL_BWRAP_SESSION_H_
 #define SANDGATE_SANDBOX_LOCAL_BWRAP_SESSION_H_
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -21,6 +27,7 @@
 #include "sandbox/local/bwrap_command.h"
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/local/cgroups.h"
+#include "sandbox/local/exit_watcher.h"
 #include "sandbox/local/net_proxy.h"
 #include "sandbox/local/spawner.h"
 #include "sandbox/local/tmpfs_limits.h"
@@ -37,6 +44,8 @@ struct BwrapProvider::Core {
   local::BwrapConfig bwrap;
   local::Spawner spawner;
   std::unique_ptr<local::NetProxy> proxy;
+  // Tells each session the moment its init or bwrap exits (BwrapSession::OnEnded).
+  std::unique_ptr<local::ExitWatcher> exit_watcher;
   std::vector<local::Cidr> ssrf_exempt;
 
   // Claims `session_id` and a free uid from the pool: ALREADY_EXISTS when a live session has
@@ -70,6 +79,10 @@ class BwrapSession : public Session {
                           const FileSink& sink) override;
   absl::StatusOr<FileListing> ListFiles(absl::string_view dir) override;
   std::vector<std::string> Warnings() const override;
+  // Expired once the init or bwrap has exited without Close, with the reason (Death()); the
+  // first answer after a death may wait up to a second for bwrap to say how its init ended.
+  SessionHealth Health() const override;
+  void OnEnded(std::function<void()> ended) override;
   absl::Status Close() override;
 
   // The session's host uid (also its gid).
@@ -84,6 +97,15 @@ class BwrapSession : public Session {
   absl::Status Launch(const CancelToken* cancel);
   absl::StatusOr<std::shared_ptr<const WorkspaceFiles>> Files() const;
   absl::Status SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd);
+  // Whether the init or bwrap has exited (a poll of their pidfds, no wait).
+  bool Exited() const;
+  // Why the sandbox died, worked out once (it waits up to a second for bwrap to follow its
+  // init): "its sandbox died: …". Call only once Exited().
+  std::string Death() const;
+  // FAILED_PRECONDITION naming the death, for a call the dead sandbox cannot serve.
+  absl::Status DeadError() const;
+  // From the exit watcher's thread.
+  void OnExit();
 
   // Constant after Start.
   const std::shared_ptr<BwrapProvider::Core> core_;
@@ -100,6 +122,7 @@ class BwrapSession : public Session {
   std::vector<std::string> warnings_;
   local::ProxyPolicy proxy_policy_;  // normalised; used when the network is not disabled
   bool proxied_ = false;             // the proxy serves this session (RemoveSession on Close)
+  uint64_t exit_watch_ = 0;          // the init's pidfd in the exit watcher (0: not watched)
 
   absl::Mutex send_mu_;   // one sendmsg on control_ at a time
   absl::Mutex close_mu_;  // held for the whole of Close, so a second Close waits for the first
@@ -107,6 +130,8 @@ class BwrapSession : public Session {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const WorkspaceFiles> files_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> on_ended_ ABSL_GUARDED_BY(mu_);
+  mutable std::string death_ ABSL_GUARDED_BY(mu_);  // Death(), once known
 };
 
 }  // namespace local

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,7 +42,7 @@ struct ChildError {
 // before they are unblocked, so no daemon handler ever runs in the child.
 [[noreturn]] void Child(const char* path, char* const* argv, const int* stdio,
                         const std::vector<int>& keep, const std::vector<const char*>& join,
-                        uid_t uid, gid_t gid, pid_t parent, int err_fd) {
+                        uint64_t max_open_files, uid_t uid, gid_t gid, pid_t parent, int err_fd) {
   if (setpgid(0, 0) != 0) Fail(err_fd, "setpgid");
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
@@ -61,6 +62,11 @@ struct ChildError {
     int fd = open(file, O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) Fail(err_fd, "join cgroup");
     close(fd);
+  }
+  if (max_open_files != 0) {
+    const struct rlimit nofile = {max_open_files, max_open_files};
+    if (syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &nofile, nullptr) != 0)
+      Fail(err_fd, "setrlimit(RLIMIT_NOFILE)");
   }
   if (uid != 0) {
     if (syscall(SYS_setgroups, 0, nullptr) != 0) Fail(err_fd, "setgroups");
@@ -86,6 +92,7 @@ struct ChildArgs {
   const int* stdio;
   const std::vector<int>* keep;
   const std::vector<const char*>* join;
+  uint64_t max_open_files;
   uid_t uid;
   gid_t gid;
   pid_t parent;
@@ -94,7 +101,8 @@ struct ChildArgs {
 
 void RunChild(void* p) {
   const ChildArgs& a = *static_cast<const ChildArgs*>(p);
-  Child(a.path, a.argv, a.stdio, *a.keep, *a.join, a.uid, a.gid, a.parent, a.err_fd);
+  Child(a.path, a.argv, a.stdio, *a.keep, *a.join, a.max_open_files, a.uid, a.gid, a.parent,
+        a.err_fd);
 }
 
 // The child's own stack while it shares the daemon's memory: Child() needs a few KiB.
@@ -224,8 +232,8 @@ void Spawner::Loop() {
       if (!p.join_v2.empty()) v2.reset(open(p.join_v2.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
       std::vector<const char*> join;
       for (const std::string& f : join_files) join.push_back(f.c_str());
-      ChildArgs args{p.path.c_str(), argv.data(), stdio,    &p.keep_fds, &join,
-                     p.uid,          p.gid,       getpid(), err_w.get()};
+      ChildArgs args{p.path.c_str(),   argv.data(), stdio, &p.keep_fds, &join,
+                     p.max_open_files, p.uid,       p.gid, getpid(),    err_w.get()};
       // Blocked in this thread while the child shares its memory (Child unblocks them).
       sigset_t all, old;
       sigfillset(&all);

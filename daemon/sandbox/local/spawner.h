@@ -8,11 +8,11 @@
 // daemon cost about 2 ms per sandbox and exec dropped the copy again.
 //
 // The child, before exec: own process group; default signal mask and dispositions; stdio
-// dup2'ed; every other fd close-on-exec except `keep_fds`; placed in the given cgroups;
-// supplementary groups dropped, then gid and uid set; PR_SET_PDEATHSIG(SIGKILL) (after the uid
-// change, which would clear it) and a check that the daemon did not die meanwhile; chdir("/");
-// execve with an empty environment. Any failure before exec is reported back as an error from
-// Spawn().
+// dup2'ed; every other fd close-on-exec except `keep_fds`; placed in the given cgroups; its
+// open-file limit set (max_open_files); supplementary groups dropped, then gid and uid set;
+// PR_SET_PDEATHSIG(SIGKILL) (after the uid change, which would clear it) and a check that the
+// daemon did not die meanwhile; chdir("/"); execve with an empty environment. Any failure before
+// exec is reported back as an error from Spawn().
 //
 // Thread safe: Spawn may be called from any thread; calls are serialised on the spawner
 // thread. Destroying the Spawner stops the thread, which SIGKILLs every live child that has
@@ -51,6 +51,9 @@ struct SpawnPlan {
   std::string join_v2;
   uid_t uid = 0;  // 0 = keep the daemon's ids
   gid_t gid = 0;
+  // RLIMIT_NOFILE, soft and hard, for the child and all it starts; 0 = the daemon's. A
+  // process without CAP_SYS_RESOURCE in the host's user namespace can never raise it again.
+  uint64_t max_open_files = 0;
 };
 
 class Spawner {

@@ -386,6 +386,42 @@ TEST_F(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
   EXPECT_FALSE(s->ReadFile("x", 1).ok());
 }
 
+// Issue 20 item 6: a sandbox killed from outside is known dead at once (OnEnded, from the
+// provider's exit watcher), Health says why, and Exec is FAILED_PRECONDITION saying so, not a
+// broken pipe.
+TEST_F(BwrapProviderTest, ASandboxKilledFromOutsideSaysItDiedAndWhy) {
+  auto s = NewSession("dies");
+  ASSERT_NE(s, nullptr);
+  absl::Notification ended;
+  s->OnEnded([&ended] { ended.Notify(); });
+  EXPECT_FALSE(s->Health().expired);
+  EXPECT_FALSE(ended.HasBeenNotified());
+  ASSERT_EQ(kill(Local(s.get())->init_pid(), SIGKILL), 0);
+  ASSERT_TRUE(ended.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  const SessionHealth h = s->Health();
+  EXPECT_TRUE(h.expired);
+  EXPECT_EQ(h.reason, "its sandbox died: its init (PID 1) was killed by signal 9 (SIGKILL)");
+  ExecRequest req;
+  req.argv = {"true"};
+  absl::StatusOr<ExecResult> r = s->Exec(req, nullptr, nullptr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(r.status().message(), "session dies: " + h.reason);
+  // Closing a dead sandbox cleans up as ever, and calls no callback.
+  EXPECT_TRUE(s->Close().ok());
+  EXPECT_FALSE(s->Health().expired);
+  EXPECT_FALSE(journal_.Has("local-session:dies"));
+}
+
+// A sandbox closed by its owner is no death: no callback.
+TEST_F(BwrapProviderTest, CloseIsNoDeath) {
+  auto s = NewSession("no-death");
+  ASSERT_NE(s, nullptr);
+  bool called = false;
+  s->OnEnded([&called] { called = true; });
+  EXPECT_TRUE(s->Close().ok());
+  EXPECT_FALSE(called);
+}
+
 TEST_F(BwrapProviderTest, CloseDuringExecEndsItCancelled) {
   auto s = NewSession("close-exec");
   ASSERT_NE(s, nullptr);
@@ -479,6 +515,43 @@ TEST_F(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
   EXPECT_EQ(r.out, "");
   // The session survives its command's OOM.
   EXPECT_EQ(Exec(s.get(), {"echo", "after"}).out, "after\n");
+}
+
+// Issue 20 item 7: a sandbox's processes have the provider's open-file limit, soft and hard,
+// not the daemon's (20000 here), and cannot raise it: one session cannot take the host's
+// file table.
+TEST_F(BwrapProviderTest, OpenFilesAreCappedByTheProviderNotTheDaemon) {
+  constexpr char kOpenAll[] = R"(
+import errno, os, resource
+fds = []
+try:
+    while True:
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as e:
+    print(errno.errorcode[e.errno])
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1 << 16, 1 << 16))
+    print("raised")
+except ValueError:
+    print("refused")
+)";
+  auto s = NewSession("nofile");
+  ASSERT_NE(s, nullptr);
+  Output r = Sh(s.get(), "ulimit -Sn; ulimit -Hn; grep 'Max open files' /proc/self/limits");
+  EXPECT_THAT(r.out, ::testing::StartsWith("1024\n1024\nMax open files            1024  "))
+      << r.out;
+  r = Exec(s.get(), {"python3", "-c", kOpenAll});
+  EXPECT_EQ(r.out, "EMFILE\nrefused\n") << r.err;
+
+  BwrapOptions opts = TestOptions(TestUidBase(1), 1);
+  opts.max_open_files = 256;
+  auto other = BwrapProvider::Create(opts, &journal_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  SessionSpec spec;
+  spec.id = "nofile-256";
+  auto small = (*other)->Create(spec, nullptr);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(Sh(small->get(), "ulimit -Sn; ulimit -Hn").out, "256\n256\n");
 }
 
 TEST_F(BwrapProviderTest, WorkspaceSizeAndInodesAreCapped) {
