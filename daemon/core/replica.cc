@@ -98,12 +98,13 @@ absl::Status ReplicaMember::JoinOnce(absl::Time now, const char* event) {
 
 void ReplicaMember::Rejoin(absl::Time now) {
   std::string why;
-  bool ended;
+  bool ended, superseded;
   {
     absl::MutexLock lock(&mu_);
-    if (!taken_over_) return;
+    if (!taken_over_ && !superseded_) return;
     why = lost_;
     ended = work_ended_;
+    superseded = superseded_;
   }
   if (!ended) {
     // Its runs and sessions were settled by the replica that took it over, and every write
@@ -112,10 +113,12 @@ void ReplicaMember::Rejoin(absl::Time now) {
     // new epoch, so nothing of the old work goes on writing under the new one.
     log::Warning("replica.ending_work", {{"replica", config_.id}, {"why", why}});
     if (deps_.end_local_work) deps_.end_local_work(why);
-    SweepOwnHost();
+    // What this host's journal holds under the id is the live process's to sweep now.
+    if (!superseded) SweepOwnHost();
     absl::MutexLock lock(&mu_);
     work_ended_ = true;
   }
+  if (superseded) return;
   // Refused (UNAVAILABLE) while the claimer's cleanup is under way: tried again at the next
   // renewal.
   absl::Status joined = JoinOnce(now, "replica.rejoined");
@@ -185,6 +188,7 @@ int64_t ReplicaMember::epoch() const {
 
 void ReplicaMember::Loop() {
   absl::Time next_renew = deps_.clock->Now() + config_.renew_interval;
+  absl::Duration retry = kRenewRetryFirst;
   absl::Time next_end = Watch(deps_.clock->Now());
   while (true) {
     {
@@ -194,17 +198,25 @@ void ReplicaMember::Loop() {
     }
     const absl::Time now = deps_.clock->Now();
     if (now >= next_renew) {
-      Renew(now);
+      const bool answered = Renew(now);
       Rejoin(now);
-      next_renew = now + config_.renew_interval;
+      next_renew =
+          now + (answered ? config_.renew_interval : std::min(retry, config_.renew_interval));
+      retry = answered ? kRenewRetryFirst : std::min(2 * retry, kRenewRetryMost);
     }
     next_end = Watch(now);
   }
 }
 
-void ReplicaMember::Renew(absl::Time now) {
+bool ReplicaMember::Renew(absl::Time now) {
   const absl::Time until = now + config_.lease_period;
-  absl::Status renewed = deps_.leases->Renew(config_.id, until);
+  int64_t epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (superseded_) return true;
+    epoch = epoch_;
+  }
+  absl::Status renewed = deps_.leases->Renew(config_.id, epoch, until);
   absl::MutexLock lock(&mu_);
   if (renewed.ok()) {
     if (now >= lease_end_) held_since_ = now;  // it had lapsed
@@ -213,12 +225,15 @@ void ReplicaMember::Renew(absl::Time now) {
       log::Info("replica.lease_regained", {{"replica", config_.id}});
       lost_.clear();
     }
-    return;
+    return true;
   }
   // Taken over: this replica's runs were failed or moved by another; it must not go on as if
   // it still held them. Otherwise (the store is unreachable) it still holds its lease until
   // the lease ends, and takes no new work from then on.
-  const bool taken = renewed.code() == absl::StatusCode::kFailedPrecondition;
+  // Superseded: another process joined under this id (this one was frozen, or started twice);
+  // it holds the lease now, and this one must only stop.
+  const bool superseded = renewed.code() == absl::StatusCode::kAborted;
+  const bool taken = renewed.code() == absl::StatusCode::kFailedPrecondition || superseded;
   log::Error("replica.renew_failed", {{"replica", config_.id}, {"error", renewed.ToString()}});
   std::string why;
   if (taken) {
@@ -227,11 +242,16 @@ void ReplicaMember::Renew(absl::Time now) {
     why = absl::StrCat("replica ", config_.id, " could not renew its lease, which ended at ",
                        absl::FormatTime(lease_end_));
   }
-  if (taken) taken_over_ = true;
+  if (superseded) {
+    superseded_ = true;
+  } else if (taken) {
+    taken_over_ = true;
+  }
   if (!why.empty() && (lost_.empty() || taken) && lost_ != why) {
     lost_ = why;
     log::Error("replica.lease_lost", {{"replica", config_.id}, {"why", lost_}});
   }
+  return taken;
 }
 
 absl::Time ReplicaMember::Watch(absl::Time now) {

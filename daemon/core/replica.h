@@ -1,7 +1,9 @@
 // Replica: this daemon as one of several sharing a store (docs/replicas.md).
 //
 // Each replica has a stable id (config replica.id, else DefaultReplicaId) and a lease row
-// (store/replica_store.h) it renews every renew_interval on the injected clock. A replica
+// (store/replica_store.h) it renews every renew_interval on the injected clock; a renewal
+// the store did not answer is tried again soon (kRenewRetryFirst, doubling up to
+// kRenewRetryMost), so a store that blinks for less than the lease ends no lease. A replica
 // that cannot renew before its lease ends stops taking new work (CanTakeWork) and logs
 // `replica.lease_lost`. Every replica also watches the others' leases: at the moment one
 // ends, the first replica to claim it (a guarded UPDATE: exactly one) cleans up after it:
@@ -16,7 +18,9 @@
 // (Store::FenceWrites): once a replica has been taken over, every write it still makes to
 // its runs, sessions and events is refused. A replica that finds itself taken over (its
 // renewal refused) ends what it still runs here (end_local_work), sweeps its own host, and
-// joins again at a new epoch without a restart (`replica.rejoined`).
+// joins again at a new epoch without a restart (`replica.rejoined`). Renewals name the epoch:
+// a process whose id another process joined under since (it was frozen, or the id was given
+// twice) is refused, ends its work and never joins again (`replica.lease_lost`).
 //
 //   ReplicaJournal journal(store, config.replica.id);       // providers record through it
 //   ReplicaMember member(deps, config.replica);
@@ -106,6 +110,10 @@ struct ReplicaDeps {
   std::map<std::string, sandbox::Provider*> own_providers;
 };
 
+// A renewal the store did not answer is tried again after this, doubling up to the most.
+inline constexpr absl::Duration kRenewRetryFirst = absl::Milliseconds(200);
+inline constexpr absl::Duration kRenewRetryMost = absl::Seconds(2);
+
 class ReplicaMember {
  public:
   ReplicaMember(ReplicaDeps deps, ReplicaConfig config);
@@ -135,10 +143,11 @@ class ReplicaMember {
   // One try at making the lease this replica's own at a new epoch; logs `event`.
   absl::Status JoinOnce(absl::Time now, const char* event);
   // Once taken over: ends the local work and sweeps this host (once), then tries to join.
+  // Once superseded: ends the local work only.
   void Rejoin(absl::Time now);
   void SweepOwnHost();
-  // Renews the lease; notes its loss.
-  void Renew(absl::Time now);
+  // Renews the lease; notes its loss. False when the store did not answer (try again soon).
+  bool Renew(absl::Time now);
   // Claims whatever lease has ended; returns when the next one may end (InfiniteFuture: none).
   absl::Time Watch(absl::Time now);
   // Whether this replica may claim another's lease now.
@@ -160,6 +169,9 @@ class ReplicaMember {
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool taken_over_ ABSL_GUARDED_BY(mu_) = false;  // a renewal said so; until it joins again
   bool work_ended_ ABSL_GUARDED_BY(mu_) = false;  // end_local_work and the sweep are done
+  // Another process joined under this id since (a renewal said so): this one ends its work
+  // and never renews or joins again, which would fence the live one out.
+  bool superseded_ ABSL_GUARDED_BY(mu_) = false;
   // The journal views and sweepers of cleanups whose deferred sweeps go on in the background.
   std::vector<std::unique_ptr<ReplicaJournal>> views_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<JournalSweeper>> sweepers_ ABSL_GUARDED_BY(mu_);

@@ -64,15 +64,15 @@ absl::StatusOr<int64_t> PostgresReplicaStore::Join(const Lease& lease, absl::Tim
   return CleanupUnderWay(lease.replica_id, claimer);
 }
 
-absl::Status PostgresReplicaStore::Renew(const std::string& replica_id, absl::Time expires_at) {
-  SANDGATE_ASSIGN_OR_RETURN(
-      int64_t changed,
-      Write("renew lease",
-            "UPDATE replica_leases SET expires_at = $2 WHERE id = $1 AND taken_over_by = ''",
-            PgParams().Text(replica_id).Int(Ns(expires_at))));
+absl::Status PostgresReplicaStore::Renew(const std::string& replica_id, int64_t epoch,
+                                         absl::Time expires_at) {
+  SANDGATE_ASSIGN_OR_RETURN(int64_t changed,
+                            Write("renew lease",
+                                  "UPDATE replica_leases SET expires_at = $2 WHERE id = $1 AND "
+                                  "taken_over_by = '' AND epoch = $3",
+                                  PgParams().Text(replica_id).Int(Ns(expires_at)).Int(epoch)));
   if (changed == 1) return absl::OkStatus();
-  SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(replica_id));
-  return LeaseTakenOver(replica_id, claimer);
+  return RenewRefused(*this, replica_id, epoch);
 }
 
 absl::StatusOr<std::string> PostgresReplicaStore::ClaimerOf(const std::string& replica_id) {

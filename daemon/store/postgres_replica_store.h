@@ -28,7 +28,7 @@ class PostgresReplicaStore : public ReplicaStore {
   static absl::StatusOr<std::unique_ptr<PostgresReplicaStore>> Create(PostgresDatabase* db);
 
   absl::StatusOr<int64_t> Join(const Lease& lease, absl::Time now) override;
-  absl::Status Renew(const std::string& replica_id, absl::Time expires_at) override;
+  absl::Status Renew(const std::string& replica_id, int64_t epoch, absl::Time expires_at) override;
   absl::StatusOr<std::vector<Lease>> ListLeases() override;
   absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
                                      absl::Time claim_until) override;

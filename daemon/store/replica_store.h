@@ -11,7 +11,7 @@
 // well under the lease period (NTP does that).
 //
 //   SANDGATE_RETURN_IF_ERROR(leases->Join({"host-a", "tcp:10.0.0.5:7443", now + period}));
-//   SANDGATE_RETURN_IF_ERROR(leases->Renew("host-a", now + period));   // every renew interval
+//   SANDGATE_RETURN_IF_ERROR(leases->Renew("host-a", epoch, now + period));  // every renewal
 //   if (*leases->ClaimTakeover("host-b", "host-a", now, now + period)) { clean up; Finish… }
 //
 // Thread safe. Implementations: SqliteReplicaStore (several daemons on one host sharing one
@@ -57,9 +57,12 @@ class ReplicaStore {
   // stands at `now` and its cleanup is not done (the caller waits and tries again: a restarted
   // replica must not queue runs again that the claimer is queueing).
   virtual absl::StatusOr<int64_t> Join(const Lease& lease, absl::Time now) = 0;
-  // Moves the end of the replica's own lease to `expires_at`. FAILED_PRECONDITION naming the
-  // claimer when another replica has taken it over; NOT_FOUND when it has no row.
-  virtual absl::Status Renew(const std::string& replica_id, absl::Time expires_at) = 0;
+  // Moves the end of the replica's own lease to `expires_at`, if the row still holds `epoch`
+  // (the one Join returned to this process). FAILED_PRECONDITION naming the claimer when
+  // another replica has taken it over; ABORTED (LeaseSuperseded) when another process joined
+  // under the same id since; NOT_FOUND when it has no row.
+  virtual absl::Status Renew(const std::string& replica_id, int64_t epoch,
+                             absl::Time expires_at) = 0;
   // Every lease, by replica id.
   virtual absl::StatusOr<std::vector<Lease>> ListLeases() = 0;
   // Claims the cleanup after `dead` for `by` until `claim_until` (claimed_at = now). True for
@@ -81,9 +84,29 @@ inline absl::Status LeaseTakenOver(const std::string& replica, const std::string
   return errors::FailedPrecondition(
       absl::StrCat("the lease of replica ", replica, " was taken over by replica ", claimer));
 }
+// A process holding `epoch` whose replica id another process joined under since (a frozen
+// process woken, or a second daemon given the same id): it must stop, not join again.
+inline absl::Status LeaseSuperseded(const std::string& replica, int64_t epoch, int64_t now) {
+  return absl::AbortedError(absl::StrCat("the lease of replica ", replica,
+                                         " was joined again by another process (epoch ", now,
+                                         "; this process holds epoch ", epoch, ")"));
+}
 inline absl::Status ClaimLost(const std::string& dead, const std::string& by) {
   return errors::FailedPrecondition(
       absl::StrCat("replica ", by, " no longer holds the claim on replica ", dead, "'s lease"));
+}
+
+// Why `leases`' Renew of `replica` at `epoch` changed no row, from the row as it is now:
+// taken over, joined again by another process, or gone.
+inline absl::Status RenewRefused(ReplicaStore& leases, const std::string& replica, int64_t epoch) {
+  absl::StatusOr<std::vector<Lease>> rows = leases.ListLeases();
+  if (!rows.ok()) return rows.status();
+  for (const Lease& row : *rows) {
+    if (row.replica_id != replica) continue;
+    if (!row.taken_over_by.empty()) return LeaseTakenOver(replica, row.taken_over_by);
+    return LeaseSuperseded(replica, epoch, row.epoch);
+  }
+  return errors::NotFound("lease of replica", replica);
 }
 
 // Why a fenced write (Store::FenceWrites) of `record` ("run r-1") by `replica` at `epoch`

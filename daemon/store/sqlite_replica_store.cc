@@ -11,6 +11,8 @@
 namespace sandgate::store {
 namespace {
 
+int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
+
 // Times are unix nanoseconds from the callers' clock (see replica_store.h).
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS replica_leases (
@@ -93,8 +95,8 @@ SqliteReplicaStore::~SqliteReplicaStore() {
 
 absl::StatusOr<int> SqliteReplicaStore::Write(const char* sql,
                                               const std::vector<std::string>& texts,
-                                              const std::vector<absl::Time>& times,
-                                              const char* what, int64_t* returned) {
+                                              const std::vector<int64_t>& ints, const char* what,
+                                              int64_t* returned) {
   absl::MutexLock lock(&mu_);
   sqlite3_stmt* s = nullptr;
   if (sqlite3_prepare_v2(db_, sql, -1, &s, nullptr) != SQLITE_OK) {
@@ -106,7 +108,7 @@ absl::StatusOr<int> SqliteReplicaStore::Write(const char* sql,
   for (const std::string& t : texts) {
     sqlite3_bind_text(s, i++, t.data(), static_cast<int>(t.size()), SQLITE_TRANSIENT);
   }
-  for (absl::Time t : times) sqlite3_bind_int64(s, i++, absl::ToUnixNanos(t));
+  for (int64_t n : ints) sqlite3_bind_int64(s, i++, n);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_ROW && returned != nullptr) {
     *returned = sqlite3_column_int64(s, 0);
@@ -126,20 +128,20 @@ absl::StatusOr<int64_t> SqliteReplicaStore::Join(const Lease& lease, absl::Time 
             "claimed_at = 0, epoch = replica_leases.epoch + 1 "
             "WHERE replica_leases.taken_over_by = '' OR replica_leases.cleaned = 1 "
             "OR replica_leases.claim_until <= ?4 RETURNING epoch",
-            {lease.replica_id, lease.address}, {lease.expires_at, now}, "join", &epoch));
+            {lease.replica_id, lease.address}, {Ns(lease.expires_at), Ns(now)}, "join", &epoch));
   if (changed == 1) return epoch;
   SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(lease.replica_id));
   return CleanupUnderWay(lease.replica_id, claimer);
 }
 
-absl::Status SqliteReplicaStore::Renew(const std::string& replica_id, absl::Time expires_at) {
-  SANDGATE_ASSIGN_OR_RETURN(
-      int changed,
-      Write("UPDATE replica_leases SET expires_at = ?2 WHERE id = ?1 AND taken_over_by = ''",
-            {replica_id}, {expires_at}, "renew lease"));
+absl::Status SqliteReplicaStore::Renew(const std::string& replica_id, int64_t epoch,
+                                       absl::Time expires_at) {
+  SANDGATE_ASSIGN_OR_RETURN(int changed,
+                            Write("UPDATE replica_leases SET expires_at = ?2 WHERE id = ?1 AND "
+                                  "taken_over_by = '' AND epoch = ?3",
+                                  {replica_id}, {Ns(expires_at), epoch}, "renew lease"));
   if (changed == 1) return absl::OkStatus();
-  SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(replica_id));
-  return LeaseTakenOver(replica_id, claimer);
+  return RenewRefused(*this, replica_id, epoch);
 }
 
 absl::StatusOr<std::string> SqliteReplicaStore::ClaimerOf(const std::string& replica_id) {
@@ -187,7 +189,7 @@ absl::StatusOr<bool> SqliteReplicaStore::ClaimTakeover(const std::string& dead,
                                   "claimed_at = ?3 "
                                   "WHERE id = ?1 AND expires_at <= ?3 AND cleaned = 0 "
                                   "AND (taken_over_by = '' OR claim_until <= ?3)",
-                                  {dead, by}, {now, claim_until}, "claim lease"));
+                                  {dead, by}, {Ns(now), Ns(claim_until)}, "claim lease"));
   return changed == 1;
 }
 

@@ -30,7 +30,7 @@ class SqliteReplicaStore : public ReplicaStore {
   ~SqliteReplicaStore() override;
 
   absl::StatusOr<int64_t> Join(const Lease& lease, absl::Time now) override;
-  absl::Status Renew(const std::string& replica_id, absl::Time expires_at) override;
+  absl::Status Renew(const std::string& replica_id, int64_t epoch, absl::Time expires_at) override;
   absl::StatusOr<std::vector<Lease>> ListLeases() override;
   absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
                                      absl::Time claim_until) override;
@@ -38,11 +38,11 @@ class SqliteReplicaStore : public ReplicaStore {
 
  private:
   explicit SqliteReplicaStore(sqlite3* db) : db_(db) {}
-  // Runs `sql` with `texts` bound to ?1.. and `times` (unix ns) after them; returns the
+  // Runs `sql` with `texts` bound to ?1.. and `ints` (times as unix ns) after them; returns the
   // number of rows it changed. `what` names the operation in errors. `returned`: the first
   // column of the row a RETURNING clause gives, if any.
   absl::StatusOr<int> Write(const char* sql, const std::vector<std::string>& texts,
-                            const std::vector<absl::Time>& times, const char* what,
+                            const std::vector<int64_t>& ints, const char* what,
                             int64_t* returned = nullptr);
   // Adds the columns a file made by an older daemon lacks.
   absl::Status AddColumns();

@@ -114,7 +114,7 @@ TEST_F(OwnerLookupTest, AnOwnerWhoseLeaseEndedIsUnavailableNamingItNotOneNanosec
   OwnerLookup b(store_.get(), leases_.get(), "b", &clock_);
   // b renews; a does not.
   clock_.Advance(kLease - absl::Nanoseconds(1));
-  ASSERT_TRUE(leases_->Renew("b", clock_.Now() + kLease).ok());
+  ASSERT_TRUE(leases_->Renew("b", 1, clock_.Now() + kLease).ok());
   EXPECT_TRUE(b.OfSession(tenant_, "s-1")->has_value());
   clock_.Advance(absl::Nanoseconds(1));
   absl::StatusOr<std::optional<Peer>> gone = b.OfSession(tenant_, "s-1");

@@ -104,9 +104,9 @@ class FlakyLeases : public store::ReplicaStore {
   absl::StatusOr<int64_t> Join(const store::Lease& l, absl::Time now) override {
     return base_->Join(l, now);
   }
-  absl::Status Renew(const std::string& id, absl::Time until) override {
+  absl::Status Renew(const std::string& id, int64_t epoch, absl::Time until) override {
     if (failing.load()) return absl::UnavailableError("connection refused");
-    return base_->Renew(id, until);
+    return base_->Renew(id, epoch, until);
   }
   absl::StatusOr<std::vector<store::Lease>> ListLeases() override { return base_->ListLeases(); }
   absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
@@ -397,6 +397,77 @@ TEST_F(ReplicaTest, TakenOverReplicaEndsItsWorkSweepsItsHostAndRejoins) {
   ASSERT_TRUE(clock_.BlockUntilSettled(3));
   EXPECT_TRUE(a->CanTakeWork().ok()) << "renews its new lease";
   EXPECT_EQ(ended.size(), 2u);
+}
+
+// The store away for 6.4 s across two renewals (5 s and 10 s): the first renewal after it is
+// back, within a retry, moves the lease on, well before its end at 15 s, so the other
+// replica watching it takes nothing over. Before, a failed renewal waited for the next 5 s
+// tick, which fell on the lease's end, where the watcher's takeover raced it.
+TEST_F(ReplicaTest, AStoreBlinkShorterThanTheLeaseEndsNoLease) {
+  FlakyLeases& leases = Flaky();
+  ReplicaMember& a = StartReplica("a", &leases);
+  ReplicaMember& b = StartReplica("b");
+  const absl::Time joined = clock_.Now();
+  const absl::Duration step = absl::Milliseconds(100);
+  auto run_until = [&](absl::Time t) {
+    while (clock_.Now() < t) {
+      ASSERT_TRUE(clock_.BlockUntilSettled(3));
+      clock_.Advance(step);
+    }
+    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  };
+  run_until(joined + absl::Milliseconds(4900));
+  leases.failing = true;
+  run_until(joined + absl::Milliseconds(11300));
+  leases.failing = false;
+  run_until(joined + absl::Milliseconds(13500));
+  absl::StatusOr<std::vector<store::Lease>> rows = leases_.front()->ListLeases();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  absl::Time a_end = absl::InfinitePast();
+  for (const store::Lease& l : *rows) {
+    if (l.replica_id == "a") a_end = l.expires_at;
+  }
+  EXPECT_GT(a_end, joined + absl::Milliseconds(11300) + kLease - kRenewRetryMost)
+      << "renewed within a retry of the store's return, not at the next tick";
+  run_until(joined + kLease + kRenew);
+  EXPECT_EQ(b.takeovers(), 0);
+  EXPECT_TRUE(a.CanTakeWork().ok()) << a.CanTakeWork();
+}
+
+// A process frozen while another starts under its id (SIGSTOP, then a new daemon
+// given the same replica.id, then SIGCONT): its next renewal is refused, it ends its work,
+// takes no new work and never joins again, which would fence out the live process; the live
+// one renews on at its epoch. Before renewals named the epoch, the frozen one renewed on.
+TEST_F(ReplicaTest, AProcessWhoseIdJoinedAgainElsewhereStopsAndNeverRejoins) {
+  CountingProvider local(store_.get());
+  std::vector<std::string> ended;
+  ReplicaDeps deps;
+  deps.own_providers = {{"local", &local}};
+  deps.end_local_work = [&](const std::string& why) { ended.push_back(why); };
+  ReplicaMember& frozen = StartReplica("a", nullptr, deps);
+  ASSERT_TRUE(
+      ReplicaJournal(store_.get(), "a").Record({"local-session:sa", "local", "session", {}}).ok());
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  ReplicaMember& live = StartReplica("a");
+  ASSERT_EQ(frozen.epoch(), 1);
+  ASSERT_EQ(live.epoch(), 2);
+
+  for (int renewal = 0; renewal < 4; ++renewal) {
+    clock_.Advance(kRenew);
+    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  }
+  absl::Status refused = frozen.CanTakeWork();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(),
+                                "the lease of replica a was joined again by another process "
+                                "(epoch 2; this process holds epoch 1)"))
+      << refused;
+  ASSERT_EQ(ended.size(), 1u) << "its work ended once";
+  EXPECT_EQ(frozen.epoch(), 1) << "never joined again";
+  EXPECT_TRUE(local.sweeps().empty()) << "the host's journal is the live process's to sweep";
+  EXPECT_EQ(live.epoch(), 2);
+  EXPECT_TRUE(live.CanTakeWork().ok()) << live.CanTakeWork();
+  EXPECT_EQ(live.takeovers(), 0);
 }
 
 // Taken over by a claimer still cleaning up: "a" ends its work at once, but joins again only

@@ -104,7 +104,7 @@ class ReplicaStoreContract : public ::testing::TestWithParam<BackendFactory> {
 
 TEST_P(ReplicaStoreContract, JoinedLeaseIsSeenByOthersAndRenewed) {
   ASSERT_TRUE(a_->Join(Own("a", "tcp:127.0.0.1:7001", kT0 + kPeriod), kT0).ok());
-  ASSERT_TRUE(a_->Renew("a", kT0 + 2 * kPeriod).ok());
+  ASSERT_TRUE(a_->Renew("a", 1, kT0 + 2 * kPeriod).ok());
   absl::StatusOr<std::vector<Lease>> leases = b_->ListLeases();
   ASSERT_TRUE(leases.ok()) << leases.status();
   ASSERT_EQ(leases->size(), 1u);
@@ -112,7 +112,22 @@ TEST_P(ReplicaStoreContract, JoinedLeaseIsSeenByOthersAndRenewed) {
   EXPECT_EQ((*leases)[0].address, "tcp:127.0.0.1:7001");
   EXPECT_EQ((*leases)[0].expires_at, kT0 + 2 * kPeriod);
   EXPECT_EQ((*leases)[0].taken_over_by, "");
-  EXPECT_EQ(a_->Renew("nobody", kT0).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(a_->Renew("nobody", 1, kT0).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(ReplicaStoreContract, RenewalAtAnEpochTheRowNoLongerHoldsIsRefused) {
+  ASSERT_TRUE(a_->Join(Own("a", "", kT0 + kPeriod), kT0).ok());
+  absl::StatusOr<int64_t> again = b_->Join(Own("a", "", kT0 + kPeriod), kT0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(*again, 2) << "another process, same id";
+  absl::Status stale = a_->Renew("a", 1, kT0 + 2 * kPeriod);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted) << stale;
+  EXPECT_NE(stale.message().find("joined again by another process (epoch 2; this process holds "
+                                 "epoch 1)"),
+            absl::string_view::npos)
+      << stale;
+  EXPECT_EQ((*b_->ListLeases())[0].expires_at, kT0 + kPeriod) << "the stale renewal moved nothing";
+  EXPECT_TRUE(b_->Renew("a", 2, kT0 + 2 * kPeriod).ok());
 }
 
 TEST_P(ReplicaStoreContract, ClaimedNotBeforeTheLeaseEndsAndAtIt) {
@@ -121,7 +136,7 @@ TEST_P(ReplicaStoreContract, ClaimedNotBeforeTheLeaseEndsAndAtIt) {
   EXPECT_FALSE(*b_->ClaimTakeover("a", "b", end - kNs, end + kPeriod)) << "1 ns before the end";
   EXPECT_TRUE(*b_->ClaimTakeover("a", "b", end, end + kPeriod)) << "at the end";
   EXPECT_FALSE(*a_->ClaimTakeover("a", "c", end, end + kPeriod)) << "claimed once only";
-  absl::Status renew = a_->Renew("a", end + kPeriod);
+  absl::Status renew = a_->Renew("a", 1, end + kPeriod);
   EXPECT_EQ(renew.code(), absl::StatusCode::kFailedPrecondition) << renew;
   EXPECT_NE(renew.message().find("taken over by replica b"), absl::string_view::npos) << renew;
 }
@@ -161,7 +176,7 @@ TEST_P(ReplicaStoreContract, RestartedReplicaWaitsForTheCleanupThenRejoins) {
   absl::StatusOr<int64_t> epoch = a_->Join(Own("a", "", end + 2 * kPeriod), end + kNs);
   ASSERT_TRUE(epoch.ok()) << epoch.status();
   EXPECT_EQ(*epoch, 2) << "one more than the first join's";
-  EXPECT_TRUE(a_->Renew("a", end + 3 * kPeriod).ok()) << "its own again";
+  EXPECT_TRUE(a_->Renew("a", 2, end + 3 * kPeriod).ok()) << "its own again";
 }
 
 TEST_P(ReplicaStoreContract, ClaimOfADeadClaimerIsTakenOverWhenItEnds) {
