@@ -40,6 +40,7 @@
 #include "core/api.h"
 #include "core/event_log.h"
 #include "core/executor.h"
+#include "core/fair_executor.h"
 #include "core/run_manager.h"
 #include "core/session_manager.h"
 #include "core/tenants.h"
@@ -381,7 +382,7 @@ class Harness {
   std::unique_ptr<core::RunManager> runs_;
   std::unique_ptr<core::Api> api_;
   core::Executor io_{"io", 2, 64};
-  core::Executor exec_{"exec", 0, 0};  // refuses every command: the fuzzer writes them
+  core::FairExecutor exec_{"exec", 0, 0};  // refuses every command: the fuzzer writes them
   server::ServiceDeps deps_;
   server::HttpServer::Routes routes_;
   std::string session_id_, run_id_, body_;
