@@ -447,14 +447,14 @@ TEST_F(ReplicaTest, AProcessWhoseIdJoinedAgainElsewhereStopsAndNeverRejoins) {
   ReplicaMember& frozen = StartReplica("a", nullptr, deps);
   ASSERT_TRUE(
       ReplicaJournal(store_.get(), "a").Record({"local-session:sa", "local", "session", {}}).ok());
-  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));  // its heartbeat and the event log's timer
   ReplicaMember& live = StartReplica("a");
   ASSERT_EQ(frozen.epoch(), 1);
   ASSERT_EQ(live.epoch(), 2);
 
   for (int renewal = 0; renewal < 4; ++renewal) {
     clock_.Advance(kRenew);
-    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+    ASSERT_TRUE(clock_.BlockUntilSettled(3));
   }
   absl::Status refused = frozen.CanTakeWork();
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;

@@ -7,6 +7,7 @@
 // to listeners on the host's loopback that the test opened itself.
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -772,6 +773,20 @@ TEST_F(SecurityTest, A17_NamespacesAndMountsAreDenied) {
   EXPECT_EQ(r.out, "rc=1\nrc=1\n");
 }
 
+// The signal that ends the probe run on the host, outside any sandbox and filter (0: none).
+int HostProbeSignal(const char* probe) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, STDOUT_FILENO);
+    execl(SANDGATE_SECURITY_PROBE_PATH, "security_probe", probe, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
 // §8.18 and §6: the seccomp filter's answers, and a foreign-architecture call kills.
 TEST_F(SecurityTest, A18_SeccompDeniesKernelAttackSurface) {
   auto s = NewSession("a18");
@@ -790,7 +805,12 @@ TEST_F(SecurityTest, A18_SeccompDeniesKernelAttackSurface) {
 #if defined(__x86_64__)
   for (const char* abi : {"i386", "x32"}) {
     Output r = Exec(s.get(), {"/work/probe", abi});
-    EXPECT_EQ(r.result.term_signal, SIGSYS) << abi << ": " << r.out;
+    // A kernel built or booted without IA32 emulation has no i386 entry at all: int 0x80
+    // faults (SIGSEGV) before any filter could see it, on the host as well. The filter's kill
+    // is then shown by x32 alone; either way the call never runs.
+    const int expected =
+        std::string(abi) == "i386" && HostProbeSignal(abi) == SIGSEGV ? SIGSEGV : SIGSYS;
+    EXPECT_EQ(r.result.term_signal, expected) << abi << ": " << r.out;
     EXPECT_THAT(r.out, Not(HasSubstr("ALIVE"))) << abi;
   }
 #endif
