@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# README "The dashboard on your own machine": the config block there, as it stands, starts the
-# daemon and serves the dashboard and the API to the token whose hash it holds. Only the
+# docs/dashboard.md "The dashboard on your own machine": the config block there, as it stands,
+# starts the daemon and serves the dashboard and the API to the token whose hash it holds. It
+# is examples/config/dashboard.json, byte for byte (the README points there). Only the
 # places it names (socket, state_dir, port) and the hash are replaced, so that the test runs
 # beside others; a key missing from the block, or one the daemon refuses, fails it.
 #
@@ -22,8 +23,11 @@ fail() {
 block=$(awk '/integration.readme_dashboard starts the daemon/ {found=1; next}
              found && /^```json$/ {inside=1; next}
              inside && /^```$/ {exit}
-             inside {print}' "$repo/README.md")
-[ -n "$block" ] || fail "README.md has no config block after the integration.readme_dashboard marker"
+             inside {print}' "$repo/docs/dashboard.md")
+[ -n "$block" ] ||
+  fail "docs/dashboard.md has no config block after the integration.readme_dashboard marker"
+[ "$block" = "$(cat "$repo/examples/config/dashboard.json")" ] ||
+  fail "docs/dashboard.md's block and examples/config/dashboard.json differ"
 
 token=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
 hash=$(printf %s "$token" | sha256sum | cut -d' ' -f1)
@@ -39,7 +43,7 @@ url=
 for _ in $(seq 1 300); do
   url=$(sed -n 's/^sandgated http on //p' "$tmp/out")
   [ -n "$url" ] && break
-  kill -0 "$pid" 2>/dev/null || fail "sandgated exited with the README's config"
+  kill -0 "$pid" 2>/dev/null || fail "sandgated exited with the documented config"
   sleep 0.1
 done
 [ -n "$url" ] || fail "sandgated never said where its dashboard is"
@@ -53,5 +57,5 @@ grep -qi '<html' "$tmp/body" || fail "GET / is not the dashboard's page"
 [ "$(code -H "Authorization: Bearer $token" "$url/v1/sessions")" = 200 ] ||
   fail "sessions: $(cat "$tmp/body")"
 SANDGATE_TOKEN=$token "$build/bin/sandgate" --addr "unix:$tmp/state/sandgated.sock" runs >/dev/null ||
-  fail "the CLI on the README's socket"
+  fail "the CLI on the documented socket"
 echo PASS
