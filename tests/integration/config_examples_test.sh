@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# examples/config/*.json, the configs docs/ and the README offer per common setup: each, with
+# examples/config/*.json, the configs docs/ and the README offer per common setup, and the
+# config blocks of docs/ marked for it: each, with
 # only its places (paths, addresses), token hashes and certificates replaced, passes
 # `sandgated --check-config`; as shipped, one with a token placeholder is refused naming the
 # key; and the ones that need nothing beside the daemon (local, dashboard, tls-tenants) start
@@ -72,6 +73,35 @@ for example in "${examples[@]}"; do
   fi
   [ -e "$tmp/$name/state.db" ] && fail "$name: --check-config touched the state directory"
 done
+
+# The config blocks of docs/ marked `<!-- examples.config: ... -->`, each as it stands but for
+# its places (as above), its `…` token hashes (each its own hash) and, for a fragment such as
+# `"store": {...}`, the braces around it.
+printf 'sk-test\n' >"$tmp/openai.key"
+chmod 0600 "$tmp/openai.key"
+blocks=0
+for doc in "$repo"/docs/*.md; do
+  count=$(grep -c '^<!-- examples.config: ' "$doc" || true)
+  for i in $(seq 1 "$count"); do
+    name=$(basename "$doc" .md)-$i
+    block=$(awk -v want="$i" '/^<!-- examples.config: / {n++; if (n == want) found=1; next}
+                 found && /^```json$/ {inside=1; next}
+                 inside && /^```$/ {exit}
+                 inside {print}' "$doc")
+    [ -n "$block" ] || fail "$doc: no json block after its examples.config marker $i"
+    case $block in '"'*) block="{$block}" ;; esac
+    mkdir -p "$tmp/$name"
+    chmod 0700 "$tmp/$name"
+    printf '%s\n' "$block" >"$tmp/$name.raw"
+    localize "$name" "$tmp/$name.raw" |
+      sed -e "s|/etc/sandgate/openai.key|$tmp/openai.key|g" -e "s|/run/postgresql|$tmp|g" |
+      perl -pe 's/"…"/sprintf("\"%064x\"", ++$n)/ge' >"$tmp/$name.json"
+    out=$("$build/bin/sandgated" --config "$tmp/$name.json" --check-config 2>&1) ||
+      fail "$doc, block $i: sandgated --check-config refused it: $out"
+    blocks=$((blocks + 1))
+  done
+done
+[ "$blocks" -ge 5 ] || fail "expected at least 5 marked config blocks in docs/, found $blocks"
 
 # A config with a mistake is refused by --check-config, naming the key, exit status 2.
 printf '{"listen": "unix:%s/x.sock", "max_sandboxs": 3}\n' "$tmp" >"$tmp/bad.json"
