@@ -3,8 +3,8 @@
 #
 #   cmake --build build --target sandgated sandgate sandgate-init && (cd build && cpack -G DEB)
 #
-# The package holds the install component `sandgate` only (the Python client is its own
-# component and not in it). It installs under /usr whatever CMAKE_INSTALL_PREFIX the build
+# The package holds the install components `sandgate` (what `cmake --install` installs too)
+# and `deb` (below); the Python client is its own component and not in it. It installs under /usr whatever CMAKE_INSTALL_PREFIX the build
 # tree has: the daemon finds sandgate-init beside itself, under ../libexec/sandgate
 # (daemon/app/daemon.cc), so no path is compiled in that the package depends on. Its runtime
 # dependencies are the shared libraries' packages (dpkg-shlibdeps) plus bubblewrap, which
@@ -12,20 +12,23 @@
 # tests/package/deb_install_test.sh installs it in a clean Debian root (ctest package.deb).
 
 set(SANDGATE_DEB_DIR ${PROJECT_SOURCE_DIR}/deploy/debian)
-install(FILES ${PROJECT_SOURCE_DIR}/deploy/sandgated.service
-  DESTINATION lib/systemd/system COMPONENT sandgate)
-# A conffile (deploy/debian/conffiles): dpkg keeps an operator's edits across upgrades.
-install(FILES ${PROJECT_SOURCE_DIR}/examples/config/local.json
-  DESTINATION /etc/sandgate RENAME sandgated.json COMPONENT sandgate)
 install(FILES ${SANDGATE_DEB_DIR}/sandgated.8
   DESTINATION ${CMAKE_INSTALL_MANDIR}/man8 COMPONENT sandgate)
+# What only the package installs (component `deb`, left out of a plain `cmake --install`, which
+# must never write /etc or replace an operator's config): the unit, the default config, the
+# docs.
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/sandgated.service
+  DESTINATION lib/systemd/system COMPONENT deb EXCLUDE_FROM_ALL)
+# A conffile (deploy/debian/conffiles): dpkg keeps an operator's edits across upgrades.
+install(FILES ${PROJECT_SOURCE_DIR}/examples/config/local.json
+  DESTINATION /etc/sandgate RENAME sandgated.json COMPONENT deb EXCLUDE_FROM_ALL)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/SECURITY.md
   ${PROJECT_SOURCE_DIR}/deploy/sandgated.example.json
-  DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT sandgate)
+  DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT deb EXCLUDE_FROM_ALL)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs
-  COMPONENT sandgate FILES_MATCHING PATTERN "*.md" PATTERN "*.png")
+  COMPONENT deb EXCLUDE_FROM_ALL FILES_MATCHING PATTERN "*.md" PATTERN "*.png")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/config/
-  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT sandgate)
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT deb EXCLUDE_FROM_ALL)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME sandgate)
@@ -47,7 +50,7 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
-set(CPACK_COMPONENTS_ALL sandgate)
+set(CPACK_COMPONENTS_ALL sandgate deb)
 set(CPACK_PACKAGE_FILE_NAME sandgate)
 set(CPACK_OUTPUT_FILE_PREFIX ${CMAKE_BINARY_DIR}/package)
 include(CPack)

@@ -20,7 +20,8 @@
 #    (NoNewPrivileges=) and the unit's CapabilityBoundingSet. Its seccomp filters
 #    (SystemCallFilter=, RestrictAddressFamilies=, ...) are not applied here. The packaged CLI then runs the financial analysis
 #    there: a real bubblewrap sandbox, verified, exit 0. SIGTERM drains it (exit 0).
-# 5. `dpkg --purge` leaves no file of the package and no state.
+# 5. A reinstall keeps an operator's edit of the conffile.
+# 6. `dpkg --purge` leaves no file of the package and no state.
 set -euo pipefail
 
 repo=$(cd "$1" && pwd)
@@ -182,7 +183,16 @@ kill -TERM "$daemon_pid"
 wait "$pid" || fail "the packaged daemon did not drain cleanly on SIGTERM"
 pid=
 
-# 5. Purge.
+# 5. An operator's edit of the config survives a reinstall (dpkg keeps a changed conffile).
+sed -i 's/"max_sandboxes": 64/"max_sandboxes": 32/' "$root/etc/sandgate/sandgated.json"
+grep -q '"max_sandboxes": 32' "$root/etc/sandgate/sandgated.json" ||
+  fail "the packaged config has no \"max_sandboxes\": 64 to edit"
+chroot "$root" dpkg -i /tmp/sandgate.deb >"$tmp/dpkg.log" 2>&1 </dev/null ||
+  { cat "$tmp/dpkg.log" >&2; fail "dpkg -i again"; }
+grep -q '"max_sandboxes": 32' "$root/etc/sandgate/sandgated.json" ||
+  fail "reinstalling the package replaced the operator's config"
+
+# 6. Purge.
 chroot "$root" dpkg --purge sandgate >"$tmp/purge.log" 2>&1 || { cat "$tmp/purge.log" >&2; fail "dpkg --purge"; }
 for f in /usr/sbin/sandgated /usr/bin/sandgate /etc/sandgate /var/lib/sandgate; do
   [ ! -e "$root$f" ] || fail "$f is left after purge"
