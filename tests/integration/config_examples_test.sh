@@ -9,18 +9,8 @@
 #
 #   tests/integration/config_examples_test.sh REPO BUILD_DIR
 set -euo pipefail
-
-repo=$1
-build=$2
-tmp=$(mktemp -d /tmp/sg-config-examples.XXXXXX)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2
-  exit 1
-}
+source "$(dirname "$0")/doc_test_lib.sh"
+doc_test_init config-examples "$1" "$2"
 
 examples=("$repo"/examples/config/*.json)
 [ ${#examples[@]} -ge 4 ] || fail "expected the four example configs, found ${#examples[@]}"
@@ -84,10 +74,8 @@ for doc in "$repo"/docs/*.md; do
   count=$(grep -c '^<!-- examples.config: ' "$doc" || true)
   for i in $(seq 1 "$count"); do
     name=$(basename "$doc" .md)-$i
-    block=$(awk -v want="$i" '/^<!-- examples.config: / {n++; if (n == want) found=1; next}
-                 found && /^```json$/ {inside=1; next}
-                 inside && /^```$/ {exit}
-                 inside {print}' "$doc")
+    block=$(awk -v want="$i" '/^<!-- examples.config: / && ++n == want {p=1} p' "$doc" |
+      doc_block /dev/stdin "examples.config: " json)
     [ -n "$block" ] || fail "$doc: no json block after its examples.config marker $i"
     case $block in '"'*) block="{$block}" ;; esac
     mkdir -p "$tmp/$name"
@@ -112,36 +100,16 @@ set -e
 [ "$status" = 2 ] || fail "a config with an unknown key: --check-config exited $status ($out)"
 grep -q "max_sandboxs" <<<"$out" || fail "the refusal does not name the key: $out"
 
-# Starts the daemon with CONFIG and waits for the line that names its gRPC address.
-start() {
-  : >"$tmp/out"
-  "$build/bin/sandgated" --config "$1" >"$tmp/out" 2>"$tmp/log" &
-  pid=$!
-  addr=
-  for _ in $(seq 1 300); do
-    addr=$(sed -n 's/^sandgated listening on //p' "$tmp/out")
-    [ -n "$addr" ] && return 0
-    kill -0 "$pid" 2>/dev/null || fail "sandgated exited with $1"
-    sleep 0.1
-  done
-  fail "sandgated never said where it listens ($1)"
-}
-stop() {
-  kill "$pid"
-  wait "$pid" || fail "sandgated did not drain cleanly"
-  pid=
-}
-
-start "$tmp/local.json"
+start_daemon --config "$tmp/local.json"
 "$build/bin/sandgate" --addr "$addr" runs >/dev/null || fail "local: the CLI on $addr"
-stop
+stop_daemon
 
-start "$tmp/dashboard.json"
+start_daemon --config "$tmp/dashboard.json"
 SANDGATE_TOKEN=$token "$build/bin/sandgate" --addr "$addr" runs >/dev/null ||
   fail "dashboard: the CLI on $addr"
-stop
+stop_daemon
 
-start "$tmp/tls-tenants.json"
+start_daemon --config "$tmp/tls-tenants.json"
 case $addr in tcp:127.0.0.1:*) ;; *) fail "tls-tenants: listening on $addr, not TCP" ;; esac
 SANDGATE_TOKEN=$token "$build/bin/sandgate" --addr "$addr" --tls-ca "$tmp/cert.pem" runs \
   >/dev/null || fail "tls-tenants: the CLI over TLS with a tenant's token"
@@ -149,5 +117,5 @@ if SANDGATE_TOKEN=wrong "$build/bin/sandgate" --addr "$addr" --tls-ca "$tmp/cert
   >/dev/null 2>&1; then
   fail "tls-tenants: a wrong token was let in"
 fi
-stop
+stop_daemon
 echo PASS

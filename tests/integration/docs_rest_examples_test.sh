@@ -7,23 +7,10 @@
 #
 #   tests/integration/docs_rest_examples_test.sh REPO BUILD_DIR
 set -euo pipefail
+source "$(dirname "$0")/doc_test_lib.sh"
+doc_test_init docs-rest "$1" "$2"
 
-repo=$1
-build=$2
-tmp=$(mktemp -d /tmp/sg-docs-rest.XXXXXX)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2
-  exit 1
-}
-
-block=$(awk '/integration.docs_rest_examples runs these/ {found=1; next}
-             found && /^```sh$/ {inside=1; next}
-             inside && /^```$/ {exit}
-             inside {print}' "$repo/docs/api.md")
+block=$(doc_block "$repo/docs/api.md" "integration.docs_rest_examples runs these" sh)
 [ -n "$block" ] || fail "docs/api.md has no sh block after the integration.docs_rest_examples marker"
 # One command a line: continuations joined, comments and the reader's `export` line left out.
 commands=$(sed -e 's/[[:space:]]*#.*$//' <<<"$block" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta' |
@@ -38,15 +25,7 @@ cat >"$tmp/config.json" <<EOF
  "allow_plaintext_tokens": true, "local": {"uid_base": 330500, "uid_count": 16},
  "tenants": [{"name": "reader", "token_sha256": "$hash"}]}
 EOF
-"$build/bin/sandgated" --config "$tmp/config.json" >"$tmp/out" 2>"$tmp/log" &
-pid=$!
-url=
-for _ in $(seq 1 300); do
-  url=$(sed -n 's/^sandgated http on //p' "$tmp/out")
-  [ -n "$url" ] && break
-  kill -0 "$pid" 2>/dev/null || fail "sandgated exited"
-  sleep 0.1
-done
+start_daemon --config "$tmp/config.json"
 [ -n "$url" ] || fail "sandgated never said where its REST port is"
 
 sample=$repo/examples/northstar_cloud_financial_statements.csv

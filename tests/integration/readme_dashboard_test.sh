@@ -7,23 +7,10 @@
 #
 #   tests/integration/readme_dashboard_test.sh REPO BUILD_DIR
 set -euo pipefail
+source "$(dirname "$0")/doc_test_lib.sh"
+doc_test_init readme-dashboard "$1" "$2"
 
-repo=$1
-build=$2
-tmp=$(mktemp -d /tmp/sg-readme-dashboard.XXXXXX)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2
-  exit 1
-}
-
-block=$(awk '/integration.readme_dashboard starts the daemon/ {found=1; next}
-             found && /^```json$/ {inside=1; next}
-             inside && /^```$/ {exit}
-             inside {print}' "$repo/docs/dashboard.md")
+block=$(doc_block "$repo/docs/dashboard.md" "integration.readme_dashboard starts the daemon" json)
 [ -n "$block" ] ||
   fail "docs/dashboard.md has no config block after the integration.readme_dashboard marker"
 [ "$block" = "$(cat "$repo/examples/config/dashboard.json")" ] ||
@@ -37,15 +24,7 @@ grep -q "$hash" <<<"$config" || fail "the block has no PUT-THE-SHA256-HERE to re
 mkdir -p "$tmp/state"
 printf '%s\n' "$config" >"$tmp/dashboard.json"
 
-"$build/bin/sandgated" --config "$tmp/dashboard.json" >"$tmp/out" 2>"$tmp/log" &
-pid=$!
-url=
-for _ in $(seq 1 300); do
-  url=$(sed -n 's/^sandgated http on //p' "$tmp/out")
-  [ -n "$url" ] && break
-  kill -0 "$pid" 2>/dev/null || fail "sandgated exited with the documented config"
-  sleep 0.1
-done
+start_daemon --config "$tmp/dashboard.json"
 [ -n "$url" ] || fail "sandgated never said where its dashboard is"
 
 code() { curl -sS -o "$tmp/body" -w '%{http_code}' "$@"; }

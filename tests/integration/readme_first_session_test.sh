@@ -5,37 +5,17 @@
 #
 #   tests/integration/readme_first_session_test.sh REPO BUILD_DIR
 set -euo pipefail
+source "$(dirname "$0")/doc_test_lib.sh"
+doc_test_init readme-session "$1" "$2"
 
-repo=$1
-build=$2
-tmp=$(mktemp -d /tmp/sg-readme-session.XXXXXX)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2
-  exit 1
-}
-
-block=$(awk '/integration.readme_first_session runs these commands/ {found=1; next}
-             found && /^```sh$/ {inside=1; next}
-             inside && /^```$/ {exit}
-             inside {print}' "$repo/README.md")
+block=$(doc_block "$repo/README.md" "integration.readme_first_session runs these commands" sh)
 [ -n "$block" ] || fail "README.md has no shell block after the integration.readme_first_session marker"
 grep -q "session create" <<<"$block" || fail "the block creates no session"
 printf '%s\n' "$block" | sed -e "s|build/bin/|$build/bin/|g" -e "s| examples/| $repo/examples/|g" \
   >"$tmp/first_session.sh"
 
 mkdir -p "$tmp/state" "$tmp/cwd"
-"$build/bin/sandgated" --listen "unix:$tmp/state/sock" --state-dir "$tmp/state" \
-  >"$tmp/out" 2>"$tmp/log" &
-pid=$!
-for _ in $(seq 1 300); do
-  grep -q "^sandgated listening on" "$tmp/out" && break
-  kill -0 "$pid" 2>/dev/null || fail "sandgated exited"
-  sleep 0.1
-done
+start_daemon --listen "unix:$tmp/state/sock" --state-dir "$tmp/state"
 
 (cd "$tmp/cwd" && SANDGATE_ADDR="unix:$tmp/state/sock" bash -euo pipefail "$tmp/first_session.sh") \
   >"$tmp/session.out" 2>&1 || { cat "$tmp/session.out" >&2; fail "the README's commands failed"; }
