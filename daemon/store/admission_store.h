@@ -136,7 +136,10 @@ class AdmissionStore {
   // The pins of `run_ids` go (OK for a run not pinned, claimed or gone), and replicas with
   // room are nudged to claim them.
   virtual absl::Status Unpin(const std::vector<std::string>& run_ids) = 0;
-  // A claimed run has ended: its tenant's slot is free. OK when it holds none.
+  // A claimed run has ended: its tenant's slot is free. OK when it holds none. Where the run
+  // records share the database, the write that makes a run's record final (SUCCEEDED and
+  // after) frees its slot in its own transaction (a trigger on the records), so a finish is
+  // one commit: record, terminal event and slot; this call then finds nothing to free.
   virtual absl::Status Release(const std::string& run_id) = 0;
   // `replica` is gone (its lease was taken over) or has restarted: the slots of the runs it
   // had claimed and of its kept sessions are free, the runs only it could start are out

@@ -41,6 +41,26 @@ CREATE TABLE admission_sessions (
     "ALTER TABLE admission_queue ADD COLUMN pinned_by TEXT NOT NULL DEFAULT ''",
 };
 
+// Component "admission_finish", migrated only where the run records are in this database
+// (in a daemon they are: its store migrates first): a run's finish frees its slot
+// (AdmissionStore::Release) in the transaction that stores its final record, fired by the
+// write that makes the record final.
+constexpr const char* kFinishSteps[] = {
+    R"sql(
+CREATE FUNCTION admission_release_finished() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  WITH d AS (DELETE FROM admission_queue WHERE run_id = NEW.id AND claimed_by <> ''
+             RETURNING tenant)
+  UPDATE admission_tenants t SET running = t.running - 1 FROM d
+   WHERE t.tenant = d.tenant AND t.running > 0;
+  IF FOUND THEN PERFORM pg_notify('sandgate_queue', ''); END IF;
+  RETURN NULL;
+END $f$;
+CREATE TRIGGER admission_release_finished AFTER UPDATE OF status ON runs FOR EACH ROW
+  WHEN (NEW.status >= 3 AND OLD.status < 3) EXECUTE FUNCTION admission_release_finished();
+)sql",
+};
+
 constexpr const char* kComponent = "admission";
 
 constexpr const char kCountWaiting[] = "SELECT count(*) FROM admission_queue WHERE claimed_by = ''";
@@ -165,6 +185,8 @@ absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::
       PgResult r,
       conn->Exec("look for the run records", "SELECT (to_regclass('runs') IS NOT NULL)::int"));
   store->records_ = r.Int(0, 0) == 1;
+  if (store->records_)
+    SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, "admission_finish", kFinishSteps));
   return store;
 }
 

@@ -187,6 +187,24 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
   SANDGATE_RETURN_IF_ERROR(store->AddPinColumn());
   Sql records(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'", {});
   SANDGATE_ASSIGN_OR_RETURN(store->records_, records.Row("look for the run records"));
+  // A run's finish frees its slot (Release) in the transaction that stores its final record:
+  // the write that makes the record final fires it.
+  if (store->records_ &&
+      sqlite3_exec(db,
+                   "CREATE TRIGGER IF NOT EXISTS admission_release_finished "
+                   "AFTER UPDATE OF status ON runs WHEN NEW.status >= 3 AND OLD.status < 3 "
+                   "BEGIN "
+                   "UPDATE admission_tenants SET running = running - 1 WHERE running > 0 AND "
+                   "tenant = (SELECT tenant FROM admission_queue WHERE run_id = NEW.id AND "
+                   "claimed_by <> ''); "
+                   "DELETE FROM admission_queue WHERE run_id = NEW.id AND claimed_by <> ''; "
+                   "END",
+                   nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return errors::Internal(
+        absl::StrCat("sqlite: creating the admission trigger in ", path, ": ", msg));
+  }
   return store;
 }
 

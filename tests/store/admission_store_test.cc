@@ -148,6 +148,33 @@ TEST_P(AdmissionStoreContract, AClaimMakesTheRunsRecordTheClaimersInItsTransacti
   EXPECT_EQ(records->GetRun("r2")->replica(), "a") << "still waiting: its queuer's";
 }
 
+// Issue 21 item 3: the finish stored the final record, then released the slot in a second
+// transaction; a store error between the two left the slot taken. The write of the final
+// record frees it in the same transaction, once.
+TEST_P(AdmissionStoreContract, TheFinalRecordFreesItsRunsSlotInTheSameTransaction) {
+  std::unique_ptr<Store> records = backend_->Records();
+  ASSERT_NE(records, nullptr);
+  std::unique_ptr<AdmissionStore> a = backend_->Connect();
+  v1::Run run;
+  run.set_id("r1");
+  run.set_tenant("ta");
+  run.set_status(v1::RUN_STATUS_QUEUED);
+  ASSERT_TRUE(records->CreateRun(run, "").ok());
+  for (const char* id : {"r1", "r2", "r3"}) {
+    ASSERT_TRUE(a->Enqueue(Waiter(id, "ta", /*limit=*/1), 0, {}).ok());
+  }
+  EXPECT_EQ(ClaimId(*a, "a"), "r1");
+  run.set_status(v1::RUN_STATUS_RUNNING);
+  ASSERT_TRUE(records->PutRun(run).ok());
+  EXPECT_EQ(ClaimId(*a, "a"), "") << "r1 runs: ta's one slot is taken";
+  run.set_status(v1::RUN_STATUS_FAILED);
+  ASSERT_TRUE(records->PutRun(run).ok());
+  EXPECT_EQ(ClaimId(*a, "a"), "r2") << "the final record freed the slot";
+  ASSERT_TRUE(a->Release("r1").ok()) << "nothing left to free";
+  ASSERT_TRUE(records->PutRun(run).ok()) << "written again: final already";
+  EXPECT_EQ(ClaimId(*a, "a"), "") << "freed once: r2 holds the slot";
+}
+
 TEST_P(AdmissionStoreContract, QuotaCountsClaimsOfEveryReplicaAndReleaseFreesTheSlot) {
   for (const char* id : {"a1", "a2", "a3"})
     ASSERT_TRUE(a_->Enqueue(Waiter(id, "ta", 2), 0, {}).ok());
