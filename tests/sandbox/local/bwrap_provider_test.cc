@@ -55,16 +55,23 @@ BwrapOptions TestOptions(uid_t uid_base, uint32_t pool_size) {
   return opts;
 }
 
-class BwrapProviderTest : public ::testing::Test {
+// Every test runs under both isolation levels: the contract is the same.
+class BwrapProviderTest : public ::testing::TestWithParam<Isolation> {
  protected:
   void SetUp() override {
+    if (GetParam() == Isolation::kGvisor && access("/usr/bin/runsc", X_OK) != 0) {
+      GTEST_SKIP() << "runsc is NOT INSTALLED (Debian package runsc; deploy/setup.sh): the "
+                      "gVisor half of this test did not run";
+    }
     auto p = BwrapProvider::Create(TestOptions(TestUidBase(0), 32), &journal_);
     ASSERT_TRUE(p.ok()) << p.status();
     provider_ = std::move(*p);
   }
+  bool gvisor() const { return GetParam() == Isolation::kGvisor; }
 
   std::unique_ptr<Session> NewSession(const std::string& id, SessionSpec spec = {}) {
     spec.id = id;
+    spec.isolation = GetParam();
     auto s = provider_->Create(spec, nullptr);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
@@ -87,7 +94,14 @@ local::BwrapSession* Local(Session* s) { return dynamic_cast<local::BwrapSession
 const ::testing::Environment* const kCleanup = ::testing::AddGlobalTestEnvironment(
     new ::sandgate::testing::CgroupParentCleanup("sandgate-test"));
 
-TEST_F(BwrapProviderTest, EchoOutputCapturedInOrder) {
+
+INSTANTIATE_TEST_SUITE_P(Isolation, BwrapProviderTest,
+                         ::testing::Values(Isolation::kNamespaces, Isolation::kGvisor),
+                         [](const ::testing::TestParamInfo<Isolation>& info) {
+                           return std::string(IsolationName(info.param));
+                         });
+
+TEST_P(BwrapProviderTest, EchoOutputCapturedInOrder) {
   auto s = NewSession("echo");
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->workdir(), "/work");
@@ -102,7 +116,7 @@ TEST_F(BwrapProviderTest, EchoOutputCapturedInOrder) {
   EXPECT_EQ(r.out, "/work\n");
 }
 
-TEST_F(BwrapProviderTest, StdoutAndStderrStreamSeparatelyAsProduced) {
+TEST_P(BwrapProviderTest, StdoutAndStderrStreamSeparatelyAsProduced) {
   auto s = NewSession("stream");
   ASSERT_NE(s, nullptr);
   ExecRequest req;
@@ -124,7 +138,7 @@ TEST_F(BwrapProviderTest, StdoutAndStderrStreamSeparatelyAsProduced) {
   EXPECT_LT(first_chunk, absl::Milliseconds(700)) << "output was not streamed";
 }
 
-TEST_F(BwrapProviderTest, EnvironmentHoldsNothingOfTheDaemon) {
+TEST_P(BwrapProviderTest, EnvironmentHoldsNothingOfTheDaemon) {
   setenv("SANDGATE_TEST_CANARY", "daemon-secret-4711", 1);
   SessionSpec spec;
   spec.env = {{"FROM_SESSION", "s"}, {"LANG", "C"}};
@@ -145,7 +159,7 @@ TEST_F(BwrapProviderTest, EnvironmentHoldsNothingOfTheDaemon) {
   EXPECT_THAT(r.err, HasSubstr("/proc/1/environ"));
 }
 
-TEST_F(BwrapProviderTest, OnlyWorkAndTmpAreWritable) {
+TEST_P(BwrapProviderTest, OnlyWorkAndTmpAreWritable) {
   auto s = NewSession("rofs");
   ASSERT_NE(s, nullptr);
   for (const char* path : {"/usr/x", "/etc/x", "/x", "/bin/x"}) {
@@ -157,7 +171,7 @@ TEST_F(BwrapProviderTest, OnlyWorkAndTmpAreWritable) {
   EXPECT_EQ(r.out, "fine\n");
 }
 
-TEST_F(BwrapProviderTest, FilesInWorkBelongToTheSessionUidOnTheHost) {
+TEST_P(BwrapProviderTest, FilesInWorkBelongToTheSessionUidOnTheHost) {
   auto s = NewSession("owner");
   ASSERT_NE(s, nullptr);
   local::BwrapSession* ls = Local(s.get());
@@ -178,7 +192,7 @@ TEST_F(BwrapProviderTest, FilesInWorkBelongToTheSessionUidOnTheHost) {
   EXPECT_EQ(r.out, "1000 644\n");
 }
 
-TEST_F(BwrapProviderTest, ConcurrentSessionsHaveDistinctUidsAndCannotSeeEachOther) {
+TEST_P(BwrapProviderTest, ConcurrentSessionsHaveDistinctUidsAndCannotSeeEachOther) {
   auto a = NewSession("iso-a");
   auto b = NewSession("iso-b");
   ASSERT_NE(a, nullptr);
@@ -196,7 +210,7 @@ TEST_F(BwrapProviderTest, ConcurrentSessionsHaveDistinctUidsAndCannotSeeEachOthe
   EXPECT_LE(atoi(ls.out.c_str()), 4);
 }
 
-TEST_F(BwrapProviderTest, ReadFileRefusesPlantedSymlinks) {
+TEST_P(BwrapProviderTest, ReadFileRefusesPlantedSymlinks) {
   auto s = NewSession("symlink");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "ln -s /etc/passwd out.txt; ln -s /etc dirlink; ln -s made.txt inside");
@@ -213,7 +227,7 @@ TEST_F(BwrapProviderTest, ReadFileRefusesPlantedSymlinks) {
   EXPECT_EQ(s->ReadFile("missing.txt", 10).status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(BwrapProviderTest, WriteFileRefusesSymlinkedDirectories) {
+TEST_P(BwrapProviderTest, WriteFileRefusesSymlinkedDirectories) {
   auto s = NewSession("wsymlink");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "ln -s /etc a; ln -s /proc/self p");
@@ -233,7 +247,7 @@ TEST_F(BwrapProviderTest, WriteFileRefusesSymlinkedDirectories) {
   EXPECT_EQ(types.count("a/passwd"), 0u);
 }
 
-TEST_F(BwrapProviderTest, FifoIsRefusedImmediately) {
+TEST_P(BwrapProviderTest, FifoIsRefusedImmediately) {
   auto s = NewSession("fifo");
   ASSERT_NE(s, nullptr);
   Exec(s.get(), {"mkfifo", "f"});
@@ -245,7 +259,7 @@ TEST_F(BwrapProviderTest, FifoIsRefusedImmediately) {
   EXPECT_EQ(r.status().message(), "f: not a regular file");
 }
 
-TEST_F(BwrapProviderTest, ReadFileOverTheCapIsResourceExhausted) {
+TEST_P(BwrapProviderTest, ReadFileOverTheCapIsResourceExhausted) {
   auto s = NewSession("cap");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "head -c 5000 /dev/zero > big; truncate -s 10G sparse");
@@ -258,7 +272,7 @@ TEST_F(BwrapProviderTest, ReadFileOverTheCapIsResourceExhausted) {
   EXPECT_EQ(r->size(), 5000u);
 }
 
-TEST_F(BwrapProviderTest, HardLinkedFilesAreRefused) {
+TEST_P(BwrapProviderTest, HardLinkedFilesAreRefused) {
   auto s = NewSession("hardlink");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "echo x > a; ln a b");
@@ -266,7 +280,7 @@ TEST_F(BwrapProviderTest, HardLinkedFilesAreRefused) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
 }
 
-TEST_F(BwrapProviderTest, NoNetwork) {
+TEST_P(BwrapProviderTest, NoNetwork) {
   // A listener on the host's loopback that the sandbox must not reach.
   int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   ASSERT_GE(lfd, 0);
@@ -295,7 +309,7 @@ TEST_F(BwrapProviderTest, NoNetwork) {
   close(lfd);
 }
 
-TEST_F(BwrapProviderTest, TimeoutKillsTheCommandQuickly) {
+TEST_P(BwrapProviderTest, TimeoutKillsTheCommandQuickly) {
   auto s = NewSession("timeout");
   ASSERT_NE(s, nullptr);
   ExecRequest req;
@@ -309,7 +323,7 @@ TEST_F(BwrapProviderTest, TimeoutKillsTheCommandQuickly) {
   EXPECT_EQ(Exec(s.get(), {"echo", "alive"}).out, "alive\n");
 }
 
-TEST_F(BwrapProviderTest, CancelTokenStopsARunningCommand) {
+TEST_P(BwrapProviderTest, CancelTokenStopsARunningCommand) {
   auto s = NewSession("cancel");
   ASSERT_NE(s, nullptr);
   CancelToken token;
@@ -324,7 +338,7 @@ TEST_F(BwrapProviderTest, CancelTokenStopsARunningCommand) {
   EXPECT_LT(r->duration, absl::Seconds(2));
 }
 
-TEST_F(BwrapProviderTest, OutputBeyondTheCapIsDroppedAndFlagged) {
+TEST_P(BwrapProviderTest, OutputBeyondTheCapIsDroppedAndFlagged) {
   auto s = NewSession("outcap");
   ASSERT_NE(s, nullptr);
   ExecRequest req;
@@ -345,7 +359,7 @@ TEST_F(BwrapProviderTest, OutputBeyondTheCapIsDroppedAndFlagged) {
   EXPECT_EQ(err_bytes, 5u);
 }
 
-TEST_F(BwrapProviderTest, BackgroundChildrenDoNotHoldExecOpenAndDieWithTheCommand) {
+TEST_P(BwrapProviderTest, BackgroundChildrenDoNotHoldExecOpenAndDieWithTheCommand) {
   auto s = NewSession("background");
   ASSERT_NE(s, nullptr);
   // The background sleep inherits stdout; the command is over when the shell exits.
@@ -362,7 +376,7 @@ TEST_F(BwrapProviderTest, BackgroundChildrenDoNotHoldExecOpenAndDieWithTheComman
   EXPECT_THAT(r.out, Not(HasSubstr("sleep 30")));
 }
 
-TEST_F(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
+TEST_P(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
   auto s = NewSession("closing");
   ASSERT_NE(s, nullptr);
   const uid_t uid = Local(s.get())->host_uid();
@@ -389,7 +403,7 @@ TEST_F(BwrapProviderTest, CloseLeavesNoProcessCgroupOrRecord) {
 // Issue 20 item 6: a sandbox killed from outside is known dead at once (OnEnded, from the
 // provider's exit watcher), Health says why, and Exec is FAILED_PRECONDITION saying so, not a
 // broken pipe.
-TEST_F(BwrapProviderTest, ASandboxKilledFromOutsideSaysItDiedAndWhy) {
+TEST_P(BwrapProviderTest, ASandboxKilledFromOutsideSaysItDiedAndWhy) {
   auto s = NewSession("dies");
   ASSERT_NE(s, nullptr);
   absl::Notification ended;
@@ -413,7 +427,7 @@ TEST_F(BwrapProviderTest, ASandboxKilledFromOutsideSaysItDiedAndWhy) {
 }
 
 // A sandbox closed by its owner is no death: no callback.
-TEST_F(BwrapProviderTest, CloseIsNoDeath) {
+TEST_P(BwrapProviderTest, CloseIsNoDeath) {
   auto s = NewSession("no-death");
   ASSERT_NE(s, nullptr);
   bool called = false;
@@ -422,7 +436,7 @@ TEST_F(BwrapProviderTest, CloseIsNoDeath) {
   EXPECT_FALSE(called);
 }
 
-TEST_F(BwrapProviderTest, CloseDuringExecEndsItCancelled) {
+TEST_P(BwrapProviderTest, CloseDuringExecEndsItCancelled) {
   auto s = NewSession("close-exec");
   ASSERT_NE(s, nullptr);
   // Closed from another thread once the command runs (its first output).
@@ -445,7 +459,7 @@ TEST_F(BwrapProviderTest, CloseDuringExecEndsItCancelled) {
   EXPECT_LT(r->duration, absl::Seconds(3));
 }
 
-TEST_F(BwrapProviderTest, SandboxProcessesAreInTheSessionCgroups) {
+TEST_P(BwrapProviderTest, SandboxProcessesAreInTheSessionCgroups) {
   SessionSpec spec;
   spec.max_processes = 32;
   auto s = NewSession("placed", spec);
@@ -495,7 +509,7 @@ for pid in pids:
   EXPECT_EQ(Exec(s.get(), {"echo", "usable"}).out, "usable\n");
 }
 
-TEST_F(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
+TEST_P(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
   SessionSpec spec;
   spec.memory_bytes = 64 << 20;
   spec.workspace_bytes = 8 << 20;
@@ -520,7 +534,7 @@ TEST_F(BwrapProviderTest, MemoryLimitIsEnforcedOrReported) {
 // Issue 20 item 7: a sandbox's processes have the provider's open-file limit, soft and hard,
 // not the daemon's (20000 here), and cannot raise it: one session cannot take the host's
 // file table.
-TEST_F(BwrapProviderTest, OpenFilesAreCappedByTheProviderNotTheDaemon) {
+TEST_P(BwrapProviderTest, OpenFilesAreCappedByTheProviderNotTheDaemon) {
   constexpr char kOpenAll[] = R"(
 import errno, os, resource
 fds = []
@@ -554,7 +568,7 @@ except ValueError:
   EXPECT_EQ(Sh(small->get(), "ulimit -Sn; ulimit -Hn").out, "256\n256\n");
 }
 
-TEST_F(BwrapProviderTest, WorkspaceSizeAndInodesAreCapped) {
+TEST_P(BwrapProviderTest, WorkspaceSizeAndInodesAreCapped) {
   SessionSpec spec;
   spec.workspace_bytes = 4 << 20;
   spec.workspace_inodes = 64;
@@ -576,7 +590,7 @@ TEST_F(BwrapProviderTest, WorkspaceSizeAndInodesAreCapped) {
             absl::StatusCode::kResourceExhausted);
 }
 
-TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
+TEST_P(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
   SessionSpec spec;
   spec.memory_bytes = 64 << 20;
   spec.workspace_bytes = 64 << 20;
@@ -589,7 +603,7 @@ TEST_F(BwrapProviderTest, WarningsNameWhatIsNotEnforced) {
   EXPECT_TRUE(tmpfs_vs_memory);
 }
 
-TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
+TEST_P(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
   // As the daemon should be: a subreaper, so what the sweep kills is reaped here at once.
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   absl::Cleanup no_subreaper = [] { prctl(PR_SET_CHILD_SUBREAPER, 0); };
@@ -627,7 +641,7 @@ TEST_F(BwrapProviderTest, SweepRemovesWhatALostSessionLeft) {
   EXPECT_TRUE((*second)->Sweep((*entries)[0]).ok());
 }
 
-TEST_F(BwrapProviderTest, SweepRefusesUidsOutsideThePool) {
+TEST_P(BwrapProviderTest, SweepRefusesUidsOutsideThePool) {
   JournalEntry e;
   e.id = "local-session:evil";
   e.provider = "local";
@@ -645,7 +659,7 @@ TEST_F(BwrapProviderTest, SweepRefusesUidsOutsideThePool) {
   rmdir(foreign.c_str());
 }
 
-TEST_F(BwrapProviderTest, RestrictedNetworkRejectsABadAllowlistBeforeJournaling) {
+TEST_P(BwrapProviderTest, RestrictedNetworkRejectsABadAllowlistBeforeJournaling) {
   SessionSpec spec;
   spec.id = "net";
   spec.network.mode = NetworkMode::kRestricted;
@@ -659,7 +673,7 @@ TEST_F(BwrapProviderTest, RestrictedNetworkRejectsABadAllowlistBeforeJournaling)
 // The proxy answers inside the sandbox without any upstream: a host outside the allowlist is
 // refused by the daemon itself. (Allowed traffic is tested in tests/security with a test
 // network namespace.)
-TEST_F(BwrapProviderTest, RestrictedNetworkSetsProxyVariablesAndDeniesUnlistedHosts) {
+TEST_P(BwrapProviderTest, RestrictedNetworkSetsProxyVariablesAndDeniesUnlistedHosts) {
   SessionSpec spec;
   spec.network.mode = NetworkMode::kRestricted;
   spec.network.allowed_domains = {"*.allowed.example"};
@@ -689,7 +703,7 @@ TEST_F(BwrapProviderTest, RestrictedNetworkSetsProxyVariablesAndDeniesUnlistedHo
   EXPECT_EQ(decisions[0].reason, "blocked-by-allowlist");
 }
 
-TEST_F(BwrapProviderTest, InvalidRequestsAreRejected) {
+TEST_P(BwrapProviderTest, InvalidRequestsAreRejected) {
   SessionSpec spec;
   spec.id = "Bad_Id";
   EXPECT_EQ(provider_->Create(spec, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
@@ -711,7 +725,7 @@ TEST_F(BwrapProviderTest, InvalidRequestsAreRejected) {
   EXPECT_THAT(r.err, HasSubstr("no-such-command-xyz"));
 }
 
-TEST_F(BwrapProviderTest, SandboxHardening) {
+TEST_P(BwrapProviderTest, SandboxHardening) {
   auto s = NewSession("hardening");
   ASSERT_NE(s, nullptr);
   // Nested namespaces, mount and ptrace of the init are refused.
@@ -786,7 +800,7 @@ TEST(BwrapProviderPathsTest, InitInADirectoryTheSandboxUidCannotTraverse) {
   EXPECT_TRUE((*s)->Close().ok());
 }
 
-TEST_F(BwrapProviderTest, ConcurrentExecsInOneSession) {
+TEST_P(BwrapProviderTest, ConcurrentExecsInOneSession) {
   auto s = NewSession("concurrent");
   ASSERT_NE(s, nullptr);
   std::vector<std::thread> threads;
