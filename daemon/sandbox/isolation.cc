@@ -12,8 +12,8 @@ const char* IsolationName(Isolation isolation) {
 absl::StatusOr<Isolation> ParseIsolation(absl::string_view name) {
   if (name == "namespaces") return Isolation::kNamespaces;
   if (name == "gvisor") return Isolation::kGvisor;
-  return errors::InvalidArgument(absl::StrCat(
-      "isolation: unknown level \"", absl::CHexEscape(name), "\" (namespaces or gvisor)"));
+  return errors::InvalidArgument(absl::StrCat("isolation: unknown level \"", absl::CHexEscape(name),
+                                              "\" (namespaces or gvisor)"));
 }
 
 }  // namespace sandgate::sandbox

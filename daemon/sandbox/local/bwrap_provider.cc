@@ -78,8 +78,8 @@ void ConfigureGvisor(const BwrapOptions& options, BwrapProvider::Core& core) {
   r.init_path = options.init_path;
   r.bridge_path = options.bridge_path;
   if (r.bridge_path.empty()) {
-    r.bridge_path = absl::StrCat(
-        options.init_path.substr(0, options.init_path.rfind('/')), "/sandgate-gvisor-bridge");
+    r.bridge_path = absl::StrCat(options.init_path.substr(0, options.init_path.rfind('/')),
+                                 "/sandgate-gvisor-bridge");
   }
   r.hostname = options.hostname;
   r.host_binds = core.bwrap.host_binds;
@@ -104,8 +104,8 @@ absl::Status SweepGvisor(BwrapProvider::Core& core, const std::string& session_i
   // The id names a path: whatever the journal says, never one outside gvisor_dir.
   if (session_id.empty() || session_id.size() > 40 ||
       session_id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
-    return errors::InvalidArgument(absl::StrCat("journal session id \"", session_id,
-                                                "\" is not a session id"));
+    return errors::InvalidArgument(
+        absl::StrCat("journal session id \"", session_id, "\" is not a session id"));
   }
   const local::RunscSandbox sandbox = local::RunscSandbox::Plan(core.runsc, session_id);
   if (access(sandbox.state_dir().c_str(), F_OK) == 0 && core.gvisor_status.ok()) {

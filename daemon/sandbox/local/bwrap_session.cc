@@ -177,8 +177,8 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
   }
   if (spec.workspace_bytes == 0) return errors::InvalidArgument("workspace_bytes: must be > 0");
   if (spec.isolation == Isolation::kGvisor && !core->gvisor_status.ok()) {
-    return errors::FailedPrecondition(absl::StrCat("isolation gvisor is not available on this host: ",
-                                                   core->gvisor_status.message()));
+    return errors::FailedPrecondition(absl::StrCat(
+        "isolation gvisor is not available on this host: ", core->gvisor_status.message()));
   }
   for (const auto& [k, v] : spec.env) {
     if (k.empty() || k.find('=') != std::string::npos) {
@@ -223,7 +223,10 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
 }
 
 absl::Status BwrapSession::Launch(const CancelToken* cancel) {
-  warnings_ = cgroups_.Create(spec_.memory_bytes, spec_.max_processes, spec_.cpu_millicores);
+  warnings_ = cgroups_.Create(
+      spec_.memory_bytes,
+      gvisor() ? static_cast<uint32_t>(GvisorHostTasks(spec_.max_processes)) : spec_.max_processes,
+      spec_.cpu_millicores);
   const CgroupHost& host = core_->cgroups;
   if (host.memory_v1.empty() && !host.unified_memory) {
     warnings_.push_back(absl::StrCat("memory limit not enforced: ", host.memory_note));
@@ -257,9 +260,8 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   return gvisor() ? LaunchGvisor(cancel) : LaunchBwrap(cancel);
 }
 
-absl::Status BwrapSession::WaitReady(
-    int runtime_pidfd, const CancelToken* cancel,
-    const std::function<absl::Status(absl::string_view)>& failed) {
+absl::Status BwrapSession::WaitReady(int runtime_pidfd, const CancelToken* cancel,
+                                     const std::function<absl::Status(absl::string_view)>& failed) {
   const absl::Time deadline = absl::Now() + core_->options.start_timeout;
   for (;;) {
     struct pollfd p[3] = {{control_.get(), POLLIN, 0},

@@ -104,6 +104,9 @@ class BwrapSession : public Session {
   // Host pid of the sandbox's PID 1 (sandgate-init; under gVisor, `runsc run`); -1 before it
   // started.
   pid_t init_pid() const { return init_pid_; }
+  // Where the host sees the workspace: /proc/<init>/root/work, or under gVisor the session's
+  // tmpfs that the gofer serves.
+  std::string host_workspace_path() const;
   // The journal id of a session: "local-session:<id>".
   static std::string JournalId(absl::string_view session_id);
 
@@ -147,7 +150,7 @@ class BwrapSession : public Session {
   UniqueFd init_pidfd_;
   UniqueFd control_;  // SOCK_SEQPACKET to the init; shut down (not closed) by Close
   UniqueFd bwrap_stderr_;
-  local::RunscSandbox runsc_;                 // gVisor only
+  local::RunscSandbox runsc_;                    // gVisor only
   std::unique_ptr<local::GvisorTunnel> tunnel_;  // gVisor only
   std::vector<std::string> warnings_;
   local::ProxyPolicy proxy_policy_;  // normalised; used when the network is not disabled

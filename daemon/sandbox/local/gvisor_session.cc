@@ -23,9 +23,9 @@
 namespace sandgate::sandbox::local {
 namespace {
 
-// A listening Unix socket at `path` (non-blocking, close-on-exec), owned by `uid` (0600): gVisor
-// checks the sandbox's uid against it; on the host only root passes the directory above.
-absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, uid_t uid) {
+// A listening Unix socket at `path` (non-blocking, close-on-exec, 0600 root): inside the
+// sandbox only the bridge (root there) may connect; the commands' uid may not.
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& path) {
   struct sockaddr_un a = {};
   a.sun_family = AF_UNIX;
   if (path.size() >= sizeof(a.sun_path)) {
@@ -37,8 +37,7 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path, uid_t uid) {
   if (bind(fd.get(), reinterpret_cast<struct sockaddr*>(&a), sizeof(a)) != 0) {
     return errors::FromErrno(errno, absl::StrCat("bind ", path));
   }
-  if (chmod(path.c_str(), 0600) != 0 || lchown(path.c_str(), uid, uid) != 0 ||
-      listen(fd.get(), 128) != 0) {
+  if (chmod(path.c_str(), 0600) != 0 || listen(fd.get(), 128) != 0) {
     return errors::FromErrno(errno, absl::StrCat("listen ", path));
   }
   return fd;
@@ -58,15 +57,16 @@ absl::Status BwrapSession::LaunchGvisor(const CancelToken* cancel) {
   RunscBundleOptions bundle;
   bundle.uid = uid_;
   bundle.max_open_files = core_->options.max_open_files;
+  bundle.max_processes = spec_.max_processes;
   if (spec_.network.mode != NetworkMode::kDisabled) bundle.proxy_port = core_->options.proxy_port;
   SANDGATE_RETURN_IF_ERROR(WriteRunscBundle(config, runsc_, mounts_, bundle));
   // Both sockets exist before any code runs in the sandbox. The control socket takes exactly
   // one connection, the bridge's, and is removed then: nothing else can ever reach it.
   SANDGATE_ASSIGN_OR_RETURN(UniqueFd control_listener,
-                            ListenUnix(runsc_.socket(bridgeproto::kControlSocket), uid_));
+                            ListenUnix(runsc_.socket(bridgeproto::kControlSocket)));
   UniqueFd proxy_listener;
   if (bundle.proxy_port != 0) {
-    SANDGATE_ASSIGN_OR_RETURN(proxy_listener, ListenUnix(runsc_.socket(bridgeproto::kProxySocket), uid_));
+    SANDGATE_ASSIGN_OR_RETURN(proxy_listener, ListenUnix(runsc_.socket(bridgeproto::kProxySocket)));
   }
   int ep[2];
   if (pipe2(ep, O_CLOEXEC | O_NONBLOCK) != 0) return errors::FromErrno(errno, "pipe");
@@ -141,6 +141,10 @@ absl::Status BwrapSession::LaunchGvisor(const CancelToken* cancel) {
   }
   exit_watch_ = core_->exit_watcher->Watch(init_pidfd_.get(), [this] { OnExit(); });
   return absl::OkStatus();
+}
+
+std::string BwrapSession::host_workspace_path() const {
+  return gvisor() ? mounts_.path("work") : absl::StrCat("/proc/", init_pid_, "/root/work");
 }
 
 void BwrapSession::StopGvisor() {

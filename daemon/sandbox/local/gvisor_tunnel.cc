@@ -152,8 +152,7 @@ void GvisorTunnel::Loop() {
       if (n <= 0) break;  // the session closed: end the sandbox
       message.resize(static_cast<size_t>(n));
       struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      if (c == nullptr || c->cmsg_type != SCM_RIGHTS ||
-          c->cmsg_len != CMSG_LEN(sizeof(fds))) {
+      if (c == nullptr || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds))) {
         break;  // not from BwrapSession::SendExec: a bug, end the sandbox rather than guess
       }
       memcpy(fds, CMSG_DATA(c), sizeof(fds));
@@ -178,7 +177,8 @@ void GvisorTunnel::Loop() {
       Channel& ch = it->second;
       switch (h.kind) {
         case bp::kCommand:
-          if (ch.cmd.valid()) (void)send(ch.cmd.get(), payload.data(), payload.size(), MSG_NOSIGNAL);
+          if (ch.cmd.valid())
+            (void)send(ch.cmd.get(), payload.data(), payload.size(), MSG_NOSIGNAL);
           break;
         case bp::kCommandEof:
           ch.cmd.reset();

@@ -38,8 +38,8 @@ class GvisorTunnel {
   void Loop();
 
   UniqueFd bridge_;
-  UniqueFd tunnel_end_;   // the tunnel's side of the session's socketpair
-  UniqueFd session_end_;  // handed out by TakeSessionEnd
+  UniqueFd tunnel_end_;       // the tunnel's side of the session's socketpair
+  UniqueFd session_end_;      // handed out by TakeSessionEnd
   UniqueFd wake_r_, wake_w_;  // the destructor's stop signal
   std::thread thread_;
 };

@@ -84,10 +84,7 @@ absl::Status WriteRunscBundle(const RunscConfig& config, const RunscSandbox& san
   for (const std::string& d : {sandbox.state_dir(), sandbox.socket_dir()}) {
     if (mkdir(d.c_str(), 0700) != 0) return errors::FromErrno(errno, absl::StrCat("mkdir ", d));
   }
-  // gVisor checks permissions as the sandbox's uid: the socket directory is the session's.
-  if (lchown(sandbox.socket_dir().c_str(), options.uid, options.uid) != 0) {
-    return errors::FromErrno(errno, absl::StrCat("chown ", sandbox.socket_dir()));
-  }
+
   const std::string root = mounts.path("root");
   nlohmann::json binds = nlohmann::json::array();
   binds.push_back(Bind("/usr", "/usr", false));
@@ -119,7 +116,8 @@ absl::Status WriteRunscBundle(const RunscConfig& config, const RunscSandbox& san
        {std::pair<const char*, std::string>{
             "/etc/passwd",
             absl::StrCat("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:", options.uid, ":",
-                         options.uid, ":sandbox:/work:/bin/bash\n")},
+                         options.uid, ":sandbox:/work:/bin/bash\n",
+                         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")},
         {"/etc/group", absl::StrCat("root:x:0:\nsandbox:x:", options.uid, ":\n")},
         {"/etc/hostname", host + "\n"},
         {"/etc/hosts", absl::StrCat("127.0.0.1 localhost ", host, "\n::1 localhost\n")}}) {
@@ -147,33 +145,43 @@ absl::Status WriteRunscBundle(const RunscConfig& config, const RunscSandbox& san
       Bind(config.bridge_path, bridgeproto::kBridgePathInSandbox, false),
   };
   for (nlohmann::json& b : binds) mounts_json.push_back(std::move(b));
-  std::vector<std::string> args = {bridgeproto::kBridgePathInSandbox};
+  std::vector<std::string> args = {bridgeproto::kBridgePathInSandbox, absl::StrCat(options.uid)};
   if (options.proxy_port != 0) args.push_back(absl::StrCat(options.proxy_port));
   const nlohmann::json empty = nlohmann::json::array();
+  const nlohmann::json setid = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL"};
   nlohmann::json spec = {
       {"ociVersion", "1.0.2"},
       {"process",
-       {{"user", {{"uid", options.uid}, {"gid", options.uid}}},
+       // Root inside gVisor for the bridge and the init only; sandgate-init drops every
+       // command to options.uid. No capability but these three (CAP_KILL: the init kills the
+       // commands, which run as another uid), no new privileges.
+       {{"user", {{"uid", 0}, {"gid", 0}}},
         {"args", args},
         {"env", empty},
         {"cwd", "/"},
         {"noNewPrivileges", true},
         {"capabilities",
-         {{"bounding", empty},
-          {"effective", empty},
+         {{"bounding", setid},
+          {"effective", setid},
           {"inheritable", empty},
-          {"permitted", empty},
+          {"permitted", setid},
           {"ambient", empty}}},
         {"rlimits",
          {{{"type", "RLIMIT_NOFILE"},
            {"hard", options.max_open_files},
-           {"soft", options.max_open_files}}}}}},
+           {"soft", options.max_open_files}},
+          {{"type", "RLIMIT_NPROC"},
+           {"hard", options.max_processes},
+           {"soft", options.max_processes}}}}}},
       {"root", {{"path", root}, {"readonly", true}}},
       {"hostname", host},
       {"mounts", mounts_json},
       {"linux",
        {{"namespaces",
-         {{{"type", "pid"}}, {{"type", "network"}}, {{"type", "ipc"}}, {{"type", "uts"}},
+         {{{"type", "pid"}},
+          {{"type", "network"}},
+          {{"type", "ipc"}},
+          {{"type", "uts"}},
           {{"type", "mount"}}}}}}};
   return WriteText(sandbox.dir + "/config.json", spec.dump(2), 0600);
 }

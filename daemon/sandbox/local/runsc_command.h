@@ -2,13 +2,15 @@
 // removal of what a lost one left on the host.
 //
 // Each session has its own directory <gvisor_dir>/sandgate-<id>/ (0700, root):
-//   config.json   the OCI spec (process: the bridge as the session's uid; root: the
+//   config.json   the OCI spec (process: the bridge as root inside gVisor with only
+//                 CAP_SETUID/CAP_SETGID/CAP_KILL, commands dropped to the session's uid; root: the
 //                 session's root tmpfs, read-only; the host's /usr, /bin… and curated /etc
 //                 files bound read-only; /work and /tmp bound from the session's own
 //                 size-capped tmpfs mounts, which the daemon reads and writes directly)
 //   state/        runsc --root: the container's state files
-//   sock/         bound at /.sandgate/sock: the control socket (accepted once, then removed)
-//                 and the proxy socket (restricted/enabled networks)
+//   sock/         bound read-only at /.sandgate/sock, 0700 root: the control socket
+//                 (accepted once, then removed) and the proxy socket (restricted/enabled
+//                 networks); only the bridge (root in gVisor) can reach them
 // runsc runs with --network=none (gVisor's own loopback only) and --host-uds=open (the
 // sandbox may connect to host sockets bound into it: only those in sock/), and
 // --ignore-cgroups: the daemon starts runsc inside the session's cgroups, so the Sentry, the
@@ -53,10 +55,18 @@ struct RunscSandbox {
 };
 
 struct RunscBundleOptions {
-  uid_t uid = 0;                // the session's host uid: the sandbox's processes run as it
-  uint16_t proxy_port = 0;      // 0 = no proxy relay (disabled network)
+  uid_t uid = 0;            // the session's host uid: the commands run as it
+  uint16_t proxy_port = 0;  // 0 = no proxy relay (disabled network)
   uint64_t max_open_files = 1024;
+  // RLIMIT_NPROC of the commands' uid, counted by gVisor's kernel: the session's process
+  // limit. The host's pids cgroup cannot count them (about 135 host threads serve an idle
+  // sandbox, and a few more each process), so it only backstops (GvisorHostTasks).
+  uint64_t max_processes = 256;
 };
+
+// pids.max of a gVisor session's host cgroup: room for runsc, the gofer and the Sentry's
+// threads around `max_processes` sandbox processes, so that a runaway Sentry still stops.
+inline uint64_t GvisorHostTasks(uint64_t max_processes) { return 256 + 8 * max_processes; }
 
 // Creates the session's directory and config.json, and fills the session's root tmpfs
 // (mounts.path("root")) with the mount points and the generated /etc files.

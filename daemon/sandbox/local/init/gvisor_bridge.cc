@@ -1,14 +1,16 @@
 // sandgate-gvisor-bridge: PID 1 of a gVisor sandbox.
 //
-// Usage: sandgate-gvisor-bridge [<proxy-port>]
+// Usage: sandgate-gvisor-bridge <command-uid> [<proxy-port>]
 //
-// Connects to the daemon's control socket in /.sandgate/sock, starts sandgate-init (PID 2)
-// on a socketpair, and tunnels the init's protocol over that one connection
-// (bridge_protocol.h): each kExec from the daemon gets a fresh command socket and stdout and
-// stderr pipes made here, and what flows on them goes back as frames of that channel. With a
-// port, it also listens on 127.0.0.1:<port> of gVisor's own loopback and relays each
-// connection to the daemon's proxy socket, so the network proxy sees exactly what it sees
-// from a namespaces sandbox.
+// Runs as root inside gVisor (gVisor's root: the host never sees it), with only CAP_SETUID,
+// CAP_SETGID and CAP_KILL, so that commands, which sandgate-init drops to <command-uid>, cannot
+// signal it or the init (gVisor does not shield a PID 1 from SIGKILL sent from inside). Connects to
+// the daemon's control socket in /.sandgate/sock, starts sandgate-init (PID 2) on a socketpair, and
+// tunnels the init's protocol over that one connection (bridge_protocol.h): each kExec from the
+// daemon gets a fresh command socket and stdout and stderr pipes made here, and what flows on them
+// goes back as frames of that channel. With a port, it also listens on 127.0.0.1:<port> of gVisor's
+// own loopback and relays each connection to the daemon's proxy socket, so the network proxy sees
+// exactly what it sees from a namespaces sandbox.
 //
 // It exits when the daemon's connection ends or the init exits; either way the sandbox
 // ends with it. Single threaded; one poll loop; not dumpable. Everything it starts runs as
@@ -219,9 +221,13 @@ int main(int argc, char** argv) {
     perror("sandgate-gvisor-bridge: connect to the daemon");
     return 2;
   }
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: sandgate-gvisor-bridge <command-uid> [<proxy-port>]\n");
+    return 2;
+  }
   int proxy_listener = -1;
-  if (argc == 2) {
-    proxy_listener = ListenTcp(static_cast<uint16_t>(atoi(argv[1])));
+  if (argc == 3) {
+    proxy_listener = ListenTcp(static_cast<uint16_t>(atoi(argv[2])));
     if (proxy_listener < 0) {
       perror("sandgate-gvisor-bridge: listen for the proxy");
       return 2;
@@ -246,7 +252,7 @@ int main(int argc, char** argv) {
     int keep = dup(sv[1]);  // without close-on-exec
     char fd_arg[16];
     snprintf(fd_arg, sizeof(fd_arg), "%d", keep);
-    char* const args[] = {const_cast<char*>(ip::kInitPathInSandbox), fd_arg, nullptr};
+    char* const args[] = {const_cast<char*>(ip::kInitPathInSandbox), fd_arg, argv[1], nullptr};
     char* const env[] = {nullptr};
     execve(ip::kInitPathInSandbox, args, env);
     _exit(127);
@@ -273,12 +279,10 @@ int main(int argc, char** argv) {
     }
     const size_t relay_base = pfds.size();
     for (const Relay& r : relays) {
-      pfds.push_back({r.a, static_cast<short>((r.a_eof ? 0 : POLLIN) |
-                                              (r.b_to_a.empty() ? 0 : POLLOUT)),
-                      0});
-      pfds.push_back({r.b, static_cast<short>((r.b_eof ? 0 : POLLIN) |
-                                              (r.a_to_b.empty() ? 0 : POLLOUT)),
-                      0});
+      pfds.push_back(
+          {r.a, static_cast<short>((r.a_eof ? 0 : POLLIN) | (r.b_to_a.empty() ? 0 : POLLOUT)), 0});
+      pfds.push_back(
+          {r.b, static_cast<short>((r.b_eof ? 0 : POLLIN) | (r.a_to_b.empty() ? 0 : POLLOUT)), 0});
     }
     if (poll(pfds.data(), pfds.size(), -1) < 0) {
       if (errno == EINTR) continue;
