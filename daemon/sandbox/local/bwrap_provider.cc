@@ -179,6 +179,10 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
   return std::unique_ptr<BwrapProvider>(new BwrapProvider(std::move(core)));
 }
 
+absl::Status BwrapProvider::CheckSpec(const SessionSpec& spec) const {
+  return spec.isolation == Isolation::kGvisor ? local::GvisorAvailable(*core_) : absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Session>> BwrapProvider::Create(const SessionSpec& spec,
                                                                const CancelToken* cancel) {
   SANDGATE_ASSIGN_OR_RETURN(auto session, local::BwrapSession::Start(core_, spec, cancel));

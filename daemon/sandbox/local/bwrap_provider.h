@@ -108,6 +108,8 @@ class BwrapProvider : public Provider {
   ~BwrapProvider() override;
 
   std::string name() const override { return "local"; }
+  // FAILED_PRECONDITION for isolation gvisor on a host without runsc (or the bridge).
+  absl::Status CheckSpec(const SessionSpec& spec) const override;
   // Restricted and enabled networking are served by the provider's NetProxy (one thread for
   // all sessions); INVALID_ARGUMENT for a malformed allowlist.
   absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,

@@ -176,10 +176,7 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
     proxy_policy.ssrf_exempt = core->ssrf_exempt;
   }
   if (spec.workspace_bytes == 0) return errors::InvalidArgument("workspace_bytes: must be > 0");
-  if (spec.isolation == Isolation::kGvisor && !core->gvisor_status.ok()) {
-    return errors::FailedPrecondition(absl::StrCat(
-        "isolation gvisor is not available on this host: ", core->gvisor_status.message()));
-  }
+  if (spec.isolation == Isolation::kGvisor) SANDGATE_RETURN_IF_ERROR(GvisorAvailable(*core));
   for (const auto& [k, v] : spec.env) {
     if (k.empty() || k.find('=') != std::string::npos) {
       return errors::InvalidArgument(absl::StrCat("env: invalid variable name \"", k, "\""));

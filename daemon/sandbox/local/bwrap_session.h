@@ -74,6 +74,9 @@ struct BwrapProvider::Core {
 
 namespace local {
 
+// OK when gVisor sessions can start here; else FAILED_PRECONDITION saying why.
+absl::Status GvisorAvailable(const BwrapProvider::Core& core);
+
 class BwrapSession : public Session {
  public:
   // Journals, creates the cgroups, starts the sandbox and waits for its init. On failure

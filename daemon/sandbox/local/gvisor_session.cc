@@ -45,6 +45,12 @@ absl::StatusOr<UniqueFd> ListenUnix(const std::string& path) {
 
 }  // namespace
 
+absl::Status GvisorAvailable(const BwrapProvider::Core& core) {
+  if (core.gvisor_status.ok()) return absl::OkStatus();
+  return errors::FailedPrecondition(absl::StrCat("isolation gvisor is not available on this host: ",
+                                                 core.gvisor_status.message()));
+}
+
 absl::Status BwrapSession::LaunchGvisor(const CancelToken* cancel) {
   const RunscConfig& config = core_->runsc;
   runsc_ = RunscSandbox::Plan(config, spec_.id);
