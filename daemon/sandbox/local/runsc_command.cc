@@ -148,13 +148,14 @@ absl::Status WriteRunscBundle(const RunscConfig& config, const RunscSandbox& san
   std::vector<std::string> args = {bridgeproto::kBridgePathInSandbox, absl::StrCat(options.uid)};
   if (options.proxy_port != 0) args.push_back(absl::StrCat(options.proxy_port));
   const nlohmann::json empty = nlohmann::json::array();
-  const nlohmann::json setid = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL"};
+  const nlohmann::json setid = {"CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SETPCAP"};
   nlohmann::json spec = {
       {"ociVersion", "1.0.2"},
       {"process",
        // Root inside gVisor for the bridge and the init only; sandgate-init drops every
-       // command to options.uid. No capability but these three (CAP_KILL: the init kills the
-       // commands, which run as another uid), no new privileges.
+       // command to options.uid, with an empty bounding set. No capability but these four
+       // (CAP_KILL: the init kills the commands, which run as another uid; CAP_SETPCAP: it
+       // empties their bounding set), no new privileges.
        {{"user", {{"uid", 0}, {"gid", 0}}},
         {"args", args},
         {"env", empty},

@@ -3,7 +3,7 @@
 //
 // Each session has its own directory <gvisor_dir>/sandgate-<id>/ (0700, root):
 //   config.json   the OCI spec (process: the bridge as root inside gVisor with only
-//                 CAP_SETUID/CAP_SETGID/CAP_KILL, commands dropped to the session's uid; root: the
+//                 CAP_SETUID/SETGID/KILL/SETPCAP, commands dropped to the session's uid; root: the
 //                 session's root tmpfs, read-only; the host's /usr, /bin… and curated /etc
 //                 files bound read-only; /work and /tmp bound from the session's own
 //                 size-capped tmpfs mounts, which the daemon reads and writes directly)
@@ -66,7 +66,9 @@ struct RunscBundleOptions {
 
 // pids.max of a gVisor session's host cgroup: room for runsc, the gofer and the Sentry's
 // threads around `max_processes` sandbox processes, so that a runaway Sentry still stops.
-inline uint64_t GvisorHostTasks(uint64_t max_processes) { return 256 + 8 * max_processes; }
+// On ptrace, every sandbox thread has host threads of its own (a stub, and a Sentry thread
+// that traces it): a fork bomb at RLIMIT_NPROC 64 needed more than 768.
+inline uint64_t GvisorHostTasks(uint64_t max_processes) { return 512 + 32 * max_processes; }
 
 // Creates the session's directory and config.json, and fills the session's root tmpfs
 // (mounts.path("root")) with the mount points and the generated /etc files.

@@ -3,14 +3,14 @@
 // Usage: sandgate-gvisor-bridge <command-uid> [<proxy-port>]
 //
 // Runs as root inside gVisor (gVisor's root: the host never sees it), with only CAP_SETUID,
-// CAP_SETGID and CAP_KILL, so that commands, which sandgate-init drops to <command-uid>, cannot
-// signal it or the init (gVisor does not shield a PID 1 from SIGKILL sent from inside). Connects to
-// the daemon's control socket in /.sandgate/sock, starts sandgate-init (PID 2) on a socketpair, and
-// tunnels the init's protocol over that one connection (bridge_protocol.h): each kExec from the
-// daemon gets a fresh command socket and stdout and stderr pipes made here, and what flows on them
-// goes back as frames of that channel. With a port, it also listens on 127.0.0.1:<port> of gVisor's
-// own loopback and relays each connection to the daemon's proxy socket, so the network proxy sees
-// exactly what it sees from a namespaces sandbox.
+// CAP_SETGID, CAP_KILL and CAP_SETPCAP, so that commands, which sandgate-init drops to
+// <command-uid>, cannot signal it or the init (gVisor does not shield a PID 1 from SIGKILL sent
+// from inside). Connects to the daemon's control socket in /.sandgate/sock, starts sandgate-init
+// (PID 2) on a socketpair, and tunnels the init's protocol over that one connection
+// (bridge_protocol.h): each kExec from the daemon gets a fresh command socket and stdout and stderr
+// pipes made here, and what flows on them goes back as frames of that channel. With a port, it also
+// listens on 127.0.0.1:<port> of gVisor's own loopback and relays each connection to the daemon's
+// proxy socket, so the network proxy sees exactly what it sees from a namespaces sandbox.
 //
 // It exits when the daemon's connection ends or the init exits; either way the sandbox
 // ends with it. Single threaded; one poll loop; not dumpable. Everything it starts runs as

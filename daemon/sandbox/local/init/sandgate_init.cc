@@ -121,6 +121,12 @@ std::string Resolve(const std::string& argv0, const std::vector<char*>& env) {
     _exit(127);
   }
   syscall(SYS_close_range, 3, ~0U, 0);
+  if (g_command_uid != 0) {
+    // An empty bounding set and no new privileges: nothing the command execs (a setuid
+    // binary, file capabilities) can regain what the init holds.
+    for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  }
   if (g_command_uid != 0 &&
       (setgroups(0, nullptr) != 0 || setresgid(g_command_uid, g_command_uid, g_command_uid) != 0 ||
        setresuid(g_command_uid, g_command_uid, g_command_uid) != 0)) {
