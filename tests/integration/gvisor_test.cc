@@ -143,6 +143,23 @@ TEST_F(GvisorTest, EachLevelRunsOnItsKernelAndTheSessionSaysWhichItGot) {
   EXPECT_EQ(Exec(kGvisorToken, c.id(), "uname -r"), "4.4.0\n");
 }
 
+// The issue's "done when": the financial analysis verifies under gVisor, as under namespaces.
+TEST_F(GvisorTest, TheFinancialAnalysisVerifiesUnderGvisor) {
+  v1::RunAnalysisRequest req = SampleRequest();
+  req.mutable_sandbox()->set_isolation("gvisor");
+  v1::Run run;
+  grpc::Status st = stub_->RunAnalysis(DaemonHarness::Context(kToken).get(), req, &run);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kToken);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().run_finished().status(), v1::RUN_STATUS_SUCCEEDED)
+      << events.back().run_finished().reason();
+  // Its one sandbox was a gVisor one.
+  EXPECT_TRUE(absl::StrContains(daemon_->Log(), R"("isolation":"gvisor","level":"info")"))
+      << daemon_->Log();
+  EXPECT_FALSE(absl::StrContains(daemon_->Log(), R"("isolation":"namespaces")"));
+}
+
 TEST_F(GvisorTest, ThePolicyBoundsTheLevelAndBadLevelsAreNamed) {
   v1::Session s;
   grpc::Status st = Create(kOnlyNsToken, "gvisor", &s);
