@@ -9,6 +9,8 @@
 //   3. Exec(true) in a live gVisor session against Exec(true) in a live namespaces session.
 //   4. Idle memory per sandbox: the session's memory cgroup (memory.usage_in_bytes) right
 //      after CreateSession, gVisor against namespaces.
+//   5. The financial analysis end to end (RunAnalysis, reference agent, the sample input) under
+//      gVisor against under namespaces.
 //
 //   build/bin/bench_gvisor [--runs 20]   (as root, with runsc installed)
 //
@@ -34,6 +36,7 @@
 #include "sandbox/local/tmpfs_limits.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/bench/bench_daemon.h"
+#include "tests/bench/follow_run.h"
 
 namespace sandgate::bench {
 namespace {
@@ -167,7 +170,7 @@ int Main(int argc, char** argv) {
   if (access("/usr/bin/runsc", X_OK) != 0) Fail("runsc is not installed (Debian package runsc)");
   const std::string local = absl::StrCat(R"({"local": {"uid_base": )", kUidBase,
                                          R"(, "uid_count": )", kUidCount, "}");
-  std::vector<double> cold, bare, warm, exec_g, exec_n, mem_g, mem_n;
+  std::vector<double> cold, bare, warm, exec_g, exec_n, mem_g, mem_n, run_g, run_n;
   {
     Daemon d = Daemon::Start(local + "}");
     auto stub = d.Stub();
@@ -195,6 +198,14 @@ int Main(int argc, char** argv) {
     }
     Close(*stub, g.id());
     Close(*stub, n.id());
+    std::ifstream in(std::string(SANDGATE_SOURCE_DIR) +
+                     "/tests/data/northstar_cloud_financial_statements.csv");
+    const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (int i = 0; i < runs; ++i) {
+      run_g.push_back(TimeSampleRun(*stub, csv, "gvisor"));
+      run_n.push_back(TimeSampleRun(*stub, csv, "namespaces"));
+      if (run_g.back() < 0 || run_n.back() < 0) Fail("a financial analysis run did not succeed");
+    }
   }
   int hits = 0;
   {
@@ -221,6 +232,7 @@ int Main(int argc, char** argv) {
   Row("Exec(true) in a live gvisor session", Median(exec_g), Median(exec_n),
       "… in a namespaces session");
   Row("idle session memory cgroup, gvisor", Median(mem_g), Median(mem_n), "… namespaces");
+  Row("financial analysis end to end, gvisor", Median(run_g), Median(run_n), "… namespaces");
   return 0;
 }
 
