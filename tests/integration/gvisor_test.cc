@@ -143,6 +143,40 @@ TEST_F(GvisorTest, EachLevelRunsOnItsKernelAndTheSessionSaysWhichItGot) {
   EXPECT_EQ(Exec(kGvisorToken, c.id(), "uname -r"), "4.4.0\n");
 }
 
+// A warm pool of gVisor sandboxes serves gVisor sessions (and only those).
+TEST(GvisorWarmPoolTest, AGvisorShapeServesGvisorSessions) {
+  if (access("/usr/bin/runsc", X_OK) != 0) {
+    GTEST_SKIP() << "runsc is NOT INSTALLED (Debian package runsc; deploy/setup.sh)";
+  }
+  DaemonHarness daemon(nlohmann::json{
+      {"local", {{"uid_base", kUidBase}, {"uid_count", 16}}},
+      {"warm_pool", {{{"size", 1}, {"isolation", "gvisor"}}}}});
+  daemon.Start();
+  auto stub = daemon.Stub();
+  ASSERT_TRUE(Eventually("the pool is full",
+                         [&] { return absl::StrContains(daemon.Log(), "warm_pool.filled"); }));
+  v1::CreateSessionRequest req;
+  v1::Session n;
+  ASSERT_TRUE(stub->CreateSession(DaemonHarness::Context().get(), req, &n).ok());
+  EXPECT_FALSE(n.from_warm_pool()) << "a namespaces session took a gVisor sandbox";
+  req.mutable_sandbox()->set_isolation("gvisor");
+  v1::Session g;
+  ASSERT_TRUE(stub->CreateSession(DaemonHarness::Context().get(), req, &g).ok());
+  EXPECT_TRUE(g.from_warm_pool());
+  v1::ExecRequest exec;
+  exec.set_session_id(g.id());
+  exec.set_command("uname -r");
+  auto ctx = DaemonHarness::Context();
+  auto reader = stub->Exec(ctx.get(), exec);
+  std::string out;
+  v1::ExecResponse r;
+  while (reader->Read(&r)) {
+    if (r.has_output()) out += r.output().data();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(out, "4.4.0\n");
+}
+
 // The "done when": the financial analysis verifies under gVisor, as under namespaces.
 TEST_F(GvisorTest, TheFinancialAnalysisVerifiesUnderGvisor) {
   v1::RunAnalysisRequest req = SampleRequest();
