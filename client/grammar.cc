@@ -83,7 +83,7 @@ const char* UsageText() { return kUsageText; }
 
 const std::vector<std::string>& SandboxFlags() {
   static const auto* const kFlags = new std::vector<std::string>{
-      "--env",           "--setup", "--network",  "--allow",          "--memory-mib",
+      "--env",           "--setup", "--network",  "--allow",           "--memory-mib",
       "--workspace-mib", "--idle",  "--lifetime", "--command-timeout", "--isolation"};
   return *kFlags;
 }

@@ -145,9 +145,9 @@ absl::Status ReadTenant(const json& v, const std::string& where, TenantConfig* t
       const auto& allowed = t->policy.isolation_levels;
       if (!allowed.empty() &&
           std::find(allowed.begin(), allowed.end(), t->policy.default_isolation) == allowed.end()) {
-        return errors::InvalidArgument(absl::StrCat(
-            where, ".policy.default_isolation: '", t->policy.default_isolation,
-            "' is not one of its isolation_levels"));
+        return errors::InvalidArgument(absl::StrCat(where, ".policy.default_isolation: '",
+                                                    t->policy.default_isolation,
+                                                    "' is not one of its isolation_levels"));
       }
     }
     for (const std::string& m : t->policy.network_modes) {
@@ -438,8 +438,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     l.On("gvisor_platform", [&c](const json& v, const std::string& where) -> absl::Status {
       SANDGATE_RETURN_IF_ERROR(String(&c.gvisor_platform)(v, where));
       if (c.gvisor_platform == "ptrace" || c.gvisor_platform == "kvm") return absl::OkStatus();
-      return errors::InvalidArgument(absl::StrCat("local.gvisor_platform: '", c.gvisor_platform,
-                                                  "' is not ptrace or kvm"));
+      return errors::InvalidArgument(
+          absl::StrCat("local.gvisor_platform: '", c.gvisor_platform, "' is not ptrace or kvm"));
     });
     // bwrap and the init need a few dozen; above 1 Mi is more than the kernel allows (nr_open).
     l.On("max_open_files", [&c](const json& v, const std::string& where) -> absl::Status {

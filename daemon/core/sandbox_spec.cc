@@ -77,8 +77,8 @@ sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec&
   spec.network.allowed_domains.assign(sb.network().allowed_domains().begin(),
                                       sb.network().allowed_domains().end());
   // Validated before (ValidateSandboxSpec): anything but "gvisor" is namespaces.
-  spec.isolation = sb.isolation() == "gvisor" ? sandbox::Isolation::kGvisor
-                                              : sandbox::Isolation::kNamespaces;
+  spec.isolation =
+      sb.isolation() == "gvisor" ? sandbox::Isolation::kGvisor : sandbox::Isolation::kNamespaces;
   return spec;
 }
 

@@ -168,8 +168,8 @@ int Main(int argc, char** argv) {
     if (std::string(argv[i]) == "--runs") runs = std::atoi(argv[i + 1]);
   }
   if (access("/usr/bin/runsc", X_OK) != 0) Fail("runsc is not installed (Debian package runsc)");
-  const std::string local = absl::StrCat(R"({"local": {"uid_base": )", kUidBase,
-                                         R"(, "uid_count": )", kUidCount, "}");
+  const std::string local =
+      absl::StrCat(R"({"local": {"uid_base": )", kUidBase, R"(, "uid_count": )", kUidCount, "}");
   std::vector<double> cold, bare, warm, exec_g, exec_n, mem_g, mem_n, run_g, run_n;
   {
     Daemon d = Daemon::Start(local + "}");

@@ -60,15 +60,15 @@ TEST(PolicyTest, EachRuleIsEnforcedAndNamed) {
   t.policy.isolation_levels = {"namespaces"};
   v1::SandboxSpec gvisor = sb;
   gvisor.set_isolation("gvisor");
-  absl::Status st = CheckPolicy(caller, {"local", "reference", "", &gvisor, absl::Minutes(5)},
-                                config);
+  absl::Status st =
+      CheckPolicy(caller, {"local", "reference", "", &gvisor, absl::Minutes(5)}, config);
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_TRUE(absl::StrContains(
-      st.message(), "isolation level 'gvisor' is not allowed (allowed: namespaces)"))
+  EXPECT_TRUE(absl::StrContains(st.message(),
+                                "isolation level 'gvisor' is not allowed (allowed: namespaces)"))
       << st;
   gvisor.set_isolation("namespaces");
-  EXPECT_TRUE(CheckPolicy(caller, {"local", "reference", "", &gvisor, absl::Minutes(5)}, config)
-                  .ok());
+  EXPECT_TRUE(
+      CheckPolicy(caller, {"local", "reference", "", &gvisor, absl::Minutes(5)}, config).ok());
   EXPECT_TRUE(CheckPolicy(Caller{"local", true, nullptr},
                           {"openai", "x", "y", &big, absl::Hours(9)}, config)
                   .ok())

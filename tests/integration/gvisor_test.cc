@@ -41,7 +41,8 @@ std::vector<std::string> ProcessesNaming(const std::string& needle) {
     std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
     std::getline(stat, state);
     const size_t paren = state.rfind(')');
-    const bool zombie = paren != std::string::npos && state.size() > paren + 2 && state[paren + 2] == 'Z';
+    const bool zombie =
+        paren != std::string::npos && state.size() > paren + 2 && state[paren + 2] == 'Z';
     if (!zombie && absl::StrContains(line, needle)) out.push_back(absl::StrCat(pid, ": ", line));
   }
   closedir(d);
@@ -82,16 +83,16 @@ class GvisorTest : public ::testing::Test {
       GTEST_SKIP() << "runsc is NOT INSTALLED (Debian package runsc; deploy/setup.sh): "
                       "the gVisor integration tests did not run";
     }
-    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
-        {"tenants",
-         {{{"name", "a"}, {"token_sha256", Sha256::Hex(kToken)}},
-          {{"name", "b"},
-           {"token_sha256", Sha256::Hex(kOnlyNsToken)},
-           {"policy", {{"isolation_levels", {"namespaces"}}}}},
-          {{"name", "c"},
-           {"token_sha256", Sha256::Hex(kGvisorToken)},
-           {"policy", {{"default_isolation", "gvisor"}}}}}},
-        {"local", {{"uid_base", kUidBase}, {"uid_count", 16}}}});
+    daemon_ = std::make_unique<DaemonHarness>(
+        nlohmann::json{{"tenants",
+                        {{{"name", "a"}, {"token_sha256", Sha256::Hex(kToken)}},
+                         {{"name", "b"},
+                          {"token_sha256", Sha256::Hex(kOnlyNsToken)},
+                          {"policy", {{"isolation_levels", {"namespaces"}}}}},
+                         {{"name", "c"},
+                          {"token_sha256", Sha256::Hex(kGvisorToken)},
+                          {"policy", {{"default_isolation", "gvisor"}}}}}},
+                       {"local", {{"uid_base", kUidBase}, {"uid_count", 16}}}});
     daemon_->Start();
     stub_ = daemon_->Stub();
   }
@@ -148,9 +149,8 @@ TEST(GvisorWarmPoolTest, AGvisorShapeServesGvisorSessions) {
   if (access("/usr/bin/runsc", X_OK) != 0) {
     GTEST_SKIP() << "runsc is NOT INSTALLED (Debian package runsc; deploy/setup.sh)";
   }
-  DaemonHarness daemon(nlohmann::json{
-      {"local", {{"uid_base", kUidBase}, {"uid_count", 16}}},
-      {"warm_pool", {{{"size", 1}, {"isolation", "gvisor"}}}}});
+  DaemonHarness daemon(nlohmann::json{{"local", {{"uid_base", kUidBase}, {"uid_count", 16}}},
+                                      {"warm_pool", {{{"size", 1}, {"isolation", "gvisor"}}}}});
   daemon.Start();
   auto stub = daemon.Stub();
   ASSERT_TRUE(Eventually("the pool is full",
@@ -240,9 +240,9 @@ TEST_F(GvisorTest, ASigkilledDaemonLeavesNothingOfItsGvisorSandboxesAfterRestart
   daemon_->Start();  // sweeps before it serves
   for (const std::string& id : ids) {
     const std::string container = "sandgate-" + id;
-    EXPECT_TRUE(Eventually("runsc, its gofer and its Sentry gone",
-                           [&] { return ProcessesNaming(container).empty(); }))
-        << ::testing::PrintToString(ProcessesNaming(container));
+    EXPECT_TRUE(Eventually("runsc, its gofer and its Sentry gone", [&] {
+      return ProcessesNaming(container).empty();
+    })) << ::testing::PrintToString(ProcessesNaming(container));
     EXPECT_NE(access(absl::StrCat(kGvisorDir, "/", container).c_str(), F_OK), 0)
         << "runsc state or bundle of " << id << " left";
     std::vector<std::string> cgroups;
