@@ -194,6 +194,29 @@ TEST_F(GvisorTest, TheFinancialAnalysisVerifiesUnderGvisor) {
   EXPECT_FALSE(absl::StrContains(daemon_->Log(), R"("isolation":"namespaces")"));
 }
 
+// The probe playbook reports the kernel it saw: gVisor's under gvisor, the host's otherwise.
+TEST_F(GvisorTest, TheProbeReportsTheKernelOfItsLevel) {
+  std::string host_kernel;
+  std::ifstream("/proc/sys/kernel/osrelease") >> host_kernel;
+  for (const std::string level : {"gvisor", "namespaces"}) {
+    v1::RunAnalysisRequest req;
+    req.set_playbook("sandbox-probe");
+    auto* in = req.add_inputs();
+    in->set_name("data.csv");
+    in->set_content("year,revenue\n2024,1\n");
+    req.mutable_sandbox()->set_isolation(level);
+    v1::Run run;
+    ASSERT_TRUE(stub_->RunAnalysis(DaemonHarness::Context(kToken).get(), req, &run).ok());
+    std::vector<v1::Event> events = FollowToEnd(*stub_, run.id(), kToken);
+    ASSERT_FALSE(events.empty());
+    const v1::RunFinished& finished = events.back().run_finished();
+    EXPECT_EQ(finished.status(), v1::RUN_STATUS_SUCCEEDED) << finished.reason();
+    EXPECT_TRUE(absl::EndsWith(finished.summary().headline(),
+                               ", kernel " + (level == "gvisor" ? "4.4.0" : host_kernel)))
+        << level << ": " << finished.summary().headline();
+  }
+}
+
 TEST_F(GvisorTest, ThePolicyBoundsTheLevelAndBadLevelsAreNamed) {
   v1::Session s;
   grpc::Status st = Create(kOnlyNsToken, "gvisor", &s);
