@@ -199,6 +199,13 @@ int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
   }
   for (const std::string& d : args.All("--allow"))
     sandbox->mutable_network()->add_allowed_domains(d);
+  if (args.Has("--isolation")) {
+    const std::string level = args.Get("--isolation");
+    if (level != "namespaces" && level != "gvisor") {
+      return Usage("--isolation takes namespaces or gvisor, got '" + level + "'");
+    }
+    sandbox->set_isolation(level);
+  }
   struct MibFlag {
     const char* flag;
     void (v1::SandboxSpec::*set)(uint64_t);

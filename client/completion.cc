@@ -26,6 +26,7 @@ const std::map<std::string, std::vector<std::string>>& Positionals() {
 // providers are not: the CLI knows no daemon names (tests/client/no_playbook_knowledge_test).
 std::vector<std::string> OptionValues(const std::string& command, const std::string& option) {
   if (option == "--network") return {"disabled", "restricted", "enabled"};
+  if (option == "--isolation") return {"namespaces", "gvisor"};
   if (option == "--out") return {command == "session download" ? kCompleteFiles : kCompleteDirs};
   if (option == "--token-file" || option == "--tls-ca" || option == "--tls-cert" ||
       option == "--tls-key") {

@@ -14,6 +14,7 @@ commands:
            [--model NAME] [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
            [--env NAME=VALUE]... [--setup COMMAND]... [--network disabled|restricted|enabled]
            [--allow DOMAIN]... [--memory-mib N] [--workspace-mib N] [--session ID]
+           [--isolation namespaces|gvisor]
       start a run, show its progress, download its artifacts and events.jsonl into DIR
       (default ./sandgate-<run id>), print a summary; exit 0 only if the run succeeded.
       --playbook NAME picks the daemon's task (default: its default; a name it does not
@@ -27,7 +28,7 @@ commands:
 
   session create [--idle S] [--lifetime S] [--command-timeout S] [--env K=V]... [--setup CMD]...
                  [--network MODE] [--memory-mib N] [--workspace-mib N] [--idempotency-key K]
-                 [--json]   prints the id
+                 [--isolation namespaces|gvisor] [--json]   prints the id
   session list [--all] | get ID | keepalive ID | close ID [--reason TEXT]
   session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...
       one COMMAND word runs as `sh -c COMMAND`; exits with the command's status
@@ -66,6 +67,9 @@ sandbox:  --env NAME=VALUE   (repeatable)  set in every command's environment
           --workspace-mib N  size of /work (and of /tmp), held in that memory: below it
                              (default: a quarter of the memory, at most the daemon's default)
           --idle S  --lifetime S  --command-timeout S   the session's clocks, in seconds
+          --isolation namespaces|gvisor   gvisor: the code runs on gVisor's kernel, not the
+                             host's (default: your tenant's, else the daemon's; see
+                             docs/isolation-levels.md)
 )";
 
 std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -79,8 +83,8 @@ const char* UsageText() { return kUsageText; }
 
 const std::vector<std::string>& SandboxFlags() {
   static const auto* const kFlags = new std::vector<std::string>{
-      "--env",           "--setup", "--network",  "--allow",          "--memory-mib",
-      "--workspace-mib", "--idle",  "--lifetime", "--command-timeout"};
+      "--env",           "--setup", "--network",  "--allow",           "--memory-mib",
+      "--workspace-mib", "--idle",  "--lifetime", "--command-timeout", "--isolation"};
   return *kFlags;
 }
 
@@ -95,7 +99,7 @@ const ArgsGrammar& Grammar() {
        {"--session", true},       {"--idle", true},         {"--lifetime", true},  {"--all", false},
        {"--command-timeout", true}, {"--older-than-hours", true}, {"--model", true},
        {"--tls-ca", true},        {"--tls-cert", true},     {"--tls-key", true},
-       {"--workspace-mib", true}},
+       {"--workspace-mib", true}, {"--isolation", true}},
       // clang-format on
       {"--addr", "--token-file", "--tls-ca", "--tls-cert", "--tls-key"},
       {

@@ -18,14 +18,15 @@ fi
 build=${1:-$repo/build}
 
 # To build and run: the compiler and CMake, the libraries, bubblewrap for local sandboxes,
-# python3 for the playbooks' programs inside them, marked and DOMPurify for the dashboard.
+# runsc for gVisor sandboxes (isolation gvisor), python3 for the playbooks' programs inside
+# them, marked and DOMPurify for the dashboard.
 packages=(
   build-essential cmake pkg-config ninja-build lld
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libsqlite3-dev libseccomp-dev libexpat1-dev libpq-dev
   libmicrohttpd-dev libgnutls28-dev
-  bubblewrap python3 procps
+  bubblewrap runsc python3 procps
   libjs-marked node-dompurify
 )
 # Only to test: GoogleTest, a PostgreSQL server the replica tests start, the Python client's

@@ -243,6 +243,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   local.uid_base = c.uid_base;
   local.uid_pool_size = c.uid_count;
   local.max_open_files = c.max_open_files;
+  local.runsc_path = c.runsc_path;
+  local.gvisor_platform = c.gvisor_platform;
   absl::StatusOr<std::unique_ptr<sandbox::BwrapProvider>> provider =
       sandbox::BwrapProvider::Create(local, p->journal.get());
   if (!provider.ok()) {

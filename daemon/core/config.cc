@@ -112,6 +112,13 @@ auto Strings(std::vector<std::string>* out) {
   };
 }
 
+// INVALID_ARGUMENT at `where` unless `level` is an isolation level.
+absl::Status CheckIsolation(const std::string& level, const std::string& where) {
+  if (level == "namespaces" || level == "gvisor") return absl::OkStatus();
+  return errors::InvalidArgument(
+      absl::StrCat(where, ": '", level, "' is not an isolation level (namespaces or gvisor)"));
+}
+
 absl::Status ReadTenant(const json& v, const std::string& where, TenantConfig* t) {
   ObjectReader r(v, where);
   r.On("name", String(&t->name));
@@ -126,7 +133,23 @@ absl::Status ReadTenant(const json& v, const std::string& where, TenantConfig* t
     pr.On("domains", Strings(&t->policy.domains));
     pr.On("max_memory_bytes", Whole(&t->policy.max_memory_bytes, 16ull << 20));
     pr.On("max_run_seconds", Seconds(&t->policy.max_run_time));
+    pr.On("isolation_levels", Strings(&t->policy.isolation_levels));
+    pr.On("default_isolation", String(&t->policy.default_isolation));
     SANDGATE_RETURN_IF_ERROR(pr.Run());
+    for (const std::string& level : t->policy.isolation_levels) {
+      SANDGATE_RETURN_IF_ERROR(CheckIsolation(level, where + ".policy.isolation_levels"));
+    }
+    if (!t->policy.default_isolation.empty()) {
+      SANDGATE_RETURN_IF_ERROR(
+          CheckIsolation(t->policy.default_isolation, where + ".policy.default_isolation"));
+      const auto& allowed = t->policy.isolation_levels;
+      if (!allowed.empty() &&
+          std::find(allowed.begin(), allowed.end(), t->policy.default_isolation) == allowed.end()) {
+        return errors::InvalidArgument(absl::StrCat(where, ".policy.default_isolation: '",
+                                                    t->policy.default_isolation,
+                                                    "' is not one of its isolation_levels"));
+      }
+    }
     for (const std::string& m : t->policy.network_modes) {
       if (m != "disabled" && m != "restricted" && m != "enabled") {
         return errors::InvalidArgument(absl::StrCat(where, ".policy.network_modes: '", m,
@@ -198,7 +221,11 @@ absl::Status ReadWarmShape(const json& v, const std::string& where, WarmPoolShap
   r.On("workspace_bytes", Whole(&s->workspace_bytes, 1ull << 20));
   r.On("network_mode", String(&s->network_mode));
   r.On("allowed_domains", Strings(&s->allowed_domains));
+  r.On("isolation", String(&s->isolation));
   SANDGATE_RETURN_IF_ERROR(r.Run());
+  if (!s->isolation.empty()) {
+    SANDGATE_RETURN_IF_ERROR(CheckIsolation(s->isolation, where + ".isolation"));
+  }
   if (s->network_mode != "disabled" && s->network_mode != "restricted" &&
       s->network_mode != "enabled") {
     return errors::InvalidArgument(
@@ -403,6 +430,17 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     l.On("init", String(&c.init_path));
     l.On("uid_base", Whole(&c.uid_base, 1000));
     l.On("uid_count", Whole(&c.uid_count, 1));
+    l.On("isolation", [&c](const json& v, const std::string& where) -> absl::Status {
+      SANDGATE_RETURN_IF_ERROR(String(&c.isolation)(v, where));
+      return CheckIsolation(c.isolation, "local.isolation");
+    });
+    l.On("runsc", String(&c.runsc_path));
+    l.On("gvisor_platform", [&c](const json& v, const std::string& where) -> absl::Status {
+      SANDGATE_RETURN_IF_ERROR(String(&c.gvisor_platform)(v, where));
+      if (c.gvisor_platform == "ptrace" || c.gvisor_platform == "kvm") return absl::OkStatus();
+      return errors::InvalidArgument(
+          absl::StrCat("local.gvisor_platform: '", c.gvisor_platform, "' is not ptrace or kvm"));
+    });
     // bwrap and the init need a few dozen; above 1 Mi is more than the kernel allows (nr_open).
     l.On("max_open_files", [&c](const json& v, const std::string& where) -> absl::Status {
       SANDGATE_RETURN_IF_ERROR(Whole(&c.max_open_files, 64)(v, where));

@@ -26,6 +26,10 @@ struct TenantPolicy {
   std::vector<std::string> domains;        // allowed in restricted mode: names or "*.suffix"
   uint64_t max_memory_bytes = 0;
   absl::Duration max_run_time = absl::ZeroDuration();
+  // Isolation levels the tenant may ask for ("namespaces", "gvisor"; empty = both), and the
+  // one its requests get when they name none ("" = the daemon's `isolation`).
+  std::vector<std::string> isolation_levels;
+  std::string default_isolation;
 };
 
 // How much a tenant may use at once. 0 means no limit of the tenant's own.
@@ -97,6 +101,7 @@ struct WarmPoolShape {
   uint64_t workspace_bytes = 0;
   std::string network_mode = "disabled";     // "disabled", "restricted", "enabled"
   std::vector<std::string> allowed_domains;  // restricted only
+  std::string isolation;                     // "" = the daemon's `isolation`
 };
 
 // This daemon as one replica among several sharing a store (docs/replicas.md).
@@ -212,6 +217,10 @@ struct Config {
   uint32_t uid_count = 1000;
   // RLIMIT_NOFILE (soft and hard) of every sandbox process (BwrapOptions::max_open_files).
   uint32_t max_open_files = 1024;
+  // The isolation level of a local session whose request and tenant name none.
+  std::string isolation = "namespaces";
+  std::string runsc_path = "/usr/bin/runsc";
+  std::string gvisor_platform = "ptrace";  // "kvm" where /dev/kvm exists
 };
 
 // The workspace a sandbox of `memory_bytes` gets when its request leaves workspace_bytes 0:

@@ -75,6 +75,12 @@ absl::Status CheckPolicy(const Caller& caller, const PolicyRequest& req, const C
         }
       }
     }
+    if (!sb.isolation().empty()) {
+      if (auto st = CheckList(caller, "isolation level", sb.isolation(), p.isolation_levels);
+          !st.ok()) {
+        return st;
+      }
+    }
     uint64_t memory = sb.memory_bytes() ? sb.memory_bytes() : config.memory_bytes;
     if (p.max_memory_bytes && memory > p.max_memory_bytes) {
       return Denied(caller, absl::StrCat("sandbox.memory_bytes ", memory,

@@ -17,7 +17,7 @@ struct PolicyRequest {
   std::string provider;
   std::string agent;  // empty for sessions
   std::string model;
-  const v1::SandboxSpec* sandbox = nullptr;
+  const v1::SandboxSpec* sandbox = nullptr;        // isolation resolved (EffectiveIsolation)
   absl::Duration run_time = absl::ZeroDuration();  // the run's timeout; zero for sessions
 };
 

@@ -188,6 +188,12 @@ absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string
 }
 
 absl::Status ValidateSandboxSpec(const v1::SandboxSpec& sb, const Config& cfg) {
+  if (!sb.isolation().empty()) {
+    absl::StatusOr<sandbox::Isolation> level = sandbox::ParseIsolation(sb.isolation());
+    if (!level.ok()) {
+      return errors::InvalidArgument(absl::StrCat("sandbox.", level.status().message()));
+    }
+  }
   const MachineLimits& max = cfg.limits;
   const uint64_t memory = MemoryBytes(sb, cfg);
   const uint64_t workspace = WorkspaceBytes(sb, cfg);

@@ -86,6 +86,12 @@ absl::StatusOr<std::shared_ptr<ActiveRun>> ValidateRun(const RunManagerDeps& dep
     }
   }
   if (request.provider().empty()) request.set_provider("local");
+  if (request.session_id().empty()) {  // a kept session has its level already
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::string isolation,
+        EffectiveIsolation(request.sandbox(), request.provider(), caller, *deps.config));
+    request.mutable_sandbox()->set_isolation(std::move(isolation));
+  }
   absl::StatusOr<const playbooks::Playbook*> playbook = playbooks::FindPlaybook(request.playbook());
   if (!playbook.ok())
     return errors::InvalidArgument(absl::StrCat("playbook: ", playbook.status().message()));

@@ -40,6 +40,22 @@ uint64_t WorkspaceBytes(const v1::SandboxSpec& sb, const Config& cfg) {
                               : DefaultWorkspaceBytes(cfg, MemoryBytes(sb, cfg));
 }
 
+absl::StatusOr<std::string> EffectiveIsolation(const v1::SandboxSpec& sb,
+                                               const std::string& provider, const Caller& caller,
+                                               const Config& cfg) {
+  if (provider != "local") {
+    if (sb.isolation().empty()) return std::string();
+    return errors::InvalidArgument(absl::StrCat("sandbox.isolation: the '", provider,
+                                                "' provider has no isolation levels; leave it "
+                                                "out, or use provider 'local'"));
+  }
+  if (!sb.isolation().empty()) return sb.isolation();
+  if (caller.config != nullptr && !caller.config->policy.default_isolation.empty()) {
+    return caller.config->policy.default_isolation;
+  }
+  return cfg.isolation;
+}
+
 sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& sb,
                                    const Config& cfg) {
   sandbox::SessionSpec spec;
@@ -60,6 +76,9 @@ sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec&
   }
   spec.network.allowed_domains.assign(sb.network().allowed_domains().begin(),
                                       sb.network().allowed_domains().end());
+  // Validated before (ValidateSandboxSpec): anything but "gvisor" is namespaces.
+  spec.isolation =
+      sb.isolation() == "gvisor" ? sandbox::Isolation::kGvisor : sandbox::Isolation::kNamespaces;
   return spec;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/config.h"
+#include "core/tenants.h"
 #include "sandbox/sandbox.h"
 #include "sandgate/v1/sandgate.pb.h"
 
@@ -22,7 +23,14 @@ absl::Status CheckProviderRunsCommands(const sandbox::Provider& provider,
 // left a field 0 (the workspace's derived from the memory: DefaultWorkspaceBytes).
 uint64_t MemoryBytes(const v1::SandboxSpec& spec, const Config& config);
 uint64_t WorkspaceBytes(const v1::SandboxSpec& spec, const Config& config);
-// With the config's defaults where the request left a field 0.
+// The isolation level a request's sandbox gets on `provider`: its own, else the tenant's
+// default, else the daemon's (local.isolation). "" for providers without levels (openai),
+// where naming one is INVALID_ARGUMENT. Whether the tenant may have it: CheckPolicy.
+absl::StatusOr<std::string> EffectiveIsolation(const v1::SandboxSpec& spec,
+                                               const std::string& provider, const Caller& caller,
+                                               const Config& config);
+// With the config's defaults where the request left a field 0; `spec.isolation` resolved
+// already (EffectiveIsolation; "" is namespaces).
 sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& spec,
                                    const Config& config);
 absl::Duration CommandTimeout(const v1::SandboxSpec& spec, const Config& config);

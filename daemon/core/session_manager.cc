@@ -232,8 +232,12 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
         absl::StrCat("provider: '", provider_name, "' is not configured on this daemon"));
   }
   SANDGATE_RETURN_IF_ERROR(CheckProviderRunsCommands(*provider->second, req.sandbox()));
-  SANDGATE_RETURN_IF_ERROR(
-      CheckPolicy(caller, PolicyRequest{provider_name, "", "", &req.sandbox()}, cfg));
+  // The request's sandbox with its isolation level resolved: what is checked, made and kept.
+  v1::SandboxSpec sb = req.sandbox();
+  SANDGATE_ASSIGN_OR_RETURN(std::string isolation,
+                            EffectiveIsolation(sb, provider_name, caller, cfg));
+  sb.set_isolation(std::move(isolation));
+  SANDGATE_RETURN_IF_ERROR(CheckPolicy(caller, PolicyRequest{provider_name, "", "", &sb}, cfg));
   const uint32_t quota = caller.config ? caller.config->quotas.live_sessions : 0;
   // Shared by replicas: the slot is taken in the store, counted across the gateway, and
   // given back when the session ends (or now, if it never starts).
@@ -254,7 +258,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
     if (live >= quota) return LiveSessionsReached(quota, caller.tenant);
   }
   // A ready sandbox brings its own budget unit and its id, which becomes the session's.
-  std::optional<WarmSandbox> warm = TakeWarm(deps_.warm_pool, provider->second, req.sandbox(), cfg);
+  std::optional<WarmSandbox> warm = TakeWarm(deps_.warm_pool, provider->second, sb, cfg);
   // Ready sandboxes of other shapes never keep this request out: one is closed for it.
   auto take_budget = [this] {
     return deps_.budget->TryTake() ||
@@ -275,9 +279,9 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   e->tenant = caller.tenant;
   e->slot = slot;
   e->created = deps_.clock->Now();
-  e->idle_timeout = IdleTimeout(req.sandbox(), cfg);
-  e->max_lifetime = MaxLifetime(req.sandbox(), cfg);
-  e->command_timeout = CommandTimeout(req.sandbox(), cfg);
+  e->idle_timeout = IdleTimeout(sb, cfg);
+  e->max_lifetime = MaxLifetime(sb, cfg);
+  e->command_timeout = CommandTimeout(sb, cfg);
   e->warn_at =
       e->created + e->max_lifetime - std::min(cfg.session_expiry_warning, e->max_lifetime / 2);
   v1::Session record;
@@ -292,7 +296,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   record.set_idempotency_key(req.idempotency_key());
   record.set_from_warm_pool(warm.has_value());
   record.set_replica(cfg.replica.id);
-  *record.mutable_sandbox() = req.sandbox();
+  *record.mutable_sandbox() = sb;
   record.mutable_sandbox()->clear_files();  // may be large; the workspace has them
   // The record (and with it the idempotency key) exists before the sandbox, so a concurrent
   // retry with the same key gets this session instead of making a second sandbox.
@@ -313,7 +317,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   });
   SandboxPlan plan = ClosePlan(e->id);
   plan.provider = provider->second;
-  plan.spec = &req.sandbox();
+  plan.spec = &sb;
   plan.command_timeout = e->command_timeout;
   plan.on_network_decision = [this, route = e->route,
                               id = e->id](const sandbox::NetworkDecision& d) {

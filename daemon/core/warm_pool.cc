@@ -30,8 +30,9 @@ const char* ModeName(sandbox::NetworkMode m) {
 
 // The request a configured shape stands for, so that it gets exactly the defaults a
 // CreateSession leaving the same fields 0 gets (ToSessionSpec).
-v1::SandboxSpec ShapeRequest(const WarmPoolShape& s) {
+v1::SandboxSpec ShapeRequest(const WarmPoolShape& s, const Config& cfg) {
   v1::SandboxSpec spec;
+  spec.set_isolation(s.isolation.empty() ? cfg.isolation : s.isolation);
   spec.set_memory_bytes(s.memory_bytes);
   spec.set_max_processes(s.max_processes);
   spec.set_workspace_bytes(s.workspace_bytes);
@@ -58,7 +59,7 @@ std::string WarmPool::ShapeOf(const sandbox::SessionSpec& s) {
        absl::StrJoin(s.network.allowed_domains, ","), absl::StrJoin(ports, ","),
        absl::StrCat(s.network.max_connections), absl::StrCat(s.network.max_bytes),
        absl::StrJoin(env, "\x1e"), absl::StrCat(s.cpu_seconds_per_process),
-       absl::StrCat(s.cpu_millicores)},
+       absl::StrCat(s.cpu_millicores), std::string(sandbox::IsolationName(s.isolation))},
       "\x1f");
 }
 
@@ -66,11 +67,12 @@ WarmPool::WarmPool(WarmPoolDeps deps) : deps_(std::move(deps)) {
   absl::MutexLock lock(&mu_);
   for (const WarmPoolShape& configured : deps_.config->warm_pool) {
     Shape& shape = shapes_.emplace_back();
-    shape.spec = ToSessionSpec("", ShapeRequest(configured), *deps_.config);
+    shape.spec = ToSessionSpec("", ShapeRequest(configured, *deps_.config), *deps_.config);
     shape.key = ShapeOf(shape.spec);
     shape.description = absl::StrCat(
         "memory_bytes ", shape.spec.memory_bytes, ", max_processes ", shape.spec.max_processes,
-        ", workspace_bytes ", shape.spec.workspace_bytes, ", network ",
+        ", workspace_bytes ", shape.spec.workspace_bytes, ", isolation ",
+        sandbox::IsolationName(shape.spec.isolation), ", network ",
         ModeName(shape.spec.network.mode),
         shape.spec.network.allowed_domains.empty()
             ? ""

@@ -83,6 +83,16 @@ struct NetworkDecision {
   uint64_t bytes_down = 0;  // kClosed: upstream to client
 };
 
+// How a local sandbox is walled off from the host (docs/isolation-levels.md).
+enum class Isolation {
+  kNamespaces,  // bubblewrap: namespaces + seccomp on the host's kernel
+  kGvisor,      // runsc: the code talks to gVisor's kernel, never to the host's
+};
+// "namespaces" / "gvisor".
+const char* IsolationName(Isolation isolation);
+// INVALID_ARGUMENT naming the accepted values for anything else.
+absl::StatusOr<Isolation> ParseIsolation(absl::string_view name);
+
 struct SessionSpec {
   // Unique, [a-z0-9-], at most 40 chars; names every host resource ("sandgate-<id>").
   std::string id;
@@ -107,6 +117,9 @@ struct SessionSpec {
   // Called on the proxy's single thread, shared by all sessions: it must not block (queue
   // the event, do not write to a database inline) and must not call back into the session.
   std::function<void(const NetworkDecision&)> on_network_decision;
+  // Providers without levels (openai) ignore it; the local provider refuses kGvisor when
+  // runsc is missing.
+  Isolation isolation = Isolation::kNamespaces;
 };
 
 enum class OutputStream { kStdout, kStderr };

@@ -31,9 +31,12 @@ inline v1::RunFinished FollowToFinish(v1::Sandgate::Stub& stub, const std::strin
 
 // One RunAnalysis of the sample statements `csv` (reference agent), followed until
 // run.finished. Milliseconds, or -1 when it failed or did not succeed.
-inline double TimeSampleRun(v1::Sandgate::Stub& stub, const std::string& csv) {
+// `isolation`: the run's sandbox.isolation ("" = the daemon's default).
+inline double TimeSampleRun(v1::Sandgate::Stub& stub, const std::string& csv,
+                            const std::string& isolation = "") {
   const auto start = std::chrono::steady_clock::now();
   v1::RunAnalysisRequest req;
+  req.mutable_sandbox()->set_isolation(isolation);
   auto* in = req.add_inputs();
   in->set_name("northstar_cloud_financial_statements.csv");
   in->set_content(csv);

@@ -59,32 +59,65 @@ TEST(ConfigTest, TheShippedExampleParsesAndValidates) {
   EXPECT_TRUE(ValidateConfig(*c).ok());
 }
 
+TEST(ConfigTest, IsolationLevelsOfTheDaemonTenantsAndWarmPool) {
+  EXPECT_EQ(ParseConfig("{}", "c")->isolation, "namespaces");
+  EXPECT_EQ(ParseConfig("{}", "c")->gvisor_platform, "ptrace");
+  auto c = ParseConfig(R"({"local": {"isolation": "gvisor", "gvisor_platform": "kvm",
+                                     "runsc": "/opt/runsc"},
+                           "warm_pool": [{"isolation": "gvisor"}],
+                           "tenants": [{"name": "a", "token_sha256": ")" +
+                           std::string(kHash) + R"(", "policy": {
+                             "isolation_levels": ["namespaces", "gvisor"],
+                             "default_isolation": "gvisor"}}]})",
+                       "c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->isolation, "gvisor");
+  EXPECT_EQ(c->gvisor_platform, "kvm");
+  EXPECT_EQ(c->runsc_path, "/opt/runsc");
+  EXPECT_EQ(c->warm_pool[0].isolation, "gvisor");
+  EXPECT_EQ(c->tenants[0].policy.isolation_levels,
+            (std::vector<std::string>{"namespaces", "gvisor"}));
+  EXPECT_EQ(c->tenants[0].policy.default_isolation, "gvisor");
+}
+
 TEST(ConfigTest, ErrorsNameTheKey) {
   struct Case {
     std::string text, expect;
   };
-  for (const Case& c : std::vector<Case>{
-           {R"({"listn": "x"})", "listn: unknown key"},
-           {R"({"max_concurrent_runs": "4"})", "max_concurrent_runs: expected a whole number"},
-           {R"({"max_concurrent_runs": 0})", "max_concurrent_runs: out of range"},
-           {R"({"defaults": {"memory": 1}})", "defaults.memory: unknown key"},
-           {R"({"local": {"uid_base": -1}})", "local.uid_base: expected a whole number"},
-           {R"({"local": {"max_open_files": 8}})", "local.max_open_files: out of range: 8"},
-           {R"({"local": {"max_open_files": 2000000}})", "local.max_open_files: at most 1048576"},
-           {R"({"tenants": [{"name": "a", "token_sha256": "abc"}]})", "tenants[0].token_sha256"},
-           {R"({"tenants": [{"token_sha256": ")" + std::string(kHash) + R"("}]})",
-            "tenants[0].name: required"},
-           {R"({"defaults": {"command_timeout_seconds": -3}})", "defaults.command_timeout_seconds"},
-           {"{", "not valid JSON"},
-           {R"({"sandbox_events": {"per_second": 0}})", "sandbox_events.per_second: out of range"},
-           {R"({"sandbox_events": {"rate": 5}})", "sandbox_events.rate: unknown key"},
-           {R"({"warm_pool": {"size": 1}})", "warm_pool: expected a list of shapes"},
-           {R"({"warm_pool": [{"size": 0}]})", "warm_pool[0].size: out of range"},
-           {R"({"warm_pool": [{"files": []}]})", "warm_pool[0].files: unknown key"},
-           {R"({"warm_pool": [{"network_mode": "open"}]})", "warm_pool[0].network_mode: expected"},
-           {R"({"warm_pool": [{"allowed_domains": ["a.com"]}]})",
-            "warm_pool[0].allowed_domains: only for network_mode restricted"},
-       }) {
+  for (
+      const Case& c : std::vector<Case>{
+          {R"({"listn": "x"})", "listn: unknown key"},
+          {R"({"max_concurrent_runs": "4"})", "max_concurrent_runs: expected a whole number"},
+          {R"({"max_concurrent_runs": 0})", "max_concurrent_runs: out of range"},
+          {R"({"defaults": {"memory": 1}})", "defaults.memory: unknown key"},
+          {R"({"local": {"uid_base": -1}})", "local.uid_base: expected a whole number"},
+          {R"({"local": {"max_open_files": 8}})", "local.max_open_files: out of range: 8"},
+          {R"({"local": {"max_open_files": 2000000}})", "local.max_open_files: at most 1048576"},
+          {R"({"tenants": [{"name": "a", "token_sha256": "abc"}]})", "tenants[0].token_sha256"},
+          {R"({"tenants": [{"token_sha256": ")" + std::string(kHash) + R"("}]})",
+           "tenants[0].name: required"},
+          {R"({"defaults": {"command_timeout_seconds": -3}})", "defaults.command_timeout_seconds"},
+          {"{", "not valid JSON"},
+          {R"({"sandbox_events": {"per_second": 0}})", "sandbox_events.per_second: out of range"},
+          {R"({"sandbox_events": {"rate": 5}})", "sandbox_events.rate: unknown key"},
+          {R"({"warm_pool": {"size": 1}})", "warm_pool: expected a list of shapes"},
+          {R"({"warm_pool": [{"size": 0}]})", "warm_pool[0].size: out of range"},
+          {R"({"warm_pool": [{"files": []}]})", "warm_pool[0].files: unknown key"},
+          {R"({"warm_pool": [{"network_mode": "open"}]})", "warm_pool[0].network_mode: expected"},
+          {R"({"local": {"isolation": "vm"}})",
+           "local.isolation: 'vm' is not an isolation level (namespaces or gvisor)"},
+          {R"({"local": {"gvisor_platform": "systrap"}})",
+           "local.gvisor_platform: 'systrap' is not ptrace or kvm"},
+          {R"({"warm_pool": [{"isolation": "kvm"}]})", "warm_pool[0].isolation: 'kvm' is not"},
+          {R"({"tenants": [{"name": "a", "token_sha256": ")" + std::string(kHash) +
+               R"(", "policy": {"isolation_levels": ["gvisor", "vm"]}}]})",
+           "tenants[0].policy.isolation_levels: 'vm' is not an isolation level"},
+          {R"({"tenants": [{"name": "a", "token_sha256": ")" + std::string(kHash) +
+               R"(", "policy": {"isolation_levels": ["namespaces"], "default_isolation": "gvisor"}}]})",
+           "tenants[0].policy.default_isolation: 'gvisor' is not one of its isolation_levels"},
+          {R"({"warm_pool": [{"allowed_domains": ["a.com"]}]})",
+           "warm_pool[0].allowed_domains: only for network_mode restricted"},
+      }) {
     auto parsed = ParseConfig(c.text, "cfg.json");
     ASSERT_FALSE(parsed.ok()) << c.text;
     EXPECT_TRUE(absl::StrContains(parsed.status().message(), c.expect))

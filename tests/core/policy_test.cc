@@ -56,6 +56,19 @@ TEST(PolicyTest, EachRuleIsEnforcedAndNamed) {
     EXPECT_TRUE(absl::StrContains(st.message(), "policy of tenant research: ")) << st;
     EXPECT_TRUE(absl::StrContains(st.message(), c.expect)) << st;
   }
+  // Isolation levels: the resolved level is checked against the tenant's list.
+  t.policy.isolation_levels = {"namespaces"};
+  v1::SandboxSpec gvisor = sb;
+  gvisor.set_isolation("gvisor");
+  absl::Status st =
+      CheckPolicy(caller, {"local", "reference", "", &gvisor, absl::Minutes(5)}, config);
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(st.message(),
+                                "isolation level 'gvisor' is not allowed (allowed: namespaces)"))
+      << st;
+  gvisor.set_isolation("namespaces");
+  EXPECT_TRUE(
+      CheckPolicy(caller, {"local", "reference", "", &gvisor, absl::Minutes(5)}, config).ok());
   EXPECT_TRUE(CheckPolicy(Caller{"local", true, nullptr},
                           {"openai", "x", "y", &big, absl::Hours(9)}, config)
                   .ok())

@@ -588,6 +588,25 @@ TEST_F(CliTest, WorkspaceMibSizesTheWorkspaceAndASmallMemoryNeedsNone) {
   EXPECT_TRUE(absl::StrContains(bad.out, "--workspace-mib needs a positive number")) << bad.out;
 }
 
+// Issue 22: `session create --isolation gvisor` gives a session on gVisor's kernel; a level
+// the CLI does not know is refused before any call.
+TEST_F(CliTest, IsolationGvisorGivesASessionOnGvisorsKernel) {
+  Result bad = Cli("session create --isolation vm");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_TRUE(absl::StrContains(bad.out, "--isolation takes namespaces or gvisor, got 'vm'"))
+      << bad.out;
+  if (access("/usr/bin/runsc", X_OK) != 0) {
+    GTEST_SKIP() << "runsc is NOT INSTALLED (Debian package runsc): the gVisor half did not run";
+  }
+  Result created = Cli("session create --idle 300 --isolation gvisor");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  const std::string id(absl::StripAsciiWhitespace(created.out));
+  Result kernel = Cli("session exec " + id + " 'uname -r'");
+  EXPECT_EQ(kernel.exit_code, 0) << kernel.out;
+  EXPECT_TRUE(absl::StrContains(kernel.out, "4.4.0")) << kernel.out;
+  Cli("session close " + id);
+}
+
 TEST_F(CliTest, AnUnknownRunIsNamedWithTheCommandTyped) {
   for (const char* cmd : {"get", "events", "cancel", "download"}) {
     Result r = Cli(std::string(cmd) + " run-doesnotexist");

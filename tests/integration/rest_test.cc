@@ -322,6 +322,25 @@ TEST_F(RestTest, TheWorkspaceSizeIsARequestFieldAndASmallMemoryNeedsNone) {
       << too_large.body;
 }
 
+// Issue 22: the isolation level is the same request field over REST; hostile values are a
+// 400 naming it, and the session records the level it got.
+TEST_F(RestTest, TheIsolationLevelIsARequestFieldAndBadLevelsAreNamed) {
+  Answer plain = Http("POST", Url("/v1/sessions"), kAlice, R"({"sandbox": {}})");
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(Parse<v1::Session>(plain).sandbox().isolation(), "namespaces");
+  for (const std::string& bad :
+       {std::string(R"("../../etc/passwd")"), std::string(R"("gvisor\u0000")"),
+        std::string(R"("VM")"), "\"" + std::string(5000, 'x') + "\""}) {
+    Answer a = Http("POST", Url("/v1/sessions"), kAlice,
+                    absl::StrCat(R"({"sandbox": {"isolation": )", bad, "}}"));
+    EXPECT_EQ(a.status, 400) << bad << ": " << a.body;
+    // A NUL never reaches the level check: the JSON parser refuses it first.
+    if (!absl::StrContains(bad, "u0000")) {
+      EXPECT_TRUE(absl::StrContains(a.body, "sandbox.isolation: unknown level")) << a.body;
+    }
+  }
+}
+
 TEST_F(RestTest, EventsStreamAsServerSentEventsAndResumeFromLastEventId) {
   v1::Run run = StartRun(kAlice);
   // Followed from the start while the run goes on: every event once, in order, to the end.

@@ -132,16 +132,25 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-class SecurityTest : public ::testing::Test {
+// Every attack runs under both isolation levels (namespaces, gvisor): the same outcome is
+// expected unless the test says why a level answers differently.
+class SecurityTest : public ::testing::TestWithParam<Isolation> {
  protected:
   void SetUp() override {
+    if (gvisor() && access("/usr/bin/runsc", X_OK) != 0) {
+      GTEST_SKIP() << "runsc is NOT INSTALLED (Debian package runsc; deploy/setup.sh): the "
+                      "gVisor half of this attack did not run";
+    }
     auto p = BwrapProvider::Create(SecurityOptions(SecurityUidBase(0)), &journal_);
     ASSERT_TRUE(p.ok()) << p.status();
     provider_ = std::move(*p);
   }
 
+  bool gvisor() const { return GetParam() == Isolation::kGvisor; }
+
   std::unique_ptr<Session> NewSession(const std::string& id, SessionSpec spec = {}) {
     spec.id = id;
+    spec.isolation = GetParam();
     if (spec.network.mode != NetworkMode::kDisabled && !spec.on_network_decision) {
       spec.on_network_decision = [this](const NetworkDecision& d) {
         absl::MutexLock l(&mu_);
@@ -186,8 +195,14 @@ local::BwrapSession* Local(Session* s) { return dynamic_cast<local::BwrapSession
 const ::testing::Environment* const kCleanup = ::testing::AddGlobalTestEnvironment(
     new ::sandgate::testing::CgroupParentCleanup("sandgate-sec"));
 
+std::string LevelName(const ::testing::TestParamInfo<Isolation>& info) {
+  return IsolationName(info.param);
+}
+INSTANTIATE_TEST_SUITE_P(Isolation, SecurityTest,
+                         ::testing::Values(Isolation::kNamespaces, Isolation::kGvisor), LevelName);
+
 // §8.1
-TEST_F(SecurityTest, A01_EnvironmentShowsNothingOfTheDaemon) {
+TEST_P(SecurityTest, A01_EnvironmentShowsNothingOfTheDaemon) {
   setenv("SANDGATE_SECURITY_CANARY", "daemon-secret-0451", 1);
   SessionSpec spec;
   spec.env = {{"ONLY_THIS", "1"}};
@@ -197,12 +212,17 @@ TEST_F(SecurityTest, A01_EnvironmentShowsNothingOfTheDaemon) {
   EXPECT_THAT(r.out, Not(HasSubstr("daemon-secret-0451")));
   EXPECT_THAT(r.out, HasSubstr("ONLY_THIS=1"));
   r = Sh(s.get(), "cat /proc/1/environ");
+  if (gvisor()) {
+    // PID 1 (the bridge) has only what runsc gives every container.
+    EXPECT_EQ(r.out, std::string("HOME=/root\0", 11));
+    return;
+  }
   EXPECT_NE(r.result.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("Permission denied"));
 }
 
 // §8.2
-TEST_F(SecurityTest, A02_ProcListsOnlySandboxPidsAndKillingPid1DoesNothing) {
+TEST_P(SecurityTest, A02_ProcListsOnlySandboxPidsAndKillingPid1DoesNothing) {
   auto s = NewSession("a02");
   ASSERT_NE(s, nullptr);
   Output r = Sh(s.get(), "ls /proc | grep -c '^[0-9]'");
@@ -214,7 +234,7 @@ TEST_F(SecurityTest, A02_ProcListsOnlySandboxPidsAndKillingPid1DoesNothing) {
 }
 
 // §8.3
-TEST_F(SecurityTest, A03_HostSecretsAreAbsentOrUnreadable) {
+TEST_P(SecurityTest, A03_HostSecretsAreAbsentOrUnreadable) {
   auto s = NewSession("a03");
   ASSERT_NE(s, nullptr);
   for (const char* path :
@@ -233,7 +253,7 @@ TEST_F(SecurityTest, A03_HostSecretsAreAbsentOrUnreadable) {
 }
 
 // §8.4
-TEST_F(SecurityTest, A04_OnlyWorkAndTmpAreWritable) {
+TEST_P(SecurityTest, A04_OnlyWorkAndTmpAreWritable) {
   auto s = NewSession("a04");
   ASSERT_NE(s, nullptr);
   for (const char* path : {"/usr/x", "/x", "/etc/x", "/bin/x", "/.sandgate/x"}) {
@@ -246,7 +266,7 @@ TEST_F(SecurityTest, A04_OnlyWorkAndTmpAreWritable) {
 }
 
 // §8.5
-TEST_F(SecurityTest, A05_DownloadThroughASymlinkIsRefused) {
+TEST_P(SecurityTest, A05_DownloadThroughASymlinkIsRefused) {
   auto s = NewSession("a05");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "ln -s /etc/passwd /work/out.txt; ln -s /etc /work/etcdir");
@@ -257,17 +277,20 @@ TEST_F(SecurityTest, A05_DownloadThroughASymlinkIsRefused) {
 }
 
 // §8.6
-TEST_F(SecurityTest, A06_UploadThroughASymlinkedDirectoryIsRefused) {
+TEST_P(SecurityTest, A06_UploadThroughASymlinkedDirectoryIsRefused) {
   auto s = NewSession("a06");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "ln -s /tmp /work/a; ln -s /proc/self /work/p");
   EXPECT_FALSE(s->WriteFile("a/planted", "x").ok());
   EXPECT_FALSE(s->WriteFile("p/planted", "x").ok());
-  EXPECT_EQ(Sh(s.get(), "ls /tmp/planted 2>&1 >/dev/null | grep -c 'No such file'").out, "1\n");
+  // (Python's stat: coreutils' statx flags are EINVAL in Debian 12's gVisor.)
+  EXPECT_EQ(
+      Exec(s.get(), {"python3", "-c", "import os; print(os.path.lexists('/tmp/planted'))"}).out,
+      "False\n");
 }
 
 // §8.7
-TEST_F(SecurityTest, A07_SwappingADirectoryAndASymlinkNeverLeavesTheWorkspace) {
+TEST_P(SecurityTest, A07_SwappingADirectoryAndASymlinkNeverLeavesTheWorkspace) {
   auto s = NewSession("a07");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "echo outside > /tmp/f; mkdir -p /work/real; echo inside > /work/real/f");
@@ -295,19 +318,22 @@ TEST_F(SecurityTest, A07_SwappingADirectoryAndASymlinkNeverLeavesTheWorkspace) {
 }
 
 // §8.8
-TEST_F(SecurityTest, A08_FifoDownloadFailsAtOnce) {
+TEST_P(SecurityTest, A08_FifoDownloadFailsAtOnce) {
+  // Under gVisor a named pipe lives in gVisor's kernel: the host's /work never holds one, so
+  // the download is NOT_FOUND, also at once.
   auto s = NewSession("a08");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "mkfifo /work/f");
   const absl::Time start = absl::Now();
   auto r = s->ReadFile("f", 1024);
   EXPECT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("not a regular file"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr(gvisor() ? "file not found: f" : "not a regular file"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
 }
 
 // §8.9
-TEST_F(SecurityTest, A09_HugeSparseFileStopsAtTheByteCap) {
+TEST_P(SecurityTest, A09_HugeSparseFileStopsAtTheByteCap) {
   auto s = NewSession("a09");
   ASSERT_NE(s, nullptr);
   Sh(s.get(), "truncate -s 10G /work/big");
@@ -318,7 +344,7 @@ TEST_F(SecurityTest, A09_HugeSparseFileStopsAtTheByteCap) {
 }
 
 // §8.10
-TEST_F(SecurityTest, A10_ForkBombHitsThePidLimitAndTheSessionSurvives) {
+TEST_P(SecurityTest, A10_ForkBombHitsThePidLimitAndTheSessionSurvives) {
   SessionSpec spec;
   spec.max_processes = 64;
   auto s = NewSession("a10", spec);
@@ -338,7 +364,7 @@ TEST_F(SecurityTest, A10_ForkBombHitsThePidLimitAndTheSessionSurvives) {
 }
 
 // §8.11
-TEST_F(SecurityTest, A11_MemoryHogIsReportedAsOomAndOthersAreUnaffected) {
+TEST_P(SecurityTest, A11_MemoryHogIsReportedAsOomAndOthersAreUnaffected) {
   SessionSpec spec;
   spec.memory_bytes = 96ull << 20;
   spec.workspace_bytes = 16ull << 20;
@@ -351,6 +377,18 @@ TEST_F(SecurityTest, A11_MemoryHogIsReportedAsOomAndOthersAreUnaffected) {
       GTEST_SKIP() << w;
     }
   }
+  if (gvisor()) {
+    // The Sentry holds all of the sandbox's memory: the host's OOM killer ends this whole
+    // sandbox (saying the limit was why), never the bystander.
+    ExecRequest req;
+    req.argv = {"python3", "-c", "a = b'x' * (400 << 20); print(len(a))"};
+    (void)s->Exec(req, nullptr, nullptr);
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (!s->Health().expired && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+    EXPECT_THAT(s->Health().reason, HasSubstr("memory limit (100663296 bytes) was reached"));
+    EXPECT_EQ(Exec(bystander.get(), {"echo", "fine"}).out, "fine\n");
+    return;
+  }
   Output r = Exec(s.get(), {"python3", "-c", "a = b'x' * (400 << 20); print(len(a))"});
   EXPECT_TRUE(r.result.oom_killed)
       << "exit " << r.result.exit_code << " signal " << r.result.term_signal << " " << r.err;
@@ -360,7 +398,7 @@ TEST_F(SecurityTest, A11_MemoryHogIsReportedAsOomAndOthersAreUnaffected) {
 }
 
 // §8.12
-TEST_F(SecurityTest, A12_FullWorkspaceIsEnospcNotOom) {
+TEST_P(SecurityTest, A12_FullWorkspaceIsEnospcNotOom) {
   SessionSpec spec;
   spec.memory_bytes = 256ull << 20;
   spec.workspace_bytes = 16ull << 20;
@@ -379,7 +417,7 @@ TEST_F(SecurityTest, A12_FullWorkspaceIsEnospcNotOom) {
 }
 
 // §8.13
-TEST_F(SecurityTest, A13_TimeoutKillsTheCommandAndWhatItLeftBehind) {
+TEST_P(SecurityTest, A13_TimeoutKillsTheCommandAndWhatItLeftBehind) {
   auto s = NewSession("a13");
   ASSERT_NE(s, nullptr);
   ExecRequest req;
@@ -397,7 +435,7 @@ TEST_F(SecurityTest, A13_TimeoutKillsTheCommandAndWhatItLeftBehind) {
 }
 
 // §8.13, CPU time: RLIMIT_CPU per process.
-TEST_F(SecurityTest, A13b_CpuTimeLimitEndsABusyLoop) {
+TEST_P(SecurityTest, A13b_CpuTimeLimitEndsABusyLoop) {
   SessionSpec spec;
   spec.cpu_seconds_per_process = 1;
   auto s = NewSession("a13b", spec);
@@ -410,7 +448,7 @@ TEST_F(SecurityTest, A13b_CpuTimeLimitEndsABusyLoop) {
 }
 
 // §8.13, CPU share: the session's cgroup throttles it to its cap, however many processes.
-TEST_F(SecurityTest, A13c_CpuShareIsCappedForTheWholeSession) {
+TEST_P(SecurityTest, A13c_CpuShareIsCappedForTheWholeSession) {
   SessionSpec spec;
   spec.cpu_millicores = 250;
   auto s = NewSession("a13c", spec);
@@ -433,7 +471,10 @@ TEST_F(SecurityTest, A13c_CpuShareIsCappedForTheWholeSession) {
                      "print(round(t.user + t.system + t.children_user + t.children_system, 2))\n"});
   const double cpu = atof(r.out.c_str());
   EXPECT_GT(cpu, 0.1) << r.out << r.err;
-  EXPECT_LT(cpu, 0.6) << "2 busy processes used " << cpu << " s of CPU in 1.5 s at 0.25 cores";
+  // Under gVisor the cap holds the Sentry, which also spends CPU on the processes' behalf
+  // (its ptrace round trips), and counts their CPU time its own way: a looser bound.
+  EXPECT_LT(cpu, gvisor() ? 0.8 : 0.6)
+      << "2 busy processes used " << cpu << " s of CPU in 1.5 s at 0.25 cores";
   std::cout << "CPU used in 1.5 s by 2 busy processes at 250 millicores: " << cpu << " s\n";
 }
 
@@ -464,7 +505,7 @@ class HostListener {
 };
 
 // §8.14
-TEST_F(SecurityTest, A14_DisabledNetworkReachesNothing) {
+TEST_P(SecurityTest, A14_DisabledNetworkReachesNothing) {
   std::string error;
   auto net = TestNetwork::Create(&error);
   ASSERT_NE(net, nullptr) << error;
@@ -482,7 +523,9 @@ TEST_F(SecurityTest, A14_DisabledNetworkReachesNothing) {
                                          "  except OSError as e: print(e.errno)\n")});
   EXPECT_THAT(r.out, Not(HasSubstr("connected")));
   EXPECT_THAT(r.out, HasSubstr("111"));  // ECONNREFUSED on the sandbox's own loopback
-  EXPECT_THAT(r.out, HasSubstr("101"));  // ENETUNREACH elsewhere
+  // ENETUNREACH elsewhere; gVisor's own stack (no route but its loopback) answers
+  // EHOSTUNREACH.
+  EXPECT_THAT(r.out, HasSubstr(gvisor() ? "113" : "101"));
   r = Sh(s.get(), "getent hosts example.com || echo unresolved");
   EXPECT_THAT(r.out, HasSubstr("unresolved"));
   EXPECT_FALSE(host.touched());
@@ -493,6 +536,7 @@ class RestrictedNetworkTest : public SecurityTest {
  protected:
   void SetUp() override {
     SecurityTest::SetUp();
+    if (IsSkipped()) return;
     std::string error;
     net_ = TestNetwork::Create(&error);
     ASSERT_NE(net_, nullptr) << error;
@@ -531,10 +575,12 @@ class RestrictedNetworkTest : public SecurityTest {
 
   std::unique_ptr<TestNetwork> net_;
 };
+INSTANTIATE_TEST_SUITE_P(Isolation, RestrictedNetworkTest,
+                         ::testing::Values(Isolation::kNamespaces, Isolation::kGvisor), LevelName);
 
 // §8.15: an allowed host works through CONNECT and absolute-URI requests, and the decisions
 // are reported.
-TEST_F(RestrictedNetworkTest, A15a_AllowedHostWorksAndIsRecorded) {
+TEST_P(RestrictedNetworkTest, A15a_AllowedHostWorksAndIsRecorded) {
   auto s = Restricted("a15a", {"allowed.test", "*.allowed.test"});
   ASSERT_NE(s, nullptr);
   std::string r = Curl(s.get(), {"http://allowed.test/"});
@@ -569,7 +615,7 @@ TEST_F(RestrictedNetworkTest, A15a_AllowedHostWorksAndIsRecorded) {
 
 // §8.15: a host outside the allowlist is refused by the proxy without any upstream contact;
 // a direct connection fails; the sandbox has only lo.
-TEST_F(RestrictedNetworkTest, A15b_DeniedHostAndDirectConnectionsFail) {
+TEST_P(RestrictedNetworkTest, A15b_DeniedHostAndDirectConnectionsFail) {
   auto s = Restricted("a15b", {"allowed.test"});
   ASSERT_NE(s, nullptr);
   std::string r = Curl(s.get(), {"http://other.test/"});
@@ -596,7 +642,7 @@ TEST_F(RestrictedNetworkTest, A15b_DeniedHostAndDirectConnectionsFail) {
 
 // §8.15: loopback, metadata, private and ULA targets, by literal or by a name that resolves
 // there, are refused even when allowlisted.
-TEST_F(RestrictedNetworkTest, A15c_SsrfTargetsAreRefusedEvenWhenAllowlisted) {
+TEST_P(RestrictedNetworkTest, A15c_SsrfTargetsAreRefusedEvenWhenAllowlisted) {
   auto s = Restricted("a15c",
                       {"127.0.0.1", "169.254.169.254", "10.0.0.1", "localhost", "private.test",
                        "metadata.test", "loopback.test", "ula.test", "mixed.test", "gateway.test"});
@@ -621,7 +667,7 @@ TEST_F(RestrictedNetworkTest, A15c_SsrfTargetsAreRefusedEvenWhenAllowlisted) {
 }
 
 // §8.15: malformed and CRLF-injected requests are 400.
-TEST_F(RestrictedNetworkTest, A15d_CrlfInjectionIsBadRequest) {
+TEST_P(RestrictedNetworkTest, A15d_CrlfInjectionIsBadRequest) {
   auto s = Restricted("a15d", {"allowed.test"});
   ASSERT_NE(s, nullptr);
   for (const char* head : {
@@ -642,7 +688,7 @@ TEST_F(RestrictedNetworkTest, A15d_CrlfInjectionIsBadRequest) {
 }
 
 // §8.15: enabled = every public destination (here the exempted test host, under any name).
-TEST_F(RestrictedNetworkTest, A15e_EnabledAllowsAnyNameStillThroughTheProxy) {
+TEST_P(RestrictedNetworkTest, A15e_EnabledAllowsAnyNameStillThroughTheProxy) {
   auto s = Restricted("a15e", {}, NetworkMode::kEnabled);
   ASSERT_NE(s, nullptr);
   EXPECT_THAT(Curl(s.get(), {"http://other.test/"}), HasSubstr("hello from upstream"));
@@ -653,7 +699,7 @@ TEST_F(RestrictedNetworkTest, A15e_EnabledAllowsAnyNameStillThroughTheProxy) {
 }
 
 // §8.15: per-session caps on connections and bytes.
-TEST_F(RestrictedNetworkTest, A15f_ConnectionAndByteCaps) {
+TEST_P(RestrictedNetworkTest, A15f_ConnectionAndByteCaps) {
   SessionSpec spec;
   spec.network.mode = NetworkMode::kRestricted;
   spec.network.allowed_domains = {"allowed.test"};
@@ -689,7 +735,7 @@ TEST_F(RestrictedNetworkTest, A15f_ConnectionAndByteCaps) {
 
 // §8.15: the proxy connects to the address it checked, so a name that changes its answer
 // (DNS rebinding) cannot turn an allowed connection into one to loopback.
-TEST_F(RestrictedNetworkTest, A15g_DnsRebindingCannotRedirectAConnection) {
+TEST_P(RestrictedNetworkTest, A15g_DnsRebindingCannotRedirectAConnection) {
   auto s = Restricted("a15g", {"rebind.test"});
   ASSERT_NE(s, nullptr);
   EXPECT_THAT(Curl(s.get(), {"-p", "http://rebind.test:443/"}), HasSubstr("hello from upstream"));
@@ -706,7 +752,7 @@ TEST_F(RestrictedNetworkTest, A15g_DnsRebindingCannotRedirectAConnection) {
 
 // §8.15: a client that opens connections and never sends a request (slowloris) is answered
 // 400 at the head timeout; with the connection cap, it cannot pin the proxy.
-TEST_F(RestrictedNetworkTest, A15h_SilentClientsAreCutAtTheHeadTimeout) {
+TEST_P(RestrictedNetworkTest, A15h_SilentClientsAreCutAtTheHeadTimeout) {
   BwrapOptions o = SecurityOptions(SecurityUidBase(1));
   o.proxy_options.head_timeout = absl::Milliseconds(300);
   FakeJournal journal;
@@ -727,7 +773,7 @@ TEST_F(RestrictedNetworkTest, A15h_SilentClientsAreCutAtTheHeadTimeout) {
 }
 
 // §8.16
-TEST_F(SecurityTest, A16_HostAbstractAndPathSocketsAreUnreachable) {
+TEST_P(SecurityTest, A16_HostAbstractAndPathSocketsAreUnreachable) {
   const std::string abstract_name = absl::StrCat("sg-sec-", getpid());
   const std::string path = absl::StrCat("/tmp/sg-sec-", getpid(), ".sock");
   int a = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -761,10 +807,17 @@ TEST_F(SecurityTest, A16_HostAbstractAndPathSocketsAreUnreachable) {
 }
 
 // §8.17
-TEST_F(SecurityTest, A17_NamespacesAndMountsAreDenied) {
+TEST_P(SecurityTest, A17_NamespacesAndMountsAreDenied) {
   auto s = NewSession("a17");
   ASSERT_NE(s, nullptr);
   std::string out = Probe(s.get(), {"unshare_user", "unshare_net", "clone_newuser", "mount_tmpfs"});
+  if (gvisor()) {
+    // Namespaces made inside gVisor are gVisor's own, not the host kernel's: allowed and
+    // harmless. Mounts stay refused (no CAP_SYS_ADMIN).
+    EXPECT_THAT(out, HasSubstr("unshare_user OK"));
+    EXPECT_THAT(out, HasSubstr("mount_tmpfs EPERM"));
+    return;
+  }
   EXPECT_THAT(out, HasSubstr("unshare_user EPERM"));
   EXPECT_THAT(out, HasSubstr("unshare_net EPERM"));
   EXPECT_THAT(out, HasSubstr("clone_newuser EPERM"));
@@ -788,11 +841,19 @@ int HostProbeSignal(const char* probe) {
 }
 
 // §8.18 and §6: the seccomp filter's answers, and a foreign-architecture call kills.
-TEST_F(SecurityTest, A18_SeccompDeniesKernelAttackSurface) {
+TEST_P(SecurityTest, A18_SeccompDeniesKernelAttackSurface) {
   auto s = NewSession("a18");
   ASSERT_NE(s, nullptr);
   std::string out = Probe(s.get(), {"keyctl", "add_key", "io_uring_setup", "bpf", "perf_event_open",
                                     "userfaultfd", "af_packet", "af_vsock", "af_inet"});
+  if (gvisor()) {
+    // gVisor's kernel answers every one of them itself (io_uring it implements); none reaches
+    // the host kernel, whose own filter confines the Sentry. Its answers, as seen:
+    EXPECT_EQ(out,
+              "keyctl EACCES\nadd_key EACCES\nio_uring_setup OK\nbpf EPERM\nperf_event_open "
+              "ENODEV\nuserfaultfd ENOSYS\naf_packet EPERM\naf_vsock EAFNOSUPPORT\naf_inet OK\n");
+    return;
+  }
   EXPECT_THAT(out, HasSubstr("keyctl EPERM"));
   EXPECT_THAT(out, HasSubstr("add_key EPERM"));
   EXPECT_THAT(out, HasSubstr("io_uring_setup ENOSYS"));
@@ -817,7 +878,7 @@ TEST_F(SecurityTest, A18_SeccompDeniesKernelAttackSurface) {
 }
 
 // §8.19
-TEST_F(SecurityTest, A19_Pid1CannotBeTraced) {
+TEST_P(SecurityTest, A19_Pid1CannotBeTraced) {
   auto s = NewSession("a19");
   ASSERT_NE(s, nullptr);
   EXPECT_THAT(Probe(s.get(), {"ptrace_init"}), HasSubstr("ptrace_init EPERM"));
@@ -830,11 +891,14 @@ TEST_F(SecurityTest, A19_Pid1CannotBeTraced) {
 }
 
 // §8.20
-TEST_F(SecurityTest, A20_SetuidBinariesGainNothing) {
+TEST_P(SecurityTest, A20_SetuidBinariesGainNothing) {
   auto s = NewSession("a20");
   ASSERT_NE(s, nullptr);
   Output r = Sh(s.get(), "grep -E '^(NoNewPrivs|CapEff|CapBnd):' /proc/self/status");
-  EXPECT_THAT(r.out, HasSubstr("NoNewPrivs:\t1"));
+  // gVisor's status has no NoNewPrivs line (the init sets it for every command all the same).
+  if (!gvisor()) {
+    EXPECT_THAT(r.out, HasSubstr("NoNewPrivs:\t1"));
+  }
   EXPECT_THAT(r.out, HasSubstr("CapEff:\t0000000000000000"));
   EXPECT_THAT(r.out, HasSubstr("CapBnd:\t0000000000000000"));
   r = Sh(s.get(), "su -c id root </dev/null; echo rc=$?");
@@ -842,25 +906,29 @@ TEST_F(SecurityTest, A20_SetuidBinariesGainNothing) {
   r = Sh(s.get(),
          "cp /usr/bin/id /work/id && chmod u+s /work/id; /work/id -u; "
          "cat /proc/self/uid_map");
-  EXPECT_THAT(r.out, HasSubstr("1000\n"));
+  EXPECT_THAT(r.out,
+              HasSubstr(gvisor() ? absl::StrCat(Local(s.get())->host_uid(), "\n") : "1000\n"));
   EXPECT_THAT(r.out, Not(HasSubstr("uid=0")));
 }
 
 // §8.21
-TEST_F(SecurityTest, A21_TiocstiIsDenied) {
+TEST_P(SecurityTest, A21_TiocstiIsDenied) {
   auto s = NewSession("a21");
   ASSERT_NE(s, nullptr);
-  EXPECT_THAT(Probe(s.get(), {"tiocsti"}), HasSubstr("tiocsti EPERM"));
+  // gVisor: the command's stdio is a pipe in gVisor's kernel, no terminal of the host's.
+  EXPECT_THAT(Probe(s.get(), {"tiocsti"}),
+              HasSubstr(gvisor() ? "tiocsti ENOTTY" : "tiocsti EPERM"));
 }
 
 // §8.22: 2 GiB of output with a 1 MiB cap: truncated, reaped, and the daemon stays flat.
-TEST_F(SecurityTest, A22_OutputFloodIsCappedAndDaemonMemoryStaysFlat) {
+TEST_P(SecurityTest, A22_OutputFloodIsCappedAndDaemonMemoryStaysFlat) {
   auto s = NewSession("a22");
   ASSERT_NE(s, nullptr);
   Exec(s.get(), {"true"});
   const uint64_t before = VmRssKiB();
   ExecRequest req;
-  req.argv = {"/bin/sh", "-c", "yes | head -c 2G"};
+  // 256 MiB under gVisor: on ptrace it moves about 40 MiB/s here, 2 GiB would take a minute.
+  req.argv = {"/bin/sh", "-c", gvisor() ? "yes | head -c 256M" : "yes | head -c 2G"};
   req.output_cap_bytes = 1 << 20;
   req.timeout = absl::Seconds(60);
   uint64_t delivered = 0;
@@ -873,7 +941,7 @@ TEST_F(SecurityTest, A22_OutputFloodIsCappedAndDaemonMemoryStaysFlat) {
   EXPECT_EQ(delivered, 1u << 20);
   EXPECT_LT(after, before + 64 * 1024) << "RSS grew from " << before << " to " << after << " KiB";
   std::cout << "daemon RSS before " << before << " KiB, after " << after << " KiB, "
-            << absl::FormatDuration(r->duration) << " for 2 GiB\n";
+            << absl::FormatDuration(r->duration) << (gvisor() ? " for 256 MiB\n" : " for 2 GiB\n");
 }
 
 // §8.23 runs as a child process of this binary (main below); see CrashChild.
@@ -960,7 +1028,7 @@ TEST(CrashTest, A23_SigkilledDaemonLeavesNothingAfterSweep) {
 }
 
 // §8.24 (and issue item 2)
-TEST_F(SecurityTest, A24_SessionsHaveOwnUidsAndCannotSeeEachOther) {
+TEST_P(SecurityTest, A24_SessionsHaveOwnUidsAndCannotSeeEachOther) {
   auto a = NewSession("a24-a");
   auto b = NewSession("a24-b");
   ASSERT_NE(a, nullptr);
@@ -969,17 +1037,25 @@ TEST_F(SecurityTest, A24_SessionsHaveOwnUidsAndCannotSeeEachOther) {
   EXPECT_NE(ua, ub);
   EXPECT_GE(ua, 100000u);
   Sh(a.get(), "echo secret-a > /work/a.txt; mkdir /work/sub; touch /work/sub/x /tmp/t");
+  // Where the host sees "/root/<f>": under gVisor the session's own tmpfs mounts.
+  auto on_host = [&](absl::string_view f) {
+    const std::string work = Local(a.get())->host_workspace_path();
+    if (!gvisor()) return absl::StrCat("/proc/", Local(a.get())->init_pid(), f);
+    absl::ConsumePrefix(&f, "/root/work");
+    if (absl::ConsumePrefix(&f, "/root/tmp")) {
+      return absl::StrCat(work.substr(0, work.size() - 4), "tmp", f);
+    }
+    return absl::StrCat(work, f);
+  };
   for (const char* f : {"/root/work/a.txt", "/root/work/sub", "/root/work/sub/x", "/root/tmp/t"}) {
     struct stat st;
-    ASSERT_EQ(stat(absl::StrCat("/proc/", Local(a.get())->init_pid(), f).c_str(), &st), 0) << f;
+    ASSERT_EQ(stat(on_host(f).c_str(), &st), 0) << f;
     EXPECT_EQ(st.st_uid, ua) << f;
     EXPECT_NE(st.st_uid, 0u) << f;
   }
   ASSERT_TRUE(a->WriteFile("up.txt", "from daemon").ok());
   struct stat st;
-  ASSERT_EQ(
-      stat(absl::StrCat("/proc/", Local(a.get())->init_pid(), "/root/work/up.txt").c_str(), &st),
-      0);
+  ASSERT_EQ(stat(on_host("/root/work/up.txt").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, ua);
   std::thread bg([&] {
     ExecRequest req;
@@ -988,18 +1064,19 @@ TEST_F(SecurityTest, A24_SessionsHaveOwnUidsAndCannotSeeEachOther) {
   });
   absl::SleepFor(absl::Milliseconds(300));
   Output procs = Sh(b.get(), kProcessList);
-  Output files = Exec(b.get(), {"ls", "-a", "/work"});
+  // Python, not ls: coreutils' statx flags are EINVAL in Debian 12's gVisor.
+  Output files = Exec(b.get(), {"python3", "-c", "import os; print(os.listdir('/work'))"});
   Output peek = Exec(
       b.get(), {"cat", absl::StrCat("/proc/", Local(a.get())->init_pid(), "/root/work/a.txt")});
   bg.join();
   EXPECT_THAT(procs.out, Not(HasSubstr("sleep")));
-  EXPECT_EQ(files.out, ".\n..\n");
+  EXPECT_EQ(files.out, "[]\n");
   EXPECT_NE(peek.result.exit_code, 0);
   EXPECT_THAT(peek.out, Not(HasSubstr("secret-a")));
 }
 
 // §8.25
-TEST_F(SecurityTest, A25_ClockAndHostnameCannotBeChanged) {
+TEST_P(SecurityTest, A25_ClockAndHostnameCannotBeChanged) {
   auto s = NewSession("a25");
   ASSERT_NE(s, nullptr);
   std::string out = Probe(s.get(), {"settime", "sethostname"});
@@ -1013,12 +1090,23 @@ TEST_F(SecurityTest, A25_ClockAndHostnameCannotBeChanged) {
 
 // Issue 9, item 5: /dev is read-only, and /dev/shm is a tmpfs of its own with small byte and
 // inode caps instead of bwrap's unsized one (which took 600 MiB past a 256 MiB workspace cap).
-TEST_F(SecurityTest, A26_DevIsReadOnlyAndDevShmIsCapped) {
+TEST_P(SecurityTest, A26_DevIsReadOnlyAndDevShmIsCapped) {
   SessionSpec spec;
   spec.workspace_bytes = 256 << 20;
   auto s = NewSession("a26", spec);
   ASSERT_NE(s, nullptr);
   for (const std::string& w : s->Warnings()) EXPECT_THAT(w, Not(HasSubstr("/dev/shm"))) << w;
+  if (gvisor()) {
+    // gVisor's /dev and /dev/shm live in its kernel (their pages charged to the session's
+    // memory cgroup with the rest of the Sentry): not writable by the commands, devices work.
+    Output r = Sh(s.get(), "touch /dev/evil; mkdir /dev/evildir");
+    EXPECT_THAT(r.err, HasSubstr("touch: cannot touch '/dev/evil': Permission denied"));
+    EXPECT_EQ(Sh(s.get(), "echo x > /dev/null && head -c 3 /dev/zero | wc -c").out, "3\n");
+    r = Sh(s.get(),
+           "python3 -c 'import multiprocessing as m; l = m.Lock(); print(\"sem\", l.acquire())'");
+    EXPECT_EQ(r.out, "sem True\n") << r.err;
+    return;
+  }
   Output r = Sh(s.get(), "touch /dev/evil; mkdir /dev/evildir; ls /dev");
   EXPECT_THAT(r.err, HasSubstr("touch: cannot touch '/dev/evil': Read-only file system"));
   EXPECT_THAT(r.err, HasSubstr("Read-only file system"));
@@ -1048,11 +1136,18 @@ TEST_F(SecurityTest, A26_DevIsReadOnlyAndDevShmIsCapped) {
 // Issue 9, item 6: inotify on the host-bound /usr saw the host's file activity. The filter
 // answers inotify_init/inotify_init1 (and fanotify) so that no watch can exist, and dnotify's
 // F_NOTIFY too; tools fall back to polling.
-TEST_F(SecurityTest, A27_NoWatchOnHostFiles) {
+TEST_P(SecurityTest, A27_NoWatchOnHostFiles) {
   auto s = NewSession("a27");
   ASSERT_NE(s, nullptr);
   std::string out = Probe(
       s.get(), {"inotify_init", "inotify_init1", "fanotify_init", "dnotify", "dnotify_highbits"});
+  if (gvisor()) {
+    // gVisor's inotify watches gVisor's own view of the files: host activity on /usr never
+    // reaches it (no host inotify is ever made).
+    EXPECT_THAT(out, HasSubstr("inotify_init OK"));
+    EXPECT_THAT(out, HasSubstr("fanotify_init ENOSYS"));
+    return;
+  }
   EXPECT_THAT(out, HasSubstr("inotify_init ENOSYS"));
   EXPECT_THAT(out, HasSubstr("inotify_init1 ENOSYS"));
   EXPECT_THAT(out, HasSubstr("fanotify_init EPERM"));
@@ -1065,7 +1160,7 @@ TEST_F(SecurityTest, A27_NoWatchOnHostFiles) {
 
 // Issue 9, item 7: /proc/self/mountinfo named the session's host uid (tmpfs uid=), the host
 // path of sandgate-init (a bind mount's root) and the host's RAM (an unsized tmpfs).
-TEST_F(SecurityTest, A28_MountinfoShowsNothingOfTheHost) {
+TEST_P(SecurityTest, A28_MountinfoShowsNothingOfTheHost) {
   auto s = NewSession("a28");
   ASSERT_NE(s, nullptr);
   const uid_t uid = Local(s.get())->host_uid();
@@ -1083,6 +1178,9 @@ TEST_F(SecurityTest, A28_MountinfoShowsNothingOfTheHost) {
       EXPECT_THAT(r.out, Not(HasSubstr(absl::StrCat("/", part, "/")))) << part << "\n" << r.out;
     }
   }
+  // gVisor's own /dev, /dev/shm and root are in its kernel, its memory charged to the
+  // session's cgroup: their sizes say nothing of the host. The rest is namespaces only.
+  if (gvisor()) return;
   // Half of the host's RAM is what an unsized tmpfs (and the host's devtmpfs, sized at boot)
   // reports: no size in the mount options or from statfs may come near it.
   std::ifstream meminfo("/proc/meminfo");
@@ -1112,7 +1210,7 @@ TEST_F(SecurityTest, A28_MountinfoShowsNothingOfTheHost) {
 
 // Issue 9, item 11: when the host's own addresses cannot be listed (getifaddrs failing), the
 // SSRF guard refuses every destination, saying why, instead of letting them all through.
-TEST_F(RestrictedNetworkTest, A15i_SsrfGuardFailsClosedWhenHostAddressesAreUnknown) {
+TEST_P(RestrictedNetworkTest, A15i_SsrfGuardFailsClosedWhenHostAddressesAreUnknown) {
   provider_.reset();
   auto listings = std::make_shared<std::atomic<int>>(0);
   BwrapOptions o = SecurityOptions(SecurityUidBase(0));

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,61 @@ absl::Status KillUid(uid_t uid, absl::Duration wait, Clock& clock) {
   }
 }
 
+// Fills core.runsc and core.gvisor_status: gVisor sessions need runsc and the bridge; kvm
+// needs /dev/kvm, else ptrace serves (slower, same isolation).
+void ConfigureGvisor(const BwrapOptions& options, BwrapProvider::Core& core) {
+  local::RunscConfig& r = core.runsc;
+  r.runsc_path = options.runsc_path;
+  r.platform = options.gvisor_platform;
+  if (r.platform == "kvm" && access("/dev/kvm", R_OK | W_OK) != 0) {
+    log::Warning("sandbox.gvisor_platform",
+                 {{"wanted", "kvm"}, {"using", "ptrace"}, {"why", "/dev/kvm is not usable"}});
+    r.platform = "ptrace";
+  }
+  r.gvisor_dir = absl::StrCat(options.mount_dir, "/gvisor");
+  r.init_path = options.init_path;
+  r.bridge_path = options.bridge_path;
+  if (r.bridge_path.empty()) {
+    r.bridge_path = absl::StrCat(options.init_path.substr(0, options.init_path.rfind('/')),
+                                 "/sandgate-gvisor-bridge");
+  }
+  r.hostname = options.hostname;
+  r.host_binds = core.bwrap.host_binds;
+  if (r.platform != "ptrace" && r.platform != "kvm") {
+    core.gvisor_status = errors::InvalidArgument(
+        absl::StrCat("gvisor_platform \"", r.platform, "\": must be ptrace or kvm"));
+  } else if (access(r.runsc_path.c_str(), X_OK) != 0) {
+    core.gvisor_status = errors::FailedPrecondition(absl::StrCat(
+        "runsc not found at ", r.runsc_path, " (Debian package runsc; deploy/setup.sh)"));
+  } else if (access(r.bridge_path.c_str(), R_OK | X_OK) != 0) {
+    core.gvisor_status = errors::FailedPrecondition(
+        absl::StrCat("sandgate-gvisor-bridge not found at ", r.bridge_path));
+  }
+  log::Info("sandbox.gvisor", {{"available", core.gvisor_status.ok()},
+                               {"platform", r.platform},
+                               {"why_not", std::string(core.gvisor_status.message())}});
+}
+
+// Ends what a gVisor sandbox of a lost daemon left once its processes are dead: runsc's own
+// record of it, then its directory (state, sockets, bundle).
+absl::Status SweepGvisor(BwrapProvider::Core& core, const std::string& session_id) {
+  // The id names a path: whatever the journal says, never one outside gvisor_dir.
+  if (session_id.empty() || session_id.size() > 40 ||
+      session_id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
+    return errors::InvalidArgument(
+        absl::StrCat("journal session id \"", session_id, "\" is not a session id"));
+  }
+  const local::RunscSandbox sandbox = local::RunscSandbox::Plan(core.runsc, session_id);
+  if (access(sandbox.state_dir().c_str(), F_OK) == 0 && core.gvisor_status.ok()) {
+    local::SpawnPlan plan;
+    plan.path = core.runsc.runsc_path;
+    plan.argv = local::RunscDeleteArgv(core.runsc, sandbox);
+    absl::StatusOr<pid_t> pid = core.spawner.Spawn(plan);
+    if (pid.ok()) waitpid(*pid, nullptr, 0);  // its verdict does not matter: the dir goes next
+  }
+  return local::RemoveRunscDir(sandbox);
+}
+
 }  // namespace
 
 BwrapProvider::BwrapProvider(std::shared_ptr<Core> core) : core_(std::move(core)) {}
@@ -112,6 +168,7 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
                        options.proxy_options));
   SANDGATE_ASSIGN_OR_RETURN(core->exit_watcher, local::ExitWatcher::Create());
   core->bwrap.host_binds = local::HostBinds();
+  ConfigureGvisor(options, *core);
   {
     absl::MutexLock l(&core->mu);
     core->uid_used.assign(options.uid_pool_size, false);
@@ -120,6 +177,10 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
                                        {"memory_v1", core->cgroups.memory_v1},
                                        {"unified", core->cgroups.unified}});
   return std::unique_ptr<BwrapProvider>(new BwrapProvider(std::move(core)));
+}
+
+absl::Status BwrapProvider::CheckSpec(const SessionSpec& spec) const {
+  return spec.isolation == Isolation::kGvisor ? local::GvisorAvailable(*core_) : absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Session>> BwrapProvider::Create(const SessionSpec& spec,
@@ -162,6 +223,9 @@ absl::Status BwrapProvider::Sweep(const JournalEntry& entry) {
   status.Update(KillUid(static_cast<uid_t>(uid), absl::Seconds(5), *c.options.clock));
   if (status.ok()) {
     status = local::SessionMounts::Plan(c.options.mount_dir, static_cast<uid_t>(uid)).Unmount();
+  }
+  if (status.ok() && d.contains("session") && d["session"].is_string()) {
+    status = SweepGvisor(*core_, d["session"].get<std::string>());
   }
   if (!status.ok()) return status;
   log::Info("sandbox.swept", {{"entry", entry.id}, {"uid", uid}});

@@ -85,6 +85,15 @@ struct BwrapOptions {
   std::vector<std::string> proxy_ssrf_exempt_cidrs;
   local::NetProxyOptions proxy_options;
 
+  // gVisor sessions (SessionSpec::isolation, runsc_command.h). Without runsc at runsc_path
+  // the provider still starts, and refuses gVisor sessions saying why.
+  std::string runsc_path = "/usr/bin/runsc";
+  // "ptrace" (works everywhere) or "kvm" (faster; used only when /dev/kvm exists, else
+  // ptrace with a warning at start).
+  std::string gvisor_platform = "ptrace";
+  // sandgate-gvisor-bridge on the host; empty = beside init_path.
+  std::string bridge_path;
+
   // BENCHMARKS ONLY: run sandboxes without the seccomp filter, to measure what it costs.
   bool disable_seccomp_for_benchmarks = false;
 };
@@ -99,12 +108,15 @@ class BwrapProvider : public Provider {
   ~BwrapProvider() override;
 
   std::string name() const override { return "local"; }
+  // FAILED_PRECONDITION for isolation gvisor on a host without runsc (or the bridge).
+  absl::Status CheckSpec(const SessionSpec& spec) const override;
   // Restricted and enabled networking are served by the provider's NetProxy (one thread for
   // all sessions); INVALID_ARGUMENT for a malformed allowlist.
   absl::StatusOr<std::unique_ptr<Session>> Create(const SessionSpec& spec,
                                                   const CancelToken* cancel) override;
   // Kills every process running as the entry's uid, kills and removes its cgroups, unmounts
-  // its file systems, then erases the entry. Call before creating sessions: a leftover process
+  // its file systems, removes a gVisor sandbox's runsc state and directory, then erases the
+  // entry. Call before creating sessions: a leftover process
   // would share the uid with a new session.
   absl::Status Sweep(const JournalEntry& entry) override;
 

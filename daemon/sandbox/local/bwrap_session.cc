@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "sandbox/local/init_protocol.h"
+#include "sandbox/local/pidfd.h"
 #include "sandbox/local/tmpfs_limits.h"
 
 namespace sandgate::sandbox {
@@ -48,22 +49,6 @@ namespace local {
 namespace {
 
 using initproto::MessageHeader;
-
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
-
-void PidfdKill(const UniqueFd& pidfd) {
-  if (pidfd.valid()) syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
-}
-
-// Waits until the process behind `pidfd` has exited; false on timeout.
-bool WaitExit(const UniqueFd& pidfd, absl::Duration timeout) {
-  struct pollfd p = {pidfd.get(), POLLIN, 0};
-  int r;
-  while ((r = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)))) < 0 &&
-         errno == EINTR) {
-  }
-  return r > 0;
-}
 
 int PollTimeoutMs(absl::Time deadline) {
   if (deadline == absl::InfiniteFuture()) return -1;
@@ -134,16 +119,6 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec
   return msg;
 }
 
-std::string DrainText(int fd) {
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while (text.size() < 16384 && (n = read(fd, buf, sizeof(buf))) > 0) {
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return std::string(absl::StripTrailingAsciiWhitespace(text));
-}
-
 // One output pipe of a running command, with its byte cap.
 struct OutputPipe {
   UniqueFd fd;
@@ -201,6 +176,7 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
     proxy_policy.ssrf_exempt = core->ssrf_exempt;
   }
   if (spec.workspace_bytes == 0) return errors::InvalidArgument("workspace_bytes: must be > 0");
+  if (spec.isolation == Isolation::kGvisor) SANDGATE_RETURN_IF_ERROR(GvisorAvailable(*core));
   for (const auto& [k, v] : spec.env) {
     if (k.empty() || k.find('=') != std::string::npos) {
       return errors::InvalidArgument(absl::StrCat("env: invalid variable name \"", k, "\""));
@@ -221,7 +197,10 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
   entry.id = JournalId(spec.id);
   entry.provider = "local";
   entry.kind = "session";
-  entry.details = {{"session", spec.id}, {"uid", uid}, {"cgroups", s->cgroups_.paths()}};
+  entry.details = {{"session", spec.id},
+                   {"uid", uid},
+                   {"cgroups", s->cgroups_.paths()},
+                   {"isolation", IsolationName(spec.isolation)}};
   entry.durable = false;  // nothing of a local sandbox outlives the host's memory
   absl::Status status = s->core_->journal->Record(entry);
   if (status.ok()) status = s->Launch(cancel);
@@ -233,12 +212,18 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
     }
     return status;
   }
-  log::Info("sandbox.started", {{"session", spec.id}, {"uid", uid}, {"bwrap_pid", s->bwrap_pid_}});
+  log::Info("sandbox.started", {{"session", spec.id},
+                                {"uid", uid},
+                                {"isolation", IsolationName(spec.isolation)},
+                                {"runtime_pid", s->bwrap_pid_}});
   return s;
 }
 
 absl::Status BwrapSession::Launch(const CancelToken* cancel) {
-  warnings_ = cgroups_.Create(spec_.memory_bytes, spec_.max_processes, spec_.cpu_millicores);
+  warnings_ = cgroups_.Create(
+      spec_.memory_bytes,
+      gvisor() ? static_cast<uint32_t>(GvisorHostTasks(spec_.max_processes)) : spec_.max_processes,
+      spec_.cpu_millicores);
   const CgroupHost& host = core_->cgroups;
   if (host.memory_v1.empty() && !host.unified_memory) {
     warnings_.push_back(absl::StrCat("memory limit not enforced: ", host.memory_note));
@@ -259,7 +244,42 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
         DevShmBytes(spec_.workspace_bytes), " bytes) can fill the memory limit (",
         spec_.memory_bytes, " bytes): a full workspace may end in an OOM kill, not ENOSPC"));
   }
+  // Every tmpfs of the sandbox, with its caps, before the runtime (which binds them) starts.
+  mounts_ = SessionMounts::Plan(core_->options.mount_dir, uid_);
+  SessionMountSizes sizes;
+  sizes.root_bytes = kRootTmpfsBytes;
+  sizes.root_inodes = kRootTmpfsInodes;
+  sizes.workspace_bytes = spec_.workspace_bytes;
+  sizes.workspace_inodes = spec_.workspace_inodes;
+  sizes.shm_bytes = DevShmBytes(spec_.workspace_bytes);
+  sizes.shm_inodes = std::min<uint64_t>(kDevShmInodes, spec_.workspace_inodes);
+  SANDGATE_RETURN_IF_ERROR(mounts_.Mount(sizes));
+  return gvisor() ? LaunchGvisor(cancel) : LaunchBwrap(cancel);
+}
 
+absl::Status BwrapSession::WaitReady(int runtime_pidfd, const CancelToken* cancel,
+                                     const std::function<absl::Status(absl::string_view)>& failed) {
+  const absl::Time deadline = absl::Now() + core_->options.start_timeout;
+  for (;;) {
+    struct pollfd p[3] = {{control_.get(), POLLIN, 0},
+                          {runtime_pidfd, POLLIN, 0},
+                          {cancel != nullptr ? cancel->fd() : -1, POLLIN, 0}};
+    int r = poll(p, 3, PollTimeoutMs(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errors::FromErrno(errno, "poll");
+    if (r == 0) return errors::DeadlineExceeded("sandbox did not start in time");
+    if (p[2].revents != 0) return errors::Cancelled("sandbox creation cancelled");
+    if (p[0].revents & POLLIN) {
+      MessageHeader h;
+      if (recv(control_.get(), &h, sizeof(h), 0) == sizeof(h) && h.type == initproto::kReady) {
+        return absl::OkStatus();
+      }
+    }
+    if (p[0].revents != 0 || p[1].revents != 0) return failed("no ready message");
+  }
+}
+
+absl::Status BwrapSession::LaunchBwrap(const CancelToken* cancel) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return errors::FromErrno(errno, "socketpair");
@@ -277,16 +297,6 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   bwrap_stderr_.reset(ep[0]);
   UniqueFd stderr_w(ep[1]);
 
-  // Every tmpfs of the sandbox, with its caps, before bwrap (which binds them) starts.
-  mounts_ = SessionMounts::Plan(core_->options.mount_dir, uid_);
-  SessionMountSizes sizes;
-  sizes.root_bytes = kRootTmpfsBytes;
-  sizes.root_inodes = kRootTmpfsInodes;
-  sizes.workspace_bytes = spec_.workspace_bytes;
-  sizes.workspace_inodes = spec_.workspace_inodes;
-  sizes.shm_bytes = DevShmBytes(spec_.workspace_bytes);
-  sizes.shm_inodes = std::min<uint64_t>(kDevShmInodes, spec_.workspace_inodes);
-  SANDGATE_RETURN_IF_ERROR(mounts_.Mount(sizes));
   SANDGATE_ASSIGN_OR_RETURN(BwrapInvocation inv, PrepareBwrap(core_->bwrap, mounts_,
                                                               {initproto::kInitPathInSandbox,
                                                                absl::StrCat(init_end.get())}));
@@ -307,7 +317,7 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   stderr_w.reset();
   bwrap_pidfd_.reset(PidfdOpen(bwrap_pid_));
   if (!bwrap_pidfd_.valid()) return errors::FromErrno(errno, "pidfd_open(bwrap)");
-  auto start_failed = [&](absl::string_view what) {
+  auto start_failed = [&](absl::string_view what) -> absl::Status {
     WaitExit(bwrap_pidfd_, absl::Milliseconds(500));  // let bwrap finish its message
     return errors::Unavailable(
         absl::StrCat("sandbox failed to start (", what, "): ", DrainText(bwrap_stderr_.get())));
@@ -322,22 +332,7 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
 
   // Ready means bwrap finished the mount setup and the init runs: /proc/<init>/root is the
   // sandbox root, and no untrusted code has run yet.
-  const absl::Time deadline = absl::Now() + core_->options.start_timeout;
-  for (;;) {
-    struct pollfd p[3] = {{control_.get(), POLLIN, 0},
-                          {bwrap_pidfd_.get(), POLLIN, 0},
-                          {cancel != nullptr ? cancel->fd() : -1, POLLIN, 0}};
-    int r = poll(p, 3, PollTimeoutMs(deadline));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return errors::FromErrno(errno, "poll");
-    if (r == 0) return errors::DeadlineExceeded("sandbox did not start in time");
-    if (p[2].revents != 0) return errors::Cancelled("sandbox creation cancelled");
-    if (p[0].revents & POLLIN) {
-      MessageHeader h;
-      if (recv(control_.get(), &h, sizeof(h), 0) == sizeof(h) && h.type == initproto::kReady) break;
-    }
-    if (p[0].revents != 0 || p[1].revents != 0) return start_failed("no ready message");
-  }
+  SANDGATE_RETURN_IF_ERROR(WaitReady(bwrap_pidfd_.get(), cancel, start_failed));
   // bwrap has bound the file systems into the sandbox: off the host with them, so that they
   // live exactly as long as the sandbox (tmpfs_limits.h).
   SANDGATE_RETURN_IF_ERROR(mounts_.Unmount());
@@ -398,7 +393,7 @@ std::string BwrapSession::Death() const {
                                : absl::StrCat("signal ", sig);
     };
     if (info.si_code != CLD_EXITED) {
-      how = absl::StrCat("bwrap (the sandbox's parent process) was killed by ",
+      how = absl::StrCat(runtime_name(), " (the sandbox's parent process) was killed by ",
                          signal(info.si_status));
     } else if (info.si_status > 128) {
       how = absl::StrCat("its init (PID 1) was killed by ", signal(info.si_status - 128));
@@ -655,6 +650,7 @@ absl::Status BwrapSession::Close() {
   // first would orphan the init's zombie to a reaper that may be slow.
   if (proxied_) core_->proxy->RemoveSession(spec_.id);
   if (control_.valid()) shutdown(control_.get(), SHUT_RDWR);
+  StopGvisor();
   absl::Status status;
   if (init_pidfd_.valid()) {
     PidfdKill(init_pidfd_);
@@ -672,12 +668,14 @@ absl::Status BwrapSession::Close() {
     }
     // Reaped at once: a zombie would keep its pids charged to the session's cgroup.
     if (waitpid(bwrap_pid_, nullptr, WNOHANG) == 0) {
-      status.Update(errors::Internal(absl::StrCat("bwrap ", bwrap_pid_, " did not exit")));
+      status.Update(
+          errors::Internal(absl::StrCat(runtime_name(), " ", bwrap_pid_, " did not exit")));
     }
   }
   status.Update(cgroups_.KillAndRemove(absl::Seconds(5), *core_->options.clock));
   // Left on the host only by a start that failed before the sandbox was ready.
   status.Update(mounts_.Unmount());
+  if (status.ok()) status.Update(RemoveRunscDir(runsc_));
   if (status.ok()) {
     // With something left behind, the uid stays taken and the record stays for Sweep.
     core_->Release(spec_.id, uid_);

@@ -1,6 +1,15 @@
 // BwrapSession: one live local sandbox (see bwrap_provider.h), and the provider internals
 // the sessions share.
 //
+// Two runtimes, one session: everything a caller sees (Exec, files, network proxy, limits,
+// journal, death) is the same code; only how the sandbox's process tree starts and stops
+// differs. `namespaces` starts bwrap with sandgate-init as PID 1 (Launch). `gvisor` starts
+// `runsc run` with sandgate-gvisor-bridge as PID 1, which starts sandgate-init and tunnels
+// its protocol over one host socket (LaunchGvisor, gvisor_session.cc; GvisorTunnel): the
+// rest of the session talks to the tunnel exactly as to a namespaces sandbox's init. Under
+// gVisor the workspace is the session's host tmpfs bound in by the gofer, and "the init's
+// pid" is runsc's (its exit is the sandbox's end).
+//
 // Thread safe, as Session requires: Exec runs concurrently with Exec, file calls and Close;
 // Close is idempotent and makes running Execs end cancelled.
 //
@@ -28,7 +37,9 @@
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/local/cgroups.h"
 #include "sandbox/local/exit_watcher.h"
+#include "sandbox/local/gvisor_tunnel.h"
 #include "sandbox/local/net_proxy.h"
+#include "sandbox/local/runsc_command.h"
 #include "sandbox/local/spawner.h"
 #include "sandbox/local/tmpfs_limits.h"
 #include "sandbox/local/workspace_files.h"
@@ -42,6 +53,9 @@ struct BwrapProvider::Core {
   ResourceJournal* journal = nullptr;  // not owned
   local::CgroupHost cgroups;
   local::BwrapConfig bwrap;
+  local::RunscConfig runsc;
+  // Why gVisor sessions cannot start here (runsc or the bridge missing); OK when they can.
+  absl::Status gvisor_status;
   local::Spawner spawner;
   std::unique_ptr<local::NetProxy> proxy;
   // Tells each session the moment its init or bwrap exits (BwrapSession::OnEnded).
@@ -59,6 +73,9 @@ struct BwrapProvider::Core {
 };
 
 namespace local {
+
+// OK when gVisor sessions can start here; else FAILED_PRECONDITION saying why.
+absl::Status GvisorAvailable(const BwrapProvider::Core& core);
 
 class BwrapSession : public Session {
  public:
@@ -87,14 +104,31 @@ class BwrapSession : public Session {
 
   // The session's host uid (also its gid).
   uid_t host_uid() const { return uid_; }
-  // Host pid of the sandbox's PID 1 (sandgate-init); -1 before it started.
+  // Host pid of the sandbox's PID 1 (sandgate-init; under gVisor, `runsc run`); -1 before it
+  // started.
   pid_t init_pid() const { return init_pid_; }
+  // Where the host sees the workspace: /proc/<init>/root/work, or under gVisor the session's
+  // tmpfs that the gofer serves.
+  std::string host_workspace_path() const;
   // The journal id of a session: "local-session:<id>".
   static std::string JournalId(absl::string_view session_id);
 
  private:
   BwrapSession(std::shared_ptr<BwrapProvider::Core> core, const SessionSpec& spec, uid_t uid);
   absl::Status Launch(const CancelToken* cancel);
+  // The runtime-specific halves of Launch (the cgroups and mounts exist already).
+  absl::Status LaunchBwrap(const CancelToken* cancel);
+  absl::Status LaunchGvisor(const CancelToken* cancel);  // gvisor_session.cc
+  // Waits for the init's kReady on control_, or the runtime's exit (`runtime_pidfd`), the
+  // cancel token or start_timeout; `failed` words the error from what went wrong.
+  absl::Status WaitReady(int runtime_pidfd, const CancelToken* cancel,
+                         const std::function<absl::Status(absl::string_view)>& failed);
+  // gVisor: lets the sandbox end by itself (the tunnel closes the bridge's connection), for
+  // up to a second, before Close kills what is left. No-op for namespaces.
+  void StopGvisor();
+  bool gvisor() const { return spec_.isolation == Isolation::kGvisor; }
+  // "bwrap" or "runsc": the sandbox's parent process on the host.
+  const char* runtime_name() const { return gvisor() ? "runsc" : "bwrap"; }
   absl::StatusOr<std::shared_ptr<const WorkspaceFiles>> Files() const;
   absl::Status SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd);
   // Whether the init or bwrap has exited (a poll of their pidfds, no wait).
@@ -119,6 +153,8 @@ class BwrapSession : public Session {
   UniqueFd init_pidfd_;
   UniqueFd control_;  // SOCK_SEQPACKET to the init; shut down (not closed) by Close
   UniqueFd bwrap_stderr_;
+  local::RunscSandbox runsc_;                    // gVisor only
+  std::unique_ptr<local::GvisorTunnel> tunnel_;  // gVisor only
   std::vector<std::string> warnings_;
   local::ProxyPolicy proxy_policy_;  // normalised; used when the network is not disabled
   bool proxied_ = false;             // the proxy serves this session (RemoveSession on Close)

@@ -75,6 +75,17 @@ inline std::vector<pid_t> HostProcessesOf(uid_t uid) {
   return out;
 }
 
+// Pids listed in the cgroup.procs of `dirs` (cgroup directories).
+inline std::vector<pid_t> ProcessesInCgroups(const std::vector<std::string>& dirs) {
+  std::vector<pid_t> out;
+  for (const std::string& dir : dirs) {
+    std::ifstream in(dir + "/cgroup.procs");
+    pid_t pid;
+    while (in >> pid) out.push_back(pid);
+  }
+  return out;
+}
+
 // Every directory named `name` below `dir` (depth-limited walk).
 inline void FindDirs(const std::string& dir, const std::string& name, int depth,
                      std::vector<std::string>* out) {

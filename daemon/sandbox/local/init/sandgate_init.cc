@@ -1,6 +1,6 @@
 // sandgate-init: PID 1 of a local sandbox.
 //
-// Usage: sandgate-init <control-fd>
+// Usage: sandgate-init <control-fd> [<command-uid>]
 //
 // Started by bubblewrap (--as-pid-1) with every restriction already applied (namespaces,
 // no capabilities, seccomp, unprivileged uid). It spawns the commands the daemon asks for
@@ -8,10 +8,15 @@
 // statuses, kills them on request, and reaps every process in the PID namespace, orphans
 // included. It exits when the control socket reaches EOF, which tears down the namespace.
 //
+// With a command uid (gVisor sandboxes: the init runs as root inside gVisor, so that the
+// commands, running as that uid, cannot signal it), every command drops to that uid and gid,
+// with no supplementary groups and so no capabilities, before it execs.
+//
 // Single threaded; one poll loop. It trusts the daemon and nothing else: nothing inside the
 // sandbox can talk to it (the sockets are not reachable by path) or ptrace it (not dumpable).
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -44,6 +49,8 @@ using sandgate::sandbox::initproto::kMaxExecMessage;
 using sandgate::sandbox::initproto::kReady;
 using sandgate::sandbox::initproto::kStarted;
 using sandgate::sandbox::initproto::MessageHeader;
+
+uid_t g_command_uid = 0;  // 0 = run commands with the init's own ids
 
 struct Command {
   pid_t pid = -1;  // also the process group id (the child calls setsid)
@@ -114,6 +121,18 @@ std::string Resolve(const std::string& argv0, const std::vector<char*>& env) {
     _exit(127);
   }
   syscall(SYS_close_range, 3, ~0U, 0);
+  if (g_command_uid != 0) {
+    // An empty bounding set and no new privileges: nothing the command execs (a setuid
+    // binary, file capabilities) can regain what the init holds.
+    for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  }
+  if (g_command_uid != 0 &&
+      (setgroups(0, nullptr) != 0 || setresgid(g_command_uid, g_command_uid, g_command_uid) != 0 ||
+       setresuid(g_command_uid, g_command_uid, g_command_uid) != 0)) {
+    WriteAll(2, std::string("sandgate: cannot drop to the sandbox uid: ") + strerror(errno) + "\n");
+    _exit(126);
+  }
   if (chdir(cwd.c_str()) != 0) {
     WriteAll(2, "sandgate: cannot enter " + cwd + ": " + strerror(errno) + "\n");
     _exit(126);
@@ -242,7 +261,7 @@ void KillCommandAndStragglers(const Command& c, const std::vector<Command>& comm
     int killed = 0;
     while (struct dirent* e = readdir(d)) {
       pid_t pid = atoi(e->d_name);
-      if (pid <= 1) continue;
+      if (pid <= 1 || pid == getpid()) continue;  // under gVisor the init is PID 2
       pid_t pgrp = ProcessGroupOf(pid);
       if (pgrp < 0) continue;
       bool other = false;
@@ -291,10 +310,11 @@ void ReapAll(std::vector<Command>& commands) {
 
 int main(int argc, char** argv) {
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (argc != 2) {
-    fprintf(stderr, "usage: sandgate-init <control-fd>\n");
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: sandgate-init <control-fd> [<command-uid>]\n");
     return 2;
   }
+  if (argc == 3) g_command_uid = static_cast<uid_t>(strtoul(argv[2], nullptr, 10));
   const int ctl = atoi(argv[1]);
   if (fcntl(ctl, F_SETFD, FD_CLOEXEC) != 0) {
     perror("sandgate-init: control fd");

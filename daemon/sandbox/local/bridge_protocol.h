@@ -1,0 +1,59 @@
+// The wire protocol between the daemon and sandgate-gvisor-bridge, the PID 1 of a gVisor
+// sandbox.
+//
+// Under gVisor the daemon cannot hand file descriptors to sandgate-init: the only channel
+// into the sandbox is a host Unix socket the sandbox connects to (runsc --host-uds=open), and
+// gVisor passes no SCM_RIGHTS across it. So the init's protocol (init_protocol.h) is tunnelled
+// over that one stream connection, with each descriptor replaced by a numbered channel:
+//
+//   daemon: session --SEQPACKET+fds--> GvisorTunnel ==stream of frames==> bridge (in sandbox)
+//   bridge: --SEQPACKET+fds--> sandgate-init (unchanged, PID 2)
+//
+// The tunnel on each side turns the three fds of a kExec into a channel id and back, so
+// neither the session's Exec nor the init knows a tunnel is there.
+//
+// Every frame is a FrameHeader then `length` payload bytes:
+//   kControl       a message of the control socket, either way. daemon -> bridge: a kExec
+//                  message opening channel `channel` (> 0, never reused by a session).
+//   kCommand       a message of channel's command socket, either way.
+//   kCommandEof    that command socket was closed, either way.
+//   kStdout/Err    bridge -> daemon: bytes the command wrote; length 0 = the pipe's EOF.
+// The connection's EOF ends the sandbox (bridge side) or the session (daemon side).
+//
+// Plain C++ with no dependencies: the bridge is a small static binary.
+#ifndef SANDGATE_SANDBOX_LOCAL_BRIDGE_PROTOCOL_H_
+#define SANDGATE_SANDBOX_LOCAL_BRIDGE_PROTOCOL_H_
+
+#include <cstdint>
+
+#include "sandbox/local/init_protocol.h"
+
+namespace sandgate::sandbox::bridgeproto {
+
+enum FrameKind : uint32_t {
+  kControl = 1,
+  kCommand = 2,
+  kCommandEof = 3,
+  kStdout = 4,
+  kStderr = 5,
+};
+
+struct FrameHeader {
+  uint32_t channel = 0;
+  uint32_t kind = 0;
+  uint32_t length = 0;
+};
+
+// Largest payload: a whole kExec message.
+constexpr uint32_t kMaxPayload = initproto::kMaxExecMessage;
+// Where the bridge binary and the socket directory appear inside a gVisor sandbox.
+constexpr const char* kBridgePathInSandbox = "/.sandgate/bridge";
+constexpr const char* kSocketDirInSandbox = "/.sandgate/sock";
+// Socket names in that directory: the control connection (accepted once, then removed) and
+// the network proxy (restricted/enabled sessions only).
+constexpr const char* kControlSocket = "control.sock";
+constexpr const char* kProxySocket = "proxy.sock";
+
+}  // namespace sandgate::sandbox::bridgeproto
+
+#endif  // SANDGATE_SANDBOX_LOCAL_BRIDGE_PROTOCOL_H_

@@ -1,0 +1,204 @@
+#include "sandbox/local/gvisor_tunnel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/errors.h"
+#include "sandbox/local/bridge_protocol.h"
+
+namespace sandgate::sandbox::local {
+namespace {
+
+namespace bp = bridgeproto;
+
+bool ReadFull(int fd, void* buf, size_t n) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool WriteFull(int fd, const void* buf, size_t n) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool SendFrame(int fd, uint32_t channel, uint32_t kind, const void* data, size_t length) {
+  bp::FrameHeader h;
+  h.channel = channel;
+  h.kind = kind;
+  h.length = static_cast<uint32_t>(length);
+  return WriteFull(fd, &h, sizeof(h)) && WriteFull(fd, data, length);
+}
+
+// Writes all of `data` to a pipe; false once the reader is gone (the session stopped
+// waiting for the command), after which the channel's output is dropped.
+bool WritePipe(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t r = write(fd, data.data() + off, data.size() - off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    off += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// The session's fds of one command.
+struct Channel {
+  UniqueFd cmd, out, err;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GvisorTunnel>> GvisorTunnel::Start(UniqueFd bridge) {
+  std::unique_ptr<GvisorTunnel> t(new GvisorTunnel());
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return errors::FromErrno(errno, "socketpair");
+  }
+  t->session_end_.reset(sv[0]);
+  t->tunnel_end_.reset(sv[1]);
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC) != 0) return errors::FromErrno(errno, "pipe");
+  t->wake_r_.reset(wake[0]);
+  t->wake_w_.reset(wake[1]);
+  t->bridge_ = std::move(bridge);
+  t->thread_ = std::thread([p = t.get()] { p->Loop(); });
+  return t;
+}
+
+GvisorTunnel::~GvisorTunnel() {
+  wake_w_.reset();  // POLLHUP on wake_r_
+  if (thread_.joinable()) thread_.join();
+}
+
+UniqueFd GvisorTunnel::TakeSessionEnd() { return std::move(session_end_); }
+
+void GvisorTunnel::Loop() {
+  // A command's reader may be gone when its output arrives: EPIPE, not a signal.
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+  std::map<uint32_t, Channel> channels;
+  uint32_t next_channel = 1;
+  const int host = bridge_.get(), session = tunnel_end_.get();
+  std::vector<struct pollfd> pfds;
+  std::vector<uint32_t> ids;
+  for (;;) {
+    pfds.clear();
+    ids.clear();
+    pfds.push_back({wake_r_.get(), POLLIN, 0});
+    pfds.push_back({host, POLLIN, 0});
+    pfds.push_back({session, POLLIN, 0});
+    for (const auto& [id, ch] : channels) {
+      if (!ch.cmd.valid()) continue;
+      ids.push_back(id);
+      pfds.push_back({ch.cmd.get(), POLLIN, 0});
+    }
+    if (poll(pfds.data(), pfds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (pfds[0].revents != 0) break;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (pfds[3 + i].revents == 0) continue;
+      Channel& ch = channels[ids[i]];
+      initproto::MessageHeader m;
+      ssize_t n = recv(ch.cmd.get(), &m, sizeof(m), MSG_DONTWAIT);
+      if (n > 0) {
+        if (!SendFrame(host, ids[i], bp::kCommand, &m, static_cast<size_t>(n))) goto done;
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        ch.cmd.reset();
+        if (!SendFrame(host, ids[i], bp::kCommandEof, nullptr, 0)) goto done;
+      }
+    }
+    if (pfds[2].revents != 0) {
+      // A kExec from the session, with its three fds.
+      std::string message(initproto::kMaxExecMessage, '\0');
+      int fds[initproto::kExecFdCount];
+      alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
+      struct iovec iov = {message.data(), message.size()};
+      struct msghdr msg = {};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = cbuf;
+      msg.msg_controllen = sizeof(cbuf);
+      ssize_t n = recvmsg(session, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) break;  // the session closed: end the sandbox
+      message.resize(static_cast<size_t>(n));
+      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      if (c == nullptr || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds))) {
+        break;  // not from BwrapSession::SendExec: a bug, end the sandbox rather than guess
+      }
+      memcpy(fds, CMSG_DATA(c), sizeof(fds));
+      const uint32_t id = next_channel++;
+      Channel& ch = channels[id];
+      ch.cmd.reset(fds[0]);
+      ch.out.reset(fds[1]);
+      ch.err.reset(fds[2]);
+      if (!SendFrame(host, id, bp::kControl, message.data(), message.size())) break;
+    }
+    if (pfds[1].revents != 0) {
+      bp::FrameHeader h;
+      if (!ReadFull(host, &h, sizeof(h)) || h.length > bp::kMaxPayload) break;
+      std::string payload(h.length, '\0');
+      if (!ReadFull(host, payload.data(), payload.size())) break;
+      if (h.kind == bp::kControl && h.channel == 0) {
+        (void)send(session, payload.data(), payload.size(), MSG_NOSIGNAL);
+        continue;
+      }
+      auto it = channels.find(h.channel);
+      if (it == channels.end()) continue;  // the session already let go of it
+      Channel& ch = it->second;
+      switch (h.kind) {
+        case bp::kCommand:
+          if (ch.cmd.valid())
+            (void)send(ch.cmd.get(), payload.data(), payload.size(), MSG_NOSIGNAL);
+          break;
+        case bp::kCommandEof:
+          ch.cmd.reset();
+          break;
+        case bp::kStdout:
+        case bp::kStderr: {
+          UniqueFd& pipe = h.kind == bp::kStdout ? ch.out : ch.err;
+          if (payload.empty() || (pipe.valid() && !WritePipe(pipe.get(), payload))) pipe.reset();
+          break;
+        }
+        default:
+          goto done;
+      }
+      if (!ch.cmd.valid() && !ch.out.valid() && !ch.err.valid()) channels.erase(it);
+    }
+  }
+done:
+  // The bridge sees EOF and ends the sandbox; the session sees EOF on every socket it holds.
+  shutdown(host, SHUT_RDWR);
+  shutdown(session, SHUT_RDWR);
+}
+
+}  // namespace sandgate::sandbox::local
