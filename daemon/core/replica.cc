@@ -177,7 +177,10 @@ bool ReplicaMember::MayClaim(absl::Time now) const {
   // A replica without its lease must not clean up after others: it may be the one cut off.
   // One whose lease lapsed (the store was out of reach) waits a whole lease period after it
   // has it back: the others, cut off alike, renew meanwhile instead of being taken over.
-  return lost_.empty() && now < lease_end_ && now - held_since_ >= config_.lease_period;
+  // One the store did not answer lately waits for the others' retries too
+  // (kClaimGraceAfterOutage): cut off alike, they renew as soon as the store is back.
+  return lost_.empty() && now < lease_end_ && now - held_since_ >= config_.lease_period &&
+         now - last_unanswered_ >= kClaimGraceAfterOutage;
 }
 
 int ReplicaMember::takeovers() const {
@@ -193,26 +196,39 @@ int64_t ReplicaMember::epoch() const {
 void ReplicaMember::Loop() {
   absl::Time next_renew = deps_.clock->Now() + config_.renew_interval;
   absl::Duration retry = kRenewRetryFirst;
-  absl::Time next_end = Watch(deps_.clock->Now());
+  absl::Time next_end = absl::InfinitePast();
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&stop_), std::min(next_renew, next_end));
+      // At least every kClockCheck: a step of this replica's clock is found soon, however far
+      // the next renewal seemed when the wait began.
+      deps_.clock->AwaitWithDeadline(
+          mu_, absl::Condition(&stop_),
+          std::min({next_renew, next_end, deps_.clock->Now() + kClockCheck}));
       if (stop_) return;
     }
     const absl::Time now = deps_.clock->Now();
+    // The store's clock, once a round: every lease time of the round is on it, and a step of
+    // this replica's own clock shows as a change of the offset between the two, undone in the
+    // times this replica counts on its own.
+    const absl::StatusOr<absl::Time> store_now = deps_.leases->Now(now);
+    if (store_now.ok()) {
+      const absl::Duration step = NoteSkew(now, *store_now);
+      next_renew += step;
+      if (next_end != absl::InfinitePast() && next_end != absl::InfiniteFuture()) next_end += step;
+    }
     if (now >= next_renew) {
-      const bool answered = Renew(now);
+      const bool answered = Renew(now, store_now);
       Rejoin(now);
       next_renew =
           now + (answered ? config_.renew_interval : std::min(retry, config_.renew_interval));
       retry = answered ? kRenewRetryFirst : std::min(2 * retry, kRenewRetryMost);
     }
-    next_end = Watch(now);
+    next_end = Watch(now, store_now);
   }
 }
 
-bool ReplicaMember::Renew(absl::Time now) {
+bool ReplicaMember::Renew(absl::Time now, const absl::StatusOr<absl::Time>& store_now) {
   int64_t epoch;
   {
     absl::MutexLock lock(&mu_);
@@ -221,7 +237,6 @@ bool ReplicaMember::Renew(absl::Time now) {
   }
   // The row's new end is on the store's clock; this replica's own view of it is counted on
   // its clock from `now`, before the store's was read, so it never outlasts the row's.
-  absl::StatusOr<absl::Time> store_now = deps_.leases->Now(now);
   absl::Status renewed =
       store_now.ok() ? deps_.leases->Renew(config_.id, epoch, *store_now + config_.lease_period)
                      : store_now.status();
@@ -255,6 +270,8 @@ bool ReplicaMember::Renew(absl::Time now) {
     superseded_ = true;
   } else if (taken) {
     taken_over_ = true;
+  } else {
+    last_unanswered_ = now;
   }
   if (!why.empty() && (lost_.empty() || taken) && lost_ != why) {
     lost_ = why;
@@ -263,12 +280,25 @@ bool ReplicaMember::Renew(absl::Time now) {
   return taken;
 }
 
-void ReplicaMember::NoteSkew(absl::Time now, absl::Time store_now) {
+absl::Duration ReplicaMember::NoteSkew(absl::Time now, absl::Time store_now) {
   const absl::Duration skew = now - store_now;
   absl::MutexLock lock(&mu_);
+  absl::Duration step;
+  if (skew_known_ && absl::AbsDuration(skew - skew_) > kClockStepBound) {
+    // This replica's clock jumped (an NTP step, an operator) by `step` against the store's:
+    // what it counts on its own moves with it, so the jump neither ends its lease early nor
+    // stretches it.
+    step = skew - skew_;
+    lease_end_ += step;
+    held_since_ += step;
+    last_unanswered_ += step;
+    log::Warning("replica.clock_stepped",
+                 {{"replica", config_.id}, {"step_seconds", absl::ToDoubleSeconds(step)}});
+  }
+  skew_known_ = true;
   skew_ = skew;
   const bool off = absl::AbsDuration(skew) > kClockSkewBound;
-  if (off == skewed_) return;
+  if (off == skewed_) return step;
   skewed_ = off;
   // Said, never acted on: every lease decision is on the store's clock.
   if (off) {
@@ -279,6 +309,7 @@ void ReplicaMember::NoteSkew(absl::Time now, absl::Time store_now) {
     log::Info("replica.clock_agrees",
               {{"replica", config_.id}, {"ahead_of_store_seconds", absl::ToDoubleSeconds(skew)}});
   }
+  return step;
 }
 
 absl::Duration ReplicaMember::clock_skew() const {
@@ -286,16 +317,16 @@ absl::Duration ReplicaMember::clock_skew() const {
   return skew_;
 }
 
-absl::Time ReplicaMember::Watch(absl::Time now) {
-  absl::StatusOr<absl::Time> store_now = deps_.leases->Now(now);
+absl::Time ReplicaMember::Watch(absl::Time now, const absl::StatusOr<absl::Time>& store_now) {
   absl::StatusOr<std::vector<store::Lease>> leases =
       store_now.ok() ? deps_.leases->ListLeases() : store_now.status();
   if (!leases.ok()) {
     log::Error("replica.watch_failed",
                {{"replica", config_.id}, {"error", leases.status().ToString()}});
-    return absl::InfiniteFuture();  // looked at again at the next renewal
+    absl::MutexLock lock(&mu_);
+    last_unanswered_ = now;
+    return absl::InfiniteFuture();  // looked at again at the next round
   }
-  NoteSkew(now, *store_now);
   absl::Time next = absl::InfiniteFuture();
   for (const store::Lease& l : *leases) {
     if (l.replica_id == config_.id || l.cleaned) continue;

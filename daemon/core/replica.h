@@ -126,6 +126,15 @@ inline constexpr absl::Duration kRenewRetryMost = absl::Seconds(2);
 // A replica whose clock and the store's differ by more than this says so (replica.clock_skew,
 // the metric sandgate_replica_clock_skew_seconds); it acts on the store's clock alone.
 inline constexpr absl::Duration kClockSkewBound = absl::Seconds(1);
+// The heartbeat looks at the store's clock at least this often; a change of more than
+// kClockStepBound in the offset between the two clocks is a step of this replica's clock,
+// undone in the times it counts (replica.clock_stepped).
+inline constexpr absl::Duration kClockCheck = absl::Seconds(2);
+inline constexpr absl::Duration kClockStepBound = absl::Seconds(1);
+// A replica the store did not answer claims no lease until this long after: every replica's
+// retries after a store outage land within two kRenewRetryMost of its own last failure, and
+// a lease that ended meanwhile is renewed by its owner first.
+inline constexpr absl::Duration kClaimGraceAfterOutage = absl::Seconds(4);  // 2 × kRenewRetryMost
 
 class ReplicaMember {
  public:
@@ -162,12 +171,16 @@ class ReplicaMember {
   // Once superseded: ends the local work only.
   void Rejoin(absl::Time now);
   void SweepOwnHost();
-  // Renews the lease; notes its loss. False when the store did not answer (try again soon).
-  bool Renew(absl::Time now);
+  // Renews the lease to the store's now (`store_now`, its error if unread); notes its loss.
+  // False when the store did not answer (try again soon).
+  bool Renew(absl::Time now, const absl::StatusOr<absl::Time>& store_now);
   // Claims whatever lease has ended, by the store's clock, and hands its cleanup to the
   // cleaner thread; returns when the next one may end (InfiniteFuture: none).
-  absl::Time Watch(absl::Time now);
-  void NoteSkew(absl::Time now, absl::Time store_now);
+  absl::Time Watch(absl::Time now, const absl::StatusOr<absl::Time>& store_now);
+  // Notes the offset of this replica's clock from the store's; returns the step of this
+  // replica's clock since the last note (zero for none), already undone in lease_end_ and
+  // held_since_.
+  absl::Duration NoteSkew(absl::Time now, absl::Time store_now);
   // The cleaner thread: the cleanups Watch claimed, one at a time, off the heartbeat thread.
   void CleanLoop();
   // Whether this replica may claim another's lease now.
@@ -195,6 +208,9 @@ class ReplicaMember {
   // and never renews or joins again, which would fence the live one out.
   bool superseded_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration skew_ ABSL_GUARDED_BY(mu_);
+  bool skew_known_ ABSL_GUARDED_BY(mu_) = false;
+  // When the store last failed to answer a renewal or a look at the leases.
+  absl::Time last_unanswered_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool skewed_ ABSL_GUARDED_BY(mu_) = false;  // |skew_| past kClockSkewBound, as last said
   // Claimed leases waiting for the cleaner, and those it has not finished (not claimed again
   // by this replica meanwhile).

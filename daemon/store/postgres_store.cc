@@ -99,11 +99,12 @@ absl::Status PostgresStore::PutRecord(PgConnection& conn, const char* table, con
                                       const std::string& key, const std::string& replica,
                                       int64_t status, int64_t ended_ns, std::string proto,
                                       const std::string* request_sha256) {
-  // A fenced update (FenceWrites) is written only while the writer's lease is current at its
-  // epoch (kFenceCte), and only over a row the writer owns, one without an owner, or one of a
-  // replica the writer has taken over.
+  // A fenced write (FenceWrites) is written only while the writer's lease is current at its
+  // epoch (kFenceCte), and an update only over a row the writer owns, one without an owner, or
+  // one of a replica the writer has taken over. A new record (request_sha256 set) is fenced
+  // too: one made by a replica already taken over would be nobody's to settle.
   const Fence fence = fence_now();
-  const bool fenced = request_sha256 == nullptr && !fence.replica.empty();
+  const bool fenced = !fence.replica.empty();
   const std::string sql = absl::StrCat(
       fenced ? kFenceCte : "", "INSERT INTO ", table,
       "(id, tenant, idempotency_key, status, ended_ns, proto, request_sha256, replica) ",
@@ -114,15 +115,16 @@ absl::Status PostgresStore::PutRecord(PgConnection& conn, const char* table, con
                      : " ON CONFLICT(id) DO UPDATE SET status = excluded.status, "
                        "ended_ns = excluded.ended_ns, proto = excluded.proto, "
                        "replica = excluded.replica",
-      fenced ? absl::StrCat(" WHERE ", table, ".replica IN ($1, '')",
-                            // A waiting run is the next claimer's (store/admission_store.h: a
-                            // claim is exclusive), whichever replica queued it.
-                            std::string(table) == "runs"
-                                ? absl::StrCat(" OR runs.status = ", v1::RUN_STATUS_QUEUED)
-                                : "",
-                            " OR EXISTS(SELECT 1 FROM replica_leases l WHERE l.id = ", table,
-                            ".replica AND l.taken_over_by = $1)")
-             : "");
+      fenced && request_sha256 == nullptr
+          ? absl::StrCat(" WHERE ", table, ".replica IN ($1, '')",
+                         // A waiting run is the next claimer's (store/admission_store.h: a
+                         // claim is exclusive), whichever replica queued it.
+                         std::string(table) == "runs"
+                             ? absl::StrCat(" OR runs.status = ", v1::RUN_STATUS_QUEUED)
+                             : "",
+                         " OR EXISTS(SELECT 1 FROM replica_leases l WHERE l.id = ", table,
+                         ".replica AND l.taken_over_by = $1)")
+          : "");
   PgParams p;
   if (fenced) p.Text(fence.replica).Int(fence.epoch);
   p.Text(id).Text(tenant).Text(key).Int(status).Int(ended_ns).Bytes(std::move(proto));

@@ -245,11 +245,14 @@ absl::Status SqliteStore::PutRecord(const char* table, const char* kind, const M
 template <typename Message>
 absl::Status SqliteStore::PutRecordLocked(const char* table, const char* kind, const Message& m,
                                           int64_t status, const std::string* request_sha256) {
-  // A fenced update (FenceWrites) is written only while the writer's lease is current at its
-  // epoch, and only over a row the writer owns (or one without an owner, or one of a replica
-  // the writer has taken over): checked in this statement, which SQLite runs under the
-  // database's write lock, so a takeover commits wholly before it or after it.
-  const bool fenced = request_sha256 == nullptr && !fence_replica_.empty();
+  // A fenced write (FenceWrites) is written only while the writer's lease is current at its
+  // epoch, and an update only over a row the writer owns (or one without an owner, or one of a
+  // replica the writer has taken over): checked in this statement, which SQLite runs under the
+  // database's write lock, so a takeover commits wholly before it or after it. A new record
+  // (request_sha256 set) is fenced too: one made by a replica already taken over would be
+  // nobody's to settle.
+  const bool fenced = !fence_replica_.empty();
+  const bool update = request_sha256 == nullptr;
   std::string sql =
       absl::StrCat("INSERT INTO ", table,
                    "(id, tenant, idempotency_key, status, proto, request_sha256, replica) ",
@@ -259,7 +262,7 @@ absl::Status SqliteStore::PutRecordLocked(const char* table, const char* kind, c
                    request_sha256 ? ""
                                   : " ON CONFLICT(id) DO UPDATE SET status=excluded.status, "
                                     "proto=excluded.proto, replica=excluded.replica");
-  if (fenced) {
+  if (fenced && update) {
     // A waiting run is the next claimer's (store/admission_store.h: a claim is exclusive),
     // whichever replica queued it.
     const std::string waiting = std::string(table) == "runs"

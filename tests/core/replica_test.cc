@@ -539,6 +539,37 @@ TEST_F(ReplicaTest, AfterAnOutageOfTheStoreNoReplicaTakesAnotherOver) {
   EXPECT_TRUE(c.CanTakeWork().ok()) << c.CanTakeWork();
 }
 
+// Issue 21 item 2, as the fault harness met it: a store away for 9.2 s of a's and 9 s of b's
+// (the lease is 15 s). b's retry after the store was back fell at a's lease's end, a's at
+// 16 s; b, whose own lease had not lapsed, took a over. A replica the store did not answer
+// lately claims nothing until the others' retries have landed (kClaimGraceAfterOutage).
+TEST_F(ReplicaTest, AfterAStoreOutageShorterThanTheLeaseTheOwnersRetriesComeFirst) {
+  FlakyLeases& a_leases = Flaky();
+  FlakyLeases& b_leases = Flaky();
+  ReplicaMember& a = StartReplica("a", &a_leases);
+  ReplicaMember& b = StartReplica("b", &b_leases);
+  const absl::Time joined = clock_.Now();
+  const absl::Duration step = absl::Milliseconds(100);
+  auto run_until = [&](absl::Time t) {
+    while (clock_.Now() < t) {
+      ASSERT_TRUE(Settle());
+      clock_.Advance(step);
+    }
+    ASSERT_TRUE(Settle());
+  };
+  run_until(joined + absl::Milliseconds(4900));
+  a_leases.failing = true;  // a's renewal at 5 s fails: its lease ends at 15 s
+  run_until(joined + absl::Milliseconds(5100));
+  b_leases.failing = true;  // b renewed at 5 s: its lease ends at 20 s
+  run_until(joined + absl::Milliseconds(14100));
+  a_leases.failing = false;  // the store is back for both
+  b_leases.failing = false;
+  run_until(joined + 2 * kLease);
+  EXPECT_EQ(b.takeovers(), 0) << "a renewed at 16 s, before b claimed";
+  EXPECT_TRUE(a.CanTakeWork().ok()) << a.CanTakeWork();
+  EXPECT_TRUE(b.CanTakeWork().ok()) << b.CanTakeWork();
+}
+
 // Issue 21 item 1: the takeover freed the lost replica's quota slots, then queued again (or
 // failed) its waiting runs from a read made meanwhile, while claim loops took the same runs:
 // one run finished twice, a takeover aborted on a run another replica had claimed. A waiting

@@ -279,6 +279,28 @@ TEST_P(FencingContract, TakenOverOwnersWritesAreRefusedAndTheWinnersPass) {
   EXPECT_TRUE(store_b_->ListLiveSessionsOf("a")->empty());
 }
 
+// Issue 21: a replica taken over (its clock stepped, it was frozen) but not yet told went on
+// accepting RunAnalysis and CreateSession: their new records, made after the takeover had
+// settled everything of it, were nobody's to settle and stayed QUEUED or ACTIVE for good.
+// A new record is fenced like an update: refused once the writer was taken over.
+TEST_P(FencingContract, ATakenOverReplicaCreatesNoNewRecord) {
+  const absl::Time end = kT0 + kPeriod;
+  ASSERT_TRUE(*b_->ClaimTakeover("a", "b", end, end + kPeriod));
+  absl::Status run = store_a_->CreateRun(RunOf("late", "a", v1::RUN_STATUS_QUEUED), "sha");
+  EXPECT_TRUE(IsFencedWrite(run)) << run;
+  v1::Session session;
+  session.set_id("s-late");
+  session.set_tenant("t");
+  session.set_replica("a");
+  session.set_status(v1::SESSION_STATUS_ACTIVE);
+  absl::Status created = store_a_->CreateSession(session, "sha");
+  EXPECT_TRUE(IsFencedWrite(created)) << created;
+  EXPECT_EQ(store_b_->GetRun("late").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_b_->GetSession("s-late").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_b_->CreateRun(RunOf("fresh", "b", v1::RUN_STATUS_QUEUED), "sha").ok())
+      << "the live replica's pass";
+}
+
 TEST_P(FencingContract, RejoinedReplicaWritesAtItsNewEpochOnlyAndNotOverAnothersRun) {
   const absl::Time end = kT0 + kPeriod;
   ASSERT_TRUE(store_a_->CreateRun(RunOf("queued", "a", v1::RUN_STATUS_QUEUED), "").ok());
