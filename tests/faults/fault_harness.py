@@ -81,6 +81,8 @@ CHECKS = {
                    "its last renewal",
     "live_replica_taken_over": "a takeover of a replica that was neither killed nor frozen "
                                "(a short outage, a skewed clock)",
+    "clock_step_not_seen": "a clock step no log line of the daemon showed: the harness did not "
+                           "exercise it",
 }
 
 
@@ -523,8 +525,8 @@ class Nemesis:
         f = self._begin("clock " + ("ahead" if sign > 0 else "behind"), victim.id,
                         f"({offset:+.0f} s)")
         victim.set_clock(offset)
-        self.book.skew_verified[f"{victim.id} {offset:+.0f}s"] = self._verify_skew(
-            victim, offset, f.start + 2 * self.size.lease)
+        seen = self._verify_skew(victim, offset, f.start + 2 * self.size.lease)
+        self.book.skew_verified[f"{victim.id} {offset:+.0f}s"] = seen
         time.sleep(max(0.0, f.start + 2 * self.size.lease - time.time()))
         victim.set_clock(0)
         self._end(f)
@@ -537,8 +539,14 @@ class Nemesis:
         with open(victim.log_path, "rb") as f:
             f.seek(0, os.SEEK_END)
             pos, before = f.tell(), time.time()
+            poked = before
             while time.time() < until and not seen:
                 time.sleep(0.25)
+                if time.time() - poked > 2:
+                    # A run sent to it makes it write a line (run.queued) now.
+                    threading.Thread(target=self.workload.submit, args=("beta", 0, victim),
+                                     daemon=True).start()
+                    poked = time.time()
                 now = time.time()
                 f.seek(pos)
                 chunk = f.read()
@@ -603,26 +611,38 @@ class Checker:
         self.pb, self.pg, self.replicas, self.size, self.book = pb, pg, replicas, size, book
         self.counts: Dict[str, int] = {k: 0 for k in CHECKS}
         self.examples: Dict[str, List[str]] = collections.defaultdict(list)
-        self.by_fault: Dict[str, collections.Counter] = collections.defaultdict(
-            collections.Counter)
+        self.by_fault: Dict[int, collections.Counter] = collections.defaultdict(
+            collections.Counter)  # by the fault's index in book.faults
         self.figures: Dict[str, object] = {}
         self.stranded: set = set()
+        self.first_error: Dict[str, float] = {}  # run id: its first error in a replica's log
 
     def note_stranded(self) -> None:
         """The runs not final once the cluster should be quiet, before the drain (which would
-        settle them: a drain fails or cancels what its replica still holds)."""
+        settle them: a drain fails or cancels what its replica still holds). Each is put at
+        the first error a replica logged about it (a refused or failed write), else at the
+        last event its follower saw."""
+        first_error = self.first_error
+        for r in self.replicas:
+            for line in r.log_lines():
+                run_id = line.get("run")
+                if line.get("level") == "error" and run_id:
+                    t = fake_time(json.dumps(line).encode())
+                    if t is not None and t < first_error.get(run_id, float("inf")):
+                        first_error[run_id] = t
         for run_id, status, replica in self.pg.query(
                 "SELECT id, status, replica FROM runs WHERE status IN (1, 2)"):
             self.stranded.add(run_id)
+            when = self._run_when(run_id)
             self.anomaly("run_not_final", f"run {run_id} {self.pb.RunStatus.Name(int(status))} "
-                         f"on {replica} (before the drain)", self._run_when(run_id))
+                         f"on {replica} (before the drain)", when)
 
     def anomaly(self, check: str, what: str, when: Optional[Tuple[float, float]] = None) -> None:
         self.counts[check] += 1
         if len(self.examples[check]) < 5:
             self.examples[check].append(what)
         for f in self._faults_during(when):
-            self.by_fault[f"{f.kind} {f.victim}"][check] += 1
+            self.by_fault[self.book.faults.index(f)][check] += 1
 
     def _faults_during(self, when: Optional[Tuple[float, float]]) -> List[Fault]:
         """The faults whose window (to a lease after its end) overlaps [when]; none: the last
@@ -661,7 +681,7 @@ class Checker:
         sandboxes = self._sandboxes_started()
         for run_id, r in runs.items():
             seen = self.book.runs.get(run_id)
-            when = seen.window() if seen else None
+            when = self._run_when(run_id)
             log_ = events.get(run_id, [])
             seqs = [s for s, _ in log_]
             if seqs != list(range(1, len(seqs) + 1)):
@@ -752,6 +772,8 @@ class Checker:
 
     def _run_when(self, run_id: str) -> Optional[Tuple[float, float]]:
         seen = self.book.runs.get(run_id)
+        if seen is not None and not seen.ended and run_id in self.first_error:
+            return self.first_error[run_id], self.first_error[run_id]
         return seen.window() if seen else None
 
     def check_resources(self) -> None:
@@ -776,6 +798,13 @@ class Checker:
         events = collections.Counter(line.get("event") for r in self.replicas
                                      for line in r.log_lines())
         self.figures["log lines of note"] = {e: events[e] for e in LOG_EVENTS_OF_NOTE}
+
+    def check_clock_steps(self) -> None:
+        for step, seen in self.book.skew_verified.items():
+            if "log ts" not in seen:
+                fault = next(f for f in self.book.faults if step.startswith(f.victim + " ")
+                             and f.kind.startswith("clock"))
+                self.anomaly("clock_step_not_seen", f"{step}: {seen}", (fault.start, fault.start))
 
     def check_takeovers(self) -> None:
         """From the monitor's samples of the lease table: each takeover (taken_over_by set, or
@@ -849,11 +878,10 @@ class Checker:
             for ex in self.examples.get(k, []):
                 print(f"      e.g. {ex}")
         print("\n== anomalies by the faults they overlapped ==")
-        for f in self.book.faults:
-            key = f"{f.kind} {f.victim}"
-            c = self.by_fault.get(key)
+        for i, f in enumerate(self.book.faults):
+            c = self.by_fault.get(i)
             desc = ", ".join(f"{k} {n}" for k, n in sorted(c.items())) if c else "none"
-            print(f"  {key:40s} {f.note:10s} {desc}")
+            print(f"  {i + 1:2d}. {f.kind + ' ' + f.victim:40s} {f.note:10s} {desc}")
         print("\n== figures ==")
         for k, v in self.figures.items():
             print(f"  {k}: {v}")
@@ -953,6 +981,7 @@ def main() -> int:
         checker.check_quotas()
         checker.check_resources()
         checker.check_takeovers()
+        checker.check_clock_steps()
         checker.figures["wall time, s"] = round(time.monotonic() - started)
         status = checker.report()
     finally:
