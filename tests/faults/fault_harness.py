@@ -8,7 +8,8 @@ store afterwards.
   - Replicas: the build's sandgated, `local` provider, `reference` agent, loopback TCP, tenants
     `alpha` (concurrent_runs 2) and `beta` (concurrent_runs 4, live_sessions 4). Each runs under
     libfaketime (Debian's `faketime`) reading its offset from a file of its own, so the nemesis
-    can step one replica's wall clock as an NTP step would (CLOCK_MONOTONIC is left alone).
+    can step one replica's wall clock as an NTP step would (CLOCK_MONOTONIC is left alone), and
+    futex_shim.c, which keeps abseil's absolute waits on the kernel's clock.
   - Workload (the Python client, clients/python): runs, a share of them with a setup
     `sleep N` long enough for a fault to catch them RUNNING or QUEUED, each followed to its
     end from a random replica; kept sessions with commands, closed at the end.
@@ -50,6 +51,7 @@ SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")
 SAMPLE_CSV = os.path.join(SOURCE_DIR, "examples", "northstar_cloud_financial_statements.csv")
 POSTGRES_SH = os.path.join(SOURCE_DIR, "deploy", "postgres.sh")
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+FUTEX_SHIM_C = os.path.join(os.path.dirname(os.path.abspath(__file__)), "futex_shim.c")
 
 TOKENS = {"alpha": "faults-alpha-token", "beta": "faults-beta-token"}
 # Replica i's sandboxes run as UID_BASE + 100 i and the UID_COUNT after it: a range no other
@@ -152,10 +154,12 @@ def free_port() -> int:
 
 
 class Replica:
-    def __init__(self, index: int, directory: str, sandgated: str, dsn: str, size: Size) -> None:
+    def __init__(self, index: int, directory: str, sandgated: str, dsn: str, size: Size,
+                 preload: str) -> None:
         self.index = index
         self.id = f"replica-{chr(ord('a') + index)}"
         self.sandgated = sandgated
+        self.preload = preload
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         base = os.path.join(directory, self.id)
@@ -192,7 +196,7 @@ class Replica:
         os.replace(self.clock_file + ".tmp", self.clock_file)
 
     def start(self, timeout: float) -> None:
-        env = dict(os.environ, LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=self.clock_file,
+        env = dict(os.environ, LD_PRELOAD=self.preload, FAKETIME_TIMESTAMP_FILE=self.clock_file,
                    FAKETIME_CACHE_DURATION="1", DONT_FAKE_MONOTONIC="1")
         open(self.out_path, "w").close()
         with open(self.log_path, "ab") as err, open(self.out_path, "ab") as out:
@@ -947,7 +951,13 @@ def main() -> int:
     log(f"fault harness ({args.size}): {size}; directory {directory}")
     started = time.monotonic()
     pg = Postgres(os.path.join(directory, "pg"))
-    replicas = [Replica(i, directory, sandgated, pg.dsn, size) for i in range(size.replicas)]
+    # libfaketime shifts the clock the daemon reads; the shim keeps abseil's absolute futex
+    # waits on the kernel's clock (futex_shim.c says why).
+    shim = os.path.join(directory, "futex_shim.so")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", shim, FUTEX_SHIM_C, "-ldl"],
+                   check=True)
+    replicas = [Replica(i, directory, sandgated, pg.dsn, size, f"{shim} {FAKETIME_LIB}")
+                for i in range(size.replicas)]
     book = Book()
     stop_monitor = threading.Event()
     status = 1
