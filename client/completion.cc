@@ -206,7 +206,7 @@ std::string ManPage(const ArgsGrammar& grammar, const std::string& usage,
   absl::StrAppend(
       &out, ".SH SHELL COMPLETION\n",
       RoffBlock("source <(sandgate completion bash)    # or zsh; see sandgate completion --help"),
-      ".SH SEE ALSO\n\\fBsandgated\\fR(8), README.md of the sandgate project\n");
+      ".SH SEE ALSO\n\\fBsandgated\\fR(8), /usr/share/doc/sandgate/README.md\n");
   return out;
 }
 

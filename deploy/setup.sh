@@ -30,12 +30,15 @@ packages=(
 )
 # Only to test: GoogleTest, a PostgreSQL server the replica tests start, the Python client's
 # runtime and pytest, clang (thread-safety analysis, the fuzz target), the style checks, the
-# man page and completion checks, Chromium for the dashboard's browser tests, libfaketime for
-# the fault harness's clock steps (tests/faults/).
+# man page and completion checks, Chromium for the dashboard's browser tests; CPack's
+# dependency list (dpkg-dev), a clean Debian root (mmdebstrap) and systemd-analyze for the
+# package's install test (tests/package/); libfaketime for the fault harness's clock steps
+# (tests/faults/).
 test_packages=(
   libgtest-dev libgmock-dev postgresql curl faketime
   python3-grpcio python3-protobuf python3-pytest
   clang clang-format groff-base man-db zsh chromium
+  dpkg-dev mmdebstrap systemd
 )
 [ "$tests" -eq 1 ] && packages+=("${test_packages[@]}")
 

@@ -459,6 +459,11 @@ absl::Status Daemon::Start() {
     p.metrics->AddGauge("sandgate_sandboxes_in_use",
                         "Sandboxes alive (runs' own and kept sessions).",
                         [budget] { return budget->used(); });
+    core::ReplicaMember* member = p.replica.get();
+    p.metrics->AddGauge("sandgate_replica_clock_skew_seconds",
+                        "How far this replica's clock was ahead of the store's at its last look "
+                        "(negative: behind). Leases use the store's clock; past 1 s, say so.",
+                        [member] { return absl::ToDoubleSeconds(member->clock_skew()); });
   }
   SANDGATE_RETURN_IF_ERROR(StartHttp(p));
   log::Info("daemon.serving", {{"address", p.server->address()},

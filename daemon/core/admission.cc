@@ -64,7 +64,7 @@ absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
     if (!claimed.ok() || !*claimed) return claimed;
     absl::MutexLock lock(&mu_);
     ++running_;
-    claimed_here_.insert(ticket.run_id);
+    claimed_here_.emplace(ticket.run_id, shared_.replica);
     return true;
   }
   absl::MutexLock lock(&mu_);
@@ -166,10 +166,16 @@ std::vector<AdmissionQueue::Ticket> AdmissionQueue::AdmitShared() {
     const store::QueuedRun& run = **claimed;
     absl::MutexLock lock(&mu_);
     ++running_;
-    claimed_here_.insert(run.run_id);
+    claimed_here_.emplace(run.run_id, run.enqueued_by);
     admitted.push_back({run.run_id, run.tenant, run.tenant_limit, run.needs_sandbox});
   }
   return admitted;
+}
+
+std::string AdmissionQueue::QueuedBy(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = claimed_here_.find(run_id);
+  return it == claimed_here_.end() ? "" : it->second;
 }
 
 bool AdmissionQueue::ClaimedHere(const std::string& run_id) {
@@ -207,12 +213,20 @@ std::vector<AdmissionQueue::Ticket> AdmissionQueue::Admit() {
 
 void AdmissionQueue::Done(const Ticket& ticket) {
   if (shared()) {
-    // A slot the store could not free now is freed when this replica restarts or is taken
-    // over (ReleaseReplica).
-    absl::Status released = shared_.store->Release(ticket.run_id);
-    if (!released.ok()) {
+    // A store error (a restart of the database, a blip) must not leave the slot taken while
+    // this replica goes on: tried again until it lands. Once this replica may take no work
+    // (its lease ended unrenewed), its takeover frees the slot (ReleaseReplica), or its own
+    // restart does.
+    for (absl::Duration wait = kReleaseRetryFirst;; wait = std::min(2 * wait, kReleaseRetryMost)) {
+      absl::Status released = shared_.store->Release(ticket.run_id);
+      if (released.ok()) break;
+      const bool retry = MayClaim();
       log::Error("admission.release_failed",
-                 {{"run", ticket.run_id}, {"error", released.ToString()}});
+                 {{"run", ticket.run_id},
+                  {"error", released.ToString()},
+                  {"retry_in_ms", retry ? absl::ToInt64Milliseconds(wait) : 0}});
+      if (!retry) break;
+      shared_.clock->SleepFor(wait);
     }
     {
       absl::MutexLock lock(&mu_);

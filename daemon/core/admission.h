@@ -64,6 +64,11 @@ class SandboxBudget {
   std::function<void()> on_release_ ABSL_GUARDED_BY(mu_);
 };
 
+// A store write that settles a run (its finish, its quota slot) is tried again after this,
+// doubling up to the most.
+inline constexpr absl::Duration kReleaseRetryFirst = absl::Milliseconds(100);
+inline constexpr absl::Duration kReleaseRetryMost = absl::Seconds(2);
+
 class AdmissionQueue {
  public:
   struct Ticket {
@@ -111,7 +116,10 @@ class AdmissionQueue {
   bool Remove(const std::string& run_id);
   // Admits every run the limits allow now, in fair order.
   std::vector<Ticket> Admit();
-  // An admitted run has ended; its room (and sandbox, if it took one) is free again.
+  // An admitted run has ended; its room (and sandbox, if it took one) is free again. Shared:
+  // its tenant's slot in the store goes back exactly once (Release deletes the claimed row,
+  // so a second try frees nothing); a store error is retried, kReleaseRetryFirst doubling up
+  // to kReleaseRetryMost, while MayClaim, and past that the takeover's ReleaseReplica frees it.
   void Done(const Ticket& ticket);
   // Waiting runs in the order they would be admitted if room appeared one run at a time
   // (shared: every replica's).
@@ -127,9 +135,14 @@ class AdmissionQueue {
   // it may not take work (its lease lost or fenced: core/replica.h CanTakeWork). Set once the
   // replica exists; until then every claim is allowed. Called without this queue's locks.
   void SetClaimGate(std::function<absl::Status()> gate);
+  // Whether the gate lets this replica take work now (always, without one): while it does, a
+  // store write that settles a run of this replica is retried until it lands; once it does
+  // not, the replica's takeover settles them instead.
+  bool MayClaim();
+  // Shared: the replica that queued `run_id`, which this one claimed ("" when it has not).
+  std::string QueuedBy(const std::string& run_id);
 
  private:
-  bool MayClaim();
   bool CanAdmit(const std::string& tenant, uint32_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Ticket> AdmitShared();
 
@@ -147,7 +160,8 @@ class AdmissionQueue {
   // Held across a claim and the note of what it claimed, so ClaimedHere never answers
   // between the two.
   absl::Mutex claim_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::set<std::string> claimed_here_ ABSL_GUARDED_BY(mu_);
+  // The runs claimed here, each with the replica that queued it.
+  std::map<std::string, std::string> claimed_here_ ABSL_GUARDED_BY(mu_);
   std::function<absl::Status()> claim_gate_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
 
 namespace sandgate::core {
 namespace {
@@ -52,7 +53,9 @@ absl::StatusOr<std::optional<Peer>> OwnerLookup::Owner(const std::string& what,
   if (lease == nullptr) {
     return errors::Unavailable(absl::StrCat(owned, ", which holds no lease"));
   }
-  if (lease->expires_at <= clock_->Now() || !lease->taken_over_by.empty()) {
+  // On the store's clock, as every lease decision (store/replica_store.h).
+  SANDGATE_ASSIGN_OR_RETURN(const absl::Time now, leases_->Now(clock_->Now()));
+  if (lease->expires_at <= now || !lease->taken_over_by.empty()) {
     std::string msg = absl::StrCat(owned, ", which stopped renewing its lease (it ended at ",
                                    absl::FormatTime(lease->expires_at), ")");
     if (!lease->taken_over_by.empty()) {

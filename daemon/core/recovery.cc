@@ -91,6 +91,21 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
     if (run.replica() != deps.replica && (adopting || !run.replica().empty())) continue;
     std::string why =
         adopting ? deps.lost_why : "interrupted: the daemon stopped before the run finished";
+    if (run.status() == v1::RUN_STATUS_QUEUED && adopting && deps.admission != nullptr) {
+      // Read after the lost replica's claims were released (ReleaseReplica): a row still
+      // claimed is a live claimer's, and an unclaimed one any replica may start. Either way
+      // the run is the queue's, and whoever claims it writes its record and events.
+      SANDGATE_ASSIGN_OR_RETURN(std::optional<store::QueuedRun> row,
+                                deps.admission->Find(run.id()));
+      if (row.has_value() &&
+          (row->claimed_by.empty() ? row->only_replica.empty() : row->claimed_by != deps.replica)) {
+        log::Info("run.left_queued", {{"run", run.id()},
+                                      {"tenant", run.tenant()},
+                                      {"lost", deps.replica},
+                                      {"claimed_by", row->claimed_by}});
+        continue;
+      }
+    }
     if (run.status() == v1::RUN_STATUS_QUEUED) {
       absl::StatusOr<v1::RunAnalysisRequest> request = deps.store->GetRunRequest(run.id());
       std::optional<Caller> caller = tenants.Find(run.tenant());

@@ -7,7 +7,8 @@
 //
 // RecoverRuns settles the runs the previous daemon left unfinished: a QUEUED one whose request
 // was kept is queued again (through `requeue`); every other one, and one that cannot be queued
-// again, ends FAILED with a terminal `run.finished` saying why.
+// again, ends FAILED with a terminal `run.finished` saying why. After a lost replica, a run it
+// left waiting in the shared queue stays there (RecoveryDeps::admission).
 //
 //   JournalSweeper sweeper({&store, &providers, &clock, metrics});
 //   SANDGATE_RETURN_IF_ERROR(sweeper.Sweep());
@@ -34,6 +35,7 @@
 #include "core/metrics.h"
 #include "core/tenants.h"
 #include "sandbox/sandbox.h"
+#include "store/admission_store.h"
 #include "store/store.h"
 
 namespace sandgate::core {
@@ -86,6 +88,10 @@ struct RecoveryDeps {
   std::string replica;
   std::string adopted_by;
   std::string lost_why;
+  // The queue the replicas share (null: none). A lost replica's waiting run that is in it,
+  // claimable by any replica or claimed by a live one, is the queue's: the takeover leaves it
+  // there (the claimer starts it, or has), never queues or fails it from its own read.
+  store::AdmissionStore* admission = nullptr;
 };
 
 // Queues again a run the previous daemon (or a lost replica) left QUEUED, from its kept

@@ -74,16 +74,18 @@ absl::Status ReplicaMember::Join() {
 }
 
 absl::Status ReplicaMember::JoinOnce(absl::Time now, const char* event) {
+  SANDGATE_ASSIGN_OR_RETURN(const absl::Time store_now, deps_.leases->Now(now));
   store::Lease lease;
   lease.replica_id = config_.id;
   lease.address = config_.advertise_address;
-  lease.expires_at = now + config_.lease_period;
-  SANDGATE_ASSIGN_OR_RETURN(int64_t epoch, deps_.leases->Join(lease, now));
+  lease.expires_at = store_now + config_.lease_period;
+  SANDGATE_ASSIGN_OR_RETURN(int64_t epoch, deps_.leases->Join(lease, store_now));
   // Every write of this replica's runs and sessions names the new epoch from now on: one
   // still in flight under an older epoch is refused (store/store.h FenceWrites).
   deps_.store->FenceWrites(config_.id, epoch);
   absl::MutexLock lock(&mu_);
-  lease_end_ = lease.expires_at;
+  // Counted here from before the store's clock was read: the row's end is no earlier.
+  lease_end_ = now + config_.lease_period;
   held_since_ = now;
   lost_.clear();
   taken_over_ = false;
@@ -143,6 +145,7 @@ void ReplicaMember::SweepOwnHost() {
 
 void ReplicaMember::Start() {
   thread_ = std::thread([this] { Loop(); });
+  cleaner_ = std::thread([this] { CleanLoop(); });
 }
 
 void ReplicaMember::Stop(absl::Time deadline) {
@@ -153,6 +156,7 @@ void ReplicaMember::Stop(absl::Time deadline) {
     for (auto& s : sweepers_) sweepers.push_back(s.get());
   }
   if (thread_.joinable()) thread_.join();
+  if (cleaner_.joinable()) cleaner_.join();
   for (JournalSweeper* s : sweepers) s->StopBy(deadline);
 }
 
@@ -209,14 +213,19 @@ void ReplicaMember::Loop() {
 }
 
 bool ReplicaMember::Renew(absl::Time now) {
-  const absl::Time until = now + config_.lease_period;
   int64_t epoch;
   {
     absl::MutexLock lock(&mu_);
     if (superseded_) return true;
     epoch = epoch_;
   }
-  absl::Status renewed = deps_.leases->Renew(config_.id, epoch, until);
+  // The row's new end is on the store's clock; this replica's own view of it is counted on
+  // its clock from `now`, before the store's was read, so it never outlasts the row's.
+  absl::StatusOr<absl::Time> store_now = deps_.leases->Now(now);
+  absl::Status renewed =
+      store_now.ok() ? deps_.leases->Renew(config_.id, epoch, *store_now + config_.lease_period)
+                     : store_now.status();
+  const absl::Time until = now + config_.lease_period;
   absl::MutexLock lock(&mu_);
   if (renewed.ok()) {
     if (now >= lease_end_) held_since_ = now;  // it had lapsed
@@ -254,53 +263,106 @@ bool ReplicaMember::Renew(absl::Time now) {
   return taken;
 }
 
+void ReplicaMember::NoteSkew(absl::Time now, absl::Time store_now) {
+  const absl::Duration skew = now - store_now;
+  absl::MutexLock lock(&mu_);
+  skew_ = skew;
+  const bool off = absl::AbsDuration(skew) > kClockSkewBound;
+  if (off == skewed_) return;
+  skewed_ = off;
+  // Said, never acted on: every lease decision is on the store's clock.
+  if (off) {
+    log::Warning("replica.clock_skew", {{"replica", config_.id},
+                                        {"ahead_of_store_seconds", absl::ToDoubleSeconds(skew)},
+                                        {"bound_seconds", absl::ToDoubleSeconds(kClockSkewBound)}});
+  } else {
+    log::Info("replica.clock_agrees",
+              {{"replica", config_.id}, {"ahead_of_store_seconds", absl::ToDoubleSeconds(skew)}});
+  }
+}
+
+absl::Duration ReplicaMember::clock_skew() const {
+  absl::MutexLock lock(&mu_);
+  return skew_;
+}
+
 absl::Time ReplicaMember::Watch(absl::Time now) {
-  absl::StatusOr<std::vector<store::Lease>> leases = deps_.leases->ListLeases();
+  absl::StatusOr<absl::Time> store_now = deps_.leases->Now(now);
+  absl::StatusOr<std::vector<store::Lease>> leases =
+      store_now.ok() ? deps_.leases->ListLeases() : store_now.status();
   if (!leases.ok()) {
     log::Error("replica.watch_failed",
                {{"replica", config_.id}, {"error", leases.status().ToString()}});
     return absl::InfiniteFuture();  // looked at again at the next renewal
   }
+  NoteSkew(now, *store_now);
   absl::Time next = absl::InfiniteFuture();
   for (const store::Lease& l : *leases) {
     if (l.replica_id == config_.id || l.cleaned) continue;
-    // When it may next be claimed: at its end, or when a claim on it runs out.
+    {
+      absl::MutexLock lock(&mu_);
+      if (cleaning_.count(l.replica_id) > 0) continue;  // this replica's cleanup is under way
+    }
+    // When it may next be claimed, by the store's clock: at its end, or when a claim on it
+    // runs out. Waited for on this replica's clock, which only counts the time until then.
     const absl::Time claimable =
         l.taken_over_by.empty() ? l.expires_at : std::max(l.expires_at, l.claim_until);
-    if (claimable > now) {
-      next = std::min(next, claimable);
+    if (claimable > *store_now) {
+      next = std::min(next, now + (claimable - *store_now));
       continue;
     }
     if (!MayClaim(now)) continue;
-    absl::StatusOr<bool> claimed =
-        deps_.leases->ClaimTakeover(l.replica_id, config_.id, now, now + config_.lease_period);
+    absl::StatusOr<bool> claimed = deps_.leases->ClaimTakeover(l.replica_id, config_.id, *store_now,
+                                                               *store_now + config_.lease_period);
     if (!claimed.ok() || !*claimed) continue;  // another replica did, or its lease came back
     log::Warning("replica.takeover", {{"replica", config_.id},
                                       {"lost", l.replica_id},
                                       {"lease_ended", absl::FormatTime(l.expires_at)}});
-    absl::Status cleaned = CleanUpAfter(l);
-    if (cleaned.ok()) cleaned = deps_.leases->FinishTakeover(l.replica_id, config_.id);
-    if (!cleaned.ok()) {
-      // The claim runs out and another replica (or this one) takes it up again.
-      log::Error("replica.takeover_failed",
-                 {{"replica", config_.id}, {"lost", l.replica_id}, {"error", cleaned.ToString()}});
-      next = std::min(next, now + config_.lease_period);
-      continue;
-    }
+    // The cleanup (store writes, upstream deletes) goes on the cleaner's thread: however long
+    // it takes, this one goes on renewing this replica's own lease.
     absl::MutexLock lock(&mu_);
-    ++takeovers_;
+    cleaning_.insert(l.replica_id);
+    to_clean_.push_back(l);
   }
   return next;
+}
+
+void ReplicaMember::CleanLoop() {
+  while (true) {
+    store::Lease dead;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !to_clean_.empty(); };
+      deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&ready), absl::InfiniteFuture());
+      // A claim left undone at a stop runs out, and another replica takes it up.
+      if (stop_) return;
+      dead = to_clean_.front();
+      to_clean_.pop_front();
+    }
+    absl::Status cleaned = CleanUpAfter(dead);
+    if (cleaned.ok()) cleaned = deps_.leases->FinishTakeover(dead.replica_id, config_.id);
+    absl::MutexLock lock(&mu_);
+    cleaning_.erase(dead.replica_id);
+    if (cleaned.ok()) {
+      ++takeovers_;
+      continue;
+    }
+    // The claim runs out and another replica (or this one) takes it up again.
+    log::Error("replica.takeover_failed",
+               {{"replica", config_.id}, {"lost", dead.replica_id}, {"error", cleaned.ToString()}});
+  }
 }
 
 absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
   const std::string why =
       absl::StrCat("replica ", dead.replica_id, " stopped renewing its lease, which ended at ",
                    absl::FormatTime(dead.expires_at));
-  const RecoveryDeps recovery{deps_.store,     deps_.events, deps_.clock,
-                              dead.replica_id, config_.id,   why};
+  const RecoveryDeps recovery{deps_.store, deps_.events, deps_.clock,    dead.replica_id,
+                              config_.id,  why,          deps_.admission};
   // Its claimed runs fail and its sessions end below: their quota slots are free first, so
-  // the runs it left waiting can be claimed at once.
+  // the runs it left waiting can be claimed at once. Those stay the queue's: RecoverRuns
+  // leaves a waiting run that is in it (claimed meanwhile or not) alone.
   if (deps_.admission != nullptr) {
     SANDGATE_RETURN_IF_ERROR(deps_.admission->ReleaseReplica(dead.replica_id));
   }
@@ -310,15 +372,42 @@ absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
   // is asked again in the background (JournalSweeper), or swept by the lost replica's return.
   std::set<std::string> remote;
   for (const auto& [name, provider] : deps_.remote_providers) remote.insert(name);
-  auto view = std::make_unique<ReplicaJournal>(
-      ReplicaJournal::Of(deps_.journal, dead.replica_id, std::move(remote)));
-  auto sweeper = std::make_unique<JournalSweeper>(
-      SweeperDeps{deps_.store, &deps_.remote_providers, deps_.clock, deps_.metrics, view.get()});
-  absl::Status swept = sweeper->Sweep();
-  absl::MutexLock lock(&mu_);
-  views_.push_back(std::move(view));
-  sweepers_.push_back(std::move(sweeper));
+  absl::Status swept = absl::OkStatus();
+  if (!remote.empty()) {  // an empty set would list every provider's entries
+    auto view = std::make_unique<ReplicaJournal>(
+        ReplicaJournal::Of(deps_.journal, dead.replica_id, std::move(remote)));
+    auto sweeper = std::make_unique<JournalSweeper>(
+        SweeperDeps{deps_.store, &deps_.remote_providers, deps_.clock, deps_.metrics, view.get()});
+    swept = sweeper->Sweep();
+    absl::MutexLock lock(&mu_);
+    views_.push_back(std::move(view));
+    sweepers_.push_back(std::move(sweeper));
+  }
+  ReportLeftOnItsHost(dead);
   return swept;
+}
+
+void ReplicaMember::ReportLeftOnItsHost(const store::Lease& dead) {
+  // What only the lost replica's host can delete (local sandboxes: processes, cgroups, the
+  // workspace) stays until it comes back and sweeps it; if it never does, an operator must.
+  absl::StatusOr<std::vector<JournalEntry>> left =
+      ReplicaJournal::Of(deps_.journal, dead.replica_id, {}).List();
+  if (!left.ok() || left->empty()) return;
+  std::vector<std::string> ids;  // the first 20 of `count`
+  int64_t count = 0;
+  for (const JournalEntry& e : *left) {
+    if (deps_.remote_providers.count(e.provider) > 0) continue;  // swept above, or later
+    if (++count <= 20) ids.push_back(e.id);
+  }
+  if (count == 0) return;
+  log::Error("replica.resources_left",
+             {{"replica", config_.id},
+              {"lost", dead.replica_id},
+              {"count", count},
+              {"resources", ids},
+              {"action", absl::StrCat("replica ", dead.replica_id,
+                                      " deletes these when it starts again; if it never will, "
+                                      "remove its sandboxes on its host (docs/replicas.md)")}});
 }
 
 absl::Status ReplicaMember::ExpireSessions(const store::Lease& dead, const std::string& why) {

@@ -3,17 +3,26 @@
 // Each replica has a stable id (config replica.id, else DefaultReplicaId) and a lease row
 // (store/replica_store.h) it renews every renew_interval on the injected clock; a renewal
 // the store did not answer is tried again soon (kRenewRetryFirst, doubling up to
-// kRenewRetryMost), so a store that blinks for less than the lease ends no lease. A replica
-// that cannot renew before its lease ends stops taking new work (CanTakeWork) and logs
-// `replica.lease_lost`. Every replica also watches the others' leases: at the moment one
-// ends, the first replica to claim it (a guarded UPDATE: exactly one) cleans up after it:
+// kRenewRetryMost), so a store that blinks for less than the lease ends no lease. Lease
+// times are on the store's clock (ReplicaStore::Now: PostgreSQL's), so a replica whose own
+// clock is wrong neither hides its death nor takes live replicas over; its own clock only
+// counts durations, and how far it is off is said (replica.clock_skew, clock_skew()). A
+// replica that cannot renew before its lease ends stops taking new work (CanTakeWork) and
+// logs `replica.lease_lost`. Every replica also watches the others' leases: at the moment one
+// ends by the store's clock, the first replica to claim it (a guarded UPDATE: exactly one)
+// cleans up after it, on a thread of its own (a slow upstream delete never holds back its
+// renewals):
+//  - the quota slots of its claimed runs and kept sessions are freed;
 //  - its RUNNING runs end FAILED, saying which replica stopped renewing and when its lease
 //    ended; its kept sessions end EXPIRED the same way;
-//  - its QUEUED runs (their requests are kept) become this replica's and are queued here;
+//  - its QUEUED runs still in the shared queue stay there, for whichever replica claims them
+//    (or has); one no longer in it (its claim was freed) is queued again here from its kept
+//    request;
 //  - every journal entry of its remote providers (OpenAI containers and files) is swept
 //    through this replica's provider. Local sandboxes cannot be reached from another host:
-//    their entries stay, and the lost replica sweeps them when it comes back (its start-up
-//    sweep lists only its own entries, ReplicaJournal).
+//    their entries stay, are reported (`replica.resources_left`), and the lost replica
+//    sweeps them when it comes back (its start-up sweep lists only its own entries,
+//    ReplicaJournal).
 // Each Join makes the lease's epoch one more, and the store's writes are fenced by it
 // (Store::FenceWrites): once a replica has been taken over, every write it still makes to
 // its runs, sessions and events is refused. A replica that finds itself taken over (its
@@ -34,6 +43,7 @@
 #define SANDGATE_CORE_REPLICA_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -113,6 +123,9 @@ struct ReplicaDeps {
 // A renewal the store did not answer is tried again after this, doubling up to the most.
 inline constexpr absl::Duration kRenewRetryFirst = absl::Milliseconds(200);
 inline constexpr absl::Duration kRenewRetryMost = absl::Seconds(2);
+// A replica whose clock and the store's differ by more than this says so (replica.clock_skew,
+// the metric sandgate_replica_clock_skew_seconds); it acts on the store's clock alone.
+inline constexpr absl::Duration kClockSkewBound = absl::Seconds(1);
 
 class ReplicaMember {
  public:
@@ -137,6 +150,9 @@ class ReplicaMember {
   int takeovers() const;
   // The epoch of the lease as last joined (0 before Join).
   int64_t epoch() const;
+  // How far this replica's clock was ahead of the store's at its last look (negative:
+  // behind), the round trip included.
+  absl::Duration clock_skew() const;
 
  private:
   void Loop();
@@ -148,13 +164,19 @@ class ReplicaMember {
   void SweepOwnHost();
   // Renews the lease; notes its loss. False when the store did not answer (try again soon).
   bool Renew(absl::Time now);
-  // Claims whatever lease has ended; returns when the next one may end (InfiniteFuture: none).
+  // Claims whatever lease has ended, by the store's clock, and hands its cleanup to the
+  // cleaner thread; returns when the next one may end (InfiniteFuture: none).
   absl::Time Watch(absl::Time now);
+  void NoteSkew(absl::Time now, absl::Time store_now);
+  // The cleaner thread: the cleanups Watch claimed, one at a time, off the heartbeat thread.
+  void CleanLoop();
   // Whether this replica may claim another's lease now.
   bool MayClaim(absl::Time now) const;
   // The cleanup after `dead`, once claimed.
   absl::Status CleanUpAfter(const store::Lease& dead);
   absl::Status ExpireSessions(const store::Lease& dead, const std::string& why);
+  // Logs what of `dead`'s only its own host can delete (replica.resources_left).
+  void ReportLeftOnItsHost(const store::Lease& dead);
 
   const ReplicaDeps deps_;
   const ReplicaConfig config_;
@@ -172,10 +194,17 @@ class ReplicaMember {
   // Another process joined under this id since (a renewal said so): this one ends its work
   // and never renews or joins again, which would fence the live one out.
   bool superseded_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration skew_ ABSL_GUARDED_BY(mu_);
+  bool skewed_ ABSL_GUARDED_BY(mu_) = false;  // |skew_| past kClockSkewBound, as last said
+  // Claimed leases waiting for the cleaner, and those it has not finished (not claimed again
+  // by this replica meanwhile).
+  std::deque<store::Lease> to_clean_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> cleaning_ ABSL_GUARDED_BY(mu_);
   // The journal views and sweepers of cleanups whose deferred sweeps go on in the background.
   std::vector<std::unique_ptr<ReplicaJournal>> views_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<JournalSweeper>> sweepers_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
+  std::thread cleaner_;
 };
 
 }  // namespace sandgate::core

@@ -131,8 +131,10 @@ void RunManager::Adopt(const AdmissionQueue::Ticket& t) {
     admission_.Done(t);
     return;
   }
-  const std::string from = run->replica();
-  run->set_replica(me);  // a cleanup after this replica finds it from now on
+  // The claim made the record this replica's (AdmissionStore::Claim); it says who queued it.
+  const std::string queued_by = admission_.QueuedBy(t.run_id);
+  const std::string from = queued_by.empty() ? run->replica() : queued_by;
+  run->set_replica(me);
   absl::StatusOr<v1::RunAnalysisRequest> request = deps_.store->GetRunRequest(t.run_id);
   std::optional<Caller> caller = deps_.tenants ? deps_.tenants->Find(run->tenant()) : std::nullopt;
   absl::StatusOr<std::shared_ptr<ActiveRun>> ar =

@@ -44,10 +44,26 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   // and then calls GetRun reads the final status, and a process killed between the two
   // writes cannot leave a finished run whose log never ends (which recovery, settling only
   // unfinished records, would never end either). On a store error neither is written: the
-  // record stays unfinished, for recovery or takeover to settle.
-  events.Finish(
-      events::RunFinished(status, reason, std::move(failed_checks), summary ? &*summary : nullptr),
-      ar->Snapshot());
+  // record stays unfinished. Nobody else settles it while this replica goes on (a takeover
+  // needs its lease to end, a recovery its restart), so a store error is tried again until the
+  // write lands: unless it was refused by fencing (another replica settled the run), this
+  // replica may take no more work (its takeover settles the run), or the daemon is stopping
+  // (its next start does).
+  const v1::Event terminal =
+      events::RunFinished(status, reason, std::move(failed_checks), summary ? &*summary : nullptr);
+  for (absl::Duration wait = kReleaseRetryFirst;; wait = std::min(2 * wait, kReleaseRetryMost)) {
+    absl::Status stored = events.Finish(terminal, ar->Snapshot());
+    if (stored.ok() || store::IsFencedWrite(stored) || !admission_.MayClaim()) break;
+    log::Warning(
+        "run.finish_retrying",
+        {{"run", run_id}, {"tenant", tenant}, {"retry_in_ms", absl::ToInt64Milliseconds(wait)}});
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return draining_; };
+    if (deps_.clock->AwaitWithDeadline(mu_, absl::Condition(&stopping),
+                                       deps_.clock->Now() + wait)) {
+      break;
+    }
+  }
   log::Info("run.finished", {{"run", run_id},
                              {"tenant", tenant},
                              {"status", v1::RunStatusLabel(status)},

@@ -177,28 +177,13 @@ absl::StatusOr<v1::Run> RunManager::Cancel(const Caller& caller, const std::stri
       Finish(ar, events, v1::RUN_STATUS_CANCELLED, why);
     } else if (MovedAway(*ar)) {
       // Another replica claimed it as it waited here: the cancel is the claimer's to act on.
-      // This replica lets go, and answers once the claimer has made the run's record its
-      // own, so the edge sends the cancel on to it (server/service.cc, CancelRun).
+      // This replica lets go; the claim made the run's record the claimer's in its own
+      // transaction, so the record answered names it and the edge sends the cancel on to it
+      // (server/service.cc, CancelRun).
       LetGo(*ar);
-      return AwaitClaimer(caller, run_id);
     }
   }
   return Get(caller, run_id);
-}
-
-absl::StatusOr<v1::Run> RunManager::AwaitClaimer(const Caller& caller, const std::string& run_id) {
-  // The claimer names itself in the record a few store round trips after its claim (Adopt).
-  // Past the bound (it died in between), the record is answered as it is: a takeover queues
-  // the run again, where a cancel reaches it.
-  const absl::Time give_up = deps_.clock->Now() + absl::Seconds(5);
-  for (;;) {
-    SANDGATE_ASSIGN_OR_RETURN(v1::Run run, Get(caller, run_id));
-    if (Finished(run.status()) || run.replica() != deps_.config->replica.id ||
-        deps_.clock->Now() >= give_up) {
-      return run;
-    }
-    deps_.clock->SleepFor(absl::Milliseconds(10));
-  }
 }
 
 absl::StatusOr<std::string> RunManager::ReadArtifact(const v1::Run& run, const std::string& name,

@@ -143,9 +143,6 @@ class RunManager {
   bool MovedAway(ActiveRun& run);
   // Forgets here a run another replica claimed: it starts it and writes its events now.
   void LetGo(ActiveRun& run);
-  // Cancel of a run another replica claimed: the run once its record names another replica
-  // (or is finished), at most a few seconds on.
-  absl::StatusOr<v1::Run> AwaitClaimer(const Caller& caller, const std::string& run_id);
   // Starts here a run another replica queued, which this one claimed.
   void Adopt(const AdmissionQueue::Ticket& ticket);
   // Starts an admitted run of this replica on the run executor.

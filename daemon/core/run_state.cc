@@ -19,10 +19,12 @@ void RunEvents::Emit(v1::Event event) {
   Check(log_->Append(std::move(event)).status());
 }
 
-void RunEvents::Finish(v1::Event terminal, v1::Run record) {
+absl::Status RunEvents::Finish(v1::Event terminal, v1::Run record) {
   terminal.set_run_id(run_id_);
   terminal.set_session_id(session_id_);
-  Check(log_->Finish(std::move(terminal), std::move(record)).status());
+  absl::Status stored = log_->Finish(std::move(terminal), std::move(record)).status();
+  Check(stored);
+  return stored;
 }
 
 void RunEvents::Check(const absl::Status& appended) {

@@ -108,8 +108,8 @@ class RunEvents : public agent::EventSink {
   const std::string& tenant() const { return tenant_; }
   void Emit(v1::Event event) override;
   // Emits the run's terminal event with its final record, both stored in one transaction
-  // (EventLog::Finish); a failure is handled as Emit's.
-  void Finish(v1::Event terminal, v1::Run record);
+  // (EventLog::Finish); a failure is handled as Emit's, and returned (neither was stored).
+  absl::Status Finish(v1::Event terminal, v1::Run record);
   uint32_t NextCommandId() override { return ++run_->next_command_id; }
   void Notice(v1::Notice::Severity severity, std::string message);
 

@@ -133,7 +133,8 @@ grpc::Status Forwarder::Explain(const Route& route, const grpc::Status& status) 
                    ", which owns what this call acts on, cannot be reached (",
                    status.error_message(), "); if it has stopped, its lease ends at ",
                    absl::FormatTime(route.peer.lease_ends),
-                   " and another replica then fails its runs and ends its sessions"));
+                   " (later, if it renewed after this call began) and another replica then "
+                   "fails its runs and ends its sessions"));
 }
 
 void UploadRelay::Begin(grpc::GenericStub* stub, const grpc::ByteBuffer* first) {

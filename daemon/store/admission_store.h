@@ -118,7 +118,10 @@ class AdmissionStore {
                                        RoomHere room) = 0;
   // Claims for `replica` the next waiting run in fair order that its tenant's quota admits
   // and `replica` may start: one needing a sandbox only when `sandbox_room`. nullopt when
-  // there is none.
+  // there is none. The run's record (Run.replica, where the store's records share this
+  // database) becomes the claimer's in the same transaction, so no read of the record ever
+  // finds a claimed run still owned by its queuer (a cancel forwarded to it, a takeover of a
+  // claimer that died before it started the run). The same holds for a claim in Enqueue.
   virtual absl::StatusOr<std::optional<QueuedRun>> Claim(const std::string& replica,
                                                          bool sandbox_room) = 0;
   // Takes a waiting run out (cancelled before it started); false if it is not waiting
@@ -141,6 +144,8 @@ class AdmissionStore {
   // go (it writes no more events).
   virtual absl::Status ReleaseReplica(const std::string& replica) = 0;
   virtual absl::StatusOr<WaitingRuns> Waiting() = 0;
+  // The run's row, waiting or claimed (claimed_by); nullopt when it is not in the queue.
+  virtual absl::StatusOr<std::optional<QueuedRun>> Find(const std::string& run_id) = 0;
   // How many runs wait in the gateway.
   virtual absl::StatusOr<uint64_t> WaitingCount() = 0;
 

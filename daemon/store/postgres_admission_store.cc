@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "sandgate/v1/sandgate.pb.h"
 #include "store/postgres_notifier.h"
 #include "store/postgres_schema.h"
 
@@ -77,12 +78,33 @@ absl::Status LockTenant(PgConnection& conn, const char* what, const std::string&
   return conn.Run(what, kLockTenant, PgParams().Text(tenant));
 }
 
+// Makes the run's record (Run.replica and the owner column) `replica`'s, in the caller's
+// transaction, while it is still QUEUED: see AdmissionStore::Claim.
+absl::Status OwnRecord(PgConnection& conn, const char* what, const std::string& run_id,
+                       const std::string& replica) {
+  SANDGATE_ASSIGN_OR_RETURN(PgResult record,
+                            conn.Exec(what,
+                                      "SELECT proto FROM runs WHERE id = $1 AND status = 1 "
+                                      "FOR UPDATE",
+                                      PgParams().Text(run_id)));
+  if (record.rows() == 0) return absl::OkStatus();  // ended meanwhile: the claimer lets it go
+  v1::Run run;
+  const absl::string_view bytes = record.Bytes(0, 0);
+  if (!run.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return errors::Internal(absl::StrCat("postgres ", what, ": run ", run_id, " is corrupt"));
+  }
+  run.set_replica(replica);
+  return conn.Run(what, "UPDATE runs SET proto = $2, replica = $3 WHERE id = $1",
+                  PgParams().Text(run_id).Bytes(run.SerializeAsString()).Text(replica));
+}
+
 // Claims for `replica`, in the caller's transaction, the next waiting run in fair order that
 // its tenant's quota admits and `replica` may start; when `only` is given, only if that next
-// run is `only` (else nothing is claimed). nullopt when nothing was claimed.
+// run is `only` (else nothing is claimed). nullopt when nothing was claimed. With `records`,
+// the run's record becomes the claimer's in the same transaction.
 absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const char* what,
                                                    const std::string& replica, bool sandbox_room,
-                                                   const std::string* only) {
+                                                   const std::string* only, bool records) {
   const PgParams params = PgParams().Int(sandbox_room).Text(replica);
   // The next tenant after the one claimed last (by name, wrapping around) that is under its
   // quota and has a run this replica may start; a tenant another claimer holds is skipped.
@@ -125,6 +147,7 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const cha
                                     "last_claimed = nextval('admission_claim_order') "
                                     "WHERE tenant = $1",
                                     PgParams().Text(name)));
+  if (records) SANDGATE_RETURN_IF_ERROR(OwnRecord(conn, what, claimed.run_id, replica));
   if (claimed.enqueued_by != replica) {
     SANDGATE_RETURN_IF_ERROR(PgNotify(conn, kQueueChannel, ClaimedFrom(claimed.enqueued_by)));
   }
@@ -136,7 +159,13 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const cha
 absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::Create(
     PostgresDatabase* db) {
   SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, kComponent, kSteps));
-  return std::unique_ptr<PostgresAdmissionStore>(new PostgresAdmissionStore(db));
+  std::unique_ptr<PostgresAdmissionStore> store(new PostgresAdmissionStore(db));
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db->Acquire("look for the run records"));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec("look for the run records", "SELECT (to_regclass('runs') IS NOT NULL)::int"));
+  store->records_ = r.Int(0, 0) == 1;
+  return store;
 }
 
 absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
@@ -182,8 +211,9 @@ absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint3
     const bool notify = run.pinned_by.empty();
     if (!room.run_slot) return notify ? PgNotify(*conn, kQueueChannel, "") : absl::OkStatus();
     // The row is not committed yet, so no other replica sees it before this claim is made.
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<QueuedRun> here,
-                              ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id));
+    SANDGATE_ASSIGN_OR_RETURN(
+        std::optional<QueuedRun> here,
+        ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id, records_));
     claimed = here.has_value();
     // A run that waits: a replica with room elsewhere claims it now, not at its next poll.
     return claimed || !notify ? absl::OkStatus() : PgNotify(*conn, kQueueChannel, "");
@@ -197,7 +227,8 @@ absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Claim(const std
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
   std::optional<QueuedRun> claimed;
   SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
-    SANDGATE_ASSIGN_OR_RETURN(claimed, ClaimNext(*conn, kWhat, replica, sandbox_room, nullptr));
+    SANDGATE_ASSIGN_OR_RETURN(claimed,
+                              ClaimNext(*conn, kWhat, replica, sandbox_room, nullptr, records_));
     return absl::OkStatus();
   }));
   return claimed;
@@ -310,6 +341,20 @@ absl::StatusOr<WaitingRuns> PostgresAdmissionStore::Waiting() {
     return absl::OkStatus();
   }));
   return out;
+}
+
+absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Find(const std::string& run_id) {
+  constexpr const char* kWhat = "find queued run";
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec(kWhat,
+                 "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
+                 "q.enqueued_by, q.enqueued_at, q.claimed_by, q.pinned_by FROM admission_queue q "
+                 "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.run_id = $1",
+                 PgParams().Text(run_id)));
+  if (r.rows() == 0) return std::nullopt;
+  return Queued(r, 0);
 }
 
 absl::StatusOr<uint64_t> PostgresAdmissionStore::WaitingCount() {

@@ -34,6 +34,7 @@ class PostgresAdmissionStore : public AdmissionStore {
   absl::Status Release(const std::string& run_id) override;
   absl::Status ReleaseReplica(const std::string& replica) override;
   absl::StatusOr<WaitingRuns> Waiting() override;
+  absl::StatusOr<std::optional<QueuedRun>> Find(const std::string& run_id) override;
   absl::StatusOr<uint64_t> WaitingCount() override;
   absl::StatusOr<std::optional<absl::Time>> CountStart(const std::string& tenant, uint32_t limit,
                                                        absl::Time now) override;
@@ -45,6 +46,9 @@ class PostgresAdmissionStore : public AdmissionStore {
   explicit PostgresAdmissionStore(PostgresDatabase* db) : db_(db) {}
 
   PostgresDatabase* const db_;
+  // Whether the run records (PostgresStore's table) are in this database, so a claim makes
+  // the run's record the claimer's in its transaction. Set at Create; a queue alone has none.
+  bool records_ = false;
 };
 
 }  // namespace sandgate::store

@@ -8,7 +8,7 @@
 namespace sandgate::store {
 namespace {
 
-// Times are unix nanoseconds from the callers' clock (see replica_store.h).
+// Times are unix nanoseconds on the database's clock (Now; see replica_store.h).
 constexpr const char* kSteps[] = {
     R"sql(
 CREATE TABLE replica_leases (
@@ -41,6 +41,15 @@ absl::StatusOr<int64_t> PostgresReplicaStore::Write(const char* what, const char
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(what));
   SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec(what, sql, params));
   return r.affected();
+}
+
+absl::StatusOr<absl::Time> PostgresReplicaStore::Now(absl::Time) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("read clock"));
+  // Microseconds are the clock's resolution; a bigint of them cannot round.
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn->Exec("read clock", "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"));
+  return absl::FromUnixMicros(r.Int(0, 0));
 }
 
 absl::StatusOr<int64_t> PostgresReplicaStore::Join(const Lease& lease, absl::Time now) {

@@ -27,6 +27,8 @@ class PostgresReplicaStore : public ReplicaStore {
   // `db` outlives the store.
   static absl::StatusOr<std::unique_ptr<PostgresReplicaStore>> Create(PostgresDatabase* db);
 
+  // PostgreSQL's clock_timestamp(): the one clock of every replica's lease decisions.
+  absl::StatusOr<absl::Time> Now(absl::Time local) override;
   absl::StatusOr<int64_t> Join(const Lease& lease, absl::Time now) override;
   absl::Status Renew(const std::string& replica_id, int64_t epoch, absl::Time expires_at) override;
   absl::StatusOr<std::vector<Lease>> ListLeases() override;

@@ -6,11 +6,14 @@
 // UPDATE, so two cannot both win) fails its running runs, queues its waiting runs again and
 // deletes its remote resources (core/replica.h), then marks the cleanup done.
 //
-// Every time here comes from the caller (the injected clock), never from the database, so
-// a test drives leases with a FakeClock; replicas on several hosts need clocks in step to
-// well under the lease period (NTP does that).
+// Every time here is on the store's clock (Now): PostgreSQL's, one for every replica of the
+// gateway whatever their hosts' clocks say; SQLite's daemons share one host, so there it is
+// the caller's injected clock, and a test drives leases with a FakeClock. The times passed in
+// are read from Now() and added to, never taken from a replica's own clock, so a replica whose
+// clock is wrong neither hides its death nor takes live replicas over (core/replica.h).
 //
-//   SANDGATE_RETURN_IF_ERROR(leases->Join({"host-a", "tcp:10.0.0.5:7443", now + period}));
+//   absl::Time now = *leases->Now(clock->Now());
+//   SANDGATE_RETURN_IF_ERROR(leases->Join({"host-a", "tcp:10.0.0.5:7443", now + period}, now));
 //   SANDGATE_RETURN_IF_ERROR(leases->Renew("host-a", epoch, now + period));  // every renewal
 //   if (*leases->ClaimTakeover("host-b", "host-a", now, now + period)) { clean up; Finish… }
 //
@@ -50,6 +53,10 @@ struct Lease {
 class ReplicaStore {
  public:
   virtual ~ReplicaStore() = default;
+
+  // The time on the clock every lease time is on: the database's where it has one of its own
+  // (PostgreSQL's clock_timestamp()), else `local`, the caller's (one host: SQLite).
+  virtual absl::StatusOr<absl::Time> Now(absl::Time local) { return local; }
 
   // Makes lease.replica_id's row (or makes it the replica's own again, after a restart or a
   // takeover), with lease.address and lease.expires_at; returns its new epoch (1 for a new

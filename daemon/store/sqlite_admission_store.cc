@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "sandgate/v1/sandgate.pb.h"
 #include "store/sqlite_file.h"
 
 namespace sandgate::store {
@@ -46,7 +47,11 @@ constexpr const char* kQueueColumns =
     "q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, q.enqueued_by, "
     "q.enqueued_at, q.claimed_by, q.pinned_by";
 
-using Value = std::variant<std::string, int64_t>;
+// A BLOB parameter (a record's serialized message), bound as one, not as text.
+struct Blob {
+  std::string bytes;
+};
+using Value = std::variant<std::string, int64_t, Blob>;
 
 // One prepared statement with its parameters bound (?1..), finalized on every path.
 class Sql {
@@ -57,6 +62,9 @@ class Sql {
     for (const Value& v : params) {
       if (const auto* t = std::get_if<std::string>(&v)) {
         sqlite3_bind_text(s_, i++, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
+      } else if (const auto* b = std::get_if<Blob>(&v)) {
+        sqlite3_bind_blob(s_, i++, b->bytes.data(), static_cast<int>(b->bytes.size()),
+                          SQLITE_TRANSIENT);
       } else {
         sqlite3_bind_int64(s_, i++, std::get<int64_t>(v));
       }
@@ -81,6 +89,11 @@ class Sql {
     return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
   }
   int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
+  std::string Bytes(int col) {
+    const void* p = sqlite3_column_blob(s_, col);
+    return p ? std::string(static_cast<const char*>(p), sqlite3_column_bytes(s_, col))
+             : std::string();
+  }
   QueuedRun Queued() {
     return {Text(0), Text(1), static_cast<uint32_t>(Int(2)), Int(3) != 0,
             Text(4), Text(5), absl::FromUnixNanos(Int(6)),   Text(7),
@@ -101,11 +114,30 @@ absl::StatusOr<uint64_t> CountWaiting(sqlite3* db) {
   return row ? static_cast<uint64_t>(s.Int(0)) : 0;
 }
 
+// Makes the run's record (Run.replica and the owner column) `replica`'s, in the caller's
+// transaction, while it is still QUEUED: see AdmissionStore::Claim.
+absl::Status OwnRecord(sqlite3* db, const std::string& run_id, const std::string& replica) {
+  Sql record(db, "SELECT proto FROM runs WHERE id = ?1 AND status = 1", {run_id});
+  SANDGATE_ASSIGN_OR_RETURN(bool found, record.Row("claim run record"));
+  if (!found) return absl::OkStatus();  // ended meanwhile: the claimer lets it go (Adopt)
+  v1::Run run;
+  if (!run.ParseFromString(record.Bytes(0))) {
+    return errors::Internal(absl::StrCat("sqlite: claim run record: run ", run_id, " is corrupt"));
+  }
+  run.set_replica(replica);
+  return Sql(db, "UPDATE runs SET proto = ?2, replica = ?3 WHERE id = ?1",
+             {run_id, Blob{run.SerializeAsString()}, replica})
+      .Run("claim run record")
+      .status();
+}
+
 // Claims for `replica`, in the caller's transaction, the next waiting run in fair order that
 // its tenant's quota admits and `replica` may start; when `only` is given, only if that next
-// run is `only` (else nothing is claimed). nullopt when nothing was claimed.
+// run is `only` (else nothing is claimed). nullopt when nothing was claimed. With `records`,
+// the run's record becomes the claimer's in the same transaction.
 absl::StatusOr<std::optional<QueuedRun>> ClaimNext(sqlite3* db, const std::string& replica,
-                                                   bool sandbox_room, const std::string* only) {
+                                                   bool sandbox_room, const std::string* only,
+                                                   bool records) {
   // The next tenant after the one claimed last (by name, wrapping around) with a run this
   // replica may start, under its quota; that tenant's oldest such run.
   Sql next(
@@ -135,6 +167,7 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(sqlite3* db, const std::strin
                                {claimed.tenant})
                                .Run("claim run")
                                .status());
+  if (records) SANDGATE_RETURN_IF_ERROR(OwnRecord(db, claimed.run_id, replica));
   return claimed;
 }
 
@@ -152,6 +185,8 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
         absl::StrCat("sqlite: creating the admission tables in ", path, ": ", msg));
   }
   SANDGATE_RETURN_IF_ERROR(store->AddPinColumn());
+  Sql records(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'", {});
+  SANDGATE_ASSIGN_OR_RETURN(store->records_, records.Row("look for the run records"));
   return store;
 }
 
@@ -214,7 +249,7 @@ absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_
     if (!room.run_slot) return absl::OkStatus();
     // Under the same write lock: no other replica sees the row before this claim is made.
     SANDGATE_ASSIGN_OR_RETURN(std::optional<QueuedRun> here,
-                              ClaimNext(db_, run.enqueued_by, room.sandbox, &run.run_id));
+                              ClaimNext(db_, run.enqueued_by, room.sandbox, &run.run_id, records_));
     claimed = here.has_value();
     return absl::OkStatus();
   }));
@@ -226,7 +261,7 @@ absl::StatusOr<std::optional<QueuedRun>> SqliteAdmissionStore::Claim(const std::
   absl::MutexLock lock(&mu_);
   std::optional<QueuedRun> claimed;
   SANDGATE_RETURN_IF_ERROR(Transaction("claim run", [&]() -> absl::Status {
-    SANDGATE_ASSIGN_OR_RETURN(claimed, ClaimNext(db_, replica, sandbox_room, nullptr));
+    SANDGATE_ASSIGN_OR_RETURN(claimed, ClaimNext(db_, replica, sandbox_room, nullptr, records_));
     return absl::OkStatus();
   }));
   return claimed;
@@ -341,6 +376,18 @@ absl::StatusOr<WaitingRuns> SqliteAdmissionStore::Waiting() {
   SANDGATE_ASSIGN_OR_RETURN(bool row, cursor.Row("read the admission cursor"));
   if (row) out.last_tenant = cursor.Text(0);
   return out;
+}
+
+absl::StatusOr<std::optional<QueuedRun>> SqliteAdmissionStore::Find(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  Sql run(db_,
+          absl::StrCat("SELECT ", kQueueColumns,
+                       " FROM admission_queue q JOIN admission_tenants t ON t.tenant = q.tenant "
+                       "WHERE q.run_id = ?1"),
+          {run_id});
+  SANDGATE_ASSIGN_OR_RETURN(bool row, run.Row("find queued run"));
+  if (!row) return std::nullopt;
+  return run.Queued();
 }
 
 absl::StatusOr<uint64_t> SqliteAdmissionStore::WaitingCount() {

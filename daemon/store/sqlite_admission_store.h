@@ -40,6 +40,7 @@ class SqliteAdmissionStore : public AdmissionStore {
   absl::Status Release(const std::string& run_id) override;
   absl::Status ReleaseReplica(const std::string& replica) override;
   absl::StatusOr<WaitingRuns> Waiting() override;
+  absl::StatusOr<std::optional<QueuedRun>> Find(const std::string& run_id) override;
   absl::StatusOr<uint64_t> WaitingCount() override;
   absl::StatusOr<std::optional<absl::Time>> CountStart(const std::string& tenant, uint32_t limit,
                                                        absl::Time now) override;
@@ -57,6 +58,9 @@ class SqliteAdmissionStore : public AdmissionStore {
 
   absl::Mutex mu_;
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);
+  // Whether the run records (SqliteStore's table) are in this file, so a claim makes the
+  // run's record the claimer's in its transaction. Set at Open; a queue alone has none.
+  bool records_ = false;
 };
 
 }  // namespace sandgate::store

@@ -1,4 +1,4 @@
-// AgentsClient: the OpenAI Agents API (beta; specs/openai-api.md §7) as typed calls.
+// AgentsClient: the OpenAI Agents API (beta; docs/openai-api.md §7) as typed calls.
 //
 // Sessions (create, streaming create, get, list, delete), input events (message, cancel), the
 // session's Server-Sent-Events stream, turns, artifacts (list, content) and environments.

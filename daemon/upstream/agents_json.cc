@@ -1,4 +1,4 @@
-// The Agents API's JSON shapes (specs/openai-api.md §7): request bodies, and the objects and
+// The Agents API's JSON shapes (docs/openai-api.md §7): request bodies, and the objects and
 // events read back. Part of AgentsClient (agents_client.h), split from agents_client.cc
 // (the calls and the event stream) only to keep each file short; nothing outside these two
 // files knows the shapes.

@@ -1,4 +1,4 @@
-// OpenAiClient: the OpenAI HTTP API (specs/openai-api.md) as typed calls.
+// OpenAiClient: the OpenAI HTTP API (docs/openai-api.md) as typed calls.
 //
 // Files, Containers, Container files, Responses and Chat Completions. Shapes the daemon reads
 // field by field are small structs; open-ended shapes (Responses and Chat requests and

@@ -1,4 +1,4 @@
-// OpenAiTransport: the request core every OpenAI API client shares (specs/openai-api.md §1).
+// OpenAiTransport: the request core every OpenAI API client shares (docs/openai-api.md §1).
 //
 // One implementation of what each call needs whatever the API: the base URL, the credential
 // header with the key fetched for that call, extra headers, timeouts, the mapping of an

@@ -1,4 +1,4 @@
-// The OpenAI retry policy (specs/openai-api.md §1, copied from openai-python's
+// The OpenAI retry policy (docs/openai-api.md §1, copied from openai-python's
 // _base_client.py) and RetryingHttpClient, which applies it to any HttpClient.
 //
 // Policy:

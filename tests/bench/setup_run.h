@@ -18,15 +18,8 @@
 
 namespace sandgate::bench {
 
-// Starts a run whose sandbox runs `setup` before the agent (the sandbox-probe playbook, which
-// needs one input; what it then does does not matter here). Returns its id, or "" on failure.
-inline std::string StartRun(v1::Sandgate::Stub& stub, const std::string& setup) {
-  v1::RunAnalysisRequest req;
-  req.set_playbook("sandbox-probe");
-  auto* in = req.add_inputs();
-  in->set_name("input.txt");
-  in->set_content("x\n");
-  req.mutable_sandbox()->add_setup_commands(setup);
+// Sends `req`; the run's id, or "" (and why, on stderr) when RunAnalysis refused it.
+inline std::string Start(v1::Sandgate::Stub& stub, const v1::RunAnalysisRequest& req) {
   v1::Run run;
   grpc::ClientContext ctx;
   grpc::Status st = stub.RunAnalysis(&ctx, req, &run);
@@ -37,11 +30,36 @@ inline std::string StartRun(v1::Sandgate::Stub& stub, const std::string& setup) 
   return run.id();
 }
 
+// Starts a run whose sandbox runs `setup` before the agent (the sandbox-probe playbook, which
+// needs one input; what it then does does not matter here). Returns its id, or "" on failure.
+inline std::string StartRun(v1::Sandgate::Stub& stub, const std::string& setup) {
+  v1::RunAnalysisRequest req;
+  req.set_playbook("sandbox-probe");
+  auto* in = req.add_inputs();
+  in->set_name("input.txt");
+  in->set_content("x\n");
+  req.mutable_sandbox()->add_setup_commands(setup);
+  return Start(stub, req);
+}
+
+// Starts the flagship run (financial-analyst, reference agent) on `csv`, its sandbox waiting a
+// second first (a setup command) so that followers attach before its events begin.
+inline std::string StartAnalysisRun(v1::Sandgate::Stub& stub, const std::string& csv) {
+  v1::RunAnalysisRequest req;
+  auto* in = req.add_inputs();
+  in->set_name("northstar_cloud_financial_statements.csv");
+  in->set_content(csv);
+  req.mutable_sandbox()->add_setup_commands("sleep 1");
+  return Start(stub, req);
+}
+
 // One follower's view of a run: when it received its first event, and (event time, receipt
-// time) of every command.output event. `in_order` is false if a seq was skipped or repeated.
+// time) of every command.output event (`outputs`) and of every event (`all`). `in_order` is false
+// if a seq was skipped or repeated.
 struct Followed {
   int64_t attached = 0;
   std::vector<std::pair<int64_t, int64_t>> outputs;
+  std::vector<std::pair<int64_t, int64_t>> all;  // the same, of every event (seq > 0)
   int64_t events = 0;
   bool in_order = true;
   bool finished = false;
@@ -69,6 +87,7 @@ inline Followed Follow(v1::Sandgate::Stub& stub, const std::string& run_id,
     last_seq = e.seq();
     ++f.events;
     if (e.has_command_output()) f.outputs.emplace_back(EventNanos(e), now);
+    f.all.emplace_back(EventNanos(e), now);
     if (e.has_run_finished()) f.finished = true;
   }
   f.status = reader->Finish();

@@ -2,6 +2,7 @@
 // socket, C++ followers on their own connections.
 //
 //   build/bin/bench_stream lag  [--followers 100] [--events 300] [--interval-ms 10] [--rounds 3]
+//                               [--workload trickle|analysis]
 //   build/bin/bench_stream rate [--lines 300000] [--rounds 3]          (both as root)
 //   ... [--daemon PATH]   another sandgated build (beside its sandgate-init), e.g. one from
 //                         before a change, to compare the two on the same machine load
@@ -18,6 +19,9 @@
 // it; client and daemon share the machine's clock) of every command.output event appended
 // after the last follower was attached. Baseline, alternating with it run by run: the same
 // run with one follower. Every follower must see every event once, in order (checked).
+// --workload analysis follows the flagship run instead (financial-analyst on the sample, a
+// second's wait in its setup), over every event: its events come in bursts (the program's
+// output, the artifacts, every check), where the trickle never has two events in flight.
 //
 // rate: a setup command prints `lines` lines as fast as the shell can (a write per line);
 // the daemon makes an event of each read, so events/s produced is what its append path
@@ -34,6 +38,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +57,7 @@ using sandgate::bench::Followed;
 using sandgate::bench::Median;
 using sandgate::bench::NowNanos;
 using sandgate::bench::Quantile;
+using sandgate::bench::StartAnalysisRun;
 using sandgate::bench::StartRun;
 namespace v1 = sandgate::v1;
 
@@ -61,7 +68,11 @@ struct LagRound {
   bool ok = true;
 };
 
-LagRound LagOnce(const Daemon& d, int followers, int events, int interval_ms) {
+// The run LagOnce follows: `analysis` non-empty makes it the flagship run on that CSV (its
+// events in bursts: the program's output, the artifacts, every check), and then every event
+// counts; otherwise the trickle (a line every interval_ms) and its command.output events.
+LagRound LagOnce(const Daemon& d, int followers, int events, int interval_ms,
+                 const std::string& analysis = "") {
   LagRound round;
   auto stub = d.Stub();
   // A second's pause first, so that every follower is attached before the output starts.
@@ -69,7 +80,8 @@ LagRound LagOnce(const Daemon& d, int followers, int events, int interval_ms) {
   std::snprintf(setup, sizeof(setup),
                 "sleep 1; i=0; while [ $i -lt %d ]; do echo $i; sleep %.3f; i=$((i+1)); done",
                 events, interval_ms / 1000.0);
-  const std::string run = StartRun(*stub, setup);
+  const std::string run =
+      analysis.empty() ? StartRun(*stub, setup) : StartAnalysisRun(*stub, analysis);
   if (run.empty()) {
     round.ok = false;
     return round;
@@ -98,7 +110,7 @@ LagRound LagOnce(const Daemon& d, int followers, int events, int interval_ms) {
                    static_cast<long long>(f.events), static_cast<long long>(expected));
       round.ok = false;
     }
-    for (const auto& [at, received] : f.outputs) {
+    for (const auto& [at, received] : analysis.empty() ? f.outputs : f.all) {
       if (at <= all_attached) {
         ++round.dropped;
         continue;
@@ -109,15 +121,16 @@ LagRound LagOnce(const Daemon& d, int followers, int events, int interval_ms) {
   return round;
 }
 
-int Lag(const std::string& daemon, int followers, int events, int interval_ms, int rounds) {
+int Lag(const std::string& daemon, int followers, int events, int interval_ms, int rounds,
+        const std::string& analysis) {
   Daemon d = Daemon::Start(R"({"max_concurrent_runs": 4})", daemon);
-  LagOnce(d, 1, 20, interval_ms);  // warm-up: page cache, first sandbox
+  LagOnce(d, 1, 20, interval_ms, analysis);  // warm-up: page cache, first sandbox
   std::vector<double> one_p99, many_p99, one_p50, many_p50, one_cpu, many_cpu;
   int64_t dropped = 0;
   bool ok = true;
   for (int r = 0; r < rounds; ++r) {
-    LagRound base = LagOnce(d, 1, events, interval_ms);
-    LagRound full = LagOnce(d, followers, events, interval_ms);
+    LagRound base = LagOnce(d, 1, events, interval_ms, analysis);
+    LagRound full = LagOnce(d, followers, events, interval_ms, analysis);
     ok = ok && base.ok && full.ok;
     dropped += full.dropped + base.dropped;
     one_p50.push_back(Quantile(base.lags_ms, 0.5));
@@ -269,6 +282,7 @@ int main(int argc, char** argv) {
   }
   int followers = 100, events = 300, interval_ms = 10, rounds = 3, lines = 300000;
   std::string daemon = SANDGATED_PATH;
+  std::string workload = "trickle";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int v = std::atoi(argv[i + 1]);
@@ -284,12 +298,29 @@ int main(int argc, char** argv) {
       rounds = v;
     else if (flag == "--lines")
       lines = v;
+    else if (flag == "--workload")
+      workload = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
   signal(SIGPIPE, SIG_IGN);
-  return std::strcmp(argv[1], "lag") == 0 ? Lag(daemon, followers, events, interval_ms, rounds)
-                                          : Rate(daemon, lines, rounds);
+  if (workload != "trickle" && workload != "analysis") {
+    std::fprintf(stderr, "--workload: trickle or analysis, not %s\n", workload.c_str());
+    return 2;
+  }
+  std::string analysis;
+  if (workload == "analysis") {
+    std::ifstream in(std::string(SANDGATE_SOURCE_DIR) + "/examples/" +
+                     "northstar_cloud_financial_statements.csv");
+    analysis.assign(std::istreambuf_iterator<char>(in), {});
+    if (analysis.empty()) {
+      std::fprintf(stderr, "cannot read the sample statements under %s\n", SANDGATE_SOURCE_DIR);
+      return 2;
+    }
+  }
+  return std::strcmp(argv[1], "lag") == 0
+             ? Lag(daemon, followers, events, interval_ms, rounds, analysis)
+             : Rate(daemon, lines, rounds);
 }

@@ -9,6 +9,7 @@
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_notifier.h"
+#include "tests/fakes/forwarding_admission_store.h"
 
 namespace sandgate::core {
 namespace {
@@ -143,6 +144,45 @@ TEST(AdmissionTest, ASharedQueueClaimsNothingWhileItsReplicaMayNotTakeWork) {
   EXPECT_TRUE(*a.Enqueue({"r2", "t", 0, true})) << "claimed as it is queued again";
   a.Done({"r1", "t", 0, true});
   a.Done({"r2", "t", 0, true});
+}
+
+// Releases that fail the first `times` times, as while the database restarts.
+class ReleaseBlinks : public testing::ForwardingAdmissionStore {
+ public:
+  ReleaseBlinks(store::AdmissionStore* inner, int times)
+      : ForwardingAdmissionStore(inner), left_(times) {}
+  absl::Status Release(const std::string& run_id) override {
+    ++tries;
+    if (left_.fetch_sub(1) > 0) return absl::UnavailableError("postgres: connection refused");
+    return inner()->Release(run_id);
+  }
+  std::atomic<int> tries{0};
+
+ private:
+  std::atomic<int> left_;
+};
+
+// Issue 21 item 3: a release that met a store error was logged and dropped, leaving the
+// tenant's slot taken for good (a concurrent_runs: 1 tenant could run nothing more). It is
+// retried on the clock until it lands, and frees the slot once.
+TEST(AdmissionTest, AReleaseThatMeetsAStoreErrorIsRetriedAndFreesTheSlotOnce) {
+  testing::ScopedTempDir dir("sg-admission");
+  testing::FakeClock clock;
+  auto inner = *store::SqliteAdmissionStore::Open(dir.path() + "/state.db");
+  ReleaseBlinks store(inner.get(), 2);
+  SandboxBudget budget(4);
+  AdmissionQueue a(/*max_running=*/4, 100, &budget, {&store, "a", &clock});
+  ASSERT_TRUE(*a.Enqueue({"r1", "t", /*tenant_limit=*/1, true}));
+  ASSERT_FALSE(*a.Enqueue({"r2", "t", 1, true})) << "t's one slot is r1's";
+  std::thread done([&] { a.Done({"r1", "t", 1, true}); });
+  for (int i = 0; i < 2 && clock.BlockUntilSettled(1); ++i) clock.Advance(kReleaseRetryMost);
+  done.join();
+  EXPECT_EQ(store.tries.load(), 3) << "two refused, the third landed";
+  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"r2"})) << "t's slot is free";
+  EXPECT_FALSE(*a.Enqueue({"r3", "t", 1, true})) << "r2 holds t's one slot: freed once, not twice";
+  a.Done({"r2", "t", 1, true});
+  EXPECT_EQ(Ids(a.Admit()), (std::vector<std::string>{"r3"}));
+  a.Done({"r3", "t", 1, true});
 }
 
 // The claim loop's wake-ups: a notification on the queue's channel ends the wait at once

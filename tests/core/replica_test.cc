@@ -179,7 +179,7 @@ class ReplicaTest : public ::testing::Test {
     deps.journal = store_.get();
     deps.events = events_.get();
     deps.clock = &clock_;
-    deps.remote_providers = {{"openai", provider_.get()}};
+    if (deps.remote_providers.empty()) deps.remote_providers = {{"openai", provider_.get()}};
     deps.tenants = tenants_.get();
     deps.requeue = requeued_.Fn();
     deps.admission = admission_.get();
@@ -200,10 +200,21 @@ class ReplicaTest : public ::testing::Test {
                               ReplicaDeps deps = {}) {
     ReplicaMember& member = NewReplica(id, leases, std::move(deps));
     EXPECT_TRUE(member.Join().ok());
-    member.Start();
+    Start(member);
     return member;
   }
+  void Start(ReplicaMember& member) {
+    member.Start();
+    ++started_;
+  }
+  // Until every timer has run and waits again: the event log's, and each started replica's
+  // heartbeat and cleaner. Twice: a heartbeat hands a claimed cleanup to its cleaner, which
+  // may have looked at its queue (empty) in the first round; the second sees it taken and done.
+  bool Settle() {
+    return clock_.BlockUntilSettled(1 + 2 * started_) && clock_.BlockUntilSettled(1 + 2 * started_);
+  }
 
+  int started_ = 0;
   testing::ScopedTempDir dir_{"sg-replica"};
   testing::FakeClock clock_;
   std::unique_ptr<store::SqliteStore> store_;
@@ -222,16 +233,16 @@ TEST_F(ReplicaTest, LostReplicaIsTakenOverAtItsLeasesEndNotBefore) {
   const absl::Time end = clock_.Now() + kLease;
   LeaveLostReplica();
   ReplicaMember& b = StartReplica("b");
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));  // b's heartbeat, the event log's timer
+  ASSERT_TRUE(Settle());  // b's heartbeat, the event log's timer
 
   clock_.Advance(kLease - kNs);
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   EXPECT_EQ(b.takeovers(), 0) << "1 ns before the lease ends";
   EXPECT_EQ(store_->GetRun("r-running")->status(), v1::RUN_STATUS_RUNNING);
   EXPECT_TRUE(provider_->sweeps().empty());
 
   clock_.Advance(kNs);
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   EXPECT_EQ(b.takeovers(), 1) << "at the lease's end";
   v1::Run failed = *store_->GetRun("r-running");
   EXPECT_EQ(failed.status(), v1::RUN_STATUS_FAILED);
@@ -262,7 +273,7 @@ TEST_F(ReplicaTest, LostReplicaIsTakenOverAtItsLeasesEndNotBefore) {
   EXPECT_EQ(left[1].id, "openai-container:c9");
 
   clock_.Advance(kLease);
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   EXPECT_EQ(b.takeovers(), 1) << "once";
 }
 
@@ -280,13 +291,13 @@ TEST_F(ReplicaTest, ALostReplicasQuotaSlotsAreFreedAtItsTakeover) {
   ASSERT_TRUE(*admission_->TakeSessionSlot("t", "slot-a", "a", 1));
   ASSERT_TRUE(admission_->Enqueue(later, 0, store::RoomHere{}).ok());
   ReplicaMember& b = StartReplica("b");
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   EXPECT_FALSE(admission_->Claim("b", true)->has_value()) << "a's run holds t's one slot";
 
   clock_.Advance(kLease - kNs);
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   clock_.Advance(kNs);
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   ASSERT_EQ(b.takeovers(), 1);
   absl::StatusOr<std::optional<store::QueuedRun>> next = admission_->Claim("b", true);
   ASSERT_TRUE(next.ok() && next->has_value()) << "a's slot is free";
@@ -299,10 +310,10 @@ TEST_F(ReplicaTest, OfTwoRacingReplicasOneCleansUpAndEachResourceGoesOnce) {
   ReplicaMember& b = StartReplica("b");
   ReplicaMember& c = StartReplica("c");
   for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // b and c renew on time
-    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    ASSERT_TRUE(Settle());
     clock_.Advance(kRenew);
   }
-  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  ASSERT_TRUE(Settle());
   EXPECT_EQ(b.takeovers() + c.takeovers(), 1);
   EXPECT_EQ(provider_->sweeps(),
             (std::map<std::string, int>{{"openai-container:c1", 1}, {"openai-file:f1", 1}}));
@@ -316,13 +327,13 @@ TEST_F(ReplicaTest, ReplicaThatCannotRenewStopsTakingWorkAtItsLeasesEnd) {
   ReplicaMember& a = NewReplica("a", &leases);
   EXPECT_EQ(a.CanTakeWork().code(), absl::StatusCode::kUnavailable) << "before joining";
   ASSERT_TRUE(a.Join().ok());
-  a.Start();
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  Start(a);
+  ASSERT_TRUE(Settle());
   clock_.Advance(kRenew);  // renewed: the lease now ends at kRenew + kLease
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   leases.failing = true;
   clock_.Advance(kLease - kNs);
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   EXPECT_TRUE(a.CanTakeWork().ok()) << "1 ns before the lease ends";
   clock_.Advance(kNs);
   absl::Status refused = a.CanTakeWork();
@@ -331,7 +342,7 @@ TEST_F(ReplicaTest, ReplicaThatCannotRenewStopsTakingWorkAtItsLeasesEnd) {
       << refused;
   leases.failing = false;
   clock_.Advance(kRenew);
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   EXPECT_TRUE(a.CanTakeWork().ok()) << "renewed again before anyone took it over";
 }
 
@@ -358,10 +369,10 @@ TEST_F(ReplicaTest, TakenOverReplicaEndsItsWorkSweepsItsHostAndRejoins) {
   leases.failing = true;
   ReplicaMember& b = StartReplica("b");
   for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {
-    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    ASSERT_TRUE(Settle());
     clock_.Advance(kRenew);
   }
-  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  ASSERT_TRUE(Settle());
   ASSERT_EQ(b.takeovers(), 1);
   const std::string reason = store_->GetRun("r-a")->status_reason();
   ASSERT_TRUE(absl::StartsWith(reason, "replica a stopped renewing")) << reason;
@@ -378,7 +389,7 @@ TEST_F(ReplicaTest, TakenOverReplicaEndsItsWorkSweepsItsHostAndRejoins) {
 
   leases.failing = false;  // a's next renewal is refused: taken over
   clock_.Advance(kRenew);
-  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  ASSERT_TRUE(Settle());
   ASSERT_EQ(ended.size(), 2u) << "its work ended once";
   EXPECT_TRUE(absl::StrContains(ended[0], "the lease of replica a was taken over by replica b"))
       << ended[0];
@@ -394,7 +405,7 @@ TEST_F(ReplicaTest, TakenOverReplicaEndsItsWorkSweepsItsHostAndRejoins) {
   EXPECT_TRUE(a_store.PutRun(MakeRun("r-new", "a", v1::RUN_STATUS_RUNNING)).ok());
   EXPECT_EQ(store_->GetRun("r-a")->status_reason(), reason);
   clock_.Advance(kRenew);
-  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  ASSERT_TRUE(Settle());
   EXPECT_TRUE(a->CanTakeWork().ok()) << "renews its new lease";
   EXPECT_EQ(ended.size(), 2u);
 }
@@ -411,10 +422,10 @@ TEST_F(ReplicaTest, AStoreBlinkShorterThanTheLeaseEndsNoLease) {
   const absl::Duration step = absl::Milliseconds(100);
   auto run_until = [&](absl::Time t) {
     while (clock_.Now() < t) {
-      ASSERT_TRUE(clock_.BlockUntilSettled(3));
+      ASSERT_TRUE(Settle());
       clock_.Advance(step);
     }
-    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    ASSERT_TRUE(Settle());
   };
   run_until(joined + absl::Milliseconds(4900));
   leases.failing = true;
@@ -447,14 +458,14 @@ TEST_F(ReplicaTest, AProcessWhoseIdJoinedAgainElsewhereStopsAndNeverRejoins) {
   ReplicaMember& frozen = StartReplica("a", nullptr, deps);
   ASSERT_TRUE(
       ReplicaJournal(store_.get(), "a").Record({"local-session:sa", "local", "session", {}}).ok());
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));  // its heartbeat and the event log's timer
+  ASSERT_TRUE(Settle());  // its heartbeat and the event log's timer
   ReplicaMember& live = StartReplica("a");
   ASSERT_EQ(frozen.epoch(), 1);
   ASSERT_EQ(live.epoch(), 2);
 
   for (int renewal = 0; renewal < 4; ++renewal) {
     clock_.Advance(kRenew);
-    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    ASSERT_TRUE(Settle());
   }
   absl::Status refused = frozen.CanTakeWork();
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
@@ -480,23 +491,23 @@ TEST_F(ReplicaTest, TakenOverReplicaRejoinsOnlyOnceTheCleanupIsDone) {
   ReplicaMember& a = StartReplica("a", &leases, deps);
   leases.failing = true;
   for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // a's lease ends unrenewed
-    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+    ASSERT_TRUE(Settle());
     clock_.Advance(kRenew);
   }
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   auto claimer = *store::SqliteReplicaStore::Open(path());
   ASSERT_TRUE(*claimer->ClaimTakeover("a", "c", clock_.Now(), clock_.Now() + 10 * kLease));
   leases.failing = false;
   for (int renewal = 0; renewal < 2; ++renewal) {
     clock_.Advance(kRenew);
-    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+    ASSERT_TRUE(Settle());
     EXPECT_EQ(ended.load(), 1) << "its work ends once, at the first refused renewal";
     EXPECT_EQ(a.epoch(), 1) << "c's cleanup is under way";
     EXPECT_EQ(a.CanTakeWork().code(), absl::StatusCode::kUnavailable);
   }
   ASSERT_TRUE(claimer->FinishTakeover("a", "c").ok());
   clock_.Advance(kRenew);
-  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  ASSERT_TRUE(Settle());
   EXPECT_EQ(a.epoch(), 2);
   EXPECT_TRUE(a.CanTakeWork().ok()) << a.CanTakeWork();
   EXPECT_EQ(ended.load(), 1);
@@ -510,22 +521,114 @@ TEST_F(ReplicaTest, AfterAnOutageOfTheStoreNoReplicaTakesAnotherOver) {
   b_leases.failing = true;
   c_leases.failing = true;
   for (absl::Duration t = kRenew; t <= 2 * kLease; t += kRenew) {  // both cut off, leases end
-    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    ASSERT_TRUE(Settle());
     clock_.Advance(kRenew);
   }
-  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  ASSERT_TRUE(Settle());
   b_leases.failing = false;  // b is back one renewal before c
   clock_.Advance(kRenew);
-  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  ASSERT_TRUE(Settle());
   c_leases.failing = false;
   for (absl::Duration t = kRenew; t <= 2 * kLease; t += kRenew) {
-    ASSERT_TRUE(clock_.BlockUntilSettled(3));
+    ASSERT_TRUE(Settle());
     clock_.Advance(kRenew);
   }
-  ASSERT_TRUE(clock_.BlockUntilSettled(3));
+  ASSERT_TRUE(Settle());
   EXPECT_EQ(b.takeovers() + c.takeovers(), 0);
   EXPECT_TRUE(b.CanTakeWork().ok()) << b.CanTakeWork();
   EXPECT_TRUE(c.CanTakeWork().ok()) << c.CanTakeWork();
+}
+
+// Issue 21 item 1: the takeover freed the lost replica's quota slots, then queued again (or
+// failed) its waiting runs from a read made meanwhile, while claim loops took the same runs:
+// one run finished twice, a takeover aborted on a run another replica had claimed. A waiting
+// run that is in the shared queue is the queue's: the takeover leaves it alone, claimed by a
+// live replica or not, and settles only what nobody else can (its running runs, a waiting run
+// no longer in the queue).
+TEST_F(ReplicaTest, ATakeoverLeavesTheLostReplicasWaitingRunsToTheSharedQueue) {
+  LeaveLostReplica();  // a: r-running, and r-queued whose queue row a's claim held
+  v1::RunAnalysisRequest request;
+  request.set_playbook("financial-analyst");
+  for (const char* id : {"r-claimed", "r-waiting"}) {
+    ASSERT_TRUE(store_->CreateRun(MakeRun(id, "a", v1::RUN_STATUS_QUEUED), "").ok());
+    ASSERT_TRUE(store_->PutRunRequest(id, request).ok());
+  }
+  store::QueuedRun row;
+  row.tenant = "t";
+  row.enqueued_by = "a";
+  for (const char* id : {"r-running", "r-claimed", "r-waiting"}) {
+    row.run_id = id;
+    ASSERT_TRUE(admission_->Enqueue(row, 0, store::RoomHere{}).ok());
+  }
+  ASSERT_EQ((*admission_->Claim("a", true))->run_id, "r-running");
+  ASSERT_EQ((*admission_->Claim("c", true))->run_id, "r-claimed") << "c, alive, starts it";
+  ReplicaMember& b = StartReplica("b");
+  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // b renews on time
+    ASSERT_TRUE(Settle());
+    clock_.Advance(kRenew);
+  }
+  ASSERT_TRUE(Settle());
+  ASSERT_EQ(b.takeovers(), 1);
+
+  EXPECT_EQ(requeued_.ids(), std::vector<std::string>{"r-queued"}) << "only the one not queued";
+  for (const char* id : {"r-claimed", "r-waiting"}) {
+    EXPECT_EQ(store_->GetRun(id)->status(), v1::RUN_STATUS_QUEUED) << id;
+    EXPECT_EQ(*store_->LastSeq(id), 0) << id << ": no event written by the takeover";
+  }
+  std::optional<store::QueuedRun> claimed = *admission_->Find("r-claimed");
+  ASSERT_TRUE(claimed.has_value());
+  EXPECT_EQ(claimed->claimed_by, "c");
+  std::optional<store::QueuedRun> waiting = *admission_->Find("r-waiting");
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->claimed_by, "") << "any replica with room takes it";
+  EXPECT_EQ(store_->GetRun("r-running")->status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(*store_->LastSeq("r-running"), 1) << "one run.finished";
+}
+
+// A remote provider whose sweeps wait until let go, as an upstream delete that hangs.
+class HangingProvider : public CountingProvider {
+ public:
+  using CountingProvider::CountingProvider;
+  absl::Status Sweep(const JournalEntry& entry) override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&go_));
+    return CountingProvider::Sweep(entry);
+  }
+  void Go() {
+    absl::MutexLock lock(&mu_);
+    go_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool go_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// The cleanup after a lost replica ran on the heartbeat thread: an upstream delete that hung
+// held back the claimer's own renewals until its lease ended too. It runs on a thread of its
+// own; the claimer renews on time meanwhile.
+TEST_F(ReplicaTest, ACleanupThatHangsDoesNotHoldBackTheClaimersRenewals) {
+  LeaveLostReplica();
+  HangingProvider hanging(store_.get());
+  ReplicaDeps deps;
+  deps.remote_providers = {{"openai", &hanging}};
+  ReplicaMember& claimer = StartReplica("b", nullptr, deps);
+  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // a's lease ends: b claims it
+    ASSERT_TRUE(Settle());
+    clock_.Advance(kRenew);
+  }
+  // b's cleaner hangs in the sweep: the event log's timer and b's heartbeat wait on the clock.
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  for (absl::Duration t = kRenew; t <= 2 * kLease; t += kRenew) {
+    clock_.Advance(kRenew);
+    ASSERT_TRUE(clock_.BlockUntilSettled(2));
+  }
+  EXPECT_TRUE(claimer.CanTakeWork().ok())
+      << "renewed through the hanging cleanup: " << claimer.CanTakeWork();
+  EXPECT_EQ(claimer.takeovers(), 0) << "still cleaning up";
+  hanging.Go();
+  ASSERT_TRUE(Settle());
+  EXPECT_EQ(claimer.takeovers(), 1);
 }
 
 TEST(ReplicaJournalTest, ListsItsOwnAndUnmarkedEntriesAndViewsAnothersRemoteOnes) {

@@ -1,7 +1,9 @@
 // The finish step (core/run_finish.cc) against a daemon killed at any point: a store that
 // dies after its Nth write (every later write fails, as after a SIGKILL) never leaves a
 // finished run whose log does not end, and recovery then ends the run with run.finished.
+#include <atomic>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -54,6 +56,42 @@ Left Inspect(store::Store& store, const std::string& id) {
   return left;
 }
 
+// One run of QuickAgent through a RunManager writing to `store`; returns its id ("" when it
+// was never stored). Returns once the run's thread has ended; `stopped` says whether to stop
+// the manager (Drain) meanwhile, as a killed process stops.
+std::string RunOnce(store::Store& store, store::ArtifactStore& artifacts, const std::string& at,
+                    std::function<bool()> stopped) {
+  Config config;
+  QuickAgent agent;
+  SandboxBudget sandboxes{4};
+  EventLog events(&store, Clock::Real());
+  testing::HostProvider provider(&store);
+  RunManagerDeps deps;
+  deps.config = &config;
+  deps.store = &store;
+  deps.artifacts = &artifacts;
+  deps.events = &events;
+  deps.clock = Clock::Real();
+  deps.providers["local"] = &provider;
+  deps.agents["quick"] = &agent;
+  deps.budget = &sandboxes;
+  RunManager runs(std::move(deps));
+  v1::RunAnalysisRequest req;
+  req.set_agent("quick");
+  auto* in = req.add_inputs();
+  in->set_name("northstar_cloud_financial_statements.csv");
+  std::ifstream data(std::string(SANDGATE_SOURCE_DIR) +
+                     "/tests/data/northstar_cloud_financial_statements.csv");
+  in->set_content(std::string(std::istreambuf_iterator<char>(data), {}));
+  absl::StatusOr<v1::Run> started = runs.Start(Caller{"team-a", false}, req);
+  if (!started.ok()) return "";
+  EXPECT_TRUE(testing::Eventually(at + ": the run's thread ends", [&] {
+    if (stopped()) runs.Drain(absl::ZeroDuration());
+    return runs.active_runs() == 0;
+  }));
+  return started->id();
+}
+
 // One daemon life on a fresh database whose store dies after `budget` writes (or after the
 // final record: see DyingStore); returns whether it died before the run ended (false: the
 // whole run fit in `budget`).
@@ -65,36 +103,10 @@ bool KillAfter(int budget, bool at_final_record = false) {
   std::unique_ptr<store::SqliteStore> inner = *store::SqliteStore::Open(dir.path() + "/s.db");
   auto artifacts = *store::FileArtifactStore::Open(dir.path() + "/artifacts");
   testing::DyingStore dying(inner.get(), budget, at_final_record);
-  Config config;
-  QuickAgent agent;
-  SandboxBudget sandboxes{4};
-  std::string run_id;
-  {
-    EventLog events(&dying, Clock::Real());
-    testing::HostProvider provider(&dying);
-    RunManagerDeps deps;
-    deps.config = &config;
-    deps.store = &dying;
-    deps.artifacts = artifacts.get();
-    deps.events = &events;
-    deps.clock = Clock::Real();
-    deps.providers["local"] = &provider;
-    deps.agents["quick"] = &agent;
-    deps.budget = &sandboxes;
-    RunManager runs(std::move(deps));
-    v1::RunAnalysisRequest req;
-    req.set_agent("quick");
-    auto* in = req.add_inputs();
-    in->set_name("northstar_cloud_financial_statements.csv");
-    std::ifstream data(std::string(SANDGATE_SOURCE_DIR) +
-                       "/tests/data/northstar_cloud_financial_statements.csv");
-    in->set_content(std::string(std::istreambuf_iterator<char>(data), {}));
-    absl::StatusOr<v1::Run> started = runs.Start(Caller{"team-a", false}, req);
-    if (!started.ok()) return true;  // killed before the run was stored
-    run_id = started->id();
-    EXPECT_TRUE(testing::Eventually(at + ": the run's thread ends",
-                                    [&] { return runs.active_runs() == 0; }));
-  }
+  // A finish that meets a store error is retried while the daemon goes on: once the store
+  // has died the process is gone, which stops it.
+  const std::string run_id = RunOnce(dying, *artifacts, at, [&] { return dying.died(); });
+  if (run_id.empty()) return true;  // killed before the run was stored
   // The process is gone: what it left must never be a finished run whose log does not end
   // (a follower would wait forever), nor an ended log under an unfinished record.
   const Left left = Inspect(*inner, run_id);
@@ -130,6 +142,48 @@ TEST(RunFinishTest, AKillAtAnyWriteLeavesNoFinishedRunWithoutItsTerminalEvent) {
     ++budget;
     ASSERT_LT(budget, 200) << "a run this short never fit in its store writes";
   }
+}
+
+// A store that refuses the write of a run's final record `times` times (a database restart
+// under way), then takes it.
+class BlinkAtTheFinish : public testing::ForwardingStore {
+ public:
+  BlinkAtTheFinish(store::Store* inner, int times) : ForwardingStore(inner), left_(times) {}
+  absl::Status AppendEventsWithRuns(const std::vector<v1::Event>& events,
+                                    const std::vector<v1::Run>& runs) override {
+    for (const v1::Run& r : runs) {
+      if (r.status() >= v1::RUN_STATUS_SUCCEEDED && left_.fetch_sub(1) > 0) {
+        return absl::UnavailableError("postgres: the database system is starting up");
+      }
+    }
+    return inner()->AppendEventsWithRuns(events, runs);
+  }
+  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                       const std::vector<v1::Run>& runs,
+                                       const std::vector<v1::Session>& sessions) override {
+    if (!runs.empty()) return AppendEventsWithRuns(events, runs);
+    return inner()->AppendEventsWithRecords(events, runs, sessions);
+  }
+
+ private:
+  std::atomic<int> left_;
+};
+
+// Issue 21 item 3: a store error at the finish left the run RUNNING for good (its thread went
+// on, nobody settled it). The finish is retried until it lands, with one run.finished.
+TEST(RunFinishTest, AFinishThatMeetsAStoreErrorIsRetriedUntilItLands) {
+  testing::ScopedTempDir dir("sg-finish");
+  ASSERT_TRUE(dir.ok());
+  std::unique_ptr<store::SqliteStore> inner = *store::SqliteStore::Open(dir.path() + "/s.db");
+  auto artifacts = *store::FileArtifactStore::Open(dir.path() + "/artifacts");
+  BlinkAtTheFinish blinking(inner.get(), 3);
+  const std::string run_id =
+      RunOnce(blinking, *artifacts, "a blink at the finish", [] { return false; });
+  ASSERT_FALSE(run_id.empty());
+  const Left left = Inspect(*inner, run_id);
+  EXPECT_TRUE(left.final) << "the final record landed";
+  EXPECT_TRUE(left.log_ended);
+  EXPECT_EQ(left.terminal_events, 1);
 }
 
 }  // namespace

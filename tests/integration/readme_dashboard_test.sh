@@ -1,29 +1,20 @@
 #!/usr/bin/env bash
-# README "The dashboard on your own machine": the config block there, as it stands, starts the
-# daemon and serves the dashboard and the API to the token whose hash it holds. Only the
+# docs/dashboard.md "The dashboard on your own machine": the config block there, as it stands,
+# starts the daemon and serves the dashboard and the API to the token whose hash it holds. It
+# is examples/config/dashboard.json, byte for byte (the README points there). Only the
 # places it names (socket, state_dir, port) and the hash are replaced, so that the test runs
 # beside others; a key missing from the block, or one the daemon refuses, fails it.
 #
 #   tests/integration/readme_dashboard_test.sh REPO BUILD_DIR
 set -euo pipefail
+source "$(dirname "$0")/doc_test_lib.sh"
+doc_test_init readme-dashboard "$1" "$2"
 
-repo=$1
-build=$2
-tmp=$(mktemp -d /tmp/sg-readme-dashboard.XXXXXX)
-pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  [ -f "$tmp/log" ] && tail -20 "$tmp/log" >&2
-  exit 1
-}
-
-block=$(awk '/integration.readme_dashboard starts the daemon/ {found=1; next}
-             found && /^```json$/ {inside=1; next}
-             inside && /^```$/ {exit}
-             inside {print}' "$repo/README.md")
-[ -n "$block" ] || fail "README.md has no config block after the integration.readme_dashboard marker"
+block=$(doc_block "$repo/docs/dashboard.md" "integration.readme_dashboard starts the daemon" json)
+[ -n "$block" ] ||
+  fail "docs/dashboard.md has no config block after the integration.readme_dashboard marker"
+[ "$block" = "$(cat "$repo/examples/config/dashboard.json")" ] ||
+  fail "docs/dashboard.md's block and examples/config/dashboard.json differ"
 
 token=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
 hash=$(printf %s "$token" | sha256sum | cut -d' ' -f1)
@@ -33,15 +24,7 @@ grep -q "$hash" <<<"$config" || fail "the block has no PUT-THE-SHA256-HERE to re
 mkdir -p "$tmp/state"
 printf '%s\n' "$config" >"$tmp/dashboard.json"
 
-"$build/bin/sandgated" --config "$tmp/dashboard.json" >"$tmp/out" 2>"$tmp/log" &
-pid=$!
-url=
-for _ in $(seq 1 300); do
-  url=$(sed -n 's/^sandgated http on //p' "$tmp/out")
-  [ -n "$url" ] && break
-  kill -0 "$pid" 2>/dev/null || fail "sandgated exited with the README's config"
-  sleep 0.1
-done
+start_daemon --config "$tmp/dashboard.json"
 [ -n "$url" ] || fail "sandgated never said where its dashboard is"
 
 code() { curl -sS -o "$tmp/body" -w '%{http_code}' "$@"; }
@@ -53,5 +36,5 @@ grep -qi '<html' "$tmp/body" || fail "GET / is not the dashboard's page"
 [ "$(code -H "Authorization: Bearer $token" "$url/v1/sessions")" = 200 ] ||
   fail "sessions: $(cat "$tmp/body")"
 SANDGATE_TOKEN=$token "$build/bin/sandgate" --addr "unix:$tmp/state/sandgated.sock" runs >/dev/null ||
-  fail "the CLI on the README's socket"
+  fail "the CLI on the documented socket"
 echo PASS

@@ -1,7 +1,7 @@
 // The REST/JSON face (server/http_api.h) of the real daemon: every RPC that has a route
 // answers over HTTP as over gRPC (the JSON parsed back into the proto and compared), the
 // event stream as server-sent events, artifacts, auth and tenants, /metrics; and the curl
-// commands of the README.
+// commands of docs/api.md ("REST").
 #include <curl/curl.h>
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
@@ -497,7 +497,7 @@ TEST_F(RestTest, WhoAmINamesTheTokensTenantAndRefusesAMissingOrWrongToken) {
   }
 }
 
-// The README's REST examples, run with the real curl as a user would.
+// The REST examples of docs/api.md, run with the real curl as a user would.
 TEST_F(RestTest, TheReadmeCurlExamplesWork) {
   const std::string dir = daemon_->dir();
   std::ofstream(dir + "/run.json") << ToJson(SampleRequest());
@@ -512,7 +512,7 @@ TEST_F(RestTest, TheReadmeCurlExamplesWork) {
     EXPECT_EQ(pclose(f), 0) << command << "\n" << out;
     return out;
   };
-  // These lines are the README's (section "REST"), with $SANDGATE_URL and $SANDGATE_TOKEN.
+  // These lines are docs/api.md's (section "REST"), with $SANDGATE_URL and $SANDGATE_TOKEN.
   std::string created =
       sh("curl -sS --fail-with-body -H \"Authorization: Bearer $SANDGATE_TOKEN\" "
          "-H \"Content-Type: application/json\" -d @run.json \"$SANDGATE_URL/v1/runs\"");

@@ -15,7 +15,9 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "store/postgres_admission_store.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_admission_store.h"
+#include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/postgres_server.h"
 #include "tests/store/old_state_file.h"
@@ -32,12 +34,20 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::unique_ptr<AdmissionStore> Connect() = 0;
+  // The run records (the daemon's Store) on the same database: a queue connected after this
+  // finds them (AdmissionStore::Claim).
+  virtual std::unique_ptr<Store> Records() = 0;
 };
 
 class SqliteBackend : public Backend {
  public:
   std::unique_ptr<AdmissionStore> Connect() override {
     auto s = SqliteAdmissionStore::Open(dir_.path() + "/state.db");
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::unique_ptr<Store> Records() override {
+    auto s = SqliteStore::Open(dir_.path() + "/state.db");
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
@@ -56,6 +66,7 @@ class PostgresBackend : public Backend {
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
+  std::unique_ptr<Store> Records() override { return db_.OpenStore(); }
 
  private:
   testing::TestDatabase db_;  // its pools outlive the stores (fixture order)
@@ -109,6 +120,32 @@ TEST_P(AdmissionStoreContract, ClaimsGoRoundRobinAcrossTenantsWhicheverReplicaCl
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "c1", "a2", "a3", ""}));
   EXPECT_EQ(*a_->WaitingCount(), 0u);
   EXPECT_EQ(b_->Waiting()->last_tenant, "ta");
+}
+
+// Issue 21: the claimer wrote its name into the run's record a few store round trips after
+// its claim; a claimer that died in between left a QUEUED run that no takeover found (listed
+// under its queuer, out of the queue), and a cancel polled until the record moved. The claim
+// makes the record the claimer's in its own transaction.
+TEST_P(AdmissionStoreContract, AClaimMakesTheRunsRecordTheClaimersInItsTransaction) {
+  std::unique_ptr<Store> records = backend_->Records();
+  ASSERT_NE(records, nullptr);
+  std::unique_ptr<AdmissionStore> a = backend_->Connect();
+  std::unique_ptr<AdmissionStore> b = backend_->Connect();
+  for (const char* id : {"r1", "r2"}) {
+    v1::Run run;
+    run.set_id(id);
+    run.set_tenant("ta");
+    run.set_status(v1::RUN_STATUS_QUEUED);
+    run.set_replica("a");
+    ASSERT_TRUE(records->CreateRun(run, "").ok());
+    ASSERT_TRUE(a->Enqueue(Waiter(id, "ta"), 0, {}).ok());
+  }
+  EXPECT_EQ(ClaimId(*b, "b"), "r1");
+  EXPECT_EQ(records->GetRun("r1")->replica(), "b");
+  std::vector<v1::Run> bs = *records->ListUnfinishedRunsOf("b");
+  ASSERT_EQ(bs.size(), 1u) << "found under its claimer by the owner column";
+  EXPECT_EQ(bs[0].id(), "r1");
+  EXPECT_EQ(records->GetRun("r2")->replica(), "a") << "still waiting: its queuer's";
 }
 
 TEST_P(AdmissionStoreContract, QuotaCountsClaimsOfEveryReplicaAndReleaseFreesTheSlot) {

@@ -64,14 +64,7 @@ class PostgresBackend : public Backend {
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
-  std::unique_ptr<Store> OpenStore() override {
-    PostgresOptions options;
-    options.dsn = db_.dsn();
-    options.pool_size = 2;
-    auto s = PostgresStore::Open(options);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? std::move(*s) : nullptr;
-  }
+  std::unique_ptr<Store> OpenStore() override { return db_.OpenStore(); }
   ~PostgresBackend() override = default;
 
  private:

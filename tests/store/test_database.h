@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "store/postgres_connection.h"
+#include "store/postgres_store.h"
 #include "tests/fakes/postgres_server.h"
 
 namespace sandgate::testing {
@@ -22,6 +23,15 @@ class TestDatabase {
     if (dsn.ok()) dsn_ = *dsn;
   }
   const std::string& dsn() const { return dsn_; }
+  // The database's store (the run records' tables); null (and a test failure) on error.
+  std::unique_ptr<store::PostgresStore> OpenStore() {
+    store::PostgresOptions options;
+    options.dsn = dsn_;
+    options.pool_size = 2;
+    auto s = store::PostgresStore::Open(options);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
   // A new pool of `size` connections; null (and a test failure) on error.
   store::PostgresDatabase* NewPool(int size) {
     store::PostgresOptions options;

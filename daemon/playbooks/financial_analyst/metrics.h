@@ -1,5 +1,5 @@
 // The financial-analyst metrics and unusual-movement rules, exactly as the contract defines
-// them (shared/specs/financial-analyst.md, "Metrics" and "Unusual movements"). The verifier
+// them (docs/financial-analyst.md, "Metrics" and "Unusual movements"). The verifier
 // holds a run's calculated_metrics.csv and unusual_movements.csv to these.
 //
 //   std::vector<MetricsRow> metrics = ComputeMetrics(statements);

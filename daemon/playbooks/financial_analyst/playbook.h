@@ -1,4 +1,4 @@
-// The "financial-analyst" playbook (shared/specs/financial-analyst.md): one CSV of yearly
+// The "financial-analyst" playbook (docs/financial-analyst.md): one CSV of yearly
 // statements in; six artifacts out, verified by recomputing every metric in the daemon.
 //
 // Thread safe: stateless, every method const.

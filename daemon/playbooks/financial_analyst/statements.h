@@ -1,5 +1,5 @@
 // Yearly financial statements as the financial-analyst contract defines them
-// (shared/specs/financial-analyst.md, "Input" and "Validation"): parsing and validation.
+// (docs/financial-analyst.md, "Input" and "Validation"): parsing and validation.
 //
 // The daemon parses the caller's CSV itself, independently of whatever ran in the sandbox, so
 // that the verifier can recompute every metric and compare its own validation results with the

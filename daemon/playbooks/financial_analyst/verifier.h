@@ -1,5 +1,5 @@
 // The financial-analyst verifier: the daemon's own judgement of a finished run against the
-// contract (shared/specs/financial-analyst.md, "What the daemon checks before it accepts a
+// contract (docs/financial-analyst.md, "What the daemon checks before it accepts a
 // run"). It recomputes the validation, every metric and every unusual movement from the input
 // and compares them with the artifacts.
 //

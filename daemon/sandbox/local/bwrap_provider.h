@@ -4,7 +4,7 @@
 // unprivileged host uid (uid_base + slot; uid 1000 inside), with an empty environment, in
 // its own cgroups, running sandgate-init as PID 1. Commands are spawned by that init over a
 // socket (init_protocol.h); files move through openat2 below a dirfd of the workspace
-// (workspace_files.h). Design: /work/shared/specs/isolation.md (decision note, §1.3–§5, §7).
+// (workspace_files.h). Design: docs/isolation.md (decision note, §1.3–§5, §7).
 //
 //   BwrapOptions opts;
 //   opts.init_path = "/usr/libexec/sandgate/sandgate-init";

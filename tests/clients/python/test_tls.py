@@ -1,4 +1,4 @@
-"""The Python client over TCP with mutual TLS, as the CLI speaks it (README "TCP and TLS"):
+"""The Python client over TCP with mutual TLS, as the CLI speaks it (docs/configuration.md, "TCP and TLS"):
 certificates made per run with the openssl CLI, as tests/fakes/test_certs.h makes them."""
 
 from __future__ import annotations

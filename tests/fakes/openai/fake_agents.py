@@ -2,7 +2,7 @@
 
 Mounted by fake_openai.py (which imports this module at its end); shares its HTTP plumbing,
 auth, faults, Files store, clock, scenario and bubblewrap runner. Shapes follow
-/work/shared/specs/openai-api.md §7 and the `openai` npm client 7.59.0
+docs/openai-api.md §7 and the `openai` npm client 7.59.0
 (`resources/beta/agents/**`). See README.md ("Agents API") for the script protocol, the
 control surface and what is a guess.
 

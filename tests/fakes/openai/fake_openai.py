@@ -3,7 +3,7 @@
 
 Standard library only. Implements Files, Containers, Container files, Responses (hosted and
 local `shell`, `function` tools, streaming) and Chat Completions (function tools, streaming)
-with the shapes of /work/shared/specs/openai-api.md, driven by a scripted "model" that a test
+with the shapes of docs/openai-api.md, driven by a scripted "model" that a test
 loads through the admin API under /_fake/; the beta Agents API lives in fake_agents.py, which
 mounts its routes here. See README.md next to this file.
 

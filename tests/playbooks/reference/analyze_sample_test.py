@@ -1,5 +1,5 @@
 """The reference analyze_financials.py on the sample statements, held to the contract
-(shared/specs/financial-analyst.md). Expected values are computed here from the raw CSV with
+(docs/financial-analyst.md). Expected values are computed here from the raw CSV with
 simple code of the test's own, never read back from the program.
 
 Also holds the helpers the other *_test.py files of this folder import (functions only).

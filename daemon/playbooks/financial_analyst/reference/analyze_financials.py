@@ -4,7 +4,7 @@
 Usage: python3 analyze_financials.py INPUT.csv [--out-dir DIR]
 
 Reads one CSV of yearly statements and writes, into DIR (default "."), the six
-artifacts of the contract (shared/specs/financial-analyst.md):
+artifacts of the contract (docs/financial-analyst.md):
 
     analyze_financials.py     a copy of this program, so the analysis can be rerun
     calculated_metrics.csv    one row per year, the contract's metric columns
