@@ -654,7 +654,8 @@ class Checker:
         if when is None:
             return []
         lo, hi = when
-        hits = [f for f in self.book.faults if f.start <= hi and (f.end or hi) + self.size.lease >= lo]
+        hits = [f for f in self.book.faults
+                if f.start <= hi and (f.end or hi) + self.size.lease >= lo]
         if hits:
             return hits
         before = [f for f in self.book.faults if f.start <= hi]
@@ -813,7 +814,8 @@ class Checker:
     def check_takeovers(self) -> None:
         """From the monitor's samples of the lease table: each takeover (taken_over_by set, or
         a new claim) against the last renewal seen before it (expires_at last changed), and
-        when the dead replica's unfinished runs reached 0."""
+        when the dead replica was settled: its unfinished runs at 0, or its lease row marked
+        cleaned."""
         lease, renew = self.size.lease, self.size.renew
         tolerance = 2 * MONITOR_PERIOD + 0.5
         last_change: Dict[str, float] = {}
@@ -845,8 +847,12 @@ class Checker:
                     pending.append((rid, t, renewed))
                 last_claim[rid] = claim
             still = []
+            # Settled: its unfinished runs are gone, or the claimer marked the cleanup done (a
+            # replica back by then has new runs of its own, which are not the dead one's).
+            cleaned = {row.get("id") for row in s.get("leases", [])
+                       if row.get("cleaned") in (1, True)}
             for rid, took, renewed in pending:
-                if s.get("unfinished", {}).get(rid, 0) == 0:
+                if s.get("unfinished", {}).get(rid, 0) == 0 or rid in cleaned:
                     settles.append(t - renewed)
                     if t - renewed > lease + renew + 2 + tolerance:
                         self.anomaly("settle_late", f"{rid}: its runs settled {t - renewed:.1f} s "
