@@ -37,19 +37,6 @@ die() {
   exit 1
 }
 
-# Runs a PostgreSQL command as the owner of the server's directory ($pg_dir): nobody when
-# this runs as root (PostgreSQL refuses root), else ourselves. From /, which nobody can
-# enter even when the clone is in a 0700 home.
-as_pg() {
-  local owner
-  owner=$(stat -c %U "$pg_dir")
-  if [ "$owner" != "$(id -un)" ]; then
-    (cd / && setpriv --reuid="$owner" --regid="$(stat -c %G "$pg_dir")" --clear-groups -- "$@")
-  else
-    "$@"
-  fi
-}
-
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 # Three free TCP ports on 127.0.0.1 (the kernel's choice, so two clusters or a test run
@@ -88,21 +75,11 @@ make_certs() {
   )
 }
 
+# PostgreSQL's directory and server: deploy/postgres.sh (shared with tests/faults/).
 start_postgres() {
   pg_dir=$(mktemp -d /tmp/sg-cluster-pg.XXXXXX)
   echo "$pg_dir" >"$state/pg.dir"
-  if [ "$(id -u)" -eq 0 ]; then chown nobody:nogroup "$pg_dir"; fi
-  local dir=$pg_dir
-  as_pg "$pg_bin/initdb" -D "$dir/data" -U sandgate --auth-local=trust --auth-host=reject \
-    -E UTF8 --no-sync >"$state/initdb.log" 2>&1 || {
-    cat "$state/initdb.log" >&2
-    die "initdb failed (log above)"
-  }
-  # listen_addresses='' : the Unix socket in $dir (mode 0700, its owner's) is the only way in.
-  as_pg "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -s \
-    -o "-k $dir -c listen_addresses= -c max_connections=100" start ||
-    die "PostgreSQL did not start; its log: $dir/server.log"
-  as_pg "$pg_bin/createdb" -h "$dir" -U sandgate sandgate
+  "$repo/deploy/postgres.sh" init "$pg_dir" >/dev/null
 }
 
 write_config() {
@@ -269,7 +246,7 @@ cmd_stop() {
     pg_dir=$(cat "$state/pg.dir")
     if [ -f "$pg_dir/data/postmaster.pid" ]; then
       say "stopping PostgreSQL"
-      as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w -s stop ||
+      "$repo/deploy/postgres.sh" stop "$pg_dir" ||
         stop_pid "$(head -1 "$pg_dir/data/postmaster.pid")" 10
     fi
     case $pg_dir in /tmp/sg-cluster-pg.*) rm -rf "$pg_dir" ;; esac
@@ -294,7 +271,7 @@ cmd_status() {
     i=$((i + 1))
   done
   pg_dir=$(cat "$state/pg.dir" 2>/dev/null || true)
-  if [ -d "$pg_dir" ] && as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" status >/dev/null 2>&1; then
+  if [ -d "$pg_dir" ] && "$repo/deploy/postgres.sh" status "$pg_dir"; then
     say "PostgreSQL: running, socket in $pg_dir"
   else
     say "PostgreSQL: not running"

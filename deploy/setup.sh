@@ -33,9 +33,10 @@ packages=(
 # runtime and pytest, clang (thread-safety analysis, the fuzz target), the style checks, the
 # man page and completion checks, Chromium for the dashboard's browser tests; CPack's
 # dependency list (dpkg-dev), a clean Debian root (mmdebstrap) and systemd-analyze for the
-# package's install test (tests/package/).
+# package's install test (tests/package/); libfaketime for the fault harness's clock steps
+# (tests/faults/).
 test_packages=(
-  libgtest-dev libgmock-dev postgresql curl
+  libgtest-dev libgmock-dev postgresql curl faketime
   python3-grpcio python3-protobuf python3-pytest
   clang clang-format groff-base man-db zsh chromium
   dpkg-dev mmdebstrap systemd
