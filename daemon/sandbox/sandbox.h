@@ -29,6 +29,7 @@
 #include "common/cancel.h"
 #include "common/journal.h"
 #include "nlohmann/json.hpp"
+#include "sandbox/exec_channel.h"
 
 namespace sandgate::sandbox {
 
@@ -122,6 +123,13 @@ struct ExecRequest {
   // left, also `setsid`/`nohup` ones).
   absl::Duration timeout = absl::Minutes(5);
   uint64_t output_cap_bytes = 4ull << 20;  // per stream; beyond it output is dropped, not buffered
+  // Talks to the command while it runs (exec_channel.h): its stdin is a pipe the channel
+  // writes, instead of /dev/null, and the channel signals it. Null: nothing talks to it.
+  // Only where Session::talks_to_commands().
+  std::shared_ptr<ExecChannel> channel;
+  // Runs the command on a new pseudo-terminal of this size (needs `channel`): its stdin,
+  // stdout and stderr are the terminal, whose raw bytes arrive as kStdout.
+  std::optional<TerminalSize> pty;
 };
 
 // The argv that runs `command` (a shell command line) in the sandbox: the one way sandgate
@@ -233,6 +241,9 @@ class Session {
   virtual absl::StatusOr<ExecResult> Exec(const ExecRequest& request,
                                           const OutputCallback& on_output,
                                           const CancelToken* cancel) = 0;
+  // Whether Exec honours ExecRequest::channel and pty (stdin, terminals, signals). Default:
+  // no; the caller refuses such requests instead of having them ignored.
+  virtual bool talks_to_commands() const { return false; }
   // Paths are relative to the workspace; "..", absolute paths and symlinks are refused.
   virtual absl::Status WriteFile(absl::string_view path, absl::string_view data,
                                  int mode = 0644) = 0;

@@ -73,6 +73,7 @@ class BwrapSession : public Session {
   std::string workdir() const override { return "/work"; }
   absl::StatusOr<ExecResult> Exec(const ExecRequest& request, const OutputCallback& on_output,
                                   const CancelToken* cancel) override;
+  bool talks_to_commands() const override { return true; }
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
   absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
@@ -96,7 +97,8 @@ class BwrapSession : public Session {
   BwrapSession(std::shared_ptr<BwrapProvider::Core> core, const SessionSpec& spec, uid_t uid);
   absl::Status Launch(const CancelToken* cancel);
   absl::StatusOr<std::shared_ptr<const WorkspaceFiles>> Files() const;
-  absl::Status SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd);
+  // `in_fd`: the command's stdin, or -1 (/dev/null).
+  absl::Status SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd, int in_fd);
   // Whether the init or bwrap has exited (a poll of their pidfds, no wait).
   bool Exited() const;
   // Why the sandbox died, worked out once (it waits up to a second for bwrap to follow its
