@@ -1,5 +1,5 @@
 // sandgate session ...: drives a kept sandbox session (create, list, get, exec, upload,
-// download, ls, keepalive, close).
+// download, ls, keepalive, close; the processes' commands are in cmd_process.cc).
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/cmd_process.h"
 #include "client/command.h"
 #include "client/render.h"
 #include "client/terminal_text.h"
@@ -39,25 +40,6 @@ void PrintSession(const v1::Session& s, bool json) {
   if (s.has_expires_at())
     std::printf("expires    %s unless used\n", TimeUtil::ToString(s.expires_at()).c_str());
   for (const auto& u : s.unenforced()) std::printf("! not enforced: %s\n", TerminalSafe(u).c_str());
-}
-
-// How a command of `session exec` ended, for stderr: the exit status alone cannot tell an
-// out-of-memory kill from a `kill -9` or a command that exits 137 itself.
-std::string HowItEnded(const v1::CommandFinished& f) {
-  if (f.timed_out()) return "the command timed out (killed)";
-  if (f.oom_killed()) return "the command was killed: out of memory (the session's memory limit)";
-  if (f.cancelled()) return "the command was cancelled";
-  if (f.signal() != 0)
-    return absl::StrCat("the command was killed by signal ", f.signal(), " (",
-                        strsignal(f.signal()), ")");
-  return "";
-}
-
-int ExecStatus(const v1::CommandFinished& f) {
-  if (f.timed_out()) return 124;  // as timeout(1)
-  if (f.signal() != 0) return 128 + f.signal();
-  if (f.oom_killed()) return 128 + SIGKILL;
-  return f.exit_code();
 }
 
 int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
@@ -231,7 +213,18 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
     }
     return 0;
   }
-  if (sub == "exec") return SessionExec(client, ctx, args);
+  if (sub == "exec") {
+    // With input to give, in the background or on a terminal: a process you talk to.
+    if (args.Has("--background") || args.Has("--stdin") || args.Has("--tty") || StdinIsData()) {
+      return SessionExecProcess(client, args);
+    }
+    return SessionExec(client, ctx, args);
+  }
+  if (sub == "ps") return SessionPs(client, args);
+  if (sub == "output") return SessionOutput(client, args);
+  if (sub == "input") return SessionInput(client, args);
+  if (sub == "kill") return SessionKill(client, args);
+  if (sub == "shell") return SessionShell(client, args);
   if (sub == "upload") return SessionUpload(client, ctx, args);
   if (sub == "download") return SessionDownload(client, ctx, args);
   if (sub == "ls") return SessionLs(client, ctx, args);
