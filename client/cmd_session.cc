@@ -174,6 +174,62 @@ int SessionLs(Client& client, grpc::ClientContext& ctx, const Args& args) {
   return 0;
 }
 
+void PrintFile(const v1::FileInfo& f, bool json) {
+  if (json) {
+    std::printf("%s\n", ToJson(f).c_str());
+    return;
+  }
+  const char* kind = f.type() == v1::FileInfo::TYPE_DIRECTORY ? "dir "
+                     : f.type() == v1::FileInfo::TYPE_SYMLINK ? "link"
+                     : f.type() == v1::FileInfo::TYPE_REGULAR ? "file"
+                                                              : "other";
+  std::printf("%s %10s  %s\n", kind, HumanBytes(f.size_bytes()).c_str(),
+              TerminalSafe(f.path().empty() ? "." : f.path()).c_str());
+}
+
+// session stat|rm|mv|mkdir: one file call each.
+int SessionFileCall(Client& client, grpc::ClientContext& ctx, const std::string& sub,
+                    const Args& args) {
+  const std::vector<std::string>& p = args.positional;
+  const bool json = args.Has("--json");
+  v1::FileInfo info;
+  grpc::Status st;
+  if (sub == "stat") {
+    if (p.size() != 2) return Usage("needs ID PATH");
+    v1::StatFileRequest req;
+    req.set_session_id(p[0]);
+    req.set_path(p[1] == "." ? "" : p[1]);
+    st = client.stub().StatFile(&ctx, req, &info);
+  } else if (sub == "rm") {
+    if (p.size() != 2) return Usage("needs ID PATH");
+    v1::DeleteFileRequest req;
+    req.set_session_id(p[0]);
+    req.set_path(p[1]);
+    req.set_recursive(args.Has("--recursive"));
+    v1::DeleteFileResponse resp;
+    st = client.stub().DeleteFile(&ctx, req, &resp);
+    if (st.ok()) return 0;
+  } else if (sub == "mv") {
+    if (p.size() != 3) return Usage("needs ID FROM TO");
+    v1::RenameFileRequest req;
+    req.set_session_id(p[0]);
+    req.set_from(p[1]);
+    req.set_to(p[2]);
+    req.set_overwrite(args.Has("--force"));
+    st = client.stub().RenameFile(&ctx, req, &info);
+  } else {
+    if (p.size() != 2) return Usage("needs ID PATH");
+    v1::MakeDirectoryRequest req;
+    req.set_session_id(p[0]);
+    req.set_path(p[1]);
+    req.set_parents(args.Has("--parents"));
+    st = client.stub().MakeDirectory(&ctx, req, &info);
+  }
+  if (!st.ok()) return Fail(st);
+  PrintFile(info, json);
+  return 0;
+}
+
 }  // namespace
 
 // sandgate session create|list|get|exec|upload|download|ls|keepalive|close ...
@@ -219,6 +275,9 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
       return SessionExecProcess(client, args);
     }
     return SessionExec(client, ctx, args);
+  }
+  if (sub == "stat" || sub == "rm" || sub == "mv" || sub == "mkdir") {
+    return SessionFileCall(client, ctx, sub, args);
   }
   if (sub == "ps") return SessionPs(client, args);
   if (sub == "output") return SessionOutput(client, args);

@@ -38,7 +38,8 @@ commands:
           | kill ID PROC [--signal SIG]      the session's processes
   session shell ID [--] [COMMAND [ARG]...]   an interactive terminal in the session
   session upload ID LOCAL_FILE [WORKSPACE_PATH] | download ID WORKSPACE_PATH [--out FILE]
-  session ls ID [DIR]
+  session ls ID [DIR] | stat ID PATH | rm ID PATH [--recursive] | mv ID FROM TO [--force]
+          | mkdir ID PATH [--parents]
   run ... --session ID     runs in that session; its workspace stays for the next run
 
   completion bash|zsh                          print the shell's completion script
@@ -102,7 +103,8 @@ const ArgsGrammar& Grammar() {
        {"--command-timeout", true}, {"--older-than-hours", true}, {"--model", true},
        {"--tls-ca", true},        {"--tls-cert", true},     {"--tls-key", true},
        {"--workspace-mib", true}, {"--background", false}, {"--stdin", false},
-       {"--tty", false},          {"--signal", true},       {"--offset", true},    {"--eof", false}},
+       {"--tty", false},          {"--signal", true},       {"--offset", true},    {"--eof", false},
+       {"--recursive", false},    {"--force", false},       {"--parents", false}},
       // clang-format on
       {"--addr", "--token-file", "--tls-ca", "--tls-cert", "--tls-key"},
       {
@@ -165,8 +167,8 @@ const ArgsGrammar& Grammar() {
           {"session",
            absl::StrCat(
                "usage: sandgate session "
-               "create|list|get|exec|ps|output|input|kill|shell|upload|download|ls|keepalive|"
-               "close ...\n"
+               "create|list|get|exec|ps|output|input|kill|shell|upload|download|ls|stat|rm|mv|"
+               "mkdir|keepalive|close ...\n"
                "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
                kGlobalUsage),
            {}},
@@ -264,6 +266,30 @@ const ArgsGrammar& Grammar() {
                "usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n",
                kGlobalUsage),
            {}},
+          {"session stat",
+           absl::StrCat("usage: sandgate session stat ID PATH [--json]\n"
+                        "Shows what PATH in the workspace is (. for the workspace); a link is\n"
+                        "shown as a link, never followed.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"session rm",
+           absl::StrCat("usage: sandgate session rm ID PATH [--recursive]\n"
+                        "Deletes a file, a link or an empty directory; --recursive deletes a\n"
+                        "directory with everything in it.\n",
+                        kGlobalUsage),
+           {"--recursive"}},
+          {"session mv",
+           absl::StrCat("usage: sandgate session mv ID FROM TO [--force] [--json]\n"
+                        "Renames FROM to TO in the workspace (missing parents of TO are made);\n"
+                        "--force replaces an existing TO.\n",
+                        kGlobalUsage),
+           {"--force", "--json"}},
+          {"session mkdir",
+           absl::StrCat("usage: sandgate session mkdir ID PATH [--parents] [--json]\n"
+                        "Makes a directory; --parents makes missing parents too, and an\n"
+                        "existing directory is then fine.\n",
+                        kGlobalUsage),
+           {"--parents", "--json"}},
           {"completion",
            "usage: sandgate completion bash|zsh\n"
            "Prints the shell's completion script for sandgate: commands, subcommands, options\n"

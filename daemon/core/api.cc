@@ -82,6 +82,26 @@ absl::Status Api::ListFiles(const Caller& caller, const v1::ListFilesRequest& re
   return core::ListFiles(*deps_.sessions, caller, request, response);
 }
 
+absl::Status Api::StatFile(const Caller& caller, const v1::StatFileRequest& request,
+                           v1::FileInfo* response) {
+  return core::StatFile(*deps_.sessions, caller, request, response);
+}
+
+absl::Status Api::DeleteFile(const Caller& caller, const v1::DeleteFileRequest& request,
+                             v1::DeleteFileResponse* response) {
+  return core::DeleteFile(*deps_.sessions, caller, request, response);
+}
+
+absl::Status Api::RenameFile(const Caller& caller, const v1::RenameFileRequest& request,
+                             v1::FileInfo* response) {
+  return core::RenameFile(*deps_.sessions, caller, request, response);
+}
+
+absl::Status Api::MakeDirectory(const Caller& caller, const v1::MakeDirectoryRequest& request,
+                                v1::FileInfo* response) {
+  return core::MakeDirectory(*deps_.sessions, caller, request, response);
+}
+
 namespace {
 
 absl::Status NoProcesses() {

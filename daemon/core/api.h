@@ -66,6 +66,16 @@ class Api {
   absl::Status ListFiles(const Caller& caller, const v1::ListFilesRequest& request,
                          v1::ListFilesResponse* response);
 
+  // The rest of a session's files (core/file_transfer.h).
+  absl::Status StatFile(const Caller& caller, const v1::StatFileRequest& request,
+                        v1::FileInfo* response);
+  absl::Status DeleteFile(const Caller& caller, const v1::DeleteFileRequest& request,
+                          v1::DeleteFileResponse* response);
+  absl::Status RenameFile(const Caller& caller, const v1::RenameFileRequest& request,
+                          v1::FileInfo* response);
+  absl::Status MakeDirectory(const Caller& caller, const v1::MakeDirectoryRequest& request,
+                             v1::FileInfo* response);
+
   // Processes of kept sessions (core/processes.h). ReadProcessOutput may wait (up to
   // processes.max_read_wait): the edge runs it where a blocked thread does no harm.
   absl::Status StartProcess(const Caller& caller, const v1::StartProcessRequest& request,

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/cancel.h"
@@ -263,6 +264,23 @@ class Session {
   }
   // Recursive listing below `dir` ("" = workspace); links are listed, never followed.
   virtual absl::StatusOr<FileListing> ListFiles(absl::string_view dir) = 0;
+  // The rest of a file system, with the rules of WriteFile and ReadFile ("..", absolute paths
+  // and symlinks in the path are refused; a link itself is never followed). Default:
+  // UNIMPLEMENTED, for providers whose files cannot be managed one by one.
+  // What `path` is ("" = the workspace).
+  virtual absl::StatusOr<FileEntry> StatFile(absl::string_view path) { return Unmanaged("stat"); }
+  // A file, a link or an empty directory; with `recursive`, a directory and all it holds.
+  virtual absl::Status RemoveFile(absl::string_view path, bool recursive) {
+    return Unmanaged("delete");
+  }
+  // Missing parents of `to` are made; an existing `to` is ALREADY_EXISTS unless `overwrite`.
+  virtual absl::Status RenameFile(absl::string_view from, absl::string_view to, bool overwrite) {
+    return Unmanaged("rename");
+  }
+  // With `parents`, missing parents too, and an existing directory is fine.
+  virtual absl::Status MakeDirectory(absl::string_view path, bool parents) {
+    return Unmanaged("mkdir");
+  }
   // Human-readable notes about promises this session cannot keep on this host, e.g.
   // "memory limit not enforced: no memory cgroup controller available".
   virtual std::vector<std::string> Warnings() const = 0;
@@ -289,6 +307,12 @@ class Session {
   // Kills every process, releases every host resource and erases the journal record.
   // Idempotent.
   virtual absl::Status Close() = 0;
+
+ protected:
+  absl::Status Unmanaged(absl::string_view what) const {
+    return absl::UnimplementedError(
+        absl::StrCat("session ", id(), ": its provider cannot ", what, " files"));
+  }
 };
 
 // Thread safe.

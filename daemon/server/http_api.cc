@@ -1027,6 +1027,31 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
           &Api::WriteProcessInput, {},
           {false, &SessionOf<v1::WriteProcessInputRequest>,
            "/sandgate.v1.Sandgate/WriteProcessInput"}),
+      // The rest of a session's files (docs/sessions.md).
+      Unary<v1::StatFileRequest, v1::FileInfo>(
+          deps, "GET", "/v1/sessions/{session_id}/files:stat", &Api::StatFile, {},
+          {false, &SessionOf<v1::StatFileRequest>, "/sandgate.v1.Sandgate/StatFile"}),
+      Unary<v1::DeleteFileRequest, v1::DeleteFileResponse>(
+          deps, "POST", "/v1/sessions/{session_id}/files:delete", &Api::DeleteFile,
+          {"DeleteFile",
+           [](const v1::DeleteFileRequest& q, const v1::DeleteFileResponse&) {
+             return absl::StrCat(q.session_id(), "/", q.path());
+           }},
+          {false, &SessionOf<v1::DeleteFileRequest>, "/sandgate.v1.Sandgate/DeleteFile"}),
+      Unary<v1::RenameFileRequest, v1::FileInfo>(
+          deps, "POST", "/v1/sessions/{session_id}/files:rename", &Api::RenameFile,
+          {"RenameFile",
+           [](const v1::RenameFileRequest& q, const v1::FileInfo&) {
+             return absl::StrCat(q.session_id(), "/", q.from(), " -> ", q.to());
+           }},
+          {false, &SessionOf<v1::RenameFileRequest>, "/sandgate.v1.Sandgate/RenameFile"}),
+      Unary<v1::MakeDirectoryRequest, v1::FileInfo>(
+          deps, "POST", "/v1/sessions/{session_id}/files:mkdir", &Api::MakeDirectory,
+          {"MakeDirectory",
+           [](const v1::MakeDirectoryRequest& q, const v1::FileInfo&) {
+             return absl::StrCat(q.session_id(), "/", q.path());
+           }},
+          {false, &SessionOf<v1::MakeDirectoryRequest>, "/sandgate.v1.Sandgate/MakeDirectory"}),
       UploadRoute(deps),
       DownloadRoute(deps),
       WhoAmIRoute(deps),

@@ -409,6 +409,31 @@ const ForwardTo<v1::ListProcessesRequest, v1::ListProcessesResponse> kForwardLis
     [](Async* a, grpc::ClientContext* c, const v1::ListProcessesRequest* q,
        v1::ListProcessesResponse* r, Done d) { a->ListProcesses(c, q, r, std::move(d)); }};
 
+const ForwardTo<v1::StatFileRequest, v1::FileInfo> kForwardStatFile{
+    false, &SessionOf<v1::StatFileRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::StatFileRequest* q, v1::FileInfo* r, Done d) {
+      a->StatFile(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::DeleteFileRequest, v1::DeleteFileResponse> kForwardDeleteFile{
+    false, &SessionOf<v1::DeleteFileRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::DeleteFileRequest* q, v1::DeleteFileResponse* r,
+       Done d) { a->DeleteFile(c, q, r, std::move(d)); }};
+const ForwardTo<v1::RenameFileRequest, v1::FileInfo> kForwardRenameFile{
+    false, &SessionOf<v1::RenameFileRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::RenameFileRequest* q, v1::FileInfo* r, Done d) {
+      a->RenameFile(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::MakeDirectoryRequest, v1::FileInfo> kForwardMakeDirectory{
+    false, &SessionOf<v1::MakeDirectoryRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::MakeDirectoryRequest* q, v1::FileInfo* r,
+       Done d) { a->MakeDirectory(c, q, r, std::move(d)); }};
+
+// What a file call acted on: "session/path".
+template <typename Req, typename Resp>
+std::string SessionPathOf(const Req& q, const Resp&) {
+  return absl::StrCat(q.session_id(), "/", q.path());
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerContext* ctx,
@@ -557,6 +582,39 @@ grpc::ServerUnaryReactor* SandgateService::ListProcesses(grpc::CallbackServerCon
                                                          const v1::ListProcessesRequest* request,
                                                          v1::ListProcessesResponse* response) {
   return Unary(deps_, ctx, &core::Api::ListProcesses, request, response, {}, kForwardListProcesses);
+}
+
+grpc::ServerUnaryReactor* SandgateService::StatFile(grpc::CallbackServerContext* ctx,
+                                                    const v1::StatFileRequest* request,
+                                                    v1::FileInfo* response) {
+  return Unary(deps_, ctx, &core::Api::StatFile, request, response, {}, kForwardStatFile);
+}
+
+grpc::ServerUnaryReactor* SandgateService::DeleteFile(grpc::CallbackServerContext* ctx,
+                                                      const v1::DeleteFileRequest* request,
+                                                      v1::DeleteFileResponse* response) {
+  return Unary(deps_, ctx, &core::Api::DeleteFile, request, response,
+               {"DeleteFile", &SessionPathOf<v1::DeleteFileRequest, v1::DeleteFileResponse>},
+               kForwardDeleteFile);
+}
+
+grpc::ServerUnaryReactor* SandgateService::RenameFile(grpc::CallbackServerContext* ctx,
+                                                      const v1::RenameFileRequest* request,
+                                                      v1::FileInfo* response) {
+  return Unary(deps_, ctx, &core::Api::RenameFile, request, response,
+               {"RenameFile",
+                [](const v1::RenameFileRequest& q, const v1::FileInfo&) {
+                  return absl::StrCat(q.session_id(), "/", q.from(), " -> ", q.to());
+                }},
+               kForwardRenameFile);
+}
+
+grpc::ServerUnaryReactor* SandgateService::MakeDirectory(grpc::CallbackServerContext* ctx,
+                                                         const v1::MakeDirectoryRequest* request,
+                                                         v1::FileInfo* response) {
+  return Unary(deps_, ctx, &core::Api::MakeDirectory, request, response,
+               {"MakeDirectory", &SessionPathOf<v1::MakeDirectoryRequest, v1::FileInfo>},
+               kForwardMakeDirectory);
 }
 
 }  // namespace sandgate::server

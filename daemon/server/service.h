@@ -102,6 +102,18 @@ class SandgateService final
   grpc::ServerUnaryReactor* ListProcesses(grpc::CallbackServerContext* ctx,
                                           const v1::ListProcessesRequest* request,
                                           v1::ListProcessesResponse* response) override;
+  grpc::ServerUnaryReactor* StatFile(grpc::CallbackServerContext* ctx,
+                                     const v1::StatFileRequest* request,
+                                     v1::FileInfo* response) override;
+  grpc::ServerUnaryReactor* DeleteFile(grpc::CallbackServerContext* ctx,
+                                       const v1::DeleteFileRequest* request,
+                                       v1::DeleteFileResponse* response) override;
+  grpc::ServerUnaryReactor* RenameFile(grpc::CallbackServerContext* ctx,
+                                       const v1::RenameFileRequest* request,
+                                       v1::FileInfo* response) override;
+  grpc::ServerUnaryReactor* MakeDirectory(grpc::CallbackServerContext* ctx,
+                                          const v1::MakeDirectoryRequest* request,
+                                          v1::FileInfo* response) override;
   grpc::ServerUnaryReactor* ListResources(grpc::CallbackServerContext* ctx,
                                           const v1::ListResourcesRequest* request,
                                           v1::ListResourcesResponse* response) override;

@@ -414,6 +414,46 @@ TEST_F(CliTest, BackgroundProcessesAreListedReadAndKilled) {
   EXPECT_EQ(echoed.out, "to the background");
 }
 
+TEST_F(CliTest, SessionFilesAreManagedWithTheRulesOfUploads) {
+  Result created = Cli("session create --idle 300");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  const std::string id(absl::StripAsciiWhitespace(created.out));
+  Result made = Cli("session mkdir " + id + " a/b/c --parents");
+  EXPECT_EQ(made.exit_code, 0) << made.out;
+  EXPECT_TRUE(absl::StartsWith(made.out, "dir ")) << made.out;
+  EXPECT_EQ(Cli("session mkdir " + id + " a/b/c").exit_code, 2);  // exists
+  ASSERT_EQ(
+      Cli("session exec " + id + " 'printf hello > a/b/c/f.txt; ln -s /etc/passwd a/l'").exit_code,
+      0);
+  Result stat = Cli("session stat " + id + " a/b/c/f.txt --json");
+  EXPECT_EQ(stat.exit_code, 0) << stat.out;
+  EXPECT_TRUE(absl::StrContains(stat.out, "\"size_bytes\":\"5\"")) << stat.out;
+  Result link = Cli("session stat " + id + " a/l");
+  EXPECT_TRUE(absl::StartsWith(link.out, "link")) << link.out;  // not followed
+  Result moved = Cli("session mv " + id + " a/b/c/f.txt top/g.txt");
+  EXPECT_EQ(moved.exit_code, 0) << moved.out;
+  EXPECT_EQ(Cli("session exec " + id + " 'cat top/g.txt'").out, "hello");
+  Result not_empty = Cli("session rm " + id + " a");
+  EXPECT_EQ(not_empty.exit_code, 2) << not_empty.out;
+  EXPECT_TRUE(absl::StrContains(not_empty.out, "not empty")) << not_empty.out;
+  EXPECT_EQ(Cli("session rm " + id + " a --recursive").exit_code, 0);
+  EXPECT_EQ(Cli("session stat " + id + " a").exit_code, 2);
+  // Hostile paths: out of the workspace, absolute, through a link.
+  ASSERT_EQ(Cli("session exec " + id + " 'ln -s /etc etc'").exit_code, 0);
+  for (const std::string& bad :
+       {std::string("rm ") + id + " ../x", std::string("rm ") + id + " /etc/passwd",
+        std::string("rm ") + id + " etc/passwd", std::string("mv ") + id + " top/g.txt ../../g",
+        std::string("mv ") + id + " top/g.txt etc/g",
+        std::string("mkdir ") + id + " etc/x --parents",
+        std::string("stat ") + id + " etc/passwd"}) {
+    Result r = Cli("session " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "INVALID_ARGUMENT") || absl::StrContains(r.out, "invalid"))
+        << bad << ": " << r.out;
+  }
+  EXPECT_EQ(Cli("session exec " + id + " 'test -e top/g.txt'").exit_code, 0);
+}
+
 TEST_F(CliTest, SessionShellIsAnInteractiveTerminal) {
   Result created = Cli("session create --idle 300");
   ASSERT_EQ(created.exit_code, 0) << created.out;

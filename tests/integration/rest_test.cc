@@ -366,6 +366,57 @@ TEST_F(RestTest, ProcessRoutesTalkToAProcessAsGrpcDoes) {
   EXPECT_EQ(ended.status, 412) << ended.body;
 }
 
+// Issue 23: stat, delete, rename and mkdir over REST, with UploadFile's path rules.
+TEST_F(RestTest, FileRoutesManageTheWorkspaceAndRefuseHostilePaths) {
+  Answer created = Http("POST", Url("/v1/sessions"), kAlice, "{}");
+  ASSERT_EQ(created.status, 200) << created.body;
+  const std::string sid = Parse<v1::Session>(created).id();
+  const std::string files = "/v1/sessions/" + sid + "/files";
+  Answer made = Http("POST", Url(files + ":mkdir"), kAlice, R"({"path": "d/e", "parents": true})");
+  ASSERT_EQ(made.status, 200) << made.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(made).type(), v1::FileInfo::TYPE_DIRECTORY);
+  v1::UploadFileRequest up;  // a file to move, through gRPC
+  v1::FileInfo info;
+  {
+    auto ctx = DaemonHarness::Context(kAlice);
+    auto writer = stub_->UploadFile(ctx.get(), &info);
+    up.mutable_header()->set_session_id(sid);
+    up.mutable_header()->set_path("d/e/f.txt");
+    ASSERT_TRUE(writer->Write(up));
+    up.Clear();
+    up.set_data("abc");
+    ASSERT_TRUE(writer->Write(up));
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+  }
+  Answer stat = Http("GET", Url(files + ":stat?path=d/e/f.txt"), kAlice);
+  ASSERT_EQ(stat.status, 200) << stat.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(stat).size_bytes(), 3u);
+  Answer moved =
+      Http("POST", Url(files + ":rename"), kAlice, R"({"from": "d/e/f.txt", "to": "g.txt"})");
+  ASSERT_EQ(moved.status, 200) << moved.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(moved).path(), "g.txt");
+  Answer clash = Http("POST", Url(files + ":rename"), kAlice, R"({"from": "d", "to": "g.txt"})");
+  EXPECT_EQ(clash.status, 409) << clash.body;
+  EXPECT_EQ(Http("POST", Url(files + ":delete"), kAlice, R"({"path": "d"})").status, 412);
+  EXPECT_EQ(
+      Http("POST", Url(files + ":delete"), kAlice, R"({"path": "d", "recursive": true})").status,
+      200);
+  EXPECT_EQ(Http("GET", Url(files + ":stat?path=d"), kAlice).status, 404);
+  // Another tenant's session, and paths out of the workspace.
+  EXPECT_EQ(Http("POST", Url(files + ":delete"), kBob, R"({"path": "g.txt"})").status, 404);
+  for (const char* body : {R"({"path": "../g.txt"})", R"({"path": "/etc/passwd"})",
+                           R"({"path": "a/./b"})", "{\"path\": \"\xff\"}"}) {
+    Answer bad = Http("POST", Url(files + ":delete"), kAlice, body);
+    EXPECT_EQ(bad.status, 400) << body << ": " << bad.body;
+  }
+  Answer out =
+      Http("POST", Url(files + ":rename"), kAlice, R"({"from": "g.txt", "to": "../../x"})");
+  EXPECT_EQ(out.status, 400) << out.body;
+  EXPECT_TRUE(absl::StrContains(out.body, "to")) << out.body;
+  EXPECT_EQ(Http("GET", Url(files + ":stat?path=g.txt"), kAlice).status, 200);
+}
+
 struct SseEvent {
   std::string id, type, data;
 };

@@ -829,6 +829,27 @@ export class Session {
     return this.record;
   }
 
+  /** What `path` is ("" = the workspace); a link is not followed. */
+  async stat(path = ""): Promise<FileInfo__Output> {
+    return this.client.unary<FileInfo__Output>("StatFile", { sessionId: this.id, path });
+  }
+
+  /** Deletes a file, a link or an empty directory; `recursive`: a whole directory. */
+  async remove(path: string, options: { recursive?: boolean } = {}): Promise<void> {
+    await this.client.unary("DeleteFile", { sessionId: this.id, path, recursive: options.recursive ?? false });
+  }
+
+  /** Renames within the workspace (missing parents made; an existing target is ALREADY_EXISTS
+   * unless `overwrite`); what `to` is now. */
+  async rename(from: string, to: string, options: { overwrite?: boolean } = {}): Promise<FileInfo__Output> {
+    return this.client.unary<FileInfo__Output>("RenameFile", { sessionId: this.id, from, to, overwrite: options.overwrite ?? false });
+  }
+
+  /** Makes a directory (`parents`: missing parents too, and an existing one is fine). */
+  async mkdir(path: string, options: { parents?: boolean } = {}): Promise<FileInfo__Output> {
+    return this.client.unary<FileInfo__Output>("MakeDirectory", { sessionId: this.id, path, parents: options.parents ?? false });
+  }
+
   /** Closes the session and deletes its sandbox. Idempotent. */
   async close(reason = ""): Promise<Session__Output> {
     if (this.keeper) clearInterval(this.keeper);

@@ -298,3 +298,23 @@ class Session:
         files = FileList(answer.files)
         files.truncated = answer.truncated
         return files
+
+    def stat(self, path: str = "") -> pb.FileInfo:
+        """What `path` is (sandgate.v1.FileInfo; "" = the workspace); a link is not followed."""
+        return self._client.call("StatFile", pb.StatFileRequest(session_id=self.id, path=path))
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        """Deletes a file, a link or an empty directory; recursive=True a whole directory."""
+        self._client.call("DeleteFile", pb.DeleteFileRequest(session_id=self.id, path=path,
+                                                             recursive=recursive))
+
+    def rename(self, source: str, target: str, overwrite: bool = False) -> pb.FileInfo:
+        """Renames `source` to `target` (missing parents made; an existing target is
+        AlreadyExists unless overwrite=True). Returns what `target` is now."""
+        return self._client.call("RenameFile", pb.RenameFileRequest(
+            session_id=self.id, to=target, overwrite=overwrite, **{"from": source}))
+
+    def mkdir(self, path: str, parents: bool = False) -> pb.FileInfo:
+        """Makes a directory (parents=True: missing parents too, and an existing one is fine)."""
+        return self._client.call("MakeDirectory", pb.MakeDirectoryRequest(
+            session_id=self.id, path=path, parents=parents))

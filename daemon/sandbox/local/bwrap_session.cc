@@ -725,6 +725,27 @@ absl::StatusOr<FileListing> BwrapSession::ListFiles(absl::string_view dir) {
   return files->ListFiles(dir);
 }
 
+absl::StatusOr<FileEntry> BwrapSession::StatFile(absl::string_view path) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->Stat(path);
+}
+
+absl::Status BwrapSession::RemoveFile(absl::string_view path, bool recursive) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->Remove(path, recursive);
+}
+
+absl::Status BwrapSession::RenameFile(absl::string_view from, absl::string_view to,
+                                      bool overwrite) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->Rename(from, to, overwrite);
+}
+
+absl::Status BwrapSession::MakeDirectory(absl::string_view path, bool parents) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->MakeDirectory(path, parents);
+}
+
 std::vector<std::string> BwrapSession::Warnings() const { return warnings_; }
 
 absl::Status BwrapSession::Close() {

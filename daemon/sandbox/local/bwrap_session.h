@@ -79,6 +79,10 @@ class BwrapSession : public Session {
   absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
                           const FileSink& sink) override;
   absl::StatusOr<FileListing> ListFiles(absl::string_view dir) override;
+  absl::StatusOr<FileEntry> StatFile(absl::string_view path) override;
+  absl::Status RemoveFile(absl::string_view path, bool recursive) override;
+  absl::Status RenameFile(absl::string_view from, absl::string_view to, bool overwrite) override;
+  absl::Status MakeDirectory(absl::string_view path, bool parents) override;
   std::vector<std::string> Warnings() const override;
   // Expired once the init or bwrap has exited without Close, with the reason (Death()); the
   // first answer after a death may wait up to a second for bwrap to say how its init ended.

@@ -161,6 +161,27 @@ describe("processes", () => {
   });
 });
 
+describe("session files", () => {
+  test("stat, remove, rename and mkdir stay inside the workspace", async () => {
+    const c = client();
+    await c.withSession({}, async (s) => {
+      assert.equal((await s.mkdir("a/b", { parents: true })).type, "TYPE_DIRECTORY");
+      await s.write("a/b/f.txt", "abc");
+      assert.equal((await s.stat("a/b/f.txt")).sizeBytes, 3);
+      assert.equal((await s.rename("a/b/f.txt", "g.txt")).path, "g.txt");
+      await assert.rejects(s.rename("a", "g.txt"), (e) => e.codeName === "ALREADY_EXISTS");
+      await assert.rejects(s.remove("a"), (e) => e.codeName === "FAILED_PRECONDITION");
+      await s.remove("a", { recursive: true });
+      await assert.rejects(s.stat("a"), (e) => e.codeName === "NOT_FOUND");
+      for (const bad of ["../g.txt", "/etc/passwd"]) {
+        await assert.rejects(s.remove(bad), (e) => e.codeName === "INVALID_ARGUMENT");
+      }
+      assert.equal((await s.read("g.txt")).toString(), "abc");
+    });
+    c.close();
+  });
+});
+
 describe("sessions", () => {
   test("exec streams output and its end; files go up, are listed, and come back", async () => {
     const c = client();

@@ -286,3 +286,26 @@ def test_processes_take_stdin_run_on_a_terminal_and_are_read_from_offsets(client
             again.write("x")
         with pytest.raises(sandgate.NotFound):
             s.process("p99")
+
+
+def test_session_files_stat_remove_rename_and_mkdir_inside_the_workspace(client):
+    with client.session() as s:
+        assert s.mkdir("a/b", parents=True).type == sandgate.pb.FileInfo.TYPE_DIRECTORY
+        s.write("a/b/f.txt", b"abc")
+        assert s.stat("a/b/f.txt").size_bytes == 3
+        assert s.stat().type == sandgate.pb.FileInfo.TYPE_DIRECTORY
+        assert s.rename("a/b/f.txt", "g.txt").path == "g.txt"
+        with pytest.raises(sandgate.AlreadyExists):
+            s.rename("a", "g.txt")
+        with pytest.raises(sandgate.FailedPrecondition, match="not empty"):
+            s.remove("a")
+        s.remove("a", recursive=True)
+        with pytest.raises(sandgate.NotFound):
+            s.stat("a")
+        for bad in ("../g.txt", "/etc/passwd", "a/../../b"):
+            with pytest.raises(sandgate.InvalidArgument):
+                s.remove(bad)
+        s.run("ln -s /etc etc")
+        with pytest.raises(sandgate.InvalidArgument, match="symbolic link"):
+            s.stat("etc/passwd")
+        assert s.read("g.txt") == b"abc"
