@@ -375,6 +375,14 @@ absl::StatusOr<int> WorkspaceFiles::OpenDir(const std::vector<std::string>& part
   return cur;
 }
 
+absl::StatusOr<int> WorkspaceFiles::OpenParent(absl::string_view path, bool create,
+                                               UniqueFd* holder, std::string* name) const {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitWorkspacePath(path, false));
+  *name = parts.back();
+  parts.pop_back();
+  return OpenDir(parts, create, holder);
+}
+
 absl::StatusOr<FileEntry> WorkspaceFiles::Stat(absl::string_view path) const {
   SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitWorkspacePath(path, true));
   FileEntry e;
@@ -395,13 +403,11 @@ absl::StatusOr<FileEntry> WorkspaceFiles::Stat(absl::string_view path) const {
 }
 
 absl::Status WorkspaceFiles::Remove(absl::string_view path, bool recursive) const {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitWorkspacePath(path, false));
-  const std::string name = parts.back();
-  parts.pop_back();
   ScopedFsIds ids(uid_, gid_);
   if (!ids.ok()) return errors::Internal("cannot switch to the session's file system ids");
   UniqueFd holder;
-  SANDGATE_ASSIGN_OR_RETURN(int dir, OpenDir(parts, false, &holder));
+  std::string name;
+  SANDGATE_ASSIGN_OR_RETURN(int dir, OpenParent(path, false, &holder, &name));
   struct stat st;
   if (fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return OpenError(errno, path);
   if (S_ISDIR(st.st_mode) && recursive) {
@@ -456,13 +462,11 @@ absl::Status WorkspaceFiles::Rename(absl::string_view from, absl::string_view to
 }
 
 absl::Status WorkspaceFiles::MakeDirectory(absl::string_view path, bool parents) const {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitWorkspacePath(path, false));
-  const std::string name = parts.back();
-  parts.pop_back();
   ScopedFsIds ids(uid_, gid_);
   if (!ids.ok()) return errors::Internal("cannot switch to the session's file system ids");
   UniqueFd holder;
-  SANDGATE_ASSIGN_OR_RETURN(int dir, OpenDir(parts, parents, &holder));
+  std::string name;
+  SANDGATE_ASSIGN_OR_RETURN(int dir, OpenParent(path, parents, &holder, &name));
   if (mkdirat(dir, name.c_str(), 0755) == 0) return absl::OkStatus();
   if (errno != EEXIST) return OpenError(errno, path);
   struct stat st;

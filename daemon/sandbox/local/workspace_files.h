@@ -79,6 +79,10 @@ class WorkspaceFiles {
   // the session's fs ids when creating.
   absl::StatusOr<int> OpenDir(const std::vector<std::string>& parts, bool create,
                               UniqueFd* holder) const;
+  // The directory fd of the parent of `path` (a non-empty workspace path) as OpenDir gives
+  // it, and the last component in *name.
+  absl::StatusOr<int> OpenParent(absl::string_view path, bool create, UniqueFd* holder,
+                                 std::string* name) const;
 
   UniqueFd root_;
   uid_t uid_;
