@@ -30,11 +30,12 @@ packages=(
 )
 # Only to test: GoogleTest, a PostgreSQL server the replica tests start, the Python client's
 # runtime and pytest, clang (thread-safety analysis, the fuzz target), the style checks, the
-# man page and completion checks, Chromium for the dashboard's browser tests.
+# man page and completion checks, Chromium for the dashboard's browser tests, tmux for
+# `session shell` in a real terminal.
 test_packages=(
   libgtest-dev libgmock-dev postgresql curl
   python3-grpcio python3-protobuf python3-pytest
-  clang clang-format groff-base man-db zsh chromium
+  clang clang-format groff-base man-db zsh chromium tmux
 )
 [ "$tests" -eq 1 ] && packages+=("${test_packages[@]}")
 
