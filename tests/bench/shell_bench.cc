@@ -47,6 +47,8 @@ class OnTerminal {
     waitpid(pid_, nullptr, 0);
     close(fd_);
   }
+  // What was read and not yet consumed by Await.
+  const std::string& pending() const { return seen_; }
   // Reads until `want` shows in what was read since the last call; false after 20 s.
   bool Await(const std::string& want) {
     const auto deadline = SteadyClock::now() + std::chrono::seconds(20);
@@ -103,10 +105,15 @@ int Main(int argc, char** argv) {
   // from cat at the end of a line, never sent here).
   OnTerminal shell({SANDGATE_CLI_PATH, "session", "shell", session.id(), "--", "cat"});
   OnTerminal local({"/bin/cat"});
-  // The first key waits for the shell's start; not timed.
-  if (shell.RoundTrip('.') < 0 || local.RoundTrip('.') < 0) {
-    std::fprintf(stderr, "no echo from the shell\n");
-    return 1;
+  // A line through first, not timed: the shell is up and its terminal echoes (an error of
+  // the CLI could hold any letter; this line it cannot).
+  for (OnTerminal* t : {&shell, &local}) {
+    t->Write("sandgate-ready-4711\r");
+    if (!t->Await("sandgate-ready-4711\r\nsandgate-ready-4711")) {
+      std::fprintf(stderr, "no echo from the terminal; it said: %s\n", t->pending().c_str());
+      return 1;
+    }
+    t->Await("\n");
   }
   std::vector<double> through, baseline;
   for (int i = 0; i < keys; ++i) {
