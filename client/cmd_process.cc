@@ -295,6 +295,8 @@ int SessionExecProcess(Client& client, const Args& args) {
   const bool background = args.Has("--background");
   const bool with_stdin = background ? args.Has("--stdin") : true;
   req.set_stdin(with_stdin);
+  // In the foreground it is a command, as Exec runs it: the session's command_timeout holds.
+  req.set_command_timeout(!background);
   if (args.Has("--tty")) *req.mutable_pty() = LocalSize();
   v1::Process p;
   if (int rc = StartProcess(client, req, &p)) return rc;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -232,11 +233,9 @@ absl::Status ProcessManager::Start(const Caller& caller, const v1::StartProcessR
   exec.set_cwd(request.cwd());
   if (request.has_timeout()) *exec.mutable_timeout() = request.timeout();
   SANDGATE_RETURN_IF_ERROR(deps_.sessions->CheckExec(exec));
-  sandbox::ExecRequest sandbox_exec = ToSandboxExec(exec, absl::InfiniteDuration());
-  // The ring bounds what is kept; the sandbox need not cut the output.
-  sandbox_exec.output_cap_bytes = std::numeric_limits<uint64_t>::max();
+  std::optional<sandbox::TerminalSize> pty;
   if (request.has_pty()) {
-    SANDGATE_ASSIGN_OR_RETURN(sandbox_exec.pty, ToTerminalSize(request.pty(), "pty"));
+    SANDGATE_ASSIGN_OR_RETURN(pty, ToTerminalSize(request.pty(), "pty"));
   }
   ForgetEnded();
   const ProcessLimits& limits = deps_.config->processes;
@@ -247,6 +246,11 @@ absl::Status ProcessManager::Start(const Caller& caller, const v1::StartProcessR
   watch.cancel = &proc->cancel;
   SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<SessionManager::Lease> lease,
                             deps_.sessions->Acquire(caller, request.session_id(), watch));
+  sandbox::ExecRequest sandbox_exec = ToSandboxExec(
+      exec, request.command_timeout() ? lease->command_timeout() : absl::InfiniteDuration());
+  // The ring bounds what is kept; the sandbox need not cut the output.
+  sandbox_exec.output_cap_bytes = std::numeric_limits<uint64_t>::max();
+  sandbox_exec.pty = pty;
   if (!lease->session().talks_to_commands()) {
     return errors::FailedPrecondition(
         absl::StrCat("session ", request.session_id(),

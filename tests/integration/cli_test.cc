@@ -368,6 +368,13 @@ TEST_F(CliTest, SessionExecPassesStdinOnAndEndsItWithEof) {
   EXPECT_EQ(counted.exit_code, 3) << counted.out;
   EXPECT_EQ(absl::StripAsciiWhitespace(counted.out), "3");
   // More than a pipe holds, through in order.
+  // In the foreground it is a command: the session's command_timeout holds, as for Exec.
+  Result slow_session = Cli("session create --idle 300 --command-timeout 1");
+  ASSERT_EQ(slow_session.exit_code, 0) << slow_session.out;
+  Result slow = Cli("session exec " + std::string(absl::StripAsciiWhitespace(slow_session.out)) +
+                    " -- sh -c 'cat; sleep 30' < " + input);
+  EXPECT_EQ(slow.exit_code, 124) << slow.out;
+  EXPECT_TRUE(absl::StrContains(slow.out, "timed out")) << slow.out;
   ASSERT_EQ(std::system(("head -c 3000000 /dev/zero > " + input).c_str()), 0);
   Result big = Cli("session exec " + id + " -- sh -c 'wc -c' < " + input);
   EXPECT_EQ(absl::StripAsciiWhitespace(big.out), "3000000") << big.out;
