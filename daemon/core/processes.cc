@@ -343,8 +343,12 @@ absl::Status ProcessManager::Read(const Caller& caller, const v1::ReadProcessOut
                             Find(caller, request.session_id(), request.process_id()));
   const uint64_t max_bytes = request.max_bytes() == 0 ? kDefaultReadBytes : request.max_bytes();
   absl::MutexLock lock(&proc->mu);
-  auto ready = [&proc, offset = request.offset()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(proc->mu) {
-    return proc->ring.end() > offset || proc->state != v1::Process::STATE_RUNNING;
+  const uint64_t offset = request.offset();
+  const bool until_exit = request.until_exit();
+  auto ready = [&proc, offset, until_exit, max_bytes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(proc->mu) {
+    if (proc->state != v1::Process::STATE_RUNNING) return true;
+    const uint64_t waiting = proc->ring.end() > offset ? proc->ring.end() - offset : 0;
+    return until_exit ? waiting >= max_bytes : waiting > 0;
   };
   if (wait > absl::ZeroDuration() && !ready()) {
     deps_.clock->AwaitWithDeadline(proc->mu, absl::Condition(&ready), deps_.clock->Now() + wait);

@@ -147,7 +147,8 @@ void OnIo(const ServiceDeps& deps, const Exchange& x, std::function<void()> fn) 
 }
 
 // Where a call runs: the I/O executor (short blocking work), or Exec's executor, shared fairly
-// by the tenants, for a call that may wait long (ReadProcessOutput's wait).
+// by the tenants, for a call that may wait long (ReadProcessOutput's wait, the input of a
+// process that does not read).
 enum class Lane { kIo, kWaits };
 
 void OnLane(const ServiceDeps& deps, Lane lane, const std::string& tenant, const Exchange& x,
@@ -1026,7 +1027,8 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
           deps, "POST", "/v1/sessions/{session_id}/processes/{process_id}:input",
           &Api::WriteProcessInput, {},
           {false, &SessionOf<v1::WriteProcessInputRequest>,
-           "/sandgate.v1.Sandgate/WriteProcessInput"}),
+           "/sandgate.v1.Sandgate/WriteProcessInput"},
+          Lane::kWaits),
       // The rest of a session's files (docs/sessions.md).
       Unary<v1::StatFileRequest, v1::FileInfo>(
           deps, "GET", "/v1/sessions/{session_id}/files:stat", &Api::StatFile, {},

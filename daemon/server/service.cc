@@ -34,7 +34,8 @@ struct Audited {
 };
 
 // Where a unary call runs: the I/O executor (short blocking work), or Exec's executor, shared
-// fairly by the tenants, for a call that may wait long (ReadProcessOutput's wait).
+// fairly by the tenants, for a call that may wait long (ReadProcessOutput's wait, the input
+// of a process that does not read).
 enum class Lane { kIo, kWaits };
 
 // The one unary adapter: authenticates, runs `handler` on the I/O executor and finishes the
@@ -574,8 +575,9 @@ grpc::ServerUnaryReactor* SandgateService::ReadProcessOutput(
 grpc::ServerUnaryReactor* SandgateService::WriteProcessInput(
     grpc::CallbackServerContext* ctx, const v1::WriteProcessInputRequest* request,
     v1::WriteProcessInputResponse* response) {
+  // Input waits (up to core::ProcessManager::kInputWait) for a process that does not read.
   return Unary(deps_, ctx, &core::Api::WriteProcessInput, request, response, {},
-               kForwardWriteProcessInput);
+               kForwardWriteProcessInput, Lane::kWaits);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListProcesses(grpc::CallbackServerContext* ctx,

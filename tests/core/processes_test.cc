@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -221,6 +222,35 @@ TEST_F(ProcessesTest, OutputIsReadFromAnOffsetAfterTheWriterEnded) {
   EXPECT_EQ(Text(out), "line2\nerr");
   EXPECT_EQ(out.chunks(out.chunks_size() - 1).stream(), v1::CommandOutput::STREAM_STDERR);
   EXPECT_EQ(out.dropped_bytes(), 0u);
+}
+
+TEST_F(ProcessesTest, AReadUntilExitWaitsForTheEndNotTheFirstOutput) {
+  const std::string sid = NewSession();
+  auto p = Start(sid, "cat", /*stdin=*/true);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(Write(sid, p->id(), Input("first\n")).ok());
+  EXPECT_EQ(Text(Read(sid, p->id())), "first\n");  // a plain read answers at the output
+  // Until exit: with output there and the process running, it waits; the fake clock's
+  // deadline passing ends the wait with what is there.
+  v1::ReadProcessOutputRequest req;
+  req.set_session_id(sid);
+  req.set_process_id(p->id());
+  req.set_until_exit(true);
+  *req.mutable_wait() = ToProto(absl::Seconds(5));
+  v1::ProcessOutput out;
+  std::thread reader([&] { ASSERT_TRUE(processes_->Read(caller_, req, &out).ok()); });
+  ASSERT_TRUE(clock_.BlockUntilSettled(2));  // the reaper and the read wait on the clock
+  clock_.Advance(absl::Seconds(5));
+  reader.join();
+  EXPECT_EQ(Text(out), "first\n");
+  EXPECT_EQ(out.process().state(), v1::Process::STATE_RUNNING);
+  // The end ends such a wait at once, with all the output.
+  ASSERT_TRUE(Write(sid, p->id(), Input("second\n", /*close=*/true)).ok());
+  out.Clear();
+  *req.mutable_wait() = ToProto(absl::Seconds(30));
+  ASSERT_TRUE(processes_->Read(caller_, req, &out).ok());
+  EXPECT_EQ(Text(out), "first\nsecond\n");
+  EXPECT_EQ(out.process().state(), v1::Process::STATE_EXITED);
 }
 
 TEST_F(ProcessesTest, TheRingIsBoundedAndReadsSayWhatWasDropped) {

@@ -565,14 +565,16 @@ export class Process {
     return this.record.state === "STATE_RUNNING";
   }
 
-  /** The output after `offset`, waiting up to `waitSeconds` for some while it runs. Empty once
-   * it ended and all was read. */
-  async read(options: { waitSeconds?: number; maxBytes?: number } = {}): Promise<OutputPiece[]> {
+  /** The output after `offset`, waiting up to `waitSeconds` for some while it runs; with
+   * `untilExit`, for its end (or maxBytes of output) instead, as an agent's yieldTimeMs. Empty
+   * once it ended and all was read. */
+  async read(options: { waitSeconds?: number; maxBytes?: number; untilExit?: boolean } = {}): Promise<OutputPiece[]> {
     const out = await this.client.unary<ProcessOutput__Output>("ReadProcessOutput", {
       sessionId: this.sessionId,
       processId: this.id,
       offset: this.offset,
       maxBytes: options.maxBytes ?? 0,
+      untilExit: options.untilExit ?? false,
       wait: options.waitSeconds ? { seconds: Math.floor(options.waitSeconds), nanos: Math.round((options.waitSeconds % 1) * 1e9) } : undefined,
     });
     this.record = out.process!;

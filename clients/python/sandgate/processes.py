@@ -68,11 +68,15 @@ class Process:
     def __repr__(self) -> str:
         return f"<sandgate.Process {self.session_id}/{self.id}>"
 
-    def read(self, wait: Seconds = 0, max_bytes: int = 0) -> List[Output]:
+    def read(self, wait: Seconds = 0, max_bytes: int = 0,
+             until_exit: bool = False) -> List[Output]:
         """The output after `offset` (advancing it), waiting up to `wait` seconds for some when
-        there is none yet and the process runs. Empty once it ended and all was read."""
+        there is none yet and the process runs; with until_exit, for the process's end (or
+        max_bytes of output) instead, as an agent's yieldTimeMs. Empty once it ended and all
+        was read."""
         request = pb.ReadProcessOutputRequest(session_id=self.session_id, process_id=self.id,
-                                              offset=self.offset, max_bytes=max_bytes)
+                                              offset=self.offset, max_bytes=max_bytes,
+                                              until_exit=until_exit)
         d = duration(wait, "wait") if wait else None
         if d is not None:
             request.wait.CopyFrom(d)

@@ -148,12 +148,17 @@ describe("processes", () => {
       await py.kill();
       assert.equal((await py.wait()).record.finished.signal, 9);
 
+      const quick = await s.start("sleep 0.2; echo finished");
+      const all = await quick.read({ waitSeconds: 20, untilExit: true });
+      assert.equal(Buffer.concat(all.map((p) => p.data)).toString(), "finished\n");
+      assert.equal(quick.record.state, "STATE_EXITED");
+
       const printed = await s.start("printf abcdef");
       await printed.wait();
       const again = await s.process(printed.id);
       again.offset = 2;
       assert.equal(Buffer.concat((await again.read()).map((p) => p.data)).toString(), "cdef");
-      assert.deepEqual((await s.processes()).map((p) => p.id), ["p1", "p2", "p3"]);
+      assert.deepEqual((await s.processes()).map((p) => p.id), ["p1", "p2", "p3", "p4"]);
       await assert.rejects(again.signal("SIGSTOP"), (e) => e.codeName === "INVALID_ARGUMENT" && e.message.includes("SIGSTOP"));
       await assert.rejects(s.process("p99"), (e) => e.codeName === "NOT_FOUND");
     });

@@ -271,6 +271,11 @@ def test_processes_take_stdin_run_on_a_terminal_and_are_read_from_offsets(client
         py.signal("SIGKILL")
         assert py.wait().record.finished.signal == signal.SIGKILL
 
+        # A command given a time to finish: one read until its end.
+        quick = s.start("sleep 0.2; echo finished")
+        assert b"".join(p.data for p in quick.read(wait=20, until_exit=True)) == b"finished\n"
+        assert quick.record.state == sandgate.pb.Process.STATE_EXITED
+
         # Output stays readable after the writer ended, from any offset.
         done = s.start("printf 'abcdef'; printf err >&2")
         code, out, err = done.wait(text=False)
@@ -278,7 +283,7 @@ def test_processes_take_stdin_run_on_a_terminal_and_are_read_from_offsets(client
         again = s.process(done.id)
         again.offset = 3
         assert b"".join(p.data for p in again.read()) == b"deferr"
-        assert [p.id for p in s.processes()] == ["p1", "p2", "p3"]
+        assert [p.id for p in s.processes()] == ["p1", "p2", "p3", "p4"]
 
         with pytest.raises(sandgate.InvalidArgument, match="SIGSTOP"):
             again.signal("SIGSTOP")
