@@ -24,11 +24,12 @@ namespace {
 using ::sandgate::testing::FakeJournal;
 using ::testing::HasSubstr;
 
-// A uid pool away from bwrap_provider_test's (its pools are 0 and 1 of the same base).
+// A uid pool of its own, per test process, away from every other test's range
+// (bwrap_provider_test's reach 263999; the daemons' tests start at 300100).
 BwrapOptions ChannelTestOptions() {
   BwrapOptions opts;
   opts.init_path = SANDGATE_TEST_INIT_PATH;
-  opts.uid_base = 260000 + (getpid() % 1000) * 32;
+  opts.uid_base = 500000 + (getpid() % 1000) * 16;
   opts.uid_pool_size = 8;
   opts.cgroup_parent = "sandgate-test";
   return opts;
