@@ -1,5 +1,5 @@
 // sandgate session ...: drives a kept sandbox session (create, list, get, exec, upload,
-// download, ls, keepalive, close).
+// download, ls, keepalive, close; the processes' commands are in cmd_process.cc).
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/cmd_process.h"
 #include "client/command.h"
 #include "client/render.h"
 #include "client/terminal_text.h"
@@ -39,25 +40,6 @@ void PrintSession(const v1::Session& s, bool json) {
   if (s.has_expires_at())
     std::printf("expires    %s unless used\n", TimeUtil::ToString(s.expires_at()).c_str());
   for (const auto& u : s.unenforced()) std::printf("! not enforced: %s\n", TerminalSafe(u).c_str());
-}
-
-// How a command of `session exec` ended, for stderr: the exit status alone cannot tell an
-// out-of-memory kill from a `kill -9` or a command that exits 137 itself.
-std::string HowItEnded(const v1::CommandFinished& f) {
-  if (f.timed_out()) return "the command timed out (killed)";
-  if (f.oom_killed()) return "the command was killed: out of memory (the session's memory limit)";
-  if (f.cancelled()) return "the command was cancelled";
-  if (f.signal() != 0)
-    return absl::StrCat("the command was killed by signal ", f.signal(), " (",
-                        strsignal(f.signal()), ")");
-  return "";
-}
-
-int ExecStatus(const v1::CommandFinished& f) {
-  if (f.timed_out()) return 124;  // as timeout(1)
-  if (f.signal() != 0) return 128 + f.signal();
-  if (f.oom_killed()) return 128 + SIGKILL;
-  return f.exit_code();
 }
 
 int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
@@ -192,6 +174,62 @@ int SessionLs(Client& client, grpc::ClientContext& ctx, const Args& args) {
   return 0;
 }
 
+void PrintFile(const v1::FileInfo& f, bool json) {
+  if (json) {
+    std::printf("%s\n", ToJson(f).c_str());
+    return;
+  }
+  const char* kind = f.type() == v1::FileInfo::TYPE_DIRECTORY ? "dir "
+                     : f.type() == v1::FileInfo::TYPE_SYMLINK ? "link"
+                     : f.type() == v1::FileInfo::TYPE_REGULAR ? "file"
+                                                              : "other";
+  std::printf("%s %10s  %s\n", kind, HumanBytes(f.size_bytes()).c_str(),
+              TerminalSafe(f.path().empty() ? "." : f.path()).c_str());
+}
+
+// session stat|rm|mv|mkdir: one file call each.
+int SessionFileCall(Client& client, grpc::ClientContext& ctx, const std::string& sub,
+                    const Args& args) {
+  const std::vector<std::string>& p = args.positional;
+  const bool json = args.Has("--json");
+  v1::FileInfo info;
+  grpc::Status st;
+  if (sub == "stat") {
+    if (p.size() != 2) return Usage("needs ID PATH");
+    v1::StatFileRequest req;
+    req.set_session_id(p[0]);
+    req.set_path(p[1] == "." ? "" : p[1]);
+    st = client.stub().StatFile(&ctx, req, &info);
+  } else if (sub == "rm") {
+    if (p.size() != 2) return Usage("needs ID PATH");
+    v1::DeleteFileRequest req;
+    req.set_session_id(p[0]);
+    req.set_path(p[1]);
+    req.set_recursive(args.Has("--recursive"));
+    v1::DeleteFileResponse resp;
+    st = client.stub().DeleteFile(&ctx, req, &resp);
+    if (st.ok()) return 0;
+  } else if (sub == "mv") {
+    if (p.size() != 3) return Usage("needs ID FROM TO");
+    v1::RenameFileRequest req;
+    req.set_session_id(p[0]);
+    req.set_from(p[1]);
+    req.set_to(p[2]);
+    req.set_overwrite(args.Has("--force"));
+    st = client.stub().RenameFile(&ctx, req, &info);
+  } else {
+    if (p.size() != 2) return Usage("needs ID PATH");
+    v1::MakeDirectoryRequest req;
+    req.set_session_id(p[0]);
+    req.set_path(p[1]);
+    req.set_parents(args.Has("--parents"));
+    st = client.stub().MakeDirectory(&ctx, req, &info);
+  }
+  if (!st.ok()) return Fail(st);
+  PrintFile(info, json);
+  return 0;
+}
+
 }  // namespace
 
 // sandgate session create|list|get|exec|upload|download|ls|keepalive|close ...
@@ -231,7 +269,21 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
     }
     return 0;
   }
-  if (sub == "exec") return SessionExec(client, ctx, args);
+  if (sub == "exec") {
+    // With input to give, in the background or on a terminal: a process you talk to.
+    if (args.Has("--background") || args.Has("--stdin") || args.Has("--tty") || StdinIsData()) {
+      return SessionExecProcess(client, args);
+    }
+    return SessionExec(client, ctx, args);
+  }
+  if (sub == "stat" || sub == "rm" || sub == "mv" || sub == "mkdir") {
+    return SessionFileCall(client, ctx, sub, args);
+  }
+  if (sub == "ps") return SessionPs(client, args);
+  if (sub == "output") return SessionOutput(client, args);
+  if (sub == "input") return SessionInput(client, args);
+  if (sub == "kill") return SessionKill(client, args);
+  if (sub == "shell") return SessionShell(client, args);
   if (sub == "upload") return SessionUpload(client, ctx, args);
   if (sub == "download") return SessionDownload(client, ctx, args);
   if (sub == "ls") return SessionLs(client, ctx, args);

@@ -30,10 +30,17 @@ commands:
                  [--network MODE] [--memory-mib N] [--workspace-mib N] [--idempotency-key K]
                  [--isolation namespaces|gvisor] [--json]   prints the id
   session list [--all] | get ID | keepalive ID | close ID [--reason TEXT]
-  session exec ID [--timeout S] [--env K=V]... [--] COMMAND [ARG]...
-      one COMMAND word runs as `sh -c COMMAND`; exits with the command's status
+  session exec ID [--timeout S] [--env K=V]... [--stdin] [--tty] [--background] [--]
+               COMMAND [ARG]...
+      one COMMAND word runs as `sh -c COMMAND`; exits with the command's status; piped
+      stdin goes to the command (`echo hi | sandgate session exec ID -- cat` prints hi);
+      --background prints a process id at once
+  session ps ID | output ID PROC [--offset N] [--follow] | input ID PROC [--eof]
+          | kill ID PROC [--signal SIG]      the session's processes
+  session shell ID [--] [COMMAND [ARG]...]   an interactive terminal in the session
   session upload ID LOCAL_FILE [WORKSPACE_PATH] | download ID WORKSPACE_PATH [--out FILE]
-  session ls ID [DIR]
+  session ls ID [DIR] | stat ID PATH | rm ID PATH [--recursive] | mv ID FROM TO [--force]
+          | mkdir ID PATH [--parents]
   run ... --session ID     runs in that session; its workspace stays for the next run
 
   completion bash|zsh                          print the shell's completion script
@@ -99,7 +106,11 @@ const ArgsGrammar& Grammar() {
        {"--session", true},       {"--idle", true},         {"--lifetime", true},  {"--all", false},
        {"--command-timeout", true}, {"--older-than-hours", true}, {"--model", true},
        {"--tls-ca", true},        {"--tls-cert", true},     {"--tls-key", true},
-       {"--workspace-mib", true}, {"--isolation", true}},
+       {"--workspace-mib", true}, {"--isolation", true},
+
+       {"--background", false}, {"--stdin", false},
+       {"--tty", false},          {"--signal", true},       {"--offset", true},    {"--eof", false},
+       {"--recursive", false},    {"--force", false},       {"--parents", false}},
       // clang-format on
       {"--addr", "--token-file", "--tls-ca", "--tls-cert", "--tls-key"},
       {
@@ -161,8 +172,9 @@ const ArgsGrammar& Grammar() {
            {"--out"}},
           {"session",
            absl::StrCat(
-               "usage: sandgate session create|list|get|exec|upload|download|ls|keepalive|close "
-               "...\n"
+               "usage: sandgate session "
+               "create|list|get|exec|ps|output|input|kill|shell|upload|download|ls|stat|rm|mv|"
+               "mkdir|keepalive|close ...\n"
                "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
                kGlobalUsage),
            {}},
@@ -200,9 +212,46 @@ const ArgsGrammar& Grammar() {
                "stdout\n"
                "and stderr are passed through unchanged, as they arrive; how it ended (timeout,\n"
                "signal, out of memory) goes to stderr. Exits with the command's status (124 timed\n"
-               "out, 128+N killed by signal N). Put -- before a command that has options.\n",
+               "out, 128+N killed by signal N). Put -- before a command that has options.\n"
+               "Piped or redirected stdin (or --stdin) goes to the command, EOF at its end.\n"
+               "--tty runs it on a terminal of this one's size. --background starts it as a\n"
+               "process of the session and prints its id at once (stdin only with --stdin):\n"
+               "see `session ps|output|input|kill`. Ctrl-C kills the command.\n",
                kGlobalUsage),
-           {"--timeout", "--env"}},
+           {"--timeout", "--env", "--stdin", "--tty", "--background", "--json"}},
+          {"session ps",
+           absl::StrCat("usage: sandgate session ps ID [--json]\n"
+                        "Lists the session's processes (running, and ended ones still kept).\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"session output",
+           absl::StrCat(
+               "usage: sandgate session output ID PROCESS [--offset N] [--follow]\n"
+               "Prints a process's output from byte N (default 0) as far as it goes, and the\n"
+               "next offset on stderr; --follow keeps printing until it ends and exits with its\n"
+               "status. Output older than the process's buffer holds is dropped, and said so.\n",
+               kGlobalUsage),
+           {"--offset", "--follow"}},
+          {"session input",
+           absl::StrCat("usage: sandgate session input ID PROCESS [--eof]\n"
+                        "Sends this command's stdin to a process started with --stdin; --eof\n"
+                        "then closes its stdin.\n",
+                        kGlobalUsage),
+           {"--eof"}},
+          {"session kill",
+           absl::StrCat("usage: sandgate session kill ID PROCESS [--signal SIG]\n"
+                        "Sends SIG (default SIGTERM; SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGUSR1,\n"
+                        "SIGUSR2) to the process's group.\n",
+                        kGlobalUsage),
+           {"--signal"}},
+          {"session shell",
+           absl::StrCat(
+               "usage: sandgate session shell ID [--env K=V]... [--] [COMMAND [ARG]...]\n"
+               "An interactive terminal in the session (bash, else sh; or COMMAND), like\n"
+               "`docker exec -it`: this terminal is in raw mode, every key (Ctrl-C too) goes to\n"
+               "the sandbox, a resize follows this terminal's. Exits with the shell's status.\n",
+               kGlobalUsage),
+           {"--env"}},
           {"session upload",
            absl::StrCat("usage: sandgate session upload ID LOCAL_FILE [WORKSPACE_PATH]\n"
                         "Uploads a file into the workspace (default: under its own name). The "
@@ -223,6 +272,30 @@ const ArgsGrammar& Grammar() {
                "usage: sandgate session ls ID [DIR]\nLists the workspace (or DIR in it).\n",
                kGlobalUsage),
            {}},
+          {"session stat",
+           absl::StrCat("usage: sandgate session stat ID PATH [--json]\n"
+                        "Shows what PATH in the workspace is (. for the workspace); a link is\n"
+                        "shown as a link, never followed.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"session rm",
+           absl::StrCat("usage: sandgate session rm ID PATH [--recursive]\n"
+                        "Deletes a file, a link or an empty directory; --recursive deletes a\n"
+                        "directory with everything in it.\n",
+                        kGlobalUsage),
+           {"--recursive"}},
+          {"session mv",
+           absl::StrCat("usage: sandgate session mv ID FROM TO [--force] [--json]\n"
+                        "Renames FROM to TO in the workspace (missing parents of TO are made);\n"
+                        "--force replaces an existing TO.\n",
+                        kGlobalUsage),
+           {"--force", "--json"}},
+          {"session mkdir",
+           absl::StrCat("usage: sandgate session mkdir ID PATH [--parents] [--json]\n"
+                        "Makes a directory; --parents makes missing parents too, and an\n"
+                        "existing directory is then fine.\n",
+                        kGlobalUsage),
+           {"--parents", "--json"}},
           {"completion",
            "usage: sandgate completion bash|zsh\n"
            "Prints the shell's completion script for sandgate: commands, subcommands, options\n"

@@ -34,11 +34,11 @@ packages=(
 # man page and completion checks, Chromium for the dashboard's browser tests; CPack's
 # dependency list (dpkg-dev), a clean Debian root (mmdebstrap) and systemd-analyze for the
 # package's install test (tests/package/); libfaketime for the fault harness's clock steps
-# (tests/faults/).
+# (tests/faults/); tmux for `session shell` in a real terminal.
 test_packages=(
   libgtest-dev libgmock-dev postgresql curl faketime
   python3-grpcio python3-protobuf python3-pytest
-  clang clang-format groff-base man-db zsh chromium
+  clang clang-format groff-base man-db zsh chromium tmux
   dpkg-dev mmdebstrap systemd
 )
 [ "$tests" -eq 1 ] && packages+=("${test_packages[@]}")

@@ -23,6 +23,7 @@
 #include "core/fair_executor.h"
 #include "core/metrics.h"
 #include "core/owner.h"
+#include "core/processes.h"
 #include "core/replica.h"
 #include "core/run_manager.h"
 #include "core/tenants.h"
@@ -169,6 +170,8 @@ struct Daemon::Parts {
   std::unique_ptr<core::SandboxBudget> budget;
   std::unique_ptr<core::WarmPool> warm_pool;  // before sessions: they take from it
   std::unique_ptr<core::SessionManager> sessions;
+  // After sessions: destroyed first (its processes hold sessions' leases).
+  std::unique_ptr<core::ProcessManager> processes;
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
   std::unique_ptr<core::Executor> io;
@@ -306,6 +309,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
       core::WarmPoolDeps{&p->config, p->local.get(), p->budget.get(), Clock::Real()});
   session_deps.warm_pool = p->warm_pool.get();
   p->sessions = std::make_unique<core::SessionManager>(session_deps);
+  p->processes = std::make_unique<core::ProcessManager>(
+      core::ProcessManager::Deps{&p->config, p->sessions.get(), Clock::Real()});
 
   core::RunManagerDeps deps;
   deps.config = &p->config;
@@ -334,6 +339,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   // The signal thread in main drains; an operator's Drain takes the same path.
   api.request_drain = [] { kill(getpid(), SIGTERM); };
   api.journal = p->store.get();  // every replica's entries: the cleanup state
+  api.processes = p->processes.get();
   core::ReplicaDeps replica;
   replica.leases = p->leases.get();
   replica.store = p->store.get();

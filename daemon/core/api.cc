@@ -82,6 +82,60 @@ absl::Status Api::ListFiles(const Caller& caller, const v1::ListFilesRequest& re
   return core::ListFiles(*deps_.sessions, caller, request, response);
 }
 
+absl::Status Api::StatFile(const Caller& caller, const v1::StatFileRequest& request,
+                           v1::FileInfo* response) {
+  return core::StatFile(*deps_.sessions, caller, request, response);
+}
+
+absl::Status Api::DeleteFile(const Caller& caller, const v1::DeleteFileRequest& request,
+                             v1::DeleteFileResponse* response) {
+  return core::DeleteFile(*deps_.sessions, caller, request, response);
+}
+
+absl::Status Api::RenameFile(const Caller& caller, const v1::RenameFileRequest& request,
+                             v1::FileInfo* response) {
+  return core::RenameFile(*deps_.sessions, caller, request, response);
+}
+
+absl::Status Api::MakeDirectory(const Caller& caller, const v1::MakeDirectoryRequest& request,
+                                v1::FileInfo* response) {
+  return core::MakeDirectory(*deps_.sessions, caller, request, response);
+}
+
+namespace {
+
+absl::Status NoProcesses() {
+  return absl::UnimplementedError("processes are not served by this daemon");
+}
+
+}  // namespace
+
+absl::Status Api::StartProcess(const Caller& caller, const v1::StartProcessRequest& request,
+                               v1::Process* response) {
+  if (deps_.processes == nullptr) return NoProcesses();
+  return deps_.processes->Start(caller, request, response);
+}
+
+absl::Status Api::ReadProcessOutput(const Caller& caller,
+                                    const v1::ReadProcessOutputRequest& request,
+                                    v1::ProcessOutput* response) {
+  if (deps_.processes == nullptr) return NoProcesses();
+  return deps_.processes->Read(caller, request, response);
+}
+
+absl::Status Api::WriteProcessInput(const Caller& caller,
+                                    const v1::WriteProcessInputRequest& request,
+                                    v1::WriteProcessInputResponse* response) {
+  if (deps_.processes == nullptr) return NoProcesses();
+  return deps_.processes->Write(caller, request, response);
+}
+
+absl::Status Api::ListProcesses(const Caller& caller, const v1::ListProcessesRequest& request,
+                                v1::ListProcessesResponse* response) {
+  if (deps_.processes == nullptr) return NoProcesses();
+  return deps_.processes->List(caller, request, response);
+}
+
 absl::StatusOr<std::unique_ptr<SessionManager::Lease>> Api::StartEventStream(
     const Caller& caller, const v1::StreamEventsRequest& request) {
   if (request.follow() && deps_.sessions != nullptr) {

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/processes.h"
 #include "core/run_manager.h"
 #include "core/session_manager.h"
 #include "core/tenants.h"
@@ -35,6 +36,8 @@ struct ApiDeps {
   std::function<absl::Status()> can_take_work;
   // The whole journal, every replica's entries (ListResources); may be null: UNAVAILABLE.
   ResourceJournal* journal = nullptr;
+  // Background processes of kept sessions; may be null: UNIMPLEMENTED.
+  ProcessManager* processes = nullptr;
 };
 
 class Api {
@@ -62,6 +65,27 @@ class Api {
                             v1::Session* response);
   absl::Status ListFiles(const Caller& caller, const v1::ListFilesRequest& request,
                          v1::ListFilesResponse* response);
+
+  // The rest of a session's files (core/file_transfer.h).
+  absl::Status StatFile(const Caller& caller, const v1::StatFileRequest& request,
+                        v1::FileInfo* response);
+  absl::Status DeleteFile(const Caller& caller, const v1::DeleteFileRequest& request,
+                          v1::DeleteFileResponse* response);
+  absl::Status RenameFile(const Caller& caller, const v1::RenameFileRequest& request,
+                          v1::FileInfo* response);
+  absl::Status MakeDirectory(const Caller& caller, const v1::MakeDirectoryRequest& request,
+                             v1::FileInfo* response);
+
+  // Processes of kept sessions (core/processes.h). ReadProcessOutput may wait (up to
+  // processes.max_read_wait): the edge runs it where a blocked thread does no harm.
+  absl::Status StartProcess(const Caller& caller, const v1::StartProcessRequest& request,
+                            v1::Process* response);
+  absl::Status ReadProcessOutput(const Caller& caller, const v1::ReadProcessOutputRequest& request,
+                                 v1::ProcessOutput* response);
+  absl::Status WriteProcessInput(const Caller& caller, const v1::WriteProcessInputRequest& request,
+                                 v1::WriteProcessInputResponse* response);
+  absl::Status ListProcesses(const Caller& caller, const v1::ListProcessesRequest& request,
+                             v1::ListProcessesResponse* response);
 
   // StreamEvents' start, before its first read: OK when `caller` may read the log named by
   // request.run_id() (a run's, or a kept session's own: its id). A follow of a live session's

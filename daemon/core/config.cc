@@ -424,6 +424,19 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     l.On("max_per_log", Whole(&c.sandbox_events.max_per_log, 1));
     return l.Run();
   });
+  r.On("processes", [&c](const json& v, const std::string& where) -> absl::Status {
+    ObjectReader l(v, "processes");
+    l.On("max_running_per_session", Whole(&c.processes.max_running_per_session, 1));
+    l.On("output_buffer_bytes", Whole(&c.processes.output_buffer_bytes, 4096));
+    l.On("session_buffer_bytes", Whole(&c.processes.session_buffer_bytes, 4096));
+    l.On("max_read_wait_seconds", Seconds(&c.processes.max_read_wait));
+    SANDGATE_RETURN_IF_ERROR(l.Run());
+    if (c.processes.session_buffer_bytes < c.processes.output_buffer_bytes) {
+      return errors::InvalidArgument(
+          "processes.session_buffer_bytes: must be at least processes.output_buffer_bytes");
+    }
+    return absl::OkStatus();
+  });
   r.On("local", [&c](const json& v, const std::string& where) -> absl::Status {
     ObjectReader l(v, "local");
     l.On("bwrap", String(&c.bwrap_path));

@@ -90,6 +90,19 @@ struct SandboxEventLimits {
   uint32_t max_per_log = 10000;  // over the log's whole life
 };
 
+// The processes of a kept session (StartProcess; "processes" in the file; core/processes.h).
+// Each process keeps its newest output_buffer_bytes of output; a session's processes, running
+// or ended, keep at most session_buffer_bytes between them, so a session holds at most
+// session_buffer_bytes / output_buffer_bytes processes: to make room, the oldest ended ones
+// are forgotten; with only running ones left, StartProcess is RESOURCE_EXHAUSTED.
+struct ProcessLimits {
+  uint32_t max_running_per_session = 16;
+  uint64_t output_buffer_bytes = 1ull << 20;
+  uint64_t session_buffer_bytes = 16ull << 20;
+  // The longest wait of a ReadProcessOutput for more output.
+  absl::Duration max_read_wait = absl::Seconds(30);
+};
+
 // One sandbox shape the warm pool keeps ready (core/warm_pool.h): the fields that decide
 // how a sandbox is started. A CreateSession whose sandbox, with the daemon's defaults
 // applied, has exactly these (and no env) takes a ready one; its files and setup commands
@@ -178,6 +191,7 @@ struct Config {
   uint64_t max_input_bytes = 64ull << 20;
   uint64_t max_artifact_bytes = 32ull << 20;
   SandboxEventLimits sandbox_events;  // "sandbox_events" in the file
+  ProcessLimits processes;            // "processes" in the file
 
   MachineLimits limits;  // "limits" in the file
   // Sandbox defaults, used where a request leaves a field 0.

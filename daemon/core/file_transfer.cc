@@ -1,6 +1,7 @@
 #include "core/file_transfer.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -8,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 #include "common/utf8.h"
+#include "core/request_validation.h"
 
 namespace sandgate::core {
 namespace {
@@ -38,6 +41,17 @@ v1::FileInfo::Type ToProto(sandbox::FileType t) {
       return v1::FileInfo::TYPE_OTHER;
   }
   return v1::FileInfo::TYPE_OTHER;
+}
+
+// A file as the API shows it.
+v1::FileInfo ToFileInfo(const sandbox::FileEntry& f) {
+  v1::FileInfo info;
+  bool escaped = false;
+  info.set_path(EscapeInvalidUtf8(f.path, &escaped));
+  info.set_path_escaped(escaped);
+  info.set_type(ToProto(f.type));
+  info.set_size_bytes(f.size);
+  return info;
 }
 
 }  // namespace
@@ -197,13 +211,8 @@ absl::Status ListFiles(SessionManager& sessions, const Caller& caller,
   response->set_truncated(files->truncated);
   size_t bytes = 0;
   for (const auto& f : files->entries) {
-    v1::FileInfo info;
     // Sandbox code names its files: a name need not be UTF-8, which a proto3 string must be.
-    bool escaped = false;
-    info.set_path(EscapeInvalidUtf8(f.path, &escaped));
-    info.set_path_escaped(escaped);
-    info.set_type(ToProto(f.type));
-    info.set_size_bytes(f.size);
+    v1::FileInfo info = ToFileInfo(f);
     info.set_not_listed(f.not_listed);
     bytes += info.ByteSizeLong() + 4;  // with the field's tag and length
     if (bytes > kMaxListingBytes) {
@@ -213,6 +222,61 @@ absl::Status ListFiles(SessionManager& sessions, const Caller& caller,
     *response->add_files() = std::move(info);
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// Runs `op` on the session of `session_id` under a lease.
+absl::Status InSession(SessionManager& sessions, const Caller& caller,
+                       const std::string& session_id,
+                       const std::function<absl::Status(sandbox::Session&)>& op) {
+  SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<SessionManager::Lease> lease,
+                            sessions.Acquire(caller, session_id));
+  return op(lease->session());
+}
+
+}  // namespace
+
+absl::Status StatFile(SessionManager& sessions, const Caller& caller,
+                      const v1::StatFileRequest& request, v1::FileInfo* response) {
+  if (!request.path().empty())
+    SANDGATE_RETURN_IF_ERROR(ValidateWorkspacePath(request.path(), "path"));
+  return InSession(sessions, caller, request.session_id(), [&](sandbox::Session& s) {
+    SANDGATE_ASSIGN_OR_RETURN(sandbox::FileEntry e, s.StatFile(request.path()));
+    *response = ToFileInfo(e);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status DeleteFile(SessionManager& sessions, const Caller& caller,
+                        const v1::DeleteFileRequest& request, v1::DeleteFileResponse* response) {
+  SANDGATE_RETURN_IF_ERROR(ValidateWorkspacePath(request.path(), "path"));
+  return InSession(sessions, caller, request.session_id(), [&](sandbox::Session& s) {
+    return s.RemoveFile(request.path(), request.recursive());
+  });
+}
+
+absl::Status RenameFile(SessionManager& sessions, const Caller& caller,
+                        const v1::RenameFileRequest& request, v1::FileInfo* response) {
+  SANDGATE_RETURN_IF_ERROR(ValidateWorkspacePath(request.from(), "from"));
+  SANDGATE_RETURN_IF_ERROR(ValidateWorkspacePath(request.to(), "to"));
+  return InSession(sessions, caller, request.session_id(), [&](sandbox::Session& s) {
+    SANDGATE_RETURN_IF_ERROR(s.RenameFile(request.from(), request.to(), request.overwrite()));
+    SANDGATE_ASSIGN_OR_RETURN(sandbox::FileEntry e, s.StatFile(request.to()));
+    *response = ToFileInfo(e);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status MakeDirectory(SessionManager& sessions, const Caller& caller,
+                           const v1::MakeDirectoryRequest& request, v1::FileInfo* response) {
+  SANDGATE_RETURN_IF_ERROR(ValidateWorkspacePath(request.path(), "path"));
+  return InSession(sessions, caller, request.session_id(), [&](sandbox::Session& s) {
+    SANDGATE_RETURN_IF_ERROR(s.MakeDirectory(request.path(), request.parents()));
+    SANDGATE_ASSIGN_OR_RETURN(sandbox::FileEntry e, s.StatFile(request.path()));
+    *response = ToFileInfo(e);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace sandgate::core

@@ -101,6 +101,17 @@ absl::StatusOr<FileChunker> ReadForDownload(SessionManager& sessions, const Call
 absl::Status ListFiles(SessionManager& sessions, const Caller& caller,
                        const v1::ListFilesRequest& request, v1::ListFilesResponse* response);
 
+// The rest of a session's files, under a lease, each path checked as UploadFile's is.
+absl::Status StatFile(SessionManager& sessions, const Caller& caller,
+                      const v1::StatFileRequest& request, v1::FileInfo* response);
+absl::Status DeleteFile(SessionManager& sessions, const Caller& caller,
+                        const v1::DeleteFileRequest& request, v1::DeleteFileResponse* response);
+// Answers what `to` is now.
+absl::Status RenameFile(SessionManager& sessions, const Caller& caller,
+                        const v1::RenameFileRequest& request, v1::FileInfo* response);
+absl::Status MakeDirectory(SessionManager& sessions, const Caller& caller,
+                           const v1::MakeDirectoryRequest& request, v1::FileInfo* response);
+
 }  // namespace sandgate::core
 
 #endif  // SANDGATE_CORE_FILE_TRANSFER_H_

@@ -24,11 +24,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/cancel.h"
 #include "common/journal.h"
 #include "nlohmann/json.hpp"
+#include "sandbox/exec_channel.h"
 
 namespace sandgate::sandbox {
 
@@ -135,6 +137,13 @@ struct ExecRequest {
   // left, also `setsid`/`nohup` ones).
   absl::Duration timeout = absl::Minutes(5);
   uint64_t output_cap_bytes = 4ull << 20;  // per stream; beyond it output is dropped, not buffered
+  // Talks to the command while it runs (exec_channel.h): its stdin is a pipe the channel
+  // writes, instead of /dev/null, and the channel signals it. Null: nothing talks to it.
+  // Only where Session::talks_to_commands().
+  std::shared_ptr<ExecChannel> channel;
+  // Runs the command on a new pseudo-terminal of this size (needs `channel`): its stdin,
+  // stdout and stderr are the terminal, whose raw bytes arrive as kStdout.
+  std::optional<TerminalSize> pty;
 };
 
 // The argv that runs `command` (a shell command line) in the sandbox: the one way sandgate
@@ -246,6 +255,9 @@ class Session {
   virtual absl::StatusOr<ExecResult> Exec(const ExecRequest& request,
                                           const OutputCallback& on_output,
                                           const CancelToken* cancel) = 0;
+  // Whether Exec honours ExecRequest::channel and pty (stdin, terminals, signals). Default:
+  // no; the caller refuses such requests instead of having them ignored.
+  virtual bool talks_to_commands() const { return false; }
   // Paths are relative to the workspace; "..", absolute paths and symlinks are refused.
   virtual absl::Status WriteFile(absl::string_view path, absl::string_view data,
                                  int mode = 0644) = 0;
@@ -265,6 +277,23 @@ class Session {
   }
   // Recursive listing below `dir` ("" = workspace); links are listed, never followed.
   virtual absl::StatusOr<FileListing> ListFiles(absl::string_view dir) = 0;
+  // The rest of a file system, with the rules of WriteFile and ReadFile ("..", absolute paths
+  // and symlinks in the path are refused; a link itself is never followed). Default:
+  // UNIMPLEMENTED, for providers whose files cannot be managed one by one.
+  // What `path` is ("" = the workspace).
+  virtual absl::StatusOr<FileEntry> StatFile(absl::string_view path) { return Unmanaged("stat"); }
+  // A file, a link or an empty directory; with `recursive`, a directory and all it holds.
+  virtual absl::Status RemoveFile(absl::string_view path, bool recursive) {
+    return Unmanaged("delete");
+  }
+  // Missing parents of `to` are made; an existing `to` is ALREADY_EXISTS unless `overwrite`.
+  virtual absl::Status RenameFile(absl::string_view from, absl::string_view to, bool overwrite) {
+    return Unmanaged("rename");
+  }
+  // With `parents`, missing parents too, and an existing directory is fine.
+  virtual absl::Status MakeDirectory(absl::string_view path, bool parents) {
+    return Unmanaged("mkdir");
+  }
   // Human-readable notes about promises this session cannot keep on this host, e.g.
   // "memory limit not enforced: no memory cgroup controller available".
   virtual std::vector<std::string> Warnings() const = 0;
@@ -291,6 +320,12 @@ class Session {
   // Kills every process, releases every host resource and erases the journal record.
   // Idempotent.
   virtual absl::Status Close() = 0;
+
+ protected:
+  absl::Status Unmanaged(absl::string_view what) const {
+    return absl::UnimplementedError(
+        absl::StrCat("session ", id(), ": its provider cannot ", what, " files"));
+  }
 };
 
 // Thread safe.

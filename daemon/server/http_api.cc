@@ -146,6 +146,17 @@ void OnIo(const ServiceDeps& deps, const Exchange& x, std::function<void()> fn) 
   if (!deps.io->Submit(std::move(fn))) x->Reply(JsonError(QueueFull()));
 }
 
+// Where a call runs: the I/O executor (short blocking work), or Exec's executor, shared fairly
+// by the tenants, for a call that may wait long (ReadProcessOutput's wait, the input of a
+// process that does not read).
+enum class Lane { kIo, kWaits };
+
+void OnLane(const ServiceDeps& deps, Lane lane, const std::string& tenant, const Exchange& x,
+            std::function<void()> fn) {
+  if (lane == Lane::kIo) return OnIo(deps, x, std::move(fn));
+  if (!deps.exec->Submit(tenant, std::move(fn))) x->Reply(JsonError(QueueFull()));
+}
+
 // Forwarding (server/forwarding.h) from the REST face: a call on a run or session another
 // replica owns is served there, its answer relayed (a stream message by message). REST has no gRPC
 // call of its own to forward from (a null server context: no forwarding marker to honour, no
@@ -231,51 +242,55 @@ template <typename Req, typename Resp, typename Arg>
 HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern,
                 absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
                 typename Identity<Audit<Req, Resp>>::type audit = {},
-                typename Identity<Forward<Req>>::type forward = {}) {
-  return {
-      method, pattern, [&deps, handler, audit, forward](const HttpRequest& http, Exchange x) {
-        absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
-        if (!caller.ok()) return x->Reply(JsonError(caller.status()));
-        OnIo(deps, x, [&deps, handler, audit, forward, http, x, caller = *caller] {
-          Req request;
-          Resp response;
-          absl::Status st = ParseRequest(http, &request);
-          // True when the owner is another replica: the answer is relayed from it.
-          auto forwarded = [&]() {
-            if (!st.ok() || forward.id == nullptr) return false;
-            const std::string id = forward.id(request);
-            absl::StatusOr<std::optional<Route>> owner =
-                forward.by_run ? OwnerOfRun(deps, caller, id) : OwnerOfSession(deps, caller, id);
-            if (!owner.ok()) {
-              x->Reply(JsonError(owner.status()));
-              return true;
-            }
-            if (!owner->has_value()) return false;
-            RelayUnary<Resp>(deps, **owner, forward.method, request, http.Header("authorization"),
-                             x);
-            return true;
-          };
-          if (forwarded()) return;
-          if (st.ok()) {
-            if constexpr (std::is_pointer_v<Arg>) {
-              st = (deps.api->*handler)(caller, &request, &response);
-            } else {
-              st = (deps.api->*handler)(caller, request, &response);
-            }
-            if constexpr (std::is_same_v<Resp, v1::Run>) {
-              if (st.ok() && forward.again != nullptr && forward.again(response) && forwarded()) {
-                return;  // the owner answers (and audits)
-              }
-            }
-            if (audit.action != nullptr && deps.audit != nullptr) {
-              deps.audit->Record(caller.tenant, audit.action, audit.target(request, response), st);
-            }
-          }
-          if (!st.ok()) return x->Reply(JsonError(st));
-          absl::StatusOr<std::string> json = ToJson(&response);
-          x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
-        });
-      }};
+                typename Identity<Forward<Req>>::type forward = {}, Lane lane = Lane::kIo) {
+  return {method, pattern,
+          [&deps, handler, audit, forward, lane](const HttpRequest& http, Exchange x) {
+            absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+            if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+            OnLane(deps, lane, caller->tenant, x,
+                   [&deps, handler, audit, forward, http, x, caller = *caller] {
+                     Req request;
+                     Resp response;
+                     absl::Status st = ParseRequest(http, &request);
+                     // True when the owner is another replica: the answer is relayed from it.
+                     auto forwarded = [&]() {
+                       if (!st.ok() || forward.id == nullptr) return false;
+                       const std::string id = forward.id(request);
+                       absl::StatusOr<std::optional<Route>> owner =
+                           forward.by_run ? OwnerOfRun(deps, caller, id)
+                                          : OwnerOfSession(deps, caller, id);
+                       if (!owner.ok()) {
+                         x->Reply(JsonError(owner.status()));
+                         return true;
+                       }
+                       if (!owner->has_value()) return false;
+                       RelayUnary<Resp>(deps, **owner, forward.method, request,
+                                        http.Header("authorization"), x);
+                       return true;
+                     };
+                     if (forwarded()) return;
+                     if (st.ok()) {
+                       if constexpr (std::is_pointer_v<Arg>) {
+                         st = (deps.api->*handler)(caller, &request, &response);
+                       } else {
+                         st = (deps.api->*handler)(caller, request, &response);
+                       }
+                       if constexpr (std::is_same_v<Resp, v1::Run>) {
+                         if (st.ok() && forward.again != nullptr && forward.again(response) &&
+                             forwarded()) {
+                           return;  // the owner answers (and audits)
+                         }
+                       }
+                       if (audit.action != nullptr && deps.audit != nullptr) {
+                         deps.audit->Record(caller.tenant, audit.action,
+                                            audit.target(request, response), st);
+                       }
+                     }
+                     if (!st.ok()) return x->Reply(JsonError(st));
+                     absl::StatusOr<std::string> json = ToJson(&response);
+                     x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+                   });
+          }};
 }
 
 // GET /v1/runs/{run_id}/events: a follower of the EventLog, as EventStream in service.cc.
@@ -990,6 +1005,55 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
       Unary<v1::ListResourcesRequest, v1::ListResourcesResponse>(deps, "GET", "/v1/resources",
                                                                  &Api::ListResources),
       ExecRoute(deps),
+      // Processes you talk to (docs/sessions.md): start, list, read output from an offset
+      // (?offset=&max_bytes=&wait=5s), and input (data in base64, close_stdin, signal, resize).
+      Unary<v1::StartProcessRequest, v1::Process>(
+          deps, "POST", "/v1/sessions/{session_id}/processes", &Api::StartProcess,
+          {"StartProcess",
+           [](const v1::StartProcessRequest& q, const v1::Process& p) {
+             return absl::StrCat(q.session_id(), "/", p.id());
+           }},
+          {false, &SessionOf<v1::StartProcessRequest>, "/sandgate.v1.Sandgate/StartProcess"}),
+      Unary<v1::ListProcessesRequest, v1::ListProcessesResponse>(
+          deps, "GET", "/v1/sessions/{session_id}/processes", &Api::ListProcesses, {},
+          {false, &SessionOf<v1::ListProcessesRequest>, "/sandgate.v1.Sandgate/ListProcesses"}),
+      Unary<v1::ReadProcessOutputRequest, v1::ProcessOutput>(
+          deps, "GET", "/v1/sessions/{session_id}/processes/{process_id}/output",
+          &Api::ReadProcessOutput, {},
+          {false, &SessionOf<v1::ReadProcessOutputRequest>,
+           "/sandgate.v1.Sandgate/ReadProcessOutput"},
+          Lane::kWaits),
+      Unary<v1::WriteProcessInputRequest, v1::WriteProcessInputResponse>(
+          deps, "POST", "/v1/sessions/{session_id}/processes/{process_id}:input",
+          &Api::WriteProcessInput, {},
+          {false, &SessionOf<v1::WriteProcessInputRequest>,
+           "/sandgate.v1.Sandgate/WriteProcessInput"},
+          Lane::kWaits),
+      // The rest of a session's files (docs/sessions.md).
+      Unary<v1::StatFileRequest, v1::FileInfo>(
+          deps, "GET", "/v1/sessions/{session_id}/files:stat", &Api::StatFile, {},
+          {false, &SessionOf<v1::StatFileRequest>, "/sandgate.v1.Sandgate/StatFile"}),
+      Unary<v1::DeleteFileRequest, v1::DeleteFileResponse>(
+          deps, "POST", "/v1/sessions/{session_id}/files:delete", &Api::DeleteFile,
+          {"DeleteFile",
+           [](const v1::DeleteFileRequest& q, const v1::DeleteFileResponse&) {
+             return absl::StrCat(q.session_id(), "/", q.path());
+           }},
+          {false, &SessionOf<v1::DeleteFileRequest>, "/sandgate.v1.Sandgate/DeleteFile"}),
+      Unary<v1::RenameFileRequest, v1::FileInfo>(
+          deps, "POST", "/v1/sessions/{session_id}/files:rename", &Api::RenameFile,
+          {"RenameFile",
+           [](const v1::RenameFileRequest& q, const v1::FileInfo&) {
+             return absl::StrCat(q.session_id(), "/", q.from(), " -> ", q.to());
+           }},
+          {false, &SessionOf<v1::RenameFileRequest>, "/sandgate.v1.Sandgate/RenameFile"}),
+      Unary<v1::MakeDirectoryRequest, v1::FileInfo>(
+          deps, "POST", "/v1/sessions/{session_id}/files:mkdir", &Api::MakeDirectory,
+          {"MakeDirectory",
+           [](const v1::MakeDirectoryRequest& q, const v1::FileInfo&) {
+             return absl::StrCat(q.session_id(), "/", q.path());
+           }},
+          {false, &SessionOf<v1::MakeDirectoryRequest>, "/sandgate.v1.Sandgate/MakeDirectory"}),
       UploadRoute(deps),
       DownloadRoute(deps),
       WhoAmIRoute(deps),

@@ -33,6 +33,11 @@ struct Audited {
   std::string (*target)(const Req&, const Resp&) = nullptr;
 };
 
+// Where a unary call runs: the I/O executor (short blocking work), or Exec's executor, shared
+// fairly by the tenants, for a call that may wait long (ReadProcessOutput's wait, the input
+// of a process that does not read).
+enum class Lane { kIo, kWaits };
+
 // The one unary adapter: authenticates, runs `handler` on the I/O executor and finishes the
 // call with its status and `response` (its strings escaped to UTF-8); with `audit`, the call
 // is written to the audit log. A handler that takes its request by pointer takes its contents:
@@ -44,15 +49,21 @@ grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerCon
                                 absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
                                 const Req* request, Resp* response,
                                 typename Identity<Audited<Req, Resp>>::type audit = {},
-                                typename Identity<UnaryForward<Req, Resp>>::type forward = {}) {
+                                typename Identity<UnaryForward<Req, Resp>>::type forward = {},
+                                Lane lane = Lane::kIo) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
   if (!caller.ok()) {
     reactor->Finish(ToGrpc(caller.status()));
     return reactor;
   }
-  bool queued = deps.io->Submit(
-      [&deps, ctx, reactor, handler, request, response, caller = *caller, audit, forward] {
+  const std::string tenant = caller->tenant;
+  auto submit = [&deps, lane, &tenant](std::function<void()> task) {
+    return lane == Lane::kWaits ? deps.exec->Submit(tenant, std::move(task))
+                                : deps.io->Submit(std::move(task));
+  };
+  bool queued =
+      submit([&deps, ctx, reactor, handler, request, response, caller = *caller, audit, forward] {
         if (ForwardUnary(deps.forwarder, ctx, reactor, caller, forward, request, response)) return;
         absl::Status st;
         if constexpr (std::is_pointer_v<Arg>) {
@@ -379,6 +390,51 @@ const ForwardTo<v1::ListFilesRequest, v1::ListFilesResponse> kForwardListFiles{
     [](Async* a, grpc::ClientContext* c, const v1::ListFilesRequest* q, v1::ListFilesResponse* r,
        Done d) { a->ListFiles(c, q, r, std::move(d)); }};
 
+const ForwardTo<v1::StartProcessRequest, v1::Process> kForwardStartProcess{
+    false, &SessionOf<v1::StartProcessRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::StartProcessRequest* q, v1::Process* r, Done d) {
+      a->StartProcess(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::ReadProcessOutputRequest, v1::ProcessOutput> kForwardReadProcessOutput{
+    false, &SessionOf<v1::ReadProcessOutputRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::ReadProcessOutputRequest* q,
+       v1::ProcessOutput* r, Done d) { a->ReadProcessOutput(c, q, r, std::move(d)); }};
+const ForwardTo<v1::WriteProcessInputRequest, v1::WriteProcessInputResponse>
+    kForwardWriteProcessInput{
+        false, &SessionOf<v1::WriteProcessInputRequest>,
+        [](Async* a, grpc::ClientContext* c, const v1::WriteProcessInputRequest* q,
+           v1::WriteProcessInputResponse* r,
+           Done d) { a->WriteProcessInput(c, q, r, std::move(d)); }};
+const ForwardTo<v1::ListProcessesRequest, v1::ListProcessesResponse> kForwardListProcesses{
+    false, &SessionOf<v1::ListProcessesRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::ListProcessesRequest* q,
+       v1::ListProcessesResponse* r, Done d) { a->ListProcesses(c, q, r, std::move(d)); }};
+
+const ForwardTo<v1::StatFileRequest, v1::FileInfo> kForwardStatFile{
+    false, &SessionOf<v1::StatFileRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::StatFileRequest* q, v1::FileInfo* r, Done d) {
+      a->StatFile(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::DeleteFileRequest, v1::DeleteFileResponse> kForwardDeleteFile{
+    false, &SessionOf<v1::DeleteFileRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::DeleteFileRequest* q, v1::DeleteFileResponse* r,
+       Done d) { a->DeleteFile(c, q, r, std::move(d)); }};
+const ForwardTo<v1::RenameFileRequest, v1::FileInfo> kForwardRenameFile{
+    false, &SessionOf<v1::RenameFileRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::RenameFileRequest* q, v1::FileInfo* r, Done d) {
+      a->RenameFile(c, q, r, std::move(d));
+    }};
+const ForwardTo<v1::MakeDirectoryRequest, v1::FileInfo> kForwardMakeDirectory{
+    false, &SessionOf<v1::MakeDirectoryRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::MakeDirectoryRequest* q, v1::FileInfo* r,
+       Done d) { a->MakeDirectory(c, q, r, std::move(d)); }};
+
+// What a file call acted on: "session/path".
+template <typename Req, typename Resp>
+std::string SessionPathOf(const Req& q, const Resp&) {
+  return absl::StrCat(q.session_id(), "/", q.path());
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerContext* ctx,
@@ -498,6 +554,69 @@ grpc::ServerUnaryReactor* SandgateService::ListResources(grpc::CallbackServerCon
                                                          const v1::ListResourcesRequest* request,
                                                          v1::ListResourcesResponse* response) {
   return Unary(deps_, ctx, &core::Api::ListResources, request, response);
+}
+
+grpc::ServerUnaryReactor* SandgateService::StartProcess(grpc::CallbackServerContext* ctx,
+                                                        const v1::StartProcessRequest* request,
+                                                        v1::Process* response) {
+  return Unary(deps_, ctx, &core::Api::StartProcess, request, response,
+               {"StartProcess", [](const v1::StartProcessRequest& q,
+                                   const v1::Process& p) { return q.session_id() + "/" + p.id(); }},
+               kForwardStartProcess);
+}
+
+grpc::ServerUnaryReactor* SandgateService::ReadProcessOutput(
+    grpc::CallbackServerContext* ctx, const v1::ReadProcessOutputRequest* request,
+    v1::ProcessOutput* response) {
+  return Unary(deps_, ctx, &core::Api::ReadProcessOutput, request, response, {},
+               kForwardReadProcessOutput, Lane::kWaits);
+}
+
+grpc::ServerUnaryReactor* SandgateService::WriteProcessInput(
+    grpc::CallbackServerContext* ctx, const v1::WriteProcessInputRequest* request,
+    v1::WriteProcessInputResponse* response) {
+  // Input waits (up to core::ProcessManager::kInputWait) for a process that does not read.
+  return Unary(deps_, ctx, &core::Api::WriteProcessInput, request, response, {},
+               kForwardWriteProcessInput, Lane::kWaits);
+}
+
+grpc::ServerUnaryReactor* SandgateService::ListProcesses(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListProcessesRequest* request,
+                                                         v1::ListProcessesResponse* response) {
+  return Unary(deps_, ctx, &core::Api::ListProcesses, request, response, {}, kForwardListProcesses);
+}
+
+grpc::ServerUnaryReactor* SandgateService::StatFile(grpc::CallbackServerContext* ctx,
+                                                    const v1::StatFileRequest* request,
+                                                    v1::FileInfo* response) {
+  return Unary(deps_, ctx, &core::Api::StatFile, request, response, {}, kForwardStatFile);
+}
+
+grpc::ServerUnaryReactor* SandgateService::DeleteFile(grpc::CallbackServerContext* ctx,
+                                                      const v1::DeleteFileRequest* request,
+                                                      v1::DeleteFileResponse* response) {
+  return Unary(deps_, ctx, &core::Api::DeleteFile, request, response,
+               {"DeleteFile", &SessionPathOf<v1::DeleteFileRequest, v1::DeleteFileResponse>},
+               kForwardDeleteFile);
+}
+
+grpc::ServerUnaryReactor* SandgateService::RenameFile(grpc::CallbackServerContext* ctx,
+                                                      const v1::RenameFileRequest* request,
+                                                      v1::FileInfo* response) {
+  return Unary(deps_, ctx, &core::Api::RenameFile, request, response,
+               {"RenameFile",
+                [](const v1::RenameFileRequest& q, const v1::FileInfo&) {
+                  return absl::StrCat(q.session_id(), "/", q.from(), " -> ", q.to());
+                }},
+               kForwardRenameFile);
+}
+
+grpc::ServerUnaryReactor* SandgateService::MakeDirectory(grpc::CallbackServerContext* ctx,
+                                                         const v1::MakeDirectoryRequest* request,
+                                                         v1::FileInfo* response) {
+  return Unary(deps_, ctx, &core::Api::MakeDirectory, request, response,
+               {"MakeDirectory", &SessionPathOf<v1::MakeDirectoryRequest, v1::FileInfo>},
+               kForwardMakeDirectory);
 }
 
 }  // namespace sandgate::server

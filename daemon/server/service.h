@@ -90,6 +90,30 @@ class SandgateService final
                                   v1::DrainResponse* response) override;
   grpc::ServerUnaryReactor* Purge(grpc::CallbackServerContext* ctx, const v1::PurgeRequest* request,
                                   v1::PurgeResponse* response) override;
+  grpc::ServerUnaryReactor* StartProcess(grpc::CallbackServerContext* ctx,
+                                         const v1::StartProcessRequest* request,
+                                         v1::Process* response) override;
+  grpc::ServerUnaryReactor* ReadProcessOutput(grpc::CallbackServerContext* ctx,
+                                              const v1::ReadProcessOutputRequest* request,
+                                              v1::ProcessOutput* response) override;
+  grpc::ServerUnaryReactor* WriteProcessInput(grpc::CallbackServerContext* ctx,
+                                              const v1::WriteProcessInputRequest* request,
+                                              v1::WriteProcessInputResponse* response) override;
+  grpc::ServerUnaryReactor* ListProcesses(grpc::CallbackServerContext* ctx,
+                                          const v1::ListProcessesRequest* request,
+                                          v1::ListProcessesResponse* response) override;
+  grpc::ServerUnaryReactor* StatFile(grpc::CallbackServerContext* ctx,
+                                     const v1::StatFileRequest* request,
+                                     v1::FileInfo* response) override;
+  grpc::ServerUnaryReactor* DeleteFile(grpc::CallbackServerContext* ctx,
+                                       const v1::DeleteFileRequest* request,
+                                       v1::DeleteFileResponse* response) override;
+  grpc::ServerUnaryReactor* RenameFile(grpc::CallbackServerContext* ctx,
+                                       const v1::RenameFileRequest* request,
+                                       v1::FileInfo* response) override;
+  grpc::ServerUnaryReactor* MakeDirectory(grpc::CallbackServerContext* ctx,
+                                          const v1::MakeDirectoryRequest* request,
+                                          v1::FileInfo* response) override;
   grpc::ServerUnaryReactor* ListResources(grpc::CallbackServerContext* ctx,
                                           const v1::ListResourcesRequest* request,
                                           v1::ListResourcesResponse* response) override;

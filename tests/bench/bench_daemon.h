@@ -75,6 +75,8 @@ class Daemon {
   }
 
   pid_t pid() const { return pid_; }
+  // Its Unix socket's path.
+  const std::string& socket() const { return socket_; }
   // Its directory; the state directory is dir() + "/state".
   const std::string& dir() const { return dir_; }
 

@@ -26,13 +26,19 @@ TEST(ConfigTest, ReadsEverySection) {
                            std::string(kHash) + R"(", "operator": true}],
     "defaults": {"memory_bytes": 536870912, "command_timeout_seconds": 30},
     "local": {"uid_base": 200000, "uid_count": 10, "max_open_files": 4096},
-    "sandbox_events": {"per_second": 5, "burst": 7, "max_per_log": 90}})",
+    "sandbox_events": {"per_second": 5, "burst": 7, "max_per_log": 90},
+    "processes": {"max_running_per_session": 3, "output_buffer_bytes": 8192,
+                  "session_buffer_bytes": 65536, "max_read_wait_seconds": 5}})",
                        "test.json");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_concurrent_runs, 2u);
   EXPECT_EQ(c->sandbox_events.per_second, 5u);
   EXPECT_EQ(c->sandbox_events.burst, 7u);
   EXPECT_EQ(c->sandbox_events.max_per_log, 90u);
+  EXPECT_EQ(c->processes.max_running_per_session, 3u);
+  EXPECT_EQ(c->processes.output_buffer_bytes, 8192u);
+  EXPECT_EQ(c->processes.session_buffer_bytes, 65536u);
+  EXPECT_EQ(c->processes.max_read_wait, absl::Seconds(5));
   ASSERT_EQ(c->tenants.size(), 1u);
   EXPECT_TRUE(c->tenants[0].is_operator);
   EXPECT_EQ(c->memory_bytes, 536870912u);
@@ -100,6 +106,10 @@ TEST(ConfigTest, ErrorsNameTheKey) {
           {"{", "not valid JSON"},
           {R"({"sandbox_events": {"per_second": 0}})", "sandbox_events.per_second: out of range"},
           {R"({"sandbox_events": {"rate": 5}})", "sandbox_events.rate: unknown key"},
+          {R"({"processes": {"max_running_per_session": 0}})",
+           "processes.max_running_per_session: out of range"},
+          {R"({"processes": {"output_buffer_bytes": 65536, "session_buffer_bytes": 8192}})",
+           "processes.session_buffer_bytes: must be at least processes.output_buffer_bytes"},
           {R"({"warm_pool": {"size": 1}})", "warm_pool: expected a list of shapes"},
           {R"({"warm_pool": [{"size": 0}]})", "warm_pool[0].size: out of range"},
           {R"({"warm_pool": [{"files": []}]})", "warm_pool[0].files: unknown key"},

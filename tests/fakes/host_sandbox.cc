@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -33,8 +34,13 @@ class HostSession : public sandbox::Session {
   absl::StatusOr<sandbox::ExecResult> Exec(const sandbox::ExecRequest& req,
                                            const sandbox::OutputCallback& on_output,
                                            const CancelToken* cancel) override {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    auto detach = absl::MakeCleanup([&req] {
+      if (req.channel != nullptr) req.channel->Detach();
+    });
+    if (req.pty) return absl::UnimplementedError("pty: the host fake has no terminals");
+    int out[2], err[2], in[2] = {-1, -1};
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
+        (req.channel != nullptr && pipe2(in, O_CLOEXEC) != 0)) {
       return errors::FromErrno(errno, "pipe");
     }
     std::vector<std::string> envs;
@@ -49,11 +55,19 @@ class HostSession : public sandbox::Session {
       // No child: below, kill(-pid) would signal init and waitpid(pid) would wait for any
       // child at all (the fake OpenAI server: forever).
       const int fork_errno = injected != 0 ? injected : errno;
-      for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+      for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]}) {
+        if (fd >= 0) close(fd);
+      }
       return errors::FromErrno(fork_errno, "fork");
     }
     if (pid == 0) {
       setpgid(0, 0);
+      if (in[0] >= 0) {
+        dup2(in[0], 0);
+      } else {
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+      }
       dup2(out[1], 1);
       dup2(err[1], 2);
       std::string cwd = req.cwd.empty() ? dir_ : dir_ + "/" + req.cwd;
@@ -70,6 +84,15 @@ class HostSession : public sandbox::Session {
     setpgid(pid, pid);
     close(out[1]);
     close(err[1]);
+    if (req.channel != nullptr) {
+      close(in[0]);
+      // The group outlives the wait below only as a zombie leader, so its id is not reused
+      // while the channel may still signal it (Detach comes first).
+      req.channel->Attach(UniqueFd(in[1]), false, [pid](int signal) {
+        if (kill(-pid, signal) != 0) return errors::FromErrno(errno, "kill");
+        return absl::OkStatus();
+      });
+    }
     sandbox::ExecResult result;
     uint64_t sent[2] = {0, 0};
     struct pollfd fds[3] = {
@@ -111,6 +134,7 @@ class HostSession : public sandbox::Session {
       }
     }
     int status = 0;
+    if (req.channel != nullptr) req.channel->Detach();
     waitpid(pid, &status, 0);
     if (WIFSIGNALED(status)) {
       result.term_signal = WTERMSIG(status);
@@ -120,6 +144,8 @@ class HostSession : public sandbox::Session {
     result.duration = absl::Now() - start;
     return result;
   }
+
+  bool talks_to_commands() const override { return true; }
 
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override {
     if (absl::StartsWith(path, "/") || absl::StrContains(path, "..")) {

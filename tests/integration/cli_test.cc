@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -107,6 +108,13 @@ class Child {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   }
   const std::string& out() const { return out_; }
+  // Resizes the terminal (Io::kTerminal): the kernel tells its foreground group (SIGWINCH).
+  void Resize(unsigned short rows, unsigned short cols) {
+    struct winsize ws = {};
+    ws.ws_row = rows;
+    ws.ws_col = cols;
+    ASSERT_EQ(ioctl(fd_, TIOCSWINSZ, &ws), 0);
+  }
 
  private:
   pid_t pid_ = -1;
@@ -336,6 +344,146 @@ TEST_F(CliTest, SessionCommandsDriveAKeptSandbox) {
   EXPECT_TRUE(absl::StrContains(gone.out, "FAILED_PRECONDITION")) << gone.out;
 }
 
+TEST_F(CliTest, SessionExecPassesStdinOnAndEndsItWithEof) {
+  Result created = Cli("session create --idle 300");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  const std::string id(absl::StripAsciiWhitespace(created.out));
+  Result piped = Result{0, ""};
+  {
+    std::string cmd = "echo hi | SANDGATE_ADDR=" + daemon_->address() + " " + SANDGATE_CLI_PATH +
+                      " session exec " + id + " -- cat 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[256];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) piped.out.append(buf, n);
+    int status = pclose(p);
+    piped.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  EXPECT_EQ(piped.exit_code, 0) << piped.out;
+  EXPECT_EQ(piped.out, "hi\n");
+  // A file as stdin, and the command's own status back.
+  const std::string input = daemon_->dir() + "/lines.txt";
+  { std::ofstream(input) << "a\nb\nc\n"; }
+  Result counted = Cli("session exec " + id + " -- sh -c 'wc -l; exit 3' < " + input);
+  EXPECT_EQ(counted.exit_code, 3) << counted.out;
+  EXPECT_EQ(absl::StripAsciiWhitespace(counted.out), "3");
+  // More than a pipe holds, through in order.
+  // In the foreground it is a command: the session's command_timeout holds, as for Exec.
+  Result slow_session = Cli("session create --idle 300 --command-timeout 1");
+  ASSERT_EQ(slow_session.exit_code, 0) << slow_session.out;
+  Result slow = Cli("session exec " + std::string(absl::StripAsciiWhitespace(slow_session.out)) +
+                    " -- sh -c 'cat; sleep 30' < " + input);
+  EXPECT_EQ(slow.exit_code, 124) << slow.out;
+  EXPECT_TRUE(absl::StrContains(slow.out, "timed out")) << slow.out;
+  ASSERT_EQ(std::system(("head -c 3000000 /dev/zero > " + input).c_str()), 0);
+  Result big = Cli("session exec " + id + " -- sh -c 'wc -c' < " + input);
+  EXPECT_EQ(absl::StripAsciiWhitespace(big.out), "3000000") << big.out;
+}
+
+TEST_F(CliTest, BackgroundProcessesAreListedReadAndKilled) {
+  Result created = Cli("session create --idle 300");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  const std::string id(absl::StripAsciiWhitespace(created.out));
+  Result started =
+      Cli("session exec " + id + " --background -- sh -c 'echo started; exec sleep 300'");
+  ASSERT_EQ(started.exit_code, 0) << started.out;
+  const std::string pid(absl::StripAsciiWhitespace(started.out));
+  EXPECT_EQ(pid, "p1");
+  // Its output, read while it runs (the read waits for the first line).
+  auto reader = Start({"session", "output", id, pid, "--follow"}, Child::Io::kPipe);
+  EXPECT_TRUE(reader->ReadUntilContains("started\n", std::chrono::seconds(30))) << reader->out();
+  Result ps = Cli("session ps " + id);
+  EXPECT_EQ(ps.exit_code, 0) << ps.out;
+  EXPECT_TRUE(absl::StartsWith(ps.out, "ID ")) << ps.out;
+  EXPECT_TRUE(absl::StrContains(ps.out, "p1     running")) << ps.out;
+  EXPECT_TRUE(absl::StrContains(ps.out, "sh -c 'echo started; exec sleep 300'")) << ps.out;
+  Result kill = Cli("session kill " + id + " " + pid + " --signal SIGKILL");
+  EXPECT_EQ(kill.exit_code, 0) << kill.out;
+  EXPECT_EQ(reader->Wait(), 128 + SIGKILL) << reader->out();
+  EXPECT_TRUE(absl::StrContains(reader->out(), "killed by signal 9")) << reader->out();
+  // Its output stays readable after its end, from any offset.
+  Result tail = Cli("session output " + id + " " + pid + " --offset 4");
+  EXPECT_EQ(tail.exit_code, 0) << tail.out;
+  EXPECT_TRUE(absl::StartsWith(tail.out, "ted\n")) << tail.out;
+  EXPECT_TRUE(absl::StrContains(tail.out, "next offset 8")) << tail.out;
+  Result bad = Cli("session kill " + id + " " + pid + " --signal SIGSTOP");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_TRUE(absl::StrContains(bad.out, "SIGSTOP")) << bad.out;
+  // Input to a process started with --stdin, then EOF.
+  Result cat = Cli("session exec " + id + " --background --stdin -- cat");
+  ASSERT_EQ(cat.exit_code, 0) << cat.out;
+  const std::string cat_id(absl::StripAsciiWhitespace(cat.out));
+  std::string cmd = "printf 'to the background' | SANDGATE_ADDR=" + daemon_->address() + " " +
+                    SANDGATE_CLI_PATH + " session input " + id + " " + cat_id + " --eof";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  Result echoed = Cli("session output " + id + " " + cat_id + " --follow");
+  EXPECT_EQ(echoed.exit_code, 0) << echoed.out;
+  EXPECT_EQ(echoed.out, "to the background");
+}
+
+TEST_F(CliTest, SessionFilesAreManagedWithTheRulesOfUploads) {
+  Result created = Cli("session create --idle 300");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  const std::string id(absl::StripAsciiWhitespace(created.out));
+  Result made = Cli("session mkdir " + id + " a/b/c --parents");
+  EXPECT_EQ(made.exit_code, 0) << made.out;
+  EXPECT_TRUE(absl::StartsWith(made.out, "dir ")) << made.out;
+  EXPECT_EQ(Cli("session mkdir " + id + " a/b/c").exit_code, 2);  // exists
+  ASSERT_EQ(
+      Cli("session exec " + id + " 'printf hello > a/b/c/f.txt; ln -s /etc/passwd a/l'").exit_code,
+      0);
+  Result stat = Cli("session stat " + id + " a/b/c/f.txt --json");
+  EXPECT_EQ(stat.exit_code, 0) << stat.out;
+  EXPECT_TRUE(absl::StrContains(stat.out, "\"size_bytes\":\"5\"")) << stat.out;
+  Result link = Cli("session stat " + id + " a/l");
+  EXPECT_TRUE(absl::StartsWith(link.out, "link")) << link.out;  // not followed
+  Result moved = Cli("session mv " + id + " a/b/c/f.txt top/g.txt");
+  EXPECT_EQ(moved.exit_code, 0) << moved.out;
+  EXPECT_EQ(Cli("session exec " + id + " 'cat top/g.txt'").out, "hello");
+  Result not_empty = Cli("session rm " + id + " a");
+  EXPECT_EQ(not_empty.exit_code, 2) << not_empty.out;
+  EXPECT_TRUE(absl::StrContains(not_empty.out, "not empty")) << not_empty.out;
+  EXPECT_EQ(Cli("session rm " + id + " a --recursive").exit_code, 0);
+  EXPECT_EQ(Cli("session stat " + id + " a").exit_code, 2);
+  // Hostile paths: out of the workspace, absolute, through a link.
+  ASSERT_EQ(Cli("session exec " + id + " 'ln -s /etc etc'").exit_code, 0);
+  for (const std::string& bad :
+       {std::string("rm ") + id + " ../x", std::string("rm ") + id + " /etc/passwd",
+        std::string("rm ") + id + " etc/passwd", std::string("mv ") + id + " top/g.txt ../../g",
+        std::string("mv ") + id + " top/g.txt etc/g",
+        std::string("mkdir ") + id + " etc/x --parents",
+        std::string("stat ") + id + " etc/passwd"}) {
+    Result r = Cli("session " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "INVALID_ARGUMENT") || absl::StrContains(r.out, "invalid"))
+        << bad << ": " << r.out;
+  }
+  EXPECT_EQ(Cli("session exec " + id + " 'test -e top/g.txt'").exit_code, 0);
+}
+
+TEST_F(CliTest, SessionShellIsAnInteractiveTerminal) {
+  Result created = Cli("session create --idle 300");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  const std::string id(absl::StripAsciiWhitespace(created.out));
+  auto shell = Start({"session", "shell", id}, Child::Io::kTerminal);
+  shell->Write("echo $((6*7))\r");
+  EXPECT_TRUE(shell->ReadUntilContains("42", std::chrono::seconds(30))) << shell->out();
+  // A terminal inside: its size is this one's, and follows a resize.
+  shell->Resize(33, 111);
+  shell->Write("stty size; test -t 0 && echo on-a-tty\r");
+  EXPECT_TRUE(shell->ReadUntilContains("33 111", std::chrono::seconds(30))) << shell->out();
+  EXPECT_TRUE(shell->ReadUntilContains("on-a-tty", std::chrono::seconds(30))) << shell->out();
+  // Ctrl-C goes to what runs in the sandbox, not to the CLI.
+  shell->Write("sleep 300\r");
+  absl::SleepFor(absl::Milliseconds(500));  // for the sleep to start; no timing rule
+  shell->Write("\x03");
+  shell->Write("echo after-$((1+1))\r");
+  EXPECT_TRUE(shell->ReadUntilContains("after-2", std::chrono::seconds(30))) << shell->out();
+  // The shell's exit status is the CLI's.
+  shell->Write("exit 5\r");
+  EXPECT_EQ(shell->Wait(), 5) << shell->out();
+}
+
 TEST_F(CliTest, EventsFollowRidesOutADaemonRestart) {
   daemon_->Stop(SIGTERM);
   daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
@@ -465,10 +613,30 @@ TEST_F(CliTest, EventsNumberOnlyWhatTheyShow) {
 }
 
 TEST_F(CliTest, EveryCommandAnswersHelpAndVersion) {
-  for (const char* cmd : {"run", "events", "runs", "get", "cancel", "download", "session",
-                          "session create", "session list", "session get", "session exec",
-                          "session upload", "session download", "session ls", "session keepalive",
-                          "session close", "admin", "admin drain", "admin purge"}) {
+  for (const char* cmd : {"run",
+                          "events",
+                          "runs",
+                          "get",
+                          "cancel",
+                          "download",
+                          "session",
+                          "session create",
+                          "session list",
+                          "session get",
+                          "session exec",
+                          "session upload",
+                          "session download",
+                          "session ls",
+                          "session keepalive",
+                          "session close",
+                          "session ps",
+                          "session output",
+                          "session input",
+                          "session kill",
+                          "session shell",
+                          "admin",
+                          "admin drain",
+                          "admin purge"}) {
     Result help = Cli(std::string(cmd) + " --help");
     EXPECT_EQ(help.exit_code, 0) << cmd << ": " << help.out;
     EXPECT_TRUE(absl::StartsWith(help.out, std::string("usage: sandgate ") + cmd))

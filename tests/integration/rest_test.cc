@@ -282,6 +282,141 @@ TEST_F(RestTest, EverySessionRouteAnswersAsGrpcDoes) {
              "KeepAlive of a closed session");
 }
 
+// Issue 23: processes over REST, as over gRPC: a python3 -i driven through a terminal, its
+// output read from offsets with waits, input in base64, a signal, and the hostile cases.
+TEST_F(RestTest, ProcessRoutesTalkToAProcessAsGrpcDoes) {
+  Answer created = Http("POST", Url("/v1/sessions"), kAlice, "{}");
+  ASSERT_EQ(created.status, 200) << created.body;
+  const std::string sid = Parse<v1::Session>(created).id();
+  const std::string path = "/v1/sessions/" + sid + "/processes";
+  Answer started = Http("POST", Url(path), kAlice,
+                        R"({"argv": ["python3", "-i", "-q"], "pty": {"rows": 20, "cols": 70}})");
+  ASSERT_EQ(started.status, 200) << started.body;
+  v1::Process proc = Parse<v1::Process>(started);
+  EXPECT_EQ(proc.state(), v1::Process::STATE_RUNNING);
+  EXPECT_TRUE(proc.pty());
+  const std::string pp = path + "/" + proc.id();
+  // Reads from the last offset, each waiting up to 5 s, until `text` shows.
+  uint64_t offset = 0;
+  std::string seen;
+  auto read_until = [&](const std::string& text) {
+    for (int i = 0; i < 20 && !absl::StrContains(seen, text); ++i) {
+      Answer a = Http("GET", Url(absl::StrCat(pp, "/output?offset=", offset, "&wait=5s")), kAlice);
+      EXPECT_EQ(a.status, 200) << a.body;
+      if (a.status != 200) return false;
+      v1::ProcessOutput out = Parse<v1::ProcessOutput>(a);
+      for (const auto& c : out.chunks()) seen += c.data();
+      offset = out.next_offset();
+    }
+    return absl::StrContains(seen, text);
+  };
+  auto input = [&](const std::string& json) {
+    Answer a = Http("POST", Url(pp + ":input"), kAlice, json);
+    EXPECT_EQ(a.status, 200) << a.body;
+    return a;
+  };
+  EXPECT_TRUE(read_until(">>> ")) << seen;
+  // "print(6*7)\n" in base64, as JSON carries bytes.
+  Answer wrote = input(R"({"data": "cHJpbnQoNio3KQo="})");
+  EXPECT_EQ(Parse<v1::WriteProcessInputResponse>(wrote).written_bytes(), 11u);
+  EXPECT_TRUE(read_until("42")) << seen;
+  input(R"({"resize": {"rows": 31, "cols": 99}})");
+  // "import os; print(os.get_terminal_size())\n"
+  input(R"({"data": "aW1wb3J0IG9zOyBwcmludChvcy5nZXRfdGVybWluYWxfc2l6ZSgpKQo="})");
+  EXPECT_TRUE(read_until("columns=99, lines=31")) << seen;
+  // gRPC lists it as REST does.
+  v1::ListProcessesRequest list;
+  list.set_session_id(sid);
+  v1::ListProcessesResponse grpc_list;
+  grpc::Status st = stub_->ListProcesses(DaemonHarness::Context(kAlice).get(), list, &grpc_list);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  Answer listed = Http("GET", Url(path), kAlice);
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_EQ(Parse<v1::ListProcessesResponse>(listed).processes(0).id(),
+            grpc_list.processes(0).id());
+  // Hostile and wrong-tenant requests.
+  EXPECT_EQ(Http("GET", Url(pp + "/output"), kBob).status, 404);
+  EXPECT_EQ(Http("POST", Url(pp + ":input"), kBob, R"({"signal": "SIGKILL"})").status, 404);
+  Answer bad_signal = Http("POST", Url(pp + ":input"), kAlice, R"({"signal": "SIGSTOP"})");
+  EXPECT_EQ(bad_signal.status, 400) << bad_signal.body;
+  EXPECT_TRUE(absl::StrContains(bad_signal.body, "SIGSTOP")) << bad_signal.body;
+  EXPECT_EQ(Http("GET", Url(path + "/..%2Fp1/output"), kAlice).status, 404);  // no such route
+  Answer bad_id = Http("GET", Url(path + "/x1/output"), kAlice);
+  EXPECT_EQ(bad_id.status, 400) << bad_id.body;
+  EXPECT_TRUE(absl::StrContains(bad_id.body, "process_id")) << bad_id.body;
+  Answer long_wait = Http("GET", Url(pp + "/output?wait=3600s"), kAlice);
+  EXPECT_EQ(long_wait.status, 400) << long_wait.body;
+  EXPECT_TRUE(absl::StrContains(long_wait.body, "wait: must be")) << long_wait.body;
+  Answer bad_utf8 = Http("POST", Url(path), kAlice, "{\"command\": \"echo \xff\"}");
+  EXPECT_EQ(bad_utf8.status, 400) << bad_utf8.body;
+  // SIGKILL ends it; its end is in the next read.
+  input(R"({"signal": "SIGKILL"})");
+  v1::Process last;
+  for (int i = 0; i < 20; ++i) {
+    Answer a = Http("GET", Url(absl::StrCat(pp, "/output?offset=", offset, "&wait=5s")), kAlice);
+    ASSERT_EQ(a.status, 200) << a.body;
+    v1::ProcessOutput out = Parse<v1::ProcessOutput>(a);
+    offset = out.next_offset();
+    last = out.process();
+    if (last.state() != v1::Process::STATE_RUNNING) break;
+  }
+  EXPECT_EQ(last.state(), v1::Process::STATE_EXITED);
+  EXPECT_EQ(last.finished().signal(), SIGKILL);
+  Answer ended = Http("POST", Url(pp + ":input"), kAlice, R"({"data": "eA=="})");
+  EXPECT_EQ(ended.status, 412) << ended.body;
+}
+
+// Issue 23: stat, delete, rename and mkdir over REST, with UploadFile's path rules.
+TEST_F(RestTest, FileRoutesManageTheWorkspaceAndRefuseHostilePaths) {
+  Answer created = Http("POST", Url("/v1/sessions"), kAlice, "{}");
+  ASSERT_EQ(created.status, 200) << created.body;
+  const std::string sid = Parse<v1::Session>(created).id();
+  const std::string files = "/v1/sessions/" + sid + "/files";
+  Answer made = Http("POST", Url(files + ":mkdir"), kAlice, R"({"path": "d/e", "parents": true})");
+  ASSERT_EQ(made.status, 200) << made.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(made).type(), v1::FileInfo::TYPE_DIRECTORY);
+  v1::UploadFileRequest up;  // a file to move, through gRPC
+  v1::FileInfo info;
+  {
+    auto ctx = DaemonHarness::Context(kAlice);
+    auto writer = stub_->UploadFile(ctx.get(), &info);
+    up.mutable_header()->set_session_id(sid);
+    up.mutable_header()->set_path("d/e/f.txt");
+    ASSERT_TRUE(writer->Write(up));
+    up.Clear();
+    up.set_data("abc");
+    ASSERT_TRUE(writer->Write(up));
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+  }
+  Answer stat = Http("GET", Url(files + ":stat?path=d/e/f.txt"), kAlice);
+  ASSERT_EQ(stat.status, 200) << stat.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(stat).size_bytes(), 3u);
+  Answer moved =
+      Http("POST", Url(files + ":rename"), kAlice, R"({"from": "d/e/f.txt", "to": "g.txt"})");
+  ASSERT_EQ(moved.status, 200) << moved.body;
+  EXPECT_EQ(Parse<v1::FileInfo>(moved).path(), "g.txt");
+  Answer clash = Http("POST", Url(files + ":rename"), kAlice, R"({"from": "d", "to": "g.txt"})");
+  EXPECT_EQ(clash.status, 409) << clash.body;
+  EXPECT_EQ(Http("POST", Url(files + ":delete"), kAlice, R"({"path": "d"})").status, 412);
+  EXPECT_EQ(
+      Http("POST", Url(files + ":delete"), kAlice, R"({"path": "d", "recursive": true})").status,
+      200);
+  EXPECT_EQ(Http("GET", Url(files + ":stat?path=d"), kAlice).status, 404);
+  // Another tenant's session, and paths out of the workspace.
+  EXPECT_EQ(Http("POST", Url(files + ":delete"), kBob, R"({"path": "g.txt"})").status, 404);
+  for (const char* body : {R"({"path": "../g.txt"})", R"({"path": "/etc/passwd"})",
+                           R"({"path": "a/./b"})", "{\"path\": \"\xff\"}"}) {
+    Answer bad = Http("POST", Url(files + ":delete"), kAlice, body);
+    EXPECT_EQ(bad.status, 400) << body << ": " << bad.body;
+  }
+  Answer out =
+      Http("POST", Url(files + ":rename"), kAlice, R"({"from": "g.txt", "to": "../../x"})");
+  EXPECT_EQ(out.status, 400) << out.body;
+  EXPECT_TRUE(absl::StrContains(out.body, "to")) << out.body;
+  EXPECT_EQ(Http("GET", Url(files + ":stat?path=g.txt"), kAlice).status, 200);
+}
+
 struct SseEvent {
   std::string id, type, data;
 };

@@ -213,6 +213,64 @@ server.registerTool(
     }),
 );
 
+const KINDS: Record<string, string> = { TYPE_DIRECTORY: "dir", TYPE_SYMLINK: "link", TYPE_REGULAR: "file" };
+// A file as a tool answers it.
+function fileAnswer(verb: string, f: { path: string; type: string; sizeBytes: number }): CallToolResult {
+  const kind = KINDS[f.type] ?? "other";
+  return answer(`${verb} ${kind} ${JSON.stringify(f.path || ".")} (${f.sizeBytes} bytes)`, {
+    path: f.path,
+    type: kind,
+    size_bytes: f.sizeBytes,
+  });
+}
+
+server.registerTool(
+  "stat_file",
+  {
+    title: "What a path is",
+    description: "Says whether a path in the session's workspace is a file, a directory or a link, and its size (links are not followed).",
+    inputSchema: exactly({ session_id: z.string(), path: z.string() }),
+  },
+  (args) => tool(async () => fileAnswer("", await (await session(args.session_id)).stat(args.path))),
+);
+
+server.registerTool(
+  "delete_file",
+  {
+    title: "Delete a file",
+    description: "Deletes a file, a link or an empty directory of the session's workspace; recursive: a directory with everything in it.",
+    inputSchema: exactly({ session_id: z.string(), path: z.string().min(1), recursive: z.boolean().optional() }),
+  },
+  (args) =>
+    tool(async () => {
+      await (await session(args.session_id)).remove(args.path, { recursive: args.recursive ?? false });
+      return answer(`deleted ${JSON.stringify(args.path)}`, { path: args.path, deleted: true });
+    }),
+);
+
+server.registerTool(
+  "move_file",
+  {
+    title: "Rename or move a file",
+    description: "Renames a file or directory within the session's workspace (missing parents are made); overwrite replaces an existing target.",
+    inputSchema: exactly({ session_id: z.string(), from: z.string().min(1), to: z.string().min(1), overwrite: z.boolean().optional() }),
+  },
+  (args) =>
+    tool(async () =>
+      fileAnswer("moved to", await (await session(args.session_id)).rename(args.from, args.to, { overwrite: args.overwrite ?? false })),
+    ),
+);
+
+server.registerTool(
+  "make_directory",
+  {
+    title: "Make a directory",
+    description: "Makes a directory in the session's workspace, with its missing parents.",
+    inputSchema: exactly({ session_id: z.string(), path: z.string().min(1) }),
+  },
+  (args) => tool(async () => fileAnswer("made", await (await session(args.session_id)).mkdir(args.path, { parents: true }))),
+);
+
 server.registerTool(
   "close_session",
   {

@@ -29,6 +29,9 @@ import type { SandboxSpec } from "./generated/sandgate/v1/SandboxSpec.js";
 import type { UploadFileRequest } from "./generated/sandgate/v1/UploadFileRequest.js";
 import type { SandgateClient } from "./generated/sandgate/v1/Sandgate.js";
 import type { Session__Output } from "./generated/sandgate/v1/Session.js";
+import type { Process__Output } from "./generated/sandgate/v1/Process.js";
+import type { ProcessOutput__Output } from "./generated/sandgate/v1/ProcessOutput.js";
+import type { WriteProcessInputResponse__Output } from "./generated/sandgate/v1/WriteProcessInputResponse.js";
 
 export { channelTarget, parseAddress } from "./address.js";
 /** gRPC status codes, to compare with SandgateError.code. */
@@ -39,6 +42,7 @@ export type { Session__Output as SessionRecord } from "./generated/sandgate/v1/S
 export type { FileInfo__Output as FileInfo } from "./generated/sandgate/v1/FileInfo.js";
 export type { CommandFinished__Output as CommandFinished } from "./generated/sandgate/v1/CommandFinished.js";
 export type { SandboxSpec } from "./generated/sandgate/v1/SandboxSpec.js";
+export type { Process__Output as ProcessRecord } from "./generated/sandgate/v1/Process.js";
 
 const DEFAULT_ADDR = "unix:/run/sandgate/sandgated.sock";
 const TERMINAL_STATUSES = new Set([
@@ -528,6 +532,108 @@ export class Execution implements AsyncIterable<OutputPiece> {
   }
 }
 
+/** How a process ended, with the output its wait() read. */
+export interface ProcessResult {
+  /** -1 when a signal ended it (`record.finished.signal` says which). */
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  record: Process__Output;
+}
+
+/**
+ * A process of a session you talk to (Session.start): its output is read from `offset`
+ * (every read advances it; `droppedBytes` counts what the daemon's bounded buffer no longer
+ * held), its stdin written, its group signalled, its terminal resized.
+ */
+export class Process {
+  offset = 0;
+  droppedBytes = 0;
+
+  constructor(
+    readonly client: Client,
+    public record: Process__Output,
+  ) {}
+
+  get id(): string {
+    return this.record.id;
+  }
+  get sessionId(): string {
+    return this.record.sessionId;
+  }
+  get running(): boolean {
+    return this.record.state === "STATE_RUNNING";
+  }
+
+  /** The output after `offset`, waiting up to `waitSeconds` for some while it runs; with
+   * `untilExit`, for its end (or maxBytes of output) instead, as an agent's yieldTimeMs. Empty
+   * once it ended and all was read. */
+  async read(options: { waitSeconds?: number; maxBytes?: number; untilExit?: boolean } = {}): Promise<OutputPiece[]> {
+    const out = await this.client.unary<ProcessOutput__Output>("ReadProcessOutput", {
+      sessionId: this.sessionId,
+      processId: this.id,
+      offset: this.offset,
+      maxBytes: options.maxBytes ?? 0,
+      untilExit: options.untilExit ?? false,
+      wait: options.waitSeconds ? { seconds: Math.floor(options.waitSeconds), nanos: Math.round((options.waitSeconds % 1) * 1e9) } : undefined,
+    });
+    this.record = out.process!;
+    this.offset = Number(out.nextOffset);
+    this.droppedBytes += Number(out.droppedBytes);
+    return out.chunks.map((c) => ({ stream: c.stream === "STREAM_STDERR" ? "stderr" : "stdout", data: c.data }));
+  }
+
+  private async input(fields: object): Promise<WriteProcessInputResponse__Output> {
+    const res = await this.client.unary<WriteProcessInputResponse__Output>("WriteProcessInput", {
+      sessionId: this.sessionId,
+      processId: this.id,
+      ...fields,
+    });
+    this.record = res.process!;
+    return res;
+  }
+
+  /** Writes all of `data` to its stdin (a terminal takes raw bytes: "\x03" is Ctrl-C). */
+  async write(data: Buffer | string): Promise<void> {
+    let rest = Buffer.from(data);
+    while (rest.length > 0) {
+      const res = await this.input({ data: rest.subarray(0, 1 << 20) });
+      rest = rest.subarray(Number(res.writtenBytes));
+    }
+  }
+  /** EOF on its stdin (on a terminal: ^D). */
+  async closeStdin(): Promise<void> {
+    await this.input({ closeStdin: true });
+  }
+  /** SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGKILL, SIGUSR1 or SIGUSR2 to its process group. */
+  async signal(name = "SIGTERM"): Promise<void> {
+    await this.input({ signal: name });
+  }
+  async kill(): Promise<void> {
+    await this.signal("SIGKILL");
+  }
+  /** The size of its terminal (a process started with `pty`). */
+  async resize(rows: number, cols: number): Promise<void> {
+    await this.input({ resize: { rows, cols } });
+  }
+  /** Reads the rest of its output until it ended. */
+  async wait(): Promise<ProcessResult> {
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    for (;;) {
+      const pieces = await this.read({ waitSeconds: 10 });
+      for (const p of pieces) (p.stream === "stdout" ? out : err).push(p.data);
+      if (!this.running && pieces.length === 0) break;
+    }
+    return {
+      exitCode: this.record.finished ? this.record.finished.exitCode : -1,
+      stdout: Buffer.concat(out).toString(),
+      stderr: Buffer.concat(err).toString(),
+      record: this.record,
+    };
+  }
+}
+
 /** A kept session. While it is open here, a keep-alive runs in the background. */
 export class Session {
   private keeper: NodeJS.Timeout | null = null;
@@ -565,6 +671,44 @@ export class Session {
       timeout: options.timeoutSeconds ? { seconds: options.timeoutSeconds } : undefined,
     };
     return new Execution(this.client.stub.Exec(request, this.client.metadata()));
+  }
+
+  /** Starts a process in the background and returns it at once: `stdin` keeps its stdin open
+   * for write(), `pty` runs it on a terminal of that size. No timeout unless given: it runs
+   * until it ends, is killed, or the session ends; while it runs the session does not idle. */
+  async start(
+    command: string | string[],
+    options: {
+      env?: Record<string, string>;
+      cwd?: string;
+      timeoutSeconds?: number;
+      stdin?: boolean;
+      pty?: { rows: number; cols: number };
+    } = {},
+  ): Promise<Process> {
+    const record = await this.client.unary<Process__Output>("StartProcess", {
+      sessionId: this.id,
+      ...(Array.isArray(command) ? { argv: command } : { command }),
+      env: options.env ?? {},
+      cwd: options.cwd ?? "",
+      timeout: options.timeoutSeconds ? { seconds: options.timeoutSeconds } : undefined,
+      stdin: options.stdin ?? false,
+      pty: options.pty,
+    });
+    return new Process(this.client, record);
+  }
+
+  /** The session's processes, running and ended, oldest first. */
+  async processes(): Promise<Process__Output[]> {
+    const res = await this.client.unary<{ processes: Process__Output[] }>("ListProcesses", { sessionId: this.id });
+    return res.processes;
+  }
+
+  /** A handle on one of its processes, by id. */
+  async process(processId: string): Promise<Process> {
+    const record = (await this.processes()).find((p) => p.id === processId);
+    if (!record) throw new SandgateError(grpc.status.NOT_FOUND, `process not found: ${processId}`);
+    return new Process(this.client, record);
   }
 
   /** Runs a command to its end: its exit code and its whole stdout and stderr. */
@@ -685,6 +829,27 @@ export class Session {
   async refresh(): Promise<Session__Output> {
     this.record = await this.client.unary<Session__Output>("GetSession", { sessionId: this.id });
     return this.record;
+  }
+
+  /** What `path` is ("" = the workspace); a link is not followed. */
+  async stat(path = ""): Promise<FileInfo__Output> {
+    return this.client.unary<FileInfo__Output>("StatFile", { sessionId: this.id, path });
+  }
+
+  /** Deletes a file, a link or an empty directory; `recursive`: a whole directory. */
+  async remove(path: string, options: { recursive?: boolean } = {}): Promise<void> {
+    await this.client.unary("DeleteFile", { sessionId: this.id, path, recursive: options.recursive ?? false });
+  }
+
+  /** Renames within the workspace (missing parents made; an existing target is ALREADY_EXISTS
+   * unless `overwrite`); what `to` is now. */
+  async rename(from: string, to: string, options: { overwrite?: boolean } = {}): Promise<FileInfo__Output> {
+    return this.client.unary<FileInfo__Output>("RenameFile", { sessionId: this.id, from, to, overwrite: options.overwrite ?? false });
+  }
+
+  /** Makes a directory (`parents`: missing parents too, and an existing one is fine). */
+  async mkdir(path: string, options: { parents?: boolean } = {}): Promise<FileInfo__Output> {
+    return this.client.unary<FileInfo__Output>("MakeDirectory", { sessionId: this.id, path, parents: options.parents ?? false });
   }
 
   /** Closes the session and deletes its sandbox. Idempotent. */

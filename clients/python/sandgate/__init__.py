@@ -18,6 +18,7 @@ from .client import Client
 from .errors import (AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
                      FailedPrecondition, InvalidArgument, NotFound, PermissionDenied,
                      ResourceExhausted, Unauthenticated, Unavailable, Unimplemented)
+from .processes import Process, ProcessResult
 from .runs import Run, RunStatus
 from .sessions import Execution, ExecResult, FileList, Output, Session
 from .v1 import sandgate_pb2 as pb
@@ -25,6 +26,7 @@ from .v1 import sandgate_pb2 as pb
 __all__ = [
     "AlreadyExists", "Cancelled", "Client", "DataLoss", "DeadlineExceeded", "Error",
     "ExecResult", "Execution", "FailedPrecondition", "FileList", "InvalidArgument", "NotFound",
-    "Output", "PermissionDenied", "ResourceExhausted", "Run", "RunStatus", "Session",
+    "Output", "PermissionDenied", "Process", "ProcessResult", "ResourceExhausted", "Run",
+    "RunStatus", "Session",
     "Unauthenticated", "Unavailable", "Unimplemented", "pb",
 ]

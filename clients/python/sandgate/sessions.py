@@ -7,17 +7,19 @@ import os
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 import grpc
 
 from . import _files
 from ._durations import Seconds, duration
-from .errors import DataLoss, Error, from_rpc_error
+from .errors import DataLoss, Error, NotFound, from_rpc_error
 from .v1 import sandgate_pb2 as pb
 
 if TYPE_CHECKING:
     from .client import Client
+    from .processes import Process
 
 # Uploads go in pieces well under gRPC's default 4 MiB message limit.
 _UPLOAD_CHUNK_BYTES = 256 << 10
@@ -202,6 +204,30 @@ class Session:
             request.timeout.CopyFrom(d)
         return Execution(self._client.stream("Exec", request))
 
+    def start(self, cmd: Union[str, Sequence[str]], *, stdin: bool = False,
+              pty: Optional[Tuple[int, int]] = None, env: Optional[Mapping[str, str]] = None,
+              cwd: str = "", timeout: Optional[Seconds] = None) -> "Process":
+        """Starts a process in the background and returns it at once (sandgate.Process): a str
+        runs as `/bin/sh -c cmd`, a list as argv. stdin=True keeps its stdin open for write();
+        pty=(rows, cols) runs it on a terminal. No timeout by default: it runs until it ends,
+        is killed, or the session ends. While it runs, the session does not idle."""
+        from . import processes
+        return processes.start(self._client, self.id, cmd, stdin=stdin, pty=pty, env=env,
+                               cwd=cwd, timeout=timeout)
+
+    def processes(self) -> List[pb.Process]:
+        """The session's processes (sandgate.v1.Process), running and ended, oldest first."""
+        return list(self._client.call("ListProcesses",
+                                      pb.ListProcessesRequest(session_id=self.id)).processes)
+
+    def process(self, process_id: str) -> "Process":
+        """A handle on one of its processes, by id (from start() or processes())."""
+        from . import processes
+        for record in self.processes():
+            if record.id == process_id:
+                return processes.Process(self._client, record)
+        raise NotFound(grpc.StatusCode.NOT_FOUND, f"process not found: {process_id}")
+
     def run(self, cmd: Union[str, Sequence[str]], *, text: bool = True,
             **kwargs) -> ExecResult:
         """exec() and wait(): `code, out, err = s.run("make test")`."""
@@ -272,3 +298,23 @@ class Session:
         files = FileList(answer.files)
         files.truncated = answer.truncated
         return files
+
+    def stat(self, path: str = "") -> pb.FileInfo:
+        """What `path` is (sandgate.v1.FileInfo; "" = the workspace); a link is not followed."""
+        return self._client.call("StatFile", pb.StatFileRequest(session_id=self.id, path=path))
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        """Deletes a file, a link or an empty directory; recursive=True a whole directory."""
+        self._client.call("DeleteFile", pb.DeleteFileRequest(session_id=self.id, path=path,
+                                                             recursive=recursive))
+
+    def rename(self, source: str, target: str, overwrite: bool = False) -> pb.FileInfo:
+        """Renames `source` to `target` (missing parents made; an existing target is
+        AlreadyExists unless overwrite=True). Returns what `target` is now."""
+        return self._client.call("RenameFile", pb.RenameFileRequest(
+            session_id=self.id, to=target, overwrite=overwrite, **{"from": source}))
+
+    def mkdir(self, path: str, parents: bool = False) -> pb.FileInfo:
+        """Makes a directory (parents=True: missing parents too, and an existing one is fine)."""
+        return self._client.call("MakeDirectory", pb.MakeDirectoryRequest(
+            session_id=self.id, path=path, parents=parents))

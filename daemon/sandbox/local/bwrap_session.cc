@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -76,6 +77,12 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec
                                        uint16_t proxy_port) {
   const std::map<std::string, std::string>& session_env = spec.env;
   if (req.argv.empty()) return errors::InvalidArgument("argv: must not be empty");
+  if (req.pty && req.channel == nullptr) {
+    return errors::InvalidArgument("pty: a terminal needs a channel to talk to it");
+  }
+  if (req.pty && (req.pty->rows == 0 || req.pty->cols == 0)) {
+    return errors::InvalidArgument("pty: rows and cols must be at least 1");
+  }
   std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
                                             {"HOME", "/work"},
                                             {"LANG", "C.UTF-8"},
@@ -97,6 +104,13 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec
   h.argc = static_cast<uint32_t>(req.argv.size());
   h.envc = static_cast<uint32_t>(env.size());
   h.cpu_seconds = spec.cpu_seconds_per_process;
+  if (req.pty) {
+    h.flags = initproto::kExecPty;
+    h.rows = req.pty->rows;
+    h.cols = req.pty->cols;
+  } else if (req.channel != nullptr) {
+    h.flags = initproto::kExecStdinPipe;
+  }
   std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
   absl::StrAppend(&msg, "/work", cwd.empty() ? "" : "/", absl::StrJoin(cwd, "/"),
                   absl::string_view("\0", 1));
@@ -119,6 +133,34 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec
   return msg;
 }
 
+// Receives one message of a command socket, and the fd it carries, if any (kStarted of a
+// command on a terminal). As recv.
+ssize_t ReceiveWithFd(int sock, MessageHeader* h, UniqueFd* fd) {
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+  struct iovec iov = {h, sizeof(*h)};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof(cbuf);
+  ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n <= 0) return n;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int received;
+      memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (fd->valid()) {
+        close(received);  // more than the one expected: not kept
+      } else {
+        fd->reset(received);
+      }
+    }
+  }
+  return n;
+}
+
 // One output pipe of a running command, with its byte cap.
 struct OutputPipe {
   UniqueFd fd;
@@ -126,7 +168,8 @@ struct OutputPipe {
   uint64_t delivered = 0;
   bool truncated = false;
 
-  // Reads what is there; returns false at EOF.
+  // Reads what is there; returns false at EOF (for a terminal's master: EIO, once every
+  // holder of its slave is gone).
   bool Read(uint64_t cap, const OutputCallback& on_output) {
     char buf[65536];
     ssize_t n = read(fd.get(), buf, sizeof(buf));
@@ -448,9 +491,10 @@ void BwrapSession::OnExit() {
   if (ended) ended();
 }
 
-absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int out_fd,
-                                    int err_fd) {
-  const int fds[initproto::kExecFdCount] = {cmd_fd, out_fd, err_fd};
+absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd,
+                                    int in_fd) {
+  const int fds[initproto::kMaxExecFdCount] = {cmd_fd, out_fd, err_fd, in_fd};
+  const size_t fds_size = sizeof(int) * (in_fd >= 0 ? 4 : 3);
   alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
   memset(cbuf, 0, sizeof(cbuf));
   struct iovec iov = {const_cast<char*>(message.data()), message.size()};
@@ -458,12 +502,12 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof(cbuf);
+  msg.msg_controllen = CMSG_SPACE(fds_size);
   struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(fds));
-  memcpy(CMSG_DATA(c), fds, sizeof(fds));
+  c->cmsg_len = CMSG_LEN(fds_size);
+  memcpy(CMSG_DATA(c), fds, fds_size);
   absl::MutexLock l(&send_mu_);
   ssize_t n;
   do {
@@ -477,6 +521,10 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
 absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
                                               const OutputCallback& on_output,
                                               const CancelToken* cancel) {
+  // Whatever happens below, the caller's channel learns the command is over.
+  auto detach = absl::MakeCleanup([&request] {
+    if (request.channel != nullptr) request.channel->Detach();
+  });
   SANDGATE_ASSIGN_OR_RETURN(std::string message,
                             EncodeExec(request, spec_, core_->options.proxy_port));
   {
@@ -498,10 +546,34 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
   UniqueFd err_w(pe[1]);
   fcntl(out.fd.get(), F_SETFL, O_NONBLOCK);
   fcntl(err.fd.get(), F_SETFL, O_NONBLOCK);
+  UniqueFd in_r, in_w;
+  if (request.channel != nullptr && !request.pty) {
+    int pi[2];
+    if (pipe2(pi, O_CLOEXEC) != 0) return errors::FromErrno(errno, "pipe");
+    in_r.reset(pi[0]);
+    in_w.reset(pi[1]);
+  }
+  // The channel signals through its own copy of the command socket, so that it never
+  // writes to a number this function closed and something else reused.
+  std::function<absl::Status(int)> signal_command;
+  if (request.channel != nullptr) {
+    auto sock = std::make_shared<UniqueFd>(fcntl(cmd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!sock->valid()) return errors::FromErrno(errno, "dup");
+    signal_command = [sock](int signal) {
+      MessageHeader m;
+      m.type = initproto::kSignal;
+      m.value = signal;
+      if (send(sock->get(), &m, sizeof(m), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(m))) {
+        return errors::FailedPrecondition("the process has ended");
+      }
+      return absl::OkStatus();
+    };
+  }
+  std::optional<OutputPipe> tty;  // the terminal's master, once started (pty)
 
   const uint64_t oom_before = cgroups_.OomKillCount();
   const absl::Time start = absl::Now();
-  absl::Status sent = SendExec(message, cmd_remote.get(), out_w.get(), err_w.get());
+  absl::Status sent = SendExec(message, cmd_remote.get(), out_w.get(), err_w.get(), in_r.get());
   if (!sent.ok()) {
     {
       absl::MutexLock l(&mu_);
@@ -516,6 +588,8 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
   cmd_remote.reset();
   out_w.reset();
   err_w.reset();
+  in_r.reset();
+  if (in_w.valid()) request.channel->Attach(std::move(in_w), false, signal_command);
 
   ExecResult result;
   const absl::Time deadline = start + request.timeout;
@@ -531,7 +605,7 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
     kill_deadline = absl::Now() + absl::Seconds(5);
   };
   for (;;) {
-    if (have_status && !out_open && !err_open) break;
+    if (have_status && !out_open && !err_open && !tty) break;
     const absl::Time now = absl::Now();
     if (have_status && now >= drain_deadline) break;
     if (!have_status && !kill_sent) {
@@ -547,21 +621,35 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
       return errors::Internal(
           absl::StrCat("command in session ", spec_.id, " did not end after SIGKILL"));
     }
-    struct pollfd p[4] = {{out_open ? out.fd.get() : -1, POLLIN, 0},
+    struct pollfd p[5] = {{out_open ? out.fd.get() : -1, POLLIN, 0},
                           {err_open ? err.fd.get() : -1, POLLIN, 0},
                           {have_status ? -1 : cmd.get(), POLLIN, 0},
-                          {cancel != nullptr && !kill_sent ? cancel->fd() : -1, POLLIN, 0}};
+                          {cancel != nullptr && !kill_sent ? cancel->fd() : -1, POLLIN, 0},
+                          {tty ? tty->fd.get() : -1, POLLIN, 0}};
     absl::Time wake = std::min({kill_sent ? kill_deadline : deadline, drain_deadline});
-    int r = poll(p, 4, PollTimeoutMs(wake));
+    int r = poll(p, 5, PollTimeoutMs(wake));
     if (r < 0 && errno != EINTR) return errors::FromErrno(errno, "poll");
     if (r <= 0) continue;
     if (p[0].revents != 0) out_open = out.Read(request.output_cap_bytes, on_output);
     if (p[1].revents != 0) err_open = err.Read(request.output_cap_bytes, on_output);
+    if (p[4].revents != 0 && !tty->Read(request.output_cap_bytes, on_output)) {
+      result.stdout_truncated = tty->truncated;
+      tty.reset();
+    }
     if (p[2].revents != 0) {
       MessageHeader h;
-      ssize_t n = recv(cmd.get(), &h, sizeof(h), MSG_DONTWAIT);
+      UniqueFd master;
+      ssize_t n = ReceiveWithFd(cmd.get(), &h, &master);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kStarted) continue;
+      if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kStarted) {
+        if (request.pty && master.valid()) {
+          fcntl(master.get(), F_SETFL, O_NONBLOCK);
+          UniqueFd input(fcntl(master.get(), F_DUPFD_CLOEXEC, 0));
+          tty.emplace(OutputPipe{std::move(master), OutputStream::kStdout});
+          request.channel->Attach(std::move(input), true, signal_command);
+        }
+        continue;
+      }
       if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kExited) {
         have_status = true;
         status = h.value;
@@ -589,7 +677,7 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
     }
   }
   result.duration = absl::Now() - start;
-  result.stdout_truncated = out.truncated;
+  result.stdout_truncated = result.stdout_truncated || out.truncated || (tty && tty->truncated);
   result.stderr_truncated = err.truncated;
   if (have_status) {
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
@@ -630,6 +718,27 @@ absl::Status BwrapSession::ReadFileTo(absl::string_view path, uint64_t max_bytes
 absl::StatusOr<FileListing> BwrapSession::ListFiles(absl::string_view dir) {
   SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
   return files->ListFiles(dir);
+}
+
+absl::StatusOr<FileEntry> BwrapSession::StatFile(absl::string_view path) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->Stat(path);
+}
+
+absl::Status BwrapSession::RemoveFile(absl::string_view path, bool recursive) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->Remove(path, recursive);
+}
+
+absl::Status BwrapSession::RenameFile(absl::string_view from, absl::string_view to,
+                                      bool overwrite) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->Rename(from, to, overwrite);
+}
+
+absl::Status BwrapSession::MakeDirectory(absl::string_view path, bool parents) {
+  SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+  return files->MakeDirectory(path, parents);
 }
 
 std::vector<std::string> BwrapSession::Warnings() const { return warnings_; }

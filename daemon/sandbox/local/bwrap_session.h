@@ -90,11 +90,16 @@ class BwrapSession : public Session {
   std::string workdir() const override { return "/work"; }
   absl::StatusOr<ExecResult> Exec(const ExecRequest& request, const OutputCallback& on_output,
                                   const CancelToken* cancel) override;
+  bool talks_to_commands() const override { return true; }
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
   absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
                           const FileSink& sink) override;
   absl::StatusOr<FileListing> ListFiles(absl::string_view dir) override;
+  absl::StatusOr<FileEntry> StatFile(absl::string_view path) override;
+  absl::Status RemoveFile(absl::string_view path, bool recursive) override;
+  absl::Status RenameFile(absl::string_view from, absl::string_view to, bool overwrite) override;
+  absl::Status MakeDirectory(absl::string_view path, bool parents) override;
   std::vector<std::string> Warnings() const override;
   // Expired once the init or bwrap has exited without Close, with the reason (Death()); the
   // first answer after a death may wait up to a second for bwrap to say how its init ended.
@@ -130,7 +135,8 @@ class BwrapSession : public Session {
   // "bwrap" or "runsc": the sandbox's parent process on the host.
   const char* runtime_name() const { return gvisor() ? "runsc" : "bwrap"; }
   absl::StatusOr<std::shared_ptr<const WorkspaceFiles>> Files() const;
-  absl::Status SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd);
+  // `in_fd`: the command's stdin, or -1 (/dev/null).
+  absl::Status SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd, int in_fd);
   // Whether the init or bwrap has exited (a poll of their pidfds, no wait).
   bool Exited() const;
   // Why the sandbox died, worked out once (it waits up to a second for bwrap to follow its

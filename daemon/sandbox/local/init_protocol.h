@@ -8,13 +8,24 @@
 //                    /proc/<init>/root/work; no untrusted code has run yet).
 //   daemon -> init   kExec: a MessageHeader, then `payload` bytes holding cwd, argv[argc] and
 //                    env[envc] as NUL-terminated strings, in that order. SCM_RIGHTS carries
-//                    exactly three fds: the command socket, the stdout and the stderr write ends.
+//                    the command socket, the stdout and the stderr write ends, and with
+//                    kExecStdinPipe a fourth: the stdin read end (otherwise stdin is
+//                    /dev/null). With kExecPty the command runs on a new pseudo-terminal of
+//                    the sandbox's own devpts (rows x cols; stdin, stdout and stderr are its
+//                    slave, the controlling terminal of the command's session) and the pipes
+//                    are closed unused.
 //   EOF              the daemon is gone or closed the session: the init exits, which makes
 //                    the kernel kill everything in the PID namespace.
 // Command socket (one per command, passed with kExec):
 //   init -> daemon   kStarted{value = pid inside the sandbox}, later kExited{value = wait
-//                    status}; or kFailed{value = errno} if the command could not be forked.
+//                    status}; or kFailed{value = errno} if the command could not be forked
+//                    (or its terminal not made). With kExecPty, kStarted carries the
+//                    terminal's master fd (SCM_RIGHTS): the daemon reads and writes the
+//                    terminal's raw bytes and sets its size there.
 //   daemon -> init   kKill: SIGKILL the command's process group.
+//   daemon -> init   kSignal{value = signal}: send it to the command's process group; only
+//                    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGKILL, SIGUSR1, SIGUSR2 (others
+//                    are ignored).
 //   daemon -> init   kKillAll (wall-clock timeout): SIGKILL the command's process group and
 //                    every other process of the sandbox except the init and the process
 //                    groups of the other running commands, so that background workers the
@@ -36,6 +47,13 @@ enum MessageType : uint32_t {
   kFailed = 5,
   kKill = 6,
   kKillAll = 7,
+  kSignal = 8,
+};
+
+// MessageHeader::flags of kExec.
+enum ExecFlags : uint32_t {
+  kExecStdinPipe = 1,  // a fourth fd: the command's stdin
+  kExecPty = 2,        // run on a new pseudo-terminal (rows, cols)
 };
 
 struct MessageHeader {
@@ -44,12 +62,17 @@ struct MessageHeader {
   uint32_t argc = 0;         // kExec only
   uint32_t envc = 0;         // kExec only
   uint32_t cpu_seconds = 0;  // kExec only: RLIMIT_CPU of the command (soft; hard = +1); 0 = none
+  uint32_t flags = 0;        // kExec only: ExecFlags
+  uint16_t rows = 0;         // kExec with kExecPty: the terminal's size
+  uint16_t cols = 0;
 };
 
 // Largest kExec message (header + strings). Bounded by the socket send buffer.
 constexpr size_t kMaxExecMessage = 128 * 1024;
-// File descriptors carried by one kExec message, in this order.
+// File descriptors carried by one kExec message, in this order (a fourth, stdin, with
+// kExecStdinPipe).
 constexpr int kExecFdCount = 3;
+constexpr int kMaxExecFdCount = 4;
 // Where the init binary is mounted inside the sandbox.
 constexpr const char* kInitPathInSandbox = "/.sandgate/init";
 

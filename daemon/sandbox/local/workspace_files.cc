@@ -301,4 +301,179 @@ absl::StatusOr<FileListing> WorkspaceFiles::ListFiles(absl::string_view dir,
   return out;
 }
 
+namespace {
+
+FileType TypeOf(mode_t mode) {
+  if (S_ISREG(mode)) return FileType::kRegular;
+  if (S_ISDIR(mode)) return FileType::kDirectory;
+  if (S_ISLNK(mode)) return FileType::kSymlink;
+  return FileType::kOther;
+}
+
+// Empties the directory `dirfd` (opened beneath the workspace), depth first; links are
+// removed, never followed.
+absl::Status RemoveTree(int dirfd, const std::string& where, int depth) {
+  if (depth > WorkspaceFiles::kMaxRemoveDepth) {
+    return errors::FailedPrecondition(absl::StrCat(
+        where, ": deeper than ", WorkspaceFiles::kMaxRemoveDepth, " levels; remove it in parts"));
+  }
+  alignas(LinuxDirent64) char buf[16384];
+  for (;;) {
+    // Entries are removed as they are read: read from the start each round.
+    if (lseek(dirfd, 0, SEEK_SET) < 0) return errors::FromErrno(errno, where);
+    long n = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
+    if (n < 0) return errors::FromErrno(errno, where);
+    bool removed = false;
+    for (long off = 0; off < n;) {
+      auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
+      off += d->d_reclen;
+      const std::string name = d->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string path = absl::StrCat(where, "/", name);
+      struct stat st;
+      if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // raced away
+      if (S_ISDIR(st.st_mode)) {
+        int sub = OpenBeneath(dirfd, name, O_RDONLY | O_DIRECTORY);
+        if (sub < 0) return OpenError(-sub, path);
+        UniqueFd subfd(sub);
+        SANDGATE_RETURN_IF_ERROR(RemoveTree(subfd.get(), path, depth + 1));
+      }
+      if (unlinkat(dirfd, name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 &&
+          errno != ENOENT) {
+        return errors::FromErrno(errno, path);
+      }
+      removed = true;
+    }
+    if (!removed) return absl::OkStatus();
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<int> WorkspaceFiles::OpenDir(const std::vector<std::string>& parts, bool create,
+                                            UniqueFd* holder) const {
+  int cur = root_.get();
+  std::string walked;
+  for (const std::string& comp : parts) {
+    absl::StrAppend(&walked, walked.empty() ? "" : "/", comp);
+    int fd = OpenBeneath(cur, comp, O_PATH | O_DIRECTORY);
+    if (fd == -ENOENT && create) {
+      if (mkdirat(cur, comp.c_str(), 0755) != 0 && errno != EEXIST) {
+        return errors::FromErrno(errno, walked);
+      }
+      fd = OpenBeneath(cur, comp, O_PATH | O_DIRECTORY);
+    }
+    struct stat st;
+    if (fd == -ENOTDIR && fstatat(cur, comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISLNK(st.st_mode)) {
+      fd = -ELOOP;  // a link where a directory was asked: say so, not "not a directory"
+    }
+    if (fd < 0) return OpenError(-fd, walked);
+    holder->reset(fd);
+    cur = holder->get();
+  }
+  return cur;
+}
+
+absl::StatusOr<int> WorkspaceFiles::OpenParent(absl::string_view path, bool create,
+                                               UniqueFd* holder, std::string* name) const {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitWorkspacePath(path, false));
+  *name = parts.back();
+  parts.pop_back();
+  return OpenDir(parts, create, holder);
+}
+
+absl::StatusOr<FileEntry> WorkspaceFiles::Stat(absl::string_view path) const {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitWorkspacePath(path, true));
+  FileEntry e;
+  e.path = absl::StrJoin(parts, "/");
+  struct stat st;
+  if (parts.empty()) {
+    if (fstat(root_.get(), &st) != 0) return errors::FromErrno(errno, ".");
+  } else {
+    const std::string name = parts.back();
+    parts.pop_back();
+    UniqueFd holder;
+    SANDGATE_ASSIGN_OR_RETURN(int dir, OpenDir(parts, false, &holder));
+    if (fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return OpenError(errno, path);
+  }
+  e.type = TypeOf(st.st_mode);
+  if (e.type == FileType::kRegular) e.size = static_cast<uint64_t>(st.st_size);
+  return e;
+}
+
+absl::Status WorkspaceFiles::Remove(absl::string_view path, bool recursive) const {
+  ScopedFsIds ids(uid_, gid_);
+  if (!ids.ok()) return errors::Internal("cannot switch to the session's file system ids");
+  UniqueFd holder;
+  std::string name;
+  SANDGATE_ASSIGN_OR_RETURN(int dir, OpenParent(path, false, &holder, &name));
+  struct stat st;
+  if (fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return OpenError(errno, path);
+  if (S_ISDIR(st.st_mode) && recursive) {
+    int sub = OpenBeneath(dir, name, O_RDONLY | O_DIRECTORY);
+    if (sub < 0) return OpenError(-sub, path);
+    UniqueFd subfd(sub);
+    SANDGATE_RETURN_IF_ERROR(RemoveTree(subfd.get(), std::string(path), 1));
+  }
+  if (unlinkat(dir, name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0) {
+    if (errno == ENOTEMPTY || errno == EEXIST) {
+      return errors::FailedPrecondition(
+          absl::StrCat(path, ": the directory is not empty (remove it recursively)"));
+    }
+    return OpenError(errno, path);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkspaceFiles::Rename(absl::string_view from, absl::string_view to,
+                                    bool overwrite) const {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> from_parts, SplitWorkspacePath(from, false));
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<std::string> to_parts, SplitWorkspacePath(to, false));
+  const std::string from_name = from_parts.back(), to_name = to_parts.back();
+  from_parts.pop_back();
+  to_parts.pop_back();
+  ScopedFsIds ids(uid_, gid_);
+  if (!ids.ok()) return errors::Internal("cannot switch to the session's file system ids");
+  UniqueFd from_holder, to_holder;
+  SANDGATE_ASSIGN_OR_RETURN(int from_dir, OpenDir(from_parts, false, &from_holder));
+  SANDGATE_ASSIGN_OR_RETURN(int to_dir, OpenDir(to_parts, true, &to_holder));
+  if (renameat2(from_dir, from_name.c_str(), to_dir, to_name.c_str(),
+                overwrite ? 0 : RENAME_NOREPLACE) != 0) {
+    switch (errno) {
+      case EEXIST:
+        return absl::AlreadyExistsError(
+            absl::StrCat(to, ": already exists (rename with overwrite to replace it)"));
+      case ENOENT:
+        return errors::NotFound("file", from);
+      case EINVAL:
+        return errors::InvalidArgument(
+            absl::StrCat(from, ": cannot be moved into itself (", to, ")"));
+      case ENOTEMPTY:
+      case EISDIR:
+      case ENOTDIR:
+        return errors::FailedPrecondition(
+            absl::StrCat(to, ": ", strerror(errno), " (cannot replace it with ", from, ")"));
+      default:
+        return errors::FromErrno(errno, from);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkspaceFiles::MakeDirectory(absl::string_view path, bool parents) const {
+  ScopedFsIds ids(uid_, gid_);
+  if (!ids.ok()) return errors::Internal("cannot switch to the session's file system ids");
+  UniqueFd holder;
+  std::string name;
+  SANDGATE_ASSIGN_OR_RETURN(int dir, OpenParent(path, parents, &holder, &name));
+  if (mkdirat(dir, name.c_str(), 0755) == 0) return absl::OkStatus();
+  if (errno != EEXIST) return OpenError(errno, path);
+  struct stat st;
+  if (parents && fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(absl::StrCat(path, ": already exists"));
+}
+
 }  // namespace sandgate::sandbox::local

@@ -58,8 +58,32 @@ class WorkspaceFiles {
   // cannot be opened is listed with FileEntry::not_listed set, and reaching max_entries
   // ends the listing with truncated set.
   absl::StatusOr<FileListing> ListFiles(absl::string_view dir, const ListLimits& limits = {}) const;
+  // What `path` is, not following a link ("" = the workspace itself).
+  absl::StatusOr<FileEntry> Stat(absl::string_view path) const;
+  // Removes a file, a link (never what it points to) or an empty directory; with
+  // `recursive`, a directory with everything in it (up to kMaxRemoveDepth levels).
+  // FAILED_PRECONDITION for a directory that is not empty without `recursive`.
+  absl::Status Remove(absl::string_view path, bool recursive) const;
+  // Renames within the workspace; missing parents of `to` are made. An existing `to` is
+  // ALREADY_EXISTS unless `overwrite` (then it is replaced as rename(2) does).
+  absl::Status Rename(absl::string_view from, absl::string_view to, bool overwrite) const;
+  // Makes a directory; with `parents`, also its missing parents, and an existing directory is
+  // fine. ALREADY_EXISTS otherwise.
+  absl::Status MakeDirectory(absl::string_view path, bool parents) const;
+
+  static constexpr int kMaxRemoveDepth = 256;
 
  private:
+  // The O_PATH directory fd of `parts` below the root (the root itself: `holder` stays empty
+  // and the root's fd is returned); with `create`, missing directories are made. Call with
+  // the session's fs ids when creating.
+  absl::StatusOr<int> OpenDir(const std::vector<std::string>& parts, bool create,
+                              UniqueFd* holder) const;
+  // The directory fd of the parent of `path` (a non-empty workspace path) as OpenDir gives
+  // it, and the last component in *name.
+  absl::StatusOr<int> OpenParent(absl::string_view path, bool create, UniqueFd* holder,
+                                 std::string* name) const;
+
   UniqueFd root_;
   uid_t uid_;
   gid_t gid_;

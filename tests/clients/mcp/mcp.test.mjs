@@ -56,7 +56,10 @@ const call = (name, args) => mcp.callTool({ name, arguments: args });
 test("lists its tools, each with an input schema", async () => {
   const { tools } = await mcp.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ["close_session", "create_session", "exec", "list_files", "read_artifact", "read_file", "run_analysis", "write_file"]);
+  assert.deepEqual(names, [
+    "close_session", "create_session", "delete_file", "exec", "list_files", "make_directory", "move_file",
+    "read_artifact", "read_file", "run_analysis", "stat_file", "write_file",
+  ]);
   const exec = tools.find((t) => t.name === "exec");
   assert.deepEqual(exec.inputSchema.required.sort(), ["command", "session_id"]);
   assert.ok(tools.every((t) => t.description && t.inputSchema.type === "object"));
@@ -85,6 +88,19 @@ test("a session: run a command, write and read a file, list, close", async () =>
   assert.equal((await call("read_file", { session_id: id, path: "b.bin" })).structuredContent.encoding, "base64");
   const seen = await call("exec", { session_id: id, command: "cat notes/memo.txt" });
   assert.equal(seen.structuredContent.stdout, "ratios ✓\n");
+
+  const dir = await call("make_directory", { session_id: id, path: "a/b" });
+  assert.equal(dir.structuredContent.type, "dir");
+  const moved = await call("move_file", { session_id: id, from: "b.bin", to: "a/b/c.bin" });
+  assert.equal(moved.structuredContent.path, "a/b/c.bin");
+  assert.equal((await call("stat_file", { session_id: id, path: "a/b/c.bin" })).structuredContent.size_bytes, 3);
+  const notEmpty = await call("delete_file", { session_id: id, path: "a" });
+  assert.equal(notEmpty.isError, true);
+  assert.match(notEmpty.content[0].text, /^FAILED_PRECONDITION: .*not empty/);
+  assert.ok(!(await call("delete_file", { session_id: id, path: "a", recursive: true })).isError);
+  const outside = await call("delete_file", { session_id: id, path: "../etc/passwd" });
+  assert.equal(outside.isError, true);
+  assert.match(outside.content[0].text, /^INVALID_ARGUMENT: /);
 
   const listed = await call("list_files", { session_id: id });
   assert.ok(listed.structuredContent.files.some((f) => f.path === "notes/memo.txt" && f.type === "file"));

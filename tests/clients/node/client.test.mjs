@@ -121,6 +121,72 @@ describe("runs", () => {
   });
 });
 
+describe("processes", () => {
+  test("a background process takes stdin, runs on a terminal, and is read from offsets", async () => {
+    const c = client();
+    await c.withSession({ sandbox: { idleTimeout: { seconds: 60 } } }, async (s) => {
+      const cat = await s.start("cat", { stdin: true });
+      assert.equal(cat.id, "p1");
+      assert.ok(cat.running);
+      await cat.write("hello\n");
+      const first = await cat.read({ waitSeconds: 10 });
+      assert.equal(Buffer.concat(first.map((p) => p.data)).toString(), "hello\n");
+      await cat.closeStdin();
+      const done = await cat.wait();
+      assert.equal(done.exitCode, 0);
+      assert.ok(!cat.running);
+
+      const py = await s.start(["python3", "-i", "-q"], { pty: { rows: 24, cols: 80 } });
+      let seen = "";
+      const until = async (text) => {
+        while (!seen.includes(text)) seen += Buffer.concat((await py.read({ waitSeconds: 10 })).map((p) => p.data)).toString();
+      };
+      await until(">>> ");
+      await py.resize(33, 101);
+      await py.write("import os; print(os.get_terminal_size())\n");
+      await until("columns=101, lines=33");
+      await py.kill();
+      assert.equal((await py.wait()).record.finished.signal, 9);
+
+      const quick = await s.start("sleep 0.2; echo finished");
+      const all = await quick.read({ waitSeconds: 20, untilExit: true });
+      assert.equal(Buffer.concat(all.map((p) => p.data)).toString(), "finished\n");
+      assert.equal(quick.record.state, "STATE_EXITED");
+
+      const printed = await s.start("printf abcdef");
+      await printed.wait();
+      const again = await s.process(printed.id);
+      again.offset = 2;
+      assert.equal(Buffer.concat((await again.read()).map((p) => p.data)).toString(), "cdef");
+      assert.deepEqual((await s.processes()).map((p) => p.id), ["p1", "p2", "p3", "p4"]);
+      await assert.rejects(again.signal("SIGSTOP"), (e) => e.codeName === "INVALID_ARGUMENT" && e.message.includes("SIGSTOP"));
+      await assert.rejects(s.process("p99"), (e) => e.codeName === "NOT_FOUND");
+    });
+    c.close();
+  });
+});
+
+describe("session files", () => {
+  test("stat, remove, rename and mkdir stay inside the workspace", async () => {
+    const c = client();
+    await c.withSession({}, async (s) => {
+      assert.equal((await s.mkdir("a/b", { parents: true })).type, "TYPE_DIRECTORY");
+      await s.write("a/b/f.txt", "abc");
+      assert.equal((await s.stat("a/b/f.txt")).sizeBytes, 3);
+      assert.equal((await s.rename("a/b/f.txt", "g.txt")).path, "g.txt");
+      await assert.rejects(s.rename("a", "g.txt"), (e) => e.codeName === "ALREADY_EXISTS");
+      await assert.rejects(s.remove("a"), (e) => e.codeName === "FAILED_PRECONDITION");
+      await s.remove("a", { recursive: true });
+      await assert.rejects(s.stat("a"), (e) => e.codeName === "NOT_FOUND");
+      for (const bad of ["../g.txt", "/etc/passwd"]) {
+        await assert.rejects(s.remove(bad), (e) => e.codeName === "INVALID_ARGUMENT");
+      }
+      assert.equal((await s.read("g.txt")).toString(), "abc");
+    });
+    c.close();
+  });
+});
+
 describe("sessions", () => {
   test("exec streams output and its end; files go up, are listed, and come back", async () => {
     const c = client();

@@ -244,3 +244,73 @@ def test_wait_times_out_and_cancel_ends_a_running_run_as_cancelled(client):
     assert sandgate.RunStatus(final.status) == sandgate.RunStatus.CANCELLED
     assert "changed its mind" in final.status_reason
     assert sandgate.RunStatus(run.cancel().status) == sandgate.RunStatus.CANCELLED  # idempotent
+
+
+def test_processes_take_stdin_run_on_a_terminal_and_are_read_from_offsets(client):
+    with client.session() as s:
+        cat = s.start("cat", stdin=True)
+        assert cat.id == "p1" and cat.running
+        cat.write("hello\n")
+        assert [p.data for p in cat.read(wait=10)] == [b"hello\n"]
+        cat.close_stdin()
+        result = cat.wait()
+        assert (result.exit_code, result.stdout) == (0, "")  # all of it was read before
+        assert not cat.running
+
+        py = s.start(["python3", "-i", "-q"], pty=(24, 80))
+        seen = b""
+        while b">>> " not in seen:
+            seen += b"".join(p.data for p in py.read(wait=10))
+        py.write("import os; print(os.isatty(0), 6*7)\n")
+        while b"True 42" not in seen:
+            seen += b"".join(p.data for p in py.read(wait=10))
+        py.resize(40, 120)
+        py.write("print(os.get_terminal_size())\n")
+        while b"columns=120, lines=40" not in seen:
+            seen += b"".join(p.data for p in py.read(wait=10))
+        py.signal("SIGKILL")
+        assert py.wait().record.finished.signal == signal.SIGKILL
+
+        # A command given a time to finish: one read until its end.
+        quick = s.start("sleep 0.2; echo finished")
+        assert b"".join(p.data for p in quick.read(wait=20, until_exit=True)) == b"finished\n"
+        assert quick.record.state == sandgate.pb.Process.STATE_EXITED
+
+        # Output stays readable after the writer ended, from any offset.
+        done = s.start("printf 'abcdef'; printf err >&2")
+        code, out, err = done.wait(text=False)
+        assert (code, out, err) == (0, b"abcdef", b"err")
+        again = s.process(done.id)
+        again.offset = 3
+        assert b"".join(p.data for p in again.read()) == b"deferr"
+        assert [p.id for p in s.processes()] == ["p1", "p2", "p3", "p4"]
+
+        with pytest.raises(sandgate.InvalidArgument, match="SIGSTOP"):
+            again.signal("SIGSTOP")
+        with pytest.raises(sandgate.FailedPrecondition, match="has ended"):
+            again.write("x")
+        with pytest.raises(sandgate.NotFound):
+            s.process("p99")
+
+
+def test_session_files_stat_remove_rename_and_mkdir_inside_the_workspace(client):
+    with client.session() as s:
+        assert s.mkdir("a/b", parents=True).type == sandgate.pb.FileInfo.TYPE_DIRECTORY
+        s.write("a/b/f.txt", b"abc")
+        assert s.stat("a/b/f.txt").size_bytes == 3
+        assert s.stat().type == sandgate.pb.FileInfo.TYPE_DIRECTORY
+        assert s.rename("a/b/f.txt", "g.txt").path == "g.txt"
+        with pytest.raises(sandgate.AlreadyExists):
+            s.rename("a", "g.txt")
+        with pytest.raises(sandgate.FailedPrecondition, match="not empty"):
+            s.remove("a")
+        s.remove("a", recursive=True)
+        with pytest.raises(sandgate.NotFound):
+            s.stat("a")
+        for bad in ("../g.txt", "/etc/passwd", "a/../../b"):
+            with pytest.raises(sandgate.InvalidArgument):
+                s.remove(bad)
+        s.run("ln -s /etc etc")
+        with pytest.raises(sandgate.InvalidArgument, match="symbolic link"):
+            s.stat("etc/passwd")
+        assert s.read("g.txt") == b"abc"

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
@@ -147,6 +148,87 @@ TEST_F(WorkspaceFilesTest, AListingAlwaysSucceedsAndMarksWhatItLeftOut) {
   ASSERT_TRUE(capped.ok()) << capped.status();
   EXPECT_TRUE(capped->truncated);
   EXPECT_EQ(capped->entries.size(), 2u);
+}
+
+TEST_F(WorkspaceFilesTest, StatSaysWhatAPathIsWithoutFollowingLinks) {
+  ASSERT_TRUE(ws_->WriteFile("d/f.txt", "12345", 0644).ok());
+  ASSERT_EQ(symlink("/etc/passwd", P("d/link").c_str()), 0);
+  auto f = ws_->Stat("d/f.txt");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->type, FileType::kRegular);
+  EXPECT_EQ(f->size, 5u);
+  EXPECT_EQ(f->path, "d/f.txt");
+  EXPECT_EQ(ws_->Stat("d")->type, FileType::kDirectory);
+  EXPECT_EQ(ws_->Stat("")->type, FileType::kDirectory);
+  auto link = ws_->Stat("d/link");
+  ASSERT_TRUE(link.ok());
+  EXPECT_EQ(link->type, FileType::kSymlink);
+  EXPECT_EQ(link->size, 0u);  // not /etc/passwd's
+  EXPECT_EQ(ws_->Stat("d/none").status().code(), absl::StatusCode::kNotFound);
+  // A link in the path is refused, as everywhere.
+  ASSERT_EQ(symlink("/etc", P("etc").c_str()), 0);
+  EXPECT_EQ(ws_->Stat("etc/passwd").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(ws_->Stat("etc/passwd").status().message(), "symbolic link"))
+      << ws_->Stat("etc/passwd").status();
+  EXPECT_EQ(ws_->Stat("../etc").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ws_->Stat("/etc/passwd").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(WorkspaceFilesTest, RemoveTakesFilesLinksAndTreesButNothingOutside) {
+  ASSERT_TRUE(ws_->WriteFile("tree/a/b/c.txt", "x", 0644).ok());
+  ASSERT_TRUE(ws_->WriteFile("tree/top.txt", "x", 0644).ok());
+  // A link to a host directory inside the tree: removed as a link, its target untouched.
+  char outside[] = "/tmp/sandgate-outside-XXXXXX";
+  ASSERT_NE(mkdtemp(outside), nullptr);
+  std::ofstream(absl::StrCat(outside, "/keep.txt")) << "keep";
+  ASSERT_EQ(symlink(outside, P("tree/a/escape").c_str()), 0);
+  EXPECT_EQ(ws_->Remove("tree", false).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(ws_->Remove("tree/top.txt", false).ok());
+  ASSERT_TRUE(ws_->Remove("tree", true).ok());
+  struct stat st;
+  EXPECT_NE(lstat(P("tree").c_str(), &st), 0);
+  EXPECT_EQ(stat(absl::StrCat(outside, "/keep.txt").c_str(), &st), 0) << "followed a link out";
+  (void)!system(absl::StrCat("rm -rf ", outside).c_str());
+  // Through a link, "..", absolute: refused.
+  ASSERT_EQ(symlink("/tmp", P("tmp").c_str()), 0);
+  EXPECT_EQ(ws_->Remove("tmp/anything", false).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ws_->Remove("../x", false).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ws_->Remove("", true).code(), absl::StatusCode::kInvalidArgument);  // not the root
+  EXPECT_EQ(ws_->Remove("none", false).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(ws_->Remove("tmp", false).ok());  // the link itself
+  EXPECT_EQ(stat("/tmp", &st), 0);
+}
+
+TEST_F(WorkspaceFilesTest, RenameStaysInsideAndRefusesToClobberUnlessAsked) {
+  ASSERT_TRUE(ws_->WriteFile("a.txt", "a", 0644).ok());
+  ASSERT_TRUE(ws_->WriteFile("b.txt", "b", 0644).ok());
+  ASSERT_TRUE(ws_->Rename("a.txt", "new/dir/a.txt", false).ok());  // parents made
+  EXPECT_EQ(*ws_->ReadFile("new/dir/a.txt", 10), "a");
+  EXPECT_EQ(ws_->Rename("b.txt", "new/dir/a.txt", false).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(ws_->Rename("b.txt", "new/dir/a.txt", true).ok());
+  EXPECT_EQ(*ws_->ReadFile("new/dir/a.txt", 10), "b");
+  EXPECT_EQ(ws_->Rename("new", "new/dir/inside", false).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ws_->Rename("none", "x", false).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ws_->Rename("new", "../out", false).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_EQ(symlink("/tmp", P("t").c_str()), 0);
+  EXPECT_EQ(ws_->Rename("new", "t/stolen", false).code(), absl::StatusCode::kInvalidArgument);
+  struct stat st;
+  EXPECT_NE(stat("/tmp/stolen", &st), 0);
+}
+
+TEST_F(WorkspaceFilesTest, MakeDirectoryWithAndWithoutParents) {
+  EXPECT_EQ(ws_->MakeDirectory("x/y", false).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(ws_->MakeDirectory("x/y", true).ok());
+  ASSERT_TRUE(ws_->MakeDirectory("x/y", true).ok());  // exists: fine with parents
+  EXPECT_EQ(ws_->MakeDirectory("x/y", false).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(ws_->WriteFile("f", "", 0644).ok());
+  EXPECT_EQ(ws_->MakeDirectory("f", true).code(), absl::StatusCode::kAlreadyExists);
+  struct stat st;
+  ASSERT_EQ(stat(P("x/y").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 12345u);
+  ASSERT_EQ(symlink("/tmp", P("l").c_str()), 0);
+  EXPECT_EQ(ws_->MakeDirectory("l/made", true).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(stat("/tmp/made", &st), 0);
 }
 
 }  // namespace

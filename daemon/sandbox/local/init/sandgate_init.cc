@@ -19,6 +19,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -32,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -41,12 +43,16 @@ namespace {
 
 using sandgate::sandbox::initproto::kExec;
 using sandgate::sandbox::initproto::kExecFdCount;
+using sandgate::sandbox::initproto::kExecPty;
+using sandgate::sandbox::initproto::kExecStdinPipe;
 using sandgate::sandbox::initproto::kExited;
 using sandgate::sandbox::initproto::kFailed;
 using sandgate::sandbox::initproto::kKill;
 using sandgate::sandbox::initproto::kKillAll;
+using sandgate::sandbox::initproto::kMaxExecFdCount;
 using sandgate::sandbox::initproto::kMaxExecMessage;
 using sandgate::sandbox::initproto::kReady;
+using sandgate::sandbox::initproto::kSignal;
 using sandgate::sandbox::initproto::kStarted;
 using sandgate::sandbox::initproto::MessageHeader;
 
@@ -64,6 +70,27 @@ void Send(int sock, uint32_t type, int32_t value) {
   m.value = value;
   // A failure means the daemon stopped listening on this command; nothing to do.
   (void)send(sock, &m, sizeof(m), MSG_NOSIGNAL);
+}
+
+// kStarted with the terminal's master fd attached.
+void SendWithFd(int sock, uint32_t type, int32_t value, int fd) {
+  MessageHeader m;
+  m.type = type;
+  m.value = value;
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+  memset(cbuf, 0, sizeof(cbuf));
+  struct iovec iov = {&m, sizeof(m)};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof(cbuf);
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  (void)sendmsg(sock, &msg, MSG_NOSIGNAL);
 }
 
 void WriteAll(int fd, const std::string& s) {
@@ -96,9 +123,19 @@ std::string Resolve(const std::string& argv0, const std::vector<char*>& env) {
   return argv0;
 }
 
+// What a command's stdin, stdout and stderr are: `in` (-1: /dev/null), `out` and `err`; or,
+// when `tty` is not empty, the terminal of that path for all three.
+struct ChildStdio {
+  int in = -1;
+  int out = -1;
+  int err = -1;
+  std::string tty;
+};
+
 // Runs in the forked child; never returns.
 [[noreturn]] void ExecChild(const std::string& cwd, std::vector<char*>& argv,
-                            std::vector<char*>& env, int out_fd, int err_fd, uint32_t cpu_seconds) {
+                            std::vector<char*>& env, const ChildStdio& stdio,
+                            uint32_t cpu_seconds) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -116,9 +153,18 @@ std::string Resolve(const std::string& argv0, const std::vector<char*>& env) {
     struct rlimit cpu = {cpu_seconds, static_cast<rlim_t>(cpu_seconds) + 1};
     setrlimit(RLIMIT_CPU, &cpu);
   }
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
-    _exit(127);
+  if (!stdio.tty.empty()) {
+    // A session leader without a terminal: opening one makes it the controlling terminal.
+    int tty = open(stdio.tty.c_str(), O_RDWR);
+    if (tty < 0 || ioctl(tty, TIOCSCTTY, 0) != 0) _exit(127);
+    for (int fd : {0, 1, 2}) {
+      if (dup2(tty, fd) < 0) _exit(127);
+    }
+  } else {
+    int in = stdio.in >= 0 ? stdio.in : open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in < 0 || dup2(in, 0) < 0 || dup2(stdio.out, 1) < 0 || dup2(stdio.err, 2) < 0) {
+      _exit(127);
+    }
   }
   syscall(SYS_close_range, 3, ~0U, 0);
   if (g_command_uid != 0) {
@@ -150,15 +196,36 @@ void CloseFds(const std::vector<int>& fds) {
   }
 }
 
+// A new pseudo-terminal of rows x cols: its master fd (close-on-exec) and the slave's path,
+// or -1 with errno set.
+int OpenTerminal(uint16_t rows, uint16_t cols, std::string* slave) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0) return -1;
+  char name[128];
+  struct winsize ws = {};
+  ws.ws_row = rows;
+  ws.ws_col = cols;
+  if (grantpt(master) != 0 || unlockpt(master) != 0 || ptsname_r(master, name, sizeof(name)) != 0 ||
+      ioctl(master, TIOCSWINSZ, &ws) != 0) {
+    int err = errno;
+    close(master);
+    errno = err;
+    return -1;
+  }
+  *slave = name;
+  return master;
+}
+
 // Handles one kExec message; takes ownership of `fds`.
 void StartCommand(const char* buf, size_t len, const std::vector<int>& fds,
                   std::vector<Command>& commands) {
-  if (fds.size() != static_cast<size_t>(kExecFdCount) || len < sizeof(MessageHeader)) {
+  MessageHeader h;
+  if (len >= sizeof(h)) memcpy(&h, buf, sizeof(h));
+  const size_t want_fds = kExecFdCount + ((h.flags & kExecStdinPipe) != 0 ? 1 : 0);
+  if (len < sizeof(h) || fds.size() != want_fds) {
     CloseFds(fds);
     return;
   }
-  MessageHeader h;
-  memcpy(&h, buf, sizeof(h));
   std::vector<std::string> strings;
   size_t off = sizeof(h);
   while (off < len) {
@@ -179,23 +246,42 @@ void StartCommand(const char* buf, size_t len, const std::vector<int>& fds,
   argv.push_back(nullptr);
   env.push_back(nullptr);
 
+  ChildStdio stdio;
+  stdio.out = fds[1];
+  stdio.err = fds[2];
+  if (fds.size() > static_cast<size_t>(kExecFdCount)) stdio.in = fds[3];
+  int master = -1;
+  if ((h.flags & kExecPty) != 0) {
+    master = OpenTerminal(h.rows, h.cols, &stdio.tty);
+    if (master < 0) {
+      Send(fds[0], kFailed, errno);
+      CloseFds(fds);
+      return;
+    }
+  }
   pid_t pid = fork();
-  if (pid == 0) ExecChild(strings[0], argv, env, fds[1], fds[2], h.cpu_seconds);
-  close(fds[1]);
-  close(fds[2]);
+  if (pid == 0) ExecChild(strings[0], argv, env, stdio, h.cpu_seconds);
+  const int err = errno;
+  for (size_t i = 1; i < fds.size(); ++i) close(fds[i]);
   if (pid < 0) {
-    Send(fds[0], kFailed, errno);
+    if (master >= 0) close(master);
+    Send(fds[0], kFailed, err);
     close(fds[0]);
     return;
   }
-  Send(fds[0], kStarted, pid);
+  if (master >= 0) {
+    SendWithFd(fds[0], kStarted, pid, master);
+    close(master);
+  } else {
+    Send(fds[0], kStarted, pid);
+  }
   commands.push_back(Command{pid, fds[0], false});
 }
 
 // Reads one message from the control socket. Returns false on EOF or a fatal error.
 bool HandleControl(int ctl, std::vector<Command>& commands) {
   static char buf[kMaxExecMessage];
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kExecFdCount)];
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxExecFdCount)];
   struct iovec iov = {buf, sizeof(buf)};
   struct msghdr msg = {};
   msg.msg_iov = &iov;
@@ -275,10 +361,30 @@ void KillCommandAndStragglers(const Command& c, const std::vector<Command>& comm
   }
 }
 
+// The signals a caller may send to a command (kSignal).
+bool Sendable(int signal) {
+  switch (signal) {
+    case SIGHUP:
+    case SIGINT:
+    case SIGQUIT:
+    case SIGTERM:
+    case SIGKILL:
+    case SIGUSR1:
+    case SIGUSR2:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void HandleCommandSocket(Command& c, const std::vector<Command>& commands) {
   MessageHeader h;
   ssize_t n = recv(c.sock, &h, sizeof(h), MSG_DONTWAIT);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n == static_cast<ssize_t>(sizeof(h)) && h.type == kSignal) {
+    if (Sendable(h.value) && !c.exited) kill(-c.pid, h.value);
+    return;
+  }
   if (n == static_cast<ssize_t>(sizeof(h)) && h.type == kKill) {
     KillCommand(c);
     return;

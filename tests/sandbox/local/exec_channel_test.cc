@@ -1,0 +1,226 @@
+// Talking to commands in real local sandboxes (sandbox/exec_channel.h): stdin, a
+// pseudo-terminal, signals.
+#include "sandbox/exec_channel.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sandbox/local/bwrap_provider.h"
+#include "tests/fakes/fake_journal.h"
+#include "tests/sandbox/local/sandbox_test_util.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+using ::sandgate::testing::FakeJournal;
+using ::testing::HasSubstr;
+
+// A uid pool of its own, per test process, away from every other test's range
+// (bwrap_provider_test's reach 263999; the daemons' tests start at 300100).
+BwrapOptions ChannelTestOptions() {
+  BwrapOptions opts;
+  opts.init_path = SANDGATE_TEST_INIT_PATH;
+  opts.uid_base = 500000 + (getpid() % 1000) * 16;
+  opts.uid_pool_size = 8;
+  opts.cgroup_parent = "sandgate-test";
+  return opts;
+}
+
+ExecRequest Request(std::vector<std::string> argv) {
+  ExecRequest req;
+  req.argv = std::move(argv);
+  return req;
+}
+
+// A command running on its own thread, its output collected.
+class Running {
+ public:
+  Running(Session* s, ExecRequest req) : channel_(std::make_shared<ExecChannel>()) {
+    req.channel = channel_;
+    thread_ = std::thread([this, s, req] {
+      auto r = s->Exec(
+          req,
+          [this](OutputStream st, absl::string_view chunk) {
+            absl::MutexLock l(&mu_);
+            (st == OutputStream::kStdout ? out_ : err_).append(chunk.data(), chunk.size());
+          },
+          nullptr);
+      absl::MutexLock l(&mu_);
+      result_ = std::move(r);
+      done_ = true;
+    });
+  }
+  ~Running() {
+    if (thread_.joinable()) thread_.join();
+  }
+  ExecChannel& channel() { return *channel_; }
+  // Waits until stdout holds `text` (or 20 s); returns stdout.
+  std::string AwaitOut(absl::string_view text) {
+    absl::MutexLock l(&mu_);
+    auto has = [this, text]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return absl::StrContains(out_, text) || done_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&has), absl::Seconds(20));
+    return out_;
+  }
+  ExecResult Join() {
+    thread_.join();
+    absl::MutexLock l(&mu_);
+    EXPECT_TRUE(result_.ok()) << result_.status();
+    return result_.ok() ? *result_ : ExecResult();
+  }
+  std::string out() {
+    absl::MutexLock l(&mu_);
+    return out_;
+  }
+
+ private:
+  std::shared_ptr<ExecChannel> channel_;
+  absl::Mutex mu_;
+  std::string out_ ABSL_GUARDED_BY(mu_), err_ ABSL_GUARDED_BY(mu_);
+  absl::StatusOr<ExecResult> result_ ABSL_GUARDED_BY(mu_) = absl::UnknownError("running");
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+class ExecChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = BwrapProvider::Create(ChannelTestOptions(), &journal_);
+    ASSERT_TRUE(p.ok()) << p.status();
+    provider_ = std::move(*p);
+    SessionSpec spec;
+    spec.id = absl::StrCat("chan-", getpid());
+    auto s = provider_->Create(spec, nullptr);
+    ASSERT_TRUE(s.ok()) << s.status();
+    session_ = std::move(*s);
+  }
+  void TearDown() override {
+    if (session_) {
+      EXPECT_TRUE(session_->Close().ok());
+    }
+  }
+
+  FakeJournal journal_;
+  std::unique_ptr<BwrapProvider> provider_;
+  std::unique_ptr<Session> session_;
+};
+
+TEST_F(ExecChannelTest, StdinReachesCatAndCloseIsEof) {
+  ASSERT_TRUE(session_->talks_to_commands());
+  Running cat(session_.get(), Request({"cat"}));
+  auto n = cat.channel().WriteStdin("hi\n", absl::Seconds(10));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 3u);
+  EXPECT_EQ(cat.AwaitOut("hi\n"), "hi\n");
+  ASSERT_TRUE(cat.channel().CloseStdin(absl::Seconds(5)).ok());
+  ExecResult r = cat.Join();
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(cat.out(), "hi\n");
+  // Ended: the channel says so.
+  EXPECT_EQ(cat.channel().WriteStdin("x", absl::Seconds(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ExecChannelTest, WithoutAChannelStdinIsDevNull) {
+  std::string out;
+  auto r = session_->Exec(
+      Request({"cat"}), [&](OutputStream, absl::string_view c) { out.append(c.data(), c.size()); },
+      nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->ok());  // EOF at once, no hang until the timeout
+  EXPECT_EQ(out, "");
+}
+
+TEST_F(ExecChannelTest, SignalReachesTheProcessGroup) {
+  // The shell's child (sleep) is in the group too: SIGTERM ends both.
+  Running sh(session_.get(), Request(ShellCommand("trap 'echo got-term; exit 7' TERM; echo ready; "
+                                                  "sleep 30 & wait")));
+  sh.AwaitOut("ready");
+  ASSERT_TRUE(sh.channel().Signal(SIGTERM, absl::Seconds(5)).ok());
+  ExecResult r = sh.Join();
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_THAT(sh.out(), HasSubstr("got-term"));
+}
+
+TEST_F(ExecChannelTest, SigkillEndsACommandThatIgnoresTerm) {
+  Running sh(session_.get(),
+             Request(ShellCommand("trap '' TERM INT; echo ready; while :; do sleep 1; done")));
+  sh.AwaitOut("ready");
+  ASSERT_TRUE(sh.channel().Signal(SIGINT, absl::Seconds(5)).ok());
+  ASSERT_TRUE(sh.channel().Signal(SIGKILL, absl::Seconds(5)).ok());
+  ExecResult r = sh.Join();
+  EXPECT_EQ(r.term_signal, SIGKILL);
+}
+
+TEST_F(ExecChannelTest, PythonDrivenThroughAPty) {
+  ExecRequest req = Request({"python3", "-i", "-q"});
+  req.pty = TerminalSize{30, 100};
+  Running py(session_.get(), req);
+  EXPECT_THAT(py.AwaitOut(">>> "), HasSubstr(">>> "));
+  ASSERT_TRUE(py.channel().WriteStdin("import os, sys\n", absl::Seconds(5)).ok());
+  ASSERT_TRUE(py.channel().WriteStdin("print(os.isatty(0), 6*7)\n", absl::Seconds(5)).ok());
+  EXPECT_THAT(py.AwaitOut("True 42"), HasSubstr("True 42"));
+  ASSERT_TRUE(py.channel().WriteStdin("print(os.get_terminal_size())\n", absl::Seconds(5)).ok());
+  EXPECT_THAT(py.AwaitOut("columns=100, lines=30"), HasSubstr("columns=100, lines=30"));
+  ASSERT_TRUE(py.channel().Resize(TerminalSize{40, 120}, absl::Seconds(5)).ok());
+  ASSERT_TRUE(py.channel().WriteStdin("print(os.get_terminal_size())\n", absl::Seconds(5)).ok());
+  EXPECT_THAT(py.AwaitOut("columns=120, lines=40"), HasSubstr("columns=120, lines=40"));
+  // ^C through the terminal interrupts what runs, not the interpreter.
+  ASSERT_TRUE(
+      py.channel()
+          .WriteStdin("import time; print('sle' + 'eping'); time.sleep(60)\n", absl::Seconds(5))
+          .ok());
+  py.AwaitOut("sleeping");  // not the echo of the line, which says 'sle' + 'eping'
+  ASSERT_TRUE(py.channel().WriteStdin("\x03", absl::Seconds(5)).ok());
+  EXPECT_THAT(py.AwaitOut("KeyboardInterrupt"), HasSubstr("KeyboardInterrupt"));
+  ASSERT_TRUE(py.channel().WriteStdin("print('still', 'alive')\n", absl::Seconds(5)).ok());
+  EXPECT_THAT(py.AwaitOut("still alive"), HasSubstr("still alive"));
+  ASSERT_TRUE(py.channel().CloseStdin(absl::Seconds(5)).ok());  // ^D: the interpreter exits
+  ExecResult r = py.Join();
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.term_signal, 0);
+}
+
+TEST_F(ExecChannelTest, APtyNeedsAChannelAndASize) {
+  ExecRequest req = Request({"true"});
+  req.pty = TerminalSize{24, 80};
+  auto r = session_->Exec(req, nullptr, nullptr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  req.channel = std::make_shared<ExecChannel>();
+  req.pty = TerminalSize{0, 80};
+  r = session_->Exec(req, nullptr, nullptr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  // The failed Exec detached the channel: nobody waits on it.
+  EXPECT_EQ(req.channel->WriteStdin("x", absl::Seconds(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ExecChannelTest, ResizeWithoutAPtyIsRefused) {
+  Running cat(session_.get(), Request({"cat"}));
+  EXPECT_EQ(cat.channel().Resize(TerminalSize{10, 10}, absl::Seconds(5)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(cat.channel().CloseStdin(absl::Seconds(5)).ok());
+  cat.Join();
+}
+
+TEST(ParseSignalTest, NamesWithAndWithoutSigAndNothingElse) {
+  EXPECT_EQ(*ParseSignal("SIGINT"), SIGINT);
+  EXPECT_EQ(*ParseSignal("TERM"), SIGTERM);
+  EXPECT_EQ(*ParseSignal("SIGKILL"), SIGKILL);
+  EXPECT_EQ(ParseSignal("SIGSTOP").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSignal("9").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSignal("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sandgate::sandbox
