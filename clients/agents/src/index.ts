@@ -105,6 +105,8 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
   readonly backendId = "sandgate";
   readonly client: Client;
   private readonly ownsClient: boolean;
+  // Where the daemon keeps a session's workspace (its sessions' `workdir`), as last seen.
+  private workdir = DAEMON_WORKDIR;
 
   constructor(options: ClientOptions & { client?: Client } = {}) {
     this.ownsClient = !options.client;
@@ -139,7 +141,7 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
         maxLifetime: seconds(options.maxLifetimeSeconds),
       },
     });
-    const workdir = session.record.workdir;
+    const workdir = (this.workdir = session.record.workdir);
     const sandbox = new SandgateSandboxSession(
       { manifest: rooted(manifest, workdir), environment, sessionId: session.id, workdir, workspaceReady: true },
       session,
@@ -160,6 +162,11 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
       throw error;
     }
     return sandbox;
+  }
+
+  /** The manifest a paused run is resumed with, rooted where its session keeps the workspace. */
+  resolveTrustedManifestForResume(manifest: Manifest): Manifest {
+    return manifest.root === SDK_DEFAULT_ROOT ? rooted(manifest, this.workdir) : manifest;
   }
 
   /** Reattaches to the session by id, on whichever replica holds it. */
@@ -195,7 +202,7 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
       manifest: deserializeManifest(state.manifest as Record<string, unknown> | undefined),
       environment: (state.environment as Record<string, string>) ?? {},
       sessionId: state.sessionId,
-      workdir: typeof state.workdir === "string" ? state.workdir : "/work",
+      workdir: typeof state.workdir === "string" ? state.workdir : DAEMON_WORKDIR,
       workspaceReady: state.workspaceReady !== false,
     };
   }
@@ -253,6 +260,7 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
     try {
       process = await this.session.start(["/bin/sh", "-c", 'cd "$1" && shift && exec "$@"', "cd", cwd, ...argv], {
         stdin: true,
+        timeoutSeconds: Number(this.session.record.sandbox?.commandTimeout?.seconds ?? 0) || undefined,
         pty: args.tty ? { rows: 24, cols: 80 } : undefined,
       });
     } catch (error) {
@@ -613,6 +621,7 @@ function refuseEntry(path: string, entry: Entry): void {
 // The SDK's default manifest root: a sandgate session's workspace is the daemon's (/work),
 // so the manifest is rooted there, and the model is told so.
 const SDK_DEFAULT_ROOT = "/workspace";
+const DAEMON_WORKDIR = "/work";
 
 function rooted(manifest: Manifest, workdir: string): Manifest {
   if (manifest.root === workdir) return manifest;

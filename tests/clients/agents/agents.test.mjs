@@ -64,3 +64,102 @@ test("an agent with the default capabilities writes a file, runs it and reads it
   assert.equal(mine.length, 1);
   assert.equal(mine[0].status, "SESSION_STATUS_CLOSED");
 });
+
+test("a command still running at its yield is a process the model talks to with write_stdin", async () => {
+  const model = new ScriptedModel([
+    [functionCall("exec_command", { cmd: "python3 -i -q", tty: true, yield_time_ms: 300 }, { callId: "start" })],
+    [functionCall("write_stdin", { session_id: 1, chars: "print(6*7)\n", yield_time_ms: 1500 }, { callId: "write" })],
+    [functionCall("write_stdin", { session_id: 1, chars: "exit(4)\n", yield_time_ms: 5000 }, { callId: "exit" })],
+    [functionCall("write_stdin", { session_id: 1, chars: "" }, { callId: "gone" })],
+    [assistantMessage("done")],
+  ]);
+  const agent = new SandboxAgent({ name: "repl", instructions: "Use python.", model });
+  const out = toolOutputs(await runner().run(agent, "6*7", { sandbox: { client } }));
+  assert.match(String(out.start), /Process running with session ID 1/);
+  assert.match(String(out.write), /42/);
+  assert.match(String(out.exit), /Process exited with code 4/);
+  assert.match(String(out.gone), /session not found: 1/);
+});
+
+test("a command that runs past its time limit is output for the model, not an error", async () => {
+  const model = new ScriptedModel([
+    [functionCall("exec_command", { cmd: "echo before; sleep 30" }, { callId: "slow" })],
+    [assistantMessage("done")],
+  ]);
+  const agent = new SandboxAgent({ name: "slow", instructions: "", model });
+  const out = toolOutputs(
+    await runner().run(agent, "wait", { sandbox: { client, options: { commandTimeoutSeconds: 1 } } }),
+  );
+  assert.match(String(out.slow), /before/);
+  assert.match(String(out.slow), /killed at its time limit/);
+  assert.match(String(out.slow), /Process exited with code \d+/);
+});
+
+test("the network policy holds inside: curl to a host that is not allowed fails", async () => {
+  const model = new ScriptedModel([
+    [functionCall("exec_command", { cmd: "curl -sS -m 10 https://example.com/ >/dev/null; echo curl=$?" }, { callId: "curl" })],
+    [assistantMessage("done")],
+  ]);
+  const agent = new SandboxAgent({ name: "net", instructions: "", model });
+  const options = { network: "restricted", allowedDomains: ["allowed.example.org"] };
+  const out = toolOutputs(await runner().run(agent, "fetch", { sandbox: { client, options } }));
+  const code = Number(/curl=(\d+)/.exec(String(out.curl))?.[1]);
+  assert.ok(code > 0, `curl should fail: ${out.curl}`);
+});
+
+test("a paused run keeps its session, and a new client resumes it by id after approval", async () => {
+  const { tool, RunState } = await sdk("agents/dist/index.mjs");
+  const { z } = await import(pathToFileURL(join(agentsDir, "node_modules", "zod", "index.js")).href);
+  const deploy = tool({
+    name: "deploy",
+    description: "deploys",
+    parameters: z.object({}),
+    needsApproval: async () => true,
+    execute: async () => "deployed",
+  });
+  const script = [
+    [functionCall("exec_command", { cmd: "echo kept > state.txt" }, { callId: "write" })],
+    [functionCall("deploy", {}, { callId: "deploy" })],
+    [functionCall("exec_command", { cmd: "cat state.txt" }, { callId: "read" })],
+    [assistantMessage("done")],
+  ];
+  const model = new ScriptedModel(script);
+  const agent = new SandboxAgent({ name: "pauser", instructions: "", model, tools: [deploy] });
+  const first = await runner().run(agent, "go", { sandbox: { client, options: { idleTimeoutSeconds: 3 } } });
+  assert.equal(first.interruptions.length, 1);
+  const saved = first.state.toString();
+  const active = (await client.client.listSessions()).filter((s) => s.sandbox?.idleTimeout?.seconds === 3);
+  assert.equal(active.length, 1, "the paused run's session is kept");
+  // Longer than the idle timeout: the client that holds the session keeps it alive.
+  await new Promise((r) => setTimeout(r, 4500));
+
+  const second = new SandgateSandboxClient({ addr: daemon.addr });
+  try {
+    const state = await RunState.fromString(agent, saved);
+    state.approve(state.getInterruptions()[0]);
+    const result = await runner().run(agent, state, { sandbox: { client: second } });
+    assert.equal(result.finalOutput, "done");
+    assert.match(String(toolOutputs(result).read), /kept/);
+  } finally {
+    second.close();
+  }
+  const after = await client.client.listSessions(true);
+  assert.equal(after.find((s) => s.id === active[0].id).status, "SESSION_STATUS_CLOSED");
+});
+
+test("what a sandgate session cannot honour is refused before a session is made", async () => {
+  const { gitRepo, s3Mount } = await sdk("agents/dist/sandbox/index.mjs");
+  const count = async () => (await client.client.listSessions(true)).length;
+  const before = await count();
+  const refused = [
+    { manifest: new Manifest({ entries: { repo: gitRepo({ repo: "openai/openai-agents-js" }) } }) },
+    { manifest: new Manifest({ root: "/elsewhere" }) },
+    { manifest: new Manifest({ users: [{ name: "alice" }] }) },
+    { options: { image: "python:3.12" } },
+    { options: { allowedDomains: ["example.com"] } },
+  ];
+  for (const args of refused) {
+    await assert.rejects(client.create(args), SandboxUnsupportedFeatureError, JSON.stringify(args.options ?? {}));
+  }
+  assert.equal(await count(), before);
+});
