@@ -1,6 +1,8 @@
 // SandgateSandboxClient driven by the real OpenAI Agents SDK (the published package, from
 // npm) and its ScriptedModel: no API key, no network; against the real daemon.
 import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { pathToFileURL } from "node:url";
@@ -103,8 +105,9 @@ test("the network policy holds inside: curl to a host that is not allowed fails"
   const agent = new SandboxAgent({ name: "net", instructions: "", model });
   const options = { network: "restricted", allowedDomains: ["allowed.example.org"] };
   const out = toolOutputs(await runner().run(agent, "fetch", { sandbox: { client, options } }));
-  const code = Number(/curl=(\d+)/.exec(String(out.curl))?.[1]);
-  assert.ok(code > 0, `curl should fail: ${out.curl}`);
+  // The daemon's proxy refuses the tunnel: the policy, not a missing network, stops it.
+  assert.match(String(out.curl), /CONNECT tunnel failed, response 403/);
+  assert.match(String(out.curl), /curl=56/);
 });
 
 test("a paused run keeps its session, and a new client resumes it by id after approval", async () => {
@@ -155,6 +158,7 @@ test("what a sandgate session cannot honour is refused before a session is made"
     { manifest: new Manifest({ entries: { repo: gitRepo({ repo: "openai/openai-agents-js" }) } }) },
     { manifest: new Manifest({ root: "/elsewhere" }) },
     { manifest: new Manifest({ users: [{ name: "alice" }] }) },
+    { manifest: new Manifest({ entries: { data: s3Mount({ bucket: "b" }) } }) },
     { options: { image: "python:3.12" } },
     { options: { allowedDomains: ["example.com"] } },
   ];
@@ -162,4 +166,85 @@ test("what a sandgate session cannot honour is refused before a session is made"
     await assert.rejects(client.create(args), SandboxUnsupportedFeatureError, JSON.stringify(args.options ?? {}));
   }
   assert.equal(await count(), before);
+});
+
+test("manifest entries are uploaded, and the file calls work on them: read, list, exists, image, edits", async () => {
+  const { file, dir, localFile, localDir } = await sdk("agents/dist/sandbox/index.mjs");
+  const local = mkdtempSync(join(tmpdir(), "sg-agents-"));
+  mkdirSync(join(local, "tree", "sub"), { recursive: true });
+  writeFileSync(join(local, "tree", "sub", "deep.txt"), "deep");
+  writeFileSync(join(local, "one.csv"), "a,b\n1,2\n");
+  // A 1x1 PNG.
+  const png = Buffer.from(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000" +
+      "1f15c4890000000d49444154789c6300010000050001" + "0d0a2db40000000049454e44ae426082",
+    "hex",
+  );
+  const manifest = new Manifest({
+    entries: {
+      "notes.md": file({ content: "# notes\nline two\n" }),
+      "pixel.png": file({ content: png }),
+      empty: dir(),
+      data: dir({ children: { "inner.txt": file({ content: "inner" }) } }),
+      "input.csv": localFile({ src: join(local, "one.csv") }),
+      tree: localDir({ src: join(local, "tree") }),
+    },
+  });
+  const session = await client.create({ manifest, options: { env: { GREETING: "hi" } } });
+  let closes = 0;
+  const unary = client.client.unary.bind(client.client);
+  client.client.unary = (method, request) => {
+    if (method === "CloseSession") closes += 1;
+    return unary(method, request);
+  };
+  try {
+    const root = session.state.manifest.root;
+    assert.equal(Buffer.from(await session.readFile({ path: "notes.md" })).toString(), "# notes\nline two\n");
+    assert.equal(Buffer.from(await session.readFile({ path: `${root}/data/inner.txt` })).toString(), "inner");
+    assert.equal(Buffer.from(await session.readFile({ path: "tree/sub/deep.txt" })).toString(), "deep");
+    assert.equal(Buffer.from(await session.readFile({ path: "input.csv" })).toString(), "a,b\n1,2\n");
+    // Outside the workspace: read through the sandbox.
+    assert.equal((await session.exec({ cmd: "printf outside > /tmp/o.txt" })).exitCode, 0);
+    assert.equal(Buffer.from(await session.readFile({ path: "/tmp/o.txt" })).toString(), "outside");
+    const names = (await session.listDir({ path: "." })).map((e) => `${e.type}:${e.name}`);
+    assert.deepEqual(names, ["dir:data", "dir:empty", "file:input.csv", "file:notes.md", "file:pixel.png", "dir:tree"]);
+    assert.equal(await session.pathExists("notes.md"), true);
+    assert.equal(await session.pathExists("missing.md"), false);
+    assert.equal(await session.directoryExists("empty"), true);
+    assert.equal(await session.directoryExists("notes.md"), false);
+    const image = await session.viewImage({ path: "pixel.png" });
+    assert.match(JSON.stringify(image), /image\/png/);
+    await assert.rejects(session.readFile({ path: "missing.md" }), /missing\.md/);
+
+    const editor = session.createEditor();
+    await editor.createFile({ type: "create_file", path: "src/app.py", diff: "+print('one')\n" });
+    await editor.updateFile({
+      type: "update_file",
+      path: "src/app.py",
+      moveTo: "src/main.py",
+      diff: "@@\n-print('one')\n+print('two')\n",
+    });
+    assert.equal(await session.pathExists("src/app.py"), false);
+    const run = await session.exec({ cmd: "python3 src/main.py; echo $GREETING", yieldTimeMs: 10000 });
+    assert.equal(run.exitCode, 0);
+    assert.equal(run.stdout, "two\nhi\n");
+    await editor.deleteFile({ type: "delete_file", path: "src/main.py" });
+    assert.equal(await session.pathExists("src/main.py"), false);
+    await assert.rejects(editor.createFile({ type: "create_file", path: "/tmp/outside.txt", diff: "+x\n" }), /outside the sandgate workspace/);
+  } finally {
+    await Promise.all([session.close(), session.shutdown()]);
+    await session.delete();
+    client.client.unary = unary;
+    rmSync(local, { recursive: true, force: true });
+  }
+  const record = await client.client.listSessions(true).then((all) => all.find((s) => s.id === session.state.sessionId));
+  assert.equal(record.status, "SESSION_STATUS_CLOSED");
+  assert.match(record.statusReason, /closed by the Agents SDK/);
+  assert.equal(closes, 1, "close, delete: one CloseSession");
+});
+
+test("a setup command that fails fails create and closes its session", async () => {
+  const before = (await client.client.listSessions()).length;
+  await assert.rejects(client.create({ options: { setupCommands: ["true", "echo nope >&2; exit 2"] } }), /exit 2\): nope/);
+  assert.equal((await client.client.listSessions()).length, before);
 });
