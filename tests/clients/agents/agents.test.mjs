@@ -1,13 +1,14 @@
 // SandgateSandboxClient driven by the real OpenAI Agents SDK (the published package, from
 // npm) and its ScriptedModel: no API key, no network; against the real daemon.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { pathToFileURL } from "node:url";
 
-import { repo, startDaemon } from "../node/daemon.mjs";
+import { repo, sampleCsv, startDaemon } from "../node/daemon.mjs";
 
 const agentsDir = join(repo, "clients", "agents");
 // The SDK as ESM, from the package's own node_modules (where its client imports it).
@@ -58,7 +59,6 @@ test("an agent with the default capabilities writes a file, runs it and reads it
   const result = await runner().run(agent, "print the sum", { sandbox: { client } });
   assert.equal(result.finalOutput, "done");
   const out = toolOutputs(result);
-  console.log(out);
   assert.match(String(out.run), /Process exited with code 0/);
   assert.match(String(out.run), /45\nwritten/);
   assert.match(String(out.fail), /Process exited with code 3/);
@@ -247,4 +247,68 @@ test("a setup command that fails fails create and closes its session", async () 
   const before = (await client.client.listSessions()).length;
   await assert.rejects(client.create({ options: { setupCommands: ["true", "echo nope >&2; exit 2"] } }), /exit 2\): nope/);
   assert.equal((await client.client.listSessions()).length, before);
+});
+
+// A Chat Completions endpoint that answers every turn with "done" and no tool call: a
+// run of the `chat` agent in a session then only collects and verifies what is there.
+async function startDoneChat() {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const chunk = (delta, finish) =>
+        `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", created: 0, model: "fake", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.end(chunk({ role: "assistant", content: "done" }, null) + chunk({}, "stop") + "data: [DONE]\n\n");
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${server.address().port}/v1`, close: () => new Promise((r) => server.close(r)) };
+}
+
+test("the financial analyst, done by a scripted SandboxAgent on sandgate, passes the daemon's checks", async () => {
+  const chat = await startDoneChat();
+  process.env.SG_AGENTS_TEST_CHAT_KEY = "unused";
+  const checked = await startDaemon({ chat: { base_url: chat.url, api_key_env: "SG_AGENTS_TEST_CHAT_KEY", model: "fake" } });
+  const analyst = new SandgateSandboxClient({ addr: checked.addr });
+  try {
+    const { localFile } = await sdk("agents/dist/sandbox/index.mjs");
+    const program = readFileSync(join(repo, "daemon", "playbooks", "financial_analyst", "reference", "analyze_financials.py"), "utf8");
+    const diff = program.split("\n").slice(0, -1).map((line) => `+${line}\n`).join("");
+    const model = new ScriptedModel([
+      [{ type: "apply_patch_call", callId: "write", status: "completed", operation: { type: "create_file", path: "analyze_financials.py", diff } }],
+      [functionCall("exec_command", { cmd: "python3 analyze_financials.py northstar.csv" }, { callId: "analyze" })],
+      [functionCall("exec_command", { cmd: "head -c 400 investment_analysis.md" }, { callId: "memo" })],
+      [assistantMessage("The memo is in investment_analysis.md.")],
+    ]);
+    const agent = new SandboxAgent({
+      name: "financial analyst",
+      instructions: "Analyse the statements in northstar.csv.",
+      model,
+    });
+    // A session of our own (the run does not close it), to verify afterwards.
+    const manifest = new Manifest({ entries: { "northstar.csv": localFile({ src: sampleCsv }) } });
+    const session = await analyst.create({ manifest });
+    try {
+      const result = await runner().run(agent, "analyse", { sandbox: { session } });
+      const out = toolOutputs(result);
+      assert.match(String(out.analyze), /Process exited with code 0/);
+      assert.match(String(out.memo), /Northstar/i);
+      // The daemon's checks of the playbook, on what the agent left in the session.
+      const run = await analyst.client.runAnalysis(
+        [{ name: "northstar.csv", content: readFileSync(sampleCsv) }],
+        { agent: "chat", sessionId: session.state.sessionId },
+      );
+      const record = await run.wait();
+      const failed = record.checks.filter((c) => !c.passed).map((c) => `${c.name}: ${c.detail}`);
+      assert.deepEqual(failed, []);
+      assert.ok(record.checks.length > 5, `checks ran: ${record.checks.length}`);
+      assert.equal(record.status, "RUN_STATUS_SUCCEEDED", record.error?.message);
+    } finally {
+      await session.close();
+    }
+  } finally {
+    analyst.close();
+    await checked.dispose();
+    await chat.close();
+  }
 });
