@@ -58,6 +58,8 @@ test("an agent with the default capabilities writes a file, runs it and reads it
   const before = new Set((await client.client.listSessions()).map((s) => s.id));
   const result = await runner().run(agent, "print the sum", { sandbox: { client } });
   assert.equal(result.finalOutput, "done");
+  // The model is told where the workspace is: the session's, not the SDK's default.
+  assert.match(JSON.stringify(model.calls[0].request.systemInstructions), /filesystem layout is:\\n\\n\/work/);
   const out = toolOutputs(result);
   assert.match(String(out.run), /Process exited with code 0/);
   assert.match(String(out.run), /45\nwritten/);
