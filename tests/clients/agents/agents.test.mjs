@@ -233,6 +233,9 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
     await editor.deleteFile({ type: "delete_file", path: "src/main.py" });
     assert.equal(await session.pathExists("src/main.py"), false);
     await assert.rejects(editor.createFile({ type: "create_file", path: "/tmp/outside.txt", diff: "+x\n" }), /outside the sandgate workspace/);
+    await assert.rejects(editor.createFile({ type: "create_file", path: "../escape.txt", diff: "+x\n" }), /outside the sandgate workspace/);
+    await assert.rejects(editor.createFile({ type: "create_file", path: "src/../../escape.txt", diff: "+x\n" }), /outside the sandgate workspace/);
+    assert.equal(await session.pathExists("/escape.txt"), false);
   } finally {
     await Promise.all([session.close(), session.shutdown()]);
     await session.delete();
