@@ -12,6 +12,7 @@ import {
   SandboxLifecycleError,
   SandboxProviderError,
   SandboxUnsupportedFeatureError,
+  SandboxWorkspaceReadNotFoundError,
   normalizeSandboxClientCreateArgs,
   type Entry,
   type ExecCommandArgs,
@@ -265,6 +266,9 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
       });
     } catch (error) {
       this.assertAlive(error);
+      if (error instanceof SandgateError && error.code === status.FAILED_PRECONDITION && !(await this.running())) {
+        throw providerError(`sandgate session ${this.state.sessionId} has ended`, error);
+      }
       return { output: `sandgate could not start the command: ${message(error)}`, stdout: "", stderr: "", wallTimeSeconds: elapsedSeconds(start), exitCode: 1 };
     }
     const collected = await this.collect(process, args.yieldTimeMs ?? DEFAULT_EXEC_YIELD_MS);
@@ -380,6 +384,9 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
     const relative = this.relative(args.path);
     if (relative !== null && relative !== "") {
       return this.session.read(relative, args.maxBytes ?? 0).catch((error) => {
+        if (error instanceof SandgateError && error.code === status.NOT_FOUND && error.message.startsWith("file not found")) {
+          throw new SandboxWorkspaceReadNotFoundError(`${args.path}: no such file`, { path: args.path });
+        }
         throw providerError(`cannot read ${args.path}`, error);
       });
     }

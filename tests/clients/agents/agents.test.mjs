@@ -216,7 +216,11 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
     assert.equal(await session.directoryExists("notes.md"), false);
     const image = await session.viewImage({ path: "pixel.png" });
     assert.match(JSON.stringify(image), /image\/png/);
-    await assert.rejects(session.readFile({ path: "missing.md" }), /missing\.md/);
+    await assert.rejects(session.readFile({ path: "missing.md" }), (e) => e.code === "workspace_read_not_found" && /missing\.md/.test(e.message));
+    // A workdir that is not a directory: the command fails, as output.
+    const refused = await session.exec({ cmd: "true", workdir: "notes.md" });
+    assert.notEqual(refused.exitCode, 0);
+    assert.match(refused.output, /notes\.md/);
 
     const editor = session.createEditor();
     await editor.createFile({ type: "create_file", path: "src/app.py", diff: "+print('one')\n" });
@@ -245,6 +249,8 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
   const record = await client.client.listSessions(true).then((all) => all.find((s) => s.id === session.state.sessionId));
   assert.equal(record.status, "SESSION_STATUS_CLOSED");
   assert.match(record.statusReason, /closed by the Agents SDK/);
+  // A session that ended is the SDK's error, not the model's output.
+  await assert.rejects(session.exec({ cmd: "true" }), /has ended|not found|closed/);
   assert.equal(closes, 1, "close, delete: one CloseSession");
 });
 
