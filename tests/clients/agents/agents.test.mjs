@@ -217,6 +217,13 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
     const image = await session.viewImage({ path: "pixel.png" });
     assert.match(JSON.stringify(image), /image\/png/);
     await assert.rejects(session.readFile({ path: "missing.md" }), (e) => e.code === "workspace_read_not_found" && /missing\.md/.test(e.message));
+    // The SDK's truncation: the head and the tail, the line count, the original size.
+    const long = await session.execCommand({ cmd: "seq 1 20000", maxOutputTokens: 40 });
+    assert.match(long, /Original token count: \d+/);
+    assert.match(long, /Total output lines: 20001/);
+    assert.match(long, /tokens truncated/);
+    assert.match(long, /^1\n2\n/m);
+    assert.match(long, /\n20000\n?$/);
     // A workdir that is not a directory: the command fails, as output.
     const refused = await session.exec({ cmd: "true", workdir: "notes.md" });
     assert.notEqual(refused.exitCode, 0);
