@@ -9,11 +9,13 @@ import { after, before, test } from "node:test";
 import { pathToFileURL } from "node:url";
 
 import { repo, sampleCsv, startDaemon } from "../node/daemon.mjs";
+import { startPostgres } from "./postgres.mjs";
 
 const agentsDir = join(repo, "clients", "agents");
 // The SDK as ESM, from the package's own node_modules (where its client imports it).
 const sdk = (file) => import(pathToFileURL(join(agentsDir, "node_modules", "@openai", file)).href);
-const { Runner } = await sdk("agents/dist/index.mjs");
+const { Runner, RunState, tool } = await sdk("agents/dist/index.mjs");
+const { z } = await import(pathToFileURL(join(agentsDir, "node_modules", "zod", "index.js")).href);
 const { SandboxAgent, Manifest, Capabilities, SandboxUnsupportedFeatureError } = await sdk("agents/dist/sandbox/index.mjs");
 const { ScriptedModel, functionCall, assistantMessage } = await sdk("agents/dist/testing/index.mjs");
 const { SandgateSandboxClient } = await import(join(agentsDir, "dist", "index.js"));
@@ -39,6 +41,23 @@ function toolOutputs(result) {
 }
 
 const runner = () => new Runner({ tracingDisabled: true });
+
+// A tool the run must be approved for: the run pauses at its call.
+function approvalTool(name) {
+  return tool({ name, description: name, parameters: z.object({}), needsApproval: async () => true, execute: async () => "ok" });
+}
+
+// The session ids a client's resume() reattaches (the SDK could instead reuse a live session
+// of this process).
+function recordResumes(sandboxClient) {
+  const resumed = [];
+  const resume = sandboxClient.resume.bind(sandboxClient);
+  sandboxClient.resume = async (state, options) => {
+    resumed.push(state.sessionId);
+    return resume(state, options);
+  };
+  return resumed;
+}
 
 test("an agent with the default capabilities writes a file, runs it and reads its output; its session is gone afterwards", async () => {
   const model = new ScriptedModel([
@@ -113,15 +132,7 @@ test("the network policy holds inside: curl to a host that is not allowed fails"
 });
 
 test("a paused run keeps its session, and a new client resumes it by id after approval", async () => {
-  const { tool, RunState } = await sdk("agents/dist/index.mjs");
-  const { z } = await import(pathToFileURL(join(agentsDir, "node_modules", "zod", "index.js")).href);
-  const deploy = tool({
-    name: "deploy",
-    description: "deploys",
-    parameters: z.object({}),
-    needsApproval: async () => true,
-    execute: async () => "deployed",
-  });
+  const deploy = approvalTool("deploy");
   const script = [
     [functionCall("exec_command", { cmd: "echo kept > state.txt" }, { callId: "write" })],
     [functionCall("deploy", {}, { callId: "deploy" })],
@@ -142,7 +153,9 @@ test("a paused run keeps its session, and a new client resumes it by id after ap
   try {
     const state = await RunState.fromString(agent, saved);
     state.approve(state.getInterruptions()[0]);
+    const resumed = recordResumes(second);
     const result = await runner().run(agent, state, { sandbox: { client: second } });
+    assert.deepEqual(resumed, [active[0].id], "the new client reattached the session");
     assert.equal(result.finalOutput, "done");
     assert.match(String(toolOutputs(result).read), /kept/);
   } finally {
@@ -328,5 +341,50 @@ test("the financial analyst, done by a scripted SandboxAgent on sandgate, passes
     analyst.close();
     await checked.dispose();
     await chat.close();
+  }
+});
+
+test("a run paused on one replica is resumed through another: the session is reattached by id, its calls forwarded", async () => {
+  const postgres = await startPostgres();
+  const replicas = [];
+  const clients = [];
+  try {
+    for (const [id, uidBase] of [["replica-a", 330200], ["replica-b", 330300]]) {
+      replicas.push(
+        await startDaemon({
+          store: { type: "postgres", dsn: postgres.dsn },
+          replica: { id, advertise_address: "self", lease_seconds: 4, renew_seconds: 1 },
+          local: { uid_base: uidBase, uid_count: 16 },
+        }),
+      );
+    }
+    const [onA, onB] = replicas.map((d) => new SandgateSandboxClient({ addr: d.addr }));
+    clients.push(onA, onB);
+    const approve = approvalTool("approve");
+    const model = new ScriptedModel([
+      [functionCall("exec_command", { cmd: "echo from-a > a.txt" }, { callId: "write" })],
+      [functionCall("approve", {}, { callId: "ask" })],
+      [functionCall("exec_command", { cmd: "cat a.txt; echo more >> a.txt; cat a.txt" }, { callId: "read" })],
+      [assistantMessage("done")],
+    ]);
+    const agent = new SandboxAgent({ name: "travels", instructions: "", model, tools: [approve] });
+    const first = await runner().run(agent, "go", { sandbox: { client: onA } });
+    assert.equal(first.interruptions.length, 1);
+    const [live] = await onB.client.listSessions();
+    assert.equal(live.replica, "replica-a");
+
+    const state = await RunState.fromString(agent, first.state.toString());
+    state.approve(state.getInterruptions()[0]);
+    const resumed = recordResumes(onB);
+    const result = await runner().run(agent, state, { sandbox: { client: onB } });
+    assert.deepEqual(resumed, [live.id], "replica b's client reattached the session");
+    assert.equal(result.finalOutput, "done");
+    assert.match(String(toolOutputs(result).read), /from-a\nfrom-a\nmore/);
+    const after = (await onB.client.listSessions(true)).find((s) => s.id === live.id);
+    assert.equal(after.status, "SESSION_STATUS_CLOSED");
+  } finally {
+    clients.forEach((c) => c.close());
+    for (const d of replicas) await d.dispose();
+    await postgres.dispose();
   }
 });
