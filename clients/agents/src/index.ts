@@ -185,10 +185,11 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
     return new SandgateSandboxSession(state, session);
   }
 
+  /** What a paused run keeps: the session id and the manifest. Not the environment: the
+   * session holds it already, and a saved run state is no place for the secrets it may carry. */
   async serializeSessionState(state: SandgateSandboxSessionState): Promise<Record<string, unknown>> {
     return {
       manifest: serializeManifest(state.manifest),
-      environment: state.environment ?? {},
       sessionId: state.sessionId,
       workdir: state.workdir,
       workspaceReady: state.workspaceReady ?? true,
@@ -201,7 +202,7 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
     }
     return {
       manifest: deserializeManifest(state.manifest as Record<string, unknown> | undefined),
-      environment: (state.environment as Record<string, string>) ?? {},
+      environment: {},
       sessionId: state.sessionId,
       workdir: typeof state.workdir === "string" ? state.workdir : DAEMON_WORKDIR,
       workspaceReady: state.workspaceReady !== false,

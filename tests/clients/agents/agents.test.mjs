@@ -136,14 +136,16 @@ test("a paused run keeps its session, and a new client resumes it by id after ap
   const script = [
     [functionCall("exec_command", { cmd: "echo kept > state.txt" }, { callId: "write" })],
     [functionCall("deploy", {}, { callId: "deploy" })],
-    [functionCall("exec_command", { cmd: "cat state.txt" }, { callId: "read" })],
+    [functionCall("exec_command", { cmd: "cat state.txt; echo $API_SECRET" }, { callId: "read" })],
     [assistantMessage("done")],
   ];
   const model = new ScriptedModel(script);
   const agent = new SandboxAgent({ name: "pauser", instructions: "", model, tools: [deploy] });
-  const first = await runner().run(agent, "go", { sandbox: { client, options: { idleTimeoutSeconds: 3 } } });
+  const options = { idleTimeoutSeconds: 3, env: { API_SECRET: "do-not-save-me" } };
+  const first = await runner().run(agent, "go", { sandbox: { client, options } });
   assert.equal(first.interruptions.length, 1);
   const saved = first.state.toString();
+  assert.doesNotMatch(saved, /do-not-save-me/, "the saved run state holds no environment");
   const active = (await client.client.listSessions()).filter((s) => s.sandbox?.idleTimeout?.seconds === 3);
   assert.equal(active.length, 1, "the paused run's session is kept");
   // Longer than the idle timeout: the client that holds the session keeps it alive.
@@ -157,7 +159,7 @@ test("a paused run keeps its session, and a new client resumes it by id after ap
     const result = await runner().run(agent, state, { sandbox: { client: second } });
     assert.deepEqual(resumed, [active[0].id], "the new client reattached the session");
     assert.equal(result.finalOutput, "done");
-    assert.match(String(toolOutputs(result).read), /kept/);
+    assert.match(String(toolOutputs(result).read), /kept\ndo-not-save-me/);
   } finally {
     second.close();
   }
