@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { pathToFileURL } from "node:url";
 
-import { repo, sampleCsv, startDaemon } from "../node/daemon.mjs";
+import { repo, sampleCsv, sha256, startDaemon } from "../node/daemon.mjs";
 import { startPostgres } from "./postgres.mjs";
 
 const agentsDir = join(repo, "clients", "agents");
@@ -16,7 +16,7 @@ const agentsDir = join(repo, "clients", "agents");
 const sdk = (file) => import(pathToFileURL(join(agentsDir, "node_modules", "@openai", file)).href);
 const { Runner, RunState, tool } = await sdk("agents/dist/index.mjs");
 const { z } = await import(pathToFileURL(join(agentsDir, "node_modules", "zod", "index.js")).href);
-const { SandboxAgent, Manifest, Capabilities, SandboxUnsupportedFeatureError } = await sdk("agents/dist/sandbox/index.mjs");
+const { SandboxAgent, Manifest, Capabilities, SandboxProviderError, SandboxUnsupportedFeatureError } = await sdk("agents/dist/sandbox/index.mjs");
 const { ScriptedModel, functionCall, assistantMessage } = await sdk("agents/dist/testing/index.mjs");
 const { SandgateSandboxClient } = await import(join(agentsDir, "dist", "index.js"));
 
@@ -388,5 +388,35 @@ test("a run paused on one replica is resumed through another: the session is rea
     clients.forEach((c) => c.close());
     for (const d of replicas) await d.dispose();
     await postgres.dispose();
+  }
+});
+
+test("a session of another tenant, or none, is not resumed: the SDK gets a provider error", async () => {
+  const tenants = await startDaemon({
+    tenants: [
+      { name: "team", token_sha256: sha256("team-token") },
+      { name: "other", token_sha256: sha256("other-token") },
+    ],
+  });
+  const team = new SandgateSandboxClient({ addr: tenants.addr, token: "team-token" });
+  const other = new SandgateSandboxClient({ addr: tenants.addr, token: "other-token" });
+  try {
+    const session = await team.create();
+    const saved = await team.serializeSessionState(session.state);
+    try {
+      const state = await other.deserializeSessionState(saved);
+      await assert.rejects(other.resume(state), (e) => e instanceof SandboxProviderError && /cannot resume sandgate session .*not found/i.test(e.message));
+      await other.delete(state); // not its session: nothing happens
+      assert.equal(await session.running(), true);
+      await assert.rejects(team.resume({ ...state, sessionId: "s-no-such-session" }), SandboxProviderError);
+      await assert.rejects(team.deserializeSessionState({ manifest: saved.manifest }), /no sessionId/);
+    } finally {
+      await session.close();
+    }
+    await assert.rejects(team.resume(await team.deserializeSessionState(saved)), /no longer active/);
+  } finally {
+    team.close();
+    other.close();
+    await tenants.dispose();
   }
 });
