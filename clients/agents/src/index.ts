@@ -97,6 +97,14 @@ const MAX_HELD_OUTPUT_CHARS = 1024 * 1024;
 // The daemon's longest wait of one read (processes.max_read_wait_seconds, default 30).
 const MAX_READ_WAIT_SECONDS = 30;
 const MAX_EDIT_BYTES = 10 * 1024 * 1024;
+// One line per entry of directory $1, hidden ones too: its type (d, f, o), a slash, its name.
+const LIST_DIR_SCRIPT = [
+  'cd "$1" || exit',
+  'for f in * .*; do case "$f" in .|..) continue;; esac',
+  '  [ -e "$f" ] || [ -L "$f" ] || continue',
+  '  if [ -d "$f" ]; then echo "d/$f"; elif [ -f "$f" ]; then echo "f/$f"; else echo "o/$f"; fi',
+  "done",
+].join("\n");
 
 /**
  * The sandbox client: `new SandgateSandboxClient({ addr, token })` (or `{ client }` with a
@@ -270,7 +278,13 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
       if (error instanceof SandgateError && error.code === status.FAILED_PRECONDITION && !(await this.running())) {
         throw providerError(`sandgate session ${this.state.sessionId} has ended`, error);
       }
-      return { output: `sandgate could not start the command: ${message(error)}`, stdout: "", stderr: "", wallTimeSeconds: elapsedSeconds(start), exitCode: 1 };
+      return {
+        output: `sandgate could not start the command: ${message(error)}`,
+        stdout: "",
+        stderr: "",
+        wallTimeSeconds: elapsedSeconds(start),
+        exitCode: 1,
+      };
     }
     const collected = await this.collect(process, args.yieldTimeMs ?? DEFAULT_EXEC_YIELD_MS);
     return this.answer(process, collected, start, args.maxOutputTokens, () => {
@@ -284,7 +298,11 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
     const start = Date.now();
     const entry = this.processes.get(args.sessionId);
     if (!entry) {
-      return formatExecResponse({ output: `write_stdin failed: session not found: ${args.sessionId}`, wallTimeSeconds: 0, exitCode: 1 });
+      return formatExecResponse({
+        output: `write_stdin failed: session not found: ${args.sessionId}`,
+        wallTimeSeconds: 0,
+        exitCode: 1,
+      });
     }
     const { process, tty } = entry;
     let chars = args.chars ?? "";
@@ -307,7 +325,10 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
   }
 
   // Reads a process's output until it ended or `yieldMs` passed.
-  private async collect(process: Process, yieldMs: number): Promise<{ stdout: string; stderr: string; output: string }> {
+  private async collect(
+    process: Process,
+    yieldMs: number,
+  ): Promise<{ stdout: string; stderr: string; output: string }> {
     const deadline = Date.now() + yieldMs;
     const out: Buffer[] = [];
     const err: Buffer[] = [];
@@ -385,7 +406,11 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
     const relative = this.relative(args.path);
     if (relative !== null && relative !== "") {
       return this.session.read(relative, args.maxBytes ?? 0).catch((error) => {
-        if (error instanceof SandgateError && error.code === status.NOT_FOUND && error.message.startsWith("file not found")) {
+        if (
+          error instanceof SandgateError &&
+          error.code === status.NOT_FOUND &&
+          error.message.startsWith("file not found")
+        ) {
           throw new SandboxWorkspaceReadNotFoundError(`${args.path}: no such file`, { path: args.path });
         }
         throw providerError(`cannot read ${args.path}`, error);
@@ -393,7 +418,8 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
     }
     // Outside the workspace: through the sandbox, as base64.
     const result = await this.session.run(["/bin/sh", "-c", 'base64 -w0 < "$1"', "read", this.resolve(args.path)]);
-    if (result.exitCode !== 0) throw new SandboxProviderError(`cannot read ${args.path}: ${result.stderr.trim()}`, { path: args.path });
+    if (result.exitCode !== 0)
+      throw new SandboxProviderError(`cannot read ${args.path}: ${result.stderr.trim()}`, { path: args.path });
     const bytes = Buffer.from(result.stdout, "base64");
     return args.maxBytes ? bytes.subarray(0, args.maxBytes) : bytes;
   }
@@ -403,11 +429,12 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
     const result = await this.session.run([
       "/bin/sh",
       "-c",
-      'cd "$1" && for f in * .*; do case "$f" in .|..) continue;; esac; [ -e "$f" ] || [ -L "$f" ] || continue; if [ -d "$f" ]; then echo "d/$f"; elif [ -f "$f" ]; then echo "f/$f"; else echo "o/$f"; fi; done',
+      LIST_DIR_SCRIPT,
       "ls",
       dir,
     ]);
-    if (result.exitCode !== 0) throw new SandboxProviderError(`cannot list ${args.path}: ${result.stderr.trim()}`, { path: args.path });
+    if (result.exitCode !== 0)
+      throw new SandboxProviderError(`cannot list ${args.path}: ${result.stderr.trim()}`, { path: args.path });
     const types = { d: "dir", f: "file", o: "other" } as const;
     return result.stdout
       .split("\n")
@@ -442,7 +469,10 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
   async writeFile(path: string, content: string | Uint8Array, mode = 0): Promise<void> {
     const relative = this.relative(path);
     if (relative === null || relative === "") {
-      throw new SandboxUnsupportedFeatureError(`${path} is outside the sandgate workspace (${this.root}); files are written there only`, { path });
+      throw new SandboxUnsupportedFeatureError(
+        `${path} is outside the sandgate workspace (${this.root}); files are written there only`,
+        { path },
+      );
     }
     await this.session.write(relative, Buffer.from(content), mode).catch((error) => {
       throw providerError(`cannot write ${path}`, error);
@@ -452,7 +482,8 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
   /** Removes a file (sandgate's file calls have no delete yet: `rm` in the sandbox). */
   async removeFile(path: string): Promise<void> {
     const result = await this.session.run(["rm", "-f", "--", this.resolve(path)]);
-    if (result.exitCode !== 0) throw new SandboxProviderError(`cannot delete ${path}: ${result.stderr.trim()}`, { path });
+    if (result.exitCode !== 0)
+      throw new SandboxProviderError(`cannot delete ${path}: ${result.stderr.trim()}`, { path });
   }
 
   createEditor(): Editor {
@@ -498,9 +529,11 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
         return;
       case "dir": {
         const result = await this.session.run(["mkdir", "-p", "--", path]);
-        if (result.exitCode !== 0) throw new SandboxProviderError(`cannot make ${path}: ${result.stderr.trim()}`, { path });
+        if (result.exitCode !== 0)
+          throw new SandboxProviderError(`cannot make ${path}: ${result.stderr.trim()}`, { path });
         if (withChildren) {
-          for (const [name, child] of Object.entries(entry.children ?? {})) await this.materialize(posix.join(path, name), child, true);
+          for (const [name, child] of Object.entries(entry.children ?? {}))
+            await this.materialize(posix.join(path, name), child, true);
         }
         return;
       }
@@ -595,7 +628,10 @@ function refuseUnsupported(manifest: Manifest, options: SandgateSandboxOptions, 
     throw new SandboxUnsupportedFeatureError("workspace snapshots are not supported yet by the sandgate client", {});
   }
   if (manifest.users.length > 0 || manifest.groups.length > 0) {
-    throw new SandboxUnsupportedFeatureError("the sandgate sandbox runs everything as its one sandbox user: manifest users and groups cannot be made", {});
+    throw new SandboxUnsupportedFeatureError(
+      "the sandgate sandbox runs everything as its one sandbox user: manifest users and groups cannot be made",
+      {},
+    );
   }
   if (manifest.extraPathGrants.length > 0) {
     throw new SandboxUnsupportedFeatureError("the sandgate sandbox grants no host paths (extraPathGrants)", {});
@@ -608,7 +644,7 @@ function refuseUnsupported(manifest: Manifest, options: SandgateSandboxOptions, 
   }
   for (const { absolutePath, entry } of manifest.iterEntries()) refuseEntry(absolutePath, entry);
   if (options.allowedDomains?.length && options.network !== "restricted") {
-    throw new SandboxUnsupportedFeatureError("allowedDomains needs network: \"restricted\"", {});
+    throw new SandboxUnsupportedFeatureError('allowedDomains needs network: "restricted"', {});
   }
 }
 
@@ -640,7 +676,11 @@ function networkPolicy(options: SandgateSandboxOptions) {
   const modes = { disabled: "MODE_DISABLED", restricted: "MODE_RESTRICTED", enabled: "MODE_ENABLED" } as const;
   if (options.network === undefined) return undefined;
   const mode = modes[options.network];
-  if (!mode) throw new SandboxUnsupportedFeatureError(`network must be disabled, restricted or enabled, not ${String(options.network)}`, {});
+  if (!mode)
+    throw new SandboxUnsupportedFeatureError(
+      `network must be disabled, restricted or enabled, not ${String(options.network)}`,
+      {},
+    );
   return { mode, allowedDomains: options.allowedDomains ?? [] };
 }
 

@@ -16,7 +16,9 @@ const agentsDir = join(repo, "clients", "agents");
 const sdk = (file) => import(pathToFileURL(join(agentsDir, "node_modules", "@openai", file)).href);
 const { Runner, RunState, tool } = await sdk("agents/dist/index.mjs");
 const { z } = await import(pathToFileURL(join(agentsDir, "node_modules", "zod", "index.js")).href);
-const { SandboxAgent, Manifest, Capabilities, SandboxProviderError, SandboxUnsupportedFeatureError } = await sdk("agents/dist/sandbox/index.mjs");
+const { SandboxAgent, Manifest, Capabilities, SandboxProviderError, SandboxUnsupportedFeatureError } = await sdk(
+  "agents/dist/sandbox/index.mjs",
+);
 const { ScriptedModel, functionCall, assistantMessage } = await sdk("agents/dist/testing/index.mjs");
 const { SandgateSandboxClient } = await import(join(agentsDir, "dist", "index.js"));
 
@@ -44,7 +46,13 @@ const runner = () => new Runner({ tracingDisabled: true });
 
 // A tool the run must be approved for: the run pauses at its call.
 function approvalTool(name) {
-  return tool({ name, description: name, parameters: z.object({}), needsApproval: async () => true, execute: async () => "ok" });
+  return tool({
+    name,
+    description: name,
+    parameters: z.object({}),
+    needsApproval: async () => true,
+    execute: async () => "ok",
+  });
 }
 
 // The session ids a client's resume() reattaches (the SDK could instead reuse a live session
@@ -66,14 +74,23 @@ test("an agent with the default capabilities writes a file, runs it and reads it
         type: "apply_patch_call",
         callId: "patch",
         status: "completed",
-        operation: { type: "create_file", path: "hello.py", diff: "+print(sum(range(10)))\n+open('out.txt', 'w').write('written')\n" },
+        operation: {
+          type: "create_file",
+          path: "hello.py",
+          diff: "+print(sum(range(10)))\n+open('out.txt', 'w').write('written')\n",
+        },
       },
     ],
     [functionCall("exec_command", { cmd: "python3 hello.py && cat out.txt" }, { callId: "run" })],
     [functionCall("exec_command", { cmd: "exit 3" }, { callId: "fail" })],
     [assistantMessage("done")],
   ]);
-  const agent = new SandboxAgent({ name: "coder", instructions: "Write and run code.", model, capabilities: Capabilities.default() });
+  const agent = new SandboxAgent({
+    name: "coder",
+    instructions: "Write and run code.",
+    model,
+    capabilities: Capabilities.default(),
+  });
   const before = new Set((await client.client.listSessions()).map((s) => s.id));
   const result = await runner().run(agent, "print the sum", { sandbox: { client } });
   assert.equal(result.finalOutput, "done");
@@ -120,7 +137,13 @@ test("a command that runs past its time limit is output for the model, not an er
 
 test("the network policy holds inside: curl to a host that is not allowed fails", async () => {
   const model = new ScriptedModel([
-    [functionCall("exec_command", { cmd: "curl -sS -m 10 https://example.com/ >/dev/null; echo curl=$?" }, { callId: "curl" })],
+    [
+      functionCall(
+        "exec_command",
+        { cmd: "curl -sS -m 10 https://example.com/ >/dev/null; echo curl=$?" },
+        { callId: "curl" },
+      ),
+    ],
     [assistantMessage("done")],
   ]);
   const agent = new SandboxAgent({ name: "net", instructions: "", model });
@@ -194,7 +217,8 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
   // A 1x1 PNG.
   const png = Buffer.from(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000" +
-      "1f15c4890000000d49444154789c6300010000050001" + "0d0a2db40000000049454e44ae426082",
+      "1f15c4890000000d49444154789c6300010000050001" +
+      "0d0a2db40000000049454e44ae426082",
     "hex",
   );
   const manifest = new Manifest({
@@ -231,7 +255,10 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
     assert.equal(await session.directoryExists("notes.md"), false);
     const image = await session.viewImage({ path: "pixel.png" });
     assert.match(JSON.stringify(image), /image\/png/);
-    await assert.rejects(session.readFile({ path: "missing.md" }), (e) => e.code === "workspace_read_not_found" && /missing\.md/.test(e.message));
+    await assert.rejects(
+      session.readFile({ path: "missing.md" }),
+      (e) => e.code === "workspace_read_not_found" && /missing\.md/.test(e.message),
+    );
     // The SDK's truncation: the head and the tail, the line count, the original size.
     const long = await session.execCommand({ cmd: "seq 1 20000", maxOutputTokens: 40 });
     assert.match(long, /Original token count: \d+/);
@@ -258,9 +285,18 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
     assert.equal(run.stdout, "two\nhi\n");
     await editor.deleteFile({ type: "delete_file", path: "src/main.py" });
     assert.equal(await session.pathExists("src/main.py"), false);
-    await assert.rejects(editor.createFile({ type: "create_file", path: "/tmp/outside.txt", diff: "+x\n" }), /outside the sandgate workspace/);
-    await assert.rejects(editor.createFile({ type: "create_file", path: "../escape.txt", diff: "+x\n" }), /outside the sandgate workspace/);
-    await assert.rejects(editor.createFile({ type: "create_file", path: "src/../../escape.txt", diff: "+x\n" }), /outside the sandgate workspace/);
+    await assert.rejects(
+      editor.createFile({ type: "create_file", path: "/tmp/outside.txt", diff: "+x\n" }),
+      /outside the sandgate workspace/,
+    );
+    await assert.rejects(
+      editor.createFile({ type: "create_file", path: "../escape.txt", diff: "+x\n" }),
+      /outside the sandgate workspace/,
+    );
+    await assert.rejects(
+      editor.createFile({ type: "create_file", path: "src/../../escape.txt", diff: "+x\n" }),
+      /outside the sandgate workspace/,
+    );
     assert.equal(await session.pathExists("/escape.txt"), false);
   } finally {
     await Promise.all([session.close(), session.shutdown()]);
@@ -268,7 +304,9 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
     client.client.unary = unary;
     rmSync(local, { recursive: true, force: true });
   }
-  const record = await client.client.listSessions(true).then((all) => all.find((s) => s.id === session.state.sessionId));
+  const record = await client.client
+    .listSessions(true)
+    .then((all) => all.find((s) => s.id === session.state.sessionId));
   assert.equal(record.status, "SESSION_STATUS_CLOSED");
   assert.match(record.statusReason, /closed by the Agents SDK/);
   // A session that ended is the SDK's error, not the model's output.
@@ -278,7 +316,10 @@ test("manifest entries are uploaded, and the file calls work on them: read, list
 
 test("a setup command that fails fails create and closes its session", async () => {
   const before = (await client.client.listSessions()).length;
-  await assert.rejects(client.create({ options: { setupCommands: ["true", "echo nope >&2; exit 2"] } }), /exit 2\): nope/);
+  await assert.rejects(
+    client.create({ options: { setupCommands: ["true", "echo nope >&2; exit 2"] } }),
+    /exit 2\): nope/,
+  );
   assert.equal((await client.client.listSessions()).length, before);
 });
 
@@ -301,14 +342,30 @@ async function startDoneChat() {
 test("the financial analyst, done by a scripted SandboxAgent on sandgate, passes the daemon's checks", async () => {
   const chat = await startDoneChat();
   process.env.SG_AGENTS_TEST_CHAT_KEY = "unused";
-  const checked = await startDaemon({ chat: { base_url: chat.url, api_key_env: "SG_AGENTS_TEST_CHAT_KEY", model: "fake" } });
+  const checked = await startDaemon({
+    chat: { base_url: chat.url, api_key_env: "SG_AGENTS_TEST_CHAT_KEY", model: "fake" },
+  });
   const analyst = new SandgateSandboxClient({ addr: checked.addr });
   try {
     const { localFile } = await sdk("agents/dist/sandbox/index.mjs");
-    const program = readFileSync(join(repo, "daemon", "playbooks", "financial_analyst", "reference", "analyze_financials.py"), "utf8");
-    const diff = program.split("\n").slice(0, -1).map((line) => `+${line}\n`).join("");
+    const program = readFileSync(
+      join(repo, "daemon", "playbooks", "financial_analyst", "reference", "analyze_financials.py"),
+      "utf8",
+    );
+    const diff = program
+      .split("\n")
+      .slice(0, -1)
+      .map((line) => `+${line}\n`)
+      .join("");
     const model = new ScriptedModel([
-      [{ type: "apply_patch_call", callId: "write", status: "completed", operation: { type: "create_file", path: "analyze_financials.py", diff } }],
+      [
+        {
+          type: "apply_patch_call",
+          callId: "write",
+          status: "completed",
+          operation: { type: "create_file", path: "analyze_financials.py", diff },
+        },
+      ],
       [functionCall("exec_command", { cmd: "python3 analyze_financials.py northstar.csv" }, { callId: "analyze" })],
       [functionCall("exec_command", { cmd: "head -c 400 investment_analysis.md" }, { callId: "memo" })],
       [assistantMessage("The memo is in investment_analysis.md.")],
@@ -327,10 +384,10 @@ test("the financial analyst, done by a scripted SandboxAgent on sandgate, passes
       assert.match(String(out.analyze), /Process exited with code 0/);
       assert.match(String(out.memo), /Northstar/i);
       // The daemon's checks of the playbook, on what the agent left in the session.
-      const run = await analyst.client.runAnalysis(
-        [{ name: "northstar.csv", content: readFileSync(sampleCsv) }],
-        { agent: "chat", sessionId: session.state.sessionId },
-      );
+      const run = await analyst.client.runAnalysis([{ name: "northstar.csv", content: readFileSync(sampleCsv) }], {
+        agent: "chat",
+        sessionId: session.state.sessionId,
+      });
       const record = await run.wait();
       const failed = record.checks.filter((c) => !c.passed).map((c) => `${c.name}: ${c.detail}`);
       assert.deepEqual(failed, []);
@@ -351,7 +408,10 @@ test("a run paused on one replica is resumed through another: the session is rea
   const replicas = [];
   const clients = [];
   try {
-    for (const [id, uidBase] of [["replica-a", 330200], ["replica-b", 330300]]) {
+    for (const [id, uidBase] of [
+      ["replica-a", 330200],
+      ["replica-b", 330300],
+    ]) {
       replicas.push(
         await startDaemon({
           store: { type: "postgres", dsn: postgres.dsn },
@@ -405,7 +465,10 @@ test("a session of another tenant, or none, is not resumed: the SDK gets a provi
     const saved = await team.serializeSessionState(session.state);
     try {
       const state = await other.deserializeSessionState(saved);
-      await assert.rejects(other.resume(state), (e) => e instanceof SandboxProviderError && /cannot resume sandgate session .*not found/i.test(e.message));
+      await assert.rejects(
+        other.resume(state),
+        (e) => e instanceof SandboxProviderError && /cannot resume sandgate session .*not found/i.test(e.message),
+      );
       await other.delete(state); // not its session: nothing happens
       assert.equal(await session.running(), true);
       await assert.rejects(team.resume({ ...state, sessionId: "s-no-such-session" }), SandboxProviderError);

@@ -22,9 +22,17 @@ export async function startPostgres() {
     chownSync(dir, nobody, group);
   }
   const data = join(dir, "data");
-  execFileSync(join(binDir(), "initdb"), ["-D", data, "-U", "sandgate", "--auth-local=trust", "--auth-host=reject", "-E", "UTF8", "--no-sync"], { ...as, stdio: "ignore" });
+  execFileSync(
+    join(binDir(), "initdb"),
+    ["-D", data, "-U", "sandgate", "--auth-local=trust", "--auth-host=reject", "-E", "UTF8", "--no-sync"],
+    { ...as, stdio: "ignore" },
+  );
   writeFileSync(join(data, "pg_hba.conf"), "local all all trust\n");
-  const child = spawn(join(binDir(), "postgres"), ["-D", data, "-k", dir, "-c", "listen_addresses=", "-c", "fsync=off"], { ...as, stdio: "ignore" });
+  const child = spawn(
+    join(binDir(), "postgres"),
+    ["-D", data, "-k", dir, "-c", "listen_addresses=", "-c", "fsync=off"],
+    { ...as, stdio: "ignore" },
+  );
   const dsn = `host=${dir} user=sandgate dbname=postgres`;
   for (let i = 0; i < 300; ++i) {
     try {

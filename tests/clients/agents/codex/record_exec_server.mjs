@@ -34,16 +34,26 @@ const responses = createServer((req, res) => {
     let item;
     if (turn === 1) {
       const name = tools.includes("exec_command") ? "exec_command" : "shell";
-      const args = name === "exec_command"
-        ? { cmd: "echo hello-from-codex > out.txt; cat out.txt; pwd" }
-        : { command: ["bash", "-lc", "echo hello-from-codex > out.txt; cat out.txt; pwd"] };
+      const args =
+        name === "exec_command"
+          ? { cmd: "echo hello-from-codex > out.txt; cat out.txt; pwd" }
+          : { command: ["bash", "-lc", "echo hello-from-codex > out.txt; cat out.txt; pwd"] };
       item = { type: "function_call", id: "fc_1", name, arguments: JSON.stringify(args), call_id: "call_1" };
     } else {
       item = { type: "message", id: "msg_1", role: "assistant", content: [{ type: "output_text", text: "done" }] };
     }
     send("response.output_item.done", { item });
     send("response.completed", {
-      response: { id: `resp_${turn}`, usage: { input_tokens: 1, input_tokens_details: null, output_tokens: 1, output_tokens_details: null, total_tokens: 2 } },
+      response: {
+        id: `resp_${turn}`,
+        usage: {
+          input_tokens: 1,
+          input_tokens_details: null,
+          output_tokens: 1,
+          output_tokens_details: null,
+          total_tokens: 2,
+        },
+      },
     });
     res.end();
   });
