@@ -25,20 +25,21 @@ const responses = createServer((req, res) => {
   req.on("data", (d) => (body += d));
   req.on("end", () => {
     appendFileSync("responses.log", `${req.method} ${req.url}\n${body}\n\n`);
-    const request = body ? JSON.parse(body) : {};
-    const tools = (request.tools ?? []).map((t) => t.name ?? t.type);
     turn += 1;
     res.writeHead(200, { "content-type": "text/event-stream" });
     const send = (type, data) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
     send("response.created", { response: { id: `resp_${turn}` } });
+    // The script: a command to its end; a command on a terminal still running at its yield,
+    // then input to it (the session ID Codex gave the model is in the request); "done".
+    const call = (name, args) => ({ type: "function_call", id: `fc_${turn}`, name, arguments: JSON.stringify(args), call_id: `call_${turn}` });
+    const running = /session ID (\d+)/.exec(body)?.[1];
     let item;
     if (turn === 1) {
-      const name = tools.includes("exec_command") ? "exec_command" : "shell";
-      const args =
-        name === "exec_command"
-          ? { cmd: "echo hello-from-codex > out.txt; cat out.txt; pwd" }
-          : { command: ["bash", "-lc", "echo hello-from-codex > out.txt; cat out.txt; pwd"] };
-      item = { type: "function_call", id: "fc_1", name, arguments: JSON.stringify(args), call_id: "call_1" };
+      item = call("exec_command", { cmd: "echo hello-from-codex > out.txt; cat out.txt; pwd" });
+    } else if (turn === 2 && !running) {
+      item = call("exec_command", { cmd: "head -n1", tty: true, yield_time_ms: 300 });
+    } else if (turn === 3 && running) {
+      item = call("write_stdin", { session_id: Number(running), chars: "typed\n", yield_time_ms: 2000 });
     } else {
       item = { type: "message", id: "msg_1", role: "assistant", content: [{ type: "output_text", text: "done" }] };
     }
