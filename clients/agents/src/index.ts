@@ -38,7 +38,15 @@ import {
   serializeManifest,
   truncateOutput,
 } from "@openai/agents-core/sandbox/internal";
-import { Client, SandgateError, status, type ClientOptions, type Process, type Session } from "sandgate";
+import {
+  Client,
+  SandgateError,
+  status,
+  type ClientOptions,
+  type OutputPiece,
+  type Process,
+  type Session,
+} from "sandgate";
 
 export type NetworkMode = "disabled" | "restricted" | "enabled";
 
@@ -92,8 +100,9 @@ export interface SandgateSandboxSessionState extends SandboxSessionState {
 
 const DEFAULT_EXEC_YIELD_MS = 10_000;
 const DEFAULT_WRITE_STDIN_YIELD_MS = 250;
-// What one command's answer holds before it is truncated for the model, as the local sandbox.
-const MAX_HELD_OUTPUT_CHARS = 1024 * 1024;
+// What one answer holds of a command's output before it is truncated for the model, as the
+// local sandbox.
+const MAX_HELD_OUTPUT_BYTES = 1024 * 1024;
 // The daemon's longest wait of one read (processes.max_read_wait_seconds, default 30).
 const MAX_READ_WAIT_SECONDS = 30;
 const MAX_EDIT_BYTES = 10 * 1024 * 1024;
@@ -224,6 +233,17 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
   }
 }
 
+/** What one answer read of a process: its output, and how much of it the daemon had dropped. */
+interface Collected {
+  stdout: string;
+  stderr: string;
+  output: string;
+  /** Bytes read but not kept (older than what the answer holds). */
+  trimmed: number;
+  /** Bytes the daemon no longer held when they were asked for. */
+  dropped: number;
+}
+
 /** One process the model started that was still running at its yield. */
 interface Running {
   process: Process;
@@ -324,36 +344,43 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
     return formatExecResponse(text);
   }
 
-  // Reads a process's output until it ended or `yieldMs` passed.
-  private async collect(
-    process: Process,
-    yieldMs: number,
-  ): Promise<{ stdout: string; stderr: string; output: string }> {
+  // Reads a process's output until it ended or `yieldMs` passed; of more than the model's
+  // answer holds, the newest part is kept (the end of a command says most), as the local sandbox.
+  private async collect(process: Process, yieldMs: number): Promise<Collected> {
     const deadline = Date.now() + yieldMs;
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    const all: Buffer[] = [];
+    const droppedBefore = process.droppedBytes;
+    const kept: OutputPiece[] = [];
     let held = 0;
+    let trimmed = 0;
     for (;;) {
       const left = (deadline - Date.now()) / 1000;
       const pieces = await process.read({ waitSeconds: Math.min(Math.max(left, 0), MAX_READ_WAIT_SECONDS) });
       for (const piece of pieces) {
-        if (held < MAX_HELD_OUTPUT_CHARS) {
-          (piece.stream === "stdout" ? out : err).push(piece.data);
-          all.push(piece.data);
-          held += piece.data.length;
+        kept.push(piece);
+        held += piece.data.length;
+        while (held > MAX_HELD_OUTPUT_BYTES && kept.length > 1) {
+          const old = kept.shift()!;
+          held -= old.data.length;
+          trimmed += old.data.length;
         }
       }
       if (!process.running && pieces.length === 0) break;
       if (process.running && Date.now() >= deadline) break;
     }
-    const text = (buffers: Buffer[]) => Buffer.concat(buffers).toString("utf8");
-    return { stdout: text(out), stderr: text(err), output: text(all) };
+    const text = (stream?: string) =>
+      Buffer.concat(kept.filter((p) => !stream || p.stream === stream).map((p) => p.data)).toString("utf8");
+    return {
+      stdout: text("stdout"),
+      stderr: text("stderr"),
+      output: text(),
+      trimmed,
+      dropped: process.droppedBytes - droppedBefore,
+    };
   }
 
   private answer(
     process: Process,
-    collected: { stdout: string; stderr: string; output: string },
+    collected: Collected,
     start: number,
     maxOutputTokens: number | undefined,
     keep: () => number,
@@ -370,8 +397,11 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
       if (process.record.error) output += `\n[sandgate: ${process.record.error}]`;
       exitCode = finished ? (finished.signal ? 128 + finished.signal : finished.exitCode) : 1;
     }
-    if (process.droppedBytes > 0) {
-      output = `[sandgate: ${process.droppedBytes} bytes of earlier output were no longer held]\n${output}`;
+    if (collected.trimmed > 0) {
+      output = `[...${collected.trimmed} bytes truncated from process output...]\n${output}`;
+    }
+    if (collected.dropped > 0) {
+      output = `[sandgate: ${collected.dropped} bytes of earlier output were no longer held]\n${output}`;
     }
     const truncated = truncateOutput(output, maxOutputTokens);
     return {
@@ -426,13 +456,7 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
 
   async listDir(args: ListDirectoryArgs): Promise<SandboxDirectoryEntry[]> {
     const dir = this.resolve(args.path);
-    const result = await this.session.run([
-      "/bin/sh",
-      "-c",
-      LIST_DIR_SCRIPT,
-      "ls",
-      dir,
-    ]);
+    const result = await this.session.run(["/bin/sh", "-c", LIST_DIR_SCRIPT, "ls", dir]);
     if (result.exitCode !== 0)
       throw new SandboxProviderError(`cannot list ${args.path}: ${result.stderr.trim()}`, { path: args.path });
     const types = { d: "dir", f: "file", o: "other" } as const;

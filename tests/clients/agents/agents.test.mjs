@@ -483,3 +483,43 @@ test("a session of another tenant, or none, is not resumed: the SDK gets a provi
     await tenants.dispose();
   }
 });
+
+test("output the daemon no longer held is said once, in the answer that found it missing", async () => {
+  const session = await client.create();
+  try {
+    // 3 MB while nobody reads: more than a process's buffer (1 MiB by default) holds.
+    const started = await session.exec({
+      cmd: "head -c 3000000 /dev/zero | tr '\\0' a; sleep 1; echo end",
+      yieldTimeMs: 0,
+    });
+    assert.equal(started.sessionId, 1);
+    // Until the daemon has dropped some of it (no read is under way meanwhile).
+    for (let tries = 0; ; ++tries) {
+      const [record] = await session.session.processes();
+      if (Number(record.droppedBytes) > 0) break;
+      assert.ok(tries < 500, "the daemon dropped nothing of 3 MB in 10 s");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const rest = await session.writeStdin({ sessionId: 1, yieldTimeMs: 10000, maxOutputTokens: 100 });
+    assert.match(rest, /\[sandgate: \d+ bytes of earlier output were no longer held\]/);
+    assert.match(rest, /Process exited with code 0/);
+    assert.match(rest, /aend\n?$/, "the end of the output is kept");
+    const gone = await session.writeStdin({ sessionId: 1 });
+    assert.doesNotMatch(gone, /no longer held/);
+  } finally {
+    await session.close();
+  }
+});
+
+test("of more output than one answer holds, the newest is kept, as the local sandbox does", async () => {
+  const session = await client.create();
+  try {
+    const result = await session.exec({ cmd: "head -c 1500000 /dev/zero | tr '\\0' b; echo; echo last line" });
+    assert.equal(result.exitCode, 0);
+    assert.match(result.output, /^\[\.\.\.\d+ bytes truncated from process output\.\.\.\]\n/);
+    assert.match(result.output, /last line\n$/);
+    assert.ok(Buffer.byteLength(result.output) <= 1024 * 1024 + 100);
+  } finally {
+    await session.close();
+  }
+});
