@@ -105,6 +105,8 @@ const DEFAULT_WRITE_STDIN_YIELD_MS = 250;
 const MAX_HELD_OUTPUT_BYTES = 1024 * 1024;
 // The daemon's longest wait of one read (processes.max_read_wait_seconds, default 30).
 const MAX_READ_WAIT_SECONDS = 30;
+// The most one read asks for (the daemon's limit): fewer round trips behind a fast writer.
+const MAX_READ_BYTES = 1024 * 1024;
 const MAX_EDIT_BYTES = 10 * 1024 * 1024;
 // One line per entry of directory $1, hidden ones too: its type (d, f, o), a slash, its name.
 const LIST_DIR_SCRIPT = [
@@ -354,7 +356,10 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
     let trimmed = 0;
     for (;;) {
       const left = (deadline - Date.now()) / 1000;
-      const pieces = await process.read({ waitSeconds: Math.min(Math.max(left, 0), MAX_READ_WAIT_SECONDS) });
+      const pieces = await process.read({
+        waitSeconds: Math.min(Math.max(left, 0), MAX_READ_WAIT_SECONDS),
+        maxBytes: MAX_READ_BYTES,
+      });
       for (const piece of pieces) {
         kept.push(piece);
         held += piece.data.length;

@@ -516,9 +516,13 @@ test("of more output than one answer holds, the newest is kept, as the local san
   try {
     const result = await session.exec({ cmd: "head -c 1500000 /dev/zero | tr '\\0' b; echo; echo last line" });
     assert.equal(result.exitCode, 0);
-    assert.match(result.output, /^\[\.\.\.\d+ bytes truncated from process output\.\.\.\]\n/);
+    // What was not kept is said: trimmed here, or (behind a slow reader) dropped by the daemon.
+    assert.match(
+      result.output,
+      /^(\[sandgate: \d+ bytes of earlier output were no longer held\]\n)?\[\.\.\.\d+ bytes truncated from process output\.\.\.\]\n|^\[sandgate: \d+ bytes/,
+    );
     assert.match(result.output, /last line\n$/);
-    assert.ok(Buffer.byteLength(result.output) <= 1024 * 1024 + 100);
+    assert.ok(Buffer.byteLength(result.output) <= 1024 * 1024 + 200, "1 MiB and the notes");
   } finally {
     await session.close();
   }
