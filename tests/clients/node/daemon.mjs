@@ -25,6 +25,8 @@ export async function startDaemon(config = {}) {
     local: { uid_base: 330100, uid_count: 16 },
     ...config,
   };
+  // A replica that advertises "self" is reached at its own socket (as the C++ harness does).
+  if (full.replica?.advertise_address === "self") full.replica = { ...full.replica, advertise_address: `unix:${socket}` };
   writeFileSync(join(dir, "config.json"), JSON.stringify(full));
   const daemon = {
     dir,
