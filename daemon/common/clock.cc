@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 
 #include "absl/time/clock.h"
@@ -18,6 +19,24 @@ class RealClock : public Clock {
   bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& cond,
                          absl::Time deadline) override {
     return mu.AwaitWithDeadline(cond, deadline);
+  }
+
+  // `mu` is held on entry and on return, as the contract says; the analysis cannot see it.
+  bool AwaitFor(absl::Mutex& mu, const absl::Condition& cond,
+                absl::Duration timeout) override ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (timeout <= absl::ZeroDuration()) return cond.Eval();
+    // Slices of a relative sleep (nanosleep counts CLOCK_MONOTONIC), `mu` released in each;
+    // an infinite timeout waits a year at a time.
+    const auto end = std::chrono::steady_clock::now() +
+                     absl::ToChronoNanoseconds(std::min(timeout, absl::Hours(24 * 365)));
+    while (!cond.Eval()) {
+      const auto left = end - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero()) return false;
+      mu.Unlock();
+      absl::SleepFor(std::min(absl::FromChrono(left), kAwaitForSlice));
+      mu.Lock();
+    }
+    return true;
   }
 
   bool SleepUntil(absl::Time deadline, const CancelToken* cancel) override {

@@ -35,6 +35,16 @@ class Clock {
   virtual bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& cond,
                                  absl::Time deadline) = 0;
 
+  // As AwaitWithDeadline, for `timeout` of elapsed time however this clock is set meanwhile:
+  // a step of the wall clock (NTP, an operator) neither stretches nor cuts the wait. The real
+  // clock measures it on CLOCK_MONOTONIC, looking at `cond` every kAwaitForSlice (a timed
+  // wait of abseil's is a CLOCK_REALTIME deadline, which a backward step stretches by the
+  // step); for timers that must fire on time whatever the wall clock does (a lease's renewal).
+  virtual bool AwaitFor(absl::Mutex& mu, const absl::Condition& cond, absl::Duration timeout) {
+    return AwaitWithDeadline(mu, cond, Now() + timeout);
+  }
+  static constexpr absl::Duration kAwaitForSlice = absl::Milliseconds(50);
+
   // Sleeps until Now() >= deadline, or until `cancel` (may be null) is cancelled. Returns
   // true when cancelled.
   virtual bool SleepUntil(absl::Time deadline, const CancelToken* cancel = nullptr) = 0;

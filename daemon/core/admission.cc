@@ -214,13 +214,14 @@ std::vector<AdmissionQueue::Ticket> AdmissionQueue::Admit() {
 void AdmissionQueue::Done(const Ticket& ticket) {
   if (shared()) {
     // A store error (a restart of the database, a blip) must not leave the slot taken while
-    // this replica goes on: tried again until it lands. Once this replica may take no work
-    // (its lease ended unrenewed), its takeover frees the slot (ReleaseReplica), or its own
-    // restart does.
+    // this replica goes on: tried again until it lands, for as long as an outage may last
+    // (kReleaseRetryFor). A slot whose record became final was freed with it already (the
+    // finish's trigger), and a takeover's ReleaseReplica frees the rest; this finds nothing.
+    const absl::Time give_up = shared_.clock->Now() + kReleaseRetryFor;
     for (absl::Duration wait = kReleaseRetryFirst;; wait = std::min(2 * wait, kReleaseRetryMost)) {
       absl::Status released = shared_.store->Release(ticket.run_id);
       if (released.ok()) break;
-      const bool retry = MayClaim();
+      const bool retry = shared_.clock->Now() < give_up;
       log::Error("admission.release_failed",
                  {{"run", ticket.run_id},
                   {"error", released.ToString()},

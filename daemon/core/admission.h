@@ -68,6 +68,8 @@ class SandboxBudget {
 // doubling up to the most.
 inline constexpr absl::Duration kReleaseRetryFirst = absl::Milliseconds(100);
 inline constexpr absl::Duration kReleaseRetryMost = absl::Seconds(2);
+// How long a release is tried before it is left to the takeover or the restart.
+inline constexpr absl::Duration kReleaseRetryFor = absl::Minutes(5);
 
 class AdmissionQueue {
  public:
@@ -119,7 +121,8 @@ class AdmissionQueue {
   // An admitted run has ended; its room (and sandbox, if it took one) is free again. Shared:
   // its tenant's slot in the store goes back exactly once (Release deletes the claimed row,
   // so a second try frees nothing); a store error is retried, kReleaseRetryFirst doubling up
-  // to kReleaseRetryMost, while MayClaim, and past that the takeover's ReleaseReplica frees it.
+  // to kReleaseRetryMost, for kReleaseRetryFor; past that the takeover's ReleaseReplica or the
+  // replica's restart frees it.
   void Done(const Ticket& ticket);
   // Waiting runs in the order they would be admitted if room appeared one run at a time
   // (shared: every replica's).
@@ -135,9 +138,7 @@ class AdmissionQueue {
   // it may not take work (its lease lost or fenced: core/replica.h CanTakeWork). Set once the
   // replica exists; until then every claim is allowed. Called without this queue's locks.
   void SetClaimGate(std::function<absl::Status()> gate);
-  // Whether the gate lets this replica take work now (always, without one): while it does, a
-  // store write that settles a run of this replica is retried until it lands; once it does
-  // not, the replica's takeover settles them instead.
+  // Whether the gate lets this replica take work now (always, without one).
   bool MayClaim();
   // Shared: the replica that queued `run_id`, which this one claimed ("" when it has not).
   std::string QueuedBy(const std::string& run_id);

@@ -200,11 +200,12 @@ void ReplicaMember::Loop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      // At least every kClockCheck: a step of this replica's clock is found soon, however far
-      // the next renewal seemed when the wait began.
-      deps_.clock->AwaitWithDeadline(
-          mu_, absl::Condition(&stop_),
-          std::min({next_renew, next_end, deps_.clock->Now() + kClockCheck}));
+      // At least every kClockCheck: a step of this replica's clock is found soon. Waited as
+      // elapsed time (AwaitFor), so a step back during the wait does not stretch it past the
+      // lease.
+      const absl::Time now = deps_.clock->Now();
+      deps_.clock->AwaitFor(mu_, absl::Condition(&stop_),
+                            std::min({next_renew, next_end, now + kClockCheck}) - now);
       if (stop_) return;
     }
     const absl::Time now = deps_.clock->Now();

@@ -45,15 +45,16 @@ void RunManager::Finish(const std::shared_ptr<ActiveRun>& ar, RunEvents& events,
   // writes cannot leave a finished run whose log never ends (which recovery, settling only
   // unfinished records, would never end either). On a store error neither is written: the
   // record stays unfinished. Nobody else settles it while this replica goes on (a takeover
-  // needs its lease to end, a recovery its restart), so a store error is tried again until the
-  // write lands: unless it was refused by fencing (another replica settled the run), this
-  // replica may take no more work (its takeover settles the run), or the daemon is stopping
-  // (its next start does).
+  // needs its lease to end and be claimed, a recovery its restart), so a store error is tried
+  // again until the write lands: unless it was refused by fencing (another replica took this
+  // one over and settled the run), or the daemon is stopping (its next start settles it). A
+  // lease that lapsed in a long outage is no reason to stop: when nobody took it over, the
+  // replica renews again and this write is the only one that ends the run.
   const v1::Event terminal =
       events::RunFinished(status, reason, std::move(failed_checks), summary ? &*summary : nullptr);
   for (absl::Duration wait = kReleaseRetryFirst;; wait = std::min(2 * wait, kReleaseRetryMost)) {
     absl::Status stored = events.Finish(terminal, ar->Snapshot());
-    if (stored.ok() || store::IsFencedWrite(stored) || !admission_.MayClaim()) break;
+    if (stored.ok() || store::IsFencedWrite(stored)) break;
     log::Warning(
         "run.finish_retrying",
         {{"run", run_id}, {"tenant", tenant}, {"retry_in_ms", absl::ToInt64Milliseconds(wait)}});

@@ -28,6 +28,25 @@ TEST(RealClock, AwaitWithDeadlineReturnsWhenTheConditionHolds) {
   t.join();
 }
 
+// AwaitFor counts elapsed time: a past or infinite timeout must not overflow its monotonic
+// deadline (a negative one waited for ever: the replica heartbeat's first round never came).
+TEST(RealClock, AwaitForReturnsOnTheConditionAndAtOnceForANonPositiveTimeout) {
+  absl::Mutex mu;
+  bool ready = false;
+  absl::MutexLock lock(&mu);
+  EXPECT_FALSE(Clock::Real()->AwaitFor(mu, absl::Condition(&ready), -absl::InfiniteDuration()));
+  EXPECT_FALSE(Clock::Real()->AwaitFor(mu, absl::Condition(&ready), absl::ZeroDuration()));
+  EXPECT_FALSE(Clock::Real()->AwaitFor(mu, absl::Condition(&ready), absl::Milliseconds(20)));
+  std::thread setter([&] {
+    absl::MutexLock l(&mu);
+    ready = true;
+  });
+  EXPECT_TRUE(Clock::Real()->AwaitFor(mu, absl::Condition(&ready), absl::InfiniteDuration()));
+  mu.Unlock();
+  setter.join();
+  mu.Lock();
+}
+
 TEST(RealClock, SleepUntilEndsAtOnceWhenCancelled) {
   CancelToken cancel;
   cancel.Cancel("test");

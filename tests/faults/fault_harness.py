@@ -907,11 +907,17 @@ class Checker:
 def quota_probe(workload: Workload, pg: Postgres, size: Size, checker: Checker) -> None:
     """Two alpha runs at once (its quota is 2): both must be RUNNING together."""
     before = set(workload.book.runs)
-    for _ in range(2):
-        workload.submit("alpha", 4 * size.renew + 4)
-    probe = [i for i in workload.book.runs if i not in before]
-    ids = ",".join(f"'{i}'" for i in probe)
     deadline = time.monotonic() + 3 * size.lease + 20
+    # A submission refused (a replica still rejoining answers UNAVAILABLE, as a client
+    # would be told to retry) is sent again, to another replica at random.
+    probe: list = []
+    while len(probe) < 2 and time.monotonic() < deadline:
+        workload.submit("alpha", 4 * size.renew + 4)
+        probe = [i for i in workload.book.runs if i not in before]
+    if len(probe) < 2:
+        checker.anomaly("quota_probe_failed", f"only {len(probe)} of 2 probe runs were accepted")
+        return
+    ids = ",".join(f"'{i}'" for i in probe[:2])
     while time.monotonic() < deadline:
         rows = pg.query(f"SELECT count(*) FROM runs WHERE id IN ({ids}) AND status = 2")
         if len(probe) == 2 and int(rows[0][0]) == 2:
