@@ -24,6 +24,11 @@
 #ifndef SANDGATE_SANDBOX_LOCAL_BRIDGE_PROTOCOL_H_
 #define SANDGATE_SANDBOX_LOCAL_BRIDGE_PROTOCOL_H_
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 
 #include "sandbox/local/init_protocol.h"
@@ -53,6 +58,32 @@ constexpr const char* kSocketDirInSandbox = "/.sandgate/sock";
 // the network proxy (restricted/enabled sessions only).
 constexpr const char* kControlSocket = "control.sock";
 constexpr const char* kProxySocket = "proxy.sock";
+
+// The whole of `n` bytes of the tunnel's socket, or false (EOF, an error). Both ends use it.
+inline bool ReadFull(int fd, void* buf, size_t n) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// All of `buf` to the tunnel's socket, or false; a closed peer is an error, not SIGPIPE.
+inline bool WriteFull(int fd, const void* buf, size_t n) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
 
 }  // namespace sandgate::sandbox::bridgeproto
 

@@ -21,36 +21,12 @@ namespace {
 
 namespace bp = bridgeproto;
 
-bool ReadFull(int fd, void* buf, size_t n) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool WriteFull(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 bool SendFrame(int fd, uint32_t channel, uint32_t kind, const void* data, size_t length) {
   bp::FrameHeader h;
   h.channel = channel;
   h.kind = kind;
   h.length = static_cast<uint32_t>(length);
-  return WriteFull(fd, &h, sizeof(h)) && WriteFull(fd, data, length);
+  return bp::WriteFull(fd, &h, sizeof(h)) && bp::WriteFull(fd, data, length);
 }
 
 // Writes all of `data` to a pipe; false once the reader is gone (the session stopped
@@ -165,9 +141,9 @@ void GvisorTunnel::Loop() {
     }
     if (pfds[1].revents != 0) {
       bp::FrameHeader h;
-      if (!ReadFull(host, &h, sizeof(h)) || h.length > bp::kMaxPayload) break;
+      if (!bp::ReadFull(host, &h, sizeof(h)) || h.length > bp::kMaxPayload) break;
       std::string payload(h.length, '\0');
-      if (!ReadFull(host, payload.data(), payload.size())) break;
+      if (!bp::ReadFull(host, payload.data(), payload.size())) break;
       if (h.kind == bp::kControl && h.channel == 0) {
         (void)send(session, payload.data(), payload.size(), MSG_NOSIGNAL);
         continue;

@@ -44,37 +44,13 @@ namespace ip = sandgate::sandbox::initproto;
 
 int g_host = -1;  // the daemon's connection
 
-bool ReadFull(int fd, void* buf, size_t n) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool WriteFull(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t r = write(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 // A frame to the daemon; a failed write means the daemon is gone.
 void SendFrame(uint32_t channel, uint32_t kind, const void* data, size_t length) {
   bp::FrameHeader h;
   h.channel = channel;
   h.kind = kind;
   h.length = static_cast<uint32_t>(length);
-  if (!WriteFull(g_host, &h, sizeof(h)) || !WriteFull(g_host, data, length)) {
+  if (!bp::WriteFull(g_host, &h, sizeof(h)) || !bp::WriteFull(g_host, data, length)) {
     kill(-1, SIGKILL);
     _exit(0);
   }
@@ -154,9 +130,9 @@ bool OpenChannel(int init_ctl, uint32_t id, const std::string& message,
 // Handles one frame from the daemon; false when the connection ended.
 bool HandleHostFrame(int init_ctl, std::map<uint32_t, Channel>& channels) {
   bp::FrameHeader h;
-  if (!ReadFull(g_host, &h, sizeof(h)) || h.length > bp::kMaxPayload) return false;
+  if (!bp::ReadFull(g_host, &h, sizeof(h)) || h.length > bp::kMaxPayload) return false;
   std::string payload(h.length, '\0');
-  if (!ReadFull(g_host, payload.data(), payload.size())) return false;
+  if (!bp::ReadFull(g_host, payload.data(), payload.size())) return false;
   auto it = channels.find(h.channel);
   switch (h.kind) {
     case bp::kControl:
