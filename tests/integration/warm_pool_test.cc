@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/integration/daemon_harness.h"
@@ -13,9 +14,12 @@
 namespace sandgate::testing {
 namespace {
 
-int Count(const std::string& log, const std::string& needle) {
+// Lines of the log holding needle (and also, when given, the second one).
+int Count(const std::string& log, const std::string& needle, const std::string& also = "") {
   int n = 0;
-  for (absl::string_view line : absl::StrSplit(log, '\n')) n += absl::StrContains(line, needle);
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    n += absl::StrContains(line, needle) && absl::StrContains(line, also);
+  }
   return n;
 }
 
@@ -41,9 +45,15 @@ TEST(WarmPoolTest, CreateSessionTakesAReadySandboxAndDrainClosesTheRest) {
   file->set_content("from the caller");
   req.mutable_sandbox()->add_setup_commands("cp hello.txt copied.txt");
   v1::Session s;
+  const std::string before = daemon.Log();
   grpc::Status st = stub->CreateSession(DaemonHarness::Context().get(), req, &s);
   ASSERT_TRUE(st.ok()) << st.error_message();
-  EXPECT_EQ(Count(daemon.Log(), "\"sandbox.started\""), 2) << "no sandbox started for the call";
+  // The session's sandbox is one the pool started before the call. (The pool's refill may
+  // already have started another by now, so the count alone would race.)
+  EXPECT_EQ(Count(before, "\"sandbox.started\""), 2) << before;
+  EXPECT_EQ(Count(before, "\"sandbox.started\"", absl::StrCat("\"session\":\"", s.id(), "\"")), 1)
+      << "no sandbox started for the call: " << s.id() << "\n"
+      << before;
 
   v1::StreamEventsRequest events;
   events.set_run_id(s.id());
