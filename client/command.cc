@@ -2,16 +2,18 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
-#include <thread>
+#include <cstdlib>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/connection.h"
 #include "client/grammar.h"
 #include "client/render.h"
@@ -41,7 +43,7 @@ int Fail(const absl::Status& status) {
   std::string msg(s.message());
   std::vector<std::string> not_found = absl::StrSplit(msg, absl::MaxSplits(" not found: ", 1));
   if (s.code() == absl::StatusCode::kNotFound && not_found.size() == 2) {
-    msg = absl::StrCat("no ", not_found[0], " ", not_found[1]);
+    msg = absl::StrCat("NOT_FOUND: no ", not_found[0], " ", not_found[1]);
   } else if (s.code() != absl::StatusCode::kDataLoss) {
     msg = absl::StrCat(absl::StatusCodeToString(s.code()), ": ", msg);
   }
@@ -84,35 +86,59 @@ grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::strin
   return reader->Finish();
 }
 
+absl::Duration ReconnectWindow() {
+  const char* text = std::getenv("SANDGATE_RECONNECT_TIMEOUT");
+  double seconds = 0;
+  if (text != nullptr && absl::SimpleAtod(text, &seconds) && seconds > 0) {
+    return absl::Seconds(seconds);
+  }
+  return absl::Seconds(60);
+}
+
 grpc::Status FollowToEnd(Client& client, const std::string& run_id, int64_t after, bool* finished,
                          const std::function<void(const v1::Event&)>& on_event) {
+  // docs/client-contract.md, "Resume after a broken stream": reopen from the last seq until
+  // nothing has come from the daemon for the reconnect window, pausing 0.1 s doubling to 1 s.
+  const absl::Duration window = ReconnectWindow();
   int64_t last = after;
   *finished = false;
-  grpc::Status st;
-  for (int attempt = 0; !*finished && attempt < 60; ++attempt) {
-    st = FollowEvents(client, &client.interrupt(), run_id, last, true, [&](const v1::Event& e) {
-      if (e.seq() > 0) last = e.seq();
-      if (e.type() == "run.finished") *finished = true;
-      on_event(e);
-    });
+  absl::Time heard = absl::Now();
+  absl::Duration pause = absl::Milliseconds(100);
+  bool said = false;
+  for (;;) {
+    grpc::Status st =
+        FollowEvents(client, &client.interrupt(), run_id, last, true, [&](const v1::Event& e) {
+          heard = absl::Now();
+          pause = absl::Milliseconds(100);
+          said = false;
+          if (e.seq() > 0 && e.seq() <= last) return;  // delivered before the stream broke
+          if (e.seq() > 0) last = e.seq();
+          if (e.type() == "run.finished") *finished = true;
+          on_event(e);
+        });
     if (client.interrupt().fired()) return grpc::Status::OK;
     // The daemon ends a follow with OK only at the log's end: after its terminal event, or at
     // once when `last` is already at or past it (the run ended before the follow began).
-    if (st.ok()) return st;
-    if (!*finished) {
-      // Not interrupted here, so a CANCELLED came from a server shutting down.
-      if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
-          st.error_code() != grpc::StatusCode::CANCELLED) {
-        return st;
-      }
-      if (attempt == 0) {
-        std::fprintf(stderr, "sandgate: the daemon is unavailable (%s); reconnecting…\n",
-                     TerminalSafe(st.error_message()).c_str());
-      }
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (st.ok() || *finished) return grpc::Status::OK;
+    // Not interrupted here, so a CANCELLED came from a server shutting down.
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        st.error_code() != grpc::StatusCode::CANCELLED) {
+      return st;
     }
+    if (absl::Now() - heard >= window) {
+      return grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("run ", run_id, ": the event stream broke (", st.error_message(),
+                       ") and did not resume within ", absl::FormatDuration(window)));
+    }
+    if (!said) {
+      std::fprintf(stderr, "sandgate: the daemon is unavailable (%s); reconnecting…\n",
+                   TerminalSafe(st.error_message()).c_str());
+      said = true;
+    }
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Seconds(1));
   }
-  return *finished ? grpc::Status::OK : st;
 }
 
 absl::Status DownloadArtifacts(Client& client, const v1::Run& run, const std::string& dir) {

@@ -115,7 +115,8 @@ grpc::Status FollowEvents(Client& client, Interrupt* interrupt, const std::strin
 
 // Follows a run from `after` to its run.finished, reconnecting from the last seq seen when
 // the daemon is unavailable or ends the stream (a restarting daemon keeps waiting runs):
-// nothing is missed or seen twice. Gives up after about a minute without the daemon. Sets
+// nothing is missed or seen twice. Gives up when nothing came from the daemon for the
+// reconnect window ($SANDGATE_RECONNECT_TIMEOUT seconds, default 60). Sets
 // *finished when run.finished arrived; otherwise returns why not (OK when interrupted, and
 // when the run had ended at or before `after`: the daemon ends such a follow at once).
 grpc::Status FollowToEnd(Client& client, const std::string& run_id, int64_t after, bool* finished,

@@ -55,7 +55,8 @@ ADDR: unix:PATH, tcp:HOST:PORT (as sandgated prints it) or HOST:PORT. Several re
 TLS (tcp: only): --tls-ca FILE verifies the daemon's certificate (default: the system's
       roots); --tls-cert FILE --tls-key FILE present a client certificate (mutual TLS).
 environment: SANDGATE_ADDR (default unix:/run/sandgate/sandgated.sock), SANDGATE_TOKEN,
-             SANDGATE_TLS_CA, SANDGATE_TLS_CERT, SANDGATE_TLS_KEY
+             SANDGATE_TLS_CA, SANDGATE_TLS_CERT, SANDGATE_TLS_KEY,
+             SANDGATE_RECONNECT_TIMEOUT (seconds a broken event stream is retried, default 60)
 exit codes: 0 success, 1 the run did not succeed (or a download did not match its sha256, or
             `run` could not save all of a finished run's files), 2 usage or connection error,
             130 detached

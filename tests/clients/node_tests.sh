@@ -4,7 +4,13 @@
 # (node's test runner), against the real daemon:
 #   tests/clients/node_tests.sh path/to/sandgated PACKAGE...
 #   tests/clients/node_tests.sh build/bin/sandgated node mcp
+# With --build-only first, it only builds them (the conformance suite's adapters use them).
 set -eu
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+  build_only=1
+  shift
+fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "tests/clients: node and npm are needed (deploy/setup.sh installs them)" >&2
   exit 2
@@ -22,5 +28,6 @@ for package in "$@"; do
   npm run --silent build
   tests="$tests $here/$package/*.test.mjs"
 done
+[ "$build_only" -eq 1 ] && exit 0
 # shellcheck disable=SC2086 # the globs expand here
 exec node --test --test-concurrency=1 $tests

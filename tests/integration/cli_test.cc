@@ -779,12 +779,13 @@ TEST_F(CliTest, AnUnknownRunIsNamedWithTheCommandTyped) {
   for (const char* cmd : {"get", "events", "cancel", "download"}) {
     Result r = Cli(std::string(cmd) + " run-doesnotexist");
     EXPECT_EQ(r.exit_code, 2) << cmd;
-    EXPECT_TRUE(
-        absl::StrContains(r.out, std::string("sandgate ") + cmd + ": no run run-doesnotexist"))
+    EXPECT_TRUE(absl::StrContains(
+        r.out, std::string("sandgate ") + cmd + ": NOT_FOUND: no run run-doesnotexist"))
         << r.out;
   }
   Result session = Cli("session get sdoesnotexist");
-  EXPECT_TRUE(absl::StrContains(session.out, "sandgate session get: no session sdoesnotexist"))
+  EXPECT_TRUE(
+      absl::StrContains(session.out, "sandgate session get: NOT_FOUND: no session sdoesnotexist"))
       << session.out;
 }
 

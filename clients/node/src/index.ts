@@ -84,11 +84,9 @@ export interface ClientOptions {
   tlsCa?: string;
   tlsCert?: string;
   tlsKey?: string;
-  /** How long a broken event stream is retried for, in reconnections a second apart
-   * (default 60, as the CLI). */
-  reconnectAttempts?: number;
-  /** Delay between reconnections, ms (default 1000). */
-  reconnectDelayMs?: number;
+  /** How long a broken event stream is retried without word from the daemon, ms; default
+   * $SANDGATE_RECONNECT_TIMEOUT seconds, else 60 s (docs/client-contract.md). */
+  reconnectTimeoutMs?: number;
 }
 
 export interface RunOptions {
@@ -179,6 +177,11 @@ async function receive(
   };
 }
 
+function reconnectWindowMs(): number {
+  const seconds = Number(process.env.SANDGATE_RECONNECT_TIMEOUT ?? "");
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 60_000;
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
@@ -187,8 +190,7 @@ export class Client {
   /** The generated stub, for calls this class does not wrap. */
   readonly stub: SandgateClient;
   private readonly token: string;
-  readonly reconnectAttempts: number;
-  readonly reconnectDelayMs: number;
+  readonly reconnectTimeoutMs: number;
 
   /** Connects lazily: the first call opens the channel. TLS files are read at once; an
    * address or file that is wrong throws here, naming it. */
@@ -215,8 +217,7 @@ export class Client {
     }
     this.stub = new (proto().sandgate.v1.Sandgate)(target, creds, channelOptions);
     this.token = options.token ?? process.env.SANDGATE_TOKEN ?? "";
-    this.reconnectAttempts = options.reconnectAttempts ?? 60;
-    this.reconnectDelayMs = options.reconnectDelayMs ?? 1000;
+    this.reconnectTimeoutMs = options.reconnectTimeoutMs ?? reconnectWindowMs();
   }
 
   /** The call metadata: the bearer token, when there is one. */
@@ -359,11 +360,16 @@ export class Run {
   async *events(options: { afterSeq?: number; follow?: boolean } = {}): AsyncGenerator<Event__Output> {
     const follow = options.follow ?? true;
     let last = options.afterSeq ?? 0;
-    for (let attempt = 0; ; ++attempt) {
+    // docs/client-contract.md: reopen from the last seq until nothing has come from the daemon
+    // for the reconnect window, pausing 0.1 s doubling to 1 s.
+    let heard = Date.now();
+    let pause = 100;
+    for (;;) {
       const call = this.client.stub.StreamEvents({ runId: this.id, afterSeq: last, follow }, this.client.metadata());
       try {
         for await (const event of call as AsyncIterable<Event__Output>) {
-          attempt = 0;
+          heard = Date.now();
+          pause = 100;
           if (event.seq === 0 || event.seq <= last) continue; // a heartbeat, or seen already
           last = event.seq;
           yield event;
@@ -377,11 +383,19 @@ export class Run {
         const broken =
           err instanceof SandgateError &&
           (err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.CANCELLED);
-        if (!broken || !follow || attempt + 1 >= this.client.reconnectAttempts) throw err;
+        if (!broken || !follow) throw err;
+        if (Date.now() - heard >= this.client.reconnectTimeoutMs) {
+          throw new SandgateError(
+            grpc.status.UNAVAILABLE,
+            `run ${this.id}: the event stream broke (${err.message}) and did not resume within ` +
+              `${this.client.reconnectTimeoutMs / 1000} s`,
+          );
+        }
       } finally {
         call.cancel();
       }
-      await sleep(this.client.reconnectDelayMs);
+      await sleep(pause);
+      pause = Math.min(pause * 2, 1000);
     }
   }
 

@@ -8,6 +8,7 @@ channel with the round_robin policy. TLS is for tcp: addresses only.
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -135,3 +136,14 @@ def open_channel(addresses: Sequence[Address], tls_ca: Optional[str], tls_cert: 
         # the first one's host (a certificate for the service names them all).
         options.append(("grpc.ssl_target_name_override", first.host.strip("[]")))
     return grpc.secure_channel(channel_target(addresses), creds, options=options)
+
+
+def reconnect_window() -> float:
+    """Seconds a broken event stream is retried without word from the daemon:
+    $SANDGATE_RECONNECT_TIMEOUT, else 60 (docs/client-contract.md)."""
+    text = os.environ.get("SANDGATE_RECONNECT_TIMEOUT", "")
+    try:
+        seconds = float(text)
+    except ValueError:
+        return 60.0
+    return seconds if seconds > 0 else 60.0

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Iterator, List, Optional
 import grpc
 
 from . import _files
+from ._connection import reconnect_window
 from .errors import DeadlineExceeded, Unavailable, from_rpc_error
 from .v1 import sandgate_pb2 as pb
 
@@ -68,17 +69,21 @@ class Run:
 
     def events(self, after_seq: int = 0, *, follow: bool = True, heartbeats: bool = False,
                timeout: Optional[float] = None,
-               reconnect_timeout: float = 60.0) -> Iterator[pb.Event]:
+               reconnect_timeout: Optional[float] = None) -> Iterator[pb.Event]:
         """The run's events after `after_seq` (sandgate.v1.Event, seq dense from 1).
 
         With follow (the default) it keeps streaming until the terminal event run.finished,
         which it yields last (none when `after_seq` is at or past it: the iteration ends at
         once). When the stream breaks (the connection drops, the daemon
         restarts) it reconnects and resumes after the last seq it yielded, so no event is lost
-        or yielded twice; it gives up with Unavailable when the daemon stays unreachable for
-        `reconnect_timeout` seconds. `timeout` bounds the whole iteration (DeadlineExceeded).
+        or yielded twice; it gives up with Unavailable when nothing (an event or a heartbeat)
+        has come from the daemon for `reconnect_timeout` seconds (default
+        $SANDGATE_RECONNECT_TIMEOUT, else 60), pausing 0.1 s doubling to 1 s between attempts
+        (docs/client-contract.md). `timeout` bounds the whole iteration (DeadlineExceeded).
         Heartbeats (seq 0) are yielded only when asked for.
         """
+        if reconnect_timeout is None:
+            reconnect_timeout = reconnect_window()
         last = after_seq
         deadline = None if timeout is None else time.monotonic() + timeout
         down_since: Optional[float] = None
@@ -93,6 +98,7 @@ class Run:
                 timeout=remaining)
             try:
                 for event in call:
+                    down_since, attempt = None, 0  # the daemon answers: a new window
                     if event.seq == 0:
                         if heartbeats:
                             yield event
@@ -100,7 +106,6 @@ class Run:
                     if event.seq <= last:
                         continue  # already yielded before the stream broke
                     last = event.seq
-                    down_since, attempt = None, 0
                     yield event
                     if event.type == "run.finished":
                         return

@@ -28,7 +28,7 @@ after(async () => {
   await daemon?.dispose();
 });
 
-const client = (options = {}) => new Client({ addr: daemon.addr, token: TOKEN, reconnectDelayMs: 100, ...options });
+const client = (options = {}) => new Client({ addr: daemon.addr, token: TOKEN, ...options });
 
 describe("runs", () => {
   test("a run end to end: dense events ending in run.finished, then SUCCEEDED", async () => {
