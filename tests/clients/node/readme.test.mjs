@@ -36,3 +36,27 @@ test("the README's example works as written", async () => {
     await daemon.dispose();
   }
 });
+
+test("the package README's example works as written", async () => {
+  const readme = readFileSync(join(repo, "clients", "node", "README.md"), "utf8");
+  const m = readme.match(/<!-- node-package-example[^>]*-->\n```js\n([\s\S]*?)```/);
+  assert.ok(m, "clients/node/README.md has its tested example");
+  const daemon = await startDaemon();
+  try {
+    const dir = mkdtempSync(join(tmpdir(), "sg-node-pkg-readme-"));
+    mkdirSync(join(dir, "node_modules"));
+    symlinkSync(join(repo, "clients", "node"), join(dir, "node_modules", "sandgate"));
+    cpSync(join(repo, "examples", "northstar_cloud_financial_statements.csv"), join(dir, "statements.csv"));
+    writeFileSync(join(dir, "example.mjs"), m[1]);
+    const { stdout } = await promisify(execFile)(process.execPath, ["example.mjs"], {
+      cwd: dir,
+      env: { ...process.env, SANDGATE_ADDR: daemon.addr, SANDGATE_TOKEN: "" },
+    });
+    assert.match(stdout, /^exit 0 printed 42$/m);
+    assert.match(stdout, /^1 run\.queued$/m);
+    assert.match(stdout, /run\.finished\nRUN_STATUS_SUCCEEDED\n/);
+    assert.match(stdout, /^NOT_FOUND .*r-does-not-exist/m);
+  } finally {
+    await daemon.dispose();
+  }
+});

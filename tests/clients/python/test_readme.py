@@ -40,3 +40,26 @@ def test_the_readme_example_works(daemon, tmp_path):
     assert "['data/statements.csv']" in out
     assert "StatusCode.INVALID_ARGUMENT playbook: playbook not found" in out
     assert (tmp_path / "copy.csv").read_bytes() == (tmp_path / "statements.csv").read_bytes()
+
+
+PACKAGE_MARKER = "<!-- python-package-example: tested verbatim by tests/clients/python/test_readme.py -->"
+
+
+def test_the_package_readme_example_works(daemon, tmp_path):
+    with open(os.path.join(SOURCE_DIR, "clients", "python", "README.md")) as f:
+        readme = f.read()
+    assert PACKAGE_MARKER in readme, "clients/python/README.md lost its tested example"
+    found = re.match(r"\s*```python\n(.*?)\n```", readme.split(PACKAGE_MARKER, 1)[1], re.S)
+    assert found, "the package README's marker is not followed by a ```python block"
+    (tmp_path / "example.py").write_text(found.group(1))
+    shutil.copy(SAMPLE_CSV, tmp_path / "statements.csv")
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(sandgate.__file__)))
+    env = dict(os.environ, PYTHONPATH=package_dir, SANDGATE_ADDR=daemon.address,
+               SANDGATE_TOKEN=TOKEN)
+    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "exit 0 printed 42" in done.stdout
+    assert "1 run.queued" in done.stdout and "run.finished" in done.stdout
+    assert done.stdout.rstrip().endswith("SUCCEEDED"), done.stdout
+    assert os.listdir(tmp_path / "results")
