@@ -70,8 +70,18 @@ if [ "$tests" -eq 1 ] && { ! command -v node >/dev/null 2>&1 || ! command -v npm
 fi
 
 # A build directory keeps its choice of tests until --tests turns them on; the quickstart
-# never turns them off in a directory deploy/test.sh configured.
-configure=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+# never turns them off in a directory deploy/test.sh configured. It keeps its build type too:
+# a new one for the tests has debug information (RelWithDebInfo), one for the quickstart not
+# (-O2 alone compiles in about three quarters of the time; BENCHMARKS.md, "The quickstart").
+configure=()
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  if [ "$tests" -eq 1 ]; then
+    configure+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+  else
+    configure+=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
+      "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG")
+  fi
+fi
 if [ "$tests" -eq 1 ]; then
   # With clang (a test package), the REST fuzz target too, and its short run in ctest
   # (tests/fuzz/CMakeLists.txt).
