@@ -55,7 +55,7 @@ using Clock = std::chrono::steady_clock;
 using sandgate::v1::Sandgate;
 namespace v1 = sandgate::v1;
 
-constexpr uint32_t kUidBase = 330000;
+constexpr uint32_t kUidBase = 370000;  // its own range: no other test's sandboxes count as leaks
 constexpr uint32_t kUidCount = 256;
 // Known only to the fake OpenAI server and the daemon's key file.
 constexpr char kOpenAiKey[] = "sk-load-chaos-fake-key";
