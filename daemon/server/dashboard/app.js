@@ -640,16 +640,16 @@ function usagePanel(sessionId) {
   return { panel, stop: () => clearInterval(timer) };
 }
 
-// xterm.js styles what it draws with <style> elements and style attributes it makes itself,
-// which the page's policy refuses (style-src 'self': no inline style). What they hold is
-// xterm's own CSS (sizes, colours of the theme and of 24-bit colour cells), never a byte of
-// the terminal's (those only ever become the text of its rows), so for the terminal's element
-// (and the <style> xterm puts in <head>) it is applied through the CSSOM instead, which the
-// policy leaves alone: each <style> becomes a constructed style sheet, each style attribute
-// the element's style declaration. The policy stays what it is for everything else.
+// xterm.js styles what it draws with <style> elements it makes itself (the sizes of its rows,
+// the colours of its theme and palette), which the page's policy refuses (style-src 'self': no
+// inline style). What they hold is xterm's own CSS, never a byte of the terminal's (those only
+// ever become the text of its rows), so those of the terminal's element (and the one xterm puts
+// in <head>) are applied through the CSSOM instead, which the policy leaves alone: each becomes
+// a constructed style sheet. The policy stays what it is for everything else; so 24-bit
+// colours, which xterm gives a cell as a style attribute, show in the default colour.
 function applyTerminalStyles(root) {
   const sheets = new Map(); // a <style> element → [its text, its constructed sheet]
-  const sync = (records) => {
+  const sync = () => {
     for (const s of [...root.querySelectorAll("style"), ...document.head.querySelectorAll("style")]) {
       const known = sheets.get(s);
       if (known?.[0] === s.textContent) continue;
@@ -662,19 +662,10 @@ function applyTerminalStyles(root) {
     const others = document.adoptedStyleSheets.filter((x) => !x.__terminal);
     for (const sheet of mine) sheet.__terminal = true;
     document.adoptedStyleSheets = [...others, ...mine];
-    for (const r of records) {
-      for (const n of r.addedNodes) {
-        if (n.nodeType !== Node.ELEMENT_NODE || !root.contains(n)) continue;
-        for (const e of [n, ...n.querySelectorAll("[style]")]) {
-          const inline = e.getAttribute("style");
-          if (inline && e.style.cssText !== inline) e.style.cssText = inline;
-        }
-      }
-    }
   };
   const observer = new MutationObserver(sync);
   for (const target of [root, document.head]) observer.observe(target, { childList: true, characterData: true, subtree: true });
-  sync([]);
+  sync();
   return () => {
     observer.disconnect();
     document.adoptedStyleSheets = document.adoptedStyleSheets.filter((x) => !x.__terminal);
@@ -858,7 +849,7 @@ async function sessionPage(id) {
     "p",
     { id: "session-head" },
     sessionStatus(s.status),
-    ` ${s.provider} · ${s.sandbox?.isolation || "default isolation"} · network ${short(s.sandbox?.network?.mode ?? "MODE_DISABLED", "MODE_").toLowerCase()} · ${s.workdir ?? ""} · ${s.statusReason ?? ""}`,
+    ` ${[s.provider, s.sandbox?.isolation, `network ${short(s.sandbox?.network?.mode ?? "MODE_DISABLED", "MODE_").toLowerCase()}`, s.workdir, s.statusReason].filter(Boolean).join(" · ")}`,
   );
   if (!live(s)) {
     main.replaceChildren(el("h1", {}, "Session ", el("span", { class: "mono", text: id })), head);
