@@ -683,7 +683,15 @@ const SHELL = "if command -v bash >/dev/null 2>&1; then exec bash -i; else exec 
 // the page) kills the process.
 function openTerminal(sessionId, holder, status) {
   const abort = new AbortController();
-  const term = new Terminal({ scrollback: 5000, fontSize: 13, cursorBlink: true, fontFamily: "ui-monospace, monospace" });
+  const term = new Terminal({
+    scrollback: 5000,
+    fontSize: 13,
+    cursorBlink: true,
+    fontFamily: "ui-monospace, monospace",
+    // A link the output makes (OSC 8) is not followed: xterm's own default would confirm() and
+    // then navigate a window of this origin to it, a javascript: URL included.
+    linkHandler: { activate: () => {}, allowNonHttpProtocols: false },
+  });
   const fit = new FitAddon.FitAddon();
   term.loadAddon(fit);
   const unstyle = applyTerminalStyles(holder);
