@@ -458,10 +458,10 @@ test("a session made and closed from the dashboard: its terminal, usage and file
     // Files: upload a file with a hostile name, make a directory, rename the file into it,
     // download it, delete it; all names text, none markup.
     await page.click("#files-refresh");
-    await page.waitForFunction(() => [...document.querySelectorAll("#files td")].some((c) => c.textContent === "bad\\xffname"));
-    const bad = (await fileRows()).find(([name]) => name === "bad\\xffname");
+    await page.waitForFunction(() => [...document.querySelectorAll("#files td")].some((c) => c.textContent === "bad\\xFFname"));
+    const bad = (await fileRows()).find(([name]) => name === "bad\\xFFname");
     assert.ok(bad, JSON.stringify(await fileRows()));
-    assert.match(await page.$$eval("#files tbody tr", (rows) => rows.find((r) => r.cells[0].textContent === "bad\\xffname").textContent), /name is not UTF-8/);
+    assert.match(await page.$$eval("#files tbody tr", (rows) => rows.find((r) => r.cells[0].textContent === "bad\\xFFname").textContent), /name is not UTF-8/);
     const local = mkdtempSync(join(tmpdir(), "sg-dash-up-"));
     const hostileName = `${HOSTILE}'"&.txt`;
     writeFileSync(join(local, hostileName), "uploaded from the dashboard\n");
@@ -484,6 +484,8 @@ test("a session made and closed from the dashboard: its terminal, usage and file
     assert.equal(await text("#files-dir"), `workspace / ${dirName}`);
     assert.equal((await rest(`/v1/sessions/${sid}/files:stat?path=${encodeURIComponent(`${dirName}/${renamed}`)}`)).sizeBytes, "28");
 
+    await page.screenshot({ path: join(shots, "session-files.png"), fullPage: true });
+
     const downloads = mkdtempSync(join(tmpdir(), "sg-dash-dl-"));
     const cdp = await page.createCDPSession();
     await cdp.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloads });
@@ -502,7 +504,6 @@ test("a session made and closed from the dashboard: its terminal, usage and file
     assert.equal(await page.$$eval("#files img, #files svg, #files b, #files script", (n) => n.length), 0);
     assert.equal(await page.evaluate(() => document.getElementById("error").getAttribute("role")), "alert");
     await noScriptRan();
-    await page.screenshot({ path: join(shots, "session-files.png"), fullPage: true });
 
     // Closed from its page.
     await page.click("#close-session");
