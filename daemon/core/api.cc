@@ -82,6 +82,11 @@ absl::Status Api::ListFiles(const Caller& caller, const v1::ListFilesRequest& re
   return core::ListFiles(*deps_.sessions, caller, request, response);
 }
 
+absl::Status Api::GetSessionUsage(const Caller& caller, const v1::GetSessionUsageRequest& request,
+                                  v1::SessionUsage* response) {
+  return Fill(deps_.sessions->Usage(caller, request.session_id()), response);
+}
+
 absl::Status Api::StatFile(const Caller& caller, const v1::StatFileRequest& request,
                            v1::FileInfo* response) {
   return core::StatFile(*deps_.sessions, caller, request, response);

@@ -76,6 +76,10 @@ class Api {
   absl::Status MakeDirectory(const Caller& caller, const v1::MakeDirectoryRequest& request,
                              v1::FileInfo* response);
 
+  // What a live session uses now; no use of it (SessionManager::Usage).
+  absl::Status GetSessionUsage(const Caller& caller, const v1::GetSessionUsageRequest& request,
+                               v1::SessionUsage* response);
+
   // Processes of kept sessions (core/processes.h). ReadProcessOutput may wait (up to
   // processes.max_read_wait): the edge runs it where a blocked thread does no harm.
   absl::Status StartProcess(const Caller& caller, const v1::StartProcessRequest& request,

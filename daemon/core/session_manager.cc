@@ -409,6 +409,41 @@ bool SessionManager::Holds(const std::string& id) {
   return live_.count(id) > 0;
 }
 
+absl::StatusOr<v1::SessionUsage> SessionManager::Usage(const Caller& caller,
+                                                       const std::string& id) {
+  std::shared_ptr<Entry> e;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(id);
+    if (it != live_.end()) e = it->second;
+  }
+  if (!e) {
+    SANDGATE_ASSIGN_OR_RETURN(v1::Session s, Get(caller, id));  // NOT_FOUND, or not live
+    return errors::FailedPrecondition(
+        absl::StrCat("session ", id, " is not live: ", s.status_reason()));
+  }
+  if (e->tenant != caller.tenant && !caller.is_operator) return errors::NotFound("session", id);
+  {
+    absl::MutexLock lock(&e->mu);
+    if (e->ended) {
+      return errors::FailedPrecondition(
+          absl::StrCat("session ", id, " ended: ", e->record.status_reason()));
+    }
+  }
+  // The sandbox outlives a Close that races this read (the entry holds it); its usage is
+  // then FAILED_PRECONDITION from the sandbox itself.
+  SANDGATE_ASSIGN_OR_RETURN(sandbox::ResourceUsage u, e->sandbox->Usage());
+  v1::SessionUsage out;
+  out.set_session_id(id);
+  *out.mutable_sampled_at() = ToProto(deps_.clock->Now());
+  out.set_memory_bytes(u.memory_bytes);
+  out.set_memory_limit_bytes(u.memory_limit_bytes);
+  *out.mutable_cpu_time() = ToProto(u.cpu_time);
+  out.set_processes(u.processes);
+  for (std::string& why : u.unmeasured) out.add_unmeasured(std::move(why));
+  return out;
+}
+
 absl::StatusOr<std::vector<v1::Session>> SessionManager::List(const Caller& caller,
                                                               bool include_closed) {
   SANDGATE_ASSIGN_OR_RETURN(

@@ -120,6 +120,11 @@ class SessionManager {
   absl::StatusOr<std::unique_ptr<Lease>> Acquire(const Caller& caller, const std::string& id,
                                                  LeaseWatch watch = {});
 
+  // What the live session `id` uses now (sandbox::Session::Usage), sampled at the clock's now.
+  // No lease: asking is no use of the session, and keeps no idle session alive.
+  // FAILED_PRECONDITION when it ended, NOT_FOUND when unknown (or another tenant's).
+  absl::StatusOr<v1::SessionUsage> Usage(const Caller& caller, const std::string& id);
+
   // Closes every live session (drain). Blocks until their sandboxes are deleted.
   void CloseAll(const std::string& reason);
   size_t live();

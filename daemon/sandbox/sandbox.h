@@ -185,6 +185,17 @@ struct FileListing {
   bool truncated = false;          // an entry cap stopped the listing early
 };
 
+// What a session uses now, from its cgroups (local provider). A plain value.
+struct ResourceUsage {
+  uint64_t memory_bytes = 0;
+  uint64_t memory_limit_bytes = 0;  // 0: no limit in force
+  absl::Duration cpu_time;          // CPU time of all its processes, since it started
+  uint64_t processes = 0;           // processes (and threads, as the pids controller counts)
+  // What could not be measured on this host, and why ("memory: the session has no memory
+  // cgroup"); such a figure is 0.
+  std::vector<std::string> unmeasured;
+};
+
 // What a session knows of its own end when that is not the daemon's to decide (a hosted
 // container expires upstream however it is touched). A plain value.
 struct SessionHealth {
@@ -293,6 +304,13 @@ class Session {
   // With `parents`, missing parents too, and an existing directory is fine.
   virtual absl::Status MakeDirectory(absl::string_view path, bool parents) {
     return Unmanaged("mkdir");
+  }
+  // What the session uses now (its cgroups'). Cheap (a few small reads), and no use of the
+  // session: asking does not keep it from idling. Default: UNIMPLEMENTED, for providers that
+  // cannot see their sandbox's usage.
+  virtual absl::StatusOr<ResourceUsage> Usage() const {
+    return absl::UnimplementedError(
+        absl::StrCat("session ", id(), ": its provider does not measure its usage"));
   }
   // Human-readable notes about promises this session cannot keep on this host, e.g.
   // "memory limit not enforced: no memory cgroup controller available".

@@ -1029,6 +1029,10 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
           {false, &SessionOf<v1::WriteProcessInputRequest>,
            "/sandgate.v1.Sandgate/WriteProcessInput"},
           Lane::kWaits),
+      // What a session uses now, for the dashboard's live figures (docs/dashboard.md).
+      Unary<v1::GetSessionUsageRequest, v1::SessionUsage>(
+          deps, "GET", "/v1/sessions/{session_id}/usage", &Api::GetSessionUsage, {},
+          {false, &SessionOf<v1::GetSessionUsageRequest>, "/sandgate.v1.Sandgate/GetSessionUsage"}),
       // The rest of a session's files (docs/sessions.md).
       Unary<v1::StatFileRequest, v1::FileInfo>(
           deps, "GET", "/v1/sessions/{session_id}/files:stat", &Api::StatFile, {},

@@ -410,6 +410,10 @@ const ForwardTo<v1::ListProcessesRequest, v1::ListProcessesResponse> kForwardLis
     [](Async* a, grpc::ClientContext* c, const v1::ListProcessesRequest* q,
        v1::ListProcessesResponse* r, Done d) { a->ListProcesses(c, q, r, std::move(d)); }};
 
+const ForwardTo<v1::GetSessionUsageRequest, v1::SessionUsage> kForwardGetSessionUsage{
+    false, &SessionOf<v1::GetSessionUsageRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::GetSessionUsageRequest* q, v1::SessionUsage* r,
+       Done d) { a->GetSessionUsage(c, q, r, std::move(d)); }};
 const ForwardTo<v1::StatFileRequest, v1::FileInfo> kForwardStatFile{
     false, &SessionOf<v1::StatFileRequest>,
     [](Async* a, grpc::ClientContext* c, const v1::StatFileRequest* q, v1::FileInfo* r, Done d) {
@@ -584,6 +588,13 @@ grpc::ServerUnaryReactor* SandgateService::ListProcesses(grpc::CallbackServerCon
                                                          const v1::ListProcessesRequest* request,
                                                          v1::ListProcessesResponse* response) {
   return Unary(deps_, ctx, &core::Api::ListProcesses, request, response, {}, kForwardListProcesses);
+}
+
+grpc::ServerUnaryReactor* SandgateService::GetSessionUsage(
+    grpc::CallbackServerContext* ctx, const v1::GetSessionUsageRequest* request,
+    v1::SessionUsage* response) {
+  return Unary(deps_, ctx, &core::Api::GetSessionUsage, request, response, {},
+               kForwardGetSessionUsage);
 }
 
 grpc::ServerUnaryReactor* SandgateService::StatFile(grpc::CallbackServerContext* ctx,

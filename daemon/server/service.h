@@ -102,6 +102,9 @@ class SandgateService final
   grpc::ServerUnaryReactor* ListProcesses(grpc::CallbackServerContext* ctx,
                                           const v1::ListProcessesRequest* request,
                                           v1::ListProcessesResponse* response) override;
+  grpc::ServerUnaryReactor* GetSessionUsage(grpc::CallbackServerContext* ctx,
+                                            const v1::GetSessionUsageRequest* request,
+                                            v1::SessionUsage* response) override;
   grpc::ServerUnaryReactor* StatFile(grpc::CallbackServerContext* ctx,
                                      const v1::StatFileRequest* request,
                                      v1::FileInfo* response) override;

@@ -163,6 +163,47 @@ TEST_F(SessionManagerTest, ASandboxThatDiesEndsItsSessionAtOnceSayingWhy) {
 }
 
 // KeepAlive restarts the idle clock: the session then lives idle_timeout from the KeepAlive.
+// The dashboard asks for a session's usage every 2 s: that must not keep it alive.
+TEST_F(SessionManagerTest, UsageIsTheSandboxsFiguresAndAskingItHoldsNoIdleClock) {
+  sandbox::ResourceUsage figures;
+  figures.memory_bytes = 5 << 20;
+  figures.memory_limit_bytes = 1 << 30;
+  figures.cpu_time = absl::Milliseconds(1500);
+  figures.processes = 4;
+  figures.unmeasured = {"processes: no pids cgroup"};
+  provider_->SetUsage(figures);
+  v1::Session s = Create(/*idle_s=*/60);
+  for (int i = 0; i < 29; ++i) {
+    AdvanceAndSettle(absl::Seconds(2));
+    absl::StatusOr<v1::SessionUsage> u = sessions_->Usage(caller_, s.id());
+    ASSERT_TRUE(u.ok()) << u.status();
+    EXPECT_EQ(u->session_id(), s.id());
+    EXPECT_EQ(u->memory_bytes(), 5u << 20);
+    EXPECT_EQ(u->memory_limit_bytes(), 1u << 30);
+    EXPECT_EQ(u->cpu_time().seconds(), 1);
+    EXPECT_EQ(u->cpu_time().nanos(), 500000000);
+    EXPECT_EQ(u->processes(), 4u);
+    EXPECT_EQ(u->unmeasured_size(), 1);
+    EXPECT_EQ(u->sampled_at().seconds(), absl::ToUnixSeconds(clock_.Now()));
+  }
+  EXPECT_EQ(sessions_->Get(caller_, s.id())->in_flight(), 0u);
+  ExpectExpiresIn(s.id(), absl::Seconds(2));  // 60 s after its creation, asked or not
+  absl::StatusOr<v1::SessionUsage> ended = sessions_->Usage(caller_, s.id());
+  EXPECT_EQ(ended.status().code(), absl::StatusCode::kFailedPrecondition) << ended.status();
+}
+
+TEST_F(SessionManagerTest, UsageOfAnotherTenantsOrAnUnknownSessionIsNotFound) {
+  v1::Session s = Create();
+  EXPECT_EQ(sessions_->Usage(Caller{"team-b", false}, s.id()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->Usage(caller_, "nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->Usage(caller_, "\xff/../x").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(sessions_->Usage(Caller{"ops", true}, s.id()).ok()) << "operators see every session";
+  ASSERT_TRUE(sessions_->Close(caller_, s.id(), "done").ok());
+  EXPECT_EQ(sessions_->Usage(caller_, s.id()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(SessionManagerTest, KeepAliveExtendsTheIdleClockByIdleTimeoutFromNow) {
   v1::Session s = Create(/*idle_s=*/60, /*life_s=*/600);
   AdvanceAndSettle(absl::Seconds(50));

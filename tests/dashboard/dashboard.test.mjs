@@ -7,10 +7,14 @@
 // ever a document of the dashboard's origin, also when opened on its own as a user would (the
 // chart's "open image in new tab"). A queued run's page follows it (admitted, counting its age
 // and duration, ended), the header names the tenant, and a failed login's message goes once
-// the login succeeds. A screenshot of each page is kept in $SANDGATE_ARTIFACTS_DIR.
+// the login succeeds. And acting from it: a run cancelled; a session created (isolation,
+// network), a shell in its terminal (hostile output inert, xterm's colours applied under the
+// page's policy), its CPU and memory, its files uploaded, renamed, downloaded and deleted
+// under hostile names, and closed. A screenshot of each page is kept in
+// $SANDGATE_ARTIFACTS_DIR.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -343,6 +347,188 @@ test("sessions: the list with in-flight count and expiry, and a hostile file nam
   assert.equal(await page.$$eval("#files img", (n) => n.length), 0);
   await noScriptRan();
   await page.screenshot({ path: join(shots, "session.png") });
+});
+
+test("a run is cancelled from the runs list", async () => {
+  const run = await rest("/v1/runs", {
+    method: "POST",
+    body: {
+      playbook: "sandbox-probe",
+      inputs: [{ name: "statements.csv", content: readFileSync(sampleCsv).toString("base64") }],
+      sandbox: { setupCommands: ["sleep 600"] },
+    },
+  });
+  try {
+    await page.goto(`${base}/#/runs`, { waitUntil: "networkidle0" });
+    await page.waitForSelector(`button[data-cancel="${run.id}"]`, { timeout: 10000 });
+    await page.click(`button[data-cancel="${run.id}"]`);
+    await page.waitForFunction(
+      (id) => document.querySelector(`tr[data-run="${id}"] .status`)?.textContent === "CANCELLED",
+      { timeout: 20000 },
+      run.id,
+    );
+    assert.equal(await page.$(`button[data-cancel="${run.id}"]`), null, "an ended run offers no cancel");
+    assert.equal((await rest(`/v1/runs/${run.id}`)).status, "RUN_STATUS_CANCELLED");
+  } finally {
+    await rest(`/v1/runs/${run.id}:cancel`, { method: "POST", body: {} }).catch(() => {});
+  }
+});
+
+// The text the terminal shows (xterm's DOM rows).
+const terminalText = () =>
+  page.$eval("#terminal .xterm-rows", (r) => [...r.children].map((row) => row.textContent.replace(/\u00a0/g, " ")).join("\n"));
+const terminalShows = (re, timeout = 15000) =>
+  page.waitForFunction(
+    (source, flags) =>
+      new RegExp(source, flags).test(
+        [...document.querySelectorAll("#terminal .xterm-rows > div")].map((r) => r.textContent.replace(/\u00a0/g, " ")).join("\n"),
+      ),
+    { timeout },
+    re.source,
+    re.flags,
+  );
+// The rows of the file browser, as [name, type, size].
+const fileRows = () => page.$$eval("#files tbody tr", (rows) => rows.map((r) => [...r.cells].slice(0, 3).map((c) => c.textContent)));
+const fileRow = (path) => `#files tr[data-path="${path.replace(/["\\]/g, "\\$&")}"]`;
+
+test("a session made and closed from the dashboard: its terminal, usage and files, hostile names and output inert", async () => {
+  await page.goto(`${base}/#/sessions`, { waitUntil: "networkidle0" });
+  await page.waitForSelector("#new-session");
+  await page.select("#new-isolation", "namespaces");
+  await page.select("#new-network", "MODE_RESTRICTED");
+  await page.type("#new-domains", "example.com *.pypi.org");
+  await page.type("#new-idle", "300");
+  await Promise.all([page.waitForSelector("#session-actions", { timeout: 30000 }), page.click("#new-session button")]);
+  const sid = decodeURIComponent(page.url().split("/").pop());
+  const made = await rest(`/v1/sessions/${sid}`);
+  assert.equal(made.sandbox.isolation, "namespaces");
+  assert.deepEqual(made.sandbox.network, { mode: "MODE_RESTRICTED", allowedDomains: ["example.com", "*.pypi.org"] });
+  assert.equal(made.idleTimeout, "300s");
+  assert.equal(made.labels["made-by"], "dashboard");
+  try {
+    // The terminal: a shell on a pty; what is typed runs, its output shows.
+    await page.click("#open-terminal");
+    await page.waitForSelector("#terminal .xterm-rows");
+    await page.waitForFunction(() => /^p\d+: running$/.test(document.getElementById("terminal-status").textContent));
+    await page.click("#terminal");
+    await page.keyboard.type("echo sum=$((6*7))");
+    await page.keyboard.press("Enter");
+    await terminalShows(/^sum=42\s*$/m);
+    // Hostile output: markup, a title (OSC 0) and a link (OSC 8) carrying script, invalid UTF-8,
+    // and colours (a palette one, drawn by xterm's theme <style>, which the page applies under
+    // its policy; a 24-bit one, a style attribute the policy refuses): text and colour only.
+    await page.keyboard.type(
+      String.raw`printf '\033]0;<img src=x onerror=window.__pwned=7>\007<script>window.__pwned=8</script> \377\376 \033]8;;javascript:window.__pwned=9\033\\link\033]8;;\033\\ \033[31mred\033[0m \033[38;2;1;2;3mdeep\033[0m end%s\n' -of-output`,
+    );
+    await page.keyboard.press("Enter");
+    await terminalShows(/end-of-output/);
+    const shown = await terminalText();
+    assert.match(shown, /<script>window\.__pwned=8<\/script> [\uFFFD ]*link red deep end-of-output/);
+    assert.equal(await page.$$eval("#terminal script, #terminal img, #terminal a[href^=javascript]", (n) => n.length), 0);
+    const colours = await page.$$eval("#terminal .xterm-rows span", (spans) =>
+      Object.fromEntries(spans.filter((s) => ["red", "deep"].includes(s.textContent)).map((s) => [s.textContent, getComputedStyle(s).color])),
+    );
+    assert.equal(colours.red, "rgb(204, 0, 0)", "xterm's theme applies under the page's policy");
+    assert.notEqual(colours.deep, "rgb(1, 2, 3)", "no inline style applies");
+    // A file whose name is not UTF-8, made in the terminal, for the browser below.
+    await page.keyboard.type(String.raw`touch "$(printf 'bad\377name')"; echo made-$?`);
+    await page.keyboard.press("Enter");
+    await terminalShows(/^made-0\s*$/m);
+    await page.screenshot({ path: join(shots, "session-terminal.png"), fullPage: true });
+
+    // Usage: the figures come, from the session's cgroups, and CPU once there are two samples.
+    await page.waitForFunction(() => /^\d+\.\d %$/.test(document.querySelector('[data-usage="cpu"]').textContent), { timeout: 10000 });
+    assert.match(await text('[data-usage="memory"]'), /^\d+(\.\d)? (B|KiB|MiB|GiB)( of \d+\.\d (MiB|GiB))?$/);
+    assert.ok(Number(await text('[data-usage="processes"]')) >= 1);
+    const usage = await rest(`/v1/sessions/${sid}/usage`);
+    assert.ok(Number(usage.memoryBytes) > 0, JSON.stringify(usage));
+    assert.match(usage.cpuTime, /s$/);
+
+    // Closing the terminal kills its shell.
+    const shell = await page.$eval("#terminal", (t) => t.dataset.process);
+    await page.click("#open-terminal");
+    for (let i = 0; i < 100; ++i) {
+      const { processes } = await rest(`/v1/sessions/${sid}/processes`);
+      if (processes.find((p) => p.id === shell).state !== "STATE_RUNNING") break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const { processes } = await rest(`/v1/sessions/${sid}/processes`);
+    assert.equal(processes.find((p) => p.id === shell).state, "STATE_EXITED");
+
+    // Files: upload a file with a hostile name, make a directory, rename the file into it,
+    // download it, delete it; all names text, none markup.
+    await page.click("#files-refresh");
+    await page.waitForFunction(() => [...document.querySelectorAll("#files td")].some((c) => c.textContent === "bad\\xFFname"));
+    const bad = (await fileRows()).find(([name]) => name === "bad\\xFFname");
+    assert.ok(bad, JSON.stringify(await fileRows()));
+    assert.match(await page.$$eval("#files tbody tr", (rows) => rows.find((r) => r.cells[0].textContent === "bad\\xFFname").textContent), /name is not UTF-8/);
+    const local = mkdtempSync(join(tmpdir(), "sg-dash-up-"));
+    const hostileName = `${HOSTILE}'"&.txt`;
+    writeFileSync(join(local, hostileName), "uploaded from the dashboard\n");
+    const input = await page.$("#upload");
+    await input.uploadFile(join(local, hostileName));
+    await page.waitForSelector(fileRow(hostileName));
+    assert.deepEqual((await fileRows()).find(([name]) => name === hostileName), [hostileName, "regular", "28 B"]);
+    const dirName = "<b id=error>dir";
+    await page.type("#mkdir-name", dirName);
+    await page.click("#mkdir");
+    await page.waitForSelector(fileRow(dirName));
+    await page.click(`${fileRow(hostileName)} button.rename`);
+    await page.$eval(`${fileRow(hostileName)} input.rename-to`, (i) => (i.value = ""));
+    const renamed = "<svg onload=window.__pwned=10>.txt";
+    await page.type(`${fileRow(hostileName)} input.rename-to`, `${dirName}/${renamed}`);
+    await page.click(`${fileRow(hostileName)} .rename-form button`);
+    await page.waitForFunction((sel) => !document.querySelector(sel), {}, fileRow(hostileName));
+    await page.click(`${fileRow(dirName)} button.open`);
+    await page.waitForSelector(fileRow(`${dirName}/${renamed}`));
+    assert.equal(await text("#files-dir"), `workspace / ${dirName}`);
+    assert.equal((await rest(`/v1/sessions/${sid}/files:stat?path=${encodeURIComponent(`${dirName}/${renamed}`)}`)).sizeBytes, "28");
+
+    await page.screenshot({ path: join(shots, "session-files.png"), fullPage: true });
+
+    const downloads = mkdtempSync(join(tmpdir(), "sg-dash-dl-"));
+    const cdp = await page.createCDPSession();
+    await cdp.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloads });
+    await page.click(`${fileRow(`${dirName}/${renamed}`)} button.download`);
+    const done = () => readdirSync(downloads).filter((f) => !f.endsWith(".crdownload"));
+    for (let i = 0; i < 100 && done().length === 0; ++i) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(done().length, 1);
+    assert.equal(readFileSync(join(downloads, done()[0]), "utf8"), "uploaded from the dashboard\n");
+
+    const del = `${fileRow(`${dirName}/${renamed}`)} button.delete`;
+    await page.click(del);
+    assert.equal(await text(del), "Delete?", "a delete is asked twice");
+    await page.click(del);
+    await page.waitForFunction((sel) => !document.querySelector(sel), {}, fileRow(`${dirName}/${renamed}`));
+    await assert.rejects(rest(`/v1/sessions/${sid}/files:stat?path=${encodeURIComponent(`${dirName}/${renamed}`)}`), /404/);
+    assert.equal(await page.$$eval("#files img, #files svg, #files b, #files script", (n) => n.length), 0);
+    assert.equal(await page.evaluate(() => document.getElementById("error").getAttribute("role")), "alert");
+    await noScriptRan();
+
+    // Closed from its page.
+    await page.click("#close-session");
+    await page.waitForFunction(() => document.querySelector("#session-head .status")?.textContent === "CLOSED", { timeout: 30000 });
+    assert.equal((await rest(`/v1/sessions/${sid}`)).status, "SESSION_STATUS_CLOSED");
+    await assert.rejects(rest(`/v1/sessions/${sid}/usage`), /412/);
+  } finally {
+    await rest(`/v1/sessions/${sid}:close`, { method: "POST", body: {} }).catch(() => {});
+  }
+});
+
+test("a session is closed from the sessions list; another tenant's usage is not found", async () => {
+  const session = await rest("/v1/sessions", { method: "POST", body: {} });
+  await assert.rejects(rest(`/v1/sessions/${session.id}/usage`, { token: OTHER }), /404/);
+  await assert.rejects(rest("/v1/sessions/%FF%FE/usage"), /: 400 .*UTF-8/);
+  await assert.rejects(rest("/v1/sessions/..%2F..%2Fetc/usage"), /: 404 /);
+  await page.goto(`${base}/#/sessions`, { waitUntil: "networkidle0" });
+  await page.waitForSelector(`button[data-close="${session.id}"]`);
+  await page.click(`button[data-close="${session.id}"]`);
+  await page.waitForFunction(
+    (id) => document.querySelector(`tr[data-session="${id}"] .status`)?.textContent === "CLOSED",
+    { timeout: 30000 },
+    session.id,
+  );
+  assert.equal(await page.$(`button[data-close="${session.id}"]`), null);
 });
 
 test("the cleanup state: operators see the journal (the open session in it), tenants are told", async () => {

@@ -14,4 +14,6 @@ cd "$here"
 if [ ! -d node_modules/puppeteer-core ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund >&2 || { echo "tests/dashboard: npm ci failed" >&2; exit 2; }
 fi
+# The terminal's xterm.js embedded in the daemon is the package its package-lock.json pins.
+"$here/../../daemon/server/dashboard/vendor/update.sh" --check
 exec node --test --test-concurrency=1 "$here"/*.test.mjs

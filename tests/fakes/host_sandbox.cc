@@ -193,6 +193,7 @@ class HostSession : public sandbox::Session {
     return errors::Unavailable("HostSession does not list files");
   }
   std::vector<std::string> Warnings() const override { return {"host session: no isolation"}; }
+  absl::StatusOr<sandbox::ResourceUsage> Usage() const override { return provider_->usage(); }
   sandbox::SessionHealth Health() const override {
     absl::MutexLock lock(&mu_);
     sandbox::SessionHealth h;

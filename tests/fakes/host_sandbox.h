@@ -66,6 +66,15 @@ class HostProvider : public sandbox::Provider {
     decisions_.erase(session_id);
     deaths_.erase(session_id);
   }
+  // What every session's Usage() answers from now on (the host fake has no cgroups).
+  void SetUsage(sandbox::ResourceUsage usage) {
+    absl::MutexLock lock(&mu_);
+    usage_ = std::move(usage);
+  }
+  sandbox::ResourceUsage usage() {
+    absl::MutexLock lock(&mu_);
+    return usage_;
+  }
   int live_sessions() const { return live_.load(); }
   int created_sessions() const { return created_.load(); }
   std::atomic<int>& live() { return live_; }
@@ -76,6 +85,7 @@ class HostProvider : public sandbox::Provider {
   absl::Mutex mu_;
   absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_next_close_ ABSL_GUARDED_BY(mu_);
+  sandbox::ResourceUsage usage_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::function<void(const sandbox::NetworkDecision&)>> decisions_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::function<void(const std::string&)>> deaths_ ABSL_GUARDED_BY(mu_);

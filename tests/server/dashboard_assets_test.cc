@@ -38,7 +38,7 @@ TEST(DashboardFilesTest, EveryFileThePageLoadsIsEmbeddedAndNothingComesFromElsew
     std::string target = (*it)[1];
     EXPECT_NE(FindDashboardFile(target), nullptr) << target << " is not embedded";
   }
-  EXPECT_GE(refs, 4);  // the style sheet and three scripts
+  EXPECT_GE(refs, 7);  // two style sheets and five scripts
   // Nothing is fetched from the internet: no absolute URL in the page or its own script.
   for (std::string_view path : {"/ui/index.html", "/ui/app.js", "/ui/style.css"}) {
     std::string body(FindDashboardFile(path)->body);
@@ -48,6 +48,11 @@ TEST(DashboardFilesTest, EveryFileThePageLoadsIsEmbeddedAndNothingComesFromElsew
   // The two libraries are the real ones, whole.
   EXPECT_GT(FindDashboardFile("/ui/vendor/marked.min.js")->body.size(), 20000u);
   EXPECT_NE(FindDashboardFile("/ui/vendor/purify.min.js")->body.find("DOMPurify"),
+            std::string_view::npos);
+  // The terminal's: xterm.js (bundled, whole), its style sheet and the fit addon.
+  EXPECT_GT(FindDashboardFile("/ui/vendor/xterm.js")->body.size(), 300000u);
+  EXPECT_NE(FindDashboardFile("/ui/vendor/xterm.css")->body.find(".xterm"), std::string_view::npos);
+  EXPECT_NE(FindDashboardFile("/ui/vendor/addon-fit.js")->body.find("FitAddon"),
             std::string_view::npos);
 }
 

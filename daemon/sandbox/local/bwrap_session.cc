@@ -741,6 +741,14 @@ absl::Status BwrapSession::MakeDirectory(absl::string_view path, bool parents) {
   return files->MakeDirectory(path, parents);
 }
 
+absl::StatusOr<ResourceUsage> BwrapSession::Usage() const {
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_) return errors::FailedPrecondition(absl::StrCat("session ", id(), " is closed"));
+  }
+  return cgroups_.Usage();
+}
+
 std::vector<std::string> BwrapSession::Warnings() const { return warnings_; }
 
 absl::Status BwrapSession::Close() {

@@ -100,6 +100,7 @@ class BwrapSession : public Session {
   absl::Status RemoveFile(absl::string_view path, bool recursive) override;
   absl::Status RenameFile(absl::string_view from, absl::string_view to, bool overwrite) override;
   absl::Status MakeDirectory(absl::string_view path, bool parents) override;
+  absl::StatusOr<ResourceUsage> Usage() const override;
   std::vector<std::string> Warnings() const override;
   // Expired once the init or bwrap has exited without Close, with the reason (Death()); the
   // first answer after a death may wait up to a second for bwrap to say how its init ended.

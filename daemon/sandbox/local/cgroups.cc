@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "common/errors.h"
 #include "common/unique_fd.h"
+#include "sandbox/local/cgroup_usage.h"
 
 namespace sandgate::sandbox::local {
 namespace {
@@ -367,6 +368,17 @@ std::vector<std::string> SessionCgroups::v1_dirs() const {
     if (!p->empty()) out.push_back(*p);
   }
   return out;
+}
+
+ResourceUsage SessionCgroups::Usage() const {
+  CgroupUsageFiles files;
+  files.unified = unified_;
+  files.unified_memory = unified_memory_;
+  files.unified_pids = unified_pids_;
+  files.memory_v1 = memory_;
+  files.cpu_v1 = cpu_;
+  files.pids_v1 = pids_;
+  return ReadCgroupUsage(files);
 }
 
 uint64_t SessionCgroups::OomKillCount() const {

@@ -20,7 +20,7 @@
 //   cg.KillAndRemove(absl::Seconds(2), *Clock::Real());
 //
 // Thread safety: CgroupHost is an immutable value. A SessionCgroups is not thread safe except
-// OomKillCount(), which only reads the kernel.
+// OomKillCount() and Usage(), which only read the kernel.
 #ifndef SANDGATE_SANDBOX_LOCAL_CGROUPS_H_
 #define SANDGATE_SANDBOX_LOCAL_CGROUPS_H_
 
@@ -36,6 +36,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "sandbox/sandbox.h"
 
 namespace sandgate::sandbox::local {
 
@@ -92,6 +93,8 @@ class SessionCgroups {
   // new sandbox process must be placed.
   std::vector<std::string> v1_dirs() const;
   const std::string& v2_dir() const { return unified_; }
+  // Memory, CPU time and processes now (cgroup_usage.h).
+  ResourceUsage Usage() const;
   // OOM kills so far in the session's memory cgroup; 0 when there is none.
   uint64_t OomKillCount() const;
   // Kills every process in the session's cgroups, waits up to `wait` of `clock` for them to

@@ -1,6 +1,10 @@
 // sandgate's dashboard: runs, a run's live events, checks, artifacts, memo and chart; sessions
-// and their files. It reads the REST/JSON face of the API (proto3 JSON mapping) with the
-// caller's bearer token, which stays in this tab's sessionStorage.
+// and their files. It reads and acts through the REST/JSON face of the API (proto3 JSON
+// mapping) with the caller's bearer token, which stays in this tab's sessionStorage and goes
+// only in the Authorization header of its own requests (no cookie: another site's page cannot
+// make the browser act with it). It acts too: creates and closes sessions, cancels runs,
+// manages a session's files, opens a terminal into it (xterm.js over the process routes), and
+// shows its CPU and memory.
 //
 // Everything shown comes from sandboxes and callers, so nothing is ever parsed as HTML here:
 // every text goes in with textContent, except the memo, which marked renders and DOMPurify
@@ -52,7 +56,16 @@ async function api(path, options = {}) {
   if (!res.ok) throw await apiError(res);
   return res;
 }
-const getJson = async (path) => (await api(path)).json();
+const getJson = async (path, options = {}) => (await api(path, options)).json();
+const postJson = async (path, body = {}, options = {}) =>
+  (
+    await api(path, {
+      ...options,
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    })
+  ).json();
 const enc = encodeURIComponent;
 
 // A run's events from after `afterSeq`, live, each once, until run.finished: server-sent
@@ -146,12 +159,29 @@ setInterval(tick, 1000);
 
 const bytes = (n) => {
   const v = Number(n ?? 0);
-  return v < 1024 ? `${v} B` : v < 1 << 20 ? `${(v / 1024).toFixed(1)} KiB` : `${(v / (1 << 20)).toFixed(1)} MiB`;
+  if (v < 1024) return `${v} B`;
+  if (v < 1 << 20) return `${(v / 1024).toFixed(1)} KiB`;
+  return v < 1 << 30 ? `${(v / (1 << 20)).toFixed(1)} MiB` : `${(v / (1 << 30)).toFixed(1)} GiB`;
 };
 
-function decodeBase64(b64) {
-  const raw = atob(b64 ?? "");
-  return new TextDecoder().decode(Uint8Array.from(raw, (c) => c.charCodeAt(0)));
+const base64Bytes = (b64) => Uint8Array.from(atob(b64 ?? ""), (c) => c.charCodeAt(0));
+const decodeBase64 = (b64) => new TextDecoder().decode(base64Bytes(b64));
+const bytesBase64 = (bytes) => btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join(""));
+
+// A button that does `fn` when clicked, disabled until it is done; an error goes to the toast.
+function action(label, attrs, fn) {
+  const button = el("button", { type: "button", text: label, ...attrs });
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      await fn(button);
+    } catch (e) {
+      showError(e);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return button;
 }
 
 // The error toast: shown for a while, or until what it complains about is put right (a good
@@ -208,6 +238,15 @@ function loginPage() {
   main.replaceChildren(form);
 }
 
+const finished = (status) => ["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(short(status, "RUN_STATUS_"));
+
+// Cancels a queued or running run (POST /v1/runs/{id}:cancel), then `then()` shows it again.
+const cancelButton = (runId, then) =>
+  action("Cancel", { class: "cancel-run", "data-cancel": runId }, async () => {
+    await postJson(`/v1/runs/${enc(runId)}:cancel`);
+    await then();
+  });
+
 async function runsPage() {
   const filter = el("input", { type: "search", id: "filter", placeholder: "filter: id, playbook, agent, tenant…" });
   const status = el(
@@ -229,7 +268,7 @@ async function runsPage() {
     });
     holder.replaceChildren(
       table(
-        ["run", "status", "playbook", "agent", "provider", "tenant", "age", "duration"],
+        ["run", "status", "playbook", "agent", "provider", "tenant", "age", "duration", ""],
         shown.map((r) =>
           el(
             "tr",
@@ -242,6 +281,7 @@ async function runsPage() {
             el("td", { text: r.tenant }),
             el("td", {}, liveAge(r.createdAt)),
             el("td", {}, liveDuration(r.startedAt, r.finishedAt)),
+            el("td", {}, finished(r.status) ? null : cancelButton(r.id, load)),
           ),
         ),
       ),
@@ -315,7 +355,6 @@ function renderMarkdown(text) {
   });
 }
 
-const finished = (status) => ["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(short(status, "RUN_STATUS_"));
 
 async function runPage(runId) {
   const abort = new AbortController();
@@ -367,6 +406,7 @@ async function runPage(runId) {
           ["reason", r.statusReason ?? ""],
         ].map(([k, v]) => el("div", { class: "card" }, el("div", { class: "label", text: k }), typeof v === "string" ? el("div", { text: v }) : el("div", {}, v))),
       ),
+      ...(done ? [] : [el("p", { class: "actions" }, cancelButton(runId, refresh))]),
     );
     const s = r.summary;
     if (s) {
@@ -473,26 +513,89 @@ async function runPage(runId) {
   };
 }
 
+const sessionStatus = (s) => el("span", { class: `status ${short(s, "SESSION_STATUS_")}`, text: short(s, "SESSION_STATUS_") });
+const live = (s) => short(s.status, "SESSION_STATUS_") === "ACTIVE";
+
+// Closes a session (POST /v1/sessions/{id}:close): its sandbox and everything running in it
+// go; then `then()` shows it again.
+const closeButton = (sessionId, then, attrs = {}) =>
+  action("Close", { class: "close-session", "data-close": sessionId, ...attrs }, async () => {
+    await postJson(`/v1/sessions/${enc(sessionId)}:close`, { reason: "closed from the dashboard" });
+    await then();
+  });
+
+// The form that creates a session (POST /v1/sessions): its isolation level and network mode
+// (with the allowed domains of a restricted one), and its idle timeout. The rest is the
+// daemon's or the tenant's default. (No image: the API has no image field yet; when it does,
+// it goes here as one more field of `sandbox`.)
+function newSessionForm() {
+  const isolation = el(
+    "select",
+    { id: "new-isolation" },
+    ...[
+      ["", "default isolation"],
+      ["namespaces", "namespaces"],
+      ["gvisor", "gvisor"],
+    ].map(([v, t]) => el("option", { value: v, text: t })),
+  );
+  const network = el(
+    "select",
+    { id: "new-network" },
+    ...["DISABLED", "RESTRICTED", "ENABLED"].map((m) => el("option", { value: `MODE_${m}`, text: `network ${m.toLowerCase()}` })),
+  );
+  const domains = el("input", { id: "new-domains", placeholder: "allowed domains: api.example.com *.pypi.org", size: "36", hidden: "" });
+  const idle = el("input", { id: "new-idle", type: "number", min: "1", placeholder: "idle timeout (s)", size: "14" });
+  network.addEventListener("change", () => (domains.hidden = network.value !== "MODE_RESTRICTED"));
+  const form = el(
+    "form",
+    { id: "new-session", class: "filters" },
+    isolation,
+    network,
+    domains,
+    idle,
+    el("button", { type: "submit", text: "Create session" }),
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const button = form.querySelector("button");
+    button.disabled = true;
+    try {
+      const sandbox = { network: { mode: network.value } };
+      if (isolation.value) sandbox.isolation = isolation.value;
+      if (network.value === "MODE_RESTRICTED") sandbox.network.allowedDomains = domains.value.split(/[\s,]+/).filter(Boolean);
+      if (idle.value) sandbox.idleTimeout = `${Number(idle.value)}s`;
+      const s = await postJson("/v1/sessions", { sandbox, labels: { "made-by": "dashboard" } });
+      location.hash = `#/sessions/${enc(s.id)}`;
+    } catch (e) {
+      showError(e);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return form;
+}
+
 async function sessionsPage() {
   const holder = el("div", { id: "sessions" });
-  main.replaceChildren(el("h1", { text: "Sessions" }), holder);
+  main.replaceChildren(el("h1", { text: "Sessions" }), newSessionForm(), holder);
   const load = async () => {
     const list = (await getJson("/v1/sessions?includeClosed=true")).sessions ?? [];
     holder.replaceChildren(
       table(
-        ["session", "status", "provider", "tenant", "in flight", "expires in", "age"],
+        ["session", "status", "provider", "tenant", "in flight", "expires in", "age", ""],
         list.map((s) => {
-          const left = s.expiresAt && short(s.status, "SESSION_STATUS_") === "ACTIVE" ? Math.max(0, (Date.parse(s.expiresAt) - Date.now()) / 1000) : null;
+          const left = s.expiresAt && live(s) ? Math.max(0, (Date.parse(s.expiresAt) - Date.now()) / 1000) : null;
           return el(
             "tr",
             { "data-session": s.id },
             el("td", {}, el("a", { href: `#/sessions/${enc(s.id)}`, class: "mono", text: s.id })),
-            el("td", {}, el("span", { class: `status ${short(s.status, "SESSION_STATUS_")}`, text: short(s.status, "SESSION_STATUS_") })),
+            el("td", {}, sessionStatus(s.status)),
             el("td", { text: s.provider }),
             el("td", { text: s.tenant }),
             el("td", { class: "num", text: String(s.inFlight ?? 0) }),
             el("td", { text: left === null ? "" : `${Math.round(left)} s` }),
             el("td", {}, liveAge(s.createdAt)),
+            el("td", {}, live(s) ? closeButton(s.id, load) : null),
           );
         }),
       ),
@@ -503,23 +606,303 @@ async function sessionsPage() {
   return () => clearInterval(timer);
 }
 
+// ---- a session: its usage, terminal and files -------------------------------------------
+
+// What a session uses, from its cgroups (GET /v1/sessions/{id}/usage every 2 s): memory (of
+// its limit), CPU as the share of one core between two samples, processes. Asking is no use
+// of the session: the page open does not keep it from idling out.
+function usagePanel(sessionId) {
+  const card = (key, label) => el("div", { class: "card" }, el("div", { class: "label", text: label }), el("div", { "data-usage": key, text: "…" }));
+  const panel = el("div", { id: "usage", class: "grid" }, card("cpu", "CPU (of one core)"), card("memory", "memory"), card("processes", "processes"), card("cpu-time", "CPU time"));
+  const show = (key, text) => (panel.querySelector(`[data-usage="${key}"]`).textContent = text);
+  const seconds = (d) => Number(String(d ?? "0s").replace(/s$/, ""));
+  let last = null;
+  const sample = async () => {
+    const u = await getJson(`/v1/sessions/${enc(sessionId)}/usage`);
+    const cpu = seconds(u.cpuTime);
+    const at = Date.parse(u.sampledAt);
+    if (last && at > last.at) show("cpu", `${((100 * (cpu - last.cpu) * 1000) / (at - last.at)).toFixed(1)} %`);
+    last = { cpu, at };
+    const limit = Number(u.memoryLimitBytes ?? 0);
+    show("memory", limit ? `${bytes(u.memoryBytes)} of ${bytes(limit)}` : bytes(u.memoryBytes));
+    show("processes", String(u.processes ?? 0));
+    show("cpu-time", `${cpu.toFixed(2)} s`);
+    panel.title = (u.unmeasured ?? []).join("\n");
+  };
+  // A session that ended has no usage (412): the figures stop there, without a toast each time.
+  const failed = (e) => {
+    if (!(e instanceof ApiError && e.httpStatus === 412)) return showError(e);
+    clearInterval(timer);
+    for (const n of panel.querySelectorAll("[data-usage]")) n.textContent = "ended";
+  };
+  const timer = setInterval(() => sample().catch(failed), 2000);
+  sample().catch(failed);
+  return { panel, stop: () => clearInterval(timer) };
+}
+
+// xterm.js styles what it draws with <style> elements it makes itself (the sizes of its rows,
+// the colours of its theme and palette), which the page's policy refuses (style-src 'self': no
+// inline style). What they hold is xterm's own CSS, never a byte of the terminal's (those only
+// ever become the text of its rows), so those of the terminal's element (and the one xterm puts
+// in <head>) are applied through the CSSOM instead, which the policy leaves alone: each becomes
+// a constructed style sheet. The policy stays what it is for everything else; so 24-bit
+// colours, which xterm gives a cell as a style attribute, show in the default colour.
+function applyTerminalStyles(root) {
+  const sheets = new Map(); // a <style> element → [its text, its constructed sheet]
+  const sync = () => {
+    for (const s of [...root.querySelectorAll("style"), ...document.head.querySelectorAll("style")]) {
+      const known = sheets.get(s);
+      if (known?.[0] === s.textContent) continue;
+      const sheet = known?.[1] ?? new CSSStyleSheet();
+      sheet.replaceSync(s.textContent);
+      sheets.set(s, [s.textContent, sheet]);
+    }
+    for (const s of sheets.keys()) if (!s.isConnected) sheets.delete(s);
+    const mine = new Set([...sheets.values()].map(([, sheet]) => sheet));
+    const others = document.adoptedStyleSheets.filter((x) => !x.__terminal);
+    for (const sheet of mine) sheet.__terminal = true;
+    document.adoptedStyleSheets = [...others, ...mine];
+  };
+  const observer = new MutationObserver(sync);
+  for (const target of [root, document.head]) observer.observe(target, { childList: true, characterData: true, subtree: true });
+  sync();
+  return () => {
+    observer.disconnect();
+    document.adoptedStyleSheets = document.adoptedStyleSheets.filter((x) => !x.__terminal);
+  };
+}
+
+// The shell a terminal runs: bash where the sandbox has it, else sh (as `sandgate session shell`).
+const SHELL = "if command -v bash >/dev/null 2>&1; then exec bash -i; else exec sh -i; fi";
+
+// A terminal into the session: a process on a pseudo-terminal (POST …/processes with pty),
+// its output read from the last offset by long poll (GET …/output?offset=&wait=) and written
+// to xterm.js as the raw bytes they are (xterm interprets escape sequences and decodes UTF-8;
+// nothing of it is ever HTML); keys, pastes and resizes go to it in order (POST …:input). The
+// same routes every client uses: no protocol of the dashboard's own. Closing it (or leaving
+// the page) kills the process.
+function openTerminal(sessionId, holder, status) {
+  const abort = new AbortController();
+  const term = new Terminal({
+    scrollback: 5000,
+    fontSize: 13,
+    cursorBlink: true,
+    fontFamily: "ui-monospace, monospace",
+    // A link the output makes (OSC 8) is not followed: xterm's own default would confirm() and
+    // then navigate a window of this origin to it, a javascript: URL included.
+    linkHandler: { activate: () => {}, allowNonHttpProtocols: false },
+  });
+  const fit = new FitAddon.FitAddon();
+  term.loadAddon(fit);
+  const unstyle = applyTerminalStyles(holder);
+  term.open(holder);
+  fit.fit();
+  const base = `/v1/sessions/${enc(sessionId)}/processes`;
+  let process = null;
+  let queue = Promise.resolve();
+  const send = (body) => {
+    queue = queue.then(() => process && postJson(`${base}/${enc(process)}:input`, body, { signal: abort.signal })).catch((e) => abort.signal.aborted || showError(e));
+  };
+  const utf8 = new TextEncoder();
+  term.onData((d) => send({ data: bytesBase64(utf8.encode(d)) }));
+  term.onBinary((d) => send({ data: btoa(d) }));
+  term.onResize(({ rows, cols }) => send({ resize: { rows, cols } }));
+  const refit = () => fit.fit();
+  window.addEventListener("resize", refit);
+
+  const run = async () => {
+    const p = await postJson(base, { command: SHELL, pty: { rows: term.rows, cols: term.cols }, env: { TERM: "xterm-256color" } }, { signal: abort.signal });
+    process = p.id;
+    holder.dataset.process = p.id;
+    status.textContent = `${p.id}: running`;
+    term.focus();
+    let offset = 0;
+    for (;;) {
+      const out = await getJson(`${base}/${enc(p.id)}/output?offset=${offset}&wait=20s`, { signal: abort.signal });
+      for (const c of out.chunks ?? []) term.write(base64Bytes(c.data));
+      if (Number(out.droppedBytes ?? 0) > 0) status.textContent = `${p.id}: ${bytes(out.droppedBytes)} of output no longer held`;
+      offset = Number(out.nextOffset ?? offset);
+      const state = out.process?.state;
+      if (state !== "STATE_RUNNING" && !(out.chunks ?? []).length) {
+        const f = out.process?.finished ?? {};
+        status.textContent = `${p.id}: ended, ${f.signal ? `signal ${f.signal}` : `exit ${f.exitCode ?? 0}`}${out.process?.error ? ` (${out.process.error})` : ""}`;
+        return;
+      }
+    }
+  };
+  run().catch((e) => abort.signal.aborted || showError(e));
+  return () => {
+    if (process) postJson(`${base}/${enc(process)}:input`, { signal: "SIGKILL" }).catch(() => {}); // it may have ended
+    abort.abort();
+    window.removeEventListener("resize", refit);
+    term.dispose();
+    unstyle();
+  };
+}
+
+// The parts of a workspace path, each encoded for a URL ("a b/c" → "a%20b/c").
+const pathUrl = (path) => path.split("/").map(enc).join("/");
+const joinPath = (dir, name) => (dir ? `${dir}/${name}` : name);
+
+// A session's file browser: one directory at a time (ListFiles lists below it; its direct
+// entries are shown), open a directory, upload into it, make one, download, rename and delete.
+// Names are the sandbox's and hostile: they are only ever text, and go into URLs encoded. A
+// name that is not UTF-8 is listed escaped (path_escaped) and names no file: it cannot be
+// acted on from here.
+function fileBrowser(sessionId) {
+  const api_ = `/v1/sessions/${enc(sessionId)}`;
+  const where = el("div", { id: "files-dir", class: "mono" });
+  const listing = el("div", { id: "files" });
+  const upload = el("input", { type: "file", id: "upload", multiple: "" });
+  const dirName = el("input", { id: "mkdir-name", placeholder: "new directory" });
+  let dir = "";
+  const load = async () => {
+    const files = (await getJson(`${api_}/files?dir=${enc(dir)}`)).files ?? [];
+    const prefix = dir ? `${dir}/` : "";
+    const entries = files.filter((f) => f.path.startsWith(prefix) && !f.path.slice(prefix.length).includes("/"));
+    where.replaceChildren(
+      el("button", { type: "button", class: "linkish", "data-dir": "", text: "workspace", onclick: () => go("") }),
+      ...dir.split("/").filter(Boolean).flatMap((part, i, parts) => {
+        const to = parts.slice(0, i + 1).join("/");
+        return [" / ", el("button", { type: "button", class: "linkish", "data-dir": to, text: part, onclick: () => go(to) })];
+      }),
+    );
+    listing.replaceChildren(table(["name", "type", "size", ""], entries.map(row)));
+  };
+  const go = (to) => {
+    dir = to;
+    load().catch(showError);
+  };
+  const row = (f) => {
+    const name = f.path.slice(dir ? dir.length + 1 : 0);
+    const type = short(f.type, "TYPE_").toLowerCase();
+    const nameCell = el("td", { class: "mono" });
+    if (type === "directory" && !f.pathEscaped) nameCell.append(el("button", { type: "button", class: "linkish open", text: name, onclick: () => go(f.path) }));
+    else nameCell.textContent = name;
+    const actions = el("td", { class: "actions" });
+    if (f.pathEscaped) {
+      actions.textContent = "name is not UTF-8";
+    } else {
+      if (type === "regular") actions.append(action("Download", { class: "download" }, () => downloadFile(f.path, name)));
+      actions.append(
+        action("Rename", { class: "rename" }, () => renameInline(f, name, nameCell)),
+        action("Delete", { class: "delete" }, async (b) => {
+          // Asked twice, not by a dialog: the first click arms it.
+          if (b.dataset.armed !== "1") {
+            b.dataset.armed = "1";
+            b.textContent = "Delete?";
+            return;
+          }
+          await postJson(`${api_}/files:delete`, { path: f.path, recursive: type === "directory" });
+          await load();
+        }),
+      );
+    }
+    return el("tr", { "data-path": f.pathEscaped ? "" : f.path }, nameCell, el("td", { text: type }), el("td", { class: "num", text: type === "regular" ? bytes(f.sizeBytes) : "" }), actions);
+  };
+  const renameInline = (f, name, cell) => {
+    const input = el("input", { class: "rename-to", value: name, size: "30" });
+    const form = el("form", { class: "rename-form" }, input, el("button", { type: "submit", text: "Save" }));
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      try {
+        await postJson(`${api_}/files:rename`, { from: f.path, to: joinPath(dir, input.value) });
+        await load();
+      } catch (e) {
+        showError(e);
+      }
+    });
+    cell.replaceChildren(form);
+    input.focus();
+  };
+  // As a run's artifact: an octet-stream blob behind a download link, never a page here.
+  const downloadFile = async (path, name) => {
+    const blob = new Blob([await (await api(`${api_}/files/${pathUrl(path)}`)).blob()], { type: "application/octet-stream" });
+    const url = URL.createObjectURL(blob);
+    el("a", { href: url, download: name }).click();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  };
+  upload.addEventListener("change", async () => {
+    try {
+      for (const file of upload.files) {
+        await api(`${api_}/files/${pathUrl(joinPath(dir, file.name))}`, { method: "PUT", body: file });
+      }
+      await load();
+    } catch (e) {
+      showError(e);
+    } finally {
+      upload.value = "";
+    }
+  });
+  const mkdir = action("Make directory", { id: "mkdir" }, async () => {
+    if (!dirName.value) return;
+    await postJson(`${api_}/files:mkdir`, { path: joinPath(dir, dirName.value) });
+    dirName.value = "";
+    await load();
+  });
+  const box = el(
+    "div",
+    { id: "file-browser" },
+    el("div", { class: "filters" }, where, el("label", { class: "upload" }, "Upload ", upload), dirName, mkdir, action("Refresh", { id: "files-refresh" }, load)),
+    listing,
+  );
+  return { box, load };
+}
+
 async function sessionPage(id) {
   const s = await getJson(`/v1/sessions/${enc(id)}`);
-  const files = (await getJson(`/v1/sessions/${enc(id)}/files`)).files ?? [];
+  const stops = [];
+  const reload = () => route();
+  const head = el(
+    "p",
+    { id: "session-head" },
+    sessionStatus(s.status),
+    ` ${[s.provider, s.sandbox?.isolation, `network ${short(s.sandbox?.network?.mode ?? "MODE_DISABLED", "MODE_").toLowerCase()}`, s.workdir, s.statusReason].filter(Boolean).join(" · ")}`,
+  );
+  if (!live(s)) {
+    main.replaceChildren(el("h1", {}, "Session ", el("span", { class: "mono", text: id })), head);
+    return () => {};
+  }
+  const usage = usagePanel(id);
+  stops.push(usage.stop);
+  const termHolder = el("div", { id: "terminal" });
+  const termStatus = el("span", { id: "terminal-status" });
+  let closeTerm = null;
+  const termButton = el("button", { type: "button", id: "open-terminal", text: "Open terminal" });
+  termButton.addEventListener("click", () => {
+    if (closeTerm) {
+      closeTerm();
+      closeTerm = null;
+      termButton.textContent = "Open terminal";
+      termStatus.textContent = "";
+      return;
+    }
+    closeTerm = openTerminal(id, termHolder, termStatus);
+    termButton.textContent = "Close terminal";
+  });
+  stops.push(() => closeTerm?.());
+  const files = fileBrowser(id);
   main.replaceChildren(
     el("h1", {}, "Session ", el("span", { class: "mono", text: id })),
-    el("p", {}, el("span", { class: `status ${short(s.status, "SESSION_STATUS_")}`, text: short(s.status, "SESSION_STATUS_") }), ` ${s.provider} · ${s.workdir ?? ""} · ${s.statusReason ?? ""}`),
-    el("h2", { text: "Files" }),
+    head,
     el(
-      "div",
-      { id: "files" },
-      table(
-        ["path", "type", "size"],
-        files.map((f) => el("tr", {}, el("td", { class: "mono", text: f.path }), el("td", { text: short(f.type, "TYPE_").toLowerCase() }), el("td", { class: "num", text: bytes(f.sizeBytes) }))),
-      ),
+      "p",
+      { class: "actions", id: "session-actions" },
+      closeButton(id, reload, { id: "close-session" }),
+      // Snapshots (take one, restore it into a new session) are being added by the snapshots
+      // work: their buttons go in here.
+      el("span", { id: "snapshot-actions" }),
     ),
+    el("h2", { text: "Usage" }),
+    usage.panel,
+    el("h2", { text: "Terminal" }),
+    el("p", { class: "actions" }, termButton, " ", termStatus),
+    termHolder,
+    el("h2", { text: "Files" }),
+    files.box,
   );
-  return () => {};
+  await files.load();
+  return () => stops.forEach((stop) => stop());
 }
 
 // What the resource journal holds, on every replica: each sandbox, container or upstream
