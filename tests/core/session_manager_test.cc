@@ -192,12 +192,13 @@ TEST_F(SessionManagerTest, UsageIsTheSandboxsFiguresAndAskingItHoldsNoIdleClock)
   EXPECT_EQ(ended.status().code(), absl::StatusCode::kFailedPrecondition) << ended.status();
 }
 
-TEST_F(SessionManagerTest, UsageOfAnotherTenantsOrAnUnknownSessionIsNotFound) {
+TEST_F(SessionManagerTest, UsageOfAnotherTenantsOrAnUnknownSessionIsNotFoundABadIdInvalid) {
   v1::Session s = Create();
   EXPECT_EQ(sessions_->Usage(Caller{"team-b", false}, s.id()).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(sessions_->Usage(caller_, "nope").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(sessions_->Usage(caller_, "\xff/../x").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sessions_->Usage(caller_, "\xff/../x").status().code(),
+            absl::StatusCode::kInvalidArgument);  // not an id at all
   EXPECT_TRUE(sessions_->Usage(Caller{"ops", true}, s.id()).ok()) << "operators see every session";
   ASSERT_TRUE(sessions_->Close(caller_, s.id(), "done").ok());
   EXPECT_EQ(sessions_->Usage(caller_, s.id()).status().code(),

@@ -282,6 +282,46 @@ TEST_F(RestTest, EverySessionRouteAnswersAsGrpcDoes) {
              "KeepAlive of a closed session");
 }
 
+// Issue 23 item 6: a session's usage (the dashboard's live figures) over REST as over gRPC:
+// its cgroups' figures, another tenant's session NOT_FOUND, a closed one FAILED_PRECONDITION,
+// an id that is not UTF-8 refused naming the field.
+TEST_F(RestTest, SessionUsageAnswersAsGrpcDoes) {
+  Answer created = Http("POST", Url("/v1/sessions"), kAlice, "{}");
+  ASSERT_EQ(created.status, 200) << created.body;
+  const std::string sid = Parse<v1::Session>(created).id();
+  const std::string path = "/v1/sessions/" + sid + "/usage";
+  v1::GetSessionUsageRequest req;
+  req.set_session_id(sid);
+
+  v1::SessionUsage grpc_usage;
+  grpc::Status st = stub_->GetSessionUsage(DaemonHarness::Context(kAlice).get(), req, &grpc_usage);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(grpc_usage.session_id(), sid);
+  EXPECT_GT(grpc_usage.memory_bytes(), 0u) << grpc_usage.DebugString();
+  EXPECT_GT(grpc_usage.processes(), 0u) << grpc_usage.DebugString();
+  Answer rest = Http("GET", Url(path), kAlice);
+  ASSERT_EQ(rest.status, 200) << rest.body;
+  v1::SessionUsage rest_usage = Parse<v1::SessionUsage>(rest);
+  // Two samples a moment apart: the same session, limit and what is unmeasured.
+  EXPECT_EQ(rest_usage.session_id(), sid);
+  EXPECT_EQ(rest_usage.memory_limit_bytes(), grpc_usage.memory_limit_bytes());
+  EXPECT_EQ(rest_usage.unmeasured_size(), grpc_usage.unmeasured_size());
+  EXPECT_GT(rest_usage.memory_bytes(), 0u);
+
+  st = stub_->GetSessionUsage(DaemonHarness::Context(kBob).get(), req, &grpc_usage);
+  ExpectSame(Http("GET", Url(path), kBob), st, grpc_usage, "another tenant's session");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  Answer bad = Http("GET", Url("/v1/sessions/%FF/usage"), kAlice);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(bad.body.find("UTF-8"), std::string::npos) << bad.body;
+
+  ASSERT_EQ(Http("POST", Url("/v1/sessions/" + sid + ":close"), kAlice, "{}").status, 200);
+  st = stub_->GetSessionUsage(DaemonHarness::Context(kAlice).get(), req, &grpc_usage);
+  ExpectSame(Http("GET", Url(path), kAlice), st, grpc_usage, "a closed session");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
 // Issue 23: processes over REST, as over gRPC: a python3 -i driven through a terminal, its
 // output read from offsets with waits, input in base64, a signal, and the hostile cases.
 TEST_F(RestTest, ProcessRoutesTalkToAProcessAsGrpcDoes) {

@@ -326,8 +326,12 @@ async function artifactBlob(runId, name) {
 // An artifact saved to disk: the bytes as an octet-stream blob, so even a navigation to its
 // URL would download it rather than show it as a page of this origin.
 async function download(runId, name) {
-  const blob = new Blob([await artifactBlob(runId, name)], { type: "application/octet-stream" });
-  const url = URL.createObjectURL(blob);
+  saveBlob(await artifactBlob(runId, name), name);
+}
+
+// Saves bytes as a file called `name`: an octet-stream blob behind a download link.
+function saveBlob(bytes, name) {
+  const url = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
   el("a", { href: url, download: name }).click();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
@@ -750,14 +754,14 @@ const joinPath = (dir, name) => (dir ? `${dir}/${name}` : name);
 // name that is not UTF-8 is listed escaped (path_escaped) and names no file: it cannot be
 // acted on from here.
 function fileBrowser(sessionId) {
-  const api_ = `/v1/sessions/${enc(sessionId)}`;
+  const sessionPath = `/v1/sessions/${enc(sessionId)}`;
   const where = el("div", { id: "files-dir", class: "mono" });
   const listing = el("div", { id: "files" });
   const upload = el("input", { type: "file", id: "upload", multiple: "" });
   const dirName = el("input", { id: "mkdir-name", placeholder: "new directory" });
   let dir = "";
   const load = async () => {
-    const files = (await getJson(`${api_}/files?dir=${enc(dir)}`)).files ?? [];
+    const files = (await getJson(`${sessionPath}/files?dir=${enc(dir)}`)).files ?? [];
     const prefix = dir ? `${dir}/` : "";
     const entries = files.filter((f) => f.path.startsWith(prefix) && !f.path.slice(prefix.length).includes("/"));
     where.replaceChildren(
@@ -793,7 +797,7 @@ function fileBrowser(sessionId) {
             b.textContent = "Delete?";
             return;
           }
-          await postJson(`${api_}/files:delete`, { path: f.path, recursive: type === "directory" });
+          await postJson(`${sessionPath}/files:delete`, { path: f.path, recursive: type === "directory" });
           await load();
         }),
       );
@@ -806,7 +810,7 @@ function fileBrowser(sessionId) {
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       try {
-        await postJson(`${api_}/files:rename`, { from: f.path, to: joinPath(dir, input.value) });
+        await postJson(`${sessionPath}/files:rename`, { from: f.path, to: joinPath(dir, input.value) });
         await load();
       } catch (e) {
         showError(e);
@@ -816,16 +820,11 @@ function fileBrowser(sessionId) {
     input.focus();
   };
   // As a run's artifact: an octet-stream blob behind a download link, never a page here.
-  const downloadFile = async (path, name) => {
-    const blob = new Blob([await (await api(`${api_}/files/${pathUrl(path)}`)).blob()], { type: "application/octet-stream" });
-    const url = URL.createObjectURL(blob);
-    el("a", { href: url, download: name }).click();
-    setTimeout(() => URL.revokeObjectURL(url), 10000);
-  };
+  const downloadFile = async (path, name) => saveBlob(await (await api(`${sessionPath}/files/${pathUrl(path)}`)).blob(), name);
   upload.addEventListener("change", async () => {
     try {
       for (const file of upload.files) {
-        await api(`${api_}/files/${pathUrl(joinPath(dir, file.name))}`, { method: "PUT", body: file });
+        await api(`${sessionPath}/files/${pathUrl(joinPath(dir, file.name))}`, { method: "PUT", body: file });
       }
       await load();
     } catch (e) {
@@ -836,7 +835,7 @@ function fileBrowser(sessionId) {
   });
   const mkdir = action("Make directory", { id: "mkdir" }, async () => {
     if (!dirName.value) return;
-    await postJson(`${api_}/files:mkdir`, { path: joinPath(dir, dirName.value) });
+    await postJson(`${sessionPath}/files:mkdir`, { path: joinPath(dir, dirName.value) });
     dirName.value = "";
     await load();
   });
