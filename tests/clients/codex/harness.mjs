@@ -11,8 +11,9 @@ export const TOKEN = "codex-test-token";
 export const OTHER = "codex-other-token";
 
 // The daemon, serving REST on a free loopback port; `http` is its base URL.
-export async function startRestDaemon() {
+export async function startRestDaemon(config = {}) {
   const daemon = await startDaemon({
+    ...config,
     http_listen: "127.0.0.1:0",
     allow_plaintext_tokens: true,
     tenants: [
