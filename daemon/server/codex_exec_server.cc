@@ -551,10 +551,11 @@ CodexExecServer::Answer CodexExecServer::ProcessSignal(const Json& params,
   write.set_signal(signal);
   v1::WriteProcessInputResponse written;
   absl::Status st = deps_.api->WriteProcessInput(caller_, write, &written);
-  // An ended process takes no signal: terminate answers that it was not running.
+  // An ended process takes no signal: terminate answers that it was not running. A signal
+  // taken went to a running process (which may be gone by now: it is not asked again).
   if (st.code() == absl::StatusCode::kFailedPrecondition) return Result({{"running", false}});
   if (!st.ok()) return ErrorOf(st);
-  return Result({{"running", written.process().state() == v1::Process::STATE_RUNNING}});
+  return Result({{"running", true}});
 }
 
 CodexExecServer::Answer CodexExecServer::FsReadFile(const Json& params) {
