@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -363,16 +364,31 @@ CodexExecServer::Answer CodexExecServer::ProcessStart(const Json& params) {
   auto proc = std::make_shared<Proc>();
   proc->id = *id;
   proc->tty = tty;
+  std::vector<std::shared_ptr<Proc>> forgotten;
+  absl::Cleanup join_forgotten = [&forgotten] {
+    for (auto& p : forgotten) {
+      if (p->pump.joinable()) p->pump.join();  // it has pushed its end
+    }
+  };
   {
     absl::MutexLock lock(&mu_);
     if (procs_.count(*id) > 0) {
       return Error(kInvalidRequest,
                    absl::StrCat("process '", EscapeInvalidUtf8(*id), "' already exists"));
     }
+    // At the limit, the processes that ended are forgotten (Codex starts one per command).
+    for (auto it = procs_.begin(); procs_.size() >= options_.max_processes && it != procs_.end();) {
+      if (it->second->closed) {
+        forgotten.push_back(std::move(it->second));
+        it = procs_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     if (procs_.size() >= options_.max_processes) {
       return Error(kInvalidRequest,
-                   absl::StrCat("this connection knows ", procs_.size(),
-                                " processes already (at most ", options_.max_processes, ")"));
+                   absl::StrCat("this connection has ", procs_.size(),
+                                " processes running (at most ", options_.max_processes, ")"));
     }
     procs_[*id] = proc;  // held against a second start of the same id
   }

@@ -69,7 +69,9 @@ class CodexExecServer {
     // Output kept per process for process/read (the oldest goes first); the pushed
     // notifications do not depend on it.
     uint64_t kept_output_bytes = 1 << 20;
-    size_t max_processes = 1024;  // processes known to one connection at once
+    // Processes of one connection running at once; those that ended are forgotten (and
+    // process/read no longer finds them) once this many are known.
+    size_t max_processes = 1024;
     std::string executor_version = "sandgate";
   };
   using Send = std::function<void(std::string message)>;

@@ -105,8 +105,10 @@ class CodexExecServerTest : public ::testing::Test {
   }
 
   std::unique_ptr<CodexExecServer> Connect(const core::Caller& caller, Outbox* out,
-                                           uint64_t max_file_bytes = 1 << 20) {
+                                           uint64_t max_file_bytes = 1 << 20,
+                                           size_t max_processes = 1024) {
     CodexExecServer::Options options;
+    options.max_processes = max_processes;
     options.session_id = session_.id();
     options.workdir = workdir_;
     options.max_file_bytes = max_file_bytes;
@@ -431,6 +433,22 @@ TEST_F(CodexExecServerTest, AnotherConnectionsProcessesAndAnotherTenantsSessionA
       ErrorCode(Call("fs/readFile", {{"path", Url("private")}}, stranger.get(), &stranger_out)),
       CodexExecServer::kNotFound);
   EXPECT_NE(access((workdir_ + "/planted").c_str(), F_OK), 0);
+}
+
+// Codex starts a process per command: ended ones make room; running ones are the limit.
+TEST_F(CodexExecServerTest, EndedProcessesMakeRoomRunningOnesAreTheLimit) {
+  server_ = Connect(caller_, &out_, 1 << 20, /*max_processes=*/2);
+  Initialize();
+  int exit_code = -1;
+  for (const char* id : {"a", "b", "c", "d"}) {
+    ASSERT_TRUE(Start(id, {"true"}).contains("result")) << id;
+    OutputOf(id, &out_, &exit_code);
+  }
+  ASSERT_TRUE(Start("s1", {"sleep", "100"}).contains("result"));
+  ASSERT_TRUE(Start("s2", {"sleep", "100"}).contains("result"));
+  Json full = Start("s3", {"true"});
+  EXPECT_EQ(ErrorCode(full), CodexExecServer::kInvalidRequest);
+  EXPECT_THAT(ErrorMessage(full), HasSubstr("2 processes running (at most 2)"));
 }
 
 TEST_F(CodexExecServerTest, TheConnectionsEndKillsWhatItLeftRunning) {
