@@ -25,7 +25,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libsqlite3-dev libseccomp-dev libexpat1-dev libpq-dev
-  libmicrohttpd-dev libgnutls28-dev
+  libmicrohttpd-dev libgnutls28-dev libwebsocketpp-dev
   bubblewrap runsc python3 procps
   libjs-marked node-dompurify
 )

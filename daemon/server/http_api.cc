@@ -21,6 +21,7 @@
 #include "core/exec_stream.h"
 #include "core/file_transfer.h"
 #include "nlohmann/json.hpp"
+#include "server/codex_exec_route.h"
 #include "server/dashboard_assets.h"
 #include "server/forwarding.h"
 #include "server/http_request.h"
@@ -1061,6 +1062,7 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
       UploadRoute(deps),
       DownloadRoute(deps),
       WhoAmIRoute(deps),
+      CodexExecServerRoute(deps),  // server/codex_exec_route.h: a WebSocket
       Unary<v1::DrainRequest, v1::DrainResponse>(
           deps, "POST", "/v1/daemon:drain", &Api::Drain,
           {"Drain", [](const v1::DrainRequest&,

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
@@ -254,6 +255,31 @@ class HttpServer::Exchange final : public HttpExchange,
     if (gone) gone();
   }
 
+  void Upgrade(HttpHeaders headers, std::function<void(UpgradedConnection)> upgraded) override {
+    auto* pending = new PendingUpgrade{shared_from_this(), std::move(upgraded)};
+    MHD_Response* r = MHD_create_response_for_upgrade(&Exchange::Switched, pending);
+    for (const auto& [name, value] : headers) {
+      // MHD says "Connection: Upgrade" itself; a second would make it "Upgrade, Upgrade",
+      // which strict clients (Codex's tungstenite) refuse.
+      if (absl::EqualsIgnoreCase(name, "connection")) continue;
+      MHD_add_response_header(r, name.c_str(), value.c_str());
+    }
+    bool counted;
+    bool queued = false;
+    {
+      absl::MutexLock lock(&mu_);
+      counted = CountAnsweredLocked();
+      if (!answered_ && !closed_) {
+        answered_ = true;
+        queued = MHD_queue_response(connection_, MHD_HTTP_SWITCHING_PROTOCOLS, r) == MHD_YES;
+        ResumeLocked();
+      }
+    }
+    MHD_destroy_response(r);
+    if (!queued) delete pending;  // never switched: MHD does not call it
+    if (counted) server_->Answered();
+  }
+
   void OnClose(std::function<void()> on_close) override {
     {
       absl::MutexLock lock(&mu_);
@@ -364,6 +390,27 @@ class HttpServer::Exchange final : public HttpExchange,
     return 0;
   }
 
+  struct PendingUpgrade {
+    std::shared_ptr<Exchange> exchange;
+    std::function<void(UpgradedConnection)> upgraded;
+  };
+
+  // MHD's upgrade handler, on the polling thread, once the 101 was sent.
+  static void Switched(void* cls, MHD_Connection*, void*, const char* extra_in,
+                       size_t extra_in_size, MHD_socket sock, MHD_UpgradeResponseHandle* urh) {
+    std::unique_ptr<PendingUpgrade> pending(static_cast<PendingUpgrade*>(cls));
+    std::shared_ptr<Exchange> self = pending->exchange;
+    self->server_->Upgraded(self);
+    UpgradedConnection c;
+    c.fd = sock;
+    if (extra_in_size > 0) c.early_data.assign(extra_in, extra_in_size);
+    c.release = [self, urh] {
+      MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+      self->server_->Released(self.get());
+    };
+    pending->upgraded(std::move(c));
+  }
+
   // The response is gone (the connection ended): the producer is told, once.
   static void Free(void* cls) {
     auto* holder = static_cast<std::shared_ptr<Exchange>*>(cls);
@@ -418,7 +465,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   std::unique_ptr<HttpServer> server(new HttpServer(std::move(options), std::move(routes)));
   const HttpServerOptions& o = server->options_;
   unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                       MHD_USE_ERROR_LOG;
+                       MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
   if (tls) {
     flags |= MHD_USE_TLS;
     server->tls_identity_ = TlsIdentity::Install(o);
@@ -585,6 +632,16 @@ void HttpServer::WatchLoop() {
   }
 }
 
+void HttpServer::Upgraded(const std::shared_ptr<Exchange>& exchange) {
+  absl::MutexLock lock(&mu_);
+  upgraded_[exchange.get()] = exchange;
+}
+
+void HttpServer::Released(Exchange* exchange) {
+  absl::MutexLock lock(&mu_);
+  upgraded_.erase(exchange);
+}
+
 void HttpServer::Answered() {
   absl::MutexLock lock(&mu_);
   --unanswered_;
@@ -621,8 +678,20 @@ void HttpServer::Stop() {
     log::Warning("http.watcher", {{"message", "cannot wake the hang-up watcher"}});
   }
   if (watcher_.joinable()) watcher_.join();
-  // MHD must not be stopped with a connection suspended: each stream ends and resumes.
+  // MHD must not be stopped with a connection suspended: each stream ends and resumes. Nor
+  // with an upgraded one open: each is told to end, and given back.
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, weak] : upgraded_) {
+      if (auto e = weak.lock()) live.push_back(std::move(e));
+    }
+  }
   for (auto& e : live) e->Close();
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](std::map<Exchange*, std::weak_ptr<Exchange>>* m) { return m->empty(); }, &upgraded_));
+  }
   MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
   if (epoll_fd_ >= 0) close(epoll_fd_);

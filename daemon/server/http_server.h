@@ -65,7 +65,18 @@ struct HttpResponse {
   std::string body;
 };
 
-// One request's answer. Exactly one of Reply or Stream, once, from any thread.
+// A connection switched to another protocol (HTTP/1.1 101, HttpExchange::Upgrade): its socket
+// (bidirectional; with TLS, MHD's end of a pair it relays through TLS), the bytes the client
+// sent after the request that were already read, and `release`, to be called exactly once
+// when done with it: the server then closes the socket. HttpServer::Stop closes the
+// exchange (its OnClose) and waits for every release.
+struct UpgradedConnection {
+  int fd = -1;
+  std::string early_data;
+  std::function<void()> release;
+};
+
+// One request's answer. Exactly one of Reply, Stream or Upgrade, once, from any thread.
 class HttpExchange {
  public:
   // Pulls a streamed body: called (on an executor or the polling thread, never under the
@@ -86,6 +97,10 @@ class HttpExchange {
   // also before any answer began: a handler whose work outlives the client (a command) stops
   // it then. Called at once when that has already happened. Stream's on_close replaces it.
   virtual void OnClose(std::function<void()> on_close) = 0;
+  // Answers 101 Switching Protocols with `headers` (they must name the Upgrade); once sent,
+  // `upgraded` gets the connection, on the polling thread (it must not block). Not called
+  // when the client went away first.
+  virtual void Upgrade(HttpHeaders headers, std::function<void(UpgradedConnection)> upgraded) = 0;
   // Appends to a stream (before Stream: kept, and sent first); false once it is closed (the
   // data is dropped).
   virtual bool Write(std::string data) = 0;
@@ -152,7 +167,10 @@ class HttpServer {
                            size_t* upload_data_size, void** con_cls);
   static void Completed(void* cls, MHD_Connection* connection, void** con_cls, int toe);
   void Dispatch(const std::shared_ptr<Exchange>& exchange);
-  void Answered();  // a handler's Reply or Stream has run
+  void Answered();  // a handler's Reply, Stream or Upgrade has run
+  // An upgraded connection handed over, and given back (its release).
+  void Upgraded(const std::shared_ptr<Exchange>& exchange);
+  void Released(Exchange* exchange);
   // Hang-ups: a suspended connection is not watched by MHD, so a client that goes away while
   // its answer is being made (a command with no output yet, a quiet stream) would go unseen
   // until something is written. The watcher thread polls each dispatched connection's socket
@@ -178,6 +196,8 @@ class HttpServer {
   std::map<uint64_t, std::weak_ptr<Exchange>> watched_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_id_ ABSL_GUARDED_BY(mu_) = 1;
   int unanswered_ ABSL_GUARDED_BY(mu_) = 0;  // handlers that have not replied yet
+  // Upgraded connections not yet released; Stop closes them and waits.
+  std::map<Exchange*, std::weak_ptr<Exchange>> upgraded_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
+#include "sandbox/local/workspace_files.h"
 
 namespace sandgate::testing {
 namespace {
@@ -189,8 +191,27 @@ class HostSession : public sandbox::Session {
     return absl::OkStatus();
   }
 
+  // The rest of the file calls as the bubblewrap session makes them (its WorkspaceFiles, on
+  // this directory, with the test's own ids).
   absl::StatusOr<sandbox::FileListing> ListFiles(absl::string_view dir) override {
-    return errors::Unavailable("HostSession does not list files");
+    SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+    return files->ListFiles(dir);
+  }
+  absl::StatusOr<sandbox::FileEntry> StatFile(absl::string_view path) override {
+    SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+    return files->Stat(path);
+  }
+  absl::Status RemoveFile(absl::string_view path, bool recursive) override {
+    SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+    return files->Remove(path, recursive);
+  }
+  absl::Status RenameFile(absl::string_view from, absl::string_view to, bool overwrite) override {
+    SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+    return files->Rename(from, to, overwrite);
+  }
+  absl::Status MakeDirectory(absl::string_view path, bool parents) override {
+    SANDGATE_ASSIGN_OR_RETURN(auto files, Files());
+    return files->MakeDirectory(path, parents);
   }
   std::vector<std::string> Warnings() const override { return {"host session: no isolation"}; }
   absl::StatusOr<sandbox::ResourceUsage> Usage() const override { return provider_->usage(); }
@@ -232,6 +253,16 @@ class HostSession : public sandbox::Session {
   }
 
  private:
+  absl::StatusOr<std::shared_ptr<const sandbox::local::WorkspaceFiles>> Files() {
+    absl::MutexLock lock(&mu_);
+    if (files_ == nullptr) {
+      SANDGATE_ASSIGN_OR_RETURN(UniqueFd root, sandbox::local::WorkspaceFiles::OpenRoot(dir_));
+      files_ = std::make_shared<const sandbox::local::WorkspaceFiles>(std::move(root), getuid(),
+                                                                      getgid());
+    }
+    return files_;
+  }
+
   HostProvider* const provider_;
   const std::string id_, dir_;
   const std::map<std::string, std::string> env_;
@@ -239,6 +270,7 @@ class HostSession : public sandbox::Session {
   mutable absl::Mutex mu_;
   std::string death_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_ended_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const sandbox::local::WorkspaceFiles> files_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
