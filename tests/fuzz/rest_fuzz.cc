@@ -91,6 +91,10 @@ class FuzzExchange final : public HttpExchange {
     }
     if (gone) gone();
   }
+  void Upgrade(HttpResponse response, std::function<void(Upgraded)>,
+               std::function<void()>) override {
+    Reply(std::move(response));  // no connection to take over here: checked as an answer
+  }
   void OnClose(std::function<void()> on_close) override {
     {
       absl::MutexLock lock(&mu_);
