@@ -37,8 +37,7 @@ void PrintPort(const v1::ExposedPort& p, bool json) {
     std::printf("%s\n", ToJson(p).c_str());
     return;
   }
-  std::printf("%-6u %4u  %s\n", p.port(), p.open_connections(),
-              TerminalSafe(p.url()).c_str());
+  std::printf("%-6u %4u  %s\n", p.port(), p.open_connections(), TerminalSafe(p.url()).c_str());
 }
 
 }  // namespace
@@ -57,8 +56,8 @@ int SessionExpose(Client& client, const Args& args) {
     if (!args.Has("--signed")) return Usage("--ttl: only with --signed");
     absl::Duration d;
     if (!ParseTtl(ttl, &d)) {
-      return Usage(absl::StrCat("--ttl: expected a duration (10m, 1h, 600), got '",
-                                TerminalSafe(ttl), "'"));
+      return Usage(
+          absl::StrCat("--ttl: expected a duration (10m, 1h, 600), got '", TerminalSafe(ttl), "'"));
     }
     *req.mutable_signed_ttl() = TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(d));
   }
@@ -75,8 +74,7 @@ int SessionExpose(Client& client, const Args& args) {
   // The signed URL alone when asked for one (it needs no token); else the tenant's URL.
   std::printf("%s\n", TerminalSafe(args.Has("--signed") ? resp.signed_url() : resp.url()).c_str());
   if (args.Has("--signed")) {
-    std::fprintf(stderr, "expires %s\n",
-                 TimeUtil::ToString(resp.signed_expires_at()).c_str());
+    std::fprintf(stderr, "expires %s\n", TimeUtil::ToString(resp.signed_expires_at()).c_str());
   }
   return 0;
 }

@@ -242,12 +242,13 @@ const ArgsGrammar& Grammar() {
                         kGlobalUsage),
            {"--eof"}},
           {"session expose",
-           absl::StrCat("usage: sandgate session expose ID PORT [--signed [--ttl 10m]] [--json]\n"
-                        "Makes PORT, which the session's code listens on at 127.0.0.1 inside the\n"
-                        "sandbox, reachable through the daemon's REST port (HTTP and WebSocket) with\n"
-                        "your token, and prints its URL. --signed prints a URL that needs no token\n"
-                        "instead, valid for --ttl (default 1h; 10m, 2h, or seconds).\n",
-                        kGlobalUsage),
+           absl::StrCat(
+               "usage: sandgate session expose ID PORT [--signed [--ttl 10m]] [--json]\n"
+               "Makes PORT, which the session's code listens on at 127.0.0.1 inside the\n"
+               "sandbox, reachable through the daemon's REST port (HTTP and WebSocket) with\n"
+               "your token, and prints its URL. --signed prints a URL that needs no token\n"
+               "instead, valid for --ttl (default 1h; 10m, 2h, or seconds).\n",
+               kGlobalUsage),
            {"--signed", "--ttl", "--json"}},
           {"session unexpose",
            absl::StrCat("usage: sandgate session unexpose ID PORT\n"

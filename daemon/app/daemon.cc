@@ -319,9 +319,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
       core::ProcessManager::Deps{&p->config, p->sessions.get(), Clock::Real()});
   SANDGATE_ASSIGN_OR_RETURN(std::string signing_key,
                             core::PortManager::LoadSigningKey(p->config.ports));
-  p->ports = std::make_unique<core::PortManager>(core::PortManager::Deps{
-      &p->config.ports, p->sessions.get(), Clock::Real(), std::move(signing_key),
-      p->config.ports.public_url});
+  p->ports = std::make_unique<core::PortManager>(
+      core::PortManager::Deps{&p->config.ports, p->sessions.get(), Clock::Real(),
+                              std::move(signing_key), p->config.ports.public_url});
 
   core::RunManagerDeps deps;
   deps.config = &p->config;
@@ -438,8 +438,8 @@ absl::Status Daemon::StartHttp(Parts& p) {
       o.tls_reload_interval_seconds = p.config.tls.reload_interval_seconds;
     }
     server::HttpServer::Routes routes = server::RestRoutes(p.http_deps);
-    p.port_proxy = std::make_unique<server::PortProxy>(server::PortProxy::Deps{
-        p.tenants.get(), p.ports.get(), &p.config.ports, Clock::Real()});
+    p.port_proxy = std::make_unique<server::PortProxy>(
+        server::PortProxy::Deps{p.tenants.get(), p.ports.get(), &p.config.ports, Clock::Real()});
     for (server::HttpRoute& r : p.port_proxy->Routes()) routes.push_back(std::move(r));
     routes.push_back(server::MetricsRoute(render, p.tenants.get()));
     for (server::HttpRoute& r : server::DashboardRoutes()) routes.push_back(std::move(r));

@@ -107,11 +107,11 @@ struct ProcessLimits {
 // REST port's /v1/sessions/{id}/ports/{port}/..., and its signed URLs.
 struct PortLimits {
   uint32_t max_exposed_per_session = 8;
-  uint32_t max_connections_per_session = 32;  // proxied connections open at once
-  uint32_t max_connections = 256;             // all sessions' together, on this daemon
-  uint64_t max_body_bytes = 16ull << 20;      // a proxied request's body
-  uint64_t max_header_bytes = 64ull << 10;    // the sandbox's answer head
-  uint64_t max_connection_bytes = 1ull << 30;  // both ways, one connection (a WebSocket's too)
+  uint32_t max_connections_per_session = 32;        // proxied connections open at once
+  uint32_t max_connections = 256;                   // all sessions' together, on this daemon
+  uint64_t max_body_bytes = 16ull << 20;            // a proxied request's body
+  uint64_t max_header_bytes = 64ull << 10;          // the sandbox's answer head
+  uint64_t max_connection_bytes = 1ull << 30;       // both ways, one connection (a WebSocket's too)
   absl::Duration idle_timeout = absl::Seconds(60);  // no byte either way: the connection ends
   absl::Duration connect_timeout = absl::Seconds(5);
   absl::Duration max_signed_ttl = absl::Hours(24);

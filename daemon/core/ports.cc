@@ -83,9 +83,9 @@ std::string PortManager::Sign(const std::string& id, uint16_t port, int64_t expi
   unsigned int mac_len = 0;
   HMAC(EVP_sha256(), deps_.signing_key.data(), static_cast<int>(deps_.signing_key.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &mac_len);
-  return absl::StrCat(expiry, ".",
-                      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(mac),
-                                                                mac_len)));
+  return absl::StrCat(
+      expiry, ".",
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(mac), mac_len)));
 }
 
 void PortManager::Fill(const std::string& id, uint16_t port, const Exposure& e,
@@ -101,23 +101,23 @@ void PortManager::Fill(const std::string& id, uint16_t port, const Exposure& e,
 void PortManager::ForgetEndedLocked() {
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     it = it->second.open == 0 && !deps_.sessions->Holds(it->first) ? sessions_.erase(it)
-                                                                    : std::next(it);
+                                                                   : std::next(it);
   }
 }
 
 absl::Status PortManager::Expose(const Caller& caller, const v1::ExposePortRequest& request,
                                  v1::ExposedPort* response) {
   SANDGATE_RETURN_IF_ERROR(CheckPortField(request.port()));
-  const absl::Duration ttl = request.has_signed_ttl() ? FromProto(request.signed_ttl())
-                                                      : deps_.limits->default_signed_ttl;
+  const absl::Duration ttl =
+      request.has_signed_ttl() ? FromProto(request.signed_ttl()) : deps_.limits->default_signed_ttl;
   if (request.has_signed_ttl() && !request.signed_url()) {
     return errors::InvalidArgument("signed_ttl: only with signed_url");
   }
   if (request.signed_url() && (ttl <= absl::ZeroDuration() || ttl > deps_.limits->max_signed_ttl)) {
-    return errors::InvalidArgument(
-        absl::StrCat("signed_ttl: expected more than 0 s and at most ",
-                     absl::FormatDuration(deps_.limits->max_signed_ttl),
-                     " (ports.max_signed_ttl_seconds), got ", absl::FormatDuration(ttl)));
+    return errors::InvalidArgument(absl::StrCat("signed_ttl: expected more than 0 s and at most ",
+                                                absl::FormatDuration(deps_.limits->max_signed_ttl),
+                                                " (ports.max_signed_ttl_seconds), got ",
+                                                absl::FormatDuration(ttl)));
   }
   // The caller's own live session (NOT_FOUND otherwise), on a provider that can reach ports.
   SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<SessionManager::Lease> lease,
@@ -136,9 +136,9 @@ absl::Status PortManager::Expose(const Caller& caller, const v1::ExposePortReque
   auto it = s.ports.find(port);
   if (it == s.ports.end()) {
     if (s.ports.size() >= deps_.limits->max_exposed_per_session) {
-      return errors::ResourceExhausted(
-          absl::StrCat("session ", request.session_id(), " already exposes ", s.ports.size(),
-                       " ports (ports.max_exposed_per_session)"));
+      return errors::ResourceExhausted(absl::StrCat("session ", request.session_id(),
+                                                    " already exposes ", s.ports.size(),
+                                                    " ports (ports.max_exposed_per_session)"));
     }
     it = s.ports.emplace(port, Exposure{now, {}}).first;
   }

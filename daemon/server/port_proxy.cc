@@ -216,9 +216,9 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   }
 
   std::string UpstreamRequest(bool upgrade) const {
-    std::string out = absl::StrCat(request_.method, " ", target_,
-                                   upgrade ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", "Host: 127.0.0.1:",
-                                   port_, "\r\n");
+    std::string out =
+        absl::StrCat(request_.method, " ", target_, upgrade ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n",
+                     "Host: 127.0.0.1:", port_, "\r\n");
     for (const auto& [name, value] : request_.headers) {
       if (NotForwarded(name)) continue;
       absl::StrAppend(&out, name, ": ", value, "\r\n");
@@ -252,9 +252,8 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
       }
     });
     if (!WriteAll(up, UpstreamRequest(upgrade)) || !WriteAll(up, body_)) {
-      return x_->Reply(BadGateway(errors::Unavailable(
-          absl::StrCat("port ", port_, " of session ", session_, " did not take the request: ",
-                       why_))));
+      return x_->Reply(BadGateway(errors::Unavailable(absl::StrCat(
+          "port ", port_, " of session ", session_, " did not take the request: ", why_))));
     }
     // The answer's head, bounded.
     std::string in;
@@ -291,8 +290,8 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
     std::string rest = in.substr(end + 4);
     if (head->status == 101) {
       if (!upgrade) {
-        return x_->Reply(BadGateway(
-            errors::Unavailable("the sandbox's server switched protocols unasked")));
+        return x_->Reply(
+            BadGateway(errors::Unavailable("the sandbox's server switched protocols unasked")));
       }
       return Relay101(*head, std::move(rest));
     }
@@ -322,8 +321,8 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
           "the sandbox's server answered an HTTP/1.0 request with chunked encoding")));
     }
     HttpHeaders headers = AnswerHeaders(head, false);
-    const bool no_body = head.status < 200 || head.status == 204 || head.status == 304 ||
-                         request_.method == "HEAD";
+    const bool no_body =
+        head.status < 200 || head.status == 204 || head.status == 304 || request_.method == "HEAD";
     if (no_body) return x_->Reply({head.status, std::move(headers), ""});
     uint64_t length = HttpExchange::kUnknownLength;
     if (!absl::SimpleAtoi(head.Header("content-length"), &length)) {
@@ -530,7 +529,8 @@ void PortProxy::Stop() {
   absl::MutexLock lock(&mu_);
   stopping_ = true;
   for (Relay* r : relays_) r->Stop();
-  mu_.Await(absl::Condition(+[](std::set<Relay*>* s) { return s->empty(); }, &relays_));
+  mu_.Await(absl::Condition(
+      +[](std::set<Relay*>* s) { return s->empty(); }, &relays_));
 }
 
 HttpRoute PortProxy::MakeRoute(const std::string& method, const std::string& pattern,
@@ -569,15 +569,15 @@ HttpRoute PortProxy::MakeRoute(const std::string& method, const std::string& pat
     const uint64_t max_body = deps_.limits->max_body_bytes;
     uint64_t declared = 0;
     if (absl::SimpleAtoi(http.Header("content-length"), &declared) && declared > max_body) {
-      sink.refused = JsonError(errors::InvalidArgument(absl::StrCat(
-          "the request body is over ", max_body, " bytes (ports.max_body_bytes)")));
+      sink.refused = JsonError(errors::InvalidArgument(
+          absl::StrCat("the request body is over ", max_body, " bytes (ports.max_body_bytes)")));
       sink.refused->status = 413;
       return sink;
     }
     sink.append = [body, max_body](const char* data, size_t size) -> std::optional<HttpResponse> {
       if (body->size() + size > max_body) {
-        HttpResponse r = JsonError(errors::InvalidArgument(absl::StrCat(
-            "the request body is over ", max_body, " bytes (ports.max_body_bytes)")));
+        HttpResponse r = JsonError(errors::InvalidArgument(
+            absl::StrCat("the request body is over ", max_body, " bytes (ports.max_body_bytes)")));
         r.status = 413;
         return r;
       }

@@ -52,7 +52,8 @@ long Get(CURL* curl, const std::string& url, const std::string& token, size_t* b
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Sink);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, bytes);
   curl_slist* headers = nullptr;
-  if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
+  if (!token.empty())
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + token).c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   long status = 0;
   if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -71,9 +72,9 @@ int main(int argc, char** argv) {
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
   const int http_port = FreePort();
-  Daemon d = Daemon::Start(std::string(R"({"http_listen": "127.0.0.1:)") +
-                           std::to_string(http_port) +
-                           R"(", "allow_plaintext_tokens": true, "tenants": [{"name": "bench",
+  Daemon d =
+      Daemon::Start(std::string(R"({"http_listen": "127.0.0.1:)") + std::to_string(http_port) +
+                    R"(", "allow_plaintext_tokens": true, "tenants": [{"name": "bench",
       "token_sha256": "7137e16f75a1d75b6fd65930672814806cdc1a0d6e0aa38611afc996a402258b"}]})");
   // (the sha256 of "bench-token")
   auto stub = d.Stub();
@@ -121,11 +122,12 @@ int main(int argc, char** argv) {
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     dup2(null, 2);
-    execlp("python3", "python3", "-m", "http.server", std::to_string(direct_port).c_str(),
-           "--bind", "127.0.0.1", nullptr);
+    execlp("python3", "python3", "-m", "http.server", std::to_string(direct_port).c_str(), "--bind",
+           "127.0.0.1", nullptr);
     _exit(127);
   }
-  const std::string proxied = "http://127.0.0.1:" + std::to_string(http_port) + exposed.path() + "f.txt";
+  const std::string proxied =
+      "http://127.0.0.1:" + std::to_string(http_port) + exposed.path() + "f.txt";
   const std::string direct = "http://127.0.0.1:" + std::to_string(direct_port) + "/f.txt";
   CURL* curl = curl_easy_init();
   for (int i = 0; i < 200; ++i) {  // both servers up

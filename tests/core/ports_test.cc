@@ -167,8 +167,7 @@ TEST_F(PortsTest, UnexposingEndsItsSignedUrlsAndOpenConnections) {
   EXPECT_TRUE((*conn)->cancel().cancelled());
   EXPECT_EQ(ports_->CheckGrant(sid, server.port(), GrantOf(*p)).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(ports_->Open(alice_, sid, server.port()).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ports_->Open(alice_, sid, server.port()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ports_->Unexpose(alice_, un, &done).code(), absl::StatusCode::kNotFound);
 }
 

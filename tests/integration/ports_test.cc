@@ -84,7 +84,8 @@ Answer Http(int port, const std::string& method, const std::string& path,
             const std::string& headers = "") {
   std::string req = absl::StrCat(method, " ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n", headers);
   if (!token.empty()) absl::StrAppend(&req, "Authorization: Bearer ", token, "\r\n");
-  if (!body.empty() || method == "POST") absl::StrAppend(&req, "Content-Length: ", body.size(), "\r\n");
+  if (!body.empty() || method == "POST")
+    absl::StrAppend(&req, "Content-Length: ", body.size(), "\r\n");
   absl::StrAppend(&req, "\r\n", body);
   bool closed = false;
   return Parse(HttpRaw(port, req, absl::Seconds(60), &closed));
@@ -138,8 +139,7 @@ class PortsTest : public ::testing::TestWithParam<std::string> {
          {{{"name", "alice"}, {"token_sha256", Sha256Hex(kAlice)}},
           {{"name", "bob"}, {"token_sha256", Sha256Hex(kBob)}}}},
         {"ports", {{"max_body_bytes", 4096}}},
-        {"local",
-         {{"uid_base", GetParam() == "gvisor" ? 356000 : 355000}, {"uid_count", 8}}}});
+        {"local", {{"uid_base", GetParam() == "gvisor" ? 356000 : 355000}, {"uid_count", 8}}}});
     daemon_->Start();
     stub_ = daemon_->Stub();
     const std::string log = daemon_->Log();
@@ -179,7 +179,8 @@ class PortsTest : public ::testing::TestWithParam<std::string> {
   Answer Ready(const std::string& path, const std::string& token = kAlice) {
     Answer a;
     EXPECT_TRUE(Eventually(
-        "the sandbox's server answers", [&] {
+        "the sandbox's server answers",
+        [&] {
           a = Http(port_, "GET", path, token);
           return a.status == 200;
         },
@@ -238,7 +239,8 @@ TEST_P(PortsTest, AWebSocketIsRelayedByteForByteAfterTheHandshake) {
   std::string head;
   int fd = -1;
   ASSERT_TRUE(Eventually(
-      "the echo server's handshake", [&] {
+      "the echo server's handshake",
+      [&] {
         if (fd >= 0) close(fd);
         fd = Connect(port_);
         // The first frame rides with the handshake: bytes the server read early pass too.
@@ -257,7 +259,8 @@ TEST_P(PortsTest, AWebSocketIsRelayedByteForByteAfterTheHandshake) {
   for (const std::string text : {"hello", std::string(100, 'x')}) {
     std::string frame = MaskedFrame(text);
     ASSERT_EQ(write(fd, frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
-    EXPECT_EQ(ReadN(fd, 2 + text.size()), std::string{'\x81', static_cast<char>(text.size())} + text);
+    EXPECT_EQ(ReadN(fd, 2 + text.size()),
+              std::string{'\x81', static_cast<char>(text.size())} + text);
   }
   close(fd);
 }
@@ -292,8 +295,9 @@ TEST_P(PortsTest, OnlyTheSessionsTenantOrASignedUrlReachesThePort) {
   EXPECT_EQ(Http(port_, "GET", other_port + "index.txt", "").status, 403);
   const std::string grant = signed_path.substr(signed_path.find(":signed/") + 8);
   const std::string bob_sid = NewSession(kBob, "bob's\n");
-  EXPECT_EQ(Http(port_, "GET", "/v1/sessions/" + bob_sid + "/ports/8000:signed/" + grant, "").status,
-            403);
+  EXPECT_EQ(
+      Http(port_, "GET", "/v1/sessions/" + bob_sid + "/ports/8000:signed/" + grant, "").status,
+      403);
   EXPECT_EQ(
       Http(port_, "GET", "/v1/sessions/" + sid + "/ports/8000:signed/123.abc/index.txt", "").status,
       403);
@@ -308,7 +312,8 @@ TEST_P(PortsTest, TheProxyReachesNeitherTheHostNorAnotherSessionNorAnUnexposedPo
   Start(kAlice, a, "python3 -m http.server 8000 --bind 127.0.0.1");
   Start(kAlice, a, "python3 -m http.server 8001 --bind 127.0.0.1");
   Start(kAlice, b, "python3 -m http.server 8000 --bind 127.0.0.1");
-  for (const std::string& sid : {a, b}) ASSERT_EQ(Expose(kAlice, sid, R"({"port": 8000})").status, 200);
+  for (const std::string& sid : {a, b})
+    ASSERT_EQ(Expose(kAlice, sid, R"({"port": 8000})").status, 200);
   // Each session's port 8000 is its own server, never the other's.
   EXPECT_EQ(Ready("/v1/sessions/" + a + "/ports/8000/index.txt").body, "session a\n");
   EXPECT_EQ(Ready("/v1/sessions/" + b + "/ports/8000/index.txt").body, "session b\n");
@@ -339,12 +344,12 @@ TEST_P(PortsTest, HostileUrlsAndHeadersAreRefusedNamingTheProblem) {
   for (const std::string body : {R"({"port": 0})", R"({"port": 65536})", R"({"port": "x"})"}) {
     EXPECT_EQ(Expose(kAlice, sid, body).status, 400) << body;
   }
-  EXPECT_EQ(Expose(kAlice, sid, R"({"port": 8000, "signedUrl": true, "signedTtl": "999999s"})")
-                .status,
-            400);
+  EXPECT_EQ(
+      Expose(kAlice, sid, R"({"port": 8000, "signedUrl": true, "signedTtl": "999999s"})").status,
+      400);
   // Traversal, plain or encoded, is refused before anything reaches the sandbox.
-  for (const std::string path :
-       {"8000/../../etc/passwd", "8000/%2e%2e/%2E%2E/etc/passwd", "8000/a/./b", "8000/..%2findex.txt"}) {
+  for (const std::string path : {"8000/../../etc/passwd", "8000/%2e%2e/%2E%2E/etc/passwd",
+                                 "8000/a/./b", "8000/..%2findex.txt"}) {
     Answer a = Http(port_, "GET", ports + path);
     EXPECT_EQ(a.status, 400) << path << " " << a.body;
   }

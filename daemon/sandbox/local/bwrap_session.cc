@@ -546,8 +546,8 @@ absl::StatusOr<UniqueFd> BwrapSession::ConnectPort(uint16_t port, absl::Duration
   MessageHeader m;
   m.type = initproto::kConnect;
   m.value = port;
-  SANDGATE_RETURN_IF_ERROR(SendControl(
-      std::string(reinterpret_cast<const char*>(&m), sizeof(m)), {reply_remote.get()}));
+  SANDGATE_RETURN_IF_ERROR(
+      SendControl(std::string(reinterpret_cast<const char*>(&m), sizeof(m)), {reply_remote.get()}));
   reply_remote.reset();
   const absl::Time deadline = absl::Now() + timeout;
   const std::string where = absl::StrCat("127.0.0.1:", port, " in session ", spec_.id);
@@ -557,7 +557,8 @@ absl::StatusOr<UniqueFd> BwrapSession::ConnectPort(uint16_t port, absl::Duration
     int r = poll(&p, 1, PollTimeoutMs(deadline));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return errors::FromErrno(errno, "poll");
-    if (r == 0) return errors::DeadlineExceeded(absl::StrCat("no connection to ", where, " in time"));
+    if (r == 0)
+      return errors::DeadlineExceeded(absl::StrCat("no connection to ", where, " in time"));
     MessageHeader h;
     ssize_t n = ReceiveWithFd(reply.get(), &h, &conn);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
@@ -579,7 +580,8 @@ absl::StatusOr<UniqueFd> BwrapSession::ConnectPort(uint16_t port, absl::Duration
     do {
       r = poll(&p, 1, PollTimeoutMs(deadline));
     } while (r < 0 && errno == EINTR);
-    if (r == 0) return errors::DeadlineExceeded(absl::StrCat("no connection to ", where, " in time"));
+    if (r == 0)
+      return errors::DeadlineExceeded(absl::StrCat("no connection to ", where, " in time"));
     int err = 0;
     len = sizeof(err);
     if (getsockopt(conn.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;

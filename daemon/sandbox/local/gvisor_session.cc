@@ -130,7 +130,8 @@ absl::Status BwrapSession::LaunchGvisor(const CancelToken* cancel) {
   if (unlink(runsc_.socket(bridgeproto::kControlSocket).c_str()) != 0) {
     return errors::FromErrno(errno, "remove the control socket");
   }
-  SANDGATE_ASSIGN_OR_RETURN(tunnel_, GvisorTunnel::Start(std::move(bridge), std::move(ports_listener)));
+  SANDGATE_ASSIGN_OR_RETURN(tunnel_,
+                            GvisorTunnel::Start(std::move(bridge), std::move(ports_listener)));
   control_ = tunnel_->TakeSessionEnd();
   int sndbuf = 2 * static_cast<int>(initproto::kMaxExecMessage);
   if (setsockopt(control_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0) {

@@ -58,8 +58,7 @@ uint32_t ReadChannelId(int fd) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GvisorTunnel>> GvisorTunnel::Start(UniqueFd bridge,
-                                                                   UniqueFd ports) {
+absl::StatusOr<std::unique_ptr<GvisorTunnel>> GvisorTunnel::Start(UniqueFd bridge, UniqueFd ports) {
   std::unique_ptr<GvisorTunnel> t(new GvisorTunnel());
   t->ports_ = std::move(ports);
   int sv[2];
