@@ -256,11 +256,11 @@ TEST_P(PortsTest, AWebSocketIsRelayedByteForByteAfterTheHandshake) {
   // RFC 6455's example key and its accept value, computed by the sandbox's server.
   EXPECT_TRUE(absl::StrContains(head, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")) << head;
   EXPECT_EQ(ReadN(fd, 7), std::string("\x81\x05") + "early");
-  for (const std::string text : {"hello", std::string(100, 'x')}) {
+  for (const std::string& text : {std::string("hello"), std::string(100, 'x')}) {
     std::string frame = MaskedFrame(text);
     ASSERT_EQ(write(fd, frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
-    EXPECT_EQ(ReadN(fd, 2 + text.size()),
-              std::string{'\x81', static_cast<char>(text.size())} + text);
+    const std::string echoed = std::string{'\x81', static_cast<char>(text.size())} + text;
+    EXPECT_EQ(ReadN(fd, 2 + text.size()), echoed);
   }
   close(fd);
 }
