@@ -137,7 +137,8 @@ TEST_F(PortsTest, ASignedUrlOpensThePortUntilItExpiresOnTheClock) {
   later[0] = later[0] == '9' ? '8' : '9';
   EXPECT_THAT(ports_->CheckGrant(sid, 8000, later).status().message(),
               HasSubstr("signature does not match"));
-  for (const std::string bad : {"", "abc", ".", "12.", "-5.aa", grant + "0"}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "abc", ".", "12.", "-5.aa", grant + "0"}) {
     EXPECT_EQ(ports_->CheckGrant(sid, 8000, bad).status().code(),
               absl::StatusCode::kPermissionDenied)
         << bad;
