@@ -171,7 +171,9 @@ class PortsTest : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "gvisor") {
       v1::ExecRequest req;
       req.set_session_id(sid);
-      req.set_command(command + " >/dev/null 2>&1 &");
+      // Its own session (the init ends the command's process group with the command), once
+      // setsid has run.
+      req.set_command("setsid " + command + " >/dev/null 2>&1 & sleep 1");
       auto ctx = DaemonHarness::Context(token);
       auto reader = stub_->Exec(ctx.get(), req);
       v1::ExecResponse r;
