@@ -13,6 +13,7 @@ let daemon;
 before(async () => {
   daemon = await startDaemon({
     http_listen: "127.0.0.1:0",
+    allow_plaintext_tokens: true,
     tenants: [{ name: "team", token_sha256: sha256(TOKEN) }],
     local: { uid_base: 330300, uid_count: 8 },
   });
