@@ -77,22 +77,32 @@ std::string ReadHead(int fd) {
   return head;
 }
 
-std::string Exchange(int port, const std::string& bytes) {
+// A client connection to 127.0.0.1:port whose reads give up after 20 s, or -1.
+int Connect(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  struct timeval tv = {20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+std::string Exchange(int port, const std::string& bytes) {
+  const int fd = Connect(port);
   std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    struct timeval tv = {20, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (fd >= 0) {
     (void)!write(fd, bytes.data(), bytes.size());
     char buf[4096];
     ssize_t n;
     while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    close(fd);
   }
-  close(fd);
   return out;
 }
 
@@ -203,14 +213,8 @@ TEST_F(PortProxyTest, AQuietConnectionEndsAtTheIdleTimeoutOnTheClock) {
     release.WaitForNotificationWithTimeout(absl::Seconds(30));  // then nothing more
   });
   Expose(up.port());
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(server_->port()));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  struct timeval tv = {10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
   const std::string req =
       absl::StrCat("GET /v1/sessions/", sid_, "/ports/", up.port(), "/slow HTTP/1.0\r\n\r\n");
   ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
@@ -282,14 +286,8 @@ TEST_F(PortProxyTest, AWebSocketUpgradeIsRelayedBothWaysAsItIs) {
     }
   });
   Expose(up.port());
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(server_->port()));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  struct timeval tv = {20, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const int fd = Connect(server_->port());
+  ASSERT_GE(fd, 0);
   const std::string req =
       absl::StrCat("GET /v1/sessions/", sid_, "/ports/", up.port(),
                    "/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
