@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/cmd_ports.h"
 #include "client/cmd_process.h"
 #include "client/command.h"
 #include "client/render.h"
@@ -279,6 +280,9 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
   if (sub == "stat" || sub == "rm" || sub == "mv" || sub == "mkdir") {
     return SessionFileCall(client, ctx, sub, args);
   }
+  if (sub == "expose") return SessionExpose(client, args);
+  if (sub == "unexpose") return SessionUnexpose(client, args);
+  if (sub == "ports") return SessionPorts(client, args);
   if (sub == "ps") return SessionPs(client, args);
   if (sub == "output") return SessionOutput(client, args);
   if (sub == "input") return SessionInput(client, args);

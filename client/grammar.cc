@@ -38,6 +38,8 @@ commands:
   session ps ID | output ID PROC [--offset N] [--follow] | input ID PROC [--eof]
           | kill ID PROC [--signal SIG]      the session's processes
   session shell ID [--] [COMMAND [ARG]...]   an interactive terminal in the session
+  session expose ID PORT [--signed [--ttl 10m]] | unexpose ID PORT | ports ID
+      a port the session listens on, reached through the daemon's REST port (prints the URL)
   session upload ID LOCAL_FILE [WORKSPACE_PATH] | download ID WORKSPACE_PATH [--out FILE]
   session ls ID [DIR] | stat ID PATH | rm ID PATH [--recursive] | mv ID FROM TO [--force]
           | mkdir ID PATH [--parents]
@@ -111,7 +113,8 @@ const ArgsGrammar& Grammar() {
 
        {"--background", false}, {"--stdin", false},
        {"--tty", false},          {"--signal", true},       {"--offset", true},    {"--eof", false},
-       {"--recursive", false},    {"--force", false},       {"--parents", false}},
+       {"--recursive", false},    {"--force", false},       {"--parents", false},
+       {"--signed", false},       {"--ttl", true}},
       // clang-format on
       {"--addr", "--token-file", "--tls-ca", "--tls-cert", "--tls-key"},
       {
@@ -175,7 +178,7 @@ const ArgsGrammar& Grammar() {
            absl::StrCat(
                "usage: sandgate session "
                "create|list|get|exec|ps|output|input|kill|shell|upload|download|ls|stat|rm|mv|"
-               "mkdir|keepalive|close ...\n"
+               "mkdir|expose|unexpose|ports|keepalive|close ...\n"
                "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
                kGlobalUsage),
            {}},
@@ -239,6 +242,25 @@ const ArgsGrammar& Grammar() {
                         "then closes its stdin.\n",
                         kGlobalUsage),
            {"--eof"}},
+          {"session expose",
+           absl::StrCat(
+               "usage: sandgate session expose ID PORT [--signed [--ttl 10m]] [--json]\n"
+               "Makes PORT, which the session's code listens on at 127.0.0.1 inside the\n"
+               "sandbox, reachable through the daemon's REST port (HTTP and WebSocket) with\n"
+               "your token, and prints its URL. --signed prints a URL that needs no token\n"
+               "instead, valid for --ttl (default 1h; 10m, 2h, or seconds).\n",
+               kGlobalUsage),
+           {"--signed", "--ttl", "--json"}},
+          {"session unexpose",
+           absl::StrCat("usage: sandgate session unexpose ID PORT\n"
+                        "Closes an exposed port: its URLs and open connections end.\n",
+                        kGlobalUsage),
+           {}},
+          {"session ports",
+           absl::StrCat("usage: sandgate session ports ID [--json]\n"
+                        "Lists the session's exposed ports, their open connections and URLs.\n",
+                        kGlobalUsage),
+           {"--json"}},
           {"session kill",
            absl::StrCat("usage: sandgate session kill ID PROCESS [--signal SIG]\n"
                         "Sends SIG (default SIGTERM; SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGUSR1,\n"

@@ -23,6 +23,7 @@
 #include "core/fair_executor.h"
 #include "core/metrics.h"
 #include "core/owner.h"
+#include "core/ports.h"
 #include "core/processes.h"
 #include "core/replica.h"
 #include "core/run_manager.h"
@@ -34,6 +35,7 @@
 #include "server/grpc_server.h"
 #include "server/http_api.h"
 #include "server/http_server.h"
+#include "server/port_proxy.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
 #include "store/file_artifact_store.h"
@@ -172,6 +174,10 @@ struct Daemon::Parts {
   std::unique_ptr<core::SessionManager> sessions;
   // After sessions: destroyed first (its processes hold sessions' leases).
   std::unique_ptr<core::ProcessManager> processes;
+  // After sessions too (its connections hold leases); the proxy relays them on the REST port
+  // and is stopped before it (Drain).
+  std::unique_ptr<core::PortManager> ports;
+  std::unique_ptr<server::PortProxy> port_proxy;
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
   std::unique_ptr<core::Executor> io;
@@ -311,6 +317,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->sessions = std::make_unique<core::SessionManager>(session_deps);
   p->processes = std::make_unique<core::ProcessManager>(
       core::ProcessManager::Deps{&p->config, p->sessions.get(), Clock::Real()});
+  SANDGATE_ASSIGN_OR_RETURN(std::string signing_key,
+                            core::PortManager::LoadSigningKey(p->config.ports));
+  p->ports = std::make_unique<core::PortManager>(
+      core::PortManager::Deps{&p->config.ports, p->sessions.get(), Clock::Real(),
+                              std::move(signing_key), p->config.ports.public_url});
 
   core::RunManagerDeps deps;
   deps.config = &p->config;
@@ -340,6 +351,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   api.request_drain = [] { kill(getpid(), SIGTERM); };
   api.journal = p->store.get();  // every replica's entries: the cleanup state
   api.processes = p->processes.get();
+  api.ports = p->ports.get();
   core::ReplicaDeps replica;
   replica.leases = p->leases.get();
   replica.store = p->store.get();
@@ -426,11 +438,15 @@ absl::Status Daemon::StartHttp(Parts& p) {
       o.tls_reload_interval_seconds = p.config.tls.reload_interval_seconds;
     }
     server::HttpServer::Routes routes = server::RestRoutes(p.http_deps);
+    p.port_proxy = std::make_unique<server::PortProxy>(
+        server::PortProxy::Deps{p.tenants.get(), p.ports.get(), &p.config.ports, Clock::Real()});
+    for (server::HttpRoute& r : p.port_proxy->Routes()) routes.push_back(std::move(r));
     routes.push_back(server::MetricsRoute(render, p.tenants.get()));
     for (server::HttpRoute& r : server::DashboardRoutes()) routes.push_back(std::move(r));
     SANDGATE_ASSIGN_OR_RETURN(p.http, server::HttpServer::Start(o, std::move(routes)));
     std::string url = absl::StrCat(p.http->tls() ? "https://" : "http://",
                                    server::HttpHost(o.address), ":", p.http->port());
+    if (p.config.ports.public_url.empty()) p.ports->set_base_url(url);
     log::Info("daemon.http", {{"url", url}});
     std::fprintf(stdout, "sandgated http on %s\n", url.c_str());
   }
@@ -503,6 +519,8 @@ void Daemon::Drain() {
   p.events->Shutdown();
   if (p.server) p.server->Shutdown(absl::Seconds(2));
   // Before the executors: an HTTP answer in flight runs on them.
+  // Its relays end first: the HTTP server waits for every answer in flight.
+  if (p.port_proxy) p.port_proxy->Stop();
   if (p.http) p.http->Stop();
   if (p.metrics_http) p.metrics_http->Stop();
   p.io->Shutdown();

@@ -113,6 +113,10 @@ absl::Status NoProcesses() {
   return absl::UnimplementedError("processes are not served by this daemon");
 }
 
+absl::Status NoPorts() {
+  return absl::UnimplementedError("exposed ports are not served by this daemon");
+}
+
 }  // namespace
 
 absl::Status Api::StartProcess(const Caller& caller, const v1::StartProcessRequest& request,
@@ -139,6 +143,24 @@ absl::Status Api::ListProcesses(const Caller& caller, const v1::ListProcessesReq
                                 v1::ListProcessesResponse* response) {
   if (deps_.processes == nullptr) return NoProcesses();
   return deps_.processes->List(caller, request, response);
+}
+
+absl::Status Api::ExposePort(const Caller& caller, const v1::ExposePortRequest& request,
+                             v1::ExposedPort* response) {
+  if (deps_.ports == nullptr) return NoPorts();
+  return deps_.ports->Expose(caller, request, response);
+}
+
+absl::Status Api::UnexposePort(const Caller& caller, const v1::UnexposePortRequest& request,
+                               v1::UnexposePortResponse* response) {
+  if (deps_.ports == nullptr) return NoPorts();
+  return deps_.ports->Unexpose(caller, request, response);
+}
+
+absl::Status Api::ListPorts(const Caller& caller, const v1::ListPortsRequest& request,
+                            v1::ListPortsResponse* response) {
+  if (deps_.ports == nullptr) return NoPorts();
+  return deps_.ports->List(caller, request, response);
 }
 
 absl::StatusOr<std::unique_ptr<SessionManager::Lease>> Api::StartEventStream(

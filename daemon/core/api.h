@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/ports.h"
 #include "core/processes.h"
 #include "core/run_manager.h"
 #include "core/session_manager.h"
@@ -38,6 +39,8 @@ struct ApiDeps {
   ResourceJournal* journal = nullptr;
   // Background processes of kept sessions; may be null: UNIMPLEMENTED.
   ProcessManager* processes = nullptr;
+  // Exposed ports of kept sessions; may be null: UNIMPLEMENTED.
+  PortManager* ports = nullptr;
 };
 
 class Api {
@@ -90,6 +93,15 @@ class Api {
                                  v1::WriteProcessInputResponse* response);
   absl::Status ListProcesses(const Caller& caller, const v1::ListProcessesRequest& request,
                              v1::ListProcessesResponse* response);
+
+  // Exposed ports (core/ports.h).
+  absl::Status ExposePort(const Caller& caller, const v1::ExposePortRequest& request,
+                          v1::ExposedPort* response);
+  absl::Status UnexposePort(const Caller& caller, const v1::UnexposePortRequest& request,
+                            v1::UnexposePortResponse* response);
+  absl::Status ListPorts(const Caller& caller, const v1::ListPortsRequest& request,
+                         v1::ListPortsResponse* response);
+  PortManager* ports() const { return deps_.ports; }
 
   // StreamEvents' start, before its first read: OK when `caller` may read the log named by
   // request.run_id() (a run's, or a kept session's own: its id). A follow of a live session's

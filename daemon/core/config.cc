@@ -437,6 +437,28 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     }
     return absl::OkStatus();
   });
+  r.On("ports", [&c](const json& v, const std::string& where) -> absl::Status {
+    ObjectReader l(v, "ports");
+    PortLimits& p = c.ports;
+    l.On("max_exposed_per_session", Whole(&p.max_exposed_per_session, 1));
+    l.On("max_connections_per_session", Whole(&p.max_connections_per_session, 1));
+    l.On("max_connections", Whole(&p.max_connections, 1));
+    l.On("max_body_bytes", Whole(&p.max_body_bytes, 0));
+    l.On("max_header_bytes", Whole(&p.max_header_bytes, 1024));
+    l.On("max_connection_bytes", Whole(&p.max_connection_bytes, 4096));
+    l.On("idle_timeout_seconds", Seconds(&p.idle_timeout));
+    l.On("connect_timeout_seconds", Seconds(&p.connect_timeout));
+    l.On("max_signed_ttl_seconds", Seconds(&p.max_signed_ttl));
+    l.On("default_signed_ttl_seconds", Seconds(&p.default_signed_ttl));
+    l.On("signing_key_file", String(&p.signing_key_file));
+    l.On("public_url", String(&p.public_url));
+    SANDGATE_RETURN_IF_ERROR(l.Run());
+    if (p.default_signed_ttl > p.max_signed_ttl) {
+      return errors::InvalidArgument(
+          "ports.default_signed_ttl_seconds: must not be over ports.max_signed_ttl_seconds");
+    }
+    return absl::OkStatus();
+  });
   r.On("local", [&c](const json& v, const std::string& where) -> absl::Status {
     ObjectReader l(v, "local");
     l.On("bwrap", String(&c.bwrap_path));

@@ -103,6 +103,27 @@ struct ProcessLimits {
   absl::Duration max_read_wait = absl::Seconds(30);
 };
 
+// Exposed ports (docs/sessions.md "Exposed ports"): a session's port reached through the
+// REST port's /v1/sessions/{id}/ports/{port}/..., and its signed URLs.
+struct PortLimits {
+  uint32_t max_exposed_per_session = 8;
+  uint32_t max_connections_per_session = 32;        // proxied connections open at once
+  uint32_t max_connections = 256;                   // all sessions' together, on this daemon
+  uint64_t max_body_bytes = 16ull << 20;            // a proxied request's body
+  uint64_t max_header_bytes = 64ull << 10;          // the sandbox's answer head
+  uint64_t max_connection_bytes = 1ull << 30;       // both ways, one connection (a WebSocket's too)
+  absl::Duration idle_timeout = absl::Seconds(60);  // no byte either way: the connection ends
+  absl::Duration connect_timeout = absl::Seconds(5);
+  absl::Duration max_signed_ttl = absl::Hours(24);
+  absl::Duration default_signed_ttl = absl::Hours(1);
+  // The HMAC-SHA256 key of signed URLs: a file of at least 32 bytes (replicas that share one
+  // accept each other's URLs). Empty: a random key made at start (URLs die with the daemon).
+  std::string signing_key_file;
+  // What ExposedPort.url starts with ("https://preview.example.com"); empty: the REST
+  // port's own address (http_listen, https with TLS).
+  std::string public_url;
+};
+
 // One sandbox shape the warm pool keeps ready (core/warm_pool.h): the fields that decide
 // how a sandbox is started. A CreateSession whose sandbox, with the daemon's defaults
 // applied, has exactly these (and no env) takes a ready one; its files and setup commands
@@ -192,6 +213,7 @@ struct Config {
   uint64_t max_artifact_bytes = 32ull << 20;
   SandboxEventLimits sandbox_events;  // "sandbox_events" in the file
   ProcessLimits processes;            // "processes" in the file
+  PortLimits ports;                   // "ports" in the file
 
   MachineLimits limits;  // "limits" in the file
   // Sandbox defaults, used where a request leaves a field 0.

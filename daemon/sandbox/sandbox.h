@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "common/cancel.h"
 #include "common/journal.h"
+#include "common/unique_fd.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/exec_channel.h"
 
@@ -311,6 +312,17 @@ class Session {
   virtual absl::StatusOr<ResourceUsage> Usage() const {
     return absl::UnimplementedError(
         absl::StrCat("session ", id(), ": its provider does not measure its usage"));
+  }
+  // A connection to 127.0.0.1:`port` inside the sandbox's own network (its namespace, or
+  // gVisor's loopback), never the host's: a stream socket, close-on-exec, whose bytes are the
+  // connection's (exposed ports, docs/sessions.md). Waits at most `timeout` for it to be made.
+  // FAILED_PRECONDITION saying so when nothing listens there; UNIMPLEMENTED (the default) for
+  // a provider whose sandboxes cannot be reached so.
+  // Whether ConnectPort reaches the sandbox's ports. Default: no.
+  virtual bool reaches_ports() const { return false; }
+  virtual absl::StatusOr<UniqueFd> ConnectPort(uint16_t port, absl::Duration timeout) {
+    return absl::UnimplementedError(
+        absl::StrCat("session ", id(), ": its provider cannot expose ports"));
   }
   // Human-readable notes about promises this session cannot keep on this host, e.g.
   // "memory limit not enforced: no memory cgroup controller available".

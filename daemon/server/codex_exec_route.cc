@@ -100,8 +100,9 @@ HttpRoute CodexExecServerRoute(const ServiceDeps& deps) {
 #ifdef SANDGATE_VERSION
               options.executor_version = absl::StrCat("sandgate ", SANDGATE_VERSION);
 #endif
-              x->OnClose([conn] { conn->Close(1001, "the daemon is stopping"); });
-              x->Upgrade(accept, [&deps, conn, caller, options](UpgradedConnection c) {
+              x->Upgrade(
+                  HttpResponse{101, accept, ""},
+                  [&deps, conn, caller, options](HttpExchange::Upgraded c) {
                 WebSocketOptions ws_options;
                 // A file in fs/writeFile is base64 in one message, with room for the rest.
                 ws_options.max_message_bytes = options.max_file_bytes / 3 * 4 + (64 << 10);
@@ -130,7 +131,9 @@ HttpRoute CodexExecServerRoute(const ServiceDeps& deps) {
                                                            {"why", std::string(why.message())}});
                               }
                             });
-              });
+                  },
+                  // The client left before the switch, or the daemon stops: the socket ends.
+                  [conn] { conn->Close(1001, "the daemon is stopping"); });
             };
             if (!deps.io->Submit(std::move(work))) x->Reply(JsonError(QueueFull()));
           }};

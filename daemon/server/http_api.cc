@@ -1059,6 +1059,24 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
              return absl::StrCat(q.session_id(), "/", q.path());
            }},
           {false, &SessionOf<v1::MakeDirectoryRequest>, "/sandgate.v1.Sandgate/MakeDirectory"}),
+      // Exposed ports (docs/sessions.md); the proxy itself is server/port_proxy.h.
+      Unary<v1::ExposePortRequest, v1::ExposedPort>(
+          deps, "POST", "/v1/sessions/{session_id}/ports", &Api::ExposePort,
+          {"ExposePort",
+           [](const v1::ExposePortRequest& q, const v1::ExposedPort&) {
+             return absl::StrCat(q.session_id(), "/", q.port());
+           }},
+          {false, &SessionOf<v1::ExposePortRequest>, "/sandgate.v1.Sandgate/ExposePort"}),
+      Unary<v1::ListPortsRequest, v1::ListPortsResponse>(
+          deps, "GET", "/v1/sessions/{session_id}/ports", &Api::ListPorts, {},
+          {false, &SessionOf<v1::ListPortsRequest>, "/sandgate.v1.Sandgate/ListPorts"}),
+      Unary<v1::UnexposePortRequest, v1::UnexposePortResponse>(
+          deps, "POST", "/v1/sessions/{session_id}/ports/{port}:unexpose", &Api::UnexposePort,
+          {"UnexposePort",
+           [](const v1::UnexposePortRequest& q, const v1::UnexposePortResponse&) {
+             return absl::StrCat(q.session_id(), "/", q.port());
+           }},
+          {false, &SessionOf<v1::UnexposePortRequest>, "/sandgate.v1.Sandgate/UnexposePort"}),
       UploadRoute(deps),
       DownloadRoute(deps),
       WhoAmIRoute(deps),

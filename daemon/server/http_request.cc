@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/errors.h"
 #include "common/utf8.h"
@@ -23,16 +24,28 @@ int HexDigit(char c) {
 }
 
 // Matches `path` against `pattern`, filling the {name} segments ("{id}:cancel" matches a
-// segment ending in ":cancel").
+// segment ending in ":cancel"); a last {name*} takes one or more segments, {name**} zero or
+// more (a trailing '/' included).
 bool Match(const std::string& pattern, const std::string& path,
            std::map<std::string, std::string>* params) {
   std::vector<absl::string_view> want = absl::StrSplit(pattern, '/');
   std::vector<absl::string_view> got = absl::StrSplit(path, '/');
-  const bool rest = absl::EndsWith(pattern, "*}");
-  if (rest ? got.size() < want.size() : want.size() != got.size()) return false;
+  // {name**}: the rest of the path as it is, also none at all or ending in '/' (a proxy's).
+  const bool any = absl::EndsWith(pattern, "**}");
+  const bool rest = !any && absl::EndsWith(pattern, "*}");
+  if (any ? got.size() + 1 < want.size()
+          : (rest ? got.size() < want.size() : want.size() != got.size())) {
+    return false;
+  }
   std::map<std::string, std::string> found;
   for (size_t i = 0; i < want.size(); ++i) {
-    absl::string_view w = want[i], g = got[i];
+    absl::string_view w = want[i];
+    if (any && i + 1 == want.size()) {
+      std::string tail = i < got.size() ? absl::StrJoin(got.begin() + i, got.end(), "/") : "";
+      found[std::string(w.substr(1, w.size() - 4))] = std::move(tail);
+      break;
+    }
+    absl::string_view g = got[i];
     if (rest && i + 1 == want.size()) {
       std::string tail = absl::StrJoin(got.begin() + i, got.end(), "/");
       if (tail.empty() || absl::EndsWith(tail, "/")) return false;
@@ -139,6 +152,11 @@ const HttpRoute* RouteRequest(const std::vector<HttpRoute>& routes, const RawHtt
     return nullptr;
   }
   for (const auto& [raw_name, raw_value] : raw.query) {
+    if (!request->raw_query.empty()) request->raw_query.push_back('&');
+    absl::StrAppend(&request->raw_query, absl::StrReplaceAll(raw_name, {{" ", "%20"}}));
+    if (!raw_value.empty()) {
+      absl::StrAppend(&request->raw_query, "=", absl::StrReplaceAll(raw_value, {{" ", "%20"}}));
+    }
     std::string name = PercentDecode(raw_name);
     std::string value = PercentDecode(raw_value);
     absl::Status st = CheckRequestText("query parameter name", name);

@@ -255,29 +255,42 @@ class HttpServer::Exchange final : public HttpExchange,
     if (gone) gone();
   }
 
-  void Upgrade(HttpHeaders headers, std::function<void(UpgradedConnection)> upgraded) override {
-    auto* pending = new PendingUpgrade{shared_from_this(), std::move(upgraded)};
-    MHD_Response* r = MHD_create_response_for_upgrade(&Exchange::Switched, pending);
-    for (const auto& [name, value] : headers) {
+  void Upgrade(HttpResponse response, std::function<void(Upgraded)> on_upgraded,
+               std::function<void()> on_close) override {
+    MHD_Response* r = MHD_create_response_for_upgrade(
+        &Exchange::OnUpgrade, new std::shared_ptr<Exchange>(shared_from_this()));
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    for (const auto& [name, value] : response.headers) {
       // MHD says "Connection: Upgrade" itself; a second would make it "Upgrade, Upgrade",
       // which strict clients (Codex's tungstenite) refuse.
       if (absl::EqualsIgnoreCase(name, "connection")) continue;
       MHD_add_response_header(r, name.c_str(), value.c_str());
     }
+    std::function<void()> gone;
     bool counted;
-    bool queued = false;
     {
       absl::MutexLock lock(&mu_);
       counted = CountAnsweredLocked();
-      if (!answered_ && !closed_) {
+      on_upgraded_ = std::move(on_upgraded);
+      on_close_ = std::move(on_close);
+      if (closed_) {
+        gone = std::move(on_close_);
+      } else if (!answered_) {
         answered_ = true;
-        queued = MHD_queue_response(connection_, MHD_HTTP_SWITCHING_PROTOCOLS, r) == MHD_YES;
+        upgrading_ = true;
+        MHD_queue_response(connection_, MHD_HTTP_SWITCHING_PROTOCOLS, r);
         ResumeLocked();
       }
     }
     MHD_destroy_response(r);
-    if (!queued) delete pending;  // never switched: MHD does not call it
     if (counted) server_->Answered();
+    if (gone) gone();
+  }
+
+  // The 101 went out but the connection ended before the upgrade: its taker is told.
+  bool upgrading() {
+    absl::MutexLock lock(&mu_);
+    return upgrading_;
   }
 
   void OnClose(std::function<void()> on_close) override {
@@ -390,25 +403,39 @@ class HttpServer::Exchange final : public HttpExchange,
     return 0;
   }
 
-  struct PendingUpgrade {
-    std::shared_ptr<Exchange> exchange;
-    std::function<void(UpgradedConnection)> upgraded;
-  };
-
-  // MHD's upgrade handler, on the polling thread, once the 101 was sent.
-  static void Switched(void* cls, MHD_Connection*, void*, const char* extra_in,
-                       size_t extra_in_size, MHD_socket sock, MHD_UpgradeResponseHandle* urh) {
-    std::unique_ptr<PendingUpgrade> pending(static_cast<PendingUpgrade*>(cls));
-    std::shared_ptr<Exchange> self = pending->exchange;
-    self->server_->Upgraded(self);
-    UpgradedConnection c;
-    c.fd = sock;
-    if (extra_in_size > 0) c.early_data.assign(extra_in, extra_in_size);
-    c.release = [self, urh] {
+  // MHD's upgrade handler, on the polling thread: the connection is the taker's now. The
+  // server's Stop reaches it through the exchange's on_close, moved to the server.
+  static void OnUpgrade(void* cls, MHD_Connection*, void*, const char* extra_in,
+                        size_t extra_in_size, MHD_socket sock, MHD_UpgradeResponseHandle* urh) {
+    std::unique_ptr<std::shared_ptr<Exchange>> holder(static_cast<std::shared_ptr<Exchange>*>(cls));
+    Exchange* self = holder->get();
+    std::function<void(Upgraded)> on_upgraded;
+    std::function<void()> stop;
+    {
+      absl::MutexLock lock(&self->mu_);
+      self->upgrading_ = false;
+      // Closed before (the client left, the server stops): its taker was told and waits no
+      // more, so the connection is closed here.
+      if (!self->closed_) {
+        on_upgraded = std::move(self->on_upgraded_);
+        stop = std::move(self->on_close_);
+      }
+      self->closed_ = true;  // as HTTP, it is over; Close does nothing more
+    }
+    HttpServer* server = self->server_;
+    const uint64_t id = server->AddUpgraded(std::move(stop));
+    Upgraded u;
+    u.fd = sock;
+    if (extra_in_size > 0) u.early.assign(extra_in, extra_in_size);
+    u.close = [server, urh, id] {
       MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-      self->server_->Released(self.get());
+      server->RemoveUpgraded(id);
     };
-    pending->upgraded(std::move(c));
+    if (on_upgraded) {
+      on_upgraded(std::move(u));
+    } else {
+      u.close();
+    }
   }
 
   // The response is gone (the connection ended): the producer is told, once.
@@ -433,6 +460,8 @@ class HttpServer::Exchange final : public HttpExchange,
   size_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // buffer_ sent up to here
   Pull pull_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_close_ ABSL_GUARDED_BY(mu_);
+  bool upgrading_ ABSL_GUARDED_BY(mu_) = false;  // the 101 queued, the handler not yet called
+  std::function<void(Upgraded)> on_upgraded_ ABSL_GUARDED_BY(mu_);
 };
 
 HttpServer::HttpServer(HttpServerOptions options, Routes routes)
@@ -632,16 +661,6 @@ void HttpServer::WatchLoop() {
   }
 }
 
-void HttpServer::Upgraded(const std::shared_ptr<Exchange>& exchange) {
-  absl::MutexLock lock(&mu_);
-  upgraded_[exchange.get()] = exchange;
-}
-
-void HttpServer::Released(Exchange* exchange) {
-  absl::MutexLock lock(&mu_);
-  upgraded_.erase(exchange);
-}
-
 void HttpServer::Answered() {
   absl::MutexLock lock(&mu_);
   --unanswered_;
@@ -652,12 +671,31 @@ void HttpServer::Completed(void* cls, MHD_Connection*, void** con_cls, int) {
   auto* holder = static_cast<std::shared_ptr<Exchange>*>(*con_cls);
   if (holder == nullptr) return;
   server->Unwatch(holder->get());
+  if ((*holder)->upgrading()) (*holder)->Close();  // never upgraded: its taker stops waiting
   {
     absl::MutexLock lock(&server->mu_);
     server->live_.erase(holder->get());
   }
   delete holder;
   *con_cls = nullptr;
+}
+
+uint64_t HttpServer::AddUpgraded(std::function<void()> stop) {
+  bool stopping;
+  uint64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_upgraded_id_++;
+    upgraded_[id] = stop;
+    stopping = stopping_;
+  }
+  if (stopping && stop) stop();  // taken while Stop runs: it ends at once
+  return id;
+}
+
+void HttpServer::RemoveUpgraded(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  upgraded_.erase(id);
 }
 
 void HttpServer::Stop() {
@@ -678,19 +716,21 @@ void HttpServer::Stop() {
     log::Warning("http.watcher", {{"message", "cannot wake the hang-up watcher"}});
   }
   if (watcher_.joinable()) watcher_.join();
-  // MHD must not be stopped with a connection suspended: each stream ends and resumes. Nor
-  // with an upgraded one open: each is told to end, and given back.
+  // MHD must not be stopped with a connection suspended: each stream ends and resumes.
+  for (auto& e : live) e->Close();
+  // Nor with an upgraded connection open: each taker ends and closes it.
+  std::vector<std::function<void()>> stops;
   {
     absl::MutexLock lock(&mu_);
-    for (auto& [key, weak] : upgraded_) {
-      if (auto e = weak.lock()) live.push_back(std::move(e));
+    for (auto& [id, stop] : upgraded_) {
+      if (stop) stops.push_back(stop);
     }
   }
-  for (auto& e : live) e->Close();
+  for (auto& stop : stops) stop();
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
-        +[](std::map<Exchange*, std::weak_ptr<Exchange>>* m) { return m->empty(); }, &upgraded_));
+        +[](std::map<uint64_t, std::function<void()>>* m) { return m->empty(); }, &upgraded_));
   }
   MHD_stop_daemon(daemon_);
   daemon_ = nullptr;

@@ -53,6 +53,9 @@ struct HttpRequest {
   std::string path;                           // decoded, without the query
   std::map<std::string, std::string> params;  // the route's {name} and {name*} segments
   std::map<std::string, std::string> query;
+  // The query as it arrived (still percent-encoded, in order, spaces as %20), for a route
+  // that passes it on (the port proxy); "" when none.
+  std::string raw_query;
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;  // empty for a route that takes its body as it arrives (HttpBodySink)
   // The header's value, or "" when absent.
@@ -65,18 +68,7 @@ struct HttpResponse {
   std::string body;
 };
 
-// A connection switched to another protocol (HTTP/1.1 101, HttpExchange::Upgrade): its socket
-// (bidirectional; with TLS, MHD's end of a pair it relays through TLS), the bytes the client
-// sent after the request that were already read, and `release`, to be called exactly once
-// when done with it: the server then closes the socket. HttpServer::Stop closes the
-// exchange (its OnClose) and waits for every release.
-struct UpgradedConnection {
-  int fd = -1;
-  std::string early_data;
-  std::function<void()> release;
-};
-
-// One request's answer. Exactly one of Reply, Stream or Upgrade, once, from any thread.
+// One request's answer. Exactly one of Reply or Stream, once, from any thread.
 class HttpExchange {
  public:
   // Pulls a streamed body: called (on an executor or the polling thread, never under the
@@ -97,10 +89,22 @@ class HttpExchange {
   // also before any answer began: a handler whose work outlives the client (a command) stops
   // it then. Called at once when that has already happened. Stream's on_close replaces it.
   virtual void OnClose(std::function<void()> on_close) = 0;
-  // Answers 101 Switching Protocols with `headers` (they must name the Upgrade); once sent,
-  // `upgraded` gets the connection, on the polling thread (it must not block). Not called
-  // when the client went away first.
-  virtual void Upgrade(HttpHeaders headers, std::function<void(UpgradedConnection)> upgraded) = 0;
+  // A connection taken over after a 101 answer (a WebSocket): `fd` to read and write (never to
+  // close), the bytes the client sent after its request that the server already read
+  // (`early`, to be treated as read from `fd`), and `close`, to call exactly once when done:
+  // it closes `fd` (MHD_upgrade_action).
+  struct Upgraded {
+    int fd = -1;
+    std::string early;
+    std::function<void()> close;
+  };
+  // Instead of Reply or Stream: answers 101 Switching Protocols with `response.headers`
+  // (which must hold Upgrade; the server adds Connection) and then hands the connection to
+  // `on_upgraded`, on the polling thread (it must not block). `on_close` is called once when
+  // the client left before that, or when the server stops while the connection is taken
+  // (its taker must then end and call `close`).
+  virtual void Upgrade(HttpResponse response, std::function<void(Upgraded)> on_upgraded,
+                       std::function<void()> on_close) = 0;
   // Appends to a stream (before Stream: kept, and sent first); false once it is closed (the
   // data is dropped).
   virtual bool Write(std::string data) = 0;
@@ -123,7 +127,8 @@ struct HttpBodySink {
 struct HttpRoute {
   std::string method;  // "GET", "POST"
   // "/v1/runs/{id}", "/v1/runs/{id}:cancel"; segments are literal or {name}; a last segment
-  // {name*} takes the rest of the path (one or more segments, slashes included).
+  // {name*} takes the rest of the path (one or more segments, slashes included), {name**}
+  // the rest as it is, none or ending in '/' too.
   std::string pattern;
   std::function<void(const HttpRequest&, std::shared_ptr<HttpExchange>)> handler;
   // Set: the route takes its body as it arrives instead of `handler` getting it whole. Called
@@ -167,10 +172,11 @@ class HttpServer {
                            size_t* upload_data_size, void** con_cls);
   static void Completed(void* cls, MHD_Connection* connection, void** con_cls, int toe);
   void Dispatch(const std::shared_ptr<Exchange>& exchange);
-  void Answered();  // a handler's Reply, Stream or Upgrade has run
-  // An upgraded connection handed over, and given back (its release).
-  void Upgraded(const std::shared_ptr<Exchange>& exchange);
-  void Released(Exchange* exchange);
+  void Answered();  // a handler's Reply or Stream has run
+  // Upgraded connections (HttpExchange::Upgrade): Stop tells each to end (`stop`) and waits
+  // until each called its close, before MHD stops.
+  uint64_t AddUpgraded(std::function<void()> stop);
+  void RemoveUpgraded(uint64_t id);
   // Hang-ups: a suspended connection is not watched by MHD, so a client that goes away while
   // its answer is being made (a command with no output yet, a quiet stream) would go unseen
   // until something is written. The watcher thread polls each dispatched connection's socket
@@ -196,8 +202,8 @@ class HttpServer {
   std::map<uint64_t, std::weak_ptr<Exchange>> watched_ ABSL_GUARDED_BY(mu_);
   uint64_t next_watch_id_ ABSL_GUARDED_BY(mu_) = 1;
   int unanswered_ ABSL_GUARDED_BY(mu_) = 0;  // handlers that have not replied yet
-  // Upgraded connections not yet released; Stop closes them and waits.
-  std::map<Exchange*, std::weak_ptr<Exchange>> upgraded_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::function<void()>> upgraded_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_upgraded_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

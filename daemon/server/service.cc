@@ -433,6 +433,25 @@ const ForwardTo<v1::MakeDirectoryRequest, v1::FileInfo> kForwardMakeDirectory{
     [](Async* a, grpc::ClientContext* c, const v1::MakeDirectoryRequest* q, v1::FileInfo* r,
        Done d) { a->MakeDirectory(c, q, r, std::move(d)); }};
 
+const ForwardTo<v1::ExposePortRequest, v1::ExposedPort> kForwardExposePort{
+    false, &SessionOf<v1::ExposePortRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::ExposePortRequest* q, v1::ExposedPort* r,
+       Done d) { a->ExposePort(c, q, r, std::move(d)); }};
+const ForwardTo<v1::UnexposePortRequest, v1::UnexposePortResponse> kForwardUnexposePort{
+    false, &SessionOf<v1::UnexposePortRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::UnexposePortRequest* q,
+       v1::UnexposePortResponse* r, Done d) { a->UnexposePort(c, q, r, std::move(d)); }};
+const ForwardTo<v1::ListPortsRequest, v1::ListPortsResponse> kForwardListPorts{
+    false, &SessionOf<v1::ListPortsRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::ListPortsRequest* q, v1::ListPortsResponse* r,
+       Done d) { a->ListPorts(c, q, r, std::move(d)); }};
+
+// What a port call acted on: "session/port".
+template <typename Req, typename Resp>
+std::string SessionPortOf(const Req& q, const Resp&) {
+  return absl::StrCat(q.session_id(), "/", q.port());
+}
+
 // What a file call acted on: "session/path".
 template <typename Req, typename Resp>
 std::string SessionPathOf(const Req& q, const Resp&) {
@@ -628,6 +647,28 @@ grpc::ServerUnaryReactor* SandgateService::MakeDirectory(grpc::CallbackServerCon
   return Unary(deps_, ctx, &core::Api::MakeDirectory, request, response,
                {"MakeDirectory", &SessionPathOf<v1::MakeDirectoryRequest, v1::FileInfo>},
                kForwardMakeDirectory);
+}
+
+grpc::ServerUnaryReactor* SandgateService::ExposePort(grpc::CallbackServerContext* ctx,
+                                                      const v1::ExposePortRequest* request,
+                                                      v1::ExposedPort* response) {
+  return Unary(deps_, ctx, &core::Api::ExposePort, request, response,
+               {"ExposePort", &SessionPortOf<v1::ExposePortRequest, v1::ExposedPort>},
+               kForwardExposePort);
+}
+
+grpc::ServerUnaryReactor* SandgateService::UnexposePort(grpc::CallbackServerContext* ctx,
+                                                        const v1::UnexposePortRequest* request,
+                                                        v1::UnexposePortResponse* response) {
+  return Unary(deps_, ctx, &core::Api::UnexposePort, request, response,
+               {"UnexposePort", &SessionPortOf<v1::UnexposePortRequest, v1::UnexposePortResponse>},
+               kForwardUnexposePort);
+}
+
+grpc::ServerUnaryReactor* SandgateService::ListPorts(grpc::CallbackServerContext* ctx,
+                                                     const v1::ListPortsRequest* request,
+                                                     v1::ListPortsResponse* response) {
+  return Unary(deps_, ctx, &core::Api::ListPorts, request, response, {}, kForwardListPorts);
 }
 
 }  // namespace sandgate::server

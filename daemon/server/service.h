@@ -105,6 +105,15 @@ class SandgateService final
   grpc::ServerUnaryReactor* GetSessionUsage(grpc::CallbackServerContext* ctx,
                                             const v1::GetSessionUsageRequest* request,
                                             v1::SessionUsage* response) override;
+  grpc::ServerUnaryReactor* ExposePort(grpc::CallbackServerContext* ctx,
+                                       const v1::ExposePortRequest* request,
+                                       v1::ExposedPort* response) override;
+  grpc::ServerUnaryReactor* UnexposePort(grpc::CallbackServerContext* ctx,
+                                         const v1::UnexposePortRequest* request,
+                                         v1::UnexposePortResponse* response) override;
+  grpc::ServerUnaryReactor* ListPorts(grpc::CallbackServerContext* ctx,
+                                      const v1::ListPortsRequest* request,
+                                      v1::ListPortsResponse* response) override;
   grpc::ServerUnaryReactor* StatFile(grpc::CallbackServerContext* ctx,
                                      const v1::StatFileRequest* request,
                                      v1::FileInfo* response) override;

@@ -97,7 +97,7 @@ absl::StatusOr<HttpHeaders> WebSocketHandshake(const HttpRequest& request) {
   return headers;
 }
 
-std::shared_ptr<WebSocket> WebSocket::Create(UpgradedConnection connection,
+std::shared_ptr<WebSocket> WebSocket::Create(HttpExchange::Upgraded connection,
                                              WebSocketOptions options) {
   return std::shared_ptr<WebSocket>(new WebSocket(std::move(connection), std::move(options)));
 }
@@ -111,7 +111,7 @@ void WebSocket::Run(OnMessage on_message, OnEnd on_end) {
   }).detach();
 }
 
-WebSocket::WebSocket(UpgradedConnection connection, WebSocketOptions options)
+WebSocket::WebSocket(HttpExchange::Upgraded connection, WebSocketOptions options)
     : connection_(std::move(connection)), options_(std::move(options)), codec_(new Codec) {
   codec_->reader.set_max_message_size(options_.max_message_bytes);
   // MHD hands the socket over non-blocking; the reader and writers block on it instead.
@@ -227,9 +227,9 @@ absl::Status WebSocket::Consume(const char* data, size_t size, const OnMessage& 
 void WebSocket::ReadLoop(OnMessage on_message, OnEnd on_end) {
   absl::Status why;
   bool closed = false;
-  if (!connection_.early_data.empty()) {
+  if (!connection_.early.empty()) {
     why =
-        Consume(connection_.early_data.data(), connection_.early_data.size(), on_message, &closed);
+        Consume(connection_.early.data(), connection_.early.size(), on_message, &closed);
   }
   char buf[64 << 10];
   while (why.ok() && !closed) {
@@ -263,7 +263,7 @@ void WebSocket::ReadLoop(OnMessage on_message, OnEnd on_end) {
     closing_ = true;
   }
   on_end(why);
-  if (connection_.release) connection_.release();
+  if (connection_.close) connection_.close();
 }
 
 }  // namespace sandgate::server

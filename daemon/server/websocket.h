@@ -10,7 +10,7 @@
 // needs neither, and the connection's reader is a plain thread on a blocking socket.
 //
 //   absl::StatusOr<HttpHeaders> accept = WebSocketHandshake(request);   // 101's headers
-//   x->Upgrade(*accept, [](UpgradedConnection c) {
+//   x->Upgrade(HttpResponse{101, *accept, ""}, [](HttpExchange::Upgraded c) {
 //     auto ws = WebSocket::Create(std::move(c), {});
 //     ws->Run(on_message, on_end);         // the reader starts
 //   });
@@ -56,7 +56,7 @@ class WebSocket : public std::enable_shared_from_this<WebSocket> {
   // Why the connection ended: OK for a close by either side, else the error.
   using OnEnd = std::function<void(const absl::Status& why)>;
 
-  static std::shared_ptr<WebSocket> Create(UpgradedConnection connection, WebSocketOptions options);
+  static std::shared_ptr<WebSocket> Create(HttpExchange::Upgraded connection, WebSocketOptions options);
   ~WebSocket();
   // Starts the reader (once): it holds the connection until its end, then gives the socket
   // back to the server.
@@ -70,14 +70,14 @@ class WebSocket : public std::enable_shared_from_this<WebSocket> {
 
  private:
   struct Codec;  // websocketpp's processor (websocket.cc)
-  WebSocket(UpgradedConnection connection, WebSocketOptions options);
+  WebSocket(HttpExchange::Upgraded connection, WebSocketOptions options);
   void ReadLoop(OnMessage on_message, OnEnd on_end);
   // Decodes what arrived; OK to read on, else why the connection ends (closed: OK).
   absl::Status Consume(const char* data, size_t size, const OnMessage& on_message, bool* closed);
   bool WriteLocked(const std::string& bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   void SendClose(uint16_t code, absl::string_view reason);
 
-  UpgradedConnection connection_;
+  HttpExchange::Upgraded connection_;
   const WebSocketOptions options_;
   std::unique_ptr<Codec> codec_;  // its reader side: the reader thread's only
   absl::Mutex write_mu_;          // one frame at a time on the socket

@@ -9,7 +9,9 @@
 
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -95,6 +97,19 @@ class Daemon {
   pid_t pid_ = -1;
   std::string dir_, socket_;
 };
+
+// A TCP port free on the loopback now (for a daemon's http_listen, a server of the benchmark).
+inline int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
 
 // Wall-clock now, and an event's time, in ns since the epoch (client and daemon share the
 // machine's clock: their difference is a delivery lag).

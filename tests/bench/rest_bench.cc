@@ -33,21 +33,10 @@ namespace {
 
 using sandgate::bench::Daemon;
 using sandgate::bench::EventNanos;
+using sandgate::bench::FreePort;
 using sandgate::bench::NowNanos;
 using sandgate::bench::Quantile;
 namespace v1 = sandgate::v1;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string StartRun(v1::Sandgate::Stub& stub, const std::string& setup) {
   v1::RunAnalysisRequest req;

@@ -1,8 +1,11 @@
 #include "tests/fakes/host_sandbox.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -148,6 +151,21 @@ class HostSession : public sandbox::Session {
   }
 
   bool talks_to_commands() const override { return true; }
+
+  // No sandbox, no network of its own: a port is the host's loopback port (tests listen there).
+  bool reaches_ports() const override { return true; }
+  absl::StatusOr<UniqueFd> ConnectPort(uint16_t port, absl::Duration) override {
+    UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd.get(), reinterpret_cast<struct sockaddr*>(&a), sizeof(a)) != 0) {
+      return errors::FailedPrecondition(absl::StrCat("nothing listens on 127.0.0.1:", port));
+    }
+    fcntl(fd.get(), F_SETFL, O_NONBLOCK);
+    return fd;
+  }
 
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override {
     if (absl::StartsWith(path, "/") || absl::StrContains(path, "..")) {

@@ -91,15 +91,9 @@ class FuzzExchange final : public HttpExchange {
     }
     if (gone) gone();
   }
-  // A WebSocket route's 101 (server/codex_exec_route.h): its headers are checked; no
-  // connection is handed over (there is no socket).
-  void Upgrade(server::HttpHeaders headers,
-               std::function<void(server::UpgradedConnection)>) override {
-    absl::MutexLock lock(&mu_);
-    if (answered_) Fail("answered twice (an upgrade after an answer)", response_);
-    answered_ = true;
-    response_.status = 101;
-    response_.headers = std::move(headers);
+  void Upgrade(HttpResponse response, std::function<void(Upgraded)>,
+               std::function<void()>) override {
+    Reply(std::move(response));  // no connection to take over here: checked as an answer
   }
   void OnClose(std::function<void()> on_close) override {
     {

@@ -34,10 +34,7 @@ class WebSocketTest : public ::testing::Test {
            absl::StatusOr<HttpHeaders> accept = WebSocketHandshake(r);
            if (!accept.ok()) return x->Reply({400, {}, std::string(accept.status().message())});
            auto holder = std::make_shared<std::shared_ptr<WebSocket>>();
-           x->OnClose([holder] {
-             if (*holder) (*holder)->Close(1001, "stopping");
-           });
-           x->Upgrade(*accept, [this, holder](UpgradedConnection c) {
+           x->Upgrade(HttpResponse{101, *accept, ""}, [this, holder](HttpExchange::Upgraded c) {
              WebSocketOptions options;
              options.max_message_bytes = 1024;
              auto ws = WebSocket::Create(std::move(c), options);
@@ -52,6 +49,8 @@ class WebSocketTest : public ::testing::Test {
                    ended_ = why;
                    has_ended_ = true;
                  });
+           }, [holder] {
+             if (*holder) (*holder)->Close(1001, "stopping");
            });
          }});
     HttpServerOptions options;

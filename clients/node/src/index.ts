@@ -23,6 +23,7 @@ import type { ProtoGrpcType } from "./generated/sandgate.js";
 import type { Event__Output } from "./generated/sandgate/v1/Event.js";
 import type { CommandFinished__Output } from "./generated/sandgate/v1/CommandFinished.js";
 import type { ExecResponse__Output } from "./generated/sandgate/v1/ExecResponse.js";
+import type { ExposedPort__Output } from "./generated/sandgate/v1/ExposedPort.js";
 import type { FileInfo__Output } from "./generated/sandgate/v1/FileInfo.js";
 import type { Run__Output } from "./generated/sandgate/v1/Run.js";
 import type { SandboxSpec } from "./generated/sandgate/v1/SandboxSpec.js";
@@ -864,6 +865,30 @@ export class Session {
   /** Makes a directory (`parents`: missing parents too, and an existing one is fine). */
   async mkdir(path: string, options: { parents?: boolean } = {}): Promise<FileInfo__Output> {
     return this.client.unary<FileInfo__Output>("MakeDirectory", { sessionId: this.id, path, parents: options.parents ?? false });
+  }
+
+  /** Makes `port`, which the session's code listens on at 127.0.0.1 in the sandbox, reachable
+   * through the daemon's REST port (HTTP and WebSocket): `url` with this client's token; with
+   * `signed`, also `signedUrl`, which needs no token until `signedExpiresAt` (`ttlSeconds`:
+   * default the daemon's, 1 h). */
+  async expose(port: number, options: { signed?: boolean; ttlSeconds?: number } = {}): Promise<ExposedPort__Output> {
+    return this.client.unary<ExposedPort__Output>("ExposePort", {
+      sessionId: this.id,
+      port,
+      signedUrl: options.signed ?? false,
+      signedTtl: options.ttlSeconds ? { seconds: options.ttlSeconds } : undefined,
+    });
+  }
+
+  /** Closes an exposed port: its URLs and open connections end. */
+  async unexpose(port: number): Promise<void> {
+    await this.client.unary("UnexposePort", { sessionId: this.id, port });
+  }
+
+  /** The session's exposed ports, by port. */
+  async ports(): Promise<ExposedPort__Output[]> {
+    const res = await this.client.unary<{ ports: ExposedPort__Output[] }>("ListPorts", { sessionId: this.id });
+    return res.ports;
   }
 
   /** Closes the session and deletes its sandbox. Idempotent. */

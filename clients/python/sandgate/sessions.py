@@ -318,3 +318,23 @@ class Session:
         """Makes a directory (parents=True: missing parents too, and an existing one is fine)."""
         return self._client.call("MakeDirectory", pb.MakeDirectoryRequest(
             session_id=self.id, path=path, parents=parents))
+
+    def expose(self, port: int, *, signed: bool = False,
+               ttl: Optional[Seconds] = None) -> pb.ExposedPort:
+        """Makes `port`, which the session's code listens on at 127.0.0.1 in the sandbox,
+        reachable through the daemon's REST port (HTTP and WebSocket): `.url` with this
+        client's token; with signed=True also `.signed_url`, which needs no token until
+        `.signed_expires_at` (ttl: seconds or a timedelta; default the daemon's, 1 h)."""
+        req = pb.ExposePortRequest(session_id=self.id, port=port, signed_url=signed)
+        if ttl is not None:
+            req.signed_ttl.CopyFrom(duration(ttl, "ttl"))
+        return self._client.call("ExposePort", req)
+
+    def unexpose(self, port: int) -> None:
+        """Closes an exposed port: its URLs and open connections end."""
+        self._client.call("UnexposePort", pb.UnexposePortRequest(session_id=self.id, port=port))
+
+    def ports(self) -> List[pb.ExposedPort]:
+        """The session's exposed ports (sandgate.v1.ExposedPort), by port."""
+        return list(self._client.call("ListPorts",
+                                      pb.ListPortsRequest(session_id=self.id)).ports)

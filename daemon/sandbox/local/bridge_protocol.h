@@ -18,6 +18,11 @@
 //   kCommand       a message of channel's command socket, either way.
 //   kCommandEof    that command socket was closed, either way.
 //   kStdout/Err    bridge -> daemon: bytes the command wrote; length 0 = the pipe's EOF.
+// A kControl kConnect (an exposed port) opens a channel too, with no command: the bridge
+// connects to 127.0.0.1:port on gVisor's own loopback and, once connected, connects to the
+// ports socket (kPortsSocket), writes the channel id there (4 bytes, host order) and relays
+// the TCP connection over that socket; the daemon hands that socket to the session as the
+// init's kConnected would. A connect that fails is a kCommand kFailed{errno} on the channel.
 // The connection's EOF ends the sandbox (bridge side) or the session (daemon side).
 //
 // Plain C++ with no dependencies: the bridge is a small static binary.
@@ -54,10 +59,11 @@ constexpr uint32_t kMaxPayload = initproto::kMaxExecMessage;
 // Where the bridge binary and the socket directory appear inside a gVisor sandbox.
 constexpr const char* kBridgePathInSandbox = "/.sandgate/bridge";
 constexpr const char* kSocketDirInSandbox = "/.sandgate/sock";
-// Socket names in that directory: the control connection (accepted once, then removed) and
-// the network proxy (restricted/enabled sessions only).
+// Socket names in that directory: the control connection (accepted once, then removed), the
+// network proxy (restricted/enabled sessions only) and the exposed ports' connections.
 constexpr const char* kControlSocket = "control.sock";
 constexpr const char* kProxySocket = "proxy.sock";
+constexpr const char* kPortsSocket = "ports.sock";
 
 // The whole of `n` bytes of the tunnel's socket, or false (EOF, an error). Both ends use it.
 inline bool ReadFull(int fd, void* buf, size_t n) {

@@ -161,6 +161,14 @@ ssize_t ReceiveWithFd(int sock, MessageHeader* h, UniqueFd* fd) {
   return n;
 }
 
+// A connect to an exposed port that failed: nothing listens there (the usual case), or why.
+absl::Status PortRefused(const std::string& where, int err) {
+  if (err == ECONNREFUSED) {
+    return errors::FailedPrecondition(absl::StrCat("nothing listens on ", where));
+  }
+  return errors::Unavailable(absl::StrCat("cannot connect to ", where, ": ", strerror(err)));
+}
+
 // One output pipe of a running command, with its byte cap.
 struct OutputPipe {
   UniqueFd fd;
@@ -493,9 +501,14 @@ void BwrapSession::OnExit() {
 
 absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd,
                                     int in_fd) {
-  const int fds[initproto::kMaxExecFdCount] = {cmd_fd, out_fd, err_fd, in_fd};
-  const size_t fds_size = sizeof(int) * (in_fd >= 0 ? 4 : 3);
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
+  std::vector<int> fds = {cmd_fd, out_fd, err_fd};
+  if (in_fd >= 0) fds.push_back(in_fd);
+  return SendControl(message, fds);
+}
+
+absl::Status BwrapSession::SendControl(const std::string& message, const std::vector<int>& fds) {
+  const size_t fds_size = sizeof(int) * fds.size();
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * initproto::kMaxExecFdCount)];
   memset(cbuf, 0, sizeof(cbuf));
   struct iovec iov = {const_cast<char*>(message.data()), message.size()};
   struct msghdr msg = {};
@@ -507,7 +520,7 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(fds_size);
-  memcpy(CMSG_DATA(c), fds, fds_size);
+  memcpy(CMSG_DATA(c), fds.data(), fds_size);
   absl::MutexLock l(&send_mu_);
   ssize_t n;
   do {
@@ -516,6 +529,66 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
   if (n < 0)
     return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " is gone: ", strerror(errno)));
   return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> BwrapSession::ConnectPort(uint16_t port, absl::Duration timeout) {
+  {
+    absl::MutexLock l(&mu_);
+    if (closed_)
+      return errors::FailedPrecondition(absl::StrCat("session ", spec_.id, " is closed"));
+  }
+  if (Exited()) return DeadError();
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return errors::FromErrno(errno, "socketpair");
+  }
+  UniqueFd reply(sv[0]), reply_remote(sv[1]);
+  MessageHeader m;
+  m.type = initproto::kConnect;
+  m.value = port;
+  SANDGATE_RETURN_IF_ERROR(
+      SendControl(std::string(reinterpret_cast<const char*>(&m), sizeof(m)), {reply_remote.get()}));
+  reply_remote.reset();
+  const absl::Time deadline = absl::Now() + timeout;
+  const std::string where = absl::StrCat("127.0.0.1:", port, " in session ", spec_.id);
+  UniqueFd conn;
+  for (;;) {
+    struct pollfd p = {reply.get(), POLLIN, 0};
+    int r = poll(&p, 1, PollTimeoutMs(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errors::FromErrno(errno, "poll");
+    if (r == 0)
+      return errors::DeadlineExceeded(absl::StrCat("no connection to ", where, " in time"));
+    MessageHeader h;
+    ssize_t n = ReceiveWithFd(reply.get(), &h, &conn);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kConnected && conn.valid()) {
+      break;
+    }
+    if (n == static_cast<ssize_t>(sizeof(h)) && h.type == initproto::kFailed) {
+      return PortRefused(where, h.value);
+    }
+    return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " did not answer the connect"));
+  }
+  // A namespaces sandbox hands over the TCP socket itself, its connect perhaps under way;
+  // a gVisor one, the bridge's relay of a connection already made.
+  int domain = 0;
+  socklen_t len = sizeof(domain);
+  if (getsockopt(conn.get(), SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_INET) {
+    struct pollfd p = {conn.get(), POLLOUT, 0};
+    int r;
+    do {
+      r = poll(&p, 1, PollTimeoutMs(deadline));
+    } while (r < 0 && errno == EINTR);
+    if (r == 0)
+      return errors::DeadlineExceeded(absl::StrCat("no connection to ", where, " in time"));
+    int err = 0;
+    len = sizeof(err);
+    if (getsockopt(conn.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err != 0) return PortRefused(where, err);
+  }
+  fcntl(conn.get(), F_SETFL, O_NONBLOCK);
+  return conn;
 }
 
 absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,

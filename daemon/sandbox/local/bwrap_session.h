@@ -91,6 +91,8 @@ class BwrapSession : public Session {
   absl::StatusOr<ExecResult> Exec(const ExecRequest& request, const OutputCallback& on_output,
                                   const CancelToken* cancel) override;
   bool talks_to_commands() const override { return true; }
+  bool reaches_ports() const override { return true; }
+  absl::StatusOr<UniqueFd> ConnectPort(uint16_t port, absl::Duration timeout) override;
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
   absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
@@ -138,6 +140,8 @@ class BwrapSession : public Session {
   absl::StatusOr<std::shared_ptr<const WorkspaceFiles>> Files() const;
   // `in_fd`: the command's stdin, or -1 (/dev/null).
   absl::Status SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd, int in_fd);
+  // One message on the control socket with `fds` attached (SCM_RIGHTS).
+  absl::Status SendControl(const std::string& message, const std::vector<int>& fds);
   // Whether the init or bwrap has exited (a poll of their pidfds, no wait).
   bool Exited() const;
   // Why the sandbox died, worked out once (it waits up to a second for bwrap to follow its

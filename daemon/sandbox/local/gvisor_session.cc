@@ -74,6 +74,10 @@ absl::Status BwrapSession::LaunchGvisor(const CancelToken* cancel) {
   if (bundle.proxy_port != 0) {
     SANDGATE_ASSIGN_OR_RETURN(proxy_listener, ListenUnix(runsc_.socket(bridgeproto::kProxySocket)));
   }
+  // Exposed ports' connections, relayed by the bridge from gVisor's loopback (the tunnel
+  // accepts them); only the bridge, root in the sandbox, may connect.
+  SANDGATE_ASSIGN_OR_RETURN(UniqueFd ports_listener,
+                            ListenUnix(runsc_.socket(bridgeproto::kPortsSocket)));
   int ep[2];
   if (pipe2(ep, O_CLOEXEC | O_NONBLOCK) != 0) return errors::FromErrno(errno, "pipe");
   bwrap_stderr_.reset(ep[0]);
@@ -126,7 +130,8 @@ absl::Status BwrapSession::LaunchGvisor(const CancelToken* cancel) {
   if (unlink(runsc_.socket(bridgeproto::kControlSocket).c_str()) != 0) {
     return errors::FromErrno(errno, "remove the control socket");
   }
-  SANDGATE_ASSIGN_OR_RETURN(tunnel_, GvisorTunnel::Start(std::move(bridge)));
+  SANDGATE_ASSIGN_OR_RETURN(tunnel_,
+                            GvisorTunnel::Start(std::move(bridge), std::move(ports_listener)));
   control_ = tunnel_->TakeSessionEnd();
   int sndbuf = 2 * static_cast<int>(initproto::kMaxExecMessage);
   if (setsockopt(control_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0) {

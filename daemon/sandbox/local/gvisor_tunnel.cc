@@ -42,15 +42,25 @@ bool WritePipe(int fd, const std::string& data) {
   return true;
 }
 
-// The session's fds of one command.
+// The session's fds of one command; of a kConnect, only `cmd` (its reply socket).
 struct Channel {
   UniqueFd cmd, out, err;
 };
 
+// The channel id the bridge writes first on a ports connection, or 0. The bridge writes it
+// as soon as it connected; a second is plenty.
+uint32_t ReadChannelId(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  uint32_t id = 0;
+  if (poll(&p, 1, 1000) != 1 || !bp::ReadFull(fd, &id, sizeof(id))) return 0;
+  return id;
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GvisorTunnel>> GvisorTunnel::Start(UniqueFd bridge) {
+absl::StatusOr<std::unique_ptr<GvisorTunnel>> GvisorTunnel::Start(UniqueFd bridge, UniqueFd ports) {
   std::unique_ptr<GvisorTunnel> t(new GvisorTunnel());
+  t->ports_ = std::move(ports);
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return errors::FromErrno(errno, "socketpair");
@@ -90,6 +100,7 @@ void GvisorTunnel::Loop() {
     pfds.push_back({wake_r_.get(), POLLIN, 0});
     pfds.push_back({host, POLLIN, 0});
     pfds.push_back({session, POLLIN, 0});
+    pfds.push_back({ports_.get(), POLLIN, 0});
     for (const auto& [id, ch] : channels) {
       if (!ch.cmd.valid()) continue;
       ids.push_back(id);
@@ -101,7 +112,7 @@ void GvisorTunnel::Loop() {
     }
     if (pfds[0].revents != 0) break;
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (pfds[3 + i].revents == 0) continue;
+      if (pfds[4 + i].revents == 0) continue;
       Channel& ch = channels[ids[i]];
       initproto::MessageHeader m;
       ssize_t n = recv(ch.cmd.get(), &m, sizeof(m), MSG_DONTWAIT);
@@ -110,10 +121,22 @@ void GvisorTunnel::Loop() {
       } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
         ch.cmd.reset();
         if (!SendFrame(host, ids[i], bp::kCommandEof, nullptr, 0)) goto done;
+        if (!ch.out.valid() && !ch.err.valid()) channels.erase(ids[i]);
+      }
+    }
+    if (pfds[3].revents != 0) {
+      // An exposed port's connection, relayed by the bridge: the answer to a kConnect.
+      UniqueFd conn(accept4(ports_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      const uint32_t id = conn.valid() ? ReadChannelId(conn.get()) : 0;
+      auto it = channels.find(id);
+      if (id != 0 && it != channels.end() && it->second.cmd.valid() && !it->second.out.valid()) {
+        // The kConnected the init would send, with the bridge's relay as the connection.
+        initproto::SendWithFd(it->second.cmd.get(), initproto::kConnected, 0, conn.get());
+        channels.erase(it);
       }
     }
     if (pfds[2].revents != 0) {
-      // A kExec from the session, with its three fds.
+      // A kExec from the session, with its three fds, or a kConnect with its reply socket.
       std::string message(initproto::kMaxExecMessage, '\0');
       int fds[initproto::kExecFdCount];
       alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
@@ -128,15 +151,29 @@ void GvisorTunnel::Loop() {
       if (n <= 0) break;  // the session closed: end the sandbox
       message.resize(static_cast<size_t>(n));
       struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      if (c == nullptr || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(fds))) {
-        break;  // not from BwrapSession::SendExec: a bug, end the sandbox rather than guess
+      initproto::MessageHeader h;
+      if (message.size() >= sizeof(h)) memcpy(&h, message.data(), sizeof(h));
+      const bool connect = message.size() >= sizeof(h) && h.type == initproto::kConnect;
+      const size_t want = connect ? sizeof(int) : sizeof(fds);
+      if (c == nullptr || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(want)) {
+        break;  // not from BwrapSession::SendControl: a bug, end the sandbox rather than guess
       }
-      memcpy(fds, CMSG_DATA(c), sizeof(fds));
+      memcpy(fds, CMSG_DATA(c), want);
       const uint32_t id = next_channel++;
       Channel& ch = channels[id];
       ch.cmd.reset(fds[0]);
-      ch.out.reset(fds[1]);
-      ch.err.reset(fds[2]);
+      if (connect && !ports_.valid()) {
+        initproto::MessageHeader failed;
+        failed.type = initproto::kFailed;
+        failed.value = ENOTSUP;
+        (void)send(ch.cmd.get(), &failed, sizeof(failed), MSG_NOSIGNAL);
+        channels.erase(id);
+        continue;
+      }
+      if (!connect) {
+        ch.out.reset(fds[1]);
+        ch.err.reset(fds[2]);
+      }
       if (!SendFrame(host, id, bp::kControl, message.data(), message.size())) break;
     }
     if (pfds[1].revents != 0) {

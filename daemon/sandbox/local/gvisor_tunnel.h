@@ -26,8 +26,11 @@ namespace sandgate::sandbox::local {
 
 class GvisorTunnel {
  public:
-  // `bridge` is the accepted stream connection from the sandbox's bridge.
-  static absl::StatusOr<std::unique_ptr<GvisorTunnel>> Start(UniqueFd bridge);
+  // `bridge` is the accepted stream connection from the sandbox's bridge; `ports`, when
+  // valid, the listening socket the bridge connects to with each exposed port's connection
+  // (kPortsSocket), which the tunnel hands to the session as the answer to its kConnect.
+  static absl::StatusOr<std::unique_ptr<GvisorTunnel>> Start(UniqueFd bridge,
+                                                             UniqueFd ports = UniqueFd());
   ~GvisorTunnel();
 
   // The socket that stands for the init's control socket; call once.
@@ -38,6 +41,7 @@ class GvisorTunnel {
   void Loop();
 
   UniqueFd bridge_;
+  UniqueFd ports_;            // the exposed ports' listener; may be invalid
   UniqueFd tunnel_end_;       // the tunnel's side of the session's socketpair
   UniqueFd session_end_;      // handed out by TakeSessionEnd
   UniqueFd wake_r_, wake_w_;  // the destructor's stop signal

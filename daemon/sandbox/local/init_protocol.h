@@ -14,6 +14,12 @@
 //                    the sandbox's own devpts (rows x cols; stdin, stdout and stderr are its
 //                    slave, the controlling terminal of the command's session) and the pipes
 //                    are closed unused.
+//   daemon -> init   kConnect{value = port}: SCM_RIGHTS carries one reply socket. The init
+//                    opens a TCP connection to 127.0.0.1:port of the sandbox's own network
+//                    namespace (non-blocking; it may still be completing) and answers on the
+//                    reply socket kConnected with that socket (SCM_RIGHTS), or kFailed{errno}
+//                    when the connect failed at once. An exposed port's connection (docs/
+//                    sessions.md "Exposed ports"): never the host's network.
 //   EOF              the daemon is gone or closed the session: the init exits, which makes
 //                    the kernel kill everything in the PID namespace.
 // Command socket (one per command, passed with kExec):
@@ -34,8 +40,11 @@
 #ifndef SANDGATE_SANDBOX_LOCAL_INIT_PROTOCOL_H_
 #define SANDGATE_SANDBOX_LOCAL_INIT_PROTOCOL_H_
 
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace sandgate::sandbox::initproto {
 
@@ -48,6 +57,8 @@ enum MessageType : uint32_t {
   kKill = 6,
   kKillAll = 7,
   kSignal = 8,
+  kConnect = 9,
+  kConnected = 10,
 };
 
 // MessageHeader::flags of kExec.
@@ -75,6 +86,28 @@ constexpr int kExecFdCount = 3;
 constexpr int kMaxExecFdCount = 4;
 // Where the init binary is mounted inside the sandbox.
 constexpr const char* kInitPathInSandbox = "/.sandgate/init";
+
+// One header-only message of `type` and `value` on `sock` with `fd` attached (SCM_RIGHTS):
+// a terminal's kStarted, a port's kConnected. A failure means the reader is gone; nothing to do.
+inline void SendWithFd(int sock, uint32_t type, int32_t value, int fd) {
+  MessageHeader m;
+  m.type = type;
+  m.value = value;
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+  memset(cbuf, 0, sizeof(cbuf));
+  struct iovec iov = {&m, sizeof(m)};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof(cbuf);
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  (void)sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
 
 }  // namespace sandgate::sandbox::initproto
 

@@ -54,6 +54,10 @@ class Daemon:
                  "debug"], stdout=subprocess.PIPE, stderr=log, close_fds=True)
         ready, _, _ = select.select([self.process.stdout], [], [], 15)
         line = self.process.stdout.readline().decode() if ready else ""
+        # Where its HTTP port is comes first (http_listen: "sandgated http on URL"), then, as
+        # promptly, the line awaited (perhaps already in the reader's buffer: no select).
+        if line.startswith("sandgated http on "):
+            line = self.process.stdout.readline().decode()
         prefix = "sandgated listening on "
         if not line.startswith(prefix):
             self.stop(signal.SIGKILL)

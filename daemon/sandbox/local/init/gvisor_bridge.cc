@@ -12,6 +12,9 @@
 // listens on 127.0.0.1:<port> of gVisor's own loopback and relays each connection to the daemon's
 // proxy socket, so the network proxy sees exactly what it sees from a namespaces sandbox.
 //
+// An exposed port's kConnect (bridge_protocol.h) connects to 127.0.0.1:<port> of gVisor's
+// loopback and relays that connection to the daemon's ports socket, the same way.
+//
 // It exits when the daemon's connection ends or the init exits; either way the sandbox
 // ends with it. Single threaded; one poll loop; not dumpable. Everything it starts runs as
 // its own uid, inside gVisor.
@@ -27,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -84,6 +88,12 @@ struct Relay {
   bool a_eof = false, b_eof = false;
 };
 
+// An exposed port's connection to 127.0.0.1:<port> that is still being made.
+struct PendingConnect {
+  uint32_t channel = 0;
+  int fd = -1;
+};
+
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
@@ -127,8 +137,61 @@ bool OpenChannel(int init_ctl, uint32_t id, const std::string& message,
   return true;
 }
 
+void SendFailed(uint32_t channel, int err) {
+  ip::MessageHeader m;
+  m.type = ip::kFailed;
+  m.value = err;
+  SendFrame(channel, bp::kCommand, &m, sizeof(m));
+}
+
+// Starts the connection of a kConnect on `channel`: pending until connected.
+void StartConnect(uint32_t channel, const std::string& payload,
+                  std::vector<PendingConnect>& pending) {
+  ip::MessageHeader h;
+  memcpy(&h, payload.data(), sizeof(h));
+  if (h.value < 1 || h.value > 65535) return SendFailed(channel, EINVAL);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return SendFailed(channel, errno);
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(h.value));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)) != 0 && errno != EINPROGRESS) {
+    const int err = errno;
+    close(fd);
+    return SendFailed(channel, err);
+  }
+  pending.push_back({channel, fd});
+}
+
+// A pending connection is made (or failed): relayed to the daemon's ports socket, its first
+// bytes the channel id; or kFailed on the channel.
+void FinishConnect(PendingConnect& c, const std::string& dir, std::vector<Relay>& relays) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  int b = err == 0 ? ConnectUnix(dir + "/" + bp::kPortsSocket) : -1;
+  if (err == 0 && b < 0) err = errno;
+  if (b >= 0 && !bp::WriteFull(b, &c.channel, sizeof(c.channel))) {
+    err = EPIPE;
+    CloseFd(b);
+  }
+  if (err != 0) {
+    SendFailed(c.channel, err);
+    CloseFd(c.fd);
+    return;
+  }
+  fcntl(b, F_SETFL, O_NONBLOCK);
+  Relay r;
+  r.a = c.fd;
+  r.b = b;
+  relays.push_back(r);
+  c.fd = -1;
+}
+
 // Handles one frame from the daemon; false when the connection ended.
-bool HandleHostFrame(int init_ctl, std::map<uint32_t, Channel>& channels) {
+bool HandleHostFrame(int init_ctl, std::map<uint32_t, Channel>& channels,
+                     std::vector<PendingConnect>& pending) {
   bp::FrameHeader h;
   if (!bp::ReadFull(g_host, &h, sizeof(h)) || h.length > bp::kMaxPayload) return false;
   std::string payload(h.length, '\0');
@@ -137,6 +200,11 @@ bool HandleHostFrame(int init_ctl, std::map<uint32_t, Channel>& channels) {
   switch (h.kind) {
     case bp::kControl:
       if (h.channel == 0 || it != channels.end()) return false;  // a broken daemon: stop
+      if (payload.size() == sizeof(ip::MessageHeader) &&
+          reinterpret_cast<const ip::MessageHeader*>(payload.data())->type == ip::kConnect) {
+        StartConnect(h.channel, payload, pending);
+        return true;
+      }
       if (!OpenChannel(init_ctl, h.channel, payload, channels)) {
         SendFrame(h.channel, bp::kCommandEof, nullptr, 0);
       }
@@ -238,6 +306,7 @@ int main(int argc, char** argv) {
 
   std::map<uint32_t, Channel> channels;
   std::vector<Relay> relays;
+  std::vector<PendingConnect> pending;
   std::vector<struct pollfd> pfds;
   char buf[65536];
   for (;;) {
@@ -260,6 +329,8 @@ int main(int argc, char** argv) {
       pfds.push_back(
           {r.b, static_cast<short>((r.b_eof ? 0 : POLLIN) | (r.a_to_b.empty() ? 0 : POLLOUT)), 0});
     }
+    const size_t pending_base = pfds.size();
+    for (const PendingConnect& c : pending) pfds.push_back({c.fd, POLLOUT, 0});
     if (poll(pfds.data(), pfds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -311,7 +382,14 @@ int main(int argc, char** argv) {
       if (n > 0) SendFrame(0, bp::kControl, &m, static_cast<size_t>(n));
       if (n == 0) break;
     }
-    if (pfds[1].revents != 0 && !HandleHostFrame(init_ctl, channels)) break;
+    // Before the host's frames, which may add to `pending` (the indices above are its own).
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (pfds[pending_base + i].revents != 0) FinishConnect(pending[i], dir, relays);
+    }
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](const PendingConnect& c) { return c.fd < 0; }),
+                  pending.end());
+    if (pfds[1].revents != 0 && !HandleHostFrame(init_ctl, channels, pending)) break;
     if (pfds[3].revents != 0) {
       int a = accept4(proxy_listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (a >= 0) {

@@ -14,9 +14,11 @@
 //
 // Single threaded; one poll loop. It trusts the daemon and nothing else: nothing inside the
 // sandbox can talk to it (the sockets are not reachable by path) or ptrace it (not dumpable).
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -41,6 +43,8 @@
 
 namespace {
 
+using sandgate::sandbox::initproto::kConnect;
+using sandgate::sandbox::initproto::kConnected;
 using sandgate::sandbox::initproto::kExec;
 using sandgate::sandbox::initproto::kExecFdCount;
 using sandgate::sandbox::initproto::kExecPty;
@@ -55,6 +59,7 @@ using sandgate::sandbox::initproto::kReady;
 using sandgate::sandbox::initproto::kSignal;
 using sandgate::sandbox::initproto::kStarted;
 using sandgate::sandbox::initproto::MessageHeader;
+using sandgate::sandbox::initproto::SendWithFd;
 
 uid_t g_command_uid = 0;  // 0 = run commands with the init's own ids
 
@@ -70,27 +75,6 @@ void Send(int sock, uint32_t type, int32_t value) {
   m.value = value;
   // A failure means the daemon stopped listening on this command; nothing to do.
   (void)send(sock, &m, sizeof(m), MSG_NOSIGNAL);
-}
-
-// kStarted with the terminal's master fd attached.
-void SendWithFd(int sock, uint32_t type, int32_t value, int fd) {
-  MessageHeader m;
-  m.type = type;
-  m.value = value;
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-  memset(cbuf, 0, sizeof(cbuf));
-  struct iovec iov = {&m, sizeof(m)};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof(cbuf);
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  (void)sendmsg(sock, &msg, MSG_NOSIGNAL);
 }
 
 void WriteAll(int fd, const std::string& s) {
@@ -278,6 +262,35 @@ void StartCommand(const char* buf, size_t len, const std::vector<int>& fds,
   commands.push_back(Command{pid, fds[0], false});
 }
 
+// Handles one kConnect: a TCP connection to 127.0.0.1:port of this sandbox's own network
+// namespace, handed to the daemon on the reply socket; takes ownership of `fds`. The connect
+// is non-blocking (a full accept queue must not stall the init); the daemon waits for it.
+void ConnectPort(const MessageHeader& h, const std::vector<int>& fds) {
+  if (fds.size() != 1 || h.value < 1 || h.value > 65535) {
+    if (fds.size() == 1) Send(fds[0], kFailed, EINVAL);
+    CloseFds(fds);
+    return;
+  }
+  int sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (sock < 0) {
+    Send(fds[0], kFailed, errno);
+    CloseFds(fds);
+    return;
+  }
+  struct sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(h.value));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(sock, reinterpret_cast<struct sockaddr*>(&a), sizeof(a)) != 0 &&
+      errno != EINPROGRESS) {
+    Send(fds[0], kFailed, errno);
+  } else {
+    SendWithFd(fds[0], kConnected, 0, sock);
+  }
+  close(sock);
+  CloseFds(fds);
+}
+
 // Reads one message from the control socket. Returns false on EOF or a fatal error.
 bool HandleControl(int ctl, std::vector<Command>& commands) {
   static char buf[kMaxExecMessage];
@@ -306,6 +319,10 @@ bool HandleControl(int ctl, std::vector<Command>& commands) {
     memcpy(&h, buf, sizeof(h));
     if (h.type == kExec) {
       StartCommand(buf, static_cast<size_t>(n), fds, commands);
+      return true;
+    }
+    if (h.type == kConnect) {
+      ConnectPort(h, fds);
       return true;
     }
   }
