@@ -91,6 +91,8 @@ class BwrapSession : public Session {
   absl::StatusOr<ExecResult> Exec(const ExecRequest& request, const OutputCallback& on_output,
                                   const CancelToken* cancel) override;
   bool talks_to_commands() const override { return true; }
+  // Not under gVisor: the bridge's tunnel carries bytes, not the terminal's descriptor.
+  absl::Status TerminalsAvailable() const override;
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
   absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,
