@@ -222,9 +222,13 @@ absl::StatusOr<std::string> BuildSeccompFilter() {
                  "socket family"));
   if (!s.ok()) return s;
 
+  return ExportBpf(c);
+}
+
+absl::StatusOr<std::string> ExportBpf(void* ctx) {
   UniqueFd mem(memfd_create("sandgate-seccomp", MFD_CLOEXEC));
   if (!mem.valid()) return errors::FromErrno(errno, "memfd_create");
-  SANDGATE_RETURN_IF_ERROR(Check(seccomp_export_bpf(c, mem.get()), "export"));
+  SANDGATE_RETURN_IF_ERROR(Check(seccomp_export_bpf(ctx, mem.get()), "export"));
   off_t size = lseek(mem.get(), 0, SEEK_END);
   if (size <= 0) return errors::Internal("seccomp: empty BPF program");
   std::string bpf(static_cast<size_t>(size), '\0');

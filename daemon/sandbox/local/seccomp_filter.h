@@ -24,6 +24,11 @@ namespace sandgate::sandbox::local {
 // The BPF program as bytes (struct sock_filter array), ready to be written to bwrap.
 absl::StatusOr<std::string> BuildSeccompFilter();
 
+// The program of a libseccomp filter context (a scmp_filter_ctx, so that this header needs no
+// libseccomp) as bytes: BuildSeccompFilter's last step, and the benchmarks' for the earlier
+// denylist (tests/bench/sandbox/denylist_filter.cc).
+absl::StatusOr<std::string> ExportBpf(void* ctx);
+
 }  // namespace sandgate::sandbox::local
 
 #endif  // SANDGATE_SANDBOX_LOCAL_SECCOMP_FILTER_H_
