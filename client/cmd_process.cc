@@ -270,6 +270,10 @@ std::string HowItEnded(const v1::CommandFinished& f) {
   if (f.timed_out()) return "the command timed out (killed)";
   if (f.oom_killed()) return "the command was killed: out of memory (the session's memory limit)";
   if (f.cancelled()) return "the command was cancelled";
+  if (f.signal() == SIGSYS) {
+    return absl::StrCat("the command was killed by signal ", SIGSYS,
+                        " (SIGSYS: a system call the sandbox's seccomp filter forbids)");
+  }
   if (f.signal() != 0)
     return absl::StrCat("the command was killed by signal ", f.signal(), " (",
                         strsignal(f.signal()), ")");

@@ -1,5 +1,7 @@
 #include "client/render.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <map>
 #include <string>
@@ -145,8 +147,10 @@ std::string ProgressPrinter::Render(const v1::Event& e) {
       std::string how = f.timed_out()    ? "timed out"
                         : f.cancelled()  ? "cancelled"
                         : f.oom_killed() ? "killed: out of memory"
-                        : f.signal()     ? absl::StrCat("killed by signal ", f.signal())
-                                         : absl::StrCat("exit ", f.exit_code());
+                        : f.signal() == SIGSYS
+                            ? absl::StrCat("killed by signal ", SIGSYS, " (seccomp)")
+                        : f.signal() ? absl::StrCat("killed by signal ", f.signal())
+                                     : absl::StrCat("exit ", f.exit_code());
       absl::StrAppendFormat(
           &out, "    %s %s in %s%s\n",
           (f.exit_code() == 0 && !f.timed_out() && !f.cancelled()) ? "ok" : "FAILED", how,

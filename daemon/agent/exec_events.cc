@@ -1,3 +1,5 @@
+#include <signal.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/agent.h"
@@ -54,6 +56,12 @@ std::string DescribeExit(const sandbox::ExecResult& result, absl::Duration timeo
   if (result.timed_out) return absl::StrCat("timed out after ", absl::FormatDuration(timeout));
   if (result.oom_killed)
     return absl::StrCat("killed by signal ", result.term_signal, " (out of memory)");
+  if (result.term_signal == SIGSYS) {
+    // The local sandbox's filter kills a process for a foreign architecture's call; other
+    // refusals are an error return, not a signal.
+    return absl::StrCat("killed by signal ", SIGSYS,
+                        " (SIGSYS: a system call the sandbox's seccomp filter forbids)");
+  }
   if (result.term_signal != 0) return absl::StrCat("killed by signal ", result.term_signal);
   return absl::StrCat("exited with status ", result.exit_code);
 }

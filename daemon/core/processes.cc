@@ -256,6 +256,13 @@ absl::Status ProcessManager::Start(const Caller& caller, const v1::StartProcessR
         absl::StrCat("session ", request.session_id(),
                      ": its provider cannot run processes you talk to (use Exec)"));
   }
+  if (pty) {
+    absl::Status terminals = lease->session().TerminalsAvailable();
+    if (!terminals.ok()) {
+      return errors::FailedPrecondition(
+          absl::StrCat("session ", request.session_id(), ": ", terminals.message()));
+    }
+  }
   std::vector<std::shared_ptr<Proc>> forgotten;
   {
     absl::MutexLock lock(&table->mu);

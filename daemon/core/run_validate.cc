@@ -165,6 +165,7 @@ absl::StatusOr<std::shared_ptr<ActiveRun>> ValidateRun(const RunManagerDeps& dep
                                                                                    : "disabled";
   ar->settings.allowed_domains.assign(sb.network().allowed_domains().begin(),
                                       sb.network().allowed_domains().end());
+  ar->settings.isolation = sb.isolation();  // the effective level of a new local session
   // Inputs are held in memory by the active run (and kept in the store while it is queued);
   // the request copy drops them.
   request.clear_inputs();

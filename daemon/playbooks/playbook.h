@@ -70,6 +70,9 @@ struct TaskSettings {
   std::vector<std::string> setup_commands;
   std::string network = "disabled";  // "disabled", "restricted" or "enabled"
   std::vector<std::string> allowed_domains;
+  // The local sandbox's isolation level ("namespaces", "gvisor"); empty when not known here
+  // (a hosted provider, or a kept session, whose level was chosen when it was made).
+  std::string isolation;
 };
 
 class Playbook {

@@ -270,6 +270,13 @@ class Session {
   // Whether Exec honours ExecRequest::channel and pty (stdin, terminals, signals). Default:
   // no; the caller refuses such requests instead of having them ignored.
   virtual bool talks_to_commands() const { return false; }
+  // OK when Exec can run a command on a pseudo-terminal (ExecRequest::pty); otherwise a
+  // FAILED_PRECONDITION saying why, for the caller to refuse such a request up front.
+  virtual absl::Status TerminalsAvailable() const {
+    return talks_to_commands()
+               ? absl::OkStatus()
+               : absl::FailedPreconditionError("its sandbox cannot run a process on a terminal");
+  }
   // Paths are relative to the workspace; "..", absolute paths and symlinks are refused.
   virtual absl::Status WriteFile(absl::string_view path, absl::string_view data,
                                  int mode = 0644) = 0;

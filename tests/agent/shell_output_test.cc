@@ -1,11 +1,13 @@
 #include "agent/shell_output.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <memory>
 
+#include "agent/agent.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/agent/recording_sink.h"
@@ -125,6 +127,16 @@ TEST_F(ShellCallTest, AFailedForkFailsTheCallAndWaitsOnNoOtherChild) {
   int status = 0;
   EXPECT_EQ(waitpid(bystander, &status, 0), bystander) << "the session reaped another child";
   EXPECT_EQ(WEXITSTATUS(status), 7);
+}
+
+// A process the seccomp filter killed says so in the model's output and the run's events.
+TEST(DescribeExitTest, SigsysNamesTheSeccompFilter) {
+  sandbox::ExecResult r;
+  r.term_signal = SIGSYS;
+  EXPECT_EQ(DescribeExit(r, absl::Seconds(10)),
+            "killed by signal 31 (SIGSYS: a system call the sandbox's seccomp filter forbids)");
+  r.term_signal = SIGKILL;
+  EXPECT_EQ(DescribeExit(r, absl::Seconds(10)), "killed by signal 9");
 }
 
 }  // namespace

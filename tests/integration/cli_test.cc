@@ -726,6 +726,14 @@ TEST_F(CliTest, ExecSaysHowACommandEnded) {
   Result slow = Cli("session exec " + id + " --timeout 1 'sleep 30'");
   EXPECT_EQ(slow.exit_code, 124) << slow.out;
   EXPECT_TRUE(absl::StrContains(slow.out, "the command timed out")) << slow.out;
+  // An x32 system call (getpid): the seccomp filter kills the process, and the CLI says why.
+  Result sigsys = Cli("session exec " + id +
+                      " -- python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39)'");
+  EXPECT_EQ(sigsys.exit_code, 128 + 31) << sigsys.out;
+  EXPECT_TRUE(absl::StrContains(
+      sigsys.out,
+      "killed by signal 31 (SIGSYS: a system call the sandbox's seccomp filter forbids)"))
+      << sigsys.out;
   Cli("session close " + id);
 }
 

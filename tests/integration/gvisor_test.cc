@@ -194,7 +194,8 @@ TEST_F(GvisorTest, TheFinancialAnalysisVerifiesUnderGvisor) {
   EXPECT_FALSE(absl::StrContains(daemon_->Log(), R"("isolation":"namespaces")"));
 }
 
-// The probe playbook reports the kernel it saw: gVisor's under gvisor, the host's otherwise.
+// The probe playbook reports the level and kernel it saw: gVisor's under gvisor, the host's
+// otherwise; its probe.isolation check compares the level seen with the one asked for.
 TEST_F(GvisorTest, TheProbeReportsTheKernelOfItsLevel) {
   std::string host_kernel;
   std::ifstream("/proc/sys/kernel/osrelease") >> host_kernel;
@@ -211,10 +212,60 @@ TEST_F(GvisorTest, TheProbeReportsTheKernelOfItsLevel) {
     ASSERT_FALSE(events.empty());
     const v1::RunFinished& finished = events.back().run_finished();
     EXPECT_EQ(finished.status(), v1::RUN_STATUS_SUCCEEDED) << finished.reason();
-    EXPECT_TRUE(absl::EndsWith(finished.summary().headline(),
-                               ", kernel " + (level == "gvisor" ? "4.4.0" : host_kernel)))
+    EXPECT_TRUE(absl::EndsWith(
+        finished.summary().headline(),
+        ", isolation " + level + ", kernel " + (level == "gvisor" ? "4.4.0" : host_kernel)))
         << level << ": " << finished.summary().headline();
   }
+}
+
+// Processes you talk to, through the real daemon: stdin crosses the bridge's tunnel; a
+// terminal cannot (its descriptor would have to leave gVisor), so it is refused by name when
+// the process is started, and the session lives on.
+TEST_F(GvisorTest, StdinReachesAProcessAndATerminalIsRefusedByName) {
+  v1::Session s;
+  ASSERT_TRUE(Create(kToken, "gvisor", &s).ok());
+  v1::StartProcessRequest pty;
+  pty.set_session_id(s.id());
+  pty.add_argv("python3");
+  pty.add_argv("-i");
+  pty.mutable_pty()->set_rows(24);
+  pty.mutable_pty()->set_cols(80);
+  v1::Process refused;
+  grpc::Status st = stub_->StartProcess(DaemonHarness::Context(kToken).get(), pty, &refused);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(
+      absl::StrContains(st.error_message(), "a terminal is not available under isolation gvisor"))
+      << st.error_message();
+
+  v1::StartProcessRequest cat;
+  cat.set_session_id(s.id());
+  cat.add_argv("cat");
+  cat.set_stdin(true);
+  v1::Process p;
+  ASSERT_TRUE(stub_->StartProcess(DaemonHarness::Context(kToken).get(), cat, &p).ok());
+  v1::WriteProcessInputRequest in;
+  in.set_session_id(s.id());
+  in.set_process_id(p.id());
+  in.set_data("through the tunnel\n");
+  in.set_close_stdin(true);
+  v1::WriteProcessInputResponse written;
+  st = stub_->WriteProcessInput(DaemonHarness::Context(kToken).get(), in, &written);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(written.written_bytes(), 19u);
+  v1::ReadProcessOutputRequest read;
+  read.set_session_id(s.id());
+  read.set_process_id(p.id());
+  read.set_until_exit(true);
+  read.mutable_wait()->set_seconds(20);
+  v1::ProcessOutput out;
+  st = stub_->ReadProcessOutput(DaemonHarness::Context(kToken).get(), read, &out);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  std::string text;
+  for (const auto& c : out.chunks()) text += c.data();
+  EXPECT_EQ(text, "through the tunnel\n");
+  EXPECT_EQ(out.process().state(), v1::Process::STATE_EXITED);
+  EXPECT_EQ(Exec(kToken, s.id(), "echo alive"), "alive\n");
 }
 
 TEST_F(GvisorTest, ThePolicyBoundsTheLevelAndBadLevelsAreNamed) {

@@ -879,6 +879,20 @@ TEST_P(SecurityTest, A18_SeccompDeniesKernelAttackSurface) {
 #endif
 }
 
+// §6, issue 22: the filter is an allowlist. Calls the earlier denylist did not name reached
+// the host kernel; now every call the filter does not name is refused, the newest ones too.
+TEST_P(SecurityTest, A18b_CallsTheFilterDoesNotNameAreRefused) {
+  auto s = NewSession("a18b");
+  ASSERT_NE(s, nullptr);
+  std::string out = Probe(s.get(), {"pidfd_getfd", "sysfs", "memfd_secret", "newest"});
+  if (gvisor()) {
+    // None reaches the host kernel: gVisor's own answers.
+    EXPECT_THAT(out, Not(HasSubstr(" OK"))) << out;
+    return;
+  }
+  EXPECT_EQ(out, "pidfd_getfd EPERM\nsysfs ENOSYS\nmemfd_secret ENOSYS\nnewest ENOSYS\n");
+}
+
 // §8.19
 TEST_P(SecurityTest, A19_Pid1CannotBeTraced) {
   auto s = NewSession("a19");

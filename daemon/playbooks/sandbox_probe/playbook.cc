@@ -61,6 +61,7 @@ ReferencePlan SandboxProbePlaybook::Reference(const std::vector<InputFile>& inpu
                  {"allowed_domains", settings.allowed_domains},
                  {"probe_url", ProbeUrl(settings)},
                  {"setup_commands", settings.setup_commands},
+                 {"isolation", settings.isolation},
                  {"inputs", json::array()}};
   for (const InputFile& in : inputs) {
     config["inputs"].push_back({{"name", in.name}, {"sha256", Sha256::Hex(in.content)}});
@@ -85,7 +86,9 @@ std::string SandboxProbePlaybook::Instructions(const std::vector<InputFile>& inp
   return absl::StrCat(
       "You are checking a sandbox before it is trusted. Work in ", workdir,
       ". Use shell commands to record: the OS (/etc/os-release) and kernel (uname -r), the "
-      "working directory, the Python and Node versions (a missing tool is a finding), the "
+      "isolation level you see (gvisor if `dmesg` says gVisor, namespaces if /proc/self/status "
+      "shows Seccomp: 2, else none) and what showed it, the working directory, the Python and Node "
+      "versions (a missing tool is a finding), the "
       "sha256 of each input file (",
       absl::StrJoin(names, ", "), "), whether these environment variables are visible: ",
       settings.env.empty() ? "none requested" : "",
@@ -101,7 +104,8 @@ std::string SandboxProbePlaybook::Instructions(const std::vector<InputFile>& inp
       settings.network,
       "). Write sandbox-report.md (sections: Environment, "
       "Inputs, Environment variables, Setup, Network, Checks, Outputs) and checks.json with "
-      "the keys facts{os,kernel,cwd,python,node}, inputs[{name,sha256,readable}], "
+      "the keys facts{os,kernel,isolation,isolation_evidence,cwd,python,node}, "
+      "inputs[{name,sha256,readable}], "
       "env{NAME: matches|differs|missing}, network{tool,exit_code,message,reached}, "
       "workspace[{path,bytes}], setup{commands,ran}, checks[{name,ok,detail}]. Do not stop "
       "until both files exist.");
@@ -149,9 +153,10 @@ std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSe
     const json& v = facts.value(key, json());
     return v.is_string() ? v.get<std::string>() : v.is_null() ? std::string(if_absent) : v.dump();
   };
-  summary->set_headline(
-      absl::StrCat("sandbox: ", fact("os", "unknown OS"), ", kernel ", fact("kernel", "unknown")));
-  for (const char* key : {"python", "node", "cwd", "uid"}) {
+  summary->set_headline(absl::StrCat("sandbox: ", fact("os", "unknown OS"), ", isolation ",
+                                     fact("isolation", "unknown"), ", kernel ",
+                                     fact("kernel", "unknown")));
+  for (const char* key : {"python", "node", "cwd", "uid", "isolation_evidence"}) {
     *summary->add_metrics() = SummaryText(key, fact(key, "not available"));
   }
 
@@ -164,6 +169,15 @@ std::vector<Check> CheckProbe(const std::vector<InputFile>& inputs, const TaskSe
                         absent.empty() ? absl::StrCat(doc["facts"].value("os", ""), ", kernel ",
                                                       doc["facts"].value("kernel", ""))
                                        : absl::StrCat("missing: ", absl::StrJoin(absent, ", "))));
+
+  // The level the sandbox saw from inside against the one the run was given.
+  if (!settings.isolation.empty()) {
+    const std::string seen = fact("isolation", "not reported");
+    checks.push_back(Make("probe.isolation", seen == settings.isolation,
+                          absl::StrCat("asked for ", settings.isolation, ", saw ", seen, " (",
+                                       fact("isolation_evidence", "no evidence"), "), kernel ",
+                                       fact("kernel", "unknown"))));
+  }
 
   std::vector<std::string> bad_inputs;
   for (const InputFile& in : inputs) {

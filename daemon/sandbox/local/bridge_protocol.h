@@ -9,8 +9,10 @@
 //   daemon: session --SEQPACKET+fds--> GvisorTunnel ==stream of frames==> bridge (in sandbox)
 //   bridge: --SEQPACKET+fds--> sandgate-init (unchanged, PID 2)
 //
-// The tunnel on each side turns the three fds of a kExec into a channel id and back, so
-// neither the session's Exec nor the init knows a tunnel is there.
+// The tunnel on each side turns the fds of a kExec (three, or four with kExecStdinPipe) into a
+// channel id and back, so neither the session's Exec nor the init knows a tunnel is there.
+// A terminal (kExecPty) cannot cross: its master would have to become a descriptor on the
+// host, so the session refuses one under gVisor before anything is sent.
 //
 // Every frame is a FrameHeader then `length` payload bytes:
 //   kControl       a message of the control socket, either way. daemon -> bridge: a kExec
@@ -18,6 +20,9 @@
 //   kCommand       a message of channel's command socket, either way.
 //   kCommandEof    that command socket was closed, either way.
 //   kStdout/Err    bridge -> daemon: bytes the command wrote; length 0 = the pipe's EOF.
+//   kStdin         daemon -> bridge: bytes for the command's stdin (kExecStdinPipe);
+//                  length 0 = close it. The bridge holds at most kMaxStdinBacklog bytes the
+//                  command has not read yet; beyond that it closes the command's stdin.
 // A kControl kConnect (an exposed port) opens a channel too, with no command: the bridge
 // connects to 127.0.0.1:port on gVisor's own loopback and, once connected, connects to the
 // ports socket (kPortsSocket), writes the channel id there (4 bytes, host order) and relays
@@ -46,6 +51,7 @@ enum FrameKind : uint32_t {
   kCommandEof = 3,
   kStdout = 4,
   kStderr = 5,
+  kStdin = 6,
 };
 
 struct FrameHeader {
@@ -56,6 +62,8 @@ struct FrameHeader {
 
 // Largest payload: a whole kExec message.
 constexpr uint32_t kMaxPayload = initproto::kMaxExecMessage;
+// Stdin bytes a command may leave unread in the bridge before its stdin is closed.
+constexpr size_t kMaxStdinBacklog = 8 << 20;
 // Where the bridge binary and the socket directory appear inside a gVisor sandbox.
 constexpr const char* kBridgePathInSandbox = "/.sandgate/bridge";
 constexpr const char* kSocketDirInSandbox = "/.sandgate/sock";

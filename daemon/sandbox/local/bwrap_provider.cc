@@ -68,11 +68,12 @@ absl::Status KillUid(uid_t uid, absl::Duration wait, Clock& clock) {
 void ConfigureGvisor(const BwrapOptions& options, BwrapProvider::Core& core) {
   local::RunscConfig& r = core.runsc;
   r.runsc_path = options.runsc_path;
-  r.platform = options.gvisor_platform;
-  if (r.platform == "kvm" && access("/dev/kvm", R_OK | W_OK) != 0) {
+  r.platform = local::GvisorPlatform(options.gvisor_platform, options.kvm_device);
+  if (r.platform != options.gvisor_platform) {
     log::Warning("sandbox.gvisor_platform",
-                 {{"wanted", "kvm"}, {"using", "ptrace"}, {"why", "/dev/kvm is not usable"}});
-    r.platform = "ptrace";
+                 {{"wanted", options.gvisor_platform},
+                  {"using", r.platform},
+                  {"why", absl::StrCat(options.kvm_device, " is not usable")}});
   }
   r.gvisor_dir = absl::StrCat(options.mount_dir, "/gvisor");
   r.init_path = options.init_path;
@@ -153,6 +154,9 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
   if (options.disable_seccomp_for_benchmarks) {
     core->bwrap.seccomp_bpf.clear();
     log::Warning("sandbox.seccomp_disabled", {{"why", "disable_seccomp_for_benchmarks"}});
+  } else if (!options.seccomp_bpf_for_benchmarks.empty()) {
+    core->bwrap.seccomp_bpf = options.seccomp_bpf_for_benchmarks;
+    log::Warning("sandbox.seccomp_replaced", {{"why", "seccomp_bpf_for_benchmarks"}});
   }
   for (const std::string& cidr : options.proxy_ssrf_exempt_cidrs) {
     absl::StatusOr<local::Cidr> c = local::Cidr::Parse(cidr);

@@ -91,11 +91,16 @@ struct BwrapOptions {
   // "ptrace" (works everywhere) or "kvm" (faster; used only when /dev/kvm exists, else
   // ptrace with a warning at start).
   std::string gvisor_platform = "ptrace";
+  // The KVM device whose presence lets "kvm" be used (tests point it at a fake).
+  std::string kvm_device = "/dev/kvm";
   // sandgate-gvisor-bridge on the host; empty = beside init_path.
   std::string bridge_path;
 
   // BENCHMARKS ONLY: run sandboxes without the seccomp filter, to measure what it costs.
   bool disable_seccomp_for_benchmarks = false;
+  // BENCHMARKS ONLY: run sandboxes under this BPF program instead of the provider's filter
+  // (the earlier denylist, for a before/after); empty = the provider's filter.
+  std::string seccomp_bpf_for_benchmarks;
 };
 
 class BwrapProvider : public Provider {

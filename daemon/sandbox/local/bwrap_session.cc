@@ -20,6 +20,7 @@
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "sandbox/local/fd_passing.h"
 #include "sandbox/local/init_protocol.h"
 #include "sandbox/local/pidfd.h"
 #include "sandbox/local/tmpfs_limits.h"
@@ -72,6 +73,14 @@ absl::Status CheckNoNul(absl::string_view s, absl::string_view what) {
   return absl::OkStatus();
 }
 
+// The bridge's tunnel (bridge_protocol.h) carries bytes, not the terminal's descriptor.
+absl::Status GvisorHasNoTerminals() {
+  return errors::FailedPrecondition(
+      "pty: a terminal is not available under isolation gvisor (its tunnel cannot carry the "
+      "terminal); run the process without a terminal (stdin still works), or use a session "
+      "with isolation namespaces");
+}
+
 // The kExec message: header, cwd, argv, env (see init_protocol.h).
 absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec& spec,
                                        uint16_t proxy_port) {
@@ -83,6 +92,7 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec
   if (req.pty && (req.pty->rows == 0 || req.pty->cols == 0)) {
     return errors::InvalidArgument("pty: rows and cols must be at least 1");
   }
+  if (req.pty && spec.isolation == Isolation::kGvisor) return GvisorHasNoTerminals();
   std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
                                             {"HOME", "/work"},
                                             {"LANG", "C.UTF-8"},
@@ -136,26 +146,14 @@ absl::StatusOr<std::string> EncodeExec(const ExecRequest& req, const SessionSpec
 // Receives one message of a command socket, and the fd it carries, if any (kStarted of a
 // command on a terminal). As recv.
 ssize_t ReceiveWithFd(int sock, MessageHeader* h, UniqueFd* fd) {
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-  struct iovec iov = {h, sizeof(*h)};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof(cbuf);
-  ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  if (n <= 0) return n;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int received;
-      memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (fd->valid()) {
-        close(received);  // more than the one expected: not kept
-      } else {
-        fd->reset(received);
-      }
+  int fds[fdpass::kMaxFds];
+  size_t count = 0;
+  ssize_t n = fdpass::Receive(sock, h, sizeof(*h), fds, &count, MSG_DONTWAIT);
+  for (size_t i = 0; i < count; ++i) {
+    if (i == 0) {
+      fd->reset(fds[i]);
+    } else {
+      close(fds[i]);  // more than the one expected: not kept
     }
   }
   return n;
@@ -499,6 +497,10 @@ void BwrapSession::OnExit() {
   if (ended) ended();
 }
 
+absl::Status BwrapSession::TerminalsAvailable() const {
+  return gvisor() ? GvisorHasNoTerminals() : absl::OkStatus();
+}
+
 absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int out_fd, int err_fd,
                                     int in_fd) {
   std::vector<int> fds = {cmd_fd, out_fd, err_fd};
@@ -507,25 +509,9 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
 }
 
 absl::Status BwrapSession::SendControl(const std::string& message, const std::vector<int>& fds) {
-  const size_t fds_size = sizeof(int) * fds.size();
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * initproto::kMaxExecFdCount)];
-  memset(cbuf, 0, sizeof(cbuf));
-  struct iovec iov = {const_cast<char*>(message.data()), message.size()};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = CMSG_SPACE(fds_size);
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(fds_size);
-  memcpy(CMSG_DATA(c), fds.data(), fds_size);
   absl::MutexLock l(&send_mu_);
-  ssize_t n;
-  do {
-    n = sendmsg(control_.get(), &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  const ssize_t n = fdpass::Send(control_.get(), message.data(), message.size(), fds.data(),
+                                 fds.size());
   if (n < 0)
     return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " is gone: ", strerror(errno)));
   return absl::OkStatus();
@@ -759,6 +745,11 @@ absl::StatusOr<ExecResult> BwrapSession::Exec(const ExecRequest& request,
   // Concurrent commands share the memory cgroup; an OOM kill is attributed to whichever
   // command died of SIGKILL meanwhile.
   result.cpu_time_exceeded = result.term_signal == SIGXCPU;
+  if (result.term_signal == SIGSYS && !gvisor()) {
+    // The filter kills only for a foreign architecture's call (seccomp_filter.h); the exec
+    // result's description says so to the caller.
+    log::Warning("sandbox.seccomp_kill", {{"session", spec_.id}, {"command", request.argv[0]}});
+  }
   result.oom_killed = result.term_signal == SIGKILL && !result.timed_out && !result.cancelled &&
                       cgroups_.OomKillCount() > oom_before;
   return result;

@@ -93,6 +93,8 @@ class BwrapSession : public Session {
   bool talks_to_commands() const override { return true; }
   bool reaches_ports() const override { return true; }
   absl::StatusOr<UniqueFd> ConnectPort(uint16_t port, absl::Duration timeout) override;
+  // Not under gVisor: the bridge's tunnel carries bytes, not the terminal's descriptor.
+  absl::Status TerminalsAvailable() const override;
   absl::Status WriteFile(absl::string_view path, absl::string_view data, int mode) override;
   absl::StatusOr<std::string> ReadFile(absl::string_view path, uint64_t max_bytes) override;
   absl::Status ReadFileTo(absl::string_view path, uint64_t max_bytes,

@@ -15,6 +15,7 @@
 
 #include "common/errors.h"
 #include "sandbox/local/bridge_protocol.h"
+#include "sandbox/local/fd_passing.h"
 
 namespace sandgate::sandbox::local {
 namespace {
@@ -42,9 +43,10 @@ bool WritePipe(int fd, const std::string& data) {
   return true;
 }
 
-// The session's fds of one command; of a kConnect, only `cmd` (its reply socket).
+// The session's fds of one command (`in`, the stdin pipe's read end, only with
+// kExecStdinPipe); of a kConnect, only `cmd` (its reply socket).
 struct Channel {
-  UniqueFd cmd, out, err;
+  UniqueFd cmd, out, err, in;
 };
 
 // The channel id the bridge writes first on a ports connection, or 0. The bridge writes it
@@ -102,9 +104,9 @@ void GvisorTunnel::Loop() {
     pfds.push_back({session, POLLIN, 0});
     pfds.push_back({ports_.get(), POLLIN, 0});
     for (const auto& [id, ch] : channels) {
-      if (!ch.cmd.valid()) continue;
       ids.push_back(id);
-      pfds.push_back({ch.cmd.get(), POLLIN, 0});
+      pfds.push_back({ch.cmd.valid() ? ch.cmd.get() : -1, POLLIN, 0});
+      pfds.push_back({ch.in.valid() ? ch.in.get() : -1, POLLIN, 0});
     }
     if (poll(pfds.data(), pfds.size(), -1) < 0) {
       if (errno == EINTR) continue;
@@ -112,8 +114,19 @@ void GvisorTunnel::Loop() {
     }
     if (pfds[0].revents != 0) break;
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (pfds[4 + i].revents == 0) continue;
       Channel& ch = channels[ids[i]];
+      if (pfds[5 + 2 * i].revents != 0) {
+        // What the session writes to the command's stdin; its EOF closes the command's.
+        char buf[65536];
+        ssize_t n = read(ch.in.get(), buf, sizeof(buf));
+        if (n >= 0 || (errno != EAGAIN && errno != EINTR)) {
+          if (!SendFrame(host, ids[i], bp::kStdin, buf, n > 0 ? static_cast<size_t>(n) : 0)) {
+            goto done;
+          }
+          if (n <= 0) ch.in.reset();
+        }
+      }
+      if (pfds[4 + 2 * i].revents == 0) continue;
       initproto::MessageHeader m;
       ssize_t n = recv(ch.cmd.get(), &m, sizeof(m), MSG_DONTWAIT);
       if (n > 0) {
@@ -135,30 +148,32 @@ void GvisorTunnel::Loop() {
         channels.erase(it);
       }
     }
+    for (auto it = channels.begin(); it != channels.end();) {
+      const Channel& ch = it->second;
+      const bool over = !ch.cmd.valid() && !ch.out.valid() && !ch.err.valid() && !ch.in.valid();
+      it = over ? channels.erase(it) : std::next(it);
+    }
     if (pfds[2].revents != 0) {
-      // A kExec from the session, with its three fds, or a kConnect with its reply socket.
+      // A kExec from the session, with its three fds (four with a stdin pipe), or a kConnect
+      // with its reply socket.
       std::string message(initproto::kMaxExecMessage, '\0');
-      int fds[initproto::kExecFdCount];
-      alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
-      struct iovec iov = {message.data(), message.size()};
-      struct msghdr msg = {};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = cbuf;
-      msg.msg_controllen = sizeof(cbuf);
-      ssize_t n = recvmsg(session, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+      int fds[fdpass::kMaxFds];
+      size_t count = 0;
+      ssize_t n =
+          fdpass::Receive(session, message.data(), message.size(), fds, &count, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
       if (n <= 0) break;  // the session closed: end the sandbox
       message.resize(static_cast<size_t>(n));
-      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
       initproto::MessageHeader h;
       if (message.size() >= sizeof(h)) memcpy(&h, message.data(), sizeof(h));
       const bool connect = message.size() >= sizeof(h) && h.type == initproto::kConnect;
-      const size_t want = connect ? sizeof(int) : sizeof(fds);
-      if (c == nullptr || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(want)) {
+      const bool fits = connect ? count == 1
+                                : (count == initproto::kExecFdCount ||
+                                   count == initproto::kMaxExecFdCount);
+      if (!fits) {
+        for (size_t i = 0; i < count; ++i) close(fds[i]);
         break;  // not from BwrapSession::SendControl: a bug, end the sandbox rather than guess
       }
-      memcpy(fds, CMSG_DATA(c), want);
       const uint32_t id = next_channel++;
       Channel& ch = channels[id];
       ch.cmd.reset(fds[0]);
@@ -173,6 +188,7 @@ void GvisorTunnel::Loop() {
       if (!connect) {
         ch.out.reset(fds[1]);
         ch.err.reset(fds[2]);
+        if (count == initproto::kMaxExecFdCount) ch.in.reset(fds[3]);
       }
       if (!SendFrame(host, id, bp::kControl, message.data(), message.size())) break;
     }
@@ -205,7 +221,9 @@ void GvisorTunnel::Loop() {
         default:
           goto done;
       }
-      if (!ch.cmd.valid() && !ch.out.valid() && !ch.err.valid()) channels.erase(it);
+      if (!ch.cmd.valid() && !ch.out.valid() && !ch.err.valid() && !ch.in.valid()) {
+        channels.erase(it);
+      }
     }
   }
 done:

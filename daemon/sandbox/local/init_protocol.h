@@ -46,6 +46,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sandbox/local/fd_passing.h"
+
 namespace sandgate::sandbox::initproto {
 
 enum MessageType : uint32_t {
@@ -93,20 +95,7 @@ inline void SendWithFd(int sock, uint32_t type, int32_t value, int fd) {
   MessageHeader m;
   m.type = type;
   m.value = value;
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
-  memset(cbuf, 0, sizeof(cbuf));
-  struct iovec iov = {&m, sizeof(m)};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof(cbuf);
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  (void)sendmsg(sock, &msg, MSG_NOSIGNAL);
+  (void)fdpass::Send(sock, &m, sizeof(m), &fd, 1);
 }
 
 }  // namespace sandgate::sandbox::initproto

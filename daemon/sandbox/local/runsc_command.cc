@@ -68,6 +68,11 @@ nlohmann::json Bind(const std::string& source, const std::string& dest, bool wri
 
 }  // namespace
 
+std::string GvisorPlatform(const std::string& wanted, const std::string& kvm_device) {
+  if (wanted != "kvm") return wanted;
+  return access(kvm_device.c_str(), R_OK | W_OK) == 0 ? "kvm" : "ptrace";
+}
+
 RunscSandbox RunscSandbox::Plan(const RunscConfig& config, const std::string& session_id) {
   RunscSandbox s;
   s.container_id = absl::StrCat(kContainerPrefix, session_id);

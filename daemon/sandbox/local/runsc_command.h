@@ -44,6 +44,11 @@ struct RunscConfig {
   std::vector<std::string> host_binds;
 };
 
+// The platform runsc is given for `wanted`: "kvm" only where `kvm_device` opens for reading
+// and writing (a host with KVM), else "ptrace", which works everywhere with the same
+// isolation, slower; any other value is returned as is, for the caller to refuse.
+std::string GvisorPlatform(const std::string& wanted, const std::string& kvm_device);
+
 // The session's names and paths.
 struct RunscSandbox {
   static RunscSandbox Plan(const RunscConfig& config, const std::string& session_id);

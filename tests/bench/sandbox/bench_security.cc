@@ -3,9 +3,12 @@
 //
 // Usage (as root): bench_security [seccomp|proxy|burst|all] [runs=5]
 //
-//   seccomp  a static program making 2,000,000 getppid() and 2,000,000 ioctl(FIONREAD) calls
-//            inside a session, with the provider's seccomp filter and without it
-//            (BwrapOptions::disable_seccomp_for_benchmarks); ns per call, median of `runs`.
+//   seccomp  three sessions side by side: no filter (disable_seccomp_for_benchmarks), the
+//            earlier denylist (denylist_filter.cc, through seccomp_bpf_for_benchmarks) and the
+//            provider's allowlist. In each, a static program making 2,000,000 getppid() and
+//            2,000,000 ioctl(FIONREAD) calls (ns per call); 20 x `runs` Exec(/bin/true) (ms);
+//            and the financial analysis's reference program on the sample input in a fresh
+//            session of each (ms, session creation to the last step); median of `runs`.
 // The sides of each comparison alternate run by run, so load from elsewhere hits them alike.
 //   proxy    against an HTTP server in a throwaway network namespace (198.51.100.2, see
 //            tests/security/test_netns.h): one request per connection, directly and through
@@ -27,15 +30,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "playbooks/playbook.h"
 #include "sandbox/local/bwrap_provider.h"
 #include "sandbox/local/cgroups.h"
 #include "sandbox/local/net_proxy.h"
+#include "tests/bench/sandbox/denylist_filter.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/security/test_netns.h"
 
@@ -98,44 +104,117 @@ double LoopSeconds(Session* s, long n, const char* name) {
   return absl::ToDoubleSeconds(r->duration);
 }
 
+// The sample analysis as the reference agent runs it: the playbook's files and input placed in
+// a fresh session, then its steps in order; ms from the session's creation to the last step.
+double AnalysisMs(BwrapProvider* provider, const std::string& id, const std::string& csv) {
+  const absl::Time start = absl::Now();
+  const playbooks::Playbook* playbook = *playbooks::FindPlaybook("financial-analyst");
+  const std::vector<playbooks::InputFile> inputs = {
+      {"northstar_cloud_financial_statements.csv", csv}};
+  playbooks::ReferencePlan plan = playbook->Reference(inputs, "/work", {});
+  SessionSpec spec;
+  spec.id = id;
+  auto s = provider->Create(spec, nullptr);
+  if (!s.ok()) Die(s.status(), "analysis session");
+  for (const auto& f : plan.files) {
+    if (absl::Status w = (*s)->WriteFile(f.path, f.content, f.mode); !w.ok())
+      Die(w, f.path.c_str());
+  }
+  for (const auto& in : inputs) {
+    if (absl::Status w = (*s)->WriteFile(in.name, in.content, 0644); !w.ok()) Die(w, "input");
+  }
+  for (const auto& step : plan.steps) {
+    ExecRequest req;
+    req.argv = step.argv;
+    req.timeout = step.timeout;
+    auto r = (*s)->Exec(req, nullptr, nullptr);
+    if (!r.ok()) Die(r.status(), step.name.c_str());
+    if (!r->ok())
+      Die(absl::InternalError(absl::StrCat("exit ", r->exit_code, " signal ", r->term_signal)),
+          step.name.c_str());
+  }
+  const double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  (void)(*s)->Close();
+  return ms;
+}
+
 void BenchSeccomp(int runs) {
   std::ifstream in(SANDGATE_BENCH_PROBE_PATH, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string probe = ss.str();
+  std::ifstream data(std::string(SANDGATE_SOURCE_DIR) +
+                     "/tests/data/northstar_cloud_financial_statements.csv");
+  const std::string csv((std::istreambuf_iterator<char>(data)), std::istreambuf_iterator<char>());
+  absl::StatusOr<std::string> denylist = bench::BuildDenylistFilter();
+  if (!denylist.ok()) Die(denylist.status(), "denylist");
   const long n = 2000000;
-  printf("## seccomp: ns per system call, %ld calls, median of %d\n\n", n, runs);
-  printf("| call              | no filter | filter | added   |\n");
-  printf("|-------------------|----------:|-------:|--------:|\n");
+  // The sides alternate run by run: no filter, the earlier denylist, the allowlist.
+  const char* names[3] = {"none", "denylist", "allowlist"};
   testing::FakeJournal journal;
   std::vector<std::unique_ptr<BwrapProvider>> providers;
   std::vector<std::unique_ptr<Session>> sessions;
-  for (bool filter : {false, true}) {
-    BwrapOptions o = Options(181000 + (filter ? 8 : 0), 8);
-    o.disable_seccomp_for_benchmarks = !filter;
+  for (int f = 0; f < 3; ++f) {
+    BwrapOptions o = Options(181000 + 8 * f, 8);
+    o.disable_seccomp_for_benchmarks = f == 0;
+    if (f == 1) o.seccomp_bpf_for_benchmarks = *denylist;
     auto p = BwrapProvider::Create(o, &journal);
     if (!p.ok()) Die(p.status(), "provider");
     SessionSpec spec;
-    spec.id = filter ? "bench-seccomp-on" : "bench-seccomp-off";
+    spec.id = absl::StrCat("bench-seccomp-", names[f]);
     auto s = (*p)->Create(spec, nullptr);
     if (!s.ok()) Die(s.status(), "session");
     if (absl::Status w = (*s)->WriteFile("probe", probe, 0755); !w.ok()) Die(w, "upload probe");
     providers.push_back(std::move(*p));
     sessions.push_back(std::move(*s));
   }
+  printf("## seccomp: no filter, the earlier denylist, the allowlist; median of %d\n\n", runs);
+  printf(
+      "| measure                           | no filter | denylist | allowlist | allowlist vs "
+      "denylist |\n");
+  printf(
+      "|-----------------------------------|----------:|---------:|----------:|--------------------"
+      "--:|\n");
+  auto row = [](const char* what, const std::vector<double>(&v)[3]) {
+    const double m[3] = {Median(v[0]), Median(v[1]), Median(v[2])};
+    printf("| %-33s | %9.1f | %8.1f | %9.1f | %+20.1f%% |\n", what, m[0], m[1], m[2],
+           100.0 * (m[2] - m[1]) / m[1]);
+  };
   for (const char* call : {"getppid", "ioctl_fionread"}) {
-    std::vector<double> v[2];
+    std::vector<double> v[3];
     for (int i = 0; i < runs; ++i) {
-      for (int f = 0; f < 2; ++f) {
+      for (int f = 0; f < 3; ++f) {
         const double base = LoopSeconds(sessions[f].get(), 0, call);
         v[f].push_back((LoopSeconds(sessions[f].get(), n, call) - base) * 1e9 / n);
       }
     }
-    const double ns[2] = {Median(v[0]), Median(v[1])};
-    printf("| %-17s | %9.1f | %6.1f | %+5.1f%% |\n", call, ns[0], ns[1],
-           100.0 * (ns[1] - ns[0]) / ns[0]);
+    row(absl::StrCat(call, " (ns per call)").c_str(), v);
+  }
+  {
+    std::vector<double> v[3];
+    for (int i = 0; i < runs * 20; ++i) {
+      for (int f = 0; f < 3; ++f) {
+        ExecRequest req;
+        req.argv = {"/bin/true"};
+        const absl::Time start = absl::Now();
+        auto r = sessions[f]->Exec(req, nullptr, nullptr);
+        if (!r.ok() || !r->ok()) Die(r.status(), "exec true");
+        v[f].push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+      }
+    }
+    row("Exec(true) in a live session (ms)", v);
   }
   for (auto& s : sessions) (void)s->Close();
+  {
+    std::vector<double> v[3];
+    for (int i = 0; i < runs; ++i) {
+      for (int f = 0; f < 3; ++f) {
+        v[f].push_back(
+            AnalysisMs(providers[f].get(), absl::StrCat("bench-analysis-", names[f], "-", i), csv));
+      }
+    }
+    row("financial analysis, fresh session (ms)", v);
+  }
   printf("\n");
 }
 

@@ -97,6 +97,7 @@ TEST_F(SandboxProbeTest, SummaryHoldsTheVerifiedFindings) {
   v1::RunSummary s = playbook_.Verify(inputs_, settings_, artifacts).summary;
   nlohmann::json doc = nlohmann::json::parse(artifacts["checks.json"]);
   EXPECT_EQ(s.headline(), absl::StrCat("sandbox: ", doc["facts"]["os"].get<std::string>(),
+                                       ", isolation ", doc["facts"]["isolation"].get<std::string>(),
                                        ", kernel ", doc["facts"]["kernel"].get<std::string>()));
   std::map<std::string, std::string> metrics;
   for (const auto& m : s.metrics()) metrics[m.label()] = m.text();
@@ -122,6 +123,29 @@ TEST_F(SandboxProbeTest, SummaryHoldsTheVerifiedFindings) {
 
 // A setup that ran but left no file is what was asked for (`--setup 'echo setup-ran'` used to
 // fail with "the setup commands left no file"); so is no setup at all.
+// The level the probe saw is checked against the one the run was given. Run here on the
+// host, the probe sees no sandbox at all.
+TEST_F(SandboxProbeTest, TheIsolationLevelSeenMustBeTheOneAskedFor) {
+  settings_.isolation = "gvisor";
+  Artifacts artifacts = RunReference();
+  nlohmann::json doc = nlohmann::json::parse(artifacts["checks.json"]);
+  EXPECT_EQ(doc["facts"]["isolation"], "none") << doc["facts"].dump();
+  std::vector<Check> checks = playbook_.Verify(inputs_, settings_, artifacts).checks;
+  const Check* c = Find(checks, "probe.isolation");
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->passed);
+  EXPECT_TRUE(absl::StartsWith(c->detail, "asked for gvisor, saw none (no seccomp filter"))
+      << c->detail;
+  doc["facts"]["isolation"] = "gvisor";
+  artifacts["checks.json"] = doc.dump();
+  EXPECT_EQ(Failed(playbook_.Verify(inputs_, settings_, artifacts).checks),
+            std::vector<std::string>{});
+  // Without a level to compare (a kept session, a hosted provider), there is no such check.
+  settings_.isolation.clear();
+  EXPECT_EQ(Find(playbook_.Verify(inputs_, settings_, artifacts).checks, "probe.isolation"),
+            nullptr);
+}
+
 TEST_F(SandboxProbeTest, SetupThatLeavesNoFilePasses) {
   for (std::vector<std::string> setup :
        {std::vector<std::string>{"echo setup-ran"}, std::vector<std::string>{}}) {

@@ -137,6 +137,60 @@ TEST_P(BwrapProviderTest, StdoutAndStderrStreamSeparatelyAsProduced) {
   EXPECT_LT(first_chunk, absl::Milliseconds(700)) << "output was not streamed";
 }
 
+// Issue 22: the seccomp allowlist keeps ordinary tools working. Each line exercises a tool
+// the playbooks and agents use (threads, subprocesses, pipes, sockets, sqlite, ssl, asyncio,
+// multiprocessing's semaphores, node's workers and child processes, git, a C compiler, make);
+// one that met a refused system call would fail or print something else.
+TEST_P(BwrapProviderTest, CommonToolsRunUnderTheFilter) {
+  auto s = NewSession("tools");
+  ASSERT_NE(s, nullptr);
+  ExecRequest slow;
+  slow.timeout = absl::Seconds(60);
+  Output r = Sh(s.get(), R"sh(set -e
+cd /work
+printf 'b\na\nc\n' | sort | tr -d '\n'; echo
+seq 1 1000 | awk '{s+=$1} END {print s}'
+mkdir -p d/e && echo x > d/e/f && tar czf t.tgz d && rm -rf d && tar xzf t.tgz && cat d/e/f
+sha256sum d/e/f | cut -c1-8
+find . -name f | wc -l
+/usr/bin/python3 - <<'PY'
+import asyncio, concurrent.futures, json, multiprocessing, os, socket, sqlite3, ssl, subprocess
+import tempfile, threading
+def square(x):
+    return x * x
+with multiprocessing.Pool(2) as pool:
+    print(sum(pool.map(square, range(10))))
+with concurrent.futures.ThreadPoolExecutor(4) as ex:
+    print(sum(ex.map(square, range(10))))
+print(subprocess.run(["echo", "sub"], capture_output=True, text=True).stdout.strip())
+db = sqlite3.connect(":memory:"); db.execute("create table t(x)"); db.execute("insert into t values (7)")
+print(db.execute("select x from t").fetchone()[0])
+ssl.create_default_context()
+a, b = socket.socketpair(); a.send(b"sock"); print(b.recv(4).decode())
+async def main():
+    await asyncio.sleep(0.01)
+    return "async"
+print(asyncio.run(main()))
+lock = multiprocessing.Lock(); lock.acquire(); lock.release(); print("lock")
+print(os.cpu_count() > 0)
+PY
+node -e 'const {Worker} = require("worker_threads"); const cp = require("child_process");
+require("fs").writeFileSync("n.txt", "node"); console.log(require("fs").readFileSync("n.txt", "utf8"));
+console.log(cp.execFileSync("echo", ["child"]).toString().trim());
+new Worker("require(\"worker_threads\").parentPort.postMessage(6*7)", {eval: true}).on("message", m => console.log(m));'
+git init -q repo && cd repo && git config user.email t@t && git config user.name t
+echo hi > a && git add a && git commit -qm one && git log --oneline | wc -l && cd ..
+printf '#include <stdio.h>\nint main(void){puts("compiled");return 0;}\n' > c.c
+printf 'all:\n\tcc -o c c.c\n' > Makefile && make -s && ./c
+)sh",
+                slow);
+  EXPECT_EQ(r.result.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "abc\n500500\nx\n73cb3858\n1\n285\n285\nsub\n7\nsock\nasync\nlock\nTrue\nnode\nchild\n"
+            "42\n1\ncompiled\n")
+      << r.err;
+}
+
 TEST_P(BwrapProviderTest, EnvironmentHoldsNothingOfTheDaemon) {
   setenv("SANDGATE_TEST_CANARY", "daemon-secret-4711", 1);
   SessionSpec spec;

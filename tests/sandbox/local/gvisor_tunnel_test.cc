@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "sandbox/local/bridge_protocol.h"
+#include "sandbox/local/fd_passing.h"
 #include "sandbox/local/init_protocol.h"
 
 namespace sandgate::sandbox::local {
@@ -70,19 +71,8 @@ class GvisorTunnelTest : public ::testing::Test {
     ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
     ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
     const int fds[3] = {cmd[1], out[1], err[1]};
-    alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))] = {};
-    struct iovec iov = {const_cast<char*>(message.data()), message.size()};
-    struct msghdr msg = {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof(cbuf);
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(fds));
-    memcpy(CMSG_DATA(c), fds, sizeof(fds));
-    ASSERT_EQ(sendmsg(session_.get(), &msg, 0), static_cast<ssize_t>(message.size()));
+    ASSERT_EQ(fdpass::Send(session_.get(), message.data(), message.size(), fds, 3),
+              static_cast<ssize_t>(message.size()));
     for (int fd : fds) close(fd);
     cmd_.reset(cmd[0]);
     out_.reset(out[0]);

@@ -14,6 +14,7 @@ message are recorded. Exits 0 unless the probe itself cannot run (bad config: ex
 Standard library only.
 """
 
+import ctypes
 import hashlib
 import json
 import os
@@ -88,6 +89,32 @@ def probe_network(url):
     return result
 
 
+def probe_isolation():
+    """(level, evidence) as seen from inside: gVisor's kernel says so in its log; a namespaces
+    sandbox is the host's kernel behind a seccomp filter, which refuses the log."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = libc.klogctl(3, buf, len(buf))  # SYSLOG_ACTION_READ_ALL
+        if n > 0 and b"gVisor" in buf.raw[:n]:
+            return "gvisor", "the kernel log says: Starting gVisor..."
+    except (OSError, AttributeError):
+        pass
+    status = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                status[k] = v.strip()
+    except OSError:
+        pass
+    if status.get("Seccomp") == "2":
+        return "namespaces", "the host's kernel behind a seccomp filter (Seccomp: 2, NoNewPrivs: %s)" % (
+            status.get("NoNewPrivs", "?"))
+    return "none", "no seccomp filter and no gVisor kernel log (Seccomp: %s)" % (
+        status.get("Seccomp", "?"))
+
+
 def workspace_listing(skip):
     files = []
     for root, dirs, names in os.walk("."):
@@ -129,6 +156,7 @@ def main(argv):
     except OSError:
         pass
     node_code, node_out, node_err = run(["node", "--version"])
+    isolation, isolation_evidence = probe_isolation()
     facts = {
         "os": os_release.get("PRETTY_NAME") or uname.system,
         "kernel": uname.release,
@@ -140,9 +168,11 @@ def main(argv):
         "node": node_out if node_code == 0 else None,
         "node_error": None if node_code == 0 else node_err,
         "pid": os.getpid(),
+        "isolation": isolation,
+        "isolation_evidence": isolation_evidence,
     }
-    print("probing: %s, kernel %s, python %s, cwd %s" % (facts["os"], facts["kernel"],
-                                                          facts["python"], facts["cwd"]),
+    print("probing: %s, kernel %s, isolation %s, python %s, cwd %s" % (
+        facts["os"], facts["kernel"], facts["isolation"], facts["python"], facts["cwd"]),
           flush=True)
     inputs = probe_inputs(config.get("inputs", []))
     env = probe_env(config.get("env", {}))
@@ -191,7 +221,8 @@ def main(argv):
     lines = ["# Sandbox probe report", "",
              "## Environment", "",
              "| fact | value |", "| --- | --- |"]
-    for k in ("os", "kernel", "hostname", "cwd", "uid", "python", "node"):
+    for k in ("os", "kernel", "isolation", "isolation_evidence", "hostname", "cwd", "uid",
+              "python", "node"):
         lines.append("| %s | %s |" % (k, facts[k] if facts[k] is not None else "not available"))
     lines += ["", "## Inputs", ""]
     lines += ["- %s: %s, %s bytes, sha256 %s" % (i["name"], "readable" if i["readable"] else

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "sandbox/local/bridge_protocol.h"
+#include "sandbox/local/fd_passing.h"
 
 namespace {
 
@@ -73,11 +74,15 @@ int ConnectUnix(const std::string& path) {
   return fd;
 }
 
-// One command: its socket and pipes, made here for the init.
+// One command: its socket and pipes, made here for the init. `in` is the write end of the
+// command's stdin (kExecStdinPipe), fed from `in_buf`; `in_eof` once the daemon closed it.
 struct Channel {
   int cmd = -1;
   int out = -1;
   int err = -1;
+  int in = -1;
+  std::string in_buf;
+  bool in_eof = false;
 };
 
 // One proxied TCP connection: bytes copied both ways through small buffers.
@@ -102,35 +107,32 @@ void CloseFd(int& fd) {
 // Opens channel `id` for a kExec message: makes the fds and sends them to the init.
 bool OpenChannel(int init_ctl, uint32_t id, const std::string& message,
                  std::map<uint32_t, Channel>& channels) {
-  int sv[2], po[2], pe[2];
+  ip::MessageHeader h;
+  if (message.size() < sizeof(h)) return false;
+  memcpy(&h, message.data(), sizeof(h));
+  const bool with_stdin = (h.flags & ip::kExecStdinPipe) != 0;
+  int sv[2], po[2], pe[2], pi[2] = {-1, -1};
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
   if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) return false;
-  const int fds[ip::kExecFdCount] = {sv[1], po[1], pe[1]};
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
-  memset(cbuf, 0, sizeof(cbuf));
-  struct iovec iov = {const_cast<char*>(message.data()), message.size()};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof(cbuf);
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(fds));
-  memcpy(CMSG_DATA(c), fds, sizeof(fds));
-  ssize_t n;
-  do {
-    n = sendmsg(init_ctl, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  if (with_stdin && pipe2(pi, O_CLOEXEC) != 0) return false;
+  const int fds[ip::kMaxExecFdCount] = {sv[1], po[1], pe[1], pi[0]};
+  ssize_t n = sandgate::sandbox::fdpass::Send(init_ctl, message.data(), message.size(), fds,
+                                              with_stdin ? ip::kMaxExecFdCount : ip::kExecFdCount);
   close(sv[1]);
   close(po[1]);
   close(pe[1]);
-  Channel ch{sv[0], po[0], pe[0]};
+  if (pi[0] >= 0) close(pi[0]);
+  Channel ch;
+  ch.cmd = sv[0];
+  ch.out = po[0];
+  ch.err = pe[0];
+  ch.in = pi[1];
+  if (ch.in >= 0) fcntl(ch.in, F_SETFL, O_NONBLOCK);  // a command that does not read
   if (n < 0) {
     CloseFd(ch.cmd);
     CloseFd(ch.out);
     CloseFd(ch.err);
+    CloseFd(ch.in);
     return false;
   }
   channels[id] = ch;
@@ -189,6 +191,22 @@ void FinishConnect(PendingConnect& c, const std::string& dir, std::vector<Relay>
   c.fd = -1;
 }
 
+// Writes what the command's stdin can take now; closes it once drained after the daemon's EOF.
+void FeedStdin(Channel& ch) {
+  while (ch.in >= 0 && !ch.in_buf.empty()) {
+    ssize_t n = write(ch.in, ch.in_buf.data(), ch.in_buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+      CloseFd(ch.in);  // the command closed its stdin
+      ch.in_buf.clear();
+      return;
+    }
+    ch.in_buf.erase(0, static_cast<size_t>(n));
+  }
+  if (ch.in_eof && ch.in_buf.empty()) CloseFd(ch.in);
+}
+
 // Handles one frame from the daemon; false when the connection ended.
 bool HandleHostFrame(int init_ctl, std::map<uint32_t, Channel>& channels,
                      std::vector<PendingConnect>& pending) {
@@ -216,6 +234,20 @@ bool HandleHostFrame(int init_ctl, std::map<uint32_t, Channel>& channels,
       return true;
     case bp::kCommandEof:
       if (it != channels.end()) CloseFd(it->second.cmd);
+      return true;
+    case bp::kStdin:
+      if (it != channels.end() && it->second.in >= 0) {
+        Channel& ch = it->second;
+        if (payload.empty()) {
+          ch.in_eof = true;
+        } else if (ch.in_buf.size() + payload.size() > bp::kMaxStdinBacklog) {
+          CloseFd(ch.in);  // the command does not read: it gets EOF, not unbounded memory
+          ch.in_buf.clear();
+        } else {
+          ch.in_buf += payload;
+        }
+        FeedStdin(ch);
+      }
       return true;
     default:
       return false;
@@ -321,6 +353,7 @@ int main(int argc, char** argv) {
       pfds.push_back({ch.cmd, POLLIN, 0});
       pfds.push_back({ch.out, POLLIN, 0});
       pfds.push_back({ch.err, POLLIN, 0});
+      pfds.push_back({ch.in_buf.empty() ? -1 : ch.in, POLLOUT, 0});
     }
     const size_t relay_base = pfds.size();
     for (const Relay& r : relays) {
@@ -348,7 +381,8 @@ int main(int argc, char** argv) {
     }
     for (size_t i = 0; i < ids.size(); ++i) {
       Channel& ch = channels[ids[i]];
-      const struct pollfd* p = &pfds[4 + 3 * i];
+      const struct pollfd* p = &pfds[4 + 4 * i];
+      if (p[3].revents != 0) FeedStdin(ch);
       if (p[0].revents != 0 && ch.cmd >= 0) {
         ip::MessageHeader m;
         ssize_t n = recv(ch.cmd, &m, sizeof(m), MSG_DONTWAIT);
@@ -408,7 +442,7 @@ int main(int argc, char** argv) {
     // Drop what is finished: channels with every fd closed, relays drained both ways.
     for (auto it = channels.begin(); it != channels.end();) {
       const Channel& ch = it->second;
-      it = ch.cmd < 0 && ch.out < 0 && ch.err < 0 ? channels.erase(it) : std::next(it);
+      it = ch.cmd < 0 && ch.out < 0 && ch.err < 0 && ch.in < 0 ? channels.erase(it) : std::next(it);
     }
     std::vector<Relay> live;
     for (Relay& r : relays) {

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/local/fd_passing.h"
 #include "sandbox/local/init_protocol.h"
 
 namespace {
@@ -53,11 +54,11 @@ using sandgate::sandbox::initproto::kExited;
 using sandgate::sandbox::initproto::kFailed;
 using sandgate::sandbox::initproto::kKill;
 using sandgate::sandbox::initproto::kKillAll;
-using sandgate::sandbox::initproto::kMaxExecFdCount;
 using sandgate::sandbox::initproto::kMaxExecMessage;
 using sandgate::sandbox::initproto::kReady;
 using sandgate::sandbox::initproto::kSignal;
 using sandgate::sandbox::initproto::kStarted;
+namespace fdpass = sandgate::sandbox::fdpass;
 using sandgate::sandbox::initproto::MessageHeader;
 using sandgate::sandbox::initproto::SendWithFd;
 
@@ -294,28 +295,15 @@ void ConnectPort(const MessageHeader& h, const std::vector<int>& fds) {
 // Reads one message from the control socket. Returns false on EOF or a fatal error.
 bool HandleControl(int ctl, std::vector<Command>& commands) {
   static char buf[kMaxExecMessage];
-  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxExecFdCount)];
-  struct iovec iov = {buf, sizeof(buf)};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof(cbuf);
-  ssize_t n = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
-  if (n < 0) return errno == EINTR || errno == EAGAIN;
+  int received[fdpass::kMaxFds];
+  size_t count = 0;
+  ssize_t n = fdpass::Receive(ctl, buf, sizeof(buf), received, &count, 0);
+  // A message cut short (EMSGSIZE) is dropped with its fds, as one of an unknown type.
+  if (n < 0) return errno == EINTR || errno == EAGAIN || errno == EMSGSIZE;
   if (n == 0) return false;
-  std::vector<int> fds;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      fds.push_back(fd);
-    }
-  }
+  std::vector<int> fds(received, received + count);
   MessageHeader h;
-  if (static_cast<size_t>(n) >= sizeof(h) && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0) {
+  if (static_cast<size_t>(n) >= sizeof(h)) {
     memcpy(&h, buf, sizeof(h));
     if (h.type == kExec) {
       StartCommand(buf, static_cast<size_t>(n), fds, commands);
