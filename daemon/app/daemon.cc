@@ -379,6 +379,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     sessions->CloseAll(why);
   };
   replica.own_providers = providers;
+  replica.own_journal = p->journal.get();
   p->replica = std::make_unique<core::ReplicaMember>(std::move(replica), c.replica);
   core::ReplicaMember* member = p->replica.get();
   api.can_take_work = [member] { return member->CanTakeWork(); };
@@ -510,6 +511,8 @@ void Daemon::Drain() {
   // Kept sessions end too: their commands are cancelled and their sandboxes deleted.
   p.sessions->CloseAll("the daemon is shutting down");
   p.warm_pool->Drain();
+  // What was deleted while the store was away leaves no entry for the next start to sweep.
+  p.journal->RetryErases();
   // Only now: a replica that let its lease end while draining would have its runs failed
   // by another. Its runs left queued go to a live replica once the lease ends.
   p.replica->Stop();

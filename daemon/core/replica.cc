@@ -40,7 +40,42 @@ ReplicaJournal ReplicaJournal::Of(ResourceJournal* base, std::string replica,
 absl::Status ReplicaJournal::Record(const JournalEntry& entry) {
   JournalEntry marked = entry;
   marked.details[kKey] = id_;
-  return base_->Record(marked);
+  absl::Status recorded = base_->Record(marked);
+  if (recorded.ok()) {
+    absl::MutexLock lock(&unerased_->mu);
+    unerased_->ids.erase(entry.id);  // recorded again since: the resource is new
+  }
+  return recorded;
+}
+
+absl::Status ReplicaJournal::Erase(const std::string& id) {
+  absl::Status erased = base_->Erase(id);
+  absl::MutexLock lock(&unerased_->mu);
+  if (erased.ok()) {
+    unerased_->ids.erase(id);
+  } else {
+    unerased_->ids.insert(id);
+  }
+  return erased;
+}
+
+void ReplicaJournal::RetryErases() {
+  std::set<std::string> ids;
+  {
+    absl::MutexLock lock(&unerased_->mu);
+    if (unerased_->ids.empty()) return;
+    ids = unerased_->ids;
+  }
+  absl::StatusOr<std::vector<JournalEntry>> mine = List();
+  if (!mine.ok()) return;  // the next try
+  std::set<std::string> listed;
+  for (const JournalEntry& e : *mine) listed.insert(e.id);
+  for (const std::string& id : ids) {
+    absl::Status erased = listed.count(id) > 0 ? base_->Erase(id) : absl::OkStatus();
+    absl::MutexLock lock(&unerased_->mu);
+    if (erased.ok()) unerased_->ids.erase(id);
+  }
+  log::Info("journal.erases_retried", {{"replica", id_}, {"entries", ids.size()}});
 }
 
 absl::StatusOr<std::vector<JournalEntry>> ReplicaJournal::List() {
@@ -221,6 +256,7 @@ void ReplicaMember::Loop() {
     if (now >= next_renew) {
       const bool answered = Renew(now, store_now);
       Rejoin(now);
+      if (answered && deps_.own_journal != nullptr) deps_.own_journal->RetryErases();
       next_renew =
           now + (answered ? config_.renew_interval : std::min(retry, config_.renew_interval));
       retry = answered ? kRenewRetryFirst : std::min(2 * retry, kRenewRetryMost);

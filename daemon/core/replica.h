@@ -50,6 +50,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -76,25 +77,38 @@ std::string DefaultReplicaId(const std::string& state_dir);
 // details["replica"], so both stores keep it without a schema change), and List() returns
 // its own entries (and those recorded before replicas existed, which have none).
 // A view for cleaning up after another replica lists that replica's entries of the given
-// providers only. Thread safe; `base` outlives it.
+// providers only. An erase the store did not take (a resource deleted while the database
+// was away) still fails, and is kept: RetryErases (the heartbeat, after each renewal the
+// store answered, and the drain) erases it once the store answers, so the entry of a deleted
+// resource does not stay until the next start. Thread safe; `base` outlives it.
 class ReplicaJournal : public ResourceJournal {
  public:
-  ReplicaJournal(ResourceJournal* base, std::string replica) : base_(base), id_(replica) {}
+  ReplicaJournal(ResourceJournal* base, std::string replica)
+      : base_(base), id_(std::move(replica)), unerased_(std::make_unique<Unerased>()) {}
   // `replica`'s entries of `providers`, recorded under its id (not the unmarked ones).
   static ReplicaJournal Of(ResourceJournal* base, std::string replica,
                            std::set<std::string> providers);
 
   absl::Status Record(const JournalEntry& entry) override;
-  absl::Status Erase(const std::string& id) override { return base_->Erase(id); }
+  absl::Status Erase(const std::string& id) override;
   absl::StatusOr<std::vector<JournalEntry>> List() override;
+  // Erases again what an Erase could not, of the entries still this replica's (another's
+  // entry under the same id since is left alone); those the store still refuses stay kept.
+  void RetryErases();
 
   static constexpr const char* kKey = "replica";
 
  private:
+  struct Unerased {
+    absl::Mutex mu;
+    std::set<std::string> ids ABSL_GUARDED_BY(mu);
+  };
+
   ResourceJournal* const base_;
   const std::string id_;
   bool include_unmarked_ = true;
-  std::set<std::string> providers_;  // empty: all
+  std::set<std::string> providers_;     // empty: all
+  std::unique_ptr<Unerased> unerased_;  // behind a pointer: the view stays movable (Of)
 };
 
 // Not owned; all outlive the member.
@@ -118,6 +132,9 @@ struct ReplicaDeps {
   // Every provider of this replica, local ones too: what the ended work leaves on this host
   // is swept through them before it joins again. Empty: no sweep.
   std::map<std::string, sandbox::Provider*> own_providers;
+  // The journal this replica's providers record through: its erases the store did not take
+  // are tried again after each renewal the store answered. May be null.
+  ReplicaJournal* own_journal = nullptr;
 };
 
 // A renewal the store did not answer is tried again after this, doubling up to the most.

@@ -260,14 +260,20 @@ size_t RunManager::EndAll(const std::string& why, absl::Duration grace) {
     for (const auto& [id, ar] : active_) runs.push_back(ar);
   }
   for (const auto& ar : runs) {
-    if (!admission_.Remove(ar->request_run_id)) {
+    const std::string& id = ar->request_run_id;
+    // Shared, a waiting run's row is the queue's (any replica with room claims it, the claim
+    // makes the record the claimer's); taking it out stranded the run QUEUED for good. This
+    // replica claims nothing meanwhile (its claim gate: it was taken over).
+    const bool waiting = admission_.shared() ? !ar->admitted.load() && !admission_.ClaimedHere(id)
+                                             : admission_.Remove(id);
+    if (!waiting) {
       ar->cancel.Cancel(why);
       continue;
     }
     ReleaseQueuedBytes(*ar);
-    deps_.events->Forget(ar->request_run_id);  // the winner queued it again and writes it
+    deps_.events->Forget(id);  // its claimer writes it
     absl::MutexLock lock(&mu_);
-    active_.erase(ar->request_run_id);
+    active_.erase(id);
   }
   absl::MutexLock lock(&mu_);
   auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_.empty(); };

@@ -78,10 +78,11 @@ class RunManager {
   // cancelled. Returns the number still active.
   size_t Drain(absl::Duration grace);
   // For a replica that was taken over (core/replica.h): its runs were settled elsewhere and
-  // their writes here are refused. Cancels every running run with `why` and drops every
-  // waiting one (not written: the claimer queued it again or failed it), then waits up to
-  // `grace` for the running ones to end. Takes new runs afterwards. Returns how many are
-  // still active.
+  // their writes here are refused. Cancels every running run with `why` and forgets every
+  // waiting one here, then waits up to `grace` for the running ones to end. A waiting run of
+  // the shared queue keeps its row there: the takeover left it to the queue (or queued it
+  // again on the claimer) and whoever claims it runs it. Takes new runs afterwards. Returns
+  // how many are still active.
   size_t EndAll(const std::string& why, absl::Duration grace);
   size_t active_runs();
   // Whether run `id` is queued or running in this daemon's memory (no store read).

@@ -48,8 +48,9 @@ class SessionManager::SessionEvents : public agent::EventSink {
   void EndWith(std::function<v1::Session(const v1::Event& closed)> end) { end_ = std::move(end); }
   // Whether an EndWith is still waiting for its session.closed.
   bool ending() const { return end_ != nullptr; }
-  // How storing the end went (OK until then).
+  // How storing the end went (OK until then), and the session.closed it stored or tried to.
   const absl::Status& end_status() const { return end_status_; }
+  const v1::Event& closed() const { return closed_; }
 
   void Emit(v1::Event event) override {
     event.set_run_id(id_);
@@ -62,13 +63,20 @@ class SessionManager::SessionEvents : public agent::EventSink {
   }
   uint32_t NextCommandId() override { return ++next_command_id_; }
 
+  // The session's end: `record` (final) with its log's `closed`, in one write.
+  static absl::Status StoreEnd(EventLog* log, store::Store* store, v1::Event closed,
+                               const v1::Session& record) {
+    return log != nullptr ? log->Finish(std::move(closed), record).status()
+                          : store->PutSession(record);
+  }
+
  private:
   void End(v1::Event closed) {
     const v1::Session record = std::exchange(end_, nullptr)(closed);
-    end_status_ = log_ != nullptr ? log_->Finish(std::move(closed), record).status()
-                                  : store_->PutSession(record);
-    // Neither is stored: the record is still live, for the next start (Recover) or a takeover
-    // to end.
+    closed_ = closed;
+    end_status_ = StoreEnd(log_, store_, std::move(closed), record);
+    // Neither is stored: the record is still live, for a retry (SessionManager::StoreEnd), the
+    // next start (Recover) or a takeover to end.
     if (!end_status_.ok())
       log::Error("session.persist_failed", {{"session", id_}, {"error", end_status_.ToString()}});
   }
@@ -79,6 +87,7 @@ class SessionManager::SessionEvents : public agent::EventSink {
   uint32_t next_command_id_ = 0;  // only the creating thread runs commands in the log
   std::function<v1::Session(const v1::Event&)> end_;
   absl::Status end_status_;
+  v1::Event closed_;
 };
 
 struct SessionManager::Entry {
@@ -101,6 +110,12 @@ struct SessionManager::Entry {
   uint64_t next_watch ABSL_GUARDED_BY(mu) = 0;
   // The sandbox's own end (SessionHealth::expires_at) last told in the session's log.
   absl::Time told_sandbox_end ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  // Ended, but the store has not taken all of it yet (it was away): the final record with its
+  // session.closed, and the freeing of its slot. The reaper tries again at retry_at.
+  std::optional<v1::Event> closed_unstored ABSL_GUARDED_BY(mu);
+  bool slot_held ABSL_GUARDED_BY(mu) = false;
+  absl::Time retry_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+  absl::Duration retry_wait ABSL_GUARDED_BY(mu) = kReleaseRetryFirst;
 
   v1::SessionExpiring Expiring() const {
     v1::SessionExpiring x;
@@ -565,7 +580,9 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
   // deleted), and the next start (Recover, after the journal sweep) or a takeover ends both;
   // killed after it, nothing is left to do. A failed close is logged and counted there, and
   // leaves the sandbox in the journal for the sweep. The write happens before the entry
-  // leaves live_, so Get never reads an older record.
+  // leaves live_, so Get never reads an older record; a write the store did not take (it was
+  // away) is tried again by the reaper (StoreEnd) until it lands, is fenced, or the manager
+  // stops, and the entry stays in live_ until then.
   SessionEvents events(deps_.events, deps_.store, e->id);
   events.EndWith([&record](const v1::Event&) { return record; });
   CloseSandbox(*e->sandbox, ClosePlan(e->id), SandboxEnv{deps_.config, deps_.clock, deps_.metrics},
@@ -573,17 +590,60 @@ void SessionManager::Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus s
       .IgnoreError();
   if (deps_.budget) deps_.budget->Give();
   {
-    absl::MutexLock lock(&mu_);
-    live_.erase(e->id);
+    absl::MutexLock lock(&e->mu);
+    const absl::Status& stored = events.end_status();
+    if (!stored.ok() && !store::IsFencedWrite(stored)) e->closed_unstored = events.closed();
+    e->slot_held = !e->slot.empty();
   }
-  if (!e->slot.empty()) {
-    absl::Status freed = deps_.admission->ReleaseSessionSlot(e->slot);
-    // Left held, it is freed when this replica restarts or is taken over (ReleaseReplica).
-    if (!freed.ok())
-      log::Error("session.slot_release_failed", {{"session", e->id}, {"error", freed.ToString()}});
-  }
+  StoreEnd(e);
   log::Info(status == v1::SESSION_STATUS_EXPIRED ? "session.expired" : "session.closed",
             {{"session", e->id}, {"tenant", e->tenant}, {"reason", reason}});
+}
+
+bool SessionManager::StoreEnd(const std::shared_ptr<Entry>& e) {
+  std::optional<v1::Event> closed;
+  v1::Session record;
+  bool slot;
+  {
+    absl::MutexLock lock(&e->mu);
+    closed = e->closed_unstored;
+    record = e->record;
+    slot = e->slot_held;
+  }
+  if (closed) {
+    absl::Status stored = SessionEvents::StoreEnd(deps_.events, deps_.store, *closed, record);
+    // Fenced: the replica that took this one over ended the session.
+    if (stored.ok() || store::IsFencedWrite(stored)) {
+      closed.reset();
+      log::Info("session.end_stored", {{"session", e->id}, {"tenant", e->tenant}});
+    }
+  }
+  if (slot) {
+    absl::Status freed = deps_.admission->ReleaseSessionSlot(e->slot);
+    // Left held at a stop, it is freed when this replica restarts or is taken over
+    // (ReleaseReplica).
+    if (freed.ok()) {
+      slot = false;
+    } else {
+      log::Error("session.slot_release_failed", {{"session", e->id}, {"error", freed.ToString()}});
+    }
+  }
+  {
+    absl::MutexLock lock(&e->mu);
+    e->closed_unstored = closed;
+    e->slot_held = slot;
+    if (closed || slot) {
+      e->retry_at = deps_.clock->Now() + e->retry_wait;
+      e->retry_wait = std::min(2 * e->retry_wait, kReleaseRetryMost);
+    }
+  }
+  if (closed || slot) {
+    Reschedule();
+    return false;
+  }
+  absl::MutexLock lock(&mu_);
+  live_.erase(e->id);
+  return true;
 }
 
 void SessionManager::CheckSandboxHealth(const std::shared_ptr<Entry>& e) {
@@ -638,7 +698,7 @@ void SessionManager::ReaperLoop() {
   absl::Time next = absl::InfiniteFuture();  // nothing is due until a session exists
   for (;;) {
     std::vector<std::pair<std::shared_ptr<Entry>, std::string>> due;
-    std::vector<std::shared_ptr<Entry>> warn, live;
+    std::vector<std::shared_ptr<Entry>> warn, live, unstored;
     {
       absl::MutexLock lock(&mu_);
       deps_.clock->AwaitWithDeadline(mu_, absl::Condition(this, &SessionManager::ReaperWoken),
@@ -650,7 +710,15 @@ void SessionManager::ReaperLoop() {
       for (const auto& [id, e] : live_) {
         live.push_back(e);
         absl::MutexLock l(&e->mu);
-        if (e->ended) continue;  // a Close is deleting it
+        if (e->ended) {  // a Close is deleting it, or its end waits for the store
+          if (!e->closed_unstored && !e->slot_held) continue;
+          if (now >= e->retry_at) {
+            unstored.push_back(e);
+          } else {
+            next = std::min(next, e->retry_at);
+          }
+          continue;
+        }
         const absl::Time end = e->created + e->max_lifetime;
         const absl::Time idle_end =
             e->in_flight == 0 ? e->last_active + e->idle_timeout : absl::InfiniteFuture();
@@ -677,6 +745,7 @@ void SessionManager::ReaperLoop() {
     for (const auto& e : live) CheckSandboxHealth(e);
     for (const auto& e : warn) Warn(e);
     for (const auto& [e, why] : due) Expire(e, v1::SESSION_STATUS_EXPIRED, why);
+    for (const auto& e : unstored) StoreEnd(e);
   }
 }
 

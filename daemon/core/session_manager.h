@@ -149,6 +149,10 @@ class SessionManager {
   // The part of a SandboxPlan that closing a session's sandbox uses.
   SandboxPlan ClosePlan(const std::string& id);
   void Expire(const std::shared_ptr<Entry>& e, v1::SessionStatus status, const std::string& reason);
+  // Stores what of ended `e` the store has not taken yet (its final record with session.closed,
+  // its slot's release); once all is, `e` leaves live_ and this is true. Otherwise the reaper
+  // tries again after kReleaseRetryFirst, doubling up to kReleaseRetryMost.
+  bool StoreEnd(const std::shared_ptr<Entry>& e);
   // What the sandbox says of its own end (sandbox::Session::Health): expired (or past the end
   // it announced) ends the session now as EXPIRED with its reason; an end it cannot be kept
   // past is told once in the session's log as a notice, and bounds expires_at (Snapshot).

@@ -19,6 +19,7 @@
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_journal.h"
 
 namespace sandgate::core {
 namespace {
@@ -685,6 +686,56 @@ TEST(ReplicaJournalTest, ListsItsOwnAndUnmarkedEntriesAndViewsAnothersRemoteOnes
   ReplicaJournal remote_of_a = ReplicaJournal::Of(store.get(), "a", {"openai"});
   EXPECT_EQ(ids(remote_of_a), std::vector<std::string>{"a-c"});
   EXPECT_EQ((*store->List())[0].details[ReplicaJournal::kKey], "a");
+}
+
+// Erases nothing while `away` is set: the database is out of reach.
+class AwayJournal : public testing::FakeJournal {
+ public:
+  absl::Status Erase(const std::string& id) override {
+    if (away.load()) return absl::UnavailableError("journal erase: postgres connect failed");
+    return FakeJournal::Erase(id);
+  }
+  std::atomic<bool> away{false};
+};
+
+// The fault harness (tests/faults) found the journal entries of sandboxes deleted while
+// PostgreSQL was stopped still there after every replica had drained: the erase failed and
+// only the next start's sweep would remove them. The erase is kept and done again once the
+// store answers, unless the id was recorded again since.
+TEST(ReplicaJournalTest, AnEraseTheStoreDidNotTakeIsDoneAgainOnceItAnswers) {
+  AwayJournal base;
+  ReplicaJournal a(&base, "a");
+  ASSERT_TRUE(a.Record({"gone", "local", "session", {}}).ok());
+  ASSERT_TRUE(a.Record({"again", "local", "session", {}}).ok());
+  base.away = true;
+  EXPECT_FALSE(a.Erase("gone").ok());
+  EXPECT_FALSE(a.Erase("again").ok());
+  a.RetryErases();
+  EXPECT_TRUE(base.Has("gone")) << "still away";
+  base.away = false;
+  ASSERT_TRUE(a.Record({"again", "local", "session", {}}).ok());  // a new resource, same id
+  a.RetryErases();
+  EXPECT_FALSE(base.Has("gone"));
+  EXPECT_TRUE(base.Has("again"));
+}
+
+// The heartbeat does it after each renewal the store answered.
+TEST_F(ReplicaTest, AReplicasErasesTheStoreDidNotTakeAreDoneAtItsNextRenewal) {
+  AwayJournal base;
+  ReplicaJournal journal(&base, "a");
+  ReplicaDeps deps;
+  deps.own_journal = &journal;
+  ReplicaMember& a = StartReplica("a", nullptr, deps);
+  ASSERT_TRUE(journal.Record({"local-session:sa", "local", "session", {}}).ok());
+  base.away = true;
+  EXPECT_FALSE(journal.Erase("local-session:sa").ok());
+  base.away = false;
+  ASSERT_TRUE(Settle());
+  EXPECT_TRUE(base.Has("local-session:sa"));
+  clock_.Advance(kRenew);
+  ASSERT_TRUE(Settle());
+  EXPECT_FALSE(base.Has("local-session:sa"));
+  a.Stop();  // before the journal goes
 }
 
 TEST(ReplicaIdTest, DefaultIsStablePerStateDirAndAValidId) {

@@ -989,5 +989,19 @@ TEST_F(SharedQueueRunManagerTest, APositionUpdateIsStoredBeforeAnotherReplicaCan
   WaitFinished(first->id());
 }
 
+// The fault harness (tests/faults) found a run QUEUED for good after a freeze: the takeover
+// leaves a lost replica's waiting run in the shared queue, for any replica to claim, and the
+// frozen replica, ending its work as it woke, took the run out of the queue.
+TEST_F(SharedQueueRunManagerTest, ATakenOverReplicaEndingItsWorkLeavesItsWaitingRunInTheQueue) {
+  const std::string running = HoldTheSlot();
+  absl::StatusOr<v1::Run> waiting = runs_->Start(caller_, Sample());
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  // As the daemon's gate does once the replica finds itself taken over.
+  runs_->SetClaimGate([] { return absl::UnavailableError("replica a was taken over"); });
+  EXPECT_EQ(runs_->EndAll("replica a was taken over", absl::Seconds(10)), 0u);
+  EXPECT_FALSE(runs_->Holds(waiting->id()));
+  EXPECT_EQ(ClaimB(), waiting->id()) << "the waiting run is still the queue's";
+}
+
 }  // namespace
 }  // namespace sandgate::core

@@ -2,7 +2,9 @@
 // keep-alives, idempotency, closing.
 #include "core/session_manager.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -424,6 +426,52 @@ TEST_F(SessionManagerTest, CreateAnswersOnlyOnceTheSessionsLogSoFarIsStored) {
   EXPECT_EQ(Types(*events_->Read(s->id(), 0, 100)),
             (std::vector<std::string>{"session.created", "command.started", "command.output",
                                       "command.finished"}));
+}
+
+// Takes no session's final record while `away` is set: a database restarting, or stopped.
+class AwayAtTheEnd : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                       const std::vector<v1::Run>& runs,
+                                       const std::vector<v1::Session>& sessions) override {
+    if (!sessions.empty() && away.load()) {
+      return absl::UnavailableError("postgres connect: the database system is shutting down");
+    }
+    return inner()->AppendEventsWithRecords(events, runs, sessions);
+  }
+  std::atomic<bool> away{false};
+};
+
+// The fault harness (tests/faults) found kept sessions ACTIVE for good after a PostgreSQL
+// stop: a Close while the store was away deleted the sandbox, failed to store the end, and
+// forgot the session (nobody but a restart or a takeover settles a live replica's session).
+// The end is now tried again until the store takes it, with one session.closed.
+TEST_F(SessionManagerTest, AnEndTheStoreDidNotTakeIsStoredOnceItIsBack) {
+  auto front = std::make_unique<AwayAtTheEnd>(store_.get());
+  AwayAtTheEnd& store = *front;
+  front_ = std::move(front);
+  events_ = std::make_unique<EventLog>(front_.get(), &clock_);
+  Build();
+  const v1::Session s = Create();
+  store.away = true;
+  absl::StatusOr<v1::Session> closed = sessions_->Close(caller_, s.id(), "done");
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_EQ(closed->status(), v1::SESSION_STATUS_CLOSED) << "its caller is told it is closed";
+  EXPECT_EQ(store_->GetSession(s.id())->status(), v1::SESSION_STATUS_ACTIVE);
+  AdvanceAndSettle(absl::Seconds(1));  // still away: the retries fail
+  EXPECT_EQ(store_->GetSession(s.id())->status(), v1::SESSION_STATUS_ACTIVE);
+  EXPECT_EQ(Status(s.id()), v1::SESSION_STATUS_CLOSED);
+  store.away = false;
+  AdvanceAndSettle(kReleaseRetryMost);
+  EXPECT_EQ(store_->GetSession(s.id())->status(), v1::SESSION_STATUS_CLOSED);
+  const std::vector<v1::Event> log = *store_->ReadEvents(s.id(), 0, 1000);
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.back().type(), "session.closed");
+  int ends = 0;
+  for (const v1::Event& e : log) ends += e.type() == "session.closed";
+  EXPECT_EQ(ends, 1);
+  EXPECT_FALSE(sessions_->Holds(s.id()));
 }
 
 TEST_F(SessionManagerTest, SetupCommandsRunAndAFailingOneFailsCreation) {
