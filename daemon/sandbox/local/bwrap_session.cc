@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,11 +43,23 @@ absl::StatusOr<uid_t> BwrapProvider::Core::Reserve(const std::string& session_id
 void BwrapProvider::Core::Release(const std::string& session_id, uid_t uid) {
   absl::MutexLock l(&mu);
   live_ids.erase(session_id);
+  live_roots.erase(session_id);
   size_t slot = uid - options.uid_base;
   if (uid >= options.uid_base && slot < uid_used.size()) uid_used[slot] = false;
 }
 
 namespace local {
+
+absl::Status CheckRootDir(const std::string& root_dir) {
+  if (root_dir.empty()) return absl::OkStatus();
+  struct stat st;
+  if (root_dir[0] != '/' || stat((root_dir + "/usr").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return errors::FailedPrecondition(absl::StrCat("the image's root file system ", root_dir,
+                                                   " has no /usr (was the image deleted?)"));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 using initproto::MessageHeader;
@@ -231,7 +244,12 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
   for (const std::string& dir : cgroups.paths()) {
     if (access(dir.c_str(), F_OK) == 0) return errors::AlreadyExists("session cgroup", dir);
   }
+  SANDGATE_RETURN_IF_ERROR(CheckRootDir(spec.root_dir));
   SANDGATE_ASSIGN_OR_RETURN(uid_t uid, core->Reserve(spec.id));
+  if (!spec.root_dir.empty()) {
+    absl::MutexLock l(&core->mu);
+    core->live_roots[spec.id] = spec.root_dir;
+  }
   std::unique_ptr<BwrapSession> s(new BwrapSession(std::move(core), spec, uid));
   s->cgroups_ = std::move(cgroups);
   s->proxy_policy_ = std::move(proxy_policy);
@@ -340,9 +358,11 @@ absl::Status BwrapSession::LaunchBwrap(const CancelToken* cancel) {
   bwrap_stderr_.reset(ep[0]);
   UniqueFd stderr_w(ep[1]);
 
-  SANDGATE_ASSIGN_OR_RETURN(BwrapInvocation inv, PrepareBwrap(core_->bwrap, mounts_,
-                                                              {initproto::kInitPathInSandbox,
-                                                               absl::StrCat(init_end.get())}));
+  BwrapConfig bwrap = core_->bwrap;
+  if (!spec_.root_dir.empty()) bwrap.host_binds = RootBinds(spec_.root_dir);
+  SANDGATE_ASSIGN_OR_RETURN(
+      BwrapInvocation inv,
+      PrepareBwrap(bwrap, mounts_, {initproto::kInitPathInSandbox, absl::StrCat(init_end.get())}));
   SpawnPlan plan;
   plan.path = core_->options.bwrap_path;
   plan.argv = inv.argv;
