@@ -162,7 +162,11 @@ absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Create(ImageStoreOptions
   if (options.builder == nullptr) return errors::Internal("ImageStore: no builder");
   std::unique_ptr<ImageStore> store(new ImageStore(std::move(options)));
   const std::string& dir = store->options_.dir;
-  for (const std::string& d : {dir, dir + "/names", dir + "/tmp"}) {
+  // The images directory is searchable (not listable) by everyone: bwrap binds an image's
+  // directories as the session's uid. The records and builds in progress stay root's.
+  SANDGATE_RETURN_IF_ERROR(MakeDir(dir, 0711));
+  chmod(dir.c_str(), 0711);
+  for (const std::string& d : {dir + "/names", dir + "/tmp"}) {
     SANDGATE_RETURN_IF_ERROR(MakeDir(d, 0700));
   }
   // What a stopped daemon was building or removing.

@@ -49,19 +49,20 @@ absl::StatusOr<UniqueFd> DataPipe(const std::string& data) {
 
 std::vector<std::string> HostBinds() { return RootBinds(""); }
 
-std::vector<std::string> RootBinds(const std::string& root) {
-  std::vector<std::string> out = {"--ro-bind", root + "/usr", "/usr"};
+std::vector<std::string> RootBinds(const std::string& root, const std::string& source) {
+  const std::string& from = source.empty() ? root : source;
+  std::vector<std::string> out = {"--ro-bind", from + "/usr", "/usr"};
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    const std::string source = root + top;
+    const std::string path = root + top;
     struct stat st;
-    if (lstat(source.c_str(), &st) != 0) continue;
+    if (lstat(path.c_str(), &st) != 0) continue;
     if (S_ISLNK(st.st_mode)) {
       char target[4096];
-      ssize_t n = readlink(source.c_str(), target, sizeof(target) - 1);
+      ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
       if (n <= 0) continue;
       out.insert(out.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), top});
     } else if (S_ISDIR(st.st_mode)) {
-      out.insert(out.end(), {"--ro-bind", source, top});
+      out.insert(out.end(), {"--ro-bind", from + top, top});
     }
   }
   std::vector<std::string> etc(std::begin(kEtcFiles), std::end(kEtcFiles));
@@ -72,7 +73,7 @@ std::vector<std::string> RootBinds(const std::string& root) {
     }
     closedir(d);
   }
-  for (const std::string& path : etc) out.insert(out.end(), {"--ro-bind-try", root + path, path});
+  for (const std::string& path : etc) out.insert(out.end(), {"--ro-bind-try", from + path, path});
   return out;
 }
 

@@ -62,8 +62,9 @@ constexpr uint64_t kRootTmpfsInodes = 1024;
 std::vector<std::string> HostBinds();
 // The same triples for the root file system at `root` (an image, core/images.h): its /usr,
 // its top-level links and directories, its curated /etc files, each bound read-only at the
-// same place in the sandbox. RootBinds("") is HostBinds().
-std::vector<std::string> RootBinds(const std::string& root);
+// same place in the sandbox. RootBinds("") is HostBinds(). With `source`, the bind sources
+// name `root` through that path instead ("/proc/self/fd/N" of a descriptor of `root`).
+std::vector<std::string> RootBinds(const std::string& root, const std::string& source = "");
 
 // One bwrap run: its argv, the data pipes it must inherit, and the read end of --info-fd.
 struct BwrapInvocation {

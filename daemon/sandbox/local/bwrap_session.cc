@@ -359,7 +359,18 @@ absl::Status BwrapSession::LaunchBwrap(const CancelToken* cancel) {
   UniqueFd stderr_w(ep[1]);
 
   BwrapConfig bwrap = core_->bwrap;
-  if (!spec_.root_dir.empty()) bwrap.host_binds = RootBinds(spec_.root_dir);
+  // The image's root, opened here and named through the descriptor bwrap inherits, so the
+  // binds are of the directory checked now even if the image is deleted meanwhile. bwrap runs
+  // as the session's uid: the directories above it must be searchable (ImageStore makes
+  // <state_dir>/images 0711; the state directory itself must be too, docs/images.md).
+  UniqueFd image_root;
+  if (!spec_.root_dir.empty()) {
+    image_root.reset(open(spec_.root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!image_root.valid()) {
+      return errors::FromErrno(errno, absl::StrCat("open the image root ", spec_.root_dir));
+    }
+    bwrap.host_binds = RootBinds(spec_.root_dir, absl::StrCat("/proc/self/fd/", image_root.get()));
+  }
   SANDGATE_ASSIGN_OR_RETURN(
       BwrapInvocation inv,
       PrepareBwrap(bwrap, mounts_, {initproto::kInitPathInSandbox, absl::StrCat(init_end.get())}));
@@ -368,6 +379,7 @@ absl::Status BwrapSession::LaunchBwrap(const CancelToken* cancel) {
   plan.argv = inv.argv;
   plan.keep_fds = inv.keep_fds();
   plan.keep_fds.push_back(init_end.get());
+  if (image_root.valid()) plan.keep_fds.push_back(image_root.get());
   plan.stderr_fd = stderr_w.get();
   plan.join_v1 = cgroups_.v1_dirs();
   plan.join_v2 = cgroups_.v2_dir();
