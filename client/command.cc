@@ -232,6 +232,7 @@ int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox) {
     }
     sandbox->set_isolation(level);
   }
+  if (args.Has("--image")) sandbox->set_image(args.Get("--image"));
   struct MibFlag {
     const char* flag;
     void (v1::SandboxSpec::*set)(uint64_t);

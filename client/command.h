@@ -52,8 +52,10 @@ class Client {
   static std::unique_ptr<Client> Connect(std::shared_ptr<grpc::Channel> channel, std::string token,
                                          Interrupt* interrupt) {
     return std::unique_ptr<Client>(
-        new Client(v1::Sandgate::NewStub(channel), std::move(token), interrupt));
+        new Client(channel, v1::Sandgate::NewStub(channel), std::move(token), interrupt));
   }
+  // For the other services on the same connection (images.proto).
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
   void Prepare(grpc::ClientContext* ctx) const {
     if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
   }
@@ -61,8 +63,13 @@ class Client {
   Interrupt& interrupt() { return *interrupt_; }
 
  private:
-  Client(std::unique_ptr<v1::Sandgate::Stub> stub, std::string token, Interrupt* interrupt)
-      : stub_(std::move(stub)), token_(std::move(token)), interrupt_(interrupt) {}
+  Client(std::shared_ptr<grpc::Channel> channel, std::unique_ptr<v1::Sandgate::Stub> stub,
+         std::string token, Interrupt* interrupt)
+      : channel_(std::move(channel)),
+        stub_(std::move(stub)),
+        token_(std::move(token)),
+        interrupt_(interrupt) {}
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Sandgate::Stub> stub_;
   std::string token_;
   Interrupt* const interrupt_;  // lives as long as the process
@@ -143,6 +150,8 @@ int ParseEnv(const Args& args, google::protobuf::Map<std::string, std::string>* 
 // --command-timeout
 // into *sandbox; 0, or the exit code of a usage error already reported.
 int ParseSandbox(const Args& args, v1::SandboxSpec* sandbox);
+// `sandgate image build|list|get|rm` (client/cmd_image.cc).
+int CmdImage(Client& client, const std::string& sub, const Args& args);
 
 // GetRun into *run; 0, or the exit code of a failure already reported.
 int GetRun(Client& client, const std::string& id, v1::Run* run);

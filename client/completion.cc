@@ -27,6 +27,7 @@ const std::map<std::string, std::vector<std::string>>& Positionals() {
 std::vector<std::string> OptionValues(const std::string& command, const std::string& option) {
   if (option == "--network") return {"disabled", "restricted", "enabled"};
   if (option == "--isolation") return {"namespaces", "gvisor"};
+  if (option == "--image") return {"host"};
   if (option == "--out") return {command == "session download" ? kCompleteFiles : kCompleteDirs};
   if (option == "--token-file" || option == "--tls-ca" || option == "--tls-cert" ||
       option == "--tls-key") {

@@ -14,7 +14,7 @@ commands:
            [--model NAME] [--timeout SECONDS] [--idempotency-key KEY] [--cancel-on-exit]
            [--env NAME=VALUE]... [--setup COMMAND]... [--network disabled|restricted|enabled]
            [--allow DOMAIN]... [--memory-mib N] [--workspace-mib N] [--session ID]
-           [--isolation namespaces|gvisor]
+           [--isolation namespaces|gvisor] [--image NAME]
       start a run, show its progress, download its artifacts and events.jsonl into DIR
       (default ./sandgate-<run id>), print a summary; exit 0 only if the run succeeded.
       --playbook NAME picks the daemon's task (default: its default; a name it does not
@@ -28,7 +28,7 @@ commands:
 
   session create [--idle S] [--lifetime S] [--command-timeout S] [--env K=V]... [--setup CMD]...
                  [--network MODE] [--memory-mib N] [--workspace-mib N] [--idempotency-key K]
-                 [--isolation namespaces|gvisor] [--json]   prints the id
+                 [--isolation namespaces|gvisor] [--image NAME] [--json]   prints the id
   session list [--all] | get ID | keepalive ID | close ID [--reason TEXT]
   session exec ID [--timeout S] [--env K=V]... [--stdin] [--tty] [--background] [--]
                COMMAND [ARG]...
@@ -48,6 +48,10 @@ commands:
   completion bash|zsh                          print the shell's completion script
   man                                          print the manual page (sandgate man | man -l -)
 
+  image build NAME --packages P1,P2,... [--detach] [--json]
+      build a sandbox image from Debian packages, showing mmdebstrap's progress
+      (Ctrl-C cancels the build unless --detach)
+  image list [--json] | get NAME [--json] | rm NAME   your images; rm cancels a build
   admin drain                                  operators: drain and stop the daemon
   admin purge --older-than-hours N             operators: delete old runs and ended sessions
 
@@ -80,6 +84,8 @@ sandbox:  --env NAME=VALUE   (repeatable)  set in every command's environment
           --isolation namespaces|gvisor   gvisor: the code runs on gVisor's kernel, not the
                              host's (default: your tenant's, else the daemon's; see
                              docs/isolation-levels.md)
+          --image NAME       the sandbox's software: an image built with `sandgate image
+                             build` (default: host, the host's own /usr; docs/images.md)
 )";
 
 std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -93,8 +99,8 @@ const char* UsageText() { return kUsageText; }
 
 const std::vector<std::string>& SandboxFlags() {
   static const auto* const kFlags = new std::vector<std::string>{
-      "--env",           "--setup", "--network",  "--allow",           "--memory-mib",
-      "--workspace-mib", "--idle",  "--lifetime", "--command-timeout", "--isolation"};
+      "--env",  "--setup",    "--network",         "--allow",     "--memory-mib", "--workspace-mib",
+      "--idle", "--lifetime", "--command-timeout", "--isolation", "--image"};
   return *kFlags;
 }
 
@@ -114,7 +120,8 @@ const ArgsGrammar& Grammar() {
        {"--background", false}, {"--stdin", false},
        {"--tty", false},          {"--signal", true},       {"--offset", true},    {"--eof", false},
        {"--recursive", false},    {"--force", false},       {"--parents", false},
-       {"--signed", false},       {"--ttl", true}},
+       {"--signed", false},       {"--ttl", true},          {"--image", true},     {"--packages", true},
+       {"--detach", false}},
       // clang-format on
       {"--addr", "--token-file", "--tls-ca", "--tls-cert", "--tls-key"},
       {
@@ -331,6 +338,36 @@ const ArgsGrammar& Grammar() {
            "usage: sandgate man\n"
            "Prints this manual page, sandgate(1), in roff: sandgate man | man -l -\n"
            "It is generated from the same text as --help.\n",
+           {}},
+          {"image",
+           absl::StrCat(
+               "usage: sandgate image build NAME --packages P1,P2,... [--detach] [--json]\n"
+               "       sandgate image list [--json] | get NAME [--json] | rm NAME\n"
+               "Sandbox images: root file systems built from Debian packages, used with\n"
+               "--image NAME on run and session create (docs/images.md).\n",
+               kGlobalUsage),
+           {}},
+          {"image build",
+           absl::StrCat(
+               "usage: sandgate image build NAME --packages P1,P2,... [--detach] [--json]\n"
+               "Builds image NAME with mmdebstrap from the Debian packages named (and\n"
+               "what they depend on), printing its progress; prints the image at the end.\n"
+               "Ctrl-C cancels the build, unless --detach (then it goes on).\n",
+               kGlobalUsage),
+           {"--packages", "--detach", "--json"}},
+          {"image list",
+           absl::StrCat("usage: sandgate image list [--json]\nLists the images you may use, "
+                        "built and building.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"image get",
+           absl::StrCat("usage: sandgate image get NAME [--json]\nShows one image.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"image rm",
+           absl::StrCat("usage: sandgate image rm NAME\nDeletes an image no live session uses, "
+                        "or cancels its build.\n",
+                        kGlobalUsage),
            {}},
           {"admin",
            absl::StrCat(

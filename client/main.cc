@@ -130,6 +130,7 @@ int Main(int argc, char** argv) {
   if (c == "download") return CmdDownload(*client, args);
   if (absl::StartsWith(c, "session ")) return CmdSession(*client, c.substr(8), args);
   if (absl::StartsWith(c, "admin ")) return CmdAdmin(*client, c.substr(6), args);
+  if (absl::StartsWith(c, "image ")) return CmdImage(*client, c.substr(6), args);
   return Usage("unknown command");
 }
 

@@ -18,28 +18,29 @@ fi
 build=${1:-$repo/build}
 
 # To build and run: the compiler and CMake, the libraries, bubblewrap for local sandboxes,
-# runsc for gVisor sandboxes (isolation gvisor), python3 for the playbooks' programs inside
-# them, marked and DOMPurify for the dashboard.
+# runsc for gVisor sandboxes (isolation gvisor), mmdebstrap to build sandbox images
+# (docs/images.md), python3 for the playbooks' programs inside them, marked and DOMPurify for
+# the dashboard.
 packages=(
   build-essential cmake pkg-config ninja-build lld
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libsqlite3-dev libseccomp-dev libexpat1-dev libpq-dev
   libmicrohttpd-dev libgnutls28-dev libwebsocketpp-dev
-  bubblewrap runsc python3 procps
+  bubblewrap runsc mmdebstrap python3 procps
   libjs-marked node-dompurify
 )
 # Only to test: GoogleTest, a PostgreSQL server the replica tests start, the Python client's
 # runtime and pytest, clang (thread-safety analysis, the fuzz target), the style checks, the
 # man page and completion checks, Chromium for the dashboard's browser tests; CPack's
-# dependency list (dpkg-dev), a clean Debian root (mmdebstrap) and systemd-analyze for the
+# dependency list (dpkg-dev) and systemd-analyze for the
 # package's install test (tests/package/); libfaketime for the fault harness's clock steps
 # (tests/faults/); tmux for `session shell` in a real terminal.
 test_packages=(
   libgtest-dev libgmock-dev postgresql curl faketime
   python3-grpcio python3-protobuf python3-pytest
   clang clang-format groff-base man-db zsh chromium tmux
-  dpkg-dev mmdebstrap systemd
+  dpkg-dev systemd
 )
 [ "$tests" -eq 1 ] && packages+=("${test_packages[@]}")
 

@@ -21,7 +21,10 @@
 #include "core/event_log.h"
 #include "core/executor.h"
 #include "core/fair_executor.h"
+#include "core/image_api.h"
+#include "core/images.h"
 #include "core/metrics.h"
+#include "core/mmdebstrap_builder.h"
 #include "core/owner.h"
 #include "core/ports.h"
 #include "core/processes.h"
@@ -35,6 +38,7 @@
 #include "server/grpc_server.h"
 #include "server/http_api.h"
 #include "server/http_server.h"
+#include "server/image_service.h"
 #include "server/port_proxy.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
@@ -169,6 +173,10 @@ struct Daemon::Parts {
   std::unique_ptr<server::HttpServer> metrics_http;  // metrics_listen: /metrics alone
   std::unique_ptr<server::HttpServer> http;          // http_listen: REST, events, /metrics
   server::ServiceDeps http_deps;                     // the REST routes' (they outlive it)
+  // Sandbox images (docs/images.md): after the local provider, whose sessions they ask about.
+  std::unique_ptr<core::MmdebstrapBuilder> image_builder;
+  std::unique_ptr<core::ImageStore> images;
+  std::unique_ptr<core::ImageApi> image_api;
   std::unique_ptr<core::SandboxBudget> budget;
   std::unique_ptr<core::WarmPool> warm_pool;  // before sessions: they take from it
   std::unique_ptr<core::SessionManager> sessions;
@@ -184,6 +192,7 @@ struct Daemon::Parts {
   std::unique_ptr<core::FairExecutor> exec;
   std::unique_ptr<core::Api> api;
   std::unique_ptr<server::SandgateService> service;
+  std::unique_ptr<server::ImageService> image_service;
   std::unique_ptr<server::GrpcServer> server;
   // This daemon as a replica (core/replica.h): its lease, and the journal as it sees it
   // (providers record through it; the start-up sweep lists only its own entries).
@@ -301,6 +310,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     agents["chat"] = p->chat_agent.get();
   }
 
+  p->image_builder = std::make_unique<core::MmdebstrapBuilder>(c.mmdebstrap_path);
+  core::ImageStoreOptions image_options;
+  image_options.dir = core::ImagesDir(c.state_dir);
+  image_options.builder = p->image_builder.get();
+  image_options.max_builds = c.max_image_builds;
+  SANDGATE_ASSIGN_OR_RETURN(p->images, core::ImageStore::Create(std::move(image_options)));
+  p->images->SetInUse(
+      [local = p->local.get()](const std::string& root) { return local->SessionsOnRoot(root); });
+  p->image_api = std::make_unique<core::ImageApi>(p->images.get());
+
   p->budget = std::make_unique<core::SandboxBudget>(c.max_sandboxes);
   core::SessionManagerDeps session_deps;
   session_deps.budget = p->budget.get();
@@ -311,6 +330,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   session_deps.clock = Clock::Real();
   session_deps.providers = providers;
   session_deps.admission = p->admission.get();
+  session_deps.images = p->images.get();
   p->warm_pool = std::make_unique<core::WarmPool>(
       core::WarmPoolDeps{&p->config, p->local.get(), p->budget.get(), Clock::Real()});
   session_deps.warm_pool = p->warm_pool.get();
@@ -335,6 +355,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.budget = p->budget.get();
   deps.metrics = p->metrics.get();
   deps.warm_pool = p->warm_pool.get();
+  deps.images = p->images.get();
   deps.journal = p->journal.get();
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   deps.admission = p->admission.get();
@@ -404,6 +425,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   sd.forwarder = p->forwarder.get();
   p->http_deps = sd;
   p->service = std::make_unique<server::SandgateService>(sd);
+  p->image_service = std::make_unique<server::ImageService>(sd, p->image_api.get());
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }
 
@@ -443,6 +465,9 @@ absl::Status Daemon::StartHttp(Parts& p) {
         server::PortProxy::Deps{p.tenants.get(), p.ports.get(), &p.config.ports, Clock::Real()});
     for (server::HttpRoute& r : p.port_proxy->Routes()) routes.push_back(std::move(r));
     routes.push_back(server::MetricsRoute(render, p.tenants.get()));
+    for (server::HttpRoute& r : server::ImageRoutes(p.http_deps, p.image_api.get())) {
+      routes.push_back(std::move(r));
+    }
     for (server::HttpRoute& r : server::DashboardRoutes()) routes.push_back(std::move(r));
     SANDGATE_ASSIGN_OR_RETURN(p.http, server::HttpServer::Start(o, std::move(routes)));
     std::string url = absl::StrCat(p.http->tls() ? "https://" : "http://",
@@ -465,9 +490,10 @@ absl::Status Daemon::Start() {
   // After the sweep: a leftover of the previous daemon would share a uid with a new sandbox.
   p.warm_pool->Start();
 
-  SANDGATE_ASSIGN_OR_RETURN(p.server, server::GrpcServer::Start(p.config.listen, p.config.tls,
-                                                                p.config.state_dir + "/tls",
-                                                                p.service.get(), p.metrics.get()));
+  SANDGATE_ASSIGN_OR_RETURN(
+      p.server,
+      server::GrpcServer::Start(p.config.listen, p.config.tls, p.config.state_dir + "/tls",
+                                p.service.get(), p.metrics.get(), p.image_service.get()));
   if (!p.config.metrics_listen.empty() || !p.config.http_listen.empty()) {
     core::RunManager* runs = p.runs.get();
     core::SessionManager* sessions = p.sessions.get();

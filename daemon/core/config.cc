@@ -18,6 +18,7 @@
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
+#include "core/images.h"
 #include "nlohmann/json.hpp"
 
 namespace sandgate::core {
@@ -135,7 +136,15 @@ absl::Status ReadTenant(const json& v, const std::string& where, TenantConfig* t
     pr.On("max_run_seconds", Seconds(&t->policy.max_run_time));
     pr.On("isolation_levels", Strings(&t->policy.isolation_levels));
     pr.On("default_isolation", String(&t->policy.default_isolation));
+    pr.On("images", Strings(&t->policy.images));
+    pr.On("build_images", Bool(&t->policy.build_images));
     SANDGATE_RETURN_IF_ERROR(pr.Run());
+    for (const std::string& image : t->policy.images) {
+      if (image == kHostImage) continue;
+      if (absl::Status st = ValidateImageName(image); !st.ok()) {
+        return errors::InvalidArgument(absl::StrCat(where, ".policy.images: ", st.message()));
+      }
+    }
     for (const std::string& level : t->policy.isolation_levels) {
       SANDGATE_RETURN_IF_ERROR(CheckIsolation(level, where + ".policy.isolation_levels"));
     }
@@ -470,6 +479,8 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
       return CheckIsolation(c.isolation, "local.isolation");
     });
     l.On("runsc", String(&c.runsc_path));
+    l.On("mmdebstrap", String(&c.mmdebstrap_path));
+    l.On("max_image_builds", Whole(&c.max_image_builds, 1));
     l.On("gvisor_platform", [&c](const json& v, const std::string& where) -> absl::Status {
       SANDGATE_RETURN_IF_ERROR(String(&c.gvisor_platform)(v, where));
       if (c.gvisor_platform == "ptrace" || c.gvisor_platform == "kvm") return absl::OkStatus();

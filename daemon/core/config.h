@@ -30,6 +30,10 @@ struct TenantPolicy {
   // one its requests get when they name none ("" = the daemon's `isolation`).
   std::vector<std::string> isolation_levels;
   std::string default_isolation;
+  // Images the tenant's sandboxes may use ("host" = the host's own root; empty = all), and
+  // whether it may build and delete images (docs/images.md).
+  std::vector<std::string> images;
+  bool build_images = false;
 };
 
 // How much a tenant may use at once. 0 means no limit of the tenant's own.
@@ -257,6 +261,9 @@ struct Config {
   std::string isolation = "namespaces";
   std::string runsc_path = "/usr/bin/runsc";
   std::string gvisor_platform = "ptrace";  // "kvm" where /dev/kvm exists
+  // Sandbox images (docs/images.md): the builder, and how many builds run at once.
+  std::string mmdebstrap_path = "/usr/bin/mmdebstrap";
+  uint32_t max_image_builds = 1;
 };
 
 // The workspace a sandbox of `memory_bytes` gets when its request leaves workspace_bytes 0:

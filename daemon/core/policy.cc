@@ -75,6 +75,10 @@ absl::Status CheckPolicy(const Caller& caller, const PolicyRequest& req, const C
         }
       }
     }
+    if (auto st = CheckList(caller, "image", sb.image().empty() ? "host" : sb.image(), p.images);
+        !st.ok()) {
+      return st;
+    }
     if (!sb.isolation().empty()) {
       if (auto st = CheckList(caller, "isolation level", sb.isolation(), p.isolation_levels);
           !st.ok()) {

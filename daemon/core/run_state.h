@@ -17,6 +17,7 @@
 #include "core/admission.h"
 #include "core/config.h"
 #include "core/event_log.h"
+#include "core/images.h"
 #include "core/metrics.h"
 #include "core/session_manager.h"
 #include "core/tenants.h"
@@ -44,6 +45,8 @@ struct RunManagerDeps {
   Metrics* metrics = nullptr;          // may be null
   // Ready sandboxes: a run's own sandbox of a shape it keeps is taken from it. May be null.
   WarmPool* warm_pool = nullptr;
+  // Built sandbox images (SandboxSpec.image). May be null: only the host's root.
+  const ImageStore* images = nullptr;
   // What the start-up sweep lists: this replica's entries (core/replica.h); null = the store's.
   ResourceJournal* journal = nullptr;
   // The queue and quotas the replicas of one store share (store/admission_store.h); null =

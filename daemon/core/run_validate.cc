@@ -91,6 +91,8 @@ absl::StatusOr<std::shared_ptr<ActiveRun>> ValidateRun(const RunManagerDeps& dep
         std::string isolation,
         EffectiveIsolation(request.sandbox(), request.provider(), caller, *deps.config));
     request.mutable_sandbox()->set_isolation(std::move(isolation));
+    SANDGATE_RETURN_IF_ERROR(
+        ResolveImage(request.mutable_sandbox(), request.provider(), deps.images));
   }
   absl::StatusOr<const playbooks::Playbook*> playbook = playbooks::FindPlaybook(request.playbook());
   if (!playbook.ok())

@@ -56,9 +56,41 @@ absl::StatusOr<std::string> EffectiveIsolation(const v1::SandboxSpec& sb,
   return cfg.isolation;
 }
 
+absl::Status ResolveImage(v1::SandboxSpec* sb, const std::string& provider,
+                          const ImageStore* images) {
+  sb->clear_image_digest();  // output only
+  const std::string& name = sb->image();
+  if (name.empty() || name == kHostImage) return absl::OkStatus();
+  if (provider != "local") {
+    return errors::InvalidArgument(absl::StrCat("sandbox.image: the '", provider,
+                                                "' provider has no images; leave it out, or "
+                                                "use provider 'local'"));
+  }
+  if (absl::Status st = ValidateImageName(name); !st.ok()) {
+    return errors::InvalidArgument(absl::StrCat("sandbox.", st.message()));
+  }
+  if (images == nullptr) {
+    return errors::FailedPrecondition("sandbox.image: images are not enabled on this daemon");
+  }
+  absl::StatusOr<v1::Image> image = images->Get(name);
+  if (!image.ok()) {
+    return absl::Status(image.status().code(),
+                        absl::StrCat("sandbox.image: ", image.status().message()));
+  }
+  if (image->state() != v1::Image::STATE_READY) {
+    return errors::FailedPrecondition(absl::StrCat(
+        "sandbox.image: image '", name, "' is still being built (", image->progress(), ")"));
+  }
+  sb->set_image_digest(image->digest());
+  return absl::OkStatus();
+}
+
 sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& sb,
                                    const Config& cfg) {
   sandbox::SessionSpec spec;
+  if (!sb.image_digest().empty()) {
+    spec.root_dir = ImageRootDir(ImagesDir(cfg.state_dir), sb.image_digest());
+  }
   spec.id = id;
   spec.memory_bytes = MemoryBytes(sb, cfg);
   spec.max_processes = sb.max_processes() ? sb.max_processes() : cfg.max_processes;

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/config.h"
+#include "core/images.h"
 #include "core/tenants.h"
 #include "sandbox/sandbox.h"
 #include "sandgate/v1/sandgate.pb.h"
@@ -29,6 +30,13 @@ uint64_t WorkspaceBytes(const v1::SandboxSpec& spec, const Config& config);
 absl::StatusOr<std::string> EffectiveIsolation(const v1::SandboxSpec& spec,
                                                const std::string& provider, const Caller& caller,
                                                const Config& config);
+// Resolves the request's image (`spec->image`: "" or "host", or a name) for `provider`:
+// sets spec->image_digest to the built image's digest (clears it for the host's root).
+// INVALID_ARGUMENT for a bad name or an image on a provider without images, NOT_FOUND for an
+// unknown name, FAILED_PRECONDITION while it is being built or when `images` is null (not
+// enabled). Whether the tenant may use it: CheckPolicy.
+absl::Status ResolveImage(v1::SandboxSpec* spec, const std::string& provider,
+                          const ImageStore* images);
 // With the config's defaults where the request left a field 0; `spec.isolation` resolved
 // already (EffectiveIsolation; "" is namespaces).
 sandbox::SessionSpec ToSessionSpec(const std::string& id, const v1::SandboxSpec& spec,

@@ -252,6 +252,7 @@ absl::StatusOr<v1::Session> SessionManager::Create(const Caller& caller,
   SANDGATE_ASSIGN_OR_RETURN(std::string isolation,
                             EffectiveIsolation(sb, provider_name, caller, cfg));
   sb.set_isolation(std::move(isolation));
+  SANDGATE_RETURN_IF_ERROR(ResolveImage(&sb, provider_name, deps_.images));
   SANDGATE_RETURN_IF_ERROR(CheckPolicy(caller, PolicyRequest{provider_name, "", "", &sb}, cfg));
   const uint32_t quota = caller.config ? caller.config->quotas.live_sessions : 0;
   // Shared by replicas: the slot is taken in the store, counted across the gateway, and

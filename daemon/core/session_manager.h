@@ -40,6 +40,7 @@
 #include "core/config.h"
 #include "core/event_log.h"
 #include "core/executor.h"
+#include "core/images.h"
 #include "core/metrics.h"
 #include "core/sandbox_maker.h"
 #include "core/tenants.h"
@@ -68,6 +69,8 @@ struct SessionManagerDeps {
   // The quotas replicas of one store share (store/admission_store.h): live_sessions is
   // counted there, across the gateway. May be null: counted here.
   store::AdmissionStore* admission = nullptr;
+  // Built sandbox images (SandboxSpec.image). May be null: only the host's root.
+  const ImageStore* images = nullptr;
 };
 
 // What the holder of a lease is told while it holds it.

@@ -59,7 +59,8 @@ std::string WarmPool::ShapeOf(const sandbox::SessionSpec& s) {
        absl::StrJoin(s.network.allowed_domains, ","), absl::StrJoin(ports, ","),
        absl::StrCat(s.network.max_connections), absl::StrCat(s.network.max_bytes),
        absl::StrJoin(env, "\x1e"), absl::StrCat(s.cpu_seconds_per_process),
-       absl::StrCat(s.cpu_millicores), std::string(sandbox::IsolationName(s.isolation))},
+       absl::StrCat(s.cpu_millicores), std::string(sandbox::IsolationName(s.isolation)),
+       s.root_dir},
       "\x1f");
 }
 

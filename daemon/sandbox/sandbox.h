@@ -123,6 +123,10 @@ struct SessionSpec {
   // Providers without levels (openai) ignore it; the local provider refuses kGvisor when
   // runsc is missing.
   Isolation isolation = Isolation::kNamespaces;
+  // The root file system on the host: "" = the host's own (its /usr, top-level links and
+  // curated /etc files, read-only), else an image's root directory (core/images.h), whose
+  // /usr, links and /etc files are bound read-only instead. Local provider only.
+  std::string root_dir;
 };
 
 enum class OutputStream { kStdout, kStderr };

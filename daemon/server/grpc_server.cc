@@ -21,6 +21,7 @@
 #include "common/tls_credentials.h"
 #include "common/utf8.h"
 #include "grpc/health/v1/health.pb.h"
+#include "sandgate/v1/images.grpc.pb.h"
 #include "server/rpc_observer.h"
 
 namespace sandgate::server {
@@ -66,11 +67,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerChannelCredentials
                                {"tls.cert_file", "tls.key_file", "tls.client_ca_file"});
 }
 
-absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string& listen_address,
-                                                              const core::TlsConfig& tls,
-                                                              const std::string& tls_dir,
-                                                              SandgateService* service,
-                                                              core::Metrics* metrics) {
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
+    const std::string& listen_address, const core::TlsConfig& tls, const std::string& tls_dir,
+    SandgateService* service, core::Metrics* metrics, grpc::Service* images) {
   std::unique_ptr<GrpcServer> s(new GrpcServer());
   s->waker_ = std::make_unique<CallbackQueueWaker>(Clock::Real());
   grpc::EnableDefaultHealthCheckService(true);
@@ -79,10 +78,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
   // types links ours into the binary (and so into the pool reflection answers from).
   const std::string health_service =
       grpc::health::v1::HealthCheckRequest::descriptor()->file()->service(0)->full_name();
-  s->reflection_v1_ = std::make_unique<ReflectionV1>(
-      std::vector<std::string>{v1::Sandgate::service_full_name(), health_service,
-                               grpc::reflection::v1::ServerReflection::service_full_name(),
-                               "grpc.reflection.v1alpha.ServerReflection"});
+  s->reflection_v1_ = std::make_unique<ReflectionV1>(std::vector<std::string>{
+      v1::Sandgate::service_full_name(), v1::Images::service_full_name(), health_service,
+      grpc::reflection::v1::ServerReflection::service_full_name(),
+      "grpc.reflection.v1alpha.ServerReflection"});
   grpc::ServerBuilder builder;
   SANDGATE_ASSIGN_OR_RETURN(Address listen, ParseAddress(listen_address));
   int port = 0;
@@ -99,6 +98,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const std::string&
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(service);
+  if (images != nullptr) builder.RegisterService(images);
   builder.RegisterService(s->reflection_v1_.get());
   builder.experimental().SetInterceptorCreators(RpcObserver::Factories(metrics));
   s->server_ = builder.BuildAndStart();

@@ -37,11 +37,9 @@ class GrpcServer {
   // keeps in `tls_dir` (server/tls_mirror.h) of the files it re-reads every
   // tls.reload_interval_seconds; otherwise plaintext. Which combinations may start is
   // core::ValidateConfig's rule, checked before.
-  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(const std::string& listen,
-                                                           const core::TlsConfig& tls,
-                                                           const std::string& tls_dir,
-                                                           SandgateService* service,
-                                                           core::Metrics* metrics);
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
+      const std::string& listen, const core::TlsConfig& tls, const std::string& tls_dir,
+      SandgateService* service, core::Metrics* metrics, grpc::Service* images = nullptr);
   ~GrpcServer();  // Shutdown with no grace if not called
 
   // "unix:/path" or "tcp:host:port" with the port actually bound.

@@ -1115,4 +1115,82 @@ HttpServer::Routes DashboardRoutes() {
   return routes;
 }
 
+// The image routes (images.proto, docs/images.md). POST /v1/images starts a build and answers
+// the image at once (state BUILDING, or READY when its packages were built already): the
+// build goes on without the call; GET /v1/images/{name} shows its last progress line, and
+// DELETE /v1/images/{name} cancels it (or removes a built image).
+HttpServer::Routes ImageRoutes(const ServiceDeps& deps, core::ImageApi* images) {
+  auto route = [&deps, images](const char* method, const char* pattern, auto handler,
+                               const char* action) {
+    return HttpRoute{method, pattern,
+                     [&deps, images, handler, action](const HttpRequest& http, Exchange x) {
+                       absl::StatusOr<core::Caller> caller = AuthenticateHttp(deps, http);
+                       if (!caller.ok()) return x->Reply(JsonError(caller.status()));
+                       OnIo(deps, x, [&deps, images, handler, action, http, x, caller = *caller] {
+                         handler(deps, images, caller, http, x, action);
+                       });
+                     }};
+  };
+  // One unary image call: parse, call, audit (with `action`), answer.
+  auto unary = [](auto request_type, auto call) {
+    return [call](const ServiceDeps& deps, core::ImageApi* images, const core::Caller& caller,
+                  const HttpRequest& http, const Exchange& x, const char* action) {
+      decltype(request_type) request;
+      absl::Status st = ParseRequest(http, &request);
+      std::unique_ptr<google::protobuf::Message> response;
+      if (st.ok()) {
+        absl::StatusOr<std::unique_ptr<google::protobuf::Message>> r =
+            call(images, caller, request);
+        st = r.status();
+        if (r.ok()) response = std::move(*r);
+      }
+      if (action != nullptr && deps.audit != nullptr) {
+        deps.audit->Record(caller.tenant, action, request.name(), st);
+      }
+      if (!st.ok()) return x->Reply(JsonError(st));
+      absl::StatusOr<std::string> json = ToJson(response.get());
+      x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+    };
+  };
+  using Out = absl::StatusOr<std::unique_ptr<google::protobuf::Message>>;
+  auto build =
+      unary(v1::BuildImageRequest(),
+            [](core::ImageApi* images, const core::Caller& c, v1::BuildImageRequest& q) -> Out {
+              SANDGATE_RETURN_IF_ERROR(images->StartBuild(c, q));
+              auto image = std::make_unique<v1::Image>();
+              v1::GetImageRequest get;
+              get.set_name(q.name());
+              SANDGATE_RETURN_IF_ERROR(images->GetImage(c, get, image.get()));
+              return image;
+            });
+  auto get =
+      unary(v1::GetImageRequest(),
+            [](core::ImageApi* images, const core::Caller& c, v1::GetImageRequest& q) -> Out {
+              auto image = std::make_unique<v1::Image>();
+              SANDGATE_RETURN_IF_ERROR(images->GetImage(c, q, image.get()));
+              return image;
+            });
+  auto remove =
+      unary(v1::DeleteImageRequest(),
+            [](core::ImageApi* images, const core::Caller& c, v1::DeleteImageRequest& q) -> Out {
+              auto image = std::make_unique<v1::Image>();
+              SANDGATE_RETURN_IF_ERROR(images->DeleteImage(c, q, image.get()));
+              return image;
+            });
+  auto list = [](const ServiceDeps&, core::ImageApi* images, const core::Caller& caller,
+                 const HttpRequest& http, const Exchange& x, const char*) {
+    v1::ListImagesRequest request;
+    v1::ListImagesResponse response;
+    absl::Status st = ParseRequest(http, &request);
+    if (st.ok()) st = images->ListImages(caller, request, &response);
+    if (!st.ok()) return x->Reply(JsonError(st));
+    absl::StatusOr<std::string> json = ToJson(&response);
+    x->Reply(json.ok() ? Json(*std::move(json)) : JsonError(json.status()));
+  };
+  return {route("POST", "/v1/images", build, "BuildImage"),
+          route("GET", "/v1/images", list, nullptr),
+          route("GET", "/v1/images/{name}", get, nullptr),
+          route("DELETE", "/v1/images/{name}", remove, "DeleteImage")};
+}
+
 }  // namespace sandgate::server

@@ -40,6 +40,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "core/image_api.h"
 #include "server/http_server.h"
 #include "server/service.h"
 
@@ -51,6 +52,8 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps);
 // dashboard's Content-Security-Policy and headers. The page itself is public (it holds no
 // data); everything it shows comes from the REST routes, with the caller's token.
 HttpServer::Routes DashboardRoutes();
+// POST/GET /v1/images, GET/DELETE /v1/images/{name}; `images` is not owned.
+HttpServer::Routes ImageRoutes(const ServiceDeps& deps, core::ImageApi* images);
 // GET /metrics: the Prometheus text page `render` makes. With `tenants` (the REST port) only
 // an operator's token reads it (the page counts every tenant's runs and sessions); without
 // (metrics_listen, a port of its own for a scraper) it is public.

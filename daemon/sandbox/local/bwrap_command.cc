@@ -47,29 +47,33 @@ absl::StatusOr<UniqueFd> DataPipe(const std::string& data) {
 
 }  // namespace
 
-std::vector<std::string> HostBinds() {
-  std::vector<std::string> out;
+std::vector<std::string> HostBinds() { return RootBinds(""); }
+
+std::vector<std::string> RootBinds(const std::string& root, const std::string& source) {
+  const std::string& from = source.empty() ? root : source;
+  std::vector<std::string> out = {"--ro-bind", from + "/usr", "/usr"};
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    const std::string path = root + top;
     struct stat st;
-    if (lstat(top, &st) != 0) continue;
+    if (lstat(path.c_str(), &st) != 0) continue;
     if (S_ISLNK(st.st_mode)) {
       char target[4096];
-      ssize_t n = readlink(top, target, sizeof(target) - 1);
+      ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
       if (n <= 0) continue;
       out.insert(out.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), top});
     } else if (S_ISDIR(st.st_mode)) {
-      out.insert(out.end(), {"--ro-bind", top, top});
+      out.insert(out.end(), {"--ro-bind", from + top, top});
     }
   }
   std::vector<std::string> etc(std::begin(kEtcFiles), std::end(kEtcFiles));
   // Debian's python reads /etc/python3.X/sitecustomize.py.
-  if (DIR* d = opendir("/etc")) {
+  if (DIR* d = opendir((root + "/etc").c_str())) {
     while (struct dirent* e = readdir(d)) {
       if (absl::StartsWith(e->d_name, "python3")) etc.push_back(absl::StrCat("/etc/", e->d_name));
     }
     closedir(d);
   }
-  for (const std::string& path : etc) out.insert(out.end(), {"--ro-bind-try", path, path});
+  for (const std::string& path : etc) out.insert(out.end(), {"--ro-bind-try", from + path, path});
   return out;
 }
 
@@ -98,7 +102,7 @@ absl::StatusOr<BwrapInvocation> PrepareBwrap(const BwrapConfig& config, const Se
        "--gid", "1000", "--hostname", config.hostname,
        // First: the daemon's tmpfs replaces bwrap's own root, whose options would name the
        // session's host uid and show no size (tmpfs_limits.h).
-       "--bind", mounts.path("root"), "/", "--ro-bind", "/usr", "/usr"};
+       "--bind", mounts.path("root"), "/"};
   a.insert(a.end(), config.host_binds.begin(), config.host_binds.end());
   for (const auto& [path, data] :
        {std::pair<const char*, std::string>{"/etc/passwd", Passwd()},

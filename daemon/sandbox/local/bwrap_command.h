@@ -40,7 +40,8 @@ struct BwrapConfig {
   // The shared /dev that PrepareDeviceNodes made (<mount_dir>/dev).
   std::string device_dir;
   std::string seccomp_bpf;  // empty = no filter (benchmarks only)
-  // "--ro-bind-try"/"--symlink" argument triples for /bin, /lib…, and the curated /etc.
+  // "--ro-bind"/"--ro-bind-try"/"--symlink" argument triples for /usr, /bin, /lib…, and the
+  // curated /etc (HostBinds, or RootBinds of a session's image).
   std::vector<std::string> host_binds;
 };
 
@@ -56,8 +57,14 @@ uint64_t DevShmBytes(uint64_t workspace_bytes);
 constexpr uint64_t kRootTmpfsBytes = 16 << 20;
 constexpr uint64_t kRootTmpfsInodes = 1024;
 
-// Computes BwrapConfig::host_binds from this host's filesystem (lstat of a few paths).
+// Computes BwrapConfig::host_binds from this host's filesystem (lstat of a few paths): /usr,
+// the top-level links or directories (/bin, /lib…) and the curated /etc files.
 std::vector<std::string> HostBinds();
+// The same triples for the root file system at `root` (an image, core/images.h): its /usr,
+// its top-level links and directories, its curated /etc files, each bound read-only at the
+// same place in the sandbox. RootBinds("") is HostBinds(). With `source`, the bind sources
+// name `root` through that path instead ("/proc/self/fd/N" of a descriptor of `root`).
+std::vector<std::string> RootBinds(const std::string& root, const std::string& source = "");
 
 // One bwrap run: its argv, the data pipes it must inherit, and the read end of --info-fd.
 struct BwrapInvocation {

@@ -183,8 +183,20 @@ absl::StatusOr<std::unique_ptr<BwrapProvider>> BwrapProvider::Create(const Bwrap
   return std::unique_ptr<BwrapProvider>(new BwrapProvider(std::move(core)));
 }
 
+std::vector<std::string> BwrapProvider::SessionsOnRoot(const std::string& root_dir) const {
+  std::vector<std::string> ids;
+  absl::MutexLock l(&core_->mu);
+  for (const auto& [id, root] : core_->live_roots) {
+    if (root == root_dir) ids.push_back(id);
+  }
+  return ids;
+}
+
 absl::Status BwrapProvider::CheckSpec(const SessionSpec& spec) const {
-  return spec.isolation == Isolation::kGvisor ? local::GvisorAvailable(*core_) : absl::OkStatus();
+  if (spec.isolation == Isolation::kGvisor) {
+    SANDGATE_RETURN_IF_ERROR(local::GvisorAvailable(*core_));
+  }
+  return local::CheckRootDir(spec.root_dir);
 }
 
 absl::StatusOr<std::unique_ptr<Session>> BwrapProvider::Create(const SessionSpec& spec,

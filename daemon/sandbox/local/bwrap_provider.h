@@ -124,6 +124,9 @@ class BwrapProvider : public Provider {
   // entry. Call before creating sessions: a leftover process
   // would share the uid with a new session.
   absl::Status Sweep(const JournalEntry& entry) override;
+  // The live sessions whose root is the image root `root_dir` (SessionSpec::root_dir),
+  // warm ones included: an image they use is not removed (core/images.h).
+  std::vector<std::string> SessionsOnRoot(const std::string& root_dir) const;
 
   struct Core;  // shared with the sessions; defined in bwrap_session.h
 

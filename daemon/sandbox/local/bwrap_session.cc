@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,11 +44,23 @@ absl::StatusOr<uid_t> BwrapProvider::Core::Reserve(const std::string& session_id
 void BwrapProvider::Core::Release(const std::string& session_id, uid_t uid) {
   absl::MutexLock l(&mu);
   live_ids.erase(session_id);
+  live_roots.erase(session_id);
   size_t slot = uid - options.uid_base;
   if (uid >= options.uid_base && slot < uid_used.size()) uid_used[slot] = false;
 }
 
 namespace local {
+
+absl::Status CheckRootDir(const std::string& root_dir) {
+  if (root_dir.empty()) return absl::OkStatus();
+  struct stat st;
+  if (root_dir[0] != '/' || stat((root_dir + "/usr").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return errors::FailedPrecondition(absl::StrCat("the image's root file system ", root_dir,
+                                                   " has no /usr (was the image deleted?)"));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 using initproto::MessageHeader;
@@ -237,7 +250,12 @@ absl::StatusOr<std::unique_ptr<BwrapSession>> BwrapSession::Start(
   for (const std::string& dir : cgroups.paths()) {
     if (access(dir.c_str(), F_OK) == 0) return errors::AlreadyExists("session cgroup", dir);
   }
+  SANDGATE_RETURN_IF_ERROR(CheckRootDir(spec.root_dir));
   SANDGATE_ASSIGN_OR_RETURN(uid_t uid, core->Reserve(spec.id));
+  if (!spec.root_dir.empty()) {
+    absl::MutexLock l(&core->mu);
+    core->live_roots[spec.id] = spec.root_dir;
+  }
   std::unique_ptr<BwrapSession> s(new BwrapSession(std::move(core), spec, uid));
   s->cgroups_ = std::move(cgroups);
   s->proxy_policy_ = std::move(proxy_policy);
@@ -346,14 +364,28 @@ absl::Status BwrapSession::LaunchBwrap(const CancelToken* cancel) {
   bwrap_stderr_.reset(ep[0]);
   UniqueFd stderr_w(ep[1]);
 
-  SANDGATE_ASSIGN_OR_RETURN(BwrapInvocation inv, PrepareBwrap(core_->bwrap, mounts_,
-                                                              {initproto::kInitPathInSandbox,
-                                                               absl::StrCat(init_end.get())}));
+  BwrapConfig bwrap = core_->bwrap;
+  // The image's root, opened here and named through the descriptor bwrap inherits, so the
+  // binds are of the directory checked now even if the image is deleted meanwhile. bwrap runs
+  // as the session's uid: the directories above it must be searchable (ImageStore makes
+  // <state_dir>/images 0711; the state directory itself must be too, docs/images.md).
+  UniqueFd image_root;
+  if (!spec_.root_dir.empty()) {
+    image_root.reset(open(spec_.root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!image_root.valid()) {
+      return errors::FromErrno(errno, absl::StrCat("open the image root ", spec_.root_dir));
+    }
+    bwrap.host_binds = RootBinds(spec_.root_dir, absl::StrCat("/proc/self/fd/", image_root.get()));
+  }
+  SANDGATE_ASSIGN_OR_RETURN(
+      BwrapInvocation inv,
+      PrepareBwrap(bwrap, mounts_, {initproto::kInitPathInSandbox, absl::StrCat(init_end.get())}));
   SpawnPlan plan;
   plan.path = core_->options.bwrap_path;
   plan.argv = inv.argv;
   plan.keep_fds = inv.keep_fds();
   plan.keep_fds.push_back(init_end.get());
+  if (image_root.valid()) plan.keep_fds.push_back(image_root.get());
   plan.stderr_fd = stderr_w.get();
   plan.join_v1 = cgroups_.v1_dirs();
   plan.join_v2 = cgroups_.v2_dir();

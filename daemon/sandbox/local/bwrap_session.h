@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -70,9 +71,15 @@ struct BwrapProvider::Core {
   absl::Mutex mu;
   std::vector<bool> uid_used ABSL_GUARDED_BY(mu);
   std::set<std::string> live_ids ABSL_GUARDED_BY(mu);
+  // Live sessions on an image (SessionSpec::root_dir): id -> root_dir.
+  std::map<std::string, std::string> live_roots ABSL_GUARDED_BY(mu);
 };
 
 namespace local {
+
+// OK for "" (the host's root) and an image root with a /usr directory; else
+// FAILED_PRECONDITION saying so.
+absl::Status CheckRootDir(const std::string& root_dir);
 
 // OK when gVisor sessions can start here; else FAILED_PRECONDITION saying why.
 absl::Status GvisorAvailable(const BwrapProvider::Core& core);

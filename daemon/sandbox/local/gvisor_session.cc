@@ -52,7 +52,8 @@ absl::Status GvisorAvailable(const BwrapProvider::Core& core) {
 }
 
 absl::Status BwrapSession::LaunchGvisor(const CancelToken* cancel) {
-  const RunscConfig& config = core_->runsc;
+  RunscConfig config = core_->runsc;
+  if (!spec_.root_dir.empty()) config.host_binds = RootBinds(spec_.root_dir);
   runsc_ = RunscSandbox::Plan(config, spec_.id);
   // Left by a daemon that was not swept: never adopt it.
   if (access(runsc_.dir.c_str(), F_OK) == 0) {

@@ -92,8 +92,6 @@ absl::Status WriteRunscBundle(const RunscConfig& config, const RunscSandbox& san
 
   const std::string root = mounts.path("root");
   nlohmann::json binds = nlohmann::json::array();
-  binds.push_back(Bind("/usr", "/usr", false));
-  SANDGATE_RETURN_IF_ERROR(MountPoint(root, "/usr", true));
   for (size_t i = 0; i + 2 < config.host_binds.size(); i += 3) {
     const std::string& kind = config.host_binds[i];
     const std::string& a = config.host_binds[i + 1];

@@ -40,7 +40,8 @@ struct RunscConfig {
   std::string init_path;
   std::string bridge_path;
   std::string hostname;
-  // HostBinds() (bwrap_command.h): "--ro-bind"/"--ro-bind-try"/"--symlink" triples.
+  // HostBinds() or RootBinds(image) (bwrap_command.h): "--ro-bind"/"--ro-bind-try"/
+  // "--symlink" triples, /usr first.
   std::vector<std::string> host_binds;
 };
 

@@ -1,0 +1,42 @@
+// ImageService: the gRPC edge of sandbox images (images.proto), beside SandgateService and
+// thin like it: the unary RPCs authenticate and call core::ImageApi on the I/O executor;
+// BuildImage starts the build on the store's own threads and streams its progress with a
+// write reactor that pulls the next lines when the previous write is done (woken by the
+// store), so no thread waits on a build. Cancelling BuildImage cancels the build unless the
+// request says `detach`.
+//
+// Thread safe. The service and what it points to must outlive the grpc::Server.
+#ifndef SANDGATE_SERVER_IMAGE_SERVICE_H_
+#define SANDGATE_SERVER_IMAGE_SERVICE_H_
+
+#include "core/image_api.h"
+#include "sandgate/v1/images.grpc.pb.h"
+#include "server/service.h"
+
+namespace sandgate::server {
+
+class ImageService final : public v1::Images::CallbackService {
+ public:
+  // `deps.tenants`, `deps.io` and `deps.audit` are used; `images` is not owned.
+  ImageService(const ServiceDeps& deps, core::ImageApi* images) : deps_(deps), images_(images) {}
+
+  grpc::ServerWriteReactor<v1::ImageBuildProgress>* BuildImage(
+      grpc::CallbackServerContext* ctx, const v1::BuildImageRequest* request) override;
+  grpc::ServerUnaryReactor* GetImage(grpc::CallbackServerContext* ctx,
+                                     const v1::GetImageRequest* request,
+                                     v1::Image* response) override;
+  grpc::ServerUnaryReactor* ListImages(grpc::CallbackServerContext* ctx,
+                                       const v1::ListImagesRequest* request,
+                                       v1::ListImagesResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteImage(grpc::CallbackServerContext* ctx,
+                                        const v1::DeleteImageRequest* request,
+                                        v1::Image* response) override;
+
+ private:
+  const ServiceDeps deps_;
+  core::ImageApi* const images_;
+};
+
+}  // namespace sandgate::server
+
+#endif  // SANDGATE_SERVER_IMAGE_SERVICE_H_
