@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "client/cmd_process.h"
+#include "client/cmd_snapshot.h"
 #include "client/command.h"
 #include "client/render.h"
 #include "client/terminal_text.h"
@@ -244,7 +245,13 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
     v1::CreateSessionRequest req;
     req.set_provider(args.Get("--provider"));
     req.set_idempotency_key(args.Get("--idempotency-key"));
-    if (int rc = ParseSandbox(args, req.mutable_sandbox())) return rc;
+    req.set_from_snapshot(args.Get("--from-snapshot"));
+    // From a snapshot with no sandbox options: the snapshot's sandbox.
+    bool sandbox_given = req.from_snapshot().empty();
+    for (const std::string& flag : SandboxFlags()) sandbox_given |= args.Has(flag);
+    if (sandbox_given) {
+      if (int rc = ParseSandbox(args, req.mutable_sandbox())) return rc;
+    }
     v1::Session s;
     grpc::Status st = client.stub().CreateSession(&ctx, req, &s);
     if (!st.ok()) return Fail(st);
@@ -278,6 +285,9 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
   }
   if (sub == "stat" || sub == "rm" || sub == "mv" || sub == "mkdir") {
     return SessionFileCall(client, ctx, sub, args);
+  }
+  if (sub == "snapshot" || sub == "pause" || sub == "resume") {
+    return SessionSnapshot(client, sub, args);
   }
   if (sub == "ps") return SessionPs(client, args);
   if (sub == "output") return SessionOutput(client, args);

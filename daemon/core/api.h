@@ -21,6 +21,7 @@
 #include "core/processes.h"
 #include "core/run_manager.h"
 #include "core/session_manager.h"
+#include "core/snapshots.h"
 #include "core/tenants.h"
 #include "sandgate/v1/sandgate.pb.h"
 
@@ -38,6 +39,8 @@ struct ApiDeps {
   ResourceJournal* journal = nullptr;
   // Background processes of kept sessions; may be null: UNIMPLEMENTED.
   ProcessManager* processes = nullptr;
+  // Workspace snapshots (core/snapshots.h); may be null: UNIMPLEMENTED.
+  Snapshots* snapshots = nullptr;
 };
 
 class Api {
@@ -86,6 +89,16 @@ class Api {
                                  v1::WriteProcessInputResponse* response);
   absl::Status ListProcesses(const Caller& caller, const v1::ListProcessesRequest& request,
                              v1::ListProcessesResponse* response);
+
+  // Snapshots (core/snapshots.h); CreateSession with from_snapshot restores one.
+  absl::Status SnapshotSession(const Caller& caller, const v1::SnapshotSessionRequest& request,
+                               v1::Snapshot* response);
+  absl::Status GetSnapshot(const Caller& caller, const v1::GetSnapshotRequest& request,
+                           v1::Snapshot* response);
+  absl::Status ListSnapshots(const Caller& caller, const v1::ListSnapshotsRequest& request,
+                             v1::ListSnapshotsResponse* response);
+  absl::Status DeleteSnapshot(const Caller& caller, const v1::DeleteSnapshotRequest& request,
+                              v1::DeleteSnapshotResponse* response);
 
   // StreamEvents' start, before its first read: OK when `caller` may read the log named by
   // request.run_id() (a run's, or a kept session's own: its id). A follow of a live session's
