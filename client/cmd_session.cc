@@ -13,6 +13,7 @@
 #include "client/cmd_process.h"
 #include "client/cmd_snapshot.h"
 #include "client/command.h"
+#include "client/grammar.h"
 #include "client/render.h"
 #include "client/terminal_text.h"
 #include "google/protobuf/util/time_util.h"

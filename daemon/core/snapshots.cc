@@ -234,10 +234,15 @@ absl::StatusOr<v1::Snapshot> Snapshots::Take(const Caller& caller,
   record.set_replica(deps_.replica);
   SANDGATE_ASSIGN_OR_RETURN(std::unique_ptr<store::ArtifactStore::Writer> writer,
                             deps_.artifacts->Create(record.id(), kSnapshotArtifact));
-  SANDGATE_RETURN_IF_ERROR(Archive(*lease, *writer, &record));
-  SANDGATE_ASSIGN_OR_RETURN(v1::Artifact stored, writer->Commit());
-  record.set_size_bytes(stored.size_bytes());
-  record.set_sha256(stored.sha256());
+  const absl::Status archived = Archive(*lease, *writer, &record);
+  absl::StatusOr<v1::Artifact> stored = archived.ok() ? writer->Commit() : archived;
+  if (!stored.ok()) {
+    writer.reset();  // what it wrote goes first, then whatever the store keeps for the id
+    (void)deps_.artifacts->RemoveRun(record.id());
+    return stored.status();
+  }
+  record.set_size_bytes(stored->size_bytes());
+  record.set_sha256(stored->sha256());
   *record.mutable_created_at() = ToProto(deps_.clock->Now());
   absl::Status st = deps_.store->Create(record);
   if (!st.ok()) {

@@ -193,6 +193,9 @@ absl::Status TarReader::Header(const TarSink& sink) {
   current_ = name;
 
   TarEntry e;
+  e.path = Trim(name);
+  // How errors name the entry: as it would be restored ("./a" is "a").
+  const std::string& shown = e.path.empty() ? name : e.path;
   if (type == '0' || type == '\0' || type == '7') {
     e.type = TarEntry::Type::kFile;
   } else if (type == '5') {
@@ -201,18 +204,17 @@ absl::Status TarReader::Header(const TarSink& sink) {
     e.type = TarEntry::Type::kSymlink;
   } else if (const char* what = TypeName(type)) {
     return errors::InvalidArgument(
-        absl::StrCat("snapshot archive: '", name, "' is ", what,
+        absl::StrCat("snapshot archive: '", shown, "' is ", what,
                      "; a snapshot holds regular files, directories and symbolic links only"));
   } else {
     return errors::InvalidArgument(absl::StrCat(
-        "snapshot archive: '", name, "' has an unknown entry type '", std::string(1, type), "'"));
+        "snapshot archive: '", shown, "' has an unknown entry type '", std::string(1, type), "'"));
   }
   uint64_t mode = 0;
   if (!Number(block_, 100, 8, &mode)) {
     return errors::InvalidArgument(absl::StrCat("snapshot archive: '", name, "': mode"));
   }
   e.mode = static_cast<uint32_t>(mode & 0777);
-  e.path = Trim(name);
   if (e.path.empty()) {
     if (e.type != TarEntry::Type::kDirectory) {
       return errors::InvalidArgument(absl::StrCat("snapshot archive: '", name, "': not a path"));
