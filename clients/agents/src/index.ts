@@ -196,13 +196,20 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
     return manifest.root === SDK_DEFAULT_ROOT ? rooted(manifest, this.workdir) : manifest;
   }
 
-  /** Reattaches to the session by id, on whichever replica holds it. */
+  /** Reattaches to the session by id, on whichever replica holds it. A session that ended
+   * after a snapshot of it was taken (persistWorkspace, a pause; its replica may be gone) is
+   * resumed from its newest snapshot, in a new session of its sandbox. */
   async resume(state: SandgateSandboxSessionState): Promise<SandgateSandboxSession> {
     const session = await this.client.getSession(state.sessionId).catch((error) => {
       throw providerError(`cannot resume sandgate session ${state.sessionId}`, error);
     });
     if (session.record.status !== "SESSION_STATUS_ACTIVE") {
       await session.close().catch(() => {});
+      const [newest] = await this.client.listSnapshots(state.sessionId).catch(() => []);
+      if (newest) {
+        const restored = await restoreSession(session, newest.id);
+        return new SandgateSandboxSession({ ...state, sessionId: restored.id, workdir: restored.record.workdir }, restored);
+      }
       throw new SandboxProviderError(
         `sandgate session ${state.sessionId} is no longer active (${session.record.status}: ${session.record.statusReason})`,
         { sessionId: state.sessionId },
@@ -627,17 +634,7 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
         { sessionId: this.state.sessionId },
       );
     }
-    const sandbox = { ...(this.session.record.sandbox ?? {}), files: [], setupCommands: [] };
-    const restored = await this.session.client
-      .createSession({
-        provider: this.session.record.provider,
-        labels: this.session.record.labels,
-        sandbox,
-        fromSnapshot: snapshotId,
-      })
-      .catch((error) => {
-        throw providerError(`cannot restore sandgate snapshot ${snapshotId}`, error);
-      });
+    const restored = await restoreSession(this.session, snapshotId);
     const previous = this.session;
     await this.stop();
     this.session = restored;
@@ -678,6 +675,17 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
       throw providerError(`sandgate session ${this.state.sessionId}`, error);
     }
   }
+}
+
+// A new session made like `like` (its provider, labels and sandbox, without its files and
+// setup commands: the workspace holds their result), with snapshot `snapshotId` restored.
+async function restoreSession(like: Session, snapshotId: string): Promise<Session> {
+  const sandbox = { ...(like.record.sandbox ?? {}), files: [], setupCommands: [] };
+  return like.client
+    .createSession({ provider: like.record.provider, labels: like.record.labels, sandbox, fromSnapshot: snapshotId })
+    .catch((error) => {
+      throw providerError(`cannot restore sandgate snapshot ${snapshotId}`, error);
+    });
 }
 
 function refuseUnsupported(manifest: Manifest, options: SandgateSandboxOptions, snapshot: unknown): void {
