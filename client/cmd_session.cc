@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "client/cmd_ports.h"
 #include "client/cmd_process.h"
+#include "client/cmd_snapshot.h"
 #include "client/command.h"
+#include "client/grammar.h"
 #include "client/render.h"
 #include "client/terminal_text.h"
 #include "google/protobuf/util/time_util.h"
@@ -245,7 +247,13 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
     v1::CreateSessionRequest req;
     req.set_provider(args.Get("--provider"));
     req.set_idempotency_key(args.Get("--idempotency-key"));
-    if (int rc = ParseSandbox(args, req.mutable_sandbox())) return rc;
+    req.set_from_snapshot(args.Get("--from-snapshot"));
+    // From a snapshot with no sandbox options: the snapshot's sandbox.
+    bool sandbox_given = req.from_snapshot().empty();
+    for (const std::string& flag : SandboxFlags()) sandbox_given |= args.Has(flag);
+    if (sandbox_given) {
+      if (int rc = ParseSandbox(args, req.mutable_sandbox())) return rc;
+    }
     v1::Session s;
     grpc::Status st = client.stub().CreateSession(&ctx, req, &s);
     if (!st.ok()) return Fail(st);
@@ -283,6 +291,9 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
   if (sub == "expose") return SessionExpose(client, args);
   if (sub == "unexpose") return SessionUnexpose(client, args);
   if (sub == "ports") return SessionPorts(client, args);
+  if (sub == "snapshot" || sub == "pause" || sub == "resume") {
+    return SessionSnapshot(client, sub, args);
+  }
   if (sub == "ps") return SessionPs(client, args);
   if (sub == "output") return SessionOutput(client, args);
   if (sub == "input") return SessionInput(client, args);

@@ -28,7 +28,8 @@ commands:
 
   session create [--idle S] [--lifetime S] [--command-timeout S] [--env K=V]... [--setup CMD]...
                  [--network MODE] [--memory-mib N] [--workspace-mib N] [--idempotency-key K]
-                 [--isolation namespaces|gvisor] [--image NAME] [--json]   prints the id
+                 [--isolation namespaces|gvisor] [--image NAME] [--from-snapshot ID] [--json]
+                 prints the id
   session list [--all] | get ID | keepalive ID | close ID [--reason TEXT]
   session exec ID [--timeout S] [--env K=V]... [--stdin] [--tty] [--background] [--]
                COMMAND [ARG]...
@@ -43,6 +44,8 @@ commands:
   session upload ID LOCAL_FILE [WORKSPACE_PATH] | download ID WORKSPACE_PATH [--out FILE]
   session ls ID [DIR] | stat ID PATH | rm ID PATH [--recursive] | mv ID FROM TO [--force]
           | mkdir ID PATH [--parents]
+  session snapshot ID [--close] | pause ID | resume SNAPSHOT   save and restore a workspace
+  snapshot list [--session ID] | get ID | rm ID...             your snapshots
   run ... --session ID     runs in that session; its workspace stays for the next run
 
   completion bash|zsh                          print the shell's completion script
@@ -121,7 +124,7 @@ const ArgsGrammar& Grammar() {
        {"--tty", false},          {"--signal", true},       {"--offset", true},    {"--eof", false},
        {"--recursive", false},    {"--force", false},       {"--parents", false},
        {"--signed", false},       {"--ttl", true},          {"--image", true},     {"--packages", true},
-       {"--detach", false}},
+       {"--detach", false},       {"--from-snapshot", true}, {"--close", false}},
       // clang-format on
       {"--addr", "--token-file", "--tls-ca", "--tls-cert", "--tls-key"},
       {
@@ -185,17 +188,55 @@ const ArgsGrammar& Grammar() {
            absl::StrCat(
                "usage: sandgate session "
                "create|list|get|exec|ps|output|input|kill|shell|upload|download|ls|stat|rm|mv|"
-               "mkdir|expose|unexpose|ports|keepalive|close ...\n"
+               "mkdir|expose|unexpose|ports|keepalive|close|snapshot|pause|resume ...\n"
                "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
                kGlobalUsage),
            {}},
           {"session create",
            absl::StrCat(
                "usage: sandgate session create [--provider NAME] [--idempotency-key KEY] [--json]\n"
-               "                               [sandbox options]\n"
-               "Creates a kept session and prints its id (or the session as JSON).\n",
+               "                               [--from-snapshot ID] [sandbox options]\n"
+               "Creates a kept session and prints its id (or the session as JSON).\n"
+               "--from-snapshot ID restores that snapshot's workspace into it (with no sandbox\n"
+               "options, in the snapshot's sandbox).\n",
                kSandboxOptions, kGlobalUsage),
-           With({"--provider", "--idempotency-key", "--json"}, SandboxFlags())},
+           With({"--provider", "--idempotency-key", "--from-snapshot", "--json"}, SandboxFlags())},
+          {"session snapshot",
+           absl::StrCat("usage: sandgate session snapshot ID [--close] [--json]\n"
+                        "Saves the session's workspace (files, directories, links, modes) as a\n"
+                        "snapshot any replica restores, and prints its id. --close closes the\n"
+                        "session once the snapshot is stored (as `session pause`).\n",
+                        kGlobalUsage),
+           {"--close", "--json"}},
+          {"session pause",
+           absl::StrCat("usage: sandgate session pause ID [--json]\n"
+                        "Snapshots the session, then closes it; prints the snapshot's id, which\n"
+                        "`session resume` takes.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"session resume",
+           absl::StrCat("usage: sandgate session resume SNAPSHOT [--json]\n"
+                        "A new session with the snapshot's sandbox and workspace; prints its id.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"snapshot",
+           absl::StrCat(
+               "usage: sandgate snapshot list|get|rm ...\n"
+               "Your sessions' snapshots; `sandgate snapshot SUBCOMMAND --help` for each.\n",
+               kGlobalUsage),
+           {}},
+          {"snapshot list",
+           absl::StrCat("usage: sandgate snapshot list [--session ID] [--json]\n"
+                        "Lists your snapshots, newest first (of one session with --session).\n",
+                        kGlobalUsage),
+           {"--session", "--json"}},
+          {"snapshot get",
+           absl::StrCat("usage: sandgate snapshot get ID [--json]\nShows one snapshot.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"snapshot rm",
+           absl::StrCat("usage: sandgate snapshot rm ID...\nDeletes snapshots.\n", kGlobalUsage),
+           {}},
           {"session list",
            absl::StrCat("usage: sandgate session list [--all] [--json]\n"
                         "Lists your live sessions; --all includes closed and expired ones.\n",

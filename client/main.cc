@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "client/args.h"
+#include "client/cmd_snapshot.h"
 #include "client/command.h"
 #include "client/completion.h"
 #include "client/connection.h"
@@ -131,6 +132,7 @@ int Main(int argc, char** argv) {
   if (absl::StartsWith(c, "session ")) return CmdSession(*client, c.substr(8), args);
   if (absl::StartsWith(c, "admin ")) return CmdAdmin(*client, c.substr(6), args);
   if (absl::StartsWith(c, "image ")) return CmdImage(*client, c.substr(6), args);
+  if (absl::StartsWith(c, "snapshot ")) return CmdSnapshot(*client, c.substr(9), args);
   return Usage("unknown command");
 }
 

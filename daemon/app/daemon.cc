@@ -30,6 +30,7 @@
 #include "core/processes.h"
 #include "core/replica.h"
 #include "core/run_manager.h"
+#include "core/snapshots.h"
 #include "core/tenants.h"
 #include "sandbox/agents/agents_provider.h"
 #include "sandbox/local/bwrap_provider.h"
@@ -47,9 +48,11 @@
 #include "store/postgres_artifact_store.h"
 #include "store/postgres_notifier.h"
 #include "store/postgres_replica_store.h"
+#include "store/postgres_snapshot_store.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_admission_store.h"
 #include "store/sqlite_replica_store.h"
+#include "store/sqlite_snapshot_store.h"
 #include "store/sqlite_store.h"
 #include "store/state_dir_lock.h"
 #include "upstream/agents_client.h"
@@ -159,6 +162,7 @@ struct Daemon::Parts {
   // The run queue and tenant quotas every replica of the store shares.
   std::unique_ptr<store::AdmissionStore> admission;
   std::unique_ptr<store::ArtifactStore> artifacts;
+  std::unique_ptr<store::SnapshotStore> snapshot_records;
   std::unique_ptr<core::EventLog> events;
   std::unique_ptr<sandbox::BwrapProvider> local;
   std::unique_ptr<agent::ReferenceAgent> reference;
@@ -186,6 +190,7 @@ struct Daemon::Parts {
   // and is stopped before it (Drain).
   std::unique_ptr<core::PortManager> ports;
   std::unique_ptr<server::PortProxy> port_proxy;
+  std::unique_ptr<core::Snapshots> snapshots;  // after sessions: its calls hold leases
   std::unique_ptr<core::RunManager> runs;
   std::unique_ptr<core::Tenants> tenants;
   std::unique_ptr<core::Executor> io;
@@ -227,9 +232,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   // serves any run's (store/artifact_store.h says why not a shared directory).
   if (p->postgres != nullptr) {
     SANDGATE_ASSIGN_OR_RETURN(p->artifacts, store::PostgresArtifactStore::Open(p->postgres));
+    SANDGATE_ASSIGN_OR_RETURN(p->snapshot_records, store::PostgresSnapshotStore::Open(p->postgres));
   } else {
     SANDGATE_ASSIGN_OR_RETURN(p->artifacts,
                               store::FileArtifactStore::Open(c.state_dir + "/artifacts"));
+    SANDGATE_ASSIGN_OR_RETURN(p->snapshot_records,
+                              store::SqliteSnapshotStore::Open(c.state_dir + "/state.db"));
   }
   core::FollowOptions follow{nullptr, c.replica.follow_poll};
   if (p->postgres != nullptr) {
@@ -342,6 +350,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->ports = std::make_unique<core::PortManager>(
       core::PortManager::Deps{&p->config.ports, p->sessions.get(), Clock::Real(),
                               std::move(signing_key), p->config.ports.public_url});
+  p->snapshots = std::make_unique<core::Snapshots>(
+      core::Snapshots::Deps{&p->config, p->sessions.get(), p->snapshot_records.get(),
+                            p->artifacts.get(), Clock::Real(), c.replica.id});
 
   core::RunManagerDeps deps;
   deps.config = &p->config;
@@ -357,6 +368,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   deps.warm_pool = p->warm_pool.get();
   deps.images = p->images.get();
   deps.journal = p->journal.get();
+  core::Snapshots* snapshots = p->snapshots.get();
+  deps.purge_snapshots = [snapshots](absl::Time cutoff) { return snapshots->PurgeBefore(cutoff); };
   p->tenants = std::make_unique<core::Tenants>(c.tenants);
   deps.admission = p->admission.get();
   deps.notifier = p->notifier.get();  // null on SQLite: the claim loop polls only
@@ -373,6 +386,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   api.journal = p->store.get();  // every replica's entries: the cleanup state
   api.processes = p->processes.get();
   api.ports = p->ports.get();
+  api.snapshots = p->snapshots.get();
   core::ReplicaDeps replica;
   replica.leases = p->leases.get();
   replica.store = p->store.get();

@@ -19,6 +19,12 @@ absl::Status Fill(absl::StatusOr<T> result, T* response) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Snapshots*> SnapshotsOf(const ApiDeps& deps) {
+  if (deps.snapshots == nullptr)
+    return absl::UnimplementedError("snapshots are not served by this daemon");
+  return deps.snapshots;
+}
+
 }  // namespace
 
 absl::Status Api::RunAnalysis(const Caller& caller, v1::RunAnalysisRequest* request,
@@ -50,7 +56,38 @@ absl::Status Api::CancelRun(const Caller& caller, const v1::CancelRunRequest& re
 absl::Status Api::CreateSession(const Caller& caller, const v1::CreateSessionRequest& request,
                                 v1::Session* response) {
   if (deps_.can_take_work) SANDGATE_RETURN_IF_ERROR(deps_.can_take_work());
+  if (!request.from_snapshot().empty()) {
+    SANDGATE_ASSIGN_OR_RETURN(Snapshots * snapshots, SnapshotsOf(deps_));
+    return Fill(snapshots->CreateSession(caller, request, nullptr), response);
+  }
   return Fill(deps_.sessions->Create(caller, request, nullptr), response);
+}
+
+absl::Status Api::SnapshotSession(const Caller& caller, const v1::SnapshotSessionRequest& request,
+                                  v1::Snapshot* response) {
+  SANDGATE_ASSIGN_OR_RETURN(Snapshots * snapshots, SnapshotsOf(deps_));
+  return Fill(snapshots->Take(caller, request), response);
+}
+
+absl::Status Api::GetSnapshot(const Caller& caller, const v1::GetSnapshotRequest& request,
+                              v1::Snapshot* response) {
+  SANDGATE_ASSIGN_OR_RETURN(Snapshots * snapshots, SnapshotsOf(deps_));
+  return Fill(snapshots->Get(caller, request.snapshot_id()), response);
+}
+
+absl::Status Api::ListSnapshots(const Caller& caller, const v1::ListSnapshotsRequest& request,
+                                v1::ListSnapshotsResponse* response) {
+  SANDGATE_ASSIGN_OR_RETURN(Snapshots * snapshots, SnapshotsOf(deps_));
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Snapshot> all,
+                            snapshots->List(caller, request.session_id()));
+  for (v1::Snapshot& s : all) *response->add_snapshots() = std::move(s);
+  return absl::OkStatus();
+}
+
+absl::Status Api::DeleteSnapshot(const Caller& caller, const v1::DeleteSnapshotRequest& request,
+                                 v1::DeleteSnapshotResponse* response) {
+  SANDGATE_ASSIGN_OR_RETURN(Snapshots * snapshots, SnapshotsOf(deps_));
+  return snapshots->Delete(caller, request.snapshot_id());
 }
 
 absl::Status Api::GetSession(const Caller& caller, const v1::GetSessionRequest& request,

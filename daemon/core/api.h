@@ -22,6 +22,7 @@
 #include "core/processes.h"
 #include "core/run_manager.h"
 #include "core/session_manager.h"
+#include "core/snapshots.h"
 #include "core/tenants.h"
 #include "sandgate/v1/sandgate.pb.h"
 
@@ -41,6 +42,8 @@ struct ApiDeps {
   ProcessManager* processes = nullptr;
   // Exposed ports of kept sessions; may be null: UNIMPLEMENTED.
   PortManager* ports = nullptr;
+  // Workspace snapshots (core/snapshots.h); may be null: UNIMPLEMENTED.
+  Snapshots* snapshots = nullptr;
 };
 
 class Api {
@@ -102,6 +105,15 @@ class Api {
   absl::Status ListPorts(const Caller& caller, const v1::ListPortsRequest& request,
                          v1::ListPortsResponse* response);
   PortManager* ports() const { return deps_.ports; }
+  // Snapshots (core/snapshots.h); CreateSession with from_snapshot restores one.
+  absl::Status SnapshotSession(const Caller& caller, const v1::SnapshotSessionRequest& request,
+                               v1::Snapshot* response);
+  absl::Status GetSnapshot(const Caller& caller, const v1::GetSnapshotRequest& request,
+                           v1::Snapshot* response);
+  absl::Status ListSnapshots(const Caller& caller, const v1::ListSnapshotsRequest& request,
+                             v1::ListSnapshotsResponse* response);
+  absl::Status DeleteSnapshot(const Caller& caller, const v1::DeleteSnapshotRequest& request,
+                              v1::DeleteSnapshotResponse* response);
 
   // StreamEvents' start, before its first read: OK when `caller` may read the log named by
   // request.run_id() (a run's, or a kept session's own: its id). A follow of a live session's

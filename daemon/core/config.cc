@@ -468,6 +468,12 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
     }
     return absl::OkStatus();
   });
+  r.On("snapshots", [&c](const json& v, const std::string& where) -> absl::Status {
+    ObjectReader l(v, "snapshots");
+    l.On("max_bytes", Whole(&c.snapshots.max_bytes, 1 << 20));
+    l.On("max_entries", Whole(&c.snapshots.max_entries, 1));
+    return l.Run();
+  });
   r.On("local", [&c](const json& v, const std::string& where) -> absl::Status {
     ObjectReader l(v, "local");
     l.On("bwrap", String(&c.bwrap_path));

@@ -128,6 +128,14 @@ struct PortLimits {
   std::string public_url;
 };
 
+// Workspace snapshots (SnapshotSession; "snapshots" in the file; core/snapshots.h).
+struct SnapshotLimits {
+  // The largest tar a snapshot stores, and the most its files may hold when restored:
+  // beyond it, SnapshotSession (or the restore of a foreign archive) is RESOURCE_EXHAUSTED.
+  uint64_t max_bytes = 1ull << 30;
+  uint64_t max_entries = 100000;  // files, directories and links in one snapshot
+};
+
 // One sandbox shape the warm pool keeps ready (core/warm_pool.h): the fields that decide
 // how a sandbox is started. A CreateSession whose sandbox, with the daemon's defaults
 // applied, has exactly these (and no env) takes a ready one; its files and setup commands
@@ -218,6 +226,7 @@ struct Config {
   SandboxEventLimits sandbox_events;  // "sandbox_events" in the file
   ProcessLimits processes;            // "processes" in the file
   PortLimits ports;                   // "ports" in the file
+  SnapshotLimits snapshots;           // "snapshots" in the file
 
   MachineLimits limits;  // "limits" in the file
   // Sandbox defaults, used where a request leaves a field 0.

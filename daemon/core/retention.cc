@@ -29,6 +29,11 @@ absl::StatusOr<size_t> Retention::PurgeBefore(absl::Time cutoff) {
     }
   }
   if (!runs.empty()) log::Info("retention.purged", {{"runs", runs.size()}});
+  if (deps_.purge_snapshots) {
+    absl::StatusOr<size_t> snapshots = deps_.purge_snapshots(cutoff);
+    if (!snapshots.ok())
+      log::Error("retention.snapshots_failed", {{"error", snapshots.status().ToString()}});
+  }
   return runs.size();
 }
 

@@ -14,6 +14,7 @@
 #define SANDGATE_CORE_RETENTION_H_
 
 #include <cstddef>
+#include <functional>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,8 @@ struct RetentionDeps {
   store::ArtifactStore* artifacts = nullptr;
   Clock* clock = nullptr;
   Metrics* metrics = nullptr;
+  // Purges snapshots taken before the cutoff, as runs (core/snapshots.h); may be empty.
+  std::function<absl::StatusOr<size_t>(absl::Time cutoff)> purge_snapshots;
 };
 
 class Retention {

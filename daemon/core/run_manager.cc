@@ -32,7 +32,7 @@ RunManager::RunManager(RunManagerDeps deps)
       quotas_(deps_.config, deps_.clock, deps_.admission),
       side_events_("side-events", 1, 10000),
       sweeper_({deps_.store, &deps_.providers, deps_.clock, deps_.metrics, deps_.journal}),
-      retention_({deps_.store, deps_.artifacts, deps_.clock, deps_.metrics},
+      retention_({deps_.store, deps_.artifacts, deps_.clock, deps_.metrics, deps_.purge_snapshots},
                  deps_.config->retention),
       watchdog_([this] { WatchdogLoop(); }) {
   // A sandbox freed by a closing kept session may let a queued run start.

@@ -5,6 +5,7 @@
 #define SANDGATE_CORE_RUN_STATE_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,6 +58,8 @@ struct RunManagerDeps {
   // Nudges the claim loop when the shared queue changes anywhere (store::kQueueChannel); may
   // be null: it polls every replica.claim_poll_ms only.
   store::Notifier* notifier = nullptr;
+  // Retention also purges the snapshots (core/snapshots.h); may be empty.
+  std::function<absl::StatusOr<size_t>(absl::Time cutoff)> purge_snapshots;
 };
 
 // One run from Start to Finish. Shared by the RunManager's table of active runs, the run's

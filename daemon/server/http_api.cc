@@ -1077,6 +1077,23 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
              return absl::StrCat(q.session_id(), "/", q.port());
            }},
           {false, &SessionOf<v1::UnexposePortRequest>, "/sandgate.v1.Sandgate/UnexposePort"}),
+      // Snapshots (docs/sessions.md): take one (?close for a pause), list, get, delete.
+      Unary<v1::SnapshotSessionRequest, v1::Snapshot>(
+          deps, "POST", "/v1/sessions/{session_id}:snapshot", &Api::SnapshotSession,
+          {"SnapshotSession",
+           [](const v1::SnapshotSessionRequest& q, const v1::Snapshot& s) {
+             return absl::StrCat(q.session_id(), " -> ", s.id());
+           }},
+          {false, &SessionOf<v1::SnapshotSessionRequest>, "/sandgate.v1.Sandgate/SnapshotSession"},
+          Lane::kWaits),
+      Unary<v1::ListSnapshotsRequest, v1::ListSnapshotsResponse>(deps, "GET", "/v1/snapshots",
+                                                                 &Api::ListSnapshots),
+      Unary<v1::GetSnapshotRequest, v1::Snapshot>(deps, "GET", "/v1/snapshots/{snapshot_id}",
+                                                  &Api::GetSnapshot),
+      Unary<v1::DeleteSnapshotRequest, v1::DeleteSnapshotResponse>(
+          deps, "POST", "/v1/snapshots/{snapshot_id}:delete", &Api::DeleteSnapshot,
+          {"DeleteSnapshot", [](const v1::DeleteSnapshotRequest& q,
+                                const v1::DeleteSnapshotResponse&) { return q.snapshot_id(); }}),
       UploadRoute(deps),
       DownloadRoute(deps),
       WhoAmIRoute(deps),

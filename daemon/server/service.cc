@@ -452,6 +452,12 @@ std::string SessionPortOf(const Req& q, const Resp&) {
   return absl::StrCat(q.session_id(), "/", q.port());
 }
 
+// A snapshot is taken where the session's sandbox is.
+const ForwardTo<v1::SnapshotSessionRequest, v1::Snapshot> kForwardSnapshotSession{
+    false, &SessionOf<v1::SnapshotSessionRequest>,
+    [](Async* a, grpc::ClientContext* c, const v1::SnapshotSessionRequest* q, v1::Snapshot* r,
+       Done d) { a->SnapshotSession(c, q, r, std::move(d)); }};
+
 // What a file call acted on: "session/path".
 template <typename Req, typename Resp>
 std::string SessionPathOf(const Req& q, const Resp&) {
@@ -669,6 +675,42 @@ grpc::ServerUnaryReactor* SandgateService::ListPorts(grpc::CallbackServerContext
                                                      const v1::ListPortsRequest* request,
                                                      v1::ListPortsResponse* response) {
   return Unary(deps_, ctx, &core::Api::ListPorts, request, response, {}, kForwardListPorts);
+
+}
+
+// Snapshots (core/snapshots.h). Taking one runs tar in the sandbox for as long as the
+// workspace needs: on Exec's executor, not the I/O threads.
+grpc::ServerUnaryReactor* SandgateService::SnapshotSession(
+    grpc::CallbackServerContext* ctx, const v1::SnapshotSessionRequest* request,
+    v1::Snapshot* response) {
+  return Unary(deps_, ctx, &core::Api::SnapshotSession, request, response,
+               {"SnapshotSession",
+                [](const v1::SnapshotSessionRequest& q, const v1::Snapshot& s) {
+                  return absl::StrCat(q.session_id(), " -> ", s.id());
+                }},
+               kForwardSnapshotSession, Lane::kWaits);
+}
+
+grpc::ServerUnaryReactor* SandgateService::GetSnapshot(grpc::CallbackServerContext* ctx,
+                                                       const v1::GetSnapshotRequest* request,
+                                                       v1::Snapshot* response) {
+  return Unary(deps_, ctx, &core::Api::GetSnapshot, request, response);
+}
+
+grpc::ServerUnaryReactor* SandgateService::ListSnapshots(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListSnapshotsRequest* request,
+                                                         v1::ListSnapshotsResponse* response) {
+  return Unary(deps_, ctx, &core::Api::ListSnapshots, request, response);
+}
+
+grpc::ServerUnaryReactor* SandgateService::DeleteSnapshot(grpc::CallbackServerContext* ctx,
+                                                          const v1::DeleteSnapshotRequest* request,
+                                                          v1::DeleteSnapshotResponse* response) {
+  return Unary(
+      deps_, ctx, &core::Api::DeleteSnapshot, request, response,
+      {"DeleteSnapshot", [](const v1::DeleteSnapshotRequest& q, const v1::DeleteSnapshotResponse&) {
+         return q.snapshot_id();
+       }});
 }
 
 }  // namespace sandgate::server

@@ -126,6 +126,18 @@ class SandgateService final
   grpc::ServerUnaryReactor* MakeDirectory(grpc::CallbackServerContext* ctx,
                                           const v1::MakeDirectoryRequest* request,
                                           v1::FileInfo* response) override;
+  grpc::ServerUnaryReactor* SnapshotSession(grpc::CallbackServerContext* ctx,
+                                            const v1::SnapshotSessionRequest* request,
+                                            v1::Snapshot* response) override;
+  grpc::ServerUnaryReactor* GetSnapshot(grpc::CallbackServerContext* ctx,
+                                        const v1::GetSnapshotRequest* request,
+                                        v1::Snapshot* response) override;
+  grpc::ServerUnaryReactor* ListSnapshots(grpc::CallbackServerContext* ctx,
+                                          const v1::ListSnapshotsRequest* request,
+                                          v1::ListSnapshotsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteSnapshot(grpc::CallbackServerContext* ctx,
+                                           const v1::DeleteSnapshotRequest* request,
+                                           v1::DeleteSnapshotResponse* response) override;
   grpc::ServerUnaryReactor* ListResources(grpc::CallbackServerContext* ctx,
                                           const v1::ListResourcesRequest* request,
                                           v1::ListResourcesResponse* response) override;

@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "sandgate/v1/sandgate.pb.h"
 #include "store/sqlite_file.h"
+#include "store/sqlite_sql.h"
 
 namespace sandgate::store {
 namespace {
@@ -43,68 +44,16 @@ CREATE TABLE IF NOT EXISTS admission_sessions (
   replica TEXT NOT NULL);
 )sql";
 
+// A queue row read with kQueueColumns.
+QueuedRun Queued(Sql& s) {
+  return {s.Text(0), s.Text(1), static_cast<uint32_t>(s.Int(2)), s.Int(3) != 0,
+          s.Text(4), s.Text(5), absl::FromUnixNanos(s.Int(6)),   s.Text(7),
+          s.Text(8)};
+}
+
 constexpr const char* kQueueColumns =
     "q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, q.enqueued_by, "
     "q.enqueued_at, q.claimed_by, q.pinned_by";
-
-// A BLOB parameter (a record's serialized message), bound as one, not as text.
-struct Blob {
-  std::string bytes;
-};
-using Value = std::variant<std::string, int64_t, Blob>;
-
-// One prepared statement with its parameters bound (?1..), finalized on every path.
-class Sql {
- public:
-  Sql(sqlite3* db, const std::string& sql, std::initializer_list<Value> params) : db_(db) {
-    ok_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr) == SQLITE_OK;
-    int i = 1;
-    for (const Value& v : params) {
-      if (const auto* t = std::get_if<std::string>(&v)) {
-        sqlite3_bind_text(s_, i++, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
-      } else if (const auto* b = std::get_if<Blob>(&v)) {
-        sqlite3_bind_blob(s_, i++, b->bytes.data(), static_cast<int>(b->bytes.size()),
-                          SQLITE_TRANSIENT);
-      } else {
-        sqlite3_bind_int64(s_, i++, std::get<int64_t>(v));
-      }
-    }
-  }
-  ~Sql() { sqlite3_finalize(s_); }
-  // SQLITE_ROW, SQLITE_DONE, or the error as a Status naming `what`.
-  absl::StatusOr<bool> Row(const char* what) {
-    int rc = ok_ ? sqlite3_step(s_) : SQLITE_ERROR;
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return errors::Internal(absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
-  }
-  // Runs a statement without rows; the rows it changed.
-  absl::StatusOr<int> Run(const char* what) {
-    SANDGATE_ASSIGN_OR_RETURN(bool row, Row(what));
-    (void)row;
-    return sqlite3_changes(db_);
-  }
-  std::string Text(int col) {
-    const unsigned char* p = sqlite3_column_text(s_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
-  }
-  int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
-  std::string Bytes(int col) {
-    const void* p = sqlite3_column_blob(s_, col);
-    return p ? std::string(static_cast<const char*>(p), sqlite3_column_bytes(s_, col))
-             : std::string();
-  }
-  QueuedRun Queued() {
-    return {Text(0), Text(1), static_cast<uint32_t>(Int(2)), Int(3) != 0,
-            Text(4), Text(5), absl::FromUnixNanos(Int(6)),   Text(7),
-            Text(8)};
-  }
-
- private:
-  sqlite3* const db_;
-  sqlite3_stmt* s_ = nullptr;
-  bool ok_ = false;
-};
 
 int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
 
@@ -153,7 +102,7 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(sqlite3* db, const std::strin
       {int64_t{sandbox_room}, replica});
   SANDGATE_ASSIGN_OR_RETURN(bool found, next.Row("claim run"));
   if (!found) return std::nullopt;
-  QueuedRun claimed = next.Queued();
+  QueuedRun claimed = Queued(next);
   if (only != nullptr && claimed.run_id != *only) return std::nullopt;
   claimed.claimed_by = replica;
   SANDGATE_RETURN_IF_ERROR(Sql(db, "UPDATE admission_queue SET claimed_by = ?2 WHERE run_id = ?1",
@@ -385,7 +334,7 @@ absl::StatusOr<WaitingRuns> SqliteAdmissionStore::Waiting() {
   for (;;) {
     SANDGATE_ASSIGN_OR_RETURN(bool row, runs.Row("list waiting runs"));
     if (!row) break;
-    out.runs.push_back(runs.Queued());
+    out.runs.push_back(Queued(runs));
   }
   Sql cursor(db_,
              "SELECT tenant FROM admission_tenants WHERE last_claimed > 0 "
@@ -405,7 +354,7 @@ absl::StatusOr<std::optional<QueuedRun>> SqliteAdmissionStore::Find(const std::s
           {run_id});
   SANDGATE_ASSIGN_OR_RETURN(bool row, run.Row("find queued run"));
   if (!row) return std::nullopt;
-  return run.Queued();
+  return Queued(run);
 }
 
 absl::StatusOr<uint64_t> SqliteAdmissionStore::WaitingCount() {

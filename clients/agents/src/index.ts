@@ -48,6 +48,8 @@ import {
   type Session,
 } from "sandgate";
 
+import { snapshotOfReference, snapshotReference } from "./workspace_ref.js";
+
 export type NetworkMode = "disabled" | "restricted" | "enabled";
 
 /** What a sandgate session is made with. Everything is optional: the daemon's defaults. */
@@ -75,6 +77,9 @@ export interface SandgateSandboxOptions {
    * fails create (and the session is closed). */
   setupCommands?: string[];
   labels?: Record<string, string>;
+  /** How the sandbox is walled off: "namespaces" or "gvisor" (the daemon's
+   * docs/isolation-levels.md); the tenant's default, else the daemon's, when left out. */
+  isolation?: string;
 }
 
 const OPTION_KEYS = new Set([
@@ -90,6 +95,7 @@ const OPTION_KEYS = new Set([
   "env",
   "setupCommands",
   "labels",
+  "isolation",
 ]);
 
 export interface SandgateSandboxSessionState extends SandboxSessionState {
@@ -159,6 +165,7 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
         commandTimeout: seconds(options.commandTimeoutSeconds),
         idleTimeout: seconds(options.idleTimeoutSeconds),
         maxLifetime: seconds(options.maxLifetimeSeconds),
+        isolation: options.isolation ?? "",
       },
     });
     const workdir = (this.workdir = session.record.workdir);
@@ -189,13 +196,20 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
     return manifest.root === SDK_DEFAULT_ROOT ? rooted(manifest, this.workdir) : manifest;
   }
 
-  /** Reattaches to the session by id, on whichever replica holds it. */
+  /** Reattaches to the session by id, on whichever replica holds it. A session that ended
+   * after a snapshot of it was taken (persistWorkspace, a pause; its replica may be gone) is
+   * resumed from its newest snapshot, in a new session of its sandbox. */
   async resume(state: SandgateSandboxSessionState): Promise<SandgateSandboxSession> {
     const session = await this.client.getSession(state.sessionId).catch((error) => {
       throw providerError(`cannot resume sandgate session ${state.sessionId}`, error);
     });
     if (session.record.status !== "SESSION_STATUS_ACTIVE") {
       await session.close().catch(() => {});
+      const [newest] = await this.client.listSnapshots(state.sessionId).catch(() => []);
+      if (newest) {
+        const restored = await restoreSession(session, newest.id);
+        return new SandgateSandboxSession({ ...state, sessionId: restored.id, workdir: restored.record.workdir }, restored);
+      }
       throw new SandboxProviderError(
         `sandgate session ${state.sessionId} is no longer active (${session.record.status}: ${session.record.statusReason})`,
         { sessionId: state.sessionId },
@@ -259,7 +273,8 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
 
   constructor(
     public state: SandgateSandboxSessionState,
-    readonly session: Session,
+    // Replaced by hydrateWorkspace: the session restored from the snapshot.
+    public session: Session,
   ) {}
 
   get root(): string {
@@ -597,18 +612,35 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
 
   // ---- snapshots ----
 
+  /** Saves the workspace as a sandgate snapshot (files, directories, links, modes; in the
+   * daemon's store, so any replica restores it) and returns a small tar that names it
+   * (workspace_ref.ts): hydrateWorkspace of those bytes, on any replica, brings it back. */
   async persistWorkspace(): Promise<Uint8Array> {
-    throw new SandboxUnsupportedFeatureError(
-      "persistWorkspace is not supported yet by the sandgate client: the daemon has no workspace snapshots yet",
-      { sessionId: this.state.sessionId },
-    );
+    const snapshot = await this.session.snapshot({ labels: { by: "agents-sdk" } }).catch((error) => {
+      throw providerError(`cannot snapshot sandgate session ${this.state.sessionId}`, error);
+    });
+    return snapshotReference(snapshot.id);
   }
 
-  async hydrateWorkspace(): Promise<void> {
-    throw new SandboxUnsupportedFeatureError(
-      "hydrateWorkspace is not supported yet by the sandgate client: the daemon has no workspace snapshots yet",
-      { sessionId: this.state.sessionId },
-    );
+  /** Restores what persistWorkspace returned: a session of this one's sandbox is made from the
+   * snapshot (on whichever replica answers) and takes this one's place; this one is closed.
+   * Processes the model left running here are ended. Bytes that are not a sandgate snapshot's
+   * reference (a tar of another provider) are refused. */
+  async hydrateWorkspace(data: Uint8Array): Promise<void> {
+    const snapshotId = snapshotOfReference(data);
+    if (!snapshotId) {
+      throw new SandboxUnsupportedFeatureError(
+        "hydrateWorkspace takes what persistWorkspace of a sandgate session returned (a reference to a sandgate snapshot), not another provider's archive",
+        { sessionId: this.state.sessionId },
+      );
+    }
+    const restored = await restoreSession(this.session, snapshotId);
+    const previous = this.session;
+    await this.stop();
+    this.session = restored;
+    this.state.sessionId = restored.id;
+    this.state.workdir = restored.record.workdir;
+    await previous.close(`replaced by session ${restored.id}, restored from snapshot ${snapshotId}`).catch(() => {});
   }
 
   // ---- lifecycle ----
@@ -645,11 +677,22 @@ export class SandgateSandboxSession implements SandboxSession<SandgateSandboxSes
   }
 }
 
+// A new session made like `like` (its provider, labels and sandbox, without its files and
+// setup commands: the workspace holds their result), with snapshot `snapshotId` restored.
+async function restoreSession(like: Session, snapshotId: string): Promise<Session> {
+  const sandbox = { ...(like.record.sandbox ?? {}), files: [], setupCommands: [] };
+  return like.client
+    .createSession({ provider: like.record.provider, labels: like.record.labels, sandbox, fromSnapshot: snapshotId })
+    .catch((error) => {
+      throw providerError(`cannot restore sandgate snapshot ${snapshotId}`, error);
+    });
+}
+
 function refuseUnsupported(manifest: Manifest, options: SandgateSandboxOptions, snapshot: unknown): void {
   const unknown = Object.keys(options).filter((key) => !OPTION_KEYS.has(key) && options[key] !== undefined);
   if (unknown.length > 0) {
     throw new SandboxUnsupportedFeatureError(
-      `the sandgate sandbox has no option ${unknown.join(", ")} (image and isolation are the daemon's configuration, not a session's)`,
+      `the sandgate sandbox has no option ${unknown.join(", ")}`,
       { options: unknown },
     );
   }

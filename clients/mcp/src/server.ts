@@ -291,6 +291,47 @@ server.registerTool(
 );
 
 server.registerTool(
+  "snapshot_session",
+  {
+    title: "Snapshot a session's workspace",
+    description:
+      "Saves the session's workspace (files, directories, links, modes) as a snapshot that " +
+      "restore_snapshot brings back in a new session, on any replica. With close, the session " +
+      "is closed once the snapshot is stored (a pause).",
+    inputSchema: exactly({ session_id: z.string(), close: z.boolean().optional() }),
+  },
+  (args) =>
+    tool(async () => {
+      const s = await session(args.session_id);
+      const snap = args.close ? await s.pause() : await s.snapshot();
+      if (args.close) sessions.delete(args.session_id);
+      return answer(`snapshot ${snap.id} of session ${snap.sessionId}: ${snap.files} entries`, {
+        snapshot_id: snap.id,
+        session_id: snap.sessionId,
+        size_bytes: snap.sizeBytes,
+        entries: snap.files,
+      });
+    }),
+);
+
+server.registerTool(
+  "restore_snapshot",
+  {
+    title: "Restore a snapshot into a new session",
+    description:
+      "Creates a session with the snapshot's sandbox and its workspace restored; returns the " +
+      "new session's id (close it with close_session).",
+    inputSchema: exactly({ snapshot_id: z.string() }),
+  },
+  (args) =>
+    tool(async () => {
+      const s = await client.resume(args.snapshot_id);
+      sessions.set(s.id, s);
+      return answer(`session ${s.id} from snapshot ${args.snapshot_id}`, { session_id: s.id });
+    }),
+);
+
+server.registerTool(
   "run_analysis",
   {
     title: "Run a verified analysis",

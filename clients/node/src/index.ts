@@ -35,6 +35,8 @@ import type { ProcessOutput__Output } from "./generated/sandgate/v1/ProcessOutpu
 import type { WriteProcessInputResponse__Output } from "./generated/sandgate/v1/WriteProcessInputResponse.js";
 
 export { channelTarget, parseAddress } from "./address.js";
+export type { SnapshotRecord } from "./snapshots.js";
+import * as snapshots from "./snapshots.js";
 /** gRPC status codes, to compare with SandgateError.code. */
 export { status } from "@grpc/grpc-js";
 export type { Event__Output as Event } from "./generated/sandgate/v1/Event.js";
@@ -291,17 +293,42 @@ export class Client {
     return runs;
   }
 
-  /** Creates a kept session. Close it (or use withSession). */
+  /** Creates a kept session. Close it (or use withSession). `fromSnapshot` restores a
+   * snapshot's workspace into it (with no `sandbox`, in the snapshot's sandbox). */
   async createSession(
-    options: { provider?: string; sandbox?: SandboxSpec; idempotencyKey?: string; labels?: Record<string, string> } = {},
+    options: {
+      provider?: string;
+      sandbox?: SandboxSpec;
+      idempotencyKey?: string;
+      labels?: Record<string, string>;
+      fromSnapshot?: string;
+    } = {},
   ): Promise<Session> {
     const record = await this.unary<Session__Output>("CreateSession", {
       provider: options.provider ?? "",
       sandbox: options.sandbox,
       idempotencyKey: options.idempotencyKey ?? "",
       labels: options.labels ?? {},
+      fromSnapshot: options.fromSnapshot ?? "",
     });
     return new Session(this, record);
+  }
+
+  /** A new session with the snapshot's sandbox and workspace, on whichever replica answers. */
+  async resume(snapshotId: string): Promise<Session> {
+    return this.createSession({ fromSnapshot: snapshotId });
+  }
+
+  getSnapshot(snapshotId: string): Promise<snapshots.SnapshotRecord> {
+    return snapshots.getSnapshot(this, snapshotId);
+  }
+
+  listSnapshots(sessionId = ""): Promise<snapshots.SnapshotRecord[]> {
+    return snapshots.listSnapshots(this, sessionId);
+  }
+
+  deleteSnapshot(snapshotId: string): Promise<void> {
+    return snapshots.deleteSnapshot(this, snapshotId);
   }
 
   /** Runs `fn` with a new session, kept alive meanwhile and closed afterwards (also when
@@ -889,6 +916,22 @@ export class Session {
   async ports(): Promise<ExposedPort__Output[]> {
     const res = await this.client.unary<{ ports: ExposedPort__Output[] }>("ListPorts", { sessionId: this.id });
     return res.ports;
+  }
+
+  /** Saves the workspace (files, directories, links, modes) as a snapshot any replica
+   * restores (Client.resume). */
+  snapshot(options: { labels?: Record<string, string> } = {}): Promise<snapshots.SnapshotRecord> {
+    return snapshots.takeSnapshot(this.client, this.id, options);
+  }
+
+  /** snapshot(), then the session is closed; resume it with Client.resume(snapshot.id). */
+  async pause(): Promise<snapshots.SnapshotRecord> {
+    if (this.keeper) clearInterval(this.keeper);
+    this.keeper = null;
+    const snapshot = await snapshots.takeSnapshot(this.client, this.id, { close: true });
+    this.closed = true;
+    await this.refresh();
+    return snapshot;
   }
 
   /** Closes the session and deletes its sandbox. Idempotent. */

@@ -22,6 +22,7 @@ import grpc
 from . import _connection
 from ._durations import Seconds, duration
 from .errors import InvalidArgument, from_rpc_error
+from . import snapshots as _snapshots
 from .runs import Run
 from .sessions import Session
 from .v1 import sandgate_pb2 as pb
@@ -159,7 +160,8 @@ class Client:
                 max_lifetime: Optional[Seconds] = None,
                 labels: Optional[Mapping[str, str]] = None,
                 idempotency_key: Optional[str] = None,
-                keepalive_interval: Optional[float] = None) -> Session:
+                keepalive_interval: Optional[float] = None,
+                from_snapshot: Optional[str] = None) -> Session:
         """Creates a session (a sandbox kept for several commands) and returns its handle.
 
         The handle sends KeepAlive in the background (every third of the idle timeout, or
@@ -168,6 +170,9 @@ class Client:
 
             with client.session() as s:
                 code, out, err = s.run("echo hi")
+
+        `from_snapshot` restores a snapshot's workspace into it; with no sandbox options, in
+        the snapshot's sandbox (see resume()).
         """
         spec = pb.SandboxSpec()
         if sandbox is not None:
@@ -176,9 +181,12 @@ class Client:
             d = duration(value, field)
             if d is not None:
                 getattr(spec, field).CopyFrom(d)
-        request = pb.CreateSessionRequest(provider=provider or "", sandbox=spec,
+        request = pb.CreateSessionRequest(provider=provider or "",
                                           idempotency_key=idempotency_key or "",
-                                          labels=dict(labels or {}))
+                                          labels=dict(labels or {}),
+                                          from_snapshot=from_snapshot or "")
+        if not from_snapshot or spec.ByteSize() > 0:
+            request.sandbox.CopyFrom(spec)
         return Session(self, self.call("CreateSession", request), keepalive_interval)
 
     def get_session(self, session_id: str, *,
@@ -195,3 +203,20 @@ class Client:
         return list(self.call("ListSessions",
                               pb.ListSessionsRequest(include_closed=include_closed)).sessions)
 
+    # -- snapshots (snapshots.py) -------------------------------------------------------------
+
+    def resume(self, snapshot_id: str, *,
+               keepalive_interval: Optional[float] = None) -> Session:
+        """A new session with the snapshot's sandbox and its workspace restored (on any
+        replica); NotFound when the snapshot is not this tenant's."""
+        return self.session(from_snapshot=snapshot_id, keepalive_interval=keepalive_interval)
+
+    def get_snapshot(self, snapshot_id: str) -> pb.Snapshot:
+        return _snapshots.get(self, snapshot_id)
+
+    def list_snapshots(self, session_id: str = "") -> List[pb.Snapshot]:
+        """The tenant's snapshots, newest first (of one session when session_id is given)."""
+        return _snapshots.list_(self, session_id)
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        _snapshots.delete(self, snapshot_id)

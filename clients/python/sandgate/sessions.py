@@ -15,6 +15,7 @@ import grpc
 from . import _files
 from ._durations import Seconds, duration
 from .errors import DataLoss, Error, NotFound, from_rpc_error
+from . import snapshots as _snapshots
 from .v1 import sandgate_pb2 as pb
 
 if TYPE_CHECKING:
@@ -186,6 +187,21 @@ class Session:
         self.record = self._client.call("CloseSession",
                                         pb.CloseSessionRequest(session_id=self.id, reason=reason))
         return self.record
+
+    def snapshot(self, labels: Optional[Mapping[str, str]] = None) -> pb.Snapshot:
+        """Saves the workspace (files, directories, links, modes) in the daemon's store;
+        Client.resume(snapshot.id) restores it into a new session, on any replica."""
+        return _snapshots.take(self._client, self.id, labels=labels)
+
+    def pause(self) -> pb.Snapshot:
+        """snapshot(), then the session is closed (its keep-alive stopped): resume it later
+        with Client.resume(snapshot.id)."""
+        self._closed.set()
+        if self._keepalive is not threading.current_thread():
+            self._keepalive.join()
+        snapshot = _snapshots.take(self._client, self.id, close=True)
+        self.refresh()
+        return snapshot
 
     def exec(self, cmd: Union[str, Sequence[str]], *, env: Optional[Mapping[str, str]] = None,
              cwd: str = "", timeout: Optional[Seconds] = None,

@@ -451,6 +451,77 @@ test("a run paused on one replica is resumed through another: the session is rea
   }
 });
 
+test("an agent is paused on one replica and resumed on another from its snapshot; its sessions are gone afterwards", async () => {
+  const postgres = await startPostgres();
+  const replicas = [];
+  const clients = [];
+  try {
+    for (const [id, uidBase] of [
+      ["replica-a", 330600],
+      ["replica-b", 330700],
+    ]) {
+      replicas.push(
+        await startDaemon({
+          store: { type: "postgres", dsn: postgres.dsn },
+          replica: { id, advertise_address: "self", lease_seconds: 4, renew_seconds: 1 },
+          local: { uid_base: uidBase, uid_count: 16 },
+        }),
+      );
+    }
+    const [onA, onB] = replicas.map((d) => new SandgateSandboxClient({ addr: d.addr }));
+    clients.push(onA, onB);
+    const approve = approvalTool("approve");
+    const model = new ScriptedModel([
+      [functionCall("exec_command", { cmd: "mkdir -p notes && echo from-a > notes/a.txt && chmod 0600 notes/a.txt" }, { callId: "write" })],
+      [functionCall("approve", {}, { callId: "ask" })],
+      [functionCall("exec_command", { cmd: "cat notes/a.txt; stat -c %a notes/a.txt; hostname" }, { callId: "read" })],
+      [assistantMessage("done")],
+    ]);
+    const agent = new SandboxAgent({ name: "travels", instructions: "", model, tools: [approve] });
+    const first = await runner().run(agent, "go", { sandbox: { client: onA } });
+    assert.equal(first.interruptions.length, 1);
+
+    // Paused: its workspace persisted (a snapshot in the shared store), its session on A closed.
+    const [live] = await onA.client.listSessions();
+    assert.equal(live.replica, "replica-a");
+    const onAHandle = await onA.resume({ manifest: new Manifest(), environment: {}, sessionId: live.id, workdir: live.workdir });
+    const saved = await onAHandle.persistWorkspace();
+    assert.ok(saved.length <= 4096, "persistWorkspace returns a reference, not the workspace");
+    await onAHandle.close();
+    await replicas.shift().dispose(); // replica A is gone
+
+    // On B, the bytes hydrate a new session with the workspace.
+    const fresh = await onB.create(new Manifest(), { isolation: "namespaces" });
+    const empty = fresh.state.sessionId;
+    await fresh.hydrateWorkspace(saved);
+    assert.notEqual(fresh.state.sessionId, empty);
+    assert.equal((await fresh.exec({ cmd: "cat notes/a.txt" })).stdout, "from-a\n");
+    await fresh.close();
+
+    // The run goes on on B: its session ended after a snapshot, so it is resumed from it.
+    const state = await RunState.fromString(agent, first.state.toString());
+    state.approve(state.getInterruptions()[0]);
+    const resumed = recordResumes(onB);
+    const result = await runner().run(agent, state, { sandbox: { client: onB } });
+    assert.deepEqual(resumed, [live.id]);
+    assert.equal(result.finalOutput, "done");
+    assert.match(String(toolOutputs(result).read), /from-a\n600\n/);
+
+    const sessions = await onB.client.listSessions(true);
+    const mine = sessions.filter((s) => s.id === live.id || s.replica === "replica-b");
+    assert.ok(mine.length >= 4, JSON.stringify(mine.map((s) => s.id)));
+    for (const s of mine) assert.notEqual(s.status, "SESSION_STATUS_ACTIVE", `session ${s.id} is gone`);
+    await assert.rejects(
+      fresh.hydrateWorkspace(new Uint8Array(1024)),
+      SandboxUnsupportedFeatureError,
+    );
+  } finally {
+    clients.forEach((c) => c.close());
+    for (const d of replicas) await d.dispose();
+    await postgres.dispose();
+  }
+});
+
 test("a session of another tenant, or none, is not resumed: the SDK gets a provider error", async () => {
   const tenants = await startDaemon({
     tenants: [

@@ -33,7 +33,7 @@ CLIENTS = ["cli", "python", "node", "mcp"]
 STREAMING = ["cli", "python", "node"]
 CLI = os.environ.get("SANDGATE_CLI_PATH", "")
 # A uid range of its own, apart from every other test's daemons (they may run at once).
-UIDS = {"uid_base": 330600, "uid_count": 16}  # and the next two ranges of 16
+UIDS = {"uid_base": 330800, "uid_count": 16}  # and the next two ranges of 16
 
 
 class Answer:

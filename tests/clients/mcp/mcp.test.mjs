@@ -58,11 +58,30 @@ test("lists its tools, each with an input schema", async () => {
   const names = tools.map((t) => t.name).sort();
   assert.deepEqual(names, [
     "close_session", "create_session", "delete_file", "exec", "list_files", "make_directory", "move_file",
-    "read_artifact", "read_file", "run_analysis", "stat_file", "write_file",
+    "read_artifact", "read_file", "restore_snapshot", "run_analysis", "snapshot_session", "stat_file",
+    "write_file",
   ]);
   const exec = tools.find((t) => t.name === "exec");
   assert.deepEqual(exec.inputSchema.required.sort(), ["command", "session_id"]);
   assert.ok(tools.every((t) => t.description && t.inputSchema.type === "object"));
+});
+
+test("a session paused into a snapshot and restored into a new one", async () => {
+  const made = await call("create_session", {});
+  const id = made.structuredContent.session_id;
+  assert.ok(!(await call("write_file", { session_id: id, path: "notes.md", content: "kept" })).isError);
+  const paused = await call("snapshot_session", { session_id: id, close: true });
+  assert.ok(!paused.isError, paused.content[0].text);
+  const restored = await call("restore_snapshot", { snapshot_id: paused.structuredContent.snapshot_id });
+  assert.ok(!restored.isError, restored.content[0].text);
+  const again = restored.structuredContent.session_id;
+  assert.notEqual(again, id);
+  const read = await call("read_file", { session_id: again, path: "notes.md" });
+  assert.equal(read.content[0].text, "kept");
+  const missing = await call("restore_snapshot", { snapshot_id: "snap-00000000000000000000000000000000" });
+  assert.ok(missing.isError);
+  assert.match(missing.content[0].text, /NOT_FOUND/);
+  await call("close_session", { session_id: again });
 });
 
 test("a session: run a command, write and read a file, list, close", async () => {
