@@ -10,8 +10,9 @@
 // the login succeeds. And acting from it: a run cancelled; a session created (isolation,
 // network), a shell in its terminal (hostile output inert, xterm's colours applied under the
 // page's policy), its CPU and memory, its files uploaded, renamed, downloaded and deleted
-// under hostile names, and closed. A screenshot of each page is kept in
-// $SANDGATE_ARTIFACTS_DIR.
+// under hostile names, and closed; snapshots taken (and a pause), listed, restored into a new
+// session that has the file, and deleted, a hostile label inert. A screenshot of each page is
+// kept in $SANDGATE_ARTIFACTS_DIR.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
@@ -512,6 +513,98 @@ test("a session made and closed from the dashboard: its terminal, usage and file
     await assert.rejects(rest(`/v1/sessions/${sid}/usage`), /412/);
   } finally {
     await rest(`/v1/sessions/${sid}:close`, { method: "POST", body: {} }).catch(() => {});
+  }
+});
+
+// The snapshots of a session's page, as [id, size, entries, labels].
+const snapshotRows = () =>
+  page.$$eval("#snapshots tbody tr", (rows) => rows.map((r) => [r.cells[0], r.cells[2], r.cells[3], r.cells[4]].map((c) => c.textContent)));
+const snapshotRow = (id) => `#snapshots tr[data-snapshot="${id}"]`;
+// The dashboard's own size format, for a figure the API gives.
+const shownSize = (n) => (Number(n) < 1024 ? `${n} B` : `${(Number(n) / 1024).toFixed(1)} KiB`);
+
+test("snapshots from a session's page: taken, listed, restored into a new session, paused, deleted; a hostile label inert", async () => {
+  const session = await rest("/v1/sessions", { method: "POST", body: {} });
+  const made = [session.id];
+  const snapshots = [];
+  try {
+    // A file written in the session, under a hostile name: the snapshot must carry it.
+    const name = `${HOSTILE}'"&.txt`;
+    const put = await fetch(`${base}/v1/sessions/${session.id}/files/${encodeURIComponent(name)}`, {
+      method: "PUT",
+      headers: { Authorization: `Bearer ${TOKEN}` },
+      body: "kept by a snapshot\n",
+    });
+    assert.ok(put.ok, await put.text());
+    // One taken by a script, with a hostile label, listed beside the dashboard's own.
+    const labelled = await rest(`/v1/sessions/${session.id}:snapshot`, { method: "POST", body: { labels: { note: HOSTILE } } });
+    snapshots.push(labelled.id);
+
+    await page.goto(`${base}/#/sessions/${encodeURIComponent(session.id)}`, { waitUntil: "networkidle0" });
+    await page.waitForSelector(snapshotRow(labelled.id));
+    await page.click("#take-snapshot");
+    await page.waitForFunction((n) => document.querySelectorAll("#snapshots tbody tr").length === n, { timeout: 30000 }, 2);
+    const listed = (await rest(`/v1/snapshots?session_id=${encodeURIComponent(session.id)}`)).snapshots;
+    assert.equal(listed.length, 2);
+    const [taken] = listed; // newest first
+    snapshots.push(taken.id);
+    assert.notEqual(taken.id, labelled.id);
+    assert.equal(taken.sessionId, session.id);
+    assert.deepEqual(taken.labels, { "made-by": "dashboard" });
+    assert.deepEqual(
+      await snapshotRows(),
+      listed.map((x) => [x.id, shownSize(x.sizeBytes), String(x.files), Object.entries(x.labels).map(([k, v]) => `${k}=${v}`).join(" ")]),
+    );
+    assert.match(taken.id, /^snap-[0-9a-f]{32}$/);
+    assert.equal((await snapshotRows())[1][3], `note=${HOSTILE}`, "the label is shown as text");
+    assert.equal(await page.$$eval("#snapshots img, #snapshots script", (n) => n.length), 0);
+    await page.screenshot({ path: join(shots, "session-snapshots.png"), fullPage: true });
+
+    // Another tenant sees none of them, and can neither restore nor delete one.
+    assert.deepEqual((await rest(`/v1/snapshots?session_id=${encodeURIComponent(session.id)}`, { token: OTHER })).snapshots ?? [], []);
+    await assert.rejects(rest("/v1/sessions", { method: "POST", body: { fromSnapshot: taken.id }, token: OTHER }), /: 404 /);
+    await assert.rejects(rest(`/v1/snapshots/${taken.id}:delete`, { method: "POST", body: {}, token: OTHER }), /: 404 /);
+
+    // Restored into a new session, whose page opens with the file in its browser.
+    await Promise.all([
+      page.waitForFunction((from) => /^#\/sessions\/[^/]+$/.test(location.hash) && !location.hash.endsWith(from), { timeout: 30000 }, encodeURIComponent(session.id)),
+      page.click(`${snapshotRow(taken.id)} button.restore`),
+    ]);
+    const restored = decodeURIComponent(page.url().split("/").pop());
+    made.push(restored);
+    await page.waitForSelector(fileRow(name), { timeout: 30000 });
+    assert.deepEqual((await fileRows()).find(([n]) => n === name), [name, "regular", "19 B"]);
+    const file = await fetch(`${base}/v1/sessions/${restored}/files/${encodeURIComponent(name)}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.equal(await file.text(), "kept by a snapshot\n");
+    assert.equal((await rest(`/v1/sessions/${restored}`)).labels["made-by"], "dashboard");
+    await page.waitForSelector("#snapshots p"); // the new session has none of its own
+    assert.equal(await text("#snapshots"), "No snapshots of this session.");
+
+    // Paused from the first session's page: a snapshot, then closed; its page keeps the list.
+    await page.goto(`${base}/#/sessions/${encodeURIComponent(session.id)}`, { waitUntil: "networkidle0" });
+    await page.waitForSelector("#pause-session");
+    await page.click("#pause-session");
+    await page.waitForFunction(() => document.querySelector("#session-head .status")?.textContent === "CLOSED", { timeout: 30000 });
+    assert.equal((await rest(`/v1/sessions/${session.id}`)).status, "SESSION_STATUS_CLOSED");
+    await page.waitForFunction((n) => document.querySelectorAll("#snapshots tbody tr").length === n, { timeout: 10000 }, 3);
+    const paused = (await rest(`/v1/snapshots?session_id=${encodeURIComponent(session.id)}`)).snapshots[0];
+    snapshots.push(paused.id);
+    assert.equal((await snapshotRows())[0][0], paused.id);
+    assert.equal(await page.$("#take-snapshot"), null, "an ended session takes no snapshot");
+
+    // Deleted, asked twice.
+    const del = `${snapshotRow(taken.id)} button.delete`;
+    await page.click(del);
+    assert.equal(await text(del), "Delete?", "a delete is asked twice");
+    assert.equal((await rest(`/v1/snapshots/${taken.id}`)).id, taken.id, "one click deletes nothing");
+    await page.click(del);
+    await page.waitForFunction((sel) => !document.querySelector(sel), { timeout: 10000 }, snapshotRow(taken.id));
+    await assert.rejects(rest(`/v1/snapshots/${taken.id}`), /: 404 /);
+    assert.deepEqual((await snapshotRows()).map(([id]) => id), [paused.id, labelled.id]);
+    await noScriptRan();
+  } finally {
+    for (const id of snapshots) await rest(`/v1/snapshots/${id}:delete`, { method: "POST", body: {} }).catch(() => {});
+    for (const id of made) await rest(`/v1/sessions/${id}:close`, { method: "POST", body: {} }).catch(() => {});
   }
 });
 

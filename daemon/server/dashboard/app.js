@@ -3,8 +3,8 @@
 // mapping) with the caller's bearer token, which stays in this tab's sessionStorage and goes
 // only in the Authorization header of its own requests (no cookie: another site's page cannot
 // make the browser act with it). It acts too: creates and closes sessions, cancels runs,
-// manages a session's files, opens a terminal into it (xterm.js over the process routes), and
-// shows its CPU and memory.
+// manages a session's files, opens a terminal into it (xterm.js over the process routes),
+// shows its CPU and memory, and takes, restores and deletes its snapshots.
 //
 // Everything shown comes from sandboxes and callers, so nothing is ever parsed as HTML here:
 // every text goes in with textContent, except the memo, which marked renders and DOMPurify
@@ -167,6 +167,15 @@ const bytes = (n) => {
 const base64Bytes = (b64) => Uint8Array.from(atob(b64 ?? ""), (c) => c.charCodeAt(0));
 const decodeBase64 = (b64) => new TextDecoder().decode(base64Bytes(b64));
 const bytesBase64 = (bytes) => btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join(""));
+
+// Whether a destructive button's click is its second: asked twice, not by a dialog, the first
+// click arms it (and says so on the button).
+function confirmed(button) {
+  if (button.dataset.armed === "1") return true;
+  button.dataset.armed = "1";
+  button.textContent = `${button.textContent}?`;
+  return false;
+}
 
 // A button that does `fn` when clicked, disabled until it is done; an error goes to the toast.
 function action(label, attrs, fn) {
@@ -791,12 +800,7 @@ function fileBrowser(sessionId) {
       actions.append(
         action("Rename", { class: "rename" }, () => renameInline(f, name, nameCell)),
         action("Delete", { class: "delete" }, async (b) => {
-          // Asked twice, not by a dialog: the first click arms it.
-          if (b.dataset.armed !== "1") {
-            b.dataset.armed = "1";
-            b.textContent = "Delete?";
-            return;
-          }
+          if (!confirmed(b)) return;
           await postJson(`${sessionPath}/files:delete`, { path: f.path, recursive: type === "directory" });
           await load();
         }),
@@ -848,6 +852,61 @@ function fileBrowser(sessionId) {
   return { box, load };
 }
 
+// A session's snapshots (docs/sessions.md, "Snapshots"): take one (POST …:snapshot), or take
+// one and close the session (a pause); list them (GET /v1/snapshots?session_id=, newest
+// first), restore one into a new session (POST /v1/sessions with fromSnapshot; its page opens)
+// and delete one (asked twice). Labels are the caller's and shown only as text. An ended
+// session (not `active`) takes none, but its page keeps the list: there a paused one resumes.
+function snapshotsPanel(sessionId, active, reload) {
+  const listing = el("div", { id: "snapshots" });
+  const load = async () => {
+    const list = (await getJson(`/v1/snapshots?session_id=${enc(sessionId)}`)).snapshots ?? [];
+    listing.replaceChildren(
+      list.length
+        ? table(["snapshot", "taken", "size", "entries", "labels", ""], list.map(row))
+        : el("p", { text: "No snapshots of this session." }),
+    );
+  };
+  const row = (snap) =>
+    el(
+      "tr",
+      { "data-snapshot": snap.id },
+      el("td", { class: "mono", text: snap.id }),
+      el("td", {}, liveAge(snap.createdAt)),
+      el("td", { class: "num", text: bytes(snap.sizeBytes) }),
+      el("td", { class: "num", text: String(snap.files ?? 0) }),
+      el("td", { class: "mono labels", text: Object.entries(snap.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(" ") }),
+      el(
+        "td",
+        { class: "actions" },
+        action("Restore", { class: "restore" }, async () => {
+          const s = await postJson("/v1/sessions", { fromSnapshot: snap.id, labels: { "made-by": "dashboard" } });
+          location.hash = `#/sessions/${enc(s.id)}`;
+        }),
+        action("Delete", { class: "delete" }, async (b) => {
+          if (!confirmed(b)) return;
+          await postJson(`/v1/snapshots/${enc(snap.id)}:delete`);
+          await load();
+        }),
+      ),
+    );
+  const take = (close) => postJson(`/v1/sessions/${enc(sessionId)}:snapshot`, { close, labels: { "made-by": "dashboard" } });
+  const actions = active
+    ? [
+        action("Snapshot", { id: "take-snapshot" }, async () => {
+          await take(false);
+          await load();
+        }),
+        action("Snapshot and close", { id: "pause-session" }, async () => {
+          await take(true);
+          await reload();
+        }),
+      ]
+    : [];
+  const box = el("div", { id: "snapshot-list" }, el("div", { class: "filters" }, action("Refresh", { id: "snapshots-refresh" }, load)), listing);
+  return { actions, box, load };
+}
+
 async function sessionPage(id) {
   const s = await getJson(`/v1/sessions/${enc(id)}`);
   const stops = [];
@@ -858,8 +917,10 @@ async function sessionPage(id) {
     sessionStatus(s.status),
     ` ${[s.provider, s.sandbox?.isolation, `network ${short(s.sandbox?.network?.mode ?? "MODE_DISABLED", "MODE_").toLowerCase()}`, s.workdir, s.statusReason].filter(Boolean).join(" · ")}`,
   );
+  const snapshots = snapshotsPanel(id, live(s), reload);
   if (!live(s)) {
-    main.replaceChildren(el("h1", {}, "Session ", el("span", { class: "mono", text: id })), head);
+    main.replaceChildren(el("h1", {}, "Session ", el("span", { class: "mono", text: id })), head, el("h2", { text: "Snapshots" }), snapshots.box);
+    await snapshots.load();
     return () => {};
   }
   const usage = usagePanel(id);
@@ -888,9 +949,7 @@ async function sessionPage(id) {
       "p",
       { class: "actions", id: "session-actions" },
       closeButton(id, reload, { id: "close-session" }),
-      // Snapshots (take one, restore it into a new session) are being added by the snapshots
-      // work: their buttons go in here.
-      el("span", { id: "snapshot-actions" }),
+      el("span", { id: "snapshot-actions", class: "actions" }, ...snapshots.actions),
     ),
     el("h2", { text: "Usage" }),
     usage.panel,
@@ -899,8 +958,10 @@ async function sessionPage(id) {
     termHolder,
     el("h2", { text: "Files" }),
     files.box,
+    el("h2", { text: "Snapshots" }),
+    snapshots.box,
   );
-  await files.load();
+  await Promise.all([files.load(), snapshots.load()]);
   return () => stops.forEach((stop) => stop());
 }
 
