@@ -103,34 +103,35 @@ HttpRoute CodexExecServerRoute(const ServiceDeps& deps) {
               x->Upgrade(
                   HttpResponse{101, accept, ""},
                   [&deps, conn, caller, options](HttpExchange::Upgraded c) {
-                WebSocketOptions ws_options;
-                // A file in fs/writeFile is base64 in one message, with room for the rest.
-                ws_options.max_message_bytes = options.max_file_bytes / 3 * 4 + (64 << 10);
-                ws_options.stop_fd = conn->ended->fd();
-                ws_options.stop_reason = "the session ended";
-                std::shared_ptr<WebSocket> socket = WebSocket::Create(std::move(c), ws_options);
-                {
-                  absl::MutexLock lock(&conn->mu);
-                  conn->ws = socket;
-                }
-                std::weak_ptr<WebSocket> ws = socket;
-                conn->server = std::make_unique<CodexExecServer>(
-                    CodexExecServer::Deps{deps.api, deps.sessions, deps.clock}, caller, options,
-                    [ws](std::string message) {
-                      if (auto w = ws.lock()) w->Send(message);
-                    });
-                CodexConnection* raw = conn.get();
-                socket->Run([raw](std::string message) { raw->server->Handle(message); },
-                            // On the reader, before the socket goes back: the processes left
-                            // running are killed here, not on the server's polling thread.
-                            [conn, session = options.session_id](const absl::Status& why) {
-                              conn->server.reset();
-                              conn->lease.reset();
-                              if (!why.ok()) {
-                                log::Info("codex.closed", {{"session", session},
-                                                           {"why", std::string(why.message())}});
-                              }
-                            });
+                    WebSocketOptions ws_options;
+                    // A file in fs/writeFile is base64 in one message, with room for the rest.
+                    ws_options.max_message_bytes = options.max_file_bytes / 3 * 4 + (64 << 10);
+                    ws_options.stop_fd = conn->ended->fd();
+                    ws_options.stop_reason = "the session ended";
+                    std::shared_ptr<WebSocket> socket = WebSocket::Create(std::move(c), ws_options);
+                    {
+                      absl::MutexLock lock(&conn->mu);
+                      conn->ws = socket;
+                    }
+                    std::weak_ptr<WebSocket> ws = socket;
+                    conn->server = std::make_unique<CodexExecServer>(
+                        CodexExecServer::Deps{deps.api, deps.sessions, deps.clock}, caller, options,
+                        [ws](std::string message) {
+                          if (auto w = ws.lock()) w->Send(message);
+                        });
+                    CodexConnection* raw = conn.get();
+                    socket->Run(
+                        [raw](std::string message) { raw->server->Handle(message); },
+                        // On the reader, before the socket goes back: the processes left
+                        // running are killed here, not on the server's polling thread.
+                        [conn, session = options.session_id](const absl::Status& why) {
+                          conn->server.reset();
+                          conn->lease.reset();
+                          if (!why.ok()) {
+                            log::Info("codex.closed",
+                                      {{"session", session}, {"why", std::string(why.message())}});
+                          }
+                        });
                   },
                   // The client left before the switch, or the daemon stops: the socket ends.
                   [conn] { conn->Close(1001, "the daemon is stopping"); });

@@ -675,7 +675,6 @@ grpc::ServerUnaryReactor* SandgateService::ListPorts(grpc::CallbackServerContext
                                                      const v1::ListPortsRequest* request,
                                                      v1::ListPortsResponse* response) {
   return Unary(deps_, ctx, &core::Api::ListPorts, request, response, {}, kForwardListPorts);
-
 }
 
 // Snapshots (core/snapshots.h). Taking one runs tar in the sandbox for as long as the

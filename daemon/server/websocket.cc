@@ -228,8 +228,7 @@ void WebSocket::ReadLoop(OnMessage on_message, OnEnd on_end) {
   absl::Status why;
   bool closed = false;
   if (!connection_.early.empty()) {
-    why =
-        Consume(connection_.early.data(), connection_.early.size(), on_message, &closed);
+    why = Consume(connection_.early.data(), connection_.early.size(), on_message, &closed);
   }
   char buf[64 << 10];
   while (why.ok() && !closed) {

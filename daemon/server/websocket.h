@@ -56,7 +56,8 @@ class WebSocket : public std::enable_shared_from_this<WebSocket> {
   // Why the connection ended: OK for a close by either side, else the error.
   using OnEnd = std::function<void(const absl::Status& why)>;
 
-  static std::shared_ptr<WebSocket> Create(HttpExchange::Upgraded connection, WebSocketOptions options);
+  static std::shared_ptr<WebSocket> Create(HttpExchange::Upgraded connection,
+                                           WebSocketOptions options);
   ~WebSocket();
   // Starts the reader (once): it holds the connection until its end, then gives the socket
   // back to the server.

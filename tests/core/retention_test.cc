@@ -43,7 +43,7 @@ TEST_F(RetentionTest, ARoundRunsAtStartAndThenEveryPeriodNotBefore) {
   // Exactly `retention` old at start: the cutoff is strict, so the first round keeps it.
   Finished("run-edge", t0 - kRetention);
   Finished("run-old", t0 - kRetention - kNs);
-  Retention retention({store_.get(), artifacts_.get(), &clock_, nullptr}, kRetention);
+  Retention retention({store_.get(), artifacts_.get(), &clock_, nullptr, {}}, kRetention);
   ASSERT_TRUE(clock_.BlockUntilSettled(1));
   EXPECT_FALSE(Kept("run-old")) << "the round at start takes what is older than retention";
   EXPECT_TRUE(Kept("run-edge"));
@@ -60,7 +60,7 @@ TEST_F(RetentionTest, ARoundRunsAtStartAndThenEveryPeriodNotBefore) {
 TEST_F(RetentionTest, ARunExactlyRetentionOldAtARoundStaysUntilTheNext) {
   const absl::Time t0 = clock_.Now();
   Finished("run-1", t0 + Retention::kPeriod - kRetention);  // exactly retention old at round 2
-  Retention retention({store_.get(), artifacts_.get(), &clock_, nullptr}, kRetention);
+  Retention retention({store_.get(), artifacts_.get(), &clock_, nullptr, {}}, kRetention);
   ASSERT_TRUE(clock_.BlockUntilSettled(1));
   clock_.Advance(Retention::kPeriod);
   ASSERT_TRUE(clock_.BlockUntilSettled(1));
@@ -72,7 +72,7 @@ TEST_F(RetentionTest, ARunExactlyRetentionOldAtARoundStaysUntilTheNext) {
 
 TEST_F(RetentionTest, ZeroRetentionPurgesNothingInTheBackground) {
   Finished("run-1", clock_.Now() - absl::Hours(1000));
-  Retention retention({store_.get(), artifacts_.get(), &clock_, nullptr}, absl::ZeroDuration());
+  Retention retention({store_.get(), artifacts_.get(), &clock_, nullptr, {}}, absl::ZeroDuration());
   ASSERT_TRUE(clock_.BlockUntilSettled(1));
   clock_.Advance(absl::Hours(10000));
   ASSERT_TRUE(clock_.BlockUntilSettled(1));

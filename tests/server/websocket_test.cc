@@ -34,24 +34,27 @@ class WebSocketTest : public ::testing::Test {
            absl::StatusOr<HttpHeaders> accept = WebSocketHandshake(r);
            if (!accept.ok()) return x->Reply({400, {}, std::string(accept.status().message())});
            auto holder = std::make_shared<std::shared_ptr<WebSocket>>();
-           x->Upgrade(HttpResponse{101, *accept, ""}, [this, holder](HttpExchange::Upgraded c) {
-             WebSocketOptions options;
-             options.max_message_bytes = 1024;
-             auto ws = WebSocket::Create(std::move(c), options);
-             *holder = ws;
-             std::weak_ptr<WebSocket> weak = ws;
-             ws->Run(
-                 [weak](std::string m) {
-                   if (auto w = weak.lock()) w->Send("echo: " + m);
-                 },
-                 [this](const absl::Status& why) {
-                   absl::MutexLock lock(&mu_);
-                   ended_ = why;
-                   has_ended_ = true;
-                 });
-           }, [holder] {
-             if (*holder) (*holder)->Close(1001, "stopping");
-           });
+           x->Upgrade(
+               HttpResponse{101, *accept, ""},
+               [this, holder](HttpExchange::Upgraded c) {
+                 WebSocketOptions options;
+                 options.max_message_bytes = 1024;
+                 auto ws = WebSocket::Create(std::move(c), options);
+                 *holder = ws;
+                 std::weak_ptr<WebSocket> weak = ws;
+                 ws->Run(
+                     [weak](std::string m) {
+                       if (auto w = weak.lock()) w->Send("echo: " + m);
+                     },
+                     [this](const absl::Status& why) {
+                       absl::MutexLock lock(&mu_);
+                       ended_ = why;
+                       has_ended_ = true;
+                     });
+               },
+               [holder] {
+                 if (*holder) (*holder)->Close(1001, "stopping");
+               });
          }});
     HttpServerOptions options;
     options.address = "127.0.0.1:0";

@@ -542,8 +542,8 @@ absl::Status BwrapSession::SendExec(const std::string& message, int cmd_fd, int 
 
 absl::Status BwrapSession::SendControl(const std::string& message, const std::vector<int>& fds) {
   absl::MutexLock l(&send_mu_);
-  const ssize_t n = fdpass::Send(control_.get(), message.data(), message.size(), fds.data(),
-                                 fds.size());
+  const ssize_t n =
+      fdpass::Send(control_.get(), message.data(), message.size(), fds.data(), fds.size());
   if (n < 0)
     return errors::Unavailable(absl::StrCat("sandbox ", spec_.id, " is gone: ", strerror(errno)));
   return absl::OkStatus();

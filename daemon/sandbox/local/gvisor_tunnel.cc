@@ -167,9 +167,9 @@ void GvisorTunnel::Loop() {
       initproto::MessageHeader h;
       if (message.size() >= sizeof(h)) memcpy(&h, message.data(), sizeof(h));
       const bool connect = message.size() >= sizeof(h) && h.type == initproto::kConnect;
-      const bool fits = connect ? count == 1
-                                : (count == initproto::kExecFdCount ||
-                                   count == initproto::kMaxExecFdCount);
+      const bool fits =
+          connect ? count == 1
+                  : (count == initproto::kExecFdCount || count == initproto::kMaxExecFdCount);
       if (!fits) {
         for (size_t i = 0; i < count; ++i) close(fds[i]);
         break;  // not from BwrapSession::SendControl: a bug, end the sandbox rather than guess
