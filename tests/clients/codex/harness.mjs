@@ -13,6 +13,8 @@ export const OTHER = "codex-other-token";
 // The daemon, serving REST on a free loopback port; `http` is its base URL.
 export async function startRestDaemon(config = {}) {
   const daemon = await startDaemon({
+    // A uid range of its own: clients.typescript's daemons (daemon.mjs's default) may run at once.
+    local: { uid_base: 331200, uid_count: 16 },
     ...config,
     http_listen: "127.0.0.1:0",
     allow_plaintext_tokens: true,

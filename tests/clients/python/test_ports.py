@@ -27,7 +27,7 @@ def fetch(url: str, token: str = "") -> tuple[int, bytes]:
 
 def test_an_exposed_port_is_reached_with_the_token_or_a_signed_url():
     with running_daemon(config={"http_listen": "127.0.0.1:0", "allow_plaintext_tokens": True,
-                                "local": {"uid_base": 330200, "uid_count": 8}}) as d, \
+                                "local": {"uid_base": 330900, "uid_count": 8}}) as d, \
             sandgate.Client(d.address, token=TOKEN) as client, client.session() as s:
         s.write("hello.txt", b"from the sandbox\n")
         s.start("python3 -m http.server 8000 --bind 127.0.0.1")
