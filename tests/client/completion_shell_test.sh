@@ -17,7 +17,7 @@ bash_complete() {  # words... (the last is the word under the cursor)
     COMP_WORDS=("$0" "${@}"); COMP_CWORD=$#
     _sandgate; printf "%s\n" "${COMPREPLY[@]}"' "$sandgate" "$@"
 }
-[ "$(bash_complete session ex)" = exec ] || fail "bash: session ex -> $(bash_complete session ex)"
+[ "$(bash_complete session exe)" = exec ] || fail "bash: session exe -> $(bash_complete session exe)"
 [ "$(bash_complete run --network re)" = restricted ] || fail "bash: --network re"
 [ "$(bash_complete run stat)" = statements.csv ] || fail "bash: run stat -> $(bash_complete run stat)"
 [ "$(bash_complete run --out s)" = sub ] || fail "bash: --out s -> $(bash_complete run --out s)"
@@ -34,7 +34,7 @@ if command -v zsh >/dev/null; then
       words=("$0" "$@"); CURRENT=$(( $# + 1 ))
       _sandgate' "$sandgate" "$@"
   }
-  [ "$(zsh_complete session ex)" = exec ] || fail "zsh: session ex -> $(zsh_complete session ex)"
+  [ "$(zsh_complete session exe)" = exec ] || fail "zsh: session exe -> $(zsh_complete session exe)"
   [ "$(zsh_complete run "")" = FILES ] || fail "zsh: run -> $(zsh_complete run "")"
   [ "$(zsh_complete run --out "")" = FILES-/ ] || fail "zsh: --out -> $(zsh_complete run --out "")"
   [ -z "$(zsh_complete zz)" ] || fail "zsh: zz -> $(zsh_complete zz)"

@@ -25,7 +25,8 @@ TEST(CompleteTest, OffersTheCommandsFirstAndFiltersByWhatIsTyped) {
 
 TEST(CompleteTest, OffersASubcommandAfterItsGroup) {
   EXPECT_THAT(C({"session", ""}), IsSupersetOf({"create", "exec", "upload", "close"}));
-  EXPECT_THAT(C({"session", "ex"}), ElementsAre("exec"));
+  EXPECT_THAT(C({"session", "ex"}), ElementsAre("exec", "expose"));
+  EXPECT_THAT(C({"session", "exe"}), ElementsAre("exec"));
   EXPECT_THAT(C({"admin", ""}), ElementsAre("drain", "purge"));
 }
 

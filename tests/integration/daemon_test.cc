@@ -900,10 +900,10 @@ TEST_F(DaemonReflectionTest, APythonClientListsServicesAndChecksHealth) {
   while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
   int status = pclose(p);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  EXPECT_TRUE(
-      absl::StrContains(out,
-                        "v1 services: grpc.health.v1.Health grpc.reflection.v1.ServerReflection "
-                        "grpc.reflection.v1alpha.ServerReflection sandgate.v1.Sandgate"))
+  EXPECT_TRUE(absl::StrContains(
+      out,
+      "v1 services: grpc.health.v1.Health grpc.reflection.v1.ServerReflection "
+      "grpc.reflection.v1alpha.ServerReflection sandgate.v1.Images sandgate.v1.Sandgate"))
       << out;
   EXPECT_TRUE(absl::StrContains(out, "v1alpha services: grpc.health.v1.Health")) << out;
   EXPECT_TRUE(absl::StrContains(out, "health sandgate.v1.Sandgate: SERVING")) << out;

@@ -220,7 +220,8 @@ TEST_F(SnapshotsTest, TheCliTakesListsRestoresPausesAndRemovesSnapshots) {
   EXPECT_EQ(code, 0);
   std::string gone = Cli(*daemon_, "snapshot get " + snap, &code);
   EXPECT_NE(code, 0);
-  EXPECT_TRUE(absl::StrContains(gone, "sandgate snapshot get: no snapshot " + snap)) << gone;
+  EXPECT_TRUE(absl::StrContains(gone, "sandgate snapshot get: NOT_FOUND: no snapshot " + snap))
+      << gone;
 }
 
 TEST_F(SnapshotsTest, PauseClosesTheSessionAndResumeBringsItsWorkspaceBack) {
