@@ -80,6 +80,10 @@ export interface SandgateSandboxOptions {
   /** How the sandbox is walled off: "namespaces" or "gvisor" (the daemon's
    * docs/isolation-levels.md); the tenant's default, else the daemon's, when left out. */
   isolation?: string;
+  /** The sandbox's root file system: a sandgate image the daemon built from Debian packages
+   * (`sandgate image build NAME --packages …`, docs/images.md), or "host" (the default). An
+   * image the daemon does not have fails create, naming it. */
+  image?: string;
 }
 
 const OPTION_KEYS = new Set([
@@ -96,6 +100,7 @@ const OPTION_KEYS = new Set([
   "setupCommands",
   "labels",
   "isolation",
+  "image",
 ]);
 
 export interface SandgateSandboxSessionState extends SandboxSessionState {
@@ -166,6 +171,7 @@ export class SandgateSandboxClient implements SandboxClient<SandgateSandboxOptio
         idleTimeout: seconds(options.idleTimeoutSeconds),
         maxLifetime: seconds(options.maxLifetimeSeconds),
         isolation: options.isolation ?? "",
+        image: options.image ?? "",
       },
     });
     const workdir = (this.workdir = session.record.workdir);

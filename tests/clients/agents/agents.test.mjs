@@ -199,12 +199,21 @@ test("what a sandgate session cannot honour is refused before a session is made"
     { manifest: new Manifest({ root: "/elsewhere" }) },
     { manifest: new Manifest({ users: [{ name: "alice" }] }) },
     { manifest: new Manifest({ entries: { data: s3Mount({ bucket: "b" }) } }) },
-    { options: { image: "python:3.12" } },
     { options: { allowedDomains: ["example.com"] } },
   ];
   for (const args of refused) {
     await assert.rejects(client.create(args), SandboxUnsupportedFeatureError, JSON.stringify(args.options ?? {}));
   }
+  assert.equal(await count(), before);
+});
+
+test("an image is the daemon's: one it does not have fails create, naming it, and leaves no session", async () => {
+  const count = async () => (await client.client.listSessions(true)).length;
+  const before = await count();
+  await assert.rejects(client.create({ manifest: new Manifest(), options: { image: "no-such-image" } }),
+    /sandbox\.image: .*no-such-image/);
+  await assert.rejects(client.create({ manifest: new Manifest(), options: { image: "python:3.12" } }),
+    /sandbox\.image/);
   assert.equal(await count(), before);
 });
 
