@@ -573,7 +573,14 @@ test("snapshots from a session's page: taken, listed, restored into a new sessio
     const restored = decodeURIComponent(page.url().split("/").pop());
     made.push(restored);
     await page.waitForSelector(fileRow(name), { timeout: 30000 });
-    assert.deepEqual((await fileRows()).find(([n]) => n === name), [name, "regular", "19 B"]);
+    // The browser may render the listing again (its first answer, then the refresh) between
+    // the wait and the read: read until the row is there, for at most 10 s.
+    let row;
+    for (let i = 0; i < 100 && !row; ++i) {
+      row = (await fileRows()).find(([n]) => n === name);
+      if (!row) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(row, [name, "regular", "19 B"]);
     const file = await fetch(`${base}/v1/sessions/${restored}/files/${encodeURIComponent(name)}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
     assert.equal(await file.text(), "kept by a snapshot\n");
     assert.equal((await rest(`/v1/sessions/${restored}`)).labels["made-by"], "dashboard");

@@ -136,16 +136,22 @@ def start_follow(client: str, run_id: str, env: dict) -> subprocess.Popen:
     (the CLI's JSON lines, the adapters' progress lines), then the adapters' answer."""
     argv = cli_command("follow", {"id": run_id})[0] if client == "cli" else \
         adapter(client) + ["follow", json.dumps({"id": run_id})]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    # stderr to a file: communicate() would read the pipes' descriptors directly and lose what
+    # first_event's readline had buffered.
+    err = tempfile.TemporaryFile(mode="w+")
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+    p.err_file = err  # type: ignore[attr-defined]
+    return p
 
 
 def followed(client: str, p: subprocess.Popen, first: str) -> Answer:
     """What a follow started by start_follow answered, once it ended (`first`: the line
     first_event read)."""
     start = time.monotonic()
-    out, err = p.communicate(timeout=120)
-    out = first + out
+    out = first + p.stdout.read()  # the same buffered reader first_event read from
+    p.wait(timeout=120)
+    p.err_file.seek(0)
+    err = p.err_file.read()
     if client == "cli":
         if p.returncode != 0:
             return Answer({"error": cli_error(err)}, time.monotonic() - start)
@@ -252,7 +258,10 @@ def slow_run(addr: str, seconds: int) -> sandgate.Run:
 def first_event(p: subprocess.Popen) -> str:
     """Waits for the follow's first line (its first event) and returns it."""
     line = p.stdout.readline()
-    assert line, f"the follow ended before its first event: {p.stderr.read()}"
+    if not line:
+        p.wait()
+        p.err_file.seek(0)
+        raise AssertionError(f"the follow ended before its first event: {p.err_file.read()}")
     return line
 
 
