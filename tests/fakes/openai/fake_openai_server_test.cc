@@ -2,6 +2,7 @@
 #include "tests/fakes/openai/fake_openai_server.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <cerrno>
 
@@ -33,6 +34,10 @@ TEST(FakeOpenAiServerTest, AStalledServerFailsAnAdminCall) {
   ASSERT_TRUE(fake.Start());
   ASSERT_TRUE(fake.State().contains("containers"));
   ASSERT_EQ(kill(fake.pid(), SIGSTOP), 0);
+  // Stopped for certain before the call (kill only asks: on a loaded machine the server could
+  // still answer it); WNOWAIT leaves the stop for the harness to see too.
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(fake.pid()), &info, WSTOPPED | WNOWAIT), 0);
   fake.set_stop_grace(absl::Milliseconds(300));
   fake.set_call_timeout(absl::Milliseconds(500));
   const absl::Time t0 = absl::Now();
