@@ -8,10 +8,12 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from typing import Iterator, Optional
 
@@ -108,3 +110,26 @@ def own_daemon() -> Iterator[Daemon]:
     """A daemon of the test's own, for tests that stop or restart it."""
     with running_daemon() as d:
         yield d
+
+
+def marked_example(relative_path: str, marker: str) -> str:
+    """The ```python block right after `marker` in the repo's file `relative_path`: examples the
+    docs promise run verbatim."""
+    with open(os.path.join(SOURCE_DIR, relative_path)) as f:
+        text = f.read()
+    assert marker in text, f"{relative_path} lost its tested example ({marker})"
+    found = re.match(r"\s*```python\n(.*?)\n```", text.split(marker, 1)[1], re.S)
+    assert found, f"{relative_path}: the marker is not followed by a ```python block"
+    return found.group(1)
+
+
+def run_example(code: str, daemon: Daemon, directory) -> subprocess.CompletedProcess:
+    """Runs `code` as example.py in `directory` with /usr/bin/python3, the package this test
+    imports, and the daemon's address and token in the environment, as a user would."""
+    import sandgate
+    (directory / "example.py").write_text(code)
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(sandgate.__file__)))
+    env = dict(os.environ, PYTHONPATH=package_dir, SANDGATE_ADDR=daemon.address,
+               SANDGATE_TOKEN=TOKEN)
+    return subprocess.run([sys.executable, "example.py"], cwd=directory, env=env,
+                          capture_output=True, text=True, timeout=60)

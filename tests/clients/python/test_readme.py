@@ -3,34 +3,20 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
-import sys
 
-import sandgate
-from conftest import SAMPLE_CSV, SOURCE_DIR, TOKEN
+from conftest import SAMPLE_CSV, marked_example, run_example
 
 MARKER = "<!-- This example runs verbatim in ctest (tests/clients/python/test_readme.py). -->"
 
 
 def readme_example() -> str:
-    with open(os.path.join(SOURCE_DIR, "README.md")) as f:
-        readme = f.read()
-    assert MARKER in readme, "the README lost its tested Python example"
-    found = re.match(r"\s*```python\n(.*?)\n```", readme.split(MARKER, 1)[1], re.S)
-    assert found, "the README's marker is not followed by a ```python block"
-    return found.group(1)
+    return marked_example("README.md", MARKER)
 
 
 def test_the_readme_example_works(daemon, tmp_path):
-    (tmp_path / "example.py").write_text(readme_example())
     shutil.copy(SAMPLE_CSV, tmp_path / "statements.csv")
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(sandgate.__file__)))
-    env = dict(os.environ, PYTHONPATH=package_dir, SANDGATE_ADDR=daemon.address,
-               SANDGATE_TOKEN=TOKEN)
-    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = run_example(readme_example(), daemon, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "1 run.queued" in out and "run.finished" in out
@@ -46,18 +32,9 @@ PACKAGE_MARKER = "<!-- python-package-example: tested verbatim by tests/clients/
 
 
 def test_the_package_readme_example_works(daemon, tmp_path):
-    with open(os.path.join(SOURCE_DIR, "clients", "python", "README.md")) as f:
-        readme = f.read()
-    assert PACKAGE_MARKER in readme, "clients/python/README.md lost its tested example"
-    found = re.match(r"\s*```python\n(.*?)\n```", readme.split(PACKAGE_MARKER, 1)[1], re.S)
-    assert found, "the package README's marker is not followed by a ```python block"
-    (tmp_path / "example.py").write_text(found.group(1))
+    code = marked_example(os.path.join("clients", "python", "README.md"), PACKAGE_MARKER)
     shutil.copy(SAMPLE_CSV, tmp_path / "statements.csv")
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(sandgate.__file__)))
-    env = dict(os.environ, PYTHONPATH=package_dir, SANDGATE_ADDR=daemon.address,
-               SANDGATE_TOKEN=TOKEN)
-    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = run_example(code, daemon, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "exit 0 printed 42" in done.stdout
     assert "1 run.queued" in done.stdout and "run.finished" in done.stdout
