@@ -10,19 +10,14 @@ import { status } from "../../../clients/node/dist/index.js";
 const grpc = { status };
 
 import { Client, SandgateError, Session, channelTarget } from "../../../clients/node/dist/index.js";
-import { sampleCsv, sha256, startDaemon, startProxy } from "./daemon.mjs";
+import { sampleCsv, sha256, startDaemon, startProxy, twoTenants } from "./daemon.mjs";
 
 const TOKEN = "node-client-test-token";
 const OTHER = "node-client-other-token";
 let daemon;
 
 before(async () => {
-  daemon = await startDaemon({
-    tenants: [
-      { name: "team", token_sha256: sha256(TOKEN) },
-      { name: "other", token_sha256: sha256(OTHER) },
-    ],
-  });
+  daemon = await startDaemon(twoTenants(TOKEN, OTHER));
 });
 after(async () => {
   await daemon?.dispose();

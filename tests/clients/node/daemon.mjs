@@ -109,3 +109,13 @@ export async function startProxy(socket) {
     },
   };
 }
+
+// The config of a daemon with two tenants, "team" and "other", holding these tokens.
+export function twoTenants(team, other) {
+  return {
+    tenants: [
+      { name: "team", token_sha256: sha256(team) },
+      { name: "other", token_sha256: sha256(other) },
+    ],
+  };
+}

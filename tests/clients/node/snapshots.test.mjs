@@ -5,19 +5,14 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
 import { Client, SandgateError, status } from "../../../clients/node/dist/index.js";
-import { sha256, startDaemon } from "./daemon.mjs";
+import { startDaemon, twoTenants } from "./daemon.mjs";
 
 const TOKEN = "node-snapshots-token";
 const OTHER = "node-snapshots-other";
 let daemon;
 
 before(async () => {
-  daemon = await startDaemon({
-    tenants: [
-      { name: "team", token_sha256: sha256(TOKEN) },
-      { name: "other", token_sha256: sha256(OTHER) },
-    ],
-  });
+  daemon = await startDaemon(twoTenants(TOKEN, OTHER));
 });
 after(async () => {
   await daemon?.dispose();
