@@ -486,17 +486,15 @@ TEST_P(SecurityTest, A13c_CpuShareIsCappedForTheWholeSession) {
   EXPECT_GT(cpu, 0.1) << r.out << r.err;
   // At 0.25 cores the cgroup may use 0.25 s per second of wall time, plus a period's quota at
   // each edge; uncapped, two busy processes use 1 to 2 s per second on a 2-core machine.
-  EXPECT_LT(host_cpu, 0.4 * wall + 0.1)
-      << "2 busy processes used " << host_cpu << " s of the host's CPU in " << wall
-      << " s at 0.25 cores";
+  EXPECT_LT(host_cpu, 0.4 * wall + 0.1) << "2 busy processes used " << host_cpu
+                                        << " s of the host's CPU in " << wall << " s at 0.25 cores";
   // Inside a namespaces sandbox the processes' own count is the host's; gVisor's Sentry keeps
   // its own, which the cap does not bound exactly.
   if (!gvisor()) {
     EXPECT_LT(cpu, 0.6) << "2 busy processes counted " << cpu << " s of CPU in 1.5 s";
   }
-  std::cout << "CPU used by 2 busy processes at 250 millicores: " << host_cpu
-            << " s (host) in " << wall << " s of wall time; " << cpu
-            << " s by their own count\n";
+  std::cout << "CPU used by 2 busy processes at 250 millicores: " << host_cpu << " s (host) in "
+            << wall << " s of wall time; " << cpu << " s by their own count\n";
 }
 
 // A loopback listener on the host that no sandbox may reach.
