@@ -62,7 +62,8 @@ enum class Compare { kCodeAndMessage, kCodeOnly };
 
 // The REST error `rest` is the gRPC status `st`: the same code (and HTTP status), and with
 // kCodeAndMessage the same message. The gRPC side must have failed.
-void ExpectSameError(const grpc::Status& st, const Answer& rest, Compare how = Compare::kCodeAndMessage) {
+void ExpectSameError(const grpc::Status& st, const Answer& rest,
+                     Compare how = Compare::kCodeAndMessage) {
   ASSERT_FALSE(st.ok()) << "gRPC answered OK; REST " << rest.status << " " << rest.body;
   EXPECT_EQ(rest.status, HttpStatusOf(st.error_code()))
       << "gRPC " << st.error_code() << " " << st.error_message() << "; REST " << rest.body;
@@ -133,15 +134,19 @@ class EdgeConformanceTest : public ::testing::Test {
     auto stub = daemon_->Stub();
     // One finished run and one kept session of alice's, shared by the cases.
     v1::Run run;
-    grpc::Status st = stub->RunAnalysis(DaemonHarness::Context(kAlice).get(), SampleRequest(), &run);
+    grpc::Status st =
+        stub->RunAnalysis(DaemonHarness::Context(kAlice).get(), SampleRequest(), &run);
     ASSERT_TRUE(st.ok()) << st.error_message();
     run_ = new v1::Run(run);
     FollowToEnd(*stub, run.id(), kAlice);
-    st = stub->GetRun(DaemonHarness::Context(kAlice).get(), [&] {
-      v1::GetRunRequest get;
-      get.set_run_id(run.id());
-      return get;
-    }(), run_);
+    st = stub->GetRun(
+        DaemonHarness::Context(kAlice).get(),
+        [&] {
+          v1::GetRunRequest get;
+          get.set_run_id(run.id());
+          return get;
+        }(),
+        run_);
     ASSERT_TRUE(st.ok()) << st.error_message();
     v1::Session session;
     st = stub->CreateSession(DaemonHarness::Context(kAlice).get(), v1::CreateSessionRequest(),
@@ -170,7 +175,7 @@ class EdgeConformanceTest : public ::testing::Test {
   const std::string& session() const { return *session_; }
 
   static DaemonHarness* daemon_;
-  static v1::Run* run_;  // alice's, finished
+  static v1::Run* run_;          // alice's, finished
   static std::string* session_;  // alice's, with notes/a.txt
   std::unique_ptr<v1::Sandgate::Stub> stub_;
   std::string base_;
@@ -223,8 +228,8 @@ TEST_F(EdgeConformanceTest, OperatorCallsAndTheMetricsPageRefuseATenantAlike) {
   EXPECT_TRUE(absl::StrContains(metrics.body, "the operator role is required")) << metrics.body;
   EXPECT_FALSE(absl::StrContains(metrics.body, "sandgate_")) << metrics.body;
 
-  st = stub_->ListResources(DaemonHarness::Context(kOps).get(), v1::ListResourcesRequest(),
-                            &listed);
+  st =
+      stub_->ListResources(DaemonHarness::Context(kOps).get(), v1::ListResourcesRequest(), &listed);
   ASSERT_TRUE(st.ok()) << st.error_message();
   Answer ops = Http("GET", Url("/metrics"), kOps);
   EXPECT_EQ(ops.status, 200) << ops.body;
@@ -332,6 +337,14 @@ TEST_F(EdgeConformanceTest, ANulInAFieldIsInvalidArgumentNamingItOnBoth) {
     ExpectSameError(StreamEvents(*stub_, kAlice, q).status,
                     Http("GET", Url("/v1/runs/" + run_->id() + "%00/events"), kAlice));
   }
+  {
+    // Refused for the NUL before the token is looked at, on both (REST reads its path first).
+    v1::GetRunRequest q;
+    q.set_run_id(std::string("run\0x", 5));
+    v1::Run out;
+    ExpectSameError(stub_->GetRun(DaemonHarness::Context("").get(), q, &out),
+                    Http("GET", Url("/v1/runs/run%00x"), ""));
+  }
   ExpectSameError(DownloadArtifact(*stub_, run_->id(), std::string("a\0.md", 5), kAlice).status,
                   Http("GET", Url("/v1/runs/" + run_->id() + "/artifacts/a%00.md"), kAlice));
   std::string data;
@@ -352,10 +365,10 @@ TEST_F(EdgeConformanceTest, InvalidUtf8IsInvalidArgumentOnBoth) {
   stat.set_session_id(session());
   stat.set_path("notes/\xc3");
   v1::FileInfo info;
-  ExpectSameError(stub_->StatFile(DaemonHarness::Context(kAlice).get(), stat, &info),
-                  Http("GET", Url("/v1/sessions/" + session() + "/files:stat?path=notes/%C3"),
-                       kAlice),
-                  Compare::kCodeOnly);
+  ExpectSameError(
+      stub_->StatFile(DaemonHarness::Context(kAlice).get(), stat, &info),
+      Http("GET", Url("/v1/sessions/" + session() + "/files:stat?path=notes/%C3"), kAlice),
+      Compare::kCodeOnly);
 }
 
 // A path that leaves the workspace: the same INVALID_ARGUMENT, word for word.
@@ -420,9 +433,9 @@ TEST_F(EdgeConformanceTest, UnaryAnswersAreTheSameMessage) {
   stat.set_path("notes/a.txt");
   v1::FileInfo info;
   st = stub_->StatFile(DaemonHarness::Context(kAlice).get(), stat, &info);
-  ExpectSameAnswer(st, info,
-                   Http("GET", Url("/v1/sessions/" + session() + "/files:stat?path=notes/a.txt"),
-                        kAlice));
+  ExpectSameAnswer(
+      st, info,
+      Http("GET", Url("/v1/sessions/" + session() + "/files:stat?path=notes/a.txt"), kAlice));
 }
 
 // A run's events: the whole log, a resume after a seq, a replay without follow, and a follow
@@ -445,7 +458,8 @@ TEST_F(EdgeConformanceTest, StreamEventsAndServerSentEventsCarryTheSameEvents) {
   GrpcEvents resumed = StreamEvents(*stub_, kAlice, req);
   ASSERT_TRUE(resumed.status.ok()) << resumed.status.error_message();
   EXPECT_EQ(resumed.events.front().seq(), mid + 1);
-  ExpectSameEvents(resumed.events, Http("GET", url, kAlice, "", {absl::StrCat("Last-Event-ID: ", mid)}));
+  ExpectSameEvents(resumed.events,
+                   Http("GET", url, kAlice, "", {absl::StrCat("Last-Event-ID: ", mid)}));
   ExpectSameEvents(resumed.events, Http("GET", absl::StrCat(url, "?after_seq=", mid), kAlice));
 
   req.set_follow(false);
@@ -459,7 +473,8 @@ TEST_F(EdgeConformanceTest, StreamEventsAndServerSentEventsCarryTheSameEvents) {
   GrpcEvents at_end = StreamEvents(*stub_, kAlice, req);
   EXPECT_TRUE(at_end.status.ok()) << at_end.status.error_message();
   EXPECT_TRUE(at_end.events.empty());
-  Answer none = Http("GET", url, kAlice, "", {absl::StrCat("Last-Event-ID: ", all.events.back().seq())}, "", 10);
+  Answer none = Http("GET", url, kAlice, "",
+                     {absl::StrCat("Last-Event-ID: ", all.events.back().seq())}, "", 10);
   EXPECT_EQ(none.status, 204) << none.body;
 
   req.set_after_seq(-1);
@@ -473,7 +488,8 @@ TEST_F(EdgeConformanceTest, ArtifactsAreTheSameBytesOnBoth) {
     SCOPED_TRACE(artifact.name());
     DownloadedArtifact grpc = DownloadArtifact(*stub_, run_->id(), artifact.name(), kAlice);
     ASSERT_TRUE(grpc.status.ok()) << grpc.status.error_message();
-    Answer rest = Http("GET", Url("/v1/runs/" + run_->id() + "/artifacts/" + artifact.name()), kAlice);
+    Answer rest =
+        Http("GET", Url("/v1/runs/" + run_->id() + "/artifacts/" + artifact.name()), kAlice);
     ASSERT_EQ(rest.status, 200) << rest.body;
     EXPECT_EQ(rest.body, grpc.data);
     EXPECT_EQ(rest.headers["x-sandgate-sha256"], grpc.sha256);

@@ -34,8 +34,8 @@ void CollectInto(CURL* curl, Answer* a) {
 }
 
 Answer Http(const std::string& method, const std::string& url, const std::string& token,
-            const std::string& body, const std::vector<std::string>& headers,
-            const std::string& ca, long timeout_seconds) {
+            const std::string& body, const std::vector<std::string>& headers, const std::string& ca,
+            long timeout_seconds) {
   Answer a;
   CURL* curl = curl_easy_init();
   if (!ca.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, ca.c_str());

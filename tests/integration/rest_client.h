@@ -59,8 +59,7 @@ std::vector<SseEvent> ParseSse(const std::string& body, int* comments);
 grpc::Status UploadOverGrpc(v1::Sandgate::Stub& stub, const v1::UploadFileRequest::Header& header,
                             const std::string& data, v1::FileInfo* info, const std::string& token);
 grpc::Status DownloadOverGrpc(v1::Sandgate::Stub& stub, const std::string& session,
-                              const std::string& path, std::string* data,
-                              const std::string& token);
+                              const std::string& path, std::string* data, const std::string& token);
 
 }  // namespace sandgate::testing
 

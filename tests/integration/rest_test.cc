@@ -1096,7 +1096,8 @@ TEST_F(RestTest, ANulInAPathIsRefusedAsGrpcRefusesIt) {
   ASSERT_EQ(Http("PUT", Url(files + "x"), kAlice, "the x file").status, 200);
 
   std::string data;
-  grpc::Status grpc_get = DownloadOverGrpc(*stub_, session.id(), std::string("x\0.txt", 6), &data, kAlice);
+  grpc::Status grpc_get =
+      DownloadOverGrpc(*stub_, session.id(), std::string("x\0.txt", 6), &data, kAlice);
   ASSERT_EQ(grpc_get.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   v1::UploadFileRequest::Header header;
   header.set_session_id(session.id());
