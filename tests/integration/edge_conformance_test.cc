@@ -23,9 +23,6 @@
 namespace sandgate::testing {
 namespace {
 
-constexpr char kAlice[] = "alice-token";
-constexpr char kBob[] = "bob-token";
-constexpr char kOps[] = "ops-token";
 constexpr uint64_t kMaxInput = 1 << 20;  // max_input_bytes: also the transfer limit
 
 // The HTTP status a gRPC code is answered with on the REST face (docs/api.md, "Errors").
@@ -121,15 +118,7 @@ void ExpectSameEvents(const std::vector<v1::Event>& grpc_events, const Answer& r
 class EdgeConformanceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new DaemonHarness(nlohmann::json{
-        {"http_listen", "127.0.0.1:0"},
-        {"allow_plaintext_tokens", true},
-        {"tenants",
-         {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}},
-          {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}},
-          {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOps)}, {"operator", true}}}},
-        {"max_input_bytes", kMaxInput},
-        {"local", {{"uid_base", 345000}, {"uid_count", 16}}}});
+    daemon_ = new DaemonHarness(RestDaemonConfig(kMaxInput, 345000));
     daemon_->Start();
     auto stub = daemon_->Stub();
     // One finished run and one kept session of alice's, shared by the cases.

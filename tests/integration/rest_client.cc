@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/sha256.h"
 
 namespace sandgate::testing {
 namespace {
@@ -20,6 +21,18 @@ size_t CollectHeader(char* data, size_t size, size_t n, void* out) {
 }
 
 }  // namespace
+
+nlohmann::json RestDaemonConfig(uint64_t max_input_bytes, int uid_base) {
+  return nlohmann::json{
+      {"http_listen", "127.0.0.1:0"},
+      {"allow_plaintext_tokens", true},
+      {"tenants",
+       {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}},
+        {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}},
+        {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOps)}, {"operator", true}}}},
+      {"max_input_bytes", max_input_bytes},
+      {"local", {{"uid_base", uid_base}, {"uid_count", 16}}}};
+}
 
 size_t Collect(char* data, size_t size, size_t n, void* out) {
   static_cast<std::string*>(out)->append(data, size * n);

@@ -13,10 +13,20 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/integration/daemon_harness.h"
 
 namespace sandgate::testing {
+
+// The tokens of the three tenants of RestDaemonConfig.
+inline constexpr char kAlice[] = "alice-token";
+inline constexpr char kBob[] = "bob-token";
+inline constexpr char kOps[] = "ops-token";  // an operator's
+
+// A daemon with its REST port on 127.0.0.1 (any free port), tenants alice, bob and ops (an
+// operator), `max_input_bytes`, and local sandboxes from uid `uid_base` (16 of them).
+nlohmann::json RestDaemonConfig(uint64_t max_input_bytes, int uid_base);
 
 struct Answer {
   long status = 0;

@@ -37,9 +37,6 @@
 namespace sandgate::testing {
 namespace {
 
-constexpr char kAlice[] = "alice-token";
-constexpr char kBob[] = "bob-token";
-constexpr char kOps[] = "ops-token";
 constexpr uint64_t kMaxInput = 1 << 20;  // max_input_bytes: the upload limit
 
 // The REST answer is the gRPC one: the same message on success, the same code and message
@@ -82,15 +79,7 @@ std::vector<v1::ExecResponse> ExecLines(const std::string& body, nlohmann::json*
 class RestTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
-        {"http_listen", "127.0.0.1:0"},
-        {"allow_plaintext_tokens", true},
-        {"tenants",
-         {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}},
-          {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}},
-          {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOps)}, {"operator", true}}}},
-        {"max_input_bytes", kMaxInput},
-        {"local", {{"uid_base", 340000}, {"uid_count", 16}}}});
+    daemon_ = std::make_unique<DaemonHarness>(RestDaemonConfig(kMaxInput, 340000));
     daemon_->Start();
     stub_ = daemon_->Stub();
     base_ = HttpBase(*daemon_);
