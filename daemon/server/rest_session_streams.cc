@@ -113,7 +113,7 @@ class HttpExec final : public core::ExecWriter, public std::enable_shared_from_t
     if (cancel_.cancelled()) return;  // the client left while this waited: nothing ran
     auto self = shared_from_this();
     absl::StatusOr<std::optional<Route>> owner =
-        OwnerRoute(deps_, Owner::kSession, EdgeCall{nullptr, authorization_}, caller_, req_);
+        OwnerRoute(deps_, Policy("Exec").owner, EdgeCall{nullptr, authorization_}, caller_, req_);
     if (!owner.ok()) return End(owner.status());
     if (owner->has_value()) {
       return relay_.Begin(
@@ -190,8 +190,8 @@ class HttpDownload final : public std::enable_shared_from_this<HttpDownload> {
     auto self = shared_from_this();
     x->OnClose([self] { self->relay_.Cancel(); });
     if (absl::Status st = ParseRequest(http, &req_); !st.ok()) return End(st);
-    absl::StatusOr<std::optional<Route>> owner =
-        OwnerRoute(deps_, Owner::kSession, EdgeCall{nullptr, authorization_}, caller_, req_);
+    absl::StatusOr<std::optional<Route>> owner = OwnerRoute(
+        deps_, Policy("DownloadFile").owner, EdgeCall{nullptr, authorization_}, caller_, req_);
     if (!owner.ok()) return End(owner.status());
     if (owner->has_value()) {
       return relay_.Begin(
@@ -378,7 +378,7 @@ HttpRoute UploadRoute(const ServiceDeps& deps) {
       OnIo(deps, x, [&deps, upload, fail, caller, authorization, x] {
         const EdgeCall from{nullptr, authorization};
         absl::StatusOr<std::optional<Route>> owner =
-            OwnerRoute(deps, Owner::kSession, from, caller, upload->header());
+            OwnerRoute(deps, Policy("UploadFile").owner, from, caller, upload->header());
         if (!owner.ok()) return x->Reply(fail(owner.status()));
         if (owner->has_value()) {
           auto relay = std::make_shared<HttpUploadRelay>(upload, x);

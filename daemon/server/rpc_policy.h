@@ -49,7 +49,7 @@ struct RpcPolicy {
 };
 
 inline constexpr RpcPolicy kRpcPolicies[] = {
-    // name                 auth             owner            idem   audit
+    // {name, auth, owner, idempotent, audit action, lane}
     {"RunAnalysis", Auth::kTenant, Owner::kSession, false, "RunAnalysis", Lane::kIo},
     {"StreamEvents", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
     {"GetRun", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
