@@ -110,61 +110,11 @@ class Forwarder {
   std::map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);  // by address
 };
 
-// What a forwarded request names: its kept session, or its run (both edges, gRPC and REST).
-template <typename Req>
-std::string SessionOf(const Req& req) {
-  return req.session_id();
-}
-template <typename Req>
-std::string RunOf(const Req& req) {
-  return req.run_id();
-}
-
 // A CancelRun answered here that did not end the run: a waiting run claimed from the shared
 // queue by another replica as it was cancelled (core/run_manager.h Cancel), whose owner is to
 // be asked again.
 inline bool RunMayHaveMoved(const v1::Run& r) {
   return r.status() == v1::RUN_STATUS_QUEUED || r.status() == v1::RUN_STATUS_RUNNING;
-}
-
-// How the edge forwards one unary RPC: what its request names, and the call on the owner.
-template <typename Req, typename Resp>
-struct UnaryForward {
-  using Call = void (*)(v1::Sandgate::Stub::async_interface*, grpc::ClientContext*, const Req*,
-                        Resp*, std::function<void(grpc::Status)>);
-  bool by_run = false;                      // the id names a run (else a session)
-  std::string (*id)(const Req&) = nullptr;  // null, or an empty id: served here
-  Call call = nullptr;
-  // When set and true of a local answer, the call is looked up once more and sent on when
-  // its target has moved to another replica meanwhile (a waiting run claimed elsewhere as it
-  // was cancelled: core/run_manager.h Cancel); the owner's answer replaces the local one.
-  bool (*again)(const Resp&) = nullptr;
-};
-
-// Sends the call to the owner of what it names when that is another replica, finishing
-// `reactor` with the owner's answer; or finishes it with why it cannot be. False: serve the
-// call here. On the I/O executor (the lookup blocks).
-template <typename Req, typename Resp>
-bool ForwardUnary(Forwarder* forwarder, grpc::CallbackServerContext* ctx,
-                  grpc::ServerUnaryReactor* reactor, const core::Caller& caller,
-                  const UnaryForward<Req, Resp>& how, const Req* request, Resp* response) {
-  if (forwarder == nullptr || how.id == nullptr) return false;
-  const std::string id = how.id(*request);
-  if (id.empty()) return false;
-  absl::StatusOr<std::optional<Route>> route =
-      how.by_run ? forwarder->ForRun(ctx, caller, id) : forwarder->ForSession(ctx, caller, id);
-  if (!route.ok()) {
-    reactor->Finish(ToGrpc(route.status()));
-    return true;
-  }
-  if (!route->has_value()) return false;
-  std::shared_ptr<grpc::ClientContext> client = forwarder->ClientContextFor(ctx);
-  // The owner's status and message, unchanged.
-  how.call((*route)->stub->async(), client.get(), request, response,
-           [reactor, client, route = **route](grpc::Status st) {
-             reactor->Finish(Forwarder::Explain(route, st));
-           });
-  return true;
 }
 
 // Relays a server-streaming call from the owner to the caller, one message at a time: the

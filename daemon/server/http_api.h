@@ -1,12 +1,14 @@
 // The REST/JSON face of the API (grpc-gateway style) and the /metrics page, as routes of the
 // HttpServer (http_server.h).
 //
-// The routes call the same core::Api functions as the gRPC edge (service.cc), with the same
-// authentication (Authorization: Bearer <token>, core::Tenants), so both faces answer the
-// same: a request body or query is the RPC's request in the proto3 JSON mapping (lowerCamelCase
-// names, enums by name, 64-bit integers as strings, bytes as base64), the answer its response;
-// an error is {"code": <gRPC code>, "status": "NOT_FOUND", "message": "<the daemon's>"} with
-// the usual HTTP status (400, 401, 403, 404, 409, 412, 429, 501, 503, 500 ...).
+// A route table onto the edge core that the gRPC service also calls (rpc_policy.h,
+// edge_unary.h, edge_streams.h), with the same authentication (Authorization: Bearer
+// <token>, core::Tenants), so both faces answer the same (tests/integration/
+// edge_conformance_test.cc holds them to it): a request body or query is the RPC's request in the
+// proto3 JSON mapping (lowerCamelCase names, enums by name, 64-bit integers as strings, bytes as
+// base64), the answer its response; an error is {"code": <gRPC code>, "status": "NOT_FOUND",
+// "message": "<the daemon's>"} with the usual HTTP status (400, 401, 403, 404, 409, 412, 429, 501,
+// 503, 500 ...).
 //
 //   POST /v1/runs                    RunAnalysis   GET /v1/runs              ListRuns
 //   GET  /v1/runs/{id}               GetRun        POST /v1/runs/{id}:cancel CancelRun
@@ -22,8 +24,9 @@
 //   POST /v1/runs:purge              Purge         POST /v1/daemon:drain     Drain (operators)
 //   GET  /v1/whoami                  the caller's tenant and operator flag (REST only)
 //
-// With replicas, a call on another replica's session or run is forwarded to its owner as the
-// gRPC edge forwards it (server/forwarding.h), its answer relayed as it comes. The bytes a
+// With replicas, a call on another replica's session or run is forwarded to its owner by the
+// same rule as over gRPC (the policy table; server/forwarding.h), its answer relayed as it
+// comes. The bytes a
 // sandbox made (artifacts, downloads) carry Content-Security-Policy: sandbox; default-src 'none'.
 //
 // Events: each as "id: <seq>", "event: <type>", "data: <the Event as JSON>"; resumed after

@@ -1,8 +1,6 @@
 #include "server/http_server.h"
 
 #include <arpa/inet.h>
-#include <gnutls/abstract.h>
-#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -19,8 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/log.h"
-#include "common/tls.h"
+#include "server/http_exchange.h"
 #include "server/http_request.h"
+#include "server/http_tls.h"
 
 namespace sandgate::server {
 
@@ -32,16 +31,6 @@ std::string HttpRequest::Header(const std::string& lower_name) const {
 std::string HttpHost(const std::string& address) { return address.substr(0, address.rfind(':')); }
 
 namespace {
-
-MHD_Response* MakeResponse(const HttpResponse& r) {
-  MHD_Response* response = MHD_create_response_from_buffer(
-      r.body.size(), const_cast<char*>(r.body.data()), MHD_RESPMEM_MUST_COPY);
-  MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
-  for (const auto& [name, value] : r.headers) {
-    MHD_add_response_header(response, name.c_str(), value.c_str());
-  }
-  return response;
-}
 
 // The server's own refusals (too big, stopping), in the REST API's error shape.
 HttpResponse ErrorResponse(unsigned int http, absl::StatusCode code, const std::string& message) {
@@ -78,391 +67,7 @@ void LogFromMhd(void*, const char* fmt, va_list ap) {
   log::Warning("http.library", {{"message", text}});
 }
 
-// The HTTPS listener's key pair, handed to GnuTLS at each handshake (MHD's certificate
-// callback) and re-read from its files every reload interval, at the first handshake after
-// it (two small files, once an interval, on the polling thread). Every pair loaded stays until
-// the process ends: a handshake under way may still use an older one, and a renewal a day
-// costs a few KB. The callback has no user pointer: one TLS identity per process (the daemon
-// has one HTTPS port). Thread safe.
-class TlsIdentity {
- public:
-  static TlsIdentity* Install(const HttpServerOptions& o) {
-    auto* identity = new TlsIdentity(o);
-    absl::Status st;
-    {
-      absl::MutexLock lock(&identity->mu_);
-      st = identity->AddLocked(o.tls_cert_pem, o.tls_key_pem);
-    }
-    if (!st.ok()) {
-      delete identity;
-      return nullptr;
-    }
-    delete current_.exchange(identity);
-    return identity;
-  }
-  static void Uninstall(TlsIdentity* identity) {
-    TlsIdentity* expected = identity;
-    if (current_.compare_exchange_strong(expected, nullptr)) delete identity;
-  }
-
-  static int Retrieve(gnutls_session_t, const gnutls_datum_t*, int, const gnutls_pk_algorithm_t*,
-                      int, gnutls_pcert_st** pcert, unsigned int* pcert_length,
-                      gnutls_privkey_t* key) {
-    TlsIdentity* self = current_.load();
-    if (self == nullptr) return -1;
-    absl::MutexLock lock(&self->mu_);
-    self->MaybeReloadLocked();
-    Pair& p = *self->pairs_.back();
-    *pcert = p.certs.data();
-    *pcert_length = static_cast<unsigned int>(p.certs.size());
-    *key = p.key;
-    return 0;
-  }
-
-  ~TlsIdentity() {
-    absl::MutexLock lock(&mu_);
-    for (auto& p : pairs_) {
-      for (auto& c : p->certs) gnutls_pcert_deinit(&c);
-      gnutls_privkey_deinit(p->key);
-    }
-  }
-
- private:
-  struct Pair {
-    std::vector<gnutls_pcert_st> certs;
-    gnutls_privkey_t key = nullptr;
-  };
-
-  explicit TlsIdentity(const HttpServerOptions& o)
-      : options_(o), next_check_(o.clock->Now() + absl::Seconds(o.tls_reload_interval_seconds)) {}
-
-  void MaybeReloadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (options_.tls_reload_interval_seconds <= 0 || options_.tls_cert_file.empty()) return;
-    const absl::Time now = options_.clock->Now();
-    if (now < next_check_) return;
-    next_check_ = now + absl::Seconds(options_.tls_reload_interval_seconds);
-    absl::StatusOr<TlsPem> pem = ReadTlsFiles({options_.tls_cert_file, options_.tls_key_file, ""},
-                                              {"tls.cert_file", "tls.key_file", ""});
-    absl::Status st = pem.status();
-    if (st.ok() && pem->cert_chain == cert_pem_ && pem->private_key == key_pem_) return;
-    if (st.ok()) st = AddLocked(pem->cert_chain, pem->private_key);
-    if (!st.ok()) {
-      log::Warning("tls.reload_refused",
-                   {{"listener", options_.key_name}, {"message", std::string(st.message())}});
-      return;
-    }
-    log::Info("tls.reloaded", {{"listener", options_.key_name}});
-  }
-
-  absl::Status AddLocked(const std::string& cert_pem, const std::string& key_pem)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto pair = std::make_unique<Pair>();
-    pair->certs.resize(16);
-    unsigned int n = static_cast<unsigned int>(pair->certs.size());
-    gnutls_datum_t cert{reinterpret_cast<unsigned char*>(const_cast<char*>(cert_pem.data())),
-                        static_cast<unsigned int>(cert_pem.size())};
-    if (gnutls_pcert_list_import_x509_raw(pair->certs.data(), &n, &cert, GNUTLS_X509_FMT_PEM, 0) <
-        0) {
-      return errors::InvalidArgument("the certificate chain does not load into GnuTLS");
-    }
-    pair->certs.resize(n);
-    gnutls_datum_t key{reinterpret_cast<unsigned char*>(const_cast<char*>(key_pem.data())),
-                       static_cast<unsigned int>(key_pem.size())};
-    if (gnutls_privkey_init(&pair->key) < 0 ||
-        gnutls_privkey_import_x509_raw(pair->key, &key, GNUTLS_X509_FMT_PEM, nullptr, 0) < 0) {
-      for (auto& c : pair->certs) gnutls_pcert_deinit(&c);
-      if (pair->key != nullptr) gnutls_privkey_deinit(pair->key);
-      return errors::InvalidArgument("the private key does not load into GnuTLS");
-    }
-    pairs_.push_back(std::move(pair));
-    cert_pem_ = cert_pem;
-    key_pem_ = key_pem;
-    return absl::OkStatus();
-  }
-
-  const HttpServerOptions options_;
-  static std::atomic<TlsIdentity*> current_;
-  absl::Mutex mu_;
-  absl::Time next_check_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Pair>> pairs_ ABSL_GUARDED_BY(mu_);
-  std::string cert_pem_ ABSL_GUARDED_BY(mu_), key_pem_ ABSL_GUARDED_BY(mu_);
-};
-
-std::atomic<TlsIdentity*> TlsIdentity::current_{nullptr};
-
 }  // namespace
-
-// One request: its data, and its answer's state. The connection is suspended while the
-// handler works and while a stream waits for its producer; it is resumed (under mu_, so a
-// resume never races the suspend it undoes) when there is something to send.
-class HttpServer::Exchange final : public HttpExchange,
-                                   public std::enable_shared_from_this<Exchange> {
- public:
-  Exchange(HttpServer* server, MHD_Connection* connection)
-      : server_(server), connection_(connection) {}
-
-  // On the polling thread, before the handler runs.
-  void Suspend() {
-    absl::MutexLock lock(&mu_);
-    suspended_ = true;
-    MHD_suspend_connection(connection_);
-  }
-
-  void Reply(HttpResponse response) override {
-    MHD_Response* r = MakeResponse(response);
-    bool counted;
-    {
-      absl::MutexLock lock(&mu_);
-      counted = CountAnsweredLocked();
-      // Once closed (the client hung up) the connection may be gone: nothing is queued.
-      if (!answered_ && !closed_) {
-        answered_ = true;
-        MHD_queue_response(connection_, response.status, r);
-        ResumeLocked();
-      }
-    }
-    MHD_destroy_response(r);
-    if (counted) server_->Answered();
-  }
-
-  void Stream(unsigned int status, HttpHeaders headers, Pull pull, std::function<void()> on_close,
-              uint64_t content_length) override {
-    MHD_Response* r = MHD_create_response_from_callback(
-        content_length == kUnknownLength ? MHD_SIZE_UNKNOWN : content_length, 16 << 10,
-        &Exchange::Read, new std::shared_ptr<Exchange>(shared_from_this()), &Exchange::Free);
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    for (const auto& [name, value] : headers) {
-      MHD_add_response_header(r, name.c_str(), value.c_str());
-    }
-    std::function<void()> gone;  // the client left before the stream began
-    bool counted;
-    {
-      absl::MutexLock lock(&mu_);
-      counted = CountAnsweredLocked();
-      pull_ = std::move(pull);
-      if (on_close) on_close_ = std::move(on_close);
-      if (closed_) {
-        gone = std::move(on_close_);
-      } else if (!answered_) {
-        answered_ = true;
-        streaming_ = true;
-        MHD_queue_response(connection_, status, r);
-        ResumeLocked();
-      }
-    }
-    MHD_destroy_response(r);
-    if (counted) server_->Answered();
-    if (gone) gone();
-  }
-
-  void Upgrade(HttpResponse response, std::function<void(Upgraded)> on_upgraded,
-               std::function<void()> on_close) override {
-    MHD_Response* r = MHD_create_response_for_upgrade(
-        &Exchange::OnUpgrade, new std::shared_ptr<Exchange>(shared_from_this()));
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    for (const auto& [name, value] : response.headers) {
-      // MHD says "Connection: Upgrade" itself; a second would make it "Upgrade, Upgrade",
-      // which strict clients (Codex's tungstenite) refuse.
-      if (absl::EqualsIgnoreCase(name, "connection")) continue;
-      MHD_add_response_header(r, name.c_str(), value.c_str());
-    }
-    std::function<void()> gone;
-    bool counted;
-    {
-      absl::MutexLock lock(&mu_);
-      counted = CountAnsweredLocked();
-      on_upgraded_ = std::move(on_upgraded);
-      on_close_ = std::move(on_close);
-      if (closed_) {
-        gone = std::move(on_close_);
-      } else if (!answered_) {
-        answered_ = true;
-        upgrading_ = true;
-        MHD_queue_response(connection_, MHD_HTTP_SWITCHING_PROTOCOLS, r);
-        ResumeLocked();
-      }
-    }
-    MHD_destroy_response(r);
-    if (counted) server_->Answered();
-    if (gone) gone();
-  }
-
-  // The 101 went out but the connection ended before the upgrade: its taker is told.
-  bool upgrading() {
-    absl::MutexLock lock(&mu_);
-    return upgrading_;
-  }
-
-  void OnClose(std::function<void()> on_close) override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (!closed_) {
-        on_close_ = std::move(on_close);
-        return;
-      }
-    }
-    if (on_close) on_close();
-  }
-
-  bool closed() {
-    absl::MutexLock lock(&mu_);
-    return closed_;
-  }
-
-  bool Write(std::string data) override {
-    absl::MutexLock lock(&mu_);
-    if (closed_ || ended_) return false;
-    if (offset_ > 0) {
-      buffer_.erase(0, offset_);
-      offset_ = 0;
-    }
-    buffer_.append(data);
-    pulling_ = false;
-    // Before Stream the connection waits for its answer, not for data: what is written
-    // then is sent first.
-    if (streaming_) ResumeLocked();
-    return true;
-  }
-
-  void End(bool failed) override {
-    absl::MutexLock lock(&mu_);
-    ended_ = true;
-    failed_ = failed;
-    if (streaming_) ResumeLocked();
-  }
-
-  // The client is gone or the server stops: the stream ends now (its producer is told), and
-  // a suspended connection is resumed so that MHD can close it. An answer not begun is no
-  // longer awaited (Stop waits for none): nothing would be sent, and its handler, told, may
-  // stop without answering (a command whose output was stopped never ends its answer).
-  void Close() {
-    std::function<void()> on_close;
-    bool counted;
-    {
-      absl::MutexLock lock(&mu_);
-      if (closed_) return;
-      closed_ = true;
-      counted = CountAnsweredLocked();
-      on_close = std::move(on_close_);
-      ResumeLocked();
-    }
-    if (counted) server_->Answered();
-    if (on_close) on_close();
-  }
-
-  MHD_Connection* connection() const { return connection_; }
-
-  // The polling thread's, before the handler runs.
-  HttpRequest request;
-  const HttpRoute* route = nullptr;
-  std::optional<HttpBodySink> sink;     // the route's, when it takes the body as it arrives
-  std::optional<HttpResponse> refused;  // the answer instead of the handler's
-  bool dispatched = false;
-  uint64_t watch_id = 0;  // its entry in the server's hang-up watcher, and the socket
-  int watch_fd = -1;
-
- private:
-  // True the first time: the exchange leaves the server's count of unanswered ones
-  // (Dispatch counted it), when answered or closed, whichever comes first.
-  bool CountAnsweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (counted_) return false;
-    counted_ = true;
-    return true;
-  }
-  void ResumeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!suspended_) return;
-    suspended_ = false;
-    MHD_resume_connection(connection_);
-  }
-
-  // MHD's content reader, on the polling thread.
-  static ssize_t Read(void* cls, uint64_t, char* buf, size_t max) {
-    Exchange* self = static_cast<std::shared_ptr<Exchange>*>(cls)->get();
-    Pull pull;
-    {
-      absl::MutexLock lock(&self->mu_);
-      if (self->offset_ < self->buffer_.size()) {
-        size_t n = std::min(max, self->buffer_.size() - self->offset_);
-        std::memcpy(buf, self->buffer_.data() + self->offset_, n);
-        self->offset_ += n;
-        return static_cast<ssize_t>(n);
-      }
-      if (self->closed_) return MHD_CONTENT_READER_END_WITH_ERROR;
-      if (self->ended_) {
-        return self->failed_ ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
-      }
-      // Nothing to send: wait, suspended, for the producer (0 here would busy-loop).
-      self->suspended_ = true;
-      MHD_suspend_connection(self->connection_);
-      if (!self->pulling_) {
-        self->pulling_ = true;
-        pull = self->pull_;
-      }
-    }
-    if (pull) pull();
-    return 0;
-  }
-
-  // MHD's upgrade handler, on the polling thread: the connection is the taker's now. The
-  // server's Stop reaches it through the exchange's on_close, moved to the server.
-  static void OnUpgrade(void* cls, MHD_Connection*, void*, const char* extra_in,
-                        size_t extra_in_size, MHD_socket sock, MHD_UpgradeResponseHandle* urh) {
-    std::unique_ptr<std::shared_ptr<Exchange>> holder(static_cast<std::shared_ptr<Exchange>*>(cls));
-    Exchange* self = holder->get();
-    std::function<void(Upgraded)> on_upgraded;
-    std::function<void()> stop;
-    {
-      absl::MutexLock lock(&self->mu_);
-      self->upgrading_ = false;
-      // Closed before (the client left, the server stops): its taker was told and waits no
-      // more, so the connection is closed here.
-      if (!self->closed_) {
-        on_upgraded = std::move(self->on_upgraded_);
-        stop = std::move(self->on_close_);
-      }
-      self->closed_ = true;  // as HTTP, it is over; Close does nothing more
-    }
-    HttpServer* server = self->server_;
-    const uint64_t id = server->AddUpgraded(std::move(stop));
-    Upgraded u;
-    u.fd = sock;
-    if (extra_in_size > 0) u.early.assign(extra_in, extra_in_size);
-    u.close = [server, urh, id] {
-      MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-      server->RemoveUpgraded(id);
-    };
-    if (on_upgraded) {
-      on_upgraded(std::move(u));
-    } else {
-      u.close();
-    }
-  }
-
-  // The response is gone (the connection ended): the producer is told, once.
-  static void Free(void* cls) {
-    auto* holder = static_cast<std::shared_ptr<Exchange>*>(cls);
-    (*holder)->Close();
-    delete holder;
-  }
-
-  HttpServer* const server_;
-  MHD_Connection* const connection_;
-  absl::Mutex mu_;
-  bool suspended_ ABSL_GUARDED_BY(mu_) = false;
-  bool answered_ ABSL_GUARDED_BY(mu_) = false;
-  bool counted_ ABSL_GUARDED_BY(mu_) = false;  // out of the server's unanswered_
-  bool streaming_ ABSL_GUARDED_BY(mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  bool failed_ ABSL_GUARDED_BY(mu_) = false;
-  bool pulling_ ABSL_GUARDED_BY(mu_) = false;
-  std::string buffer_ ABSL_GUARDED_BY(mu_);
-  size_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // buffer_ sent up to here
-  Pull pull_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> on_close_ ABSL_GUARDED_BY(mu_);
-  bool upgrading_ ABSL_GUARDED_BY(mu_) = false;  // the 101 queued, the handler not yet called
-  std::function<void(Upgraded)> on_upgraded_ ABSL_GUARDED_BY(mu_);
-};
 
 HttpServer::HttpServer(HttpServerOptions options, Routes routes)
     : options_(std::move(options)), routes_(std::move(routes)) {}
@@ -497,7 +102,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
                        MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
   if (tls) {
     flags |= MHD_USE_TLS;
-    server->tls_identity_ = TlsIdentity::Install(o);
+    server->tls_identity_ = InstallTlsIdentity(o);
     if (server->tls_identity_ == nullptr) {
       return errors::InvalidArgument(
           absl::StrCat(o.key_name, ": the TLS key or certificate does not load into GnuTLS"));
@@ -511,8 +116,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
       MHD_OPTION_NOTIFY_COMPLETED, &Completed, server.get(), MHD_OPTION_UNESCAPE_CALLBACK,
       &KeepEscaped, nullptr, MHD_OPTION_CONNECTION_LIMIT, o.max_connections,
       MHD_OPTION_CONNECTION_TIMEOUT, o.idle_timeout_seconds,
-      tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, &TlsIdentity::Retrieve,
-      MHD_OPTION_END);
+      tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, &RetrieveTlsIdentity, MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     return errors::Unavailable(absl::StrCat(o.key_name, ": cannot serve HTTP on ", o.address,
                                             " (in use, or a bad TLS key or certificate)"));
@@ -736,7 +340,7 @@ void HttpServer::Stop() {
   daemon_ = nullptr;
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
-  if (tls_identity_ != nullptr) TlsIdentity::Uninstall(static_cast<TlsIdentity*>(tls_identity_));
+  if (tls_identity_ != nullptr) UninstallTlsIdentity(tls_identity_);
 }
 
 }  // namespace sandgate::server

@@ -30,20 +30,6 @@ absl::StatusOr<core::Caller> Authenticate(const core::Tenants& tenants,
 template <typename T>
 class RelayedWriter;  // server/forwarding.h
 
-// What an audited call acted on (both edges: gRPC, service.cc, and REST, http_api.cc).
-template <typename Req, typename Resp>
-std::string RunIdOf(const Req& req, const Resp&) {
-  return req.run_id();
-}
-template <typename Req, typename Resp>
-std::string SessionIdOf(const Req& req, const Resp&) {
-  return req.session_id();
-}
-template <typename Req, typename Resp>
-std::string CreatedId(const Req&, const Resp& resp) {
-  return resp.id();
-}
-
 // Lifetime of a write reactor whose work also runs on executor threads and in EventLog
 // callbacks: it is deleted when gRPC is done with it (OnDone) and no such work still holds
 // it. Finish is called at most once.

@@ -1,98 +1,60 @@
 #include "server/service.h"
 
 #include <deque>
+#include <memory>
 #include <optional>
-#include <type_traits>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "common/errors.h"
 #include "common/events.h"
-#include "core/file_transfer.h"
-#include "server/forwarding.h"
+#include "server/edge_streams.h"
+#include "server/edge_unary.h"
 #include "server/reactor.h"
 #include "server/session_streams.h"
 #include "server/status.h"
+#include "server/unary_rpcs.h"
 #include "server/utf8_fields.h"
 
 namespace sandgate::server {
 namespace {
 
-constexpr uint32_t kEventBatch = 256;
-
-template <typename T>
-struct Identity {
-  using type = T;
-};
-
-// An audited call: its action, and what it acted on (read after the handler ran).
-template <typename Req, typename Resp>
-struct Audited {
-  const char* action = nullptr;
-  std::string (*target)(const Req&, const Resp&) = nullptr;
-};
-
-// Where a unary call runs: the I/O executor (short blocking work), or Exec's executor, shared
-// fairly by the tenants, for a call that may wait long (ReadProcessOutput's wait, the input
-// of a process that does not read).
-enum class Lane { kIo, kWaits };
-
-// The one unary adapter: authenticates, runs `handler` on the I/O executor and finishes the
-// call with its status and `response` (its strings escaped to UTF-8); with `audit`, the call
-// is written to the audit log. A handler that takes its request by pointer takes its contents:
-// gRPC owns the (non-const) message and only destroys it after the call.
-// With `forward`, a call on another replica's run or session is sent to its owner instead
-// (server/forwarding.h), which audits it.
-template <typename Arg, typename Req, typename Resp>
+// The gRPC face of the one unary adapter (edge_unary.h): the request checked for NULs, the
+// caller authenticated, the call served on its lane's executor and finished with its status.
+// A handler that takes its request by pointer takes its contents: gRPC owns the (non-const)
+// message and only destroys it after the call.
+template <typename Arg, typename Resp>
 grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerContext* ctx,
-                                absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
-                                const Req* request, Resp* response,
-                                typename Identity<Audited<Req, Resp>>::type audit = {},
-                                typename Identity<UnaryForward<Req, Resp>>::type forward = {},
-                                Lane lane = Lane::kIo) {
+                                const UnaryRpc<Arg, Resp>& rpc,
+                                const typename UnaryRpc<Arg, Resp>::Req* request, Resp* response) {
+  using Req = typename UnaryRpc<Arg, Resp>::Req;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status valid = CheckNoNul(*request); !valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
+    return reactor;
+  }
   absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
   if (!caller.ok()) {
     reactor->Finish(ToGrpc(caller.status()));
     return reactor;
   }
-  const std::string tenant = caller->tenant;
-  auto submit = [&deps, lane, &tenant](std::function<void()> task) {
-    return lane == Lane::kWaits ? deps.exec->Submit(tenant, std::move(task))
-                                : deps.io->Submit(std::move(task));
-  };
-  bool queued =
-      submit([&deps, ctx, reactor, handler, request, response, caller = *caller, audit, forward] {
-        if (ForwardUnary(deps.forwarder, ctx, reactor, caller, forward, request, response)) return;
-        absl::Status st;
-        if constexpr (std::is_pointer_v<Arg>) {
-          st = (deps.api->*handler)(caller, const_cast<Req*>(request), response);
-        } else {
-          st = (deps.api->*handler)(caller, *request, response);
-        }
-        if (st.ok() && forward.again != nullptr && forward.again(*response) &&
-            ForwardUnary(deps.forwarder, ctx, reactor, caller, forward, request, response)) {
-          return;  // the owner answers (and audits)
-        }
-        if (st.ok()) EscapeStringFields(response);
-        if (audit.action != nullptr && deps.audit != nullptr) {
-          deps.audit->Record(caller.tenant, audit.action, audit.target(*request, *response), st);
-        }
-        reactor->Finish(ToGrpc(st));
+  const bool queued = SubmitOnLane(
+      deps, rpc.policy->lane, caller->tenant,
+      [&deps, &rpc, ctx, reactor, request, response, caller = *caller] {
+        ServeUnary(deps, rpc, EdgeCall{ctx, ""}, caller, const_cast<Req*>(request), response,
+                   [reactor](const absl::Status& st) { reactor->Finish(ToGrpc(st)); });
       });
   if (!queued) reactor->Finish(ToGrpc(QueueFull()));
   return reactor;
 }
 
-// StreamEvents: replay from the log, then follow until its terminal event (core::IsTerminal),
-// or end at once (OK) when the follow starts at or past it. One write in flight at a time;
-// the next batch is read on the executor when the buffer is empty.
+// StreamEvents: the gRPC sink of an EventFollower (edge_streams.h). One write in flight at a
+// time; the follower is pulled when the last batch was written. Each Pull holds a reference
+// to this reactor until the follower answered it (it always does, also after Close).
 class EventStream final : public PullWriter<v1::Event> {
  public:
   EventStream(const ServiceDeps& deps, core::Caller caller, v1::StreamEventsRequest req)
-      : deps_(deps), caller_(std::move(caller)), req_(std::move(req)), last_seq_(req_.after_seq()) {
-    Schedule(deps_.io, [this] { FirstFetch(); });
+      : run_id_(req.run_id()),
+        follower_(std::make_shared<EventFollower>(deps, std::move(caller), std::move(req))) {
+    Schedule(deps.io, [this] { Open(); });
   }
 
   void OnWriteDone(bool ok) override {
@@ -100,198 +62,60 @@ class EventStream final : public PullWriter<v1::Event> {
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
       return;
     }
-    bool terminal;
-    {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      if (current_.seq() > 0) last_seq_ = current_.seq();
-      terminal = core::IsTerminal(current_);
-    }
-    if (terminal) {
-      FinishOnce(grpc::Status::OK);
-      return;
-    }
-    Pump();
+    WriteOrPull();
   }
-
-  // The stream is over: the session it followed may idle from now on. (Dropped here, not with
-  // the reactor, which executor work may keep a while longer.)
+  // The stream is over: the session it followed may idle from now on.
   void OnDone() override {
-    std::unique_ptr<core::SessionManager::Lease> lease;
-    {
-      absl::MutexLock lock(&mu_);
-      lease = std::move(lease_);
-    }
-    lease.reset();
+    follower_->Close();
     PullWriter::OnDone();
   }
-
-  void OnCancel() override {
-    uint64_t wait_id;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      wait_id = wait_id_;
-      wait_id_ = 0;
-    }
-    if (wait_id != 0 && deps_.events->CancelWait(wait_id)) Release();
-    bool writing;
-    {
-      absl::MutexLock lock(&mu_);
-      writing = writing_;
-    }
-    if (!writing) FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
-  }
+  // A write in flight ends in OnWriteDone(false); a pending Pull is answered end(CANCELLED).
+  void OnCancel() override { follower_->Close(); }
 
  private:
-  void FirstFetch() {
-    // A run's log, or a kept session's own (its id); following the latter holds the session.
-    absl::StatusOr<std::unique_ptr<core::SessionManager::Lease>> lease =
-        deps_.api->StartEventStream(caller_, req_);
-    if (!lease.ok()) {
-      FinishOnce(ToGrpc(lease.status()));
-      return;
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      lease_ = *std::move(lease);
-    }
-    // A follow from at or past the log's end (a client resuming after the last event it saw)
-    // is over at once: no event will come, only heartbeats.
-    if (req_.follow()) {
-      absl::StatusOr<bool> ended = deps_.events->Ended(req_.run_id(), req_.after_seq());
-      if (!ended.ok()) {
-        FinishOnce(ToGrpc(ended.status()));
-        return;
-      }
-      if (*ended) {
-        FinishOnce(grpc::Status::OK);
-        return;
-      }
-    }
-    Fetch();
+  void Open() {
+    absl::StatusOr<bool> open =
+        follower_->Open(EventFollower::Sink{[this](std::vector<v1::Event> batch) {
+                                              for (v1::Event& e : batch)
+                                                buffer_.push_back(std::move(e));
+                                              WriteOrPull();
+                                              Release();
+                                            },
+                                            [this] {
+                                              buffer_.push_back(events::Heartbeat());
+                                              buffer_.back().set_run_id(run_id_);
+                                              WriteOrPull();
+                                              Release();
+                                            },
+                                            [this](const absl::Status& st) {
+                                              FinishOnce(ToGrpc(st));
+                                              Release();
+                                            }});
+    if (!open.ok()) return FinishOnce(ToGrpc(open.status()));
+    if (!*open) return FinishOnce(grpc::Status::OK);  // at or past the log's end
+    WriteOrPull();
   }
-
-  // On the executor: read the next batch, then write it, or wait for more.
-  void Fetch() {
-    int64_t after;
-    {
-      absl::MutexLock lock(&mu_);
-      if (cancelled_) return;
-      after = last_seq_;
-    }
-    absl::StatusOr<std::vector<v1::Event>> batch =
-        deps_.events->Read(req_.run_id(), after, kEventBatch);
-    if (!batch.ok()) {
-      FinishOnce(ToGrpc(batch.status()));
-      return;
-    }
-    if (batch->empty()) {
-      if (!req_.follow()) {
-        FinishOnce(grpc::Status::OK);
-        return;
-      }
-      Acquire();
-      {
-        absl::MutexLock lock(&mu_);
-        woken_ = false;
-      }
-      // The callback may run before Wait returns; woken_ tells whether the id is still live.
-      uint64_t id = deps_.events->Wait(req_.run_id(), after, deps_.heartbeat_interval,
-                                       [this](core::EventLog::WaitResult r) { OnWake(r); });
-      absl::MutexLock lock(&mu_);
-      if (!woken_) wait_id_ = id;
-      return;
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      for (auto& e : *batch) buffer_.push_back(std::move(e));
-    }
-    Pump();
-  }
-
-  // From the EventLog (appending thread or timer): never blocks.
-  void OnWake(core::EventLog::WaitResult result) {
-    {
-      absl::MutexLock lock(&mu_);
-      wait_id_ = 0;
-      woken_ = true;
-    }
-    switch (result) {
-      case core::EventLog::WaitResult::kReady:
-        Schedule(deps_.io, [this] { Fetch(); });
-        break;
-      case core::EventLog::WaitResult::kTimeout: {
-        v1::Event hb = events::Heartbeat();
-        hb.set_run_id(req_.run_id());
-        {
-          absl::MutexLock lock(&mu_);
-          buffer_.push_back(std::move(hb));
-        }
-        Pump();
-        break;
-      }
-      case core::EventLog::WaitResult::kShutdown:
-        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                "the daemon is shutting down; the run stays queued: follow again "
-                                "with after_seq once it is back"));
-        break;
-    }
-    Release();
-  }
-
-  // Starts the next write, or the next fetch when nothing is buffered; ends a cancelled
-  // stream once no write is in flight (every reactor must reach Finish, or Server::Shutdown
-  // waits for it forever).
-  void Pump() {
-    bool end = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (writing_) return;
-      end = cancelled_;
-    }
-    if (end) {
-      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
-      return;
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      if (writing_ || cancelled_) return;
-      if (!buffer_.empty()) {
-        current_ = std::move(buffer_.front());
-        buffer_.pop_front();
-        writing_ = true;
-      }
-    }
+  // Called with no write in flight and no Pull pending (one actor at a time touches buffer_).
+  void WriteOrPull() {
     if (finished()) return;
-    bool have;
-    {
-      absl::MutexLock lock(&mu_);
-      have = writing_;
+    if (buffer_.empty()) {
+      Acquire();
+      follower_->Pull();
+      return;
     }
-    if (have) {
-      EscapeStringFields(&current_);
-      StartWrite(&current_);
-    } else {
-      Schedule(deps_.io, [this] { Fetch(); });
-    }
+    current_ = std::move(buffer_.front());
+    buffer_.pop_front();
+    StartWrite(&current_);
   }
 
-  const ServiceDeps deps_;
-  const core::Caller caller_;
-  const v1::StreamEventsRequest req_;
-  int64_t last_seq_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::Event> buffer_ ABSL_GUARDED_BY(mu_);
-  v1::Event current_;  // the write in flight; touched only by the writer
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t wait_id_ ABSL_GUARDED_BY(mu_) = 0;
-  bool woken_ ABSL_GUARDED_BY(mu_) = false;
-  // Held while a follow of a kept session's own log is open (core::Api::StartEventStream).
-  std::unique_ptr<core::SessionManager::Lease> lease_ ABSL_GUARDED_BY(mu_);
+  const std::string run_id_;
+  const std::shared_ptr<EventFollower> follower_;
+  std::deque<v1::Event> buffer_;
+  v1::Event current_;  // the write in flight
 };
 
-// DownloadArtifact: one chunk read on the executor per write.
+// DownloadArtifact: the gRPC sink of an ArtifactSource, one chunk read on the executor per
+// write.
 class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
  public:
   ArtifactStream(const ServiceDeps& deps, core::Caller caller, v1::DownloadArtifactRequest req)
@@ -303,7 +127,7 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
       return;
     }
-    if (last_) {
+    if (source_->done()) {
       FinishOnce(grpc::Status::OK);
       return;
     }
@@ -316,35 +140,14 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
  private:
   void Next() {
     if (finished()) return;
-    if (!artifact_) {
-      absl::StatusOr<v1::Run> run = deps_.runs->Get(caller_, req_.run_id());
-      if (!run.ok()) {
-        FinishOnce(ToGrpc(run.status()));
-        return;
-      }
-      for (const auto& a : run->artifacts()) {
-        if (a.name() == req_.name()) artifact_ = a;
-      }
-      if (!artifact_) {
-        FinishOnce(
-            ToGrpc(errors::NotFound("artifact", absl::StrCat(req_.run_id(), "/", req_.name()))));
-        return;
-      }
-      run_ = std::move(*run);
+    if (!source_) {
+      absl::StatusOr<ArtifactSource> source = ArtifactSource::Open(deps_, caller_, req_);
+      if (!source.ok()) return FinishOnce(ToGrpc(source.status()));
+      source_.emplace(*std::move(source));
     }
-    absl::StatusOr<std::string> data =
-        deps_.runs->ReadArtifact(*run_, req_.name(), offset_, core::kTransferChunkBytes);
-    if (!data.ok()) {
-      FinishOnce(ToGrpc(data.status()));
-      return;
-    }
-    chunk_.Clear();
-    chunk_.set_offset(offset_);
-    chunk_.set_total_size(artifact_->size_bytes());
-    offset_ += data->size();
-    chunk_.set_data(std::move(*data));
-    last_ = offset_ >= artifact_->size_bytes();
-    if (last_) chunk_.set_sha256(artifact_->sha256());
+    absl::StatusOr<v1::ArtifactChunk> chunk = source_->Next();
+    if (!chunk.ok()) return FinishOnce(ToGrpc(chunk.status()));
+    chunk_ = *std::move(chunk);
     StartWrite(&chunk_);
   }
 
@@ -352,151 +155,40 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
   const core::Caller caller_;
   const v1::DownloadArtifactRequest req_;
   // Touched only by the one task or reaction in flight at a time.
-  std::optional<v1::Artifact> artifact_;
-  std::optional<v1::Run> run_;  // as Get gave it to the caller: who may read it is checked
-  uint64_t offset_ = 0;
-  bool last_ = false;
+  std::optional<ArtifactSource> source_;
   v1::ArtifactChunk chunk_;
 };
-
-// What each forwarded unary RPC names, and its call on the owner's stub.
-template <typename Req, typename Resp>
-using ForwardTo = UnaryForward<Req, Resp>;
-using Async = v1::Sandgate::Stub::async_interface;
-using Done = std::function<void(grpc::Status)>;
-const ForwardTo<v1::RunAnalysisRequest, v1::Run> kForwardRunAnalysis{
-    false, &SessionOf<v1::RunAnalysisRequest>,  // a run in a kept session runs in its sandbox
-    [](Async* a, grpc::ClientContext* c, const v1::RunAnalysisRequest* q, v1::Run* r, Done d) {
-      a->RunAnalysis(c, q, r, std::move(d));
-    }};
-const ForwardTo<v1::CancelRunRequest, v1::Run> kForwardCancelRun{
-    true, &RunOf<v1::CancelRunRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::CancelRunRequest* q, v1::Run* r, Done d) {
-      a->CancelRun(c, q, r, std::move(d));
-    },
-    &RunMayHaveMoved};
-const ForwardTo<v1::KeepAliveRequest, v1::Session> kForwardKeepAlive{
-    false, &SessionOf<v1::KeepAliveRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::KeepAliveRequest* q, v1::Session* r, Done d) {
-      a->KeepAlive(c, q, r, std::move(d));
-    }};
-const ForwardTo<v1::CloseSessionRequest, v1::Session> kForwardCloseSession{
-    false, &SessionOf<v1::CloseSessionRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::CloseSessionRequest* q, v1::Session* r, Done d) {
-      a->CloseSession(c, q, r, std::move(d));
-    }};
-const ForwardTo<v1::ListFilesRequest, v1::ListFilesResponse> kForwardListFiles{
-    false, &SessionOf<v1::ListFilesRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::ListFilesRequest* q, v1::ListFilesResponse* r,
-       Done d) { a->ListFiles(c, q, r, std::move(d)); }};
-
-const ForwardTo<v1::StartProcessRequest, v1::Process> kForwardStartProcess{
-    false, &SessionOf<v1::StartProcessRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::StartProcessRequest* q, v1::Process* r, Done d) {
-      a->StartProcess(c, q, r, std::move(d));
-    }};
-const ForwardTo<v1::ReadProcessOutputRequest, v1::ProcessOutput> kForwardReadProcessOutput{
-    false, &SessionOf<v1::ReadProcessOutputRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::ReadProcessOutputRequest* q,
-       v1::ProcessOutput* r, Done d) { a->ReadProcessOutput(c, q, r, std::move(d)); }};
-const ForwardTo<v1::WriteProcessInputRequest, v1::WriteProcessInputResponse>
-    kForwardWriteProcessInput{
-        false, &SessionOf<v1::WriteProcessInputRequest>,
-        [](Async* a, grpc::ClientContext* c, const v1::WriteProcessInputRequest* q,
-           v1::WriteProcessInputResponse* r,
-           Done d) { a->WriteProcessInput(c, q, r, std::move(d)); }};
-const ForwardTo<v1::ListProcessesRequest, v1::ListProcessesResponse> kForwardListProcesses{
-    false, &SessionOf<v1::ListProcessesRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::ListProcessesRequest* q,
-       v1::ListProcessesResponse* r, Done d) { a->ListProcesses(c, q, r, std::move(d)); }};
-
-const ForwardTo<v1::GetSessionUsageRequest, v1::SessionUsage> kForwardGetSessionUsage{
-    false, &SessionOf<v1::GetSessionUsageRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::GetSessionUsageRequest* q, v1::SessionUsage* r,
-       Done d) { a->GetSessionUsage(c, q, r, std::move(d)); }};
-const ForwardTo<v1::StatFileRequest, v1::FileInfo> kForwardStatFile{
-    false, &SessionOf<v1::StatFileRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::StatFileRequest* q, v1::FileInfo* r, Done d) {
-      a->StatFile(c, q, r, std::move(d));
-    }};
-const ForwardTo<v1::DeleteFileRequest, v1::DeleteFileResponse> kForwardDeleteFile{
-    false, &SessionOf<v1::DeleteFileRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::DeleteFileRequest* q, v1::DeleteFileResponse* r,
-       Done d) { a->DeleteFile(c, q, r, std::move(d)); }};
-const ForwardTo<v1::RenameFileRequest, v1::FileInfo> kForwardRenameFile{
-    false, &SessionOf<v1::RenameFileRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::RenameFileRequest* q, v1::FileInfo* r, Done d) {
-      a->RenameFile(c, q, r, std::move(d));
-    }};
-const ForwardTo<v1::MakeDirectoryRequest, v1::FileInfo> kForwardMakeDirectory{
-    false, &SessionOf<v1::MakeDirectoryRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::MakeDirectoryRequest* q, v1::FileInfo* r,
-       Done d) { a->MakeDirectory(c, q, r, std::move(d)); }};
-
-const ForwardTo<v1::ExposePortRequest, v1::ExposedPort> kForwardExposePort{
-    false, &SessionOf<v1::ExposePortRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::ExposePortRequest* q, v1::ExposedPort* r,
-       Done d) { a->ExposePort(c, q, r, std::move(d)); }};
-const ForwardTo<v1::UnexposePortRequest, v1::UnexposePortResponse> kForwardUnexposePort{
-    false, &SessionOf<v1::UnexposePortRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::UnexposePortRequest* q,
-       v1::UnexposePortResponse* r, Done d) { a->UnexposePort(c, q, r, std::move(d)); }};
-const ForwardTo<v1::ListPortsRequest, v1::ListPortsResponse> kForwardListPorts{
-    false, &SessionOf<v1::ListPortsRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::ListPortsRequest* q, v1::ListPortsResponse* r,
-       Done d) { a->ListPorts(c, q, r, std::move(d)); }};
-
-// What a port call acted on: "session/port".
-template <typename Req, typename Resp>
-std::string SessionPortOf(const Req& q, const Resp&) {
-  return absl::StrCat(q.session_id(), "/", q.port());
-}
-
-// A snapshot is taken where the session's sandbox is.
-const ForwardTo<v1::SnapshotSessionRequest, v1::Snapshot> kForwardSnapshotSession{
-    false, &SessionOf<v1::SnapshotSessionRequest>,
-    [](Async* a, grpc::ClientContext* c, const v1::SnapshotSessionRequest* q, v1::Snapshot* r,
-       Done d) { a->SnapshotSession(c, q, r, std::move(d)); }};
-
-// What a file call acted on: "session/path".
-template <typename Req, typename Resp>
-std::string SessionPathOf(const Req& q, const Resp&) {
-  return absl::StrCat(q.session_id(), "/", q.path());
-}
 
 }  // namespace
 
 grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerContext* ctx,
                                                        const v1::RunAnalysisRequest* request,
                                                        v1::Run* response) {
-  return Unary(deps_, ctx, &core::Api::RunAnalysis, request, response, {"RunAnalysis", &CreatedId},
-               kForwardRunAnalysis);
+  return Unary(deps_, ctx, rpcs::kRunAnalysis, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetRun(grpc::CallbackServerContext* ctx,
                                                   const v1::GetRunRequest* request,
                                                   v1::Run* response) {
-  return Unary(deps_, ctx, &core::Api::GetRun, request, response);
+  return Unary(deps_, ctx, rpcs::kGetRun, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListRuns(grpc::CallbackServerContext* ctx,
                                                     const v1::ListRunsRequest* request,
                                                     v1::ListRunsResponse* response) {
-  return Unary(deps_, ctx, &core::Api::ListRuns, request, response);
+  return Unary(deps_, ctx, rpcs::kListRuns, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::CancelRun(grpc::CallbackServerContext* ctx,
                                                      const v1::CancelRunRequest* request,
                                                      v1::Run* response) {
-  return Unary(deps_, ctx, &core::Api::CancelRun, request, response, {"CancelRun", &RunIdOf},
-               kForwardCancelRun);
+  return Unary(deps_, ctx, rpcs::kCancelRun, request, response);
 }
 
 grpc::ServerWriteReactor<v1::Event>* SandgateService::StreamEvents(
     grpc::CallbackServerContext* ctx, const v1::StreamEventsRequest* request) {
-  if (request->run_id().empty() || request->after_seq() < 0) {
-    return new FailedWriter<v1::Event>(errors::InvalidArgument(
-        request->run_id().empty() ? "run_id: required" : "after_seq: must not be negative"));
+  if (absl::Status valid = EventFollower::Check(*request); !valid.ok()) {
+    return new FailedWriter<v1::Event>(valid);
   }
   return StartStream<EventStream, v1::StreamEventsRequest, v1::Event>(deps_, ctx, *request);
 }
@@ -510,40 +202,37 @@ grpc::ServerWriteReactor<v1::ArtifactChunk>* SandgateService::DownloadArtifact(
 grpc::ServerUnaryReactor* SandgateService::CreateSession(grpc::CallbackServerContext* ctx,
                                                          const v1::CreateSessionRequest* request,
                                                          v1::Session* response) {
-  return Unary(deps_, ctx, &core::Api::CreateSession, request, response,
-               {"CreateSession", &CreatedId});
+  return Unary(deps_, ctx, rpcs::kCreateSession, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetSession(grpc::CallbackServerContext* ctx,
                                                       const v1::GetSessionRequest* request,
                                                       v1::Session* response) {
-  return Unary(deps_, ctx, &core::Api::GetSession, request, response);
+  return Unary(deps_, ctx, rpcs::kGetSession, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListSessions(grpc::CallbackServerContext* ctx,
                                                         const v1::ListSessionsRequest* request,
                                                         v1::ListSessionsResponse* response) {
-  return Unary(deps_, ctx, &core::Api::ListSessions, request, response);
+  return Unary(deps_, ctx, rpcs::kListSessions, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::KeepAlive(grpc::CallbackServerContext* ctx,
                                                      const v1::KeepAliveRequest* request,
                                                      v1::Session* response) {
-  return Unary(deps_, ctx, &core::Api::KeepAlive, request, response, {"KeepAlive", &SessionIdOf},
-               kForwardKeepAlive);
+  return Unary(deps_, ctx, rpcs::kKeepAlive, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::CloseSession(grpc::CallbackServerContext* ctx,
                                                         const v1::CloseSessionRequest* request,
                                                         v1::Session* response) {
-  return Unary(deps_, ctx, &core::Api::CloseSession, request, response,
-               {"CloseSession", &SessionIdOf}, kForwardCloseSession);
+  return Unary(deps_, ctx, rpcs::kCloseSession, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListFiles(grpc::CallbackServerContext* ctx,
                                                      const v1::ListFilesRequest* request,
                                                      v1::ListFilesResponse* response) {
-  return Unary(deps_, ctx, &core::Api::ListFiles, request, response, {}, kForwardListFiles);
+  return Unary(deps_, ctx, rpcs::kListFiles, request, response);
 }
 
 grpc::ServerWriteReactor<v1::ExecResponse>* SandgateService::Exec(grpc::CallbackServerContext* ctx,
@@ -564,152 +253,115 @@ grpc::ServerWriteReactor<v1::FileChunk>* SandgateService::DownloadFile(
 grpc::ServerUnaryReactor* SandgateService::Drain(grpc::CallbackServerContext* ctx,
                                                  const v1::DrainRequest* request,
                                                  v1::DrainResponse* response) {
-  return Unary(deps_, ctx, &core::Api::Drain, request, response,
-               {"Drain", [](const v1::DrainRequest&, const v1::DrainResponse&) {
-                  return std::string("daemon");
-                }});
+  return Unary(deps_, ctx, rpcs::kDrain, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::Purge(grpc::CallbackServerContext* ctx,
                                                  const v1::PurgeRequest* request,
                                                  v1::PurgeResponse* response) {
-  return Unary(deps_, ctx, &core::Api::Purge, request, response,
-               {"Purge", [](const v1::PurgeRequest& req, const v1::PurgeResponse&) {
-                  return absl::StrCat("older_than ", req.older_than().seconds(), "s");
-                }});
+  return Unary(deps_, ctx, rpcs::kPurge, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListResources(grpc::CallbackServerContext* ctx,
                                                          const v1::ListResourcesRequest* request,
                                                          v1::ListResourcesResponse* response) {
-  return Unary(deps_, ctx, &core::Api::ListResources, request, response);
+  return Unary(deps_, ctx, rpcs::kListResources, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::StartProcess(grpc::CallbackServerContext* ctx,
                                                         const v1::StartProcessRequest* request,
                                                         v1::Process* response) {
-  return Unary(deps_, ctx, &core::Api::StartProcess, request, response,
-               {"StartProcess", [](const v1::StartProcessRequest& q,
-                                   const v1::Process& p) { return q.session_id() + "/" + p.id(); }},
-               kForwardStartProcess);
+  return Unary(deps_, ctx, rpcs::kStartProcess, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ReadProcessOutput(
     grpc::CallbackServerContext* ctx, const v1::ReadProcessOutputRequest* request,
     v1::ProcessOutput* response) {
-  return Unary(deps_, ctx, &core::Api::ReadProcessOutput, request, response, {},
-               kForwardReadProcessOutput, Lane::kWaits);
+  return Unary(deps_, ctx, rpcs::kReadProcessOutput, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::WriteProcessInput(
     grpc::CallbackServerContext* ctx, const v1::WriteProcessInputRequest* request,
     v1::WriteProcessInputResponse* response) {
-  // Input waits (up to core::ProcessManager::kInputWait) for a process that does not read.
-  return Unary(deps_, ctx, &core::Api::WriteProcessInput, request, response, {},
-               kForwardWriteProcessInput, Lane::kWaits);
+  return Unary(deps_, ctx, rpcs::kWriteProcessInput, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListProcesses(grpc::CallbackServerContext* ctx,
                                                          const v1::ListProcessesRequest* request,
                                                          v1::ListProcessesResponse* response) {
-  return Unary(deps_, ctx, &core::Api::ListProcesses, request, response, {}, kForwardListProcesses);
+  return Unary(deps_, ctx, rpcs::kListProcesses, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetSessionUsage(
     grpc::CallbackServerContext* ctx, const v1::GetSessionUsageRequest* request,
     v1::SessionUsage* response) {
-  return Unary(deps_, ctx, &core::Api::GetSessionUsage, request, response, {},
-               kForwardGetSessionUsage);
+  return Unary(deps_, ctx, rpcs::kGetSessionUsage, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::StatFile(grpc::CallbackServerContext* ctx,
                                                     const v1::StatFileRequest* request,
                                                     v1::FileInfo* response) {
-  return Unary(deps_, ctx, &core::Api::StatFile, request, response, {}, kForwardStatFile);
+  return Unary(deps_, ctx, rpcs::kStatFile, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::DeleteFile(grpc::CallbackServerContext* ctx,
                                                       const v1::DeleteFileRequest* request,
                                                       v1::DeleteFileResponse* response) {
-  return Unary(deps_, ctx, &core::Api::DeleteFile, request, response,
-               {"DeleteFile", &SessionPathOf<v1::DeleteFileRequest, v1::DeleteFileResponse>},
-               kForwardDeleteFile);
+  return Unary(deps_, ctx, rpcs::kDeleteFile, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::RenameFile(grpc::CallbackServerContext* ctx,
                                                       const v1::RenameFileRequest* request,
                                                       v1::FileInfo* response) {
-  return Unary(deps_, ctx, &core::Api::RenameFile, request, response,
-               {"RenameFile",
-                [](const v1::RenameFileRequest& q, const v1::FileInfo&) {
-                  return absl::StrCat(q.session_id(), "/", q.from(), " -> ", q.to());
-                }},
-               kForwardRenameFile);
+  return Unary(deps_, ctx, rpcs::kRenameFile, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::MakeDirectory(grpc::CallbackServerContext* ctx,
                                                          const v1::MakeDirectoryRequest* request,
                                                          v1::FileInfo* response) {
-  return Unary(deps_, ctx, &core::Api::MakeDirectory, request, response,
-               {"MakeDirectory", &SessionPathOf<v1::MakeDirectoryRequest, v1::FileInfo>},
-               kForwardMakeDirectory);
+  return Unary(deps_, ctx, rpcs::kMakeDirectory, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ExposePort(grpc::CallbackServerContext* ctx,
                                                       const v1::ExposePortRequest* request,
                                                       v1::ExposedPort* response) {
-  return Unary(deps_, ctx, &core::Api::ExposePort, request, response,
-               {"ExposePort", &SessionPortOf<v1::ExposePortRequest, v1::ExposedPort>},
-               kForwardExposePort);
+  return Unary(deps_, ctx, rpcs::kExposePort, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::UnexposePort(grpc::CallbackServerContext* ctx,
                                                         const v1::UnexposePortRequest* request,
                                                         v1::UnexposePortResponse* response) {
-  return Unary(deps_, ctx, &core::Api::UnexposePort, request, response,
-               {"UnexposePort", &SessionPortOf<v1::UnexposePortRequest, v1::UnexposePortResponse>},
-               kForwardUnexposePort);
+  return Unary(deps_, ctx, rpcs::kUnexposePort, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListPorts(grpc::CallbackServerContext* ctx,
                                                      const v1::ListPortsRequest* request,
                                                      v1::ListPortsResponse* response) {
-  return Unary(deps_, ctx, &core::Api::ListPorts, request, response, {}, kForwardListPorts);
+  return Unary(deps_, ctx, rpcs::kListPorts, request, response);
 }
 
-// Snapshots (core/snapshots.h). Taking one runs tar in the sandbox for as long as the
-// workspace needs: on Exec's executor, not the I/O threads.
 grpc::ServerUnaryReactor* SandgateService::SnapshotSession(
     grpc::CallbackServerContext* ctx, const v1::SnapshotSessionRequest* request,
     v1::Snapshot* response) {
-  return Unary(deps_, ctx, &core::Api::SnapshotSession, request, response,
-               {"SnapshotSession",
-                [](const v1::SnapshotSessionRequest& q, const v1::Snapshot& s) {
-                  return absl::StrCat(q.session_id(), " -> ", s.id());
-                }},
-               kForwardSnapshotSession, Lane::kWaits);
+  return Unary(deps_, ctx, rpcs::kSnapshotSession, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetSnapshot(grpc::CallbackServerContext* ctx,
                                                        const v1::GetSnapshotRequest* request,
                                                        v1::Snapshot* response) {
-  return Unary(deps_, ctx, &core::Api::GetSnapshot, request, response);
+  return Unary(deps_, ctx, rpcs::kGetSnapshot, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListSnapshots(grpc::CallbackServerContext* ctx,
                                                          const v1::ListSnapshotsRequest* request,
                                                          v1::ListSnapshotsResponse* response) {
-  return Unary(deps_, ctx, &core::Api::ListSnapshots, request, response);
+  return Unary(deps_, ctx, rpcs::kListSnapshots, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::DeleteSnapshot(grpc::CallbackServerContext* ctx,
                                                           const v1::DeleteSnapshotRequest* request,
                                                           v1::DeleteSnapshotResponse* response) {
-  return Unary(
-      deps_, ctx, &core::Api::DeleteSnapshot, request, response,
-      {"DeleteSnapshot", [](const v1::DeleteSnapshotRequest& q, const v1::DeleteSnapshotResponse&) {
-         return q.snapshot_id();
-       }});
+  return Unary(deps_, ctx, rpcs::kDeleteSnapshot, request, response);
 }
 
 }  // namespace sandgate::server

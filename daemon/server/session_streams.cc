@@ -7,8 +7,11 @@
 #include "common/cancel.h"
 #include "core/exec_stream.h"
 #include "core/file_transfer.h"
+#include "server/edge_streams.h"
+#include "server/edge_unary.h"
 #include "server/forwarding.h"
 #include "server/reactor.h"
+#include "server/utf8_fields.h"
 
 namespace sandgate::server {
 namespace {
@@ -24,7 +27,9 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
         caller_(std::move(caller)),
         req_(std::move(req)),
         output_(this, &cancel_, deps_.clock) {
-    if (absl::Status valid = deps_.sessions->CheckExec(req_); !valid.ok()) {
+    absl::Status valid = CheckNoNul(req_);
+    if (valid.ok()) valid = deps_.sessions->CheckExec(req_);
+    if (!valid.ok()) {
       FinishOnce(ToGrpc(valid));
     } else {
       Schedule(deps_.exec, caller_.tenant, [this] { Run(); });
@@ -58,11 +63,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
         })) {
       return;
     }
-    core::ExecOutcome outcome = core::RunExec(*deps_.sessions, caller_, req_, &cancel_, &output_);
-    if (outcome.ran && deps_.audit != nullptr) {
-      deps_.audit->Record(caller_.tenant, "Exec", req_.session_id(), outcome.command_status);
-    }
-    output_.Close(outcome.stream_status);
+    output_.Close(ServeExec(deps_, caller_, req_, &cancel_, &output_));
   }
   void Send(const v1::ExecResponse* msg) override {
     if (!finished()) StartWrite(msg);
@@ -101,6 +102,10 @@ class FileDownload final : public PullWriter<v1::FileChunk> {
 
  private:
   void Read() {
+    if (absl::Status valid = CheckNoNul(req_); !valid.ok()) {
+      FinishOnce(ToGrpc(valid));
+      return;
+    }
     if (relay_.ForSession(caller_, req_.session_id(), [this](auto* async, auto* ctx, auto* r) {
           async->DownloadFile(ctx, &req_, r);
         })) {
@@ -164,6 +169,12 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     v1::UploadFileRequest msg;
     const bool parsed =
         grpc::SerializationTraits<v1::UploadFileRequest>::Deserialize(&buf_, &msg).ok();
+    if (parsed && msg.has_header()) {
+      if (absl::Status valid = CheckNoNul(msg.header()); !valid.ok()) {
+        Fail(valid);
+        return;
+      }
+    }
     if (!routed_ && parsed && msg.has_header() && deps_.forwarder != nullptr) {
       // The header names the session: its owner takes the whole stream, this message first.
       routed_ = true;
@@ -261,8 +272,7 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
   // Every upload the daemon ends is audited, also one cut before its header arrived.
   void Audit(const absl::Status& st) {
-    if (deps_.audit != nullptr)
-      deps_.audit->Record(caller_.tenant, "UploadFile", upload_.target(), st);
+    AuditCall(deps_, Policy("UploadFile"), caller_, upload_.target(), st);
   }
   void Fail(const absl::Status& st) {
     Audit(st);

@@ -1,4 +1,5 @@
-// The one place absl::Status becomes grpc::Status (the codes are the same numbers).
+// The one place absl::Status and grpc::Status become each other (the codes are the same
+// numbers).
 #ifndef SANDGATE_SERVER_STATUS_H_
 #define SANDGATE_SERVER_STATUS_H_
 
@@ -14,6 +15,11 @@ namespace sandgate::server {
 inline grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), EscapeInvalidUtf8(s.message()));
+}
+
+// A status from another replica (a forwarded call) as the edge passes it on.
+inline absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
 }  // namespace sandgate::server

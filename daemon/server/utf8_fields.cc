@@ -2,6 +2,8 @@
 
 #include <google/protobuf/descriptor.h>
 
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "common/utf8.h"
 
 namespace sandgate::server {
@@ -42,6 +44,19 @@ bool EscapeStringFields(google::protobuf::Message* message) {
     }
   }
   return changed;
+}
+
+absl::Status CheckNoNul(const google::protobuf::Message& request) {
+  const google::protobuf::Reflection* r = request.GetReflection();
+  std::vector<const FieldDescriptor*> set;
+  r->ListFields(request, &set);
+  for (const FieldDescriptor* f : set) {
+    if (f->type() != FieldDescriptor::TYPE_STRING || f->is_repeated()) continue;
+    if (r->GetStringReference(request, f, nullptr).find('\0') != std::string::npos) {
+      return errors::InvalidArgument(absl::StrCat(f->name(), ": contains a NUL byte"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sandgate::server

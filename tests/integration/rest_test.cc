@@ -31,88 +31,13 @@
 #include "tests/fakes/postgres_server.h"
 #include "tests/fakes/test_certs.h"
 #include "tests/integration/daemon_harness.h"
+#include "tests/integration/rest_client.h"
 #include "tests/integration/tls_replica.h"
 
 namespace sandgate::testing {
 namespace {
 
-constexpr char kAlice[] = "alice-token";
-constexpr char kBob[] = "bob-token";
-constexpr char kOps[] = "ops-token";
 constexpr uint64_t kMaxInput = 1 << 20;  // max_input_bytes: the upload limit
-
-struct Answer {
-  long status = 0;
-  std::string body;
-  std::map<std::string, std::string> headers;  // names lower-cased
-};
-
-size_t Collect(char* data, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(data, size * n);
-  return size * n;
-}
-
-size_t CollectHeader(char* data, size_t size, size_t n, void* out) {
-  std::string line(data, size * n);
-  size_t colon = line.find(':');
-  if (colon != std::string::npos) {
-    std::string name = absl::AsciiStrToLower(line.substr(0, colon));
-    (*static_cast<std::map<std::string, std::string>*>(out))[name] =
-        std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
-  }
-  return size * n;
-}
-
-// The answer's body and headers go to `a`.
-void CollectInto(CURL* curl, Answer* a) {
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a->body);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, &CollectHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a->headers);
-}
-
-// `ca`: the CA file that verifies an https:// server. An answer not complete within
-// `timeout_seconds` fails the test.
-Answer Http(const std::string& method, const std::string& url, const std::string& token,
-            const std::string& body = "", const std::vector<std::string>& headers = {},
-            const std::string& ca = "", long timeout_seconds = 120) {
-  Answer a;
-  CURL* curl = curl_easy_init();
-  if (!ca.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, ca.c_str());
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
-  if (method == "POST" || !body.empty()) {
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  }
-  curl_slist* list = nullptr;
-  if (!token.empty()) list = curl_slist_append(list, ("Authorization: Bearer " + token).c_str());
-  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
-  list = curl_slist_append(list, "Content-Type: application/json");
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list);
-  CollectInto(curl, &a);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout_seconds);
-  CURLcode rc = curl_easy_perform(curl);
-  EXPECT_EQ(rc, CURLE_OK) << curl_easy_strerror(rc) << " " << method << " " << url;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &a.status);
-  curl_slist_free_all(list);
-  curl_easy_cleanup(curl);
-  return a;
-}
-
-template <typename M>
-M Parse(const Answer& a) {
-  M m;
-  auto st = google::protobuf::util::JsonStringToMessage(a.body, &m);
-  EXPECT_TRUE(st.ok()) << st.message() << " in " << a.body;
-  return m;
-}
-
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string out;
-  EXPECT_TRUE(google::protobuf::util::MessageToJsonString(m, &out).ok());
-  return out;
-}
 
 // The REST answer is the gRPC one: the same message on success, the same code and message
 // (and the mapped HTTP status) on failure.
@@ -135,16 +60,6 @@ void ExpectSame(const Answer& rest, const grpc::Status& st, const M& grpc_answer
   EXPECT_NE(rest.status, 200);
 }
 
-// The HTTP port's base URL, from the daemon's daemon.http log line.
-std::string HttpBase(const std::string& log) {
-  size_t at = log.find("\"event\":\"daemon.http\"");
-  size_t url = log.find("\"url\":\"", at);
-  if (at == std::string::npos || url == std::string::npos) return "";
-  url += 7;
-  return log.substr(url, log.find('"', url) - url);
-}
-std::string HttpBase(const DaemonHarness& daemon) { return HttpBase(daemon.Log()); }
-
 // The NDJSON lines of an Exec answer; an {"error": ...} line is returned in `error`.
 std::vector<v1::ExecResponse> ExecLines(const std::string& body, nlohmann::json* error) {
   std::vector<v1::ExecResponse> out;
@@ -164,15 +79,7 @@ std::vector<v1::ExecResponse> ExecLines(const std::string& body, nlohmann::json*
 class RestTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
-        {"http_listen", "127.0.0.1:0"},
-        {"allow_plaintext_tokens", true},
-        {"tenants",
-         {{{"name", "alice"}, {"token_sha256", Sha256::Hex(kAlice)}},
-          {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}},
-          {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOps)}, {"operator", true}}}},
-        {"max_input_bytes", kMaxInput},
-        {"local", {{"uid_base", 340000}, {"uid_count", 16}}}});
+    daemon_ = std::make_unique<DaemonHarness>(RestDaemonConfig(kMaxInput, 340000));
     daemon_->Start();
     stub_ = daemon_->Stub();
     base_ = HttpBase(*daemon_);
@@ -455,26 +362,6 @@ TEST_F(RestTest, FileRoutesManageTheWorkspaceAndRefuseHostilePaths) {
   EXPECT_EQ(out.status, 400) << out.body;
   EXPECT_TRUE(absl::StrContains(out.body, "to")) << out.body;
   EXPECT_EQ(Http("GET", Url(files + ":stat?path=g.txt"), kAlice).status, 200);
-}
-
-struct SseEvent {
-  std::string id, type, data;
-};
-
-std::vector<SseEvent> ParseSse(const std::string& body, int* comments) {
-  std::vector<SseEvent> out;
-  *comments = 0;
-  for (absl::string_view block : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
-    SseEvent e;
-    for (absl::string_view line : absl::StrSplit(block, '\n')) {
-      if (absl::ConsumePrefix(&line, ":")) ++*comments;
-      if (absl::ConsumePrefix(&line, "id: ")) e.id = std::string(line);
-      if (absl::ConsumePrefix(&line, "event: ")) e.type = std::string(line);
-      if (absl::ConsumePrefix(&line, "data: ")) e.data = std::string(line);
-    }
-    if (!e.data.empty()) out.push_back(e);
-  }
-  return out;
 }
 
 // Issue 20 item 17: REST takes the sandbox's workspace size as gRPC does, a small memory
@@ -775,31 +662,6 @@ GrpcExec ExecOverGrpc(v1::Sandgate::Stub& stub, const v1::ExecRequest& req) {
   return out;
 }
 
-grpc::Status UploadOverGrpc(v1::Sandgate::Stub& stub, const v1::UploadFileRequest::Header& header,
-                            const std::string& data, v1::FileInfo* info) {
-  auto ctx = DaemonHarness::Context(kAlice);
-  auto writer = stub.UploadFile(ctx.get(), info);
-  v1::UploadFileRequest m;
-  *m.mutable_header() = header;
-  writer->Write(m);
-  m.set_data(data);
-  writer->Write(m);
-  writer->WritesDone();
-  return writer->Finish();
-}
-
-grpc::Status DownloadOverGrpc(v1::Sandgate::Stub& stub, const std::string& session,
-                              const std::string& path, std::string* data) {
-  auto ctx = DaemonHarness::Context(kAlice);
-  v1::DownloadFileRequest req;
-  req.set_session_id(session);
-  req.set_path(path);
-  auto reader = stub.DownloadFile(ctx.get(), req);
-  v1::FileChunk chunk;
-  while (reader->Read(&chunk)) data->append(chunk.data());
-  return reader->Finish();
-}
-
 // What both faces must agree on: the messages, without what differs by run (the command's
 // number, its duration).
 std::string Comparable(std::vector<v1::ExecResponse> messages) {
@@ -1036,7 +898,7 @@ TEST_F(RestTest, FilesUploadAndDownloadAsGrpcDoes) {
   header.set_path("in/copy.csv");
   header.set_mode(416);
   v1::FileInfo grpc_info;
-  ASSERT_TRUE(UploadOverGrpc(*stub_, header, data, &grpc_info).ok());
+  ASSERT_TRUE(UploadOverGrpc(*stub_, header, data, &grpc_info, kAlice).ok());
   EXPECT_EQ(rest_info.path(), "in/data.csv");
   grpc_info.set_path(rest_info.path());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(rest_info, grpc_info))
@@ -1045,7 +907,7 @@ TEST_F(RestTest, FilesUploadAndDownloadAsGrpcDoes) {
   Answer got = Http("GET", Url(files + "in/data.csv"), kAlice);
   ASSERT_EQ(got.status, 200) << got.body;
   std::string grpc_data;
-  ASSERT_TRUE(DownloadOverGrpc(*stub_, session.id(), "in/data.csv", &grpc_data).ok());
+  ASSERT_TRUE(DownloadOverGrpc(*stub_, session.id(), "in/data.csv", &grpc_data, kAlice).ok());
   EXPECT_EQ(got.body, grpc_data);
   EXPECT_EQ(got.body, data);
   EXPECT_EQ(got.headers["content-length"], absl::StrCat(data.size()));
@@ -1056,14 +918,14 @@ TEST_F(RestTest, FilesUploadAndDownloadAsGrpcDoes) {
 
   // Refusals: the same code and message as over gRPC, and nothing written.
   std::string none;
-  grpc::Status absent = DownloadOverGrpc(*stub_, session.id(), "nope.txt", &none);
+  grpc::Status absent = DownloadOverGrpc(*stub_, session.id(), "nope.txt", &none, kAlice);
   ASSERT_FALSE(absent.ok());
   ExpectSame(Http("GET", Url(files + "nope.txt"), kAlice), absent, v1::FileChunk(),
              "DownloadFile of a missing file");
   const std::string wrong(64, 'a');
   header.set_path("bad.csv");
   header.set_sha256(wrong);
-  grpc::Status mismatch = UploadOverGrpc(*stub_, header, data, &grpc_info);
+  grpc::Status mismatch = UploadOverGrpc(*stub_, header, data, &grpc_info, kAlice);
   ASSERT_EQ(mismatch.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   ExpectSame(Http("PUT", Url(files + "bad.csv?sha256=" + wrong), kAlice, data), mismatch,
              v1::FileInfo(), "UploadFile with a wrong sha256");
@@ -1119,7 +981,7 @@ TEST_F(RestTest, AnUploadOverTheLimitIsRefusedWithAJsonErrorAndWritesNothing) {
   header.set_path("big.bin");
   header.set_size_bytes(big.size());
   v1::FileInfo info;
-  grpc::Status sized = UploadOverGrpc(*stub_, header, big, &info);
+  grpc::Status sized = UploadOverGrpc(*stub_, header, big, &info, kAlice);
   ASSERT_FALSE(sized.ok());
   Answer a = Put(Url(files + "big.bin"), big, /*chunked=*/false);
   ExpectSame(a, sized, v1::FileInfo(), "a sized upload over the limit");
@@ -1127,7 +989,7 @@ TEST_F(RestTest, AnUploadOverTheLimitIsRefusedWithAJsonErrorAndWritesNothing) {
 
   // Chunked: refused once the bytes pass the limit, as a gRPC upload without a size.
   header.clear_size_bytes();
-  grpc::Status unsized = UploadOverGrpc(*stub_, header, big, &info);
+  grpc::Status unsized = UploadOverGrpc(*stub_, header, big, &info, kAlice);
   ASSERT_EQ(unsized.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   a = Put(Url(files + "big.bin"), big, /*chunked=*/true);
   ExpectSame(a, unsized, v1::FileInfo(), "a chunked upload over the limit");
@@ -1223,13 +1085,14 @@ TEST_F(RestTest, ANulInAPathIsRefusedAsGrpcRefusesIt) {
   ASSERT_EQ(Http("PUT", Url(files + "x"), kAlice, "the x file").status, 200);
 
   std::string data;
-  grpc::Status grpc_get = DownloadOverGrpc(*stub_, session.id(), std::string("x\0.txt", 6), &data);
+  grpc::Status grpc_get =
+      DownloadOverGrpc(*stub_, session.id(), std::string("x\0.txt", 6), &data, kAlice);
   ASSERT_EQ(grpc_get.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   v1::UploadFileRequest::Header header;
   header.set_session_id(session.id());
   header.set_path(std::string("up\0load", 7));
   v1::FileInfo info;
-  grpc::Status grpc_put = UploadOverGrpc(*stub_, header, "abc", &info);
+  grpc::Status grpc_put = UploadOverGrpc(*stub_, header, "abc", &info, kAlice);
   ASSERT_EQ(grpc_put.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
   for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
@@ -1432,7 +1295,7 @@ TEST_F(RestReplicaTest, SessionStreamsThroughBsRestPortActOnTheSandboxOnA) {
   header.set_path("made-on-a.txt");
   v1::FileInfo info;
   const std::string data(300 << 10, 'a');  // more than one chunk
-  ASSERT_TRUE(UploadOverGrpc(*a.Stub(), header, data, &info).ok());
+  ASSERT_TRUE(UploadOverGrpc(*a.Stub(), header, data, &info, kAlice).ok());
   Answer got = Http("GET", base + "/v1/sessions/" + s.id() + "/files/made-on-a.txt", kAlice, "", {},
                     certs_.ca);
   ASSERT_EQ(got.status, 200) << got.body;
@@ -1449,7 +1312,7 @@ TEST_F(RestReplicaTest, SessionStreamsThroughBsRestPortActOnTheSandboxOnA) {
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_EQ(Parse<v1::FileInfo>(put).sha256(), Sha256::Hex(sent));
   std::string landed;
-  ASSERT_TRUE(DownloadOverGrpc(*a.Stub(), s.id(), "via-b.txt", &landed).ok());
+  ASSERT_TRUE(DownloadOverGrpc(*a.Stub(), s.id(), "via-b.txt", &landed, kAlice).ok());
   EXPECT_EQ(landed, sent);
 
   // The unary calls on the session, too.

@@ -46,5 +46,25 @@ TEST(Utf8FieldsTest, StatusMessagesAreEscaped) {
   EXPECT_TRUE(IsValidUtf8(st.error_message()));
 }
 
+// Both faces refuse a NUL in a request's own string fields naming the field (REST in its path
+// and query, gRPC in its message), before any lookup could answer NOT_FOUND for it.
+TEST(Utf8FieldsTest, ANulInARequestFieldIsInvalidArgumentNamingIt) {
+  v1::DownloadFileRequest req;
+  req.set_session_id("ses_1");
+  req.set_path("notes/a.txt");
+  EXPECT_TRUE(CheckNoNul(req).ok());
+  req.set_path(std::string("notes/a\0.txt", 12));
+  absl::Status st = CheckNoNul(req);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "path: contains a NUL byte");
+  v1::ListRunsRequest list;
+  list.set_page_token(std::string("a\0b", 3));
+  EXPECT_EQ(CheckNoNul(list).message(), "page_token: contains a NUL byte");
+  // Bytes fields carry any byte.
+  v1::UploadFileRequest data;
+  data.set_data(std::string("\0\0", 2));
+  EXPECT_TRUE(CheckNoNul(data).ok());
+}
+
 }  // namespace
 }  // namespace sandgate::server

@@ -1,0 +1,108 @@
+// The per-RPC policy table: for every RPC of sandgate.v1.Sandgate (and the REST-only pages
+// that need a rule), who may call it, which replica serves it, whether calling it again is
+// safe, and what the audit log calls it. Both faces read it (the gRPC service, service.cc, and
+// the REST routes, rest_routes.cc) through the one edge core (edge_unary.h, edge_streams.h),
+// so a rule is written once:
+//
+//   const RpcPolicy& p = Policy("KeepAlive");
+//   p.owner == Owner::kSession   // forwarded to the replica that holds the session
+//   p.audit == "KeepAlive"       // audited under this action
+//
+// Constant; thread safe.
+#ifndef SANDGATE_SERVER_RPC_POLICY_H_
+#define SANDGATE_SERVER_RPC_POLICY_H_
+
+#include <cstdlib>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "core/tenants.h"
+
+namespace sandgate::server {
+
+// Who may call it. Every call needs a tenant's token (or the daemon's unauthenticated mode),
+// and sees only that tenant's runs and sessions: another tenant's are NOT_FOUND, never
+// PERMISSION_DENIED (core/ decides that). kOperator: only an operator's token, else
+// PERMISSION_DENIED "<name>: the operator role is required".
+enum class Auth { kTenant, kOperator };
+
+// Which replica serves it (server/forwarding.h): any (kAny: reads from the shared store), or
+// the owner of the session (session_id) or run (run_id) the request names, to whom it is
+// forwarded from any other replica.
+enum class Owner { kAny, kSession, kRun };
+
+// Where it runs: the I/O executor (short blocking work), or Exec's executor, shared fairly by
+// the tenants, for a call that may wait long (a process's output, the input of a process
+// that does not read, a snapshot's tar).
+enum class Lane { kIo, kWaits };
+
+struct RpcPolicy {
+  std::string_view name;  // the RPC ("KeepAlive"), or a REST-only page ("Metrics")
+  Auth auth;
+  Owner owner;
+  // Calling it again with the same request has no further effect: a client may retry it
+  // after a broken connection (docs/clients.md). RunAnalysis and CreateSession are safe to
+  // retry only with an idempotency_key, which the daemon then honours.
+  bool idempotent;
+  std::string_view audit;  // the audit action; empty: not audited
+  Lane lane;
+};
+
+inline constexpr RpcPolicy kRpcPolicies[] = {
+    // {name, auth, owner, idempotent, audit action, lane}
+    {"RunAnalysis", Auth::kTenant, Owner::kSession, false, "RunAnalysis", Lane::kIo},
+    {"StreamEvents", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"GetRun", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"ListRuns", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"CancelRun", Auth::kTenant, Owner::kRun, true, "CancelRun", Lane::kIo},
+    {"DownloadArtifact", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"CreateSession", Auth::kTenant, Owner::kAny, false, "CreateSession", Lane::kIo},
+    {"GetSession", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"ListSessions", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"Exec", Auth::kTenant, Owner::kSession, false, "Exec", Lane::kWaits},
+    {"UploadFile", Auth::kTenant, Owner::kSession, true, "UploadFile", Lane::kIo},
+    {"DownloadFile", Auth::kTenant, Owner::kSession, true, "", Lane::kIo},
+    {"ListFiles", Auth::kTenant, Owner::kSession, true, "", Lane::kIo},
+    {"KeepAlive", Auth::kTenant, Owner::kSession, true, "KeepAlive", Lane::kIo},
+    {"CloseSession", Auth::kTenant, Owner::kSession, true, "CloseSession", Lane::kIo},
+    {"Drain", Auth::kOperator, Owner::kAny, true, "Drain", Lane::kIo},
+    {"Purge", Auth::kOperator, Owner::kAny, true, "Purge", Lane::kIo},
+    {"ListResources", Auth::kOperator, Owner::kAny, true, "", Lane::kIo},
+    {"StartProcess", Auth::kTenant, Owner::kSession, false, "StartProcess", Lane::kIo},
+    {"ReadProcessOutput", Auth::kTenant, Owner::kSession, true, "", Lane::kWaits},
+    {"WriteProcessInput", Auth::kTenant, Owner::kSession, false, "", Lane::kWaits},
+    {"ListProcesses", Auth::kTenant, Owner::kSession, true, "", Lane::kIo},
+    {"StatFile", Auth::kTenant, Owner::kSession, true, "", Lane::kIo},
+    {"DeleteFile", Auth::kTenant, Owner::kSession, true, "DeleteFile", Lane::kIo},
+    {"RenameFile", Auth::kTenant, Owner::kSession, false, "RenameFile", Lane::kIo},
+    {"MakeDirectory", Auth::kTenant, Owner::kSession, true, "MakeDirectory", Lane::kIo},
+    {"GetSessionUsage", Auth::kTenant, Owner::kSession, true, "", Lane::kIo},
+    {"ExposePort", Auth::kTenant, Owner::kSession, true, "ExposePort", Lane::kIo},
+    {"UnexposePort", Auth::kTenant, Owner::kSession, true, "UnexposePort", Lane::kIo},
+    {"ListPorts", Auth::kTenant, Owner::kSession, true, "", Lane::kIo},
+    // A snapshot is taken where the session's sandbox is, by tar, for as long as it needs.
+    {"SnapshotSession", Auth::kTenant, Owner::kSession, false, "SnapshotSession", Lane::kWaits},
+    {"GetSnapshot", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"ListSnapshots", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"DeleteSnapshot", Auth::kTenant, Owner::kAny, true, "DeleteSnapshot", Lane::kIo},
+    // REST only: the Prometheus page on the API port counts every tenant's runs and sessions,
+    // so it is the operators' as ListResources is (metrics_listen, a port of its own for a
+    // scraper, serves it without a token).
+    {"Metrics", Auth::kOperator, Owner::kAny, true, "", Lane::kIo},
+};
+
+// The policy named `name`. Evaluated where a constant is needed (as the edge's tables do), a
+// name not in the table does not compile; at run time it is a broken invariant (abort).
+constexpr const RpcPolicy& Policy(std::string_view name) {
+  for (const RpcPolicy& p : kRpcPolicies) {
+    if (p.name == name) return p;
+  }
+  std::abort();
+}
+
+// The policy's auth rule for `caller`: OK, or PERMISSION_DENIED naming the call.
+absl::Status Authorize(const RpcPolicy& policy, const core::Caller& caller);
+
+}  // namespace sandgate::server
+
+#endif  // SANDGATE_SERVER_RPC_POLICY_H_
