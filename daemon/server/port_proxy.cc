@@ -126,15 +126,14 @@ HttpResponse BadGateway(const absl::Status& st) {
 // One relayed request (and, after a 101, its connection), on a thread of its own.
 class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
  public:
-  Relay(PortProxy* proxy, core::Caller caller, std::string session, uint16_t port,
-        std::string prefix, std::string target, HttpRequest request, std::string body,
-        std::shared_ptr<HttpExchange> x)
+  Relay(PortProxy* proxy, Target to, std::string prefix, std::string target, HttpRequest request,
+        std::string body, std::shared_ptr<HttpExchange> x)
       : proxy_(proxy),
         limits_(*proxy->deps_.limits),
         clock_(proxy->deps_.clock),
-        caller_(std::move(caller)),
-        session_(std::move(session)),
-        port_(port),
+        to_(std::move(to)),
+        session_(to_.session),
+        port_(to_.port),
         prefix_(std::move(prefix)),
         target_(std::move(target)),
         request_(std::move(request)),
@@ -237,8 +236,7 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   }
 
   void Serve() {
-    absl::StatusOr<std::unique_ptr<core::PortManager::Connection>> conn =
-        proxy_->deps_.ports->Open(caller_, session_, port_);
+    absl::StatusOr<std::unique_ptr<PortConnection>> conn = proxy_->Connect(to_);
     if (!conn.ok()) return x_->Reply(JsonError(conn.status()));
     conn_ = *std::move(conn);
     const int up = conn_->fd();
@@ -426,11 +424,12 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   void Copy(int client, int sandbox, std::string to_sandbox, std::string to_client) {
     bool client_eof = false, sandbox_eof = false;
     for (;;) {
+      // A connection cancelled is cut, never half-closed as if it had ended.
+      if (conn_->cancel().cancelled()) return (void)Fail(conn_->cancel().reason());
       if (client_eof && to_sandbox.empty()) shutdown(sandbox, SHUT_WR);
       if (sandbox_eof && to_client.empty()) shutdown(client, SHUT_WR);
       if (client_eof && sandbox_eof && to_sandbox.empty() && to_client.empty()) return;
       if (stopping_ || client_gone_) return;
-      if (conn_->cancel().cancelled()) return (void)Fail(conn_->cancel().reason());
       if (clock_->Now() - last_ >= limits_.idle_timeout) return (void)Fail("idle");
       struct pollfd p[4] = {
           {client,
@@ -483,7 +482,7 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   PortProxy* const proxy_;
   const core::PortLimits& limits_;
   Clock* const clock_;
-  const core::Caller caller_;
+  const Target to_;
   const std::string session_;
   const uint16_t port_;
   const std::string prefix_;  // "/v1/sessions/{id}/ports/{port}" (or its signed form)
@@ -494,7 +493,7 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   const UniqueFd wake_;
   std::atomic<bool> stopping_{false}, client_gone_{false}, pulled_{false};
   // The relay's thread's own.
-  std::unique_ptr<core::PortManager::Connection> conn_;
+  std::unique_ptr<PortConnection> conn_;
   absl::Time last_;  // the last byte either way
   uint64_t bytes_ = 0;
   std::string why_;
@@ -502,6 +501,65 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   std::optional<HttpExchange::Upgraded> upgraded_ ABSL_GUARDED_BY(mu_);
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;  // Relay101 no longer waits for upgraded_
 };
+
+namespace {
+
+// A connection this replica's sandbox made.
+class LocalPort final : public PortConnection {
+ public:
+  explicit LocalPort(std::unique_ptr<core::PortManager::Connection> c) : c_(std::move(c)) {}
+  int fd() const override { return c_->fd(); }
+  const CancelToken& cancel() const override { return c_->cancel(); }
+
+ private:
+  const std::unique_ptr<core::PortManager::Connection> c_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PortConnection>> PortProxy::Connect(const Target& target) {
+  if (deps_.forwarder != nullptr && !deps_.sessions->Holds(target.session)) {
+    // A grant is checked by the session's holder, which knows its exposure (and the key that
+    // signed it): the lookup only routes, as an operator's would.
+    core::Caller router;
+    if (target.caller.has_value()) {
+      router = *target.caller;
+    } else {
+      router.is_operator = true;
+    }
+    absl::StatusOr<std::optional<Route>> route =
+        deps_.forwarder->ForSession(nullptr, router, target.session);
+    if (!route.ok()) return route.status();
+    if (route->has_value()) {
+      std::unique_ptr<grpc::ClientContext> ctx = deps_.forwarder->ClientContextFor(nullptr);
+      v1::PortStreamMessage first;
+      first.set_session_id(target.session);
+      first.set_port(target.port);
+      if (target.caller.has_value()) {
+        ctx->AddMetadata("authorization", target.authorization);
+      } else {
+        first.set_grant(target.grant);
+      }
+      absl::StatusOr<std::unique_ptr<RemotePort>> remote =
+          RemotePort::Open(**route, std::move(ctx), first);
+      if (!remote.ok()) return remote.status();
+      return std::unique_ptr<PortConnection>(*std::move(remote));
+    }
+  }
+  core::Caller caller;
+  if (target.caller.has_value()) {
+    caller = *target.caller;
+  } else {
+    absl::StatusOr<core::Caller> granted =
+        deps_.ports->CheckGrant(target.session, target.port, target.grant);
+    if (!granted.ok()) return granted.status();
+    caller = *granted;
+  }
+  absl::StatusOr<std::unique_ptr<core::PortManager::Connection>> conn =
+      deps_.ports->Open(caller, target.session, target.port);
+  if (!conn.ok()) return conn.status();
+  return std::unique_ptr<PortConnection>(std::make_unique<LocalPort>(*std::move(conn)));
+}
 
 absl::Status PortProxy::Enter(Relay* relay) {
   absl::MutexLock lock(&mu_);
@@ -544,12 +602,24 @@ HttpRoute PortProxy::MakeRoute(const std::string& method, const std::string& pat
       sink.refused = JsonError(port.status());
       return sink;
     }
+    Target to;
+    to.session = session;
+    to.port = *port;
+    to.authorization = http.Header("authorization");
+    // A signed URL of a session held elsewhere is checked there, when the relay connects.
+    const bool grant_elsewhere =
+        is_signed && deps_.forwarder != nullptr && !deps_.sessions->Holds(session);
     absl::StatusOr<core::Caller> caller =
-        is_signed ? deps_.ports->CheckGrant(session, *port, http.params.at("grant"))
-                  : deps_.tenants->Authenticate(
-                        http.headers.count("authorization") > 0
-                            ? std::optional<std::string>(http.Header("authorization"))
-                            : std::nullopt);
+        grant_elsewhere ? core::Caller()
+        : is_signed     ? deps_.ports->CheckGrant(session, *port, http.params.at("grant"))
+                        : deps_.tenants->Authenticate(http.headers.count("authorization") > 0
+                                                          ? std::optional<std::string>(to.authorization)
+                                                          : std::nullopt);
+    if (grant_elsewhere) {
+      to.grant = http.params.at("grant");
+    } else if (caller.ok()) {
+      to.caller = *caller;
+    }
     absl::StatusOr<std::string> path = UpstreamPath(http.params.at("path"));
     for (const auto& [name, value] : http.headers) {
       if (!path.ok()) break;
@@ -584,10 +654,9 @@ HttpRoute PortProxy::MakeRoute(const std::string& method, const std::string& pat
       body->append(data, size);
       return std::nullopt;
     };
-    sink.done = [this, caller = *caller, session, port = *port, prefix, target, http,
+    sink.done = [this, to = std::move(to), prefix, target, http,
                  body](std::shared_ptr<HttpExchange> x) {
-      auto relay = std::make_shared<Relay>(this, caller, session, port, prefix, target, http,
-                                           std::move(*body), x);
+      auto relay = std::make_shared<Relay>(this, to, prefix, target, http, std::move(*body), x);
       if (absl::Status st = Enter(relay.get()); !st.ok()) return x->Reply(JsonError(st));
       std::thread([this, relay] {
         relay->Run();
