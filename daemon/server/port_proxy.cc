@@ -21,105 +21,21 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "server/http_api.h"
+#include "server/proxied_http.h"
 
 namespace sandgate::server {
 namespace {
 
 constexpr size_t kChunk = 64 << 10;
-// What a page of the sandbox may do in the caller's browser: run, in an opaque origin.
-constexpr char kSandboxPolicy[] =
-    "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads";
-
-bool IsHopByHop(const std::string& lower) {
-  static const char* const kNames[] = {
-      "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
-      "te",         "trailer",    "trailers",         "transfer-encoding",  "upgrade"};
-  for (const char* n : kNames) {
-    if (lower == n) return true;
-  }
-  return false;
-}
-
-// Request headers the sandbox never sees: the caller's credentials for the daemon, and what
-// the proxy sets itself.
-bool NotForwarded(const std::string& lower) {
-  return IsHopByHop(lower) || lower == "authorization" || lower == "cookie" || lower == "host" ||
-         lower == "content-length" || lower == "expect" || absl::StartsWith(lower, "x-forwarded-");
-}
-
-// The path below the port as the sandbox gets it: "/" + each segment percent-encoded again
-// (RFC 3986 pchar kept). "." and ".." are refused: the proxied path is never normalised into
-// something the caller did not send.
-absl::StatusOr<std::string> UpstreamPath(const std::string& decoded) {
-  std::string out = "/";
-  bool first = true;
-  for (absl::string_view segment : absl::StrSplit(decoded, '/')) {
-    if (segment == "." || segment == "..") {
-      return errors::InvalidArgument(
-          absl::StrCat("path: '", segment, "' segments are not allowed in a proxied path"));
-    }
-    if (!first) out.push_back('/');
-    first = false;
-    for (char c : segment) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      if (absl::ascii_isalnum(u) || absl::StrContains("-._~!$&'()*+,;=:@", c)) {
-        out.push_back(c);
-      } else {
-        absl::StrAppend(&out, "%", absl::Hex(u, absl::kZeroPad2));
-      }
-    }
-  }
-  return out;
-}
-
-bool ContainsIgnoreCase(const std::string& text, absl::string_view word) {
-  return absl::StrContains(absl::AsciiStrToLower(text), word);
-}
-
-bool WantsWebSocket(const HttpRequest& r) {
-  return ContainsIgnoreCase(r.Header("upgrade"), "websocket") &&
-         ContainsIgnoreCase(r.Header("connection"), "upgrade");
-}
-
-// The sandbox's answer head: "HTTP/1.x NNN reason" and its headers.
-struct Head {
-  unsigned int status = 0;
-  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::string Header(const std::string& lower) const {
-    for (const auto& [n, v] : headers) {
-      if (n == lower) return v;
-    }
-    return "";
-  }
-};
-
-absl::StatusOr<Head> ParseHead(absl::string_view text) {
-  std::vector<absl::string_view> lines = absl::StrSplit(text, "\r\n");
-  Head head;
-  absl::string_view status_line = lines.empty() ? "" : lines[0];
-  std::vector<absl::string_view> parts = absl::StrSplit(status_line, absl::MaxSplits(' ', 2));
-  if (parts.size() < 2 || !absl::StartsWith(parts[0], "HTTP/1.") ||
-      !absl::SimpleAtoi(parts[1], &head.status) || head.status < 100 || head.status > 599) {
-    return errors::Unavailable("the sandbox's server answered something that is not HTTP/1.x");
-  }
-  for (size_t i = 1; i < lines.size(); ++i) {
-    if (lines[i].empty()) continue;
-    const size_t colon = lines[i].find(':');
-    if (colon == absl::string_view::npos || colon == 0) {
-      return errors::Unavailable("the sandbox's server answered a malformed header line");
-    }
-    head.headers.emplace_back(absl::AsciiStrToLower(lines[i].substr(0, colon)),
-                              std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1))));
-  }
-  return head;
-}
-
-// The proxy's own failures, as the REST API's errors (502 for what the sandbox did wrong).
-HttpResponse BadGateway(const absl::Status& st) {
-  HttpResponse r = JsonError(st);
-  if (st.code() == absl::StatusCode::kUnavailable) r.status = 502;
-  return r;
-}
+using proxied_http::BadGateway;
+using proxied_http::ContainsIgnoreCase;
+using proxied_http::Head;
+using proxied_http::IsHopByHop;
+using proxied_http::kSandboxPolicy;
+using proxied_http::NotForwarded;
+using proxied_http::ParseHead;
+using proxied_http::UpstreamPath;
+using proxied_http::WantsWebSocket;
 
 }  // namespace
 
