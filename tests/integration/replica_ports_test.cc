@@ -410,6 +410,29 @@ TEST_F(ReplicaPortsTest, TheCodexRouteWorksThroughAnotherReplica) {
   // Another tenant is refused before the upgrade, on B.
   Upgrade("/v1/sessions/" + sid_ + "/codex?token=" + kBob, &head);
   EXPECT_TRUE(absl::StartsWith(head, "HTTP/1.1 404")) << head;
+
+  // And on A's own hop: CodexExec called directly with another tenant's token, none (a forged
+  // forwarding marker grants nothing), an unknown or traversing session, no first message.
+  auto codex = [&](const std::string& token, const std::string& session, bool send_first) {
+    auto ctx =
+        token.empty() ? std::make_unique<grpc::ClientContext>() : DaemonHarness::Context(token);
+    ctx->AddMetadata("sandgate-forwarded-by", "replica-b");
+    auto stream = a_->CodexExec(ctx.get());
+    v1::CodexExecMessage first;
+    first.set_session_id(session);
+    if (send_first) stream->Write(first);
+    stream->WritesDone();
+    v1::CodexExecMessage m;
+    while (stream->Read(&m)) {
+    }
+    return stream->Finish().error_code();
+  };
+  EXPECT_EQ(codex(kBob, sid_, true), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(codex("", sid_, true), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(codex(kAlice, "s-nope", true), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(codex(kAlice, "../" + sid_, true), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(codex(kAlice, sid_, false), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(codex(kAlice, sid_, true), grpc::StatusCode::OK);
 }
 
 TEST_F(ReplicaPortsTest, TheOwnerGoingAwayEndsTheRelayCleanly) {
