@@ -69,7 +69,7 @@ WebSocketOptions SocketOptions(uint64_t max_file_bytes) {
   return o;
 }
 
-using CodexStream = grpc::ClientReaderWriter<v1::CodexExecMessage, v1::CodexExecMessage>;
+using CodexStream = grpc::ClientReaderWriter<v1::CodexExecRequest, v1::CodexExecResponse>;
 
 // A connection relayed to the replica that holds its session, over its CodexExec stream: each
 // WebSocket message is one message of the stream, both ways. The stream's end closes the
@@ -92,12 +92,13 @@ void ForwardCodex(const ServiceDeps& deps, std::shared_ptr<CodexConnection> conn
   auto remote = std::make_shared<RemoteCodex>();
   remote->context = deps.forwarder->ClientContextFor(nullptr);
   if (authorization.has_value()) remote->context->AddMetadata("authorization", *authorization);
-  v1::CodexExecMessage first;
+  v1::CodexExecRequest first;
   first.set_session_id(id);
   std::shared_ptr<v1::Sandgate::Stub> stub = route.stub;
-  absl::StatusOr<std::unique_ptr<CodexStream>> stream = OpenReplicaStream(
-      route, remote->context.get(), [&stub](grpc::ClientContext* c) { return stub->CodexExec(c); },
-      first);
+  absl::StatusOr<std::unique_ptr<CodexStream>> stream =
+      OpenReplicaStream<v1::CodexExecRequest, v1::CodexExecResponse>(
+          route, remote->context.get(),
+          [&stub](grpc::ClientContext* c) { return stub->CodexExec(c); }, first);
   if (!stream.ok()) return x->Reply(JsonError(stream.status()));
   remote->stream = *std::move(stream);
   const uint64_t max_file_bytes = deps.api->max_transfer_bytes();
@@ -114,7 +115,7 @@ void ForwardCodex(const ServiceDeps& deps, std::shared_ptr<CodexConnection> conn
         // Joined by ~RemoteCodex, which therefore outlives it.
         RemoteCodex* r = remote.get();
         r->down = std::thread([r, ws, route] {
-          v1::CodexExecMessage m;
+          v1::CodexExecResponse m;
           while (r->stream->Read(&m)) {
             if (auto w = ws.lock()) w->Send(m.message());
           }
@@ -131,7 +132,7 @@ void ForwardCodex(const ServiceDeps& deps, std::shared_ptr<CodexConnection> conn
         });
         socket->Run(
             [remote](std::string message) {
-              v1::CodexExecMessage m;
+              v1::CodexExecRequest m;
               m.set_message(std::move(message));
               remote->stream->Write(m);
             },
@@ -214,14 +215,14 @@ void ServeSocket(const ServiceDeps& deps, std::shared_ptr<CodexConnection> conn,
       });
 }
 
-using CodexCall = BlockingBidi<v1::CodexExecMessage, v1::CodexExecMessage>;
+using CodexCall = BlockingBidi<v1::CodexExecRequest, v1::CodexExecResponse>;
 
 // The owner's side of a CodexExec stream, on its own thread: the protocol as on a WebSocket,
 // one stream message per WebSocket message. The caller's half-close ends it (OK); the
 // session's end too (UNAVAILABLE, "the session ended").
 grpc::Status ServeStream(const ServiceDeps& deps, grpc::CallbackServerContext* ctx,
                          CodexCall& call) {
-  v1::CodexExecMessage first;
+  v1::CodexExecRequest first;
   if (!call.Read(&first)) {
     return ToGrpc(errors::Cancelled("the stream ended before it named a session"));
   }
@@ -232,15 +233,15 @@ grpc::Status ServeStream(const ServiceDeps& deps, grpc::CallbackServerContext* c
   absl::StatusOr<CodexExecServer::Options> options =
       Attach(deps, *caller, first.session_id(), conn->get());
   if (!options.ok()) return ToGrpc(options.status());
-  if (!call.Write(v1::CodexExecMessage())) return ToGrpc(errors::Cancelled("the caller left"));
+  if (!call.Write(v1::CodexExecResponse())) return ToGrpc(errors::Cancelled("the caller left"));
   (*conn)->server =
       std::make_unique<CodexExecServer>(CodexExecServer::Deps{deps.api, deps.sessions, deps.clock},
                                         *caller, *options, [&call](std::string message) {
-                                          v1::CodexExecMessage m;
+                                          v1::CodexExecResponse m;
                                           m.set_message(std::move(message));
                                           call.Write(m);
                                         });
-  v1::CodexExecMessage m;
+  v1::CodexExecRequest m;
   while (call.Read(&m, (*conn)->ended.get())) (*conn)->server->Handle(m.message());
   // Kills what the client left running and waits for the pumps: no Write after this.
   (*conn)->server.reset();
@@ -288,7 +289,7 @@ HttpRoute CodexExecServerRoute(const ServiceDeps& deps) {
       }};
 }
 
-grpc::ServerBidiReactor<v1::CodexExecMessage, v1::CodexExecMessage>* SandgateService::CodexExec(
+grpc::ServerBidiReactor<v1::CodexExecRequest, v1::CodexExecResponse>* SandgateService::CodexExec(
     grpc::CallbackServerContext* ctx) {
   const ServiceDeps& deps = deps_;
   return new CodexCall([&deps, ctx](CodexCall& call) { return ServeStream(deps, ctx, call); });

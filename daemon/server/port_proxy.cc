@@ -448,7 +448,7 @@ absl::StatusOr<std::unique_ptr<PortConnection>> PortProxy::Connect(const Target&
     if (!route.ok()) return route.status();
     if (route->has_value()) {
       std::unique_ptr<grpc::ClientContext> ctx = deps_.forwarder->ClientContextFor(nullptr);
-      v1::PortStreamMessage first;
+      v1::ConnectPortRequest first;
       first.set_session_id(target.session);
       first.set_port(target.port);
       if (target.caller.has_value()) {

@@ -18,7 +18,7 @@ namespace {
 
 constexpr size_t kChunk = 64 << 10;
 
-using PortCall = BlockingBidi<v1::PortStreamMessage, v1::PortStreamMessage>;
+using PortCall = BlockingBidi<v1::ConnectPortRequest, v1::ConnectPortResponse>;
 
 // Sends all of `data` to `fd` (blocking); false when the other end is gone.
 bool SendAll(int fd, absl::string_view data) {
@@ -56,7 +56,7 @@ bool SendAllPolled(int fd, absl::string_view data, std::initializer_list<int> st
 
 // The owner's relay of one ConnectPort stream, on the stream's own thread.
 grpc::Status ServePort(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, PortCall& call) {
-  v1::PortStreamMessage first;
+  v1::ConnectPortRequest first;
   if (!call.Read(&first)) {
     return ToGrpc(errors::Cancelled("the stream ended before it named a session's port"));
   }
@@ -77,7 +77,7 @@ grpc::Status ServePort(const ServiceDeps& deps, grpc::CallbackServerContext* ctx
   absl::StatusOr<std::unique_ptr<core::PortManager::Connection>> conn =
       ports->Open(*caller, first.session_id(), port);
   if (!conn.ok()) return ToGrpc(conn.status());
-  if (!call.Write(v1::PortStreamMessage())) {
+  if (!call.Write(v1::ConnectPortResponse())) {
     return ToGrpc(errors::Cancelled("the caller left"));
   }
   const int fd = (*conn)->fd();
@@ -85,7 +85,7 @@ grpc::Status ServePort(const ServiceDeps& deps, grpc::CallbackServerContext* ctx
   CancelToken stop;
   // The caller's bytes to the sandbox; its half-close is passed on.
   std::thread in([&] {
-    v1::PortStreamMessage m;
+    v1::ConnectPortRequest m;
     while (call.Read(&m, &stop)) {
       if (!SendAllPolled(fd, m.data(), {stop.fd(), cancel_fd, call.cancelled().fd()})) return;
     }
@@ -93,7 +93,7 @@ grpc::Status ServePort(const ServiceDeps& deps, grpc::CallbackServerContext* ctx
   });
   grpc::Status status = grpc::Status::OK;
   std::string buf(kChunk, '\0');
-  v1::PortStreamMessage out;
+  v1::ConnectPortResponse out;
   for (;;) {
     struct pollfd p[3] = {
         {fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}, {call.cancelled().fd(), POLLIN, 0}};
@@ -136,12 +136,12 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 
 absl::StatusOr<std::unique_ptr<RemotePort>> RemotePort::Open(
     const Route& route, std::unique_ptr<grpc::ClientContext> context,
-    const v1::PortStreamMessage& first) {
+    const v1::ConnectPortRequest& first) {
   std::unique_ptr<RemotePort> p(new RemotePort(route, std::move(context)));
   std::shared_ptr<v1::Sandgate::Stub> stub = route.stub;
   absl::StatusOr<
-      std::unique_ptr<grpc::ClientReaderWriter<v1::PortStreamMessage, v1::PortStreamMessage>>>
-      stream = OpenReplicaStream(
+      std::unique_ptr<grpc::ClientReaderWriter<v1::ConnectPortRequest, v1::ConnectPortResponse>>>
+      stream = OpenReplicaStream<v1::ConnectPortRequest, v1::ConnectPortResponse>(
           route, p->context_.get(),
           [&stub](grpc::ClientContext* c) { return stub->ConnectPort(c); }, first);
   if (!stream.ok()) return stream.status();
@@ -171,7 +171,7 @@ RemotePort::~RemotePort() {
 
 void RemotePort::Up() {
   std::string buf(kChunk, '\0');
-  v1::PortStreamMessage m;
+  v1::ConnectPortRequest m;
   for (;;) {
     ssize_t n = recv(mine_.get(), buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
@@ -183,7 +183,7 @@ void RemotePort::Up() {
 }
 
 void RemotePort::Down() {
-  v1::PortStreamMessage m;
+  v1::ConnectPortResponse m;
   while (stream_->Read(&m)) {
     if (!SendAll(mine_.get(), m.data())) {
       context_->TryCancel();
@@ -203,13 +203,13 @@ void RemotePort::Down() {
             {{"replica", route_.peer.replica}, {"why", explained.error_message()}});
 }
 
-grpc::ServerBidiReactor<v1::PortStreamMessage, v1::PortStreamMessage>* ServeConnectPort(
+grpc::ServerBidiReactor<v1::ConnectPortRequest, v1::ConnectPortResponse>* ServeConnectPort(
     const ServiceDeps& deps, grpc::CallbackServerContext* ctx) {
   return new PortCall([&deps, ctx](PortCall& call) { return ServePort(deps, ctx, call); });
 }
 
-grpc::ServerBidiReactor<v1::PortStreamMessage, v1::PortStreamMessage>* SandgateService::ConnectPort(
-    grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<v1::ConnectPortRequest, v1::ConnectPortResponse>*
+SandgateService::ConnectPort(grpc::CallbackServerContext* ctx) {
   return ServeConnectPort(deps_, ctx);
 }
 

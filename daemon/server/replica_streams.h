@@ -138,11 +138,11 @@ class BlockingBidi final : public grpc::ServerBidiReactor<In, Out> {
 // Opens a stream on the owner (`open(context)`, e.g. stub->CodexExec), writes `first` and
 // waits for the owner's empty answer: the stream, or the owner's refusal (its status, as
 // Forwarder::Explain words an owner that cannot be reached). Blocks.
-template <typename M, typename OpenFn>
-absl::StatusOr<std::unique_ptr<grpc::ClientReaderWriter<M, M>>> OpenReplicaStream(
-    const Route& route, grpc::ClientContext* context, OpenFn open, const M& first) {
-  std::unique_ptr<grpc::ClientReaderWriter<M, M>> stream = open(context);
-  M opened;
+template <typename Request, typename Response, typename OpenFn>
+absl::StatusOr<std::unique_ptr<grpc::ClientReaderWriter<Request, Response>>> OpenReplicaStream(
+    const Route& route, grpc::ClientContext* context, OpenFn open, const Request& first) {
+  std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> stream = open(context);
+  Response opened;
   if (stream->Write(first) && stream->Read(&opened)) return stream;
   return FromGrpcStatus(Forwarder::Explain(route, stream->Finish()));
 }
@@ -169,7 +169,7 @@ class RemotePort final : public PortConnection {
   // grant). Blocks until the owner opened the connection or refused it (its error).
   static absl::StatusOr<std::unique_ptr<RemotePort>> Open(
       const Route& route, std::unique_ptr<grpc::ClientContext> context,
-      const v1::PortStreamMessage& first);
+      const v1::ConnectPortRequest& first);
   ~RemotePort() override;
 
   int fd() const override { return theirs_.get(); }
@@ -183,7 +183,8 @@ class RemotePort final : public PortConnection {
 
   const Route route_;
   const std::unique_ptr<grpc::ClientContext> context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::PortStreamMessage, v1::PortStreamMessage>> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ConnectPortRequest, v1::ConnectPortResponse>>
+      stream_;
   UniqueFd mine_, theirs_;
   CancelToken broken_;
   std::thread up_, down_;
@@ -192,7 +193,7 @@ class RemotePort final : public PortConnection {
 // The owner's side of ConnectPort: authenticates the caller (its token, or the first
 // message's grant), opens the exposed port (core::PortManager::Open) and relays bytes both
 // ways until the sandbox's end closes, the connection is cancelled or the caller leaves.
-grpc::ServerBidiReactor<v1::PortStreamMessage, v1::PortStreamMessage>* ServeConnectPort(
+grpc::ServerBidiReactor<v1::ConnectPortRequest, v1::ConnectPortResponse>* ServeConnectPort(
     const ServiceDeps& deps, grpc::CallbackServerContext* ctx);
 
 }  // namespace sandgate::server

@@ -353,13 +353,13 @@ TEST_F(ReplicaPortsTest, TheTenantAndTheSignedUrlAreCheckedOnBothHops) {
     if (token.empty()) ctx = std::make_unique<grpc::ClientContext>();
     if (marker) ctx->AddMetadata("sandgate-forwarded-by", "replica-b");
     auto stream = a_->ConnectPort(ctx.get());
-    v1::PortStreamMessage first;
+    v1::ConnectPortRequest first;
     first.set_session_id(session.empty() ? sid_ : session);
     first.set_port(port);
     first.set_grant(grant);
     stream->Write(first);
     stream->WritesDone();
-    v1::PortStreamMessage m;
+    v1::ConnectPortResponse m;
     while (stream->Read(&m)) {
     }
     return stream->Finish();
@@ -418,11 +418,11 @@ TEST_F(ReplicaPortsTest, TheCodexRouteWorksThroughAnotherReplica) {
         token.empty() ? std::make_unique<grpc::ClientContext>() : DaemonHarness::Context(token);
     ctx->AddMetadata("sandgate-forwarded-by", "replica-b");
     auto stream = a_->CodexExec(ctx.get());
-    v1::CodexExecMessage first;
+    v1::CodexExecRequest first;
     first.set_session_id(session);
     if (send_first) stream->Write(first);
     stream->WritesDone();
-    v1::CodexExecMessage m;
+    v1::CodexExecResponse m;
     while (stream->Read(&m)) {
     }
     return stream->Finish().error_code();

@@ -20,13 +20,13 @@
 namespace sandgate::server {
 namespace {
 
-using PortCall = BlockingBidi<v1::PortStreamMessage, v1::PortStreamMessage>;
+using PortCall = BlockingBidi<v1::ConnectPortRequest, v1::ConnectPortResponse>;
 using Owner = std::function<grpc::Status(PortCall&)>;
 
 class ScriptedOwner final : public v1::Sandgate::CallbackService {
  public:
   explicit ScriptedOwner(Owner owner) : owner_(std::move(owner)) {}
-  grpc::ServerBidiReactor<v1::PortStreamMessage, v1::PortStreamMessage>* ConnectPort(
+  grpc::ServerBidiReactor<v1::ConnectPortRequest, v1::ConnectPortResponse>* ConnectPort(
       grpc::CallbackServerContext*) override {
     return new PortCall(owner_);
   }
@@ -62,7 +62,7 @@ class ReplicaStreamsTest : public ::testing::Test {
     route_.stub = v1::Sandgate::NewStub(route_.channel);
   }
   absl::StatusOr<std::unique_ptr<RemotePort>> Open() {
-    v1::PortStreamMessage first;
+    v1::ConnectPortRequest first;
     first.set_session_id("s1");
     first.set_port(8000);
     return RemotePort::Open(route_, std::make_unique<grpc::ClientContext>(), first);
@@ -78,14 +78,14 @@ class ReplicaStreamsTest : public ::testing::Test {
 
 TEST_F(ReplicaStreamsTest, BytesGoBothWaysAndTheCallersEndIsPassedOn) {
   Serve([](PortCall& call) {
-    v1::PortStreamMessage m;
+    v1::ConnectPortRequest m;
     if (!call.Read(&m) || m.session_id() != "s1" || m.port() != 8000) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message");
     }
-    call.Write(v1::PortStreamMessage());  // open
+    call.Write(v1::ConnectPortResponse());  // open
     std::string got;
     while (call.Read(&m)) got += m.data();  // until the caller half-closes
-    v1::PortStreamMessage out;
+    v1::ConnectPortResponse out;
     out.set_data("owner got: " + got);
     call.Write(out);
     return grpc::Status::OK;
@@ -109,7 +109,7 @@ TEST_F(ReplicaStreamsTest, BytesGoBothWaysAndTheCallersEndIsPassedOn) {
 
 TEST_F(ReplicaStreamsTest, TheOwnersRefusalIsTheOpensError) {
   Serve([](PortCall& call) {
-    v1::PortStreamMessage m;
+    v1::ConnectPortRequest m;
     call.Read(&m);
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "session s1 not found");
   });
@@ -120,11 +120,12 @@ TEST_F(ReplicaStreamsTest, TheOwnersRefusalIsTheOpensError) {
 
 TEST_F(ReplicaStreamsTest, AStreamThatBreaksCancelsTheConnectionInsteadOfEndingIt) {
   Serve([](PortCall& call) {
-    v1::PortStreamMessage m;
+    v1::ConnectPortRequest m;
     call.Read(&m);
-    call.Write(v1::PortStreamMessage());
-    m.set_data("partial");
-    call.Write(m);
+    call.Write(v1::ConnectPortResponse());
+    v1::ConnectPortResponse partial;
+    partial.set_data("partial");
+    call.Write(partial);
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "the session ended");
   });
   absl::StatusOr<std::unique_ptr<RemotePort>> port = Open();
@@ -141,12 +142,13 @@ TEST_F(ReplicaStreamsTest, DroppingTheConnectionWhileTheOwnerWritesEndsBothSides
   absl::Notification owner_done;
   grpc::Status owner_saw;
   Serve([&](PortCall& call) {
-    v1::PortStreamMessage m;
+    v1::ConnectPortRequest m;
     call.Read(&m);
-    call.Write(v1::PortStreamMessage());
-    m.set_data(std::string(64 << 10, 'y'));
+    call.Write(v1::ConnectPortResponse());
+    v1::ConnectPortResponse out;
+    out.set_data(std::string(64 << 10, 'y'));
     // Writes until the caller goes (nobody reads the socket pair: it fills, then the stream).
-    while (call.Write(m)) {
+    while (call.Write(out)) {
     }
     owner_saw = grpc::Status(grpc::StatusCode::CANCELLED, "");
     owner_done.Notify();
