@@ -476,7 +476,8 @@ absl::Status Daemon::StartHttp(Parts& p) {
     }
     server::HttpServer::Routes routes = server::RestRoutes(p.http_deps);
     p.port_proxy = std::make_unique<server::PortProxy>(
-        server::PortProxy::Deps{p.tenants.get(), p.ports.get(), &p.config.ports, Clock::Real()});
+        server::PortProxy::Deps{p.tenants.get(), p.ports.get(), &p.config.ports, Clock::Real(),
+                                p.sessions.get(), p.forwarder.get()});
     for (server::HttpRoute& r : p.port_proxy->Routes()) routes.push_back(std::move(r));
     routes.push_back(server::MetricsRoute(render, p.tenants.get()));
     for (server::HttpRoute& r : server::ImageRoutes(p.http_deps, p.image_api.get())) {

@@ -4,8 +4,12 @@
 //
 // Codex's WebSocket request carries no header of its own, so the tenant's token may come in
 // the query (`token`), or as usual in Authorization. Before the upgrade the route checks the
-// token, the session (the caller's, live, held by this replica: no forwarding of a WebSocket)
-// and the number of such connections (kMaxCodexConnections); a refusal is the REST error.
+// token, the session (the caller's, live) and the number of such connections
+// (kMaxCodexConnections); a refusal is the REST error. A session another replica holds is
+// served there: this replica keeps the WebSocket and relays its messages on the owner's
+// CodexExec stream (server/replica_streams.h), which authenticates the caller again, serves
+// the protocol (SandgateService::CodexExec, defined here) and ends the stream, closing the
+// WebSocket (1001 with why), when the session ends.
 // While connected the connection holds a lease on the session (it does not idle out between
 // Codex's commands); when the session ends the connection is closed (1001, the reason), and
 // when the client leaves, the processes it started and left running are killed.

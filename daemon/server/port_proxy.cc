@@ -21,120 +21,35 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "server/http_api.h"
+#include "server/proxied_http.h"
 
 namespace sandgate::server {
 namespace {
 
 constexpr size_t kChunk = 64 << 10;
-// What a page of the sandbox may do in the caller's browser: run, in an opaque origin.
-constexpr char kSandboxPolicy[] =
-    "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads";
-
-bool IsHopByHop(const std::string& lower) {
-  static const char* const kNames[] = {
-      "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
-      "te",         "trailer",    "trailers",         "transfer-encoding",  "upgrade"};
-  for (const char* n : kNames) {
-    if (lower == n) return true;
-  }
-  return false;
-}
-
-// Request headers the sandbox never sees: the caller's credentials for the daemon, and what
-// the proxy sets itself.
-bool NotForwarded(const std::string& lower) {
-  return IsHopByHop(lower) || lower == "authorization" || lower == "cookie" || lower == "host" ||
-         lower == "content-length" || lower == "expect" || absl::StartsWith(lower, "x-forwarded-");
-}
-
-// The path below the port as the sandbox gets it: "/" + each segment percent-encoded again
-// (RFC 3986 pchar kept). "." and ".." are refused: the proxied path is never normalised into
-// something the caller did not send.
-absl::StatusOr<std::string> UpstreamPath(const std::string& decoded) {
-  std::string out = "/";
-  bool first = true;
-  for (absl::string_view segment : absl::StrSplit(decoded, '/')) {
-    if (segment == "." || segment == "..") {
-      return errors::InvalidArgument(
-          absl::StrCat("path: '", segment, "' segments are not allowed in a proxied path"));
-    }
-    if (!first) out.push_back('/');
-    first = false;
-    for (char c : segment) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      if (absl::ascii_isalnum(u) || absl::StrContains("-._~!$&'()*+,;=:@", c)) {
-        out.push_back(c);
-      } else {
-        absl::StrAppend(&out, "%", absl::Hex(u, absl::kZeroPad2));
-      }
-    }
-  }
-  return out;
-}
-
-bool ContainsIgnoreCase(const std::string& text, absl::string_view word) {
-  return absl::StrContains(absl::AsciiStrToLower(text), word);
-}
-
-bool WantsWebSocket(const HttpRequest& r) {
-  return ContainsIgnoreCase(r.Header("upgrade"), "websocket") &&
-         ContainsIgnoreCase(r.Header("connection"), "upgrade");
-}
-
-// The sandbox's answer head: "HTTP/1.x NNN reason" and its headers.
-struct Head {
-  unsigned int status = 0;
-  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  std::string Header(const std::string& lower) const {
-    for (const auto& [n, v] : headers) {
-      if (n == lower) return v;
-    }
-    return "";
-  }
-};
-
-absl::StatusOr<Head> ParseHead(absl::string_view text) {
-  std::vector<absl::string_view> lines = absl::StrSplit(text, "\r\n");
-  Head head;
-  absl::string_view status_line = lines.empty() ? "" : lines[0];
-  std::vector<absl::string_view> parts = absl::StrSplit(status_line, absl::MaxSplits(' ', 2));
-  if (parts.size() < 2 || !absl::StartsWith(parts[0], "HTTP/1.") ||
-      !absl::SimpleAtoi(parts[1], &head.status) || head.status < 100 || head.status > 599) {
-    return errors::Unavailable("the sandbox's server answered something that is not HTTP/1.x");
-  }
-  for (size_t i = 1; i < lines.size(); ++i) {
-    if (lines[i].empty()) continue;
-    const size_t colon = lines[i].find(':');
-    if (colon == absl::string_view::npos || colon == 0) {
-      return errors::Unavailable("the sandbox's server answered a malformed header line");
-    }
-    head.headers.emplace_back(absl::AsciiStrToLower(lines[i].substr(0, colon)),
-                              std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1))));
-  }
-  return head;
-}
-
-// The proxy's own failures, as the REST API's errors (502 for what the sandbox did wrong).
-HttpResponse BadGateway(const absl::Status& st) {
-  HttpResponse r = JsonError(st);
-  if (st.code() == absl::StatusCode::kUnavailable) r.status = 502;
-  return r;
-}
+using proxied_http::BadGateway;
+using proxied_http::ContainsIgnoreCase;
+using proxied_http::Head;
+using proxied_http::IsHopByHop;
+using proxied_http::kSandboxPolicy;
+using proxied_http::NotForwarded;
+using proxied_http::ParseHead;
+using proxied_http::UpstreamPath;
+using proxied_http::WantsWebSocket;
 
 }  // namespace
 
 // One relayed request (and, after a 101, its connection), on a thread of its own.
 class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
  public:
-  Relay(PortProxy* proxy, core::Caller caller, std::string session, uint16_t port,
-        std::string prefix, std::string target, HttpRequest request, std::string body,
-        std::shared_ptr<HttpExchange> x)
+  Relay(PortProxy* proxy, Target to, std::string prefix, std::string target, HttpRequest request,
+        std::string body, std::shared_ptr<HttpExchange> x)
       : proxy_(proxy),
         limits_(*proxy->deps_.limits),
         clock_(proxy->deps_.clock),
-        caller_(std::move(caller)),
-        session_(std::move(session)),
-        port_(port),
+        to_(std::move(to)),
+        session_(to_.session),
+        port_(to_.port),
         prefix_(std::move(prefix)),
         target_(std::move(target)),
         request_(std::move(request)),
@@ -237,8 +152,7 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   }
 
   void Serve() {
-    absl::StatusOr<std::unique_ptr<core::PortManager::Connection>> conn =
-        proxy_->deps_.ports->Open(caller_, session_, port_);
+    absl::StatusOr<std::unique_ptr<PortConnection>> conn = proxy_->Connect(to_);
     if (!conn.ok()) return x_->Reply(JsonError(conn.status()));
     conn_ = *std::move(conn);
     const int up = conn_->fd();
@@ -426,11 +340,12 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   void Copy(int client, int sandbox, std::string to_sandbox, std::string to_client) {
     bool client_eof = false, sandbox_eof = false;
     for (;;) {
+      // A connection cancelled is cut, never half-closed as if it had ended.
+      if (conn_->cancel().cancelled()) return (void)Fail(conn_->cancel().reason());
       if (client_eof && to_sandbox.empty()) shutdown(sandbox, SHUT_WR);
       if (sandbox_eof && to_client.empty()) shutdown(client, SHUT_WR);
       if (client_eof && sandbox_eof && to_sandbox.empty() && to_client.empty()) return;
       if (stopping_ || client_gone_) return;
-      if (conn_->cancel().cancelled()) return (void)Fail(conn_->cancel().reason());
       if (clock_->Now() - last_ >= limits_.idle_timeout) return (void)Fail("idle");
       struct pollfd p[4] = {
           {client,
@@ -483,7 +398,7 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   PortProxy* const proxy_;
   const core::PortLimits& limits_;
   Clock* const clock_;
-  const core::Caller caller_;
+  const Target to_;
   const std::string session_;
   const uint16_t port_;
   const std::string prefix_;  // "/v1/sessions/{id}/ports/{port}" (or its signed form)
@@ -494,7 +409,7 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   const UniqueFd wake_;
   std::atomic<bool> stopping_{false}, client_gone_{false}, pulled_{false};
   // The relay's thread's own.
-  std::unique_ptr<core::PortManager::Connection> conn_;
+  std::unique_ptr<PortConnection> conn_;
   absl::Time last_;  // the last byte either way
   uint64_t bytes_ = 0;
   std::string why_;
@@ -502,6 +417,65 @@ class PortProxy::Relay : public std::enable_shared_from_this<Relay> {
   std::optional<HttpExchange::Upgraded> upgraded_ ABSL_GUARDED_BY(mu_);
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;  // Relay101 no longer waits for upgraded_
 };
+
+namespace {
+
+// A connection this replica's sandbox made.
+class LocalPort final : public PortConnection {
+ public:
+  explicit LocalPort(std::unique_ptr<core::PortManager::Connection> c) : c_(std::move(c)) {}
+  int fd() const override { return c_->fd(); }
+  const CancelToken& cancel() const override { return c_->cancel(); }
+
+ private:
+  const std::unique_ptr<core::PortManager::Connection> c_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PortConnection>> PortProxy::Connect(const Target& target) {
+  if (deps_.forwarder != nullptr && !deps_.sessions->Holds(target.session)) {
+    // A grant is checked by the session's holder, which knows its exposure (and the key that
+    // signed it): the lookup only routes, as an operator's would.
+    core::Caller router;
+    if (target.caller.has_value()) {
+      router = *target.caller;
+    } else {
+      router.is_operator = true;
+    }
+    absl::StatusOr<std::optional<Route>> route =
+        deps_.forwarder->ForSession(nullptr, router, target.session);
+    if (!route.ok()) return route.status();
+    if (route->has_value()) {
+      std::unique_ptr<grpc::ClientContext> ctx = deps_.forwarder->ClientContextFor(nullptr);
+      v1::ConnectPortRequest first;
+      first.set_session_id(target.session);
+      first.set_port(target.port);
+      if (target.caller.has_value()) {
+        ctx->AddMetadata("authorization", target.authorization);
+      } else {
+        first.set_grant(target.grant);
+      }
+      absl::StatusOr<std::unique_ptr<RemotePort>> remote =
+          RemotePort::Open(**route, std::move(ctx), first);
+      if (!remote.ok()) return remote.status();
+      return std::unique_ptr<PortConnection>(*std::move(remote));
+    }
+  }
+  core::Caller caller;
+  if (target.caller.has_value()) {
+    caller = *target.caller;
+  } else {
+    absl::StatusOr<core::Caller> granted =
+        deps_.ports->CheckGrant(target.session, target.port, target.grant);
+    if (!granted.ok()) return granted.status();
+    caller = *granted;
+  }
+  absl::StatusOr<std::unique_ptr<core::PortManager::Connection>> conn =
+      deps_.ports->Open(caller, target.session, target.port);
+  if (!conn.ok()) return conn.status();
+  return std::unique_ptr<PortConnection>(std::make_unique<LocalPort>(*std::move(conn)));
+}
 
 absl::Status PortProxy::Enter(Relay* relay) {
   absl::MutexLock lock(&mu_);
@@ -544,12 +518,24 @@ HttpRoute PortProxy::MakeRoute(const std::string& method, const std::string& pat
       sink.refused = JsonError(port.status());
       return sink;
     }
+    Target to;
+    to.session = session;
+    to.port = *port;
+    to.authorization = http.Header("authorization");
+    // A signed URL of a session held elsewhere is checked there, when the relay connects.
+    const bool grant_elsewhere =
+        is_signed && deps_.forwarder != nullptr && !deps_.sessions->Holds(session);
     absl::StatusOr<core::Caller> caller =
-        is_signed ? deps_.ports->CheckGrant(session, *port, http.params.at("grant"))
-                  : deps_.tenants->Authenticate(
-                        http.headers.count("authorization") > 0
-                            ? std::optional<std::string>(http.Header("authorization"))
-                            : std::nullopt);
+        grant_elsewhere ? core::Caller()
+        : is_signed     ? deps_.ports->CheckGrant(session, *port, http.params.at("grant"))
+                        : deps_.tenants->Authenticate(http.headers.count("authorization") > 0
+                                                          ? std::optional<std::string>(to.authorization)
+                                                          : std::nullopt);
+    if (grant_elsewhere) {
+      to.grant = http.params.at("grant");
+    } else if (caller.ok()) {
+      to.caller = *caller;
+    }
     absl::StatusOr<std::string> path = UpstreamPath(http.params.at("path"));
     for (const auto& [name, value] : http.headers) {
       if (!path.ok()) break;
@@ -584,10 +570,9 @@ HttpRoute PortProxy::MakeRoute(const std::string& method, const std::string& pat
       body->append(data, size);
       return std::nullopt;
     };
-    sink.done = [this, caller = *caller, session, port = *port, prefix, target, http,
+    sink.done = [this, to = std::move(to), prefix, target, http,
                  body](std::shared_ptr<HttpExchange> x) {
-      auto relay = std::make_shared<Relay>(this, caller, session, port, prefix, target, http,
-                                           std::move(*body), x);
+      auto relay = std::make_shared<Relay>(this, to, prefix, target, http, std::move(*body), x);
       if (absl::Status st = Enter(relay.get()); !st.ok()) return x->Reply(JsonError(st));
       std::thread([this, relay] {
         relay->Run();

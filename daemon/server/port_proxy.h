@@ -5,7 +5,10 @@
 //
 // Every method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS) is relayed to 127.0.0.1:port
 // inside the session's sandbox, through a connection the sandbox itself makes
-// (core::PortManager::Open), never through the host's network. A request with
+// (core::PortManager::Open), never through the host's network. A session another replica
+// holds is reached through that replica (server/replica_streams.h, RemotePort): this proxy
+// speaks HTTP with the caller as for its own sessions, and the owner, which checks the
+// caller's token or the signed URL's grant itself, relays the connection's bytes. A request with
 // "Upgrade: websocket" is relayed as an HTTP/1.1 upgrade: once the sandbox answers 101, the
 // client's connection is taken over (HttpExchange::Upgrade, MHD's upgrade) and bytes are
 // copied both ways as they are, no framing touched.
@@ -32,6 +35,7 @@
 #define SANDGATE_SERVER_PORT_PROXY_H_
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -42,8 +46,11 @@
 #include "common/clock.h"
 #include "core/config.h"
 #include "core/ports.h"
+#include "core/session_manager.h"
 #include "core/tenants.h"
+#include "server/forwarding.h"
 #include "server/http_server.h"
+#include "server/replica_streams.h"
 
 namespace sandgate::server {
 
@@ -54,6 +61,19 @@ class PortProxy {
     core::PortManager* ports = nullptr;
     const core::PortLimits* limits = nullptr;
     Clock* clock = nullptr;
+    // With a forwarder, a session another replica holds (not held by `sessions`) is reached
+    // through it; without, it is refused as core::PortManager::Open refuses it.
+    core::SessionManager* sessions = nullptr;
+    Forwarder* forwarder = nullptr;
+  };
+  // Where a relay goes: a session's port, for a caller known by its token or (signed URL)
+  // by a grant its session's holder checks.
+  struct Target {
+    std::optional<core::Caller> caller;  // nullopt: `grant` stands for it
+    std::string grant;
+    std::string authorization;  // the caller's Authorization header, for the owner
+    std::string session;
+    uint16_t port = 0;
   };
   // How often a waiting relay looks at the clock (idle timeout) and at Stop.
   static constexpr absl::Duration kTick = absl::Milliseconds(100);
@@ -71,6 +91,8 @@ class PortProxy {
 
  private:
   HttpRoute MakeRoute(const std::string& method, const std::string& pattern, bool is_signed);
+  // A connection to `target`, here or through the replica that holds its session. Blocks.
+  absl::StatusOr<std::unique_ptr<PortConnection>> Connect(const Target& target);
   // OK and counted, or why not (stopping, ports.max_connections).
   absl::Status Enter(Relay* relay);
   void Leave(Relay* relay);

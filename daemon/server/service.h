@@ -141,6 +141,11 @@ class SandgateService final
   grpc::ServerUnaryReactor* ListResources(grpc::CallbackServerContext* ctx,
                                           const v1::ListResourcesRequest* request,
                                           v1::ListResourcesResponse* response) override;
+  // Between replicas (server/replica_streams.h; defined there and in codex_exec_route.cc).
+  grpc::ServerBidiReactor<v1::ConnectPortRequest, v1::ConnectPortResponse>* ConnectPort(
+      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerBidiReactor<v1::CodexExecRequest, v1::CodexExecResponse>* CodexExec(
+      grpc::CallbackServerContext* ctx) override;
 
  private:
   const ServiceDeps deps_;

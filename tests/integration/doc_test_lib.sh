@@ -7,6 +7,7 @@
 #   doc_test_init NAME REPO BUILD_DIR       # sets repo, build, tmp
 #   block=$(doc_block FILE MARKER_TEXT sh)  # the ```sh block after the line holding MARKER_TEXT
 #   start_daemon --config FILE              # sets pid, addr (gRPC) and url (REST, if any)
+#   start_rest_daemon UID_BASE UID_COUNT     # one tenant (its token in $token), a REST port
 #   stop_daemon                             # SIGTERM: it must drain and exit 0
 
 doc_test_init() {
@@ -45,6 +46,20 @@ start_daemon() {
     sleep 0.1
   done
   fail "sandgated never said where it listens ($*)"
+}
+
+start_rest_daemon() {
+  token=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
+  local hash
+  hash=$(printf %s "$token" | sha256sum | cut -d' ' -f1)
+  mkdir -p "$tmp/state"
+  cat >"$tmp/config.json" <<EOF
+{"listen": "unix:$tmp/state/sock", "state_dir": "$tmp/state", "http_listen": "127.0.0.1:0",
+ "allow_plaintext_tokens": true, "local": {"uid_base": $1, "uid_count": $2},
+ "tenants": [{"name": "reader", "token_sha256": "$hash"}]}
+EOF
+  start_daemon --config "$tmp/config.json"
+  [ -n "$url" ] || fail "sandgated never said where its REST port is"
 }
 
 stop_daemon() {

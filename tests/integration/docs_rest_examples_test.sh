@@ -17,16 +17,8 @@ commands=$(sed -e 's/[[:space:]]*#.*$//' <<<"$block" | sed -e ':a' -e '/\\$/N; s
   grep -v '^[[:space:]]*$' | grep -v '^export ')
 [ "$(grep -c '^curl' <<<"$commands")" -ge 8 ] || fail "expected the block's 8 curl commands: $commands"
 
-token=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
-hash=$(printf %s "$token" | sha256sum | cut -d' ' -f1)
-mkdir -p "$tmp/state" "$tmp/cwd"
-cat >"$tmp/config.json" <<EOF
-{"listen": "unix:$tmp/state/sock", "state_dir": "$tmp/state", "http_listen": "127.0.0.1:0",
- "allow_plaintext_tokens": true, "local": {"uid_base": 330500, "uid_count": 16},
- "tenants": [{"name": "reader", "token_sha256": "$hash"}]}
-EOF
-start_daemon --config "$tmp/config.json"
-[ -n "$url" ] || fail "sandgated never said where its REST port is"
+mkdir -p "$tmp/cwd"
+start_rest_daemon 330500 16
 
 sample=$repo/examples/northstar_cloud_financial_statements.csv
 printf '{"playbook": "financial-analyst", "inputs": [{"name": "q3.csv", "content": "%s"}]}\n' \
