@@ -10,11 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
-#include "common/events.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "core/sandbox_spec.h"
 
 namespace sandgate::core {
 
@@ -434,8 +432,8 @@ absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
   if (deps_.admission != nullptr) {
     SANDGATE_RETURN_IF_ERROR(deps_.admission->ReleaseReplica(dead.replica_id));
   }
+  // Its running runs fail and its kept sessions end, all in one commit.
   SANDGATE_RETURN_IF_ERROR(RecoverRuns(recovery, *deps_.tenants, deps_.requeue));
-  SANDGATE_RETURN_IF_ERROR(ExpireSessions(dead, why));
   // Its remote resources, through this replica's providers; what a provider cannot tell yet
   // is asked again in the background (JournalSweeper), or swept by the lost replica's return.
   std::set<std::string> remote;
@@ -476,26 +474,6 @@ void ReplicaMember::ReportLeftOnItsHost(const store::Lease& dead) {
               {"action", absl::StrCat("replica ", dead.replica_id,
                                       " deletes these when it starts again; if it never will, "
                                       "remove its sandboxes on its host (docs/replicas.md)")}});
-}
-
-absl::Status ReplicaMember::ExpireSessions(const store::Lease& dead, const std::string& why) {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,
-                            deps_.store->ListLiveSessionsOf(dead.replica_id));
-  for (v1::Session& s : open) {
-    if (s.replica() != dead.replica_id) continue;
-    s.set_status(v1::SESSION_STATUS_EXPIRED);
-    s.set_status_reason(why);
-    *s.mutable_closed_at() = ToProto(deps_.clock->Now());
-    v1::Event closed = events::SessionClosed(s.id(), why);
-    closed.set_run_id(s.id());
-    closed.set_session_id(s.id());
-    // The record and its log's end in one write (EventLog::Finish): a takeover killed midway
-    // leaves the session live, for the next takeover, never closed with a log that never ends.
-    SANDGATE_RETURN_IF_ERROR(deps_.events->Finish(std::move(closed), s).status());
-    log::Warning("session.lost_with_replica",
-                 {{"session", s.id()}, {"tenant", s.tenant()}, {"replica", dead.replica_id}});
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace sandgate::core

@@ -20,6 +20,7 @@
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_journal.h"
+#include "tests/fakes/forwarding_store.h"
 
 namespace sandgate::core {
 namespace {
@@ -276,6 +277,56 @@ TEST_F(ReplicaTest, LostReplicaIsTakenOverAtItsLeasesEndNotBefore) {
   clock_.Advance(kLease);
   ASSERT_TRUE(Settle());
   EXPECT_EQ(b.takeovers(), 1) << "once";
+}
+
+// Counts the store transactions that end logs (hold a terminal event).
+class EndingCommits : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                       const std::vector<v1::Run>& runs,
+                                       const std::vector<v1::Session>& sessions) override {
+    int terminal = 0;
+    for (const v1::Event& e : events) terminal += IsTerminal(e) ? 1 : 0;
+    if (terminal > 0) {
+      absl::MutexLock lock(&mu_);
+      commits_.push_back(terminal);
+    }
+    return inner()->AppendEventsWithRecords(events, runs, sessions);
+  }
+  std::vector<int> commits() {
+    absl::MutexLock lock(&mu_);
+    return commits_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<int> commits_ ABSL_GUARDED_BY(mu_);  // the terminal events of each
+};
+
+// Issue 21 ("one transactional seam"): the takeover failed each running run and ended each
+// kept session in a transaction of its own, so one cut off midway left some settled and some
+// not. They are one commit now.
+TEST_F(ReplicaTest, ATakeoverSettlesTheLostReplicasRunsAndSessionsInOneCommit) {
+  LeaveLostReplica();
+  ASSERT_TRUE(store_->CreateRun(MakeRun("r-running-2", "a", v1::RUN_STATUS_RUNNING), "").ok());
+  EndingCommits counting(store_.get());
+  events_ = std::make_unique<EventLog>(&counting, &clock_);
+  ReplicaMember& b = StartReplica("b");
+  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // b renews on time
+    ASSERT_TRUE(Settle());
+    clock_.Advance(kRenew);
+  }
+  ASSERT_TRUE(Settle());
+  ASSERT_EQ(b.takeovers(), 1);
+  EXPECT_EQ(counting.commits(), std::vector<int>{3}) << "two runs failed, a session ended";
+  for (const char* id : {"r-running", "r-running-2"}) {
+    EXPECT_EQ(store_->GetRun(id)->status(), v1::RUN_STATUS_FAILED) << id;
+    EXPECT_EQ(*store_->LastSeq(id), 1) << id;
+  }
+  EXPECT_EQ(store_->GetSession("s-a")->status(), v1::SESSION_STATUS_EXPIRED);
+  members_.clear();  // they and the log use `counting`
+  events_.reset();
 }
 
 TEST_F(ReplicaTest, ALostReplicasQuotaSlotsAreFreedAtItsTakeover) {
