@@ -149,7 +149,13 @@ void ReplicaMember::Rejoin(absl::Time now) {
     log::Warning("replica.ending_work", {{"replica", config_.id}, {"why", why}});
     if (deps_.end_local_work) deps_.end_local_work(why);
     // What this host's journal holds under the id is the live process's to sweep now.
-    if (!superseded) SweepOwnHost();
+    absl::Status swept = superseded || deps_.own_providers.empty()
+                             ? absl::OkStatus()
+                             : Sweep(std::make_unique<ReplicaJournal>(deps_.journal, config_.id),
+                                     &deps_.own_providers);
+    if (!swept.ok()) {
+      log::Error("replica.sweep_failed", {{"replica", config_.id}, {"error", swept.ToString()}});
+    }
     absl::MutexLock lock(&mu_);
     work_ended_ = true;
   }
@@ -162,18 +168,15 @@ void ReplicaMember::Rejoin(absl::Time now) {
   }
 }
 
-void ReplicaMember::SweepOwnHost() {
-  if (deps_.own_providers.empty()) return;
-  auto view = std::make_unique<ReplicaJournal>(deps_.journal, config_.id);
+absl::Status ReplicaMember::Sweep(std::unique_ptr<ReplicaJournal> view,
+                                  const std::map<std::string, sandbox::Provider*>* providers) {
   auto sweeper = std::make_unique<JournalSweeper>(
-      SweeperDeps{deps_.store, &deps_.own_providers, deps_.clock, deps_.metrics, view.get()});
+      SweeperDeps{deps_.store, providers, deps_.clock, deps_.metrics, view.get()});
   absl::Status swept = sweeper->Sweep();
-  if (!swept.ok()) {
-    log::Error("replica.sweep_failed", {{"replica", config_.id}, {"error", swept.ToString()}});
-  }
   absl::MutexLock lock(&mu_);
   views_.push_back(std::move(view));
   sweepers_.push_back(std::move(sweeper));
+  return swept;
 }
 
 void ReplicaMember::Start() {
@@ -440,14 +443,9 @@ absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
   for (const auto& [name, provider] : deps_.remote_providers) remote.insert(name);
   absl::Status swept = absl::OkStatus();
   if (!remote.empty()) {  // an empty set would list every provider's entries
-    auto view = std::make_unique<ReplicaJournal>(
-        ReplicaJournal::Of(deps_.journal, dead.replica_id, std::move(remote)));
-    auto sweeper = std::make_unique<JournalSweeper>(
-        SweeperDeps{deps_.store, &deps_.remote_providers, deps_.clock, deps_.metrics, view.get()});
-    swept = sweeper->Sweep();
-    absl::MutexLock lock(&mu_);
-    views_.push_back(std::move(view));
-    sweepers_.push_back(std::move(sweeper));
+    swept = Sweep(std::make_unique<ReplicaJournal>(
+                      ReplicaJournal::Of(deps_.journal, dead.replica_id, std::move(remote))),
+                  &deps_.remote_providers);
   }
   ReportLeftOnItsHost(dead);
   return swept;

@@ -167,7 +167,9 @@ class ReplicaMember {
   // Once taken over: ends the local work and sweeps this host (once), then tries to join.
   // Once superseded: ends the local work only.
   void Rejoin(absl::Time now);
-  void SweepOwnHost();
+  // Sweeps `view`'s entries through `providers`; what they cannot tell yet goes on until Stop.
+  absl::Status Sweep(std::unique_ptr<ReplicaJournal> view,
+                     const std::map<std::string, sandbox::Provider*>* providers);
   // Renews the lease to the store's now (`store_now`, its error if unread); notes its loss.
   // False when the store did not answer (try again soon).
   bool Renew(absl::Time now, const absl::StatusOr<absl::Time>& store_now);
