@@ -49,7 +49,6 @@ absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
     row.only_replica = only_here ? shared_.replica : "";
     row.enqueued_by = shared_.replica;
     row.enqueued_at = shared_.clock->Now();
-    row.pinned_by = shared_.replica;  // until the caller's Unpin
     // As in AdmitShared: the room is this replica's, a sandbox in hand before the claim.
     const bool may_claim = MayClaim();
     absl::MutexLock claiming(&claim_mu_);
@@ -97,28 +96,6 @@ bool AdmissionQueue::Remove(const std::string& run_id) {
     }
   }
   return false;
-}
-
-std::vector<std::string> AdmissionQueue::Pin(const std::vector<std::string>& run_ids) {
-  if (!shared()) return run_ids;  // no other replica claims from this queue
-  absl::StatusOr<std::vector<std::string>> pinned = shared_.store->Pin(run_ids, shared_.replica);
-  if (!pinned.ok()) {  // nothing pinned: the caller writes nothing now
-    log::Error("admission.pin_failed",
-               {{"replica", shared_.replica}, {"error", pinned.status().ToString()}});
-    return {};
-  }
-  return *std::move(pinned);
-}
-
-void AdmissionQueue::Unpin(const std::vector<std::string>& run_ids) {
-  if (!shared() || run_ids.empty()) return;
-  // A pin the store could not drop now goes when this replica restarts or is taken over
-  // (ReleaseReplica); until then only this replica claims the run.
-  absl::Status unpinned = shared_.store->Unpin(run_ids);
-  if (!unpinned.ok()) {
-    log::Error("admission.unpin_failed",
-               {{"replica", shared_.replica}, {"error", unpinned.ToString()}});
-  }
 }
 
 bool AdmissionQueue::CanAdmit(const std::string& tenant, uint32_t limit) {

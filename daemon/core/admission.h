@@ -103,17 +103,10 @@ class AdmissionQueue {
   // in the same transaction as its queueing (this replica has room, its tenant is under its
   // gateway-wide quota, and no run this replica could start waits ahead of it): the caller
   // starts it (and calls Done when it ends), and no other replica can take it first. False
-  // when it waits (always, in memory: Admit admits it); shared, it waits pinned to this
-  // replica (only this one may claim it) until Unpin({run_id}), so the caller's `run.queued`
-  // is stored before any other replica writes the run's events.
+  // when it waits (always, in memory: Admit admits it). Shared, any replica with room may
+  // claim it from then on; the claim makes its record the claimer's, and from that commit the
+  // store refuses this replica's appends to its log (Store::FenceWrites).
   absl::StatusOr<bool> Enqueue(Ticket ticket, bool only_here = false);
-  // Shared: pins those of `run_ids` that still wait and are not pinned (store::AdmissionStore
-  // Pin) and returns them: until Unpin only this replica may claim them, so the events it
-  // writes to them meanwhile (then flushes) are stored before a claimer reads their last
-  // seq. A run not returned was claimed (or removed, or is pinned by a call under way): its
-  // events are not this caller's to write. In memory every id is returned.
-  std::vector<std::string> Pin(const std::vector<std::string>& run_ids);
-  void Unpin(const std::vector<std::string>& run_ids);
   // Takes a waiting run out (cancelled before it started); false if it is not waiting.
   bool Remove(const std::string& run_id);
   // Admits every run the limits allow now, in fair order.

@@ -64,29 +64,52 @@ absl::StatusOr<v1::Event> EventLog::Append(v1::Event event) {
   return AppendLocked(std::move(event), std::nullopt);
 }
 
-absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Run record) {
-  if (!IsTerminal(terminal) || record.id() != terminal.run_id()) {
-    return errors::InvalidArgument(
-        absl::StrCat("a final record goes with its run's terminal event: ", terminal.type(),
-                     " of run ", terminal.run_id(), " given with the record of run ", record.id()));
+absl::Status EventLog::CheckFinal(const v1::Event& terminal, const std::string& record_id,
+                                  bool session) {
+  if (IsTerminal(terminal) && record_id == terminal.run_id() &&
+      (!session || terminal.type() == "session.closed")) {
+    return absl::OkStatus();
   }
+  return errors::InvalidArgument(absl::StrCat(
+      "a final record goes with its log's terminal event: ", terminal.type(), " of ",
+      terminal.run_id(), " given with the record of ", session ? "session " : "run ", record_id));
+}
+
+absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Run record) {
+  SANDGATE_RETURN_IF_ERROR(CheckFinal(terminal, record.id(), false));
   absl::MutexLock lock(&mu_);
   return AppendLocked(std::move(terminal), std::move(record));
 }
 
 absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Session record) {
-  if (!IsTerminal(terminal) || terminal.type() != "session.closed" ||
-      record.id() != terminal.run_id()) {
-    return errors::InvalidArgument(absl::StrCat(
-        "a session's final record goes with its own log's session.closed: ", terminal.type(),
-        " of ", terminal.run_id(), " given with the record of session ", record.id()));
-  }
+  SANDGATE_RETURN_IF_ERROR(CheckFinal(terminal, record.id(), true));
   absl::MutexLock lock(&mu_);
   return AppendLocked(std::move(terminal), std::nullopt, std::move(record));
 }
 
+absl::Status EventLog::FinishAll(std::vector<std::pair<v1::Event, v1::Run>> runs,
+                                 std::vector<std::pair<v1::Event, v1::Session>> sessions) {
+  for (const auto& [e, r] : runs) SANDGATE_RETURN_IF_ERROR(CheckFinal(e, r.id(), false));
+  for (const auto& [e, s] : sessions) SANDGATE_RETURN_IF_ERROR(CheckFinal(e, s.id(), true));
+  absl::MutexLock lock(&mu_);
+  // Queued under one hold of the lock: the writer takes them all in one batch.
+  absl::Status first;
+  std::vector<std::string> ids;
+  for (auto& [e, r] : runs) {
+    ids.push_back(e.run_id());
+    first.Update(AppendLocked(std::move(e), std::move(r), std::nullopt, false).status());
+  }
+  for (auto& [e, s] : sessions) {
+    ids.push_back(e.run_id());
+    first.Update(AppendLocked(std::move(e), std::nullopt, std::move(s), false).status());
+  }
+  AwaitWrittenLocked();
+  for (const std::string& id : ids) first.Update(TakeUnreportedLocked(id));
+  return first;
+}
+
 absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<v1::Run> record,
-                                                 std::optional<v1::Session> session) {
+                                                 std::optional<v1::Session> session, bool await) {
   SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
   if (bounds_.has_value()) {
     std::optional<v1::Event> summary;
@@ -102,15 +125,15 @@ absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<
       summary->set_run_id(event.run_id());
       summary->set_session_id(event.session_id());
       SANDGATE_RETURN_IF_ERROR(
-          QueueLocked(*std::move(summary), std::nullopt, std::nullopt).status());
+          QueueLocked(*std::move(summary), std::nullopt, std::nullopt, await).status());
     }
     if (!store) return event;
   }
-  return QueueLocked(std::move(event), std::move(record), std::move(session));
+  return QueueLocked(std::move(event), std::move(record), std::move(session), await);
 }
 
 absl::StatusOr<v1::Event> EventLog::QueueLocked(v1::Event event, std::optional<v1::Run> record,
-                                                std::optional<v1::Session> session) {
+                                                std::optional<v1::Session> session, bool await) {
   auto last = last_seq_.find(event.run_id());
   if (last == last_seq_.end()) {
     // Nothing of the run is queued: its next seq follows the last committed.
@@ -126,7 +149,7 @@ absl::StatusOr<v1::Event> EventLog::QueueLocked(v1::Event event, std::optional<v
   if (session.has_value()) session_records_[event.run_id()] = *std::move(session);
   queue_.push_back(event);
   ++appended_;
-  if (terminal) {
+  if (terminal && await) {
     // Stored before the caller reports the run's end: whoever reads its events after that
     // finds them all.
     AwaitWrittenLocked();

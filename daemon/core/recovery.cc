@@ -86,6 +86,11 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
                             deps.store->ListUnfinishedRunsOf(deps.replica));
   const bool adopting = !deps.lost_why.empty();
   const std::string& owner = adopting ? deps.adopted_by : deps.replica;
+  // Every run failed here and (after a lost replica) every session ended, stored at the end
+  // in one transaction (EventLog::FinishAll): a takeover cut off before it leaves them all
+  // for the next claimer, one after it has settled them all.
+  std::vector<std::pair<v1::Event, v1::Run>> failed;
+  std::vector<std::pair<v1::Event, v1::Session>> ended;
   for (v1::Run& run : runs) {
     // Another live replica's runs are its own business.
     if (run.replica() != deps.replica && (adopting || !run.replica().empty())) continue;
@@ -143,10 +148,31 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
     v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, run.status_reason(), {});
     e.set_run_id(run.id());
     e.set_session_id(run.session_id());
-    // Both in one transaction (EventLog::Finish): a recovery killed half way leaves the run
-    // unfinished, for the next one.
-    SANDGATE_RETURN_IF_ERROR(deps.events->Finish(std::move(e), run).status());
-    log::Warning("run.interrupted", {{"run", run.id()}, {"tenant", run.tenant()}, {"why", why}});
+    failed.emplace_back(std::move(e), run);
+  }
+  if (adopting) {
+    SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,
+                              deps.store->ListLiveSessionsOf(deps.replica));
+    for (v1::Session& s : open) {
+      if (s.replica() != deps.replica) continue;
+      s.set_status(v1::SESSION_STATUS_EXPIRED);
+      s.set_status_reason(deps.lost_why);
+      *s.mutable_closed_at() = ToProto(deps.clock->Now());
+      v1::Event closed = events::SessionClosed(s.id(), deps.lost_why);
+      closed.set_run_id(s.id());
+      closed.set_session_id(s.id());
+      ended.emplace_back(std::move(closed), s);
+    }
+  }
+  if (failed.empty() && ended.empty()) return absl::OkStatus();
+  SANDGATE_RETURN_IF_ERROR(deps.events->FinishAll(failed, ended));
+  for (const auto& [e, run] : failed) {
+    log::Warning("run.interrupted",
+                 {{"run", run.id()}, {"tenant", run.tenant()}, {"why", run.status_reason()}});
+  }
+  for (const auto& [e, s] : ended) {
+    log::Warning("session.lost_with_replica",
+                 {{"session", s.id()}, {"tenant", s.tenant()}, {"replica", deps.replica}});
   }
   return absl::OkStatus();
 }

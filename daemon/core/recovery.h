@@ -8,7 +8,8 @@
 // RecoverRuns settles the runs the previous daemon left unfinished: a QUEUED one whose request
 // was kept is queued again (through `requeue`); every other one, and one that cannot be queued
 // again, ends FAILED with a terminal `run.finished` saying why. After a lost replica, a run it
-// left waiting in the shared queue stays there (RecoveryDeps::admission).
+// left waiting in the shared queue stays there (RecoveryDeps::admission), and its kept
+// sessions end EXPIRED with their `session.closed`. The failures and ends are one commit.
 //
 //   JournalSweeper sweeper({&store, &providers, &clock, metrics});
 //   SANDGATE_RETURN_IF_ERROR(sweeper.Sweep());
@@ -84,7 +85,7 @@ struct RecoveryDeps {
   Clock* clock = nullptr;
   // Whose runs are settled: this replica's own (and those stored before replicas, which name
   // none); or, with `lost_why` set, a lost replica's (core/replica.h), whose running runs fail
-  // with `lost_why` and whose queued runs become `adopted_by`'s.
+  // and kept sessions end with `lost_why`, and whose queued runs become `adopted_by`'s.
   std::string replica;
   std::string adopted_by;
   std::string lost_why;

@@ -10,11 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
-#include "common/events.h"
 #include "common/log.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "core/sandbox_spec.h"
 
 namespace sandgate::core {
 
@@ -151,7 +149,13 @@ void ReplicaMember::Rejoin(absl::Time now) {
     log::Warning("replica.ending_work", {{"replica", config_.id}, {"why", why}});
     if (deps_.end_local_work) deps_.end_local_work(why);
     // What this host's journal holds under the id is the live process's to sweep now.
-    if (!superseded) SweepOwnHost();
+    absl::Status swept = superseded || deps_.own_providers.empty()
+                             ? absl::OkStatus()
+                             : Sweep(std::make_unique<ReplicaJournal>(deps_.journal, config_.id),
+                                     &deps_.own_providers);
+    if (!swept.ok()) {
+      log::Error("replica.sweep_failed", {{"replica", config_.id}, {"error", swept.ToString()}});
+    }
     absl::MutexLock lock(&mu_);
     work_ended_ = true;
   }
@@ -164,18 +168,15 @@ void ReplicaMember::Rejoin(absl::Time now) {
   }
 }
 
-void ReplicaMember::SweepOwnHost() {
-  if (deps_.own_providers.empty()) return;
-  auto view = std::make_unique<ReplicaJournal>(deps_.journal, config_.id);
+absl::Status ReplicaMember::Sweep(std::unique_ptr<ReplicaJournal> view,
+                                  const std::map<std::string, sandbox::Provider*>* providers) {
   auto sweeper = std::make_unique<JournalSweeper>(
-      SweeperDeps{deps_.store, &deps_.own_providers, deps_.clock, deps_.metrics, view.get()});
+      SweeperDeps{deps_.store, providers, deps_.clock, deps_.metrics, view.get()});
   absl::Status swept = sweeper->Sweep();
-  if (!swept.ok()) {
-    log::Error("replica.sweep_failed", {{"replica", config_.id}, {"error", swept.ToString()}});
-  }
   absl::MutexLock lock(&mu_);
   views_.push_back(std::move(view));
   sweepers_.push_back(std::move(sweeper));
+  return swept;
 }
 
 void ReplicaMember::Start() {
@@ -434,22 +435,17 @@ absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
   if (deps_.admission != nullptr) {
     SANDGATE_RETURN_IF_ERROR(deps_.admission->ReleaseReplica(dead.replica_id));
   }
+  // Its running runs fail and its kept sessions end, all in one commit.
   SANDGATE_RETURN_IF_ERROR(RecoverRuns(recovery, *deps_.tenants, deps_.requeue));
-  SANDGATE_RETURN_IF_ERROR(ExpireSessions(dead, why));
   // Its remote resources, through this replica's providers; what a provider cannot tell yet
   // is asked again in the background (JournalSweeper), or swept by the lost replica's return.
   std::set<std::string> remote;
   for (const auto& [name, provider] : deps_.remote_providers) remote.insert(name);
   absl::Status swept = absl::OkStatus();
   if (!remote.empty()) {  // an empty set would list every provider's entries
-    auto view = std::make_unique<ReplicaJournal>(
-        ReplicaJournal::Of(deps_.journal, dead.replica_id, std::move(remote)));
-    auto sweeper = std::make_unique<JournalSweeper>(
-        SweeperDeps{deps_.store, &deps_.remote_providers, deps_.clock, deps_.metrics, view.get()});
-    swept = sweeper->Sweep();
-    absl::MutexLock lock(&mu_);
-    views_.push_back(std::move(view));
-    sweepers_.push_back(std::move(sweeper));
+    swept = Sweep(std::make_unique<ReplicaJournal>(
+                      ReplicaJournal::Of(deps_.journal, dead.replica_id, std::move(remote))),
+                  &deps_.remote_providers);
   }
   ReportLeftOnItsHost(dead);
   return swept;
@@ -476,26 +472,6 @@ void ReplicaMember::ReportLeftOnItsHost(const store::Lease& dead) {
               {"action", absl::StrCat("replica ", dead.replica_id,
                                       " deletes these when it starts again; if it never will, "
                                       "remove its sandboxes on its host (docs/replicas.md)")}});
-}
-
-absl::Status ReplicaMember::ExpireSessions(const store::Lease& dead, const std::string& why) {
-  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,
-                            deps_.store->ListLiveSessionsOf(dead.replica_id));
-  for (v1::Session& s : open) {
-    if (s.replica() != dead.replica_id) continue;
-    s.set_status(v1::SESSION_STATUS_EXPIRED);
-    s.set_status_reason(why);
-    *s.mutable_closed_at() = ToProto(deps_.clock->Now());
-    v1::Event closed = events::SessionClosed(s.id(), why);
-    closed.set_run_id(s.id());
-    closed.set_session_id(s.id());
-    // The record and its log's end in one write (EventLog::Finish): a takeover killed midway
-    // leaves the session live, for the next takeover, never closed with a log that never ends.
-    SANDGATE_RETURN_IF_ERROR(deps_.events->Finish(std::move(closed), s).status());
-    log::Warning("session.lost_with_replica",
-                 {{"session", s.id()}, {"tenant", s.tenant()}, {"replica", dead.replica_id}});
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace sandgate::core

@@ -1,35 +1,15 @@
-// Replica: this daemon as one of several sharing a store (docs/replicas.md).
-//
-// Each replica has a stable id (config replica.id, else DefaultReplicaId) and a lease row
-// (store/replica_store.h) it renews every renew_interval on the injected clock; a renewal
-// the store did not answer is tried again soon (kRenewRetryFirst, doubling up to
-// kRenewRetryMost), so a store that blinks for less than the lease ends no lease. Lease
-// times are on the store's clock (ReplicaStore::Now: PostgreSQL's), so a replica whose own
-// clock is wrong neither hides its death nor takes live replicas over; its own clock only
-// counts durations, and how far it is off is said (replica.clock_skew, clock_skew()). A
-// replica that cannot renew before its lease ends stops taking new work (CanTakeWork) and
-// logs `replica.lease_lost`. Every replica also watches the others' leases: at the moment one
-// ends by the store's clock, the first replica to claim it (a guarded UPDATE: exactly one)
-// cleans up after it, on a thread of its own (a slow upstream delete never holds back its
-// renewals):
-//  - the quota slots of its claimed runs and kept sessions are freed;
-//  - its RUNNING runs end FAILED, saying which replica stopped renewing and when its lease
-//    ended; its kept sessions end EXPIRED the same way;
-//  - its QUEUED runs still in the shared queue stay there, for whichever replica claims them
-//    (or has); one no longer in it (its claim was freed) is queued again here from its kept
-//    request;
-//  - every journal entry of its remote providers (OpenAI containers and files) is swept
-//    through this replica's provider. Local sandboxes cannot be reached from another host:
-//    their entries stay, are reported (`replica.resources_left`), and the lost replica
-//    sweeps them when it comes back (its start-up sweep lists only its own entries,
-//    ReplicaJournal).
-// Each Join makes the lease's epoch one more, and the store's writes are fenced by it
-// (Store::FenceWrites): once a replica has been taken over, every write it still makes to
-// its runs, sessions and events is refused. A replica that finds itself taken over (its
-// renewal refused) ends what it still runs here (end_local_work), sweeps its own host, and
-// joins again at a new epoch without a restart (`replica.rejoined`). Renewals name the epoch:
-// a process whose id another process joined under since (it was frozen, or the id was given
-// twice) is refused, ends its work and never joins again (`replica.lease_lost`).
+// Replica: this daemon as one of several sharing a store. What it guarantees, and why, is
+// docs/replicas.md ("The lease", "Fencing", "When a replica dies"); in short:
+//  - a lease row (store/replica_store.h), renewed every renew_interval to the store's clock's
+//    now + lease_period; a renewal the store did not answer is tried again soon
+//    (kRenewRetryFirst doubling to kRenewRetryMost). Without it, no new work (CanTakeWork).
+//  - at the moment another replica's lease ends (the store's clock), the first to claim it
+//    (exactly one) cleans up after it on a thread of its own: slots freed, running runs
+//    failed, kept sessions expired, waiting runs left to the shared queue (one it had
+//    claimed but not started queued again here), remote resources swept, local ones reported.
+//  - each Join is a new epoch, and every write of this replica is fenced by it
+//    (Store::FenceWrites); a replica taken over ends its work, sweeps its host and rejoins;
+//    one whose id joined again elsewhere only stops.
 //
 //   ReplicaJournal journal(store, config.replica.id);       // providers record through it
 //   ReplicaMember member(deps, config.replica);
@@ -187,7 +167,9 @@ class ReplicaMember {
   // Once taken over: ends the local work and sweeps this host (once), then tries to join.
   // Once superseded: ends the local work only.
   void Rejoin(absl::Time now);
-  void SweepOwnHost();
+  // Sweeps `view`'s entries through `providers`; what they cannot tell yet goes on until Stop.
+  absl::Status Sweep(std::unique_ptr<ReplicaJournal> view,
+                     const std::map<std::string, sandbox::Provider*>* providers);
   // Renews the lease to the store's now (`store_now`, its error if unread); notes its loss.
   // False when the store did not answer (try again soon).
   bool Renew(absl::Time now, const absl::StatusOr<absl::Time>& store_now);
@@ -204,7 +186,6 @@ class ReplicaMember {
   bool MayClaim(absl::Time now) const;
   // The cleanup after `dead`, once claimed.
   absl::Status CleanUpAfter(const store::Lease& dead);
-  absl::Status ExpireSessions(const store::Lease& dead, const std::string& why);
   // Logs what of `dead`'s only its own host can delete (replica.resources_left).
   void ReportLeftOnItsHost(const store::Lease& dead);
 

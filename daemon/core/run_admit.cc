@@ -54,43 +54,23 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
   uint32_t position =
       static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
   ar->position.store(position);
+  // Shared: a replica that claims the run before this is stored owns its log from its claim
+  // on, and the store refuses this append (Store::FenceWrites): the log stays dense.
   events.Emit(events::RunQueued(position));
-  // Shared: the run waits pinned here (Enqueue) until its run.queued is stored, so a replica
-  // that claims it next reads a last seq that already counts it.
-  StoreThenUnpin({run.id()});
   Dispatch();
   return run;
 }
 
-void RunManager::StoreThenUnpin(const std::vector<std::string>& pinned) {
-  if (!admission_.shared() || pinned.empty()) return;
-  // Every event appended before it (of any run) is committed. An error is the run's own
-  // (logged and counted where it happened), not a reason to keep it from other replicas.
-  for (const std::string& id : pinned) (void)deps_.events->Flush(id);
-  admission_.Unpin(pinned);
-}
-
 void RunManager::TellPositions(const std::vector<std::string>& order) {
-  // One at a time: a run pinned by one call would be skipped by another, its news lost.
-  absl::MutexLock telling(&positions_mu_);
-  std::vector<std::string> moved;
   for (size_t i = 0; i < order.size(); ++i) {
-    std::shared_ptr<ActiveRun> ar = FindActive(order[i]);
-    if (ar && ar->position.load() != i + 1) moved.push_back(order[i]);
-  }
-  if (moved.empty()) return;
-  // Only runs still waiting as this replica's: a claimed one's events are its claimer's now.
-  const std::vector<std::string> pinned = admission_.Pin(moved);
-  const std::set<std::string> mine(pinned.begin(), pinned.end());
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (mine.count(order[i]) == 0) continue;
     std::shared_ptr<ActiveRun> ar = FindActive(order[i]);
     const uint32_t position = static_cast<uint32_t>(i + 1);
-    if (!ar || ar->position.exchange(position) == position) continue;
+    if (!ar || ar->admitted.load() || ar->position.exchange(position) == position) continue;
+    // A run another replica claimed since the order was read is that replica's: the store
+    // refuses this event (Store::FenceWrites), and its log stays dense.
     RunEvents events(deps_.events, ar.get());
     events.Emit(events::RunQueued(position));
   }
-  StoreThenUnpin(pinned);
 }
 
 absl::StatusOr<std::shared_ptr<ActiveRun>> RunManager::Revive(const Caller& caller,

@@ -208,12 +208,11 @@ size_t RunManager::Drain(absl::Duration grace) {
   }
   for (const auto& ar : runs) {
     const std::string& id = ar->request_run_id;
-    // Shared queue: a waiting run any replica may start stays in it, for one with room;
-    // pinned while its notice below is stored (one not pinned was claimed meanwhile).
+    // Shared queue: a waiting run any replica may start stays in it, for one with room (one
+    // claimed meanwhile is its claimer's, and the store refuses the notice below).
     const bool leave = admission_.shared() && !OnlyHere(*ar);
     const bool waiting =
-        leave ? !ar->admitted.load() && !admission_.ClaimedHere(id) && !admission_.Pin({id}).empty()
-              : admission_.Remove(id);
+        leave ? !ar->admitted.load() && !admission_.ClaimedHere(id) : admission_.Remove(id);
     if (!waiting) {
       if (MovedAway(*ar)) {
         LetGo(*ar);  // another replica claimed it: its business now
@@ -231,7 +230,6 @@ size_t RunManager::Drain(absl::Duration grace) {
                             "a replica with room (follow again from the last seq seen)"
                           : "the daemon is shutting down; this run stays queued and starts when "
                             "it is back (follow again from the last seq seen)");
-      if (leave) StoreThenUnpin({id});
       log::Info("run.shelved", {{"run", ar->request_run_id}, {"tenant", events.tenant()}});
       ReleaseQueuedBytes(*ar);
       absl::MutexLock lock(&mu_);

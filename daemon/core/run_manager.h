@@ -134,11 +134,8 @@ class RunManager {
   // its request is not kept in the store).
   static bool OnlyHere(const ActiveRun& run);
   // Tells the runs of `order` (the waiting runs, in admission order) that are queued here
-  // and whose place changed their new position (run.queued), each only while it is still
-  // waiting as this replica's (pinned: AdmissionQueue::Pin), stored before it is unpinned.
-  void TellPositions(const std::vector<std::string>& order) ABSL_LOCKS_EXCLUDED(positions_mu_);
-  // Shared queue: waits until the events appended so far are stored, then unpins `pinned`.
-  void StoreThenUnpin(const std::vector<std::string>& pinned);
+  // and whose place changed their new position (run.queued).
+  void TellPositions(const std::vector<std::string>& order);
   // Shared queue: whether a run queued here, not started here, is no longer waiting as this
   // replica's: another replica claimed it (call once it is known not to wait any more).
   bool MovedAway(ActiveRun& run);
@@ -213,8 +210,6 @@ class RunManager {
   JournalSweeper sweeper_;
   Retention retention_;
 
-  // Held by TellPositions from its pin to its unpin; guards no data.
-  absl::Mutex positions_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ActiveRun>> active_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

@@ -79,10 +79,6 @@ struct QueuedRun {
   std::string enqueued_by;  // the replica that queued it
   absl::Time enqueued_at = absl::UnixEpoch();
   std::string claimed_by;  // "" while it waits
-  // "" = claimable as above; else only this replica may claim it for now: the replica that
-  // queued it is writing one of its events (Pin), which must be stored before another
-  // replica, taking the run's next seq from the store, writes any.
-  std::string pinned_by;
 };
 
 // What the replica queueing a run has room for (core/admission.h decides it), so Enqueue can
@@ -112,8 +108,7 @@ class AdmissionStore {
   // quota, and no run that replica could start waiting ahead of it in fair order), it is
   // claimed for that replica in the same transaction and true is returned: a run sent to a
   // replica with room starts there, and no other replica's claim can take it between the
-  // queueing and the claim. Otherwise it waits (false), as any queued run, pinned to
-  // run.pinned_by when that is set (Unpin it once its `run.queued` is stored).
+  // queueing and the claim. Otherwise it waits (false), claimable by any replica at once.
   virtual absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting,
                                        RoomHere room) = 0;
   // Claims for `replica` the next waiting run in fair order that its tenant's quota admits
@@ -121,21 +116,14 @@ class AdmissionStore {
   // there is none. The run's record (Run.replica, where the store's records share this
   // database) becomes the claimer's in the same transaction, so no read of the record ever
   // finds a claimed run still owned by its queuer (a cancel forwarded to it, a takeover of a
-  // claimer that died before it started the run). The same holds for a claim in Enqueue.
+  // claimer that died before it started the run), and from its commit the store refuses the
+  // queuer's appends to the run's log (Store::FenceWrites), so the claimer, reading the log's
+  // last seq after its claim, continues it densely. The same holds for a claim in Enqueue.
   virtual absl::StatusOr<std::optional<QueuedRun>> Claim(const std::string& replica,
                                                          bool sandbox_room) = 0;
   // Takes a waiting run out (cancelled before it started); false if it is not waiting
   // (claimed meanwhile, or not queued).
   virtual absl::StatusOr<bool> Remove(const std::string& run_id) = 0;
-  // Pins those of `run_ids` that still wait and are not pinned to `replica`: no other replica
-  // claims them until Unpin, so the events `replica` writes to them meanwhile are stored
-  // before any claimer reads the run's last seq. Returns the runs pinned (a claimed,
-  // removed or already pinned run is not: its events are not `replica`'s to write now).
-  virtual absl::StatusOr<std::vector<std::string>> Pin(const std::vector<std::string>& run_ids,
-                                                       const std::string& replica) = 0;
-  // The pins of `run_ids` go (OK for a run not pinned, claimed or gone), and replicas with
-  // room are nudged to claim them.
-  virtual absl::Status Unpin(const std::vector<std::string>& run_ids) = 0;
   // A claimed run has ended: its tenant's slot is free. OK when it holds none. Where the run
   // records share the database, the write that makes a run's record final (SUCCEEDED and
   // after) frees its slot in its own transaction (a trigger on the records), so a finish is
@@ -143,8 +131,7 @@ class AdmissionStore {
   virtual absl::Status Release(const std::string& run_id) = 0;
   // `replica` is gone (its lease was taken over) or has restarted: the slots of the runs it
   // had claimed and of its kept sessions are free, the runs only it could start are out
-  // of the queue (they are queued again from the store's records, RecoverRuns), and its pins
-  // go (it writes no more events).
+  // of the queue (they are queued again from the store's records, RecoverRuns).
   virtual absl::Status ReleaseReplica(const std::string& replica) = 0;
   virtual absl::StatusOr<WaitingRuns> Waiting() = 0;
   // The run's row, waiting or claimed (claimed_by); nullopt when it is not in the queue.

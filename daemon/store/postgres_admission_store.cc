@@ -37,7 +37,8 @@ CREATE TABLE admission_sessions (
   tenant TEXT NOT NULL,
   replica TEXT NOT NULL);
 )sql",
-    // Pins (AdmissionStore::Pin): a waiting run only its queuer may claim for a moment.
+    // Pins, a waiting run only its queuer could claim for a moment: unused since an append
+    // to a run's log checks its owner (PostgresStore), kept so the versions stay the same.
     "ALTER TABLE admission_queue ADD COLUMN pinned_by TEXT NOT NULL DEFAULT ''",
 };
 
@@ -72,25 +73,9 @@ constexpr const char kLockTenant[] = "SELECT 1 FROM admission_tenants WHERE tena
 
 int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
 
-// `ids` as a text[] literal ({"a","b"}), for one statement over all of them.
-std::string TextArray(const std::vector<std::string>& ids) {
-  std::string out = "{";
-  for (const std::string& id : ids) {
-    if (out.size() > 1) out += ',';
-    out += '"';
-    for (char c : id) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
-
 QueuedRun Queued(const PgResult& r, int row) {
   return {r.Text(row, 0), r.Text(row, 1), static_cast<uint32_t>(r.Int(row, 2)), r.Int(row, 3) != 0,
-          r.Text(row, 4), r.Text(row, 5), absl::FromUnixNanos(r.Int(row, 6)),   r.Text(row, 7),
-          r.Text(row, 8)};
+          r.Text(row, 4), r.Text(row, 5), absl::FromUnixNanos(r.Int(row, 6)),   r.Text(row, 7)};
 }
 
 absl::Status LockTenant(PgConnection& conn, const char* what, const std::string& tenant) {
@@ -135,8 +120,7 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const cha
                 "WHERE (t.max_running = 0 OR t.running < t.max_running) "
                 "AND EXISTS (SELECT 1 FROM admission_queue q WHERE q.tenant = t.tenant "
                 "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
-                "AND (q.only_replica = '' OR q.only_replica = $2) "
-                "AND (q.pinned_by = '' OR q.pinned_by = $2)) "
+                "AND (q.only_replica = '' OR q.only_replica = $2)) "
                 "ORDER BY (t.tenant <= coalesce((SELECT c.tenant FROM admission_tenants c "
                 "WHERE c.last_claimed > 0 ORDER BY c.last_claimed DESC LIMIT 1), '')), "
                 "t.tenant LIMIT 1 FOR UPDATE OF t SKIP LOCKED",
@@ -148,11 +132,10 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const cha
       PgResult run,
       conn.Exec(what,
                 "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                "q.enqueued_by, q.enqueued_at, q.claimed_by, q.pinned_by FROM admission_queue q "
+                "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
                 "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.tenant = $3 "
                 "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
                 "AND (q.only_replica = '' OR q.only_replica = $2) "
-                "AND (q.pinned_by = '' OR q.pinned_by = $2) "
                 "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED",
                 PgParams().Int(sandbox_room).Text(replica).Text(name)));
   if (run.rows() == 0) return std::nullopt;  // cancelled meanwhile: the next poll
@@ -219,7 +202,7 @@ absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint3
     SANDGATE_RETURN_IF_ERROR(
         conn->Run(kWhat,
                   "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
-                  "enqueued_by, enqueued_at, pinned_by) VALUES($1, $2, $3, $4, $5, $6, $7) "
+                  "enqueued_by, enqueued_at) VALUES($1, $2, $3, $4, $5, $6) "
                   "ON CONFLICT(run_id) DO NOTHING",
                   PgParams()
                       .Text(run.run_id)
@@ -227,18 +210,15 @@ absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint3
                       .Int(run.needs_sandbox)
                       .Text(run.only_replica)
                       .Text(run.enqueued_by)
-                      .Int(Ns(run.enqueued_at))
-                      .Text(run.pinned_by)));
-    // A pinned run is claimable by others only at its Unpin, which notifies then.
-    const bool notify = run.pinned_by.empty();
-    if (!room.run_slot) return notify ? PgNotify(*conn, kQueueChannel, "") : absl::OkStatus();
+                      .Int(Ns(run.enqueued_at))));
+    if (!room.run_slot) return PgNotify(*conn, kQueueChannel, "");
     // The row is not committed yet, so no other replica sees it before this claim is made.
     SANDGATE_ASSIGN_OR_RETURN(
         std::optional<QueuedRun> here,
         ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id, records_));
     claimed = here.has_value();
     // A run that waits: a replica with room elsewhere claims it now, not at its next poll.
-    return claimed || !notify ? absl::OkStatus() : PgNotify(*conn, kQueueChannel, "");
+    return claimed ? absl::OkStatus() : PgNotify(*conn, kQueueChannel, "");
   }));
   return claimed;
 }
@@ -272,37 +252,6 @@ absl::StatusOr<bool> PostgresAdmissionStore::Remove(const std::string& run_id) {
   return removed;
 }
 
-absl::StatusOr<std::vector<std::string>> PostgresAdmissionStore::Pin(
-    const std::vector<std::string>& run_ids, const std::string& replica) {
-  constexpr const char* kWhat = "pin waiting runs";
-  if (run_ids.empty()) return std::vector<std::string>();
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  // A row a claim holds is waited for, then re-checked (READ COMMITTED): claimed, it is not
-  // pinned; a claim after this commits skips the pinned rows.
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn->Exec(kWhat,
-                 "UPDATE admission_queue SET pinned_by = $2 WHERE run_id = ANY($1::text[]) "
-                 "AND claimed_by = '' AND pinned_by = '' RETURNING run_id",
-                 PgParams().Text(TextArray(run_ids)).Text(replica)));
-  std::vector<std::string> pinned;
-  for (int i = 0; i < r.rows(); ++i) pinned.push_back(r.Text(i, 0));
-  return pinned;
-}
-
-absl::Status PostgresAdmissionStore::Unpin(const std::vector<std::string>& run_ids) {
-  constexpr const char* kWhat = "unpin runs";
-  if (run_ids.empty()) return absl::OkStatus();
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  return conn->Transaction(kWhat, [&]() -> absl::Status {
-    SANDGATE_RETURN_IF_ERROR(
-        conn->Run(kWhat, "UPDATE admission_queue SET pinned_by = '' WHERE run_id = ANY($1::text[])",
-                  PgParams().Text(TextArray(run_ids))));
-    // Claimable by every replica again: one with room takes it now, not at its next poll.
-    return PgNotify(*conn, kQueueChannel, "");
-  });
-}
-
 absl::Status PostgresAdmissionStore::Release(const std::string& run_id) {
   constexpr const char* kWhat = "release run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
@@ -334,8 +283,6 @@ absl::Status PostgresAdmissionStore::ReleaseReplica(const std::string& replica) 
     SANDGATE_RETURN_IF_ERROR(conn->Run(
         kWhat, "DELETE FROM admission_queue WHERE claimed_by = '' AND only_replica = $1", params));
     SANDGATE_RETURN_IF_ERROR(
-        conn->Run(kWhat, "UPDATE admission_queue SET pinned_by = '' WHERE pinned_by = $1", params));
-    SANDGATE_RETURN_IF_ERROR(
         conn->Run(kWhat, "DELETE FROM admission_sessions WHERE replica = $1", params));
     return PgNotify(*conn, kQueueChannel, "");
   });
@@ -351,7 +298,7 @@ absl::StatusOr<WaitingRuns> PostgresAdmissionStore::Waiting() {
         PgResult r,
         conn->Exec(kWhat,
                    "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                   "q.enqueued_by, q.enqueued_at, q.claimed_by, q.pinned_by FROM admission_queue q "
+                   "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
                    "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.claimed_by = '' "
                    "ORDER BY q.seq"));
     for (int i = 0; i < r.rows(); ++i) out.runs.push_back(Queued(r, i));
@@ -372,7 +319,7 @@ absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Find(const std:
       PgResult r,
       conn->Exec(kWhat,
                  "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                 "q.enqueued_by, q.enqueued_at, q.claimed_by, q.pinned_by FROM admission_queue q "
+                 "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
                  "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.run_id = $1",
                  PgParams().Text(run_id)));
   if (r.rows() == 0) return std::nullopt;

@@ -28,9 +28,6 @@ class PostgresAdmissionStore : public AdmissionStore {
   absl::StatusOr<std::optional<QueuedRun>> Claim(const std::string& replica,
                                                  bool sandbox_room) override;
   absl::StatusOr<bool> Remove(const std::string& run_id) override;
-  absl::StatusOr<std::vector<std::string>> Pin(const std::vector<std::string>& run_ids,
-                                               const std::string& replica) override;
-  absl::Status Unpin(const std::vector<std::string>& run_ids) override;
   absl::Status Release(const std::string& run_id) override;
   absl::Status ReleaseReplica(const std::string& replica) override;
   absl::StatusOr<WaitingRuns> Waiting() override;

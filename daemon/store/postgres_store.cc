@@ -85,6 +85,33 @@ constexpr const char* kFenceCte =
     "WITH fence AS (SELECT 1 FROM replica_leases WHERE id = $1 AND epoch = $2 "
     "AND taken_over_by = '' FOR SHARE) ";
 
+// `<table>_owner`: the records of the ids in text[] parameter $`ids`, each locked until the
+// commit (MATERIALIZED: no filter of the caller's is pushed below the lock), each with whether
+// the writer ($1) may write its log.
+std::string OwnersCte(const char* table, size_t ids) {
+  return absl::StrCat(
+      table,
+      "_owner AS MATERIALIZED (SELECT (o.replica IN ($1, '') OR EXISTS(SELECT 1 FROM "
+      "replica_leases l WHERE l.id = o.replica AND l.taken_over_by = $1)) AS mine "
+      "FROM ",
+      table, " o WHERE o.id = ANY($", ids, "::text[]) FOR SHARE OF o)");
+}
+
+// `ids` as a text[] literal ({"a","b"}), for one statement over all of them.
+std::string TextArray(const std::vector<std::string>& ids) {
+  std::string out = "{";
+  for (const std::string& id : ids) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : id) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const PostgresOptions& options) {
@@ -143,12 +170,14 @@ absl::Status PostgresStore::PutRecord(PgConnection& conn, const char* table, con
 absl::Status PostgresStore::Fenced(PgConnection& conn, const Fence& fence, const char* table,
                                    const std::string& record, const std::string& id) {
   std::string owner;
-  if (table != nullptr) {
-    const std::string sql = absl::StrCat("SELECT replica FROM ", table, " WHERE id = $1");
-    SANDGATE_ASSIGN_OR_RETURN(PgResult o,
-                              conn.Exec("read the owner", sql.c_str(), PgParams().Text(id)));
-    if (o.rows() == 1) owner = o.Text(0, 0);
-  }
+  // An event's log is a run's or a kept session's.
+  const std::string sql = table != nullptr
+                              ? absl::StrCat("SELECT replica FROM ", table, " WHERE id = $1")
+                              : "SELECT replica FROM runs WHERE id = $1 UNION ALL "
+                                "SELECT replica FROM sessions WHERE id = $1";
+  SANDGATE_ASSIGN_OR_RETURN(PgResult o,
+                            conn.Exec("read the owner", sql.c_str(), PgParams().Text(id)));
+  if (o.rows() >= 1) owner = o.Text(0, 0);
   SANDGATE_ASSIGN_OR_RETURN(PgResult l,
                             conn.Exec("read the writer's lease",
                                       "SELECT epoch, taken_over_by, claimed_at FROM replica_leases "
@@ -392,30 +421,39 @@ absl::Status PostgresStore::InsertEvents(PgConnection& conn, const v1::Event* ev
 
 absl::Status PostgresStore::InsertFencedEvents(PgConnection& conn, const Fence& fence,
                                                const v1::Event* events, size_t n) {
-  // Written only while the writer's lease is current at its epoch (kFenceCte): all n rows
-  // or none.
+  // Written only while the writer's lease is current at its epoch (kFenceCte), and only to
+  // logs whose record (run or session) is the writer's, has no owner, or is of a replica the
+  // writer took over: all n rows or none. The records are locked (FOR SHARE) until the
+  // commit, so a claim that makes a waiting run another replica's (AdmissionStore::Claim
+  // updates its row) waits for this append, or this append sees the claim and is refused:
+  // the claimer's first seq, read after its claim, follows every event the queuer stored.
   // With the rows, as the unfenced insert does, one notification per run (InsertEventsSql).
-  std::string sql =
-      absl::StrCat(kFenceCte,
-                   ", ins AS (INSERT INTO events(run_id, seq, proto) SELECT v.run_id, v.seq, "
-                   "v.proto FROM fence, (VALUES ");
+  const size_t ids = 3 * n + 3;
+  std::string sql = absl::StrCat(
+      kFenceCte, ", ", OwnersCte("runs", ids), ", ", OwnersCte("sessions", ids),
+      ", ins AS (INSERT INTO events(run_id, seq, proto) SELECT v.run_id, v.seq, v.proto FROM "
+      "fence, (VALUES ");
   PgParams p;
   p.Text(fence.replica).Int(fence.epoch);
+  std::vector<std::string> run_ids;
   for (size_t i = 0; i < n; ++i) {
     const size_t k = 3 * i + 3;
     absl::StrAppend(&sql, i > 0 ? "," : "", "($", k, "::text,$", k + 1, "::bigint,$", k + 2,
                     "::bytea)");
     p.Text(events[i].run_id()).Int(events[i].seq()).Bytes(events[i].SerializeAsString());
+    run_ids.push_back(events[i].run_id());
   }
+  p.Text(TextArray(run_ids));
   absl::StrAppend(&sql,
-                  ") AS v(run_id, seq, proto) RETURNING run_id, seq), "
-                  "notified AS (SELECT pg_notify('",
+                  ") AS v(run_id, seq, proto) WHERE NOT EXISTS(SELECT 1 FROM runs_owner "
+                  "WHERE NOT mine) AND NOT EXISTS(SELECT 1 FROM sessions_owner WHERE NOT mine) "
+                  "RETURNING run_id, seq), notified AS (SELECT pg_notify('",
                   kEventsChannel,
                   "', run_id || ' ' || max(seq)) FROM ins GROUP BY run_id) "
                   "SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM notified)");
   SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn.Exec("append events", sql.c_str(), p));
   if (r.rows() == 1 && r.Int(0, 0) == static_cast<int64_t>(n)) return absl::OkStatus();
-  return Fenced(conn, fence, nullptr, absl::StrCat("the events of ", events[0].run_id()),
+  return Fenced(conn, fence, nullptr, absl::StrCat("the log of ", events[0].run_id()),
                 events[0].run_id());
 }
 

@@ -28,8 +28,7 @@ CREATE TABLE IF NOT EXISTS admission_queue (
   enqueued_by TEXT NOT NULL,
   enqueued_at INTEGER NOT NULL,
   seq INTEGER NOT NULL,
-  claimed_by TEXT NOT NULL DEFAULT '',
-  pinned_by TEXT NOT NULL DEFAULT '');
+  claimed_by TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS admission_queue_by_tenant ON admission_queue(tenant, claimed_by, seq);
 CREATE TABLE IF NOT EXISTS admission_tenants (
   tenant TEXT PRIMARY KEY,
@@ -47,13 +46,12 @@ CREATE TABLE IF NOT EXISTS admission_sessions (
 // A queue row read with kQueueColumns.
 QueuedRun Queued(Sql& s) {
   return {s.Text(0), s.Text(1), static_cast<uint32_t>(s.Int(2)), s.Int(3) != 0,
-          s.Text(4), s.Text(5), absl::FromUnixNanos(s.Int(6)),   s.Text(7),
-          s.Text(8)};
+          s.Text(4), s.Text(5), absl::FromUnixNanos(s.Int(6)),   s.Text(7)};
 }
 
 constexpr const char* kQueueColumns =
     "q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, q.enqueued_by, "
-    "q.enqueued_at, q.claimed_by, q.pinned_by";
+    "q.enqueued_at, q.claimed_by";
 
 int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
 
@@ -95,7 +93,7 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(sqlite3* db, const std::strin
                    " FROM admission_queue q JOIN admission_tenants t ON t.tenant = q.tenant "
                    "WHERE q.claimed_by = '' AND (t.max_running = 0 OR t.running < t.max_running) "
                    "AND (q.needs_sandbox = 0 OR ?1 = 1) AND (q.only_replica = '' OR "
-                   "q.only_replica = ?2) AND (q.pinned_by = '' OR q.pinned_by = ?2) ORDER BY "
+                   "q.only_replica = ?2) ORDER BY "
                    "(q.tenant <= coalesce((SELECT tenant FROM "
                    "admission_tenants WHERE last_claimed > 0 ORDER BY last_claimed DESC LIMIT 1), "
                    "'')), q.tenant, q.seq LIMIT 1"),
@@ -133,7 +131,6 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
     return errors::Internal(
         absl::StrCat("sqlite: creating the admission tables in ", path, ": ", msg));
   }
-  SANDGATE_RETURN_IF_ERROR(store->AddPinColumn());
   Sql records(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'", {});
   SANDGATE_ASSIGN_OR_RETURN(store->records_, records.Row("look for the run records"));
   // A run's finish frees its slot (Release) in the transaction that stores its final record:
@@ -171,20 +168,6 @@ absl::Status SqliteAdmissionStore::Transaction(const char* what,
   return st;
 }
 
-absl::Status SqliteAdmissionStore::AddPinColumn() {
-  absl::MutexLock lock(&mu_);
-  // A file made before pins: its table gets the column (once, also when several daemons
-  // open the file at the same moment: the check and the change are one write transaction).
-  return Transaction("add the pin column", [&]() -> absl::Status {
-    Sql has(db_, "SELECT 1 FROM pragma_table_info('admission_queue') WHERE name = 'pinned_by'", {});
-    SANDGATE_ASSIGN_OR_RETURN(bool found, has.Row("read the queue's columns"));
-    if (found) return absl::OkStatus();
-    return Sql(db_, "ALTER TABLE admission_queue ADD COLUMN pinned_by TEXT NOT NULL DEFAULT ''", {})
-        .Run("add the pin column")
-        .status();
-  });
-}
-
 absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
                                                    RoomHere room) {
   absl::MutexLock lock(&mu_);
@@ -207,10 +190,10 @@ absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_
     SANDGATE_RETURN_IF_ERROR(
         Sql(db_,
             "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
-            "enqueued_by, enqueued_at, pinned_by, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+            "enqueued_by, enqueued_at, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
             "(SELECT coalesce(max(seq), 0) + 1 FROM admission_queue))",
             {run.run_id, run.tenant, int64_t{run.needs_sandbox}, run.only_replica, run.enqueued_by,
-             Ns(run.enqueued_at), run.pinned_by})
+             Ns(run.enqueued_at)})
             .Run("queue run")
             .status());
     if (!room.run_slot) return absl::OkStatus();
@@ -241,39 +224,6 @@ absl::StatusOr<bool> SqliteAdmissionStore::Remove(const std::string& run_id) {
       Sql(db_, "DELETE FROM admission_queue WHERE run_id = ?1 AND claimed_by = ''", {run_id})
           .Run("remove waiting run"));
   return changed == 1;
-}
-
-absl::StatusOr<std::vector<std::string>> SqliteAdmissionStore::Pin(
-    const std::vector<std::string>& run_ids, const std::string& replica) {
-  absl::MutexLock lock(&mu_);
-  std::vector<std::string> pinned;
-  SANDGATE_RETURN_IF_ERROR(Transaction("pin waiting runs", [&]() -> absl::Status {
-    pinned.clear();
-    for (const std::string& id : run_ids) {
-      SANDGATE_ASSIGN_OR_RETURN(int changed,
-                                Sql(db_,
-                                    "UPDATE admission_queue SET pinned_by = ?2 WHERE run_id = ?1 "
-                                    "AND claimed_by = '' AND pinned_by = ''",
-                                    {id, replica})
-                                    .Run("pin waiting runs"));
-      if (changed == 1) pinned.push_back(id);
-    }
-    return absl::OkStatus();
-  }));
-  return pinned;
-}
-
-absl::Status SqliteAdmissionStore::Unpin(const std::vector<std::string>& run_ids) {
-  absl::MutexLock lock(&mu_);
-  return Transaction("unpin runs", [&]() -> absl::Status {
-    for (const std::string& id : run_ids) {
-      SANDGATE_RETURN_IF_ERROR(
-          Sql(db_, "UPDATE admission_queue SET pinned_by = '' WHERE run_id = ?1", {id})
-              .Run("unpin runs")
-              .status());
-    }
-    return absl::OkStatus();
-  });
 }
 
 absl::Status SqliteAdmissionStore::Release(const std::string& run_id) {
@@ -311,10 +261,6 @@ absl::Status SqliteAdmissionStore::ReleaseReplica(const std::string& replica) {
             "DELETE FROM admission_queue WHERE claimed_by = ?1 OR (claimed_by = '' AND "
             "only_replica = ?1)",
             {replica})
-            .Run("release replica")
-            .status());
-    SANDGATE_RETURN_IF_ERROR(
-        Sql(db_, "UPDATE admission_queue SET pinned_by = '' WHERE pinned_by = ?1", {replica})
             .Run("release replica")
             .status());
     return Sql(db_, "DELETE FROM admission_sessions WHERE replica = ?1", {replica})

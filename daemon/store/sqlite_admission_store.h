@@ -34,9 +34,6 @@ class SqliteAdmissionStore : public AdmissionStore {
   absl::StatusOr<std::optional<QueuedRun>> Claim(const std::string& replica,
                                                  bool sandbox_room) override;
   absl::StatusOr<bool> Remove(const std::string& run_id) override;
-  absl::StatusOr<std::vector<std::string>> Pin(const std::vector<std::string>& run_ids,
-                                               const std::string& replica) override;
-  absl::Status Unpin(const std::vector<std::string>& run_ids) override;
   absl::Status Release(const std::string& run_id) override;
   absl::Status ReleaseReplica(const std::string& replica) override;
   absl::StatusOr<WaitingRuns> Waiting() override;
@@ -50,8 +47,6 @@ class SqliteAdmissionStore : public AdmissionStore {
 
  private:
   explicit SqliteAdmissionStore(sqlite3* db) : db_(db) {}
-  // Adds pinned_by to a queue table made before it.
-  absl::Status AddPinColumn();
   // Runs `body` in one BEGIN IMMEDIATE transaction, committed when it returns OK.
   absl::Status Transaction(const char* what, const std::function<absl::Status()>& body)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

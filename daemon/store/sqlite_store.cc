@@ -13,6 +13,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "store/replica_store.h"
 #include "store/sqlite_file.h"
+#include "store/sqlite_stmt.h"
 
 namespace sandgate::store {
 namespace {
@@ -87,73 +88,6 @@ class BlobOutput final : public google::protobuf::io::CopyingOutputStream {
   sqlite3_blob* const blob_;
   int offset_ = 0;
 };
-
-// One prepared statement, finalized on every return path; or a cached one (the store's, for
-// the per-event statements), reset and unbound instead.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  explicit Stmt(sqlite3_stmt* cached)
-      : stmt_(cached), cached_(true), rc_(cached ? SQLITE_OK : SQLITE_ERROR) {}
-  ~Stmt() {
-    if (!cached_) {
-      sqlite3_finalize(stmt_);
-    } else if (stmt_ != nullptr) {
-      sqlite3_reset(stmt_);
-      sqlite3_clear_bindings(stmt_);
-    }
-  }
-  bool ok() const { return rc_ == SQLITE_OK; }
-  void Bind(int i, const std::string& s) {
-    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-  }
-  void BindBlob(int i, const std::string& s) {
-    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-  }
-  void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  int Step() { return sqlite3_step(stmt_); }
-  std::string Text(int col) {
-    const void* p = sqlite3_column_blob(stmt_, col);
-    int n = sqlite3_column_bytes(stmt_, col);
-    return p ? std::string(static_cast<const char*>(p), n) : std::string();
-  }
-  // The column's bytes in SQLite's own buffer, valid until the next Step: no copy, for a
-  // row that may hold max_input_bytes.
-  absl::string_view Blob(int col) {
-    const void* p = sqlite3_column_blob(stmt_, col);
-    int n = sqlite3_column_bytes(stmt_, col);
-    return p ? absl::string_view(static_cast<const char*>(p), n) : absl::string_view();
-  }
-  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-  bool cached_ = false;
-  int rc_;
-};
-
-template <typename Message>
-absl::StatusOr<Message> ParseBlob(absl::string_view blob, absl::string_view what) {
-  Message m;
-  if (!m.ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
-    return errors::Internal(absl::StrCat("corrupt ", what, " row"));
-  }
-  return m;
-}
-
-// Every row's first column parsed as a Message, in order.
-template <typename Message>
-absl::StatusOr<std::vector<Message>> CollectProtos(Stmt& s, absl::string_view what) {
-  std::vector<Message> out;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    SANDGATE_ASSIGN_OR_RETURN(Message m, ParseBlob<Message>(s.Text(0), what));
-    out.push_back(std::move(m));
-  }
-  if (rc != SQLITE_DONE)
-    return errors::Internal(absl::StrCat("sqlite: reading ", what, " rows failed"));
-  return out;
-}
 
 }  // namespace
 
@@ -299,11 +233,13 @@ absl::Status SqliteStore::PutRecordLocked(const char* table, const char* kind, c
 absl::Status SqliteStore::Fenced(const char* table, const std::string& record,
                                  const std::string& id) {
   std::string owner;
-  if (table != nullptr) {
-    Stmt o(db_, absl::StrCat("SELECT replica FROM ", table, " WHERE id = ?1").c_str());
-    o.Bind(1, id);
-    if (o.ok() && o.Step() == SQLITE_ROW) owner = o.Text(0);
-  }
+  // An event's log is a run's or a kept session's.
+  Stmt o(db_, table != nullptr
+                  ? absl::StrCat("SELECT replica FROM ", table, " WHERE id = ?1").c_str()
+                  : "SELECT replica FROM runs WHERE id = ?1 UNION ALL "
+                    "SELECT replica FROM sessions WHERE id = ?1");
+  o.Bind(1, id);
+  if (o.ok() && o.Step() == SQLITE_ROW) owner = o.Text(0);
   Stmt l(db_, "SELECT epoch, taken_over_by, claimed_at FROM replica_leases WHERE id = ?1");
   l.Bind(1, fence_replica_);
   if (!l.ok()) return Error("read the writer's lease");
@@ -577,138 +513,6 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::PurgeBefore(absl::Time cut
   }
   SANDGATE_RETURN_IF_ERROR(Exec("COMMIT"));
   return runs;
-}
-
-absl::Status SqliteStore::InsertEvent(const v1::Event& event) {
-  // Fenced (FenceWrites): written only while the writer's lease is current at its epoch.
-  const bool fenced = !fence_replica_.empty();
-  Stmt s(Cached(fenced ? "INSERT INTO events(run_id, seq, proto) SELECT ?1, ?2, ?3 WHERE "
-                         "EXISTS(SELECT 1 FROM replica_leases WHERE id = ?4 AND epoch = ?5 "
-                         "AND taken_over_by = '')"
-                       : "INSERT INTO events(run_id, seq, proto) VALUES(?,?,?)"));
-  if (!s.ok()) return Error("prepare append event");
-  s.Bind(1, event.run_id());
-  s.Bind(2, static_cast<int64_t>(event.seq()));
-  s.BindBlob(3, event.SerializeAsString());
-  if (fenced) {
-    s.Bind(4, fence_replica_);
-    s.Bind(5, fence_epoch_);
-  }
-  int rc = s.Step();
-  if (rc == SQLITE_CONSTRAINT) {
-    return errors::AlreadyExists("event", absl::StrCat(event.run_id(), "#", event.seq()));
-  }
-  if (rc != SQLITE_DONE) return Error("append event");
-  if (fenced && sqlite3_changes(db_) == 0) {
-    return Fenced(nullptr, absl::StrCat("the events of ", event.run_id()), event.run_id());
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SqliteStore::AppendEvent(const v1::Event& event) {
-  absl::MutexLock lock(&mu_);
-  return InsertEvent(event);
-}
-
-absl::Status SqliteStore::AppendEventsWithRuns(const std::vector<v1::Event>& events,
-                                               const std::vector<v1::Run>& runs) {
-  return AppendEventsWithRecords(events, runs, {});
-}
-
-absl::Status SqliteStore::AppendEventsWithRecords(const std::vector<v1::Event>& events,
-                                                  const std::vector<v1::Run>& runs,
-                                                  const std::vector<v1::Session>& sessions) {
-  absl::MutexLock lock(&mu_);
-  // One event is its own transaction (autocommit). BEGIN and COMMIT are prepared once: a
-  // batch is often small, and parsing them again cost as much as the insert.
-  if (events.size() == 1 && runs.empty() && sessions.empty()) return InsertEvent(events.front());
-  SANDGATE_RETURN_IF_ERROR(StepCached("BEGIN", "begin events"));
-  absl::Status st;
-  for (size_t i = 0; st.ok() && i < runs.size(); ++i) st = PutRunLocked(runs[i]);
-  for (size_t i = 0; st.ok() && i < sessions.size(); ++i) {
-    st = PutRecordLocked("sessions", "session", sessions[i],
-                         static_cast<int64_t>(sessions[i].status()), nullptr);
-  }
-  for (size_t i = 0; st.ok() && i < events.size(); ++i) st = InsertEvent(events[i]);
-  if (!st.ok()) {
-    (void)Exec("ROLLBACK");  // the write's error is the one to report
-    return st;
-  }
-  absl::Status committed = StepCached("COMMIT", "commit events");
-  if (!committed.ok()) (void)Exec("ROLLBACK");  // a failed COMMIT may leave it open
-  return committed;
-}
-
-absl::Status SqliteStore::StepCached(const char* sql, const char* what) {
-  Stmt s(Cached(sql));
-  if (!s.ok() || s.Step() != SQLITE_DONE) return Error(what);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<v1::Event>> SqliteStore::ReadEvents(const std::string& run_id,
-                                                               int64_t after_seq, uint32_t limit) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(Cached("SELECT proto FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"));
-  if (!s.ok()) return Error("prepare read events");
-  s.Bind(1, run_id);
-  s.Bind(2, after_seq);
-  s.Bind(3, static_cast<int64_t>(limit));
-  return CollectProtos<v1::Event>(s, "event");
-}
-
-absl::StatusOr<int64_t> SqliteStore::LastSeq(const std::string& run_id) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(Cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?"));
-  if (!s.ok()) return Error("prepare last seq");
-  s.Bind(1, run_id);
-  if (s.Step() != SQLITE_ROW) return Error("last seq");
-  return s.Int(0);
-}
-
-absl::Status SqliteStore::Record(const JournalEntry& entry) {
-  absl::MutexLock lock(&mu_);
-  // A durable record must be on disk before the resource it names exists; any other is
-  // safe once committed (JournalEntry::durable).
-  if (entry.durable) SANDGATE_RETURN_IF_ERROR(Exec("PRAGMA synchronous=FULL"));
-  absl::Cleanup normal = [this, &entry]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (entry.durable) (void)Exec("PRAGMA synchronous=NORMAL");
-  };
-  Stmt s(db_,
-         "INSERT INTO journal(id, provider, kind, details) VALUES(?,?,?,?) "
-         "ON CONFLICT(id) DO UPDATE SET details=excluded.details");
-  if (!s.ok()) return Error("prepare journal record");
-  s.Bind(1, entry.id);
-  s.Bind(2, entry.provider);
-  s.Bind(3, entry.kind);
-  s.Bind(4, entry.details.dump());
-  if (s.Step() != SQLITE_DONE) return Error("journal record");
-  return absl::OkStatus();
-}
-
-absl::Status SqliteStore::Erase(const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  Stmt s(db_, "DELETE FROM journal WHERE id = ?");
-  if (!s.ok()) return Error("prepare journal erase");
-  s.Bind(1, id);
-  if (s.Step() != SQLITE_DONE) return Error("journal erase");
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<JournalEntry>> SqliteStore::List() {
-  absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT id, provider, kind, details FROM journal ORDER BY id");
-  if (!s.ok()) return Error("prepare journal list");
-  std::vector<JournalEntry> entries;
-  int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) {
-    JournalEntry e{s.Text(0), s.Text(1), s.Text(2)};
-    e.details = nlohmann::json::parse(s.Text(3), nullptr, /*allow_exceptions=*/false);
-    if (e.details.is_discarded())
-      return errors::Internal(absl::StrCat("corrupt journal row ", e.id));
-    entries.push_back(std::move(e));
-  }
-  if (rc != SQLITE_DONE) return Error("journal list");
-  return entries;
 }
 
 }  // namespace sandgate::store

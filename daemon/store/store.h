@@ -107,8 +107,9 @@ class Store : public ResourceJournal {
   // written as `replica` holding its lease at `epoch` (store/replica_store.h), and the
   // statement that writes checks it: it is refused with ABORTED (IsFencedWrite) once that
   // lease has been taken over or joined again at another epoch, or when the record's owner
-  // is another replica that this one is not cleaning up after. Until it is called (one
-  // daemon alone, tests) writes are not fenced. Stores without lease rows ignore it.
+  // (for an event, its log's run or session) is another replica that this one is not
+  // cleaning up after: a waiting run another replica claimed is the claimer's to append. Until it
+  // is called (one daemon alone, tests) writes are not fenced. Stores without lease rows ignore it.
   virtual void FenceWrites(const std::string& replica, int64_t epoch) {}
 
   // The unfinished runs (QUEUED, RUNNING) and live sessions whose owner is `replica`, by the

@@ -20,6 +20,7 @@
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/fake_journal.h"
+#include "tests/fakes/forwarding_store.h"
 
 namespace sandgate::core {
 namespace {
@@ -208,6 +209,15 @@ class ReplicaTest : public ::testing::Test {
     member.Start();
     ++started_;
   }
+  // One lease period on the clock, a renewal interval at a time, settling at each: the
+  // replicas renew on time, and a lease left unrenewed ends.
+  bool RenewThroughALease() {
+    for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {
+      if (!Settle()) return false;
+      clock_.Advance(kRenew);
+    }
+    return true;
+  }
   // Until every timer has run and waits again: the event log's, and each started replica's
   // heartbeat and cleaner. Twice: a heartbeat hands a claimed cleanup to its cleaner, which
   // may have looked at its queue (empty) in the first round; the second sees it taken and done.
@@ -278,6 +288,53 @@ TEST_F(ReplicaTest, LostReplicaIsTakenOverAtItsLeasesEndNotBefore) {
   EXPECT_EQ(b.takeovers(), 1) << "once";
 }
 
+// Counts the store transactions that end logs (hold a terminal event).
+class EndingCommits : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
+                                       const std::vector<v1::Run>& runs,
+                                       const std::vector<v1::Session>& sessions) override {
+    int terminal = 0;
+    for (const v1::Event& e : events) terminal += IsTerminal(e) ? 1 : 0;
+    if (terminal > 0) {
+      absl::MutexLock lock(&mu_);
+      commits_.push_back(terminal);
+    }
+    return inner()->AppendEventsWithRecords(events, runs, sessions);
+  }
+  std::vector<int> commits() {
+    absl::MutexLock lock(&mu_);
+    return commits_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<int> commits_ ABSL_GUARDED_BY(mu_);  // the terminal events of each
+};
+
+// Issue 21 ("one transactional seam"): the takeover failed each running run and ended each
+// kept session in a transaction of its own, so one cut off midway left some settled and some
+// not. They are one commit now.
+TEST_F(ReplicaTest, ATakeoverSettlesTheLostReplicasRunsAndSessionsInOneCommit) {
+  LeaveLostReplica();
+  ASSERT_TRUE(store_->CreateRun(MakeRun("r-running-2", "a", v1::RUN_STATUS_RUNNING), "").ok());
+  EndingCommits counting(store_.get());
+  events_ = std::make_unique<EventLog>(&counting, &clock_);
+  ReplicaMember& b = StartReplica("b");
+  ASSERT_TRUE(RenewThroughALease());  // b renews on time
+  ASSERT_TRUE(Settle());
+  ASSERT_EQ(b.takeovers(), 1);
+  EXPECT_EQ(counting.commits(), std::vector<int>{3}) << "two runs failed, a session ended";
+  for (const char* id : {"r-running", "r-running-2"}) {
+    EXPECT_EQ(store_->GetRun(id)->status(), v1::RUN_STATUS_FAILED) << id;
+    EXPECT_EQ(*store_->LastSeq(id), 1) << id;
+  }
+  EXPECT_EQ(store_->GetSession("s-a")->status(), v1::SESSION_STATUS_EXPIRED);
+  members_.clear();  // they and the log use `counting`
+  events_.reset();
+}
+
 TEST_F(ReplicaTest, ALostReplicasQuotaSlotsAreFreedAtItsTakeover) {
   LeaveLostReplica();
   store::QueuedRun running;
@@ -310,10 +367,7 @@ TEST_F(ReplicaTest, OfTwoRacingReplicasOneCleansUpAndEachResourceGoesOnce) {
   LeaveLostReplica();
   ReplicaMember& b = StartReplica("b");
   ReplicaMember& c = StartReplica("c");
-  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // b and c renew on time
-    ASSERT_TRUE(Settle());
-    clock_.Advance(kRenew);
-  }
+  ASSERT_TRUE(RenewThroughALease());  // b and c renew on time
   ASSERT_TRUE(Settle());
   EXPECT_EQ(b.takeovers() + c.takeovers(), 1);
   EXPECT_EQ(provider_->sweeps(),
@@ -369,10 +423,7 @@ TEST_F(ReplicaTest, TakenOverReplicaEndsItsWorkSweepsItsHostAndRejoins) {
       ReplicaJournal(store_.get(), "a").Record({"local-session:sa", "local", "session", {}}).ok());
   leases.failing = true;
   ReplicaMember& b = StartReplica("b");
-  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {
-    ASSERT_TRUE(Settle());
-    clock_.Advance(kRenew);
-  }
+  ASSERT_TRUE(RenewThroughALease());
   ASSERT_TRUE(Settle());
   ASSERT_EQ(b.takeovers(), 1);
   const std::string reason = store_->GetRun("r-a")->status_reason();
@@ -491,10 +542,7 @@ TEST_F(ReplicaTest, TakenOverReplicaRejoinsOnlyOnceTheCleanupIsDone) {
   deps.end_local_work = [&](const std::string&) { ++ended; };
   ReplicaMember& a = StartReplica("a", &leases, deps);
   leases.failing = true;
-  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // a's lease ends unrenewed
-    ASSERT_TRUE(Settle());
-    clock_.Advance(kRenew);
-  }
+  ASSERT_TRUE(RenewThroughALease());  // a's lease ends unrenewed
   ASSERT_TRUE(Settle());
   auto claimer = *store::SqliteReplicaStore::Open(path());
   ASSERT_TRUE(*claimer->ClaimTakeover("a", "c", clock_.Now(), clock_.Now() + 10 * kLease));
@@ -595,10 +643,7 @@ TEST_F(ReplicaTest, ATakeoverLeavesTheLostReplicasWaitingRunsToTheSharedQueue) {
   ASSERT_EQ((*admission_->Claim("a", true))->run_id, "r-running");
   ASSERT_EQ((*admission_->Claim("c", true))->run_id, "r-claimed") << "c, alive, starts it";
   ReplicaMember& b = StartReplica("b");
-  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // b renews on time
-    ASSERT_TRUE(Settle());
-    clock_.Advance(kRenew);
-  }
+  ASSERT_TRUE(RenewThroughALease());  // b renews on time
   ASSERT_TRUE(Settle());
   ASSERT_EQ(b.takeovers(), 1);
 
@@ -645,10 +690,7 @@ TEST_F(ReplicaTest, ACleanupThatHangsDoesNotHoldBackTheClaimersRenewals) {
   ReplicaDeps deps;
   deps.remote_providers = {{"openai", &hanging}};
   ReplicaMember& claimer = StartReplica("b", nullptr, deps);
-  for (absl::Duration t = kRenew; t <= kLease; t += kRenew) {  // a's lease ends: b claims it
-    ASSERT_TRUE(Settle());
-    clock_.Advance(kRenew);
-  }
+  ASSERT_TRUE(RenewThroughALease());  // a's lease ends: b claims it
   // b's cleaner hangs in the sweep: the event log's timer and b's heartbeat wait on the clock.
   ASSERT_TRUE(clock_.BlockUntilSettled(2));
   for (absl::Duration t = kRenew; t <= 2 * kLease; t += kRenew) {

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "store/file_artifact_store.h"
 #include "store/sqlite_admission_store.h"
+#include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
 #include "tests/common/eventually.h"
 #include "tests/fakes/fake_clock.h"
@@ -880,17 +881,28 @@ class HoldingStore : public testing::ForwardingStore {
 };
 
 // Replica "a" (this fixture's run manager, one run slot, its events through `holding_`) and
-// replica "b" (a claimer with room: its queue connection and its own event log) on one state
-// file: b claims and appends as its claim loop and Adopt would.
+// replica "b" (a claimer with room: its queue connection, its store and its own event log)
+// on one state file, both joined with their writes fenced as in a daemon: b claims and
+// appends as its claim loop and Adopt would.
 class SharedQueueRunManagerTest : public RunManagerTest {
  protected:
   void SetUp() override {
     RunManagerTest::SetUp();
     runs_.reset();
     sessions_.reset();
+    leases_ = *store::SqliteReplicaStore::Open(dir_ + "/s.db");
+    store_b_ = *store::SqliteStore::Open(dir_ + "/s.db");
+    for (const char* id : {"a", "b"}) {
+      store::Lease lease;
+      lease.replica_id = id;
+      lease.expires_at = absl::Now() + absl::Hours(1);
+      absl::StatusOr<int64_t> epoch = leases_->Join(lease, absl::Now());
+      ASSERT_TRUE(epoch.ok()) << epoch.status();
+      (id == std::string("a") ? store_.get() : store_b_.get())->FenceWrites(id, *epoch);
+    }
     holding_ = std::make_unique<HoldingStore>(store_.get());
     events_ = std::make_unique<EventLog>(holding_.get(), Clock::Real());
-    events_b_ = std::make_unique<EventLog>(store_.get(), Clock::Real());
+    events_b_ = std::make_unique<EventLog>(store_b_.get(), Clock::Real());
     admission_a_ = *store::SqliteAdmissionStore::Open(dir_ + "/s.db");
     admission_b_ = *store::SqliteAdmissionStore::Open(dir_ + "/s.db");
     admission_ = admission_a_.get();
@@ -903,6 +915,7 @@ class SharedQueueRunManagerTest : public RunManagerTest {
     sessions_.reset();
     events_.reset();
     events_b_.reset();
+    store_b_.reset();
     RunManagerTest::TearDown();
   }
   // Starts a run that holds a's one slot.
@@ -926,10 +939,11 @@ class SharedQueueRunManagerTest : public RunManagerTest {
     ASSERT_TRUE(events_b_->Append(e).ok());
     ASSERT_TRUE(events_b_->Flush(run_id).ok());
   }
-  // The run's stored log: dense from 1, ending with b's event, nothing lost on a.
-  void ExpectDenseLogEndingWithB(const std::string& run_id, size_t events) {
+  // The run's stored log: dense from 1, ending with b's event; `refused` of a's appends
+  // refused as they came after b's claim.
+  void ExpectDenseLogEndingWithB(const std::string& run_id, size_t events, int refused) {
     (void)events_->Flush(run_id);
-    EXPECT_EQ(events_->store_errors(), 0) << "an event of a was refused (its seq was taken)";
+    EXPECT_EQ(events_->store_errors(), refused);
     std::vector<v1::Event> log = *store_->ReadEvents(run_id, 0, 100);
     ASSERT_EQ(log.size(), events);
     for (size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i].seq(), static_cast<int64_t>(i + 1));
@@ -938,10 +952,16 @@ class SharedQueueRunManagerTest : public RunManagerTest {
 
   std::unique_ptr<HoldingStore> holding_;
   std::unique_ptr<store::SqliteAdmissionStore> admission_a_, admission_b_;
+  std::unique_ptr<store::SqliteReplicaStore> leases_;
+  std::unique_ptr<store::SqliteStore> store_b_;
   std::unique_ptr<EventLog> events_b_;
 };
 
-TEST_F(SharedQueueRunManagerTest, AWaitingRunIsClaimableElsewhereOnlyOnceItsRunQueuedIsStored) {
+// Issue 21: a waiting run was pinned to its queuer until its run.queued was stored (a claim
+// by another replica had to wait for it). Now any replica claims it at once, and the queuer's
+// append that comes after the claim is refused by the store (its log is the claimer's): the
+// log is dense, with the claimer's events only.
+TEST_F(SharedQueueRunManagerTest, AWaitingRunIsClaimableAtOnceAndTheQueuersLateEventRefused) {
   const std::string running = HoldTheSlot();
   holding_->Arm(
       [&](const v1::Event& e) { return e.type() == "run.queued" && e.run_id() != running; });
@@ -949,21 +969,16 @@ TEST_F(SharedQueueRunManagerTest, AWaitingRunIsClaimableElsewhereOnlyOnceItsRunQ
   std::thread queuer([&] { waiting = runs_->Start(caller_, Sample()); });
   holding_->held.WaitForNotification();  // a's run.queued is appended, not committed
   const std::string id = holding_->held_run();
-  const std::optional<std::string> early = ClaimB();
-  EXPECT_EQ(early, std::nullopt) << "b claimed the run before a's run.queued was stored";
-  if (early) AppendAsB(id);
+  EXPECT_EQ(ClaimB(), id) << "b may claim the run while a's run.queued is not stored";
+  AppendAsB(id);
   holding_->release.Notify();
   queuer.join();
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_EQ(waiting->id(), id);
-  if (!early) {
-    EXPECT_EQ(ClaimB(), id) << "claimable by b once a's run.queued is stored";
-    AppendAsB(id);
-  }
-  ExpectDenseLogEndingWithB(id, 2);  // a's run.queued, b's notice
+  ExpectDenseLogEndingWithB(id, 1, /*refused=*/1);  // b's notice; a's run.queued refused
 }
 
-TEST_F(SharedQueueRunManagerTest, APositionUpdateIsStoredBeforeAnotherReplicaCanClaimTheRun) {
+TEST_F(SharedQueueRunManagerTest, APositionUpdateAfterAnotherReplicasClaimIsRefused) {
   const std::string running = HoldTheSlot();
   absl::StatusOr<v1::Run> first = runs_->Start(caller_, Sample());
   absl::StatusOr<v1::Run> second = runs_->Start(caller_, Sample());
@@ -975,17 +990,10 @@ TEST_F(SharedQueueRunManagerTest, APositionUpdateIsStoredBeforeAnotherReplicaCan
   // The slot frees: a starts the first, and tells the second it is next.
   ASSERT_TRUE(runs_->Cancel(caller_, running, "make room").ok());
   holding_->held.WaitForNotification();
-  const std::optional<std::string> early = ClaimB();
-  EXPECT_EQ(early, std::nullopt) << "b claimed the run while a's position update was not stored";
-  if (early) AppendAsB(id);
+  EXPECT_EQ(ClaimB(), id) << "b may claim the run while a's position update is not stored";
+  AppendAsB(id);
   holding_->release.Notify();
-  if (!early) {
-    EXPECT_TRUE(Eventually(
-        "b to claim the run once a's update is stored", [&] { return ClaimB() == id; },
-        absl::Seconds(5)));
-    AppendAsB(id);
-  }
-  ExpectDenseLogEndingWithB(id, 3);  // a's run.queued 2 and 1, b's notice
+  ExpectDenseLogEndingWithB(id, 2, /*refused=*/1);  // a's run.queued 2, b's notice
   WaitFinished(first->id());
 }
 

@@ -31,13 +31,6 @@ class ForwardingAdmissionStore : public store::AdmissionStore {
     return inner_->Claim(replica, sandbox_room);
   }
   absl::StatusOr<bool> Remove(const std::string& run_id) override { return inner_->Remove(run_id); }
-  absl::StatusOr<std::vector<std::string>> Pin(const std::vector<std::string>& run_ids,
-                                               const std::string& replica) override {
-    return inner_->Pin(run_ids, replica);
-  }
-  absl::Status Unpin(const std::vector<std::string>& run_ids) override {
-    return inner_->Unpin(run_ids);
-  }
   absl::Status Release(const std::string& run_id) override { return inner_->Release(run_id); }
   absl::Status ReleaseReplica(const std::string& replica) override {
     return inner_->ReleaseReplica(replica);

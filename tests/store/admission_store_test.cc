@@ -258,33 +258,6 @@ TEST_P(AdmissionStoreContract, EnqueueWithRoomDoesNotJumpTheQueue) {
   EXPECT_EQ(ClaimId(*b_, "b"), "a1");
 }
 
-// A run pinned by its queuer (while its events are written and stored) is claimed by no
-// other replica until unpinned; only a waiting run is pinned, once; a replica's pins go with
-// it (ReleaseReplica).
-TEST_P(AdmissionStoreContract, APinnedRunIsClaimedOnlyByItsQueuerUntilUnpinned) {
-  QueuedRun pinned = Waiter("p1", "ta");
-  pinned.pinned_by = "a";
-  EXPECT_FALSE(*a_->Enqueue(pinned, 0, RoomHere{})) << "no room: it waits, pinned";
-  ASSERT_TRUE(a_->Enqueue(Waiter("w2", "ta"), 0, {}).ok());
-  EXPECT_EQ(ClaimId(*b_, "b"), "w2") << "p1 is pinned to a";
-  EXPECT_EQ(ClaimId(*b_, "b"), "");
-  EXPECT_EQ(*b_->WaitingCount(), 1u) << "a pinned run still waits";
-  ASSERT_TRUE(a_->Unpin({"p1"}).ok());
-  EXPECT_EQ(ClaimId(*b_, "b"), "p1");
-
-  ASSERT_TRUE(a_->Enqueue(Waiter("p3", "tb"), 0, {}).ok());
-  ASSERT_TRUE(a_->Enqueue(Waiter("p4", "tb"), 0, {}).ok());
-  absl::StatusOr<std::vector<std::string>> got = a_->Pin({"p1", "p3", "p4", "gone"}, "a");
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(std::set<std::string>(got->begin(), got->end()), (std::set<std::string>{"p3", "p4"}))
-      << "p1 is b's, gone is not queued";
-  EXPECT_TRUE(a_->Pin({"p3"}, "a")->empty()) << "pinned already";
-  EXPECT_EQ(ClaimId(*b_, "b"), "");
-  EXPECT_EQ(ClaimId(*a_, "a"), "p3") << "its own pin does not hold the queuer back";
-  ASSERT_TRUE(b_->ReleaseReplica("a").ok());
-  EXPECT_EQ(ClaimId(*b_, "b"), "p4") << "a's pins went with it";
-}
-
 // However the queueing and other replicas' claims interleave, a run queued with room is the
 // queuer's, never another's.
 TEST_P(AdmissionStoreContract, AConcurrentClaimNeverTakesARunQueuedWithRoom) {
@@ -415,9 +388,9 @@ TEST_P(AdmissionStoreContract, AClosedSessionFreesItsSlot) {
   EXPECT_TRUE(*b_->TakeSessionSlot("ta", "s2", "b", 1));
 }
 
-// A state file made before pins: opening it adds the column (once: a second opener finds it),
-// and its waiting rows are unpinned.
-TEST(SqliteAdmissionStoreTest, AFileMadeBeforePinsGetsThePinColumn) {
+// A state file made by an older version, whose queue table lacks the pin column (or has one:
+// pins are gone, the column is ignored): it opens, twice, and its waiting rows are claimed.
+TEST(SqliteAdmissionStoreTest, AnOlderFilesWaitingRunsAreClaimed) {
   testing::ScopedTempDir dir{"sg-admission-old"};
   const std::string path = dir.path() + "/state.db";
   ASSERT_EQ(
@@ -432,15 +405,9 @@ TEST(SqliteAdmissionStoreTest, AFileMadeBeforePinsGetsThePinColumn) {
   ASSERT_TRUE(a.ok()) << a.status();
   absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> b = SqliteAdmissionStore::Open(path);
   ASSERT_TRUE(b.ok()) << b.status();
-  absl::StatusOr<std::vector<std::string>> pinned = (*a)->Pin({"old"}, "a");
-  ASSERT_TRUE(pinned.ok()) << pinned.status();
-  EXPECT_EQ(*pinned, std::vector<std::string>{"old"});
-  QueuedRun run = Waiter("new", "ta");
-  run.pinned_by = "a";
-  ASSERT_TRUE((*a)->Enqueue(run, 0, {}).ok());
-  EXPECT_EQ(ClaimId(**b, "b"), "");
-  ASSERT_TRUE((*a)->Unpin({"old", "new"}).ok());
+  ASSERT_TRUE((*a)->Enqueue(Waiter("new", "ta"), 0, {}).ok());
   EXPECT_EQ(ClaimId(**b, "b"), "old");
+  EXPECT_EQ(ClaimId(**b, "b"), "new");
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, AdmissionStoreContract,

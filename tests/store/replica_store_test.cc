@@ -365,6 +365,68 @@ TEST_P(FencingContract, TakeoverRacingALateWriteLeavesTheFailure) {
   EXPECT_EQ(stored.status_reason(), "a was lost");
 }
 
+// Issue 21: a run queued on a and claimed by b is b's from the claim's commit (the claim
+// makes its record b's, AdmissionStore::Claim). An event a appends to its log after that is
+// refused, so b, continuing the log from its last stored seq, never collides with one of a's
+// (before, pins in the queue kept b from claiming while a wrote; now the append itself checks
+// the log's owner). The same for a kept session's own log; a batch is whole or refused.
+TEST_P(FencingContract, AnAppendToALogAnotherReplicaOwnsIsRefused) {
+  ASSERT_TRUE(store_a_->CreateRun(RunOf("r1", "a", v1::RUN_STATUS_QUEUED), "").ok());
+  ASSERT_TRUE(store_a_->CreateRun(RunOf("mine", "a", v1::RUN_STATUS_RUNNING), "").ok());
+  ASSERT_TRUE(store_a_->AppendEvents({EventOf("r1", 1)}).ok()) << "a's while it is a's";
+  ASSERT_TRUE(store_b_->PutRun(RunOf("r1", "b", v1::RUN_STATUS_QUEUED)).ok()) << "b claims it";
+  absl::Status late = store_a_->AppendEvents({EventOf("r1", 2)});
+  EXPECT_TRUE(IsFencedWrite(late)) << late;
+  EXPECT_NE(late.message().find("the log of r1 belongs to replica b, not a"),
+            absl::string_view::npos)
+      << late;
+  EXPECT_TRUE(IsFencedWrite(store_a_->AppendEvents({EventOf("mine", 1), EventOf("r1", 2)})));
+  EXPECT_EQ(*store_a_->LastSeq("mine"), 0) << "a refused batch stores none of its events";
+  EXPECT_TRUE(store_a_->AppendEvents({EventOf("mine", 1)}).ok());
+  ASSERT_TRUE(store_b_->AppendEvents({EventOf("r1", 2)}).ok()) << "b continues the log";
+
+  v1::Session session;
+  session.set_id("s1");
+  session.set_tenant("t");
+  session.set_replica("b");
+  session.set_status(v1::SESSION_STATUS_ACTIVE);
+  ASSERT_TRUE(store_b_->CreateSession(session, "").ok());
+  EXPECT_TRUE(IsFencedWrite(store_a_->AppendEvents({EventOf("s1", 1)})));
+  EXPECT_TRUE(store_b_->AppendEvents({EventOf("s1", 1)}).ok());
+}
+
+// The queuer appending its run's events while another replica claims it: whichever commits
+// first, the claimer's first event follows the last one the queuer stored, and nothing of the
+// queuer's lands after the claim (a concurrent append either holds the claim back until it
+// commits, or sees it and is refused).
+TEST_P(FencingContract, AClaimRacingTheQueuersAppendsLeavesADenseLog) {
+  ASSERT_TRUE(store_a_->CreateRun(RunOf("r1", "a", v1::RUN_STATUS_QUEUED), "").ok());
+  std::atomic<bool> claimed{false};
+  std::atomic<int> appends_after{0};
+  std::thread queuer([&] {
+    for (int64_t seq = 1; seq < 100000; ++seq) {
+      const bool after = claimed.load();
+      absl::Status st = store_a_->AppendEvents({EventOf("r1", seq)});
+      if (!st.ok()) {
+        EXPECT_TRUE(IsFencedWrite(st)) << st;
+        return;
+      }
+      if (after && ++appends_after > 50) return;  // not refused: it would go on forever
+    }
+  });
+  while (*store_b_->LastSeq("r1") < 5) {
+  }  // a has appended some
+  ASSERT_TRUE(store_b_->PutRun(RunOf("r1", "b", v1::RUN_STATUS_RUNNING)).ok()) << "b claims it";
+  claimed = true;
+  const int64_t last = *store_b_->LastSeq("r1");
+  absl::Status first = store_b_->AppendEvents({EventOf("r1", last + 1)});
+  EXPECT_TRUE(first.ok()) << "b's first event collided with one of a's: " << first;
+  queuer.join();
+  EXPECT_EQ(appends_after.load(), 0);
+  EXPECT_GT(last, 0);
+  EXPECT_EQ(*store_b_->LastSeq("r1"), last + 1) << "nothing of a's after b's";
+}
+
 // A lease table made before epochs: opening it adds the columns, and a join counts from 0.
 TEST(SqliteReplicaStoreTest, AnOlderLeaseTableGainsTheEpochColumns) {
   testing::ScopedTempDir dir("sg-old-leases");
