@@ -4,12 +4,18 @@
 // not); the Images RPCs refuse hostile names and what the tenant's policy does not allow; an
 // image a live session uses is not deleted.
 //
-// The image is built once and kept under the build directory (SANDGATE_IMAGE_CACHE), so later
-// tests and re-runs reuse it: the daemon's <state_dir>/images is a link to that cache.
+// The image is built once and kept in SANDGATE_IMAGE_CACHE, so later tests and re-runs reuse
+// it: the daemon's <state_dir>/images is a bind mount of that cache, in this test's own mount
+// namespace, below a state directory only root may pass (0700, the default), as a real
+// daemon's images are: the sandbox's uid reaches an image only through the daemon's bind.
 // Needs mmdebstrap (and runsc for the gVisor half); each test says so when it is missing.
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -29,6 +35,22 @@ constexpr char kImage[] = "tiny";
 
 class ImagesTest : public ::testing::Test {
  protected:
+  static void SetUpTestSuite() {
+    // The binds below live in this process's mount namespace (the daemons it starts share
+    // it), so none outlives the test binary.
+    ASSERT_EQ(unshare(CLONE_NEWNS), 0) << strerror(errno);
+    ASSERT_EQ(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << strerror(errno);
+  }
+
+  void TearDown() override {
+    if (images_dir_.empty()) return;
+    // Before the harness removes its directory: rm -rf would go down into the cache.
+    if (umount2(images_dir_.c_str(), MNT_DETACH) != 0) {
+      perror("umount the image cache");
+      std::abort();
+    }
+  }
+
   void SetUp() override {
     if (access("/usr/bin/mmdebstrap", X_OK) != 0) {
       GTEST_SKIP() << "mmdebstrap is NOT INSTALLED (Debian package mmdebstrap; "
@@ -44,11 +66,16 @@ class ImagesTest : public ::testing::Test {
                           {"policy", {{"images", {kImage}}}}}}},
                        {"local", {{"uid_base", kUidBase}, {"uid_count", 16}}}});
     std::filesystem::create_directories(SANDGATE_IMAGE_CACHE);
-    // Searchable, as ImageStore makes <state_dir>/images: bwrap runs as the session's uid.
-    chmod(SANDGATE_IMAGE_CACHE, 0711);
     std::filesystem::create_directories(daemon_->state_dir());
-    std::filesystem::create_directory_symlink(SANDGATE_IMAGE_CACHE,
-                                              daemon_->state_dir() + "/images");
+    // The state directory and the one above it as the daemon makes them: root's alone.
+    for (const std::string& dir : {daemon_->state_dir(), daemon_->state_dir() + "/.."}) {
+      ASSERT_EQ(chmod(dir.c_str(), 0700), 0) << dir;
+    }
+    const std::string images = daemon_->state_dir() + "/images";
+    std::filesystem::create_directory(images);
+    ASSERT_EQ(mount(SANDGATE_IMAGE_CACHE, images.c_str(), nullptr, MS_BIND, nullptr), 0)
+        << strerror(errno);
+    images_dir_ = images;
     daemon_->Start();
     stub_ = daemon_->Stub();
     images_ = v1::Images::NewStub(
@@ -129,6 +156,7 @@ class ImagesTest : public ::testing::Test {
   }
 
   std::unique_ptr<DaemonHarness> daemon_;
+  std::string images_dir_;  // the cache's bind, unmounted by TearDown
   std::unique_ptr<v1::Sandgate::Stub> stub_;
   std::unique_ptr<v1::Images::Stub> images_;
 };

@@ -321,6 +321,16 @@ absl::Status BwrapSession::Launch(const CancelToken* cancel) {
   sizes.shm_bytes = DevShmBytes(spec_.workspace_bytes);
   sizes.shm_inodes = std::min<uint64_t>(kDevShmInodes, spec_.workspace_inodes);
   SANDGATE_RETURN_IF_ERROR(mounts_.Mount(sizes));
+  if (!spec_.root_dir.empty()) {
+    // The image's root, opened now and bound where the session's uid may pass (the images
+    // live under the daemon's 0700 state directory): both runtimes bind it from there, and
+    // the bind is of the directory checked now even if the image is deleted meanwhile.
+    UniqueFd root(open(spec_.root_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!root.valid()) {
+      return errors::FromErrno(errno, absl::StrCat("open the image root ", spec_.root_dir));
+    }
+    SANDGATE_RETURN_IF_ERROR(mounts_.BindImage(root.get()));
+  }
   return gvisor() ? LaunchGvisor(cancel) : LaunchBwrap(cancel);
 }
 
@@ -365,18 +375,7 @@ absl::Status BwrapSession::LaunchBwrap(const CancelToken* cancel) {
   UniqueFd stderr_w(ep[1]);
 
   BwrapConfig bwrap = core_->bwrap;
-  // The image's root, opened here and named through the descriptor bwrap inherits, so the
-  // binds are of the directory checked now even if the image is deleted meanwhile. bwrap runs
-  // as the session's uid: the directories above it must be searchable (ImageStore makes
-  // <state_dir>/images 0711; the state directory itself must be too, docs/images.md).
-  UniqueFd image_root;
-  if (!spec_.root_dir.empty()) {
-    image_root.reset(open(spec_.root_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!image_root.valid()) {
-      return errors::FromErrno(errno, absl::StrCat("open the image root ", spec_.root_dir));
-    }
-    bwrap.host_binds = RootBinds(spec_.root_dir, absl::StrCat("/proc/self/fd/", image_root.get()));
-  }
+  if (!spec_.root_dir.empty()) bwrap.host_binds = RootBinds(mounts_.path("image"));
   SANDGATE_ASSIGN_OR_RETURN(
       BwrapInvocation inv,
       PrepareBwrap(bwrap, mounts_, {initproto::kInitPathInSandbox, absl::StrCat(init_end.get())}));
@@ -385,7 +384,6 @@ absl::Status BwrapSession::LaunchBwrap(const CancelToken* cancel) {
   plan.argv = inv.argv;
   plan.keep_fds = inv.keep_fds();
   plan.keep_fds.push_back(init_end.get());
-  if (image_root.valid()) plan.keep_fds.push_back(image_root.get());
   plan.stderr_fd = stderr_w.get();
   plan.join_v1 = cgroups_.v1_dirs();
   plan.join_v2 = cgroups_.v2_dir();
