@@ -8,7 +8,6 @@
 
 #include <cerrno>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/cancel.h"
 #include "common/errors.h"
@@ -28,18 +27,10 @@ constexpr absl::Duration kKillWait = absl::Seconds(5);
 constexpr uint64_t kProbeMemoryBytes = 512ull << 20;
 constexpr uint32_t kProbeTasks = 1024;
 
-// What runsc wrote last to its stderr (up to one line of it), or "".
+// The last line runsc wrote to its stderr (at most 300 bytes of it), or "".
 std::string LastLine(int fd) {
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) {
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > 65536) text.erase(0, text.size() - 4096);
-  }
-  absl::string_view rest = absl::StripTrailingAsciiWhitespace(text);
-  if (size_t nl = rest.rfind('\n'); nl != absl::string_view::npos) rest.remove_prefix(nl + 1);
-  return std::string(rest.substr(0, 300));
+  const std::string text = DrainText(fd);
+  return text.substr(text.rfind('\n') + 1, 300);
 }
 
 absl::Status RemoveStateDir(const std::string& dir) {
