@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -263,6 +264,33 @@ TEST_F(ImagesTest, ThePolicyAndHostileNamesGetClearErrors) {
   v1::ListImagesResponse list;
   ASSERT_TRUE(images_->ListImages(DaemonHarness::Context(kToken).get(), {}, &list).ok());
   for (const v1::Image& image : list.images()) EXPECT_NE(image.name(), "nosuchpkg");
+}
+
+// Under gVisor the image's bind stays on the host while the session lives (the gofer serves
+// the image from it); after a SIGKILL of the daemon, the restart's sweep removes it with the
+// session's other mounts.
+TEST_F(ImagesTest, ASigkilledDaemonsGvisorSessionLeavesNoImageBindAfterRestart) {
+  if (access("/usr/bin/runsc", X_OK) != 0) {
+    GTEST_SKIP() << "runsc is NOT INSTALLED (Debian package runsc): this test did not run";
+  }
+  EnsureImage();
+  auto image_binds = [] {
+    std::vector<std::string> out;
+    std::ifstream in("/proc/self/mountinfo");
+    const std::string under = absl::StrCat(" /run/sandgate-sandboxes/", kUidBase / 100);
+    for (std::string line; std::getline(in, line);) {
+      if (absl::StrContains(line, under) && absl::StrContains(line, "/image ")) {
+        out.push_back(line);
+      }
+    }
+    return out;
+  };
+  const std::string id = Create(kUserToken, "gvisor", kImage);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(image_binds().size(), 1u) << "the session's read-only bind of the image";
+  daemon_->Stop(SIGKILL);
+  daemon_->Start();  // sweeps before it serves
+  EXPECT_EQ(image_binds(), std::vector<std::string>{});
 }
 
 // A warm pool shape of the image, on the real daemon and provider: a session asking for the
