@@ -271,6 +271,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   local.max_open_files = c.max_open_files;
   local.runsc_path = c.runsc_path;
   local.gvisor_platform = c.gvisor_platform;
+  local.gvisor_probe_timeout = absl::Seconds(c.gvisor_probe_timeout_seconds);
   absl::StatusOr<std::unique_ptr<sandbox::BwrapProvider>> provider =
       sandbox::BwrapProvider::Create(local, p->journal.get());
   if (!provider.ok()) {
@@ -339,8 +340,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   session_deps.providers = providers;
   session_deps.admission = p->admission.get();
   session_deps.images = p->images.get();
-  p->warm_pool = std::make_unique<core::WarmPool>(
-      core::WarmPoolDeps{&p->config, p->local.get(), p->budget.get(), Clock::Real()});
+  p->warm_pool = std::make_unique<core::WarmPool>(core::WarmPoolDeps{
+      &p->config, p->local.get(), p->budget.get(), Clock::Real(), p->images.get()});
   session_deps.warm_pool = p->warm_pool.get();
   p->sessions = std::make_unique<core::SessionManager>(session_deps);
   p->processes = std::make_unique<core::ProcessManager>(

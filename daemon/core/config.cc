@@ -231,7 +231,13 @@ absl::Status ReadWarmShape(const json& v, const std::string& where, WarmPoolShap
   r.On("network_mode", String(&s->network_mode));
   r.On("allowed_domains", Strings(&s->allowed_domains));
   r.On("isolation", String(&s->isolation));
+  r.On("image", String(&s->image));
   SANDGATE_RETURN_IF_ERROR(r.Run());
+  if (!s->image.empty() && s->image != kHostImage) {
+    if (absl::Status st = ValidateImageName(s->image); !st.ok()) {
+      return errors::InvalidArgument(absl::StrCat(where, ".image: ", st.message()));
+    }
+  }
   if (!s->isolation.empty()) {
     SANDGATE_RETURN_IF_ERROR(CheckIsolation(s->isolation, where + ".isolation"));
   }
@@ -493,6 +499,7 @@ absl::StatusOr<Config> ParseConfig(const std::string& text, const std::string& o
       return errors::InvalidArgument(
           absl::StrCat("local.gvisor_platform: '", c.gvisor_platform, "' is not ptrace or kvm"));
     });
+    l.On("gvisor_probe_timeout_seconds", Whole(&c.gvisor_probe_timeout_seconds, 1));
     // bwrap and the init need a few dozen; above 1 Mi is more than the kernel allows (nr_open).
     l.On("max_open_files", [&c](const json& v, const std::string& where) -> absl::Status {
       SANDGATE_RETURN_IF_ERROR(Whole(&c.max_open_files, 64)(v, where));

@@ -148,6 +148,9 @@ struct WarmPoolShape {
   std::string network_mode = "disabled";     // "disabled", "restricted", "enabled"
   std::vector<std::string> allowed_domains;  // restricted only
   std::string isolation;                     // "" = the daemon's `isolation`
+  // "" or "host" = the host's root; else an image's name (core/images.h), resolved to its
+  // digest each time the pool makes a sandbox of the shape.
+  std::string image;
 };
 
 // This daemon as one replica among several sharing a store (docs/replicas.md).
@@ -270,6 +273,8 @@ struct Config {
   std::string isolation = "namespaces";
   std::string runsc_path = "/usr/bin/runsc";
   std::string gvisor_platform = "ptrace";  // "kvm" where /dev/kvm exists
+  // With kvm: the start-up probe sandbox's time limit (sandbox/local/gvisor_probe.h).
+  uint64_t gvisor_probe_timeout_seconds = 10;
   // Sandbox images (docs/images.md): the builder, and how many builds run at once.
   std::string mmdebstrap_path = "/usr/bin/mmdebstrap";
   uint32_t max_image_builds = 1;

@@ -162,10 +162,11 @@ absl::StatusOr<std::unique_ptr<ImageStore>> ImageStore::Create(ImageStoreOptions
   if (options.builder == nullptr) return errors::Internal("ImageStore: no builder");
   std::unique_ptr<ImageStore> store(new ImageStore(std::move(options)));
   const std::string& dir = store->options_.dir;
-  // The images directory is searchable (not listable) by everyone: bwrap binds an image's
-  // directories as the session's uid. The records and builds in progress stay root's.
-  SANDGATE_RETURN_IF_ERROR(MakeDir(dir, 0711));
-  chmod(dir.c_str(), 0711);
+  // Root's alone, like the state directory around it: a session's sandbox reaches its image
+  // through a bind the daemon makes from a descriptor (tmpfs_limits.h, BindImage), never
+  // through this path.
+  SANDGATE_RETURN_IF_ERROR(MakeDir(dir, 0700));
+  chmod(dir.c_str(), 0700);
   for (const std::string& d : {dir + "/names", dir + "/tmp"}) {
     SANDGATE_RETURN_IF_ERROR(MakeDir(d, 0700));
   }

@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/errors.h"
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "core/sandbox_spec.h"
 
 namespace sandgate::core {
@@ -42,6 +44,7 @@ v1::SandboxSpec ShapeRequest(const WarmPoolShape& s, const Config& cfg) {
     spec.mutable_network()->set_mode(v1::NetworkPolicy::MODE_ENABLED);
   }
   for (const std::string& d : s.allowed_domains) spec.mutable_network()->add_allowed_domains(d);
+  spec.set_image(s.image);
   return spec;
 }
 
@@ -68,8 +71,8 @@ WarmPool::WarmPool(WarmPoolDeps deps) : deps_(std::move(deps)) {
   absl::MutexLock lock(&mu_);
   for (const WarmPoolShape& configured : deps_.config->warm_pool) {
     Shape& shape = shapes_.emplace_back();
-    shape.spec = ToSessionSpec("", ShapeRequest(configured, *deps_.config), *deps_.config);
-    shape.key = ShapeOf(shape.spec);
+    shape.request = ShapeRequest(configured, *deps_.config);
+    shape.spec = ToSessionSpec("", shape.request, *deps_.config);
     shape.description = absl::StrCat(
         "memory_bytes ", shape.spec.memory_bytes, ", max_processes ", shape.spec.max_processes,
         ", workspace_bytes ", shape.spec.workspace_bytes, ", isolation ",
@@ -77,7 +80,8 @@ WarmPool::WarmPool(WarmPoolDeps deps) : deps_(std::move(deps)) {
         ModeName(shape.spec.network.mode),
         shape.spec.network.allowed_domains.empty()
             ? ""
-            : absl::StrCat(" (", absl::StrJoin(shape.spec.network.allowed_domains, ", "), ")"));
+            : absl::StrCat(" (", absl::StrJoin(shape.spec.network.allowed_domains, ", "), ")"),
+        configured.image.empty() ? "" : absl::StrCat(", image ", configured.image));
     shape.size = configured.size;
   }
 }
@@ -123,17 +127,25 @@ void WarmPool::FillLoop() {
     }
     const int index = Needy();
     shapes_[index].making = true;
-    sandbox::SessionSpec spec = shapes_[index].spec;
-    spec.id = absl::StrCat("s", RandomHex(8));  // the session id of whoever takes it
+    const v1::SandboxSpec request = shapes_[index].request;
     auto relay = std::make_shared<WarmSandbox::Relay>();
-    spec.on_network_decision = [relay](const sandbox::NetworkDecision& d) {
-      absl::MutexLock l(&relay->mu);
-      if (relay->to) relay->to(d);
-    };
     const absl::Time start = deps_.clock->Now();
     mu_.Unlock();
-    // No cancel token: Drain waits for this create rather than leave a half-made sandbox.
-    absl::StatusOr<std::unique_ptr<sandbox::Session>> made = deps_.provider->Create(spec, nullptr);
+    absl::StatusOr<sandbox::SessionSpec> spec = SpecToMake(request);
+    std::string key;
+    absl::StatusOr<std::unique_ptr<sandbox::Session>> made = errors::Internal("not made");
+    if (!spec.ok()) {
+      made = spec.status();  // the shape's image is not (or no longer) ready
+    } else {
+      key = ShapeOf(*spec);
+      spec->id = absl::StrCat("s", RandomHex(8));  // the session id of whoever takes it
+      spec->on_network_decision = [relay](const sandbox::NetworkDecision& d) {
+        absl::MutexLock l(&relay->mu);
+        if (relay->to) relay->to(d);
+      };
+      // No cancel token: Drain waits for this create rather than leave a half-made sandbox.
+      made = deps_.provider->Create(*spec, nullptr);
+    }
     mu_.Lock();
     Shape& s = shapes_[index];
     s.making = false;
@@ -146,14 +158,19 @@ void WarmPool::FillLoop() {
       continue;
     }
     const absl::Time now = deps_.clock->Now();
-    s.ready.push_back(
-        WarmSandbox{std::move(*made), s.description, now, now - start, std::move(relay)});
+    s.ready.push_back(WarmSandbox{std::move(*made), std::move(key), s.description, now, now - start,
+                                  std::move(relay)});
     if (s.ready.size() >= s.size && !s.announced) {
       s.announced = true;
       log::Info("warm_pool.filled", {{"shape", s.description}, {"ready", s.ready.size()}});
     }
   }
   mu_.Unlock();
+}
+
+absl::StatusOr<sandbox::SessionSpec> WarmPool::SpecToMake(v1::SandboxSpec request) const {
+  SANDGATE_RETURN_IF_ERROR(ResolveImage(&request, "local", deps_.images));
+  return ToSessionSpec("", request, *deps_.config);
 }
 
 void WarmSandbox::ConnectDecisions(std::function<void(const sandbox::NetworkDecision&)> to) {
@@ -166,12 +183,15 @@ std::optional<WarmSandbox> WarmPool::Take(const sandbox::SessionSpec& spec) {
   absl::MutexLock lock(&mu_);
   if (stop_) return std::nullopt;
   for (Shape& s : shapes_) {
-    if (s.key != key || s.ready.empty()) continue;
-    // Oldest first: every ready one is equally fresh (nothing has run in it).
-    WarmSandbox taken = std::move(s.ready.front());
-    s.ready.pop_front();
-    s.announced = false;
-    return taken;
+    // Oldest first: every ready one is equally fresh (nothing has run in it). Matched one by
+    // one: sandboxes of a shape with an image have the root its name had when each was made.
+    for (auto it = s.ready.begin(); it != s.ready.end(); ++it) {
+      if (it->key != key) continue;
+      WarmSandbox taken = std::move(*it);
+      s.ready.erase(it);
+      s.announced = false;
+      return taken;
+    }
   }
   return std::nullopt;
 }

@@ -3,7 +3,11 @@
 // waiting for bubblewrap.
 //
 // A shape is what decides how a sandbox is started (memory, process and workspace limits,
-// network policy): config.warm_pool lists the shapes and how many of each to keep ready.
+// network policy, isolation level, root file system): config.warm_pool lists the shapes and
+// how many of each to keep ready. A shape's image is resolved to its digest each time a
+// sandbox is made (an image not built yet is retried like a failed create), and a ready
+// sandbox is handed only to a request whose spec has that very root: a request for image X
+// never gets a host-root sandbox or one of image Y, nor the reverse.
 // Files and setup commands are not part of a shape; the taker places them afterwards
 // (core/sandbox_maker.h). A ready sandbox is made through the provider like any other, so it
 // is journaled before it exists and a restarted daemon sweeps it; it holds one unit of the
@@ -41,7 +45,9 @@
 #include "common/clock.h"
 #include "core/admission.h"
 #include "core/config.h"
+#include "core/images.h"
 #include "sandbox/sandbox.h"
+#include "sandgate/v1/sandgate.pb.h"
 
 namespace sandgate::core {
 
@@ -50,6 +56,8 @@ struct WarmPoolDeps {
   sandbox::Provider* provider = nullptr;  // not owned; the local provider
   SandboxBudget* budget = nullptr;        // not owned; may be null (no machine budget)
   Clock* clock = nullptr;                 // not owned
+  // Resolves shapes' images; not owned; may be null when no shape names an image.
+  const ImageStore* images = nullptr;
 };
 
 // A ready sandbox, now one caller's. The budget unit it held is the caller's now: give it
@@ -65,6 +73,7 @@ struct WarmSandbox {
   void ConnectDecisions(std::function<void(const sandbox::NetworkDecision&)> to);
 
   std::unique_ptr<sandbox::Session> session;  // its id is the taker's session id
+  std::string key;                            // WarmPool::ShapeOf the spec it was made for
   std::string shape;         // its description, for events and logs ("memory_bytes …")
   absl::Time made;           // when it became ready
   absl::Duration make_took;  // what starting it took (the wait the caller was spared)
@@ -104,9 +113,9 @@ class WarmPool {
 
  private:
   struct Shape {
-    std::string key;            // ShapeOf
     std::string description;    // for logs and events
     sandbox::SessionSpec spec;  // id and callback set per sandbox
+    v1::SandboxSpec request;    // what spec stands for (its image resolved per sandbox)
     uint32_t size = 0;
     std::deque<WarmSandbox> ready;
     bool making = false;     // the filler is making one for this shape
@@ -114,6 +123,9 @@ class WarmPool {
   };
 
   void FillLoop();
+  // The spec of a new sandbox of a shape's `request`: its image resolved to the digest the
+  // name has now.
+  absl::StatusOr<sandbox::SessionSpec> SpecToMake(v1::SandboxSpec request) const;
   // The index of the shape most in need of a sandbox, or -1 when every one is full (or being
   // filled).
   int Needy() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

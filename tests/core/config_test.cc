@@ -1,6 +1,7 @@
 #include "core/config.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/test_certs.h"
@@ -260,6 +261,21 @@ TEST(ConfigTest, WarmPoolShapes) {
   EXPECT_EQ(c->warm_pool[1].memory_bytes, 536870912u);
   EXPECT_EQ(c->warm_pool[1].allowed_domains, std::vector<std::string>{"pypi.org"});
   EXPECT_TRUE(ValidateConfig(*c).ok());
+  EXPECT_EQ(c->warm_pool[0].image, "") << "the host's root";
+
+  auto image = ParseConfig(R"({"warm_pool": [{"size": 1, "image": "py"}]})", "t");
+  ASSERT_TRUE(image.ok()) << image.status();
+  EXPECT_EQ(image->warm_pool[0].image, "py");
+  for (const char* bad : {R"("../etc")", R"("a/b")", R"("")"}) {
+    auto c2 = ParseConfig(absl::StrCat(R"({"warm_pool": [{"image": )", bad, "}]}"), "t");
+    if (std::string(bad) == R"("")") {
+      EXPECT_TRUE(c2.ok()) << "empty is the host's root";
+      continue;
+    }
+    ASSERT_FALSE(c2.ok()) << bad;
+    EXPECT_NE(c2.status().message().find("warm_pool[0].image: image name"), std::string::npos)
+        << c2.status();
+  }
 }
 
 TEST(ConfigTest, WarmPoolBeyondTheMachineIsRefused) {

@@ -1,6 +1,7 @@
 // WarmPool on the host fake provider and a fake clock: filling and refilling per shape, one
 // taker per sandbox under concurrency, the max_sandboxes bound (with its retry, not before and
-// at), eviction, failed creates, drain; and SessionManager taking a ready sandbox.
+// at), eviction, failed creates, drain, shapes of images (a request for image X never gets a
+// host-root or image-Y sandbox); and SessionManager taking a ready sandbox.
 #include "core/warm_pool.h"
 
 #include <cstdlib>
@@ -16,7 +17,9 @@
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
 #include "tests/common/eventually.h"
+#include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/fake_image_builder.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/fakes/host_sandbox.h"
 
@@ -172,6 +175,101 @@ TEST_F(WarmPoolTest, DrainClosesEveryReadySandboxAndGivesTheBudgetBack) {
   EXPECT_EQ(journal_.List()->size(), 1u);
   EXPECT_FALSE(pool_->Take(DefaultSpec()).has_value()) << "nothing after drain";
   pool_->Drain();  // idempotent
+}
+
+// Shapes with an image, on an image store with the fake builder: the pool's sandboxes of a
+// shape have the root of its image, and each goes only to a request for that root.
+class WarmPoolImagesTest : public WarmPoolTest {
+ protected:
+  void SetUp() override {
+    config_.state_dir = dir_.path();
+    ImageStoreOptions o;
+    o.dir = ImagesDir(dir_.path());
+    o.builder = &builder_;
+    o.clock = &clock_;
+    absl::StatusOr<std::unique_ptr<ImageStore>> store = ImageStore::Create(o);
+    ASSERT_TRUE(store.ok()) << store.status();
+    images_ = std::move(*store);
+  }
+  void TearDown() override { pool_.reset(); }
+
+  void StartPoolWithImages(std::vector<WarmPoolShape> shapes, uint32_t max_sandboxes = 64) {
+    config_.warm_pool = std::move(shapes);
+    budget_ = std::make_unique<SandboxBudget>(max_sandboxes);
+    pool_ = std::make_unique<WarmPool>(
+        WarmPoolDeps{&config_, &provider_, budget_.get(), &clock_, images_.get()});
+    pool_->Start();
+  }
+  void Build(const std::string& name, const std::string& package) {
+    ASSERT_TRUE(images_->StartBuild(name, {package}, "ops").ok());
+    ASSERT_TRUE(Eventually(name + " built", [&] {
+      absl::StatusOr<v1::Image> image = images_->Get(name);
+      return image.ok() && image->state() == v1::Image::STATE_READY;
+    }));
+  }
+  static WarmPoolShape ImageShape(const std::string& image) {
+    WarmPoolShape s = Shape(1);
+    s.image = image;
+    return s;
+  }
+  // What a CreateSession asking for `image` ("" = the host's root) asks the pool for.
+  sandbox::SessionSpec SpecFor(const std::string& image) {
+    v1::SandboxSpec sb;
+    sb.set_image(image);
+    absl::Status resolved = ResolveImage(&sb, "local", images_.get());
+    EXPECT_TRUE(resolved.ok()) << resolved;
+    return SpecOf(sb);
+  }
+  std::string RootOf(const std::string& image) {
+    return ImageRootDir(ImagesDir(dir_.path()), images_->Get(image)->digest());
+  }
+
+  testing::ScopedTempDir dir_{"sg-wp-images"};
+  testing::FakeImageBuilder builder_;
+  std::unique_ptr<ImageStore> images_;
+};
+
+TEST_F(WarmPoolImagesTest, ARequestForAnImageGetsOnlyThatImagesSandbox) {
+  Build("x", "xtool");
+  Build("y", "ytool");
+  // Two in the budget: once one is taken, nothing is refilled, so what is left is known.
+  for (const std::string first : {"x", ""}) {
+    SCOPED_TRACE(first.empty() ? "host first" : "x first");
+    pool_.reset();
+    StartPoolWithImages({Shape(1), ImageShape("x")}, /*max_sandboxes=*/2);
+    ASSERT_TRUE(Eventually("2 ready in the pool", [&] { return pool_->ready() == 2; }));
+    EXPECT_FALSE(pool_->Take(SpecFor("y")).has_value()) << "no shape of image y";
+    std::optional<WarmSandbox> w = pool_->Take(SpecFor(first));
+    ASSERT_TRUE(w.has_value());
+    EXPECT_EQ(provider_.root_dir_of(w->session->id()), first.empty() ? "" : RootOf("x"));
+    if (!first.empty()) {
+      EXPECT_TRUE(absl::StrContains(w->shape, "image x")) << w->shape;
+    }
+    // Only the other kind is ready now: it is not handed to a request like the first.
+    ASSERT_TRUE(clock_.BlockUntilSettled(1));  // the filler waits for budget
+    EXPECT_EQ(pool_->ready(), 1u);
+    EXPECT_FALSE(pool_->Take(SpecFor(first)).has_value());
+    const std::string other = first.empty() ? "x" : "";
+    std::optional<WarmSandbox> rest = pool_->Take(SpecFor(other));
+    ASSERT_TRUE(rest.has_value());
+    EXPECT_EQ(provider_.root_dir_of(rest->session->id()), other.empty() ? "" : RootOf("x"));
+    ASSERT_TRUE(rest->session->Close().ok());
+    ASSERT_TRUE(w->session->Close().ok());
+  }
+}
+
+TEST_F(WarmPoolImagesTest, AShapeWhoseImageIsNotBuiltYetFillsOnceItIs) {
+  StartPoolWithImages({ImageShape("later")});
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));  // backing off: the name is unknown
+  EXPECT_EQ(pool_->ready(), 0u);
+  EXPECT_EQ(provider_.created_sessions(), 0);
+  EXPECT_EQ(budget_->used(), 0u);
+  Build("later", "ltool");
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Eventually("1 ready in the pool", [&] { return pool_->ready() == 1; }));
+  std::optional<WarmSandbox> w = pool_->Take(SpecFor("later"));
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(provider_.root_dir_of(w->session->id()), RootOf("later"));
 }
 
 // SessionManager with a pool: a matching CreateSession takes a ready sandbox, says so in the

@@ -305,9 +305,10 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> HostProvider::Create(
   }
   char tmpl[] = "/tmp/sg-host-XXXXXX";
   if (!mkdtemp(tmpl)) return errors::FromErrno(errno, "mkdtemp");
-  if (spec.on_network_decision) {
+  {
     absl::MutexLock lock(&mu_);
-    decisions_[spec.id] = spec.on_network_decision;
+    if (spec.on_network_decision) decisions_[spec.id] = spec.on_network_decision;
+    root_dirs_[spec.id] = spec.root_dir;
   }
   ++live_;
   ++created_;

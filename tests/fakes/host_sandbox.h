@@ -75,6 +75,12 @@ class HostProvider : public sandbox::Provider {
     absl::MutexLock lock(&mu_);
     return usage_;
   }
+  // The root file system (SessionSpec::root_dir) session `id` was created with; "" = the host's.
+  std::string root_dir_of(const std::string& session_id) {
+    absl::MutexLock lock(&mu_);
+    auto it = root_dirs_.find(session_id);
+    return it == root_dirs_.end() ? "" : it->second;
+  }
   int live_sessions() const { return live_.load(); }
   int created_sessions() const { return created_.load(); }
   std::atomic<int>& live() { return live_; }
@@ -89,6 +95,7 @@ class HostProvider : public sandbox::Provider {
   std::map<std::string, std::function<void(const sandbox::NetworkDecision&)>> decisions_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::function<void(const std::string&)>> deaths_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> root_dirs_ ABSL_GUARDED_BY(mu_);
   std::atomic<int> live_{0};
   std::atomic<int> created_{0};
   std::atomic<int> fail_next_fork_{0};

@@ -2,21 +2,30 @@
 // (busybox on the essential set: about 20 s, 150 MiB) serves sessions under both isolation
 // levels, and the software they see is the image's (busybox is there, the host's python3 is
 // not); the Images RPCs refuse hostile names and what the tenant's policy does not allow; an
-// image a live session uses is not deleted.
+// image a live session uses is not deleted; a warm pool shape of the image serves sessions of
+// the image only.
 //
-// The image is built once and kept under the build directory (SANDGATE_IMAGE_CACHE), so later
-// tests and re-runs reuse it: the daemon's <state_dir>/images is a link to that cache.
+// The image is built once and kept in SANDGATE_IMAGE_CACHE, so later tests and re-runs reuse
+// it: the daemon's <state_dir>/images is a bind mount of that cache, in this test's own mount
+// namespace, below a state directory only root may pass (0700, the default), as a real
+// daemon's images are: the sandbox's uid reaches an image only through the daemon's bind.
 // Needs mmdebstrap (and runsc for the gVisor half); each test says so when it is missing.
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "sandgate/v1/images.grpc.pb.h"
+#include "tests/common/eventually.h"
 #include "tests/integration/daemon_harness.h"
 
 namespace sandgate::testing {
@@ -29,26 +38,51 @@ constexpr char kImage[] = "tiny";
 
 class ImagesTest : public ::testing::Test {
  protected:
+  static void SetUpTestSuite() {
+    // The binds below live in this process's mount namespace (the daemons it starts share
+    // it), so none outlives the test binary.
+    ASSERT_EQ(unshare(CLONE_NEWNS), 0) << strerror(errno);
+    ASSERT_EQ(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << strerror(errno);
+  }
+
+  // The daemon's warm_pool, if any.
+  virtual nlohmann::json WarmPoolShapes() const { return nullptr; }
+
+  void TearDown() override {
+    if (images_dir_.empty()) return;
+    // Before the harness removes its directory: rm -rf would go down into the cache.
+    if (umount2(images_dir_.c_str(), MNT_DETACH) != 0) {
+      perror("umount the image cache");
+      std::abort();
+    }
+  }
+
   void SetUp() override {
     if (access("/usr/bin/mmdebstrap", X_OK) != 0) {
       GTEST_SKIP() << "mmdebstrap is NOT INSTALLED (Debian package mmdebstrap; "
                       "deploy/setup.sh): the image integration tests did not run";
     }
-    daemon_ = std::make_unique<DaemonHarness>(
-        nlohmann::json{{"tenants",
-                        {{{"name", "a"},
-                          {"token_sha256", Sha256::Hex(kToken)},
-                          {"policy", {{"build_images", true}}}},
-                         {{"name", "b"},
-                          {"token_sha256", Sha256::Hex(kUserToken)},
-                          {"policy", {{"images", {kImage}}}}}}},
-                       {"local", {{"uid_base", kUidBase}, {"uid_count", 16}}}});
+    nlohmann::json config{{"tenants",
+                           {{{"name", "a"},
+                             {"token_sha256", Sha256::Hex(kToken)},
+                             {"policy", {{"build_images", true}}}},
+                            {{"name", "b"},
+                             {"token_sha256", Sha256::Hex(kUserToken)},
+                             {"policy", {{"images", {kImage}}}}}}},
+                          {"local", {{"uid_base", kUidBase}, {"uid_count", 16}}}};
+    if (nlohmann::json shapes = WarmPoolShapes(); !shapes.is_null()) config["warm_pool"] = shapes;
+    daemon_ = std::make_unique<DaemonHarness>(config);
     std::filesystem::create_directories(SANDGATE_IMAGE_CACHE);
-    // Searchable, as ImageStore makes <state_dir>/images: bwrap runs as the session's uid.
-    chmod(SANDGATE_IMAGE_CACHE, 0711);
     std::filesystem::create_directories(daemon_->state_dir());
-    std::filesystem::create_directory_symlink(SANDGATE_IMAGE_CACHE,
-                                              daemon_->state_dir() + "/images");
+    // The state directory and the one above it as the daemon makes them: root's alone.
+    for (const std::string& dir : {daemon_->state_dir(), daemon_->state_dir() + "/.."}) {
+      ASSERT_EQ(chmod(dir.c_str(), 0700), 0) << dir;
+    }
+    const std::string images = daemon_->state_dir() + "/images";
+    std::filesystem::create_directory(images);
+    ASSERT_EQ(mount(SANDGATE_IMAGE_CACHE, images.c_str(), nullptr, MS_BIND, nullptr), 0)
+        << strerror(errno);
+    images_dir_ = images;
     daemon_->Start();
     stub_ = daemon_->Stub();
     images_ = v1::Images::NewStub(
@@ -129,6 +163,7 @@ class ImagesTest : public ::testing::Test {
   }
 
   std::unique_ptr<DaemonHarness> daemon_;
+  std::string images_dir_;  // the cache's bind, unmounted by TearDown
   std::unique_ptr<v1::Sandgate::Stub> stub_;
   std::unique_ptr<v1::Images::Stub> images_;
 };
@@ -229,6 +264,78 @@ TEST_F(ImagesTest, ThePolicyAndHostileNamesGetClearErrors) {
   v1::ListImagesResponse list;
   ASSERT_TRUE(images_->ListImages(DaemonHarness::Context(kToken).get(), {}, &list).ok());
   for (const v1::Image& image : list.images()) EXPECT_NE(image.name(), "nosuchpkg");
+}
+
+// Under gVisor the image's bind stays on the host while the session lives (the gofer serves
+// the image from it); after a SIGKILL of the daemon, the restart's sweep removes it with the
+// session's other mounts.
+TEST_F(ImagesTest, ASigkilledDaemonsGvisorSessionLeavesNoImageBindAfterRestart) {
+  if (access("/usr/bin/runsc", X_OK) != 0) {
+    GTEST_SKIP() << "runsc is NOT INSTALLED (Debian package runsc): this test did not run";
+  }
+  EnsureImage();
+  auto image_binds = [] {
+    std::vector<std::string> out;
+    std::ifstream in("/proc/self/mountinfo");
+    const std::string under = absl::StrCat(" /run/sandgate-sandboxes/", kUidBase / 100);
+    for (std::string line; std::getline(in, line);) {
+      if (absl::StrContains(line, under) && absl::StrContains(line, "/image ")) {
+        out.push_back(line);
+      }
+    }
+    return out;
+  };
+  const std::string id = Create(kUserToken, "gvisor", kImage);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(image_binds().size(), 1u) << "the session's read-only bind of the image";
+  daemon_->Stop(SIGKILL);
+  daemon_->Start();  // sweeps before it serves
+  EXPECT_EQ(image_binds(), std::vector<std::string>{});
+}
+
+// A warm pool shape of the image, on the real daemon and provider: a session asking for the
+// image takes a ready sandbox of it and runs the image's software; one on the host's root is
+// never given that sandbox.
+class ImagesWarmPoolTest : public ImagesTest {
+ protected:
+  nlohmann::json WarmPoolShapes() const override { return {{{"size", 1}, {"image", kImage}}}; }
+  size_t Filled() const {
+    size_t n = 0;
+    const std::string log = daemon_->Log();
+    for (size_t at = 0; (at = log.find("\"event\":\"warm_pool.filled\"", at)) != std::string::npos;
+         ++at) {
+      ++n;
+    }
+    return n;
+  }
+};
+
+TEST_F(ImagesWarmPoolTest, AShapeOfTheImageServesSessionsOfTheImageOnly) {
+  EnsureImage();
+  // The pool retries each second until the image exists (on a first run it is built above).
+  ASSERT_TRUE(Eventually(
+      "the pool to hold a sandbox of the image", [&] { return Filled() >= 1; }, absl::Seconds(30)))
+      << daemon_->Log();
+  v1::CreateSessionRequest req;
+  req.mutable_sandbox()->set_image(kImage);
+  v1::Session from_pool;
+  grpc::Status st = stub_->CreateSession(DaemonHarness::Context(kUserToken).get(), req, &from_pool);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(from_pool.from_warm_pool());
+  EXPECT_EQ(Exec(kUserToken, from_pool.id(), "busybox echo warm"), "warm\n||0");
+  EXPECT_TRUE(absl::StartsWith(
+      Exec(kUserToken, from_pool.id(), "ls /usr/bin/python3 || echo absent"), "absent\n"));
+  // Refilled with the image again: a host-root request does not get it.
+  ASSERT_TRUE(Eventually(
+      "the pool to refill", [&] { return Filled() >= 2; }, absl::Seconds(30)));
+  v1::Session host;
+  st =
+      stub_->CreateSession(DaemonHarness::Context(kToken).get(), v1::CreateSessionRequest(), &host);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_FALSE(host.from_warm_pool());
+  EXPECT_EQ(Exec(kToken, host.id(), "python3 -c 'print(1)'"), "1\n||0");
+  Close(kToken, host.id());
+  Close(kUserToken, from_pool.id());
 }
 
 }  // namespace

@@ -49,9 +49,8 @@ absl::StatusOr<UniqueFd> DataPipe(const std::string& data) {
 
 std::vector<std::string> HostBinds() { return RootBinds(""); }
 
-std::vector<std::string> RootBinds(const std::string& root, const std::string& source) {
-  const std::string& from = source.empty() ? root : source;
-  std::vector<std::string> out = {"--ro-bind", from + "/usr", "/usr"};
+std::vector<std::string> RootBinds(const std::string& root) {
+  std::vector<std::string> out = {"--ro-bind", root + "/usr", "/usr"};
   for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
     const std::string path = root + top;
     struct stat st;
@@ -62,7 +61,7 @@ std::vector<std::string> RootBinds(const std::string& root, const std::string& s
       if (n <= 0) continue;
       out.insert(out.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), top});
     } else if (S_ISDIR(st.st_mode)) {
-      out.insert(out.end(), {"--ro-bind", from + top, top});
+      out.insert(out.end(), {"--ro-bind", root + top, top});
     }
   }
   std::vector<std::string> etc(std::begin(kEtcFiles), std::end(kEtcFiles));
@@ -73,7 +72,7 @@ std::vector<std::string> RootBinds(const std::string& root, const std::string& s
     }
     closedir(d);
   }
-  for (const std::string& path : etc) out.insert(out.end(), {"--ro-bind-try", from + path, path});
+  for (const std::string& path : etc) out.insert(out.end(), {"--ro-bind-try", root + path, path});
   return out;
 }
 

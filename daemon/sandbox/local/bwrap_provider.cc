@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "sandbox/local/bwrap_session.h"
+#include "sandbox/local/gvisor_probe.h"
 #include "sandbox/local/seccomp_filter.h"
 #include "sandbox/local/tmpfs_limits.h"
 
@@ -93,6 +94,24 @@ void ConfigureGvisor(const BwrapOptions& options, BwrapProvider::Core& core) {
   } else if (access(r.bridge_path.c_str(), R_OK | X_OK) != 0) {
     core.gvisor_status = errors::FailedPrecondition(
         absl::StrCat("sandgate-gvisor-bridge not found at ", r.bridge_path));
+  }
+  if (core.gvisor_status.ok() && r.platform == "kvm") {
+    // Debian 12's runsc may hang at boot on kvm (gvisor_probe.h): one tiny sandbox first,
+    // so that sessions are refused saying why instead of each hanging to its start timeout.
+    local::GvisorProbe probe;
+    probe.runsc_path = r.runsc_path;
+    probe.platform = r.platform;
+    probe.state_dir = absl::StrCat(options.mount_dir, "/gvisor-platform-probe");
+    probe.timeout = options.gvisor_probe_timeout;
+    const absl::Time started = absl::Now();
+    core.gvisor_status = local::RunGvisorProbe(probe, core.spawner, *core.exit_watcher,
+                                               core.cgroups, *options.clock);
+    log::Write(core.gvisor_status.ok() ? log::Level::kInfo : log::Level::kError,
+               "sandbox.gvisor_probe",
+               {{"platform", r.platform},
+                {"ok", core.gvisor_status.ok()},
+                {"took_ms", absl::ToInt64Milliseconds(absl::Now() - started)},
+                {"error", std::string(core.gvisor_status.message())}});
   }
   log::Info("sandbox.gvisor", {{"available", core.gvisor_status.ok()},
                                {"platform", r.platform},

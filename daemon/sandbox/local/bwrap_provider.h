@@ -93,6 +93,9 @@ struct BwrapOptions {
   std::string gvisor_platform = "ptrace";
   // The KVM device whose presence lets "kvm" be used (tests point it at a fake).
   std::string kvm_device = "/dev/kvm";
+  // With "kvm": how long the start-up probe sandbox may take (gvisor_probe.h) before gVisor
+  // sessions are refused on this host, saying so. Timed on `clock`.
+  absl::Duration gvisor_probe_timeout = absl::Seconds(10);
   // sandgate-gvisor-bridge on the host; empty = beside init_path.
   std::string bridge_path;
 

@@ -6,9 +6,9 @@
 // differs. `namespaces` starts bwrap with sandgate-init as PID 1 (Launch). `gvisor` starts
 // `runsc run` with sandgate-gvisor-bridge as PID 1, which starts sandgate-init and tunnels
 // its protocol over one host socket (LaunchGvisor, gvisor_session.cc; GvisorTunnel): the
-// rest of the session talks to the tunnel exactly as to a namespaces sandbox's init. Under
-// gVisor the workspace is the session's host tmpfs bound in by the gofer, and "the init's
-// pid" is runsc's (its exit is the sandbox's end).
+// rest of the session talks to the tunnel exactly as to a namespaces sandbox's init (Exec and
+// ConnectPort, session_commands.cc). Under gVisor the workspace is the session's host tmpfs
+// bound in by the gofer, and "the init's pid" is runsc's (its exit is the sandbox's end).
 //
 // Thread safe, as Session requires: Exec runs concurrently with Exec, file calls and Close;
 // Close is idempotent and makes running Execs end cancelled.

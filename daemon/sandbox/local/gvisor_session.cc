@@ -53,7 +53,7 @@ absl::Status GvisorAvailable(const BwrapProvider::Core& core) {
 
 absl::Status BwrapSession::LaunchGvisor(const CancelToken* cancel) {
   RunscConfig config = core_->runsc;
-  if (!spec_.root_dir.empty()) config.host_binds = RootBinds(spec_.root_dir);
+  if (!spec_.root_dir.empty()) config.host_binds = RootBinds(mounts_.path("image"));
   runsc_ = RunscSandbox::Plan(config, spec_.id);
   // Left by a daemon that was not swept: never adopt it.
   if (access(runsc_.dir.c_str(), F_OK) == 0) {

@@ -1,5 +1,6 @@
-// Small process helpers shared by the two runtimes of a local session (bwrap_session.cc,
-// gvisor_session.cc): pidfds and a failed runtime's stderr. Thread safe (syscalls only).
+// Small process helpers shared by the files of a local session (bwrap_session.cc,
+// gvisor_session.cc, session_commands.cc): pidfds, poll deadlines and a failed runtime's
+// stderr. Thread safe (syscalls only).
 #ifndef SANDGATE_SANDBOX_LOCAL_PIDFD_H_
 #define SANDGATE_SANDBOX_LOCAL_PIDFD_H_
 
@@ -9,10 +10,12 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
 
@@ -22,6 +25,15 @@ inline int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open
 
 inline void PidfdKill(const UniqueFd& pidfd) {
   if (pidfd.valid()) syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+}
+
+// poll()'s timeout for waiting until `deadline`: -1 for none, rounded up so that a wait never
+// ends before it.
+inline int PollTimeoutMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
 }
 
 // Waits until the process behind `pidfd` has exited; false on timeout.

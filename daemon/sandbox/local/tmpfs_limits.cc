@@ -18,8 +18,11 @@
 namespace sandgate::sandbox::local {
 namespace {
 
-// The session's file systems, in mount order (unmounted in reverse).
-constexpr const char* kSessionMounts[] = {"root", "work", "tmp", "shm", "pts"};
+// The session's file systems, in mount order (unmounted in reverse); the image's bind, last,
+// only for a session from an image (BindImage).
+constexpr const char* kSessionMounts[] = {"root", "work", "tmp", "shm", "pts", "image"};
+constexpr size_t kTmpfsMounts = 4;  // root, work, tmp, shm; then pts, made by Mount too
+constexpr size_t kMadeByMount = kTmpfsMounts + 1;
 
 // Links of every /dev; ptmx opens the session's own devpts instance.
 constexpr std::pair<const char*, const char*> kDeviceLinks[] = {
@@ -198,11 +201,12 @@ absl::Status SessionMounts::Mount(const SessionMountSizes& sizes) const {
                                                 {sizes.workspace_bytes, sizes.workspace_inodes},
                                                 {sizes.workspace_bytes, sizes.workspace_inodes},
                                                 {sizes.shm_bytes, sizes.shm_inodes}};
-  for (size_t i = 0; status.ok() && i < std::size(kSessionMounts); ++i) {
+  static_assert(std::size(caps) == kTmpfsMounts);
+  for (size_t i = 0; status.ok() && i < kMadeByMount; ++i) {
     const std::string target = path(kSessionMounts[i]);
     status = MakeDir(target, 0755);
     if (!status.ok()) break;
-    const bool pts = i == std::size(caps);
+    const bool pts = i == kTmpfsMounts;
     // mode= is the only option besides the caps the sandbox sees in its mountinfo.
     const std::string options =
         pts ? "newinstance,ptmxmode=0666,mode=0620"
@@ -221,6 +225,25 @@ absl::Status SessionMounts::Mount(const SessionMountSizes& sizes) const {
       status = absl::Status(status.code(), absl::StrCat(status.message(), "; ", undo.message()));
   }
   return status;
+}
+
+absl::Status SessionMounts::BindImage(int root_fd) const {
+  const std::string target = path("image");
+  SANDGATE_RETURN_IF_ERROR(MakeDir(target, 0755));
+  // The descriptor's magic link, resolved by the kernel as root: no path above the image is
+  // walked again, and none of it needs to be searchable by anyone but the daemon.
+  const std::string source = absl::StrCat("/proc/self/fd/", root_fd);
+  if (mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    return errors::FromErrno(errno, absl::StrCat("bind the image root on ", target));
+  }
+  if (mount(nullptr, target.c_str(), nullptr,
+            MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0 ||
+      mount(nullptr, target.c_str(), nullptr, MS_PRIVATE, nullptr) != 0) {
+    const int error = errno;
+    UnmountAll(target).IgnoreError();
+    return errors::FromErrno(error, absl::StrCat("make ", target, " a read-only private mount"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SessionMounts::Unmount() const {

@@ -19,6 +19,11 @@
 //   <mount_dir>/<uid>/         0700, owned by the session uid (no other uid passes)
 //     root/ work/ tmp/ shm/    tmpfs, root dirs owned by the session uid
 //     pts/                     a devpts instance of the session's own (its ptys only)
+//     image/                   a session from an image (BindImage): a read-only bind of
+//                              the image's root, made from a descriptor the daemon opened.
+//                              The images live under the daemon's 0700 state directory,
+//                              which the session's uid cannot pass; bwrap reaches the image
+//                              here instead (and gVisor's gofer, for one code path)
 //
 //   SANDGATE_RETURN_IF_ERROR(PrepareDeviceNodes("/run/sandgate-sandboxes"));
 //   SessionMounts m = SessionMounts::Plan("/run/sandgate-sandboxes", uid);
@@ -71,6 +76,10 @@ class SessionMounts {
   // daemon left there (the uid is this session's now). On failure, what was mounted is
   // unmounted again.
   absl::Status Mount(const SessionMountSizes& sizes) const;
+  // After Mount: binds the directory `root_fd` names (an image's root, opened by the caller
+  // so that the bind is of the directory it checked) read-only, nosuid and nodev at
+  // path("image"), a private mount. Unmount removes it with the rest.
+  absl::Status BindImage(int root_fd) const;
   // Detaches every mount under dir() (never following a link) and removes the directories;
   // OK if there is nothing. Call once bwrap has bound them into the sandbox, and again when
   // it is gone (nothing to do then, unless the start failed before).

@@ -11,21 +11,15 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/sandbox/local/sandbox_test_util.h"
 
 namespace sandgate::sandbox::local {
 namespace {
 
 class GvisorPlatformTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sg-fake-kvm-XXXXXX";
-    int fd = mkstemp(tmpl);
-    ASSERT_GE(fd, 0);
-    close(fd);
-    fake_kvm_ = tmpl;
-  }
-  void TearDown() override { unlink(fake_kvm_.c_str()); }
-  std::string fake_kvm_;
+  ::sandgate::testing::FakeKvmDevice device_;
+  const std::string& fake_kvm_ = device_.path();
 };
 
 TEST_F(GvisorPlatformTest, KvmWhereTheDeviceOpensElsePtrace) {

@@ -101,6 +101,25 @@ inline void FindDirs(const std::string& dir, const std::string& name, int depth,
   closedir(d);
 }
 
+// A stand-in for /dev/kvm (BwrapOptions::kvm_device): a temporary file that opens for reading
+// and writing, removed at the end of the scope.
+class FakeKvmDevice {
+ public:
+  FakeKvmDevice() {
+    char tmpl[] = "/tmp/sg-fake-kvm-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    if (fd >= 0) close(fd);
+    path_ = tmpl;
+  }
+  ~FakeKvmDevice() { unlink(path_.c_str()); }
+  FakeKvmDevice(const FakeKvmDevice&) = delete;
+  FakeKvmDevice& operator=(const FakeKvmDevice&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Removes a test cgroup parent once no test process uses it (rmdir fails while any session
 // cgroup of a parallel test process is still inside, which is fine).
 class CgroupParentCleanup : public ::testing::Environment {

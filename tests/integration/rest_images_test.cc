@@ -1,0 +1,200 @@
+// The REST image routes (POST/GET/DELETE /v1/images, docs/images.md) against hostile input:
+// names that are not UTF-8, that look like paths, that are too long; package lists over the
+// limit or not Debian's; another tenant's image; what a tenant's policy refuses. Each is a
+// clear 4xx naming the problem, the same code as over gRPC, and leaves nothing behind. Builds
+// run a fake mmdebstrap (tests/fakes/fake_mmdebstrap.sh): no network, instant.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "gtest/gtest.h"
+#include "sandgate/v1/images.grpc.pb.h"
+#include "tests/common/eventually.h"
+#include "tests/integration/daemon_harness.h"
+#include "tests/integration/rest_client.h"
+
+namespace sandgate::testing {
+namespace {
+
+// The tokens are rest_client.h's, with a fourth tenant; the policies are this test's own:
+// alice may build and use every image, bob may use "py" only and not build, carol may build
+// "own" only, ops is an operator.
+constexpr char kCarol[] = "carol-token";
+
+class RestImagesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
+        {"http_listen", "127.0.0.1:0"},
+        {"allow_plaintext_tokens", true},
+        {"tenants",
+         {{{"name", "alice"},
+           {"token_sha256", Sha256::Hex(kAlice)},
+           {"policy", {{"build_images", true}}}},
+          {{"name", "bob"}, {"token_sha256", Sha256::Hex(kBob)}, {"policy", {{"images", {"py"}}}}},
+          {{"name", "carol"},
+           {"token_sha256", Sha256::Hex(kCarol)},
+           {"policy", {{"build_images", true}, {"images", {"own"}}}}},
+          {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOps)}, {"operator", true}}}},
+        {"local", {{"uid_base", 357000}, {"uid_count", 4}, {"mmdebstrap", FAKE_MMDEBSTRAP}}}});
+    daemon_->Start();
+    base_ = HttpBase(*daemon_);
+    ASSERT_TRUE(absl::StartsWith(base_, "http://127.0.0.1:")) << daemon_->Log();
+    images_ = v1::Images::NewStub(
+        grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+  }
+  std::string Url(const std::string& path) const { return base_ + path; }
+
+  // Builds `name` as `token` over REST and waits until it is ready.
+  void Build(const std::string& token, const std::string& name) {
+    Answer a = Http("POST", Url("/v1/images"), token,
+                    absl::StrCat(R"({"name": ")", name, R"(", "packages": ["busybox"]})"));
+    ASSERT_EQ(a.status, 200) << a.body;
+    ASSERT_TRUE(Eventually(name + " ready", [&] {
+      Answer got = Http("GET", Url("/v1/images/" + name), token);
+      return got.status == 200 && absl::StrContains(got.body, "STATE_READY");
+    })) << daemon_->Log();
+  }
+
+  // The names the images listing shows `token`.
+  std::vector<std::string> Listed(const std::string& token) {
+    v1::ListImagesResponse list =
+        Parse<v1::ListImagesResponse>(Http("GET", Url("/v1/images"), token));
+    std::vector<std::string> names;
+    for (const v1::Image& image : list.images()) names.push_back(image.name());
+    return names;
+  }
+
+  // A REST error: its HTTP status and code, and a message containing `says`.
+  static void ExpectError(const Answer& a, long status, const std::string& code,
+                          const std::string& says) {
+    EXPECT_EQ(a.status, status) << a.body;
+    nlohmann::json error = nlohmann::json::parse(a.body, nullptr, false);
+    ASSERT_TRUE(error.is_object()) << a.body;
+    EXPECT_EQ(error["status"], code) << a.body;
+    EXPECT_TRUE(absl::StrContains(error["message"].get<std::string>(), says)) << a.body;
+  }
+
+  std::unique_ptr<DaemonHarness> daemon_;
+  std::unique_ptr<v1::Images::Stub> images_;
+  std::string base_;
+};
+
+TEST_F(RestImagesTest, HostileNamesAreRefusedNamingTheProblemAndNothingIsBuilt) {
+  struct Case {
+    std::string json_name;  // as it appears between the quotes of the JSON body
+    std::string url_name;   // percent-encoded, for GET and DELETE
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"../../etc", "..%2F..%2Fetc", "must start with a lower-case letter or a digit"},
+      {"a/../b", "a%2F..%2Fb", "'/' is not allowed"},
+      {"..", "..", "must start with a lower-case letter or a digit"},
+      {"x\\u0000y", "x%00y", ""},
+      {"Py", "Py", "must start with a lower-case letter"},
+      {"host", "host", "'host' is the host's own root file system"},
+      {std::string(300, 'a'), std::string(300, 'a'), "300 bytes"},
+      {"", "%20", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.url_name.substr(0, 20));
+    Answer built =
+        Http("POST", Url("/v1/images"), kAlice,
+             absl::StrCat(R"({"name": ")", c.json_name, R"(", "packages": ["busybox"]})"));
+    ExpectError(built, 400, "INVALID_ARGUMENT", c.says);
+    for (const char* method : {"GET", "DELETE"}) {
+      Answer a = Http(method, Url("/v1/images/" + c.url_name), kAlice);
+      EXPECT_GE(a.status, 400) << method << " " << a.body;
+      EXPECT_LT(a.status, 500) << method << " " << a.body;
+    }
+  }
+  // Raw bytes that are not UTF-8: in the JSON body, and in the path.
+  ExpectError(
+      Http("POST", Url("/v1/images"), kAlice, "{\"name\": \"x\xff\", \"packages\": [\"a1\"]}"), 400,
+      "INVALID_ARGUMENT", "");
+  ExpectError(Http("GET", Url("/v1/images/x%ff"), kAlice), 400, "INVALID_ARGUMENT",
+              "not valid UTF-8");
+  ExpectError(Http("DELETE", Url("/v1/images/%c0%af"), kAlice), 400, "INVALID_ARGUMENT",
+              "not valid UTF-8");
+  EXPECT_TRUE(Listed(kAlice).empty()) << "nothing was built";
+}
+
+TEST_F(RestImagesTest, PackageListsOverTheLimitOrNotDebiansAreRefused) {
+  std::string many = "[";
+  for (int i = 0; i < 201; ++i) absl::StrAppend(&many, i ? "," : "", "\"p", i, "\"");
+  many += "]";
+  struct Case {
+    std::string packages;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {many, "packages: 201 named, at most 200"},
+      {"[]", "packages: name at least one"},
+      {absl::StrCat("[\"", std::string(5000, 'a'), "\"]"), "bytes, longer than"},
+      {R"(["python3; rm -rf /"])", "is not a Debian package name"},
+      {R"(["--root=/"])", "is not a Debian package name"},
+      {R"(["../x"])", "is not a Debian package name"},
+      {R"([""])", "is empty"},
+      {"[\"p\xff\"]", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.packages.substr(0, 30));
+    Answer a = Http("POST", Url("/v1/images"), kAlice,
+                    absl::StrCat(R"({"name": "fine", "packages": )", c.packages, "}"));
+    ExpectError(a, 400, "INVALID_ARGUMENT", c.says);
+  }
+  // A body far over any sane size is refused before it is parsed.
+  std::string huge =
+      absl::StrCat(R"({"name": "fine", "packages": [")", std::string(32 << 20, 'a'), R"("]})");
+  Answer big = Http("POST", Url("/v1/images"), kAlice, huge);
+  EXPECT_GE(big.status, 400) << big.body.substr(0, 200);
+  EXPECT_LT(big.status, 500) << big.body.substr(0, 200);
+  EXPECT_TRUE(Listed(kAlice).empty()) << "nothing was built";
+}
+
+TEST_F(RestImagesTest, TenantsSeeAndTouchOnlyWhatTheirPolicyAllows) {
+  Build(kAlice, "py");
+  Build(kCarol, "own");
+  // Bob may use py only, and may not build or delete.
+  EXPECT_EQ(Listed(kBob), std::vector<std::string>{"py"});
+  EXPECT_EQ(Http("GET", Url("/v1/images/py"), kBob).status, 200);
+  ExpectError(Http("GET", Url("/v1/images/own"), kBob), 403, "PERMISSION_DENIED",
+              "image 'own' is not allowed (allowed: py)");
+  ExpectError(Http("POST", Url("/v1/images"), kBob, R"({"name": "py", "packages": ["a1"]})"), 403,
+              "PERMISSION_DENIED", "policy.build_images is false");
+  ExpectError(Http("DELETE", Url("/v1/images/py"), kBob), 403, "PERMISSION_DENIED",
+              "policy.build_images is false");
+  ExpectError(Http("POST", Url("/v1/sessions"), kBob, R"({"sandbox": {"image": "own"}})"), 403,
+              "PERMISSION_DENIED", "image 'own' is not allowed (allowed: py)");
+  ExpectError(Http("POST", Url("/v1/sessions"), kBob, "{}"), 403, "PERMISSION_DENIED",
+              "image 'host' is not allowed (allowed: py)");
+  // Carol may build "own" only, and may not delete what alice built.
+  EXPECT_EQ(Listed(kCarol), std::vector<std::string>{"own"});
+  ExpectError(Http("POST", Url("/v1/images"), kCarol, R"({"name": "other", "packages": ["a1"]})"),
+              403, "PERMISSION_DENIED", "image 'other' is not allowed (allowed: own)");
+  ExpectError(Http("DELETE", Url("/v1/images/py"), kCarol), 403, "PERMISSION_DENIED",
+              "image 'py' is not allowed (allowed: own)");
+  // Alice sees both but may delete only her own; the operator may delete any.
+  ExpectError(Http("DELETE", Url("/v1/images/own"), kAlice), 403, "PERMISSION_DENIED",
+              "image 'own' was built by tenant 'carol'; only it or an operator may delete it");
+  // A second build of a name that exists, an unknown name, a wrong token.
+  ExpectError(Http("POST", Url("/v1/images"), kAlice, R"({"name": "py", "packages": ["a1"]})"), 409,
+              "ALREADY_EXISTS", "py");
+  ExpectError(Http("GET", Url("/v1/images/nosuch"), kAlice), 404, "NOT_FOUND",
+              "image not found: nosuch");
+  EXPECT_EQ(Http("GET", Url("/v1/images"), "wrong-token").status, 401);
+  EXPECT_EQ(Http("DELETE", Url("/v1/images/py"), "").status, 401);
+  EXPECT_EQ(Http("DELETE", Url("/v1/images/own"), kOps).status, 200);
+  EXPECT_EQ(Listed(kOps), std::vector<std::string>{"py"});
+  // The same refusals as over gRPC.
+  v1::GetImageRequest get;
+  get.set_name("own");
+  v1::Image image;
+  grpc::Status st = images_->GetImage(DaemonHarness::Context(kBob).get(), get, &image);
+  ExpectSame(Http("GET", Url("/v1/images/own"), kBob), st, image, "GetImage of another's name");
+}
+
+}  // namespace
+}  // namespace sandgate::testing
