@@ -10,10 +10,12 @@ import { basename } from "node:path";
 
 import { connect, proto, type ClientOptions } from "./connection.js";
 import { toError } from "./errors.js";
+import type { ImagesClient } from "./generated/sandgate/v1/Images.js";
 import type { Run__Output } from "./generated/sandgate/v1/Run.js";
 import type { SandboxSpec } from "./generated/sandgate/v1/SandboxSpec.js";
 import type { SandgateClient } from "./generated/sandgate/v1/Sandgate.js";
 import type { Session__Output } from "./generated/sandgate/v1/Session.js";
+import * as images from "./images.js";
 import { Run } from "./runs.js";
 import { Session } from "./sessions.js";
 import * as snapshots from "./snapshots.js";
@@ -29,6 +31,8 @@ export interface RunOptions {
   /** Run in this kept session (no sandbox options then). */
   sessionId?: string;
   sandbox?: SandboxSpec;
+  /** The sandbox's image (docs/images.md), as sandbox.image. */
+  image?: string;
   runTimeoutSeconds?: number;
   maxTurns?: number;
 }
@@ -38,9 +42,15 @@ export interface InputContent {
   name: string;
   content: Buffer | string;
 }
+// `sandbox` with `image` set in it, when one is given.
+function withImage(sandbox: SandboxSpec | undefined, image: string | undefined): SandboxSpec | undefined {
+  return image ? { ...sandbox, image } : sandbox;
+}
+
 export class Client {
-  /** The generated stub, for calls this class does not wrap. */
+  /** The generated stubs, for calls this class does not wrap: Sandgate's and Images'. */
   readonly stub: SandgateClient;
+  readonly images: ImagesClient;
   private readonly token: string;
   readonly reconnectTimeoutMs: number;
 
@@ -48,9 +58,10 @@ export class Client {
    * address or file that is wrong throws here, naming it. */
   constructor(options: ClientOptions = {}) {
     const connection = connect(options);
-    this.stub = new (proto().sandgate.v1.Sandgate)("", grpc.credentials.createInsecure(), {
-      channelOverride: connection.channel,
-    });
+    // Both stubs on the one channel (the target and credentials are the channel's).
+    const shared = { channelOverride: connection.channel };
+    this.stub = new (proto().sandgate.v1.Sandgate)("", grpc.credentials.createInsecure(), shared);
+    this.images = new (proto().sandgate.v1.Images)("", grpc.credentials.createInsecure(), shared);
     this.token = connection.token;
     this.reconnectTimeoutMs = connection.reconnectTimeoutMs;
   }
@@ -62,11 +73,12 @@ export class Client {
     return md;
   }
 
-  /** Calls a unary RPC of the stub by name; errors as SandgateError. */
-  unary<Res>(method: string, request: object): Promise<Res> {
+  /** Calls a unary RPC of the stub (or of `stub`: this.images) by name; errors as
+   * SandgateError. */
+  unary<Res>(method: string, request: object, stub: grpc.Client = this.stub): Promise<Res> {
     return new Promise((resolve, reject) => {
-      const fn = (this.stub as unknown as Record<string, Function>)[method];
-      fn.call(this.stub, request, this.metadata(), (err: grpc.ServiceError | null, res: Res) =>
+      const fn = (stub as unknown as Record<string, Function>)[method];
+      fn.call(stub, request, this.metadata(), (err: grpc.ServiceError | null, res: Res) =>
         err ? reject(toError(err)) : resolve(res),
       );
     });
@@ -95,7 +107,7 @@ export class Client {
       provider: options.provider ?? "",
       model: options.model ?? "",
       inputs: files,
-      sandbox: options.sandbox,
+      sandbox: withImage(options.sandbox, options.image),
       sessionId: options.sessionId ?? "",
       idempotencyKey: options.idempotencyKey ?? "",
       labels: options.labels ?? {},
@@ -126,7 +138,8 @@ export class Client {
   }
 
   /** Creates a kept session. Close it (or use withSession). `fromSnapshot` restores a
-   * snapshot's workspace into it (with no `sandbox`, in the snapshot's sandbox). */
+   * snapshot's workspace into it (with no `sandbox`, in the snapshot's sandbox). `image` is the
+   * sandbox's image (docs/images.md), as sandbox.image. */
   async createSession(
     options: {
       provider?: string;
@@ -134,11 +147,12 @@ export class Client {
       idempotencyKey?: string;
       labels?: Record<string, string>;
       fromSnapshot?: string;
+      image?: string;
     } = {},
   ): Promise<Session> {
     const record = await this.unary<Session__Output>("CreateSession", {
       provider: options.provider ?? "",
-      sandbox: options.sandbox,
+      sandbox: withImage(options.sandbox, options.image),
       idempotencyKey: options.idempotencyKey ?? "",
       labels: options.labels ?? {},
       fromSnapshot: options.fromSnapshot ?? "",
@@ -189,5 +203,27 @@ export class Client {
     const res = await this.unary<{ sessions: Session__Output[] }>("ListSessions", { includeClosed });
     return res.sessions;
   }
-}
 
+  /** Starts building image `name` from Debian `packages`: iterate the answer for its progress,
+   * or wait() for the image. Ending the call (cancel(), or this process) cancels the build
+   * unless `detach`. */
+  buildImage(name: string, packages: string[], options: { detach?: boolean } = {}): images.ImageBuild {
+    return images.buildImage(this, name, packages, options.detach ?? false);
+  }
+
+  /** The image `name`, built or building (then its last progress line). */
+  getImage(name: string): Promise<images.ImageRecord> {
+    return images.getImage(this, name);
+  }
+
+  /** Every image, built and building, that this tenant may use. */
+  listImages(): Promise<images.ImageRecord[]> {
+    return images.listImages(this);
+  }
+
+  /** Removes a built image (FAILED_PRECONDITION while a live session uses it), or cancels its
+   * build. */
+  deleteImage(name: string): Promise<images.ImageRecord> {
+    return images.deleteImage(this, name);
+  }
+}

@@ -13,13 +13,14 @@
 //   });                                                // closed on the way out
 //
 // The package's modules, like the Python client's: connection (address, token, TLS), errors,
-// client, runs (events with resume, artifacts), sessions, exec, processes, files, ports and
-// snapshots. This file only says what the package exports.
+// client, runs (events with resume, artifacts), sessions, exec, processes, files, ports,
+// snapshots and images. This file only says what the package exports.
 export { channelTarget, parseAddress } from "./address.js";
 export { Client, type InputContent, type RunOptions } from "./client.js";
 export type { ClientOptions } from "./connection.js";
 export { SandgateError } from "./errors.js";
 export { Execution, type OutputPiece } from "./exec.js";
+export { ImageBuild, type ImageRecord } from "./images.js";
 export { Process, type ProcessResult } from "./processes.js";
 export { Run } from "./runs.js";
 export { Session } from "./sessions.js";
