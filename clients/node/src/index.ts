@@ -34,3 +34,5 @@ export type { FileInfo__Output as FileInfo } from "./generated/sandgate/v1/FileI
 export type { CommandFinished__Output as CommandFinished } from "./generated/sandgate/v1/CommandFinished.js";
 export type { SandboxSpec } from "./generated/sandgate/v1/SandboxSpec.js";
 export type { Process__Output as ProcessRecord } from "./generated/sandgate/v1/Process.js";
+export type { SessionUsage__Output as SessionUsage } from "./generated/sandgate/v1/SessionUsage.js";
+export type { ExposedPort } from "./ports.js";

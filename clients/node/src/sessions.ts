@@ -16,6 +16,7 @@ import type { CommandFinished__Output } from "./generated/sandgate/v1/CommandFin
 import type { FileInfo__Output } from "./generated/sandgate/v1/FileInfo.js";
 import type { Process__Output } from "./generated/sandgate/v1/Process.js";
 import type { Session__Output } from "./generated/sandgate/v1/Session.js";
+import type { SessionUsage__Output } from "./generated/sandgate/v1/SessionUsage.js";
 import { exposePort, listPorts, unexposePort, type ExposedPort } from "./ports.js";
 import { listProcesses, Process, startProcess, type StartOptions } from "./processes.js";
 import * as snapshots from "./snapshots.js";
@@ -172,6 +173,14 @@ export class Session {
   /** The session's exposed ports, by port. */
   ports(): Promise<ExposedPort[]> {
     return listPorts(this.client, this.id);
+  }
+
+  /** What the session uses now, from its cgroups: memoryBytes (and memoryLimitBytes, 0 for
+   * none), cpuTime since it started, processes, and in `unmeasured` the figures this host
+   * cannot give (they are 0) and why. The CPU share is the growth of cpuTime between two calls
+   * over the time between their sampledAt. */
+  usage(): Promise<SessionUsage__Output> {
+    return this.client.unary<SessionUsage__Output>("GetSessionUsage", { sessionId: this.id });
   }
 
   /** Saves the workspace (files, directories, links, modes) as a snapshot any replica
