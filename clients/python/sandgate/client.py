@@ -235,12 +235,12 @@ class Client:
 
     # -- images (images.py) -------------------------------------------------------------------
 
-    def build_image(self, name: str, packages: Sequence[str], *,
-                    detach: bool = False) -> _images.ImageBuild:
+    def build_image(self, name: str, packages: Sequence[str], *, detach: bool = False,
+                    timeout: Optional[float] = None) -> _images.ImageBuild:
         """Starts building image `name` from Debian `packages`; iterate the answer for its
-        progress, or wait() for the image. Ending the call (cancel(), or a process that dies)
-        cancels the build unless `detach`."""
-        return _images.build(self, name, packages, detach)
+        progress, or wait() for the image. Ending the call (cancel(), `timeout` seconds
+        passing: DeadlineExceeded, or a process that dies) cancels the build unless `detach`."""
+        return _images.build(self, name, packages, detach, timeout)
 
     def get_image(self, name: str) -> ipb.Image:
         """The image `name`, built or building (its last progress line)."""

@@ -71,9 +71,11 @@ class ImageBuild:
         self._call.cancel()
 
 
-def build(client: "Client", name: str, packages: Sequence[str], detach: bool) -> ImageBuild:
+def build(client: "Client", name: str, packages: Sequence[str], detach: bool,
+          timeout: Optional[float]) -> ImageBuild:
     request = ipb.BuildImageRequest(name=name, packages=list(packages), detach=detach)
-    return ImageBuild(name, client.stream("BuildImage", request, service=client.images))
+    return ImageBuild(name, client.stream("BuildImage", request, service=client.images,
+                                          timeout=timeout))
 
 
 def get(client: "Client", name: str) -> ipb.Image:

@@ -14,6 +14,8 @@ import { repo, sha256, startDaemon } from "./daemon.mjs";
 const TOKEN = "node-images-token"; // may build
 const USER = "node-images-user"; // may use "tiny" and "fake", may not build
 const CACHE = "/var/tmp/sandgate-test-image-cache"; // integration.images keeps "tiny" there
+// A fake build takes a second: a test that runs longer is a failure, never a hang.
+const LIMIT = { timeout: 60_000 };
 let daemon;
 let hasTiny = false;
 let client;
@@ -80,7 +82,7 @@ async function readUntil(build, line) {
   assert.fail(`the build ended before "${line}"`);
 }
 
-test("a build streams its progress; the image is listed, got and deleted", async () => {
+test("a build streams its progress; the image is listed, got and deleted", LIMIT, async () => {
   const build = client.buildImage("fake", ["zlib1g", "busybox", "busybox"]);
   const lines = [];
   for await (const line of build) lines.push(line);
@@ -96,7 +98,7 @@ test("a build streams its progress; the image is listed, got and deleted", async
   await refused(client.getImage("fake"), status.NOT_FOUND, /fake/);
 });
 
-test("a build its caller cancels leaves nothing; a second build of the name is refused", async () => {
+test("a build its caller cancels leaves nothing; a second build of the name is refused", LIMIT, async () => {
   const build = client.buildImage("slow", ["slow"]);
   await readUntil(build, "I: waiting to be cancelled");
   assert.equal((await client.getImage("slow")).state, "STATE_BUILDING");
@@ -105,7 +107,7 @@ test("a build its caller cancels leaves nothing; a second build of the name is r
   await gone("slow");
 });
 
-test("a detached build goes on after its call; delete cancels it", async () => {
+test("a detached build goes on after its call; delete cancels it", LIMIT, async () => {
   const build = client.buildImage("detached", ["slow"], { detach: true });
   await readUntil(build, "I: waiting to be cancelled");
   build.cancel();
@@ -114,7 +116,7 @@ test("a detached build goes on after its call; delete cancels it", async () => {
   await gone("detached");
 });
 
-test("hostile builds are refused, naming the problem", async () => {
+test("hostile builds are refused, naming the problem", LIMIT, async () => {
   for (const [name, packages, words] of [
     ["../etc", ["busybox"], /name/],
     ["host", ["busybox"], /host/],
@@ -128,7 +130,7 @@ test("hostile builds are refused, naming the problem", async () => {
   }
 });
 
-test("another tenant's policy is kept", async () => {
+test("another tenant's policy is kept", LIMIT, async () => {
   await client.buildImage("private", ["busybox"]).wait();
   const user = new Client({ addr: daemon.addr, token: USER });
   try {
@@ -142,7 +144,7 @@ test("another tenant's policy is kept", async () => {
   }
 });
 
-test("a session names its image", async (t) => {
+test("a session names its image", LIMIT, async (t) => {
   if (!hasTiny) {
     t.skip(`no "tiny" in ${CACHE}: ctest -R integration.images builds it`);
     return;
@@ -160,7 +162,7 @@ test("a session names its image", async (t) => {
   }
 });
 
-test("an unknown image is NOT_FOUND, naming it", async () => {
+test("an unknown image is NOT_FOUND, naming it", LIMIT, async () => {
   await refused(client.createSession({ image: "nosuch" }), status.NOT_FOUND, /nosuch/);
   await refused(client.runAnalysis({ name: "a.csv", content: "x" }, { image: "nosuch" }), status.NOT_FOUND, /nosuch/);
 });

@@ -20,6 +20,8 @@ USER_TOKEN = "py-images-user"  # may use "tiny" and "fake", may not build
 FAKE_BUILDER = os.path.join(SOURCE_DIR, "tests", "fakes", "fake_mmdebstrap.sh")
 # integration.images builds "tiny" (busybox) there once and keeps it (tests/integration).
 IMAGE_CACHE = "/var/tmp/sandgate-test-image-cache"
+# A fake build takes a second; a call that runs longer is a failure, never a hang.
+BUILD_TIMEOUT = 60
 
 
 def _sha(token: str) -> str:
@@ -77,7 +79,7 @@ def _wait_gone(client, name: str) -> None:
 
 
 def test_a_build_streams_its_progress_and_the_image_is_listed_got_and_deleted(client):
-    build = client.build_image("fake", ["zlib1g", "busybox", "busybox"])
+    build = client.build_image("fake", ["zlib1g", "busybox", "busybox"], timeout=BUILD_TIMEOUT)
     lines = list(build)
     assert "I: fake mmdebstrap: including busybox,zlib1g" in lines
     assert lines[-1].startswith("built sha256-")
@@ -93,17 +95,17 @@ def test_a_build_streams_its_progress_and_the_image_is_listed_got_and_deleted(cl
 
 
 def test_a_build_cancelled_by_its_caller_leaves_nothing_and_a_second_one_is_refused(client):
-    build = client.build_image("slow", ["slow"])
+    build = client.build_image("slow", ["slow"], timeout=BUILD_TIMEOUT)
     assert "I: waiting to be cancelled" in iter(build)  # reads up to the line
     assert client.get_image("slow").state == sandgate.images_pb.Image.STATE_BUILDING
     with pytest.raises(sandgate.AlreadyExists, match="slow"):
-        client.build_image("slow", ["slow"]).wait()
+        client.build_image("slow", ["slow"], timeout=BUILD_TIMEOUT).wait()
     build.cancel()
     _wait_gone(client, "slow")
 
 
 def test_a_detached_build_goes_on_and_delete_cancels_it(client):
-    build = client.build_image("detached", ["slow"], detach=True)
+    build = client.build_image("detached", ["slow"], detach=True, timeout=BUILD_TIMEOUT)
     assert "I: waiting to be cancelled" in iter(build)
     build.cancel()
     assert client.get_image("detached").state == sandgate.images_pb.Image.STATE_BUILDING
@@ -122,14 +124,14 @@ def test_a_detached_build_goes_on_and_delete_cancels_it(client):
 ])
 def test_hostile_builds_are_refused_naming_the_problem(client, name, packages, error, words):
     with pytest.raises(error, match=words):
-        client.build_image(name, packages).wait()
+        client.build_image(name, packages, timeout=BUILD_TIMEOUT).wait()
 
 
 def test_another_tenants_policy_is_kept(daemon, client):
-    client.build_image("private", ["busybox"]).wait()
+    client.build_image("private", ["busybox"], timeout=BUILD_TIMEOUT).wait()
     with sandgate.Client(daemon.address, token=USER_TOKEN) as user:
         with pytest.raises(sandgate.PermissionDenied, match="build_images"):
-            user.build_image("fake", ["busybox"]).wait()
+            user.build_image("fake", ["busybox"], timeout=BUILD_TIMEOUT).wait()
         with pytest.raises(sandgate.PermissionDenied, match="private"):
             user.get_image("private")
         assert "private" not in [i.name for i in user.list_images()]
