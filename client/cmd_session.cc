@@ -1,5 +1,5 @@
 // sandgate session ...: drives a kept sandbox session (create, list, get, exec, upload,
-// download, ls, keepalive, close; the processes' commands are in cmd_process.cc).
+// download, ls, usage, keepalive, close; the processes' commands are in cmd_process.cc).
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -43,6 +43,33 @@ void PrintSession(const v1::Session& s, bool json) {
   if (s.has_expires_at())
     std::printf("expires    %s unless used\n", TimeUtil::ToString(s.expires_at()).c_str());
   for (const auto& u : s.unenforced()) std::printf("! not enforced: %s\n", TerminalSafe(u).c_str());
+}
+
+// `session usage ID`: what the session's cgroups say it uses, as the daemon read them now.
+int SessionUsage(Client& client, grpc::ClientContext& ctx, const Args& args) {
+  if (args.positional.size() != 1) return Usage("needs exactly one session id");
+  v1::GetSessionUsageRequest req;
+  req.set_session_id(args.positional[0]);
+  v1::SessionUsage u;
+  grpc::Status st = client.stub().GetSessionUsage(&ctx, req, &u);
+  if (!st.ok()) return Fail(st);
+  if (args.Has("--json")) {
+    std::printf("%s\n", ToJson(u).c_str());
+    return 0;
+  }
+  using google::protobuf::util::TimeUtil;
+  std::printf("session    %s\n", TerminalSafe(u.session_id()).c_str());
+  std::printf("memory     %s%s\n", HumanBytes(u.memory_bytes()).c_str(),
+              u.memory_limit_bytes() == 0
+                  ? " (no limit)"
+                  : absl::StrCat(" of ", HumanBytes(u.memory_limit_bytes())).c_str());
+  std::printf("cpu time   %s\n", TimeUtil::ToString(u.cpu_time()).c_str());
+  std::printf("processes  %llu\n", static_cast<unsigned long long>(u.processes()));
+  std::printf("sampled    %s\n", TimeUtil::ToString(u.sampled_at()).c_str());
+  for (const auto& why : u.unmeasured()) {
+    std::printf("! not measured: %s\n", TerminalSafe(why).c_str());
+  }
+  return 0;
 }
 
 int SessionExec(Client& client, grpc::ClientContext& ctx, const Args& args) {
@@ -291,6 +318,7 @@ int CmdSession(Client& client, const std::string& sub, const Args& args) {
   if (sub == "expose") return SessionExpose(client, args);
   if (sub == "unexpose") return SessionUnexpose(client, args);
   if (sub == "ports") return SessionPorts(client, args);
+  if (sub == "usage") return SessionUsage(client, ctx, args);
   if (sub == "snapshot" || sub == "pause" || sub == "resume") {
     return SessionSnapshot(client, sub, args);
   }

@@ -31,6 +31,7 @@ commands:
                  [--isolation namespaces|gvisor] [--image NAME] [--from-snapshot ID] [--json]
                  prints the id
   session list [--all] | get ID | keepalive ID | close ID [--reason TEXT]
+  session usage ID [--json]     memory, CPU time and processes the session uses now
   session exec ID [--timeout S] [--env K=V]... [--stdin] [--tty] [--background] [--]
                COMMAND [ARG]...
       one COMMAND word runs as `sh -c COMMAND`; exits with the command's status; piped
@@ -188,7 +189,7 @@ const ArgsGrammar& Grammar() {
            absl::StrCat(
                "usage: sandgate session "
                "create|list|get|exec|ps|output|input|kill|shell|upload|download|ls|stat|rm|mv|"
-               "mkdir|expose|unexpose|ports|keepalive|close|snapshot|pause|resume ...\n"
+               "mkdir|expose|unexpose|ports|usage|keepalive|close|snapshot|pause|resume ...\n"
                "Drives a kept sandbox session; `sandgate session SUBCOMMAND --help` for each.\n",
                kGlobalUsage),
            {}},
@@ -307,6 +308,13 @@ const ArgsGrammar& Grammar() {
           {"session ports",
            absl::StrCat("usage: sandgate session ports ID [--json]\n"
                         "Lists the session's exposed ports, their open connections and URLs.\n",
+                        kGlobalUsage),
+           {"--json"}},
+          {"session usage",
+           absl::StrCat("usage: sandgate session usage ID [--json]\n"
+                        "Shows what the session uses now, from its cgroups: memory (and its "
+                        "limit),\nCPU time since it started, processes; figures this host cannot "
+                        "give are named.\n",
                         kGlobalUsage),
            {"--json"}},
           {"session kill",

@@ -138,6 +138,9 @@ class BuildStream final : public PullWriter<v1::ImageBuildProgress> {
     }
     {
       absl::MutexLock lock(&state_mu_);
+      // Another Pull, scheduled by a wake while this one read, may have written meanwhile:
+      // one write in flight, and no line twice.
+      if (writing_ || last_written_ || next_ != from) return;
       writing_ = true;
       message_.Clear();
       if (!p->lines.empty()) {

@@ -1,8 +1,28 @@
 #!/bin/sh
-# A stand-in for mmdebstrap (local.mmdebstrap) for tests that need built images but not their
-# software: makes a tiny root in the target directory (the last argument) at once, saying one
-# progress line, without the network. tests/integration/rest_images_test.cc.
-for target; do :; done
-echo "I: fake mmdebstrap $*"
-mkdir -p "$target/usr/bin" "$target/etc" || exit 1
-echo 'PRETTY_NAME="fake"' > "$target/etc/os-release"
+# A stand-in for mmdebstrap (the daemon's local.mmdebstrap) for tests that need built images
+# but not their software (the clients' image tests, integration.RestImagesTest): no network, no root, a second per build. Called as MmdebstrapBuilder calls mmdebstrap
+# (--mode=root --variant=V --include=P1,P2 SUITE DIR), it prints progress as mmdebstrap does
+# and makes DIR with a marker file. What it is asked to include steers it:
+#   missing  apt's "Unable to locate package missing", exit 1 (the daemon names the package)
+#   slow     one line, then it waits until the build is cancelled (SIGTERM to its group)
+set -eu
+include=""
+for arg in "$@"; do
+  case "$arg" in --include=*) include="${arg#--include=}" ;; esac
+  dir="$arg"
+done
+echo "I: fake mmdebstrap: including ${include}"
+case ",$include," in
+  *,missing,*)
+    echo "E: Unable to locate package missing" >&2
+    exit 1
+    ;;
+  *,slow,*)
+    echo "I: waiting to be cancelled"
+    exec sleep 600
+    ;;
+esac
+mkdir -p "$dir/usr/bin" "$dir/etc"
+echo 'PRETTY_NAME="fake"' > "$dir/etc/os-release"
+echo "$include" > "$dir/usr/packages"
+echo "I: success"

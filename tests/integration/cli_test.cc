@@ -344,6 +344,28 @@ TEST_F(CliTest, SessionCommandsDriveAKeptSandbox) {
   EXPECT_TRUE(absl::StrContains(gone.out, "FAILED_PRECONDITION")) << gone.out;
 }
 
+TEST_F(CliTest, SessionUsageShowsWhatTheSessionUses) {
+  Result created = Cli("session create --idle 300 --memory-mib 128");
+  ASSERT_EQ(created.exit_code, 0) << created.out;
+  std::string id(absl::StripAsciiWhitespace(created.out));
+  Result usage = Cli("session usage " + id);
+  EXPECT_EQ(usage.exit_code, 0) << usage.out;
+  EXPECT_TRUE(absl::StartsWith(usage.out, "session    " + id + "\nmemory     ")) << usage.out;
+  // The limit, unless this host cannot measure memory (then it says so).
+  EXPECT_TRUE(absl::StrContains(usage.out, " of 128.0 MiB\n") ||
+              absl::StrContains(usage.out, "! not measured: memory"))
+      << usage.out;
+  EXPECT_TRUE(absl::StrContains(usage.out, "\nprocesses  ")) << usage.out;
+  Result json = Cli("session usage " + id + " --json");
+  EXPECT_TRUE(absl::StartsWith(json.out, "{\"session_id\":\"" + id + "\"")) << json.out;
+  Result missing = Cli("session usage s0123456789abcdef");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(missing.out, "NOT_FOUND")) << missing.out;
+  EXPECT_TRUE(absl::StrContains(missing.out, "s0123456789abcdef")) << missing.out;
+  EXPECT_EQ(Cli("session usage").exit_code, 2);
+  Cli("session close " + id);
+}
+
 TEST_F(CliTest, SessionExecPassesStdinOnAndEndsItWithEof) {
   Result created = Cli("session create --idle 300");
   ASSERT_EQ(created.exit_code, 0) << created.out;

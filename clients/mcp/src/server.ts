@@ -15,7 +15,7 @@
 // error naming the limit, and the server goes on. Unknown argument names are refused too.
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { Client, SandgateError, Session } from "sandgate";
+import { Client, SandgateError, Session, type ExposedPort } from "sandgate";
 import { z } from "zod";
 
 import { artifactContent, describeRun, outputText } from "./render.js";
@@ -269,6 +269,102 @@ server.registerTool(
     inputSchema: exactly({ session_id: z.string(), path: z.string().min(1) }),
   },
   (args) => tool(async () => fileAnswer("made", await (await session(args.session_id)).mkdir(args.path, { parents: true }))),
+);
+
+server.registerTool(
+  "session_usage",
+  {
+    title: "What a session uses",
+    description:
+      "The session's memory (and its limit), the CPU time its processes used since it started, " +
+      "and how many processes it has, as its cgroups say now. Figures the host cannot give are " +
+      "named in `unmeasured`. Two calls' cpu_seconds over the time between them is its CPU share.",
+    inputSchema: exactly({ session_id: z.string() }),
+  },
+  (args) =>
+    tool(async () => {
+      const u = await (await session(args.session_id)).usage();
+      const cpu = Number(u.cpuTime?.seconds ?? 0) + (u.cpuTime?.nanos ?? 0) / 1e9;
+      const mib = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
+      const limit = u.memoryLimitBytes ? ` of ${mib(u.memoryLimitBytes)}` : " (no limit)";
+      const unmeasured = u.unmeasured.map((why) => `\nnot measured: ${why}`).join("");
+      return answer(
+        `session ${u.sessionId}: memory ${mib(u.memoryBytes)}${limit}, cpu ${cpu.toFixed(3)} s, ` +
+          `${u.processes} processes${unmeasured}`,
+        {
+          session_id: u.sessionId,
+          memory_bytes: u.memoryBytes,
+          memory_limit_bytes: u.memoryLimitBytes,
+          cpu_seconds: cpu,
+          processes: u.processes,
+          unmeasured: u.unmeasured,
+        },
+      );
+    }),
+);
+
+// An exposed port as a tool answers it.
+function portFields(p: ExposedPort): Record<string, unknown> {
+  return {
+    port: p.port,
+    url: p.url,
+    ...(p.signedUrl ? { signed_url: p.signedUrl, signed_expires_at: p.signedExpiresAt?.seconds } : {}),
+    open_connections: p.openConnections,
+  };
+}
+const port = z.number().int().min(1).max(65535);
+
+server.registerTool(
+  "expose_port",
+  {
+    title: "Expose a session's port",
+    description:
+      "Makes a port that the session's code listens on at 127.0.0.1 in the sandbox reachable " +
+      "through the daemon's REST port (HTTP and WebSocket): `url` needs the caller's token; with " +
+      "signed, `signed_url` needs none until it expires (ttl_seconds, default the daemon's, 1 h).",
+    inputSchema: exactly({
+      session_id: z.string(),
+      port,
+      signed: z.boolean().optional(),
+      ttl_seconds: z.number().int().positive().optional().describe("with signed"),
+    }),
+  },
+  (args) =>
+    tool(async () => {
+      if (args.ttl_seconds !== undefined && !args.signed) throw new Error("ttl_seconds: only with signed: true");
+      const s = await session(args.session_id);
+      const p = await s.expose(args.port, { signed: args.signed ?? false, ttlSeconds: args.ttl_seconds });
+      return answer(`port ${p.port} of session ${s.id}: ${args.signed ? p.signedUrl : p.url}`, portFields(p));
+    }),
+);
+
+server.registerTool(
+  "unexpose_port",
+  {
+    title: "Close an exposed port",
+    description: "Closes a port expose_port opened: its URLs and open connections end.",
+    inputSchema: exactly({ session_id: z.string(), port }),
+  },
+  (args) =>
+    tool(async () => {
+      await (await session(args.session_id)).unexpose(args.port);
+      return answer(`port ${args.port} of session ${args.session_id} is closed`, { port: args.port, exposed: false });
+    }),
+);
+
+server.registerTool(
+  "list_ports",
+  {
+    title: "List a session's exposed ports",
+    description: "The session's exposed ports, their URLs and open connections.",
+    inputSchema: exactly({ session_id: z.string() }),
+  },
+  (args) =>
+    tool(async () => {
+      const ports = await (await session(args.session_id)).ports();
+      const text = ports.map((p) => `${p.port}\t${p.openConnections}\t${p.url}`).join("\n");
+      return answer(text || "(no exposed ports)", { ports: ports.map(portFields) });
+    }),
 );
 
 server.registerTool(

@@ -22,11 +22,14 @@ import grpc
 from . import _connection
 from ._durations import Seconds, duration
 from .errors import InvalidArgument, from_rpc_error
+from . import images as _images
 from . import snapshots as _snapshots
 from .runs import Run
 from .sessions import Session
 from .v1 import sandgate_pb2 as pb
 from .v1 import sandgate_pb2_grpc as pb_grpc
+from .v1 import images_pb2 as ipb
+from .v1 import images_pb2_grpc as ipb_grpc
 
 PathLike = Union[str, "os.PathLike[str]"]
 Inputs = Union[PathLike, Sequence[PathLike], Mapping[str, bytes]]
@@ -76,6 +79,7 @@ class Client:
             _connection.parse_addresses(self.addr), tls_ca or env("SANDGATE_TLS_CA"),
             tls_cert or env("SANDGATE_TLS_CERT"), tls_key or env("SANDGATE_TLS_KEY"))
         self.stub = pb_grpc.SandgateStub(self._channel)
+        self.images = ipb_grpc.ImagesStub(self._channel)  # the same channel, its own service
 
     def close(self) -> None:
         self._channel.close()
@@ -88,16 +92,18 @@ class Client:
 
     # -- plumbing for the handles -------------------------------------------------------------
 
-    def call(self, method: str, request, **kwargs):
-        """Calls a unary RPC of the stub with the token; raises Error on failure."""
+    def call(self, method: str, request, *, service=None, **kwargs):
+        """Calls a unary RPC of the stub (or of `service`, e.g. self.images) with the token;
+        raises Error on failure."""
         try:
-            return getattr(self.stub, method)(request, metadata=self._metadata, **kwargs)
+            return getattr(service or self.stub, method)(request, metadata=self._metadata,
+                                                         **kwargs)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
-    def stream(self, method: str, request, **kwargs):
+    def stream(self, method: str, request, *, service=None, **kwargs):
         """Starts a streaming RPC with the token; the caller maps errors while reading."""
-        return getattr(self.stub, method)(request, metadata=self._metadata, **kwargs)
+        return getattr(service or self.stub, method)(request, metadata=self._metadata, **kwargs)
 
     def wait_until_ready(self, timeout: float) -> bool:
         """Whether the channel (re)connected within `timeout` seconds."""
@@ -116,13 +122,14 @@ class Client:
                      labels: Optional[Mapping[str, str]] = None,
                      sandbox: Optional[pb.SandboxSpec] = None,
                      run_timeout: Optional[Seconds] = None,
-                     max_turns: Optional[int] = None) -> Run:
+                     max_turns: Optional[int] = None, image: Optional[str] = None) -> Run:
         """Starts a run and returns its handle at once (status QUEUED or RUNNING).
 
         `inputs` is a file path, several, or {name: bytes}. Unset options take the daemon's
         defaults (playbook "financial-analyst", agent "reference", provider "local"). With an
         idempotency_key, a retry returns the same run. A bad playbook, agent or provider is
-        InvalidArgument with the daemon's message.
+        InvalidArgument with the daemon's message. `image` is the sandbox's image (images.py),
+        as sandbox.image.
         """
         request = pb.RunAnalysisRequest(
             playbook=playbook or "", agent=agent or "", provider=provider or "",
@@ -131,6 +138,8 @@ class Client:
             max_turns=max_turns or 0)
         if sandbox is not None:
             request.sandbox.CopyFrom(sandbox)
+        if image:
+            request.sandbox.image = image
         timeout = duration(run_timeout, "run_timeout")
         if timeout is not None:
             request.run_timeout.CopyFrom(timeout)
@@ -161,7 +170,7 @@ class Client:
                 labels: Optional[Mapping[str, str]] = None,
                 idempotency_key: Optional[str] = None,
                 keepalive_interval: Optional[float] = None,
-                from_snapshot: Optional[str] = None) -> Session:
+                from_snapshot: Optional[str] = None, image: Optional[str] = None) -> Session:
         """Creates a session (a sandbox kept for several commands) and returns its handle.
 
         The handle sends KeepAlive in the background (every third of the idle timeout, or
@@ -172,7 +181,8 @@ class Client:
                 code, out, err = s.run("echo hi")
 
         `from_snapshot` restores a snapshot's workspace into it; with no sandbox options, in
-        the snapshot's sandbox (see resume()).
+        the snapshot's sandbox (see resume()). `image` is the sandbox's image (images.py), as
+        sandbox.image.
         """
         spec = pb.SandboxSpec()
         if sandbox is not None:
@@ -181,6 +191,8 @@ class Client:
             d = duration(value, field)
             if d is not None:
                 getattr(spec, field).CopyFrom(d)
+        if image:
+            spec.image = image
         request = pb.CreateSessionRequest(provider=provider or "",
                                           idempotency_key=idempotency_key or "",
                                           labels=dict(labels or {}),
@@ -220,3 +232,25 @@ class Client:
 
     def delete_snapshot(self, snapshot_id: str) -> None:
         _snapshots.delete(self, snapshot_id)
+
+    # -- images (images.py) -------------------------------------------------------------------
+
+    def build_image(self, name: str, packages: Sequence[str], *, detach: bool = False,
+                    timeout: Optional[float] = None) -> _images.ImageBuild:
+        """Starts building image `name` from Debian `packages`; iterate the answer for its
+        progress, or wait() for the image. Ending the call (cancel(), `timeout` seconds
+        passing: DeadlineExceeded, or a process that dies) cancels the build unless `detach`."""
+        return _images.build(self, name, packages, detach, timeout)
+
+    def get_image(self, name: str) -> ipb.Image:
+        """The image `name`, built or building (its last progress line)."""
+        return _images.get(self, name)
+
+    def list_images(self) -> List[ipb.Image]:
+        """Every image, built and building, that the caller may use."""
+        return _images.list_(self)
+
+    def delete_image(self, name: str) -> ipb.Image:
+        """Removes a built image (FailedPrecondition while a live session uses it), or cancels
+        its build."""
+        return _images.delete(self, name)

@@ -354,3 +354,11 @@ class Session:
         """The session's exposed ports (sandgate.v1.ExposedPort), by port."""
         return list(self._client.call("ListPorts",
                                       pb.ListPortsRequest(session_id=self.id)).ports)
+
+    def usage(self) -> pb.SessionUsage:
+        """What the session uses now, from its cgroups (sandgate.v1.SessionUsage): memory_bytes
+        (and memory_limit_bytes, 0 for none), cpu_time since it started, processes, and in
+        `unmeasured` the figures this host cannot give (they are 0) and why. The CPU share is
+        the growth of cpu_time between two calls over the time between their sampled_at."""
+        return self._client.call("GetSessionUsage",
+                                 pb.GetSessionUsageRequest(session_id=self.id))

@@ -51,6 +51,12 @@ async function perform() {
       return {};
     case "exec_in":
       return { exit_code: (await call("exec", { session_id: args.id, command: "true" })).exit_code };
+    case "usage": {
+      const u = await call("session_usage", { session_id: args.id });
+      return { session_id: u.session_id, memory_bytes: u.memory_bytes, unmeasured: u.unmeasured };
+    }
+    case "ports":
+      return { ports: (await call("list_ports", { session_id: args.id })).ports.map((p) => p.port) };
     default:
       throw new Error(`unknown op ${op}`);
   }

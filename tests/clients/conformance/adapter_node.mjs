@@ -30,6 +30,12 @@ async function perform(client) {
       const r = await session.run("true");
       return { exit_code: r.exitCode };
     }
+    case "usage": {
+      const u = await (await client.getSession(args.id, { keepAlive: false })).usage();
+      return { session_id: u.sessionId, memory_bytes: Number(u.memoryBytes), unmeasured: u.unmeasured };
+    }
+    case "ports":
+      return { ports: (await (await client.getSession(args.id, { keepAlive: false })).ports()).map((p) => p.port) };
     case "follow": {
       const run = await client.getRun(args.id);
       const events = [];

@@ -23,6 +23,12 @@ def perform(client: sandgate.Client, op: str, args: dict) -> dict:
         session = client.get_session(args["id"])
         code, _, _ = session.run("true")
         return {"exit_code": code}
+    if op == "usage":
+        u = client.get_session(args["id"]).usage()
+        return {"session_id": u.session_id, "memory_bytes": u.memory_bytes,
+                "unmeasured": list(u.unmeasured)}
+    if op == "ports":
+        return {"ports": [p.port for p in client.get_session(args["id"]).ports()]}
     if op == "follow":
         events = []
         for e in client.get_run(args["id"]).events():

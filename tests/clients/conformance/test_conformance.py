@@ -9,6 +9,7 @@ so the two stream scenarios cover the other three."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -65,6 +66,10 @@ def cli_command(op: str, args: dict) -> List[List[str]]:
         return [[CLI, "session", "exec", args["id"], "--", "true"]]
     if op == "follow":
         return [[CLI, "events", args["id"], "--follow", "--json"]]
+    if op == "usage":
+        return [[CLI, "session", "usage", args["id"], "--json"]]
+    if op == "ports":
+        return [[CLI, "session", "ports", args["id"], "--json"]]
     raise ValueError(op)
 
 
@@ -109,6 +114,12 @@ def run_cli(op: str, args: dict, env: dict) -> dict:
         return {"ok": {"status": json.loads(r.stdout)["status"].removeprefix("RUN_STATUS_")}}
     if op == "exec_in":
         return {"ok": {"exit_code": r.returncode}}
+    if op == "usage":  # proto JSON (field names kept): uint64 as a string, zeros left out
+        u = json.loads(r.stdout)
+        return {"ok": {"session_id": u["session_id"], "memory_bytes": int(u.get("memory_bytes", 0)),
+                       "unmeasured": u.get("unmeasured", [])}}
+    if op == "ports":
+        return {"ok": {"ports": [json.loads(line)["port"] for line in r.stdout.splitlines()]}}
     return {"ok": {"events": cli_events(r.stdout)}}
 
 
@@ -168,9 +179,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+OTHER_TOKEN = "conformance-other-tenant"
+
+
 @pytest.fixture(scope="module")
 def unix_daemon() -> Iterator:
-    with running_daemon(config={"local": UIDS}) as d:
+    """The tests' tenant, and another whose sessions the first must not see."""
+    tenants = [{"name": name, "token_sha256": hashlib.sha256(token.encode()).hexdigest()}
+               for name, token in (("py", TOKEN), ("other", OTHER_TOKEN))]
+    with running_daemon(config={"local": UIDS, "tenants": tenants}) as d:
         yield d
 
 
@@ -243,9 +260,35 @@ def test_errors(client, unix_daemon):
     run = perform(client, "get_run", env, {"id": "r-conformance-missing"})
     assert run.error and run.error["code"] == "NOT_FOUND", run
     assert "r-conformance-missing" in run.error["message"], run
-    session = perform(client, "exec_in", env, {"id": "s0123456789abcdef"})
-    assert session.error and session.error["code"] == "NOT_FOUND", session
-    assert "s0123456789abcdef" in session.error["message"], session
+    for op in ("exec_in", "usage", "ports"):
+        session = perform(client, op, env, {"id": "s0123456789abcdef"})
+        assert session.error and session.error["code"] == "NOT_FOUND", (op, session)
+        assert "s0123456789abcdef" in session.error["message"], (op, session)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_other_tenant(client, unix_daemon):
+    """Another tenant's session is NOT_FOUND, naming the id, as one that does not exist."""
+    with sandgate.Client(unix_daemon.address, token=OTHER_TOKEN) as other, \
+            other.session() as theirs:
+        env = client_env(unix_daemon.address, TOKEN)
+        for op in ("exec_in", "usage", "ports"):
+            a = perform(client, op, env, {"id": theirs.id})
+            assert a.error and a.error["code"] == "NOT_FOUND", (op, a)
+            assert theirs.id in a.error["message"], (op, a)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_usage(client, unix_daemon):
+    """A session's usage: its id, and memory measured or named as not measured."""
+    with sandgate.Client(unix_daemon.address, token=TOKEN) as c, c.session() as s:
+        a = perform(client, "usage", client_env(unix_daemon.address, TOKEN), {"id": s.id})
+        assert a.error is None, a
+        assert a.ok["session_id"] == s.id, a
+        assert a.ok["memory_bytes"] > 0 or any(
+            w.startswith("memory") for w in a.ok["unmeasured"]), a
+        ports = perform(client, "ports", client_env(unix_daemon.address, TOKEN), {"id": s.id})
+        assert ports.error is None and ports.ok["ports"] == [], ports
 
 
 def slow_run(addr: str, seconds: int) -> sandgate.Run:

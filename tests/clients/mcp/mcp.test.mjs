@@ -5,16 +5,12 @@
 // the server is stopped.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { repo, sampleCsv, sha256, startDaemon } from "../node/daemon.mjs";
+import { connectMcp } from "./server.mjs";
 
-// The official SDK and our TypeScript client, as the MCP package installed them.
-const mcpPackage = createRequire(join(repo, "clients", "mcp", "package.json"));
-const { Client: McpClient } = await import(mcpPackage.resolve("@modelcontextprotocol/sdk/client/index.js"));
-const { StdioClientTransport } = await import(mcpPackage.resolve("@modelcontextprotocol/sdk/client/stdio.js"));
 const { Client } = await import(join(repo, "clients", "node", "dist", "index.js"));
 
 const { artifactContent } = await import(join(repo, "clients", "mcp", "dist", "render.js"));
@@ -26,14 +22,8 @@ let mcp;
 let transport;
 
 async function connect(token = TOKEN) {
-  transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [join(repo, "clients", "mcp", "dist", "server.js")],
-    env: { PATH: process.env.PATH, SANDGATE_ADDR: daemon.addr, SANDGATE_TOKEN: token },
-    stderr: "pipe",
-  });
-  const client = new McpClient({ name: "sandgate-test", version: "1.0.0" });
-  await client.connect(transport);
+  let client;
+  ({ client, transport } = await connectMcp(daemon.addr, token));
   return client;
 }
 
@@ -57,9 +47,9 @@ test("lists its tools, each with an input schema", async () => {
   const { tools } = await mcp.listTools();
   const names = tools.map((t) => t.name).sort();
   assert.deepEqual(names, [
-    "close_session", "create_session", "delete_file", "exec", "list_files", "make_directory", "move_file",
-    "read_artifact", "read_file", "restore_snapshot", "run_analysis", "snapshot_session", "stat_file",
-    "write_file",
+    "close_session", "create_session", "delete_file", "exec", "expose_port", "list_files", "list_ports",
+    "make_directory", "move_file", "read_artifact", "read_file", "restore_snapshot", "run_analysis",
+    "session_usage", "snapshot_session", "stat_file", "unexpose_port", "write_file",
   ]);
   const exec = tools.find((t) => t.name === "exec");
   assert.deepEqual(exec.inputSchema.required.sort(), ["command", "session_id"]);

@@ -15,7 +15,8 @@ const binary = process.env.SANDGATED ?? join(repo, "build", "bin", "sandgated");
 
 export const sha256 = (data) => createHash("sha256").update(data).digest("hex");
 
-export async function startDaemon(config = {}) {
+// `beforeStart(stateDir)` prepares the state directory before the daemon first reads it.
+export async function startDaemon(config = {}, { beforeStart } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "sg-node-"));
   const socket = join(dir, "sandgated.sock");
   const full = {
@@ -56,6 +57,7 @@ export async function startDaemon(config = {}) {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  await beforeStart?.(full.state_dir);
   await daemon.start();
   return daemon;
 }

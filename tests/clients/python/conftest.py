@@ -85,12 +85,14 @@ class Daemon:
 
 
 @contextlib.contextmanager
-def running_daemon(**kwargs) -> Iterator[Daemon]:
+def running_daemon(before_start=None, **kwargs) -> Iterator[Daemon]:
     """A started Daemon (arguments as Daemon's) in a fresh directory, stopped and removed
-    after."""
+    after. `before_start(daemon)` may prepare its state directory before it first reads it."""
     directory = tempfile.mkdtemp(prefix="sg-py-")
     d = Daemon(directory, **kwargs)
     try:
+        if before_start is not None:
+            before_start(d)
         d.start()
         yield d
     finally:
