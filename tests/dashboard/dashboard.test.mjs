@@ -613,6 +613,8 @@ test("snapshots from a session's page: taken, listed, restored into a new sessio
 
     // Paused from the first session's page: a snapshot, then closed; its page keeps the list.
     await page.goto(`${base}/#/sessions/${encodeURIComponent(session.id)}`, { waitUntil: "networkidle0" });
+    // Its page, not the restored one's (which has a pause button too) still finishing.
+    await page.waitForFunction((id) => document.querySelector("h1 .mono")?.textContent === id, { timeout: 10000 }, session.id);
     await page.waitForSelector("#pause-session");
     await page.click("#pause-session");
     await page.waitForFunction(() => document.querySelector("#session-head .status")?.textContent === "CLOSED", { timeout: 30000 });
@@ -849,6 +851,40 @@ test("a session made from the image chosen in the form has it (the API says so);
   } finally {
     if (sid) await rest(`/v1/sessions/${sid}:close`, { method: "POST", body: {} }).catch(() => {});
     await rest("/v1/images/dash-use", { method: "DELETE" }).catch(() => {});
+  }
+});
+
+test("a page still loading does not draw over the one asked for after it", async () => {
+  const session = await rest("/v1/sessions", { method: "POST", body: {} });
+  // The session's own GET is held until released: its page waits for it while another opens.
+  let asked;
+  const seen = new Promise((r) => (asked = r));
+  let release;
+  const held = new Promise((r) => (release = r));
+  const hold = async (request) => {
+    if (new URL(request.url()).pathname === `/v1/sessions/${session.id}`) {
+      asked();
+      await held;
+    }
+    await request.continue();
+  };
+  await page.goto(`${base}/#/runs`, { waitUntil: "networkidle0" });
+  page.on("request", hold);
+  await page.setRequestInterception(true);
+  try {
+    await page.evaluate((id) => (location.hash = `#/sessions/${id}`), session.id);
+    await seen;
+    await page.evaluate(() => (location.hash = "#/images"));
+    release();
+    await page.waitForSelector('#images tr[data-image="host"]');
+    await page.waitForNetworkIdle({ idleTime: 500 });
+    assert.equal(await text("main h1"), "Images", "the session's page drew over the images page");
+    assert.equal(await page.$("#session-head"), null);
+  } finally {
+    release();
+    await page.setRequestInterception(false);
+    page.off("request", hold);
+    await rest(`/v1/sessions/${session.id}:close`, { method: "POST", body: {} }).catch(() => {});
   }
 });
 

@@ -1188,7 +1188,14 @@ async function cleanupPage() {
 
 // ---- routing ---------------------------------------------------------------------------
 
-async function route() {
+// Pages are set up one after another, in the order they were asked for: a page still waiting
+// for the API to draw itself would otherwise draw over the one asked for after it (a restore
+// opens the new session's page, and a quick click away must not be undone by it). A page's
+// setup never waits for a route, so the chain cannot wait for itself.
+let routing = Promise.resolve();
+const route = () => (routing = routing.then(showPage));
+
+async function showPage() {
   stopPage();
   stopPage = () => {};
   const token = sessionStorage.getItem(TOKEN_KEY);
