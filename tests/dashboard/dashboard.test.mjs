@@ -772,6 +772,7 @@ test("images: built with its progress followed, one cancelled, one failed, refus
       assert.match(says, /^(INVALID_ARGUMENT|ALREADY_EXISTS): /);
       assert.equal(await page.$eval("#build-status", (p) => p.className), "fail refusal");
       assert.equal(await page.$$eval("#build-status *", (n) => n.length), 0, "the message became markup");
+      assert.equal(await page.$eval("#build-log", (l) => l.hidden), true, "the last build's lines are shown");
     }
     await noScriptRan();
     await page.screenshot({ path: join(shots, "images.png"), fullPage: true });

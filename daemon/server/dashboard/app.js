@@ -1130,6 +1130,8 @@ async function imagesPage() {
     submit.disabled = true;
     try {
       say("");
+      log.replaceChildren(); // the last build's lines are not this one's
+      log.hidden = true;
       const image = await postJson("/v1/images", { name: name.value.trim(), packages: packages.value.split(/[\s,]+/).filter(Boolean) });
       await load();
       await follow(image);
