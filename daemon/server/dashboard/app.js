@@ -869,13 +869,12 @@ function fileBrowser(sessionId) {
 // opens) and delete it (asked twice; POST /v1/snapshots/{id}:delete, then `reload()`). Labels
 // are the caller's and shown only as text.
 function snapshotRow(snap, withSession, reload) {
-  const when = el("td", { title: snap.createdAt ?? "" }, liveAge(snap.createdAt));
   return el(
     "tr",
     { "data-snapshot": snap.id },
     el("td", { class: "mono", text: snap.id }),
     withSession ? el("td", {}, el("a", { href: `#/sessions/${enc(snap.sessionId)}`, class: "mono session", text: snap.sessionId })) : null,
-    when,
+    el("td", { title: snap.createdAt ?? "" }, liveAge(snap.createdAt)),
     el("td", { class: "num", text: bytes(snap.sizeBytes) }),
     el("td", { class: "num", text: String(snap.files ?? 0) }),
     el("td", { class: "mono labels", text: Object.entries(snap.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(" ") }),
