@@ -11,13 +11,18 @@
 // network), a shell in its terminal (hostile output inert, xterm's colours applied under the
 // page's policy), its CPU and memory, its files uploaded, renamed, downloaded and deleted
 // under hostile names, and closed; snapshots taken (and a pause), listed, restored into a new
-// session that has the file, and deleted, a hostile label inert. A screenshot of each page is
-// kept in $SANDGATE_ARTIFACTS_DIR.
+// session that has the file, and deleted, a hostile label inert; every snapshot of the tenant
+// on one page (restored, deleted, a hostile label inert, another tenant's never there); images
+// listed, built (a fake mmdebstrap: no test builds a real image), their progress followed, a
+// build cancelled, a refusal and a hostile name's error shown as text, a session made from the
+// image chosen in the form, an image in use not removed. A screenshot of each page is kept in
+// $SANDGATE_ARTIFACTS_DIR.
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 
 import puppeteer from "puppeteer-core";
@@ -50,16 +55,24 @@ async function rest(path, { method = "GET", body, token = TOKEN } = {}) {
 
 before(async () => {
   daemon = await startDaemon({
-    local: { uid_base: 330200, uid_count: 16 }, // apart from the client tests' daemons
+    local: {
+      uid_base: 330200, // apart from the client tests' daemons
+      uid_count: 16,
+      // Builds images instantly, or slowly until cancelled, or failing (fake-mmdebstrap.sh).
+      mmdebstrap: join(dirname(fileURLToPath(import.meta.url)), "fake-mmdebstrap.sh"),
+    },
     http_listen: "127.0.0.1:0",
     allow_plaintext_tokens: true,
     tenants: [
-      { name: "analysts", token_sha256: sha256(TOKEN) },
-      { name: "others", token_sha256: sha256(OTHER) },
+      { name: "analysts", token_sha256: sha256(TOKEN), policy: { build_images: true } },
+      { name: "others", token_sha256: sha256(OTHER), policy: { images: ["host"] } },
       { name: "ops", token_sha256: sha256(OPS), operator: true },
       { name: "queue", token_sha256: sha256(QUEUE), quotas: { concurrent_runs: 1 } },
     ],
   });
+  // A session from an image binds the image's root from the state directory as the session's
+  // uid, so that directory must be searchable (docs/images.md, "Setup"); mkdtemp made it 0700.
+  for (const dir of [daemon.dir, join(daemon.dir, "state")]) chmodSync(dir, 0o711);
   // The daemon says where HTTP listens in its daemon.http log line.
   for (let i = 0; i < 100 && !base; ++i) {
     base = daemon.log().match(/"event":"daemon\.http".*?"url":"([^"]+)"/)?.[1];
@@ -520,6 +533,17 @@ test("a session made and closed from the dashboard: its terminal, usage and file
 const snapshotRows = () =>
   page.$$eval("#snapshots tbody tr", (rows) => rows.map((r) => [r.cells[0], r.cells[2], r.cells[3], r.cells[4]].map((c) => c.textContent)));
 const snapshotRow = (id) => `#snapshots tr[data-snapshot="${id}"]`;
+// Deletes the snapshot `id` of the row `row` from the page: asked twice, one click deletes
+// nothing; then the row is gone and so is the snapshot.
+async function deleteSnapshot(row, id) {
+  const del = `${row} button.delete`;
+  await page.click(del);
+  assert.equal(await text(del), "Delete?", "a delete is asked twice");
+  assert.equal((await rest(`/v1/snapshots/${id}`)).id, id, "one click deletes nothing");
+  await page.click(del);
+  await page.waitForFunction((sel) => !document.querySelector(sel), { timeout: 10000 }, row);
+  await assert.rejects(rest(`/v1/snapshots/${id}`), /: 404 /);
+}
 // The dashboard's own size format, for a figure the API gives.
 const shownSize = (n) => (Number(n) < 1024 ? `${n} B` : `${(Number(n) / 1024).toFixed(1)} KiB`);
 
@@ -589,6 +613,8 @@ test("snapshots from a session's page: taken, listed, restored into a new sessio
 
     // Paused from the first session's page: a snapshot, then closed; its page keeps the list.
     await page.goto(`${base}/#/sessions/${encodeURIComponent(session.id)}`, { waitUntil: "networkidle0" });
+    // Its page, not the restored one's (which has a pause button too) still finishing.
+    await page.waitForFunction((id) => document.querySelector("h1 .mono")?.textContent === id, { timeout: 10000 }, session.id);
     await page.waitForSelector("#pause-session");
     await page.click("#pause-session");
     await page.waitForFunction(() => document.querySelector("#session-head .status")?.textContent === "CLOSED", { timeout: 30000 });
@@ -599,19 +625,267 @@ test("snapshots from a session's page: taken, listed, restored into a new sessio
     assert.equal((await snapshotRows())[0][0], paused.id);
     assert.equal(await page.$("#take-snapshot"), null, "an ended session takes no snapshot");
 
-    // Deleted, asked twice.
-    const del = `${snapshotRow(taken.id)} button.delete`;
-    await page.click(del);
-    assert.equal(await text(del), "Delete?", "a delete is asked twice");
-    assert.equal((await rest(`/v1/snapshots/${taken.id}`)).id, taken.id, "one click deletes nothing");
-    await page.click(del);
-    await page.waitForFunction((sel) => !document.querySelector(sel), { timeout: 10000 }, snapshotRow(taken.id));
-    await assert.rejects(rest(`/v1/snapshots/${taken.id}`), /: 404 /);
+    await deleteSnapshot(snapshotRow(taken.id), taken.id);
     assert.deepEqual((await snapshotRows()).map(([id]) => id), [paused.id, labelled.id]);
     await noScriptRan();
   } finally {
     for (const id of snapshots) await rest(`/v1/snapshots/${id}:delete`, { method: "POST", body: {} }).catch(() => {});
     for (const id of made) await rest(`/v1/sessions/${id}:close`, { method: "POST", body: {} }).catch(() => {});
+  }
+});
+
+// The rows of the page of every snapshot, as [id, session, size, entries, labels].
+const allSnapshotRows = () =>
+  page.$$eval("#all-snapshots tbody tr", (rows) => rows.map((r) => [0, 1, 3, 4, 5].map((i) => r.cells[i].textContent)));
+const anySnapshotRow = (id) => `#all-snapshots tr[data-snapshot="${id}"]`;
+const putFile = async (sid, name, body, token = TOKEN) => {
+  const res = await fetch(`${base}/v1/sessions/${sid}/files/${encodeURIComponent(name)}`, {
+    method: "PUT",
+    headers: { Authorization: `Bearer ${token}` },
+    body,
+  });
+  assert.ok(res.ok, await res.text());
+};
+
+test("every snapshot of the tenant on one page: its session, a hostile label inert, restored, deleted; another tenant's never shown", async () => {
+  const sessions = [];
+  const snapshots = [];
+  const theirs = await rest("/v1/sessions", { method: "POST", body: {}, token: OTHER });
+  try {
+    for (let i = 0; i < 2; ++i) sessions.push((await rest("/v1/sessions", { method: "POST", body: {} })).id);
+    await putFile(sessions[1], "kept.txt", "restored from the snapshots page\n");
+    const hostile = await rest(`/v1/sessions/${sessions[0]}:snapshot`, { method: "POST", body: { labels: { note: HOSTILE } } });
+    const plain = await rest(`/v1/sessions/${sessions[1]}:snapshot`, { method: "POST", body: {} });
+    const other = await rest(`/v1/sessions/${theirs.id}:snapshot`, { method: "POST", body: { labels: { note: "theirs" } }, token: OTHER });
+    snapshots.push(hostile.id, plain.id);
+
+    await page.goto(`${base}/#/snapshots`, { waitUntil: "networkidle0" });
+    await page.waitForSelector(anySnapshotRow(plain.id));
+    // As the API lists them (newest first), every one of the tenant's, none of the other's.
+    const listed = (await rest("/v1/snapshots")).snapshots;
+    assert.deepEqual(
+      await allSnapshotRows(),
+      listed.map((x) => [x.id, x.sessionId, shownSize(x.sizeBytes), String(x.files ?? 0), Object.entries(x.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(" ")]),
+    );
+    assert.ok(listed.some((x) => x.id === hostile.id) && !listed.some((x) => x.id === other.id));
+    assert.equal(await page.$(anySnapshotRow(other.id)), null, "another tenant's snapshot is shown");
+    assert.equal(await text(`${anySnapshotRow(hostile.id)} td.labels`), `note=${HOSTILE}`, "the label is shown as text");
+    assert.equal(await page.$$eval("#all-snapshots img, #all-snapshots script", (n) => n.length), 0);
+    assert.equal(await page.$eval(`${anySnapshotRow(plain.id)} a.session`, (a) => a.getAttribute("href")), `#/sessions/${sessions[1]}`);
+    assert.match(await text("#snapshot-count"), new RegExp(`^${listed.length} snapshots?, `));
+    await noScriptRan();
+    await page.screenshot({ path: join(shots, "snapshots.png"), fullPage: true });
+
+    // Restored into a new session, whose page opens; the file is in it.
+    await Promise.all([
+      page.waitForFunction(() => /^#\/sessions\/[^/]+$/.test(location.hash), { timeout: 30000 }),
+      page.click(`${anySnapshotRow(plain.id)} button.restore`),
+    ]);
+    const restored = decodeURIComponent(page.url().split("/").pop());
+    sessions.push(restored);
+    assert.ok(!sessions.slice(0, 2).includes(restored));
+    const file = await fetch(`${base}/v1/sessions/${restored}/files/kept.txt`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    assert.equal(await file.text(), "restored from the snapshots page\n");
+
+    await page.goto(`${base}/#/snapshots`, { waitUntil: "networkidle0" });
+    await page.waitForSelector(anySnapshotRow(hostile.id));
+    await deleteSnapshot(anySnapshotRow(hostile.id), hostile.id);
+    assert.ok(await page.$(anySnapshotRow(plain.id)), "the others stay listed");
+
+    // The other tenant's page has its own only.
+    await logInAs(OTHER);
+    await page.goto(`${base}/#/snapshots`, { waitUntil: "networkidle0" });
+    await page.waitForSelector(anySnapshotRow(other.id));
+    assert.deepEqual((await allSnapshotRows()).map(([id]) => id), [other.id]);
+  } finally {
+    await logInAs(TOKEN).catch(() => {});
+    await rest(`/v1/sessions/${theirs.id}:close`, { method: "POST", body: {}, token: OTHER }).catch(() => {});
+    for (const id of snapshots) await rest(`/v1/snapshots/${id}:delete`, { method: "POST", body: {} }).catch(() => {});
+    for (const id of sessions) await rest(`/v1/sessions/${id}:close`, { method: "POST", body: {} }).catch(() => {});
+  }
+});
+
+// An image's row on the images page, as [name, state, packages, size, built by].
+const imageRow = (name) => page.$eval(`#images tr[data-image="${name}"]`, (r) => [...r.cells].slice(0, 5).map((c) => c.textContent));
+const buildStatus = (re, timeout = 20000) =>
+  page.waitForFunction((source) => new RegExp(source).test(document.getElementById("build-status").textContent), { timeout }, re.source);
+async function buildFromPage(name, packages) {
+  await page.$eval("#image-name", (i) => (i.value = ""));
+  await page.$eval("#image-packages", (i) => (i.value = ""));
+  await page.type("#image-name", name);
+  await page.type("#image-packages", packages);
+  await page.click("#build-image button[type=submit]");
+}
+// The message the API gives for a call, as the page shows it ("STATUS: message").
+async function apiSays(path, { method = "POST", body, token = TOKEN }) {
+  const res = await fetch(`${base}${path}`, { method, headers: { Authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+  assert.ok(!res.ok);
+  const json = await res.json();
+  return `${json.status}: ${json.message}`;
+}
+
+test("images: built with its progress followed, one cancelled, one failed, refusals and a hostile name shown as text; another tenant's not shown", async () => {
+  try {
+    await page.goto(`${base}/#/images`, { waitUntil: "networkidle0" });
+    await page.waitForSelector('#images tr[data-image="host"]');
+
+    // Built (the fake builder is quick): ready, listed with its packages and size.
+    await buildFromPage("dash-built", "python3-minimal, busybox");
+    await buildStatus(/^dash-built is ready: /);
+    const built = await rest("/v1/images/dash-built");
+    assert.equal(built.state, "STATE_READY");
+    assert.deepEqual(built.packages, ["busybox", "python3-minimal"]);
+    await page.waitForSelector('#images tr[data-image="dash-built"]');
+    assert.deepEqual(await imageRow("dash-built"), ["dash-built", "ready", "busybox, python3-minimal", shownSize(built.sizeBytes), "analysts"]);
+    // Its first line, whichever the POST's answer carried: queued, or the builder's command.
+    assert.match(await text("#build-log"), /queued: busybox, python3-minimal|--include=busybox,python3-minimal /);
+
+    // A slow build: its lines arrive while it runs (markup in them is text), then it is cancelled.
+    await buildFromPage("dash-slow", "slow-build");
+    await page.waitForFunction(() => /slow step \d+ <img src=x onerror=window.__pwned=20>/.test(document.getElementById("build-log").textContent), { timeout: 20000 });
+    assert.equal(await text("#build-status"), "building dash-slow…");
+    assert.equal((await rest("/v1/images/dash-slow")).state, "STATE_BUILDING");
+    assert.equal(await page.$$eval("#build-log *, #images img", (n) => n.length), 0, "a progress line became markup");
+    await page.screenshot({ path: join(shots, "images-building.png"), fullPage: true });
+    await page.click("#cancel-build");
+    await buildStatus(/^the build of dash-slow was cancelled$/);
+    await assert.rejects(rest("/v1/images/dash-slow"), /: 404 /);
+    assert.equal(await page.$("#cancel-build:not([hidden])"), null);
+    await page.waitForFunction(() => !document.querySelector('#images tr[data-image="dash-slow"]'));
+
+    // A build that fails ends without an image, and says so.
+    await buildFromPage("dash-bad", "missing-pkg");
+    await buildStatus(/^the build of dash-bad ended without an image/);
+    await assert.rejects(rest("/v1/images/dash-bad"), /: 404 /);
+
+    // Refused: a hostile name, hostile package names, a name that exists; each with the API's
+    // message, in full and as text.
+    const refusals = [
+      [`${HOSTILE}`, "busybox", { name: HOSTILE, packages: ["busybox"] }],
+      ["dash-pkgs", "<b>bold</b>", { name: "dash-pkgs", packages: ["<b>bold</b>"] }],
+      ["dash-built", "busybox", { name: "dash-built", packages: ["busybox"] }],
+    ];
+    for (const [name, packages, body] of refusals) {
+      const says = await apiSays("/v1/images", { body });
+      await buildFromPage(name, packages);
+      await page.waitForFunction((want) => document.getElementById("build-status").textContent === want, { timeout: 10000 }, says);
+      assert.match(says, /^(INVALID_ARGUMENT|ALREADY_EXISTS): /);
+      assert.equal(await page.$eval("#build-status", (p) => p.className), "fail refusal");
+      assert.equal(await page.$$eval("#build-status *", (n) => n.length), 0, "the message became markup");
+      assert.equal(await page.$eval("#build-log", (l) => l.hidden), true, "the last build's lines are shown");
+    }
+    await noScriptRan();
+    await page.screenshot({ path: join(shots, "images.png"), fullPage: true });
+
+    // A tenant whose policy lets it use the host only: the built image is not shown to it (nor
+    // offered for a session), and its build is refused with the daemon's message.
+    await logInAs(OTHER);
+    await page.goto(`${base}/#/images`, { waitUntil: "networkidle0" });
+    await page.waitForSelector('#images tr[data-image="host"]');
+    assert.deepEqual(await page.$$eval("#images tr[data-image]", (rows) => rows.map((r) => r.dataset.image)), ["host"]);
+    const says = await apiSays("/v1/images", { body: { name: "their-image", packages: ["busybox"] }, token: OTHER });
+    assert.match(says, /^PERMISSION_DENIED: .*may not build/);
+    await buildFromPage("their-image", "busybox");
+    await page.waitForFunction((want) => document.getElementById("build-status").textContent === want, { timeout: 10000 }, says);
+    await page.screenshot({ path: join(shots, "images-refused.png"), fullPage: true });
+    await page.goto(`${base}/#/sessions`, { waitUntil: "networkidle0" });
+    await page.waitForSelector("#new-image");
+    await new Promise((r) => setTimeout(r, 500)); // the image list's answer, had it any to add
+    assert.deepEqual(await page.$$eval("#new-image option", (o) => o.map((x) => x.value)), [""]);
+  } finally {
+    await logInAs(TOKEN).catch(() => {});
+    await rest("/v1/images/dash-slow", { method: "DELETE" }).catch(() => {}); // the build thread's
+  }
+});
+
+test("a session made from the image chosen in the form has it (the API says so); an image in use is not removed, with the daemon's message", async () => {
+  await rest("/v1/images", { method: "POST", body: { name: "dash-use", packages: ["coreutils"] } });
+  let image;
+  for (let i = 0; i < 100 && image?.state !== "STATE_READY"; ++i) {
+    image = await rest("/v1/images/dash-use");
+    if (image.state !== "STATE_READY") await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(image.state, "STATE_READY");
+  let sid;
+  try {
+    await page.goto(`${base}/#/sessions`, { waitUntil: "networkidle0" });
+    await page.waitForSelector('#new-image option[value="dash-use"]');
+    assert.equal(await page.$eval("#new-image", (s) => s.value), "", "host is the default");
+    await page.select("#new-image", "dash-use");
+    await page.select("#new-isolation", "namespaces");
+    await Promise.all([page.waitForSelector("#session-actions", { timeout: 30000 }), page.click("#new-session button")]);
+    sid = decodeURIComponent(page.url().split("/").pop());
+    const made = await rest(`/v1/sessions/${sid}`);
+    assert.equal(made.sandbox.image, "dash-use");
+    assert.equal(made.sandbox.imageDigest, image.digest);
+    assert.match(await text("#session-head"), /image dash-use/);
+    // Its root is the image's: the fake one has an empty /usr, so the terminal finds no shell
+    // (the host's root has one).
+    await page.click("#open-terminal");
+    await page.waitForFunction(() => /: ended, exit 127$/.test(document.getElementById("terminal-status").textContent), { timeout: 15000 });
+    await terminalShows(/\/bin\/sh: No such file or directory/);
+    await page.goto(`${base}/#/sessions`, { waitUntil: "networkidle0" });
+    await page.waitForSelector(`tr[data-session="${sid}"]`);
+    assert.equal(await page.$eval(`tr[data-session="${sid}"]`, (r) => r.cells[7].textContent), "dash-use");
+
+    // Removing it while the session lives: refused, the daemon's message in the toast.
+    const says = await apiSays("/v1/images/dash-use", { method: "DELETE" });
+    assert.match(says, /^FAILED_PRECONDITION: .*in use by 1 live session/);
+    await page.goto(`${base}/#/images`, { waitUntil: "networkidle0" });
+    const remove = '#images tr[data-image="dash-use"] button.remove';
+    await page.waitForSelector(remove);
+    await page.click(remove);
+    assert.equal(await text(remove), "Remove?", "a removal is asked twice");
+    await page.click(remove);
+    await page.waitForFunction((want) => document.getElementById("error").textContent === want, { timeout: 10000 }, says);
+    assert.equal((await rest("/v1/images/dash-use")).state, "STATE_READY");
+
+    // Once the session is closed, it goes.
+    await rest(`/v1/sessions/${sid}:close`, { method: "POST", body: {} });
+    const armed = await page.$(remove);
+    await page.click("#images-refresh");
+    await page.waitForFunction((button) => !button.isConnected, { timeout: 10000 }, armed); // the list redrawn
+    await page.click(remove);
+    await page.click(remove);
+    await page.waitForFunction(() => !document.querySelector('#images tr[data-image="dash-use"]'), { timeout: 10000 });
+    await assert.rejects(rest("/v1/images/dash-use"), /: 404 /);
+  } finally {
+    if (sid) await rest(`/v1/sessions/${sid}:close`, { method: "POST", body: {} }).catch(() => {});
+    await rest("/v1/images/dash-use", { method: "DELETE" }).catch(() => {});
+  }
+});
+
+test("a page still loading does not draw over the one asked for after it", async () => {
+  const session = await rest("/v1/sessions", { method: "POST", body: {} });
+  // The session's own GET is held until released: its page waits for it while another opens.
+  let asked;
+  const seen = new Promise((r) => (asked = r));
+  let release;
+  const held = new Promise((r) => (release = r));
+  const hold = async (request) => {
+    if (new URL(request.url()).pathname === `/v1/sessions/${session.id}`) {
+      asked();
+      await held;
+    }
+    await request.continue();
+  };
+  await page.goto(`${base}/#/runs`, { waitUntil: "networkidle0" });
+  page.on("request", hold);
+  await page.setRequestInterception(true);
+  try {
+    await page.evaluate((id) => (location.hash = `#/sessions/${id}`), session.id);
+    await seen;
+    await page.evaluate(() => (location.hash = "#/images"));
+    release();
+    await page.waitForSelector('#images tr[data-image="host"]');
+    await page.waitForNetworkIdle({ idleTime: 500 });
+    assert.equal(await text("main h1"), "Images", "the session's page drew over the images page");
+    assert.equal(await page.$("#session-head"), null);
+  } finally {
+    release();
+    await page.setRequestInterception(false);
+    page.off("request", hold);
+    await rest(`/v1/sessions/${session.id}:close`, { method: "POST", body: {} }).catch(() => {});
   }
 });
 

@@ -4,7 +4,9 @@
 // only in the Authorization header of its own requests (no cookie: another site's page cannot
 // make the browser act with it). It acts too: creates and closes sessions, cancels runs,
 // manages a session's files, opens a terminal into it (xterm.js over the process routes),
-// shows its CPU and memory, and takes, restores and deletes its snapshots.
+// shows its CPU and memory, and takes, restores and deletes its snapshots; lists all of the
+// tenant's snapshots, and the images it may use (builds and removes them, where its policy
+// lets it), and makes sessions from either.
 //
 // Everything shown comes from sandboxes and callers, so nothing is ever parsed as HTML here:
 // every text goes in with textContent, except the memo, which marked renders and DOMPurify
@@ -537,11 +539,17 @@ const closeButton = (sessionId, then, attrs = {}) =>
     await then();
   });
 
-// The form that creates a session (POST /v1/sessions): its isolation level and network mode
-// (with the allowed domains of a restricted one), and its idle timeout. The rest is the
-// daemon's or the tenant's default. (No image: the API has no image field yet; when it does,
-// it goes here as one more field of `sandbox`.)
+// The form that creates a session (POST /v1/sessions): its image (`host`, the default, or
+// one of the built images the tenant may use, from GET /v1/images), isolation level and
+// network mode (with the allowed domains of a restricted one), and its idle timeout. The rest
+// is the daemon's or the tenant's default.
 function newSessionForm() {
+  const image = el("select", { id: "new-image" }, el("option", { value: "", text: "image host" }));
+  getJson("/v1/images")
+    .then(({ images = [] }) =>
+      image.append(...images.filter((i) => i.state === "STATE_READY").map((i) => el("option", { value: i.name, text: `image ${i.name}` }))),
+    )
+    .catch(showError);
   const isolation = el(
     "select",
     { id: "new-isolation" },
@@ -562,6 +570,7 @@ function newSessionForm() {
   const form = el(
     "form",
     { id: "new-session", class: "filters" },
+    image,
     isolation,
     network,
     domains,
@@ -574,6 +583,7 @@ function newSessionForm() {
     button.disabled = true;
     try {
       const sandbox = { network: { mode: network.value } };
+      if (image.value) sandbox.image = image.value;
       if (isolation.value) sandbox.isolation = isolation.value;
       if (network.value === "MODE_RESTRICTED") sandbox.network.allowedDomains = domains.value.split(/[\s,]+/).filter(Boolean);
       if (idle.value) sandbox.idleTimeout = `${Number(idle.value)}s`;
@@ -595,7 +605,7 @@ async function sessionsPage() {
     const list = (await getJson("/v1/sessions?includeClosed=true")).sessions ?? [];
     holder.replaceChildren(
       table(
-        ["session", "status", "provider", "tenant", "in flight", "expires in", "age", ""],
+        ["session", "status", "provider", "tenant", "in flight", "expires in", "age", "image", ""],
         list.map((s) => {
           const left = s.expiresAt && live(s) ? Math.max(0, (Date.parse(s.expiresAt) - Date.now()) / 1000) : null;
           return el(
@@ -608,6 +618,7 @@ async function sessionsPage() {
             el("td", { class: "num", text: String(s.inFlight ?? 0) }),
             el("td", { text: left === null ? "" : `${Math.round(left)} s` }),
             el("td", {}, liveAge(s.createdAt)),
+            el("td", { class: "mono", text: s.sandbox?.image || "host" }),
             el("td", {}, live(s) ? closeButton(s.id, load) : null),
           );
         }),
@@ -852,44 +863,55 @@ function fileBrowser(sessionId) {
   return { box, load };
 }
 
-// A session's snapshots (docs/sessions.md, "Snapshots"): take one (POST …:snapshot), or take
-// one and close the session (a pause); list them (GET /v1/snapshots?session_id=, newest
-// first), restore one into a new session (POST /v1/sessions with fromSnapshot; its page opens)
-// and delete one (asked twice). Labels are the caller's and shown only as text. An ended
-// session (not `active`) takes none, but its page keeps the list: there a paused one resumes.
+// A snapshot's row (docs/sessions.md, "Snapshots"): id, the session it was taken of (when
+// `withSession`: the page of every snapshot), age, size, entries, labels, and its actions:
+// restore it into a new session (POST /v1/sessions with fromSnapshot; that session's page
+// opens) and delete it (asked twice; POST /v1/snapshots/{id}:delete, then `reload()`). Labels
+// are the caller's and shown only as text.
+function snapshotRow(snap, withSession, reload) {
+  return el(
+    "tr",
+    { "data-snapshot": snap.id },
+    el("td", { class: "mono", text: snap.id }),
+    withSession ? el("td", {}, el("a", { href: `#/sessions/${enc(snap.sessionId)}`, class: "mono session", text: snap.sessionId })) : null,
+    el("td", { title: snap.createdAt ?? "" }, liveAge(snap.createdAt)),
+    el("td", { class: "num", text: bytes(snap.sizeBytes) }),
+    el("td", { class: "num", text: String(snap.files ?? 0) }),
+    el("td", { class: "mono labels", text: Object.entries(snap.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(" ") }),
+    el(
+      "td",
+      { class: "actions" },
+      action("Restore", { class: "restore" }, async () => {
+        const s = await postJson("/v1/sessions", { fromSnapshot: snap.id, labels: { "made-by": "dashboard" } });
+        location.hash = `#/sessions/${enc(s.id)}`;
+      }),
+      action("Delete", { class: "delete" }, async (b) => {
+        if (!confirmed(b)) return;
+        await postJson(`/v1/snapshots/${enc(snap.id)}:delete`);
+        await reload();
+      }),
+    ),
+  );
+}
+
+// Snapshots as a table, newest first as the API lists them, or `none` when there are none.
+const snapshotTable = (list, withSession, reload, none) =>
+  list.length
+    ? table(
+        ["snapshot", ...(withSession ? ["session"] : []), "taken", "size", "entries", "labels", ""],
+        list.map((snap) => snapshotRow(snap, withSession, reload)),
+      )
+    : el("p", { text: none });
+
+// A session's snapshots: take one (POST …:snapshot), or take one and close the session (a
+// pause); list them (GET /v1/snapshots?session_id=), restore and delete them. An ended session
+// (not `active`) takes none, but its page keeps the list: there a paused one resumes.
 function snapshotsPanel(sessionId, active, reload) {
   const listing = el("div", { id: "snapshots" });
   const load = async () => {
     const list = (await getJson(`/v1/snapshots?session_id=${enc(sessionId)}`)).snapshots ?? [];
-    listing.replaceChildren(
-      list.length
-        ? table(["snapshot", "taken", "size", "entries", "labels", ""], list.map(row))
-        : el("p", { text: "No snapshots of this session." }),
-    );
+    listing.replaceChildren(snapshotTable(list, false, load, "No snapshots of this session."));
   };
-  const row = (snap) =>
-    el(
-      "tr",
-      { "data-snapshot": snap.id },
-      el("td", { class: "mono", text: snap.id }),
-      el("td", {}, liveAge(snap.createdAt)),
-      el("td", { class: "num", text: bytes(snap.sizeBytes) }),
-      el("td", { class: "num", text: String(snap.files ?? 0) }),
-      el("td", { class: "mono labels", text: Object.entries(snap.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(" ") }),
-      el(
-        "td",
-        { class: "actions" },
-        action("Restore", { class: "restore" }, async () => {
-          const s = await postJson("/v1/sessions", { fromSnapshot: snap.id, labels: { "made-by": "dashboard" } });
-          location.hash = `#/sessions/${enc(s.id)}`;
-        }),
-        action("Delete", { class: "delete" }, async (b) => {
-          if (!confirmed(b)) return;
-          await postJson(`/v1/snapshots/${enc(snap.id)}:delete`);
-          await load();
-        }),
-      ),
-    );
   const take = (close) => postJson(`/v1/sessions/${enc(sessionId)}:snapshot`, { close, labels: { "made-by": "dashboard" } });
   const actions = active
     ? [
@@ -907,6 +929,26 @@ function snapshotsPanel(sessionId, active, reload) {
   return { actions, box, load };
 }
 
+// Every snapshot of the tenant (GET /v1/snapshots: the daemon lists the caller's own only, all
+// at once, newest first), each with the session it was taken of, restored or deleted from
+// here. Not refreshed on a timer: a row redrawn would forget a delete's first click.
+async function snapshotsPage() {
+  const listing = el("div", { id: "all-snapshots" });
+  const count = el("span", { id: "snapshot-count" });
+  const load = async () => {
+    const list = (await getJson("/v1/snapshots")).snapshots ?? [];
+    count.textContent = `${list.length} snapshot${list.length === 1 ? "" : "s"}, ${bytes(list.reduce((n, x) => n + Number(x.sizeBytes ?? 0), 0))} stored`;
+    listing.replaceChildren(snapshotTable(list, true, load, "No snapshots: take one from a session's page."));
+  };
+  main.replaceChildren(
+    el("h1", { text: "Snapshots" }),
+    el("div", { class: "filters" }, count, action("Refresh", { id: "all-snapshots-refresh" }, load)),
+    listing,
+  );
+  await load();
+  return () => {};
+}
+
 async function sessionPage(id) {
   const s = await getJson(`/v1/sessions/${enc(id)}`);
   const stops = [];
@@ -915,7 +957,7 @@ async function sessionPage(id) {
     "p",
     { id: "session-head" },
     sessionStatus(s.status),
-    ` ${[s.provider, s.sandbox?.isolation, `network ${short(s.sandbox?.network?.mode ?? "MODE_DISABLED", "MODE_").toLowerCase()}`, s.workdir, s.statusReason].filter(Boolean).join(" · ")}`,
+    ` ${[s.provider, `image ${s.sandbox?.image || "host"}`, s.sandbox?.isolation, `network ${short(s.sandbox?.network?.mode ?? "MODE_DISABLED", "MODE_").toLowerCase()}`, s.workdir, s.statusReason].filter(Boolean).join(" · ")}`,
   );
   const snapshots = snapshotsPanel(id, live(s), reload);
   if (!live(s)) {
@@ -965,6 +1007,155 @@ async function sessionPage(id) {
   return () => stops.forEach((stop) => stop());
 }
 
+// ---- images ----------------------------------------------------------------------------
+
+const imageState = (state) => short(state, "STATE_").toLowerCase();
+const sleep = (ms, signal) =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+  });
+
+// The images the tenant may use (docs/images.md; GET /v1/images lists the built and building
+// ones its policy.images lets it see), with their packages and size; remove one (DELETE
+// /v1/images/{name}, asked twice; of a building one, that cancels it), and build one: POST
+// /v1/images answers at once and the build goes on in the daemon; its progress is the image's
+// last line (GET /v1/images/{name}), followed here, each new line appended, until the image is
+// ready or gone (failed, or cancelled with the Cancel button, which is that DELETE). Whether a
+// tenant may build or remove is its policy's (policy.build_images): the form is always there,
+// and the daemon's answer, a refusal included, stays beside it in full until the next try.
+// The daemon checks names and package names, but what is shown of them, and every progress
+// line (mmdebstrap's output), is only ever text.
+async function imagesPage() {
+  const abort = new AbortController();
+  const holder = el("div", { id: "images" });
+  const name = el("input", { id: "image-name", placeholder: "name: py", size: "16", autocomplete: "off" });
+  const packages = el("input", { id: "image-packages", placeholder: "packages: python3 python3-pandas", size: "44", autocomplete: "off" });
+  const submit = el("button", { type: "submit", text: "Build image" });
+  const cancel = el("button", { type: "button", id: "cancel-build", text: "Cancel build", hidden: "" });
+  const status = el("p", { id: "build-status" });
+  const log = el("pre", { id: "build-log", class: "output", hidden: "" });
+  const form = el("form", { id: "build-image", class: "filters" }, name, packages, submit, cancel);
+  const say = (text, kind = "") => {
+    status.textContent = text;
+    status.className = kind;
+  };
+
+  const load = async () => {
+    const list = (await getJson("/v1/images")).images ?? [];
+    holder.replaceChildren(
+      table(
+        ["image", "state", "packages", "size", "built by", "built", ""],
+        [
+          el("tr", { "data-image": "host" }, el("td", { class: "mono", text: "host" }), el("td", { text: "ready" }), el("td", { text: "the host's own /usr (the default)" }), el("td"), el("td"), el("td"), el("td")),
+          ...list.map((i) =>
+            el(
+              "tr",
+              { "data-image": i.name },
+              el("td", { class: "mono", text: i.name }),
+              el("td", { class: `state ${imageState(i.state)}`, text: imageState(i.state) }),
+              el("td", { class: "mono packages", text: (i.packages ?? []).join(", ") }),
+              el("td", { class: "num", text: i.state === "STATE_READY" ? bytes(i.sizeBytes) : "" }),
+              el("td", { text: i.builtBy ?? "" }),
+              el("td", { title: i.created ?? "" }, i.created ? liveAge(i.created) : null),
+              el(
+                "td",
+                { class: "actions" },
+                action(i.state === "STATE_READY" ? "Remove" : "Cancel", { class: "remove" }, async (b) => {
+                  if (!confirmed(b)) return;
+                  await api(`/v1/images/${enc(i.name)}`, { method: "DELETE" });
+                  await load();
+                }),
+              ),
+            ),
+          ),
+        ],
+      ),
+    );
+  };
+
+  // Follows the build of `image` (as POST answered it) until it is ready or gone.
+  const follow = async (image) => {
+    const target = image.name;
+    let cancelled = false;
+    let last = "";
+    const line = (text) => {
+      if (!text || text === last) return;
+      last = text;
+      log.append(`${text}\n`);
+      log.scrollTop = log.scrollHeight;
+    };
+    log.replaceChildren();
+    log.hidden = false;
+    cancel.hidden = false;
+    cancel.onclick = async () => {
+      cancel.disabled = true;
+      try {
+        await api(`/v1/images/${enc(target)}`, { method: "DELETE" });
+        cancelled = true;
+        say(`cancelling the build of ${target}…`);
+      } catch (e) {
+        showError(e);
+      } finally {
+        cancel.disabled = false;
+      }
+    };
+    try {
+      for (;;) {
+        line(image.progress);
+        if (image.state === "STATE_READY") {
+          say(`${target} is ready: ${bytes(image.sizeBytes)}, built in ${Number(String(image.buildDuration ?? "0s").replace(/s$/, "")).toFixed(1)} s`, "pass");
+          return;
+        }
+        if (!cancelled) say(`building ${target}…`);
+        await sleep(500, abort.signal);
+        if (abort.signal.aborted) return;
+        try {
+          image = await getJson(`/v1/images/${enc(target)}`, { signal: abort.signal });
+        } catch (e) {
+          if (!(e instanceof ApiError && e.httpStatus === 404)) throw e;
+          say(cancelled ? `the build of ${target} was cancelled` : `the build of ${target} ended without an image: it failed or was cancelled (its last line is above)`, "fail");
+          return;
+        }
+      }
+    } finally {
+      cancel.hidden = true;
+      if (!abort.signal.aborted) await load().catch(showError);
+    }
+  };
+
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    submit.disabled = true;
+    try {
+      say("");
+      log.replaceChildren(); // the last build's lines are not this one's
+      log.hidden = true;
+      const image = await postJson("/v1/images", { name: name.value.trim(), packages: packages.value.split(/[\s,]+/).filter(Boolean) });
+      await load();
+      await follow(image);
+    } catch (e) {
+      if (abort.signal.aborted) return;
+      say(e.message, "fail refusal");
+    } finally {
+      submit.disabled = false;
+    }
+  });
+
+  main.replaceChildren(
+    el("h1", { text: "Images" }),
+    el("div", { class: "filters" }, action("Refresh", { id: "images-refresh" }, load)),
+    holder,
+    el("h2", { text: "Build an image" }),
+    el("p", { class: "hint", text: "Debian packages, with what they depend on, on Debian's essential set (mmdebstrap). Your tenant's policy decides whether you may." }),
+    form,
+    status,
+    log,
+  );
+  await load();
+  return () => abort.abort();
+}
+
 // What the resource journal holds, on every replica: each sandbox, container or upstream
 // object made and not yet seen deleted. Operators only (the daemon answers 403 otherwise).
 async function cleanupPage() {
@@ -998,7 +1189,14 @@ async function cleanupPage() {
 
 // ---- routing ---------------------------------------------------------------------------
 
-async function route() {
+// Pages are set up one after another, in the order they were asked for: a page still waiting
+// for the API to draw itself would otherwise draw over the one asked for after it (a restore
+// opens the new session's page, and a quick click away must not be undone by it). A page's
+// setup never waits for a route, so the chain cannot wait for itself.
+let routing = Promise.resolve();
+const route = () => (routing = routing.then(showPage));
+
+async function showPage() {
   stopPage();
   stopPage = () => {};
   const token = sessionStorage.getItem(TOKEN_KEY);
@@ -1012,6 +1210,8 @@ async function route() {
     if (page === "runs" && id) stopPage = await runPage(id);
     else if (page === "sessions" && id) stopPage = await sessionPage(id);
     else if (page === "sessions") stopPage = await sessionsPage();
+    else if (page === "snapshots") stopPage = await snapshotsPage();
+    else if (page === "images") stopPage = await imagesPage();
     else if (page === "cleanup") stopPage = await cleanupPage();
     else stopPage = await runsPage();
   } catch (e) {
