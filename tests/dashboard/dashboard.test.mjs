@@ -58,8 +58,8 @@ before(async () => {
     local: {
       uid_base: 330200, // apart from the client tests' daemons
       uid_count: 16,
-      // Builds images instantly, or slowly until cancelled, or failing (fake-mmdebstrap.sh).
-      mmdebstrap: join(dirname(fileURLToPath(import.meta.url)), "fake-mmdebstrap.sh"),
+      // Builds images instantly, or slowly until cancelled, or failing (tests/fakes/fake_mmdebstrap.sh).
+      mmdebstrap: join(dirname(fileURLToPath(import.meta.url)), "..", "fakes", "fake_mmdebstrap.sh"),
     },
     http_listen: "127.0.0.1:0",
     allow_plaintext_tokens: true,
@@ -741,7 +741,7 @@ test("images: built with its progress followed, one cancelled, one failed, refus
     assert.match(await text("#build-log"), /queued: busybox, python3-minimal|--include=busybox,python3-minimal /);
 
     // A slow build: its lines arrive while it runs (markup in them is text), then it is cancelled.
-    await buildFromPage("dash-slow", "slow-build");
+    await buildFromPage("dash-slow", "slow");
     await page.waitForFunction(() => /slow step \d+ <img src=x onerror=window.__pwned=20>/.test(document.getElementById("build-log").textContent), { timeout: 20000 });
     assert.equal(await text("#build-status"), "building dash-slow…");
     assert.equal((await rest("/v1/images/dash-slow")).state, "STATE_BUILDING");
@@ -754,7 +754,7 @@ test("images: built with its progress followed, one cancelled, one failed, refus
     await page.waitForFunction(() => !document.querySelector('#images tr[data-image="dash-slow"]'));
 
     // A build that fails ends without an image, and says so.
-    await buildFromPage("dash-bad", "missing-pkg");
+    await buildFromPage("dash-bad", "missing");
     await buildStatus(/^the build of dash-bad ended without an image/);
     await assert.rejects(rest("/v1/images/dash-bad"), /: 404 /);
 
