@@ -7,6 +7,7 @@
 
 #include <curl/curl.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
 
 #include <map>
 #include <string>
@@ -58,6 +59,27 @@ M Parse(const Answer& a) {
   return m;
 }
 std::string ToJson(const google::protobuf::Message& m);
+
+// The REST answer is the gRPC one: the same message on success, the same code and message
+// (and the mapped HTTP status) on failure.
+template <typename M>
+void ExpectSame(const Answer& rest, const grpc::Status& st, const M& grpc_answer,
+                const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(rest.headers.at("x-content-type-options"), "nosniff");
+  EXPECT_EQ(rest.headers.at("content-type"), "application/json; charset=utf-8");
+  if (st.ok()) {
+    ASSERT_EQ(rest.status, 200) << rest.body;
+    M got = Parse<M>(rest);
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, grpc_answer))
+        << "REST: " << got.DebugString() << "\ngRPC: " << grpc_answer.DebugString();
+    return;
+  }
+  nlohmann::json error = nlohmann::json::parse(rest.body);
+  EXPECT_EQ(error["code"], static_cast<int>(st.error_code())) << rest.body;
+  EXPECT_EQ(error["message"], st.error_message());
+  EXPECT_NE(rest.status, 200);
+}
 
 struct SseEvent {
   std::string id, type, data;

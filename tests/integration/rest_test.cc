@@ -39,27 +39,6 @@ namespace {
 
 constexpr uint64_t kMaxInput = 1 << 20;  // max_input_bytes: the upload limit
 
-// The REST answer is the gRPC one: the same message on success, the same code and message
-// (and the mapped HTTP status) on failure.
-template <typename M>
-void ExpectSame(const Answer& rest, const grpc::Status& st, const M& grpc_answer,
-                const std::string& what) {
-  SCOPED_TRACE(what);
-  EXPECT_EQ(rest.headers.at("x-content-type-options"), "nosniff");
-  EXPECT_EQ(rest.headers.at("content-type"), "application/json; charset=utf-8");
-  if (st.ok()) {
-    ASSERT_EQ(rest.status, 200) << rest.body;
-    M got = Parse<M>(rest);
-    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, grpc_answer))
-        << "REST: " << got.DebugString() << "\ngRPC: " << grpc_answer.DebugString();
-    return;
-  }
-  nlohmann::json error = nlohmann::json::parse(rest.body);
-  EXPECT_EQ(error["code"], static_cast<int>(st.error_code())) << rest.body;
-  EXPECT_EQ(error["message"], st.error_message());
-  EXPECT_NE(rest.status, 200);
-}
-
 // The NDJSON lines of an Exec answer; an {"error": ...} line is returned in `error`.
 std::vector<v1::ExecResponse> ExecLines(const std::string& body, nlohmann::json* error) {
   std::vector<v1::ExecResponse> out;
