@@ -85,6 +85,12 @@ inline constexpr RpcPolicy kRpcPolicies[] = {
     {"GetSnapshot", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
     {"ListSnapshots", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
     {"DeleteSnapshot", Auth::kTenant, Owner::kAny, true, "DeleteSnapshot", Lane::kIo},
+    // Replica to replica: the byte stream of an exposed port and the Codex exec-server route,
+    // opened by a replica that does not hold the session on the one that does
+    // (replica_streams.cc, codex_exec_route.cc), which checks the caller's token or signed
+    // grant itself. Never forwarded (kAny): the opener has already found the owner.
+    {"ConnectPort", Auth::kTenant, Owner::kAny, false, "", Lane::kWaits},
+    {"CodexExec", Auth::kTenant, Owner::kAny, false, "", Lane::kWaits},
     // REST only: the Prometheus page on the API port counts every tenant's runs and sessions,
     // so it is the operators' as ListResources is (metrics_listen, a port of its own for a
     // scraper, serves it without a token).
