@@ -14,9 +14,11 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "store/sqlite_store.h"
@@ -48,24 +50,39 @@ class Upstream {
       for (;;) {
         int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) return;
-        std::thread([this, c] {
-          serve_(c);
-          close(c);
-        }).detach();
+        absl::MutexLock lock(&mu_);
+        connections_.push_back({c, std::thread([this, c] {
+                                  serve_(c);
+                                  shutdown(c, SHUT_RDWR);  // the peer sees the end; closed below
+                                })});
       }
     });
   }
+  // Joins every connection's thread before what `serve` captured (the test's locals) goes:
+  // a detached one could still be inside a Notification the test has already destroyed.
   ~Upstream() {
     shutdown(fd_, SHUT_RDWR);
     close(fd_);
     thread_.join();
+    absl::MutexLock lock(&mu_);
+    for (Connection& c : connections_) {
+      shutdown(c.fd, SHUT_RDWR);  // a serve blocked in read() returns
+      c.thread.join();
+      close(c.fd);
+    }
   }
   int port() const { return port_; }
 
  private:
+  struct Connection {
+    int fd;
+    std::thread thread;
+  };
   std::function<void(int)> serve_;
   int fd_ = -1;
   int port_ = 0;
+  absl::Mutex mu_;
+  std::vector<Connection> connections_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
