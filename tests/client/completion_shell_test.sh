@@ -21,8 +21,9 @@ bash_complete() {  # words... (the last is the word under the cursor)
 [ "$(bash_complete run --network re)" = restricted ] || fail "bash: --network re"
 [ "$(bash_complete run stat)" = statements.csv ] || fail "bash: run stat -> $(bash_complete run stat)"
 [ "$(bash_complete run --out s)" = sub ] || fail "bash: --out s -> $(bash_complete run --out s)"
-bash --norc --noprofile -c 'source <("$0" completion bash); complete -p sandgate' "$sandgate" \
-  | grep -q "_sandgate sandgate" || fail "bash: not registered"
+registered=$(bash --norc --noprofile -c 'source <("$0" completion bash); complete -p sandgate' \
+  "$sandgate")
+grep -q "_sandgate sandgate" <<<"$registered" || fail "bash: not registered"
 
 if command -v zsh >/dev/null; then
   zsh_complete() {

@@ -74,8 +74,10 @@ for doc in "$repo"/docs/*.md; do
   count=$(grep -c '^<!-- examples.config: ' "$doc" || true)
   for i in $(seq 1 "$count"); do
     name=$(basename "$doc" .md)-$i
-    block=$(awk -v want="$i" '/^<!-- examples.config: / && ++n == want {p=1} p' "$doc" |
-      doc_block /dev/stdin "examples.config: " json)
+    # The doc from its i-th marker on, in a file: piped, doc_block's early exit could end the
+    # first awk with SIGPIPE, which pipefail and set -e turn into a silent exit.
+    awk -v want="$i" '/^<!-- examples.config: / && ++n == want {p=1} p' "$doc" >"$tmp/$name.md"
+    block=$(doc_block "$tmp/$name.md" "examples.config: " json)
     [ -n "$block" ] || fail "$doc: no json block after its examples.config marker $i"
     case $block in '"'*) block="{$block}" ;; esac
     mkdir -p "$tmp/$name"

@@ -42,7 +42,9 @@ $(cat "$out")"
     ;;
   "sandgate session unexpose"*)
     # Before it: the signed URL the block printed opens the page with no token.
-    curl -s "$signed" | grep -q "Directory listing for /" || fail "the signed URL $signed does not open the page"
+    # Not piped into grep -q: its early exit would fail curl (SIGPIPE) under pipefail.
+    page=$(curl -s "$signed")
+    grep -q "Directory listing for /" <<<"$page" || fail "the signed URL $signed does not open the page"
     ;;
   esac
   eval "$command" >"$out" 2>&1 || fail "command $n exited non-zero: $command
