@@ -51,6 +51,10 @@ class ExecChannel {
   // the command ended.
   absl::StatusOr<size_t> WriteStdin(absl::string_view data, absl::Duration wait);
   // EOF on stdin (with a pty: the terminal's EOF character, ^D, at the start of a line).
+  // With a pty, ^D and the size are the terminal's, taken as the program reads its terminal:
+  // readline (python3 -i, bash) turns a ^D that arrives while it runs a line into a NUL, and
+  // writes back the size it read each time it shows its prompt, undoing a resize that lands
+  // in between; send both once the prompt has shown.
   absl::Status CloseStdin(absl::Duration wait);
   // Sends `signal` (ParseSignal's set) to the command's process group.
   absl::Status Signal(int signal, absl::Duration wait);

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -72,7 +73,15 @@ class Running {
     mu_.AwaitWithTimeout(absl::Condition(&has), absl::Seconds(20));
     return out_;
   }
+  // Waits for the command's end (20 s at most: then fails with what it wrote, and kills it).
   ExecResult Join() {
+    bool ended;
+    {
+      absl::MutexLock l(&mu_);
+      ended = mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Seconds(20));
+      if (!ended) ADD_FAILURE() << "the command did not end; its output:\n" << absl::CEscape(out_);
+    }
+    if (!ended) channel_->Signal(SIGKILL, absl::Seconds(5)).IgnoreError();
     thread_.join();
     absl::MutexLock l(&mu_);
     EXPECT_TRUE(result_.ok()) << result_.status();
@@ -167,6 +176,9 @@ TEST_F(ExecChannelTest, SigkillEndsACommandThatIgnoresTerm) {
   EXPECT_EQ(r.term_signal, SIGKILL);
 }
 
+// The interpreter reads its terminal through readline: raw while it waits at its prompt, cooked
+// while it runs a line. What depends on that is sent when the prompt shows (or, for ^C, while a
+// line runs), as a person at a terminal would, so that the test holds on a loaded machine too.
 TEST_F(ExecChannelTest, PythonDrivenThroughAPty) {
   ExecRequest req = Request({"python3", "-i", "-q"});
   req.pty = TerminalSize{30, 100};
@@ -176,20 +188,32 @@ TEST_F(ExecChannelTest, PythonDrivenThroughAPty) {
   ASSERT_TRUE(py.channel().WriteStdin("print(os.isatty(0), 6*7)\n", absl::Seconds(5)).ok());
   EXPECT_THAT(py.AwaitOut("True 42"), HasSubstr("True 42"));
   ASSERT_TRUE(py.channel().WriteStdin("print(os.get_terminal_size())\n", absl::Seconds(5)).ok());
-  EXPECT_THAT(py.AwaitOut("columns=100, lines=30"), HasSubstr("columns=100, lines=30"));
+  // A resize, too, waits for the prompt: readline reads the terminal's size and writes it back
+  // (TIOCGWINSZ, TIOCSWINSZ) each time it takes the terminal, before it shows the prompt; a
+  // resize between the two would be undone.
+  EXPECT_THAT(py.AwaitOut("columns=100, lines=30)\r\n>>> "),
+              HasSubstr("columns=100, lines=30)\r\n>>> "));
   ASSERT_TRUE(py.channel().Resize(TerminalSize{40, 120}, absl::Seconds(5)).ok());
   ASSERT_TRUE(py.channel().WriteStdin("print(os.get_terminal_size())\n", absl::Seconds(5)).ok());
   EXPECT_THAT(py.AwaitOut("columns=120, lines=40"), HasSubstr("columns=120, lines=40"));
-  // ^C through the terminal interrupts what runs, not the interpreter.
+  // ^C through the terminal interrupts what runs, not the interpreter. What runs sleeps in
+  // short naps: a SIGINT that lands after the interpreter last looked for signals and before
+  // the sleep's system call starts is seen only when that call returns (CPython's time.sleep
+  // looks for signals on EINTR alone), which for one long sleep would be its end.
   ASSERT_TRUE(
       py.channel()
-          .WriteStdin("import time; print('sle' + 'eping'); time.sleep(60)\n", absl::Seconds(5))
+          .WriteStdin(
+              "import time; exec(\"print('sle' + 'eping')\\nwhile True: time.sleep(0.1)\")\n",
+              absl::Seconds(5))
           .ok());
   py.AwaitOut("sleeping");  // not the echo of the line, which says 'sle' + 'eping'
   ASSERT_TRUE(py.channel().WriteStdin("\x03", absl::Seconds(5)).ok());
   EXPECT_THAT(py.AwaitOut("KeyboardInterrupt"), HasSubstr("KeyboardInterrupt"));
   ASSERT_TRUE(py.channel().WriteStdin("print('still', 'alive')\n", absl::Seconds(5)).ok());
-  EXPECT_THAT(py.AwaitOut("still alive"), HasSubstr("still alive"));
+  // ^D is EOF only while readline waits at its prompt: one that reaches the line discipline
+  // while the line still runs (the terminal cooked) becomes a NUL byte when readline makes the
+  // terminal raw again, and the interpreter never ends. Its prompt is written after that.
+  EXPECT_THAT(py.AwaitOut("still alive\r\n>>> "), HasSubstr("still alive\r\n>>> "));
   ASSERT_TRUE(py.channel().CloseStdin(absl::Seconds(5)).ok());  // ^D: the interpreter exits
   ExecResult r = py.Join();
   EXPECT_EQ(r.exit_code, 0);
