@@ -490,14 +490,23 @@ TEST_F(CliTest, SessionShellIsAnInteractiveTerminal) {
   auto shell = Start({"session", "shell", id}, Child::Io::kTerminal);
   shell->Write("echo $((6*7))\r");
   EXPECT_TRUE(shell->ReadUntilContains("42", std::chrono::seconds(30))) << shell->out();
-  // A terminal inside: its size is this one's, and follows a resize.
-  shell->Resize(33, 111);
-  shell->Write("stty size; test -t 0 && echo on-a-tty\r");
-  EXPECT_TRUE(shell->ReadUntilContains("33 111", std::chrono::seconds(30))) << shell->out();
+  // A terminal inside: its size is this one's, and follows a resize. The resize reaches the
+  // sandbox when the CLI has passed it on: a command that waits for its SIGWINCH tells (not
+  // bash's own `stty size`, as readline writes back the size it read each time it shows a
+  // prompt, undoing a resize that lands in that instant).
+  shell->Write(
+      "test -t 0 && echo on-a-\"\"tty; sh -c 'trap \"stty size; exit\" WINCH; echo wai\"\"ting; "
+      "while :; do sleep 0.1; done'\r");
   EXPECT_TRUE(shell->ReadUntilContains("on-a-tty", std::chrono::seconds(30))) << shell->out();
-  // Ctrl-C goes to what runs in the sandbox, not to the CLI.
-  shell->Write("sleep 300\r");
-  absl::SleepFor(absl::Milliseconds(500));  // for the sleep to start; no timing rule
+  ASSERT_TRUE(shell->ReadUntilContains("waiting", std::chrono::seconds(30))) << shell->out();
+  shell->Resize(33, 111);
+  EXPECT_TRUE(shell->ReadUntilContains("33 111", std::chrono::seconds(30))) << shell->out();
+  // Ctrl-C goes to what runs in the sandbox, not to the CLI. What runs takes SIGINT's default
+  // (death) before it says it sleeps, so no moment loses the key.
+  shell->Write(
+      "python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+      "print(\"sle\" + \"eping\"); time.sleep(300)'\r");
+  ASSERT_TRUE(shell->ReadUntilContains("sleeping", std::chrono::seconds(30))) << shell->out();
   shell->Write("\x03");
   shell->Write("echo after-$((1+1))\r");
   EXPECT_TRUE(shell->ReadUntilContains("after-2", std::chrono::seconds(30))) << shell->out();

@@ -55,13 +55,19 @@ screen_has 42 || fail "no answer from the shell"
 # The sandbox's terminal has the pane's size, and follows it when it changes.
 tmux -L "$server" send-keys -t shell 'stty size' Enter
 screen_has "30 100" || fail "the sandbox's terminal is not the pane's size"
+# The resize reaches the sandbox when the CLI has passed it on, a while later: a command that
+# waits for its SIGWINCH tells. Not bash's own `stty size` after a pause: readline writes back
+# the size it read each time it shows a prompt, undoing a resize that lands in that instant.
+tmux -L "$server" send-keys -t shell -l "sh -c 'trap \"stty size; exit\" WINCH; echo wai\"\"ting; while :; do sleep 0.1; done'"
+tmux -L "$server" send-keys -t shell Enter
+screen_has "waiting" || fail "the size watcher did not start"
 tmux -L "$server" resize-window -t shell -x 120 -y 40
-sleep 0.5
-tmux -L "$server" send-keys -t shell 'clear; stty size' Enter
 screen_has "40 120" || fail "a resize did not reach the sandbox"
-# Ctrl-C stops what runs in the sandbox; the CLI and the shell stay.
-tmux -L "$server" send-keys -t shell 'sleep 300' Enter
-sleep 0.5
+# Ctrl-C stops what runs in the sandbox; the CLI and the shell stay. What runs takes SIGINT's
+# default (death) before it says it sleeps, so no moment loses the key.
+tmux -L "$server" send-keys -t shell -l "python3 -c 'import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); print(\"sle\" + \"eping\"); time.sleep(300)'"
+tmux -L "$server" send-keys -t shell Enter
+screen_has "sleeping" || fail "the sleeper did not start"
 tmux -L "$server" send-keys -t shell C-c
 tmux -L "$server" send-keys -t shell 'echo after-$((1+1))' Enter
 screen_has "after-2" || fail "Ctrl-C ended more than the command"
