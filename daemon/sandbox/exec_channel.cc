@@ -105,18 +105,29 @@ absl::StatusOr<size_t> ExecChannel::WriteStdin(absl::string_view data, absl::Dur
 }
 
 absl::Status ExecChannel::CloseStdin(absl::Duration wait) {
-  absl::MutexLock lock(&mu_);
-  absl::Status attached = AwaitAttached(wait);
-  if (!attached.ok()) return attached;
-  if (stdin_closed_) return absl::OkStatus();
-  stdin_closed_ = true;
-  if (tty_) {
-    // The terminal stays (its master is the output too): EOF is the line discipline's ^D.
-    const char eof = '\x04';
-    if (write(stdin_.get(), &eof, 1) != 1) return errors::FromErrno(errno, "write EOF");
-    return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + wait;
+  absl::MutexLock closing(&close_mu_);  // one ^D, however many callers at once
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Status attached = AwaitAttached(wait);
+    if (!attached.ok()) return attached;
+    if (stdin_closed_) return absl::OkStatus();
+    if (!tty_) {
+      stdin_closed_ = true;
+      stdin_.reset();
+      return absl::OkStatus();
+    }
   }
-  stdin_.reset();
+  // The terminal stays (its master is the output too): EOF is the line discipline's ^D, a key
+  // like any other, written when the terminal has room for it. Stdin is closed once it is.
+  absl::StatusOr<size_t> eof = WriteStdin("\x04", deadline - absl::Now());
+  if (!eof.ok()) return eof.status();
+  if (*eof != 1) {
+    return errors::Unavailable(
+        "the terminal's input is full (the process does not read it): ^D not written");
+  }
+  absl::MutexLock lock(&mu_);
+  stdin_closed_ = true;
   return absl::OkStatus();
 }
 

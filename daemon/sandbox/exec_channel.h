@@ -54,7 +54,8 @@ class ExecChannel {
   // With a pty, ^D and the size are the terminal's, taken as the program reads its terminal:
   // readline (python3 -i, bash) turns a ^D that arrives while it runs a line into a NUL, and
   // writes back the size it read each time it shows its prompt, undoing a resize that lands
-  // in between; send both once the prompt has shown.
+  // in between; send both once the prompt has shown. The ^D waits for room as WriteStdin
+  // does: UNAVAILABLE, and stdin still open, when the terminal's input stays full.
   absl::Status CloseStdin(absl::Duration wait);
   // Sends `signal` (ParseSignal's set) to the command's process group.
   absl::Status Signal(int signal, absl::Duration wait);
@@ -71,6 +72,7 @@ class ExecChannel {
   // Waits, with mu_ held, until attached or ended; FAILED_PRECONDITION when ended.
   absl::Status AwaitAttached(absl::Duration wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  absl::Mutex close_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held through a CloseStdin
   absl::Mutex mu_;
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

@@ -220,6 +220,25 @@ TEST_F(ExecChannelTest, PythonDrivenThroughAPty) {
   EXPECT_EQ(r.term_signal, 0);
 }
 
+// A terminal whose program does not read fills up; its ^D then waits for room like any key,
+// and is not written when none comes: stdin stays open, so that a later close still sends it.
+TEST_F(ExecChannelTest, EofOnAFullTerminalIsNotClaimedUnwritten) {
+  ExecRequest req = Request({"sleep", "60"});
+  req.pty = TerminalSize{24, 80};
+  Running sleeper(session_.get(), req);
+  const std::string lines(1 << 20, '\n');
+  auto n = sleeper.channel().WriteStdin(lines, absl::Seconds(1));
+  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_LT(*n, lines.size());  // full: nothing reads it
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::Status closed = sleeper.channel().CloseStdin(absl::Milliseconds(100));
+    EXPECT_EQ(closed.code(), absl::StatusCode::kUnavailable)
+        << "attempt " << attempt << ": " << closed;
+  }
+  ASSERT_TRUE(sleeper.channel().Signal(SIGKILL, absl::Seconds(5)).ok());
+  EXPECT_EQ(sleeper.Join().term_signal, SIGKILL);
+}
+
 TEST_F(ExecChannelTest, APtyNeedsAChannelAndASize) {
   ExecRequest req = Request({"true"});
   req.pty = TerminalSize{24, 80};
