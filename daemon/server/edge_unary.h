@@ -1,7 +1,7 @@
 // The one unary adapter of the edge, which both faces call: the gRPC service (service.cc)
 // with the call's context, the REST routes (rest_routes.cc) with the caller's Authorization
 // header. Given the RPC's entry (unary_rpcs.h: its policy, rpc_policy.h, and its core::Api
-// function) and an authenticated caller, on the executor of the policy's lane it
+// or core::ImageApi function) and an authenticated caller, on the executor of the policy's lane it
 //
 //   1. applies the policy's auth rule (Authorize);
 //   2. forwards a call on another replica's session or run to that owner (server/forwarding.h)
@@ -50,13 +50,14 @@ struct Identity {
   using type = T;
 };
 
-// One unary RPC: its policy and its core::Api function, whose request is `Arg` (by const
-// reference, or by pointer for a handler that takes the request's contents).
-template <typename Arg, typename Resp>
+// One unary RPC: its policy and its function, a member of core::Api or core::ImageApi (the
+// Images service), whose request is `Arg` (by const reference, or by pointer for a handler
+// that takes the request's contents).
+template <typename Api, typename Arg, typename Resp>
 struct UnaryRpc {
   using Req = std::remove_cv_t<std::remove_pointer_t<std::remove_reference_t<Arg>>>;
   const RpcPolicy* policy;
-  absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*);
+  absl::Status (Api::*handler)(const core::Caller&, Arg, Resp*);
   // Audited (policy->audit): what the call acted on, read after the handler ran.
   std::string (*target)(const Req&, const Resp&) = nullptr;
   // When set and true of a local answer, the owner is looked up once more and the call sent
@@ -65,13 +66,19 @@ struct UnaryRpc {
   bool (*again)(const Resp&) = nullptr;
 };
 
-template <typename Arg, typename Resp>
-constexpr UnaryRpc<Arg, Resp> MakeRpc(
-    std::string_view name, absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
-    typename Identity<std::string (*)(const typename UnaryRpc<Arg, Resp>::Req&, const Resp&)>::type
-        target = nullptr,
+template <typename Api, typename Arg, typename Resp>
+constexpr UnaryRpc<Api, Arg, Resp> MakeRpc(
+    std::string_view name, absl::Status (Api::*handler)(const core::Caller&, Arg, Resp*),
+    typename Identity<std::string (*)(const typename UnaryRpc<Api, Arg, Resp>::Req&,
+                                      const Resp&)>::type target = nullptr,
     typename Identity<bool (*)(const Resp&)>::type again = nullptr) {
   return {&Policy(name), handler, target, again};
+}
+
+// The object whose member an RPC's handler is.
+inline core::Api* HandlerObject(const ServiceDeps& deps, core::Api*) { return deps.api; }
+inline core::ImageApi* HandlerObject(const ServiceDeps& deps, core::ImageApi*) {
+  return deps.images;
 }
 
 // Runs `task` on the executor of `lane` (Exec's in `tenant`'s queue for kWaits); false when
@@ -99,11 +106,12 @@ void RelayUnary(const ServiceDeps& deps, const Route& route, std::string_view me
 void AuditCall(const ServiceDeps& deps, const RpcPolicy& policy, const core::Caller& caller,
                const std::string& target, const absl::Status& status);
 
-template <typename Arg, typename Resp>
-void ServeUnary(const ServiceDeps& deps, const UnaryRpc<Arg, Resp>& rpc, const EdgeCall& from,
-                const core::Caller& caller, typename UnaryRpc<Arg, Resp>::Req* request,
+template <typename Api, typename Arg, typename Resp>
+void ServeUnary(const ServiceDeps& deps, const UnaryRpc<Api, Arg, Resp>& rpc, const EdgeCall& from,
+                const core::Caller& caller, typename UnaryRpc<Api, Arg, Resp>::Req* request,
                 Resp* response, std::function<void(absl::Status)> done) {
   const RpcPolicy& policy = *rpc.policy;
+  Api* const api = HandlerObject(deps, static_cast<Api*>(nullptr));
   // True when the owner is another replica (it answers, and audits) or cannot be found.
   auto forwarded = [&] {
     absl::StatusOr<std::optional<Route>> route =
@@ -120,9 +128,9 @@ void ServeUnary(const ServiceDeps& deps, const UnaryRpc<Arg, Resp>& rpc, const E
   if (st.ok()) {
     if (forwarded()) return;
     if constexpr (std::is_pointer_v<Arg>) {
-      st = (deps.api->*rpc.handler)(caller, request, response);
+      st = (api->*rpc.handler)(caller, request, response);
     } else {
-      st = (deps.api->*rpc.handler)(caller, *request, response);
+      st = (api->*rpc.handler)(caller, *request, response);
     }
     if (st.ok() && rpc.again != nullptr && rpc.again(*response) && forwarded()) return;
   }

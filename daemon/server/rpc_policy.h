@@ -1,8 +1,8 @@
-// The per-RPC policy table: for every RPC of sandgate.v1.Sandgate (and the REST-only pages
-// that need a rule), who may call it, which replica serves it, whether calling it again is
-// safe, and what the audit log calls it. Both faces read it (the gRPC service, service.cc, and
-// the REST routes, rest_routes.cc) through the one edge core (edge_unary.h, edge_streams.h),
-// so a rule is written once:
+// The per-RPC policy table: for every RPC of sandgate.v1.Sandgate and sandgate.v1.Images (and
+// the REST-only pages that need a rule), who may call it, which replica serves it, whether
+// calling it again is safe, and what the audit log calls it. Both faces read it (the gRPC
+// services, service.cc and image_service.cc, and the REST routes, rest_routes.cc) through the
+// one edge core (edge_unary.h, edge_streams.h), so a rule is written once:
 //
 //   const RpcPolicy& p = Policy("KeepAlive");
 //   p.owner == Owner::kSession   // forwarded to the replica that holds the session
@@ -91,6 +91,14 @@ inline constexpr RpcPolicy kRpcPolicies[] = {
     // grant itself. Never forwarded (kAny): the opener has already found the owner.
     {"ConnectPort", Auth::kTenant, Owner::kAny, false, "", Lane::kWaits},
     {"CodexExec", Auth::kTenant, Owner::kAny, false, "", Lane::kWaits},
+    // sandgate.v1.Images (docs/images.md). Each replica builds and keeps images in its own
+    // state_dir: served where called. BuildImage streams over gRPC; over REST it answers the
+    // image as the build starts (ImageApi::BuildImage), and either way the build runs on the
+    // image store's own threads.
+    {"BuildImage", Auth::kTenant, Owner::kAny, false, "BuildImage", Lane::kIo},
+    {"GetImage", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"ListImages", Auth::kTenant, Owner::kAny, true, "", Lane::kIo},
+    {"DeleteImage", Auth::kTenant, Owner::kAny, true, "DeleteImage", Lane::kIo},
     // REST only: the Prometheus page on the API port counts every tenant's runs and sessions,
     // so it is the operators' as ListResources is (metrics_listen, a port of its own for a
     // scraper, serves it without a token).
