@@ -35,16 +35,6 @@
 
 namespace sandgate::server {
 
-// Where a call came from.
-struct EdgeCall {
-  // The gRPC call being served (its metadata, deadline, cancellation and forwarding marker
-  // pass to a forwarded call), or null for a call that came over REST.
-  grpc::CallbackServerContext* grpc = nullptr;
-  // REST: the caller's Authorization header, sent on to an owner as gRPC metadata so that it
-  // authenticates the caller as if called directly.
-  std::string authorization;
-};
-
 template <typename T>
 struct Identity {
   using type = T;
@@ -86,16 +76,6 @@ inline core::ImageApi* HandlerObject(const ServiceDeps& deps, core::ImageApi*) {
 bool SubmitOnLane(const ServiceDeps& deps, Lane lane, const std::string& tenant,
                   std::function<void()> task);
 
-// Where a call on what `request` names (its session_id or run_id, by `owner`) is served:
-// nullopt here (also with no forwarder, kAny, or an empty id), else the route to its owner.
-// Blocks (the store): on an executor.
-absl::StatusOr<std::optional<Route>> OwnerRoute(const ServiceDeps& deps, Owner owner,
-                                                const EdgeCall& from, const core::Caller& caller,
-                                                const google::protobuf::Message& request);
-// The context of a call forwarded to an owner (Forwarder::ClientContextFor), with `from`'s
-// authorization for a call that came over REST.
-std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
-                                                      const EdgeCall& from);
 // Sends the unary call `method` ("KeepAlive") to `route`'s replica: `done` gets the owner's
 // status (Forwarder::Explain) with `response` parsed from its answer. `request` is copied.
 void RelayUnary(const ServiceDeps& deps, const Route& route, std::string_view method,
