@@ -77,16 +77,5 @@ TEST(RpcPolicyTest, TheOperatorRuleRefusesATenantNamingTheCall) {
   EXPECT_EQ(Policy("Metrics").auth, Auth::kOperator);
 }
 
-TEST(RpcPolicyTest, CallsThatCreateOrStartSomethingAreNotIdempotent) {
-  for (const char* name : {"RunAnalysis", "CreateSession", "Exec", "StartProcess",
-                           "WriteProcessInput", "RenameFile", "SnapshotSession"}) {
-    EXPECT_FALSE(Policy(name).idempotent) << name;
-  }
-  for (const char* name : {"GetRun", "StreamEvents", "DownloadArtifact", "KeepAlive", "CancelRun",
-                           "ReadProcessOutput"}) {
-    EXPECT_TRUE(Policy(name).idempotent) << name;
-  }
-}
-
 }  // namespace
 }  // namespace sandgate::server
