@@ -25,7 +25,8 @@
 //   POST /v1/images                  BuildImage, answered with the image as its build starts
 //   GET  /v1/images                  ListImages    GET /v1/images/{name}     GetImage
 //   DELETE /v1/images/{name}         DeleteImage
-//   GET  /v1/whoami                  the caller's tenant and operator flag (REST only)
+//   GET  /v1/whoami                  the caller's tenant, operator flag and whether it may build
+//                                    images (REST only)
 //
 // With replicas, a call on another replica's session or run is forwarded to its owner by the
 // same rule as over gRPC (the policy table; server/forwarding.h), its answer relayed as it

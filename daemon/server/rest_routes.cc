@@ -46,12 +46,15 @@ HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern
       });
 }
 
-// GET /v1/whoami: the tenant the bearer token names, and whether it is an operator (what the
-// dashboard shows in its header). REST only, for the dashboard: it has no RPC.
+// GET /v1/whoami: the tenant the bearer token names, whether it is an operator, and whether
+// it may build (and delete) images (what the dashboard shows in its header, and whether it
+// offers a build). REST only, for the dashboard: it has no RPC.
 HttpRoute WhoAmIRoute(const ServiceDeps& deps) {
   return AuthenticatedRoute(
       deps, "GET", "/v1/whoami", [](const HttpRequest&, const Exchange& x, const core::Caller& c) {
-        nlohmann::json me = {{"tenant", EscapeInvalidUtf8(c.tenant)}, {"operator", c.is_operator}};
+        nlohmann::json me = {{"tenant", EscapeInvalidUtf8(c.tenant)},
+                             {"operator", c.is_operator},
+                             {"buildImages", core::ImageApi::CheckMayBuild(c).ok()}};
         x->Reply(Json(me.dump()));
       });
 }

@@ -196,5 +196,34 @@ TEST_F(RestImagesTest, TenantsSeeAndTouchOnlyWhatTheirPolicyAllows) {
   ExpectSame(Http("GET", Url("/v1/images/own"), kBob), st, image, "GetImage of another's name");
 }
 
+// GET /v1/whoami says whether the token's tenant may build images (so the dashboard can say it
+// before one tries), and a build then finds the same: alice and carol may by their policy
+// (carol only "own"), bob may not, an operator may.
+TEST_F(RestImagesTest, WhoAmISaysWhetherTheTenantMayBuildImagesAsABuildFinds) {
+  struct Who {
+    const char* token;
+    const char* tenant;
+    const char* image;  // one its policy lets it use
+    bool builds;
+  };
+  for (const Who& w : {Who{kAlice, "alice", "mine", true}, Who{kBob, "bob", "py", false},
+                       Who{kCarol, "carol", "own", true}, Who{kOps, "ops", "ops", true}}) {
+    SCOPED_TRACE(w.tenant);
+    Answer me = Http("GET", Url("/v1/whoami"), w.token);
+    ASSERT_EQ(me.status, 200) << me.body;
+    nlohmann::json j = nlohmann::json::parse(me.body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << me.body;
+    EXPECT_EQ(j["tenant"], w.tenant) << me.body;
+    EXPECT_EQ(j["buildImages"], w.builds) << me.body;
+    Answer built = Http("POST", Url("/v1/images"), w.token,
+                        absl::StrCat(R"({"name": ")", w.image, R"(", "packages": ["busybox"]})"));
+    if (w.builds) {
+      EXPECT_EQ(built.status, 200) << built.body;
+    } else {
+      ExpectError(built, 403, "PERMISSION_DENIED", "policy.build_images is false");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sandgate::testing
