@@ -424,6 +424,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->api = std::make_unique<core::Api>(std::move(api));
   server::ServiceDeps sd;
   sd.api = p->api.get();
+  sd.images = p->image_api.get();
   sd.tenants = p->tenants.get();
   sd.runs = p->runs.get();
   sd.events = p->events.get();
@@ -440,7 +441,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   sd.forwarder = p->forwarder.get();
   p->http_deps = sd;
   p->service = std::make_unique<server::SandgateService>(sd);
-  p->image_service = std::make_unique<server::ImageService>(sd, p->image_api.get());
+  p->image_service = std::make_unique<server::ImageService>(sd);
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }
 
@@ -481,9 +482,6 @@ absl::Status Daemon::StartHttp(Parts& p) {
                                 p.sessions.get(), p.forwarder.get()});
     for (server::HttpRoute& r : p.port_proxy->Routes()) routes.push_back(std::move(r));
     routes.push_back(server::MetricsRoute(render, p.tenants.get()));
-    for (server::HttpRoute& r : server::ImageRoutes(p.http_deps, p.image_api.get())) {
-      routes.push_back(std::move(r));
-    }
     for (server::HttpRoute& r : server::DashboardRoutes()) routes.push_back(std::move(r));
     SANDGATE_ASSIGN_OR_RETURN(p.http, server::HttpServer::Start(o, std::move(routes)));
     std::string url = absl::StrCat(p.http->tls() ? "https://" : "http://",

@@ -12,14 +12,14 @@ namespace {
 
 bool Unrestricted(const Caller& caller) { return caller.config == nullptr || caller.is_operator; }
 
-absl::Status CheckMayBuild(const Caller& caller) {
+}  // namespace
+
+absl::Status ImageApi::CheckMayBuild(const Caller& caller) {
   if (Unrestricted(caller) || caller.config->policy.build_images) return absl::OkStatus();
   return errors::PermissionDenied(absl::StrCat(
       "tenant '", caller.tenant,
       "' may not build or delete images (its policy.build_images is false); ask an operator"));
 }
-
-}  // namespace
 
 absl::Status ImageApi::CheckMayUse(const Caller& caller, const std::string& name) {
   if (Unrestricted(caller)) return absl::OkStatus();
@@ -38,6 +38,14 @@ absl::Status ImageApi::StartBuild(const Caller& caller, const v1::BuildImageRequ
   SANDGATE_RETURN_IF_ERROR(CheckMayUse(caller, request.name()));
   return store_->StartBuild(request.name(), {request.packages().begin(), request.packages().end()},
                             caller.tenant);
+}
+
+absl::Status ImageApi::BuildImage(const Caller& caller, const v1::BuildImageRequest& request,
+                                  v1::Image* response) {
+  SANDGATE_RETURN_IF_ERROR(StartBuild(caller, request));
+  v1::GetImageRequest get;
+  get.set_name(request.name());
+  return GetImage(caller, get, response);
 }
 
 absl::Status ImageApi::GetImage(const Caller& caller, const v1::GetImageRequest& request,

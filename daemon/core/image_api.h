@@ -26,6 +26,10 @@ class ImageApi {
 
   // Queues the build (ImageStore::StartBuild) once the caller may build that name.
   absl::Status StartBuild(const Caller& caller, const v1::BuildImageRequest& request);
+  // StartBuild, answering the image as it is then (BUILDING, or READY when its packages were
+  // built already): the unary form of BuildImage that the REST face serves.
+  absl::Status BuildImage(const Caller& caller, const v1::BuildImageRequest& request,
+                          v1::Image* response);
   absl::Status GetImage(const Caller& caller, const v1::GetImageRequest& request,
                         v1::Image* response);
   absl::Status ListImages(const Caller& caller, const v1::ListImagesRequest& request,
@@ -35,6 +39,8 @@ class ImageApi {
 
   // PERMISSION_DENIED naming the policy unless the caller may use (and see) `name`.
   static absl::Status CheckMayUse(const Caller& caller, const std::string& name);
+  // PERMISSION_DENIED naming the policy unless the caller may build and delete images.
+  static absl::Status CheckMayBuild(const Caller& caller);
 
  private:
   ImageStore* const store_;

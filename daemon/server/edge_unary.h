@@ -1,7 +1,7 @@
 // The one unary adapter of the edge, which both faces call: the gRPC service (service.cc)
 // with the call's context, the REST routes (rest_routes.cc) with the caller's Authorization
 // header. Given the RPC's entry (unary_rpcs.h: its policy, rpc_policy.h, and its core::Api
-// function) and an authenticated caller, on the executor of the policy's lane it
+// or core::ImageApi function) and an authenticated caller, on the executor of the policy's lane it
 //
 //   1. applies the policy's auth rule (Authorize);
 //   2. forwards a call on another replica's session or run to that owner (server/forwarding.h)
@@ -35,28 +35,19 @@
 
 namespace sandgate::server {
 
-// Where a call came from.
-struct EdgeCall {
-  // The gRPC call being served (its metadata, deadline, cancellation and forwarding marker
-  // pass to a forwarded call), or null for a call that came over REST.
-  grpc::CallbackServerContext* grpc = nullptr;
-  // REST: the caller's Authorization header, sent on to an owner as gRPC metadata so that it
-  // authenticates the caller as if called directly.
-  std::string authorization;
-};
-
 template <typename T>
 struct Identity {
   using type = T;
 };
 
-// One unary RPC: its policy and its core::Api function, whose request is `Arg` (by const
-// reference, or by pointer for a handler that takes the request's contents).
-template <typename Arg, typename Resp>
+// One unary RPC: its policy and its function, a member of core::Api or core::ImageApi (the
+// Images service), whose request is `Arg` (by const reference, or by pointer for a handler
+// that takes the request's contents).
+template <typename Api, typename Arg, typename Resp>
 struct UnaryRpc {
   using Req = std::remove_cv_t<std::remove_pointer_t<std::remove_reference_t<Arg>>>;
   const RpcPolicy* policy;
-  absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*);
+  absl::Status (Api::*handler)(const core::Caller&, Arg, Resp*);
   // Audited (policy->audit): what the call acted on, read after the handler ran.
   std::string (*target)(const Req&, const Resp&) = nullptr;
   // When set and true of a local answer, the owner is looked up once more and the call sent
@@ -65,13 +56,19 @@ struct UnaryRpc {
   bool (*again)(const Resp&) = nullptr;
 };
 
-template <typename Arg, typename Resp>
-constexpr UnaryRpc<Arg, Resp> MakeRpc(
-    std::string_view name, absl::Status (core::Api::*handler)(const core::Caller&, Arg, Resp*),
-    typename Identity<std::string (*)(const typename UnaryRpc<Arg, Resp>::Req&, const Resp&)>::type
-        target = nullptr,
+template <typename Api, typename Arg, typename Resp>
+constexpr UnaryRpc<Api, Arg, Resp> MakeRpc(
+    std::string_view name, absl::Status (Api::*handler)(const core::Caller&, Arg, Resp*),
+    typename Identity<std::string (*)(const typename UnaryRpc<Api, Arg, Resp>::Req&,
+                                      const Resp&)>::type target = nullptr,
     typename Identity<bool (*)(const Resp&)>::type again = nullptr) {
   return {&Policy(name), handler, target, again};
+}
+
+// The object whose member an RPC's handler is.
+inline core::Api* HandlerObject(const ServiceDeps& deps, core::Api*) { return deps.api; }
+inline core::ImageApi* HandlerObject(const ServiceDeps& deps, core::ImageApi*) {
+  return deps.images;
 }
 
 // Runs `task` on the executor of `lane` (Exec's in `tenant`'s queue for kWaits); false when
@@ -79,16 +76,6 @@ constexpr UnaryRpc<Arg, Resp> MakeRpc(
 bool SubmitOnLane(const ServiceDeps& deps, Lane lane, const std::string& tenant,
                   std::function<void()> task);
 
-// Where a call on what `request` names (its session_id or run_id, by `owner`) is served:
-// nullopt here (also with no forwarder, kAny, or an empty id), else the route to its owner.
-// Blocks (the store): on an executor.
-absl::StatusOr<std::optional<Route>> OwnerRoute(const ServiceDeps& deps, Owner owner,
-                                                const EdgeCall& from, const core::Caller& caller,
-                                                const google::protobuf::Message& request);
-// The context of a call forwarded to an owner (Forwarder::ClientContextFor), with `from`'s
-// authorization for a call that came over REST.
-std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
-                                                      const EdgeCall& from);
 // Sends the unary call `method` ("KeepAlive") to `route`'s replica: `done` gets the owner's
 // status (Forwarder::Explain) with `response` parsed from its answer. `request` is copied.
 void RelayUnary(const ServiceDeps& deps, const Route& route, std::string_view method,
@@ -99,11 +86,12 @@ void RelayUnary(const ServiceDeps& deps, const Route& route, std::string_view me
 void AuditCall(const ServiceDeps& deps, const RpcPolicy& policy, const core::Caller& caller,
                const std::string& target, const absl::Status& status);
 
-template <typename Arg, typename Resp>
-void ServeUnary(const ServiceDeps& deps, const UnaryRpc<Arg, Resp>& rpc, const EdgeCall& from,
-                const core::Caller& caller, typename UnaryRpc<Arg, Resp>::Req* request,
+template <typename Api, typename Arg, typename Resp>
+void ServeUnary(const ServiceDeps& deps, const UnaryRpc<Api, Arg, Resp>& rpc, const EdgeCall& from,
+                const core::Caller& caller, typename UnaryRpc<Api, Arg, Resp>::Req* request,
                 Resp* response, std::function<void(absl::Status)> done) {
   const RpcPolicy& policy = *rpc.policy;
+  Api* const api = HandlerObject(deps, static_cast<Api*>(nullptr));
   // True when the owner is another replica (it answers, and audits) or cannot be found.
   auto forwarded = [&] {
     absl::StatusOr<std::optional<Route>> route =
@@ -120,9 +108,9 @@ void ServeUnary(const ServiceDeps& deps, const UnaryRpc<Arg, Resp>& rpc, const E
   if (st.ok()) {
     if (forwarded()) return;
     if constexpr (std::is_pointer_v<Arg>) {
-      st = (deps.api->*rpc.handler)(caller, request, response);
+      st = (api->*rpc.handler)(caller, request, response);
     } else {
-      st = (deps.api->*rpc.handler)(caller, *request, response);
+      st = (api->*rpc.handler)(caller, *request, response);
     }
     if (st.ok() && rpc.again != nullptr && rpc.again(*response) && forwarded()) return;
   }

@@ -1,5 +1,7 @@
 #include "server/forwarding.h"
 
+#include <google/protobuf/descriptor.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/address.h"
 #include "common/errors.h"
@@ -135,6 +137,29 @@ grpc::Status Forwarder::Explain(const Route& route, const grpc::Status& status) 
                    absl::FormatTime(route.peer.lease_ends),
                    " (later, if it renewed after this call began) and another replica then "
                    "fails its runs and ends its sessions"));
+}
+
+absl::StatusOr<std::optional<Route>> OwnerRoute(const ServiceDeps& deps, Owner owner,
+                                                const EdgeCall& from, const core::Caller& caller,
+                                                const google::protobuf::Message& request) {
+  if (deps.forwarder == nullptr || owner == Owner::kAny) return std::nullopt;
+  // The table's unit test holds every kSession (kRun) request to a session_id (run_id) field.
+  const google::protobuf::FieldDescriptor* field =
+      request.GetDescriptor()->FindFieldByName(owner == Owner::kRun ? "run_id" : "session_id");
+  if (field == nullptr) return std::nullopt;
+  const std::string id = request.GetReflection()->GetString(request, field);
+  if (id.empty()) return std::nullopt;
+  return owner == Owner::kRun ? deps.forwarder->ForRun(from.grpc, caller, id)
+                              : deps.forwarder->ForSession(from.grpc, caller, id);
+}
+
+std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
+                                                      const EdgeCall& from) {
+  std::unique_ptr<grpc::ClientContext> ctx = deps.forwarder->ClientContextFor(from.grpc);
+  if (from.grpc == nullptr && !from.authorization.empty()) {
+    ctx->AddMetadata("authorization", from.authorization);
+  }
+  return ctx;
 }
 
 void UploadRelay::Begin(grpc::GenericStub* stub, const grpc::ByteBuffer* first) {

@@ -5,13 +5,14 @@
 // live peer it opens the same call there, with the caller's own `authorization` metadata (the
 // owner authenticates the caller exactly as if called directly: replicas share the config),
 // the caller's deadline, and cancellation propagated, and relays the answer back unchanged:
-// a unary response and status as they are, a stream message by message.
+// a unary response and status as they are, a stream message by message. Which calls go to an
+// owner, and by which field of their request, is the policy table's owner rule (rpc_policy.h),
+// read by OwnerRoute for every call of either face:
 //
-//   if (deps.forwarder != nullptr) {
-//     SANDGATE_ASSIGN_OR_RETURN(std::optional<Route> route,
-//                               deps.forwarder->ForSession(ctx, caller, id));
-//     if (route) { ... route->stub->async()->KeepAlive(client_ctx.get(), ...) ... }
-//   }
+//   SANDGATE_ASSIGN_OR_RETURN(
+//       std::optional<Route> route,
+//       OwnerRoute(deps, Policy("KeepAlive").owner, EdgeCall{ctx, ""}, caller, request));
+//   if (route) { ... RelayUnary(deps, *route, "KeepAlive", ...) ... }
 //
 // A forwarded call carries kForwardedBy (the forwarding replica's id), and the owner never
 // forwards it again: if its own lookup names yet another replica (the store changed meanwhile)
@@ -43,6 +44,7 @@
 #include "core/owner.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "server/reactor.h"
+#include "server/rpc_policy.h"
 #include "server/status.h"
 
 namespace sandgate::server {
@@ -110,6 +112,27 @@ class Forwarder {
   std::map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);  // by address
 };
 
+// Where a call came from.
+struct EdgeCall {
+  // The gRPC call being served (its metadata, deadline, cancellation and forwarding marker
+  // pass to a forwarded call), or null for a call that came over REST.
+  grpc::CallbackServerContext* grpc = nullptr;
+  // REST: the caller's Authorization header, sent on to an owner as gRPC metadata so that it
+  // authenticates the caller as if called directly.
+  std::string authorization;
+};
+
+// Where a call on what `request` names (its session_id or run_id, by `owner`) is served:
+// nullopt here (also with no forwarder, kAny, or an empty id), else the route to its owner.
+// Blocks (the store): on an executor.
+absl::StatusOr<std::optional<Route>> OwnerRoute(const ServiceDeps& deps, Owner owner,
+                                                const EdgeCall& from, const core::Caller& caller,
+                                                const google::protobuf::Message& request);
+// The context of a call forwarded to an owner (Forwarder::ClientContextFor), with `from`'s
+// authorization for a call that came over REST.
+std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
+                                                      const EdgeCall& from);
+
 // A CancelRun answered here that did not end the run: a waiting run claimed from the shared
 // queue by another replica as it was cancelled (core/run_manager.h Cancel), whose owner is to
 // be asked again.
@@ -173,8 +196,10 @@ class StreamRelay final : public grpc::ClientReadReactor<Resp> {
 
 // The forwarding half of a server-streaming reactor (Exec, DownloadFile): once the route is
 // known (on an executor), the reactor either serves the call itself or hands it to a
-// StreamRelay, and then passes its write completions and cancellation here first.
-// `host` owns this and outlives it; a relay holds a reference to `host` until it finished.
+// StreamRelay, and then passes its write completions and cancellation here first. Where the
+// call is served is its policy's owner rule (rpc_policy.h), as for every other call.
+// `host` owns this and outlives it, as `deps` and `policy` do; a relay holds a reference to
+// `host` until it finished.
 //
 // The lookup reads the caller's server context (its metadata, its peer's certificate), which
 // gRPC frees once the host's call is done: so while the route is not known, this, not the
@@ -183,26 +208,30 @@ class StreamRelay final : public grpc::ClientReadReactor<Resp> {
 template <typename Resp>
 class RelayedWriter {
  public:
-  RelayedWriter(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, PullWriter<Resp>* host)
-      : forwarder_(deps.forwarder),
+  RelayedWriter(const ServiceDeps& deps, const RpcPolicy& policy, grpc::CallbackServerContext* ctx,
+                PullWriter<Resp>* host)
+      : deps_(deps),
+        policy_(policy),
         ctx_(ctx),
         host_(host),
-        state_(forwarder_ == nullptr ? State::kHere : State::kDeciding) {}
+        state_(deps.forwarder == nullptr ? State::kHere : State::kDeciding) {}
 
-  // For a call on `caller`'s session `id`: false to serve it here; true when it was sent to
-  // the owner (`start(async_stub, client_context, reactor)` opens the call there) or finished
-  // with why it cannot be (also CANCELLED, when the caller went away during the lookup).
-  // Called once, before the host finishes. Blocks (the lookup): call on an executor.
+  // For `caller`'s call with `request`: false to serve it here; true when it was sent to the
+  // owner the policy names (`start(async_stub, client_context, reactor)` opens the call
+  // there) or finished with why it cannot be (also CANCELLED, when the caller went away
+  // during the lookup). Called once, before the host finishes. Blocks (the lookup): call on
+  // an executor.
   template <typename StartFn>
-  bool ForSession(const core::Caller& caller, const std::string& id, StartFn start) {
-    if (forwarder_ == nullptr) return false;
-    absl::StatusOr<std::optional<Route>> route = std::nullopt;
-    if (!id.empty()) route = forwarder_->ForSession(ctx_, caller, id);
+  bool ToOwner(const core::Caller& caller, const google::protobuf::Message& request,
+               StartFn start) {
+    if (deps_.forwarder == nullptr) return false;
+    absl::StatusOr<std::optional<Route>> route =
+        OwnerRoute(deps_, policy_.owner, EdgeCall{ctx_, ""}, caller, request);
     if (!route.ok()) return Decided(ToGrpc(route.status()));
     if (!route->has_value()) return Decided(std::nullopt);
     PullWriter<Resp>* host = host_;
     auto relay = std::make_unique<StreamRelay<Resp>>(
-        forwarder_->ClientContextFor(ctx_), [host](const Resp* msg) { host->StartWrite(msg); },
+        deps_.forwarder->ClientContextFor(ctx_), [host](const Resp* msg) { host->StartWrite(msg); },
         [host, route = **route](const grpc::Status& status) {
           host->FinishOnce(Forwarder::Explain(route, status));
           host->Release();
@@ -272,7 +301,8 @@ class RelayedWriter {
     return relay_.get();
   }
 
-  Forwarder* const forwarder_;
+  const ServiceDeps& deps_;
+  const RpcPolicy& policy_;
   grpc::CallbackServerContext* const ctx_;  // gRPC's, valid until the host's OnDone
   PullWriter<Resp>* const host_;
   absl::Mutex mu_;

@@ -22,7 +22,11 @@
 //   GET  /v1/sessions/{id}/files/{path...}          DownloadFile, the bytes
 //   GET  /v1/resources               ListResources (operators: the cleanup state)
 //   POST /v1/runs:purge              Purge         POST /v1/daemon:drain     Drain (operators)
-//   GET  /v1/whoami                  the caller's tenant and operator flag (REST only)
+//   POST /v1/images                  BuildImage, answered with the image as its build starts
+//   GET  /v1/images                  ListImages    GET /v1/images/{name}     GetImage
+//   DELETE /v1/images/{name}         DeleteImage
+//   GET  /v1/whoami                  the caller's tenant, operator flag and whether it may build
+//                                    images (REST only)
 //
 // With replicas, a call on another replica's session or run is forwarded to its owner by the
 // same rule as over gRPC (the policy table; server/forwarding.h), its answer relayed as it
@@ -43,20 +47,19 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "core/image_api.h"
 #include "server/http_server.h"
 #include "server/service.h"
 
 namespace sandgate::server {
 
-// The REST routes; `deps` (and what it points to) outlive the server they are given to.
+// The REST routes, with the image routes (POST/GET /v1/images, GET/DELETE
+// /v1/images/{name}) when `deps.images` is set; `deps` (and what it points to) outlive the
+// server they are given to.
 HttpServer::Routes RestRoutes(const ServiceDeps& deps);
 // The web dashboard (server/dashboard_assets.h): GET /, /ui/ and its files, each with the
 // dashboard's Content-Security-Policy and headers. The page itself is public (it holds no
 // data); everything it shows comes from the REST routes, with the caller's token.
 HttpServer::Routes DashboardRoutes();
-// POST/GET /v1/images, GET/DELETE /v1/images/{name}; `images` is not owned.
-HttpServer::Routes ImageRoutes(const ServiceDeps& deps, core::ImageApi* images);
 // GET /metrics: the Prometheus text page `render` makes. With `tenants` (the REST port) only
 // an operator's token reads it (the page counts every tenant's runs and sessions); without
 // (metrics_listen, a port of its own for a scraper) it is public.

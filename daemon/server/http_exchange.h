@@ -53,7 +53,7 @@ class HttpServer::Exchange final : public HttpExchange,
       absl::MutexLock lock(&mu_);
       counted = CountAnsweredLocked();
       // Once closed (the client hung up) the connection may be gone: nothing is queued.
-      if (!answered_ && !closed_) {
+      if (!answered_ && !close_.closed()) {
         answered_ = true;
         MHD_queue_response(connection_, response.status, r);
         ResumeLocked();
@@ -78,10 +78,8 @@ class HttpServer::Exchange final : public HttpExchange,
       absl::MutexLock lock(&mu_);
       counted = CountAnsweredLocked();
       pull_ = std::move(pull);
-      if (on_close) on_close_ = std::move(on_close);
-      if (closed_) {
-        gone = std::move(on_close_);
-      } else if (!answered_) {
+      if (on_close) gone = close_.Set(std::move(on_close));
+      if (!close_.closed() && !answered_) {
         answered_ = true;
         streaming_ = true;
         MHD_queue_response(connection_, status, r);
@@ -110,10 +108,8 @@ class HttpServer::Exchange final : public HttpExchange,
       absl::MutexLock lock(&mu_);
       counted = CountAnsweredLocked();
       on_upgraded_ = std::move(on_upgraded);
-      on_close_ = std::move(on_close);
-      if (closed_) {
-        gone = std::move(on_close_);
-      } else if (!answered_) {
+      gone = close_.Set(std::move(on_close));
+      if (!close_.closed() && !answered_) {
         answered_ = true;
         upgrading_ = true;
         MHD_queue_response(connection_, MHD_HTTP_SWITCHING_PROTOCOLS, r);
@@ -132,24 +128,22 @@ class HttpServer::Exchange final : public HttpExchange,
   }
 
   void OnClose(std::function<void()> on_close) override {
+    std::function<void()> now;
     {
       absl::MutexLock lock(&mu_);
-      if (!closed_) {
-        on_close_ = std::move(on_close);
-        return;
-      }
+      now = close_.Set(std::move(on_close));
     }
-    if (on_close) on_close();
+    if (now) now();
   }
 
   bool closed() {
     absl::MutexLock lock(&mu_);
-    return closed_;
+    return close_.closed();
   }
 
   bool Write(std::string data) override {
     absl::MutexLock lock(&mu_);
-    if (closed_ || ended_) return false;
+    if (close_.closed() || ended_) return false;
     if (offset_ > 0) {
       buffer_.erase(0, offset_);
       offset_ = 0;
@@ -178,10 +172,9 @@ class HttpServer::Exchange final : public HttpExchange,
     bool counted;
     {
       absl::MutexLock lock(&mu_);
-      if (closed_) return;
-      closed_ = true;
+      if (close_.closed()) return;
+      on_close = close_.Close();
       counted = CountAnsweredLocked();
-      on_close = std::move(on_close_);
       ResumeLocked();
     }
     if (counted) server_->Answered();
@@ -225,7 +218,7 @@ class HttpServer::Exchange final : public HttpExchange,
         self->offset_ += n;
         return static_cast<ssize_t>(n);
       }
-      if (self->closed_) return MHD_CONTENT_READER_END_WITH_ERROR;
+      if (self->close_.closed()) return MHD_CONTENT_READER_END_WITH_ERROR;
       if (self->ended_) {
         return self->failed_ ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
       }
@@ -254,11 +247,8 @@ class HttpServer::Exchange final : public HttpExchange,
       self->upgrading_ = false;
       // Closed before (the client left, the server stops): its taker was told and waits no
       // more, so the connection is closed here.
-      if (!self->closed_) {
-        on_upgraded = std::move(self->on_upgraded_);
-        stop = std::move(self->on_close_);
-      }
-      self->closed_ = true;  // as HTTP, it is over; Close does nothing more
+      if (!self->close_.closed()) on_upgraded = std::move(self->on_upgraded_);
+      stop = self->close_.Close();  // as HTTP, it is over; Close does nothing more
     }
     HttpServer* server = self->server_;
     const uint64_t id = server->AddUpgraded(std::move(stop));
@@ -290,14 +280,13 @@ class HttpServer::Exchange final : public HttpExchange,
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
   bool counted_ ABSL_GUARDED_BY(mu_) = false;  // out of the server's unanswered_
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  ExchangeClose close_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool pulling_ ABSL_GUARDED_BY(mu_) = false;
   std::string buffer_ ABSL_GUARDED_BY(mu_);
   size_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // buffer_ sent up to here
   Pull pull_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> on_close_ ABSL_GUARDED_BY(mu_);
   bool upgrading_ ABSL_GUARDED_BY(mu_) = false;  // the 101 queued, the handler not yet called
   std::function<void(Upgraded)> on_upgraded_ ABSL_GUARDED_BY(mu_);
 };

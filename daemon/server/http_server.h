@@ -112,6 +112,32 @@ class HttpExchange {
   virtual void End(bool failed = false) = 0;
 };
 
+// The close rule of an HttpExchange, for its implementations (the server's, http_exchange.h,
+// and the REST fuzz target's): whether the exchange closed, and the one `on_close` to tell,
+// exactly once, at the close, or at once when it is set after the close. Each method returns
+// the callback to run, which the owner runs after releasing its lock.
+//
+// Not thread safe: its owner guards it with the exchange's own mutex.
+class ExchangeClose {
+ public:
+  // Replaces the callback to run at the close; after the close it is returned, to run now.
+  std::function<void()> Set(std::function<void()> on_close) {
+    if (closed_) return on_close;
+    on_close_ = std::move(on_close);
+    return nullptr;
+  }
+  // Closes: the callback set, to run now; empty when there is none or already closed.
+  std::function<void()> Close() {
+    closed_ = true;
+    return std::exchange(on_close_, nullptr);
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  bool closed_ = false;
+  std::function<void()> on_close_;
+};
+
 // A request body taken as it arrives, for a route that must not hold it whole (an upload):
 // the server hands each piece to `append` and, once all arrived, the exchange to `done`.
 struct HttpBodySink {

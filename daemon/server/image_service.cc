@@ -3,46 +3,22 @@
 #include <string>
 #include <utility>
 
+#include "server/edge_unary.h"
+#include "server/grpc_unary.h"
 #include "server/reactor.h"
 #include "server/status.h"
+#include "server/unary_rpcs.h"
 #include "server/utf8_fields.h"
 
 namespace sandgate::server {
 namespace {
 
-// The unary adapter of the image RPCs, as service.cc's: authenticate, run `handler` on the I/O
-// executor, finish with its status; audited when `action` is set.
-template <typename Req, typename Resp>
-grpc::ServerUnaryReactor* ImageUnary(
-    const ServiceDeps& deps, core::ImageApi* images, grpc::CallbackServerContext* ctx,
-    absl::Status (core::ImageApi::*handler)(const core::Caller&, const Req&, Resp*),
-    const Req* request, Resp* response, const char* action = nullptr) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
-  bool queued = deps.io->Submit(
-      [&deps, images, reactor, handler, request, response, action, caller = *caller] {
-        absl::Status st = (images->*handler)(caller, *request, response);
-        if (st.ok()) EscapeStringFields(response);
-        if (action != nullptr && deps.audit != nullptr) {
-          deps.audit->Record(caller.tenant, action, request->name(), st);
-        }
-        reactor->Finish(ToGrpc(st));
-      });
-  if (!queued) reactor->Finish(ToGrpc(QueueFull()));
-  return reactor;
-}
-
 // BuildImage: starts the build, then writes each progress line as the store reports it, and
 // last the built image. One write in flight; the store's wake only schedules a pull.
 class BuildStream final : public PullWriter<v1::ImageBuildProgress> {
  public:
-  BuildStream(const ServiceDeps& deps, core::ImageApi* images, core::Caller caller,
-              v1::BuildImageRequest req)
-      : deps_(deps), images_(images), caller_(std::move(caller)), req_(std::move(req)) {
+  BuildStream(const ServiceDeps& deps, core::Caller caller, v1::BuildImageRequest req)
+      : deps_(deps), images_(deps.images), caller_(std::move(caller)), req_(std::move(req)) {
     Schedule(deps_.io, [this] { Begin(); });
   }
 
@@ -86,8 +62,9 @@ class BuildStream final : public PullWriter<v1::ImageBuildProgress> {
 
  private:
   void Begin() {
-    absl::Status st = images_->StartBuild(caller_, req_);
-    if (deps_.audit != nullptr) deps_.audit->Record(caller_.tenant, "BuildImage", req_.name(), st);
+    absl::Status st = Authorize(Policy("BuildImage"), caller_);
+    if (st.ok()) st = images_->StartBuild(caller_, req_);
+    AuditCall(deps_, Policy("BuildImage"), caller_, req_.name(), st);
     if (!st.ok()) {
       FinishOnce(ToGrpc(st));
       return;
@@ -173,40 +150,29 @@ class BuildStream final : public PullWriter<v1::ImageBuildProgress> {
 
 grpc::ServerWriteReactor<v1::ImageBuildProgress>* ImageService::BuildImage(
     grpc::CallbackServerContext* ctx, const v1::BuildImageRequest* request) {
-  absl::StatusOr<core::Caller> caller = Authenticate(*deps_.tenants, ctx);
-  if (!caller.ok()) return new FailedWriter<v1::ImageBuildProgress>(caller.status());
-  return new BuildStream(deps_, images_, *caller, *request);
+  if (absl::Status valid = CheckNoNul(*request); !valid.ok()) {
+    return new FailedWriter<v1::ImageBuildProgress>(valid);
+  }
+  return StartStream<BuildStream, v1::BuildImageRequest, v1::ImageBuildProgress>(deps_, ctx,
+                                                                                 *request);
 }
 
 grpc::ServerUnaryReactor* ImageService::GetImage(grpc::CallbackServerContext* ctx,
                                                  const v1::GetImageRequest* request,
                                                  v1::Image* response) {
-  return ImageUnary(deps_, images_, ctx, &core::ImageApi::GetImage, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kGetImage, request, response);
 }
 
 grpc::ServerUnaryReactor* ImageService::ListImages(grpc::CallbackServerContext* ctx,
                                                    const v1::ListImagesRequest* request,
                                                    v1::ListImagesResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::StatusOr<core::Caller> caller = Authenticate(*deps_.tenants, ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
-  bool queued = deps_.io->Submit([this, reactor, request, response, caller = *caller] {
-    absl::Status st = images_->ListImages(caller, *request, response);
-    if (st.ok()) EscapeStringFields(response);
-    reactor->Finish(ToGrpc(st));
-  });
-  if (!queued) reactor->Finish(ToGrpc(QueueFull()));
-  return reactor;
+  return GrpcUnary(deps_, ctx, rpcs::kListImages, request, response);
 }
 
 grpc::ServerUnaryReactor* ImageService::DeleteImage(grpc::CallbackServerContext* ctx,
                                                     const v1::DeleteImageRequest* request,
                                                     v1::Image* response) {
-  return ImageUnary(deps_, images_, ctx, &core::ImageApi::DeleteImage, request, response,
-                    "DeleteImage");
+  return GrpcUnary(deps_, ctx, rpcs::kDeleteImage, request, response);
 }
 
 }  // namespace sandgate::server

@@ -1,5 +1,6 @@
 // ImageService: the gRPC edge of sandbox images (images.proto), beside SandgateService and
-// thin like it: the unary RPCs authenticate and call core::ImageApi on the I/O executor;
+// thin like it: the unary RPCs are served by the one unary adapter (grpc_unary.h) by their
+// rows of the policy table (rpc_policy.h) and their core::ImageApi functions (unary_rpcs.h);
 // BuildImage starts the build on the store's own threads and streams its progress with a
 // write reactor that pulls the next lines when the previous write is done (woken by the
 // store), so no thread waits on a build. Cancelling BuildImage cancels the build unless the
@@ -17,8 +18,8 @@ namespace sandgate::server {
 
 class ImageService final : public v1::Images::CallbackService {
  public:
-  // `deps.tenants`, `deps.io` and `deps.audit` are used; `images` is not owned.
-  ImageService(const ServiceDeps& deps, core::ImageApi* images) : deps_(deps), images_(images) {}
+  // `deps.images`, `deps.tenants`, `deps.io` and `deps.audit` are used.
+  explicit ImageService(const ServiceDeps& deps) : deps_(deps) {}
 
   grpc::ServerWriteReactor<v1::ImageBuildProgress>* BuildImage(
       grpc::CallbackServerContext* ctx, const v1::BuildImageRequest* request) override;
@@ -34,7 +35,6 @@ class ImageService final : public v1::Images::CallbackService {
 
  private:
   const ServiceDeps deps_;
-  core::ImageApi* const images_;
 };
 
 }  // namespace sandgate::server

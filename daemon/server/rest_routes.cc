@@ -1,7 +1,7 @@
 // The REST face as a route table onto the edge core: each unary route names its RPC's entry
 // (unary_rpcs.h) and is served by the one unary adapter (edge_unary.h) that the gRPC service
 // also calls; the streams are rest_run_streams.cc and rest_session_streams.cc. Also the pages
-// that have no RPC: /v1/whoami, /metrics, the dashboard's files, and the image routes.
+// that have no RPC: /v1/whoami, /metrics and the dashboard's files.
 #include <memory>
 #include <utility>
 
@@ -24,10 +24,10 @@ namespace {
 // The REST face of the one unary adapter: the caller authenticated, the request parsed from
 // the body, path and query (and checked for NULs, as the gRPC face checks its message) on the
 // lane's executor, served by ServeUnary, answered as JSON.
-template <typename Arg, typename Resp>
+template <typename Api, typename Arg, typename Resp>
 HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern,
-                const UnaryRpc<Arg, Resp>& rpc) {
-  using Req = typename UnaryRpc<Arg, Resp>::Req;
+                const UnaryRpc<Api, Arg, Resp>& rpc) {
+  using Req = typename UnaryRpc<Api, Arg, Resp>::Req;
   return AuthenticatedRoute(
       deps, method, pattern,
       [&deps, &rpc](const HttpRequest& http, const Exchange& x, const core::Caller& caller) {
@@ -46,12 +46,15 @@ HttpRoute Unary(const ServiceDeps& deps, const char* method, const char* pattern
       });
 }
 
-// GET /v1/whoami: the tenant the bearer token names, and whether it is an operator (what the
-// dashboard shows in its header). REST only, for the dashboard: it has no RPC.
+// GET /v1/whoami: the tenant the bearer token names, whether it is an operator, and whether
+// it may build (and delete) images (what the dashboard shows in its header, and whether it
+// offers a build). REST only, for the dashboard: it has no RPC.
 HttpRoute WhoAmIRoute(const ServiceDeps& deps) {
   return AuthenticatedRoute(
       deps, "GET", "/v1/whoami", [](const HttpRequest&, const Exchange& x, const core::Caller& c) {
-        nlohmann::json me = {{"tenant", EscapeInvalidUtf8(c.tenant)}, {"operator", c.is_operator}};
+        nlohmann::json me = {{"tenant", EscapeInvalidUtf8(c.tenant)},
+                             {"operator", c.is_operator},
+                             {"buildImages", core::ImageApi::CheckMayBuild(c).ok()}};
         x->Reply(Json(me.dump()));
       });
 }
@@ -74,7 +77,7 @@ HttpRoute MetricsRoute(std::function<std::string()> render, const core::Tenants*
 
 HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
   namespace r = rpcs;
-  return {
+  HttpServer::Routes routes = {
       Unary(deps, "POST", "/v1/runs", r::kRunAnalysis),
       Unary(deps, "GET", "/v1/runs", r::kListRuns),
       Unary(deps, "GET", "/v1/runs/{run_id}", r::kGetRun),
@@ -120,6 +123,20 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps) {
       Unary(deps, "POST", "/v1/daemon:drain", r::kDrain),
       Unary(deps, "POST", "/v1/runs:purge", r::kPurge),
   };
+  if (deps.images == nullptr) return routes;
+  // Images (docs/images.md). POST /v1/images starts a build and answers the image at once
+  // (state BUILDING, or READY when its packages were built already): the build goes on
+  // without the call; GET /v1/images/{name} shows its last progress line, and DELETE
+  // /v1/images/{name} cancels it (or removes a built image).
+  for (HttpRoute& route : HttpServer::Routes{
+           Unary(deps, "POST", "/v1/images", r::kBuildImage),
+           Unary(deps, "GET", "/v1/images", r::kListImages),
+           Unary(deps, "GET", "/v1/images/{name}", r::kGetImage),
+           Unary(deps, "DELETE", "/v1/images/{name}", r::kDeleteImage),
+       }) {
+    routes.push_back(std::move(route));
+  }
+  return routes;
 }
 
 HttpServer::Routes DashboardRoutes() {
@@ -141,81 +158,6 @@ HttpServer::Routes DashboardRoutes() {
     routes.push_back({"GET", pattern, serve});
   }
   return routes;
-}
-
-// The image routes (images.proto, docs/images.md). POST /v1/images starts a build and answers
-// the image at once (state BUILDING, or READY when its packages were built already): the
-// build goes on without the call; GET /v1/images/{name} shows its last progress line, and
-// DELETE /v1/images/{name} cancels it (or removes a built image).
-HttpServer::Routes ImageRoutes(const ServiceDeps& deps, core::ImageApi* images) {
-  auto route = [&deps, images](const char* method, const char* pattern, auto handler,
-                               const char* action) {
-    return HttpRoute{method, pattern,
-                     [&deps, images, handler, action](const HttpRequest& http, Exchange x) {
-                       absl::StatusOr<core::Caller> caller = AuthenticateHttp(*deps.tenants, http);
-                       if (!caller.ok()) return x->Reply(JsonError(caller.status()));
-                       OnIo(deps, x, [&deps, images, handler, action, http, x, caller = *caller] {
-                         handler(deps, images, caller, http, x, action);
-                       });
-                     }};
-  };
-  // One unary image call: parse, call, audit (with `action`), answer.
-  auto unary = [](auto request_type, auto call) {
-    return [call](const ServiceDeps& deps, core::ImageApi* images, const core::Caller& caller,
-                  const HttpRequest& http, const Exchange& x, const char* action) {
-      decltype(request_type) request;
-      absl::Status st = ParseRequest(http, &request);
-      std::unique_ptr<google::protobuf::Message> response;
-      if (st.ok()) {
-        absl::StatusOr<std::unique_ptr<google::protobuf::Message>> r =
-            call(images, caller, request);
-        st = r.status();
-        if (r.ok()) response = std::move(*r);
-      }
-      if (action != nullptr && deps.audit != nullptr) {
-        deps.audit->Record(caller.tenant, action, request.name(), st);
-      }
-      if (!st.ok()) return x->Reply(JsonError(st));
-      x->Reply(JsonAnswer(response.get()));
-    };
-  };
-  using Out = absl::StatusOr<std::unique_ptr<google::protobuf::Message>>;
-  auto build =
-      unary(v1::BuildImageRequest(),
-            [](core::ImageApi* images, const core::Caller& c, v1::BuildImageRequest& q) -> Out {
-              SANDGATE_RETURN_IF_ERROR(images->StartBuild(c, q));
-              auto image = std::make_unique<v1::Image>();
-              v1::GetImageRequest get;
-              get.set_name(q.name());
-              SANDGATE_RETURN_IF_ERROR(images->GetImage(c, get, image.get()));
-              return image;
-            });
-  auto get =
-      unary(v1::GetImageRequest(),
-            [](core::ImageApi* images, const core::Caller& c, v1::GetImageRequest& q) -> Out {
-              auto image = std::make_unique<v1::Image>();
-              SANDGATE_RETURN_IF_ERROR(images->GetImage(c, q, image.get()));
-              return image;
-            });
-  auto remove =
-      unary(v1::DeleteImageRequest(),
-            [](core::ImageApi* images, const core::Caller& c, v1::DeleteImageRequest& q) -> Out {
-              auto image = std::make_unique<v1::Image>();
-              SANDGATE_RETURN_IF_ERROR(images->DeleteImage(c, q, image.get()));
-              return image;
-            });
-  auto list = [](const ServiceDeps&, core::ImageApi* images, const core::Caller& caller,
-                 const HttpRequest& http, const Exchange& x, const char*) {
-    v1::ListImagesRequest request;
-    v1::ListImagesResponse response;
-    absl::Status st = ParseRequest(http, &request);
-    if (st.ok()) st = images->ListImages(caller, request, &response);
-    x->Reply(st.ok() ? JsonAnswer(&response) : JsonError(st));
-  };
-  return {route("POST", "/v1/images", build, "BuildImage"),
-          route("GET", "/v1/images", list, nullptr),
-          route("GET", "/v1/images/{name}", get, nullptr),
-          route("DELETE", "/v1/images/{name}", remove, "DeleteImage")};
 }
 
 }  // namespace sandgate::server

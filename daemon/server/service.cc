@@ -8,6 +8,7 @@
 #include "common/events.h"
 #include "server/edge_streams.h"
 #include "server/edge_unary.h"
+#include "server/grpc_unary.h"
 #include "server/reactor.h"
 #include "server/session_streams.h"
 #include "server/status.h"
@@ -16,35 +17,6 @@
 
 namespace sandgate::server {
 namespace {
-
-// The gRPC face of the one unary adapter (edge_unary.h): the request checked for NULs, the
-// caller authenticated, the call served on its lane's executor and finished with its status.
-// A handler that takes its request by pointer takes its contents: gRPC owns the (non-const)
-// message and only destroys it after the call.
-template <typename Arg, typename Resp>
-grpc::ServerUnaryReactor* Unary(const ServiceDeps& deps, grpc::CallbackServerContext* ctx,
-                                const UnaryRpc<Arg, Resp>& rpc,
-                                const typename UnaryRpc<Arg, Resp>::Req* request, Resp* response) {
-  using Req = typename UnaryRpc<Arg, Resp>::Req;
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status valid = CheckNoNul(*request); !valid.ok()) {
-    reactor->Finish(ToGrpc(valid));
-    return reactor;
-  }
-  absl::StatusOr<core::Caller> caller = Authenticate(*deps.tenants, ctx);
-  if (!caller.ok()) {
-    reactor->Finish(ToGrpc(caller.status()));
-    return reactor;
-  }
-  const bool queued = SubmitOnLane(
-      deps, rpc.policy->lane, caller->tenant,
-      [&deps, &rpc, ctx, reactor, request, response, caller = *caller] {
-        ServeUnary(deps, rpc, EdgeCall{ctx, ""}, caller, const_cast<Req*>(request), response,
-                   [reactor](const absl::Status& st) { reactor->Finish(ToGrpc(st)); });
-      });
-  if (!queued) reactor->Finish(ToGrpc(QueueFull()));
-  return reactor;
-}
 
 // StreamEvents: the gRPC sink of an EventFollower (edge_streams.h). One write in flight at a
 // time; the follower is pulled when the last batch was written. Each Pull holds a reference
@@ -164,25 +136,25 @@ class ArtifactStream final : public PullWriter<v1::ArtifactChunk> {
 grpc::ServerUnaryReactor* SandgateService::RunAnalysis(grpc::CallbackServerContext* ctx,
                                                        const v1::RunAnalysisRequest* request,
                                                        v1::Run* response) {
-  return Unary(deps_, ctx, rpcs::kRunAnalysis, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kRunAnalysis, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetRun(grpc::CallbackServerContext* ctx,
                                                   const v1::GetRunRequest* request,
                                                   v1::Run* response) {
-  return Unary(deps_, ctx, rpcs::kGetRun, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kGetRun, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListRuns(grpc::CallbackServerContext* ctx,
                                                     const v1::ListRunsRequest* request,
                                                     v1::ListRunsResponse* response) {
-  return Unary(deps_, ctx, rpcs::kListRuns, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kListRuns, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::CancelRun(grpc::CallbackServerContext* ctx,
                                                      const v1::CancelRunRequest* request,
                                                      v1::Run* response) {
-  return Unary(deps_, ctx, rpcs::kCancelRun, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kCancelRun, request, response);
 }
 
 grpc::ServerWriteReactor<v1::Event>* SandgateService::StreamEvents(
@@ -202,37 +174,37 @@ grpc::ServerWriteReactor<v1::ArtifactChunk>* SandgateService::DownloadArtifact(
 grpc::ServerUnaryReactor* SandgateService::CreateSession(grpc::CallbackServerContext* ctx,
                                                          const v1::CreateSessionRequest* request,
                                                          v1::Session* response) {
-  return Unary(deps_, ctx, rpcs::kCreateSession, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kCreateSession, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetSession(grpc::CallbackServerContext* ctx,
                                                       const v1::GetSessionRequest* request,
                                                       v1::Session* response) {
-  return Unary(deps_, ctx, rpcs::kGetSession, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kGetSession, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListSessions(grpc::CallbackServerContext* ctx,
                                                         const v1::ListSessionsRequest* request,
                                                         v1::ListSessionsResponse* response) {
-  return Unary(deps_, ctx, rpcs::kListSessions, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kListSessions, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::KeepAlive(grpc::CallbackServerContext* ctx,
                                                      const v1::KeepAliveRequest* request,
                                                      v1::Session* response) {
-  return Unary(deps_, ctx, rpcs::kKeepAlive, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kKeepAlive, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::CloseSession(grpc::CallbackServerContext* ctx,
                                                         const v1::CloseSessionRequest* request,
                                                         v1::Session* response) {
-  return Unary(deps_, ctx, rpcs::kCloseSession, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kCloseSession, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListFiles(grpc::CallbackServerContext* ctx,
                                                      const v1::ListFilesRequest* request,
                                                      v1::ListFilesResponse* response) {
-  return Unary(deps_, ctx, rpcs::kListFiles, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kListFiles, request, response);
 }
 
 grpc::ServerWriteReactor<v1::ExecResponse>* SandgateService::Exec(grpc::CallbackServerContext* ctx,
@@ -253,115 +225,115 @@ grpc::ServerWriteReactor<v1::FileChunk>* SandgateService::DownloadFile(
 grpc::ServerUnaryReactor* SandgateService::Drain(grpc::CallbackServerContext* ctx,
                                                  const v1::DrainRequest* request,
                                                  v1::DrainResponse* response) {
-  return Unary(deps_, ctx, rpcs::kDrain, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kDrain, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::Purge(grpc::CallbackServerContext* ctx,
                                                  const v1::PurgeRequest* request,
                                                  v1::PurgeResponse* response) {
-  return Unary(deps_, ctx, rpcs::kPurge, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kPurge, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListResources(grpc::CallbackServerContext* ctx,
                                                          const v1::ListResourcesRequest* request,
                                                          v1::ListResourcesResponse* response) {
-  return Unary(deps_, ctx, rpcs::kListResources, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kListResources, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::StartProcess(grpc::CallbackServerContext* ctx,
                                                         const v1::StartProcessRequest* request,
                                                         v1::Process* response) {
-  return Unary(deps_, ctx, rpcs::kStartProcess, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kStartProcess, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ReadProcessOutput(
     grpc::CallbackServerContext* ctx, const v1::ReadProcessOutputRequest* request,
     v1::ProcessOutput* response) {
-  return Unary(deps_, ctx, rpcs::kReadProcessOutput, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kReadProcessOutput, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::WriteProcessInput(
     grpc::CallbackServerContext* ctx, const v1::WriteProcessInputRequest* request,
     v1::WriteProcessInputResponse* response) {
-  return Unary(deps_, ctx, rpcs::kWriteProcessInput, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kWriteProcessInput, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListProcesses(grpc::CallbackServerContext* ctx,
                                                          const v1::ListProcessesRequest* request,
                                                          v1::ListProcessesResponse* response) {
-  return Unary(deps_, ctx, rpcs::kListProcesses, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kListProcesses, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetSessionUsage(
     grpc::CallbackServerContext* ctx, const v1::GetSessionUsageRequest* request,
     v1::SessionUsage* response) {
-  return Unary(deps_, ctx, rpcs::kGetSessionUsage, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kGetSessionUsage, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::StatFile(grpc::CallbackServerContext* ctx,
                                                     const v1::StatFileRequest* request,
                                                     v1::FileInfo* response) {
-  return Unary(deps_, ctx, rpcs::kStatFile, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kStatFile, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::DeleteFile(grpc::CallbackServerContext* ctx,
                                                       const v1::DeleteFileRequest* request,
                                                       v1::DeleteFileResponse* response) {
-  return Unary(deps_, ctx, rpcs::kDeleteFile, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kDeleteFile, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::RenameFile(grpc::CallbackServerContext* ctx,
                                                       const v1::RenameFileRequest* request,
                                                       v1::FileInfo* response) {
-  return Unary(deps_, ctx, rpcs::kRenameFile, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kRenameFile, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::MakeDirectory(grpc::CallbackServerContext* ctx,
                                                          const v1::MakeDirectoryRequest* request,
                                                          v1::FileInfo* response) {
-  return Unary(deps_, ctx, rpcs::kMakeDirectory, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kMakeDirectory, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ExposePort(grpc::CallbackServerContext* ctx,
                                                       const v1::ExposePortRequest* request,
                                                       v1::ExposedPort* response) {
-  return Unary(deps_, ctx, rpcs::kExposePort, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kExposePort, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::UnexposePort(grpc::CallbackServerContext* ctx,
                                                         const v1::UnexposePortRequest* request,
                                                         v1::UnexposePortResponse* response) {
-  return Unary(deps_, ctx, rpcs::kUnexposePort, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kUnexposePort, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListPorts(grpc::CallbackServerContext* ctx,
                                                      const v1::ListPortsRequest* request,
                                                      v1::ListPortsResponse* response) {
-  return Unary(deps_, ctx, rpcs::kListPorts, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kListPorts, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::SnapshotSession(
     grpc::CallbackServerContext* ctx, const v1::SnapshotSessionRequest* request,
     v1::Snapshot* response) {
-  return Unary(deps_, ctx, rpcs::kSnapshotSession, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kSnapshotSession, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::GetSnapshot(grpc::CallbackServerContext* ctx,
                                                        const v1::GetSnapshotRequest* request,
                                                        v1::Snapshot* response) {
-  return Unary(deps_, ctx, rpcs::kGetSnapshot, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kGetSnapshot, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::ListSnapshots(grpc::CallbackServerContext* ctx,
                                                          const v1::ListSnapshotsRequest* request,
                                                          v1::ListSnapshotsResponse* response) {
-  return Unary(deps_, ctx, rpcs::kListSnapshots, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kListSnapshots, request, response);
 }
 
 grpc::ServerUnaryReactor* SandgateService::DeleteSnapshot(grpc::CallbackServerContext* ctx,
                                                           const v1::DeleteSnapshotRequest* request,
                                                           v1::DeleteSnapshotResponse* response) {
-  return Unary(deps_, ctx, rpcs::kDeleteSnapshot, request, response);
+  return GrpcUnary(deps_, ctx, rpcs::kDeleteSnapshot, request, response);
 }
 
 }  // namespace sandgate::server

@@ -14,6 +14,7 @@
 #include "core/event_log.h"
 #include "core/executor.h"
 #include "core/fair_executor.h"
+#include "core/image_api.h"
 #include "core/run_manager.h"
 #include "core/session_manager.h"
 #include "core/tenants.h"
@@ -24,7 +25,8 @@ namespace sandgate::server {
 class Forwarder;  // server/forwarding.h
 
 struct ServiceDeps {
-  core::Api* api = nullptr;  // all not owned; outlive the service
+  core::Api* api = nullptr;          // all not owned; outlive the service
+  core::ImageApi* images = nullptr;  // the Images service's calls; null: no image routes
   const core::Tenants* tenants = nullptr;
   core::RunManager* runs = nullptr;
   core::EventLog* events = nullptr;

@@ -23,7 +23,7 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
   ExecStream(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, core::Caller caller,
              v1::ExecRequest req)
       : deps_(deps),
-        relay_(deps, ctx, this),
+        relay_(deps_, Policy("Exec"), ctx, this),
         caller_(std::move(caller)),
         req_(std::move(req)),
         output_(this, &cancel_, deps_.clock) {
@@ -58,9 +58,8 @@ class ExecStream final : public PullWriter<v1::ExecResponse>, private core::Exec
 
  private:
   void Run() {
-    if (relay_.ForSession(caller_, req_.session_id(), [this](auto* async, auto* ctx, auto* r) {
-          async->Exec(ctx, &req_, r);
-        })) {
+    if (relay_.ToOwner(caller_, req_,
+                       [this](auto* async, auto* ctx, auto* r) { async->Exec(ctx, &req_, r); })) {
       return;
     }
     output_.Close(ServeExec(deps_, caller_, req_, &cancel_, &output_));
@@ -85,7 +84,10 @@ class FileDownload final : public PullWriter<v1::FileChunk> {
  public:
   FileDownload(const ServiceDeps& deps, grpc::CallbackServerContext* ctx, core::Caller caller,
                v1::DownloadFileRequest req)
-      : deps_(deps), relay_(deps, ctx, this), caller_(std::move(caller)), req_(std::move(req)) {
+      : deps_(deps),
+        relay_(deps_, Policy("DownloadFile"), ctx, this),
+        caller_(std::move(caller)),
+        req_(std::move(req)) {
     Schedule(deps_.io, [this] { Read(); });
   }
   void OnWriteDone(bool ok) override {
@@ -106,7 +108,7 @@ class FileDownload final : public PullWriter<v1::FileChunk> {
       FinishOnce(ToGrpc(valid));
       return;
     }
-    if (relay_.ForSession(caller_, req_.session_id(), [this](auto* async, auto* ctx, auto* r) {
+    if (relay_.ToOwner(caller_, req_, [this](auto* async, auto* ctx, auto* r) {
           async->DownloadFile(ctx, &req_, r);
         })) {
       return;
@@ -202,7 +204,7 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   // On the executor: serve the upload here, or relay it to the session's owner.
   void Route() {
     absl::StatusOr<std::optional<server::Route>> route =
-        deps_.forwarder->ForSession(ctx_, caller_, first_.header().session_id());
+        OwnerRoute(deps_, Policy("UploadFile").owner, EdgeCall{ctx_, ""}, caller_, first_.header());
     if (!route.ok()) {
       Fail(route.status());
       return;

@@ -1,6 +1,7 @@
 // Every unary RPC as the edge serves it (edge_unary.h): its policy (rpc_policy.h), its
-// core::Api function, and for an audited call what it acted on. The gRPC service and the
-// REST routes both name these; neither says anything of its own about a call.
+// core::Api (core::ImageApi) function, and for an audited call what it acted on. The gRPC
+// services and the REST routes both name these; neither says anything of its own about a
+// call.
 //
 // Internal to server/. Constant; thread safe.
 #ifndef SANDGATE_SERVER_UNARY_RPCS_H_
@@ -25,6 +26,10 @@ std::string SessionIdOf(const Req& req, const Resp&) {
   return req.session_id();
 }
 template <typename Req, typename Resp>
+std::string NameOf(const Req& req, const Resp&) {
+  return req.name();
+}
+template <typename Req, typename Resp>
 std::string CreatedId(const Req&, const Resp& resp) {
   return resp.id();
 }
@@ -38,6 +43,7 @@ std::string SessionPortOf(const Req& q, const Resp&) {
 }
 
 using core::Api;
+using core::ImageApi;
 
 // Runs.
 inline constexpr auto kRunAnalysis = MakeRpc("RunAnalysis", &Api::RunAnalysis, &CreatedId);
@@ -92,6 +98,12 @@ inline constexpr auto kDeleteSnapshot =
             [](const v1::DeleteSnapshotRequest& q, const v1::DeleteSnapshotResponse&) {
               return q.snapshot_id();
             });
+
+// Images (the Images service; BuildImage's stream is image_service.cc's).
+inline constexpr auto kBuildImage = MakeRpc("BuildImage", &ImageApi::BuildImage, &NameOf);
+inline constexpr auto kGetImage = MakeRpc("GetImage", &ImageApi::GetImage);
+inline constexpr auto kListImages = MakeRpc("ListImages", &ImageApi::ListImages);
+inline constexpr auto kDeleteImage = MakeRpc("DeleteImage", &ImageApi::DeleteImage, &NameOf);
 
 // Operators.
 inline constexpr auto kDrain = MakeRpc(

@@ -21,6 +21,7 @@
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/postgres_server.h"
 #include "tests/fakes/test_certs.h"
+#include "tests/integration/rest_client.h"
 #include "tests/integration/tls_replica.h"
 
 namespace sandgate::testing {
@@ -44,29 +45,25 @@ double TimedExec(v1::Sandgate::Stub& stub, const std::string& session, const std
       .count();
 }
 
-size_t Sink(char*, size_t size, size_t n, void* bytes) {
-  *static_cast<size_t*>(bytes) += size * n;
-  return size * n;
-}
-
 // Wall time of one GET of `url` on a new connection, in ms; -1 unless it answered 200 with
 // `want` bytes.
 double TimedGet(CURL* curl, const std::string& url, const std::string& ca, size_t want) {
   const auto start = std::chrono::steady_clock::now();
-  size_t bytes = 0;
+  std::string body;
+  body.reserve(want);  // no reallocation in the timed path
   curl_easy_reset(curl);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_CAINFO, ca.c_str());
   curl_easy_setopt(curl, CURLOPT_FORBID_REUSE, 1L);
   curl_easy_setopt(curl, CURLOPT_FRESH_CONNECT, 1L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Sink);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &bytes);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
   curl_slist* headers = curl_slist_append(nullptr, "Authorization: Bearer bench-forward-token");
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   long status = 0;
   if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
   curl_slist_free_all(headers);
-  if (status != 200 || bytes != want) return -1;
+  if (status != 200 || body.size() != want) return -1;
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
 }

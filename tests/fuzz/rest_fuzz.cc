@@ -55,6 +55,7 @@
 namespace sandgate::testing {
 namespace {
 
+using server::ExchangeClose;
 using server::HttpExchange;
 using server::HttpResponse;
 
@@ -86,8 +87,7 @@ class FuzzExchange final : public HttpExchange {
       response_.status = status;
       response_.headers = std::move(headers);
       pull_ = std::move(pull);
-      if (on_close) on_close_ = std::move(on_close);
-      if (closed_) gone = std::move(on_close_);
+      if (on_close) gone = close_.Set(std::move(on_close));
     }
     if (gone) gone();
   }
@@ -96,18 +96,16 @@ class FuzzExchange final : public HttpExchange {
     Reply(std::move(response));  // no connection to take over here: checked as an answer
   }
   void OnClose(std::function<void()> on_close) override {
+    std::function<void()> now;
     {
       absl::MutexLock lock(&mu_);
-      if (!closed_) {
-        on_close_ = std::move(on_close);
-        return;
-      }
+      now = close_.Set(std::move(on_close));
     }
-    if (on_close) on_close();
+    if (now) now();
   }
   bool Write(std::string data) override {
     absl::MutexLock lock(&mu_);
-    if (closed_ || ended_) return false;
+    if (close_.closed() || ended_) return false;
     response_.body.append(data);
     ++writes_;
     return true;
@@ -121,9 +119,7 @@ class FuzzExchange final : public HttpExchange {
     std::function<void()> gone;
     {
       absl::MutexLock lock(&mu_);
-      if (closed_) return;
-      closed_ = true;
-      gone = std::move(on_close_);
+      gone = close_.Close();
     }
     if (gone) gone();
   }
@@ -141,7 +137,7 @@ class FuzzExchange final : public HttpExchange {
       int writes;
       {
         absl::MutexLock lock(&mu_);
-        if (!streaming_ || ended_ || closed_) return;
+        if (!streaming_ || ended_ || close_.closed()) return;
         pull = pull_;
         writes = writes_;
       }
@@ -165,11 +161,10 @@ class FuzzExchange final : public HttpExchange {
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
   bool streaming_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  ExchangeClose close_ ABSL_GUARDED_BY(mu_);  // the real exchange's close rule
   int writes_ ABSL_GUARDED_BY(mu_) = 0;
   HttpResponse response_ ABSL_GUARDED_BY(mu_);
   Pull pull_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> on_close_ ABSL_GUARDED_BY(mu_);
 };
 
 core::TenantConfig Tenant(const std::string& name, bool is_operator) {

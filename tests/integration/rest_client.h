@@ -1,7 +1,7 @@
 // What the tests of the daemon's two faces share: a REST call with libcurl (its status,
 // headers and body), the HTTP port's address from the daemon's log, server-sent events
-// parsed, and the gRPC file transfers they are compared with. For rest_test.cc and
-// edge_conformance_test.cc.
+// parsed, and the gRPC file transfers they are compared with. For the REST tests
+// (rest_test.cc, rest_images_test.cc, edge_conformance_test.cc) and the forwarding bench.
 #ifndef SANDGATE_TESTS_INTEGRATION_REST_CLIENT_H_
 #define SANDGATE_TESTS_INTEGRATION_REST_CLIENT_H_
 

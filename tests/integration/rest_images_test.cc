@@ -196,5 +196,90 @@ TEST_F(RestImagesTest, TenantsSeeAndTouchOnlyWhatTheirPolicyAllows) {
   ExpectSame(Http("GET", Url("/v1/images/own"), kBob), st, image, "GetImage of another's name");
 }
 
+// The image RPCs are served by the one edge on both faces (server/rpc_policy.h): the same
+// request gets the same answer over REST and gRPC, hostile ones included (a NUL, "..", an
+// oversize name, another tenant's image, a tenant that may not delete, a wrong token). A name
+// with a '/' is no single path segment, so REST has no route for it (404, "no such path"):
+// HostileNamesAreRefusedNamingTheProblemAndNothingIsBuilt holds that to a 4xx.
+TEST_F(RestImagesTest, ImageCallsAnswerTheSameOverRestAndGrpc) {
+  Build(kCarol, "own");
+  struct Case {
+    std::string token;
+    std::string name;      // the request's name
+    std::string url_name;  // percent-encoded
+  };
+  const std::vector<Case> cases = {
+      {kCarol, "own", "own"},                                  // served
+      {kAlice, std::string("o\0wn", 4), "o%00wn"},             // a NUL
+      {kAlice, "..", "%2E%2E"},                                // a path
+      {kAlice, std::string(300, 'a'), std::string(300, 'a')},  // oversize
+      {kAlice, "nosuch", "nosuch"},                            // missing
+      {kBob, "own", "own"},                                    // not in bob's policy
+      {"wrong-token", "own", "own"},                           // no tenant
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.url_name.substr(0, 20) + " as " + c.token);
+    v1::GetImageRequest get;
+    get.set_name(c.name);
+    v1::Image image;
+    grpc::Status st = images_->GetImage(DaemonHarness::Context(c.token).get(), get, &image);
+    ExpectSame(Http("GET", Url("/v1/images/" + c.url_name), c.token), st, image, "GetImage");
+  }
+  v1::ListImagesResponse listed;
+  grpc::Status st =
+      images_->ListImages(DaemonHarness::Context(kBob).get(), v1::ListImagesRequest(), &listed);
+  ExpectSame(Http("GET", Url("/v1/images"), kBob), st, listed, "ListImages");
+  // Refusals of DeleteImage, and of BuildImage (whose gRPC form streams; its refusal ends the
+  // stream before any line).
+  for (const Case& c : cases) {
+    if (c.name == "own" && c.token == kCarol) continue;  // would delete it
+    SCOPED_TRACE(c.url_name.substr(0, 20) + " as " + c.token);
+    v1::DeleteImageRequest remove;
+    remove.set_name(c.name);
+    v1::Image image;
+    st = images_->DeleteImage(DaemonHarness::Context(c.token).get(), remove, &image);
+    ExpectSame(Http("DELETE", Url("/v1/images/" + c.url_name), c.token), st, image, "DeleteImage");
+  }
+  v1::BuildImageRequest build;
+  build.set_name("py");
+  build.add_packages("busybox");
+  auto ctx = DaemonHarness::Context(kBob);
+  auto stream = images_->BuildImage(ctx.get(), build);
+  v1::ImageBuildProgress progress;
+  EXPECT_FALSE(stream->Read(&progress));
+  st = stream->Finish();
+  ExpectSame(Http("POST", Url("/v1/images"), kBob, R"({"name": "py", "packages": ["busybox"]})"),
+             st, v1::Image(), "BuildImage");
+}
+
+// GET /v1/whoami says whether the token's tenant may build images (so the dashboard can say it
+// before one tries), and a build then finds the same: alice and carol may by their policy
+// (carol only "own"), bob may not, an operator may.
+TEST_F(RestImagesTest, WhoAmISaysWhetherTheTenantMayBuildImagesAsABuildFinds) {
+  struct Who {
+    const char* token;
+    const char* tenant;
+    const char* image;  // one its policy lets it use
+    bool builds;
+  };
+  for (const Who& w : {Who{kAlice, "alice", "mine", true}, Who{kBob, "bob", "py", false},
+                       Who{kCarol, "carol", "own", true}, Who{kOps, "ops", "ops", true}}) {
+    SCOPED_TRACE(w.tenant);
+    Answer me = Http("GET", Url("/v1/whoami"), w.token);
+    ASSERT_EQ(me.status, 200) << me.body;
+    nlohmann::json j = nlohmann::json::parse(me.body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << me.body;
+    EXPECT_EQ(j["tenant"], w.tenant) << me.body;
+    EXPECT_EQ(j["buildImages"], w.builds) << me.body;
+    Answer built = Http("POST", Url("/v1/images"), w.token,
+                        absl::StrCat(R"({"name": ")", w.image, R"(", "packages": ["busybox"]})"));
+    if (w.builds) {
+      EXPECT_EQ(built.status, 200) << built.body;
+    } else {
+      ExpectError(built, 403, "PERMISSION_DENIED", "policy.build_images is false");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sandgate::testing

@@ -526,17 +526,18 @@ TEST_F(RestTest, MetricsOnTheHttpPortNeedAnOperatorsToken) {
   EXPECT_TRUE(absl::StrContains(tenant.body, "operator")) << tenant.body;
 }
 
-// GET /v1/whoami (REST only, for the dashboard's header): the token's tenant; no token, a
-// wrong one or another scheme is 401 with the reason, as on every route.
+// GET /v1/whoami (REST only, for the dashboard's header): the token's tenant, and whether it
+// may build images (rest_images_test.cc holds that to the policy); no token, a wrong one or
+// another scheme is 401 with the reason, as on every route.
 TEST_F(RestTest, WhoAmINamesTheTokensTenantAndRefusesAMissingOrWrongToken) {
   Answer alice = Http("GET", Url("/v1/whoami"), kAlice);
   ASSERT_EQ(alice.status, 200) << alice.body;
   EXPECT_EQ(alice.headers["content-type"], "application/json; charset=utf-8");
   EXPECT_EQ(nlohmann::json::parse(alice.body),
-            (nlohmann::json{{"tenant", "alice"}, {"operator", false}}));
+            (nlohmann::json{{"tenant", "alice"}, {"operator", false}, {"buildImages", false}}));
   Answer ops = Http("GET", Url("/v1/whoami"), kOps);
   EXPECT_EQ(nlohmann::json::parse(ops.body),
-            (nlohmann::json{{"tenant", "ops"}, {"operator", true}}));
+            (nlohmann::json{{"tenant", "ops"}, {"operator", true}, {"buildImages", true}}));
 
   struct Refused {
     std::string token;

@@ -1,22 +1,32 @@
-// The per-RPC policy table (server/rpc_policy.h) covers the service: every RPC of
-// sandgate.v1.Sandgate has exactly one entry, an entry that forwards names the field its
-// request carries the owner in, and the operator rule refuses a tenant naming the call.
+// The per-RPC policy table (server/rpc_policy.h) covers the services: every RPC of
+// sandgate.v1.Sandgate and sandgate.v1.Images has exactly one entry, an entry that forwards names
+// the field its request carries the owner in, and the operator rule refuses a tenant naming the
+// call.
 #include "server/rpc_policy.h"
 
 #include <google/protobuf/descriptor.h>
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "sandgate/v1/images.grpc.pb.h"
 #include "sandgate/v1/sandgate.grpc.pb.h"
 
 namespace sandgate::server {
 namespace {
 
-const google::protobuf::ServiceDescriptor* Service() {
-  return google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
-      "sandgate.v1.Sandgate");
+// Every RPC the daemon serves.
+std::vector<const google::protobuf::MethodDescriptor*> Methods() {
+  std::vector<const google::protobuf::MethodDescriptor*> methods;
+  for (const char* service : {"sandgate.v1.Sandgate", "sandgate.v1.Images"}) {
+    const google::protobuf::ServiceDescriptor* s =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
+    if (s == nullptr) ADD_FAILURE() << "no service " << service;
+    for (int i = 0; s != nullptr && i < s->method_count(); ++i) methods.push_back(s->method(i));
+  }
+  return methods;
 }
 
 TEST(RpcPolicyTest, EveryRpcHasOneEntryAndEveryEntryNamesAnRpcOrARestPage) {
@@ -24,16 +34,14 @@ TEST(RpcPolicyTest, EveryRpcHasOneEntryAndEveryEntryNamesAnRpcOrARestPage) {
   for (const RpcPolicy& p : kRpcPolicies) {
     EXPECT_TRUE(names.insert(std::string(p.name)).second) << "twice: " << p.name;
   }
-  for (int i = 0; i < Service()->method_count(); ++i) {
-    const std::string name = Service()->method(i)->name();
-    EXPECT_EQ(names.erase(name), 1u) << name << " has no policy";
+  for (const google::protobuf::MethodDescriptor* m : Methods()) {
+    EXPECT_EQ(names.erase(m->name()), 1u) << m->full_name() << " has no policy";
   }
   EXPECT_EQ(names, std::set<std::string>{"Metrics"}) << "entries that are neither";
 }
 
 TEST(RpcPolicyTest, AForwardedCallsRequestNamesItsOwner) {
-  for (int i = 0; i < Service()->method_count(); ++i) {
-    const google::protobuf::MethodDescriptor* m = Service()->method(i);
+  for (const google::protobuf::MethodDescriptor* m : Methods()) {
     const RpcPolicy& p = Policy(m->name());
     if (p.owner == Owner::kAny) continue;
     const char* field = p.owner == Owner::kRun ? "run_id" : "session_id";
@@ -67,17 +75,6 @@ TEST(RpcPolicyTest, TheOperatorRuleRefusesATenantNamingTheCall) {
   EXPECT_EQ(Policy("Drain").auth, Auth::kOperator);
   EXPECT_EQ(Policy("ListResources").auth, Auth::kOperator);
   EXPECT_EQ(Policy("Metrics").auth, Auth::kOperator);
-}
-
-TEST(RpcPolicyTest, CallsThatCreateOrStartSomethingAreNotIdempotent) {
-  for (const char* name : {"RunAnalysis", "CreateSession", "Exec", "StartProcess",
-                           "WriteProcessInput", "RenameFile", "SnapshotSession"}) {
-    EXPECT_FALSE(Policy(name).idempotent) << name;
-  }
-  for (const char* name : {"GetRun", "StreamEvents", "DownloadArtifact", "KeepAlive", "CancelRun",
-                           "ReadProcessOutput"}) {
-    EXPECT_TRUE(Policy(name).idempotent) << name;
-  }
 }
 
 }  // namespace
