@@ -481,6 +481,7 @@ absl::Status Daemon::StartHttp(Parts& p) {
                                 p.sessions.get(), p.forwarder.get()});
     for (server::HttpRoute& r : p.port_proxy->Routes()) routes.push_back(std::move(r));
     routes.push_back(server::MetricsRoute(render, p.tenants.get()));
+    routes.push_back(server::HealthRoute(p.http_deps, p.local.get()));
     for (server::HttpRoute& r : server::ImageRoutes(p.http_deps, p.image_api.get())) {
       routes.push_back(std::move(r));
     }

@@ -23,6 +23,7 @@
 //   GET  /v1/resources               ListResources (operators: the cleanup state)
 //   POST /v1/runs:purge              Purge         POST /v1/daemon:drain     Drain (operators)
 //   GET  /v1/whoami                  the caller's tenant and operator flag (REST only)
+//   GET  /v1/health                  the isolation levels sessions may get (REST only)
 //
 // With replicas, a call on another replica's session or run is forwarded to its owner by the
 // same rule as over gRPC (the policy table; server/forwarding.h), its answer relayed as it
@@ -44,6 +45,8 @@
 
 #include "absl/status/status.h"
 #include "core/image_api.h"
+#include "nlohmann/json.hpp"
+#include "sandbox/sandbox.h"
 #include "server/http_server.h"
 #include "server/service.h"
 
@@ -57,6 +60,11 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps);
 HttpServer::Routes DashboardRoutes();
 // POST/GET /v1/images, GET/DELETE /v1/images/{name}; `images` is not owned.
 HttpServer::Routes ImageRoutes(const ServiceDeps& deps, core::ImageApi* images);
+// GET /v1/health (rest_health.cc): {"isolation": {"namespaces": {"available": true},
+// "gvisor": {"available": false, "reason": "..."}}}, as IsolationHealth says of `local` (not
+// owned; null: neither level). Any authenticated caller.
+HttpRoute HealthRoute(const ServiceDeps& deps, const sandbox::Provider* local);
+nlohmann::json IsolationHealth(const sandbox::Provider* local);
 // GET /metrics: the Prometheus text page `render` makes. With `tenants` (the REST port) only
 // an operator's token reads it (the page counts every tenant's runs and sessions); without
 // (metrics_listen, a port of its own for a scraper) it is public.
