@@ -343,6 +343,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->warm_pool = std::make_unique<core::WarmPool>(core::WarmPoolDeps{
       &p->config, p->local.get(), p->budget.get(), Clock::Real(), p->images.get()});
   session_deps.warm_pool = p->warm_pool.get();
+  p->images->SetWarmPool(
+      [pool = p->warm_pool.get()](const std::string& root) { return pool->HoldRoot(root); },
+      [pool = p->warm_pool.get()](const std::string& root) { pool->ResumeRoot(root); });
   p->sessions = std::make_unique<core::SessionManager>(session_deps);
   p->processes = std::make_unique<core::ProcessManager>(
       core::ProcessManager::Deps{&p->config, p->sessions.get(), Clock::Real()});
