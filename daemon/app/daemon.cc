@@ -41,6 +41,7 @@
 #include "server/http_server.h"
 #include "server/image_service.h"
 #include "server/port_proxy.h"
+#include "server/rest_image_progress.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
 #include "store/file_artifact_store.h"
@@ -488,6 +489,7 @@ absl::Status Daemon::StartHttp(Parts& p) {
     for (server::HttpRoute& r : server::ImageRoutes(p.http_deps, p.image_api.get())) {
       routes.push_back(std::move(r));
     }
+    routes.push_back(server::ImageProgressRoute(p.http_deps, p.image_api.get()));
     for (server::HttpRoute& r : server::DashboardRoutes()) routes.push_back(std::move(r));
     SANDGATE_ASSIGN_OR_RETURN(p.http, server::HttpServer::Start(o, std::move(routes)));
     std::string url = absl::StrCat(p.http->tls() ? "https://" : "http://",
