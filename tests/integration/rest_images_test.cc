@@ -297,7 +297,8 @@ TEST_F(RestImagesTest, ABuildsProgressStreamsAsServerSentEventsToItsEnd) {
         "GET", Url(resume.empty() ? "/v1/images/done/progress?from=1" : "/v1/images/done/progress"),
         kAlice, "", resume);
     std::vector<SseEvent> after = ParseSse(rest.body, &comments);
-    ASSERT_EQ(after.size(), lines) << rest.body << "\nafter the whole stream:\n" << all.body;  // line 0 skipped, the image last
+    ASSERT_EQ(after.size(), lines) << rest.body << "\nafter the whole stream:\n"
+                                   << all.body;  // line 0 skipped, the image last
     EXPECT_EQ(after.front().id, "1") << rest.body;
     EXPECT_EQ(after.back().type, "image");
   }
