@@ -41,6 +41,7 @@
 #include "server/http_server.h"
 #include "server/image_service.h"
 #include "server/port_proxy.h"
+#include "server/rest_image_progress.h"
 #include "server/service.h"
 #include "store/artifact_store.h"
 #include "store/file_artifact_store.h"
@@ -343,6 +344,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
   p->warm_pool = std::make_unique<core::WarmPool>(core::WarmPoolDeps{
       &p->config, p->local.get(), p->budget.get(), Clock::Real(), p->images.get()});
   session_deps.warm_pool = p->warm_pool.get();
+  p->images->SetWarmPool(
+      [pool = p->warm_pool.get()](const std::string& root) { return pool->HoldRoot(root); },
+      [pool = p->warm_pool.get()](const std::string& root) { pool->ResumeRoot(root); });
   p->sessions = std::make_unique<core::SessionManager>(session_deps);
   p->processes = std::make_unique<core::ProcessManager>(
       core::ProcessManager::Deps{&p->config, p->sessions.get(), Clock::Real()});
@@ -482,6 +486,8 @@ absl::Status Daemon::StartHttp(Parts& p) {
                                 p.sessions.get(), p.forwarder.get()});
     for (server::HttpRoute& r : p.port_proxy->Routes()) routes.push_back(std::move(r));
     routes.push_back(server::MetricsRoute(render, p.tenants.get()));
+    routes.push_back(server::HealthRoute(p.http_deps, p.local.get()));
+    routes.push_back(server::ImageProgressRoute(p.http_deps, p.image_api.get()));
     for (server::HttpRoute& r : server::DashboardRoutes()) routes.push_back(std::move(r));
     SANDGATE_ASSIGN_OR_RETURN(p.http, server::HttpServer::Start(o, std::move(routes)));
     std::string url = absl::StrCat(p.http->tls() ? "https://" : "http://",

@@ -80,7 +80,10 @@ absl::Status Api::ListSnapshots(const Caller& caller, const v1::ListSnapshotsReq
   SANDGATE_ASSIGN_OR_RETURN(Snapshots * snapshots, SnapshotsOf(deps_));
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Snapshot> all,
                             snapshots->List(caller, request.session_id()));
-  for (v1::Snapshot& s : all) *response->add_snapshots() = std::move(s);
+  SANDGATE_ASSIGN_OR_RETURN(SnapshotPage page, PageOfSnapshots(std::move(all), request.page_size(),
+                                                               request.page_token()));
+  for (v1::Snapshot& s : page.snapshots) *response->add_snapshots() = std::move(s);
+  response->set_next_page_token(page.next_page_token);
   return absl::OkStatus();
 }
 

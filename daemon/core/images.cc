@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -216,6 +217,13 @@ void ImageStore::SetInUse(
     std::function<std::vector<std::string>(const std::string& root_dir)> in_use) {
   absl::MutexLock lock(&mu_);
   in_use_ = std::move(in_use);
+}
+
+void ImageStore::SetWarmPool(std::function<size_t(const std::string& root_dir)> hold,
+                             std::function<void(const std::string& root_dir)> resume) {
+  absl::MutexLock lock(&mu_);
+  hold_warm_ = std::move(hold);
+  resume_warm_ = std::move(resume);
 }
 
 std::string ImageStore::RootDir(const std::string& digest) const {
@@ -459,6 +467,9 @@ absl::StatusOr<v1::Image> ImageStore::Remove(const std::string& name) {
   SANDGATE_RETURN_IF_ERROR(ValidateImageName(name));
   std::string doomed;
   v1::Image removed;
+  std::string root;
+  std::function<size_t(const std::string&)> hold;
+  std::function<void(const std::string&)> resume;
   {
     absl::MutexLock lock(&mu_);
     auto it = ready_.find(name);
@@ -468,15 +479,30 @@ absl::StatusOr<v1::Image> ImageStore::Remove(const std::string& name) {
       b->second->cancel.Cancel("the image was deleted while it was being built");
       return b->second->image;
     }
+    root = RootDir(it->second.digest());
+    hold = hold_warm_;
+    resume = resume_warm_;
+  }
+  // Outside the lock: closing sandboxes blocks, and the pool resolves names through this
+  // store. Held until the image is gone or refused, so that none is made on it meanwhile.
+  const size_t warm_closed = hold ? hold(root) : 0;
+  absl::Cleanup resume_warm = [&resume, &root] {
+    if (resume) resume(root);
+  };
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = ready_.find(name);
+    // Removed (or rebuilt from other packages) by another call while the pool closed its own.
+    if (it == ready_.end() || RootDir(it->second.digest()) != root) {
+      return errors::NotFound("image", name);
+    }
     removed = it->second;
-    const std::string root = RootDir(removed.digest());
     std::vector<std::string> users = in_use_ ? in_use_(root) : std::vector<std::string>{};
     if (!users.empty()) {
       std::sort(users.begin(), users.end());
-      return errors::FailedPrecondition(
-          absl::StrCat("image '", name, "' is in use by ", users.size(), " live session",
-                       users.size() == 1 ? "" : "s", " (", absl::StrJoin(users, ", "),
-                       "); close them first (a warm pool's ready sandboxes count too)"));
+      return errors::FailedPrecondition(absl::StrCat(
+          "image '", name, "' is in use by ", users.size(), " live session",
+          users.size() == 1 ? "" : "s", " (", absl::StrJoin(users, ", "), "); close them first"));
     }
     if (unlink(NamePath(name).c_str()) != 0 && errno != ENOENT) {
       return errors::FromErrno(errno, absl::StrCat("remove the record of image ", name));
@@ -500,7 +526,8 @@ absl::StatusOr<v1::Image> ImageStore::Remove(const std::string& name) {
       log::Warning("image.remove_failed", {{"image", name}, {"error", st.ToString()}});
     }
   }
-  log::Info("image.removed", {{"image", name}, {"digest", removed.digest()}});
+  log::Info("image.removed",
+            {{"image", name}, {"digest", removed.digest()}, {"warm_closed", warm_closed}});
   return removed;
 }
 

@@ -13,8 +13,8 @@
 // on the caller's: StartBuild returns at once, and the caller follows the progress lines
 // with ReadProgress (woken by the `wake` it gave). A second build of a name while one runs is
 // ALREADY_EXISTS naming who started it. Remove cancels a running build, and refuses to remove
-// an image that a live sandbox uses (FAILED_PRECONDITION naming the sessions), asked through
-// `in_use`.
+// an image that a live session uses (FAILED_PRECONDITION naming the sessions), asked through
+// `in_use` once the warm pool closed its ready sandboxes of it.
 //
 //   SANDGATE_ASSIGN_OR_RETURN(auto store, ImageStore::Create({dir, &builder, clock}));
 //   SANDGATE_RETURN_IF_ERROR(store->StartBuild("py", {"python3"}, "tenant-a"));
@@ -104,6 +104,12 @@ class ImageStore {
   // The live sessions whose sandbox's root is `root_dir` (asked by Remove). Set once, before
   // serving; empty: nothing is ever in use.
   void SetInUse(std::function<std::vector<std::string>(const std::string& root_dir)> in_use);
+  // The warm pool's ready sandboxes of an image are no use of it: Remove has `hold` close
+  // those on the image's root (and make none there) before it asks `in_use`, then calls
+  // `resume` whatever it decided (WarmPool::HoldRoot, ResumeRoot). Set once, before serving;
+  // unset: a ready sandbox counts as a live session.
+  void SetWarmPool(std::function<size_t(const std::string& root_dir)> hold,
+                   std::function<void(const std::string& root_dir)> resume);
 
   // The root file system of a built image's digest.
   std::string RootDir(const std::string& digest) const;
@@ -137,7 +143,8 @@ class ImageStore {
   // Built images and running builds, by name.
   std::vector<v1::Image> List() const;
   // Removes a built image (its directory too, when no other name shares it), or cancels the
-  // running build of `name`. FAILED_PRECONDITION naming the sessions when one uses it.
+  // running build of `name`. The warm pool's ready sandboxes of it are closed first
+  // (SetWarmPool); FAILED_PRECONDITION naming the sessions when one uses it still.
   absl::StatusOr<v1::Image> Remove(const std::string& name);
 
  private:
@@ -167,6 +174,8 @@ class ImageStore {
 
   mutable absl::Mutex mu_;
   std::function<std::vector<std::string>(const std::string&)> in_use_ ABSL_GUARDED_BY(mu_);
+  std::function<size_t(const std::string&)> hold_warm_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const std::string&)> resume_warm_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::Image> ready_ ABSL_GUARDED_BY(mu_);  // by name
   // Running builds and the last finished one of each name, until its next StartBuild.
   std::map<std::string, std::shared_ptr<Build>> builds_by_name_ ABSL_GUARDED_BY(mu_);

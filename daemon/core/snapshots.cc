@@ -5,12 +5,15 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/cancel.h"
 #include "common/errors.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "core/request_validation.h"
 #include "core/sandbox_spec.h"
 #include "core/tar_reader.h"
@@ -301,6 +304,61 @@ absl::StatusOr<v1::Snapshot> Snapshots::Get(const Caller& caller, const std::str
   // Another tenant's is not there, as its runs are not: its existence is never told.
   if (!Visible(caller, *s)) return errors::NotFound("snapshot", id);
   return s;
+}
+
+namespace {
+
+constexpr uint32_t kMaxSnapshotPage = 500;
+
+int64_t CreatedNs(const v1::Snapshot& s) {
+  return s.created_at().seconds() * 1000000000 + s.created_at().nanos();
+}
+
+// "snap-" and 32 hex digits, as Take names them.
+bool IsSnapshotId(const std::string& id) {
+  return id.size() == 37 && absl::StartsWith(id, "snap-") &&
+         id.find_first_not_of("0123456789abcdef", 5) == std::string::npos;
+}
+
+}  // namespace
+
+absl::StatusOr<SnapshotPage> PageOfSnapshots(std::vector<v1::Snapshot> all, uint32_t page_size,
+                                             const std::string& page_token) {
+  if (page_size > kMaxSnapshotPage) {
+    return errors::InvalidArgument(absl::StrCat("page_size: at most ", kMaxSnapshotPage, ", got ",
+                                                page_size, " (0 = every snapshot)"));
+  }
+  size_t start = 0;
+  if (!page_token.empty()) {
+    // "<creation time in ns>.<snapshot id>"
+    const size_t dot = page_token.find('.');
+    int64_t ns = -1;
+    if (dot == std::string::npos || !absl::SimpleAtoi(page_token.substr(0, dot), &ns) || ns < 0 ||
+        !IsSnapshotId(page_token.substr(dot + 1))) {
+      std::string shown = EscapeInvalidUtf8(page_token.substr(0, 80));
+      if (page_token.size() > 80) shown += "…";
+      return errors::InvalidArgument(
+          absl::StrCat("page_token: not a token from ListSnapshots: '", shown, "'"));
+    }
+    const std::string id = page_token.substr(dot + 1);
+    auto at =
+        std::find_if(all.begin(), all.end(), [&](const v1::Snapshot& s) { return s.id() == id; });
+    if (at != all.end()) {
+      start = static_cast<size_t>(at - all.begin()) + 1;
+    } else {
+      // Deleted meanwhile (or never the caller's): on from its time.
+      while (start < all.size() && CreatedNs(all[start]) >= ns) ++start;
+    }
+  }
+  SnapshotPage page;
+  const size_t end =
+      page_size == 0 ? all.size() : std::min(all.size(), start + static_cast<size_t>(page_size));
+  for (size_t i = start; i < end; ++i) page.snapshots.push_back(std::move(all[i]));
+  if (end < all.size() && !page.snapshots.empty()) {
+    const v1::Snapshot& last = page.snapshots.back();
+    page.next_page_token = absl::StrCat(CreatedNs(last), ".", last.id());
+  }
+  return page;
 }
 
 absl::StatusOr<std::vector<v1::Snapshot>> Snapshots::List(const Caller& caller,

@@ -55,6 +55,20 @@ using ArchiveSource = std::function<absl::StatusOr<std::string>()>;
 absl::StatusOr<uint64_t> RestoreArchive(const ArchiveSource& source, sandbox::Session& session,
                                         const SnapshotLimits& limits);
 
+// One page of a tenant's snapshots (ListSnapshots). `all` is the listing, newest first.
+// page_size 0 is every one (what callers got before paging; the dashboard and the clients
+// still ask so), else 1 to 500; page_token is the previous page's next_page_token ("" = the
+// first page), empty in the answer after the last page. The token is a cursor (the last
+// snapshot's creation time and id), so a page is the same whether snapshots were taken or
+// deleted meanwhile: newer ones are not repeated, and a cursor whose snapshot was deleted
+// goes on from its time. INVALID_ARGUMENT naming the field for anything else.
+struct SnapshotPage {
+  std::vector<v1::Snapshot> snapshots;
+  std::string next_page_token;
+};
+absl::StatusOr<SnapshotPage> PageOfSnapshots(std::vector<v1::Snapshot> all, uint32_t page_size,
+                                             const std::string& page_token);
+
 class Snapshots {
  public:
   struct Deps {

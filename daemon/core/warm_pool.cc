@@ -134,6 +134,13 @@ void WarmPool::FillLoop() {
     absl::StatusOr<sandbox::SessionSpec> spec = SpecToMake(request);
     std::string key;
     absl::StatusOr<std::unique_ptr<sandbox::Session>> made = errors::Internal("not made");
+    mu_.Lock();
+    if (spec.ok() && held_roots_.count(spec->root_dir) != 0) {
+      spec = errors::FailedPrecondition(
+          absl::StrCat("the image ", request.image(), " is being deleted"));
+    }
+    if (spec.ok()) making_root_ = spec->root_dir;  // HoldRoot waits for it
+    mu_.Unlock();
     if (!spec.ok()) {
       made = spec.status();  // the shape's image is not (or no longer) ready
     } else {
@@ -147,6 +154,7 @@ void WarmPool::FillLoop() {
       made = deps_.provider->Create(*spec, nullptr);
     }
     mu_.Lock();
+    making_root_.reset();
     Shape& s = shapes_[index];
     s.making = false;
     if (!made.ok()) {
@@ -159,7 +167,7 @@ void WarmPool::FillLoop() {
     }
     const absl::Time now = deps_.clock->Now();
     s.ready.push_back(WarmSandbox{std::move(*made), std::move(key), s.description, now, now - start,
-                                  std::move(relay)});
+                                  std::move(relay), spec->root_dir});
     if (s.ready.size() >= s.size && !s.announced) {
       s.announced = true;
       log::Info("warm_pool.filled", {{"shape", s.description}, {"ready", s.ready.size()}});
@@ -223,6 +231,37 @@ void WarmPool::Discard(WarmSandbox w, const char* why) {
   } else {
     log::Info("warm_pool.closed", {{"sandbox", id}, {"why", why}});
   }
+}
+
+size_t WarmPool::HoldRoot(const std::string& root_dir) {
+  std::vector<WarmSandbox> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    ++held_roots_[root_dir];
+    // One being made on it now would be ready after this returned.
+    auto not_making = [this, &root_dir]()
+                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return making_root_ != root_dir; };
+    mu_.Await(absl::Condition(&not_making));
+    for (Shape& s : shapes_) {
+      for (auto it = s.ready.begin(); it != s.ready.end();) {
+        if (it->root_dir != root_dir) {
+          ++it;
+          continue;
+        }
+        doomed.push_back(std::move(*it));
+        it = s.ready.erase(it);
+        s.announced = false;
+      }
+    }
+  }
+  for (WarmSandbox& w : doomed) Discard(std::move(w), "its image is being deleted");
+  return doomed.size();
+}
+
+void WarmPool::ResumeRoot(const std::string& root_dir) {
+  absl::MutexLock lock(&mu_);
+  auto it = held_roots_.find(root_dir);
+  if (it != held_roots_.end() && --it->second <= 0) held_roots_.erase(it);
 }
 
 void WarmPool::Drain() {

@@ -34,6 +34,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +79,7 @@ struct WarmSandbox {
   absl::Time made;           // when it became ready
   absl::Duration make_took;  // what starting it took (the wait the caller was spared)
   std::shared_ptr<Relay> relay;
+  std::string root_dir;  // its root file system (SessionSpec::root_dir; "" = the host's)
 };
 
 class WarmPool {
@@ -102,6 +104,13 @@ class WarmPool {
   // Closes one ready sandbox (of the shape with the most ready) and gives its budget unit
   // back, for a caller that max_sandboxes refused. False when none is ready.
   bool Evict();
+
+  // For an image being deleted (ImageStore::Remove): makes no sandbox on the root file system
+  // `root_dir` until as many ResumeRoot calls, waits for one being made on it now, and closes
+  // the ready ones on it (each gives its budget back). Returns how many it closed; blocks
+  // while they close. Other roots' sandboxes stay and are made as before.
+  size_t HoldRoot(const std::string& root_dir);
+  void ResumeRoot(const std::string& root_dir);
 
   // Stops refilling, waits for a create in progress, and closes every ready sandbox (each
   // gives its budget back). Blocks until they are deleted. Idempotent; Take returns nullopt
@@ -137,6 +146,9 @@ class WarmPool {
   // A deque: its elements never move, and a Shape (holding sandboxes) cannot be copied.
   std::deque<Shape> shapes_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Roots HoldRoot holds (how many times), and the root of the sandbox being made now.
+  std::map<std::string, int> held_roots_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> making_root_ ABSL_GUARDED_BY(mu_);
   std::thread filler_;
 };
 

@@ -27,6 +27,7 @@
 //   DELETE /v1/images/{name}         DeleteImage
 //   GET  /v1/whoami                  the caller's tenant, operator flag and whether it may build
 //                                    images (REST only)
+//   GET  /v1/health                  the isolation levels sessions may get (REST only)
 //
 // With replicas, a call on another replica's session or run is forwarded to its owner by the
 // same rule as over gRPC (the policy table; server/forwarding.h), its answer relayed as it
@@ -47,6 +48,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+#include "sandbox/sandbox.h"
 #include "server/http_server.h"
 #include "server/service.h"
 
@@ -60,6 +63,11 @@ HttpServer::Routes RestRoutes(const ServiceDeps& deps);
 // dashboard's Content-Security-Policy and headers. The page itself is public (it holds no
 // data); everything it shows comes from the REST routes, with the caller's token.
 HttpServer::Routes DashboardRoutes();
+// GET /v1/health (rest_health.cc): {"isolation": {"namespaces": {"available": true},
+// "gvisor": {"available": false, "reason": "..."}}}, as IsolationHealth says of `local` (not
+// owned; null: neither level). Any authenticated caller.
+HttpRoute HealthRoute(const ServiceDeps& deps, const sandbox::Provider* local);
+nlohmann::json IsolationHealth(const sandbox::Provider* local);
 // GET /metrics: the Prometheus text page `render` makes. With `tenants` (the REST port) only
 // an operator's token reads it (the page counts every tenant's runs and sessions); without
 // (metrics_listen, a port of its own for a scraper) it is public.

@@ -5,12 +5,14 @@
 #include "core/warm_pool.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/sandbox_spec.h"
 #include "core/session_manager.h"
@@ -220,6 +222,13 @@ class WarmPoolImagesTest : public WarmPoolTest {
     EXPECT_TRUE(resolved.ok()) << resolved;
     return SpecOf(sb);
   }
+  // As the daemon wires them (app/daemon.cc): the store asks the provider which sessions use
+  // an image and has the pool give up its ready ones first.
+  void WireImagesToPool() {
+    images_->SetInUse([this](const std::string& root) { return provider_.SessionsOnRoot(root); });
+    images_->SetWarmPool([this](const std::string& root) { return pool_->HoldRoot(root); },
+                         [this](const std::string& root) { pool_->ResumeRoot(root); });
+  }
   std::string RootOf(const std::string& image) {
     return ImageRootDir(ImagesDir(dir_.path()), images_->Get(image)->digest());
   }
@@ -270,6 +279,68 @@ TEST_F(WarmPoolImagesTest, AShapeWhoseImageIsNotBuiltYetFillsOnceItIs) {
   std::optional<WarmSandbox> w = pool_->Take(SpecFor("later"));
   ASSERT_TRUE(w.has_value());
   EXPECT_EQ(provider_.root_dir_of(w->session->id()), RootOf("later"));
+}
+
+// Follow-up of issue 22: the pool's ready sandboxes of an image are no use of it. Removing the
+// image closes them (and gives their budget back) instead of being refused; the host-root
+// shape's sandbox stays; the image's shape is not refilled, its name being gone.
+TEST_F(WarmPoolImagesTest, RemovingAnImageClosesItsReadySandboxesAndKeepsTheRest) {
+  Build("x", "xtool");
+  WarmPoolShape two = ImageShape("x");
+  two.size = 2;
+  StartPoolWithImages({Shape(1), two});
+  WireImagesToPool();
+  ASSERT_TRUE(Eventually("3 ready in the pool", [&] { return pool_->ready() == 3; }));
+  const std::string root = RootOf("x");
+  ASSERT_EQ(provider_.SessionsOnRoot(root).size(), 2u);
+
+  absl::StatusOr<v1::Image> removed = images_->Remove("x");
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_TRUE(provider_.SessionsOnRoot(root).empty());
+  EXPECT_EQ(pool_->ready(), 1u) << "the host-root sandbox stays";
+  EXPECT_EQ(provider_.live_sessions(), 1);
+  EXPECT_EQ(budget_->used(), 1u) << "the closed ones gave their budget back";
+  EXPECT_FALSE(std::filesystem::exists(root));
+  // The name is gone: the shape backs off instead of making a sandbox on a deleted root.
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(clock_.BlockUntilSettled(1));
+  EXPECT_EQ(pool_->ready(), 1u);
+  EXPECT_EQ(provider_.created_sessions(), 3);
+}
+
+// A session that took a sandbox of the image uses it: the removal is refused naming that one
+// session only (the ready one, closed meanwhile, is not counted), the pool refills once the
+// refusal is given, and the removal goes through once the session ends.
+TEST_F(WarmPoolImagesTest, ASessionUsingTheImageStillBlocksItsRemovalNamingOnlyIt) {
+  Build("x", "xtool");
+  StartPoolWithImages({ImageShape("x")});
+  WireImagesToPool();
+  ASSERT_TRUE(Eventually("1 ready in the pool", [&] { return pool_->ready() == 1; }));
+  std::optional<WarmSandbox> taken = pool_->Take(SpecFor("x"));
+  ASSERT_TRUE(taken.has_value());
+  ASSERT_TRUE(Eventually("refilled", [&] { return pool_->ready() == 1; }));
+
+  absl::StatusOr<v1::Image> refused = images_->Remove("x");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                absl::StrCat("image 'x' is in use by 1 live session (",
+                                             taken->session->id(), "); close them first")))
+      << refused.status();
+  EXPECT_TRUE(images_->Get("x").ok());
+  // Held no longer: the pool makes one on the image again (after a failed try's backoff, if
+  // it tried while the removal held the root).
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(Eventually("refilled after the refusal", [&] {
+    clock_.Advance(absl::Seconds(1));
+    return pool_->ready() == 1;
+  }));
+
+  ASSERT_TRUE(taken->session->Close().ok());
+  budget_->Give();
+  EXPECT_TRUE(images_->Remove("x").ok());
+  EXPECT_EQ(pool_->ready(), 0u);
+  EXPECT_EQ(provider_.live_sessions(), 0);
 }
 
 // SessionManager with a pool: a matching CreateSession takes a ready sandbox, says so in the

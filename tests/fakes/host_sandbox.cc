@@ -309,6 +309,7 @@ absl::StatusOr<std::unique_ptr<sandbox::Session>> HostProvider::Create(
     absl::MutexLock lock(&mu_);
     if (spec.on_network_decision) decisions_[spec.id] = spec.on_network_decision;
     root_dirs_[spec.id] = spec.root_dir;
+    open_.insert(spec.id);
   }
   ++live_;
   ++created_;

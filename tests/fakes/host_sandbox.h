@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -65,6 +66,16 @@ class HostProvider : public sandbox::Provider {
     absl::MutexLock lock(&mu_);
     decisions_.erase(session_id);
     deaths_.erase(session_id);
+    open_.erase(session_id);
+  }
+  // The sessions not closed yet whose root is `root_dir` (as BwrapProvider::SessionsOnRoot).
+  std::vector<std::string> SessionsOnRoot(const std::string& root_dir) {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> ids;
+    for (const std::string& id : open_) {
+      if (root_dirs_[id] == root_dir) ids.push_back(id);
+    }
+    return ids;
   }
   // What every session's Usage() answers from now on (the host fake has no cgroups).
   void SetUsage(sandbox::ResourceUsage usage) {
@@ -96,6 +107,7 @@ class HostProvider : public sandbox::Provider {
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::function<void(const std::string&)>> deaths_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> root_dirs_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> open_ ABSL_GUARDED_BY(mu_);  // created, not closed
   std::atomic<int> live_{0};
   std::atomic<int> created_{0};
   std::atomic<int> fail_next_fork_{0};

@@ -3,9 +3,16 @@
 // limit or not Debian's; another tenant's image; what a tenant's policy refuses. Each is a
 // clear 4xx naming the problem, the same code as over gRPC, and leaves nothing behind. Builds
 // run a fake mmdebstrap (tests/fakes/fake_mmdebstrap.sh): no network, instant.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/sha256.h"
@@ -25,8 +32,11 @@ constexpr char kCarol[] = "carol-token";
 
 class RestImagesTest : public ::testing::Test {
  protected:
+  // The daemon's warm_pool, if any.
+  virtual nlohmann::json WarmPoolShapes() const { return nullptr; }
+
   void SetUp() override {
-    daemon_ = std::make_unique<DaemonHarness>(nlohmann::json{
+    nlohmann::json config{
         {"http_listen", "127.0.0.1:0"},
         {"allow_plaintext_tokens", true},
         {"tenants",
@@ -38,7 +48,9 @@ class RestImagesTest : public ::testing::Test {
            {"token_sha256", Sha256::Hex(kCarol)},
            {"policy", {{"build_images", true}, {"images", {"own"}}}}},
           {{"name", "ops"}, {"token_sha256", Sha256::Hex(kOps)}, {"operator", true}}}},
-        {"local", {{"uid_base", 357000}, {"uid_count", 4}, {"mmdebstrap", FAKE_MMDEBSTRAP}}}});
+        {"local", {{"uid_base", 357000}, {"uid_count", 4}, {"mmdebstrap", FAKE_MMDEBSTRAP}}}};
+    if (nlohmann::json shapes = WarmPoolShapes(); !shapes.is_null()) config["warm_pool"] = shapes;
+    daemon_ = std::make_unique<DaemonHarness>(config);
     daemon_->Start();
     base_ = HttpBase(*daemon_);
     ASSERT_TRUE(absl::StartsWith(base_, "http://127.0.0.1:")) << daemon_->Log();
@@ -279,6 +291,183 @@ TEST_F(RestImagesTest, WhoAmISaysWhetherTheTenantMayBuildImagesAsABuildFinds) {
       ExpectError(built, 403, "PERMISSION_DENIED", "policy.build_images is false");
     }
   }
+}
+
+// GET /v1/images/{name}/progress (server/rest_image_progress.h): a build's lines as SSE, as
+// they come, ending with its image or its error; resumed after Last-Event-ID or ?from=.
+TEST_F(RestImagesTest, ABuildsProgressStreamsAsServerSentEventsToItsEnd) {
+  // A build that waits to be cancelled: the stream shows its lines while it runs, and ends
+  // with the cancellation when it is deleted.
+  ASSERT_EQ(
+      Http("POST", Url("/v1/images"), kAlice, R"({"name": "py", "packages": ["slow"]})").status,
+      200);
+  // The stream is read as it comes (a plain socket, not a client that waits for the end): the
+  // lines arrive while the build still runs, before anything ends it.
+  const int port = std::stoi(base_.substr(base_.rfind(':') + 1));
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  absl::Cleanup close_fd = [fd] { close(fd); };
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string request = absl::StrCat(
+      "GET /v1/images/py/progress HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ", kAlice,
+      "\r\nConnection: close\r\n\r\n");
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::string live;
+  // Reads until `what` has arrived or the connection ends (each wait at most 30 s).
+  auto read_until = [&](const std::string& what) {
+    char buf[4096];
+    while (!absl::StrContains(live, what)) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 30000) <= 0) return false;
+      ssize_t n = read(fd, buf, sizeof(buf));
+      if (n <= 0) return false;
+      live.append(buf, static_cast<size_t>(n));
+    }
+    return true;
+  };
+  ASSERT_TRUE(read_until("slow step 1")) << live;
+  EXPECT_TRUE(absl::StartsWith(live, "HTTP/1.1 200")) << live;
+  EXPECT_TRUE(absl::StrContains(live, "text/event-stream; charset=utf-8")) << live;
+  EXPECT_FALSE(absl::StrContains(live, "event: error")) << live;
+  ASSERT_EQ(Http("DELETE", Url("/v1/images/py"), kAlice).status, 200);
+  ASSERT_TRUE(read_until("event: error")) << live;
+  read_until("\r\n0\r\n\r\n");  // the end of the chunked body
+  // The body without its chunk framing (each event here fits one chunk).
+  std::string body;
+  for (size_t at = live.find("\r\n\r\n") + 4; at < live.size();) {
+    size_t eol = live.find("\r\n", at);
+    if (eol == std::string::npos) break;
+    const size_t size = std::stoul(live.substr(at, eol - at), nullptr, 16);
+    if (size == 0) break;
+    body += live.substr(eol + 2, size);
+    at = eol + 2 + size + 2;
+  }
+  int comments = 0;
+  std::vector<SseEvent> events = ParseSse(body, &comments);
+  ASSERT_GE(events.size(), 4u) << body;
+  EXPECT_EQ(events[0].type, "line");
+  EXPECT_EQ(nlohmann::json::parse(events[0].data)["line"], "queued: slow (bookworm, essential)");
+  // Each line's id is its index, in order; one closing event, last.
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i].type, "line") << body;
+    EXPECT_EQ(events[i].id, absl::StrCat(i)) << body;
+  }
+  EXPECT_TRUE(absl::StrContains(body, R"("line":"I: fake mmdebstrap: including slow")")) << body;
+  // The markup a page must show as text is a JSON string, never raw HTML in the stream.
+  bool markup = false;
+  for (const SseEvent& e : events) {
+    if (e.type == "line" && absl::StrContains(e.data, "<img src=x onerror")) markup = true;
+  }
+  EXPECT_TRUE(markup) << body;
+  EXPECT_EQ(events.back().type, "error") << body;
+  EXPECT_TRUE(absl::StrContains(events.back().data, "CANCELLED")) << events.back().data;
+
+  // A finished build: every line again, then the image; resumed after an id or from an index.
+  Build(kAlice, "done");
+  Answer all = Http("GET", Url("/v1/images/done/progress"), kAlice);
+  ASSERT_EQ(all.status, 200) << all.body;
+  events = ParseSse(all.body, &comments);
+  ASSERT_GE(events.size(), 3u) << all.body;
+  EXPECT_EQ(events.back().type, "image");
+  EXPECT_EQ(nlohmann::json::parse(events.back().data)["state"], "STATE_READY") << all.body;
+  EXPECT_EQ(events[events.size() - 2].type, "line") << all.body;  // one image event
+  const size_t lines = events.size() - 1;
+  for (const std::vector<std::string>& resume :
+       {std::vector<std::string>{"Last-Event-ID: 0"}, std::vector<std::string>{}}) {
+    Answer rest = Http(
+        "GET", Url(resume.empty() ? "/v1/images/done/progress?from=1" : "/v1/images/done/progress"),
+        kAlice, "", resume);
+    std::vector<SseEvent> after = ParseSse(rest.body, &comments);
+    ASSERT_EQ(after.size(), lines) << rest.body << "\nafter the whole stream:\n"
+                                   << all.body;  // line 0 skipped, the image last
+    EXPECT_EQ(after.front().id, "1") << rest.body;
+    EXPECT_EQ(after.back().type, "image");
+  }
+  EXPECT_EQ(comments, 0);
+}
+
+// The progress route against hostile input and other tenants: the same refusals as
+// GET /v1/images/{name}, and bad resume points named.
+TEST_F(RestImagesTest, TheProgressRouteRefusesWhatGetRefuses) {
+  Build(kAlice, "py");
+  Build(kCarol, "own");
+  // A name with slashes is no route at all; ".." is a name the store refuses.
+  ExpectError(Http("GET", Url("/v1/images/..%2F..%2Fetc/progress"), kAlice), 404, "NOT_FOUND", "");
+  ExpectError(Http("GET", Url("/v1/images/%2E%2E/progress"), kAlice), 400, "INVALID_ARGUMENT",
+              "must start with a lower-case letter or a digit");
+  ExpectError(Http("GET", Url("/v1/images/" + std::string(300, 'a') + "/progress"), kAlice), 400,
+              "INVALID_ARGUMENT", "300 bytes");
+  EXPECT_EQ(Http("GET", Url("/v1/images/p%ff/progress"), kAlice).status, 400);
+  ExpectError(Http("GET", Url("/v1/images/nosuch/progress"), kAlice), 404, "NOT_FOUND",
+              "image not found: nosuch");
+  ExpectError(Http("GET", Url("/v1/images/own/progress"), kBob), 403, "PERMISSION_DENIED",
+              "image 'own' is not allowed (allowed: py)");
+  ExpectError(Http("GET", Url("/v1/images/py/progress"), kCarol), 403, "PERMISSION_DENIED",
+              "image 'py' is not allowed (allowed: own)");
+  EXPECT_EQ(Http("GET", Url("/v1/images/py/progress"), "wrong-token").status, 401);
+  ExpectError(Http("GET", Url("/v1/images/py/progress?from=-1"), kAlice), 400, "INVALID_ARGUMENT",
+              "from: expected a line index (0 or more), got '-1'");
+  ExpectError(Http("GET", Url("/v1/images/py/progress"), kAlice, "", {"Last-Event-ID: x1"}), 400,
+              "INVALID_ARGUMENT", "Last-Event-ID: expected a line index");
+  ExpectError(Http("GET", Url("/v1/images/py/progress?from=99999999999999999999999"), kAlice), 400,
+              "INVALID_ARGUMENT", "from: expected a line index");
+  // Bob may see py: its stream, to the image.
+  Answer bob = Http("GET", Url("/v1/images/py/progress"), kBob);
+  EXPECT_EQ(bob.status, 200) << bob.body;
+  EXPECT_TRUE(absl::StrContains(bob.body, "event: image")) << bob.body;
+}
+
+// Follow-up of issue 22: a warm pool's ready sandbox of an image is no use of it. DELETE
+// closes it and removes the image; a session made from the image still blocks the delete,
+// naming that one session, until it is closed. The fake image has only a /usr and an /etc:
+// enough for the sandbox (its init is copied in by the daemon) to start and stay ready.
+class RestImagesWarmPoolTest : public RestImagesTest {
+ protected:
+  nlohmann::json WarmPoolShapes() const override { return {{{"size", 1}, {"image", "py"}}}; }
+
+  // How many times the log says the pool is full (of the one shape).
+  size_t Filled() const {
+    const std::string log = daemon_->Log();
+    size_t n = 0;
+    for (size_t at = 0; (at = log.find("\"event\":\"warm_pool.filled\"", at)) != std::string::npos;
+         ++at) {
+      ++n;
+    }
+    return n;
+  }
+};
+
+TEST_F(RestImagesWarmPoolTest, OnlyASessionUsingTheImageBlocksItsDeletionNotAReadySandbox) {
+  Build(kAlice, "py");
+  ASSERT_TRUE(Eventually(
+      "a ready sandbox of py", [&] { return Filled() >= 1; }, absl::Seconds(30)))
+      << daemon_->Log();
+  Answer gone = Http("DELETE", Url("/v1/images/py"), kAlice);
+  EXPECT_EQ(gone.status, 200) << gone.body;
+  EXPECT_TRUE(absl::StrContains(daemon_->Log(), "its image is being deleted")) << daemon_->Log();
+  EXPECT_EQ(Http("GET", Url("/v1/images/py"), kAlice).status, 404);
+
+  // Again, and a session takes the ready sandbox: that one is a use.
+  Build(kAlice, "py");
+  ASSERT_TRUE(Eventually(
+      "a ready sandbox of py again", [&] { return Filled() >= 2; }, absl::Seconds(30)))
+      << daemon_->Log();
+  Answer made = Http("POST", Url("/v1/sessions"), kAlice, R"({"sandbox": {"image": "py"}})");
+  ASSERT_EQ(made.status, 200) << made.body;
+  const nlohmann::json session = nlohmann::json::parse(made.body);
+  const std::string id = session["id"];
+  EXPECT_EQ(session.value("fromWarmPool", false), true) << made.body;
+  ExpectError(Http("DELETE", Url("/v1/images/py"), kAlice), 412, "FAILED_PRECONDITION",
+              "image 'py' is in use by 1 live session (" + id + "); close them first");
+  // Another tenant's delete of it is refused for what it is, not for the use.
+  ExpectError(Http("DELETE", Url("/v1/images/py"), kBob), 403, "PERMISSION_DENIED", "");
+  ASSERT_EQ(Http("POST", Url("/v1/sessions/" + id + ":close"), kAlice, "{}").status, 200);
+  gone = Http("DELETE", Url("/v1/images/py"), kAlice);
+  EXPECT_EQ(gone.status, 200) << gone.body;
 }
 
 }  // namespace

@@ -286,6 +286,56 @@ TEST_F(SnapshotsTest, AnotherTenantsSnapshotIsNotFoundLikeOneThatDoesNotExist) {
   EXPECT_EQ(access((daemon_->state_dir() + "/artifacts/" + snap.id()).c_str(), F_OK), -1);
 }
 
+// ListSnapshots in pages (core::PageOfSnapshots): a walk of page_size 2 is the whole
+// listing, page_size 0 still every snapshot; another tenant's walk with this tenant's token
+// shows only its own; bad sizes and tokens are INVALID_ARGUMENT.
+TEST_F(SnapshotsTest, ListSnapshotsPagesWithATokenAndZeroIsEverySnapshot) {
+  v1::Session s = Create();
+  for (int i = 0; i < 3; ++i) {
+    v1::Snapshot snap;
+    ASSERT_TRUE(Snapshot(s.id(), &snap).ok());
+  }
+  auto list = [&](const std::string& token, uint32_t size, const std::string& page_token,
+                  v1::ListSnapshotsResponse* out) {
+    v1::ListSnapshotsRequest req;
+    req.set_page_size(size);
+    req.set_page_token(page_token);
+    out->Clear();
+    return stub_->ListSnapshots(DaemonHarness::Context(token).get(), req, out);
+  };
+  v1::ListSnapshotsResponse all;
+  ASSERT_TRUE(list(kToken, 0, "", &all).ok());
+  ASSERT_EQ(all.snapshots_size(), 3);
+  EXPECT_EQ(all.next_page_token(), "");
+  v1::ListSnapshotsResponse first, second;
+  ASSERT_TRUE(list(kToken, 2, "", &first).ok());
+  ASSERT_EQ(first.snapshots_size(), 2);
+  ASSERT_NE(first.next_page_token(), "");
+  ASSERT_TRUE(list(kToken, 2, first.next_page_token(), &second).ok());
+  ASSERT_EQ(second.snapshots_size(), 1);
+  EXPECT_EQ(second.next_page_token(), "");
+  EXPECT_EQ(first.snapshots(0).id(), all.snapshots(0).id());
+  EXPECT_EQ(first.snapshots(1).id(), all.snapshots(1).id());
+  EXPECT_EQ(second.snapshots(0).id(), all.snapshots(2).id());
+  // Tenant b holding a's cursor walks its own (empty) listing.
+  v1::ListSnapshotsResponse theirs;
+  ASSERT_TRUE(list(kOtherToken, 2, first.next_page_token(), &theirs).ok());
+  EXPECT_EQ(theirs.snapshots_size(), 0);
+  v1::ListSnapshotsResponse bad;
+  grpc::Status st = list(kToken, 501, "", &bad);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "page_size: at most 500"))
+      << st.error_message();
+  for (const std::string& token : {std::string("../../etc/passwd"), std::string(5000, 'x'),
+                                   std::string("1.snap-") + std::string(32, 'Z')}) {
+    st = list(kToken, 2, token, &bad);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << token.substr(0, 20);
+    EXPECT_TRUE(absl::StrContains(st.error_message(), "page_token: not a token from ListSnapshots"))
+        << st.error_message();
+    EXPECT_LT(st.error_message().size(), 200u);
+  }
+}
+
 TEST_F(SnapshotsTest, RetentionPurgesSnapshotsWithTheRuns) {
   v1::Session s = Create();
   v1::Snapshot snap;

@@ -50,20 +50,33 @@ absl::StatusOr<UniqueFd> DataPipe(const std::string& data) {
 std::vector<std::string> HostBinds() { return RootBinds(""); }
 
 std::vector<std::string> RootBinds(const std::string& root) {
-  std::vector<std::string> out = {"--ro-bind", root + "/usr", "/usr"};
-  for (const char* top : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    const std::string path = root + top;
+  std::vector<std::string> out;
+  // Each entry as it is at `root` + path, never through a link: a link becomes the same link
+  // in the sandbox (resolved there, against the sandbox's own root: an image's
+  // /etc/localtime -> /usr/share/zoneinfo/… names the image's file), a directory or a file
+  // is bound. A bind's source is resolved by bubblewrap or gVisor's gofer on the host, so a
+  // link there would name a host path ("/etc/shadow", "../../../..") the root never held.
+  auto add = [&](const std::string& path, const char* bind) {
+    const std::string source = root + path;
     struct stat st;
-    if (lstat(path.c_str(), &st) != 0) continue;
+    if (lstat(source.c_str(), &st) != 0) return;
     if (S_ISLNK(st.st_mode)) {
       char target[4096];
-      ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
-      if (n <= 0) continue;
-      out.insert(out.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), top});
-    } else if (S_ISDIR(st.st_mode)) {
-      out.insert(out.end(), {"--ro-bind", root + top, top});
+      ssize_t n = readlink(source.c_str(), target, sizeof(target) - 1);
+      if (n > 0) {
+        out.insert(out.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), path});
+      }
+    } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+      out.insert(out.end(), {bind, source, path});
     }
+  };
+  for (const char* top : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    add(top, "--ro-bind");
   }
+  // /etc itself must be the root's own directory, or every entry below would be looked up
+  // through its link.
+  struct stat etc_dir;
+  if (lstat((root + "/etc").c_str(), &etc_dir) != 0 || !S_ISDIR(etc_dir.st_mode)) return out;
   std::vector<std::string> etc(std::begin(kEtcFiles), std::end(kEtcFiles));
   // Debian's python reads /etc/python3.X/sitecustomize.py.
   if (DIR* d = opendir((root + "/etc").c_str())) {
@@ -72,7 +85,7 @@ std::vector<std::string> RootBinds(const std::string& root) {
     }
     closedir(d);
   }
-  for (const std::string& path : etc) out.insert(out.end(), {"--ro-bind-try", root + path, path});
+  for (const std::string& path : etc) add(path, "--ro-bind-try");
   return out;
 }
 

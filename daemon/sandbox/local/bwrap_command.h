@@ -62,9 +62,12 @@ constexpr uint64_t kRootTmpfsInodes = 1024;
 std::vector<std::string> HostBinds();
 // The same triples for the root file system at `root` (an image, core/images.h): its /usr,
 // its top-level links and directories, its curated /etc files, each bound read-only at the
-// same place in the sandbox. RootBinds("") is HostBinds(). bwrap resolves every source path
-// as the session's uid, so `root` must be where that uid may pass: a session's image is
-// bound at SessionMounts::path("image") for this (tmpfs_limits.h).
+// same place in the sandbox. RootBinds("") is HostBinds(). An entry that is a link is never
+// bound (bwrap and gVisor's gofer would resolve it against the host's root: an image's
+// absolute or "../.." link could name any host file): the sandbox gets the same link, which
+// resolves inside it. An /etc that is a link gives no /etc entries at all. bwrap resolves
+// every source path as the session's uid, so `root` must be where that uid may pass: a
+// session's image is bound at SessionMounts::path("image") for this (tmpfs_limits.h).
 std::vector<std::string> RootBinds(const std::string& root);
 
 // One bwrap run: its argv, the data pipes it must inherit, and the read end of --info-fd.

@@ -50,7 +50,8 @@ namespace local {
 absl::Status CheckRootDir(const std::string& root_dir) {
   if (root_dir.empty()) return absl::OkStatus();
   struct stat st;
-  if (root_dir[0] != '/' || stat((root_dir + "/usr").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  // lstat: an image's /usr that is a link would be looked up on the host (bwrap_command.h).
+  if (root_dir[0] != '/' || lstat((root_dir + "/usr").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return errors::FailedPrecondition(absl::StrCat("the image's root file system ", root_dir,
                                                    " has no /usr (was the image deleted?)"));
   }

@@ -97,13 +97,16 @@ absl::Status WriteRunscBundle(const RunscConfig& config, const RunscSandbox& san
     const std::string& a = config.host_binds[i + 1];
     const std::string& b = config.host_binds[i + 2];
     if (kind == "--symlink") {
+      SANDGATE_RETURN_IF_ERROR(MakeDirs(root + b.substr(0, b.rfind('/')), 0755));
       if (symlink(a.c_str(), (root + b).c_str()) != 0 && errno != EEXIST) {
         return errors::FromErrno(errno, absl::StrCat("symlink ", b));
       }
       continue;
     }
+    // The gofer resolves a source on the host: one that is a link (RootBinds makes none) is
+    // left out rather than followed there. Absent: --ro-bind-try of a missing file.
     struct stat st;
-    if (stat(a.c_str(), &st) != 0) continue;  // --ro-bind-try of an absent file
+    if (lstat(a.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
     SANDGATE_RETURN_IF_ERROR(MountPoint(root, b, S_ISDIR(st.st_mode)));
     binds.push_back(Bind(a, b, false));
   }

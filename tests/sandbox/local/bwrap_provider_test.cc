@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -26,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "sandbox/local/bwrap_session.h"
 #include "sandbox/local/init_protocol.h"
+#include "tests/common/temp_dir.h"
 #include "tests/fakes/fake_journal.h"
 #include "tests/sandbox/local/sandbox_test_util.h"
 
@@ -916,6 +919,121 @@ TEST(BwrapProviderPathsTest, InitInADirectoryTheSandboxUidCannotTraverse) {
   EXPECT_THAT(r.out, HasSubstr("ran\n-r-xr-xr-x"));
   EXPECT_THAT(r.err, HasSubstr("No such file or directory"));
   EXPECT_TRUE((*s)->Close().ok());
+}
+
+// A hand-made image root: the host's dash and cat with the libraries they load, in a merged
+// /usr with the usual top-level links, and whatever /etc the test then adds. Empty on
+// failure (the test's ASSERTs say why).
+std::string MakeImageRoot(const ::sandgate::testing::ScopedTempDir& tmp) {
+  const std::string root = tmp.path() + "/root";
+  std::vector<std::string> files = {"/usr/bin/dash", "/usr/bin/cat"};
+  FILE* ldd = popen("ldd /usr/bin/dash /usr/bin/cat", "r");
+  if (ldd == nullptr) return "";
+  char line[512];
+  while (fgets(line, sizeof(line), ldd) != nullptr) {
+    // "\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)" or "\t/lib64/ld-linux… (0x…)"
+    for (absl::string_view word : absl::StrSplit(line, absl::ByAnyChar(" \t\n"))) {
+      if (absl::StartsWith(word, "/") && !absl::EndsWith(word, ":")) files.emplace_back(word);
+    }
+  }
+  pclose(ldd);
+  std::error_code error;
+  for (const std::string& file : files) {
+    // Merged /usr: /lib/x/y lives at /usr/lib/x/y, reached through the /lib link.
+    const std::string to = root + (absl::StartsWith(file, "/usr/") ? "" : "/usr") + file;
+    std::filesystem::create_directories(std::filesystem::path(to).parent_path(), error);
+    std::filesystem::copy_file(file, to, std::filesystem::copy_options::overwrite_existing, error);
+    if (error) return "";
+  }
+  for (const char* top : {"bin", "lib", "lib64"}) {
+    std::filesystem::create_directory_symlink(absl::StrCat("usr/", top), root + "/" + top, error);
+  }
+  std::filesystem::create_directory_symlink("dash", root + "/usr/bin/sh", error);
+  std::filesystem::create_directories(root + "/etc", error);
+  chmod(tmp.path().c_str(), 0755);  // as an image's directory: the sandbox uid passes
+  return error ? "" : root;
+}
+
+// Follow-up of issue 22: an absolute link in an image's /etc names a path of the image, as
+// it would on a machine booted from it; neither bubblewrap nor gVisor's gofer may resolve it
+// against the host's root (the host's /usr/share/zoneinfo/Etc/UTC has other bytes).
+TEST_P(BwrapProviderTest, AnAbsoluteLinkInAnImagesEtcResolvesInsideTheImage) {
+  ::sandgate::testing::ScopedTempDir tmp("sandgate-image-links");
+  ASSERT_TRUE(tmp.ok());
+  const std::string root = MakeImageRoot(tmp);
+  ASSERT_FALSE(root.empty());
+  std::filesystem::create_directories(root + "/usr/share/zoneinfo/Etc");
+  std::ofstream(root + "/usr/share/zoneinfo/Etc/UTC") << "the image's zone\n";
+  ASSERT_EQ(symlink("/usr/share/zoneinfo/Etc/UTC", (root + "/etc/localtime").c_str()), 0);
+  // A relative link, as Debian's /etc/os-release is: resolves inside the image too.
+  std::ofstream(root + "/usr/share/release") << "the image's release\n";
+  ASSERT_EQ(symlink("../usr/share/release", (root + "/etc/os-release").c_str()), 0);
+  SessionSpec spec;
+  spec.root_dir = root;
+  auto s = NewSession("imagelinks", spec);
+  ASSERT_NE(s, nullptr);
+  Output r = Exec(s.get(), {"/usr/bin/cat", "/etc/localtime", "/etc/os-release"});
+  EXPECT_EQ(r.out, "the image's zone\nthe image's release\n") << r.err;
+  EXPECT_EQ(r.result.exit_code, 0);
+  EXPECT_TRUE(s->Close().ok());
+}
+
+// The hostile side: an image whose /etc entries (or /etc itself) are links out of the image,
+// absolute or through a chain of "..", to a host file or directory the sandbox uid could read.
+// Nothing of the host may appear in the sandbox: the daemon binds only what the image holds.
+TEST_P(BwrapProviderTest, LinksInAnImageNeverBindAHostPath) {
+  ::sandgate::testing::ScopedTempDir tmp("sandgate-image-hostile");
+  ASSERT_TRUE(tmp.ok());
+  const std::string root = MakeImageRoot(tmp);
+  ASSERT_FALSE(root.empty());
+  // A host secret the session's uid could read if it were bound in.
+  ::sandgate::testing::ScopedTempDir host("sandgate-host-secret");
+  ASSERT_TRUE(host.ok());
+  ASSERT_EQ(chmod(host.path().c_str(), 0755), 0);
+  std::ofstream(host.path() + "/secret") << "host secret\n";
+  ASSERT_EQ(chmod((host.path() + "/secret").c_str(), 0644), 0);
+  // bubblewrap resolves a bind's source below its /oldroot, gVisor's gofer from the host's /:
+  // every depth of "..", so that one of them lands on the host's root from the session's
+  // image mount (<mount_dir>/<uid>/image/etc) whatever the mount directory is.
+  const char* const kEntries[] = {"/etc/nsswitch.conf", "/etc/mime.types", "/etc/protocols",
+                                  "/etc/services",      "/etc/host.conf",  "/etc/inputrc",
+                                  "/etc/timezone",      "/etc/ld.so.conf", "/etc/matplotlibrc"};
+  std::string up;
+  for (const char* entry : kEntries) {
+    up += "../";
+    ASSERT_EQ(symlink((up + host.path().substr(1) + "/secret").c_str(), (root + entry).c_str()), 0);
+  }
+  ASSERT_EQ(symlink((host.path() + "/secret").c_str(), (root + "/etc/alternatives").c_str()), 0);
+  ASSERT_EQ(symlink(host.path().c_str(), (root + "/etc/ssl").c_str()), 0);
+  ASSERT_EQ(
+      symlink(("../../../../.." + host.path()).c_str(), (root + "/etc/ca-certificates").c_str()),
+      0);
+  ASSERT_EQ(symlink("/etc/shadow", (root + "/etc/ld.so.cache").c_str()), 0);
+  SessionSpec spec;
+  spec.root_dir = root;
+  auto s = NewSession("imagehostile", spec);
+  ASSERT_NE(s, nullptr);
+  Output r = Sh(s.get(),
+                "for f in /etc/* /etc/ssl/* /etc/ca-certificates/*; do cat \"$f\"; done; "
+                "cat /proc/self/mountinfo");
+  EXPECT_THAT(r.out, Not(HasSubstr("host secret")));
+  EXPECT_THAT(r.out, Not(HasSubstr(host.path())));
+  EXPECT_THAT(r.out, Not(HasSubstr("shadow")));
+  EXPECT_TRUE(s->Close().ok());
+
+  // /etc itself a link to the host's /etc: none of the host's /etc (python3.X included) is
+  // bound; the sandbox has only the files the daemon writes.
+  ::sandgate::testing::ScopedTempDir tmp2("sandgate-image-hostile-etc");
+  const std::string root2 = MakeImageRoot(tmp2);
+  ASSERT_FALSE(root2.empty());
+  std::filesystem::remove(root2 + "/etc");
+  ASSERT_EQ(symlink("/etc", (root2 + "/etc").c_str()), 0);
+  spec.root_dir = root2;
+  s = NewSession("imagehostile2", spec);
+  ASSERT_NE(s, nullptr);
+  r = Sh(s.get(), "echo /etc/*");
+  EXPECT_EQ(r.out, "/etc/group /etc/hostname /etc/hosts /etc/passwd\n") << r.err;
+  EXPECT_TRUE(s->Close().ok());
 }
 
 TEST_P(BwrapProviderTest, ConcurrentExecsInOneSession) {
