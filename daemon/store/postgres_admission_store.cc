@@ -62,6 +62,31 @@ CREATE TRIGGER admission_release_finished AFTER UPDATE OF status ON runs FOR EAC
 )sql",
 };
 
+// Component "admission_takeover", migrated only where the lease table is in this database (in
+// a daemon it is: the leases are made first): the commit that marks a takeover's cleanup
+// done (Store::SettleTakeover) frees the lost replica's slots. Its claimed runs that had not
+// started wait again in their place; its runs only it could start go (its takeover fails
+// them), and so do its session slots.
+constexpr const char* kTakeoverSteps[] = {
+    R"sql(
+CREATE FUNCTION admission_release_taken_over() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  WITH c AS (SELECT tenant, count(*) AS n FROM admission_queue WHERE claimed_by = NEW.id
+             GROUP BY tenant)
+  UPDATE admission_tenants t SET running = greatest(0, t.running - c.n) FROM c
+   WHERE t.tenant = c.tenant;
+  DELETE FROM admission_queue WHERE only_replica = NEW.id;
+  UPDATE admission_queue SET claimed_by = '' WHERE claimed_by = NEW.id;
+  DELETE FROM admission_sessions WHERE replica = NEW.id;
+  PERFORM pg_notify('sandgate_queue', '');
+  RETURN NULL;
+END $f$;
+CREATE TRIGGER admission_release_taken_over AFTER UPDATE OF cleaned ON replica_leases
+  FOR EACH ROW WHEN (NEW.cleaned = 1 AND OLD.cleaned = 0)
+  EXECUTE FUNCTION admission_release_taken_over();
+)sql",
+};
+
 constexpr const char* kComponent = "admission";
 
 constexpr const char kCountWaiting[] = "SELECT count(*) FROM admission_queue WHERE claimed_by = ''";
@@ -164,12 +189,15 @@ absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::
   SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, kComponent, kSteps));
   std::unique_ptr<PostgresAdmissionStore> store(new PostgresAdmissionStore(db));
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db->Acquire("look for the run records"));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn->Exec("look for the run records", "SELECT (to_regclass('runs') IS NOT NULL)::int"));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                            conn->Exec("look for the run records",
+                                       "SELECT (to_regclass('runs') IS NOT NULL)::int, "
+                                       "(to_regclass('replica_leases') IS NOT NULL)::int"));
   store->records_ = r.Int(0, 0) == 1;
   if (store->records_)
     SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, "admission_finish", kFinishSteps));
+  if (r.Int(0, 1) == 1)
+    SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, "admission_takeover", kTakeoverSteps));
   return store;
 }
 

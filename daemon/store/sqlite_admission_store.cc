@@ -133,23 +133,38 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
   }
   Sql records(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'", {});
   SANDGATE_ASSIGN_OR_RETURN(store->records_, records.Row("look for the run records"));
+  Sql leases(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replica_leases'",
+             {});
+  SANDGATE_ASSIGN_OR_RETURN(bool with_leases, leases.Row("look for the lease table"));
   // A run's finish frees its slot (Release) in the transaction that stores its final record:
-  // the write that makes the record final fires it.
-  if (store->records_ &&
-      sqlite3_exec(db,
-                   "CREATE TRIGGER IF NOT EXISTS admission_release_finished "
-                   "AFTER UPDATE OF status ON runs WHEN NEW.status >= 3 AND OLD.status < 3 "
-                   "BEGIN "
-                   "UPDATE admission_tenants SET running = running - 1 WHERE running > 0 AND "
-                   "tenant = (SELECT tenant FROM admission_queue WHERE run_id = NEW.id AND "
-                   "claimed_by <> ''); "
-                   "DELETE FROM admission_queue WHERE run_id = NEW.id AND claimed_by <> ''; "
-                   "END",
-                   nullptr, nullptr, &err) != SQLITE_OK) {
+  // the write that makes the record final fires it. The commit that marks a takeover's
+  // cleanup done frees the lost replica's slots (PostgresAdmissionStore's kTakeoverSteps).
+  const std::string triggers = absl::StrCat(
+      store->records_ ? "CREATE TRIGGER IF NOT EXISTS admission_release_finished "
+                        "AFTER UPDATE OF status ON runs WHEN NEW.status >= 3 AND OLD.status < 3 "
+                        "BEGIN "
+                        "UPDATE admission_tenants SET running = running - 1 WHERE running > 0 AND "
+                        "tenant = (SELECT tenant FROM admission_queue WHERE run_id = NEW.id AND "
+                        "claimed_by <> ''); "
+                        "DELETE FROM admission_queue WHERE run_id = NEW.id AND claimed_by <> ''; "
+                        "END;"
+                      : "",
+      with_leases ? "CREATE TRIGGER IF NOT EXISTS admission_release_taken_over "
+                    "AFTER UPDATE OF cleaned ON replica_leases "
+                    "WHEN NEW.cleaned = 1 AND OLD.cleaned = 0 BEGIN "
+                    "UPDATE admission_tenants SET running = max(0, running - (SELECT count(*) "
+                    "FROM admission_queue q WHERE q.tenant = admission_tenants.tenant AND "
+                    "q.claimed_by = NEW.id)); "
+                    "DELETE FROM admission_queue WHERE only_replica = NEW.id; "
+                    "UPDATE admission_queue SET claimed_by = '' WHERE claimed_by = NEW.id; "
+                    "DELETE FROM admission_sessions WHERE replica = NEW.id; "
+                    "END;"
+                  : "");
+  if (sqlite3_exec(db, triggers.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     return errors::Internal(
-        absl::StrCat("sqlite: creating the admission trigger in ", path, ": ", msg));
+        absl::StrCat("sqlite: creating the admission triggers in ", path, ": ", msg));
   }
   return store;
 }
