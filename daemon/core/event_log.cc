@@ -191,6 +191,39 @@ absl::StatusOr<v1::Event> EventLog::QueueLocked(v1::Event event, std::optional<v
   return event;
 }
 
+absl::StatusOr<v1::Event> EventLog::Stamp(v1::Event event) {
+  absl::MutexLock lock(&mu_);
+  // Its events queued before are stored first, so its seq follows them in the store too.
+  if (last_seq_.contains(event.run_id())) AwaitWrittenLocked();
+  auto last = last_seq_.find(event.run_id());
+  if (last == last_seq_.end()) {
+    SANDGATE_ASSIGN_OR_RETURN(int64_t committed, CommittedSeqLocked(event.run_id()));
+    last = last_seq_.emplace(event.run_id(), committed).first;
+    committed_seq_[event.run_id()] = committed;  // this log appends the run from now on
+  }
+  event.set_seq(++last->second);
+  *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
+  return event;
+}
+
+void EventLog::Stored(const v1::Event& event) {
+  std::vector<WaitCallback> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    auto committed = committed_seq_.find(event.run_id());
+    // A later event of the run published meanwhile (another thread's) already stands for it.
+    if (committed != committed_seq_.end() && committed->second >= event.seq()) return;
+    ready = PublishLocked({event}, {});
+  }
+  for (auto& cb : ready) cb(WaitResult::kReady);
+}
+
+void EventLog::Unstamp(const v1::Event& event) {
+  absl::MutexLock lock(&mu_);
+  auto last = last_seq_.find(event.run_id());
+  if (last != last_seq_.end() && last->second == event.seq()) --last->second;
+}
+
 absl::Status EventLog::Flush(const std::string& run_id) {
   absl::MutexLock lock(&mu_);
   AwaitWrittenLocked();

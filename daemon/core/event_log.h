@@ -113,6 +113,13 @@ class EventLog {
   absl::Status FinishAll(std::vector<std::pair<v1::Event, v1::Run>> runs,
                          std::vector<std::pair<v1::Event, v1::Session>> sessions,
                          const std::string& lost = "", const std::string& by = "");
+  // For an event another store writes in a transaction of its own (a run's run.queued with
+  // its queue row, store::AdmissionStore::Enqueue): Stamp gives it the run's next seq and its
+  // time as Append would, without queueing it; then Stored once that transaction committed
+  // it (its followers see it), or Unstamp when it did not (the seq is given back).
+  absl::StatusOr<v1::Event> Stamp(v1::Event event);
+  void Stored(const v1::Event& event);
+  void Unstamp(const v1::Event& event);
   // Waits until every event appended before the call (of any run) is committed. Returns the
   // store error of `run_id`'s events not yet reported, if any (and reports it: once).
   absl::Status Flush(const std::string& run_id);

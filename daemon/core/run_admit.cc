@@ -3,6 +3,7 @@
 // and starts on the run executor (Execute, run_pipeline.cc) when it has room. With a queue
 // shared by replicas, the replica that claims it starts it, from its kept request (Adopt).
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -39,25 +40,46 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
                            {"playbook", run.playbook()},
                            {"agent", run.agent()}});
   RunEvents events(deps_.events, ar.get());
-  absl::StatusOr<bool> admitted = admission_.Enqueue(ar->ticket, OnlyHere(*ar));
+  // Shared: its run.queued is stored with its queue row, in one commit, so a replica that
+  // claims it at once finds the event and continues the log after it.
+  std::optional<v1::Event> queued;
+  if (admission_.shared()) {
+    std::vector<std::string> order = admission_.Order(&ar->ticket);
+    v1::Event e = events::RunQueued(
+        static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1));
+    e.set_run_id(run.id());
+    absl::StatusOr<v1::Event> stamped = deps_.events->Stamp(std::move(e));
+    if (stamped.ok()) queued = *std::move(stamped);
+  }
+  const int64_t seq = queued ? queued->seq() : 0;
+  absl::StatusOr<bool> admitted =
+      admission_.Enqueue(ar->ticket, OnlyHere(*ar), queued ? &*queued : nullptr);
+  const bool stored = admitted.ok() && queued && queued->seq() != 0;
+  if (stored) {
+    deps_.events->Stored(*queued);
+  } else if (queued) {
+    queued->set_seq(seq);
+    deps_.events->Unstamp(*queued);
+  }
   if (!admitted.ok()) {
     Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(admitted.status().message()));
     return admitted.status();
   }
-  if (*admitted) {  // claimed here as it was queued: it was next, and starts now
-    ar->position.store(1);
-    events.Emit(events::RunQueued(1));
-    Launch(ar);
-    return run;
+  uint32_t position = 1;  // claimed here as it was queued: it was next, and starts now
+  if (stored) {
+    position = queued->run_queued().position();
+  } else if (!*admitted) {
+    std::vector<std::string> order = admission_.Order();
+    position =
+        static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
   }
-  std::vector<std::string> order = admission_.Order();
-  uint32_t position =
-      static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
   ar->position.store(position);
-  // Shared: a replica that claims the run before this is stored owns its log from its claim
-  // on, and the store refuses this append (Store::FenceWrites): the log stays dense.
-  events.Emit(events::RunQueued(position));
-  Dispatch();
+  if (!stored) events.Emit(events::RunQueued(position));
+  if (*admitted) {
+    Launch(ar);
+  } else {
+    Dispatch();
+  }
   return run;
 }
 

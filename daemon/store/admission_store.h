@@ -54,6 +54,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/errors.h"
+#include "sandgate/v1/sandgate.pb.h"
 
 namespace sandgate::store {
 
@@ -109,8 +110,17 @@ class AdmissionStore {
   // claimed for that replica in the same transaction and true is returned: a run sent to a
   // replica with room starts there, and no other replica's claim can take it between the
   // queueing and the claim. Otherwise it waits (false), claimable by any replica at once.
-  virtual absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting,
-                                       RoomHere room) = 0;
+  //
+  // `queued`, if given, is the run's `run.queued` event (seq and time set by the caller's
+  // event log): where the run records are in this database it is stored in the same
+  // transaction, its position made 1 when the run was claimed here, so a replica that claims
+  // the run finds it and continues the log after it. Where it is not stored (a queue alone, a
+  // run already queued) its seq is made 0: the caller appends it.
+  virtual absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room,
+                                       v1::Event* queued) = 0;
+  absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room) {
+    return Enqueue(run, max_waiting, room, nullptr);
+  }
   // Claims for `replica` the next waiting run in fair order that its tenant's quota admits
   // and `replica` may start: one needing a sandbox only when `sandbox_room`. nullopt when
   // there is none. The run's record (Run.replica, where the store's records share this

@@ -202,15 +202,15 @@ absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::
 }
 
 absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
-                                                     RoomHere room) {
+                                                     RoomHere room, v1::Event* queued) {
   constexpr const char* kWhat = "queue run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  bool claimed = false;
+  bool claimed = false, stored = false;
   SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
-    SANDGATE_ASSIGN_OR_RETURN(PgResult queued,
+    SANDGATE_ASSIGN_OR_RETURN(PgResult already,
                               conn->Exec(kWhat, "SELECT 1 FROM admission_queue WHERE run_id = $1",
                                          PgParams().Text(run.run_id)));
-    if (queued.rows() > 0) return absl::OkStatus();
+    if (already.rows() > 0) return absl::OkStatus();
     if (max_waiting > 0) {
       // A bound on memory and patience, not a quota: two replicas queueing at once may pass
       // it by one each.
@@ -239,15 +239,26 @@ absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint3
                       .Text(run.only_replica)
                       .Text(run.enqueued_by)
                       .Int(Ns(run.enqueued_at))));
-    if (!room.run_slot) return PgNotify(*conn, kQueueChannel, "");
-    // The row is not committed yet, so no other replica sees it before this claim is made.
-    SANDGATE_ASSIGN_OR_RETURN(
-        std::optional<QueuedRun> here,
-        ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id, records_));
-    claimed = here.has_value();
+    if (room.run_slot) {
+      // The row is not committed yet, so no other replica sees it before this claim is made.
+      SANDGATE_ASSIGN_OR_RETURN(
+          std::optional<QueuedRun> here,
+          ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id, records_));
+      claimed = here.has_value();
+    }
+    if (queued != nullptr && records_) {
+      if (claimed) queued->mutable_run_queued()->set_position(1);
+      SANDGATE_RETURN_IF_ERROR(conn->Run(
+          kWhat, "INSERT INTO events(run_id, seq, proto) VALUES($1, $2, $3)",
+          PgParams().Text(run.run_id).Int(queued->seq()).Bytes(queued->SerializeAsString())));
+      SANDGATE_RETURN_IF_ERROR(
+          PgNotify(*conn, kEventsChannel, absl::StrCat(run.run_id, " ", queued->seq())));
+      stored = true;
+    }
     // A run that waits: a replica with room elsewhere claims it now, not at its next poll.
     return claimed ? absl::OkStatus() : PgNotify(*conn, kQueueChannel, "");
   }));
+  if (queued != nullptr && !stored) queued->set_seq(0);
   return claimed;
 }
 

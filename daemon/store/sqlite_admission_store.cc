@@ -184,12 +184,12 @@ absl::Status SqliteAdmissionStore::Transaction(const char* what,
 }
 
 absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
-                                                   RoomHere room) {
+                                                   RoomHere room, v1::Event* queued) {
   absl::MutexLock lock(&mu_);
-  bool claimed = false;
+  bool claimed = false, stored = false;
   SANDGATE_RETURN_IF_ERROR(Transaction("queue run", [&]() -> absl::Status {
-    Sql queued(db_, "SELECT 1 FROM admission_queue WHERE run_id = ?1", {run.run_id});
-    SANDGATE_ASSIGN_OR_RETURN(bool already, queued.Row("queue run"));
+    Sql row(db_, "SELECT 1 FROM admission_queue WHERE run_id = ?1", {run.run_id});
+    SANDGATE_ASSIGN_OR_RETURN(bool already, row.Row("queue run"));
     if (already) return absl::OkStatus();
     if (max_waiting > 0) {
       SANDGATE_ASSIGN_OR_RETURN(uint64_t waiting, CountWaiting(db_));
@@ -211,13 +211,22 @@ absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_
              Ns(run.enqueued_at)})
             .Run("queue run")
             .status());
-    if (!room.run_slot) return absl::OkStatus();
-    // Under the same write lock: no other replica sees the row before this claim is made.
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<QueuedRun> here,
-                              ClaimNext(db_, run.enqueued_by, room.sandbox, &run.run_id, records_));
-    claimed = here.has_value();
-    return absl::OkStatus();
+    if (room.run_slot) {
+      // Under the same write lock: no other replica sees the row before this claim is made.
+      SANDGATE_ASSIGN_OR_RETURN(
+          std::optional<QueuedRun> here,
+          ClaimNext(db_, run.enqueued_by, room.sandbox, &run.run_id, records_));
+      claimed = here.has_value();
+    }
+    if (queued == nullptr || !records_) return absl::OkStatus();
+    if (claimed) queued->mutable_run_queued()->set_position(1);
+    stored = true;
+    return Sql(db_, "INSERT INTO events(run_id, seq, proto) VALUES(?1, ?2, ?3)",
+               {run.run_id, queued->seq(), Blob{queued->SerializeAsString()}})
+        .Run("queue run")
+        .status();
   }));
+  if (queued != nullptr && !stored) queued->set_seq(0);
   return claimed;
 }
 

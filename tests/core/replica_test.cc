@@ -309,10 +309,11 @@ class WritesOfQueue : public testing::ForwardingAdmissionStore {
  public:
   WritesOfQueue(store::AdmissionStore* inner, TakeoverWrites* writes)
       : ForwardingAdmissionStore(inner), writes_(writes) {}
+  using ForwardingAdmissionStore::Enqueue;
   absl::StatusOr<bool> Enqueue(const store::QueuedRun& run, uint32_t max_waiting,
-                               store::RoomHere room) override {
+                               store::RoomHere room, v1::Event* queued) override {
     SANDGATE_RETURN_IF_ERROR(writes_->Write("queue " + run.run_id));
-    return ForwardingAdmissionStore::Enqueue(run, max_waiting, room);
+    return ForwardingAdmissionStore::Enqueue(run, max_waiting, room, queued);
   }
   absl::Status ReleaseReplica(const std::string& replica) override {
     SANDGATE_RETURN_IF_ERROR(writes_->Write("release replica " + replica));
