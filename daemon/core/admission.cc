@@ -293,6 +293,7 @@ std::vector<std::string> AdmissionQueue::Order(const Ticket* plus) {
   for (const auto& [tenant, q] : waiting_) {
     for (const Ticket& t : q) by_tenant[tenant].push_back(t.run_id);
   }
+  if (plus != nullptr) by_tenant[plus->tenant].push_back(plus->run_id);
   return RoundRobinOrder(by_tenant, last_tenant_);
 }
 

@@ -191,37 +191,46 @@ absl::StatusOr<v1::Event> EventLog::QueueLocked(v1::Event event, std::optional<v
   return event;
 }
 
-absl::StatusOr<v1::Event> EventLog::Stamp(v1::Event event) {
-  absl::MutexLock lock(&mu_);
-  // Its events queued before are stored first, so its seq follows them in the store too.
-  if (last_seq_.contains(event.run_id())) AwaitWrittenLocked();
-  auto last = last_seq_.find(event.run_id());
-  if (last == last_seq_.end()) {
-    SANDGATE_ASSIGN_OR_RETURN(int64_t committed, CommittedSeqLocked(event.run_id()));
-    last = last_seq_.emplace(event.run_id(), committed).first;
-    committed_seq_[event.run_id()] = committed;  // this log appends the run from now on
+bool EventLog::AppendThrough(v1::Event event, const std::function<bool(v1::Event*)>& write) {
+  absl::Status stamped;
+  {
+    absl::MutexLock lock(&mu_);
+    // Its events queued before are stored first, so its seq follows them in the store too.
+    if (last_seq_.contains(event.run_id())) AwaitWrittenLocked();
+    auto last = last_seq_.find(event.run_id());
+    if (last == last_seq_.end()) {
+      absl::StatusOr<int64_t> committed = CommittedSeqLocked(event.run_id());
+      stamped = committed.status();
+      if (stamped.ok()) {
+        last = last_seq_.emplace(event.run_id(), *committed).first;
+        committed_seq_[event.run_id()] = *committed;  // this log appends the run from now on
+      }
+    }
+    if (stamped.ok()) {
+      event.set_seq(++last->second);
+      *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
+    }
   }
-  event.set_seq(++last->second);
-  *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
-  return event;
-}
-
-void EventLog::Stored(const v1::Event& event) {
+  if (!stamped.ok()) {
+    (void)write(nullptr);  // written without it: the caller appends it, and meets the error
+    return false;
+  }
+  const int64_t seq = event.seq();
+  const bool stored = write(&event);
   std::vector<WaitCallback> ready;
   {
     absl::MutexLock lock(&mu_);
+    auto last = last_seq_.find(event.run_id());
     auto committed = committed_seq_.find(event.run_id());
-    // A later event of the run published meanwhile (another thread's) already stands for it.
-    if (committed != committed_seq_.end() && committed->second >= event.seq()) return;
-    ready = PublishLocked({event}, {});
+    if (!stored) {
+      if (last != last_seq_.end() && last->second == seq) --last->second;
+    } else if (committed == committed_seq_.end() || committed->second < seq) {
+      // (A later event of the run, published meanwhile by another thread, stands for it.)
+      ready = PublishLocked({event}, {});
+    }
   }
   for (auto& cb : ready) cb(WaitResult::kReady);
-}
-
-void EventLog::Unstamp(const v1::Event& event) {
-  absl::MutexLock lock(&mu_);
-  auto last = last_seq_.find(event.run_id());
-  if (last != last_seq_.end() && last->second == event.seq()) --last->second;
+  return stored;
 }
 
 absl::Status EventLog::Flush(const std::string& run_id) {

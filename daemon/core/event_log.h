@@ -113,13 +113,12 @@ class EventLog {
   absl::Status FinishAll(std::vector<std::pair<v1::Event, v1::Run>> runs,
                          std::vector<std::pair<v1::Event, v1::Session>> sessions,
                          const std::string& lost = "", const std::string& by = "");
-  // For an event another store writes in a transaction of its own (a run's run.queued with
-  // its queue row, store::AdmissionStore::Enqueue): Stamp gives it the run's next seq and its
-  // time as Append would, without queueing it; then Stored once that transaction committed
-  // it (its followers see it), or Unstamp when it did not (the seq is given back).
-  absl::StatusOr<v1::Event> Stamp(v1::Event event);
-  void Stored(const v1::Event& event);
-  void Unstamp(const v1::Event& event);
+  // Appends `event` through a transaction of another store: gives it the run's next seq and
+  // its time as Append would, and `write` stores it there (a run's run.queued with its queue
+  // row, store::AdmissionStore::Enqueue), saying whether it did (null: its seq could not be
+  // read; write without it). Stored, the log's followers see it; not, its seq is given back.
+  // Returns whether it was stored.
+  bool AppendThrough(v1::Event event, const std::function<bool(v1::Event*)>& write);
   // Waits until every event appended before the call (of any run) is committed. Returns the
   // store error of `run_id`'s events not yet reported, if any (and reports it: once).
   absl::Status Flush(const std::string& run_id);

@@ -3,7 +3,6 @@
 // and starts on the run executor (Execute, run_pipeline.cc) when it has room. With a queue
 // shared by replicas, the replica that claims it starts it, from its kept request (Adopt).
 #include <algorithm>
-#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -40,39 +39,28 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
                            {"playbook", run.playbook()},
                            {"agent", run.agent()}});
   RunEvents events(deps_.events, ar.get());
-  // Shared: its run.queued is stored with its queue row, in one commit, so a replica that
-  // claims it at once finds the event and continues the log after it.
-  std::optional<v1::Event> queued;
+  std::vector<std::string> order = admission_.Order(&ar->ticket);
+  uint32_t position =
+      static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
+  absl::StatusOr<bool> admitted = false;
+  bool stored = false;  // its run.queued
   if (admission_.shared()) {
-    std::vector<std::string> order = admission_.Order(&ar->ticket);
-    v1::Event e = events::RunQueued(
-        static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1));
-    e.set_run_id(run.id());
-    absl::StatusOr<v1::Event> stamped = deps_.events->Stamp(std::move(e));
-    if (stamped.ok()) queued = *std::move(stamped);
-  }
-  const int64_t seq = queued ? queued->seq() : 0;
-  absl::StatusOr<bool> admitted =
-      admission_.Enqueue(ar->ticket, OnlyHere(*ar), queued ? &*queued : nullptr);
-  const bool stored = admitted.ok() && queued && queued->seq() != 0;
-  if (stored) {
-    deps_.events->Stored(*queued);
-  } else if (queued) {
-    queued->set_seq(seq);
-    deps_.events->Unstamp(*queued);
+    // Its run.queued is stored with its queue row, in one commit, so a replica that claims it
+    // at once finds the event and continues the log after it.
+    v1::Event queued = events::RunQueued(position);
+    queued.set_run_id(run.id());
+    stored = deps_.events->AppendThrough(std::move(queued), [&](v1::Event* e) {
+      admitted = admission_.Enqueue(ar->ticket, OnlyHere(*ar), e);
+      return admitted.ok() && e != nullptr && e->seq() != 0;
+    });
+  } else {
+    admitted = admission_.Enqueue(ar->ticket);
   }
   if (!admitted.ok()) {
     Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(admitted.status().message()));
     return admitted.status();
   }
-  uint32_t position = 1;  // claimed here as it was queued: it was next, and starts now
-  if (stored) {
-    position = queued->run_queued().position();
-  } else if (!*admitted) {
-    std::vector<std::string> order = admission_.Order();
-    position =
-        static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
-  }
+  if (*admitted) position = 1;  // claimed here as it was queued: it was next, and starts now
   ar->position.store(position);
   if (!stored) events.Emit(events::RunQueued(position));
   if (*admitted) {
@@ -115,8 +103,6 @@ absl::StatusOr<std::shared_ptr<ActiveRun>> RunManager::Revive(const Caller& call
 
 absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
                                  v1::RunAnalysisRequest request, const std::string& why) {
-  // Claimed from the shared queue and started here meanwhile (Adopt): nothing to queue.
-  if (FindActive(run.id())) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar, Revive(caller, run, std::move(request)));
   {
     RunEvents events(deps_.events, ar.get());

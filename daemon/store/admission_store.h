@@ -7,7 +7,7 @@
 // round-robin order across tenants (the cursor is the tenant claimed last, gateway-wide),
 // among tenants whose claimed runs in the WHOLE gateway are under their concurrent_runs quota,
 // and marks it claimed by itself, atomically. The claimed row stays until the run ends
-// (Release) or its replica's lease is taken over (ReleaseReplica), so the count is the count
+// (Release), its replica restarts (ReleaseReplica) or is taken over, so the count is the count
 // of runs running anywhere. Any replica may claim any waiting run (it starts it from the kept
 // request, Store::GetRunRequest), except a run in a kept session, which only its session's
 // replica can start (`only_replica`).
@@ -139,9 +139,11 @@ class AdmissionStore {
   // after) frees its slot in its own transaction (a trigger on the records), so a finish is
   // one commit: record, terminal event and slot; this call then finds nothing to free.
   virtual absl::Status Release(const std::string& run_id) = 0;
-  // `replica` is gone (its lease was taken over) or has restarted: the slots of the runs it
-  // had claimed and of its kept sessions are free, the runs only it could start are out
-  // of the queue (they are queued again from the store's records, RecoverRuns).
+  // `replica` has restarted: the slots of the runs it had claimed and of its kept sessions
+  // are free, its claimed runs and those only it could start are out of the queue (they are
+  // queued again from the store's records, RecoverRuns). At a takeover the commit that marks
+  // the cleanup done frees them (a trigger on the lease row; its claimed runs that had not
+  // started wait again).
   virtual absl::Status ReleaseReplica(const std::string& replica) = 0;
   virtual absl::StatusOr<WaitingRuns> Waiting() = 0;
   // The run's row, waiting or claimed (claimed_by); nullopt when it is not in the queue.

@@ -98,6 +98,12 @@ constexpr const char kLockTenant[] = "SELECT 1 FROM admission_tenants WHERE tena
 
 int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
 
+// A queue row as Queued reads it; the statement's WHERE follows.
+constexpr char kQueuedRun[] =
+    "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, q.enqueued_by, "
+    "q.enqueued_at, q.claimed_by FROM admission_queue q JOIN admission_tenants t "
+    "ON t.tenant = q.tenant WHERE ";
+
 QueuedRun Queued(const PgResult& r, int row) {
   return {r.Text(row, 0), r.Text(row, 1), static_cast<uint32_t>(r.Int(row, 2)), r.Int(row, 3) != 0,
           r.Text(row, 4), r.Text(row, 5), absl::FromUnixNanos(r.Int(row, 6)),   r.Text(row, 7)};
@@ -156,12 +162,11 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const cha
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult run,
       conn.Exec(what,
-                "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
-                "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.tenant = $3 "
-                "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
-                "AND (q.only_replica = '' OR q.only_replica = $2) "
-                "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED",
+                absl::StrCat(kQueuedRun,
+                             "q.tenant = $3 AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR "
+                             "$1 = 1) AND (q.only_replica = '' OR q.only_replica = $2) "
+                             "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED")
+                    .c_str(),
                 PgParams().Int(sandbox_room).Text(replica).Text(name)));
   if (run.rows() == 0) return std::nullopt;  // cancelled meanwhile: the next poll
   QueuedRun claimed = Queued(run, 0);
@@ -335,11 +340,7 @@ absl::StatusOr<WaitingRuns> PostgresAdmissionStore::Waiting() {
   SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
     SANDGATE_ASSIGN_OR_RETURN(
         PgResult r,
-        conn->Exec(kWhat,
-                   "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                   "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
-                   "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.claimed_by = '' "
-                   "ORDER BY q.seq"));
+        conn->Exec(kWhat, absl::StrCat(kQueuedRun, "q.claimed_by = '' ORDER BY q.seq").c_str()));
     for (int i = 0; i < r.rows(); ++i) out.runs.push_back(Queued(r, i));
     SANDGATE_ASSIGN_OR_RETURN(
         PgResult cursor, conn->Exec(kWhat,
@@ -354,13 +355,9 @@ absl::StatusOr<WaitingRuns> PostgresAdmissionStore::Waiting() {
 absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Find(const std::string& run_id) {
   constexpr const char* kWhat = "find queued run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn->Exec(kWhat,
-                 "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                 "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
-                 "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.run_id = $1",
-                 PgParams().Text(run_id)));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                            conn->Exec(kWhat, absl::StrCat(kQueuedRun, "q.run_id = $1").c_str(),
+                                       PgParams().Text(run_id)));
   if (r.rows() == 0) return std::nullopt;
   return Queued(r, 0);
 }

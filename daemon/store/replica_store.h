@@ -3,8 +3,8 @@
 // Each replica (one sandgated) holds a lease row: its identity, the address other replicas
 // reach it at, and when the lease ends unless renewed. A replica whose lease has ended is
 // cleaned up after by one other replica: the first to claim the row (ClaimTakeover, a guarded
-// UPDATE, so two cannot both win) fails its running runs, queues its waiting runs again and
-// deletes its remote resources (core/replica.h), then marks the cleanup done.
+// UPDATE, so two cannot both win) deletes its remote resources, then fails its running runs
+// and ends its sessions in the commit that marks the cleanup done (Store::SettleTakeover).
 //
 // Every time here is on the store's clock (Now): PostgreSQL's, one for every replica of the
 // gateway whatever their hosts' clocks say; SQLite's daemons share one host, so there it is

@@ -124,13 +124,7 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
     const std::string& path) {
   SANDGATE_ASSIGN_OR_RETURN(sqlite3 * db, OpenSqliteFile(path, "admission database"));
   std::unique_ptr<SqliteAdmissionStore> store(new SqliteAdmissionStore(db));
-  char* err = nullptr;
-  if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return errors::Internal(
-        absl::StrCat("sqlite: creating the admission tables in ", path, ": ", msg));
-  }
+  // The triggers go on the tables that are there: in a daemon, the records and the leases.
   Sql records(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'", {});
   SANDGATE_ASSIGN_OR_RETURN(store->records_, records.Row("look for the run records"));
   Sql leases(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replica_leases'",
@@ -139,7 +133,8 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
   // A run's finish frees its slot (Release) in the transaction that stores its final record:
   // the write that makes the record final fires it. The commit that marks a takeover's
   // cleanup done frees the lost replica's slots (PostgresAdmissionStore's kTakeoverSteps).
-  const std::string triggers = absl::StrCat(
+  const std::string schema = absl::StrCat(
+      kSchema,
       store->records_ ? "CREATE TRIGGER IF NOT EXISTS admission_release_finished "
                         "AFTER UPDATE OF status ON runs WHEN NEW.status >= 3 AND OLD.status < 3 "
                         "BEGIN "
@@ -160,11 +155,12 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
                     "DELETE FROM admission_sessions WHERE replica = NEW.id; "
                     "END;"
                   : "");
-  if (sqlite3_exec(db, triggers.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, schema.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     return errors::Internal(
-        absl::StrCat("sqlite: creating the admission triggers in ", path, ": ", msg));
+        absl::StrCat("sqlite: creating the admission tables in ", path, ": ", msg));
   }
   return store;
 }
