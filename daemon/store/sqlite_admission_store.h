@@ -30,9 +30,7 @@ class SqliteAdmissionStore : public AdmissionStore {
   static absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> Open(const std::string& path);
   ~SqliteAdmissionStore() override;
 
-  using AdmissionStore::Enqueue;
-  absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room,
-                               v1::Event* queued) override;
+  absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room) override;
   absl::StatusOr<std::optional<QueuedRun>> Claim(const std::string& replica,
                                                  bool sandbox_room) override;
   absl::StatusOr<bool> Remove(const std::string& run_id) override;
