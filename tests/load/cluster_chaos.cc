@@ -360,7 +360,9 @@ int main(int argc, char** argv) {
 
   Stats stats;
   std::atomic<int> remaining{opt.runs};
-  std::atomic<int> extra{2 * opt.runs};  // at most: the kills have run out of time then
+  // At most: the kills have run out of time then. Runs take ~0.2 s and a restart up to 4 s,
+  // so twice the runs could be used up before a restarted replica took any (2 kills of 3).
+  std::atomic<int> extra{20 * opt.runs};
   std::atomic<bool> done{false}, kills_done{opt.kills == 0};
   std::set<int> killed;
   int kills = 0;
