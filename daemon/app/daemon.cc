@@ -402,12 +402,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(core::Config config) {
     // A local sandbox lives on its own host: only its replica can delete it.
     if (name != "local") replica.remote_providers[name] = provider;
   }
-  replica.tenants = p->tenants.get();
   core::RunManager* runs = p->runs.get();
-  replica.requeue = [runs](const core::Caller& caller, const v1::Run& run,
-                           v1::RunAnalysisRequest request, const std::string& why) {
-    return runs->Requeue(caller, run, std::move(request), why);
-  };
   replica.admission = p->admission.get();
   replica.metrics = p->metrics.get();
   // Taken over: the runs and sessions still going here were settled by the claimer.

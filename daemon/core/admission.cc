@@ -39,16 +39,16 @@ void SandboxBudget::set_on_release(std::function<void()> fn) {
   on_release_ = std::move(fn);
 }
 
-absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
+absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here, v1::Event* queued) {
   if (shared()) {
-    store::QueuedRun row;
-    row.run_id = ticket.run_id;
-    row.tenant = ticket.tenant;
-    row.tenant_limit = ticket.tenant_limit;
-    row.needs_sandbox = ticket.needs_sandbox;
-    row.only_replica = only_here ? shared_.replica : "";
-    row.enqueued_by = shared_.replica;
-    row.enqueued_at = shared_.clock->Now();
+    const store::QueuedRun row{ticket.run_id,
+                               ticket.tenant,
+                               ticket.tenant_limit,
+                               ticket.needs_sandbox,
+                               only_here ? shared_.replica : "",
+                               shared_.replica,
+                               shared_.clock->Now(),
+                               ""};
     // As in AdmitShared: the room is this replica's, a sandbox in hand before the claim.
     const bool may_claim = MayClaim();
     absl::MutexLock claiming(&claim_mu_);
@@ -58,7 +58,7 @@ absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here) {
       room.run_slot = may_claim && running_ < max_running_;
     }
     room.sandbox = room.run_slot && budget_->TryTake();
-    absl::StatusOr<bool> claimed = shared_.store->Enqueue(row, max_queued_, room);
+    absl::StatusOr<bool> claimed = shared_.store->Enqueue(row, max_queued_, room, queued);
     if (room.sandbox && (!claimed.ok() || !*claimed || !ticket.needs_sandbox)) budget_->Untake();
     if (!claimed.ok() || !*claimed) return claimed;
     absl::MutexLock lock(&mu_);
@@ -277,7 +277,7 @@ std::vector<std::string> RoundRobinOrder(
   return order;
 }
 
-std::vector<std::string> AdmissionQueue::Order() {
+std::vector<std::string> AdmissionQueue::Order(const Ticket* plus) {
   std::map<std::string, std::vector<std::string>> by_tenant;
   if (shared()) {
     absl::StatusOr<store::WaitingRuns> waiting = shared_.store->Waiting();
@@ -286,12 +286,14 @@ std::vector<std::string> AdmissionQueue::Order() {
       return {};
     }
     for (const store::QueuedRun& r : waiting->runs) by_tenant[r.tenant].push_back(r.run_id);
+    if (plus != nullptr) by_tenant[plus->tenant].push_back(plus->run_id);
     return RoundRobinOrder(by_tenant, waiting->last_tenant);
   }
   absl::MutexLock lock(&mu_);
   for (const auto& [tenant, q] : waiting_) {
     for (const Ticket& t : q) by_tenant[tenant].push_back(t.run_id);
   }
+  if (plus != nullptr) by_tenant[plus->tenant].push_back(plus->run_id);
   return RoundRobinOrder(by_tenant, last_tenant_);
 }
 

@@ -106,7 +106,9 @@ class AdmissionQueue {
   // when it waits (always, in memory: Admit admits it). Shared, any replica with room may
   // claim it from then on; the claim makes its record the claimer's, and from that commit the
   // store refuses this replica's appends to its log (Store::FenceWrites).
-  absl::StatusOr<bool> Enqueue(Ticket ticket, bool only_here = false);
+  // Shared, `queued` (the run's run.queued, seq and time set) is stored with the queue row
+  // in its transaction (store::AdmissionStore::Enqueue: seq 0 when it was not).
+  absl::StatusOr<bool> Enqueue(Ticket ticket, bool only_here = false, v1::Event* queued = nullptr);
   // Takes a waiting run out (cancelled before it started); false if it is not waiting.
   bool Remove(const std::string& run_id);
   // Admits every run the limits allow now, in fair order.
@@ -118,8 +120,8 @@ class AdmissionQueue {
   // replica's restart frees it.
   void Done(const Ticket& ticket);
   // Waiting runs in the order they would be admitted if room appeared one run at a time
-  // (shared: every replica's).
-  std::vector<std::string> Order();
+  // (shared: every replica's); with `plus`, as if it waited too.
+  std::vector<std::string> Order(const Ticket* plus = nullptr);
   // Runs waiting (shared: in the whole gateway).
   size_t waiting();
   size_t running();  // on this replica

@@ -88,28 +88,61 @@ absl::StatusOr<v1::Event> EventLog::Finish(v1::Event terminal, v1::Session recor
 }
 
 absl::Status EventLog::FinishAll(std::vector<std::pair<v1::Event, v1::Run>> runs,
-                                 std::vector<std::pair<v1::Event, v1::Session>> sessions) {
-  for (const auto& [e, r] : runs) SANDGATE_RETURN_IF_ERROR(CheckFinal(e, r.id(), false));
-  for (const auto& [e, s] : sessions) SANDGATE_RETURN_IF_ERROR(CheckFinal(e, s.id(), true));
-  absl::MutexLock lock(&mu_);
-  // Queued under one hold of the lock: the writer takes them all in one batch.
-  absl::Status first;
-  std::vector<std::string> ids;
-  for (auto& [e, r] : runs) {
-    ids.push_back(e.run_id());
-    first.Update(AppendLocked(std::move(e), std::move(r), std::nullopt, false).status());
+                                 std::vector<std::pair<v1::Event, v1::Session>> sessions,
+                                 const std::string& lost, const std::string& by) {
+  std::vector<v1::Event> events;
+  std::vector<v1::Run> records;
+  std::vector<v1::Session> ended;
+  {
+    absl::MutexLock lock(&mu_);
+    // Their events queued before are stored first: each terminal event follows its log's last.
+    AwaitWrittenLocked();
+    auto stamp = [&](v1::Event& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+      auto last = last_seq_.find(e.run_id());
+      int64_t seq = 0;
+      if (last != last_seq_.end()) {
+        seq = last->second;
+      } else {
+        SANDGATE_ASSIGN_OR_RETURN(seq, CommittedSeqLocked(e.run_id()));
+      }
+      e.set_seq(seq + 1);
+      *e.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
+      last_seq_[e.run_id()] = seq + 1;  // an append meanwhile follows it
+      events.push_back(e);
+      return absl::OkStatus();
+    };
+    for (auto& [e, r] : runs) {
+      SANDGATE_RETURN_IF_ERROR(CheckFinal(e, r.id(), false));
+      SANDGATE_RETURN_IF_ERROR(stamp(e));
+      records.push_back(std::move(r));
+    }
+    for (auto& [e, s] : sessions) {
+      SANDGATE_RETURN_IF_ERROR(CheckFinal(e, s.id(), true));
+      SANDGATE_RETURN_IF_ERROR(stamp(e));
+      ended.push_back(std::move(s));
+    }
   }
-  for (auto& [e, s] : sessions) {
-    ids.push_back(e.run_id());
-    first.Update(AppendLocked(std::move(e), std::nullopt, std::move(s), false).status());
+  // Written here, not by the writer: the writer would store a failed batch's events one at a
+  // time, and this is all or nothing.
+  const absl::Status st = store_->SettleTakeover(events, records, ended, lost, by);
+  std::vector<WaitCallback> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    if (st.ok()) {
+      ready = PublishLocked(events, {});
+    } else {
+      for (const v1::Event& e : events) {
+        last_seq_.erase(e.run_id());
+        committed_seq_.erase(e.run_id());
+      }
+    }
   }
-  AwaitWrittenLocked();
-  for (const std::string& id : ids) first.Update(TakeUnreportedLocked(id));
-  return first;
+  for (auto& cb : ready) cb(WaitResult::kReady);
+  return st;
 }
 
 absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<v1::Run> record,
-                                                 std::optional<v1::Session> session, bool await) {
+                                                 std::optional<v1::Session> session) {
   SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
   if (bounds_.has_value()) {
     std::optional<v1::Event> summary;
@@ -125,15 +158,15 @@ absl::StatusOr<v1::Event> EventLog::AppendLocked(v1::Event event, std::optional<
       summary->set_run_id(event.run_id());
       summary->set_session_id(event.session_id());
       SANDGATE_RETURN_IF_ERROR(
-          QueueLocked(*std::move(summary), std::nullopt, std::nullopt, await).status());
+          QueueLocked(*std::move(summary), std::nullopt, std::nullopt).status());
     }
     if (!store) return event;
   }
-  return QueueLocked(std::move(event), std::move(record), std::move(session), await);
+  return QueueLocked(std::move(event), std::move(record), std::move(session));
 }
 
 absl::StatusOr<v1::Event> EventLog::QueueLocked(v1::Event event, std::optional<v1::Run> record,
-                                                std::optional<v1::Session> session, bool await) {
+                                                std::optional<v1::Session> session) {
   auto last = last_seq_.find(event.run_id());
   if (last == last_seq_.end()) {
     // Nothing of the run is queued: its next seq follows the last committed.
@@ -149,13 +182,55 @@ absl::StatusOr<v1::Event> EventLog::QueueLocked(v1::Event event, std::optional<v
   if (session.has_value()) session_records_[event.run_id()] = *std::move(session);
   queue_.push_back(event);
   ++appended_;
-  if (terminal && await) {
+  if (terminal) {
     // Stored before the caller reports the run's end: whoever reads its events after that
     // finds them all.
     AwaitWrittenLocked();
     SANDGATE_RETURN_IF_ERROR(TakeUnreportedLocked(event.run_id()));
   }
   return event;
+}
+
+bool EventLog::AppendThrough(v1::Event event, const std::function<bool(v1::Event*)>& write) {
+  absl::Status stamped;
+  {
+    absl::MutexLock lock(&mu_);
+    // Its events queued before are stored first, so its seq follows them in the store too.
+    if (last_seq_.contains(event.run_id())) AwaitWrittenLocked();
+    auto last = last_seq_.find(event.run_id());
+    if (last == last_seq_.end()) {
+      absl::StatusOr<int64_t> committed = CommittedSeqLocked(event.run_id());
+      stamped = committed.status();
+      if (stamped.ok()) {
+        last = last_seq_.emplace(event.run_id(), *committed).first;
+        committed_seq_[event.run_id()] = *committed;  // this log appends the run from now on
+      }
+    }
+    if (stamped.ok()) {
+      event.set_seq(++last->second);
+      *event.mutable_time() = TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(clock_->Now()));
+    }
+  }
+  if (!stamped.ok()) {
+    (void)write(nullptr);  // written without it: the caller appends it, and meets the error
+    return false;
+  }
+  const int64_t seq = event.seq();
+  const bool stored = write(&event);
+  std::vector<WaitCallback> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    auto last = last_seq_.find(event.run_id());
+    auto committed = committed_seq_.find(event.run_id());
+    if (!stored) {
+      if (last != last_seq_.end() && last->second == seq) --last->second;
+    } else if (committed == committed_seq_.end() || committed->second < seq) {
+      // (A later event of the run, published meanwhile by another thread, stands for it.)
+      ready = PublishLocked({event}, {});
+    }
+  }
+  for (auto& cb : ready) cb(WaitResult::kReady);
+  return stored;
 }
 
 absl::Status EventLog::Flush(const std::string& run_id) {

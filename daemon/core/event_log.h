@@ -106,12 +106,19 @@ class EventLog {
   // record's) with its final record, in one store transaction.
   absl::StatusOr<v1::Event> Finish(v1::Event terminal, v1::Session record);
   // Ends several logs at once, each terminal event with its final record as Finish does, all
-  // queued together so the writer stores them in one store transaction (a takeover settles a
-  // lost replica's runs and sessions in one commit). Returns once they are stored: OK, or
-  // the first error (should that one transaction fail, each is tried alone, and those that
-  // land stay).
+  // in one store transaction, written before it returns: OK, or the error, and then nothing
+  // is stored. With `lost`, that transaction is a takeover's settling (Store::SettleTakeover:
+  // the cleanup after `lost` marked done, its slots freed), refused unless `by` holds the
+  // claim: a takeover commits once.
   absl::Status FinishAll(std::vector<std::pair<v1::Event, v1::Run>> runs,
-                         std::vector<std::pair<v1::Event, v1::Session>> sessions);
+                         std::vector<std::pair<v1::Event, v1::Session>> sessions,
+                         const std::string& lost = "", const std::string& by = "");
+  // Appends `event` through a transaction of another store: gives it the run's next seq and
+  // its time as Append would, and `write` stores it there (a run's run.queued with its queue
+  // row, store::AdmissionStore::Enqueue), saying whether it did (null: its seq could not be
+  // read; write without it). Stored, the log's followers see it; not, its seq is given back.
+  // Returns whether it was stored.
+  bool AppendThrough(v1::Event event, const std::function<bool(v1::Event*)>& write);
   // Waits until every event appended before the call (of any run) is committed. Returns the
   // store error of `run_id`'s events not yet reported, if any (and reports it: once).
   absl::Status Flush(const std::string& run_id);
@@ -204,13 +211,11 @@ class EventLog {
   absl::Status TakeUnreportedLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Append and Finish: passes `event` through the bounds, with the events.dropped they
   // add, then queues it (and the final record, when given), as Append says.
-  // `await` false: a terminal event returns without waiting to be stored (FinishAll waits
-  // once for all of them).
   absl::StatusOr<v1::Event> AppendLocked(v1::Event event, std::optional<v1::Run> record,
-                                         std::optional<v1::Session> session = std::nullopt,
-                                         bool await = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                         std::optional<v1::Session> session = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<v1::Event> QueueLocked(v1::Event event, std::optional<v1::Run> record,
-                                        std::optional<v1::Session> session, bool await)
+                                        std::optional<v1::Session> session)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // INVALID_ARGUMENT unless `terminal` ends the log of the record `record_id` (a kept
   // session's: its session.closed).

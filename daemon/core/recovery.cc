@@ -80,37 +80,38 @@ void JournalSweeper::StopBy(absl::Time deadline) {
   if (later_.joinable()) later_.join();
 }
 
+namespace {
+
+// `run` FAILED with `why`, and its terminal event.
+std::pair<v1::Event, v1::Run> Failed(v1::Run run, const std::string& why, Clock* clock) {
+  run.set_status(v1::RUN_STATUS_FAILED);
+  run.set_status_reason(why);
+  *run.mutable_finished_at() = ToProto(clock->Now());
+  v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, why, {});
+  e.set_run_id(run.id());
+  e.set_session_id(run.session_id());
+  return {std::move(e), std::move(run)};
+}
+
+void LogFailed(const std::vector<std::pair<v1::Event, v1::Run>>& failed) {
+  for (const auto& [e, run] : failed) {
+    log::Warning("run.interrupted",
+                 {{"run", run.id()}, {"tenant", run.tenant()}, {"why", run.status_reason()}});
+  }
+}
+
+}  // namespace
+
 absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const Requeue& requeue) {
-  // By the owner column: this replica's, or the lost one's (and rows from before the column).
+  // By the owner column: this replica's (and rows from before the column).
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs,
                             deps.store->ListUnfinishedRunsOf(deps.replica));
-  const bool adopting = !deps.lost_why.empty();
-  const std::string& owner = adopting ? deps.adopted_by : deps.replica;
-  // Every run failed here and (after a lost replica) every session ended, stored at the end
-  // in one transaction (EventLog::FinishAll): a takeover cut off before it leaves them all
-  // for the next claimer, one after it has settled them all.
+  // Every run failed here, stored at the end in one transaction (EventLog::FinishAll).
   std::vector<std::pair<v1::Event, v1::Run>> failed;
-  std::vector<std::pair<v1::Event, v1::Session>> ended;
   for (v1::Run& run : runs) {
     // Another live replica's runs are its own business.
-    if (run.replica() != deps.replica && (adopting || !run.replica().empty())) continue;
-    std::string why =
-        adopting ? deps.lost_why : "interrupted: the daemon stopped before the run finished";
-    if (run.status() == v1::RUN_STATUS_QUEUED && adopting && deps.admission != nullptr) {
-      // Read after the lost replica's claims were released (ReleaseReplica): a row still
-      // claimed is a live claimer's, and an unclaimed one any replica may start. Either way
-      // the run is the queue's, and whoever claims it writes its record and events.
-      SANDGATE_ASSIGN_OR_RETURN(std::optional<store::QueuedRun> row,
-                                deps.admission->Find(run.id()));
-      if (row.has_value() &&
-          (row->claimed_by.empty() ? row->only_replica.empty() : row->claimed_by != deps.replica)) {
-        log::Info("run.left_queued", {{"run", run.id()},
-                                      {"tenant", run.tenant()},
-                                      {"lost", deps.replica},
-                                      {"claimed_by", row->claimed_by}});
-        continue;
-      }
-    }
+    if (!run.replica().empty() && run.replica() != deps.replica) continue;
+    std::string why = "interrupted: the daemon stopped before the run finished";
     if (run.status() == v1::RUN_STATUS_QUEUED) {
       absl::StatusOr<v1::RunAnalysisRequest> request = deps.store->GetRunRequest(run.id());
       std::optional<Caller> caller = tenants.Find(run.tenant());
@@ -118,58 +119,80 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
                               : !caller     ? errors::FailedPrecondition(absl::StrCat(
                                                   "tenant ", run.tenant(), " is no longer configured"))
                                             : absl::OkStatus();
-      const std::string was = run.replica();
-      if (requeued.ok() && run.replica() != owner) {
-        // Stored as the new owner's before it is queued, so a cleanup after the new owner
-        // finds it too.
-        run.set_replica(owner);
+      if (requeued.ok() && run.replica().empty()) {  // stored before replicas: made its own
+        run.set_replica(deps.replica);
         requeued = deps.store->PutRun(run);
       }
       if (requeued.ok()) {
         requeued = requeue(*caller, run, std::move(*request),
-                           adopting ? absl::StrCat(deps.lost_why, "; replica ", owner,
-                                                   " took this waiting run from replica ", was,
-                                                   " and queued it again")
-                                    : "the daemon restarted while this run waited; it is queued "
-                                      "again");
+                           "the daemon restarted while this run waited; it is queued again");
       }
       if (requeued.ok()) {
         log::Info("run.requeued",
-                  {{"run", run.id()}, {"tenant", run.tenant()}, {"replica", owner}});
+                  {{"run", run.id()}, {"tenant", run.tenant()}, {"replica", deps.replica}});
         continue;
       }
-      why = absl::StrCat(adopting ? absl::StrCat(deps.lost_why, ", and")
-                                  : "the daemon restarted while the run waited, and",
-                         " it could not be queued again: ", requeued.message());
+      why = absl::StrCat(
+          "the daemon restarted while the run waited, and it could not be queued "
+          "again: ",
+          requeued.message());
     }
-    run.set_status(v1::RUN_STATUS_FAILED);
-    run.set_status_reason(why);
-    *run.mutable_finished_at() = ToProto(deps.clock->Now());
-    v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, run.status_reason(), {});
-    e.set_run_id(run.id());
-    e.set_session_id(run.session_id());
-    failed.emplace_back(std::move(e), run);
+    failed.push_back(Failed(std::move(run), why, deps.clock));
   }
-  if (adopting) {
-    SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,
-                              deps.store->ListLiveSessionsOf(deps.replica));
-    for (v1::Session& s : open) {
-      if (s.replica() != deps.replica) continue;
-      s.set_status(v1::SESSION_STATUS_EXPIRED);
-      s.set_status_reason(deps.lost_why);
-      *s.mutable_closed_at() = ToProto(deps.clock->Now());
-      v1::Event closed = events::SessionClosed(s.id(), deps.lost_why);
-      closed.set_run_id(s.id());
-      closed.set_session_id(s.id());
-      ended.emplace_back(std::move(closed), s);
+  if (failed.empty()) return absl::OkStatus();
+  SANDGATE_RETURN_IF_ERROR(deps.events->FinishAll(failed, {}));
+  LogFailed(failed);
+  return absl::OkStatus();
+}
+
+absl::Status SettleLostReplica(const RecoveryDeps& deps) {
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Run> runs,
+                            deps.store->ListUnfinishedRunsOf(deps.replica));
+  std::vector<std::pair<v1::Event, v1::Run>> failed;
+  for (v1::Run& run : runs) {
+    if (run.replica() != deps.replica) continue;
+    std::string why = deps.lost_why;
+    if (run.status() == v1::RUN_STATUS_QUEUED) {
+      // A waiting run in the shared queue that any replica may start is the queue's: claimed
+      // by a live replica, or waiting, or claimed by the lost one and not started (the
+      // settling commit makes it wait again), whoever claims it writes its record and events.
+      // Nobody else can claim the others (it alone could start them, or it never queued them).
+      SANDGATE_ASSIGN_OR_RETURN(
+          std::optional<store::QueuedRun> row,
+          deps.admission != nullptr
+              ? deps.admission->Find(run.id())
+              : absl::StatusOr<std::optional<store::QueuedRun>>(std::nullopt));
+      if (row.has_value() && row->only_replica.empty()) {
+        log::Info("run.left_queued", {{"run", run.id()},
+                                      {"tenant", run.tenant()},
+                                      {"lost", deps.replica},
+                                      {"claimed_by", row->claimed_by}});
+        continue;
+      }
+      absl::StrAppend(&why, ", and this run waited for it alone (",
+                      row.has_value() ? "its kept session or its inputs were there"
+                                      : "it was not in the shared queue",
+                      ")");
     }
+    failed.push_back(Failed(std::move(run), why, deps.clock));
   }
-  if (failed.empty() && ended.empty()) return absl::OkStatus();
-  SANDGATE_RETURN_IF_ERROR(deps.events->FinishAll(failed, ended));
-  for (const auto& [e, run] : failed) {
-    log::Warning("run.interrupted",
-                 {{"run", run.id()}, {"tenant", run.tenant()}, {"why", run.status_reason()}});
+  std::vector<std::pair<v1::Event, v1::Session>> ended;
+  SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,
+                            deps.store->ListLiveSessionsOf(deps.replica));
+  for (v1::Session& s : open) {
+    if (s.replica() != deps.replica) continue;
+    s.set_status(v1::SESSION_STATUS_EXPIRED);
+    s.set_status_reason(deps.lost_why);
+    *s.mutable_closed_at() = ToProto(deps.clock->Now());
+    v1::Event closed = events::SessionClosed(s.id(), deps.lost_why);
+    closed.set_run_id(s.id());
+    closed.set_session_id(s.id());
+    ended.emplace_back(std::move(closed), s);
   }
+  // One commit, with the cleanup marked done and the slots freed: a takeover cut off before
+  // it leaves all of it to the next claimer, one after it has done it all.
+  SANDGATE_RETURN_IF_ERROR(deps.events->FinishAll(failed, ended, deps.replica, deps.adopted_by));
+  LogFailed(failed);
   for (const auto& [e, s] : ended) {
     log::Warning("session.lost_with_replica",
                  {{"session", s.id()}, {"tenant", s.tenant()}, {"replica", deps.replica}});

@@ -7,9 +7,10 @@
 //
 // RecoverRuns settles the runs the previous daemon left unfinished: a QUEUED one whose request
 // was kept is queued again (through `requeue`); every other one, and one that cannot be queued
-// again, ends FAILED with a terminal `run.finished` saying why. After a lost replica, a run it
-// left waiting in the shared queue stays there (RecoveryDeps::admission), and its kept
-// sessions end EXPIRED with their `session.closed`. The failures and ends are one commit.
+// again, ends FAILED with a terminal `run.finished` saying why, all in one commit.
+// SettleLostReplica does the same for a lost replica at its takeover (core/replica.h), in
+// one commit with the cleanup marked done: its running runs fail, its kept sessions end
+// EXPIRED, its waiting runs stay in the shared queue (those it alone could start fail).
 //
 //   JournalSweeper sweeper({&store, &providers, &clock, metrics});
 //   SANDGATE_RETURN_IF_ERROR(sweeper.Sweep());
@@ -84,23 +85,21 @@ struct RecoveryDeps {
   EventLog* events = nullptr;
   Clock* clock = nullptr;
   // Whose runs are settled: this replica's own (and those stored before replicas, which name
-  // none); or, with `lost_why` set, a lost replica's (core/replica.h), whose running runs fail
-  // and kept sessions end with `lost_why`, and whose queued runs become `adopted_by`'s.
+  // none); or a lost replica's, whose takeover `adopted_by` claimed, failing its running runs
+  // and ending its kept sessions with `lost_why`.
   std::string replica;
   std::string adopted_by;
   std::string lost_why;
-  // The queue the replicas share (null: none). A lost replica's waiting run that is in it,
-  // claimable by any replica or claimed by a live one, is the queue's: the takeover leaves it
-  // there (the claimer starts it, or has), never queues or fails it from its own read.
-  store::AdmissionStore* admission = nullptr;
+  store::AdmissionStore* admission = nullptr;  // the queue the replicas share; null: none
 };
 
-// Queues again a run the previous daemon (or a lost replica) left QUEUED, from its kept
-// request; `why` says to the run's followers why it waits again.
+// Queues again a run the previous daemon left QUEUED, from its kept request; `why` says to
+// the run's followers why it waits again.
 using Requeue = std::function<absl::Status(const Caller&, const v1::Run&, v1::RunAnalysisRequest,
                                            const std::string& why)>;
 
 absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const Requeue& requeue);
+absl::Status SettleLostReplica(const RecoveryDeps& deps);
 
 }  // namespace sandgate::core
 

@@ -410,7 +410,6 @@ void ReplicaMember::CleanLoop() {
       to_clean_.pop_front();
     }
     absl::Status cleaned = CleanUpAfter(dead);
-    if (cleaned.ok()) cleaned = deps_.leases->FinishTakeover(dead.replica_id, config_.id);
     absl::MutexLock lock(&mu_);
     cleaning_.erase(dead.replica_id);
     if (cleaned.ok()) {
@@ -424,31 +423,25 @@ void ReplicaMember::CleanLoop() {
 }
 
 absl::Status ReplicaMember::CleanUpAfter(const store::Lease& dead) {
+  // Its remote resources first, through this replica's providers (what a provider cannot tell
+  // yet is asked again in the background, or swept by the lost replica's return): a sweep
+  // done twice deletes nothing twice, so a claimer cut off after it leaves the next one the
+  // same cleanup.
+  std::set<std::string> remote;
+  for (const auto& [name, provider] : deps_.remote_providers) remote.insert(name);
+  if (!remote.empty()) {  // an empty set would list every provider's entries
+    SANDGATE_RETURN_IF_ERROR(Sweep(std::make_unique<ReplicaJournal>(ReplicaJournal::Of(
+                                       deps_.journal, dead.replica_id, std::move(remote))),
+                                   &deps_.remote_providers));
+  }
+  ReportLeftOnItsHost(dead);
+  // Then the rest in one commit: its running runs failed, its kept sessions ended, its slots
+  // freed, its cleanup marked done.
   const std::string why =
       absl::StrCat("replica ", dead.replica_id, " stopped renewing its lease, which ended at ",
                    absl::FormatTime(dead.expires_at));
-  const RecoveryDeps recovery{deps_.store, deps_.events, deps_.clock,    dead.replica_id,
-                              config_.id,  why,          deps_.admission};
-  // Its claimed runs fail and its sessions end below: their quota slots are free first, so
-  // the runs it left waiting can be claimed at once. Those stay the queue's: RecoverRuns
-  // leaves a waiting run that is in it (claimed meanwhile or not) alone.
-  if (deps_.admission != nullptr) {
-    SANDGATE_RETURN_IF_ERROR(deps_.admission->ReleaseReplica(dead.replica_id));
-  }
-  // Its running runs fail and its kept sessions end, all in one commit.
-  SANDGATE_RETURN_IF_ERROR(RecoverRuns(recovery, *deps_.tenants, deps_.requeue));
-  // Its remote resources, through this replica's providers; what a provider cannot tell yet
-  // is asked again in the background (JournalSweeper), or swept by the lost replica's return.
-  std::set<std::string> remote;
-  for (const auto& [name, provider] : deps_.remote_providers) remote.insert(name);
-  absl::Status swept = absl::OkStatus();
-  if (!remote.empty()) {  // an empty set would list every provider's entries
-    swept = Sweep(std::make_unique<ReplicaJournal>(
-                      ReplicaJournal::Of(deps_.journal, dead.replica_id, std::move(remote))),
-                  &deps_.remote_providers);
-  }
-  ReportLeftOnItsHost(dead);
-  return swept;
+  return SettleLostReplica(
+      {deps_.store, deps_.events, deps_.clock, dead.replica_id, config_.id, why, deps_.admission});
 }
 
 void ReplicaMember::ReportLeftOnItsHost(const store::Lease& dead) {

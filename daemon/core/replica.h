@@ -4,9 +4,9 @@
 //    now + lease_period; a renewal the store did not answer is tried again soon
 //    (kRenewRetryFirst doubling to kRenewRetryMost). Without it, no new work (CanTakeWork).
 //  - at the moment another replica's lease ends (the store's clock), the first to claim it
-//    (exactly one) cleans up after it on a thread of its own: slots freed, running runs
-//    failed, kept sessions expired, waiting runs left to the shared queue (one it had
-//    claimed but not started queued again here), remote resources swept, local ones reported.
+//    (exactly one) cleans up after it on a thread of its own: remote resources swept, local
+//    ones reported, then one commit: running runs failed, kept sessions expired, slots
+//    freed, waiting runs left to the shared queue, the cleanup marked done.
 //  - each Join is a new epoch, and every write of this replica is fenced by it
 //    (Store::FenceWrites); a replica taken over ends its work, sweeps its host and rejoins;
 //    one whose id joined again elsewhere only stops.
@@ -100,10 +100,7 @@ struct ReplicaDeps {
   Clock* clock = nullptr;
   // Providers whose resources another host can delete (not "local").
   std::map<std::string, sandbox::Provider*> remote_providers;
-  const Tenants* tenants = nullptr;
-  Requeue requeue;  // queues a run here (RunManager::Requeue)
-  // The shared queue and quotas: the slots a lost replica's runs and sessions held are
-  // freed at its takeover. May be null (none shared).
+  // The shared queue: a lost replica's waiting runs in it are left to it. May be null.
   store::AdmissionStore* admission = nullptr;
   Metrics* metrics = nullptr;  // may be null
   // Once taken over: ends every run and session still going on here (their records were

@@ -39,25 +39,35 @@ absl::StatusOr<v1::Run> RunManager::Admit(const std::shared_ptr<ActiveRun>& ar) 
                            {"playbook", run.playbook()},
                            {"agent", run.agent()}});
   RunEvents events(deps_.events, ar.get());
-  absl::StatusOr<bool> admitted = admission_.Enqueue(ar->ticket, OnlyHere(*ar));
+  std::vector<std::string> order = admission_.Order(&ar->ticket);
+  uint32_t position =
+      static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
+  absl::StatusOr<bool> admitted = false;
+  bool stored = false;  // its run.queued
+  if (admission_.shared()) {
+    // Its run.queued is stored with its queue row, in one commit, so a replica that claims it
+    // at once finds the event and continues the log after it.
+    v1::Event queued = events::RunQueued(position);
+    queued.set_run_id(run.id());
+    stored = deps_.events->AppendThrough(std::move(queued), [&](v1::Event* e) {
+      admitted = admission_.Enqueue(ar->ticket, OnlyHere(*ar), e);
+      return admitted.ok() && e != nullptr && e->seq() != 0;
+    });
+  } else {
+    admitted = admission_.Enqueue(ar->ticket);
+  }
   if (!admitted.ok()) {
     Finish(ar, events, v1::RUN_STATUS_FAILED, std::string(admitted.status().message()));
     return admitted.status();
   }
-  if (*admitted) {  // claimed here as it was queued: it was next, and starts now
-    ar->position.store(1);
-    events.Emit(events::RunQueued(1));
-    Launch(ar);
-    return run;
-  }
-  std::vector<std::string> order = admission_.Order();
-  uint32_t position =
-      static_cast<uint32_t>(std::find(order.begin(), order.end(), run.id()) - order.begin() + 1);
+  if (*admitted) position = 1;  // claimed here as it was queued: it was next, and starts now
   ar->position.store(position);
-  // Shared: a replica that claims the run before this is stored owns its log from its claim
-  // on, and the store refuses this append (Store::FenceWrites): the log stays dense.
-  events.Emit(events::RunQueued(position));
-  Dispatch();
+  if (!stored) events.Emit(events::RunQueued(position));
+  if (*admitted) {
+    Launch(ar);
+  } else {
+    Dispatch();
+  }
   return run;
 }
 
@@ -93,8 +103,6 @@ absl::StatusOr<std::shared_ptr<ActiveRun>> RunManager::Revive(const Caller& call
 
 absl::Status RunManager::Requeue(const Caller& caller, const v1::Run& run,
                                  v1::RunAnalysisRequest request, const std::string& why) {
-  // Claimed from the shared queue and started here meanwhile (Adopt): nothing to queue.
-  if (FindActive(run.id())) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(std::shared_ptr<ActiveRun> ar, Revive(caller, run, std::move(request)));
   {
     RunEvents events(deps_.events, ar.get());

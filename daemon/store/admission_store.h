@@ -7,7 +7,7 @@
 // round-robin order across tenants (the cursor is the tenant claimed last, gateway-wide),
 // among tenants whose claimed runs in the WHOLE gateway are under their concurrent_runs quota,
 // and marks it claimed by itself, atomically. The claimed row stays until the run ends
-// (Release) or its replica's lease is taken over (ReleaseReplica), so the count is the count
+// (Release), its replica restarts (ReleaseReplica) or is taken over, so the count is the count
 // of runs running anywhere. Any replica may claim any waiting run (it starts it from the kept
 // request, Store::GetRunRequest), except a run in a kept session, which only its session's
 // replica can start (`only_replica`).
@@ -54,6 +54,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/errors.h"
+#include "sandgate/v1/sandgate.pb.h"
 
 namespace sandgate::store {
 
@@ -109,8 +110,17 @@ class AdmissionStore {
   // claimed for that replica in the same transaction and true is returned: a run sent to a
   // replica with room starts there, and no other replica's claim can take it between the
   // queueing and the claim. Otherwise it waits (false), claimable by any replica at once.
-  virtual absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting,
-                                       RoomHere room) = 0;
+  //
+  // `queued`, if given, is the run's `run.queued` event (seq and time set by the caller's
+  // event log): where the run records are in this database it is stored in the same
+  // transaction, its position made 1 when the run was claimed here, so a replica that claims
+  // the run finds it and continues the log after it. Where it is not stored (a queue alone, a
+  // run already queued) its seq is made 0: the caller appends it.
+  virtual absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room,
+                                       v1::Event* queued) = 0;
+  absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room) {
+    return Enqueue(run, max_waiting, room, nullptr);
+  }
   // Claims for `replica` the next waiting run in fair order that its tenant's quota admits
   // and `replica` may start: one needing a sandbox only when `sandbox_room`. nullopt when
   // there is none. The run's record (Run.replica, where the store's records share this
@@ -129,9 +139,11 @@ class AdmissionStore {
   // after) frees its slot in its own transaction (a trigger on the records), so a finish is
   // one commit: record, terminal event and slot; this call then finds nothing to free.
   virtual absl::Status Release(const std::string& run_id) = 0;
-  // `replica` is gone (its lease was taken over) or has restarted: the slots of the runs it
-  // had claimed and of its kept sessions are free, the runs only it could start are out
-  // of the queue (they are queued again from the store's records, RecoverRuns).
+  // `replica` has restarted: the slots of the runs it had claimed and of its kept sessions
+  // are free, its claimed runs and those only it could start are out of the queue (they are
+  // queued again from the store's records, RecoverRuns). At a takeover the commit that marks
+  // the cleanup done frees them (a trigger on the lease row; its claimed runs that had not
+  // started wait again).
   virtual absl::Status ReleaseReplica(const std::string& replica) = 0;
   virtual absl::StatusOr<WaitingRuns> Waiting() = 0;
   // The run's row, waiting or claimed (claimed_by); nullopt when it is not in the queue.

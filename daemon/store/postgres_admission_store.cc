@@ -62,6 +62,31 @@ CREATE TRIGGER admission_release_finished AFTER UPDATE OF status ON runs FOR EAC
 )sql",
 };
 
+// Component "admission_takeover", migrated only where the lease table is in this database (in
+// a daemon it is: the leases are made first): the commit that marks a takeover's cleanup
+// done (Store::SettleTakeover) frees the lost replica's slots. Its claimed runs that had not
+// started wait again in their place; its runs only it could start go (its takeover fails
+// them), and so do its session slots.
+constexpr const char* kTakeoverSteps[] = {
+    R"sql(
+CREATE FUNCTION admission_release_taken_over() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  WITH c AS (SELECT tenant, count(*) AS n FROM admission_queue WHERE claimed_by = NEW.id
+             GROUP BY tenant)
+  UPDATE admission_tenants t SET running = greatest(0, t.running - c.n) FROM c
+   WHERE t.tenant = c.tenant;
+  DELETE FROM admission_queue WHERE only_replica = NEW.id;
+  UPDATE admission_queue SET claimed_by = '' WHERE claimed_by = NEW.id;
+  DELETE FROM admission_sessions WHERE replica = NEW.id;
+  PERFORM pg_notify('sandgate_queue', '');
+  RETURN NULL;
+END $f$;
+CREATE TRIGGER admission_release_taken_over AFTER UPDATE OF cleaned ON replica_leases
+  FOR EACH ROW WHEN (NEW.cleaned = 1 AND OLD.cleaned = 0)
+  EXECUTE FUNCTION admission_release_taken_over();
+)sql",
+};
+
 constexpr const char* kComponent = "admission";
 
 constexpr const char kCountWaiting[] = "SELECT count(*) FROM admission_queue WHERE claimed_by = ''";
@@ -72,6 +97,12 @@ constexpr const char kTouchTenant[] =
 constexpr const char kLockTenant[] = "SELECT 1 FROM admission_tenants WHERE tenant = $1 FOR UPDATE";
 
 int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
+
+// A queue row as Queued reads it; the statement's WHERE follows.
+constexpr char kQueuedRun[] =
+    "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, q.enqueued_by, "
+    "q.enqueued_at, q.claimed_by FROM admission_queue q JOIN admission_tenants t "
+    "ON t.tenant = q.tenant WHERE ";
 
 QueuedRun Queued(const PgResult& r, int row) {
   return {r.Text(row, 0), r.Text(row, 1), static_cast<uint32_t>(r.Int(row, 2)), r.Int(row, 3) != 0,
@@ -131,12 +162,11 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const cha
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult run,
       conn.Exec(what,
-                "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
-                "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.tenant = $3 "
-                "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
-                "AND (q.only_replica = '' OR q.only_replica = $2) "
-                "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED",
+                absl::StrCat(kQueuedRun,
+                             "q.tenant = $3 AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR "
+                             "$1 = 1) AND (q.only_replica = '' OR q.only_replica = $2) "
+                             "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED")
+                    .c_str(),
                 PgParams().Int(sandbox_room).Text(replica).Text(name)));
   if (run.rows() == 0) return std::nullopt;  // cancelled meanwhile: the next poll
   QueuedRun claimed = Queued(run, 0);
@@ -164,25 +194,28 @@ absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::
   SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, kComponent, kSteps));
   std::unique_ptr<PostgresAdmissionStore> store(new PostgresAdmissionStore(db));
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db->Acquire("look for the run records"));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn->Exec("look for the run records", "SELECT (to_regclass('runs') IS NOT NULL)::int"));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                            conn->Exec("look for the run records",
+                                       "SELECT (to_regclass('runs') IS NOT NULL)::int, "
+                                       "(to_regclass('replica_leases') IS NOT NULL)::int"));
   store->records_ = r.Int(0, 0) == 1;
   if (store->records_)
     SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, "admission_finish", kFinishSteps));
+  if (r.Int(0, 1) == 1)
+    SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, "admission_takeover", kTakeoverSteps));
   return store;
 }
 
 absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
-                                                     RoomHere room) {
+                                                     RoomHere room, v1::Event* queued) {
   constexpr const char* kWhat = "queue run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  bool claimed = false;
+  bool claimed = false, stored = false;
   SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
-    SANDGATE_ASSIGN_OR_RETURN(PgResult queued,
+    SANDGATE_ASSIGN_OR_RETURN(PgResult already,
                               conn->Exec(kWhat, "SELECT 1 FROM admission_queue WHERE run_id = $1",
                                          PgParams().Text(run.run_id)));
-    if (queued.rows() > 0) return absl::OkStatus();
+    if (already.rows() > 0) return absl::OkStatus();
     if (max_waiting > 0) {
       // A bound on memory and patience, not a quota: two replicas queueing at once may pass
       // it by one each.
@@ -211,15 +244,26 @@ absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint3
                       .Text(run.only_replica)
                       .Text(run.enqueued_by)
                       .Int(Ns(run.enqueued_at))));
-    if (!room.run_slot) return PgNotify(*conn, kQueueChannel, "");
-    // The row is not committed yet, so no other replica sees it before this claim is made.
-    SANDGATE_ASSIGN_OR_RETURN(
-        std::optional<QueuedRun> here,
-        ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id, records_));
-    claimed = here.has_value();
+    if (room.run_slot) {
+      // The row is not committed yet, so no other replica sees it before this claim is made.
+      SANDGATE_ASSIGN_OR_RETURN(
+          std::optional<QueuedRun> here,
+          ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id, records_));
+      claimed = here.has_value();
+    }
+    if (queued != nullptr && records_) {
+      if (claimed) queued->mutable_run_queued()->set_position(1);
+      SANDGATE_RETURN_IF_ERROR(conn->Run(
+          kWhat, "INSERT INTO events(run_id, seq, proto) VALUES($1, $2, $3)",
+          PgParams().Text(run.run_id).Int(queued->seq()).Bytes(queued->SerializeAsString())));
+      SANDGATE_RETURN_IF_ERROR(
+          PgNotify(*conn, kEventsChannel, absl::StrCat(run.run_id, " ", queued->seq())));
+      stored = true;
+    }
     // A run that waits: a replica with room elsewhere claims it now, not at its next poll.
     return claimed ? absl::OkStatus() : PgNotify(*conn, kQueueChannel, "");
   }));
+  if (queued != nullptr && !stored) queued->set_seq(0);
   return claimed;
 }
 
@@ -296,11 +340,7 @@ absl::StatusOr<WaitingRuns> PostgresAdmissionStore::Waiting() {
   SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
     SANDGATE_ASSIGN_OR_RETURN(
         PgResult r,
-        conn->Exec(kWhat,
-                   "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                   "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
-                   "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.claimed_by = '' "
-                   "ORDER BY q.seq"));
+        conn->Exec(kWhat, absl::StrCat(kQueuedRun, "q.claimed_by = '' ORDER BY q.seq").c_str()));
     for (int i = 0; i < r.rows(); ++i) out.runs.push_back(Queued(r, i));
     SANDGATE_ASSIGN_OR_RETURN(
         PgResult cursor, conn->Exec(kWhat,
@@ -315,13 +355,9 @@ absl::StatusOr<WaitingRuns> PostgresAdmissionStore::Waiting() {
 absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Find(const std::string& run_id) {
   constexpr const char* kWhat = "find queued run";
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn->Exec(kWhat,
-                 "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, "
-                 "q.enqueued_by, q.enqueued_at, q.claimed_by FROM admission_queue q "
-                 "JOIN admission_tenants t ON t.tenant = q.tenant WHERE q.run_id = $1",
-                 PgParams().Text(run_id)));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                            conn->Exec(kWhat, absl::StrCat(kQueuedRun, "q.run_id = $1").c_str(),
+                                       PgParams().Text(run_id)));
   if (r.rows() == 0) return std::nullopt;
   return Queued(r, 0);
 }

@@ -24,7 +24,9 @@ class PostgresAdmissionStore : public AdmissionStore {
   // `db` outlives the store.
   static absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> Create(PostgresDatabase* db);
 
-  absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room) override;
+  using AdmissionStore::Enqueue;
+  absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room,
+                               v1::Event* queued) override;
   absl::StatusOr<std::optional<QueuedRun>> Claim(const std::string& replica,
                                                  bool sandbox_room) override;
   absl::StatusOr<bool> Remove(const std::string& run_id) override;

@@ -69,8 +69,7 @@ absl::StatusOr<int64_t> PostgresReplicaStore::Join(const Lease& lease, absl::Tim
                      .Int(Ns(lease.expires_at))
                      .Int(Ns(now))));
   if (r.rows() == 1) return r.Int(0, 0);
-  SANDGATE_ASSIGN_OR_RETURN(std::string claimer, ClaimerOf(lease.replica_id));
-  return CleanupUnderWay(lease.replica_id, claimer);
+  return JoinRefused(*this, lease.replica_id);
 }
 
 absl::Status PostgresReplicaStore::Renew(const std::string& replica_id, int64_t epoch,
@@ -82,15 +81,6 @@ absl::Status PostgresReplicaStore::Renew(const std::string& replica_id, int64_t 
                                   PgParams().Text(replica_id).Int(Ns(expires_at)).Int(epoch)));
   if (changed == 1) return absl::OkStatus();
   return RenewRefused(*this, replica_id, epoch);
-}
-
-absl::StatusOr<std::string> PostgresReplicaStore::ClaimerOf(const std::string& replica_id) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("read lease"));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r, conn->Exec("read lease", "SELECT taken_over_by FROM replica_leases WHERE id = $1",
-                             PgParams().Text(replica_id)));
-  if (r.rows() == 0) return errors::NotFound("lease of replica", replica_id);
-  return r.Text(0, 0);
 }
 
 absl::StatusOr<std::vector<Lease>> PostgresReplicaStore::ListLeases() {
@@ -118,16 +108,6 @@ absl::StatusOr<bool> PostgresReplicaStore::ClaimTakeover(const std::string& dead
                              "AND (taken_over_by = '' OR claim_until <= $3)",
                              PgParams().Text(dead).Text(by).Int(Ns(now)).Int(Ns(claim_until))));
   return changed == 1;
-}
-
-absl::Status PostgresReplicaStore::FinishTakeover(const std::string& dead, const std::string& by) {
-  SANDGATE_ASSIGN_OR_RETURN(
-      int64_t changed,
-      Write("finish takeover",
-            "UPDATE replica_leases SET cleaned = 1 WHERE id = $1 AND taken_over_by = $2",
-            PgParams().Text(dead).Text(by)));
-  if (changed == 1) return absl::OkStatus();
-  return ClaimLost(dead, by);
 }
 
 }  // namespace sandgate::store

@@ -34,14 +34,11 @@ class PostgresReplicaStore : public ReplicaStore {
   absl::StatusOr<std::vector<Lease>> ListLeases() override;
   absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
                                      absl::Time claim_until) override;
-  absl::Status FinishTakeover(const std::string& dead, const std::string& by) override;
 
  private:
   explicit PostgresReplicaStore(PostgresDatabase* db) : db_(db) {}
   // Rows `sql` changed.
   absl::StatusOr<int64_t> Write(const char* what, const char* sql, const PgParams& params);
-  // The claimer of `replica_id`'s lease ("" when none), NOT_FOUND without a row.
-  absl::StatusOr<std::string> ClaimerOf(const std::string& replica_id);
 
   PostgresDatabase* const db_;
 };

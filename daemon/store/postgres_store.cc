@@ -470,10 +470,17 @@ absl::Status PostgresStore::AppendEventsWithRuns(const std::vector<v1::Event>& e
 absl::Status PostgresStore::AppendEventsWithRecords(const std::vector<v1::Event>& events,
                                                     const std::vector<v1::Run>& runs,
                                                     const std::vector<v1::Session>& sessions) {
-  if (events.empty() && runs.empty() && sessions.empty()) return absl::OkStatus();
+  return SettleTakeover(events, runs, sessions, "", "");
+}
+
+absl::Status PostgresStore::SettleTakeover(const std::vector<v1::Event>& events,
+                                           const std::vector<v1::Run>& runs,
+                                           const std::vector<v1::Session>& sessions,
+                                           const std::string& lost, const std::string& by) {
+  if (events.empty() && runs.empty() && sessions.empty() && lost.empty()) return absl::OkStatus();
   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("append events"));
   // One statement is its own transaction: a burst costs one round trip and one commit.
-  if (runs.empty() && sessions.empty() && events.size() <= kEventsPerStatement) {
+  if (runs.empty() && sessions.empty() && lost.empty() && events.size() <= kEventsPerStatement) {
     return InsertEvents(*conn, events.data(), events.size());
   }
   // A fenced record's check locks the writer's lease row (kFenceCte) until the commit, as
@@ -485,7 +492,14 @@ absl::Status PostgresStore::AppendEventsWithRecords(const std::vector<v1::Event>
       SANDGATE_RETURN_IF_ERROR(
           InsertEvents(*conn, &events[i], std::min(kEventsPerStatement, events.size() - i)));
     }
-    return absl::OkStatus();
+    if (lost.empty()) return absl::OkStatus();
+    // Last: the final records' trigger has freed their runs' slots; the lease's frees the rest.
+    SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                              conn->Exec("finish takeover",
+                                         "UPDATE replica_leases SET cleaned = 1 WHERE id = $1 AND "
+                                         "taken_over_by = $2 AND cleaned = 0",
+                                         PgParams().Text(lost).Text(by)));
+    return r.affected() == 1 ? absl::OkStatus() : ClaimLost(lost, by);
   });
 }
 

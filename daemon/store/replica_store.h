@@ -3,8 +3,8 @@
 // Each replica (one sandgated) holds a lease row: its identity, the address other replicas
 // reach it at, and when the lease ends unless renewed. A replica whose lease has ended is
 // cleaned up after by one other replica: the first to claim the row (ClaimTakeover, a guarded
-// UPDATE, so two cannot both win) fails its running runs, queues its waiting runs again and
-// deletes its remote resources (core/replica.h), then marks the cleanup done.
+// UPDATE, so two cannot both win) deletes its remote resources, then fails its running runs
+// and ends its sessions in the commit that marks the cleanup done (Store::SettleTakeover).
 //
 // Every time here is on the store's clock (Now): PostgreSQL's, one for every replica of the
 // gateway whatever their hosts' clocks say; SQLite's daemons share one host, so there it is
@@ -77,9 +77,7 @@ class ReplicaStore {
   // (expires_at <= now), its cleanup is not done and no earlier claim stands at `now`.
   virtual absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by,
                                              absl::Time now, absl::Time claim_until) = 0;
-  // Marks the cleanup after `dead` done, if `by` still holds the claim (FAILED_PRECONDITION
-  // otherwise: another replica took it over after `by`'s claim ended).
-  virtual absl::Status FinishTakeover(const std::string& dead, const std::string& by) = 0;
+  // The cleanup is marked done by the commit that settles it (Store::SettleTakeover).
 };
 
 // The errors every implementation gives, worded once.
@@ -112,6 +110,16 @@ inline absl::Status RenewRefused(ReplicaStore& leases, const std::string& replic
     if (row.replica_id != replica) continue;
     if (!row.taken_over_by.empty()) return LeaseTakenOver(replica, row.taken_over_by);
     return LeaseSuperseded(replica, epoch, row.epoch);
+  }
+  return errors::NotFound("lease of replica", replica);
+}
+
+// Why `leases`' Join of `replica` changed no row: another replica's claim on it stands.
+inline absl::Status JoinRefused(ReplicaStore& leases, const std::string& replica) {
+  absl::StatusOr<std::vector<Lease>> rows = leases.ListLeases();
+  if (!rows.ok()) return rows.status();
+  for (const Lease& row : *rows) {
+    if (row.replica_id == replica) return CleanupUnderWay(replica, row.taken_over_by);
   }
   return errors::NotFound("lease of replica", replica);
 }

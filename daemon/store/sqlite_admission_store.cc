@@ -55,6 +55,12 @@ constexpr const char* kQueueColumns =
 
 int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
 
+// Runs a statement without rows (in the caller's transaction, if one is open).
+absl::Status Exec(sqlite3* db, const char* what, const std::string& sql,
+                  std::initializer_list<Value> params) {
+  return Sql(db, sql, params).Run(what).status();
+}
+
 absl::StatusOr<uint64_t> CountWaiting(sqlite3* db) {
   Sql s(db, "SELECT count(*) FROM admission_queue WHERE claimed_by = ''", {});
   SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row("count waiting runs"));
@@ -72,10 +78,8 @@ absl::Status OwnRecord(sqlite3* db, const std::string& run_id, const std::string
     return errors::Internal(absl::StrCat("sqlite: claim run record: run ", run_id, " is corrupt"));
   }
   run.set_replica(replica);
-  return Sql(db, "UPDATE runs SET proto = ?2, replica = ?3 WHERE id = ?1",
-             {run_id, Blob{run.SerializeAsString()}, replica})
-      .Run("claim run record")
-      .status();
+  return Exec(db, "claim run record", "UPDATE runs SET proto = ?2, replica = ?3 WHERE id = ?1",
+              {run_id, Blob{run.SerializeAsString()}, replica});
 }
 
 // Claims for `replica`, in the caller's transaction, the next waiting run in fair order that
@@ -103,17 +107,15 @@ absl::StatusOr<std::optional<QueuedRun>> ClaimNext(sqlite3* db, const std::strin
   QueuedRun claimed = Queued(next);
   if (only != nullptr && claimed.run_id != *only) return std::nullopt;
   claimed.claimed_by = replica;
-  SANDGATE_RETURN_IF_ERROR(Sql(db, "UPDATE admission_queue SET claimed_by = ?2 WHERE run_id = ?1",
-                               {claimed.run_id, replica})
-                               .Run("claim run")
-                               .status());
-  SANDGATE_RETURN_IF_ERROR(Sql(db,
-                               "UPDATE admission_tenants SET running = running + 1, last_claimed = "
-                               "(SELECT max(last_claimed) + 1 FROM admission_tenants) "
-                               "WHERE tenant = ?1",
-                               {claimed.tenant})
-                               .Run("claim run")
-                               .status());
+  SANDGATE_RETURN_IF_ERROR(Exec(db, "claim run",
+                                "UPDATE admission_queue SET claimed_by = ?2 WHERE run_id = ?1",
+                                {claimed.run_id, replica}));
+  SANDGATE_RETURN_IF_ERROR(
+      Exec(db, "claim run",
+           "UPDATE admission_tenants SET running = running + 1, last_claimed = "
+           "(SELECT max(last_claimed) + 1 FROM admission_tenants) "
+           "WHERE tenant = ?1",
+           {claimed.tenant}));
   if (records) SANDGATE_RETURN_IF_ERROR(OwnRecord(db, claimed.run_id, replica));
   return claimed;
 }
@@ -124,32 +126,43 @@ absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> SqliteAdmissionStore::Open
     const std::string& path) {
   SANDGATE_ASSIGN_OR_RETURN(sqlite3 * db, OpenSqliteFile(path, "admission database"));
   std::unique_ptr<SqliteAdmissionStore> store(new SqliteAdmissionStore(db));
+  // The triggers go on the tables that are there: in a daemon, the records and the leases.
+  Sql records(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'", {});
+  SANDGATE_ASSIGN_OR_RETURN(store->records_, records.Row("look for the run records"));
+  Sql leases(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replica_leases'",
+             {});
+  SANDGATE_ASSIGN_OR_RETURN(bool with_leases, leases.Row("look for the lease table"));
+  // A run's finish frees its slot (Release) in the transaction that stores its final record:
+  // the write that makes the record final fires it. The commit that marks a takeover's
+  // cleanup done frees the lost replica's slots (PostgresAdmissionStore's kTakeoverSteps).
+  const std::string schema = absl::StrCat(
+      kSchema,
+      store->records_ ? "CREATE TRIGGER IF NOT EXISTS admission_release_finished "
+                        "AFTER UPDATE OF status ON runs WHEN NEW.status >= 3 AND OLD.status < 3 "
+                        "BEGIN "
+                        "UPDATE admission_tenants SET running = running - 1 WHERE running > 0 AND "
+                        "tenant = (SELECT tenant FROM admission_queue WHERE run_id = NEW.id AND "
+                        "claimed_by <> ''); "
+                        "DELETE FROM admission_queue WHERE run_id = NEW.id AND claimed_by <> ''; "
+                        "END;"
+                      : "",
+      with_leases ? "CREATE TRIGGER IF NOT EXISTS admission_release_taken_over "
+                    "AFTER UPDATE OF cleaned ON replica_leases "
+                    "WHEN NEW.cleaned = 1 AND OLD.cleaned = 0 BEGIN "
+                    "UPDATE admission_tenants SET running = max(0, running - (SELECT count(*) "
+                    "FROM admission_queue q WHERE q.tenant = admission_tenants.tenant AND "
+                    "q.claimed_by = NEW.id)); "
+                    "DELETE FROM admission_queue WHERE only_replica = NEW.id; "
+                    "UPDATE admission_queue SET claimed_by = '' WHERE claimed_by = NEW.id; "
+                    "DELETE FROM admission_sessions WHERE replica = NEW.id; "
+                    "END;"
+                  : "");
   char* err = nullptr;
-  if (sqlite3_exec(db, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+  if (sqlite3_exec(db, schema.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     return errors::Internal(
         absl::StrCat("sqlite: creating the admission tables in ", path, ": ", msg));
-  }
-  Sql records(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'", {});
-  SANDGATE_ASSIGN_OR_RETURN(store->records_, records.Row("look for the run records"));
-  // A run's finish frees its slot (Release) in the transaction that stores its final record:
-  // the write that makes the record final fires it.
-  if (store->records_ &&
-      sqlite3_exec(db,
-                   "CREATE TRIGGER IF NOT EXISTS admission_release_finished "
-                   "AFTER UPDATE OF status ON runs WHEN NEW.status >= 3 AND OLD.status < 3 "
-                   "BEGIN "
-                   "UPDATE admission_tenants SET running = running - 1 WHERE running > 0 AND "
-                   "tenant = (SELECT tenant FROM admission_queue WHERE run_id = NEW.id AND "
-                   "claimed_by <> ''); "
-                   "DELETE FROM admission_queue WHERE run_id = NEW.id AND claimed_by <> ''; "
-                   "END",
-                   nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return errors::Internal(
-        absl::StrCat("sqlite: creating the admission trigger in ", path, ": ", msg));
   }
   return store;
 }
@@ -161,48 +174,51 @@ SqliteAdmissionStore::~SqliteAdmissionStore() {
 
 absl::Status SqliteAdmissionStore::Transaction(const char* what,
                                                const std::function<absl::Status()>& body) {
-  SANDGATE_RETURN_IF_ERROR(Sql(db_, "BEGIN IMMEDIATE", {}).Run(what).status());
+  SANDGATE_RETURN_IF_ERROR(Exec(db_, what, "BEGIN IMMEDIATE", {}));
   absl::Status st = body();
-  if (st.ok()) st = Sql(db_, "COMMIT", {}).Run(what).status();
+  if (st.ok()) st = Exec(db_, what, "COMMIT", {});
   if (!st.ok()) (void)Sql(db_, "ROLLBACK", {}).Run(what);  // the first error is the one to report
   return st;
 }
 
 absl::StatusOr<bool> SqliteAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
-                                                   RoomHere room) {
+                                                   RoomHere room, v1::Event* queued) {
   absl::MutexLock lock(&mu_);
-  bool claimed = false;
+  bool claimed = false, stored = false;
   SANDGATE_RETURN_IF_ERROR(Transaction("queue run", [&]() -> absl::Status {
-    Sql queued(db_, "SELECT 1 FROM admission_queue WHERE run_id = ?1", {run.run_id});
-    SANDGATE_ASSIGN_OR_RETURN(bool already, queued.Row("queue run"));
+    Sql row(db_, "SELECT 1 FROM admission_queue WHERE run_id = ?1", {run.run_id});
+    SANDGATE_ASSIGN_OR_RETURN(bool already, row.Row("queue run"));
     if (already) return absl::OkStatus();
     if (max_waiting > 0) {
       SANDGATE_ASSIGN_OR_RETURN(uint64_t waiting, CountWaiting(db_));
       if (waiting >= max_waiting) return QueueFull(waiting, max_waiting);
     }
     SANDGATE_RETURN_IF_ERROR(
-        Sql(db_,
-            "INSERT INTO admission_tenants(tenant, max_running) VALUES(?1, ?2) "
-            "ON CONFLICT(tenant) DO UPDATE SET max_running = excluded.max_running",
-            {run.tenant, int64_t{run.tenant_limit}})
-            .Run("queue run")
-            .status());
+        Exec(db_, "queue run",
+             "INSERT INTO admission_tenants(tenant, max_running) VALUES(?1, ?2) "
+             "ON CONFLICT(tenant) DO UPDATE SET max_running = excluded.max_running",
+             {run.tenant, int64_t{run.tenant_limit}}));
     SANDGATE_RETURN_IF_ERROR(
-        Sql(db_,
-            "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
-            "enqueued_by, enqueued_at, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
-            "(SELECT coalesce(max(seq), 0) + 1 FROM admission_queue))",
-            {run.run_id, run.tenant, int64_t{run.needs_sandbox}, run.only_replica, run.enqueued_by,
-             Ns(run.enqueued_at)})
-            .Run("queue run")
-            .status());
-    if (!room.run_slot) return absl::OkStatus();
-    // Under the same write lock: no other replica sees the row before this claim is made.
-    SANDGATE_ASSIGN_OR_RETURN(std::optional<QueuedRun> here,
-                              ClaimNext(db_, run.enqueued_by, room.sandbox, &run.run_id, records_));
-    claimed = here.has_value();
-    return absl::OkStatus();
+        Exec(db_, "queue run",
+             "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
+             "enqueued_by, enqueued_at, seq) VALUES(?1, ?2, ?3, ?4, ?5, ?6, "
+             "(SELECT coalesce(max(seq), 0) + 1 FROM admission_queue))",
+             {run.run_id, run.tenant, int64_t{run.needs_sandbox}, run.only_replica, run.enqueued_by,
+              Ns(run.enqueued_at)}));
+    if (room.run_slot) {
+      // Under the same write lock: no other replica sees the row before this claim is made.
+      SANDGATE_ASSIGN_OR_RETURN(
+          std::optional<QueuedRun> here,
+          ClaimNext(db_, run.enqueued_by, room.sandbox, &run.run_id, records_));
+      claimed = here.has_value();
+    }
+    if (queued == nullptr || !records_) return absl::OkStatus();
+    if (claimed) queued->mutable_run_queued()->set_position(1);
+    stored = true;
+    return Exec(db_, "queue run", "INSERT INTO events(run_id, seq, proto) VALUES(?1, ?2, ?3)",
+                {run.run_id, queued->seq(), Blob{queued->SerializeAsString()}});
   }));
+  if (queued != nullptr && !stored) queued->set_seq(0);
   return claimed;
 }
 
@@ -234,15 +250,12 @@ absl::Status SqliteAdmissionStore::Release(const std::string& run_id) {
     SANDGATE_ASSIGN_OR_RETURN(bool found, claimed.Row("release run"));
     if (!found) return absl::OkStatus();
     const std::string tenant = claimed.Text(0);
-    SANDGATE_RETURN_IF_ERROR(Sql(db_, "DELETE FROM admission_queue WHERE run_id = ?1", {run_id})
-                                 .Run("release run")
-                                 .status());
-    return Sql(db_,
-               "UPDATE admission_tenants SET running = running - 1 WHERE tenant = ?1 AND "
-               "running > 0",
-               {tenant})
-        .Run("release run")
-        .status();
+    SANDGATE_RETURN_IF_ERROR(
+        Exec(db_, "release run", "DELETE FROM admission_queue WHERE run_id = ?1", {run_id}));
+    return Exec(db_, "release run",
+                "UPDATE admission_tenants SET running = running - 1 WHERE tenant = ?1 AND "
+                "running > 0",
+                {tenant});
   });
 }
 
@@ -250,22 +263,17 @@ absl::Status SqliteAdmissionStore::ReleaseReplica(const std::string& replica) {
   absl::MutexLock lock(&mu_);
   return Transaction("release replica", [&]() -> absl::Status {
     SANDGATE_RETURN_IF_ERROR(
-        Sql(db_,
-            "UPDATE admission_tenants SET running = max(0, running - (SELECT count(*) FROM "
-            "admission_queue q WHERE q.tenant = admission_tenants.tenant AND q.claimed_by = ?1))",
-            {replica})
-            .Run("release replica")
-            .status());
+        Exec(db_, "release replica",
+             "UPDATE admission_tenants SET running = max(0, running - (SELECT count(*) FROM "
+             "admission_queue q WHERE q.tenant = admission_tenants.tenant AND q.claimed_by = ?1))",
+             {replica}));
     SANDGATE_RETURN_IF_ERROR(
-        Sql(db_,
-            "DELETE FROM admission_queue WHERE claimed_by = ?1 OR (claimed_by = '' AND "
-            "only_replica = ?1)",
-            {replica})
-            .Run("release replica")
-            .status());
-    return Sql(db_, "DELETE FROM admission_sessions WHERE replica = ?1", {replica})
-        .Run("release replica")
-        .status();
+        Exec(db_, "release replica",
+             "DELETE FROM admission_queue WHERE claimed_by = ?1 OR (claimed_by = '' AND "
+             "only_replica = ?1)",
+             {replica}));
+    return Exec(db_, "release replica", "DELETE FROM admission_sessions WHERE replica = ?1",
+                {replica});
   });
 }
 
@@ -313,19 +321,17 @@ absl::StatusOr<std::optional<absl::Time>> SqliteAdmissionStore::CountStart(
   absl::MutexLock lock(&mu_);
   std::optional<absl::Time> retry_at;
   SANDGATE_RETURN_IF_ERROR(Transaction("count run start", [&]() -> absl::Status {
-    SANDGATE_RETURN_IF_ERROR(Sql(db_, "DELETE FROM admission_starts WHERE tenant = ?1 AND at <= ?2",
-                                 {tenant, Ns(now - absl::Minutes(1))})
-                                 .Run("count run start")
-                                 .status());
+    SANDGATE_RETURN_IF_ERROR(Exec(db_, "count run start",
+                                  "DELETE FROM admission_starts WHERE tenant = ?1 AND at <= ?2",
+                                  {tenant, Ns(now - absl::Minutes(1))}));
     Sql window(db_, "SELECT count(*), min(at) FROM admission_starts WHERE tenant = ?1", {tenant});
     SANDGATE_ASSIGN_OR_RETURN(bool row, window.Row("count run start"));
     if (row && window.Int(0) >= limit) {
       retry_at = absl::FromUnixNanos(window.Int(1)) + absl::Minutes(1);
       return absl::OkStatus();
     }
-    return Sql(db_, "INSERT INTO admission_starts(tenant, at) VALUES(?1, ?2)", {tenant, Ns(now)})
-        .Run("count run start")
-        .status();
+    return Exec(db_, "count run start", "INSERT INTO admission_starts(tenant, at) VALUES(?1, ?2)",
+                {tenant, Ns(now)});
   }));
   return retry_at;
 }
@@ -343,21 +349,18 @@ absl::StatusOr<bool> SqliteAdmissionStore::TakeSessionSlot(const std::string& te
       if (row && live.Int(0) >= limit) return absl::OkStatus();
     }
     taken = true;
-    return Sql(db_,
-               "INSERT INTO admission_sessions(session_id, tenant, replica) VALUES(?1, ?2, ?3) "
-               "ON CONFLICT(session_id) DO NOTHING",
-               {session_id, tenant, replica})
-        .Run("take session slot")
-        .status();
+    return Exec(db_, "take session slot",
+                "INSERT INTO admission_sessions(session_id, tenant, replica) VALUES(?1, ?2, ?3) "
+                "ON CONFLICT(session_id) DO NOTHING",
+                {session_id, tenant, replica});
   }));
   return taken;
 }
 
 absl::Status SqliteAdmissionStore::ReleaseSessionSlot(const std::string& session_id) {
   absl::MutexLock lock(&mu_);
-  return Sql(db_, "DELETE FROM admission_sessions WHERE session_id = ?1", {session_id})
-      .Run("release session slot")
-      .status();
+  return Exec(db_, "release session slot", "DELETE FROM admission_sessions WHERE session_id = ?1",
+              {session_id});
 }
 
 }  // namespace sandgate::store

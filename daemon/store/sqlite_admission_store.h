@@ -30,7 +30,9 @@ class SqliteAdmissionStore : public AdmissionStore {
   static absl::StatusOr<std::unique_ptr<SqliteAdmissionStore>> Open(const std::string& path);
   ~SqliteAdmissionStore() override;
 
-  absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room) override;
+  using AdmissionStore::Enqueue;
+  absl::StatusOr<bool> Enqueue(const QueuedRun& run, uint32_t max_waiting, RoomHere room,
+                               v1::Event* queued) override;
   absl::StatusOr<std::optional<QueuedRun>> Claim(const std::string& replica,
                                                  bool sandbox_room) override;
   absl::StatusOr<bool> Remove(const std::string& run_id) override;

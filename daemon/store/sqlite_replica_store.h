@@ -13,12 +13,14 @@
 #ifndef SANDGATE_STORE_SQLITE_REPLICA_STORE_H_
 #define SANDGATE_STORE_SQLITE_REPLICA_STORE_H_
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "store/replica_store.h"
+#include "store/sqlite_sql.h"
 
 struct sqlite3;
 
@@ -34,20 +36,11 @@ class SqliteReplicaStore : public ReplicaStore {
   absl::StatusOr<std::vector<Lease>> ListLeases() override;
   absl::StatusOr<bool> ClaimTakeover(const std::string& dead, const std::string& by, absl::Time now,
                                      absl::Time claim_until) override;
-  absl::Status FinishTakeover(const std::string& dead, const std::string& by) override;
 
  private:
   explicit SqliteReplicaStore(sqlite3* db) : db_(db) {}
-  // Runs `sql` with `texts` bound to ?1.. and `ints` (times as unix ns) after them; returns the
-  // number of rows it changed. `what` names the operation in errors. `returned`: the first
-  // column of the row a RETURNING clause gives, if any.
-  absl::StatusOr<int> Write(const char* sql, const std::vector<std::string>& texts,
-                            const std::vector<int64_t>& ints, const char* what,
-                            int64_t* returned = nullptr);
-  // Adds the columns a file made by an older daemon lacks.
-  absl::Status AddColumns();
-  // The claimer of `replica_id`'s lease ("" when none), NOT_FOUND without a row.
-  absl::StatusOr<std::string> ClaimerOf(const std::string& replica_id);
+  // Runs `sql` (parameters ?1..); the rows it changed. `what` names it in errors.
+  absl::StatusOr<int> Write(const char* what, const char* sql, std::initializer_list<Value> params);
 
   absl::Mutex mu_;
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);

@@ -57,6 +57,10 @@ class SqliteStore : public Store {
   absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
                                        const std::vector<v1::Run>& runs,
                                        const std::vector<v1::Session>& sessions) override;
+  absl::Status SettleTakeover(const std::vector<v1::Event>& events,
+                              const std::vector<v1::Run>& runs,
+                              const std::vector<v1::Session>& sessions, const std::string& lost,
+                              const std::string& by) override;
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id, int64_t after_seq,
                                                     uint32_t limit) override;
   absl::StatusOr<int64_t> LastSeq(const std::string& run_id) override;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "store/replica_store.h"
 #include "store/sqlite_stmt.h"
 #include "store/sqlite_store.h"
 
@@ -59,10 +60,19 @@ absl::Status SqliteStore::AppendEventsWithRuns(const std::vector<v1::Event>& eve
 absl::Status SqliteStore::AppendEventsWithRecords(const std::vector<v1::Event>& events,
                                                   const std::vector<v1::Run>& runs,
                                                   const std::vector<v1::Session>& sessions) {
+  return SettleTakeover(events, runs, sessions, "", "");
+}
+
+absl::Status SqliteStore::SettleTakeover(const std::vector<v1::Event>& events,
+                                         const std::vector<v1::Run>& runs,
+                                         const std::vector<v1::Session>& sessions,
+                                         const std::string& lost, const std::string& by) {
   absl::MutexLock lock(&mu_);
   // One event is its own transaction (autocommit). BEGIN and COMMIT are prepared once: a
   // batch is often small, and parsing them again cost as much as the insert.
-  if (events.size() == 1 && runs.empty() && sessions.empty()) return InsertEvent(events.front());
+  if (events.size() == 1 && runs.empty() && sessions.empty() && lost.empty()) {
+    return InsertEvent(events.front());
+  }
   SANDGATE_RETURN_IF_ERROR(StepCached("BEGIN", "begin events"));
   absl::Status st;
   for (size_t i = 0; st.ok() && i < runs.size(); ++i) st = PutRunLocked(runs[i]);
@@ -71,6 +81,17 @@ absl::Status SqliteStore::AppendEventsWithRecords(const std::vector<v1::Event>& 
                          static_cast<int64_t>(sessions[i].status()), nullptr);
   }
   for (size_t i = 0; st.ok() && i < events.size(); ++i) st = InsertEvent(events[i]);
+  if (st.ok() && !lost.empty()) {
+    // Last: the final records' trigger has freed their runs' slots; the lease's frees the rest.
+    Stmt s(
+        Cached("UPDATE replica_leases SET cleaned = 1 WHERE id = ?1 AND taken_over_by = ?2 "
+               "AND cleaned = 0"));
+    s.Bind(1, lost);
+    s.Bind(2, by);
+    st = !s.ok() || s.Step() != SQLITE_DONE ? Error("finish takeover")
+         : sqlite3_changes(db_) != 1        ? ClaimLost(lost, by)
+                                            : absl::OkStatus();
+  }
   if (!st.ok()) {
     (void)Exec("ROLLBACK");  // the write's error is the one to report
     return st;

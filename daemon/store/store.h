@@ -98,6 +98,16 @@ class Store : public ResourceJournal {
   virtual absl::Status AppendEventsWithRecords(const std::vector<v1::Event>& events,
                                                const std::vector<v1::Run>& runs,
                                                const std::vector<v1::Session>& sessions) = 0;
+  // A takeover's settling, one commit: as AppendEventsWithRecords (the lost replica's failed
+  // runs and ended sessions with their terminal events), and in the same transaction the
+  // cleanup after `lost` is marked done (its lease row's `cleaned`), which frees its quota
+  // slots where the shared queue is in this database (a trigger of the queue: its claimed
+  // runs that had not started wait again). FAILED_PRECONDITION when `by` no longer holds the
+  // claim on `lost`'s lease (store/replica_store.h ClaimLost): then nothing is stored.
+  virtual absl::Status SettleTakeover(const std::vector<v1::Event>& events,
+                                      const std::vector<v1::Run>& runs,
+                                      const std::vector<v1::Session>& sessions,
+                                      const std::string& lost, const std::string& by) = 0;
   // Events with seq > after_seq, ascending, at most `limit`.
   virtual absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run_id,
                                                             int64_t after_seq, uint32_t limit) = 0;

@@ -35,10 +35,6 @@ struct Replica {
     deps.journal = store.get();
     deps.events = events.get();
     deps.clock = &clock;
-    deps.tenants = &tenants;
-    deps.requeue = [](const Caller&, const v1::Run&, v1::RunAnalysisRequest, const std::string&) {
-      return absl::OkStatus();
-    };
     ReplicaConfig config;
     config.id = id;
     config.lease_period = kLease;
@@ -47,7 +43,6 @@ struct Replica {
   }
 
   testing::FakeClock clock;
-  Tenants tenants{std::vector<TenantConfig>{}};
   std::unique_ptr<store::PostgresStore> store;
   std::unique_ptr<store::PostgresReplicaStore> leases;
   std::unique_ptr<EventLog> events;

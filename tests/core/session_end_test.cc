@@ -125,7 +125,6 @@ bool TakeoverKilledAfter(int budget) {
   session.set_replica("a");
   EXPECT_TRUE(inner->CreateSession(session, "").ok());
   testing::DyingStore dying(inner.get(), budget);
-  Tenants tenants({});
   {
     EventLog events(&dying, &clock);
     ReplicaDeps deps;
@@ -134,10 +133,6 @@ bool TakeoverKilledAfter(int budget) {
     deps.journal = &dying;
     deps.events = &events;
     deps.clock = &clock;
-    deps.tenants = &tenants;
-    deps.requeue = [](const Caller&, const v1::Run&, v1::RunAnalysisRequest, const std::string&) {
-      return absl::OkStatus();
-    };
     ReplicaConfig config;
     config.id = "b";
     config.lease_period = kLease;

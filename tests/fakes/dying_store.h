@@ -54,6 +54,12 @@ class DyingStore : public ForwardingStore {
                                        const std::vector<v1::Session>& sessions) override {
     return Write([&] { return inner()->AppendEventsWithRecords(events, runs, sessions); }, runs);
   }
+  absl::Status SettleTakeover(const std::vector<v1::Event>& events,
+                              const std::vector<v1::Run>& runs,
+                              const std::vector<v1::Session>& sessions, const std::string& lost,
+                              const std::string& by) override {
+    return Write([&] { return inner()->SettleTakeover(events, runs, sessions, lost, by); }, runs);
+  }
   absl::Status Record(const JournalEntry& e) override {
     return Write([&] { return inner()->Record(e); });
   }

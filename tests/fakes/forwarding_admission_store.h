@@ -22,9 +22,10 @@ class ForwardingAdmissionStore : public store::AdmissionStore {
  public:
   explicit ForwardingAdmissionStore(store::AdmissionStore* inner) : inner_(inner) {}
 
+  using store::AdmissionStore::Enqueue;
   absl::StatusOr<bool> Enqueue(const store::QueuedRun& run, uint32_t max_waiting,
-                               store::RoomHere room) override {
-    return inner_->Enqueue(run, max_waiting, room);
+                               store::RoomHere room, v1::Event* queued) override {
+    return inner_->Enqueue(run, max_waiting, room, queued);
   }
   absl::StatusOr<std::optional<store::QueuedRun>> Claim(const std::string& replica,
                                                         bool sandbox_room) override {

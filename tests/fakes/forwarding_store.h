@@ -81,6 +81,12 @@ class ForwardingStore : public store::Store {
     if (sessions.empty()) return AppendEventsWithRuns(events, runs);
     return inner_->AppendEventsWithRecords(events, runs, sessions);
   }
+  absl::Status SettleTakeover(const std::vector<v1::Event>& events,
+                              const std::vector<v1::Run>& runs,
+                              const std::vector<v1::Session>& sessions, const std::string& lost,
+                              const std::string& by) override {
+    return inner_->SettleTakeover(events, runs, sessions, lost, by);
+  }
   absl::StatusOr<std::vector<v1::Event>> ReadEvents(const std::string& run, int64_t after,
                                                     uint32_t limit) override {
     return inner_->ReadEvents(run, after, limit);

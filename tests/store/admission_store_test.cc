@@ -15,8 +15,10 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "store/postgres_admission_store.h"
+#include "store/postgres_replica_store.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_admission_store.h"
+#include "store/sqlite_replica_store.h"
 #include "store/sqlite_store.h"
 #include "tests/common/temp_dir.h"
 #include "tests/fakes/postgres_server.h"
@@ -37,6 +39,9 @@ class Backend {
   // The run records (the daemon's Store) on the same database: a queue connected after this
   // finds them (AdmissionStore::Claim).
   virtual std::unique_ptr<Store> Records() = 0;
+  // The lease table on the same database: a queue connected after this frees a replica's
+  // slots in the commit that settles its takeover (Store::SettleTakeover).
+  virtual std::unique_ptr<ReplicaStore> Leases() = 0;
 };
 
 class SqliteBackend : public Backend {
@@ -48,6 +53,11 @@ class SqliteBackend : public Backend {
   }
   std::unique_ptr<Store> Records() override {
     auto s = SqliteStore::Open(dir_.path() + "/state.db");
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  std::unique_ptr<ReplicaStore> Leases() override {
+    auto s = SqliteReplicaStore::Open(dir_.path() + "/state.db");
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
@@ -67,6 +77,13 @@ class PostgresBackend : public Backend {
     return s.ok() ? std::move(*s) : nullptr;
   }
   std::unique_ptr<Store> Records() override { return db_.OpenStore(); }
+  std::unique_ptr<ReplicaStore> Leases() override {
+    PostgresDatabase* pool = db_.NewPool(2);
+    if (pool == nullptr) return nullptr;
+    auto s = PostgresReplicaStore::Create(pool);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
 
  private:
   testing::TestDatabase db_;  // its pools outlive the stores (fixture order)
@@ -173,6 +190,64 @@ TEST_P(AdmissionStoreContract, TheFinalRecordFreesItsRunsSlotInTheSameTransactio
   ASSERT_TRUE(a->Release("r1").ok()) << "nothing left to free";
   ASSERT_TRUE(records->PutRun(run).ok()) << "written again: final already";
   EXPECT_EQ(ClaimId(*a, "a"), "") << "freed once: r2 holds the slot";
+}
+
+// Issue 21 ("a takeover commits once"): the commit that settles a lost replica's takeover
+// (its failed runs with their run.finished, its cleanup marked done) frees its run slots and
+// session slots, and puts the runs it had claimed but not started back in their place;
+// refused (the claim is another's), it changes nothing. Before, the slots were a transaction
+// of their own, made before the runs were failed.
+TEST_P(AdmissionStoreContract, ATakeoversCommitFreesTheLostReplicasSlotsOrNothing) {
+  std::unique_ptr<Store> records = backend_->Records();
+  std::unique_ptr<ReplicaStore> leases = backend_->Leases();
+  ASSERT_NE(records, nullptr);
+  ASSERT_NE(leases, nullptr);
+  std::unique_ptr<AdmissionStore> q = backend_->Connect();
+  Lease a;
+  a.replica_id = "a";
+  a.expires_at = kT0 + absl::Seconds(1);
+  ASSERT_TRUE(leases->Join(a, kT0).ok());
+  v1::Run started;
+  started.set_id("started");
+  started.set_tenant("ta");
+  started.set_status(v1::RUN_STATUS_RUNNING);
+  started.set_replica("a");
+  ASSERT_TRUE(records->CreateRun(started, "").ok());
+  ASSERT_TRUE(q->Enqueue(Waiter("started", "ta", 2), 0, {}).ok());
+  ASSERT_TRUE(q->Enqueue(Waiter("unstarted", "ta", 2), 0, {}).ok());
+  ASSERT_TRUE(q->Enqueue(Waiter("kept", "ta", 2, /*needs_sandbox=*/false, "a"), 0, {}).ok());
+  ASSERT_EQ(ClaimId(*q, "a"), "started");
+  ASSERT_EQ(ClaimId(*q, "a"), "unstarted");
+  ASSERT_TRUE(*q->TakeSessionSlot("ta", "s-a", "a", 1));
+  ASSERT_TRUE(*leases->ClaimTakeover("a", "b", a.expires_at, a.expires_at + absl::Minutes(1)));
+  v1::Run failed = started;
+  failed.set_status(v1::RUN_STATUS_FAILED);
+  v1::Event finished;
+  finished.set_run_id("started");
+  finished.set_seq(1);
+  finished.set_type("run.finished");
+
+  absl::Status refused = records->SettleTakeover({finished}, {failed}, {}, "a", "c");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << "c holds no claim";
+  EXPECT_EQ(records->GetRun("started")->status(), v1::RUN_STATUS_RUNNING) << "nothing stored";
+  EXPECT_EQ(*records->LastSeq("started"), 0);
+  EXPECT_EQ((*q->Find("started"))->claimed_by, "a") << "nothing freed";
+  EXPECT_EQ(ClaimId(*q, "b"), "") << "a's two runs hold ta's two slots";
+
+  ASSERT_TRUE(records->SettleTakeover({finished}, {failed}, {}, "a", "b").ok());
+  EXPECT_EQ(records->GetRun("started")->status(), v1::RUN_STATUS_FAILED);
+  EXPECT_EQ(*records->LastSeq("started"), 1);
+  EXPECT_FALSE(q->Find("started")->has_value()) << "its slot went with its final record";
+  EXPECT_FALSE(q->Find("kept")->has_value()) << "only a could start it";
+  std::optional<QueuedRun> unstarted = *q->Find("unstarted");
+  ASSERT_TRUE(unstarted.has_value());
+  EXPECT_EQ(unstarted->claimed_by, "") << "a had not started it: it waits again";
+  EXPECT_TRUE((*leases->ListLeases())[0].cleaned);
+  EXPECT_EQ(ClaimId(*q, "b"), "unstarted") << "a's slots are free";
+  EXPECT_TRUE(*q->TakeSessionSlot("ta", "s-b", "b", 1)) << "and its session's";
+  EXPECT_EQ(records->SettleTakeover({}, {}, {}, "a", "b").code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "done once";
 }
 
 TEST_P(AdmissionStoreContract, QuotaCountsClaimsOfEveryReplicaAndReleaseFreesTheSlot) {
