@@ -1,9 +1,8 @@
 #include "core/admission.h"
 
-#include "absl/strings/str_cat.h"
-#include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "store/sqlite_admission_store.h"
 
 namespace sandgate::core {
 
@@ -39,67 +38,61 @@ void SandboxBudget::set_on_release(std::function<void()> fn) {
   on_release_ = std::move(fn);
 }
 
+namespace {
+
+// A queue of one daemon's own: its replica id names its claims (a claim by "" would be none).
+AdmissionQueue::Shared OwnOrShared(AdmissionQueue::Shared shared) {
+  if (shared.replica.empty()) shared.replica = "here";
+  if (shared.clock == nullptr) shared.clock = Clock::Real();
+  return shared;
+}
+
+}  // namespace
+
+AdmissionQueue::AdmissionQueue(uint32_t max_running, uint32_t max_queued, SandboxBudget* budget,
+                               Shared shared)
+    : max_running_(max_running),
+      max_queued_(max_queued),
+      budget_(budget),
+      shared_(OwnOrShared(std::move(shared))),
+      // An in-memory database opens unless the process is out of memory.
+      own_(shared_.store != nullptr ? nullptr : *store::SqliteAdmissionStore::Open(":memory:")),
+      store_(shared_.store != nullptr ? shared_.store : own_.get()) {}
+
 absl::StatusOr<bool> AdmissionQueue::Enqueue(Ticket ticket, bool only_here, v1::Event* queued) {
-  if (shared()) {
-    const store::QueuedRun row{ticket.run_id,
-                               ticket.tenant,
-                               ticket.tenant_limit,
-                               ticket.needs_sandbox,
-                               only_here ? shared_.replica : "",
-                               shared_.replica,
-                               shared_.clock->Now(),
-                               ""};
-    // As in AdmitShared: the room is this replica's, a sandbox in hand before the claim.
-    const bool may_claim = MayClaim();
-    absl::MutexLock claiming(&claim_mu_);
-    store::RoomHere room;
-    {
-      absl::MutexLock lock(&mu_);
-      room.run_slot = may_claim && running_ < max_running_;
-    }
-    room.sandbox = room.run_slot && budget_->TryTake();
-    absl::StatusOr<bool> claimed = shared_.store->Enqueue(row, max_queued_, room, queued);
-    if (room.sandbox && (!claimed.ok() || !*claimed || !ticket.needs_sandbox)) budget_->Untake();
-    if (!claimed.ok() || !*claimed) return claimed;
+  const store::QueuedRun row{ticket.run_id,
+                             ticket.tenant,
+                             ticket.tenant_limit,
+                             ticket.needs_sandbox,
+                             only_here ? shared_.replica : "",
+                             shared_.replica,
+                             shared_.clock->Now(),
+                             ""};
+  // As in Admit: the room is this replica's, a sandbox in hand before the claim.
+  const bool may_claim = MayClaim();
+  absl::MutexLock claiming(&claim_mu_);
+  store::RoomHere room;
+  {
     absl::MutexLock lock(&mu_);
-    ++running_;
-    claimed_here_.emplace(ticket.run_id, shared_.replica);
-    return true;
+    room.run_slot = may_claim && running_ < max_running_;
   }
+  room.sandbox = room.run_slot && budget_->TryTake();
+  absl::StatusOr<bool> claimed = store_->Enqueue(row, max_queued_, room, queued);
+  if (room.sandbox && (!claimed.ok() || !*claimed || !ticket.needs_sandbox)) budget_->Untake();
+  if (!claimed.ok() || !*claimed) return claimed;
   absl::MutexLock lock(&mu_);
-  if (queued_ >= max_queued_) {
-    return errors::ResourceExhausted(absl::StrCat(
-        "the run queue is full (", queued_, " runs waiting; max_queued_runs ", max_queued_, ")"));
-  }
-  waiting_[ticket.tenant].push_back(std::move(ticket));
-  ++queued_;
-  return false;
+  ++running_;
+  claimed_here_.emplace(ticket.run_id, shared_.replica);
+  return true;
 }
 
 bool AdmissionQueue::Remove(const std::string& run_id) {
-  if (shared()) {
-    absl::StatusOr<bool> removed = shared_.store->Remove(run_id);
-    if (!removed.ok()) {
-      log::Error("admission.remove_failed",
-                 {{"run", run_id}, {"error", removed.status().ToString()}});
-    }
-    return removed.ok() && *removed;
+  absl::StatusOr<bool> removed = store_->Remove(run_id);
+  if (!removed.ok()) {
+    log::Error("admission.remove_failed",
+               {{"run", run_id}, {"error", removed.status().ToString()}});
   }
-  absl::MutexLock lock(&mu_);
-  for (auto& [tenant, q] : waiting_) {
-    for (auto it = q.begin(); it != q.end(); ++it) {
-      if (it->run_id == run_id) {
-        q.erase(it);
-        --queued_;
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
-bool AdmissionQueue::CanAdmit(const std::string& tenant, uint32_t limit) {
-  return running_ < max_running_ && (limit == 0 || running_by_tenant_[tenant] < limit);
+  return removed.ok() && *removed;
 }
 
 void AdmissionQueue::SetClaimGate(std::function<absl::Status()> gate) {
@@ -117,7 +110,7 @@ bool AdmissionQueue::MayClaim() {
   return !gate || gate().ok();
 }
 
-std::vector<AdmissionQueue::Ticket> AdmissionQueue::AdmitShared() {
+std::vector<AdmissionQueue::Ticket> AdmissionQueue::Admit() {
   std::vector<Ticket> admitted;
   if (!MayClaim()) return admitted;  // the queue's runs are for replicas that hold a lease
   absl::MutexLock claiming(&claim_mu_);
@@ -130,7 +123,7 @@ std::vector<AdmissionQueue::Ticket> AdmissionQueue::AdmitShared() {
     // in hand; given back when the run claimed needs none, or nothing was claimed.
     const bool sandbox = budget_->TryTake();
     absl::StatusOr<std::optional<store::QueuedRun>> claimed =
-        shared_.store->Claim(shared_.replica, sandbox);
+        store_->Claim(shared_.replica, sandbox);
     if (sandbox && (!claimed.ok() || !claimed->has_value() || !(*claimed)->needs_sandbox)) {
       budget_->Untake();
     }
@@ -161,62 +154,25 @@ bool AdmissionQueue::ClaimedHere(const std::string& run_id) {
   return claimed_here_.count(run_id) > 0;
 }
 
-std::vector<AdmissionQueue::Ticket> AdmissionQueue::Admit() {
-  if (shared()) return AdmitShared();
-  std::vector<Ticket> admitted;
-  absl::MutexLock lock(&mu_);
-  for (;;) {
-    if (running_ >= max_running_ || queued_ == 0) break;
-    // The next tenant after the last one admitted, wrapping around, with a run that fits.
-    auto start = waiting_.upper_bound(last_tenant_);
-    bool found = false;
-    for (size_t i = 0; i < waiting_.size() && !found; ++i, ++start) {
-      if (start == waiting_.end()) start = waiting_.begin();
-      auto& [tenant, q] = *start;
-      if (q.empty() || !CanAdmit(tenant, q.front().tenant_limit)) continue;
-      if (q.front().needs_sandbox && !budget_->TryTake()) continue;
-      admitted.push_back(std::move(q.front()));
-      q.pop_front();
-      --queued_;
-      ++running_;
-      ++running_by_tenant_[tenant];
-      last_tenant_ = tenant;
-      found = true;
-    }
-    if (!found) break;
-  }
-  return admitted;
-}
-
 void AdmissionQueue::Done(const Ticket& ticket) {
-  if (shared()) {
-    // A store error (a restart of the database, a blip) must not leave the slot taken while
-    // this replica goes on: tried again until it lands, for as long as an outage may last
-    // (kReleaseRetryFor). A slot whose record became final was freed with it already (the
-    // finish's trigger), and a takeover's ReleaseReplica frees the rest; this finds nothing.
-    const absl::Time give_up = shared_.clock->Now() + kReleaseRetryFor;
-    for (absl::Duration wait = kReleaseRetryFirst;; wait = std::min(2 * wait, kReleaseRetryMost)) {
-      absl::Status released = shared_.store->Release(ticket.run_id);
-      if (released.ok()) break;
-      const bool retry = shared_.clock->Now() < give_up;
-      log::Error("admission.release_failed",
-                 {{"run", ticket.run_id},
-                  {"error", released.ToString()},
-                  {"retry_in_ms", retry ? absl::ToInt64Milliseconds(wait) : 0}});
-      if (!retry) break;
-      shared_.clock->SleepFor(wait);
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      if (claimed_here_.erase(ticket.run_id) > 0) --running_;
-    }
-    if (ticket.needs_sandbox) budget_->Give();
-    return;
+  // A store error (a restart of the database, a blip) must not leave the slot taken while
+  // this replica goes on. A run whose record became final freed its slot with it (the
+  // finish's trigger), and a takeover's settling commit frees the rest: this finds nothing.
+  const absl::Time give_up = shared_.clock->Now() + kReleaseRetryFor;
+  for (absl::Duration wait = kReleaseRetryFirst;; wait = std::min(2 * wait, kReleaseRetryMost)) {
+    absl::Status released = store_->Release(ticket.run_id);
+    if (released.ok()) break;
+    const bool retry = shared_.clock->Now() < give_up;
+    log::Error("admission.release_failed",
+               {{"run", ticket.run_id},
+                {"error", released.ToString()},
+                {"retry_in_ms", retry ? absl::ToInt64Milliseconds(wait) : 0}});
+    if (!retry) break;
+    shared_.clock->SleepFor(wait);
   }
   {
     absl::MutexLock lock(&mu_);
-    --running_;
-    if (--running_by_tenant_[ticket.tenant] == 0) running_by_tenant_.erase(ticket.tenant);
+    if (claimed_here_.erase(ticket.run_id) > 0) --running_;
   }
   if (ticket.needs_sandbox) budget_->Give();
 }
@@ -278,33 +234,21 @@ std::vector<std::string> RoundRobinOrder(
 }
 
 std::vector<std::string> AdmissionQueue::Order(const Ticket* plus) {
+  absl::StatusOr<store::WaitingRuns> waiting = store_->Waiting();
+  if (!waiting.ok()) {
+    log::Error("admission.list_failed", {{"error", waiting.status().ToString()}});
+    return {};
+  }
   std::map<std::string, std::vector<std::string>> by_tenant;
-  if (shared()) {
-    absl::StatusOr<store::WaitingRuns> waiting = shared_.store->Waiting();
-    if (!waiting.ok()) {
-      log::Error("admission.list_failed", {{"error", waiting.status().ToString()}});
-      return {};
-    }
-    for (const store::QueuedRun& r : waiting->runs) by_tenant[r.tenant].push_back(r.run_id);
-    if (plus != nullptr) by_tenant[plus->tenant].push_back(plus->run_id);
-    return RoundRobinOrder(by_tenant, waiting->last_tenant);
-  }
-  absl::MutexLock lock(&mu_);
-  for (const auto& [tenant, q] : waiting_) {
-    for (const Ticket& t : q) by_tenant[tenant].push_back(t.run_id);
-  }
+  for (const store::QueuedRun& r : waiting->runs) by_tenant[r.tenant].push_back(r.run_id);
   if (plus != nullptr) by_tenant[plus->tenant].push_back(plus->run_id);
-  return RoundRobinOrder(by_tenant, last_tenant_);
+  return RoundRobinOrder(by_tenant, waiting->last_tenant);
 }
 
 size_t AdmissionQueue::waiting() {
-  if (shared()) {
-    absl::StatusOr<uint64_t> n = shared_.store->WaitingCount();
-    if (!n.ok()) log::Error("admission.count_failed", {{"error", n.status().ToString()}});
-    return n.ok() ? *n : 0;
-  }
-  absl::MutexLock lock(&mu_);
-  return queued_;
+  absl::StatusOr<uint64_t> n = store_->WaitingCount();
+  if (!n.ok()) log::Error("admission.count_failed", {{"error", n.status().ToString()}});
+  return n.ok() ? *n : 0;
 }
 
 size_t AdmissionQueue::running() {

@@ -6,18 +6,18 @@
 // concurrency quota and (for a run that needs its own sandbox) the machine's sandbox budget
 // all have room. The queue is bounded.
 //
-// With a shared AdmissionStore (store/admission_store.h: the replicas of one store), the
-// queue and the tenants' quotas are the store's, gateway-wide: Enqueue adds a row any
-// replica may claim, and Admit claims, while THIS replica has room of its own (max_running,
-// the machine's sandbox budget), the next runs in the gateway's fair order, which may be runs
-// another replica queued (the caller starts them from their kept requests); a run queued
-// while this replica has room for it, and is next, is admitted by Enqueue itself (claimed in
-// the same transaction), so no other replica takes it first. Without one, all of it is in
-// memory, for this daemon alone.
+// The queue and the tenants' quotas are an AdmissionStore's (store/admission_store.h): with a
+// shared one (the replicas of one store) they are gateway-wide, any replica may claim any
+// waiting run, and Admit claims, while THIS replica has room of its own (max_running, the
+// machine's sandbox budget), the next runs in the gateway's fair order, which may be runs
+// another replica queued (the caller starts them from their kept requests). Without one, the
+// queue keeps a store of its own in memory, for this daemon alone: one code path either way.
+// A run queued while this replica has room for it, and is next, is admitted by Enqueue
+// itself (claimed in the same transaction), so no other replica takes it first.
 //
 //   AdmissionQueue q(/*max_running=*/4, /*max_queued=*/1024, &budget);
 //   SANDGATE_ASSIGN_OR_RETURN(bool now, q.Enqueue({run_id, tenant, /*tenant_limit=*/2, true}));
-//   if (now) Start(ticket);
+//   if (now) Start(ticket);                       // admitted as it was queued
 //   for (const auto& t : q.Admit()) Start(t);     // … and when one ends:
 //   q.Done(ticket); for (const auto& t : q.Admit()) Start(t);
 //
@@ -26,12 +26,10 @@
 #define SANDGATE_CORE_ADMISSION_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
-#include <set>
+#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -81,7 +79,7 @@ class AdmissionQueue {
   };
 
   // Shared across replicas: the store, this replica's id, the clock for the queue's times.
-  // All outlive the queue.
+  // All outlive the queue. Without a store the queue keeps its own in memory.
   struct Shared {
     store::AdmissionStore* store = nullptr;
     std::string replica;
@@ -90,34 +88,23 @@ class AdmissionQueue {
 
   AdmissionQueue(uint32_t max_running, uint32_t max_queued, SandboxBudget* budget)
       : AdmissionQueue(max_running, max_queued, budget, Shared()) {}
-  AdmissionQueue(uint32_t max_running, uint32_t max_queued, SandboxBudget* budget, Shared shared)
-      : max_running_(max_running),
-        max_queued_(max_queued),
-        budget_(budget),
-        shared_(std::move(shared)) {}
+  AdmissionQueue(uint32_t max_running, uint32_t max_queued, SandboxBudget* budget, Shared shared);
+  // Whether the queue is shared with other replicas (a store was given).
   bool shared() const { return shared_.store != nullptr; }
 
-  // RESOURCE_EXHAUSTED naming the limit when the queue is full. Shared queue: `only_here`
-  // when only this replica can start the run (its kept session is here, or its request is
-  // not kept in the store); true when the run was admitted at once, claimed for this replica
-  // in the same transaction as its queueing (this replica has room, its tenant is under its
-  // gateway-wide quota, and no run this replica could start waits ahead of it): the caller
-  // starts it (and calls Done when it ends), and no other replica can take it first. False
-  // when it waits (always, in memory: Admit admits it). Shared, any replica with room may
-  // claim it from then on; the claim makes its record the claimer's, and from that commit the
-  // store refuses this replica's appends to its log (Store::FenceWrites).
-  // Shared, `queued` (the run's run.queued, seq and time set) is stored with the queue row
-  // in its transaction (store::AdmissionStore::Enqueue: seq 0 when it was not).
+  // RESOURCE_EXHAUSTED naming the limit when the queue is full. True when the run was claimed
+  // for this replica as it was queued, with this replica's room (store::AdmissionStore::Enqueue,
+  // which also stores `queued`): the caller starts it, and calls Done when it ends; false when
+  // it waits (Admit admits it). Shared: `only_here` when only this replica can start the run
+  // (its kept session is here, or its request is not kept in the store).
   absl::StatusOr<bool> Enqueue(Ticket ticket, bool only_here = false, v1::Event* queued = nullptr);
   // Takes a waiting run out (cancelled before it started); false if it is not waiting.
   bool Remove(const std::string& run_id);
   // Admits every run the limits allow now, in fair order.
   std::vector<Ticket> Admit();
-  // An admitted run has ended; its room (and sandbox, if it took one) is free again. Shared:
-  // its tenant's slot in the store goes back exactly once (Release deletes the claimed row,
-  // so a second try frees nothing); a store error is retried, kReleaseRetryFirst doubling up
-  // to kReleaseRetryMost, for kReleaseRetryFor; past that the takeover's ReleaseReplica or the
-  // replica's restart frees it.
+  // An admitted run has ended; its room (and sandbox, if it took one) is free again, and its
+  // tenant's slot in the store goes back exactly once (store::AdmissionStore::Release); a
+  // store error is retried with backoff for kReleaseRetryFor, then left to a takeover or restart.
   void Done(const Ticket& ticket);
   // Waiting runs in the order they would be admitted if room appeared one run at a time
   // (shared: every replica's); with `plus`, as if it waited too.
@@ -139,20 +126,16 @@ class AdmissionQueue {
   std::string QueuedBy(const std::string& run_id);
 
  private:
-  bool CanAdmit(const std::string& tenant, uint32_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<Ticket> AdmitShared();
-
   const uint32_t max_running_;
   const uint32_t max_queued_;
   SandboxBudget* const budget_;  // not owned
   absl::Mutex mu_;
-  std::map<std::string, std::deque<Ticket>> waiting_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint32_t> running_by_tenant_ ABSL_GUARDED_BY(mu_);
   uint32_t running_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t queued_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string last_tenant_ ABSL_GUARDED_BY(mu_);  // round-robin cursor
 
   const Shared shared_;
+  // Without a shared store: this daemon's own, in memory.
+  const std::unique_ptr<store::AdmissionStore> own_;
+  store::AdmissionStore* const store_;  // shared_.store or own_
   // Held across a claim and the note of what it claimed, so ClaimedHere never answers
   // between the two.
   absl::Mutex claim_mu_ ABSL_ACQUIRED_BEFORE(mu_);

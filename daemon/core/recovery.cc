@@ -80,10 +80,7 @@ void JournalSweeper::StopBy(absl::Time deadline) {
   if (later_.joinable()) later_.join();
 }
 
-namespace {
-
-// `run` FAILED with `why`, and its terminal event.
-std::pair<v1::Event, v1::Run> Failed(v1::Run run, const std::string& why, Clock* clock) {
+std::pair<v1::Event, v1::Run> FailedRun(v1::Run run, const std::string& why, Clock* clock) {
   run.set_status(v1::RUN_STATUS_FAILED);
   run.set_status_reason(why);
   *run.mutable_finished_at() = ToProto(clock->Now());
@@ -92,6 +89,8 @@ std::pair<v1::Event, v1::Run> Failed(v1::Run run, const std::string& why, Clock*
   e.set_session_id(run.session_id());
   return {std::move(e), std::move(run)};
 }
+
+namespace {
 
 void LogFailed(const std::vector<std::pair<v1::Event, v1::Run>>& failed) {
   for (const auto& [e, run] : failed) {
@@ -137,7 +136,7 @@ absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const
           "again: ",
           requeued.message());
     }
-    failed.push_back(Failed(std::move(run), why, deps.clock));
+    failed.push_back(FailedRun(std::move(run), why, deps.clock));
   }
   if (failed.empty()) return absl::OkStatus();
   SANDGATE_RETURN_IF_ERROR(deps.events->FinishAll(failed, {}));
@@ -157,11 +156,10 @@ absl::Status SettleLostReplica(const RecoveryDeps& deps) {
       // by a live replica, or waiting, or claimed by the lost one and not started (the
       // settling commit makes it wait again), whoever claims it writes its record and events.
       // Nobody else can claim the others (it alone could start them, or it never queued them).
-      SANDGATE_ASSIGN_OR_RETURN(
-          std::optional<store::QueuedRun> row,
-          deps.admission != nullptr
-              ? deps.admission->Find(run.id())
-              : absl::StatusOr<std::optional<store::QueuedRun>>(std::nullopt));
+      std::optional<store::QueuedRun> row;
+      if (deps.admission != nullptr) {
+        SANDGATE_ASSIGN_OR_RETURN(row, deps.admission->Find(run.id()));
+      }
       if (row.has_value() && row->only_replica.empty()) {
         log::Info("run.left_queued", {{"run", run.id()},
                                       {"tenant", run.tenant()},
@@ -174,7 +172,7 @@ absl::Status SettleLostReplica(const RecoveryDeps& deps) {
                                       : "it was not in the shared queue",
                       ")");
     }
-    failed.push_back(Failed(std::move(run), why, deps.clock));
+    failed.push_back(FailedRun(std::move(run), why, deps.clock));
   }
   std::vector<std::pair<v1::Event, v1::Session>> ended;
   SANDGATE_ASSIGN_OR_RETURN(std::vector<v1::Session> open,

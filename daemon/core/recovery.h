@@ -26,6 +26,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -97,6 +98,9 @@ struct RecoveryDeps {
 // the run's followers why it waits again.
 using Requeue = std::function<absl::Status(const Caller&, const v1::Run&, v1::RunAnalysisRequest,
                                            const std::string& why)>;
+
+// `run` FAILED with `why` now, and its terminal run.finished, to be stored together.
+std::pair<v1::Event, v1::Run> FailedRun(v1::Run run, const std::string& why, Clock* clock);
 
 absl::Status RecoverRuns(const RecoveryDeps& deps, const Tenants& tenants, const Requeue& requeue);
 absl::Status SettleLostReplica(const RecoveryDeps& deps);

@@ -12,6 +12,7 @@
 #include "common/events.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "core/recovery.h"
 #include "core/request_validation.h"
 #include "core/run_manager.h"
 #include "core/run_validate.h"
@@ -134,14 +135,10 @@ void RunManager::Adopt(const AdmissionQueue::Ticket& t) {
     // Its record is this replica's to end: the one that queued it has let it go.
     const std::string why = absl::StrCat(
         "replica ", me, " claimed this run but could not start it: ", ar.status().message());
-    run->set_status(v1::RUN_STATUS_FAILED);
-    run->set_status_reason(why);
-    *run->mutable_finished_at() = ToProto(deps_.clock->Now());
-    v1::Event e = events::RunFinished(v1::RUN_STATUS_FAILED, why, {});
-    e.set_run_id(run->id());
     // The record and its terminal event in one write: a kill between them would leave a
     // failed run whose log never ends.
-    absl::Status put = deps_.events->Finish(std::move(e), *run).status();
+    auto [e, failed] = FailedRun(*std::move(run), why, deps_.clock);
+    absl::Status put = deps_.events->Finish(std::move(e), failed).status();
     log::Error("run.adopt_failed", {{"run", t.run_id}, {"why", why}, {"error", put.ToString()}});
     admission_.Done(t);
     return;

@@ -90,8 +90,7 @@ void ForwardCodex(const ServiceDeps& deps, std::shared_ptr<CodexConnection> conn
                   const std::optional<std::string>& authorization, const std::string& id,
                   const HttpHeaders& accept) {
   auto remote = std::make_shared<RemoteCodex>();
-  remote->context = deps.forwarder->ClientContextFor(nullptr);
-  if (authorization.has_value()) remote->context->AddMetadata("authorization", *authorization);
+  remote->context = deps.forwarder->ContextFor({nullptr, authorization.value_or("")});
   v1::CodexExecRequest first;
   first.set_session_id(id);
   std::shared_ptr<v1::Sandgate::Stub> stub = route.stub;
@@ -269,7 +268,7 @@ HttpRoute CodexExecServerRoute(const ServiceDeps& deps) {
           if (!conn.ok()) return x->Reply(JsonError(conn.status()));
           if (deps.forwarder != nullptr && !deps.sessions->Holds(id)) {
             absl::StatusOr<std::optional<Route>> route =
-                deps.forwarder->ForSession(nullptr, caller, id);
+                deps.forwarder->For(nullptr, caller, Owner::kSession, id);
             if (!route.ok()) return x->Reply(JsonError(route.status()));
             if (route->has_value()) {
               return ForwardCodex(deps, *std::move(conn), x, **route, authorization, id, accept);

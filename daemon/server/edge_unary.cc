@@ -18,7 +18,7 @@ bool SubmitOnLane(const ServiceDeps& deps, Lane lane, const std::string& tenant,
 void RelayUnary(const ServiceDeps& deps, const Route& route, std::string_view method,
                 const EdgeCall& from, const google::protobuf::Message& request,
                 google::protobuf::Message* response, std::function<void(absl::Status)> done) {
-  std::shared_ptr<grpc::ClientContext> ctx = ForwardedContext(deps, from);
+  std::shared_ptr<grpc::ClientContext> ctx = deps.forwarder->ContextFor(from);
   std::string bytes = request.SerializeAsString();
   grpc::Slice slice(bytes);
   auto req = std::make_shared<grpc::ByteBuffer>(&slice, 1);

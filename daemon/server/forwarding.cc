@@ -32,24 +32,17 @@ std::unique_ptr<Forwarder> Forwarder::FromConfig(core::OwnerLookup* owners,
   return std::make_unique<Forwarder>(std::move(o));
 }
 
-absl::StatusOr<std::optional<Route>> Forwarder::ForSession(const grpc::CallbackServerContext* ctx,
-                                                           const core::Caller& caller,
-                                                           const std::string& id) {
-  return Decide(ctx, absl::StrCat("session ", id), options_.owners->OfSession(caller, id));
-}
-
-absl::StatusOr<std::optional<Route>> Forwarder::ForRun(const grpc::CallbackServerContext* ctx,
-                                                       const core::Caller& caller,
-                                                       const std::string& id) {
-  return Decide(ctx, absl::StrCat("run ", id), options_.owners->OfRun(caller, id));
-}
-
-absl::StatusOr<std::optional<Route>> Forwarder::Decide(
-    const grpc::CallbackServerContext* ctx, const std::string& what,
-    absl::StatusOr<std::optional<core::Peer>> owner) {
-  if (!owner.ok()) return owner.status();
-  if (!owner->has_value()) return std::nullopt;
-  const core::Peer& peer = **owner;
+absl::StatusOr<std::optional<Route>> Forwarder::For(const grpc::CallbackServerContext* ctx,
+                                                    const core::Caller& caller, Owner owner,
+                                                    const std::string& id) {
+  if (owner == Owner::kAny || id.empty()) return std::nullopt;
+  const std::string what = absl::StrCat(owner == Owner::kRun ? "run " : "session ", id);
+  absl::StatusOr<std::optional<core::Peer>> found = owner == Owner::kRun
+                                                        ? options_.owners->OfRun(caller, id)
+                                                        : options_.owners->OfSession(caller, id);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return std::nullopt;
+  const core::Peer& peer = **found;
   if (std::string by = ForwardedBy(ctx); !by.empty()) {
     // Never twice: two replicas that disagree about an owner must not bounce a call.
     return errors::FailedPrecondition(absl::StrCat(
@@ -112,15 +105,14 @@ std::string Forwarder::ForwardedBy(const grpc::CallbackServerContext* ctx) const
   return by;
 }
 
-std::unique_ptr<grpc::ClientContext> Forwarder::ClientContextFor(
-    grpc::CallbackServerContext* ctx) const {
+std::unique_ptr<grpc::ClientContext> Forwarder::ContextFor(const EdgeCall& from) const {
   // Deadline and cancellation: a caller that goes away cancels the forwarded call too.
   std::unique_ptr<grpc::ClientContext> out =
-      ctx == nullptr ? std::make_unique<grpc::ClientContext>()
-                     : grpc::ClientContext::FromCallbackServerContext(*ctx);
-  if (std::string authorization = Meta(ctx, "authorization"); !authorization.empty()) {
-    out->AddMetadata("authorization", authorization);
-  }
+      from.grpc == nullptr ? std::make_unique<grpc::ClientContext>()
+                           : grpc::ClientContext::FromCallbackServerContext(*from.grpc);
+  const std::string authorization =
+      from.grpc == nullptr ? from.authorization : Meta(from.grpc, "authorization");
+  if (!authorization.empty()) out->AddMetadata("authorization", authorization);
   out->AddMetadata(kForwardedBy, options_.owners->self());
   return out;
 }
@@ -147,19 +139,8 @@ absl::StatusOr<std::optional<Route>> OwnerRoute(const ServiceDeps& deps, Owner o
   const google::protobuf::FieldDescriptor* field =
       request.GetDescriptor()->FindFieldByName(owner == Owner::kRun ? "run_id" : "session_id");
   if (field == nullptr) return std::nullopt;
-  const std::string id = request.GetReflection()->GetString(request, field);
-  if (id.empty()) return std::nullopt;
-  return owner == Owner::kRun ? deps.forwarder->ForRun(from.grpc, caller, id)
-                              : deps.forwarder->ForSession(from.grpc, caller, id);
-}
-
-std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
-                                                      const EdgeCall& from) {
-  std::unique_ptr<grpc::ClientContext> ctx = deps.forwarder->ClientContextFor(from.grpc);
-  if (from.grpc == nullptr && !from.authorization.empty()) {
-    ctx->AddMetadata("authorization", from.authorization);
-  }
-  return ctx;
+  return deps.forwarder->For(from.grpc, caller, owner,
+                             request.GetReflection()->GetString(request, field));
 }
 
 void UploadRelay::Begin(grpc::GenericStub* stub, const grpc::ByteBuffer* first) {

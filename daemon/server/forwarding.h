@@ -60,6 +60,16 @@ struct Route {
   std::shared_ptr<grpc::GenericStub> generic;  // raw messages (UploadFile)
 };
 
+// Where a call came from.
+struct EdgeCall {
+  // The gRPC call being served (its metadata, deadline, cancellation and forwarding marker
+  // pass to a forwarded call), or null for a call that came over REST.
+  grpc::CallbackServerContext* grpc = nullptr;
+  // REST: the caller's Authorization header, sent on to an owner as gRPC metadata so that it
+  // authenticates the caller as if called directly.
+  std::string authorization;
+};
+
 struct ForwarderOptions {
   core::OwnerLookup* owners = nullptr;  // not owned
   core::TlsConfig tls;                  // enabled(): mutual TLS to peers
@@ -76,22 +86,21 @@ class Forwarder {
   static std::unique_ptr<Forwarder> FromConfig(core::OwnerLookup* owners,
                                                const core::Config& config);
 
-  // Where a call of `caller` on session (run) `id` is served: nullopt here, else the route
-  // to its owner. The lookup's UNAVAILABLE when the owner is gone; FAILED_PRECONDITION for a
-  // call forwarded here that this replica would forward again; an error naming the peer and
-  // its address when no channel can be made to it. Blocks (the store): call off the
-  // reactions. `ctx` is the gRPC call being served, or null for a call that came another way
-  // (REST): no marker to honour.
-  absl::StatusOr<std::optional<Route>> ForSession(const grpc::CallbackServerContext* ctx,
-                                                  const core::Caller& caller,
-                                                  const std::string& id);
-  absl::StatusOr<std::optional<Route>> ForRun(const grpc::CallbackServerContext* ctx,
-                                              const core::Caller& caller, const std::string& id);
+  // Where a call of `caller` on the session or run (`owner`) `id` is served: nullopt here
+  // (also for kAny or an empty id), else the route to its owner. The lookup's UNAVAILABLE
+  // when the owner is gone; FAILED_PRECONDITION for a call forwarded here that this replica
+  // would forward again; an error naming the peer and its address when no channel can be
+  // made to it. Blocks (the store): call off the reactions. `ctx` is the gRPC call being
+  // served, or null for a call that came another way (REST): no marker to honour.
+  absl::StatusOr<std::optional<Route>> For(const grpc::CallbackServerContext* ctx,
+                                           const core::Caller& caller, Owner owner,
+                                           const std::string& id);
 
-  // The context of the forwarded call: the caller's deadline and cancellation (gRPC's
-  // propagation from `ctx`), its authorization metadata, and the marker. With a null `ctx`
-  // only the marker: the caller adds its own authorization and cancels the call itself.
-  std::unique_ptr<grpc::ClientContext> ClientContextFor(grpc::CallbackServerContext* ctx) const;
+  // The context of the call forwarded from `from`: the caller's deadline and cancellation
+  // (gRPC's propagation from `from.grpc`), its authorization (the gRPC call's metadata, or
+  // `from.authorization` for a call that came another way), and the marker. Without a gRPC
+  // call the caller cancels the forwarded call itself.
+  std::unique_ptr<grpc::ClientContext> ContextFor(const EdgeCall& from) const;
 
   // The forwarded call's status as the caller gets it: the owner's unchanged, except when the
   // owner could not be reached at all (UNAVAILABLE on a channel that is not connected), which
@@ -99,9 +108,6 @@ class Forwarder {
   static grpc::Status Explain(const Route& route, const grpc::Status& status);
 
  private:
-  absl::StatusOr<std::optional<Route>> Decide(const grpc::CallbackServerContext* ctx,
-                                              const std::string& what,
-                                              absl::StatusOr<std::optional<core::Peer>> owner);
   absl::StatusOr<Route> RouteTo(const core::Peer& peer);
   // The replica that forwarded `ctx`'s call here, "" when it was not (or the marker is not
   // to be trusted).
@@ -112,26 +118,12 @@ class Forwarder {
   std::map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);  // by address
 };
 
-// Where a call came from.
-struct EdgeCall {
-  // The gRPC call being served (its metadata, deadline, cancellation and forwarding marker
-  // pass to a forwarded call), or null for a call that came over REST.
-  grpc::CallbackServerContext* grpc = nullptr;
-  // REST: the caller's Authorization header, sent on to an owner as gRPC metadata so that it
-  // authenticates the caller as if called directly.
-  std::string authorization;
-};
-
 // Where a call on what `request` names (its session_id or run_id, by `owner`) is served:
 // nullopt here (also with no forwarder, kAny, or an empty id), else the route to its owner.
 // Blocks (the store): on an executor.
 absl::StatusOr<std::optional<Route>> OwnerRoute(const ServiceDeps& deps, Owner owner,
                                                 const EdgeCall& from, const core::Caller& caller,
                                                 const google::protobuf::Message& request);
-// The context of a call forwarded to an owner (Forwarder::ClientContextFor), with `from`'s
-// authorization for a call that came over REST.
-std::unique_ptr<grpc::ClientContext> ForwardedContext(const ServiceDeps& deps,
-                                                      const EdgeCall& from);
 
 // A CancelRun answered here that did not end the run: a waiting run claimed from the shared
 // queue by another replica as it was cancelled (core/run_manager.h Cancel), whose owner is to
@@ -210,11 +202,7 @@ class RelayedWriter {
  public:
   RelayedWriter(const ServiceDeps& deps, const RpcPolicy& policy, grpc::CallbackServerContext* ctx,
                 PullWriter<Resp>* host)
-      : deps_(deps),
-        policy_(policy),
-        ctx_(ctx),
-        host_(host),
-        state_(deps.forwarder == nullptr ? State::kHere : State::kDeciding) {}
+      : deps_(deps), policy_(policy), ctx_(ctx), host_(host), decided_(deps.forwarder == nullptr) {}
 
   // For `caller`'s call with `request`: false to serve it here; true when it was sent to the
   // owner the policy names (`start(async_stub, client_context, reactor)` opens the call
@@ -227,24 +215,32 @@ class RelayedWriter {
     if (deps_.forwarder == nullptr) return false;
     absl::StatusOr<std::optional<Route>> route =
         OwnerRoute(deps_, policy_.owner, EdgeCall{ctx_, ""}, caller, request);
-    if (!route.ok()) return Decided(ToGrpc(route.status()));
-    if (!route->has_value()) return Decided(std::nullopt);
+    std::unique_ptr<StreamRelay<Resp>> relay;
     PullWriter<Resp>* host = host_;
-    auto relay = std::make_unique<StreamRelay<Resp>>(
-        deps_.forwarder->ClientContextFor(ctx_), [host](const Resp* msg) { host->StartWrite(msg); },
-        [host, route = **route](const grpc::Status& status) {
-          host->FinishOnce(Forwarder::Explain(route, status));
-          host->Release();
-        });
+    if (route.ok() && route->has_value()) {
+      relay = std::make_unique<StreamRelay<Resp>>(
+          deps_.forwarder->ContextFor({ctx_, ""}),
+          [host](const Resp* msg) { host->StartWrite(msg); },
+          [host, route = **route](const grpc::Status& status) {
+            host->FinishOnce(Forwarder::Explain(route, status));
+            host->Release();
+          });
+    }
     StreamRelay<Resp>* r = relay.get();
+    bool cancelled;
     {
       absl::MutexLock lock(&mu_);
-      if (!cancelled_) {
-        relay_ = std::move(relay);
-        state_ = State::kRelayed;
-      }
+      decided_ = true;
+      cancelled = cancelled_;
+      if (!cancelled) relay_ = std::move(relay);
     }
-    if (relay != nullptr) return Decided(Cancelled());
+    if (!route.ok() || cancelled) {
+      host_->FinishOnce(!route.ok()
+                            ? ToGrpc(route.status())
+                            : grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+      return true;
+    }
+    if (r == nullptr) return false;  // served here
     host_->Acquire();
     std::shared_ptr<v1::Sandgate::Stub> stub = (*route)->stub;
     r->Begin([&](grpc::ClientContext* c, grpc::ClientReadReactor<Resp>* reactor) {
@@ -260,14 +256,14 @@ class RelayedWriter {
     return true;
   }
   // The caller cancelled; true when this ends the call: it is relayed (the owner's status
-  // ends it) or its route is still being looked up (ForSession ends it). False: the host
+  // ends it) or its route is still being looked up (ToOwner ends it). False: the host
   // serves it and ends it.
   bool Cancel() {
     StreamRelay<Resp>* r;
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
-      if (state_ == State::kHere) return false;
+      if (decided_ && relay_ == nullptr) return false;
       r = relay_.get();
     }
     if (r != nullptr) r->Cancel();
@@ -275,27 +271,6 @@ class RelayedWriter {
   }
 
  private:
-  enum class State { kDeciding, kHere, kRelayed };
-
-  static grpc::Status Cancelled() {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client");
-  }
-  // The route is known and the call not relayed: `status` ends it, else (nullopt) the host
-  // serves it, unless the caller cancelled during the lookup, which ends it CANCELLED.
-  bool Decided(const std::optional<grpc::Status>& status) {
-    bool cancelled;
-    {
-      absl::MutexLock lock(&mu_);
-      state_ = State::kHere;
-      cancelled = cancelled_;
-    }
-    if (status.has_value()) {
-      host_->FinishOnce(*status);
-    } else if (cancelled) {
-      host_->FinishOnce(Cancelled());
-    }
-    return status.has_value() || cancelled;
-  }
   StreamRelay<Resp>* relay() {
     absl::MutexLock lock(&mu_);
     return relay_.get();
@@ -306,7 +281,7 @@ class RelayedWriter {
   grpc::CallbackServerContext* const ctx_;  // gRPC's, valid until the host's OnDone
   PullWriter<Resp>* const host_;
   absl::Mutex mu_;
-  State state_ ABSL_GUARDED_BY(mu_);
+  bool decided_ ABSL_GUARDED_BY(mu_);  // the route is known: relayed, or served here
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<StreamRelay<Resp>> relay_ ABSL_GUARDED_BY(mu_);
 };

@@ -444,18 +444,15 @@ absl::StatusOr<std::unique_ptr<PortConnection>> PortProxy::Connect(const Target&
       router.is_operator = true;
     }
     absl::StatusOr<std::optional<Route>> route =
-        deps_.forwarder->ForSession(nullptr, router, target.session);
+        deps_.forwarder->For(nullptr, router, Owner::kSession, target.session);
     if (!route.ok()) return route.status();
     if (route->has_value()) {
-      std::unique_ptr<grpc::ClientContext> ctx = deps_.forwarder->ClientContextFor(nullptr);
+      std::unique_ptr<grpc::ClientContext> ctx = deps_.forwarder->ContextFor(
+          {nullptr, target.caller.has_value() ? target.authorization : ""});
       v1::ConnectPortRequest first;
       first.set_session_id(target.session);
       first.set_port(target.port);
-      if (target.caller.has_value()) {
-        ctx->AddMetadata("authorization", target.authorization);
-      } else {
-        first.set_grant(target.grant);
-      }
+      if (!target.caller.has_value()) first.set_grant(target.grant);
       absl::StatusOr<std::unique_ptr<RemotePort>> remote =
           RemotePort::Open(**route, std::move(ctx), first);
       if (!remote.ok()) return remote.status();

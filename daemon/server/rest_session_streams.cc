@@ -36,8 +36,7 @@ class HttpRelay {
   void Begin(std::shared_ptr<void> host, const ServiceDeps& deps, const Route& route,
              const std::string& authorization, std::function<void(const Resp*)> write,
              std::function<void(const absl::Status&)> finish, StartFn start) {
-    std::unique_ptr<grpc::ClientContext> ctx =
-        ForwardedContext(deps, EdgeCall{nullptr, authorization});
+    std::unique_ptr<grpc::ClientContext> ctx = deps.forwarder->ContextFor({nullptr, authorization});
     auto keep = std::make_shared<std::shared_ptr<void>>(std::move(host));
     auto relay = std::make_unique<StreamRelay<Resp>>(
         std::move(ctx), std::move(write), [keep, route, finish](const grpc::Status& st) {
@@ -382,7 +381,7 @@ HttpRoute UploadRoute(const ServiceDeps& deps) {
         if (!owner.ok()) return x->Reply(fail(owner.status()));
         if (owner->has_value()) {
           auto relay = std::make_shared<HttpUploadRelay>(upload, x);
-          return relay->Begin(relay, **owner, ForwardedContext(deps, from));
+          return relay->Begin(relay, **owner, deps.forwarder->ContextFor(from));
         }
         absl::StatusOr<v1::FileInfo> info = upload->Commit(*deps.sessions, caller, false);
         if (!info.ok()) return x->Reply(fail(info.status()));

@@ -214,7 +214,7 @@ class FileUpload final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return;
     }
     auto relay = std::make_unique<UploadRelay>(
-        deps_.forwarder->ClientContextFor(ctx_), [this] { StartRead(&buf_); },
+        deps_.forwarder->ContextFor({ctx_, ""}), [this] { StartRead(&buf_); },
         [this, route = **route](const grpc::Status& status, const grpc::ByteBuffer& response) {
           if (status.ok()) *response_ = response;
           Finish(Forwarder::Explain(route, status));  // the owner audited it

@@ -90,99 +90,98 @@ CREATE TRIGGER admission_release_taken_over AFTER UPDATE OF cleaned ON replica_l
 constexpr const char* kComponent = "admission";
 
 constexpr const char kCountWaiting[] = "SELECT count(*) FROM admission_queue WHERE claimed_by = ''";
-// The tenant's row, made if new and locked: every check of one tenant's quota and the count
-// it guards run under this lock.
-constexpr const char kTouchTenant[] =
-    "INSERT INTO admission_tenants(tenant) VALUES($1) ON CONFLICT(tenant) DO NOTHING";
-constexpr const char kLockTenant[] = "SELECT 1 FROM admission_tenants WHERE tenant = $1 FOR UPDATE";
-
-int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
+// The fair order's cursor: the tenant claimed last, gateway-wide.
+constexpr const char kLastClaimed[] =
+    "SELECT tenant FROM admission_tenants WHERE last_claimed > 0 "
+    "ORDER BY last_claimed DESC LIMIT 1";
 
 // A queue row as Queued reads it; the statement's WHERE follows.
 constexpr char kQueuedRun[] =
     "SELECT q.run_id, q.tenant, t.max_running, q.needs_sandbox, q.only_replica, q.enqueued_by, "
     "q.enqueued_at, q.claimed_by FROM admission_queue q JOIN admission_tenants t "
     "ON t.tenant = q.tenant WHERE ";
+// A waiting queue row q that a replica may start: $1 whether it has room for a sandbox (0/1),
+// $2 the replica.
+constexpr char kStartable[] =
+    "q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
+    "AND (q.only_replica = '' OR q.only_replica = $2)";
 
 QueuedRun Queued(const PgResult& r, int row) {
-  return {r.Text(row, 0), r.Text(row, 1), static_cast<uint32_t>(r.Int(row, 2)), r.Int(row, 3) != 0,
-          r.Text(row, 4), r.Text(row, 5), absl::FromUnixNanos(r.Int(row, 6)),   r.Text(row, 7)};
+  return {r.Text(row, 0),     r.Text(row, 1), static_cast<uint32_t>(r.Int(row, 2)),
+          r.Int(row, 3) != 0, r.Text(row, 4), r.Text(row, 5),
+          r.Time(row, 6),     r.Text(row, 7)};
 }
 
-absl::Status LockTenant(PgConnection& conn, const char* what, const std::string& tenant) {
-  SANDGATE_RETURN_IF_ERROR(conn.Run(what, kTouchTenant, PgParams().Text(tenant)));
-  return conn.Run(what, kLockTenant, PgParams().Text(tenant));
+// The tenant's row, made if new and locked: every check of one tenant's quota and the count
+// it guards run under this lock.
+absl::Status LockTenant(PgTx& tx, const std::string& tenant) {
+  SANDGATE_RETURN_IF_ERROR(
+      tx.Run("INSERT INTO admission_tenants(tenant) VALUES($1) ON CONFLICT(tenant) DO NOTHING",
+             PgParams().Text(tenant)));
+  return tx.Run("SELECT 1 FROM admission_tenants WHERE tenant = $1 FOR UPDATE",
+                PgParams().Text(tenant));
 }
+
+// Tells every replica's claim loop, at the commit, that the queue changed: a run waits, or a
+// slot is free.
+absl::Status NotifyQueue(PgTx& tx) { return PgNotify(tx.connection(), kQueueChannel, ""); }
 
 // Makes the run's record (Run.replica and the owner column) `replica`'s, in the caller's
 // transaction, while it is still QUEUED: see AdmissionStore::Claim.
-absl::Status OwnRecord(PgConnection& conn, const char* what, const std::string& run_id,
-                       const std::string& replica) {
-  SANDGATE_ASSIGN_OR_RETURN(PgResult record,
-                            conn.Exec(what,
-                                      "SELECT proto FROM runs WHERE id = $1 AND status = 1 "
-                                      "FOR UPDATE",
-                                      PgParams().Text(run_id)));
+absl::Status OwnRecord(PgTx& tx, const std::string& run_id, const std::string& replica) {
+  SANDGATE_ASSIGN_OR_RETURN(
+      PgResult record, tx.Exec("SELECT proto FROM runs WHERE id = $1 AND status = 1 FOR UPDATE",
+                               PgParams().Text(run_id)));
   if (record.rows() == 0) return absl::OkStatus();  // ended meanwhile: the claimer lets it go
   v1::Run run;
   const absl::string_view bytes = record.Bytes(0, 0);
   if (!run.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return errors::Internal(absl::StrCat("postgres ", what, ": run ", run_id, " is corrupt"));
+    return errors::Internal(absl::StrCat("postgres ", tx.what(), ": run ", run_id, " is corrupt"));
   }
   run.set_replica(replica);
-  return conn.Run(what, "UPDATE runs SET proto = $2, replica = $3 WHERE id = $1",
-                  PgParams().Text(run_id).Bytes(run.SerializeAsString()).Text(replica));
+  return tx.Run("UPDATE runs SET proto = $2, replica = $3 WHERE id = $1",
+                PgParams().Text(run_id).Bytes(run.SerializeAsString()).Text(replica));
 }
 
 // Claims for `replica`, in the caller's transaction, the next waiting run in fair order that
 // its tenant's quota admits and `replica` may start; when `only` is given, only if that next
 // run is `only` (else nothing is claimed). nullopt when nothing was claimed. With `records`,
 // the run's record becomes the claimer's in the same transaction.
-absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgConnection& conn, const char* what,
-                                                   const std::string& replica, bool sandbox_room,
-                                                   const std::string* only, bool records) {
-  const PgParams params = PgParams().Int(sandbox_room).Text(replica);
+absl::StatusOr<std::optional<QueuedRun>> ClaimNext(PgTx& tx, const std::string& replica,
+                                                   bool sandbox_room, const std::string* only,
+                                                   bool records) {
   // The next tenant after the one claimed last (by name, wrapping around) that is under its
   // quota and has a run this replica may start; a tenant another claimer holds is skipped.
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult tenant,
-      conn.Exec(what,
-                "SELECT t.tenant FROM admission_tenants t "
-                "WHERE (t.max_running = 0 OR t.running < t.max_running) "
-                "AND EXISTS (SELECT 1 FROM admission_queue q WHERE q.tenant = t.tenant "
-                "AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR $1 = 1) "
-                "AND (q.only_replica = '' OR q.only_replica = $2)) "
-                "ORDER BY (t.tenant <= coalesce((SELECT c.tenant FROM admission_tenants c "
-                "WHERE c.last_claimed > 0 ORDER BY c.last_claimed DESC LIMIT 1), '')), "
-                "t.tenant LIMIT 1 FOR UPDATE OF t SKIP LOCKED",
-                params));
+      tx.Exec(absl::StrCat("SELECT t.tenant FROM admission_tenants t "
+                           "WHERE (t.max_running = 0 OR t.running < t.max_running) AND EXISTS "
+                           "(SELECT 1 FROM admission_queue q WHERE q.tenant = t.tenant AND ",
+                           kStartable, ") ORDER BY (t.tenant <= coalesce((", kLastClaimed,
+                           "), '')), t.tenant LIMIT 1 FOR UPDATE OF t SKIP LOCKED"),
+              PgParams().Int(sandbox_room).Text(replica)));
   if (tenant.rows() == 0) return std::nullopt;
   const std::string name = tenant.Text(0, 0);
   // Its oldest such run; one a cancel is deleting right now is skipped.
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult run,
-      conn.Exec(what,
-                absl::StrCat(kQueuedRun,
-                             "q.tenant = $3 AND q.claimed_by = '' AND (q.needs_sandbox = 0 OR "
-                             "$1 = 1) AND (q.only_replica = '' OR q.only_replica = $2) "
-                             "ORDER BY q.seq LIMIT 1 FOR UPDATE OF q SKIP LOCKED")
-                    .c_str(),
-                PgParams().Int(sandbox_room).Text(replica).Text(name)));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult run,
+                            tx.Exec(absl::StrCat(kQueuedRun, kStartable,
+                                                 " AND q.tenant = $3 ORDER BY q.seq "
+                                                 "LIMIT 1 FOR UPDATE OF q SKIP LOCKED"),
+                                    PgParams().Int(sandbox_room).Text(replica).Text(name)));
   if (run.rows() == 0) return std::nullopt;  // cancelled meanwhile: the next poll
   QueuedRun claimed = Queued(run, 0);
   if (only != nullptr && claimed.run_id != *only) return std::nullopt;
   claimed.claimed_by = replica;
-  SANDGATE_RETURN_IF_ERROR(conn.Run(what,
-                                    "UPDATE admission_queue SET claimed_by = $2 WHERE run_id = $1",
-                                    PgParams().Text(claimed.run_id).Text(replica)));
-  SANDGATE_RETURN_IF_ERROR(conn.Run(what,
-                                    "UPDATE admission_tenants SET running = running + 1, "
-                                    "last_claimed = nextval('admission_claim_order') "
-                                    "WHERE tenant = $1",
-                                    PgParams().Text(name)));
-  if (records) SANDGATE_RETURN_IF_ERROR(OwnRecord(conn, what, claimed.run_id, replica));
+  SANDGATE_RETURN_IF_ERROR(tx.Run("UPDATE admission_queue SET claimed_by = $2 WHERE run_id = $1",
+                                  PgParams().Text(claimed.run_id).Text(replica)));
+  SANDGATE_RETURN_IF_ERROR(
+      tx.Run("UPDATE admission_tenants SET running = running + 1, "
+             "last_claimed = nextval('admission_claim_order') WHERE tenant = $1",
+             PgParams().Text(name)));
+  if (records) SANDGATE_RETURN_IF_ERROR(OwnRecord(tx, claimed.run_id, replica));
   if (claimed.enqueued_by != replica) {
-    SANDGATE_RETURN_IF_ERROR(PgNotify(conn, kQueueChannel, ClaimedFrom(claimed.enqueued_by)));
+    SANDGATE_RETURN_IF_ERROR(
+        PgNotify(tx.connection(), kQueueChannel, ClaimedFrom(claimed.enqueued_by)));
   }
   return claimed;
 }
@@ -193,11 +192,10 @@ absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::
     PostgresDatabase* db) {
   SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, kComponent, kSteps));
   std::unique_ptr<PostgresAdmissionStore> store(new PostgresAdmissionStore(db));
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db->Acquire("look for the run records"));
   SANDGATE_ASSIGN_OR_RETURN(PgResult r,
-                            conn->Exec("look for the run records",
-                                       "SELECT (to_regclass('runs') IS NOT NULL)::int, "
-                                       "(to_regclass('replica_leases') IS NOT NULL)::int"));
+                            db->Exec("look for the run records",
+                                     "SELECT (to_regclass('runs') IS NOT NULL)::int, "
+                                     "(to_regclass('replica_leases') IS NOT NULL)::int"));
   store->records_ = r.Int(0, 0) == 1;
   if (store->records_)
     SANDGATE_RETURN_IF_ERROR(MigrateSchema(*db, "admission_finish", kFinishSteps));
@@ -208,18 +206,16 @@ absl::StatusOr<std::unique_ptr<PostgresAdmissionStore>> PostgresAdmissionStore::
 
 absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint32_t max_waiting,
                                                      RoomHere room, v1::Event* queued) {
-  constexpr const char* kWhat = "queue run";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
   bool claimed = false, stored = false;
-  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
-    SANDGATE_ASSIGN_OR_RETURN(PgResult already,
-                              conn->Exec(kWhat, "SELECT 1 FROM admission_queue WHERE run_id = $1",
-                                         PgParams().Text(run.run_id)));
+  SANDGATE_RETURN_IF_ERROR(db_->Transaction("queue run", [&](PgTx& tx) -> absl::Status {
+    SANDGATE_ASSIGN_OR_RETURN(
+        PgResult already,
+        tx.Exec("SELECT 1 FROM admission_queue WHERE run_id = $1", PgParams().Text(run.run_id)));
     if (already.rows() > 0) return absl::OkStatus();
     if (max_waiting > 0) {
       // A bound on memory and patience, not a quota: two replicas queueing at once may pass
       // it by one each.
-      SANDGATE_ASSIGN_OR_RETURN(PgResult waiting, conn->Exec(kWhat, kCountWaiting));
+      SANDGATE_ASSIGN_OR_RETURN(PgResult waiting, tx.Exec(kCountWaiting));
       if (static_cast<uint64_t>(waiting.Int(0, 0)) >= max_waiting)
         return QueueFull(waiting.Int(0, 0), max_waiting);
     }
@@ -227,41 +223,38 @@ absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint3
     // until the commit, so the claim below counts against the tenant's latest count and no
     // other claimer takes one of its runs meanwhile.
     SANDGATE_RETURN_IF_ERROR(
-        conn->Run(kWhat,
-                  "INSERT INTO admission_tenants(tenant, max_running) VALUES($1, $2) "
-                  "ON CONFLICT(tenant) DO UPDATE SET max_running = excluded.max_running "
-                  "WHERE admission_tenants.max_running <> excluded.max_running",
-                  PgParams().Text(run.tenant).Int(run.tenant_limit)));
-    SANDGATE_RETURN_IF_ERROR(
-        conn->Run(kWhat,
-                  "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
-                  "enqueued_by, enqueued_at) VALUES($1, $2, $3, $4, $5, $6) "
-                  "ON CONFLICT(run_id) DO NOTHING",
-                  PgParams()
-                      .Text(run.run_id)
-                      .Text(run.tenant)
-                      .Int(run.needs_sandbox)
-                      .Text(run.only_replica)
-                      .Text(run.enqueued_by)
-                      .Int(Ns(run.enqueued_at))));
+        tx.Run("INSERT INTO admission_tenants(tenant, max_running) VALUES($1, $2) "
+               "ON CONFLICT(tenant) DO UPDATE SET max_running = excluded.max_running "
+               "WHERE admission_tenants.max_running <> excluded.max_running",
+               PgParams().Text(run.tenant).Int(run.tenant_limit)));
+    SANDGATE_RETURN_IF_ERROR(tx.Run(
+        "INSERT INTO admission_queue(run_id, tenant, needs_sandbox, only_replica, "
+        "enqueued_by, enqueued_at) VALUES($1, $2, $3, $4, $5, $6) ON CONFLICT(run_id) DO NOTHING",
+        PgParams()
+            .Text(run.run_id)
+            .Text(run.tenant)
+            .Int(run.needs_sandbox)
+            .Text(run.only_replica)
+            .Text(run.enqueued_by)
+            .Time(run.enqueued_at)));
     if (room.run_slot) {
       // The row is not committed yet, so no other replica sees it before this claim is made.
       SANDGATE_ASSIGN_OR_RETURN(
           std::optional<QueuedRun> here,
-          ClaimNext(*conn, kWhat, run.enqueued_by, room.sandbox, &run.run_id, records_));
+          ClaimNext(tx, run.enqueued_by, room.sandbox, &run.run_id, records_));
       claimed = here.has_value();
     }
     if (queued != nullptr && records_) {
       if (claimed) queued->mutable_run_queued()->set_position(1);
-      SANDGATE_RETURN_IF_ERROR(conn->Run(
-          kWhat, "INSERT INTO events(run_id, seq, proto) VALUES($1, $2, $3)",
+      SANDGATE_RETURN_IF_ERROR(tx.Run(
+          "INSERT INTO events(run_id, seq, proto) VALUES($1, $2, $3)",
           PgParams().Text(run.run_id).Int(queued->seq()).Bytes(queued->SerializeAsString())));
       SANDGATE_RETURN_IF_ERROR(
-          PgNotify(*conn, kEventsChannel, absl::StrCat(run.run_id, " ", queued->seq())));
+          PgNotify(tx.connection(), kEventsChannel, absl::StrCat(run.run_id, " ", queued->seq())));
       stored = true;
     }
     // A run that waits: a replica with room elsewhere claims it now, not at its next poll.
-    return claimed ? absl::OkStatus() : PgNotify(*conn, kQueueChannel, "");
+    return claimed ? absl::OkStatus() : NotifyQueue(tx);
   }));
   if (queued != nullptr && !stored) queued->set_seq(0);
   return claimed;
@@ -269,161 +262,119 @@ absl::StatusOr<bool> PostgresAdmissionStore::Enqueue(const QueuedRun& run, uint3
 
 absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Claim(const std::string& replica,
                                                                        bool sandbox_room) {
-  constexpr const char* kWhat = "claim run";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  std::optional<QueuedRun> claimed;
-  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
-    SANDGATE_ASSIGN_OR_RETURN(claimed,
-                              ClaimNext(*conn, kWhat, replica, sandbox_room, nullptr, records_));
-    return absl::OkStatus();
-  }));
-  return claimed;
+  return db_->Transaction("claim run", [&](PgTx& tx) {
+    return ClaimNext(tx, replica, sandbox_room, nullptr, records_);
+  });
 }
 
 absl::StatusOr<bool> PostgresAdmissionStore::Remove(const std::string& run_id) {
-  constexpr const char* kWhat = "remove waiting run";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  bool removed = false;
-  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+  return db_->Transaction("remove waiting run", [&](PgTx& tx) -> absl::StatusOr<bool> {
     SANDGATE_ASSIGN_OR_RETURN(
-        PgResult r,
-        conn->Exec(kWhat, "DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by = ''",
-                   PgParams().Text(run_id)));
-    removed = r.affected() == 1;
+        PgResult r, tx.Exec("DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by = ''",
+                            PgParams().Text(run_id)));
+    if (r.affected() != 1) return false;
     // The runs behind it moved up: their replicas tell them.
-    return removed ? PgNotify(*conn, kQueueChannel, "") : absl::OkStatus();
-  }));
-  return removed;
+    SANDGATE_RETURN_IF_ERROR(NotifyQueue(tx));
+    return true;
+  });
 }
 
 absl::Status PostgresAdmissionStore::Release(const std::string& run_id) {
-  constexpr const char* kWhat = "release run";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  return conn->Transaction(kWhat, [&]() -> absl::Status {
+  return db_->Transaction("release run", [&](PgTx& tx) -> absl::Status {
     SANDGATE_ASSIGN_OR_RETURN(
         PgResult r,
-        conn->Exec(kWhat,
-                   "WITH d AS (DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by <> '' "
-                   "RETURNING tenant) UPDATE admission_tenants t SET running = t.running - 1 "
-                   "FROM d WHERE t.tenant = d.tenant AND t.running > 0",
-                   PgParams().Text(run_id)));
+        tx.Exec("WITH d AS (DELETE FROM admission_queue WHERE run_id = $1 AND claimed_by <> '' "
+                "RETURNING tenant) UPDATE admission_tenants t SET running = t.running - 1 "
+                "FROM d WHERE t.tenant = d.tenant AND t.running > 0",
+                PgParams().Text(run_id)));
     // The tenant's slot is free: a run of it waiting on a full replica starts elsewhere now.
-    return r.affected() > 0 ? PgNotify(*conn, kQueueChannel, "") : absl::OkStatus();
+    return r.affected() > 0 ? NotifyQueue(tx) : absl::OkStatus();
   });
 }
 
 absl::Status PostgresAdmissionStore::ReleaseReplica(const std::string& replica) {
-  constexpr const char* kWhat = "release replica";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
   const PgParams params = PgParams().Text(replica);
-  return conn->Transaction(kWhat, [&]() -> absl::Status {
+  return db_->Transaction("release replica", [&](PgTx& tx) -> absl::Status {
     SANDGATE_RETURN_IF_ERROR(
-        conn->Run(kWhat,
-                  "WITH d AS (DELETE FROM admission_queue WHERE claimed_by = $1 RETURNING tenant), "
-                  "n AS (SELECT tenant, count(*) AS c FROM d GROUP BY tenant) "
-                  "UPDATE admission_tenants t SET running = greatest(0, t.running - n.c) "
-                  "FROM n WHERE t.tenant = n.tenant",
-                  params));
-    SANDGATE_RETURN_IF_ERROR(conn->Run(
-        kWhat, "DELETE FROM admission_queue WHERE claimed_by = '' AND only_replica = $1", params));
+        tx.Run("WITH d AS (DELETE FROM admission_queue WHERE claimed_by = $1 RETURNING tenant), "
+               "n AS (SELECT tenant, count(*) AS c FROM d GROUP BY tenant) "
+               "UPDATE admission_tenants t SET running = greatest(0, t.running - n.c) "
+               "FROM n WHERE t.tenant = n.tenant",
+               params));
     SANDGATE_RETURN_IF_ERROR(
-        conn->Run(kWhat, "DELETE FROM admission_sessions WHERE replica = $1", params));
-    return PgNotify(*conn, kQueueChannel, "");
+        tx.Run("DELETE FROM admission_queue WHERE claimed_by = '' AND only_replica = $1", params));
+    SANDGATE_RETURN_IF_ERROR(tx.Run("DELETE FROM admission_sessions WHERE replica = $1", params));
+    return NotifyQueue(tx);
   });
 }
 
 absl::StatusOr<WaitingRuns> PostgresAdmissionStore::Waiting() {
-  constexpr const char* kWhat = "list waiting runs";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  WaitingRuns out;
   // One snapshot for the runs and the cursor.
-  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+  return db_->Transaction("list waiting runs", [&](PgTx& tx) -> absl::StatusOr<WaitingRuns> {
     SANDGATE_ASSIGN_OR_RETURN(
-        PgResult r,
-        conn->Exec(kWhat, absl::StrCat(kQueuedRun, "q.claimed_by = '' ORDER BY q.seq").c_str()));
+        PgResult r, tx.Exec(absl::StrCat(kQueuedRun, "q.claimed_by = '' ORDER BY q.seq")));
+    WaitingRuns out;
     for (int i = 0; i < r.rows(); ++i) out.runs.push_back(Queued(r, i));
-    SANDGATE_ASSIGN_OR_RETURN(
-        PgResult cursor, conn->Exec(kWhat,
-                                    "SELECT tenant FROM admission_tenants WHERE last_claimed > 0 "
-                                    "ORDER BY last_claimed DESC LIMIT 1"));
+    SANDGATE_ASSIGN_OR_RETURN(PgResult cursor, tx.Exec(kLastClaimed));
     if (cursor.rows() > 0) out.last_tenant = cursor.Text(0, 0);
-    return absl::OkStatus();
-  }));
-  return out;
+    return out;
+  });
 }
 
 absl::StatusOr<std::optional<QueuedRun>> PostgresAdmissionStore::Find(const std::string& run_id) {
-  constexpr const char* kWhat = "find queued run";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
   SANDGATE_ASSIGN_OR_RETURN(PgResult r,
-                            conn->Exec(kWhat, absl::StrCat(kQueuedRun, "q.run_id = $1").c_str(),
-                                       PgParams().Text(run_id)));
+                            db_->Exec("find queued run", absl::StrCat(kQueuedRun, "q.run_id = $1"),
+                                      PgParams().Text(run_id)));
   if (r.rows() == 0) return std::nullopt;
   return Queued(r, 0);
 }
 
 absl::StatusOr<uint64_t> PostgresAdmissionStore::WaitingCount() {
-  constexpr const char* kWhat = "count waiting runs";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec(kWhat, kCountWaiting));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, db_->Exec("count waiting runs", kCountWaiting));
   return static_cast<uint64_t>(r.Int(0, 0));
 }
 
 absl::StatusOr<std::optional<absl::Time>> PostgresAdmissionStore::CountStart(
     const std::string& tenant, uint32_t limit, absl::Time now) {
-  constexpr const char* kWhat = "count run start";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  std::optional<absl::Time> retry_at;
-  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
-    SANDGATE_RETURN_IF_ERROR(LockTenant(*conn, kWhat, tenant));
-    SANDGATE_RETURN_IF_ERROR(
-        conn->Run(kWhat, "DELETE FROM admission_starts WHERE tenant = $1 AND at <= $2",
-                  PgParams().Text(tenant).Int(Ns(now - absl::Minutes(1)))));
+  using RetryAt = std::optional<absl::Time>;
+  return db_->Transaction("count run start", [&](PgTx& tx) -> absl::StatusOr<RetryAt> {
+    SANDGATE_RETURN_IF_ERROR(LockTenant(tx, tenant));
+    SANDGATE_RETURN_IF_ERROR(tx.Run("DELETE FROM admission_starts WHERE tenant = $1 AND at <= $2",
+                                    PgParams().Text(tenant).Time(now - absl::Minutes(1))));
     SANDGATE_ASSIGN_OR_RETURN(
-        PgResult window, conn->Exec(kWhat,
-                                    "SELECT count(*), coalesce(min(at), 0) FROM admission_starts "
-                                    "WHERE tenant = $1",
-                                    PgParams().Text(tenant)));
-    if (window.Int(0, 0) >= limit) {
-      retry_at = absl::FromUnixNanos(window.Int(0, 1)) + absl::Minutes(1);
-      return absl::OkStatus();
-    }
-    return conn->Run(kWhat, "INSERT INTO admission_starts(tenant, at) VALUES($1, $2)",
-                     PgParams().Text(tenant).Int(Ns(now)));
-  }));
-  return retry_at;
+        PgResult window,
+        tx.Exec("SELECT count(*), coalesce(min(at), 0) FROM admission_starts WHERE tenant = $1",
+                PgParams().Text(tenant)));
+    if (window.Int(0, 0) >= limit) return window.Time(0, 1) + absl::Minutes(1);
+    SANDGATE_RETURN_IF_ERROR(tx.Run("INSERT INTO admission_starts(tenant, at) VALUES($1, $2)",
+                                    PgParams().Text(tenant).Time(now)));
+    return std::nullopt;
+  });
 }
 
 absl::StatusOr<bool> PostgresAdmissionStore::TakeSessionSlot(const std::string& tenant,
                                                              const std::string& session_id,
                                                              const std::string& replica,
                                                              uint32_t limit) {
-  constexpr const char* kWhat = "take session slot";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  bool taken = false;
-  SANDGATE_RETURN_IF_ERROR(conn->Transaction(kWhat, [&]() -> absl::Status {
+  return db_->Transaction("take session slot", [&](PgTx& tx) -> absl::StatusOr<bool> {
     if (limit > 0) {
-      SANDGATE_RETURN_IF_ERROR(LockTenant(*conn, kWhat, tenant));
-      SANDGATE_ASSIGN_OR_RETURN(
-          PgResult live,
-          conn->Exec(kWhat, "SELECT count(*) FROM admission_sessions WHERE tenant = $1",
-                     PgParams().Text(tenant)));
-      if (live.Int(0, 0) >= limit) return absl::OkStatus();
+      SANDGATE_RETURN_IF_ERROR(LockTenant(tx, tenant));
+      SANDGATE_ASSIGN_OR_RETURN(PgResult live,
+                                tx.Exec("SELECT count(*) FROM admission_sessions WHERE tenant = $1",
+                                        PgParams().Text(tenant)));
+      if (live.Int(0, 0) >= limit) return false;
     }
-    taken = true;
-    return conn->Run(kWhat,
-                     "INSERT INTO admission_sessions(session_id, tenant, replica) "
-                     "VALUES($1, $2, $3) ON CONFLICT(session_id) DO NOTHING",
-                     PgParams().Text(session_id).Text(tenant).Text(replica));
-  }));
-  return taken;
+    SANDGATE_RETURN_IF_ERROR(
+        tx.Run("INSERT INTO admission_sessions(session_id, tenant, replica) VALUES($1, $2, $3) "
+               "ON CONFLICT(session_id) DO NOTHING",
+               PgParams().Text(session_id).Text(tenant).Text(replica)));
+    return true;
+  });
 }
 
 absl::Status PostgresAdmissionStore::ReleaseSessionSlot(const std::string& session_id) {
-  constexpr const char* kWhat = "release session slot";
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(kWhat));
-  return conn->Run(kWhat, "DELETE FROM admission_sessions WHERE session_id = $1",
-                   PgParams().Text(session_id));
+  return db_->Run("release session slot", "DELETE FROM admission_sessions WHERE session_id = $1",
+                  PgParams().Text(session_id));
 }
 
 }  // namespace sandgate::store

@@ -12,7 +12,6 @@
 
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "store/admission_store.h"
 #include "store/postgres_connection.h"

@@ -52,10 +52,8 @@ class PostgresWriter final : public ArtifactStore::Writer {
     if (published_ || seq_ == 0) return;
     // Best effort: chunks left behind (no connection now) are named by no artifact row, so
     // no reader sees them, and RemoveRun deletes them with the run.
-    absl::StatusOr<PgLease> conn = db_->Acquire("discard artifact");
-    if (!conn.ok()) return;
-    (void)(*conn)->Run("discard artifact", "DELETE FROM artifact_chunks WHERE upload = $1",
-                       PgParams().Int(upload_));
+    (void)db_->Run("discard artifact", "DELETE FROM artifact_chunks WHERE upload = $1",
+                   PgParams().Int(upload_));
   }
 
  private:
@@ -70,11 +68,10 @@ class PostgresWriter final : public ArtifactStore::Writer {
   }
 
   absl::Status Flush() {
-    SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("store artifact"));
     SANDGATE_RETURN_IF_ERROR(
-        conn->Run("store artifact",
-                  "INSERT INTO artifact_chunks(upload, seq, run_id, data) VALUES($1, $2, $3, $4)",
-                  PgParams().Int(upload_).Int(seq_).Text(run_id_).Bytes(std::move(pending_))));
+        db_->Run("store artifact",
+                 "INSERT INTO artifact_chunks(upload, seq, run_id, data) VALUES($1, $2, $3, $4)",
+                 PgParams().Int(upload_).Int(seq_).Text(run_id_).Bytes(std::move(pending_))));
     pending_ = std::string();
     ++seq_;
     return absl::OkStatus();
@@ -82,16 +79,13 @@ class PostgresWriter final : public ArtifactStore::Writer {
 
   absl::Status Publish(const v1::Artifact& artifact) override {
     if (!pending_.empty()) SANDGATE_RETURN_IF_ERROR(Flush());
-    SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("commit artifact"));
-    SANDGATE_RETURN_IF_ERROR(conn->Transaction("commit artifact", [&]() -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(db_->Transaction("commit artifact", [&](PgTx& tx) -> absl::Status {
       // The upload this one replaces, if any: its row changes below, so its chunks go.
       SANDGATE_RETURN_IF_ERROR(
-          conn->Run("commit artifact",
-                    "DELETE FROM artifact_chunks WHERE upload IN "
-                    "(SELECT upload FROM artifacts WHERE run_id = $1 AND name = $2)",
-                    PgParams().Text(run_id_).Text(name_)));
-      return conn->Run(
-          "commit artifact",
+          tx.Run("DELETE FROM artifact_chunks WHERE upload IN "
+                 "(SELECT upload FROM artifacts WHERE run_id = $1 AND name = $2)",
+                 PgParams().Text(run_id_).Text(name_)));
+      return tx.Run(
           "INSERT INTO artifacts(run_id, name, upload, size_bytes, chunk_bytes, sha256) "
           "VALUES($1, $2, $3, $4, $5, $6) ON CONFLICT(run_id, name) DO UPDATE SET "
           "upload = excluded.upload, size_bytes = excluded.size_bytes, "
@@ -132,9 +126,8 @@ absl::StatusOr<std::unique_ptr<PostgresArtifactStore>> PostgresArtifactStore::Op
 absl::StatusOr<std::unique_ptr<ArtifactStore::Writer>> PostgresArtifactStore::Create(
     const std::string& run_id, const std::string& name) {
   SANDGATE_RETURN_IF_ERROR(CheckArtifactNames(run_id, name));
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("create artifact"));
   SANDGATE_ASSIGN_OR_RETURN(PgResult r,
-                            conn->Exec("create artifact", "SELECT nextval('artifact_uploads')"));
+                            db_->Exec("create artifact", "SELECT nextval('artifact_uploads')"));
   return std::unique_ptr<Writer>(new PostgresWriter(db_, chunk_bytes_, r.Int(0, 0), run_id, name));
 }
 
@@ -220,12 +213,10 @@ absl::StatusOr<std::string> PostgresArtifactStore::ReadAcrossChunks(PgConnection
 absl::Status PostgresArtifactStore::RemoveRun(const std::string& run_id) {
   if (!IsPlainFileName(run_id))
     return errors::InvalidArgument(absl::StrCat("run id: '", run_id, "'"));
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("remove artifacts"));
-  return conn->Transaction("remove artifacts", [&]() -> absl::Status {
-    SANDGATE_RETURN_IF_ERROR(conn->Run(
-        "remove artifacts", "DELETE FROM artifacts WHERE run_id = $1", PgParams().Text(run_id)));
-    return conn->Run("remove artifacts", "DELETE FROM artifact_chunks WHERE run_id = $1",
-                     PgParams().Text(run_id));
+  return db_->Transaction("remove artifacts", [&](PgTx& tx) -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(
+        tx.Run("DELETE FROM artifacts WHERE run_id = $1", PgParams().Text(run_id)));
+    return tx.Run("DELETE FROM artifact_chunks WHERE run_id = $1", PgParams().Text(run_id));
   });
 }
 

@@ -106,17 +106,18 @@ bool PgConnection::reusable() const {
   return !broken() && PQtransactionStatus(conn_) == PQTRANS_IDLE;
 }
 
-absl::StatusOr<PgResult> PgConnection::Exec(absl::string_view what, const char* sql,
+absl::StatusOr<PgResult> PgConnection::Exec(absl::string_view what, absl::string_view sql,
                                             const PgParams& params) {
   // Each statement is parsed and planned once per connection, then only executed: for the
   // per-event statements the parse cost about as much as the insert.
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     std::string name = absl::StrCat("sg", prepared_.size());
-    SANDGATE_RETURN_IF_ERROR(
-        Check(what, PQprepare(conn_, name.c_str(), sql, params.size(), /*paramTypes=*/nullptr))
-            .status());
-    it = prepared_.emplace(sql, std::move(name)).first;
+    std::string text(sql);  // NUL-terminated for libpq
+    SANDGATE_RETURN_IF_ERROR(Check(what, PQprepare(conn_, name.c_str(), text.c_str(), params.size(),
+                                                   /*paramTypes=*/nullptr))
+                                 .status());
+    it = prepared_.emplace(std::move(text), std::move(name)).first;
   }
   return Check(what,
                PQexecPrepared(conn_, it->second.c_str(), params.size(), Pointers(params).data(),
@@ -147,7 +148,8 @@ absl::StatusOr<PgResult> PgConnection::Check(absl::string_view what, PGresult* r
   return errors::Internal(text);
 }
 
-absl::Status PgConnection::Run(absl::string_view what, const char* sql, const PgParams& params) {
+absl::Status PgConnection::Run(absl::string_view what, absl::string_view sql,
+                               const PgParams& params) {
   return Exec(what, sql, params).status();
 }
 
@@ -247,6 +249,17 @@ absl::StatusOr<PgLease> PostgresDatabase::Acquire(absl::string_view what) {
     return absl::Status(conn.status().code(), absl::StrCat(what, ": ", conn.status().message()));
   }
   return PgLease(this, std::move(*conn));
+}
+
+absl::StatusOr<PgResult> PostgresDatabase::Exec(absl::string_view what, absl::string_view sql,
+                                                const PgParams& params) {
+  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, Acquire(what));
+  return conn->Exec(what, sql, params);
+}
+
+absl::Status PostgresDatabase::Run(absl::string_view what, absl::string_view sql,
+                                   const PgParams& params) {
+  return Exec(what, sql, params).status();
 }
 
 void PostgresDatabase::Release(std::unique_ptr<PgConnection> conn) {

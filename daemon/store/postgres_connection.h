@@ -5,11 +5,13 @@
 // replica tables): take the pool with PostgresStore::database(), or open another one.
 //
 //   SANDGATE_ASSIGN_OR_RETURN(auto db, PostgresDatabase::Open(options));
-//   SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db->Acquire("get run"));
-//   PgParams p;
-//   p.Text(run_id);
-//   SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec("get run",
-//                             "SELECT proto FROM runs WHERE id = $1", p));
+//   SANDGATE_ASSIGN_OR_RETURN(PgResult r, db->Exec("get run",
+//                             "SELECT proto FROM runs WHERE id = $1", PgParams().Text(run_id)));
+//   // Several statements, one transaction; each error names "move run".
+//   absl::Status st = db->Transaction("move run", [&](PgTx& tx) -> absl::Status {
+//     SANDGATE_RETURN_IF_ERROR(tx.Run("DELETE FROM a WHERE id = $1", PgParams().Text(id)));
+//     return tx.Run("INSERT INTO b(id) VALUES($1)", PgParams().Text(id));
+//   });
 //
 // Every statement is parameterised (prepared once per connection, PQprepare /
 // PQexecPrepared), results come back in binary format, and
@@ -26,7 +28,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -51,6 +55,8 @@ class PgParams {
  public:
   PgParams& Text(absl::string_view v);
   PgParams& Int(int64_t v);
+  // As unix nanoseconds (a BIGINT column; see PgResult::Time).
+  PgParams& Time(absl::Time t) { return Int(absl::ToUnixNanos(t)); }
   PgParams& Bytes(absl::string_view v);
   // Takes a string whose bytes are the parameter, without a copy (a serialized message).
   PgParams& Bytes(std::string&& v);
@@ -80,6 +86,8 @@ class PgResult {
   std::string Text(int row, int col) const { return std::string(Bytes(row, col)); }
   // A bigint (int8) or integer (int4) column.
   int64_t Int(int row, int col) const;
+  // A BIGINT column of unix nanoseconds (PgParams::Time).
+  absl::Time Time(int row, int col) const { return absl::FromUnixNanos(Int(row, col)); }
   // Rows changed by an INSERT / UPDATE / DELETE.
   int64_t affected() const;
 
@@ -100,10 +108,11 @@ class PgConnection {
   // spliced in. `what` names the operation in errors:
   // "postgres <what>: <server message>". A unique violation is ALREADY_EXISTS, a lost
   // connection UNAVAILABLE, anything else INTERNAL.
-  absl::StatusOr<PgResult> Exec(absl::string_view what, const char* sql,
+  absl::StatusOr<PgResult> Exec(absl::string_view what, absl::string_view sql,
                                 const PgParams& params = PgParams());
   // As Exec, for statements whose rows do not matter.
-  absl::Status Run(absl::string_view what, const char* sql, const PgParams& params = PgParams());
+  absl::Status Run(absl::string_view what, absl::string_view sql,
+                   const PgParams& params = PgParams());
   // Runs a fixed script of several statements, no parameters (a migration step).
   absl::Status Script(const char* sql);
   // Runs `body` between BEGIN and COMMIT; on any error, ROLLBACK and body's error.
@@ -130,6 +139,29 @@ class PgConnection {
   PGconn* const conn_;
   // The statements prepared on this connection, by their SQL text, and their names.
   std::map<std::string, std::string, std::less<>> prepared_;
+};
+
+// One operation's statements on one connection, each naming the operation in its error
+// ("postgres <what>: …", as PgConnection::Exec): what PostgresDatabase::Transaction gives
+// its body. A view of the connection and of `what`, valid while the body runs. Not thread
+// safe.
+class PgTx {
+ public:
+  PgTx(PgConnection& conn, absl::string_view what) : conn_(conn), what_(what) {}
+
+  absl::StatusOr<PgResult> Exec(absl::string_view sql, const PgParams& params = PgParams()) {
+    return conn_.Exec(what_, sql, params);
+  }
+  absl::Status Run(absl::string_view sql, const PgParams& params = PgParams()) {
+    return conn_.Run(what_, sql, params);
+  }
+  // The connection, for what runs its own statements in the transaction (PgNotify).
+  PgConnection& connection() const { return conn_; }
+  absl::string_view what() const { return what_; }
+
+ private:
+  PgConnection& conn_;
+  const absl::string_view what_;
 };
 
 struct PostgresOptions {
@@ -176,6 +208,35 @@ class PostgresDatabase {
   // A free connection, waiting up to options.acquire_timeout; `what` names the caller in
   // the error.
   absl::StatusOr<PgLease> Acquire(absl::string_view what);
+
+  // Runs `body(PgTx&)` in one transaction on a free connection, as PgConnection::Transaction
+  // does: on any error, ROLLBACK and the first error. `body` returns absl::Status or
+  // absl::StatusOr<T>, and so does Transaction (with the body's value, once committed).
+  // `what` names the operation in every error, the wait for a connection's included.
+  template <typename Fn, typename R = std::invoke_result_t<Fn, PgTx&>>
+  R Transaction(absl::string_view what, Fn body) {
+    absl::StatusOr<PgLease> conn = Acquire(what);
+    if (!conn.ok()) return conn.status();
+    PgTx tx(**conn, what);
+    std::optional<R> result;
+    absl::Status st = (*conn)->Transaction(what, [&]() -> absl::Status {
+      result.emplace(body(tx));
+      if constexpr (std::is_same_v<R, absl::Status>) {
+        return *result;
+      } else {
+        return result->status();
+      }
+    });
+    if (!st.ok()) return st;
+    return *std::move(result);
+  }
+  // One statement on a free connection, outside any transaction (it commits alone); errors
+  // as PgConnection::Exec's. The result outlives the connection's lease.
+  absl::StatusOr<PgResult> Exec(absl::string_view what, absl::string_view sql,
+                                const PgParams& params = PgParams());
+  // As Exec, for statements whose rows do not matter.
+  absl::Status Run(absl::string_view what, absl::string_view sql,
+                   const PgParams& params = PgParams());
 
  private:
   friend class PgLease;

@@ -1,7 +1,5 @@
 #include "store/postgres_replica_store.h"
 
-#include "absl/strings/str_cat.h"
-#include "common/errors.h"
 #include "common/status_macros.h"
 #include "store/postgres_schema.h"
 
@@ -26,8 +24,6 @@ ALTER TABLE replica_leases ADD COLUMN epoch BIGINT NOT NULL DEFAULT 0,
 )sql",
 };
 
-int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PostgresReplicaStore>> PostgresReplicaStore::Create(
@@ -36,64 +32,50 @@ absl::StatusOr<std::unique_ptr<PostgresReplicaStore>> PostgresReplicaStore::Crea
   return std::unique_ptr<PostgresReplicaStore>(new PostgresReplicaStore(db));
 }
 
-absl::StatusOr<int64_t> PostgresReplicaStore::Write(const char* what, const char* sql,
-                                                    const PgParams& params) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(what));
-  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec(what, sql, params));
-  return r.affected();
-}
-
 absl::StatusOr<absl::Time> PostgresReplicaStore::Now(absl::Time) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("read clock"));
   // Microseconds are the clock's resolution; a bigint of them cannot round.
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult r,
-      conn->Exec("read clock", "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"));
+      db_->Exec("read clock", "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"));
   return absl::FromUnixMicros(r.Int(0, 0));
 }
 
 absl::StatusOr<int64_t> PostgresReplicaStore::Join(const Lease& lease, absl::Time now) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("join"));
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult r,
-      conn->Exec("join",
-                 "INSERT INTO replica_leases(id, address, expires_at, epoch) VALUES($1, $2, $3, 1) "
-                 "ON CONFLICT(id) DO UPDATE SET address = excluded.address, "
-                 "expires_at = excluded.expires_at, taken_over_by = '', claim_until = 0, "
-                 "cleaned = 0, claimed_at = 0, epoch = replica_leases.epoch + 1 "
-                 "WHERE replica_leases.taken_over_by = '' OR replica_leases.cleaned = 1 "
-                 "OR replica_leases.claim_until <= $4 RETURNING epoch",
-                 PgParams()
-                     .Text(lease.replica_id)
-                     .Text(lease.address)
-                     .Int(Ns(lease.expires_at))
-                     .Int(Ns(now))));
+      db_->Exec(
+          "join",
+          "INSERT INTO replica_leases(id, address, expires_at, epoch) VALUES($1, $2, $3, 1) "
+          "ON CONFLICT(id) DO UPDATE SET address = excluded.address, "
+          "expires_at = excluded.expires_at, taken_over_by = '', claim_until = 0, "
+          "cleaned = 0, claimed_at = 0, epoch = replica_leases.epoch + 1 "
+          "WHERE replica_leases.taken_over_by = '' OR replica_leases.cleaned = 1 "
+          "OR replica_leases.claim_until <= $4 RETURNING epoch",
+          PgParams().Text(lease.replica_id).Text(lease.address).Time(lease.expires_at).Time(now)));
   if (r.rows() == 1) return r.Int(0, 0);
   return JoinRefused(*this, lease.replica_id);
 }
 
 absl::Status PostgresReplicaStore::Renew(const std::string& replica_id, int64_t epoch,
                                          absl::Time expires_at) {
-  SANDGATE_ASSIGN_OR_RETURN(int64_t changed,
-                            Write("renew lease",
-                                  "UPDATE replica_leases SET expires_at = $2 WHERE id = $1 AND "
-                                  "taken_over_by = '' AND epoch = $3",
-                                  PgParams().Text(replica_id).Int(Ns(expires_at)).Int(epoch)));
-  if (changed == 1) return absl::OkStatus();
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                            db_->Exec("renew lease",
+                                      "UPDATE replica_leases SET expires_at = $2 WHERE id = $1 AND "
+                                      "taken_over_by = '' AND epoch = $3",
+                                      PgParams().Text(replica_id).Time(expires_at).Int(epoch)));
+  if (r.affected() == 1) return absl::OkStatus();
   return RenewRefused(*this, replica_id, epoch);
 }
 
 absl::StatusOr<std::vector<Lease>> PostgresReplicaStore::ListLeases() {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list leases"));
   SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r, conn->Exec("list leases",
-                             "SELECT id, address, expires_at, taken_over_by, claim_until, cleaned, "
-                             "epoch, claimed_at FROM replica_leases ORDER BY id"));
+      PgResult r, db_->Exec("list leases",
+                            "SELECT id, address, expires_at, taken_over_by, claim_until, cleaned, "
+                            "epoch, claimed_at FROM replica_leases ORDER BY id"));
   std::vector<Lease> out;
   for (int i = 0; i < r.rows(); ++i) {
-    out.push_back({r.Text(i, 0), r.Text(i, 1), absl::FromUnixNanos(r.Int(i, 2)), r.Text(i, 3),
-                   absl::FromUnixNanos(r.Int(i, 4)), r.Int(i, 5) != 0, r.Int(i, 6),
-                   absl::FromUnixNanos(r.Int(i, 7))});
+    out.push_back({r.Text(i, 0), r.Text(i, 1), r.Time(i, 2), r.Text(i, 3), r.Time(i, 4),
+                   r.Int(i, 5) != 0, r.Int(i, 6), r.Time(i, 7)});
   }
   return out;
 }
@@ -102,12 +84,12 @@ absl::StatusOr<bool> PostgresReplicaStore::ClaimTakeover(const std::string& dead
                                                          const std::string& by, absl::Time now,
                                                          absl::Time claim_until) {
   SANDGATE_ASSIGN_OR_RETURN(
-      int64_t changed, Write("claim lease",
-                             "UPDATE replica_leases SET taken_over_by = $2, claim_until = $4, "
-                             "claimed_at = $3 WHERE id = $1 AND expires_at <= $3 AND cleaned = 0 "
-                             "AND (taken_over_by = '' OR claim_until <= $3)",
-                             PgParams().Text(dead).Text(by).Int(Ns(now)).Int(Ns(claim_until))));
-  return changed == 1;
+      PgResult r, db_->Exec("claim lease",
+                            "UPDATE replica_leases SET taken_over_by = $2, claim_until = $4, "
+                            "claimed_at = $3 WHERE id = $1 AND expires_at <= $3 AND cleaned = 0 "
+                            "AND (taken_over_by = '' OR claim_until <= $3)",
+                            PgParams().Text(dead).Text(by).Time(now).Time(claim_until)));
+  return r.affected() == 1;
 }
 
 }  // namespace sandgate::store

@@ -37,8 +37,6 @@ class PostgresReplicaStore : public ReplicaStore {
 
  private:
   explicit PostgresReplicaStore(PostgresDatabase* db) : db_(db) {}
-  // Rows `sql` changed.
-  absl::StatusOr<int64_t> Write(const char* what, const char* sql, const PgParams& params);
 
   PostgresDatabase* const db_;
 };

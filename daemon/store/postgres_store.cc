@@ -156,7 +156,7 @@ absl::Status PostgresStore::PutRecord(PgConnection& conn, const char* table, con
   if (fenced) p.Text(fence.replica).Int(fence.epoch);
   p.Text(id).Text(tenant).Text(key).Int(status).Int(ended_ns).Bytes(std::move(proto));
   p.Text(request_sha256 ? *request_sha256 : std::string()).Text(replica);
-  absl::StatusOr<PgResult> r = conn.Exec(absl::StrCat("put ", kind), sql.c_str(), p);
+  absl::StatusOr<PgResult> r = conn.Exec(absl::StrCat("put ", kind), sql, p);
   if (r.status().code() == absl::StatusCode::kAlreadyExists) {
     return errors::AlreadyExists(absl::StrCat(kind, " idempotency key"), key);
   }
@@ -175,8 +175,7 @@ absl::Status PostgresStore::Fenced(PgConnection& conn, const Fence& fence, const
                               ? absl::StrCat("SELECT replica FROM ", table, " WHERE id = $1")
                               : "SELECT replica FROM runs WHERE id = $1 UNION ALL "
                                 "SELECT replica FROM sessions WHERE id = $1";
-  SANDGATE_ASSIGN_OR_RETURN(PgResult o,
-                            conn.Exec("read the owner", sql.c_str(), PgParams().Text(id)));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult o, conn.Exec("read the owner", sql, PgParams().Text(id)));
   if (o.rows() >= 1) owner = o.Text(0, 0);
   SANDGATE_ASSIGN_OR_RETURN(PgResult l,
                             conn.Exec("read the writer's lease",
@@ -207,9 +206,8 @@ absl::StatusOr<std::optional<KeyedRecord>> PostgresStore::FindByKey(const char* 
                                                                     const std::string& key) {
   const std::string sql = absl::StrCat("SELECT id, request_sha256 FROM ", table,
                                        " WHERE tenant = $1 AND idempotency_key = $2");
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("find by key"));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r, conn->Exec("find by key", sql.c_str(), PgParams().Text(tenant).Text(key)));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                            db_->Exec("find by key", sql, PgParams().Text(tenant).Text(key)));
   if (r.rows() == 0) return std::optional<KeyedRecord>();
   return std::optional<KeyedRecord>(KeyedRecord{r.Text(0, 0), r.Text(0, 1)});
 }
@@ -237,10 +235,8 @@ absl::Status PostgresStore::PutRunOn(PgConnection& conn, const v1::Run& run) {
 }
 
 absl::StatusOr<v1::Run> PostgresStore::GetRun(const std::string& run_id) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("get run"));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn->Exec("get run", "SELECT proto FROM runs WHERE id = $1", PgParams().Text(run_id)));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, db_->Exec("get run", "SELECT proto FROM runs WHERE id = $1",
+                                                  PgParams().Text(run_id)));
   if (r.rows() == 0) return errors::NotFound("run", run_id);
   return Parse<v1::Run>(r.Bytes(0, 0), "run");
 }
@@ -252,18 +248,16 @@ absl::Status PostgresStore::PutRunRequest(const std::string& run_id,
     return errors::InvalidArgument(
         absl::StrCat("run request: ", size, " bytes is too large to keep"));
   }
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("put run request"));
-  return conn->Run("put run request",
-                   "INSERT INTO run_requests(run_id, proto) VALUES($1, $2) "
-                   "ON CONFLICT(run_id) DO UPDATE SET proto = excluded.proto",
-                   PgParams().Text(run_id).Bytes(request.SerializeAsString()));
+  return db_->Run("put run request",
+                  "INSERT INTO run_requests(run_id, proto) VALUES($1, $2) "
+                  "ON CONFLICT(run_id) DO UPDATE SET proto = excluded.proto",
+                  PgParams().Text(run_id).Bytes(request.SerializeAsString()));
 }
 
 absl::StatusOr<v1::RunAnalysisRequest> PostgresStore::GetRunRequest(const std::string& run_id) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("get run request"));
   SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r, conn->Exec("get run request", "SELECT proto FROM run_requests WHERE run_id = $1",
-                             PgParams().Text(run_id)));
+      PgResult r, db_->Exec("get run request", "SELECT proto FROM run_requests WHERE run_id = $1",
+                            PgParams().Text(run_id)));
   if (r.rows() == 0) return errors::NotFound("request of run", run_id);
   return Parse<v1::RunAnalysisRequest>(r.Bytes(0, 0), "run request");
 }
@@ -275,12 +269,11 @@ absl::StatusOr<RunPage> PostgresStore::ListRuns(const std::string& tenant, uint3
     return errors::InvalidArgument(
         absl::StrCat("page_token: not a token from ListRuns: '", page_token, "'"));
   }
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list runs"));
   SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r, conn->Exec("list runs",
-                             "SELECT n, proto FROM runs WHERE ($1 = '' OR tenant = $1) AND n < $2 "
-                             "ORDER BY n DESC LIMIT $3",
-                             PgParams().Text(tenant).Int(before).Int(int64_t{page_size} + 1)));
+      PgResult r, db_->Exec("list runs",
+                            "SELECT n, proto FROM runs WHERE ($1 = '' OR tenant = $1) AND n < $2 "
+                            "ORDER BY n DESC LIMIT $3",
+                            PgParams().Text(tenant).Int(before).Int(int64_t{page_size} + 1)));
   RunPage page;
   for (int i = 0; i < r.rows(); ++i) {
     if (page.runs.size() == page_size) {
@@ -319,17 +312,15 @@ template <typename Message>
 absl::StatusOr<std::vector<Message>> PostgresStore::ListOwned(const char* what, const char* sql,
                                                               const std::string& replica,
                                                               const char* kind) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire(what));
-  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn->Exec(what, sql, PgParams().Text(replica)));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, db_->Exec(what, sql, PgParams().Text(replica)));
   return Collect<Message>(r, 0, kind);
 }
 
 absl::StatusOr<std::vector<v1::Run>> PostgresStore::ListUnfinishedRuns() {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list unfinished runs"));
   SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r, conn->Exec("list unfinished runs",
-                             "SELECT proto FROM runs WHERE status IN ($1, $2) ORDER BY n",
-                             PgParams().Int(v1::RUN_STATUS_QUEUED).Int(v1::RUN_STATUS_RUNNING)));
+      PgResult r, db_->Exec("list unfinished runs",
+                            "SELECT proto FROM runs WHERE status IN ($1, $2) ORDER BY n",
+                            PgParams().Int(v1::RUN_STATUS_QUEUED).Int(v1::RUN_STATUS_RUNNING)));
   return Collect<v1::Run>(r, 0, "run");
 }
 
@@ -355,25 +346,23 @@ absl::Status PostgresStore::PutSessionOn(PgConnection& conn, const v1::Session& 
 }
 
 absl::StatusOr<v1::Session> PostgresStore::GetSession(const std::string& session_id) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("get session"));
   SANDGATE_ASSIGN_OR_RETURN(PgResult r,
-                            conn->Exec("get session", "SELECT proto FROM sessions WHERE id = $1",
-                                       PgParams().Text(session_id)));
+                            db_->Exec("get session", "SELECT proto FROM sessions WHERE id = $1",
+                                      PgParams().Text(session_id)));
   if (r.rows() == 0) return errors::NotFound("session", session_id);
   return Parse<v1::Session>(r.Bytes(0, 0), "session");
 }
 
 absl::StatusOr<std::vector<v1::Session>> PostgresStore::ListSessions(const std::string& tenant,
                                                                      bool include_closed) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("list sessions"));
-  SANDGATE_ASSIGN_OR_RETURN(
-      PgResult r, conn->Exec("list sessions",
-                             "SELECT proto FROM sessions WHERE ($1 = '' OR tenant = $1) "
-                             "AND ($2::boolean OR status = $3) ORDER BY n DESC LIMIT 1000",
-                             PgParams()
-                                 .Text(tenant)
-                                 .Text(include_closed ? "true" : "false")
-                                 .Int(v1::SESSION_STATUS_ACTIVE)));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r,
+                            db_->Exec("list sessions",
+                                      "SELECT proto FROM sessions WHERE ($1 = '' OR tenant = $1) "
+                                      "AND ($2::boolean OR status = $3) ORDER BY n DESC LIMIT 1000",
+                                      PgParams()
+                                          .Text(tenant)
+                                          .Text(include_closed ? "true" : "false")
+                                          .Int(v1::SESSION_STATUS_ACTIVE)));
   return Collect<v1::Session>(r, 0, "session");
 }
 
@@ -416,7 +405,7 @@ absl::Status PostgresStore::InsertEvents(PgConnection& conn, const v1::Event* ev
   for (size_t i = 0; i < n; ++i) {
     p.Text(events[i].run_id()).Int(events[i].seq()).Bytes(events[i].SerializeAsString());
   }
-  return conn.Run("append events", InsertEventsSql(n).c_str(), p);
+  return conn.Run("append events", InsertEventsSql(n), p);
 }
 
 absl::Status PostgresStore::InsertFencedEvents(PgConnection& conn, const Fence& fence,
@@ -451,7 +440,7 @@ absl::Status PostgresStore::InsertFencedEvents(PgConnection& conn, const Fence& 
                   kEventsChannel,
                   "', run_id || ' ' || max(seq)) FROM ins GROUP BY run_id) "
                   "SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM notified)");
-  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn.Exec("append events", sql.c_str(), p));
+  SANDGATE_ASSIGN_OR_RETURN(PgResult r, conn.Exec("append events", sql, p));
   if (r.rows() == 1 && r.Int(0, 0) == static_cast<int64_t>(n)) return absl::OkStatus();
   return Fenced(conn, fence, nullptr, absl::StrCat("the log of ", events[0].run_id()),
                 events[0].run_id());
@@ -506,52 +495,47 @@ absl::Status PostgresStore::SettleTakeover(const std::vector<v1::Event>& events,
 absl::StatusOr<std::vector<v1::Event>> PostgresStore::ReadEvents(const std::string& run_id,
                                                                  int64_t after_seq,
                                                                  uint32_t limit) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("read events"));
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult r,
-      conn->Exec("read events",
-                 "SELECT proto FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                 PgParams().Text(run_id).Int(after_seq).Int(limit)));
+      db_->Exec("read events",
+                "SELECT proto FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                PgParams().Text(run_id).Int(after_seq).Int(limit)));
   return Collect<v1::Event>(r, 0, "event");
 }
 
 absl::StatusOr<int64_t> PostgresStore::LastSeq(const std::string& run_id) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("last seq"));
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult r,
-      conn->Exec("last seq", "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = $1",
-                 PgParams().Text(run_id)));
+      db_->Exec("last seq", "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = $1",
+                PgParams().Text(run_id)));
   return r.Int(0, 0);
 }
 
 absl::Status PostgresStore::Record(const JournalEntry& entry) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("journal record"));
   // A durable record must be on disk before the resource it names exists: this statement's
   // own transaction waits for its flush (set_config(…, true) is SET LOCAL, read at the
   // commit that ends the statement), in one round trip.
-  return conn->Run("journal record",
-                   "WITH s AS (SELECT set_config('synchronous_commit', $5, true)) "
-                   "INSERT INTO journal(id, provider, kind, details) "
-                   "SELECT $1::text, $2::text, $3::text, $4::text FROM s "
-                   "ON CONFLICT(id) DO UPDATE SET details = excluded.details",
-                   PgParams()
-                       .Text(entry.id)
-                       .Text(entry.provider)
-                       .Text(entry.kind)
-                       .Text(entry.details.dump())
-                       .Text(entry.durable ? "on" : "off"));
+  return db_->Run("journal record",
+                  "WITH s AS (SELECT set_config('synchronous_commit', $5, true)) "
+                  "INSERT INTO journal(id, provider, kind, details) "
+                  "SELECT $1::text, $2::text, $3::text, $4::text FROM s "
+                  "ON CONFLICT(id) DO UPDATE SET details = excluded.details",
+                  PgParams()
+                      .Text(entry.id)
+                      .Text(entry.provider)
+                      .Text(entry.kind)
+                      .Text(entry.details.dump())
+                      .Text(entry.durable ? "on" : "off"));
 }
 
 absl::Status PostgresStore::Erase(const std::string& id) {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("journal erase"));
-  return conn->Run("journal erase", "DELETE FROM journal WHERE id = $1", PgParams().Text(id));
+  return db_->Run("journal erase", "DELETE FROM journal WHERE id = $1", PgParams().Text(id));
 }
 
 absl::StatusOr<std::vector<JournalEntry>> PostgresStore::List() {
-  SANDGATE_ASSIGN_OR_RETURN(PgLease conn, db_->Acquire("journal list"));
   SANDGATE_ASSIGN_OR_RETURN(
       PgResult r,
-      conn->Exec("journal list", "SELECT id, provider, kind, details FROM journal ORDER BY id"));
+      db_->Exec("journal list", "SELECT id, provider, kind, details FROM journal ORDER BY id"));
   std::vector<JournalEntry> entries;
   for (int i = 0; i < r.rows(); ++i) {
     JournalEntry e{r.Text(i, 0), r.Text(i, 1), r.Text(i, 2)};

@@ -13,10 +13,8 @@
 #ifndef SANDGATE_STORE_SQLITE_ADMISSION_STORE_H_
 #define SANDGATE_STORE_SQLITE_ADMISSION_STORE_H_
 
-#include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "store/admission_store.h"
@@ -49,9 +47,6 @@ class SqliteAdmissionStore : public AdmissionStore {
 
  private:
   explicit SqliteAdmissionStore(sqlite3* db) : db_(db) {}
-  // Runs `body` in one BEGIN IMMEDIATE transaction, committed when it returns OK.
-  absl::Status Transaction(const char* what, const std::function<absl::Status()>& body)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);

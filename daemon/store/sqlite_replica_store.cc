@@ -3,15 +3,12 @@
 #include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/errors.h"
 #include "common/status_macros.h"
 #include "store/sqlite_file.h"
 #include "store/sqlite_sql.h"
 
 namespace sandgate::store {
 namespace {
-
-int64_t Ns(absl::Time t) { return absl::ToUnixNanos(t); }
 
 // Times are unix nanoseconds from the callers' clock (see replica_store.h).
 constexpr const char* kSchema = R"sql(
@@ -41,21 +38,19 @@ absl::StatusOr<std::unique_ptr<SqliteReplicaStore>> SqliteReplicaStore::Open(
   std::unique_ptr<SqliteReplicaStore> store(new SqliteReplicaStore(db));
   absl::MutexLock lock(&store->mu_);
   // IMMEDIATE: two daemons opening one old file at once add each column once.
-  SANDGATE_RETURN_IF_ERROR(Sql(db, "BEGIN IMMEDIATE", {}).Run("create the lease table").status());
-  absl::Status st = Sql(db, kSchema, {}).Run("create the lease table").status();
-  for (const auto& [name, type] : kAddedColumns) {
-    if (!st.ok()) break;
-    Sql has(db, "SELECT 1 FROM pragma_table_info('replica_leases') WHERE name = ?1", {name});
-    absl::StatusOr<bool> found = has.Row("read the lease table's columns");
-    st = !found.ok() ? found.status()
-         : *found
-             ? absl::OkStatus()
-             : Sql(db, absl::StrCat("ALTER TABLE replica_leases ADD COLUMN ", name, " ", type), {})
-                   .Run("add a column to the lease table")
-                   .status();
-  }
-  (void)Sql(db, st.ok() ? "COMMIT" : "ROLLBACK", {}).Run("create the lease table");
-  if (!st.ok()) return st;
+  SqlTx tx(db, "create the lease table");
+  SANDGATE_RETURN_IF_ERROR(tx.Immediate([&]() -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(tx.Script(kSchema));
+    for (const auto& [name, type] : kAddedColumns) {
+      SANDGATE_ASSIGN_OR_RETURN(
+          bool found,
+          tx.HasRow("SELECT 1 FROM pragma_table_info('replica_leases') WHERE name = ?1", {name}));
+      if (found) continue;
+      SANDGATE_RETURN_IF_ERROR(
+          tx.Script(absl::StrCat("ALTER TABLE replica_leases ADD COLUMN ", name, " ", type)));
+    }
+    return absl::OkStatus();
+  }));
   return store;
 }
 
@@ -67,18 +62,18 @@ SqliteReplicaStore::~SqliteReplicaStore() {
 absl::StatusOr<int64_t> SqliteReplicaStore::Join(const Lease& lease, absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
-    Sql join(db_,
+    Sql join(db_, "join",
              "INSERT INTO replica_leases(id, address, expires_at, epoch) VALUES(?1, ?2, ?3, 1) "
              "ON CONFLICT(id) DO UPDATE SET address = excluded.address, "
              "expires_at = excluded.expires_at, taken_over_by = '', claim_until = 0, "
              "cleaned = 0, claimed_at = 0, epoch = replica_leases.epoch + 1 "
              "WHERE replica_leases.taken_over_by = '' OR replica_leases.cleaned = 1 "
              "OR replica_leases.claim_until <= ?4 RETURNING epoch",
-             {lease.replica_id, lease.address, Ns(lease.expires_at), Ns(now)});
-    SANDGATE_ASSIGN_OR_RETURN(bool joined, join.Row("join"));
+             {lease.replica_id, lease.address, lease.expires_at, now});
+    SANDGATE_ASSIGN_OR_RETURN(bool joined, join.Row());
     if (joined) {
       const int64_t epoch = join.Int(0);
-      SANDGATE_RETURN_IF_ERROR(join.Row("join").status());  // to its end: the write commits
+      SANDGATE_RETURN_IF_ERROR(join.Row().status());  // to its end: the write commits
       return epoch;
     }
   }
@@ -88,7 +83,7 @@ absl::StatusOr<int64_t> SqliteReplicaStore::Join(const Lease& lease, absl::Time 
 absl::StatusOr<int> SqliteReplicaStore::Write(const char* what, const char* sql,
                                               std::initializer_list<Value> params) {
   absl::MutexLock lock(&mu_);
-  return Sql(db_, sql, params).Run(what);
+  return Sql(db_, what, sql, params).Run();
 }
 
 absl::Status SqliteReplicaStore::Renew(const std::string& replica_id, int64_t epoch,
@@ -97,25 +92,23 @@ absl::Status SqliteReplicaStore::Renew(const std::string& replica_id, int64_t ep
                             Write("renew lease",
                                   "UPDATE replica_leases SET expires_at = ?2 WHERE id = ?1 AND "
                                   "taken_over_by = '' AND epoch = ?3",
-                                  {replica_id, Ns(expires_at), epoch}));
+                                  {replica_id, expires_at, epoch}));
   if (changed == 1) return absl::OkStatus();
   return RenewRefused(*this, replica_id, epoch);
 }
 
 absl::StatusOr<std::vector<Lease>> SqliteReplicaStore::ListLeases() {
   absl::MutexLock lock(&mu_);
-  Sql s(db_,
+  Sql s(db_, "list leases",
         "SELECT id, address, expires_at, taken_over_by, claim_until, cleaned, epoch, claimed_at "
         "FROM replica_leases ORDER BY id",
         {});
   std::vector<Lease> out;
-  for (;;) {
-    SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row("list leases"));
-    if (!row) return out;
-    out.push_back({s.Text(0), s.Text(1), absl::FromUnixNanos(s.Int(2)), s.Text(3),
-                   absl::FromUnixNanos(s.Int(4)), s.Int(5) != 0, s.Int(6),
-                   absl::FromUnixNanos(s.Int(7))});
-  }
+  SANDGATE_RETURN_IF_ERROR(s.ForEachRow([&] {
+    out.push_back({s.Text(0), s.Text(1), s.Time(2), s.Text(3), s.Time(4), s.Int(5) != 0, s.Int(6),
+                   s.Time(7)});
+  }));
+  return out;
 }
 
 absl::StatusOr<bool> SqliteReplicaStore::ClaimTakeover(const std::string& dead,
@@ -127,7 +120,7 @@ absl::StatusOr<bool> SqliteReplicaStore::ClaimTakeover(const std::string& dead,
                                   "claimed_at = ?3 "
                                   "WHERE id = ?1 AND expires_at <= ?3 AND cleaned = 0 "
                                   "AND (taken_over_by = '' OR claim_until <= ?3)",
-                                  {dead, by, Ns(now), Ns(claim_until)}));
+                                  {dead, by, now, claim_until}));
   return changed == 1;
 }
 

@@ -30,14 +30,6 @@ CREATE INDEX snapshots_created ON snapshots(created_ns);
 };
 constexpr int64_t kVersion = sizeof(kSteps) / sizeof(kSteps[0]);
 
-absl::Status Exec(sqlite3* db, const char* sql, const char* what) {
-  char* error = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &error) == SQLITE_OK) return absl::OkStatus();
-  absl::Status st = errors::Internal(absl::StrCat("sqlite: ", what, ": ", error ? error : "?"));
-  sqlite3_free(error);
-  return st;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SqliteSnapshotStore>> SqliteSnapshotStore::Open(
@@ -45,7 +37,7 @@ absl::StatusOr<std::unique_ptr<SqliteSnapshotStore>> SqliteSnapshotStore::Open(
   SANDGATE_ASSIGN_OR_RETURN(sqlite3 * db, OpenSqliteFile(path, "state database"));
   std::unique_ptr<SqliteSnapshotStore> store(new SqliteSnapshotStore(db));
   absl::MutexLock lock(&store->mu_);
-  SANDGATE_RETURN_IF_ERROR(Exec(db, "PRAGMA synchronous=NORMAL", "snapshots"));
+  SANDGATE_RETURN_IF_ERROR(SqlTx(db, "snapshots").Script("PRAGMA synchronous=NORMAL"));
   SANDGATE_RETURN_IF_ERROR(store->Migrate());
   return store;
 }
@@ -57,46 +49,35 @@ SqliteSnapshotStore::~SqliteSnapshotStore() {
 
 absl::Status SqliteSnapshotStore::Migrate() {
   // Read inside the write transaction: another daemon on the file migrating at once waits.
-  SANDGATE_RETURN_IF_ERROR(Exec(db_, "BEGIN IMMEDIATE", "migrate snapshots"));
-  absl::Status st = [&]() -> absl::Status {
-    SANDGATE_RETURN_IF_ERROR(Exec(db_,
-                                  "CREATE TABLE IF NOT EXISTS schema_version ("
-                                  "component TEXT PRIMARY KEY, version INTEGER NOT NULL)",
-                                  "migrate snapshots"));
-    Sql read(db_, "SELECT version FROM schema_version WHERE component = ?1",
-             {std::string(kComponent)});
-    SANDGATE_ASSIGN_OR_RETURN(bool row, read.Row("migrate snapshots"));
-    const int64_t version = row ? read.Int(0) : 0;
+  SqlTx tx(db_, "migrate snapshots");
+  return tx.Immediate([&]() -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(
+        tx.Script("CREATE TABLE IF NOT EXISTS schema_version ("
+                  "component TEXT PRIMARY KEY, version INTEGER NOT NULL)"));
+    SANDGATE_ASSIGN_OR_RETURN(
+        const int64_t version,
+        tx.Int("SELECT version FROM schema_version WHERE component = ?1", {kComponent}));
     if (version > kVersion) {
       return errors::FailedPrecondition(absl::StrCat("state database has snapshots schema version ",
                                                      version, ", newer than this daemon's ",
                                                      kVersion, "; run the newer sandgated"));
     }
-    for (int64_t v = version; v < kVersion; ++v) {
-      SANDGATE_RETURN_IF_ERROR(Exec(db_, kSteps[v], "migrate snapshots"));
-    }
-    return Sql(db_,
-               "INSERT INTO schema_version(component, version) VALUES(?1, ?2) "
-               "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
-               {std::string(kComponent), kVersion})
-        .Run("migrate snapshots")
-        .status();
-  }();
-  if (!st.ok()) {
-    (void)Exec(db_, "ROLLBACK", "migrate snapshots");  // the first error is the one to report
-    return st;
-  }
-  return Exec(db_, "COMMIT", "migrate snapshots");
+    for (int64_t v = version; v < kVersion; ++v) SANDGATE_RETURN_IF_ERROR(tx.Script(kSteps[v]));
+    return tx.Run(
+        "INSERT INTO schema_version(component, version) VALUES(?1, ?2) "
+        "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
+        {kComponent, kVersion});
+  });
 }
 
 absl::Status SqliteSnapshotStore::Create(const v1::Snapshot& snapshot) {
   absl::MutexLock lock(&mu_);
-  Sql s(db_,
+  Sql s(db_, "create snapshot",
         "INSERT INTO snapshots(id, tenant, session_id, created_ns, proto) "
         "VALUES(?1, ?2, ?3, ?4, ?5)",
         {snapshot.id(), snapshot.tenant(), snapshot.session_id(), SnapshotCreatedNs(snapshot),
          Blob{snapshot.SerializeAsString()}});
-  absl::StatusOr<int> changed = s.Run("create snapshot");
+  absl::StatusOr<int> changed = s.Run();
   if (!changed.ok() && sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
     return errors::AlreadyExists("snapshot", snapshot.id());
   }
@@ -105,8 +86,8 @@ absl::Status SqliteSnapshotStore::Create(const v1::Snapshot& snapshot) {
 
 absl::StatusOr<v1::Snapshot> SqliteSnapshotStore::Get(const std::string& id) {
   absl::MutexLock lock(&mu_);
-  Sql s(db_, "SELECT proto FROM snapshots WHERE id = ?1", {id});
-  SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row("get snapshot"));
+  Sql s(db_, "get snapshot", "SELECT proto FROM snapshots WHERE id = ?1", {id});
+  SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row());
   if (!row) return errors::NotFound("snapshot", id);
   return ParseSnapshotRecord(id, s.Bytes(0));
 }
@@ -114,13 +95,13 @@ absl::StatusOr<v1::Snapshot> SqliteSnapshotStore::Get(const std::string& id) {
 absl::StatusOr<std::vector<v1::Snapshot>> SqliteSnapshotStore::List(const std::string& tenant,
                                                                     const std::string& session_id) {
   absl::MutexLock lock(&mu_);
-  Sql s(db_,
+  Sql s(db_, "list snapshots",
         "SELECT id, proto FROM snapshots WHERE tenant = ?1 AND (?2 = '' OR session_id = ?2) "
         "ORDER BY n DESC",
         {tenant, session_id});
   std::vector<v1::Snapshot> out;
   for (;;) {
-    SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row("list snapshots"));
+    SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row());
     if (!row) break;
     SANDGATE_ASSIGN_OR_RETURN(v1::Snapshot snapshot, ParseSnapshotRecord(s.Text(0), s.Bytes(1)));
     out.push_back(std::move(snapshot));
@@ -131,20 +112,16 @@ absl::StatusOr<std::vector<v1::Snapshot>> SqliteSnapshotStore::List(const std::s
 absl::StatusOr<bool> SqliteSnapshotStore::Delete(const std::string& id) {
   absl::MutexLock lock(&mu_);
   SANDGATE_ASSIGN_OR_RETURN(
-      int changed, Sql(db_, "DELETE FROM snapshots WHERE id = ?1", {id}).Run("delete snapshot"));
+      int changed, Sql(db_, "delete snapshot", "DELETE FROM snapshots WHERE id = ?1", {id}).Run());
   return changed > 0;
 }
 
 absl::StatusOr<std::vector<std::string>> SqliteSnapshotStore::ListCreatedBefore(absl::Time cutoff) {
   absl::MutexLock lock(&mu_);
-  Sql s(db_, "SELECT id FROM snapshots WHERE created_ns < ?1 ORDER BY n",
+  Sql s(db_, "list old snapshots", "SELECT id FROM snapshots WHERE created_ns < ?1 ORDER BY n",
         {absl::ToUnixNanos(cutoff)});
   std::vector<std::string> out;
-  for (;;) {
-    SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row("list old snapshots"));
-    if (!row) break;
-    out.push_back(s.Text(0));
-  }
+  SANDGATE_RETURN_IF_ERROR(s.ForEachRow([&] { out.push_back(s.Text(0)); }));
   return out;
 }
 

@@ -1,25 +1,35 @@
-// Sql: one prepared SQLite statement with its parameters bound, finalized on every path, for
-// the tables that keep their own connection to the state file (the admission queue, the
-// snapshots).
+// The statements of the tables that keep their own connection to the state file (the
+// admission queue, the lease table, the snapshots):
 //
-//   Sql s(db, "SELECT proto FROM snapshots WHERE id = ?1", {id});
-//   SANDGATE_ASSIGN_OR_RETURN(bool row, s.Row("get snapshot"));
-//   if (row) use(s.Bytes(0));
+// - Sql: one prepared statement with its parameters bound, finalized on every path;
+// - SqlTx: one operation's statements with the operation's name bound once for their errors
+//   ("sqlite: release run: <SQLite's message>"), optionally as one BEGIN IMMEDIATE transaction.
 //
-// Not thread safe: the caller holds its connection's lock.
+//   absl::MutexLock lock(&mu_);
+//   SqlTx tx(db_, "release run");
+//   return tx.Immediate([&]() -> absl::Status {
+//     Sql claimed = tx.Query("SELECT tenant FROM admission_queue WHERE run_id = ?1", {id});
+//     SANDGATE_ASSIGN_OR_RETURN(bool found, claimed.Row());
+//     if (!found) return absl::OkStatus();
+//     return tx.Run("UPDATE admission_tenants SET running = running - 1 WHERE tenant = ?1",
+//                   {claimed.Text(0)});
+//   });
+//
+// Not thread safe: the caller holds its connection's lock for as long as it uses either.
 #ifndef SANDGATE_STORE_SQLITE_SQL_H_
 #define SANDGATE_STORE_SQLITE_SQL_H_
 
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <variant>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
-#include "common/errors.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 
 namespace sandgate::store {
@@ -28,54 +38,92 @@ namespace sandgate::store {
 struct Blob {
   std::string bytes;
 };
-using Value = std::variant<std::string, int64_t, Blob>;
+// A time is bound, and read back (Sql::Time), as unix nanoseconds.
+using Value = std::variant<std::string, int64_t, Blob, absl::Time>;
 
-// One prepared statement with its parameters bound (?1..), finalized on every path.
+// One prepared statement with its parameters bound (?1..), finalized on every path. `what`
+// (a string literal, or one that outlives the statement) names it in errors. A statement that
+// fails to prepare reports SQLite's error at its first Row or Run.
 class Sql {
  public:
-  Sql(sqlite3* db, const std::string& sql, std::initializer_list<Value> params) : db_(db) {
-    ok_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr) == SQLITE_OK;
-    int i = 1;
-    for (const Value& v : params) {
-      if (const auto* t = std::get_if<std::string>(&v)) {
-        sqlite3_bind_text(s_, i++, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
-      } else if (const auto* b = std::get_if<Blob>(&v)) {
-        sqlite3_bind_blob(s_, i++, b->bytes.data(), static_cast<int>(b->bytes.size()),
-                          SQLITE_TRANSIENT);
-      } else {
-        sqlite3_bind_int64(s_, i++, std::get<int64_t>(v));
-      }
-    }
-  }
+  Sql(sqlite3* db, const char* what, const std::string& sql, std::initializer_list<Value> params);
+  Sql(const Sql&) = delete;
+  Sql& operator=(const Sql&) = delete;
   ~Sql() { sqlite3_finalize(s_); }
-  // SQLITE_ROW, SQLITE_DONE, or the error as a Status naming `what`.
-  absl::StatusOr<bool> Row(const char* what) {
-    int rc = ok_ ? sqlite3_step(s_) : SQLITE_ERROR;
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return errors::Internal(absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
-  }
+
+  // Steps once: true at a row (read it with Text, Int, Bytes), false when there are no more.
+  absl::StatusOr<bool> Row();
+  // Steps through every row, calling `row` at each to read it.
+  absl::Status ForEachRow(const std::function<void()>& row);
   // Runs a statement without rows; the rows it changed.
-  absl::StatusOr<int> Run(const char* what) {
-    SANDGATE_ASSIGN_OR_RETURN(bool row, Row(what));
-    (void)row;
-    return sqlite3_changes(db_);
-  }
-  std::string Text(int col) {
-    const unsigned char* p = sqlite3_column_text(s_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
-  }
+  absl::StatusOr<int> Run();
+
+  std::string Text(int col);
   int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
-  std::string Bytes(int col) {
-    const void* p = sqlite3_column_blob(s_, col);
-    return p ? std::string(static_cast<const char*>(p), sqlite3_column_bytes(s_, col))
-             : std::string();
-  }
+  absl::Time Time(int col) { return absl::FromUnixNanos(Int(col)); }
+  std::string Bytes(int col);
 
  private:
   sqlite3* const db_;
+  const char* const what_;
   sqlite3_stmt* s_ = nullptr;
   bool ok_ = false;
+};
+
+// One operation's statements on a connection, named once. Outside Immediate each statement is
+// its own transaction (autocommit). Borrows the connection (its owner keeps it open and
+// locked) and opens nothing itself: made per call, passed by const reference to the helpers
+// of one operation.
+class SqlTx {
+ public:
+  // `what` is a string literal naming the operation in every error ("claim run").
+  SqlTx(sqlite3* db, const char* what) : db_(db), what_(what) {}
+
+  // A statement to step through (Sql::Row, ForEachRow).
+  Sql Query(const std::string& sql, std::initializer_list<Value> params) const {
+    return Sql(db_, what_, sql, params);
+  }
+  // Whether the query has a row.
+  absl::StatusOr<bool> HasRow(const std::string& sql, std::initializer_list<Value> params) const {
+    return Query(sql, params).Row();
+  }
+  // The query's first column as an integer (a count, a version); 0 when it has no row.
+  absl::StatusOr<int64_t> Int(const std::string& sql, std::initializer_list<Value> params) const;
+  // Runs a statement without rows.
+  absl::Status Run(const std::string& sql, std::initializer_list<Value> params) const {
+    return Changed(sql, params).status();
+  }
+  // Runs a statement without rows; the rows it changed.
+  absl::StatusOr<int> Changed(const std::string& sql, std::initializer_list<Value> params) const {
+    return Query(sql, params).Run();
+  }
+  // Runs a script of statements without parameters or rows (a schema, a PRAGMA), each in turn.
+  absl::Status Script(const std::string& sql) const;
+
+  // Runs `body` (this SqlTx's statements) as one BEGIN IMMEDIATE transaction: it takes the
+  // write lock first (waiting up to the connection's busy timeout), so what body reads no
+  // other connection or process changes before its writes commit. Commits when body succeeds,
+  // else rolls back. Returns body's result (an absl::Status, or an absl::StatusOr<T> for an
+  // operation with an answer), or the first error: BEGIN's, body's or COMMIT's.
+  template <typename Body>
+  auto Immediate(Body body) const -> decltype(body()) {
+    SANDGATE_RETURN_IF_ERROR(Script("BEGIN IMMEDIATE"));
+    decltype(body()) result = body();
+    SANDGATE_RETURN_IF_ERROR(End(StatusOf(result)));
+    return result;
+  }
+
+ private:
+  // After Immediate's body: COMMIT if it succeeded, else ROLLBACK; the first error.
+  absl::Status End(const absl::Status& body) const;
+  static const absl::Status& StatusOf(const absl::Status& s) { return s; }
+  template <typename T>
+  static const absl::Status& StatusOf(const absl::StatusOr<T>& s) {
+    return s.status();
+  }
+
+  sqlite3* const db_;
+  const char* const what_;
 };
 
 }  // namespace sandgate::store

@@ -20,32 +20,50 @@ std::vector<std::string> Ids(const std::vector<AdmissionQueue::Ticket>& tickets)
   return ids;
 }
 
+// Queues `ticket`; the ticket when it was admitted as it was queued (the caller starts it).
+std::vector<AdmissionQueue::Ticket> Queue(AdmissionQueue& q, const AdmissionQueue::Ticket& ticket) {
+  absl::StatusOr<bool> now = q.Enqueue(ticket);
+  EXPECT_TRUE(now.ok()) << now.status();
+  if (now.ok() && *now) return {ticket};
+  return {};
+}
+
+// One daemon's own queue (no shared store) admits by the same rules, on a store of its own
+// in memory: a run queued with room to spare starts at once, the rest wait in fair order.
 TEST(AdmissionTest, RoundRobinAcrossTenantsSoOneQueueCannotStarveAnother) {
   SandboxBudget budget(100);
   AdmissionQueue q(/*max_running=*/1, /*max_queued=*/100, &budget);
-  for (int i = 1; i <= 4; ++i) ASSERT_TRUE(q.Enqueue({"a" + std::to_string(i), "a", 0, true}).ok());
-  ASSERT_TRUE(q.Enqueue({"b1", "b", 0, true}).ok());
-  ASSERT_TRUE(q.Enqueue({"c1", "c", 0, true}).ok());
-  std::vector<std::string> order;
-  auto admitted = q.Admit();
-  ASSERT_EQ(admitted.size(), 1u);
+  std::vector<AdmissionQueue::Ticket> admitted = Queue(q, {"a1", "a", 0, true});
+  EXPECT_EQ(Ids(admitted), std::vector<std::string>{"a1"}) << "room: it starts as it is queued";
+  for (int i = 2; i <= 4; ++i)
+    EXPECT_TRUE(Queue(q, {"a" + std::to_string(i), "a", 0, true}).empty());
+  EXPECT_TRUE(Queue(q, {"b1", "b", 0, true}).empty());
+  EXPECT_TRUE(Queue(q, {"c1", "c", 0, true}).empty());
+  EXPECT_TRUE(q.Admit().empty()) << "max_running 1";
   EXPECT_EQ(q.Order(), (std::vector<std::string>{"b1", "c1", "a2", "a3", "a4"}));
+  EXPECT_EQ(q.waiting(), 5u);
+  std::vector<std::string> order;
   while (!admitted.empty()) {
+    ASSERT_EQ(admitted.size(), 1u);
     order.push_back(admitted[0].run_id);
     q.Done(admitted[0]);
     admitted = q.Admit();
   }
   EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "c1", "a2", "a3", "a4"}));
   EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(q.running(), 0u);
 }
 
 TEST(AdmissionTest, TenantQuotaAndGlobalLimitBothHold) {
   SandboxBudget budget(100);
   AdmissionQueue q(/*max_running=*/3, 100, &budget);
-  for (int i = 1; i <= 3; ++i)
-    ASSERT_TRUE(q.Enqueue({"a" + std::to_string(i), "a", /*limit=*/1, true}).ok());
-  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(q.Enqueue({"b" + std::to_string(i), "b", 0, true}).ok());
-  auto first = q.Admit();
+  std::vector<AdmissionQueue::Ticket> first;
+  for (const char* id : {"a1", "a2", "a3"}) {
+    for (const auto& t : Queue(q, {id, "a", /*limit=*/1, true})) first.push_back(t);
+  }
+  for (const char* id : {"b1", "b2", "b3"}) {
+    for (const auto& t : Queue(q, {id, "b", 0, true})) first.push_back(t);
+  }
   EXPECT_EQ(Ids(first), (std::vector<std::string>{"a1", "b1", "b2"}));
   EXPECT_EQ(q.running(), 3u);
   EXPECT_TRUE(q.Admit().empty());
@@ -59,10 +77,10 @@ TEST(AdmissionTest, TheSandboxBudgetHoldsRunsThatNeedASandbox) {
   SandboxBudget budget(1);
   AdmissionQueue q(10, 100, &budget);
   ASSERT_TRUE(budget.TryTake());  // a kept session holds the only sandbox
-  ASSERT_TRUE(q.Enqueue({"r1", "a", 0, /*needs_sandbox=*/true}).ok());
-  ASSERT_TRUE(q.Enqueue({"r2", "b", 0, /*needs_sandbox=*/false}).ok());
-  EXPECT_EQ(Ids(q.Admit()), (std::vector<std::string>{"r2"}))
+  EXPECT_TRUE(Queue(q, {"r1", "a", 0, /*needs_sandbox=*/true}).empty());
+  EXPECT_EQ(Ids(Queue(q, {"r2", "b", 0, /*needs_sandbox=*/false})), std::vector<std::string>{"r2"})
       << "a run in a kept session needs no new sandbox";
+  EXPECT_TRUE(q.Admit().empty());
   int released = 0;
   budget.set_on_release([&] { ++released; });
   budget.Give();
@@ -74,14 +92,16 @@ TEST(AdmissionTest, TheSandboxBudgetHoldsRunsThatNeedASandbox) {
 TEST(AdmissionTest, TheQueueIsBoundedAndNamesTheLimit) {
   SandboxBudget budget(1);
   AdmissionQueue q(1, /*max_queued=*/2, &budget);
-  ASSERT_TRUE(q.Enqueue({"r1", "a", 0, true}).ok());
-  ASSERT_TRUE(q.Enqueue({"r2", "a", 0, true}).ok());
-  absl::Status full = q.Enqueue({"r3", "a", 0, true}).status();
+  ASSERT_TRUE(*q.Enqueue({"r1", "a", 0, true})) << "it runs: it does not wait";
+  ASSERT_FALSE(*q.Enqueue({"r2", "a", 0, true}));
+  ASSERT_FALSE(*q.Enqueue({"r3", "a", 0, true}));
+  absl::Status full = q.Enqueue({"r4", "a", 0, true}).status();
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(full.message(), "max_queued_runs 2")) << full;
-  EXPECT_TRUE(q.Remove("r2"));
-  EXPECT_FALSE(q.Remove("r2"));
-  EXPECT_TRUE(q.Enqueue({"r3", "a", 0, true}).ok());
+  EXPECT_TRUE(q.Remove("r3"));
+  EXPECT_FALSE(q.Remove("r3"));
+  EXPECT_FALSE(q.Remove("r1")) << "running, not waiting";
+  EXPECT_FALSE(*q.Enqueue({"r4", "a", 0, true}));
 }
 
 // Two replicas' queues on one shared store: the tenant's quota counts both, each replica's

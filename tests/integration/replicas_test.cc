@@ -159,7 +159,12 @@ TEST(ReplicasTest, KilledReplicasContainerIsDeletedByAnotherOnce) {
       "the fake to hold no container", [&] { return fake.State()["containers"].empty(); },
       absl::Seconds(kLeaseSeconds) + kMargin))
       << b.Log();
-  EXPECT_EQ(GetRun(b, run.id())->status(), v1::RUN_STATUS_FAILED);
+  // The remote sweep comes first and the settling commit after it (core/replica.h): the run
+  // is FAILED a moment after its container is gone.
+  EXPECT_TRUE(Eventually("replica B to fail A's run", [&] {
+    absl::StatusOr<v1::Run> r = GetRun(b, run.id());
+    return r.ok() && r->status() == v1::RUN_STATUS_FAILED;
+  })) << b.Log();
   int deletes = 0;
   const nlohmann::json state = fake.State();
   for (const auto& r : state["requests"]) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "store/postgres_schema.h"
 #include "tests/fakes/fake_clock.h"
@@ -72,6 +73,40 @@ TEST_F(PostgresStoreTest, EachComponentMigratesItsOwnSteps) {
   EXPECT_NE(st.message().find("'test' to version 4"), std::string::npos) << st;
   EXPECT_NE(st.message().find("nosuchcolumn"), std::string::npos) << st;
   EXPECT_EQ(*SchemaVersion(**db, "test"), 3);
+}
+
+// PostgresDatabase::Transaction: the body's statements commit together, or none does when
+// one fails; the body's value comes back once committed; every error names the operation.
+TEST_F(PostgresStoreTest, ATransactionCommitsAllOrNothingAndNamesItsOperation) {
+  auto db = PostgresDatabase::Open(options_);
+  ASSERT_TRUE(db.ok()) << db.status();
+  ASSERT_TRUE((*db)->Run("test", "CREATE TABLE t (x INT PRIMARY KEY)").ok());
+  absl::StatusOr<int64_t> two =
+      (*db)->Transaction("add two", [](PgTx& tx) -> absl::StatusOr<int64_t> {
+        SANDGATE_RETURN_IF_ERROR(tx.Run("INSERT INTO t VALUES (1)"));
+        SANDGATE_RETURN_IF_ERROR(tx.Run("INSERT INTO t VALUES ($1)", PgParams().Int(2)));
+        SANDGATE_ASSIGN_OR_RETURN(PgResult r, tx.Exec("SELECT count(*) FROM t"));
+        return r.Int(0, 0);
+      });
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(*two, 2);
+  absl::Status failed = (*db)->Transaction("add three", [](PgTx& tx) -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(tx.Run("INSERT INTO t VALUES (3)"));
+    return tx.Run("INSERT INTO t VALUES (1)");
+  });
+  EXPECT_EQ(failed.code(), absl::StatusCode::kAlreadyExists) << failed;
+  EXPECT_EQ(failed.message().rfind("postgres add three: ", 0), 0u) << failed;
+  absl::Status refused = (*db)->Transaction("refuse", [](PgTx& tx) -> absl::Status {
+    SANDGATE_RETURN_IF_ERROR(tx.Run("INSERT INTO t VALUES (4)"));
+    return absl::FailedPreconditionError("the body says no");
+  });
+  EXPECT_EQ(refused, absl::FailedPreconditionError("the body says no"));
+  auto rows = (*db)->Exec("count", "SELECT count(*) FROM t");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->Int(0, 0), 2) << "3 and 4 were rolled back";
+  auto bad = (*db)->Exec("read nothing", "SELECT nosuchcolumn FROM t");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(bad.status().message().rfind("postgres read nothing: ", 0), 0u) << bad.status();
 }
 
 TEST_F(PostgresStoreTest, ADsnHoldingAPasswordIsRefused) {
