@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The fault harness of docs/replicas.md ("The fault harness"): N real sandgated replicas on one
 real PostgreSQL, a workload through the public API, a nemesis, and a checker over the whole
 store afterwards.
@@ -1010,6 +1010,14 @@ def main() -> int:
     if os.geteuid() != 0:
         print("fault harness: run as root (sandgated gives each sandbox a host uid)",
               file=sys.stderr)
+        return 2
+
+    try:  # the workload is the build's Python client, on Debian's gRPC
+        import grpc  # noqa: F401
+    except ImportError:
+        print(f"fault harness: {sys.executable} has no grpc module: run it with Debian's "
+              "/usr/bin/python3 (python3-grpcio and python3-protobuf, which deploy/setup.sh "
+              "--tests installs)", file=sys.stderr)
         return 2
 
     directory = tempfile.mkdtemp(prefix="sg-faults-", dir="/tmp")
