@@ -762,8 +762,14 @@ class HangingProvider : public CountingProvider {
   using CountingProvider::CountingProvider;
   absl::Status Sweep(const JournalEntry& entry) override {
     absl::MutexLock lock(&mu_);
+    entered_ = true;
     mu_.Await(absl::Condition(&go_));
     return CountingProvider::Sweep(entry);
+  }
+  // Until a sweep hangs here (real time, bounded): the cleanup has left the clock's waiters.
+  bool AwaitEntered() {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&entered_), absl::Seconds(10));
   }
   void Go() {
     absl::MutexLock lock(&mu_);
@@ -772,6 +778,7 @@ class HangingProvider : public CountingProvider {
 
  private:
   absl::Mutex mu_;
+  bool entered_ ABSL_GUARDED_BY(mu_) = false;
   bool go_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -786,6 +793,10 @@ TEST_F(ReplicaTest, ACleanupThatHangsDoesNotHoldBackTheClaimersRenewals) {
   ReplicaMember& claimer = StartReplica("b", nullptr, deps);
   ASSERT_TRUE(RenewThroughALease());  // a's lease ends: b claims it
   // b's cleaner hangs in the sweep: the event log's timer and b's heartbeat wait on the clock.
+  // Settling for two before the cleaner is in the sweep could count the idle cleaner and the
+  // timer while the heartbeat, slow on a loaded machine, is still claiming: the clock would
+  // then run past b's lease with no renewal due (5 in 300 under three busy loops).
+  ASSERT_TRUE(hanging.AwaitEntered());
   ASSERT_TRUE(clock_.BlockUntilSettled(2));
   for (absl::Duration t = kRenew; t <= 2 * kLease; t += kRenew) {
     clock_.Advance(kRenew);
