@@ -24,14 +24,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/bench/bench_daemon.h"
+#include "tests/sandbox/openai/analyst_scenario.h"
 
 namespace sandgate::bench {
 namespace {
@@ -52,13 +51,6 @@ double MsSince(SteadyClock::time_point start) {
 [[noreturn]] void Fail(const std::string& what, const grpc::Status& st) {
   std::fprintf(stderr, "bench: %s: %s\n", what.c_str(), st.error_message().c_str());
   std::exit(1);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // The sample run (financial-analyst, reference agent), its sandbox sleeping first: the one
@@ -204,8 +196,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "bench: --runs and --rounds must be at least 1\n");
     return 2;
   }
-  const std::string csv = ReadFile(std::string(SANDGATE_SOURCE_DIR) +
-                                   "/tests/data/northstar_cloud_financial_statements.csv");
+  const std::string csv = testing::SampleStatementsCsv();
   if (csv.empty()) {
     std::fprintf(stderr, "bench: the sample CSV is missing under %s\n", SANDGATE_SOURCE_DIR);
     return 1;

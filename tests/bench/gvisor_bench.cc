@@ -37,6 +37,7 @@
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/bench/bench_daemon.h"
 #include "tests/bench/follow_run.h"
+#include "tests/sandbox/openai/analyst_scenario.h"
 
 namespace sandgate::bench {
 namespace {
@@ -198,9 +199,7 @@ int Main(int argc, char** argv) {
     }
     Close(*stub, g.id());
     Close(*stub, n.id());
-    std::ifstream in(std::string(SANDGATE_SOURCE_DIR) +
-                     "/tests/data/northstar_cloud_financial_statements.csv");
-    const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string csv = testing::SampleStatementsCsv();
     for (int i = 0; i < runs; ++i) {
       run_g.push_back(TimeSampleRun(*stub, csv, "gvisor"));
       run_n.push_back(TimeSampleRun(*stub, csv, "namespaces"));

@@ -16,8 +16,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,6 +28,7 @@
 #include "tests/bench/bench_daemon.h"
 #include "tests/bench/follow_run.h"
 #include "tests/fakes/postgres_server.h"
+#include "tests/sandbox/openai/analyst_scenario.h"
 
 namespace {
 
@@ -86,13 +85,6 @@ Rates Measure(sandgate::store::Store& store, const std::string& prefix, int even
   if (read != events) std::exit(1);
   r.read = read / (Ms(start) / 1000);
   return r;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // A finished sample run on `stub`; its id, or "" when it failed.
@@ -171,8 +163,7 @@ int main(int argc, char** argv) {
   if (!daemon_db.ok() || !store_db.ok()) return 1;
 
   // 1. RunAnalysis end to end.
-  const std::string csv = ReadFile(std::string(SANDGATE_SOURCE_DIR) +
-                                   "/tests/data/northstar_cloud_financial_statements.csv");
+  const std::string csv = sandgate::testing::SampleStatementsCsv();
   nlohmann::json pg_config = {{"store", {{"type", "postgres"}, {"dsn", *daemon_db}}},
                               {"local", {{"uid_base", 310000}, {"uid_count", 16}}}};
   nlohmann::json sqlite_config = {{"local", {{"uid_base", 311000}, {"uid_count", 16}}}};

@@ -13,25 +13,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/bench/follow_run.h"
+#include "tests/sandbox/openai/analyst_scenario.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -66,7 +58,7 @@ double OneBare(const std::string& dir) {
 int main(int argc, char** argv) {
   int iterations = argc > 1 ? std::atoi(argv[1]) : 20;
   std::string src = SANDGATE_SOURCE_DIR;
-  std::string csv = ReadFile(src + "/tests/data/northstar_cloud_financial_statements.csv");
+  std::string csv = sandgate::testing::SampleStatementsCsv();
   char tmpl[] = "/tmp/sg-bench-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   std::string inputs = dir + "/in";

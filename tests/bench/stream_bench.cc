@@ -38,7 +38,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -47,6 +46,7 @@
 #include "sandgate/v1/sandgate.grpc.pb.h"
 #include "tests/bench/bench_daemon.h"
 #include "tests/bench/setup_run.h"
+#include "tests/sandbox/openai/analyst_scenario.h"
 
 namespace {
 
@@ -312,9 +312,7 @@ int main(int argc, char** argv) {
   }
   std::string analysis;
   if (workload == "analysis") {
-    std::ifstream in(std::string(SANDGATE_SOURCE_DIR) + "/examples/" +
-                     "northstar_cloud_financial_statements.csv");
-    analysis.assign(std::istreambuf_iterator<char>(in), {});
+    analysis = sandgate::testing::SampleStatementsCsv();
     if (analysis.empty()) {
       std::fprintf(stderr, "cannot read the sample statements under %s\n", SANDGATE_SOURCE_DIR);
       return 2;
